@@ -1,0 +1,56 @@
+"""hexeract_lite: a persistent message scheduler in one SQLite file.
+
+Hand it a message and a time (once, or on a cron rule); it keeps the message on disk
+and, when it is due, delivers it to a sink at least once, retrying with backoff and
+dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId`.
+"""
+
+from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from .errors import (
+    DispatchError,
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidConfiguration,
+    InvalidMessage,
+    InvalidTrigger,
+    NotReplayable,
+    ScheduleNotFound,
+    SchedulerError,
+    StoreError,
+)
+from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
+from .occurrence import OccurrenceId
+from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from .store import InMemoryScheduleStore, ScheduleStore
+from .trigger import CronExpression, Trigger
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_PAYLOAD_BYTES",
+    "SYSTEM_CLOCK",
+    "Clock",
+    "CronExpression",
+    "DispatchError",
+    "DuplicateSchedule",
+    "InMemoryScheduleStore",
+    "InvalidArgument",
+    "InvalidConfiguration",
+    "InvalidMessage",
+    "InvalidTrigger",
+    "LeasedOccurrence",
+    "ManualClock",
+    "NotReplayable",
+    "OccurrenceId",
+    "ScheduleNotFound",
+    "ScheduleSnapshot",
+    "ScheduleStatus",
+    "ScheduleStore",
+    "ScheduledMessage",
+    "SchedulerError",
+    "StoreError",
+    "SystemClock",
+    "Target",
+    "Trigger",
+    "__version__",
+]

@@ -1,0 +1,68 @@
+"""Instants as the reference stores them: UTC, millisecond precision, sortable text."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def to_utc_ms(value: object, name: str, error: type[Exception] = ValueError) -> datetime:
+    """Normalise an aware datetime to UTC, truncated to whole milliseconds.
+
+    A naive datetime (or anything that is not a datetime) raises ``error`` naming
+    the argument: hexeract_lite never guesses a timezone.
+    """
+    if not isinstance(value, datetime):
+        raise error(f"{name} must be a timezone-aware datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise error(
+            f"{name} must be a timezone-aware datetime, got naive {value.isoformat()!r}"
+            " (use datetime.now(timezone.utc) or attach a tzinfo)"
+        )
+    utc = value.astimezone(UTC)
+    micro = utc.microsecond
+    if micro % 1000:
+        utc = utc.replace(microsecond=micro - micro % 1000)
+    return utc
+
+
+def format_ts(value: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` for an aware UTC datetime (ms precision)."""
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T"
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}."
+        f"{value.microsecond // 1000:03d}Z"
+    )
+
+
+def parse_ts(text: str) -> datetime:
+    """Read a stored timestamp.
+
+    Accepts the reference's ``YYYY-MM-DDTHH:MM:SS.mmmZ`` and SQLite's
+    ``YYYY-MM-DD HH:MM:SS`` (taken as UTC), with or without fractional seconds.
+    """
+    try:
+        if len(text) == 24 and text[10] == "T" and text[23] == "Z":
+            return datetime(
+                int(text[0:4]),
+                int(text[5:7]),
+                int(text[8:10]),
+                int(text[11:13]),
+                int(text[14:16]),
+                int(text[17:19]),
+                int(text[20:23]) * 1000,
+                tzinfo=UTC,
+            )
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"not a timestamp: {text!r}") from exc
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return to_utc_ms(value, "timestamp")
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """RFC 3339 text with a ``Z`` suffix, millisecond precision, or None."""
+    return None if value is None else format_ts(value)

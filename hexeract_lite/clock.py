@@ -1,0 +1,70 @@
+"""The clock: the only code in hexeract_lite that reads the wall clock.
+
+Stores and the worker take ``clock=``; the default :data:`SYSTEM_CLOCK` calls
+``datetime.now(timezone.utc)`` at every call, so ``time-machine`` can freeze and
+move it in tests. ``time.monotonic()`` is used elsewhere only to *measure*
+durations (timeouts, sleeps), never to decide what is due.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Anything with a ``now()`` returning an aware UTC datetime."""
+
+    def now(self) -> datetime:
+        """The current instant, timezone-aware, in UTC."""
+        ...
+
+
+class SystemClock:
+    """The wall clock: ``datetime.now(timezone.utc)`` at every call."""
+
+    def now(self) -> datetime:
+        """The current instant, read from the system at each call."""
+        return datetime.now(UTC)
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
+"""The default clock of every store and worker."""
+
+
+class ManualClock:
+    """A clock that only moves when told to; handy in tests and simulations."""
+
+    def __init__(self, start: datetime) -> None:
+        if start.tzinfo is None or start.utcoffset() is None:
+            raise ValueError(f"ManualClock needs an aware datetime, got naive {start!r}")
+        self._now = start.astimezone(UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        """The instant the clock was last set to."""
+        with self._lock:
+            return self._now
+
+    def advance(self, delta: timedelta) -> datetime:
+        """Move the clock by ``delta`` (which may be negative) and return the new now."""
+        with self._lock:
+            self._now += delta
+            return self._now
+
+    def set(self, instant: datetime) -> None:
+        """Set the clock to ``instant`` (aware)."""
+        if instant.tzinfo is None or instant.utcoffset() is None:
+            raise ValueError(f"ManualClock.set needs an aware datetime, got naive {instant!r}")
+        with self._lock:
+            self._now = instant.astimezone(UTC)
+
+    def __repr__(self) -> str:
+        return f"ManualClock({self._now.isoformat()})"

@@ -1,0 +1,82 @@
+"""The errors hexeract_lite raises.
+
+Every error derives from :class:`SchedulerError`, and each subclass also inherits
+the builtin exception it resembles, so ``except ValueError`` or ``except
+LookupError`` in an application keeps working. Driver errors (``apsw.*``,
+``psycopg.*``) never leak as the public type: they are chained with ``raise ...
+from`` behind a :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+__all__ = [
+    "DispatchError",
+    "DuplicateSchedule",
+    "InvalidArgument",
+    "InvalidConfiguration",
+    "InvalidMessage",
+    "InvalidTrigger",
+    "NotReplayable",
+    "ScheduleNotFound",
+    "SchedulerError",
+    "StoreError",
+]
+
+
+class SchedulerError(Exception):
+    """The root of every error hexeract_lite raises on purpose."""
+
+
+class InvalidArgument(SchedulerError, ValueError):
+    """A value handed to hexeract_lite is not acceptable; nothing was written."""
+
+
+class InvalidTrigger(InvalidArgument):
+    """A trigger cannot be built: a bad cron expression or a bad instant."""
+
+
+class InvalidMessage(InvalidArgument):
+    """A message cannot be built: bad event type, payload or instant."""
+
+
+class InvalidConfiguration(InvalidArgument):
+    """A setting is out of range (worker config, batch size, max_attempts, ...)."""
+
+
+class ScheduleNotFound(SchedulerError, LookupError):
+    """No schedule has this id."""
+
+    def __init__(self, schedule_id: uuid.UUID) -> None:
+        super().__init__(f"no schedule {schedule_id}")
+        self.schedule_id = schedule_id
+
+
+class DuplicateSchedule(SchedulerError, ValueError):
+    """A schedule with this id already exists; the insert wrote nothing."""
+
+    def __init__(self, schedule_id: uuid.UUID) -> None:
+        super().__init__(f"schedule {schedule_id} already exists")
+        self.schedule_id = schedule_id
+
+
+class NotReplayable(SchedulerError, RuntimeError):
+    """Only a dead-lettered schedule can be replayed."""
+
+    def __init__(self, schedule_id: uuid.UUID, status: object) -> None:
+        label = getattr(status, "value", status)
+        super().__init__(f"not replayable: schedule {schedule_id} is {label}")
+        self.schedule_id = schedule_id
+        self.status = status
+
+
+class DispatchError(SchedulerError, RuntimeError):
+    """A sink could not deliver a message; the worker retries or dead-letters it."""
+
+
+class StoreError(SchedulerError, OSError):
+    """The store could not do its work (I/O error, disk full, lock timeout, bad file).
+
+    The operation that raised it applied nothing: a transaction is all or nothing.
+    """

@@ -1,0 +1,224 @@
+"""ScheduledMessage and Target: what is delivered, where, and when."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+import attrs
+
+from ._time import to_utc_ms
+from .clock import SYSTEM_CLOCK
+from .errors import InvalidMessage
+from .occurrence import OccurrenceId
+from .trigger import CronExpression, Trigger
+
+__all__ = [
+    "MAX_EVENT_TYPE_LENGTH",
+    "MAX_PAYLOAD_BYTES",
+    "ScheduledMessage",
+    "Target",
+    "TargetKind",
+    "new_schedule_id",
+]
+
+TargetKind = Literal["mediator", "outbox", "bus"]
+MAX_EVENT_TYPE_LENGTH = 64
+"""``event_type`` has 1 to 64 characters (the reference's ``VARCHAR(64)``)."""
+MAX_PAYLOAD_BYTES = 1024 * 1024
+"""The largest payload accepted: 1 MiB of UTF-8 JSON text.
+
+A scheduler row is read on every claim; large blobs belong in the application's own
+storage, referenced from the payload.
+"""
+MAX_ROUTING_KEY_LENGTH = 255
+
+
+def new_schedule_id() -> uuid.UUID:
+    """A fresh UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then 74 random bits.
+
+    The milliseconds come from the clock, so ids minted under a frozen clock still sort
+    by their (frozen) creation time and differ by their random bits.
+    """
+    now = SYSTEM_CLOCK.now()
+    ms = int(now.timestamp() * 1000) & 0xFFFF_FFFF_FFFF
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (ms << 80)
+        | (0x7 << 76)
+        | ((rand >> 62) & 0xFFF) << 64
+        | (0b10 << 62)
+        | (rand & 0x3FFF_FFFF_FFFF_FFFF)
+    )
+    return uuid.UUID(int=value)
+
+
+def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or len(value) > MAX_ROUTING_KEY_LENGTH:
+        raise InvalidMessage(
+            f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
+            f" got {value!r}"
+        )
+
+
+@attrs.frozen
+class Target:
+    """Where a message goes: the in-process ``mediator``, the ``outbox``, or the ``bus``
+    with a routing key."""
+
+    kind: TargetKind
+    routing_key: str | None = attrs.field(default=None, validator=_check_routing_key)
+
+    @classmethod
+    def mediator(cls) -> Target:
+        """Dispatch to the application's in-process mediator."""
+        return cls("mediator")
+
+    @classmethod
+    def outbox(cls) -> Target:
+        """Dispatch to the application's outbox."""
+        return cls("outbox")
+
+    @classmethod
+    def bus(cls, routing_key: str) -> Target:
+        """Publish on a message bus under ``routing_key``."""
+        if routing_key is None:
+            raise InvalidMessage("a bus target needs a routing_key, got None")
+        return cls("bus", routing_key)
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in ("mediator", "outbox", "bus"):
+            raise InvalidMessage(
+                f"target kind must be 'mediator', 'outbox' or 'bus', got {self.kind!r}"
+            )
+        if (self.kind == "bus") != (self.routing_key is not None):
+            raise InvalidMessage(
+                f"a routing_key goes with a bus target only, got kind={self.kind!r}"
+                f" routing_key={self.routing_key!r}"
+            )
+
+    def label(self) -> str:
+        """``mediator``, ``outbox`` or ``bus:<routing key>``."""
+        return self.kind if self.routing_key is None else f"bus:{self.routing_key}"
+
+
+def encode_payload(payload: Any) -> str:
+    """The payload as compact JSON text; :class:`InvalidMessage` when it is not JSON."""
+    try:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(
+            f"payload is not JSON-serialisable: {exc} (payload {payload!r:.200})"
+        ) from exc
+    size = len(text.encode("utf-8"))
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidMessage(
+            f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )
+    return text
+
+
+def _check_event_type(event_type: object) -> str:
+    if not isinstance(event_type, str) or not 1 <= len(event_type) <= MAX_EVENT_TYPE_LENGTH:
+        raise InvalidMessage(
+            f"event_type must be a string of 1 to {MAX_EVENT_TYPE_LENGTH} characters,"
+            f" got {event_type!r:.100}"
+            + (f" ({len(event_type)} characters)" if isinstance(event_type, str) else "")
+        )
+    return event_type
+
+
+@attrs.frozen(kw_only=True)
+class ScheduledMessage:
+    """A message to deliver on a trigger. Build it with :meth:`delay` or :meth:`cron`.
+
+    The payload is any JSON value; it is stored as JSON text (``payload_json``) and
+    handed to sinks as the decoded value. Never pickled, never evaluated.
+    """
+
+    schedule_id: uuid.UUID
+    """The schedule's id, a UUIDv7 minted when the message is built."""
+    event_type: str
+    """What the message is, 1 to 64 characters; a bus publishes it as the message type."""
+    payload: Any = attrs.field(eq=False)
+    """The decoded JSON payload."""
+    payload_json: str
+    """The payload as stored: compact JSON text."""
+    target: Target
+    trigger: Trigger
+    scheduled_for: datetime
+    """The instant of the next (or only) firing, UTC, millisecond precision."""
+
+    @classmethod
+    def delay(
+        cls,
+        target: Target,
+        at: datetime,
+        event_type: str,
+        payload: Any,
+        *,
+        schedule_id: uuid.UUID | None = None,
+    ) -> ScheduledMessage:
+        """A message delivered once, at ``at`` (aware; normalised to UTC milliseconds)."""
+        when = to_utc_ms(at, "at", InvalidMessage)
+        return cls._build(target, Trigger("delay", at=when), when, event_type, payload, schedule_id)
+
+    @classmethod
+    def cron(
+        cls,
+        target: Target,
+        expression: str | CronExpression,
+        first_occurrence: datetime,
+        event_type: str,
+        payload: Any,
+        *,
+        schedule_id: uuid.UUID | None = None,
+    ) -> ScheduledMessage:
+        """A message delivered at ``first_occurrence``, then on every instant of the
+        cron ``expression`` after the previous delivery (UTC)."""
+        trigger = Trigger.cron(expression)
+        when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage)
+        return cls._build(target, trigger, when, event_type, payload, schedule_id)
+
+    @classmethod
+    def _build(
+        cls,
+        target: Target,
+        trigger: Trigger,
+        when: datetime,
+        event_type: str,
+        payload: Any,
+        schedule_id: uuid.UUID | None,
+    ) -> ScheduledMessage:
+        if not isinstance(target, Target):
+            raise InvalidMessage(f"target must be a Target, got {target!r}")
+        if schedule_id is None:
+            schedule_id = new_schedule_id()
+        elif not isinstance(schedule_id, uuid.UUID):
+            raise InvalidMessage(f"schedule_id must be a uuid.UUID, got {schedule_id!r}")
+        text = encode_payload(payload)
+        return cls(
+            schedule_id=schedule_id,
+            event_type=_check_event_type(event_type),
+            payload=json.loads(text),
+            payload_json=text,
+            target=target,
+            trigger=trigger,
+            scheduled_for=when,
+        )
+
+    def occurrence_id(self) -> OccurrenceId:
+        """The id of this firing: ``OccurrenceId.derive(schedule_id, scheduled_for)``."""
+        return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
+
+    def at(self, scheduled_for: datetime) -> ScheduledMessage:
+        """The same schedule, firing at another instant (used by stores)."""
+        trigger = self.trigger
+        if trigger.kind == "delay":
+            trigger = Trigger("delay", at=scheduled_for)
+        return attrs.evolve(self, trigger=trigger, scheduled_for=scheduled_for)

@@ -1,0 +1,82 @@
+"""OccurrenceId: the stable identity of one firing of a schedule."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+from functools import total_ordering
+
+from ._time import EPOCH
+
+__all__ = ["OCCURRENCE_NAMESPACE", "OccurrenceId"]
+
+OCCURRENCE_NAMESPACE = uuid.UUID("6b9d1c2e-7a44-4f8e-9c10-2d3b4c5d6e7f")
+"""The UUIDv5 namespace of occurrence ids, shared with hexeract (Rust)."""
+
+_NAMESPACE_BYTES = OCCURRENCE_NAMESPACE.bytes
+
+
+def _epoch_offset_ns(instant: datetime) -> int:
+    delta = instant - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+@total_ordering
+class OccurrenceId:
+    """The id of one firing: UUIDv5 of (schedule id, scheduled_for).
+
+    ``derive(schedule_id, scheduled_for)`` hashes, with SHA-1 under
+    :data:`OCCURRENCE_NAMESPACE`, the 33-byte name
+    ``schedule_id.bytes + sign + abs(offset_ns).to_bytes(16, "big")``, where
+    ``offset_ns`` is ``scheduled_for`` minus the Unix epoch in nanoseconds and
+    ``sign`` is ``1`` when the offset is >= 0 (the epoch included) and ``0``
+    before it. It equals hexeract's ``OccurrenceId::derive`` bit for bit, so the
+    same firing has the same id in every process and after every redelivery:
+    it is the key downstream consumers deduplicate on.
+    """
+
+    __slots__ = ("_uuid",)
+
+    def __init__(self, value: uuid.UUID) -> None:
+        if not isinstance(value, uuid.UUID):
+            raise TypeError(f"OccurrenceId wraps a uuid.UUID, got {value!r}")
+        self._uuid = value
+
+    @classmethod
+    def derive(cls, schedule_id: uuid.UUID, scheduled_for: datetime) -> OccurrenceId:
+        """The id of the firing of ``schedule_id`` at ``scheduled_for`` (aware)."""
+        if scheduled_for.tzinfo is None or scheduled_for.utcoffset() is None:
+            raise ValueError(
+                f"scheduled_for must be a timezone-aware datetime, got naive {scheduled_for!r}"
+            )
+        offset = _epoch_offset_ns(scheduled_for)
+        sign = b"\x01" if offset >= 0 else b"\x00"
+        name = schedule_id.bytes + sign + abs(offset).to_bytes(16, "big")
+        digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        return cls(uuid.UUID(bytes=bytes(digest)))
+
+    def as_uuid(self) -> uuid.UUID:
+        """The id as a :class:`uuid.UUID`."""
+        return self._uuid
+
+    def __str__(self) -> str:
+        return str(self._uuid)
+
+    def __repr__(self) -> str:
+        return f"OccurrenceId('{self._uuid}')"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OccurrenceId):
+            return self._uuid == other._uuid
+        return NotImplemented
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, OccurrenceId):
+            return self._uuid < other._uuid
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._uuid)

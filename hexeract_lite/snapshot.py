@@ -1,0 +1,127 @@
+"""What the stores hand back: status, snapshots and leased occurrences."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+
+import attrs
+
+from .message import ScheduledMessage, Target
+from .occurrence import OccurrenceId
+from .trigger import Trigger
+
+__all__ = ["LeasedOccurrence", "ScheduleSnapshot", "ScheduleStatus"]
+
+
+class ScheduleStatus(enum.StrEnum):
+    """A schedule's status, derived from its row.
+
+    ``delivered``, ``cancelled`` or ``dead-lettered`` when the matching timestamp is
+    set (these three are terminal), else ``paused`` when the paused flag is set,
+    else ``pending``.
+    """
+
+    PENDING = "pending"
+    PAUSED = "paused"
+    DELIVERED = "delivered"
+    CANCELLED = "cancelled"
+    DEAD_LETTERED = "dead-lettered"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for delivered, cancelled and dead-lettered."""
+        return self in (
+            ScheduleStatus.DELIVERED,
+            ScheduleStatus.CANCELLED,
+            ScheduleStatus.DEAD_LETTERED,
+        )
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def derive(
+        cls,
+        *,
+        delivered_at: datetime | None,
+        cancelled_at: datetime | None,
+        dead_lettered_at: datetime | None,
+        paused: bool,
+    ) -> ScheduleStatus:
+        """The status of a row with these fields."""
+        if delivered_at is not None:
+            return cls.DELIVERED
+        if cancelled_at is not None:
+            return cls.CANCELLED
+        if dead_lettered_at is not None:
+            return cls.DEAD_LETTERED
+        if paused:
+            return cls.PAUSED
+        return cls.PENDING
+
+
+@attrs.frozen(kw_only=True)
+class ScheduleSnapshot:
+    """A read-only view of one schedule's row, as ``inspect`` and the listings return it."""
+
+    schedule_id: uuid.UUID
+    status: ScheduleStatus
+    scheduled_for: datetime
+    attempts: int
+    max_attempts: int
+    trigger: Trigger
+    last_error: str | None
+    event_type: str
+    target: Target
+    payload_json: str
+    leased_until: datetime | None
+    created_at: datetime
+    delivered_at: datetime | None
+    cancelled_at: datetime | None
+    dead_lettered_at: datetime | None
+
+    def to_json_dict(self) -> dict[str, object]:
+        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as ``delay``/``cron:<expr>``."""
+        from ._time import rfc3339
+
+        return {
+            "schedule_id": str(self.schedule_id),
+            "status": self.status.value,
+            "scheduled_for": rfc3339(self.scheduled_for),
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "trigger": self.trigger.label(),
+            "last_error": self.last_error,
+            "event_type": self.event_type,
+            "target": self.target.label(),
+            "leased_until": rfc3339(self.leased_until),
+            "created_at": rfc3339(self.created_at),
+            "delivered_at": rfc3339(self.delivered_at),
+            "cancelled_at": rfc3339(self.cancelled_at),
+            "dead_lettered_at": rfc3339(self.dead_lettered_at),
+        }
+
+
+@attrs.frozen(kw_only=True)
+class LeasedOccurrence:
+    """An occurrence handed to a worker by ``claim_due``.
+
+    ``attempts`` counts the attempts consumed so far, the current one included;
+    ``leased_until`` is the instant until which this claim holds the occurrence, and
+    the fencing token every acknowledgement must present.
+    """
+
+    message: ScheduledMessage
+    attempts: int
+    max_attempts: int
+    leased_until: datetime
+
+    def occurrence_id(self) -> OccurrenceId:
+        """The dedup key of this firing (stable across redeliveries)."""
+        return self.message.occurrence_id()
+
+    def is_exhausted(self) -> bool:
+        """True once ``attempts >= max_attempts``: a failure now dead-letters."""
+        return self.attempts >= self.max_attempts

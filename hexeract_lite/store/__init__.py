@@ -1,0 +1,6 @@
+"""Schedule stores: the contract and its implementations."""
+
+from .base import SWEEP_ERROR, ScheduleStore
+from .memory import InMemoryScheduleStore
+
+__all__ = ["SWEEP_ERROR", "InMemoryScheduleStore", "ScheduleStore"]

@@ -1,0 +1,245 @@
+"""InMemoryScheduleStore: the reference implementation of the store contract."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from .._time import to_utc_ms
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
+from ..message import ScheduledMessage
+from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from ..trigger import CronExpression
+from .base import (
+    SWEEP_ERROR,
+    ScheduleStore,
+    check_claim,
+    check_limit,
+    check_max_attempts,
+    check_messages,
+    check_retry_in,
+    check_schedule_id,
+)
+from .record import ScheduleRecord
+
+__all__ = ["InMemoryScheduleStore"]
+
+
+def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
+    return (record.scheduled_for, record.schedule_id.bytes)
+
+
+class InMemoryScheduleStore(ScheduleStore):
+    """Schedules in a dict, guarded by one lock. Nothing survives the process.
+
+    It is the executable specification of :class:`ScheduleStore`: simple, obviously
+    right, and what the other stores are compared against. Use it in tests and for
+    schedules that need not outlive the process.
+    """
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
+        self._rows: dict[uuid.UUID, ScheduleRecord] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    def _now(self) -> datetime:
+        return to_utc_ms(self._clock.now(), "clock.now()")
+
+    def _get(self, schedule_id: uuid.UUID) -> ScheduleRecord:
+        row = self._rows.get(check_schedule_id(schedule_id))
+        if row is None:
+            raise ScheduleNotFound(schedule_id)
+        return row
+
+    # -- writing ---------------------------------------------------------------
+
+    def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
+        self.insert_many([message], max_attempts)
+
+    def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
+        check_max_attempts(max_attempts)
+        check_messages(messages)
+        with self._lock:
+            now = self._now()
+            seen: set[uuid.UUID] = set()
+            for message in messages:
+                if message.schedule_id in self._rows or message.schedule_id in seen:
+                    raise DuplicateSchedule(message.schedule_id)
+                seen.add(message.schedule_id)
+            for message in messages:
+                self._rows[message.schedule_id] = ScheduleRecord.new(message, max_attempts, now)
+
+    # -- worker ----------------------------------------------------------------
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
+        now = check_claim(now, batch_size, lease)
+        until = now + lease
+        with self._lock:
+            due = sorted(
+                (
+                    row
+                    for row in self._rows.values()
+                    if row.scheduled_for <= now
+                    and not row.is_terminal
+                    and not row.paused
+                    and row.attempts < row.max_attempts
+                    and (row.leased_until is None or row.leased_until <= now)
+                ),
+                key=_sort_key,
+            )[:batch_size]
+            for row in due:
+                row.attempts += 1
+                row.leased_until = until
+            return [row.leased() for row in due]
+
+    def _fenced(self, schedule_id: uuid.UUID, lease: datetime) -> ScheduleRecord | None:
+        row = self._rows.get(check_schedule_id(schedule_id))
+        if row is None or row.is_terminal or row.leased_until != lease:
+            return None
+        return row
+
+    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
+        with self._lock:
+            row = self._fenced(schedule_id, lease)
+            if row is None:
+                return False
+            row.delivered_at = self._now()
+            row.leased_until = None
+            return True
+
+    def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
+        next = to_utc_ms(next, "next", InvalidArgument)
+        with self._lock:
+            row = self._fenced(schedule_id, lease)
+            if row is None:
+                return False
+            row.scheduled_for = next
+            row.attempts = 0
+            row.leased_until = None
+            row.last_error = None
+            return True
+
+    def mark_failed(
+        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
+    ) -> bool:
+        check_retry_in(retry_in)
+        with self._lock:
+            row = self._fenced(schedule_id, lease)
+            if row is None:
+                return False
+            row.leased_until = to_utc_ms(self._now() + retry_in, "retry deadline")
+            row.last_error = str(error)
+            return True
+
+    def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
+        with self._lock:
+            row = self._fenced(schedule_id, lease)
+            if row is None:
+                return False
+            row.dead_lettered_at = self._now()
+            row.last_error = str(error)
+            row.leased_until = None
+            return True
+
+    def dead_letter_exhausted(self) -> int:
+        with self._lock:
+            now = self._now()
+            count = 0
+            for row in self._rows.values():
+                if (
+                    not row.is_terminal
+                    and not row.paused
+                    and row.attempts >= row.max_attempts
+                    and (row.leased_until is None or row.leased_until <= now)
+                ):
+                    row.dead_lettered_at = now
+                    row.last_error = SWEEP_ERROR
+                    row.leased_until = None
+                    count += 1
+            return count
+
+    # -- control ---------------------------------------------------------------
+
+    def cancel(self, schedule_id: uuid.UUID) -> bool:
+        with self._lock:
+            row = self._get(schedule_id)
+            if row.is_terminal:
+                return False
+            row.cancelled_at = self._now()
+            row.leased_until = None
+            return True
+
+    def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
+        with self._lock:
+            row = self._get(schedule_id)
+            if row.is_terminal or row.paused == bool(paused):
+                return False
+            row.paused = bool(paused)
+            return True
+
+    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
+        if next is not None:
+            next = to_utc_ms(next, "next", InvalidArgument)
+        with self._lock:
+            row = self._get(schedule_id)
+            if row.is_terminal or not row.paused:
+                return False
+            if next is None and row.trigger_kind == "cron":
+                now = self._now()
+                if row.scheduled_for < now:
+                    next = CronExpression.parse(row.cron_expr or "").next_occurrence(now)
+                    if next is None:
+                        return False
+            if next is not None:
+                row.scheduled_for = next
+                row.attempts = 0
+                row.last_error = None
+                row.leased_until = None
+            row.paused = False
+            return True
+
+    def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
+        with self._lock:
+            row = self._rows.get(check_schedule_id(schedule_id))
+            return None if row is None else row.snapshot()
+
+    # -- admin -----------------------------------------------------------------
+
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
+        check_limit(limit)
+        with self._lock:
+            rows = sorted((r for r in self._rows.values() if not r.is_terminal), key=_sort_key)
+            return [row.snapshot() for row in rows[:limit]]
+
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
+        check_limit(limit)
+        with self._lock:
+            rows = [r for r in self._rows.values() if r.dead_lettered_at is not None]
+            rows.sort(key=lambda r: r.schedule_id.bytes)
+            rows.sort(key=lambda r: r.dead_lettered_at, reverse=True)  # type: ignore[arg-type,return-value]
+            return [row.snapshot() for row in rows[:limit]]
+
+    def replay(self, schedule_id: uuid.UUID) -> None:
+        with self._lock:
+            row = self._get(schedule_id)
+            status = row.status()
+            if status is not ScheduleStatus.DEAD_LETTERED:
+                raise NotReplayable(schedule_id, status)
+            row.scheduled_for = self._now()
+            row.attempts = 0
+            row.leased_until = None
+            row.last_error = None
+            row.paused = False
+            row.dead_lettered_at = None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._rows)

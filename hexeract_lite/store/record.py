@@ -1,0 +1,134 @@
+"""ScheduleRecord: one schedule's row, as every store keeps it, in Python types.
+
+Stores convert their rows to a record and let it build the public values, so the
+in-memory store and the SQL stores derive status, snapshots and messages the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+
+import attrs
+
+from ..message import ScheduledMessage, Target
+from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from ..trigger import CronExpression, Trigger
+
+
+@attrs.define(slots=True)
+class ScheduleRecord:
+    """The columns of the reference's table, one attribute each."""
+
+    schedule_id: uuid.UUID
+    event_type: str
+    payload: str
+    trigger_kind: str
+    cron_expr: str | None
+    scheduled_for: datetime
+    target_kind: str
+    target_routing_key: str | None
+    attempts: int
+    max_attempts: int
+    leased_until: datetime | None
+    paused: bool
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None = None
+    cancelled_at: datetime | None = None
+    dead_lettered_at: datetime | None = None
+
+    @classmethod
+    def new(cls, message: ScheduledMessage, max_attempts: int, now: datetime) -> ScheduleRecord:
+        """The row ``insert`` writes for ``message``."""
+        return cls(
+            schedule_id=message.schedule_id,
+            event_type=message.event_type,
+            payload=message.payload_json,
+            trigger_kind=message.trigger.kind,
+            cron_expr=message.trigger.expression,
+            scheduled_for=message.scheduled_for,
+            target_kind=message.target.kind,
+            target_routing_key=message.target.routing_key,
+            attempts=0,
+            max_attempts=max_attempts,
+            leased_until=None,
+            paused=False,
+            last_error=None,
+            created_at=now,
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        """Delivered, cancelled or dead-lettered."""
+        return (
+            self.delivered_at is not None
+            or self.cancelled_at is not None
+            or self.dead_lettered_at is not None
+        )
+
+    def status(self) -> ScheduleStatus:
+        """The status derived from the row."""
+        return ScheduleStatus.derive(
+            delivered_at=self.delivered_at,
+            cancelled_at=self.cancelled_at,
+            dead_lettered_at=self.dead_lettered_at,
+            paused=self.paused,
+        )
+
+    def trigger(self) -> Trigger:
+        """The trigger the row describes (a delay fires at ``scheduled_for``)."""
+        if self.trigger_kind == "cron":
+            return Trigger("cron", cron_expression=CronExpression.parse(self.cron_expr or ""))
+        return Trigger("delay", at=self.scheduled_for)
+
+    def target(self) -> Target:
+        """The target the row describes."""
+        return Target(self.target_kind, self.target_routing_key)  # type: ignore[arg-type]
+
+    def message(self) -> ScheduledMessage:
+        """The message to dispatch for the row's current occurrence."""
+        return ScheduledMessage(
+            schedule_id=self.schedule_id,
+            event_type=self.event_type,
+            payload=json.loads(self.payload),
+            payload_json=self.payload,
+            target=self.target(),
+            trigger=self.trigger(),
+            scheduled_for=self.scheduled_for,
+        )
+
+    def leased(self) -> LeasedOccurrence:
+        """The claim result for a row just claimed."""
+        assert self.leased_until is not None
+        return LeasedOccurrence(
+            message=self.message(),
+            attempts=self.attempts,
+            max_attempts=self.max_attempts,
+            leased_until=self.leased_until,
+        )
+
+    def snapshot(self) -> ScheduleSnapshot:
+        """The public read-only view of the row."""
+        return ScheduleSnapshot(
+            schedule_id=self.schedule_id,
+            status=self.status(),
+            scheduled_for=self.scheduled_for,
+            attempts=self.attempts,
+            max_attempts=self.max_attempts,
+            trigger=self.trigger(),
+            last_error=self.last_error,
+            event_type=self.event_type,
+            target=self.target(),
+            payload_json=self.payload,
+            leased_until=self.leased_until,
+            created_at=self.created_at,
+            delivered_at=self.delivered_at,
+            cancelled_at=self.cancelled_at,
+            dead_lettered_at=self.dead_lettered_at,
+        )
+
+    def copy(self) -> ScheduleRecord:
+        """A shallow copy (every field is immutable)."""
+        return attrs.evolve(self)

@@ -1,0 +1,92 @@
+"""Shared fixtures: frozen time, and the store factories the contract suite runs on."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import time_machine
+
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+from hexeract_lite import InMemoryScheduleStore, ScheduleStore  # noqa: E402
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+"""The instant frozen-clock tests start at."""
+
+
+class FrozenTime:
+    """A frozen clock driven by time-machine: ``now()``, ``shift(delta)``, ``move_to(t)``."""
+
+    def __init__(self, traveller: time_machine.Coordinates) -> None:
+        self._traveller = traveller
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def shift(self, delta: timedelta | float) -> datetime:
+        self._traveller.shift(delta)
+        return self.now()
+
+    def move_to(self, instant: datetime) -> datetime:
+        self._traveller.move_to(instant)
+        return self.now()
+
+
+@pytest.fixture
+def frozen() -> Iterator[FrozenTime]:
+    """Freeze the wall clock at :data:`T0` (tick=False); move it with shift/move_to."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        yield FrozenTime(traveller)
+
+
+StoreFactory = Callable[[Path], ScheduleStore]
+
+
+def _memory(tmp_path: Path) -> ScheduleStore:
+    return InMemoryScheduleStore()
+
+
+STORE_FACTORIES: dict[str, StoreFactory] = {"memory": _memory}
+"""Every store the contract suite runs on; each store module adds its factory here."""
+
+try:  # the SQLite store joins the suite when it exists
+    from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+    def _sqlite(tmp_path: Path) -> ScheduleStore:
+        return SqliteScheduleStore.open(tmp_path / "contract.db")
+
+    STORE_FACTORIES["sqlite"] = _sqlite
+except ImportError:  # pragma: no cover - before the SQLite store lands
+    pass
+
+
+def _postgres_factory() -> StoreFactory | None:
+    try:
+        from tests.pg import postgres_store_factory
+    except ImportError:
+        return None
+    return postgres_store_factory()
+
+
+_pg = _postgres_factory()
+if _pg is not None:
+    STORE_FACTORIES["postgres"] = _pg
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES))
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, frozen: FrozenTime
+) -> Iterator[ScheduleStore]:
+    """Each store of :data:`STORE_FACTORIES`, fresh, on a frozen clock."""
+    factory = STORE_FACTORIES[request.param]
+    s = factory(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()

@@ -1,0 +1,704 @@
+"""The store contract (hexeract_lite.store.base), run against every store.
+
+Each test names the rule it checks. The suite never looks inside a store: only the
+contract's methods and their results.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from hexeract_lite import (
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidConfiguration,
+    NotReplayable,
+    ScheduledMessage,
+    ScheduleNotFound,
+    ScheduleStatus,
+    ScheduleStore,
+    Target,
+)
+from hexeract_lite.store import SWEEP_ERROR
+
+from .conftest import T0, FrozenTime
+
+LEASE = timedelta(seconds=30)
+S = timedelta(seconds=1)
+
+
+def one_shot(
+    at: datetime = T0, *, event_type: str = "reminder", payload: object = None
+) -> ScheduledMessage:
+    return ScheduledMessage.delay(
+        Target.mediator(), at, event_type, {"n": 1} if payload is None else payload
+    )
+
+
+def every_minute(first: datetime = T0) -> ScheduledMessage:
+    return ScheduledMessage.cron(Target.bus("reminders.tick"), "* * * * *", first, "tick", [1, 2])
+
+
+def status(store: ScheduleStore, sid: uuid.UUID) -> ScheduleStatus:
+    snap = store.inspect(sid)
+    assert snap is not None
+    return snap.status
+
+
+# -- insert ------------------------------------------------------------------
+
+
+def test_insert_then_inspect_round_trips_every_field(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = ScheduledMessage.delay(Target.bus("a.b"), T0 + 5 * S, "ev", {"x": [1, "é", None, 2.5]})
+    store.insert(msg, 3)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.schedule_id == msg.schedule_id
+    assert snap.status is ScheduleStatus.PENDING
+    assert snap.scheduled_for == T0 + 5 * S
+    assert snap.attempts == 0 and snap.max_attempts == 3
+    assert snap.trigger == msg.trigger
+    assert snap.target == Target.bus("a.b")
+    assert snap.event_type == "ev"
+    assert snap.last_error is None and snap.leased_until is None
+    assert snap.created_at == T0
+    assert snap.delivered_at is None and snap.cancelled_at is None and snap.dead_lettered_at is None
+    assert snap.payload_json == msg.payload_json
+
+
+def test_inspect_unknown_is_none(store: ScheduleStore, frozen: FrozenTime) -> None:
+    assert store.inspect(uuid.uuid4()) is None
+
+
+def test_insert_existing_id_is_an_error_and_changes_nothing(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    twin = ScheduledMessage.delay(Target.outbox(), T0 + S, "other", 1, schedule_id=msg.schedule_id)
+    with pytest.raises(DuplicateSchedule) as info:
+        store.insert(twin, 5)
+    assert info.value.schedule_id == msg.schedule_id
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.max_attempts == 3 and snap.event_type == "reminder"
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "3"])
+def test_max_attempts_must_be_at_least_one(
+    store: ScheduleStore, frozen: FrozenTime, bad: object
+) -> None:
+    msg = one_shot()
+    with pytest.raises(InvalidConfiguration, match="max_attempts"):
+        store.insert(msg, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfiguration, match="max_attempts"):
+        store.insert_many([msg], bad)  # type: ignore[arg-type]
+    assert store.inspect(msg.schedule_id) is None
+
+
+def test_insert_many_inserts_all(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msgs = [one_shot(T0 + i * S) for i in range(20)]
+    store.insert_many(msgs, 2)
+    assert [s.schedule_id for s in store.list_pending(100)] == [m.schedule_id for m in msgs]
+
+
+def test_insert_many_is_all_or_nothing(store: ScheduleStore, frozen: FrozenTime) -> None:
+    existing = one_shot()
+    store.insert(existing, 1)
+    fresh = [one_shot(T0 + i * S) for i in range(5)]
+    with pytest.raises(DuplicateSchedule):
+        store.insert_many([*fresh, existing], 3)
+    for m in fresh:
+        assert store.inspect(m.schedule_id) is None
+    dup_in_batch = one_shot()
+    with pytest.raises(DuplicateSchedule):
+        store.insert_many([dup_in_batch, one_shot(), dup_in_batch], 3)
+    assert store.inspect(dup_in_batch.schedule_id) is None
+    assert len(store.list_pending(100)) == 1
+
+
+def test_insert_many_empty_is_a_no_op(store: ScheduleStore, frozen: FrozenTime) -> None:
+    store.insert_many([], 3)
+    assert store.list_pending() == []
+
+
+# -- claim ---------------------------------------------------------------------
+
+
+def test_claim_returns_only_due_rows_oldest_first(store: ScheduleStore, frozen: FrozenTime) -> None:
+    late = one_shot(T0 - 1 * S)
+    early = one_shot(T0 - 10 * S)
+    exact = one_shot(T0)
+    future = one_shot(T0 + 1 * S)
+    store.insert_many([late, future, exact, early], 3)
+    claimed = store.claim_due(frozen.now(), 10, LEASE)
+    assert [c.message.schedule_id for c in claimed] == [
+        early.schedule_id,
+        late.schedule_id,
+        exact.schedule_id,
+    ]
+
+
+def test_claim_ties_break_by_schedule_id(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msgs = [one_shot(T0) for _ in range(8)]
+    store.insert_many(msgs, 3)
+    claimed = store.claim_due(frozen.now(), 10, LEASE)
+    assert [c.message.schedule_id for c in claimed] == sorted(m.schedule_id for m in msgs)
+
+
+def test_claim_respects_batch_size(store: ScheduleStore, frozen: FrozenTime) -> None:
+    store.insert_many([one_shot(T0 - i * S) for i in range(5)], 3)
+    assert len(store.claim_due(frozen.now(), 2, LEASE)) == 2
+    assert len(store.claim_due(frozen.now(), 2, LEASE)) == 2
+    assert len(store.claim_due(frozen.now(), 2, LEASE)) == 1
+    assert store.claim_due(frozen.now(), 2, LEASE) == []
+
+
+def test_claim_advances_attempts_and_stamps_the_lease(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.attempts == 1 and occ.max_attempts == 3
+    assert occ.leased_until == T0 + LEASE
+    assert occ.message == msg
+    assert occ.occurrence_id() == msg.occurrence_id()
+    assert not occ.is_exhausted()
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.attempts == 1 and snap.leased_until == T0 + LEASE
+    assert snap.status is ScheduleStatus.PENDING
+
+
+def test_claim_uses_the_now_it_is_given(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot(T0 + 60 * S)
+    store.insert(msg, 3)
+    assert store.claim_due(T0, 10, LEASE) == []
+    [occ] = store.claim_due(T0 + 60 * S, 10, LEASE)
+    assert occ.leased_until == T0 + 60 * S + LEASE
+
+
+def test_live_lease_hides_the_occurrence_until_it_expires(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 5)
+    first = store.claim_due(frozen.now(), 10, LEASE)
+    assert len(first) == 1
+    frozen.shift(LEASE - timedelta(milliseconds=1))
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    frozen.shift(timedelta(milliseconds=1))  # leased_until <= now: expired
+    [again] = store.claim_due(frozen.now(), 10, LEASE)
+    assert again.occurrence_id() == first[0].occurrence_id()
+    assert again.attempts == 2, "a reclaim after expiry counts against the budget"
+    assert again.leased_until == frozen.now() + LEASE
+
+
+def test_exhausted_rows_are_not_claimed(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 2)
+    for expected in (1, 2):
+        [occ] = store.claim_due(frozen.now(), 10, LEASE)
+        assert occ.attempts == expected
+        frozen.shift(LEASE)
+    assert occ.is_exhausted()
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "lease"),
+    [(0, LEASE), (-1, LEASE), (1, timedelta(0)), (1, -S), (True, LEASE)],
+)
+def test_claim_rejects_bad_arguments(
+    store: ScheduleStore, frozen: FrozenTime, batch_size: int, lease: timedelta
+) -> None:
+    store.insert(one_shot(), 3)
+    with pytest.raises(InvalidConfiguration):
+        store.claim_due(frozen.now(), batch_size, lease)
+    snap = store.list_pending()[0]
+    assert snap.attempts == 0 and snap.leased_until is None
+
+
+def test_claim_rejects_a_naive_now(store: ScheduleStore, frozen: FrozenTime) -> None:
+    with pytest.raises(InvalidArgument, match="naive"):
+        store.claim_due(datetime(2026, 3, 1, 12), 1, LEASE)
+
+
+# -- fenced acknowledgements ---------------------------------------------------
+
+
+def test_mark_delivered(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    frozen.shift(2 * S)
+    assert store.mark_delivered(msg.schedule_id, occ.leased_until) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.status is ScheduleStatus.DELIVERED
+    assert snap.delivered_at == T0 + 2 * S and snap.leased_until is None
+    frozen.shift(LEASE * 2)
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    assert store.list_pending() == []
+
+
+def _claim_then_steal(
+    store: ScheduleStore, frozen: FrozenTime
+) -> tuple[uuid.UUID, datetime, datetime]:
+    """A worker claims, its lease expires, another worker reclaims: the first is a zombie."""
+    msg = every_minute()
+    store.insert(msg, 5)
+    [stale] = store.claim_due(frozen.now(), 10, LEASE)
+    frozen.shift(LEASE)
+    [fresh] = store.claim_due(frozen.now(), 10, LEASE)
+    assert fresh.leased_until != stale.leased_until
+    return msg.schedule_id, stale.leased_until, fresh.leased_until
+
+
+@pytest.mark.parametrize("ack", ["delivered", "reschedule", "failed", "dead_lettered"])
+def test_every_ack_with_a_stale_lease_returns_false_and_changes_nothing(
+    store: ScheduleStore, frozen: FrozenTime, ack: str
+) -> None:
+    sid, stale, fresh = _claim_then_steal(store, frozen)
+    before = store.inspect(sid)
+    if ack == "delivered":
+        result = store.mark_delivered(sid, stale)
+    elif ack == "reschedule":
+        result = store.reschedule(sid, T0 + timedelta(hours=1), stale)
+    elif ack == "failed":
+        result = store.mark_failed(sid, 10 * S, "boom", stale)
+    else:
+        result = store.mark_dead_lettered(sid, "boom", stale)
+    assert result is False
+    assert store.inspect(sid) == before
+    # the owner of the fresh lease still can acknowledge
+    assert store.mark_delivered(sid, fresh) is True
+
+
+@pytest.mark.parametrize("ack", ["delivered", "reschedule", "failed", "dead_lettered"])
+def test_acks_on_unknown_ids_return_false(
+    store: ScheduleStore, frozen: FrozenTime, ack: str
+) -> None:
+    sid = uuid.uuid4()
+    calls = {
+        "delivered": lambda: store.mark_delivered(sid, T0),
+        "reschedule": lambda: store.reschedule(sid, T0, T0),
+        "failed": lambda: store.mark_failed(sid, S, "x", T0),
+        "dead_lettered": lambda: store.mark_dead_lettered(sid, "x", T0),
+    }
+    assert calls[ack]() is False
+
+
+def test_acks_on_a_terminal_row_return_false(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    store.cancel(msg.schedule_id)
+    assert store.mark_delivered(msg.schedule_id, occ.leased_until) is False
+    assert store.mark_failed(msg.schedule_id, S, "x", occ.leased_until) is False
+    assert status(store, msg.schedule_id) is ScheduleStatus.CANCELLED
+
+
+def test_ack_with_an_unclaimed_row_returns_false(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    assert store.mark_delivered(msg.schedule_id, T0 + LEASE) is False
+    assert status(store, msg.schedule_id) is ScheduleStatus.PENDING
+
+
+def test_reschedule_resets_attempts_error_and_lease(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = every_minute()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.mark_failed(msg.schedule_id, timedelta(0), "first failure", occ.leased_until)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.attempts == 2
+    nxt = T0 + timedelta(minutes=1)
+    assert store.reschedule(msg.schedule_id, nxt, occ.leased_until) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.scheduled_for == nxt and snap.attempts == 0
+    assert snap.last_error is None and snap.leased_until is None
+    assert snap.status is ScheduleStatus.PENDING
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    frozen.move_to(nxt)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.message.scheduled_for == nxt and occ.attempts == 1
+    assert occ.occurrence_id() != msg.occurrence_id()
+
+
+def test_mark_failed_keeps_attempts_and_pushes_the_lease_out(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    frozen.shift(3 * S)
+    assert store.mark_failed(msg.schedule_id, 10 * S, "ValueError: nope", occ.leased_until) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.attempts == 1
+    assert snap.leased_until == T0 + 13 * S
+    assert snap.last_error == "ValueError: nope"
+    assert snap.status is ScheduleStatus.PENDING
+    frozen.shift(10 * S - timedelta(milliseconds=1))
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    frozen.shift(timedelta(milliseconds=1))
+    [again] = store.claim_due(frozen.now(), 10, LEASE)
+    assert again.attempts == 2
+    assert again.occurrence_id() == occ.occurrence_id()
+
+
+def test_mark_failed_rejects_a_negative_delay(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    with pytest.raises(InvalidConfiguration, match="retry_in"):
+        store.mark_failed(msg.schedule_id, -S, "x", occ.leased_until)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == occ.leased_until and snap.last_error is None
+
+
+def test_mark_dead_lettered(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 1)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.is_exhausted()
+    frozen.shift(S)
+    assert store.mark_dead_lettered(msg.schedule_id, "RuntimeError: poison", occ.leased_until)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.status is ScheduleStatus.DEAD_LETTERED
+    assert snap.dead_lettered_at == T0 + S
+    assert snap.last_error == "RuntimeError: poison" and snap.leased_until is None
+    frozen.shift(timedelta(days=1))
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    assert store.dead_letter_exhausted() == 0
+
+
+# -- the sweep -------------------------------------------------------------------
+
+
+def test_sweep_dead_letters_exhausted_rows_without_a_live_lease(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    crashed = one_shot()
+    store.insert(crashed, 1)
+    store.claim_due(frozen.now(), 10, LEASE)  # the worker dies on its last attempt
+    assert store.dead_letter_exhausted() == 0, "the lease is still live"
+    frozen.shift(LEASE)
+    assert store.dead_letter_exhausted() == 1
+    snap = store.inspect(crashed.schedule_id)
+    assert snap is not None
+    assert snap.status is ScheduleStatus.DEAD_LETTERED
+    assert snap.last_error == SWEEP_ERROR
+    assert snap.dead_lettered_at == T0 + LEASE and snap.leased_until is None
+    assert store.dead_letter_exhausted() == 0
+
+
+def test_sweep_leaves_rows_with_budget_paused_and_terminal_rows(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    with_budget = one_shot()
+    paused = one_shot()
+    delivered = one_shot()
+    store.insert_many([with_budget, paused, delivered], 1)
+    store.insert(one_shot(T0 + timedelta(hours=1)), 1)
+    claims = {c.message.schedule_id: c for c in store.claim_due(frozen.now(), 10, LEASE)}
+    store.mark_delivered(delivered.schedule_id, claims[delivered.schedule_id].leased_until)
+    store.set_paused(paused.schedule_id, True)
+    frozen.shift(LEASE)
+    assert store.dead_letter_exhausted() == 1  # only with_budget: it was exhausted (1 of 1)
+    assert status(store, with_budget.schedule_id) is ScheduleStatus.DEAD_LETTERED
+    assert status(store, paused.schedule_id) is ScheduleStatus.PAUSED
+    assert status(store, delivered.schedule_id) is ScheduleStatus.DELIVERED
+
+
+# -- cancel / pause / resume -----------------------------------------------------
+
+
+def test_cancel(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    store.claim_due(frozen.now(), 10, LEASE)
+    frozen.shift(S)
+    assert store.cancel(msg.schedule_id) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.status is ScheduleStatus.CANCELLED
+    assert snap.cancelled_at == T0 + S and snap.leased_until is None
+    frozen.shift(LEASE)
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    assert store.list_pending() == []
+
+
+def test_cancel_is_a_no_op_on_a_terminal_schedule(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    store.mark_delivered(msg.schedule_id, occ.leased_until)
+    before = store.inspect(msg.schedule_id)
+    frozen.shift(S)
+    assert store.cancel(msg.schedule_id) is False
+    assert store.inspect(msg.schedule_id) == before
+
+
+def test_control_on_unknown_ids_raises_not_found(store: ScheduleStore, frozen: FrozenTime) -> None:
+    sid = uuid.uuid4()
+    for call in (
+        lambda: store.cancel(sid),
+        lambda: store.set_paused(sid, True),
+        lambda: store.resume(sid),
+        lambda: store.replay(sid),
+    ):
+        with pytest.raises(ScheduleNotFound) as info:
+            call()
+        assert info.value.schedule_id == sid
+        assert str(sid) in str(info.value)
+
+
+def test_a_schedule_id_must_be_a_uuid(store: ScheduleStore, frozen: FrozenTime) -> None:
+    with pytest.raises(InvalidArgument, match="not-a-uuid"):
+        store.cancel("not-a-uuid")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        store.inspect("not-a-uuid")  # type: ignore[arg-type]
+
+
+def test_paused_schedules_are_not_claimed(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    assert store.set_paused(msg.schedule_id, True) is True
+    assert store.set_paused(msg.schedule_id, True) is False
+    assert status(store, msg.schedule_id) is ScheduleStatus.PAUSED
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    assert store.resume(msg.schedule_id) is True
+    assert status(store, msg.schedule_id) is ScheduleStatus.PENDING
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.message.scheduled_for == T0, "a one-shot keeps its instant (fires now)"
+
+
+def test_pause_is_a_no_op_on_terminal_rows(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    store.cancel(msg.schedule_id)
+    assert store.set_paused(msg.schedule_id, True) is False
+    assert status(store, msg.schedule_id) is ScheduleStatus.CANCELLED
+    assert store.resume(msg.schedule_id) is False
+
+
+def test_resume_of_a_schedule_that_is_not_paused_is_a_no_op(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = every_minute(T0 - timedelta(hours=1))
+    store.insert(msg, 3)
+    before = store.inspect(msg.schedule_id)
+    assert store.resume(msg.schedule_id) is False
+    assert store.inspect(msg.schedule_id) == before
+
+
+def test_resume_realigns_a_past_due_paused_cron_without_catch_up(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = every_minute(T0)
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    store.mark_failed(msg.schedule_id, S, "flaky", occ.leased_until)
+    store.set_paused(msg.schedule_id, True)
+    frozen.shift(timedelta(minutes=10, seconds=30))
+    assert store.resume(msg.schedule_id) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.status is ScheduleStatus.PENDING
+    assert snap.scheduled_for == T0 + timedelta(minutes=11), "the first instant after now"
+    assert snap.attempts == 0 and snap.last_error is None and snap.leased_until is None
+    assert store.claim_due(frozen.now(), 10, LEASE) == [], "no catch-up for a pause"
+
+
+def test_resume_keeps_a_future_paused_cron_instant(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = every_minute(T0 + timedelta(minutes=5))
+    store.insert(msg, 3)
+    store.set_paused(msg.schedule_id, True)
+    frozen.shift(timedelta(minutes=1))
+    assert store.resume(msg.schedule_id) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.scheduled_for == T0 + timedelta(minutes=5)
+
+
+def test_resume_with_an_explicit_next(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    store.set_paused(msg.schedule_id, True)
+    target = T0 + timedelta(hours=2)
+    assert store.resume(msg.schedule_id, target) is True
+    snap = store.inspect(msg.schedule_id)
+    assert (
+        snap is not None and snap.scheduled_for == target and snap.status is ScheduleStatus.PENDING
+    )
+
+
+def test_set_paused_false_only_clears_the_flag(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = every_minute(T0)
+    store.insert(msg, 3)
+    store.set_paused(msg.schedule_id, True)
+    frozen.shift(timedelta(minutes=5))
+    assert store.set_paused(msg.schedule_id, False) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.scheduled_for == T0 and snap.status is ScheduleStatus.PENDING
+
+
+def test_a_lease_holder_can_still_ack_a_paused_schedule(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    store.set_paused(msg.schedule_id, True)
+    assert store.mark_delivered(msg.schedule_id, occ.leased_until) is True
+    assert status(store, msg.schedule_id) is ScheduleStatus.DELIVERED
+
+
+# -- replay --------------------------------------------------------------------
+
+
+def _dead_letter(store: ScheduleStore, frozen: FrozenTime, msg: ScheduledMessage) -> None:
+    store.insert(msg, 1)
+    claimed = store.claim_due(frozen.now(), 10, LEASE)
+    [occ] = [c for c in claimed if c.message.schedule_id == msg.schedule_id]
+    assert store.mark_dead_lettered(msg.schedule_id, "boom", occ.leased_until)
+
+
+def test_replay_resets_a_dead_lettered_schedule(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot(T0 - timedelta(hours=1))
+    _dead_letter(store, frozen, msg)
+    frozen.shift(timedelta(minutes=5))
+    store.replay(msg.schedule_id)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.status is ScheduleStatus.PENDING
+    assert snap.scheduled_for == frozen.now()
+    assert snap.attempts == 0 and snap.last_error is None and snap.leased_until is None
+    assert snap.dead_lettered_at is None
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.attempts == 1 and occ.message.scheduled_for == frozen.now()
+    assert store.mark_delivered(msg.schedule_id, occ.leased_until)
+    assert status(store, msg.schedule_id) is ScheduleStatus.DELIVERED
+
+
+def test_replay_clears_the_paused_flag(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    _dead_letter(store, frozen, msg)
+    store.replay(msg.schedule_id)
+    assert status(store, msg.schedule_id) is ScheduleStatus.PENDING
+
+
+@pytest.mark.parametrize("state", ["pending", "paused", "delivered", "cancelled"])
+def test_replay_of_anything_but_a_dead_letter_is_not_replayable(
+    store: ScheduleStore, frozen: FrozenTime, state: str
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    if state == "paused":
+        store.set_paused(msg.schedule_id, True)
+    elif state == "delivered":
+        [occ] = store.claim_due(frozen.now(), 10, LEASE)
+        store.mark_delivered(msg.schedule_id, occ.leased_until)
+    elif state == "cancelled":
+        store.cancel(msg.schedule_id)
+    before = store.inspect(msg.schedule_id)
+    with pytest.raises(NotReplayable) as info:
+        store.replay(msg.schedule_id)
+    assert info.value.schedule_id == msg.schedule_id
+    assert info.value.status == ScheduleStatus(state)
+    assert f"is {state}" in str(info.value)
+    assert store.inspect(msg.schedule_id) == before
+
+
+# -- status and listings -----------------------------------------------------------
+
+
+def test_status_derivation(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 1)
+    assert status(store, msg.schedule_id) is ScheduleStatus.PENDING
+    store.set_paused(msg.schedule_id, True)
+    assert status(store, msg.schedule_id) is ScheduleStatus.PAUSED
+    store.cancel(msg.schedule_id)
+    assert status(store, msg.schedule_id) is ScheduleStatus.CANCELLED, "terminal wins over paused"
+    assert [s.value for s in ScheduleStatus] == [
+        "pending",
+        "paused",
+        "delivered",
+        "cancelled",
+        "dead-lettered",
+    ]
+
+
+def test_list_pending_shows_pending_and_paused_soonest_first(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    a = one_shot(T0 + 3 * S)
+    b = one_shot(T0 + 1 * S)
+    c = one_shot(T0 + 2 * S)
+    gone = one_shot(T0)
+    store.insert_many([a, b, c, gone], 3)
+    store.set_paused(c.schedule_id, True)
+    store.cancel(gone.schedule_id)
+    listed = store.list_pending()
+    assert [s.schedule_id for s in listed] == [b.schedule_id, c.schedule_id, a.schedule_id]
+    assert [s.status for s in listed] == [
+        ScheduleStatus.PENDING,
+        ScheduleStatus.PAUSED,
+        ScheduleStatus.PENDING,
+    ]
+    assert [s.schedule_id for s in store.list_pending(2)] == [b.schedule_id, c.schedule_id]
+
+
+def test_list_dead_letter_most_recent_first(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msgs = [one_shot(T0 - i * S) for i in range(3)]
+    for m in msgs:
+        _dead_letter(store, frozen, m)
+        frozen.shift(S)
+    listed = store.list_dead_letter()
+    assert [s.schedule_id for s in listed] == [m.schedule_id for m in reversed(msgs)]
+    assert all(s.status is ScheduleStatus.DEAD_LETTERED and s.last_error == "boom" for s in listed)
+    assert len(store.list_dead_letter(limit=1)) == 1
+    assert store.list_pending() == []
+
+
+@pytest.mark.parametrize("bad", [0, -5, True])
+def test_listing_limits_must_be_positive(
+    store: ScheduleStore, frozen: FrozenTime, bad: int
+) -> None:
+    with pytest.raises(InvalidConfiguration, match="limit"):
+        store.list_pending(bad)
+    with pytest.raises(InvalidConfiguration, match="limit"):
+        store.list_dead_letter(bad)
+
+
+def test_instants_are_stored_at_millisecond_precision(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    odd = datetime(2026, 3, 1, 11, 59, 59, 123_987, tzinfo=timezone(timedelta(hours=2)))
+    msg = one_shot(odd)
+    assert msg.scheduled_for == datetime(2026, 3, 1, 9, 59, 59, 123_000, tzinfo=UTC)
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.occurrence_id() == msg.occurrence_id()
+    assert occ.message.scheduled_for.tzinfo is not None
+
+
+def test_pre_epoch_instants_round_trip(store: ScheduleStore, frozen: FrozenTime) -> None:
+    old = datetime(1969, 7, 20, 20, 17, 40, 500_000, tzinfo=UTC)
+    msg = one_shot(old)
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.message.scheduled_for == old
+    assert occ.occurrence_id() == msg.occurrence_id()
