@@ -702,3 +702,32 @@ def test_pre_epoch_instants_round_trip(store: ScheduleStore, frozen: FrozenTime)
     [occ] = store.claim_due(frozen.now(), 10, LEASE)
     assert occ.message.scheduled_for == old
     assert occ.occurrence_id() == msg.occurrence_id()
+
+
+# -- wake-up hints -----------------------------------------------------------------
+
+
+def test_next_wakeup_follows_due_instants_and_leases(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    assert store.next_wakeup() is None
+    later = one_shot(T0 + 50 * S)
+    soon = one_shot(T0 + 5 * S)
+    store.insert_many([later, soon], 3)
+    assert store.next_wakeup() == T0 + 5 * S
+    frozen.shift(5 * S)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.next_wakeup() == min(T0 + 50 * S, occ.leased_until)
+    store.mark_failed(soon.schedule_id, 2 * S, "x", occ.leased_until)
+    assert store.next_wakeup() == T0 + 7 * S, "the retry deadline"
+    store.set_paused(later.schedule_id, True)
+    store.cancel(soon.schedule_id)
+    assert store.next_wakeup() is None, "paused and terminal rows never wake a worker"
+
+
+def test_changes_are_signalled(store: ScheduleStore, frozen: FrozenTime) -> None:
+    version = store.changes.version()
+    assert store.changes.wait(version, 0) is False
+    store.insert(one_shot(), 3)
+    assert store.changes.version() != version
+    assert store.changes.wait(version, 0) is True

@@ -33,6 +33,7 @@ descending, then by schedule id.
 from __future__ import annotations
 
 import abc
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -43,14 +44,56 @@ from ..errors import InvalidArgument, InvalidConfiguration
 from ..message import ScheduledMessage
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot
 
-__all__ = ["SWEEP_ERROR", "ScheduleStore"]
+__all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore"]
 
 SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
 """The ``last_error`` the sweep records on the rows it dead-letters."""
 
 
+class ChangeSignal:
+    """Wakes a sleeping worker when this process changes something it may claim.
+
+    Stores call :meth:`notify` after an insert, replay, resume, reschedule or failure
+    commits. A worker remembers :meth:`version` before it looks for work and then
+    :meth:`wait` s on it, so a change in between is never missed. (Changes made by
+    *other processes* are the store's to notice, e.g. by polling
+    ``PRAGMA data_version``.)
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._version = 0
+
+    def version(self) -> int:
+        """A counter that moves on every notify."""
+        with self._cond:
+            return self._version
+
+    def notify(self) -> None:
+        """Record a change and wake every waiter."""
+        with self._cond:
+            self._version += 1
+            self._cond.notify_all()
+
+    def wait(self, since: int, timeout: float) -> bool:
+        """Block until the version differs from ``since`` or ``timeout`` seconds pass.
+
+        Returns True when a change happened. (``timeout`` is measured with the
+        monotonic clock: it is a sleep, not a decision about what is due.)
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
+
+
 class ScheduleStore(abc.ABC):
-    """Persistent schedules with at-least-once claiming. Safe to share between threads."""
+    """Persistent schedules with at-least-once claiming. Safe to share between threads.
+
+    Subclasses call ``super().__init__()`` so that :attr:`changes` exists.
+    """
+
+    def __init__(self) -> None:
+        self.changes = ChangeSignal()
+        """Notified after this process commits a change that may make work claimable."""
 
     # -- writing schedules ---------------------------------------------------
 
@@ -120,6 +163,16 @@ class ScheduleStore(abc.ABC):
         Dead-letters every non-terminal, non-paused row with ``attempts >=
         max_attempts`` and no live lease (a worker crashed on the last attempt), with
         ``last_error =`` :data:`SWEEP_ERROR`, ``dead_lettered_at = now``, lease cleared.
+        """
+
+    @abc.abstractmethod
+    def next_wakeup(self) -> datetime | None:
+        """A hint for a sleeping worker: no row becomes claimable (or sweepable) before it.
+
+        The minimum, over non-terminal, non-paused rows, of ``scheduled_for`` for
+        unleased rows and of ``max(scheduled_for, leased_until)`` for leased ones;
+        None when there is no such row. Waking early is harmless; the hint must never
+        be later than the first instant a claim or the sweep would find work.
         """
 
     # -- control -------------------------------------------------------------

@@ -41,6 +41,7 @@ class InMemoryScheduleStore(ScheduleStore):
     """
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__()
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
         self._lock = threading.Lock()
@@ -76,6 +77,8 @@ class InMemoryScheduleStore(ScheduleStore):
                 seen.add(message.schedule_id)
             for message in messages:
                 self._rows[message.schedule_id] = ScheduleRecord.new(message, max_attempts, now)
+        if messages:
+            self.changes.notify()
 
     # -- worker ----------------------------------------------------------------
 
@@ -125,7 +128,8 @@ class InMemoryScheduleStore(ScheduleStore):
             row.attempts = 0
             row.leased_until = None
             row.last_error = None
-            return True
+        self.changes.notify()
+        return True
 
     def mark_failed(
         self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
@@ -137,7 +141,8 @@ class InMemoryScheduleStore(ScheduleStore):
                 return False
             row.leased_until = to_utc_ms(self._now() + retry_in, "retry deadline")
             row.last_error = str(error)
-            return True
+        self.changes.notify()
+        return True
 
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
         with self._lock:
@@ -183,7 +188,8 @@ class InMemoryScheduleStore(ScheduleStore):
             if row.is_terminal or row.paused == bool(paused):
                 return False
             row.paused = bool(paused)
-            return True
+        self.changes.notify()
+        return True
 
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         if next is not None:
@@ -204,7 +210,21 @@ class InMemoryScheduleStore(ScheduleStore):
                 row.last_error = None
                 row.leased_until = None
             row.paused = False
-            return True
+        self.changes.notify()
+        return True
+
+    def next_wakeup(self) -> datetime | None:
+        with self._lock:
+            return min(
+                (
+                    row.scheduled_for
+                    if row.leased_until is None
+                    else max(row.scheduled_for, row.leased_until)
+                    for row in self._rows.values()
+                    if not row.is_terminal and not row.paused
+                ),
+                default=None,
+            )
 
     def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
         with self._lock:
@@ -239,6 +259,7 @@ class InMemoryScheduleStore(ScheduleStore):
             row.last_error = None
             row.paused = False
             row.dead_lettered_at = None
+        self.changes.notify()
 
     def __len__(self) -> int:
         with self._lock:
