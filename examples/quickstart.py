@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hexeract_lite import InMemoryScheduleStore, ScheduledMessage, Target
 
 
 def main() -> int:
     store = InMemoryScheduleStore()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     msg = ScheduledMessage.delay(Target.outbox(), now, "hello", {"to": "world"})
     store.insert(msg, max_attempts=3)
     print(f"scheduled {msg.schedule_id} for {msg.scheduled_for.isoformat()}")
