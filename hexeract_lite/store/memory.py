@@ -84,7 +84,7 @@ class InMemoryScheduleStore(ScheduleStore):
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
         now = check_claim(now, batch_size, lease)
-        until = now + lease
+        until = to_utc_ms(now + lease, "lease deadline")
         with self._lock:
             due = sorted(
                 (
