@@ -22,6 +22,7 @@ from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore
+from .store import SqliteScheduleStore as SqliteScheduleStore
 from .trigger import CronExpression, Trigger
 
 __version__ = "0.1.0"

@@ -6,7 +6,16 @@ import re
 
 from ..errors import InvalidConfiguration
 
-__all__ = ["DEFAULT_TABLE", "TABLE_NAME_RE", "validate_table_name"]
+__all__ = [
+    "DEFAULT_TABLE",
+    "REFERENCE_COLUMNS",
+    "TABLE_NAME_RE",
+    "sqlite_ddl",
+    "sqlite_extra_index_ddl",
+    "sqlite_reference_index_ddl",
+    "sqlite_table_ddl",
+    "validate_table_name",
+]
 
 DEFAULT_TABLE = "scheduled_messages"
 TABLE_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -29,3 +38,111 @@ def validate_table_name(name: object) -> str:
             f" {MAX_TABLE_NAME_BYTES} are allowed"
         )
     return name
+
+
+# -- SQLite ---------------------------------------------------------------------
+
+REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("schedule_id", "BLOB", True),
+    ("event_type", "TEXT", True),
+    ("payload", "TEXT", True),
+    ("trigger_kind", "TEXT", True),
+    ("cron_expr", "TEXT", False),
+    ("scheduled_for", "TEXT", True),
+    ("target_kind", "TEXT", True),
+    ("target_routing_key", "TEXT", False),
+    ("attempts", "INTEGER", True),
+    ("max_attempts", "INTEGER", True),
+    ("leased_until", "TEXT", False),
+    ("paused", "INTEGER", True),
+    ("last_error", "TEXT", False),
+    ("created_at", "TEXT", True),
+    ("delivered_at", "TEXT", False),
+    ("cancelled_at", "TEXT", False),
+    ("dead_lettered_at", "TEXT", False),
+)
+"""The reference's SQLite columns, in order: (name, declared type, NOT NULL)."""
+
+LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"
+"""The SQL condition of a non-terminal row (shared by the indexes and the store's queries,
+which must repeat an index's WHERE terms word for word for SQLite to use it)."""
+
+
+def sqlite_table_ddl(table: str) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for the reference's layout, column for column.
+
+    ``created_at`` keeps the reference's default (SQLite's clock) so the DDL stays the
+    reference's; hexeract_lite itself always binds ``created_at`` from its clock.
+    """
+    t = validate_table_name(table)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {t} (\n"
+        "    schedule_id BLOB PRIMARY KEY NOT NULL,\n"
+        "    event_type TEXT NOT NULL,\n"
+        "    payload TEXT NOT NULL,\n"
+        "    trigger_kind TEXT NOT NULL,\n"
+        "    cron_expr TEXT,\n"
+        "    scheduled_for TEXT NOT NULL,\n"
+        "    target_kind TEXT NOT NULL,\n"
+        "    target_routing_key TEXT,\n"
+        "    attempts INTEGER NOT NULL DEFAULT 0,\n"
+        "    max_attempts INTEGER NOT NULL,\n"
+        "    leased_until TEXT,\n"
+        "    paused INTEGER NOT NULL DEFAULT 0,\n"
+        "    last_error TEXT,\n"
+        "    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),\n"
+        "    delivered_at TEXT,\n"
+        "    cancelled_at TEXT,\n"
+        "    dead_lettered_at TEXT\n"
+        ");"
+    )
+
+
+def sqlite_reference_index_ddl(table: str) -> list[str]:
+    """The reference's two partial indexes, with its names and definitions."""
+    t = validate_table_name(table)
+    return [
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_pending ON {t} (scheduled_for)\n"
+        f"    WHERE {LIVE} AND paused = 0;",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_dead_letter ON {t} (dead_lettered_at)\n"
+        "    WHERE dead_lettered_at IS NOT NULL;",
+    ]
+
+
+def sqlite_extra_index_ddl(table: str) -> list[str]:
+    """hexeract_lite's own partial indexes, which keep every worker query O(log n).
+
+    - ``idx_<table>_due``: unleased claimable rows by ``(scheduled_for, schedule_id)``,
+      the claim order; rows in retry backoff are not in it, so they cost a claim
+      nothing (the reference's pending index holds them, and a claim would scan them).
+    - ``idx_<table>_leased``: leased rows (in flight or in backoff) by
+      ``leased_until``: a claim reads only those whose lease has expired.
+    - ``idx_<table>_exhausted``: rows out of attempts, for the sweep run every cycle.
+    - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
+
+    Each holds only the rows its query wants: a new row adds one entry (to ``due``)
+    beyond the reference's indexes.
+    """
+    t = validate_table_name(table)
+    return [
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_due ON {t} (scheduled_for, schedule_id)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NULL;",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_leased ON {t} (leased_until)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL;",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_exhausted ON {t} (leased_until)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts;",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_paused ON {t} (scheduled_for, schedule_id)\n"
+        f"    WHERE {LIVE} AND paused <> 0;",
+    ]
+
+
+def sqlite_ddl(table: str = DEFAULT_TABLE) -> str:
+    """The whole SQLite schema of ``table``: the reference's table and two indexes, then
+    hexeract_lite's extra indexes. Idempotent (``IF NOT EXISTS``); the CLI's ``schema``
+    command prints it."""
+    statements = [
+        sqlite_table_ddl(table),
+        *sqlite_reference_index_ddl(table),
+        *sqlite_extra_index_ddl(table),
+    ]
+    return "\n".join(statements) + "\n"

@@ -1,0 +1,920 @@
+"""SqliteScheduleStore: the store contract on one SQLite file, shared with hexeract.
+
+The table is the reference's (hexeract-scheduler-sql) column for column, so a database
+written by the Rust framework opens here and the rows written here are rows it reads.
+On top of the reference's two indexes the store adds four partial indexes of its own
+(see :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`) so that a claim, the
+sweep and the wake-up hint stay O(log n) however many rows wait or back off.
+
+Concurrency: one apsw connection per store, used under a lock, so one store object is
+safe from many threads; several processes share the file through WAL and
+``BEGIN IMMEDIATE`` write transactions, and a claim selects and leases its rows in one
+such transaction, so a live lease is never handed out twice.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+import apsw
+import apsw.bestpractice
+import platformdirs
+
+from .._time import format_ts, parse_ts, to_utc_ms
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import (
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidConfiguration,
+    NotReplayable,
+    ScheduleNotFound,
+    StoreError,
+)
+from ..message import ScheduledMessage
+from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from ..trigger import CronExpression
+from .base import (
+    SWEEP_ERROR,
+    ScheduleStore,
+    check_claim,
+    check_limit,
+    check_max_attempts,
+    check_messages,
+    check_retry_in,
+    check_schedule_id,
+)
+from .record import ScheduleRecord
+from .schema import (
+    DEFAULT_TABLE,
+    LIVE,
+    REFERENCE_COLUMNS,
+    sqlite_extra_index_ddl,
+    sqlite_reference_index_ddl,
+    sqlite_table_ddl,
+    validate_table_name,
+)
+
+__all__ = [
+    "APP_NAME",
+    "DATABASE_FILE_NAME",
+    "META_TABLE",
+    "SCHEMA_VERSION",
+    "SqliteScheduleStore",
+    "default_database_path",
+]
+
+APP_NAME = "hexeract_lite"
+"""The platformdirs application name of the default database's folder."""
+DATABASE_FILE_NAME = "scheduler.db"
+"""The file name of the default database."""
+SCHEMA_VERSION = 1
+"""The schema version this code writes and understands.
+
+Version 0 is the reference's layout as hexeract creates it (no version recorded);
+version 1 adds hexeract_lite's indexes and normalises timestamp text.
+"""
+META_TABLE = "hexeract_lite_schema"
+"""One row per scheduler table in the file: ``(table_name, version)``.
+
+A table of its own rather than ``PRAGMA user_version``, because several scheduler
+tables (``--table``) may share one file and each has its own version.
+"""
+
+_DURABILITY = {"full": "FULL", "normal": "NORMAL"}
+_COLUMNS = ", ".join(name for name, _, _ in REFERENCE_COLUMNS)
+_TIMESTAMP_COLUMNS = (
+    "scheduled_for",
+    "leased_until",
+    "created_at",
+    "delivered_at",
+    "cancelled_at",
+    "dead_lettered_at",
+)
+
+
+def default_database_path() -> pathlib.Path:
+    """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
+    ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
+    return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
+
+
+def _ts(text: str | None) -> datetime | None:
+    return None if text is None else parse_ts(text)
+
+
+def _record(row: Sequence[Any]) -> ScheduleRecord:
+    """A row of ``SELECT <every reference column>`` as a record."""
+    return ScheduleRecord(
+        schedule_id=uuid.UUID(bytes=bytes(row[0])),
+        event_type=row[1],
+        payload=row[2],
+        trigger_kind=row[3],
+        cron_expr=row[4],
+        scheduled_for=parse_ts(row[5]),
+        target_kind=row[6],
+        target_routing_key=row[7],
+        attempts=row[8],
+        max_attempts=row[9],
+        leased_until=_ts(row[10]),
+        paused=bool(row[11]),
+        last_error=row[12],
+        created_at=parse_ts(row[13]),
+        delivered_at=_ts(row[14]),
+        cancelled_at=_ts(row[15]),
+        dead_lettered_at=_ts(row[16]),
+    )
+
+
+def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
+    return (record.scheduled_for, record.schedule_id.bytes)
+
+
+def _lease_text(lease: object) -> str | None:
+    """The stored text of a lease token, or None when no stored lease can equal it."""
+    if not isinstance(lease, datetime) or lease.tzinfo is None or lease.utcoffset() is None:
+        return None
+    utc = lease.astimezone(UTC)
+    if utc.microsecond % 1000:
+        return None  # stored leases have millisecond precision: this one matches none
+    return format_ts(utc)
+
+
+class _DuplicateKey(Exception):
+    """Raised inside a write transaction when an insert hits the primary key."""
+
+
+class _Sql:
+    """Every statement of one store, built once, for one validated table name."""
+
+    def __init__(self, table: str) -> None:
+        t = validate_table_name(table)
+        due = f"{t} INDEXED BY idx_{t}_due"
+        leased = f"{t} INDEXED BY idx_{t}_leased"
+        self.insert = (
+            f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
+            " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
+            " leased_until, paused, last_error, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?)"
+        )
+        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
+        self.select_one = f"SELECT {_COLUMNS} FROM {t} WHERE schedule_id = ?"
+        # The claim: up to n candidates from each of two indexes (fresh rows in claim
+        # order; rows whose lease or backoff has expired), merged, the first n leased.
+        self.claim = (
+            f"UPDATE {t} SET attempts = attempts + 1, leased_until = :until"
+            " WHERE schedule_id IN ("
+            " SELECT schedule_id FROM ("
+            "  SELECT * FROM ("
+            f"   SELECT schedule_id, scheduled_for FROM {due}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
+            "     AND scheduled_for <= :now AND attempts < max_attempts"
+            "   ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            "  UNION ALL"
+            "  SELECT * FROM ("
+            f"   SELECT schedule_id, scheduled_for FROM {leased}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
+            "     AND leased_until <= :now AND scheduled_for <= :now"
+            "     AND attempts < max_attempts"
+            "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            f" RETURNING {_COLUMNS}"
+        )
+        fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
+        self.mark_delivered = (
+            f"UPDATE {t} SET delivered_at = :now, leased_until = NULL WHERE {fence}"
+        )
+        self.reschedule = (
+            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, leased_until = NULL,"
+            f" last_error = NULL WHERE {fence}"
+        )
+        self.mark_failed = (
+            f"UPDATE {t} SET leased_until = :until, last_error = :error WHERE {fence}"
+        )
+        self.mark_dead_lettered = (
+            f"UPDATE {t} SET dead_lettered_at = :now, last_error = :error,"
+            f" leased_until = NULL WHERE {fence}"
+        )
+        self.sweep = (
+            f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
+            " SET dead_lettered_at = :now, last_error = :error, leased_until = NULL"
+            f" WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts"
+            "   AND (leased_until IS NULL OR leased_until <= :now)"
+        )
+        # The wake-up hint: the first fresh row, and among leased rows the least
+        # max(scheduled_for, leased_until), found between the smallest lease and the
+        # bound the row holding it gives (every later lease is at least that late).
+        first_leased = (
+            f"SELECT max(scheduled_for, leased_until) FROM {leased}"
+            f" WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
+            " ORDER BY leased_until LIMIT 1"
+        )
+        self.next_wakeup = (
+            "SELECT"
+            f" (SELECT scheduled_for FROM {due}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
+            "   ORDER BY scheduled_for LIMIT 1),"
+            f" (SELECT min(max(scheduled_for, leased_until)) FROM {leased}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
+            f"     AND leased_until <= ({first_leased}))"
+        )
+        self.cancel = (
+            f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL"
+            f" WHERE schedule_id = :id AND {LIVE}"
+        )
+        self.set_paused = (
+            f"UPDATE {t} SET paused = :paused"
+            f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
+        )
+        self.resume_realign = (
+            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
+            " leased_until = NULL, paused = 0 WHERE schedule_id = :id"
+        )
+        self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
+        self.replay = (
+            f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+            " last_error = NULL, paused = 0, dead_lettered_at = NULL WHERE schedule_id = :id"
+        )
+        self.list_pending = (
+            f"SELECT {_COLUMNS} FROM ("
+            " SELECT * FROM ("
+            f"  SELECT {_COLUMNS} FROM {t} INDEXED BY idx_{t}_pending"
+            f"  WHERE {LIVE} AND paused = 0"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            " UNION ALL"
+            " SELECT * FROM ("
+            f"  SELECT {_COLUMNS} FROM {t} INDEXED BY idx_{t}_paused"
+            f"  WHERE {LIVE} AND paused <> 0"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :n"
+        )
+        self.list_dead_letter = (
+            f"SELECT {_COLUMNS} FROM {t} INDEXED BY idx_{t}_dead_letter"
+            " WHERE dead_lettered_at IS NOT NULL"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+        )
+
+
+class SqliteScheduleStore(ScheduleStore):
+    """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
+
+    Build it with :meth:`open`. One store object is safe to use from several threads
+    (its connection is used under a lock); several processes may open the same file
+    and claim from it at once, and a live lease is never handed out twice. Every write
+    is one short ``BEGIN IMMEDIATE`` transaction: all or nothing. Every instant comes
+    from ``clock`` and is bound as a parameter; no SQL reads SQLite's own clock.
+
+    Durability: ``"full"`` (the default) runs ``PRAGMA synchronous=FULL``: a committed
+    change survives a power cut. ``"normal"`` runs ``synchronous=NORMAL``: faster
+    commits, and in WAL mode still safe against an application crash, but the last
+    transactions before a power cut or OS crash may roll back (never a corrupt file).
+
+    Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
+    full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
+    naming the file, with the apsw error chained; the failed operation applied nothing.
+    """
+
+    def __init__(
+        self,
+        *,
+        connection: apsw.Connection,
+        path: pathlib.Path,
+        table: str,
+        clock: Clock,
+        busy_timeout: timedelta,
+    ) -> None:
+        """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
+        super().__init__()
+        self._conn: apsw.Connection | None = connection
+        self._cursor: apsw.Cursor | None = connection.cursor()
+        self._path = path
+        self._table = table
+        self._clock = clock
+        self._busy_timeout = busy_timeout
+        self._sql = _Sql(table)
+        self._lock = threading.Lock()
+
+    # -- opening -------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        table: str = DEFAULT_TABLE,
+        clock: Clock = SYSTEM_CLOCK,
+        durability: str = "full",
+        busy_timeout: timedelta = timedelta(seconds=5),
+        create: bool = True,
+    ) -> Self:
+        """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
+
+        - ``path``: the database file; None means :func:`default_database_path`, whose
+          folders are created. A new file is created with owner-only permissions
+          (0600 on POSIX); on any other path the folder must already exist.
+        - ``table``: the table name, ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes
+          (:class:`InvalidConfiguration` otherwise, before any SQL runs).
+        - ``clock``: where "now" comes from (``created_at``, ``delivered_at``, retry
+          deadlines, the sweep, replay).
+        - ``durability``: ``"full"`` (``synchronous=FULL``) or ``"normal"``
+          (``synchronous=NORMAL``); see the class docstring.
+        - ``busy_timeout``: how long an operation waits for another connection's write
+          lock before it fails with :class:`StoreError`.
+        - ``create``: when False, a missing file or a missing table raises
+          :class:`StoreError` (``no database at <path>``) and nothing is created; a
+          table hexeract (or an older hexeract_lite) created is still adopted.
+
+        A table the Rust reference created (no version recorded) is adopted: its rows
+        are kept, hexeract_lite's indexes are added and timestamp text is normalised
+        to ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction. A table whose recorded
+        version is newer than :data:`SCHEMA_VERSION` is refused. A path that is a
+        folder, a file that is not a SQLite database, a read-only file or folder, or a
+        missing folder raise :class:`StoreError` naming the path, changing nothing.
+        """
+        table = validate_table_name(table)
+        if durability not in _DURABILITY:
+            raise InvalidConfiguration(f"durability must be 'full' or 'normal', got {durability!r}")
+        if not isinstance(busy_timeout, timedelta) or busy_timeout < timedelta(0):
+            raise InvalidConfiguration(
+                f"busy_timeout must be a timedelta >= 0, got {busy_timeout!r}"
+            )
+        if not isinstance(clock, Clock):
+            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+        db, created = _prepare_file(path, create)
+        try:
+            connection = _connect(db, durability, busy_timeout)
+        except BaseException:
+            if created:
+                _remove_database_files(db)
+            raise
+        try:
+            _ensure_schema(connection, table, db, create)
+            _optimize(connection)
+        except BaseException:
+            connection.close()
+            if created:
+                _remove_database_files(db)
+            raise
+        return cls(
+            connection=connection, path=db, table=table, clock=clock, busy_timeout=busy_timeout
+        )
+
+    # -- properties and lifetime -----------------------------------------------------
+
+    @property
+    def path(self) -> pathlib.Path:
+        """The database file (absolute)."""
+        return self._path
+
+    @property
+    def table(self) -> str:
+        """The scheduler table's name."""
+        return self._table
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    def close(self) -> None:
+        """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
+        with self._lock:
+            conn, self._conn, self._cursor = self._conn, None, None
+            if conn is not None:
+                try:
+                    conn.close()
+                except apsw.Error as exc:
+                    raise self._error("close", exc) from exc
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteScheduleStore({str(self._path)!r}, table={self._table!r})"
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes when another connection commits to the file.
+
+        Cheap (no disk read); a worker polls it to notice other processes' inserts
+        within its poll interval. Its own commits do not move it (they notify
+        :attr:`changes`).
+        """
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                value = cur.execute("PRAGMA data_version").fetchall()[0][0]
+            except apsw.Error as exc:
+                raise self._error("data_version", exc) from exc
+        assert isinstance(value, int)
+        return value
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return to_utc_ms(self._clock.now(), "clock.now()")
+
+    def _live_cursor(self) -> apsw.Cursor:
+        if self._cursor is None:
+            raise StoreError(f"the store on {self._path} is closed")
+        return self._cursor
+
+    def _error(self, what: str, exc: apsw.Error) -> StoreError:
+        if isinstance(exc, apsw.BusyError | apsw.LockedError):
+            seconds = self._busy_timeout.total_seconds()
+            return StoreError(
+                f"{what} on {self._path}: the database stayed locked by another connection"
+                f" for longer than the busy timeout ({seconds:g} s): {exc}"
+            )
+        return StoreError(f"{what} on {self._path} failed: {type(exc).__name__}: {exc}")
+
+    @contextmanager
+    def _write(self, what: str) -> Iterator[apsw.Cursor]:
+        """One ``BEGIN IMMEDIATE`` transaction under the store's lock; rolled back on
+        any exception, apsw errors raised as :class:`StoreError`."""
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except apsw.Error as exc:
+                raise self._error(what, exc) from exc
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, apsw.ConstraintError) and (
+                    getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_PRIMARYKEY
+                ):
+                    raise _DuplicateKey() from exc
+                if isinstance(exc, apsw.Error):
+                    raise self._error(what, exc) from exc
+                raise
+
+    def _rollback(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            if not conn.get_autocommit():
+                conn.execute("ROLLBACK")
+        except apsw.Error:
+            pass  # SQLite already rolled back (or the connection is broken); nothing applied
+
+    def _read(self, what: str, sql: str, params: Any) -> list[Any]:
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                return cur.execute(sql, params).fetchall()
+            except apsw.Error as exc:
+                raise self._error(what, exc) from exc
+
+    def _records(self, rows: list[Any]) -> list[ScheduleRecord]:
+        try:
+            return [_record(row) for row in rows]
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"a row of {self._table} in {self._path} is malformed: {exc}") from exc
+
+    # -- writing -------------------------------------------------------------------------
+
+    def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
+        check_max_attempts(max_attempts)
+        check_messages((message,))
+        trigger, target = message.trigger, message.target
+        row = (
+            message.schedule_id.bytes,
+            message.event_type,
+            message.payload_json,
+            trigger.kind,
+            trigger.expression,
+            format_ts(message.scheduled_for),
+            target.kind,
+            target.routing_key,
+            max_attempts,
+            format_ts(self._now()),
+        )
+        try:
+            with self._write("insert") as cur:
+                cur.execute(self._sql.insert, row)
+        except _DuplicateKey as exc:
+            raise DuplicateSchedule(message.schedule_id) from exc.__cause__
+        self.changes.notify()
+
+    def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
+        check_max_attempts(max_attempts)
+        check_messages(messages)
+        if not messages:
+            return
+        created = format_ts(self._now())
+        rows = [
+            (
+                m.schedule_id.bytes,
+                m.event_type,
+                m.payload_json,
+                m.trigger.kind,
+                m.trigger.expression,
+                format_ts(m.scheduled_for),
+                m.target.kind,
+                m.target.routing_key,
+                max_attempts,
+                created,
+            )
+            for m in messages
+        ]
+        try:
+            with self._write("insert_many") as cur:
+                cur.executemany(self._sql.insert, rows)
+        except _DuplicateKey as exc:
+            raise self._first_duplicate(messages) from exc.__cause__
+        self.changes.notify()
+
+    def _first_duplicate(self, messages: Sequence[ScheduledMessage]) -> Exception:
+        """After a rolled-back batch: the first id that repeats or already exists."""
+        seen: set[uuid.UUID] = set()
+        for m in messages:
+            sid = m.schedule_id
+            if sid in seen or self._read("insert_many", self._sql.exists, (sid.bytes,)):
+                return DuplicateSchedule(sid)
+            seen.add(sid)
+        return StoreError(f"insert_many on {self._path}: a duplicate id vanished")
+
+    # -- the worker's side ---------------------------------------------------------------------
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
+        now = check_claim(now, batch_size, lease)
+        params = {
+            "now": format_ts(now),
+            "until": format_ts(to_utc_ms(now + lease, "lease deadline")),
+            "n": batch_size,
+        }
+        with self._write("claim_due") as cur:
+            rows = cur.execute(self._sql.claim, params).fetchall()
+        records = self._records(rows)
+        records.sort(key=_sort_key)
+        return [record.leased() for record in records]
+
+    def _ack(self, what: str, sql: str, params: dict[str, Any]) -> bool:
+        with self._write(what) as cur:
+            cur.execute(sql, params)
+            changed = cur.connection.changes()
+        return changed > 0
+
+    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
+        sid = check_schedule_id(schedule_id)
+        token = _lease_text(lease)
+        if token is None:
+            return False
+        params = {"id": sid.bytes, "lease": token, "now": format_ts(self._now())}
+        return self._ack("mark_delivered", self._sql.mark_delivered, params)
+
+    def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
+        next = to_utc_ms(next, "next", InvalidArgument)
+        sid = check_schedule_id(schedule_id)
+        token = _lease_text(lease)
+        if token is None:
+            return False
+        params = {"id": sid.bytes, "lease": token, "next": format_ts(next)}
+        if not self._ack("reschedule", self._sql.reschedule, params):
+            return False
+        self.changes.notify()
+        return True
+
+    def mark_failed(
+        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
+    ) -> bool:
+        check_retry_in(retry_in)
+        sid = check_schedule_id(schedule_id)
+        token = _lease_text(lease)
+        if token is None:
+            return False
+        until = to_utc_ms(self._now() + retry_in, "retry deadline")
+        params = {"id": sid.bytes, "lease": token, "until": format_ts(until), "error": str(error)}
+        if not self._ack("mark_failed", self._sql.mark_failed, params):
+            return False
+        self.changes.notify()
+        return True
+
+    def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
+        sid = check_schedule_id(schedule_id)
+        token = _lease_text(lease)
+        if token is None:
+            return False
+        params = {
+            "id": sid.bytes,
+            "lease": token,
+            "now": format_ts(self._now()),
+            "error": str(error),
+        }
+        return self._ack("mark_dead_lettered", self._sql.mark_dead_lettered, params)
+
+    def dead_letter_exhausted(self) -> int:
+        params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
+        with self._write("dead_letter_exhausted") as cur:
+            cur.execute(self._sql.sweep, params)
+            return cur.connection.changes()
+
+    def next_wakeup(self) -> datetime | None:
+        [(fresh, leased)] = self._read("next_wakeup", self._sql.next_wakeup, ())
+        candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
+        return min(candidates, default=None)
+
+    # -- control -------------------------------------------------------------------------
+
+    def _require(self, cur: apsw.Cursor, sid: uuid.UUID) -> None:
+        """Inside a write: raise ScheduleNotFound unless the row exists."""
+        if not cur.execute(self._sql.exists, (sid.bytes,)).fetchall():
+            raise ScheduleNotFound(sid)
+
+    def cancel(self, schedule_id: uuid.UUID) -> bool:
+        sid = check_schedule_id(schedule_id)
+        params = {"id": sid.bytes, "now": format_ts(self._now())}
+        with self._write("cancel") as cur:
+            cur.execute(self._sql.cancel, params)
+            if cur.connection.changes():
+                return True
+            self._require(cur, sid)
+            return False
+
+    def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
+        sid = check_schedule_id(schedule_id)
+        params = {"id": sid.bytes, "paused": 1 if paused else 0}
+        with self._write("set_paused") as cur:
+            cur.execute(self._sql.set_paused, params)
+            changed = cur.connection.changes() > 0
+            if not changed:
+                self._require(cur, sid)
+        if changed:
+            self.changes.notify()
+        return changed
+
+    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
+        if next is not None:
+            next = to_utc_ms(next, "next", InvalidArgument)
+        sid = check_schedule_id(schedule_id)
+        now = self._now()
+        with self._write("resume") as cur:
+            rows = cur.execute(self._sql.select_one, (sid.bytes,)).fetchall()
+            if not rows:
+                raise ScheduleNotFound(sid)
+            [record] = self._records(rows)
+            if record.is_terminal or not record.paused:
+                return False
+            if next is None and record.trigger_kind == "cron" and record.scheduled_for < now:
+                next = CronExpression.parse(record.cron_expr or "").next_occurrence(now)
+                if next is None:
+                    return False
+            if next is not None:
+                cur.execute(self._sql.resume_realign, {"id": sid.bytes, "next": format_ts(next)})
+            else:
+                cur.execute(self._sql.resume_flag, {"id": sid.bytes})
+        self.changes.notify()
+        return True
+
+    def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
+        sid = check_schedule_id(schedule_id)
+        rows = self._read("inspect", self._sql.select_one, (sid.bytes,))
+        return self._records(rows)[0].snapshot() if rows else None
+
+    # -- admin -----------------------------------------------------------------------
+
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
+        check_limit(limit)
+        records = self._records(self._read("list_pending", self._sql.list_pending, {"n": limit}))
+        records.sort(key=_sort_key)
+        return [record.snapshot() for record in records]
+
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
+        check_limit(limit)
+        rows = self._read("list_dead_letter", self._sql.list_dead_letter, {"n": limit})
+        return [record.snapshot() for record in self._records(rows)]
+
+    def replay(self, schedule_id: uuid.UUID) -> None:
+        sid = check_schedule_id(schedule_id)
+        params = {"id": sid.bytes, "now": format_ts(self._now())}
+        with self._write("replay") as cur:
+            rows = cur.execute(self._sql.select_one, (sid.bytes,)).fetchall()
+            if not rows:
+                raise ScheduleNotFound(sid)
+            status = self._records(rows)[0].status()
+            if status is not ScheduleStatus.DEAD_LETTERED:
+                raise NotReplayable(sid, status)
+            cur.execute(self._sql.replay, params)
+        self.changes.notify()
+
+
+# -- opening a file ------------------------------------------------------------------
+
+
+def _prepare_file(path: str | os.PathLike[str] | None, create: bool) -> tuple[pathlib.Path, bool]:
+    """Check the path and create the file (0600) when needed; return (path, created)."""
+    if path is None:
+        db = default_database_path()
+        if create and not db.parent.is_dir():
+            try:
+                db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the folder {db.parent} for the database {db}: {exc}"
+                ) from exc
+    else:
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidConfiguration(f"path must be a str or os.PathLike, got {path!r}")
+        db = pathlib.Path(os.fsdecode(os.fspath(path)))
+    db = db.absolute()
+    if db.is_dir():
+        raise StoreError(f"cannot open the database {db}: it is a directory")
+    if db.exists():
+        return db, False
+    if not create:
+        raise StoreError(f"no database at {db}")
+    if not db.parent.is_dir():
+        raise StoreError(f"cannot create the database {db}: the folder {db.parent} does not exist")
+    try:
+        fd = os.open(db, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return db, False  # another process created it just now
+    except OSError as exc:
+        raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    return db, True
+
+
+def _remove_database_files(db: pathlib.Path) -> None:
+    """Undo a file this open created (with SQLite's side files), best effort."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with suppress(OSError):
+            os.unlink(f"{db}{suffix}")
+
+
+def _connect(db: pathlib.Path, durability: str, busy_timeout: timedelta) -> apsw.Connection:
+    """Open and configure the store's own connection (never apsw.bestpractice.apply)."""
+    try:
+        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error as exc:
+        raise StoreError(f"cannot open the database {db}: {exc}") from exc
+    try:
+        apsw.bestpractice.connection_busy_timeout(conn, int(busy_timeout.total_seconds() * 1000))
+        apsw.bestpractice.connection_dqs(conn)
+        if conn.readonly("main"):
+            raise StoreError(f"cannot write to the database {db}: the file is read-only")
+        mode = conn.pragma("journal_mode", "wal")
+        if str(mode).lower() != "wal":
+            raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
+        conn.pragma("synchronous", _DURABILITY[durability])
+    except apsw.Error as exc:
+        conn.close()
+        raise _open_error(db, exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _open_error(db: pathlib.Path, exc: apsw.Error) -> StoreError:
+    if isinstance(exc, apsw.NotADBError):
+        return StoreError(f"cannot open {db}: it is not a SQLite database ({exc})")
+    if isinstance(exc, apsw.CorruptError):
+        return StoreError(f"cannot open {db}: the database is corrupt ({exc})")
+    if isinstance(exc, apsw.ReadOnlyError | apsw.CantOpenError | apsw.AuthError):
+        return StoreError(
+            f"cannot open the database {db} for writing (read-only file or folder?): {exc}"
+        )
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return StoreError(f"cannot open the database {db}: it stayed locked ({exc})")
+    return StoreError(f"cannot open the database {db}: {type(exc).__name__}: {exc}")
+
+
+def _optimize(conn: apsw.Connection) -> None:
+    """``PRAGMA optimize`` at open (apsw.bestpractice), bounded; skipped when busy."""
+    try:
+        conn.pragma("analysis_limit", 1000)
+        apsw.bestpractice.connection_optimize(conn)
+    except apsw.Error:
+        pass  # an optimisation only: a busy or read-only file must not fail the open
+
+
+def _schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
+    """(does the table exist, its recorded version or None)."""
+    names = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN (?, ?)",
+            (table, META_TABLE),
+        )
+    }
+    version: int | None = None
+    if META_TABLE in names:
+        rows = conn.execute(
+            f"SELECT version FROM {META_TABLE} WHERE table_name = ?", (table,)
+        ).fetchall()
+        if rows:
+            version = int(str(rows[0][0]))
+    return table in names, version
+
+
+def _too_new(db: pathlib.Path, table: str, version: int) -> StoreError:
+    return StoreError(
+        f"the table {table} in {db} has schema version {version}, newer than this"
+        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
+    )
+
+
+def _ensure_schema(conn: apsw.Connection, table: str, db: pathlib.Path, create: bool) -> None:
+    """Create, adopt or upgrade ``table`` to :data:`SCHEMA_VERSION`, in one transaction."""
+    try:
+        exists, version = _schema_state(conn, table)
+        if exists and version == SCHEMA_VERSION:
+            return  # the common case: a read, no write lock
+        if version is not None and version > SCHEMA_VERSION:
+            raise _too_new(db, table, version)
+        if not exists and not create:
+            raise StoreError(f"no database at {db}: the file has no table {table}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            exists, version = _schema_state(conn, table)  # again, under the write lock
+            if version is not None and version > SCHEMA_VERSION:
+                raise _too_new(db, table, version)
+            if not exists:
+                if not create:
+                    raise StoreError(f"no database at {db}: the file has no table {table}")
+                conn.execute(sqlite_table_ddl(table))
+                for ddl in sqlite_reference_index_ddl(table):
+                    conn.execute(ddl)
+                version = 0
+            elif version is None:
+                _check_reference_layout(conn, table, db)
+                version = 0
+            for step in _UPGRADES[version:]:
+                step(conn, table)
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {META_TABLE} ("
+                " table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)"
+            )
+            conn.execute(
+                f"INSERT INTO {META_TABLE} (table_name, version) VALUES (?, ?)"
+                " ON CONFLICT (table_name) DO UPDATE SET version = excluded.version",
+                (table, SCHEMA_VERSION),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if not conn.get_autocommit():
+                with suppress(apsw.Error):
+                    conn.execute("ROLLBACK")
+            raise
+    except apsw.Error as exc:
+        raise _open_error(db, exc) from exc
+
+
+def _check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
+    """An existing table without a recorded version must have the reference's columns."""
+    columns = {row[1]: str(row[2]).upper() for row in conn.execute(f"PRAGMA table_info({table})")}
+    wrong = [
+        name for name, decl, _ in REFERENCE_COLUMNS if name not in columns or columns[name] != decl
+    ]
+    if wrong:
+        raise StoreError(
+            f"the table {table} in {db} is not a scheduler table: the columns"
+            f" {', '.join(wrong)} are missing or have another type"
+        )
+
+
+def _upgrade_to_1(conn: apsw.Connection, table: str) -> None:
+    """0 → 1: hexeract_lite's indexes; timestamps rewritten as ``...T...mmmZ`` text.
+
+    Text comparison orders instants only when every value has the same layout, and the
+    reference's readers also accept ``YYYY-MM-DD HH:MM:SS``; such values are rewritten
+    to the canonical form (the same instant) so claims and listings order them right.
+    """
+    for ddl in (*sqlite_reference_index_ddl(table), *sqlite_extra_index_ddl(table)):
+        conn.execute(ddl)
+    for column in _TIMESTAMP_COLUMNS:
+        odd = conn.execute(
+            f"SELECT schedule_id, {column} FROM {table} WHERE {column} IS NOT NULL"
+            f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
+            f" OR substr({column}, 24, 1) <> 'Z')"
+        ).fetchall()
+        for sid, text in odd:
+            try:
+                canonical = format_ts(parse_ts(str(text)))
+            except ValueError:
+                continue  # not a timestamp at all: left for a human to look at
+            conn.execute(f"UPDATE {table} SET {column} = ? WHERE schedule_id = ?", (canonical, sid))
+
+
+_UPGRADES = [_upgrade_to_1]
+"""``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
+assert len(_UPGRADES) == SCHEMA_VERSION
