@@ -1,0 +1,144 @@
+"""Helpers of the reliability suite: real processes, real files, and how to compare them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+import apsw
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+TABLE = "scheduled_messages"
+
+
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 over the database file and its ``-wal`` (what a reader would see), or
+    ``<missing>``. Byte-for-byte: any write to either changes it."""
+    digest = hashlib.sha256()
+    if not path.exists():
+        return "<missing>"
+    for part in (path, Path(f"{path}-wal")):
+        if part.is_file():
+            digest.update(part.name.encode() + b"\0" + part.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _readonly(path: Path) -> apsw.Connection:
+    return apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+
+
+def dump_rows(path: Path, table: str = TABLE) -> list[tuple[object, ...]]:
+    """``SELECT * FROM table ORDER BY schedule_id``, read through a read-only connection."""
+    conn = _readonly(path)
+    try:
+        return list(conn.execute(f'SELECT * FROM "{table}" ORDER BY schedule_id'))
+    finally:
+        conn.close()
+
+
+def dump_database(path: Path) -> dict[str, object]:
+    """Everything a row-for-row comparison needs: the schema, user_version, and every row
+    of every table (``sqlite_stat*`` left out: ``PRAGMA optimize`` may refresh them)."""
+    conn = _readonly(path)
+    try:
+        schema = sorted(
+            (str(t), str(n), str(s))
+            for t, n, s in conn.execute("SELECT type, name, sql FROM sqlite_master")
+            if not str(n).startswith("sqlite_stat")
+        )
+        version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        rows: dict[str, list[tuple[object, ...]]] = {}
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+        ):
+            rows[str(name)] = list(conn.execute(f'SELECT * FROM "{name}" ORDER BY 1'))
+        return {"schema": schema, "user_version": version, "rows": rows}
+    finally:
+        conn.close()
+
+
+def integrity_check(path: Path) -> list[str]:
+    """``PRAGMA integrity_check``: ``["ok"]`` for a sound database."""
+    conn = _readonly(path)
+    try:
+        return [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+    finally:
+        conn.close()
+
+
+class Processes:
+    """Child processes of one test: started with ``sys.executable``, always reaped."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._files: list[IO[bytes]] = []
+        self._count = 0
+
+    def start(self, script: str, *args: str, name: str | None = None) -> subprocess.Popen[bytes]:
+        """Run ``tests/reliability/<script>`` with ``args``; stdout and stderr go to files
+        ``<name>.out`` / ``<name>.err`` in the work directory (see :meth:`stderr`)."""
+        self._count += 1
+        name = name or f"{Path(script).stem}-{self._count}"
+        out = (self.workdir / f"{name}.out").open("wb")
+        err = (self.workdir / f"{name}.err").open("wb")
+        self._files += [out, err]
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", TZ="UTC")
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / script), *args],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            env=env,
+        )
+        proc.name = name  # type: ignore[attr-defined]
+        self._procs.append(proc)
+        return proc
+
+    def output(self, proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+        """The stdout and stderr a process wrote so far."""
+        name = proc.name  # type: ignore[attr-defined]
+        return (
+            (self.workdir / f"{name}.out").read_text(errors="replace"),
+            (self.workdir / f"{name}.err").read_text(errors="replace"),
+        )
+
+    def stop(self, procs: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+        """SIGTERM (a clean stop), then wait; SIGKILL whatever does not exit in time."""
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"{proc.name} did not stop on SIGTERM") from None  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        for f in self._files:
+            f.close()
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    """Start helper scripts as real processes; every one is killed and reaped at the end."""
+    p = Processes(tmp_path)
+    try:
+        yield p
+    finally:
+        p.close()
