@@ -1,0 +1,242 @@
+"""Connection strings: which database a command or an application opens.
+
+One function reads a connection string, :func:`parse_conn`; one opens the store it
+names, :func:`open_store`. The CLI uses both, and so can an application that wants
+the same ``DATABASE_URL`` rules as its operators' shell.
+
+Accepted spellings:
+
+- ``sqlite:///absolute/path.db`` (three slashes, then the absolute path; the
+  SQLAlchemy spelling ``sqlite:////absolute/path.db`` means the same);
+- ``sqlite://relative/path.db`` (relative to the current directory);
+- a plain path, ``/var/lib/app/scheduler.db`` or ``scheduler.db`` (``~`` expanded);
+- ``postgres://...`` and ``postgresql://...`` (libpq URLs), served by
+  :class:`hexeract_lite.store.postgres.PostgresScheduleStore`, which needs the
+  ``postgres`` extra.
+
+``None`` means the ``DATABASE_URL`` environment variable, and when that is unset or
+empty, the default database (:func:`hexeract_lite.store.sqlite.default_database_path`).
+Any other ``scheme://`` is refused with :class:`UnsupportedConnection`, naming the
+scheme.
+
+Passwords: a connection string is only ever shown through :func:`redact_conn`, and
+error text that may quote it (a driver's message) through :func:`scrub`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import InvalidConfiguration, SchedulerError, StoreError
+from .store.schema import validate_table_name
+
+if TYPE_CHECKING:
+    from .store.base import ScheduleStore
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "ConnTarget",
+    "UnsupportedConnection",
+    "open_store",
+    "parse_conn",
+    "redact_conn",
+    "scrub",
+]
+
+DATABASE_URL_ENV = "DATABASE_URL"
+"""The environment variable read when no connection string is given."""
+
+POSTGRES_EXTRA_HINT = (
+    "PostgreSQL support needs the 'postgres' extra: pip install 'hexeract_lite[postgres]'"
+)
+
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_POSTGRES_SCHEMES = ("postgres", "postgresql")
+# scheme://user:password@ -- the password is everything between the first ':' of the
+# userinfo and the last '@' before the host.
+_URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<pw>[^\s]*)@")
+# libpq keyword/value strings and URL query parameters: password=secret
+_KV_PASSWORD_RE = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
+
+
+class UnsupportedConnection(InvalidConfiguration):
+    """A connection string this build cannot serve (unknown scheme, empty path)."""
+
+
+@attrs.frozen(kw_only=True)
+class ConnTarget:
+    """A parsed connection string.
+
+    ``kind`` is ``"sqlite"`` (``path`` is set) or ``"postgres"`` (``url`` is set).
+    ``source`` says where it came from: ``"argument"``, ``"DATABASE_URL"`` or
+    ``"default"``.
+    """
+
+    kind: Literal["sqlite", "postgres"]
+    path: Path | None = None
+    url: str | None = None
+    source: str = "argument"
+
+    def display(self) -> str:
+        """A printable form, without any password."""
+        if self.kind == "sqlite":
+            return str(self.path)
+        return redact_conn(self.url or "")
+
+    def password(self) -> str | None:
+        """The password embedded in a PostgreSQL URL, if any (for :func:`scrub`)."""
+        if self.kind != "postgres" or not self.url:
+            return None
+        try:
+            password = urllib.parse.urlsplit(self.url).password
+        except ValueError:
+            password = None
+        if password:
+            return password
+        match = _KV_PASSWORD_RE.search(self.url)
+        return match.group("pw") if match else None
+
+
+def _default_path() -> Path:
+    from .store.sqlite import default_database_path
+
+    return Path(default_database_path())
+
+
+def parse_conn(conn: str | None) -> ConnTarget:
+    """Read a connection string (see the module docstring for the spellings).
+
+    ``None`` (or an empty string) falls back to ``$DATABASE_URL``, then to the default
+    database path. Raises :class:`UnsupportedConnection` for a scheme other than
+    ``sqlite``, ``postgres`` or ``postgresql``, or a ``sqlite://`` URL without a path;
+    the message never contains a password.
+    """
+    source = "argument"
+    if not conn:
+        conn = os.environ.get(DATABASE_URL_ENV) or None
+        source = DATABASE_URL_ENV
+    if conn is None:
+        return ConnTarget(kind="sqlite", path=_default_path(), source="default")
+    match = _SCHEME_RE.match(conn)
+    if match is None:
+        return ConnTarget(kind="sqlite", path=Path(conn).expanduser(), source=source)
+    scheme = match.group(1).lower()
+    if scheme == "sqlite":
+        rest = conn[match.end() :]
+        if rest.startswith("/"):
+            rest = "/" + rest.lstrip("/")  # sqlite:///abs and sqlite:////abs alike
+        if not rest or rest == "/":
+            raise UnsupportedConnection(
+                f"the sqlite URL {redact_conn(conn)!r} names no file"
+                " (write sqlite:///absolute/path.db or sqlite://relative/path.db)"
+            )
+        return ConnTarget(kind="sqlite", path=Path(rest), source=source)
+    if scheme in _POSTGRES_SCHEMES:
+        return ConnTarget(kind="postgres", url=conn, source=source)
+    where = "" if source == "argument" else f" (from ${source})"
+    raise UnsupportedConnection(
+        f"unsupported connection scheme {scheme!r}{where} in {redact_conn(conn)!r}:"
+        " use sqlite:///absolute/path.db, sqlite://relative/path.db, a plain file path,"
+        " or postgresql://..."
+    )
+
+
+def redact_conn(conn: str) -> str:
+    """``conn`` with any password replaced by ``***``.
+
+    ``postgresql://user:secret@host/db`` becomes ``postgresql://user:***@host/db``;
+    ``password=...`` (a query parameter or a libpq keyword) becomes ``password=***``.
+    """
+    text = _URL_PASSWORD_RE.sub(lambda m: f"{m.group('head')}***@", conn)
+    return _KV_PASSWORD_RE.sub(lambda m: f"{m.group('head')}***", text)
+
+
+def scrub(text: str, conn: str | ConnTarget | None) -> str:
+    """``text`` with every password removed: the one in ``conn`` (raw and
+    percent-decoded), and any that a URL or ``password=`` inside ``text`` carries.
+
+    Use it on anything that may quote a connection string: driver error messages,
+    tracebacks, log lines.
+    """
+    text = redact_conn(text)
+    target: ConnTarget | None
+    if isinstance(conn, ConnTarget) or conn is None:
+        target = conn
+    else:
+        try:
+            target = parse_conn(conn)
+        except UnsupportedConnection:
+            target = None
+    secrets: set[str] = set()
+    if target is not None:
+        password = target.password()
+        if password:
+            secrets.add(password)
+            secrets.add(urllib.parse.quote(password, safe=""))
+            secrets.add(urllib.parse.unquote(password))
+    elif isinstance(conn, str):
+        for regex in (_URL_PASSWORD_RE, _KV_PASSWORD_RE):
+            for match in regex.finditer(conn):
+                secrets.add(match.group("pw"))
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def open_store(
+    conn: str | ConnTarget | None,
+    *,
+    table: str,
+    create: bool,
+    clock: Clock = SYSTEM_CLOCK,
+) -> ScheduleStore:
+    """Open the store ``conn`` names, on table ``table`` (validated first).
+
+    ``create=False`` is for commands that read or repair: a missing SQLite file (or
+    table) raises :class:`StoreError` ``no database at <path>`` and nothing is created.
+    With ``create=True`` the file and the table are created as needed (and, for the
+    default database only, its folders).
+
+    PostgreSQL URLs are served by ``PostgresScheduleStore.open(url, table=...,
+    clock=..., create=...)``, imported only then; without psycopg installed this
+    raises :class:`StoreError` naming the ``postgres`` extra. Errors never carry the
+    password.
+    """
+    validate_table_name(table)
+    target = conn if isinstance(conn, ConnTarget) else parse_conn(conn)
+    if target.kind == "sqlite":
+        from .store.sqlite import SqliteScheduleStore
+
+        # None lets the store create the default database's folders; an explicit
+        # path's folder must exist (a typo must not grow a directory tree).
+        path = None if target.source == "default" else target.path
+        return SqliteScheduleStore.open(path, table=table, clock=clock, create=create)
+    assert target.url is not None
+    try:
+        from .store.postgres import PostgresScheduleStore
+    except ImportError as exc:
+        missing = exc.name or ""
+        if missing.startswith(("psycopg", "psycopg_pool")):
+            raise StoreError(POSTGRES_EXTRA_HINT) from None
+        raise StoreError(
+            f"this build of hexeract_lite cannot open PostgreSQL databases ({exc})"
+        ) from None
+    # The driver's errors may quote the URL: re-raise them scrubbed, unchained, so no
+    # traceback or message can show the password.
+    try:
+        return PostgresScheduleStore.open(target.url, table=table, clock=clock, create=create)
+    except StoreError as exc:
+        raise StoreError(scrub(str(exc), target)) from None
+    except SchedulerError:
+        raise
+    except Exception as exc:
+        raise StoreError(
+            scrub(f"cannot open {target.display()}: {type(exc).__name__}: {exc}", target)
+        ) from None
