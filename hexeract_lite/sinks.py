@@ -1,0 +1,427 @@
+"""Sinks: where a due message goes when the worker dispatches it.
+
+A sink is anything with ``dispatch(message)`` (:class:`ScheduleSink`). It delivers the
+message or raises; a raise (or a hang past the worker's ``dispatch_timeout``) is a
+failed dispatch, which the worker retries with backoff and finally dead-letters.
+
+Return values are checked, so a mistake is loud instead of silently "delivered":
+``dispatch`` returns ``None``, or an awaitable that resolves to ``None`` (an ``async
+def dispatch`` does that). Anything else, a ``True``, an HTTP response, a future that
+resolves to a value, is a failed dispatch whose ``last_error`` says what came back.
+
+Delivery is at least once: the same occurrence can reach a sink twice (a worker that
+crashed after dispatching, a lease that ran out mid-dispatch). Consumers deduplicate
+on the occurrence id, which :class:`BusSink` stamps as the bus message id.
+
+Sinks here:
+
+- :class:`CallableSink` wraps a function or coroutine function taking the message.
+- :class:`BusSink` publishes through a bus transport's ``publish_raw``.
+- :class:`InProcessBus` is such a transport for one process, with topic patterns.
+- :class:`TargetRouterSink` sends each target kind (mediator, outbox, bus) to its sink.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from .errors import DispatchError, InvalidArgument
+from .message import ScheduledMessage
+
+__all__ = [
+    "BusMessage",
+    "BusSink",
+    "BusTransport",
+    "CallableSink",
+    "InProcessBus",
+    "ScheduleSink",
+    "TargetRouterSink",
+    "is_async_sink",
+]
+
+_log = logging.getLogger("hexeract_lite.sinks")
+
+
+@runtime_checkable
+class ScheduleSink(Protocol):
+    """Delivers a due message: ``dispatch(message)``, sync or async.
+
+    Return ``None`` (or be an ``async def`` that returns ``None``) on success; raise on
+    failure. The worker calls a synchronous ``dispatch`` on a helper thread so that it
+    can give up after ``dispatch_timeout``; it awaits an asynchronous one. Expect the
+    same occurrence more than once and deduplicate on
+    ``message.occurrence_id()``.
+    """
+
+    def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
+        """Deliver ``message``; raise to make the worker retry it."""
+        ...
+
+
+def is_async_sink(sink: object) -> bool:
+    """True when ``sink.dispatch`` must be awaited on the event loop (not run in a thread).
+
+    A sink may say so itself with a boolean ``is_async`` attribute (the sinks here
+    do); otherwise a coroutine-function ``dispatch`` is async.
+    """
+    flag = getattr(sink, "is_async", None)
+    if isinstance(flag, bool):
+        return flag
+    return _is_coroutine_callable(getattr(sink, "dispatch", None))
+
+
+def _is_coroutine_callable(fn: object) -> bool:
+    if fn is None:
+        return False
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+class CallableSink:
+    """A sink that calls ``fn(message)``: a function, or a coroutine function.
+
+    ``fn``'s return value is the dispatch's: ``None`` on success (see the module
+    docstring; a function that returns something else is reported as a failed
+    dispatch, so wrap e.g. an HTTP call in a function that checks the response and
+    returns ``None``).
+    """
+
+    def __init__(self, fn: Callable[[ScheduledMessage], Awaitable[None] | None]) -> None:
+        if not callable(fn):
+            raise InvalidArgument(f"CallableSink needs a callable, got {fn!r}")
+        self.fn = fn
+        self.is_async: bool = _is_coroutine_callable(fn)
+        """True when ``fn`` is a coroutine function: the worker awaits it."""
+
+    def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
+        """Call ``fn(message)`` and return what it returns."""
+        return self.fn(message)
+
+    def __repr__(self) -> str:
+        return f"CallableSink({self.fn!r})"
+
+
+@runtime_checkable
+class BusTransport(Protocol):
+    """What :class:`BusSink` publishes through (hexeract's ``publish_raw``)."""
+
+    def publish_raw(
+        self, routing_key: str, message_id: uuid.UUID, message_type: str, payload: Any
+    ) -> Awaitable[None] | None:
+        """Publish one message; raise when it was not accepted."""
+        ...
+
+
+class BusSink:
+    """Publishes bus-target messages through ``transport.publish_raw``.
+
+    The call is ``publish_raw(routing_key, message_id, message_type, payload)`` with
+
+    - ``routing_key``: the target's routing key;
+    - ``message_id``: the occurrence id, as a :class:`uuid.UUID`: stable across
+      redeliveries of the same firing, so it is what a consumer deduplicates on;
+    - ``message_type``: the message's ``event_type``;
+    - ``payload``: the decoded JSON payload.
+
+    A message whose target is not ``bus`` raises :class:`DispatchError` (a failed
+    dispatch: route such messages elsewhere with :class:`TargetRouterSink`). What
+    ``publish_raw`` returns is returned, so an async transport is awaited.
+    """
+
+    def __init__(self, transport: BusTransport) -> None:
+        publish = getattr(transport, "publish_raw", None)
+        if not callable(publish):
+            raise InvalidArgument(
+                f"BusSink needs a transport with publish_raw(), got {transport!r}"
+            )
+        self.transport = transport
+        self.is_async: bool = _is_coroutine_callable(publish)
+        """True when the transport's ``publish_raw`` is a coroutine function."""
+
+    def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
+        """Publish ``message`` under its routing key, stamped with its occurrence id."""
+        target = message.target
+        if target.kind != "bus" or target.routing_key is None:
+            raise DispatchError(
+                f"BusSink only publishes bus targets; schedule {message.schedule_id}"
+                f" targets {target.label()}"
+            )
+        return self.transport.publish_raw(
+            target.routing_key,
+            message.occurrence_id().as_uuid(),
+            message.event_type,
+            message.payload,
+        )
+
+    def __repr__(self) -> str:
+        return f"BusSink({self.transport!r})"
+
+
+# -- the in-process bus ----------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class BusMessage:
+    """What an :class:`InProcessBus` handler receives.
+
+    ``message_id`` is the publisher's id; through :class:`BusSink` it is the occurrence
+    id, the key to deduplicate on. ``payload`` is shared by every handler of one
+    publish: treat it as read-only.
+    """
+
+    message_id: uuid.UUID
+    message_type: str
+    routing_key: str
+    payload: Any = attrs.field(eq=False)
+
+
+BusHandler = Callable[[BusMessage], Awaitable[None] | None]
+"""A subscriber: a function or coroutine function taking a :class:`BusMessage`."""
+
+
+def _pattern_words(pattern: str) -> tuple[str, ...]:
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidArgument(f"a subscription pattern is a non-empty string, got {pattern!r}")
+    words = tuple(pattern.split("."))
+    for word in words:
+        if word not in ("*", "#") and ("*" in word or "#" in word):
+            raise InvalidArgument(
+                f"invalid pattern {pattern!r}: the wildcards * and # stand for whole"
+                f" dot-separated words, got the word {word!r}"
+            )
+    return words
+
+
+def topic_matches(pattern: str, routing_key: str) -> bool:
+    """True when ``routing_key`` matches the topic ``pattern``.
+
+    Both are dot-separated words. In the pattern ``*`` stands for exactly one word and
+    ``#`` for zero or more words; any other word must be equal. ``orders.*`` matches
+    ``orders.created`` but neither ``orders`` nor ``orders.eu.created``;
+    ``orders.#`` matches all three; ``#`` matches everything.
+    """
+    return _match(_pattern_words(pattern), tuple(routing_key.split(".")))
+
+
+def _match(pattern: Sequence[str], key: Sequence[str]) -> bool:
+    # reachable[j]: the pattern prefix consumed so far can match the first j key words.
+    reachable = [True] + [False] * len(key)
+    for word in pattern:
+        if word == "#":
+            nxt = list(reachable)
+            for j in range(1, len(key) + 1):
+                nxt[j] = nxt[j] or nxt[j - 1]
+        else:
+            nxt = [False] * (len(key) + 1)
+            for j in range(1, len(key) + 1):
+                nxt[j] = reachable[j - 1] and (word == "*" or word == key[j - 1])
+        reachable = nxt
+    return reachable[len(key)]
+
+
+@attrs.frozen
+class _Subscription:
+    pattern: str
+    words: tuple[str, ...]
+    handler: BusHandler
+
+    def matches(self, key_words: tuple[str, ...]) -> bool:
+        return _match(self.words, key_words)
+
+
+class InProcessBus:
+    """A message bus inside one process: topic subscriptions, synchronous delivery.
+
+    ``subscribe(pattern, handler)`` registers a handler for routing keys that match
+    ``pattern`` (exact words, ``*`` for one word, ``#`` for zero or more; see
+    :func:`topic_matches`). ``publish_raw`` calls every matching handler, in
+    subscription order, before it returns, so the worker's acknowledgement follows
+    the handlers' work:
+
+    - a handler that raises makes ``publish_raw`` raise (after the other handlers ran;
+      one failure is re-raised as it is, several as one :class:`DispatchError`), so
+      the dispatch fails and is retried, and every handler sees the message again:
+      handlers deduplicate on ``BusMessage.message_id``;
+    - a coroutine-function handler is awaited: ``publish_raw`` then returns an
+      awaitable running those handlers (the worker awaits it);
+    - a routing key no handler matches raises :class:`DispatchError` (the message
+      would be lost), unless the bus was made with ``drop_unrouted=True``, which drops
+      it (logged at debug level) and counts it in :attr:`dropped`.
+
+    Thread-safe: subscribing while another thread publishes is fine.
+    """
+
+    def __init__(self, *, drop_unrouted: bool = False) -> None:
+        self.drop_unrouted = bool(drop_unrouted)
+        self.dropped = 0
+        """How many messages were published with no matching subscriber and dropped."""
+        self._subs: tuple[_Subscription, ...] = ()
+        self._lock = threading.Lock()
+
+    def subscribe(self, pattern: str, handler: BusHandler) -> Callable[[], None]:
+        """Deliver messages whose routing key matches ``pattern`` to ``handler``.
+
+        Returns a function that removes this subscription (idempotent).
+        """
+        words = _pattern_words(pattern)
+        if not callable(handler):
+            raise InvalidArgument(f"a bus handler must be callable, got {handler!r}")
+        sub = _Subscription(pattern, words, handler)
+        with self._lock:
+            self._subs = (*self._subs, sub)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._subs = tuple(s for s in self._subs if s is not sub)
+
+        return unsubscribe
+
+    def publish_raw(
+        self, routing_key: str, message_id: uuid.UUID, message_type: str, payload: Any
+    ) -> Awaitable[None] | None:
+        """Deliver to every matching handler; raise if any raised (see the class doc)."""
+        key_words = tuple(routing_key.split("."))
+        subs = [s for s in self._subs if s.matches(key_words)]
+        if not subs:
+            if self.drop_unrouted:
+                with self._lock:
+                    self.dropped += 1
+                _log.debug("dropped unrouted message %s (routing key %r)", message_id, routing_key)
+                return None
+            raise DispatchError(
+                f"no subscriber for routing key {routing_key!r}: message {message_id} would be"
+                " lost (InProcessBus(drop_unrouted=True) drops such messages instead)"
+            )
+        message = BusMessage(
+            message_id=message_id,
+            message_type=message_type,
+            routing_key=routing_key,
+            payload=payload,
+        )
+        errors: list[BaseException] = []
+        pending: list[Awaitable[object]] = []
+        for sub in subs:
+            try:
+                result = sub.handler(message)
+            except Exception as exc:
+                errors.append(exc)
+                continue
+            if result is not None:
+                if inspect.isawaitable(result):
+                    pending.append(result)
+                else:
+                    errors.append(_bad_return("bus handler", sub.handler, result))
+        if errors:
+            for aw in pending:
+                _discard(aw)
+            raise _combine(errors)
+        if pending:
+            return _await_all(pending)
+        return None
+
+    def __repr__(self) -> str:
+        return f"InProcessBus({len(self._subs)} subscriptions, drop_unrouted={self.drop_unrouted})"
+
+
+async def _await_all(pending: list[Awaitable[object]]) -> None:
+    errors: list[BaseException] = []
+    for i, aw in enumerate(pending):
+        try:
+            result = await aw
+        except Exception as exc:
+            errors.append(exc)
+            continue
+        except BaseException:
+            for rest in pending[i + 1 :]:
+                _discard(rest)
+            raise
+        if result is not None:
+            errors.append(_bad_return("bus handler", aw, result))
+    if errors:
+        raise _combine(errors)
+
+
+def _combine(errors: list[BaseException]) -> BaseException:
+    if len(errors) == 1:
+        return errors[0]
+    detail = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+    err = DispatchError(f"{len(errors)} bus handlers failed: {detail}")
+    err.__cause__ = errors[0]
+    return err
+
+
+def _bad_return(what: str, fn: object, result: object) -> DispatchError:
+    return DispatchError(
+        f"{what} {fn!r:.80} returned {result!r:.80}; it must return None (raise to signal"
+        " a failure)"
+    )
+
+
+def _discard(aw: object) -> None:
+    """Close a coroutine that will never be awaited (no 'never awaited' warning)."""
+    close = getattr(aw, "close", None)
+    if inspect.iscoroutine(aw) and callable(close):
+        close()
+
+
+# -- routing by target -----------------------------------------------------------------
+
+
+def _as_sink(name: str, sink: object) -> ScheduleSink | None:
+    if sink is None:
+        return None
+    if callable(getattr(sink, "dispatch", None)):
+        return sink  # type: ignore[return-value]
+    if callable(sink):
+        return CallableSink(sink)
+    raise InvalidArgument(f"{name} must be a sink (with dispatch()) or a callable, got {sink!r}")
+
+
+class TargetRouterSink:
+    """Sends each message to the sink for its target kind.
+
+    ``TargetRouterSink(mediator=..., outbox=..., bus=...)``: each a sink or a plain
+    callable (wrapped in :class:`CallableSink`), any of them optional. A message whose
+    target kind has no sink raises :class:`DispatchError` (a failed dispatch, retried
+    and eventually dead-lettered, so nothing is dropped silently). What the chosen
+    sink returns is returned, so async sinks are awaited.
+    """
+
+    is_async = False
+    """Routing is synchronous; an async sink's awaitable is returned and awaited."""
+
+    def __init__(
+        self,
+        *,
+        mediator: ScheduleSink | Callable[[ScheduledMessage], Any] | None = None,
+        outbox: ScheduleSink | Callable[[ScheduledMessage], Any] | None = None,
+        bus: ScheduleSink | Callable[[ScheduledMessage], Any] | None = None,
+    ) -> None:
+        self.sinks: dict[str, ScheduleSink | None] = {
+            "mediator": _as_sink("mediator", mediator),
+            "outbox": _as_sink("outbox", outbox),
+            "bus": _as_sink("bus", bus),
+        }
+
+    def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
+        """Hand ``message`` to the sink of ``message.target.kind``."""
+        sink = self.sinks.get(message.target.kind)
+        if sink is None:
+            raise DispatchError(
+                f"no sink for target {message.target.label()} (schedule {message.schedule_id});"
+                " give TargetRouterSink one"
+            )
+        return sink.dispatch(message)
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{k}={v!r}" for k, v in self.sinks.items() if v is not None)
+        return f"TargetRouterSink({names})"

@@ -1,0 +1,1069 @@
+"""SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them.
+
+One poll cycle (:meth:`SchedulerWorker.run_once`), as the reference runs it:
+
+1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
+   last attempt.
+2. ``store.claim_due(now, batch_size, lease)``: claim up to ``batch_size`` due
+   occurrences; each claim spends one attempt and holds the occurrence until
+   ``now + lease``.
+3. For each claimed occurrence, in order:
+
+   - its lease has already run out (earlier dispatches in the batch took that long):
+     **skipped**, not dispatched; another worker may own it now;
+   - else it is dispatched to the sink under ``dispatch_timeout``, then settled:
+
+     - success, delay trigger: ``mark_delivered``;
+     - success, cron trigger: ``reschedule`` to ``next_due(now, scheduled_for)``, the
+       first cron instant after both (missed ticks collapse into one catch-up), or
+       ``mark_delivered`` when the expression has no further instant;
+     - failure: :meth:`SchedulerWorker.on_failure`: an exhausted occurrence
+       (``attempts >= max_attempts``) is ``mark_dead_lettered`` with the error, any
+       other is ``mark_failed`` with the retry delay of
+       :meth:`SchedulerWorker.retry_delay`.
+
+   Every acknowledgement is fenced by the claim's ``leased_until``; one that returns
+   False (another worker owns the occurrence now) is logged and counted as
+   ``lease_lost``, never retried.
+
+Delivery is at least once: a crash between the dispatch and its acknowledgement
+redelivers the same occurrence (same occurrence id) once the lease runs out.
+
+Failures
+--------
+A sink that raises, does not return within ``dispatch_timeout``, or returns anything
+but ``None`` (see :mod:`hexeract_lite.sinks`) is a failed dispatch, never a dead
+worker. ``last_error`` records ``"<ExceptionType>: <message>"`` (just the type when the
+message is empty), at most :data:`MAX_ERROR_CHARS` characters.
+
+A synchronous sink runs on a helper thread of the worker so that the worker can stop
+waiting for it. Python cannot kill a thread: a sink still running at the timeout is
+**abandoned**, it keeps running in the background until it returns on its own, and
+the worker goes on with a fresh helper thread. A sink that hangs for ever therefore
+leaks one thread each time; give such sinks their own timeouts. An async sink run by
+:meth:`SchedulerWorker.run_async` is cancelled at the timeout instead.
+
+Logging goes to the ``hexeract_lite.worker`` logger (schedule id, occurrence id,
+attempt and lag in every record, also as ``extra`` fields); nothing is printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import functools
+import inspect
+import logging
+import math
+import queue
+import random
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Protocol
+
+import attrs
+
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import DispatchError, InvalidConfiguration, StoreError
+from .message import ScheduledMessage
+from .sinks import CallableSink, ScheduleSink, is_async_sink
+from .snapshot import LeasedOccurrence
+from .store.base import ScheduleStore
+
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "CycleReport",
+    "DispatchOutcome",
+    "SchedulerWorker",
+    "SchedulerWorkerConfig",
+    "WorkerHandle",
+    "error_text",
+]
+
+log = logging.getLogger("hexeract_lite.worker")
+
+MAX_ERROR_CHARS = 4000
+"""``last_error`` texts longer than this are cut (ending in ``…``) to keep rows small."""
+
+STORE_ERROR_BACKOFF_MAX = timedelta(seconds=30)
+"""The longest pause :meth:`SchedulerWorker.run` makes after repeated store errors."""
+
+_STOP_CHECK_S = 0.1
+"""An idle :meth:`SchedulerWorker.run` looks at its ``stop`` event at least this often."""
+
+_FULL_CYCLE_EVERY_S = 5.0
+"""With a ``data_version()`` store, an idle worker still runs a full cycle this often."""
+
+_ZERO = timedelta(0)
+_US = timedelta(microseconds=1)
+
+
+# -- configuration -----------------------------------------------------------------------
+
+
+def _fmt(value: timedelta) -> str:
+    return f"{value.total_seconds():g} s"
+
+
+def _duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
+    if not isinstance(value, timedelta):
+        raise InvalidConfiguration(f"{name} must be a datetime.timedelta, got {name}={value!r}")
+    if value < _ZERO or (value == _ZERO and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidConfiguration(f"{name} must be {bound}, got {name}={_fmt(value)}")
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class SchedulerWorkerConfig:
+    """How a :class:`SchedulerWorker` polls, claims, times out and retries.
+
+    Every duration is a :class:`datetime.timedelta`. Checked at construction; a bad
+    value raises :class:`InvalidConfiguration` naming the field and the value:
+
+    ==================  =========  ====================================================
+    field               default    rule
+    ==================  =========  ====================================================
+    poll_interval       100 ms     > 0; the longest an idle worker sleeps between looks
+    batch_size          10         int >= 1; occurrences claimed per cycle
+    lease               300 s      > 0 and >= batch_size * dispatch_timeout
+    retry_base_delay    1 s        > 0
+    retry_max_delay     300 s      >= retry_base_delay
+    jitter              True       bool; full jitter on retry delays
+    min_cycle_delay     5 ms       >= 0; the pause after a cycle that claimed something
+    dispatch_timeout    30 s       > 0; how long one dispatch may take
+    ==================  =========  ====================================================
+
+    The lease must cover a whole batch dispatched back to back at the timeout, or
+    the last occurrences of a slow batch would be skipped as expired.
+    """
+
+    poll_interval: timedelta = timedelta(milliseconds=100)
+    batch_size: int = 10
+    lease: timedelta = timedelta(seconds=300)
+    retry_base_delay: timedelta = timedelta(seconds=1)
+    retry_max_delay: timedelta = timedelta(seconds=300)
+    jitter: bool = True
+    min_cycle_delay: timedelta = timedelta(milliseconds=5)
+    dispatch_timeout: timedelta = timedelta(seconds=30)
+
+    def __attrs_post_init__(self) -> None:
+        _duration("poll_interval", self.poll_interval)
+        batch = self.batch_size
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InvalidConfiguration(
+                f"batch_size must be an integer >= 1, got batch_size={batch!r}"
+            )
+        _duration("lease", self.lease)
+        _duration("retry_base_delay", self.retry_base_delay)
+        _duration("retry_max_delay", self.retry_max_delay)
+        if not isinstance(self.jitter, bool):
+            raise InvalidConfiguration(f"jitter must be True or False, got jitter={self.jitter!r}")
+        _duration("min_cycle_delay", self.min_cycle_delay, allow_zero=True)
+        _duration("dispatch_timeout", self.dispatch_timeout)
+        if self.retry_max_delay < self.retry_base_delay:
+            raise InvalidConfiguration(
+                f"retry_max_delay must be >= retry_base_delay ({_fmt(self.retry_base_delay)}),"
+                f" got retry_max_delay={_fmt(self.retry_max_delay)}"
+            )
+        needed = self.dispatch_timeout * batch
+        if self.lease < needed:
+            raise InvalidConfiguration(
+                f"lease must be >= batch_size * dispatch_timeout ({batch} *"
+                f" {_fmt(self.dispatch_timeout)} = {_fmt(needed)}), so that a whole batch"
+                f" can be dispatched within one lease; got lease={_fmt(self.lease)}"
+            )
+
+
+# -- what a cycle did --------------------------------------------------------------------
+
+
+class DispatchOutcome(enum.StrEnum):
+    """What became of one claimed occurrence."""
+
+    DELIVERED = "delivered"
+    """Dispatched; a delay trigger (or a cron with no further instant) marked delivered."""
+    RESCHEDULED = "rescheduled"
+    """Dispatched; a cron schedule moved to its next instant."""
+    RETRIED = "retried"
+    """The dispatch failed; the occurrence waits out its retry delay."""
+    DEAD_LETTERED = "dead_lettered"
+    """The dispatch failed on the last attempt; the schedule is dead-lettered."""
+    LEASE_LOST = "lease_lost"
+    """The acknowledgement was fenced out: another worker owns the occurrence now."""
+    SKIPPED = "skipped"
+    """Its lease had expired before its turn in the batch; not dispatched."""
+    RELEASED = "released"
+    """The worker was stopping; not dispatched, handed back to the store."""
+
+
+@attrs.frozen(kw_only=True)
+class CycleReport:
+    """The counts of one poll cycle.
+
+    ``claimed`` = ``delivered + rescheduled + retried + dead_lettered + lease_lost +
+    skipped + released``; ``swept`` counts rows the opening sweep dead-lettered.
+    """
+
+    swept: int = 0
+    claimed: int = 0
+    delivered: int = 0
+    rescheduled: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    lease_lost: int = 0
+    skipped: int = 0
+    released: int = 0
+
+
+class _Counts:
+    __slots__ = ("claimed", "outcomes", "swept")
+
+    def __init__(self) -> None:
+        self.swept = 0
+        self.claimed = 0
+        self.outcomes: dict[DispatchOutcome, int] = dict.fromkeys(DispatchOutcome, 0)
+
+    def add(self, outcome: DispatchOutcome) -> None:
+        self.outcomes[outcome] += 1
+
+    def report(self) -> CycleReport:
+        o = self.outcomes
+        return CycleReport(
+            swept=self.swept,
+            claimed=self.claimed,
+            delivered=o[DispatchOutcome.DELIVERED],
+            rescheduled=o[DispatchOutcome.RESCHEDULED],
+            retried=o[DispatchOutcome.RETRIED],
+            dead_lettered=o[DispatchOutcome.DEAD_LETTERED],
+            lease_lost=o[DispatchOutcome.LEASE_LOST],
+            skipped=o[DispatchOutcome.SKIPPED],
+            released=o[DispatchOutcome.RELEASED],
+        )
+
+
+def error_text(error: BaseException | str) -> str:
+    """The ``last_error`` text of a failure: ``"<ExceptionType>: <message>"``.
+
+    Just the type name when the message is empty; cut to :data:`MAX_ERROR_CHARS`.
+    """
+    if isinstance(error, BaseException):
+        detail = str(error)
+        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+    else:
+        text = str(error)
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 1] + "…"
+    return text
+
+
+class _RandomSource(Protocol):
+    def uniform(self, a: float, b: float) -> float: ...
+
+
+# -- the helper thread that runs synchronous sinks ---------------------------------------
+
+_PENDING, _COMPLETED, _ABANDONED = 0, 1, 2
+
+
+class _Job:
+    """One sink call handed to a dispatcher thread; the caller waits with a timeout."""
+
+    __slots__ = ("_done", "_fn", "_on_done", "_state", "_state_lock", "error", "result")
+
+    def __init__(self, fn: Callable[[], object], on_done: Callable[[], None] | None = None):
+        self._fn = fn
+        self._on_done = on_done
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._state_lock = threading.Lock()
+        self._state = _PENDING
+        self.result: object = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = self._fn()
+        except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
+            error = exc
+        with self._state_lock:
+            if self._state == _ABANDONED:
+                _discard(result)
+                return
+            self.result, self.error = result, error
+            self._state = _COMPLETED
+        self._done.release()
+        if self._on_done is not None:
+            self._on_done()
+
+    def wait(self, timeout: float) -> bool:
+        """True when the call finished within ``timeout`` seconds (measured, not frozen)."""
+        if self._done.acquire(timeout=min(timeout, threading.TIMEOUT_MAX)):
+            return True
+        return not self.abandon()
+
+    def abandon(self) -> bool:
+        """Give up on the call unless it already finished; True when abandoned."""
+        with self._state_lock:
+            if self._state == _COMPLETED:
+                return False
+            self._state = _ABANDONED
+            return True
+
+
+def _dispatcher_main(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job.run()
+        del job
+
+
+class _Dispatcher:
+    """A daemon thread running sink calls one at a time."""
+
+    def __init__(self, owner: object, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(
+            target=_dispatcher_main, args=(self._jobs,), name=name, daemon=True
+        )
+        self.thread.start()
+        # When the worker goes away the thread ends too (the finalizer holds no worker).
+        self._close = weakref.finalize(owner, self._jobs.put, None)
+
+    def submit(self, job: _Job) -> None:
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        """End the thread once its current call (if any) returns."""
+        self._close()
+
+
+def _discard(value: object) -> None:
+    """Close a coroutine nobody will await (so it raises no 'never awaited' warning)."""
+    if inspect.iscoroutine(value):
+        value.close()
+
+
+def _bad_return(sink: object, result: object) -> DispatchError:
+    return DispatchError(
+        f"sink {sink!r:.80} returned {result!r:.80}; a sink returns None (or an awaitable"
+        " resolving to None) and raises to signal a failure"
+    )
+
+
+async def _await_value(value: Awaitable[object]) -> object:
+    return await value
+
+
+def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
+    """Run on a dispatcher thread by the synchronous worker: dispatch, await if need be."""
+    result: object = sink.dispatch(message)
+    if result is not None and inspect.isawaitable(result):
+        # A coroutine from a sync run: run it to completion here, on a private loop.
+        result = asyncio.run(_await_value(result))
+    if result is not None:
+        raise _bad_return(sink, result)
+
+
+def _call_raw(sink: ScheduleSink, message: ScheduledMessage) -> object:
+    """Run on a dispatcher thread by the asyncio worker; an awaitable goes back to the loop."""
+    return sink.dispatch(message)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _notify_loop(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        loop.call_soon_threadsafe(_resolve, fut)
+
+
+# -- the idle sleep ----------------------------------------------------------------------
+
+
+class _IdlePlan:
+    """When an idle worker should look again; shared by the thread and asyncio loops.
+
+    After an empty cycle the worker sleeps until the store's ``next_wakeup()`` hint,
+    at most ``poll_interval`` at a time, and wakes early on ``store.changes``. A store
+    with ``data_version()`` (SQLite) lets it notice other processes' commits with a
+    cheap check at each poll, so it only runs a full cycle when something changed, the
+    hint is reached, or :data:`_FULL_CYCLE_EVERY_S` passed. Any other store gets a
+    full cycle every ``poll_interval``.
+    """
+
+    __slots__ = ("_clock", "_hint", "_poll", "_started", "_tracks_commits")
+
+    def __init__(
+        self, clock: Clock, hint: datetime | None, poll: float, tracks_commits: bool
+    ) -> None:
+        self._clock = clock
+        self._hint = hint
+        self._poll = poll
+        self._tracks_commits = tracks_commits
+        self._started = time.monotonic()
+
+    def next_timeout(self, cap: float) -> float | None:
+        """Seconds to wait before the next look, or None: run a cycle now."""
+        timeout = min(self._poll, cap)
+        if self._hint is not None:
+            until_hint = (self._hint - self._clock.now()).total_seconds()
+            if until_hint <= 0:
+                return None
+            timeout = min(timeout, until_hint)
+        elapsed = time.monotonic() - self._started
+        budget = _FULL_CYCLE_EVERY_S if self._tracks_commits else self._poll
+        if elapsed >= budget:
+            return None
+        return max(min(timeout, budget - elapsed), 0.0)
+
+
+# -- the worker --------------------------------------------------------------------------
+
+
+class SchedulerWorker:
+    """Runs the poll cycle of the reference against a store, dispatching to a sink.
+
+    ``SchedulerWorker(store, sink, config=SchedulerWorkerConfig(), *, clock=SYSTEM_CLOCK,
+    rng=None)``
+
+    - ``store``: any :class:`~hexeract_lite.store.ScheduleStore`.
+    - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a plain function /
+      coroutine function taking the message (wrapped in :class:`CallableSink`).
+    - ``clock``: where "now" comes from for claims, lease checks and cron instants.
+    - ``rng``: the random source of the retry jitter, anything with
+      ``uniform(a, b)`` (default: a fresh :class:`random.Random`); pass a seeded one
+      for reproducible delays.
+
+    Drive it with :meth:`run_once` (one cycle, deterministic: what tests use),
+    :meth:`run` (a loop in the calling thread), :meth:`start` (that loop on a daemon
+    thread) or :meth:`run_async` (the loop as an asyncio task). A worker runs one loop
+    at a time; for parallelism start several workers (on one store or several
+    processes): claims never overlap.
+    """
+
+    def __init__(
+        self,
+        store: ScheduleStore,
+        sink: ScheduleSink | Callable[[ScheduledMessage], Any],
+        config: SchedulerWorkerConfig = SchedulerWorkerConfig(),
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: _RandomSource | None = None,
+    ) -> None:
+        if not isinstance(config, SchedulerWorkerConfig):
+            raise InvalidConfiguration(
+                f"config must be a SchedulerWorkerConfig, got config={config!r}"
+            )
+        if not callable(getattr(sink, "dispatch", None)):
+            if not callable(sink):
+                raise InvalidConfiguration(
+                    f"sink must have a dispatch(message) method or be callable, got {sink!r}"
+                )
+            sink = CallableSink(sink)
+        if rng is not None and not callable(getattr(rng, "uniform", None)):
+            raise InvalidConfiguration(f"rng must have a uniform(a, b) method, got rng={rng!r}")
+        self.store = store
+        self.sink: ScheduleSink = sink  # type: ignore[assignment]
+        self.config = config
+        self.clock = clock
+        self._rng: _RandomSource = rng if rng is not None else random.Random()
+        self._sink_is_async = is_async_sink(self.sink)
+        data_version = getattr(store, "data_version", None)
+        self._data_version: Callable[[], int] | None = (
+            data_version if callable(data_version) else None
+        )
+        self._dispatch_timeout_s = config.dispatch_timeout.total_seconds()
+        self._poll_s = config.poll_interval.total_seconds()
+        self._running = threading.Lock()
+        self._dispatcher_lock = threading.Lock()
+        self._dispatcher: _Dispatcher | None = None
+
+    def __repr__(self) -> str:
+        return f"SchedulerWorker({self.store!r}, {self.sink!r})"
+
+    # -- the retry policy ----------------------------------------------------------------
+
+    def retry_delay(self, attempts: int) -> timedelta:
+        """The wait before retrying an occurrence that failed with ``attempts`` consumed.
+
+        ``capped = min(retry_base_delay * 2**attempts, retry_max_delay)``; with
+        ``jitter`` on, a uniform draw from ``[0, capped]`` (full jitter), else
+        ``capped``. ``attempts`` includes the failed one, so the first failure waits
+        up to ``2 * retry_base_delay``.
+        """
+        cfg = self.config
+        base_us = cfg.retry_base_delay // _US
+        max_us = cfg.retry_max_delay // _US
+        exponent = min(max(int(attempts), 0), 128)  # base * 2**128 is past any cap
+        capped_us = min(base_us << exponent, max_us)
+        if not cfg.jitter:
+            return timedelta(microseconds=capped_us)
+        drawn = self._rng.uniform(0.0, capped_us / 1e6)
+        return timedelta(seconds=min(max(drawn, 0.0), capped_us / 1e6))
+
+    def on_failure(
+        self, occurrence: LeasedOccurrence, error: BaseException | str
+    ) -> DispatchOutcome:
+        """Settle a failed dispatch of ``occurrence``.
+
+        Exhausted (``attempts >= max_attempts``): ``mark_dead_lettered`` with the
+        error text. Otherwise ``mark_failed`` with :meth:`retry_delay`: the occurrence
+        is claimable again once the delay passes; its attempt counter, advanced at
+        claim time, is left as it is. Returns the outcome (``LEASE_LOST`` when the
+        store fenced the acknowledgement out).
+        """
+        msg = occurrence.message
+        text = error_text(error)
+        if occurrence.is_exhausted():
+            ok = self.store.mark_dead_lettered(msg.schedule_id, text, occurrence.leased_until)
+            outcome = DispatchOutcome.DEAD_LETTERED
+            if ok:
+                self._log(
+                    logging.ERROR,
+                    "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
+                    occurrence,
+                    error=text,
+                )
+        else:
+            delay = self.retry_delay(occurrence.attempts)
+            ok = self.store.mark_failed(msg.schedule_id, delay, text, occurrence.leased_until)
+            outcome = DispatchOutcome.RETRIED
+            if ok:
+                self._log(
+                    logging.WARNING,
+                    "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
+                    " %(retry_in).3f s: %(error)s",
+                    occurrence,
+                    error=text,
+                    retry_in=delay.total_seconds(),
+                )
+        return outcome if ok else self._lease_lost(occurrence, outcome)
+
+    # -- one cycle, synchronous ----------------------------------------------------------
+
+    def run_once(self) -> CycleReport:
+        """Run exactly one poll cycle (see the module docstring) and report its counts.
+
+        Store errors propagate (nothing is retried here); :meth:`run` is the loop that
+        backs off and carries on.
+        """
+        return self._cycle(None)
+
+    def _cycle(self, stop: threading.Event | None) -> CycleReport:
+        counts = _Counts()
+        counts.swept = self.store.dead_letter_exhausted()
+        if counts.swept:
+            log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
+        cfg = self.config
+        batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+        counts.claimed = len(batch)
+        for i, occ in enumerate(batch):
+            if stop is not None and stop.is_set():
+                self._release(batch[i:], counts)
+                break
+            try:
+                counts.add(self._process(occ))
+            except BaseException:
+                left = len(batch) - i - 1
+                if left:
+                    log.warning("%d claimed occurrence(s) left to lease expiry", left)
+                raise
+        return counts.report()
+
+    def _process(self, occ: LeasedOccurrence) -> DispatchOutcome:
+        if self._expired(occ):
+            return DispatchOutcome.SKIPPED
+        error = self._dispatch_blocking(occ.message)
+        if error is None:
+            return self._on_success(occ)
+        return self.on_failure(occ, error)
+
+    def _expired(self, occ: LeasedOccurrence) -> bool:
+        now = self.clock.now()
+        if occ.leased_until > now:
+            self._log(logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ)
+            return False
+        self._log(
+            logging.WARNING,
+            "skipped: its lease ran out at %(leased_until)s before its turn in the batch",
+            occ,
+            leased_until=occ.leased_until.isoformat(),
+        )
+        return True
+
+    def _dispatch_blocking(self, message: ScheduledMessage) -> BaseException | None:
+        job = _Job(functools.partial(_call_blocking, self.sink, message))
+        self._get_dispatcher().submit(job)
+        if job.wait(self._dispatch_timeout_s):
+            return job.error
+        return self._timed_out()
+
+    def _timed_out(self) -> TimeoutError:
+        with self._dispatcher_lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.close()
+            log.warning(
+                "a sink did not return within dispatch_timeout (%g s); its thread %r is"
+                " abandoned and keeps running until the sink returns",
+                self._dispatch_timeout_s,
+                dispatcher.thread.name,
+            )
+        return TimeoutError(
+            f"the sink did not return within dispatch_timeout ({self._dispatch_timeout_s:g} s)"
+        )
+
+    def _get_dispatcher(self) -> _Dispatcher:
+        with self._dispatcher_lock:
+            if self._dispatcher is None:
+                self._dispatcher = _Dispatcher(self, f"hexeract-sink-{id(self):x}")
+            return self._dispatcher
+
+    def _close_dispatcher(self) -> None:
+        with self._dispatcher_lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.close()
+
+    def _on_success(self, occ: LeasedOccurrence) -> DispatchOutcome:
+        msg = occ.message
+        expr = msg.trigger.cron_expression
+        nxt = None if expr is None else expr.next_due(self.clock.now(), msg.scheduled_for)
+        if nxt is None:
+            ok = self.store.mark_delivered(msg.schedule_id, occ.leased_until)
+            outcome = DispatchOutcome.DELIVERED
+        else:
+            ok = self.store.reschedule(msg.schedule_id, nxt, occ.leased_until)
+            outcome = DispatchOutcome.RESCHEDULED
+        if not ok:
+            return self._lease_lost(occ, outcome)
+        if log.isEnabledFor(logging.DEBUG):
+            note = "" if nxt is None else f", next at {nxt.isoformat()}"
+            self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
+        return outcome
+
+    def _lease_lost(self, occ: LeasedOccurrence, wanted: DispatchOutcome) -> DispatchOutcome:
+        self._log(
+            logging.WARNING,
+            "lease lost: could not record %(wanted)s; another worker owns the occurrence now",
+            occ,
+            wanted=wanted.value,
+        )
+        return DispatchOutcome.LEASE_LOST
+
+    def _release(self, occs: list[LeasedOccurrence], counts: _Counts) -> None:
+        """Hand claimed-but-undispatched occurrences back because the worker is stopping.
+
+        Each is rescheduled, fenced, to the instant it was due: claimable again at
+        once, by another worker or the next start, under the same occurrence id. The
+        store's ``reschedule`` also zeroes ``attempts`` and ``last_error``: for a first
+        attempt that is exactly the state before the claim; an occurrence that had
+        failed before gets a fresh attempt budget. (Leaving it to lease expiry instead
+        would delay it by the whole lease and, on its last attempt, let the sweep
+        dead-letter a message that was never dispatched.)
+        """
+        for occ in occs:
+            msg = occ.message
+            if self.store.reschedule(msg.schedule_id, msg.scheduled_for, occ.leased_until):
+                self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
+                counts.add(DispatchOutcome.RELEASED)
+            else:
+                counts.add(self._lease_lost(occ, DispatchOutcome.RELEASED))
+
+    def _log(self, level: int, template: str, occ: LeasedOccurrence, **fields: object) -> None:
+        if not log.isEnabledFor(level):
+            return
+        msg = occ.message
+        lag = (self.clock.now() - msg.scheduled_for).total_seconds()
+        data: dict[str, object] = {
+            "schedule_id": str(msg.schedule_id),
+            "occurrence_id": str(msg.occurrence_id()),
+            "attempt": occ.attempts,
+            "max_attempts": occ.max_attempts,
+            "lag": lag,
+            "event_type": msg.event_type,
+            **fields,
+        }
+        text = template % data if "%(" in template else template
+        log.log(
+            level,
+            "schedule %s occurrence %s attempt %d lag %.3fs: %s",
+            data["schedule_id"],
+            data["occurrence_id"],
+            occ.attempts,
+            lag,
+            text,
+            extra={k: data[k] for k in _EXTRA},
+        )
+
+    # -- the thread loop -----------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Poll until ``stop`` is set (forever without one), in the calling thread.
+
+        After an empty cycle it sleeps until the store's next due instant, at most
+        ``poll_interval`` at a time, waking at once when this process changes the store
+        (``store.changes``) and, with a store that has ``data_version()`` (SQLite),
+        noticing other processes' commits within ``poll_interval``. After a cycle that
+        claimed something it pauses ``min_cycle_delay``. A store error is logged and
+        backed off (``poll_interval`` doubling per consecutive error, at most
+        :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
+
+        Stopping: ``stop`` is checked between occurrences. The occurrence in hand is
+        finished and settled first (a hung synchronous sink holds the stop for up to
+        ``dispatch_timeout``); the rest of the batch is not dispatched but released
+        (see :meth:`_release`: rescheduled to its due instant, claimable at once).
+        """
+        stop = stop if stop is not None else threading.Event()
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError(f"{self!r} is already running; start another worker instead")
+        try:
+            self._loop(stop)
+        finally:
+            self._close_dispatcher()
+            self._running.release()
+
+    def _loop(self, stop: threading.Event) -> None:
+        changes = getattr(self.store, "changes", None)
+        failures = 0
+        hint_overdue = 0
+        while not stop.is_set():
+            version = changes.version() if changes is not None else 0
+            data_version = self._read_data_version()
+            try:
+                report = self._cycle(stop)
+                if failures:
+                    log.info("the store answers again after %d error(s)", failures)
+                    failures = 0
+                if report.claimed:
+                    if self.config.min_cycle_delay > _ZERO:
+                        stop.wait(self.config.min_cycle_delay.total_seconds())
+                    continue
+                hint = self._next_wakeup()
+                hint, hint_overdue = self._check_hint(hint, hint_overdue)
+                plan = _IdlePlan(self.clock, hint, self._poll_s, self._data_version is not None)
+                while not stop.is_set():
+                    timeout = plan.next_timeout(_STOP_CHECK_S)
+                    if timeout is None:
+                        break
+                    if changes is not None:
+                        if changes.wait(version, timeout):
+                            break
+                    elif stop.wait(timeout):
+                        break
+                    if self._data_version is not None and self._read_data_version() != (
+                        data_version
+                    ):
+                        break
+            except Exception as exc:
+                failures += 1
+                delay = self._error_backoff(failures)
+                self._log_loop_error(exc, failures, delay)
+                stop.wait(delay)
+
+    def _check_hint(self, hint: datetime | None, overdue: int) -> tuple[datetime | None, int]:
+        """Guard against a hint that stays in the past after empty cycles (a spin)."""
+        if hint is None or hint > self.clock.now():
+            return hint, 0
+        overdue += 1
+        return (None, overdue) if overdue >= 2 else (hint, overdue)
+
+    def _next_wakeup(self) -> datetime | None:
+        next_wakeup = getattr(self.store, "next_wakeup", None)
+        return next_wakeup() if callable(next_wakeup) else None
+
+    def _read_data_version(self) -> int | None:
+        if self._data_version is None:
+            return None
+        try:
+            return int(self._data_version())
+        except Exception:  # unknown: the next comparison differs and a cycle runs
+            return None
+
+    def _error_backoff(self, failures: int) -> float:
+        cap = max(STORE_ERROR_BACKOFF_MAX.total_seconds(), self._poll_s)
+        return min(self._poll_s * 2.0 ** min(failures - 1, 30), cap)
+
+    def _log_loop_error(self, exc: Exception, failures: int, delay: float) -> None:
+        if isinstance(exc, StoreError):
+            log.warning(
+                "store error (%d in a row), next try in %.2f s: %s",
+                failures,
+                delay,
+                error_text(exc),
+                exc_info=exc,
+            )
+        else:
+            log.error(
+                "unexpected error in the poll loop (%d in a row), next try in %.2f s",
+                failures,
+                delay,
+                exc_info=exc,
+            )
+
+    def start(self, *, name: str = "hexeract-worker") -> WorkerHandle:
+        """Run :meth:`run` on a new daemon thread; the handle stops it.
+
+        ``with worker.start(): ...`` stops it (and waits for it) on leaving the block.
+        """
+        if self._running.locked():
+            raise RuntimeError(f"{self!r} is already running; start another worker instead")
+        stop = threading.Event()
+        thread = threading.Thread(target=self.run, args=(stop,), name=name, daemon=True)
+        handle = WorkerHandle(self, thread, stop)
+        thread.start()
+        return handle
+
+    # -- asyncio -------------------------------------------------------------------------
+
+    async def run_async(self, stop: asyncio.Event | None = None) -> None:
+        """The :meth:`run` loop as a coroutine, for asyncio applications.
+
+        Store calls run off the event loop (``asyncio.to_thread``). An async sink is
+        awaited on the loop under ``dispatch_timeout`` (cancelled when it runs out); a
+        synchronous sink runs on the worker's helper thread as in :meth:`run`, and an
+        awaitable it returns is awaited on the loop within the same timeout.
+
+        Stop it by setting ``stop``, or by cancelling the task: either way the
+        occurrence in hand is finished and settled and the rest of the batch released
+        before it returns (a cancellation is then re-raised).
+        """
+        stop = stop if stop is not None else asyncio.Event()
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError(f"{self!r} is already running; start another worker instead")
+        try:
+            await self._loop_async(stop)
+        finally:
+            self._close_dispatcher()
+            self._running.release()
+
+    async def _loop_async(self, stop: asyncio.Event) -> None:
+        changes = getattr(self.store, "changes", None)
+        failures = 0
+        hint_overdue = 0
+        while not stop.is_set():
+            version = changes.version() if changes is not None else 0
+            data_version = await asyncio.to_thread(self._read_data_version)
+            try:
+                report = await self._cycle_to_the_end(stop)
+                if failures:
+                    log.info("the store answers again after %d error(s)", failures)
+                    failures = 0
+                if report.claimed:
+                    if self.config.min_cycle_delay > _ZERO:
+                        await _wait_event(stop, self.config.min_cycle_delay.total_seconds())
+                    continue
+                hint = await asyncio.to_thread(self._next_wakeup)
+                hint, hint_overdue = self._check_hint(hint, hint_overdue)
+                plan = _IdlePlan(self.clock, hint, self._poll_s, self._data_version is not None)
+                while not stop.is_set():
+                    timeout = plan.next_timeout(math.inf)
+                    if timeout is None:
+                        break
+                    if await self._wait_change_or_stop(stop, version, timeout):
+                        break
+                    if self._data_version is not None and (
+                        await asyncio.to_thread(self._read_data_version) != data_version
+                    ):
+                        break
+            except Exception as exc:
+                failures += 1
+                delay = self._error_backoff(failures)
+                self._log_loop_error(exc, failures, delay)
+                await _wait_event(stop, delay)
+
+    async def _cycle_to_the_end(self, stop: asyncio.Event) -> CycleReport:
+        """One cycle that, once it has claimed, finishes even if we are cancelled."""
+        halted = False
+
+        def should_stop() -> bool:
+            return halted or stop.is_set()
+
+        cycle = asyncio.ensure_future(self._cycle_async(should_stop))
+        try:
+            return await asyncio.shield(cycle)
+        except asyncio.CancelledError:
+            halted = True
+            while not cycle.done():
+                try:
+                    await asyncio.shield(cycle)
+                except asyncio.CancelledError:
+                    continue
+                except Exception:
+                    break
+            if not cycle.cancelled() and cycle.exception() is not None:
+                log.warning("cycle interrupted by cancellation failed", exc_info=cycle.exception())
+            raise
+
+    async def _cycle_async(self, should_stop: Callable[[], bool]) -> CycleReport:
+        counts = _Counts()
+        counts.swept = await asyncio.to_thread(self.store.dead_letter_exhausted)
+        if counts.swept:
+            log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
+        cfg = self.config
+        now = self.clock.now()
+        batch = await asyncio.to_thread(self.store.claim_due, now, cfg.batch_size, cfg.lease)
+        counts.claimed = len(batch)
+        for i, occ in enumerate(batch):
+            if should_stop():
+                await asyncio.to_thread(self._release, batch[i:], counts)
+                break
+            try:
+                counts.add(await self._process_async(occ))
+            except BaseException:
+                left = len(batch) - i - 1
+                if left:
+                    log.warning("%d claimed occurrence(s) left to lease expiry", left)
+                raise
+        return counts.report()
+
+    async def _process_async(self, occ: LeasedOccurrence) -> DispatchOutcome:
+        if self._expired(occ):
+            return DispatchOutcome.SKIPPED
+        error = await self._dispatch_async(occ.message)
+        if error is None:
+            return await asyncio.to_thread(self._on_success, occ)
+        return await asyncio.to_thread(self.on_failure, occ, error)
+
+    async def _dispatch_async(self, message: ScheduledMessage) -> BaseException | None:
+        loop = asyncio.get_running_loop()
+        timeout = min(self._dispatch_timeout_s, threading.TIMEOUT_MAX)
+        deadline = loop.time() + timeout
+        try:
+            if self._sink_is_async:
+                result: object = self.sink.dispatch(message)
+            else:
+                result = await self._call_in_thread(loop, message, timeout)
+                if isinstance(result, BaseException):
+                    return result
+            if result is not None and inspect.isawaitable(result):
+                try:
+                    async with asyncio.timeout_at(deadline) as budget:
+                        result = await result
+                except TimeoutError:
+                    if budget.expired():
+                        return self._async_timeout()
+                    raise
+            if result is not None:
+                raise _bad_return(self.sink, result)
+        except Exception as exc:
+            return exc
+        return None
+
+    async def _call_in_thread(
+        self, loop: asyncio.AbstractEventLoop, message: ScheduledMessage, timeout: float
+    ) -> object:
+        """Run a sync sink on the helper thread; its result, its error, or a timeout."""
+        fut: asyncio.Future[None] = loop.create_future()
+        job = _Job(
+            functools.partial(_call_raw, self.sink, message),
+            on_done=functools.partial(_notify_loop, loop, fut),
+        )
+        self._get_dispatcher().submit(job)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            if job.abandon():
+                return self._timed_out()
+        except asyncio.CancelledError:
+            job.abandon()  # only when the cycle task itself is cancelled (run_async shields it)
+            raise
+        if job.error is not None:
+            return job.error
+        return job.result
+
+    def _async_timeout(self) -> TimeoutError:
+        log.warning(
+            "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
+            self._dispatch_timeout_s,
+        )
+        return TimeoutError(
+            f"the sink did not return within dispatch_timeout ({self._dispatch_timeout_s:g} s)"
+        )
+
+    async def _wait_change_or_stop(self, stop: asyncio.Event, version: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a store change (True) or ``stop`` (False)."""
+        changes = getattr(self.store, "changes", None)
+        if changes is None:
+            await _wait_event(stop, timeout)
+            return False
+        waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not waiter.done():
+                changes.notify()  # let the helper thread go now; a spurious wake is harmless
+        return waiter.done() and not waiter.cancelled() and waiter.result() is True
+
+
+_EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+
+
+class WorkerHandle:
+    """A worker running on a daemon thread (from :meth:`SchedulerWorker.start`).
+
+    ``stop(timeout=None)`` asks it to stop and waits; ``is_alive`` tells whether the
+    thread still runs; as a context manager it stops the worker on exit.
+    """
+
+    def __init__(
+        self, worker: SchedulerWorker, thread: threading.Thread, stop_event: threading.Event
+    ) -> None:
+        self.worker = worker
+        self.thread = thread
+        self._stop = stop_event
+
+    def stop(self, timeout: float | timedelta | None = None) -> bool:
+        """Ask the worker to stop and wait up to ``timeout`` (None: until it has).
+
+        The occurrence in hand is finished and settled first, the rest of its batch
+        released. Returns True when the thread has ended.
+        """
+        self._stop.set()
+        changes = getattr(self.worker.store, "changes", None)
+        if changes is not None:
+            changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
+        if isinstance(timeout, timedelta):
+            timeout = timeout.total_seconds()
+        if self.thread.ident != threading.get_ident():
+            self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    @property
+    def is_alive(self) -> bool:
+        """True while the worker's thread runs."""
+        return self.thread.is_alive()
+
+    def __enter__(self) -> WorkerHandle:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_alive else "stopped"
+        return f"WorkerHandle({self.thread.name!r}, {state})"

@@ -1,0 +1,717 @@
+"""SchedulerWorker: the poll cycle on a frozen clock, the retry policy, the thread loop.
+
+Cycle tests drive ``run_once()`` on time-machine's frozen clock against every store of
+the contract suite. Loop tests (``run``/``start``) use real time with short intervals.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hexeract_lite import (
+    InMemoryScheduleStore,
+    InvalidConfiguration,
+    ScheduledMessage,
+    ScheduleStatus,
+    ScheduleStore,
+    StoreError,
+    Target,
+)
+from hexeract_lite.control import SchedulerControl
+from hexeract_lite.sinks import CallableSink
+from hexeract_lite.snapshot import ScheduleSnapshot
+from hexeract_lite.worker import (
+    MAX_ERROR_CHARS,
+    CycleReport,
+    DispatchOutcome,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    error_text,
+)
+
+from .conftest import T0, FrozenTime
+
+S = timedelta(seconds=1)
+MS = timedelta(milliseconds=1)
+NO_JITTER = SchedulerWorkerConfig(jitter=False)
+
+
+class Recorder:
+    """A sink that records what it gets and can run a side effect per message."""
+
+    def __init__(self, effect: Callable[[ScheduledMessage], None] | None = None) -> None:
+        self.messages: list[ScheduledMessage] = []
+        self.effect = effect
+        self.lock = threading.Lock()
+        self.called = threading.Event()
+
+    def dispatch(self, message: ScheduledMessage) -> None:
+        with self.lock:
+            self.messages.append(message)
+        self.called.set()
+        if self.effect is not None:
+            self.effect(message)
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self.messages)
+
+
+def failing(text: str = "boom") -> Recorder:
+    counter = iter(range(1, 1_000_000))
+
+    def fail(_: ScheduledMessage) -> None:
+        raise ValueError(f"{text} #{next(counter)}")
+
+    return Recorder(fail)
+
+
+def one_shot(at: datetime = T0, target: Target | None = None) -> ScheduledMessage:
+    return ScheduledMessage.delay(target or Target.outbox(), at, "reminder", {"n": 1})
+
+
+def snap(store: ScheduleStore, message: ScheduledMessage) -> ScheduleSnapshot:
+    s = store.inspect(message.schedule_id)
+    assert s is not None
+    return s
+
+
+# -- configuration -----------------------------------------------------------------------
+
+
+def test_config_defaults_are_the_reference_ones() -> None:
+    c = SchedulerWorkerConfig()
+    assert c.poll_interval == timedelta(milliseconds=100)
+    assert c.batch_size == 10
+    assert c.lease == timedelta(seconds=300)
+    assert c.retry_base_delay == timedelta(seconds=1)
+    assert c.retry_max_delay == timedelta(seconds=300)
+    assert c.jitter is True
+    assert c.min_cycle_delay == timedelta(milliseconds=5)
+    assert c.dispatch_timeout == timedelta(seconds=30)
+
+
+@pytest.mark.parametrize(
+    ("fields", "names"),
+    [
+        ({"poll_interval": timedelta(0)}, ["poll_interval", "0 s"]),
+        ({"poll_interval": 0.1}, ["poll_interval", "0.1", "timedelta"]),
+        ({"batch_size": 0}, ["batch_size", "0"]),
+        ({"batch_size": True}, ["batch_size", "True"]),
+        ({"lease": -S}, ["lease", "-1 s"]),
+        ({"retry_base_delay": timedelta(0)}, ["retry_base_delay", "0 s"]),
+        (
+            {"retry_base_delay": 10 * S, "retry_max_delay": 5 * S},
+            ["retry_max_delay", "5 s", "retry_base_delay", "10 s"],
+        ),
+        ({"jitter": 1}, ["jitter", "1"]),
+        ({"min_cycle_delay": -MS}, ["min_cycle_delay", "-0.001 s"]),
+        ({"dispatch_timeout": timedelta(0)}, ["dispatch_timeout", "0 s"]),
+        (
+            {"lease": 60 * S},  # 10 x 30 s = 300 s needed
+            ["lease", "batch_size", "dispatch_timeout", "300 s", "60 s"],
+        ),
+        (
+            {"batch_size": 4, "dispatch_timeout": 10 * S, "lease": 39 * S},
+            ["lease", "4", "10 s", "40 s", "39 s"],
+        ),
+    ],
+)
+def test_config_rejects_bad_values_naming_field_and_value(
+    fields: dict[str, Any], names: list[str]
+) -> None:
+    with pytest.raises(InvalidConfiguration) as info:
+        SchedulerWorkerConfig(**fields)
+    for name in names:
+        assert name in str(info.value)
+
+
+def test_config_accepts_the_edges() -> None:
+    SchedulerWorkerConfig(min_cycle_delay=timedelta(0), retry_max_delay=S, retry_base_delay=S)
+    SchedulerWorkerConfig(batch_size=3, dispatch_timeout=10 * S, lease=30 * S)
+
+
+def test_config_is_frozen_and_keyword_only() -> None:
+    c = SchedulerWorkerConfig()
+    with pytest.raises(AttributeError):
+        c.batch_size = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        SchedulerWorkerConfig(timedelta(seconds=1))  # type: ignore[misc]
+
+
+def test_worker_rejects_a_non_sink_and_a_bad_rng() -> None:
+    store = InMemoryScheduleStore()
+    with pytest.raises(InvalidConfiguration, match="sink"):
+        SchedulerWorker(store, 42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfiguration, match="rng"):
+        SchedulerWorker(store, Recorder(), rng=object())  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfiguration, match="config"):
+        SchedulerWorker(store, Recorder(), {"batch_size": 1})  # type: ignore[arg-type]
+
+
+# -- the cycle -----------------------------------------------------------------------------
+
+
+def test_a_due_one_shot_is_delivered_once(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    sink = Recorder()
+    worker = SchedulerWorker(store, sink)
+    assert worker.run_once() == CycleReport(claimed=1, delivered=1)
+    assert [m.occurrence_id() for m in sink.messages] == [msg.occurrence_id()]
+    s = snap(store, msg)
+    assert s.status is ScheduleStatus.DELIVERED and s.delivered_at == T0
+    assert worker.run_once() == CycleReport()
+    assert sink.count == 1
+
+
+def test_nothing_is_dispatched_before_it_is_due(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot(T0 + S)
+    store.insert(msg, 3)
+    sink = Recorder()
+    worker = SchedulerWorker(store, sink)
+    assert worker.run_once() == CycleReport()
+    frozen.shift(S)
+    assert worker.run_once().delivered == 1
+
+
+def test_a_plain_function_is_a_sink(store: ScheduleStore, frozen: FrozenTime) -> None:
+    got: list[ScheduledMessage] = []
+    store.insert(one_shot(), 3)
+    assert SchedulerWorker(store, got.append).run_once().delivered == 1
+    assert len(got) == 1
+
+
+def test_cron_is_rescheduled_to_its_next_instant(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = ScheduledMessage.cron(Target.bus("tick"), "*/10 * * * * *", T0, "tick", None)
+    store.insert(msg, 3)
+    sink = Recorder()
+    worker = SchedulerWorker(store, sink)
+    assert worker.run_once() == CycleReport(claimed=1, rescheduled=1)
+    s = snap(store, msg)
+    assert s.status is ScheduleStatus.PENDING
+    assert s.scheduled_for == T0 + 10 * S and s.attempts == 0 and s.leased_until is None
+    frozen.shift(10 * S)
+    assert worker.run_once().rescheduled == 1
+    assert [m.scheduled_for for m in sink.messages] == [T0, T0 + 10 * S]
+    assert len({m.occurrence_id() for m in sink.messages}) == 2
+
+
+def test_misfire_collapses_missed_ticks_into_one_catch_up(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0, "tick", None)
+    store.insert(msg, 3)
+    sink = Recorder()
+    worker = SchedulerWorker(store, sink)
+    frozen.shift(10 * 60 * S + 30 * S)  # the worker was down for 10 ticks
+    assert worker.run_once() == CycleReport(claimed=1, rescheduled=1)
+    assert worker.run_once() == CycleReport()
+    assert sink.count == 1, "exactly one catch-up firing"
+    assert sink.messages[0].scheduled_for == T0
+    assert snap(store, msg).scheduled_for == T0 + 11 * 60 * S, "back on the rule, in the future"
+    frozen.move_to(T0 + 11 * 60 * S)
+    assert worker.run_once().rescheduled == 1
+    assert sink.count == 2
+
+
+def test_a_cron_with_no_further_instant_is_delivered(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    # The last cron instant before the year 10000: there is no next one.
+    end = datetime(9999, 12, 31, 23, 0, tzinfo=UTC)
+    msg = ScheduledMessage.cron(Target.outbox(), "0 23 31 12 *", end, "last", None)
+    store.insert(msg, 3)
+    frozen.move_to(end)
+    assert SchedulerWorker(store, Recorder()).run_once() == CycleReport(claimed=1, delivered=1)
+    assert snap(store, msg).status is ScheduleStatus.DELIVERED
+
+
+def test_retry_delays_double_and_cap_without_jitter(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 10)
+    cfg = SchedulerWorkerConfig(jitter=False, retry_base_delay=S, retry_max_delay=10 * S)
+    worker = SchedulerWorker(store, failing(), cfg)
+    waits = []
+    for attempt in range(1, 7):
+        assert worker.run_once() == CycleReport(claimed=1, retried=1)
+        s = snap(store, msg)
+        assert s.attempts == attempt
+        assert s.last_error == f"ValueError: boom #{attempt}"
+        assert s.leased_until is not None
+        waits.append(s.leased_until - frozen.now())
+        frozen.shift(s.leased_until - frozen.now() - MS)
+        assert worker.run_once() == CycleReport(), "not claimed before the retry deadline"
+        frozen.shift(MS)
+    assert waits == [2 * S, 4 * S, 8 * S, 10 * S, 10 * S, 10 * S]
+
+
+def test_retry_delays_stay_within_bounds_with_jitter(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 10)
+    cfg = SchedulerWorkerConfig(retry_base_delay=S, retry_max_delay=20 * S)
+    worker = SchedulerWorker(store, failing(), cfg, rng=random.Random(7))
+    expected = random.Random(7)
+    for attempt in range(1, 8):
+        assert worker.run_once().retried == 1
+        s = snap(store, msg)
+        assert s.leased_until is not None
+        wait = s.leased_until - frozen.now()
+        capped = min(2**attempt, 20)
+        assert timedelta(0) <= wait <= capped * S
+        draw = timedelta(seconds=expected.uniform(0, capped))
+        assert abs(wait - draw) < 2 * MS  # the store keeps milliseconds
+        frozen.shift(wait)
+
+
+def test_retry_delay_formula_and_no_overflow() -> None:
+    store = InMemoryScheduleStore()
+    w = SchedulerWorker(store, Recorder(), NO_JITTER)
+    assert [w.retry_delay(a).total_seconds() for a in (0, 1, 2, 3, 8, 9)] == [
+        1,
+        2,
+        4,
+        8,
+        256,
+        300,
+    ]
+    assert w.retry_delay(10_000) == timedelta(seconds=300)
+
+    class Max:
+        def uniform(self, a: float, b: float) -> float:
+            return b
+
+    j = SchedulerWorker(store, Recorder(), rng=Max())
+    assert j.retry_delay(3) == 8 * S
+    assert j.retry_delay(50) == 300 * S
+
+
+def test_a_poison_occurrence_is_dead_lettered_with_its_last_error(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    sink = failing("poison")
+    worker = SchedulerWorker(store, sink, NO_JITTER)
+    reports = []
+    for _ in range(3):
+        reports.append(worker.run_once())
+        frozen.shift(60 * S)
+    assert reports == [
+        CycleReport(claimed=1, retried=1),
+        CycleReport(claimed=1, retried=1),
+        CycleReport(claimed=1, dead_lettered=1),
+    ]
+    s = snap(store, msg)
+    assert s.status is ScheduleStatus.DEAD_LETTERED
+    assert s.last_error == "ValueError: poison #3"
+    assert s.attempts == 3 and s.leased_until is None
+    assert worker.run_once() == CycleReport()
+    assert sink.count == 3
+    assert [d.schedule_id for d in store.list_dead_letter()] == [msg.schedule_id]
+
+
+def test_replay_then_delivery(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 1)
+    broken = True
+
+    def flaky(_: ScheduledMessage) -> None:
+        if broken:
+            raise ConnectionError("downstream is down")
+
+    sink = Recorder(flaky)
+    worker = SchedulerWorker(store, sink)
+    assert worker.run_once().dead_lettered == 1
+    assert snap(store, msg).last_error == "ConnectionError: downstream is down"
+    broken = False
+    frozen.shift(5 * S)
+    SchedulerControl(store).replay(msg.schedule_id)
+    s = snap(store, msg)
+    assert s.status is ScheduleStatus.PENDING and s.attempts == 0 and s.last_error is None
+    assert worker.run_once() == CycleReport(claimed=1, delivered=1)
+    assert snap(store, msg).status is ScheduleStatus.DELIVERED
+    # the replayed firing is due at the replay instant, so it has a new occurrence id
+    assert sink.messages[-1].scheduled_for == T0 + 5 * S
+
+
+def test_an_occurrence_whose_lease_expired_in_the_batch_is_skipped(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    first, second = one_shot(T0 - S), one_shot(T0)
+    store.insert_many([first, second], 5)
+    cfg = SchedulerWorkerConfig(lease=60 * S, dispatch_timeout=S)
+
+    def slow(message: ScheduledMessage) -> None:
+        if message.schedule_id == first.schedule_id:
+            frozen.shift(61 * S)  # this dispatch "took" longer than the lease
+
+    sink = Recorder(slow)
+    worker = SchedulerWorker(store, sink, cfg)
+    assert worker.run_once() == CycleReport(claimed=2, delivered=1, skipped=1)
+    assert [m.schedule_id for m in sink.messages] == [first.schedule_id]
+    # the first was still acknowledged: its lease was not taken over by anyone
+    assert snap(store, first).status is ScheduleStatus.DELIVERED
+    s = snap(store, second)
+    assert s.status is ScheduleStatus.PENDING and s.attempts == 1
+    assert worker.run_once() == CycleReport(claimed=1, delivered=1)
+    assert snap(store, second).attempts == 2
+
+
+def test_a_dispatch_timeout_is_a_failure_and_the_worker_goes_on(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    hung, fine = one_shot(T0 - S), one_shot(T0)
+    store.insert_many([hung, fine], 3)
+    release = threading.Event()
+
+    def hang(message: ScheduledMessage) -> None:
+        if message.schedule_id == hung.schedule_id:
+            release.wait(10)  # a real wait: frozen wall clock, real monotonic timeout
+
+    cfg = SchedulerWorkerConfig(dispatch_timeout=timedelta(milliseconds=200), jitter=False)
+    sink = Recorder(hang)
+    worker = SchedulerWorker(store, sink, cfg)
+    started = time.monotonic()
+    try:
+        report = worker.run_once()
+    finally:
+        release.set()
+    elapsed = time.monotonic() - started
+    assert report == CycleReport(claimed=2, delivered=1, retried=1)
+    assert 0.2 <= elapsed < 3
+    s = snap(store, hung)
+    assert s.last_error == "TimeoutError: the sink did not return within dispatch_timeout (0.2 s)"
+    assert snap(store, fine).status is ScheduleStatus.DELIVERED
+
+
+def test_a_worker_that_claimed_and_died_is_redelivered_after_its_lease(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 5)
+    lease = 60 * S
+    [zombie] = store.claim_due(frozen.now(), 10, lease)  # ... and the process dies
+    sink = Recorder()
+    worker = SchedulerWorker(store, sink, SchedulerWorkerConfig(lease=lease, dispatch_timeout=S))
+    frozen.shift(lease - MS)
+    assert worker.run_once() == CycleReport(), "no redelivery while the lease holds"
+    frozen.shift(MS)
+    assert worker.run_once() == CycleReport(claimed=1, delivered=1)
+    assert sink.messages[0].occurrence_id() == zombie.occurrence_id(), "same occurrence id"
+    after = snap(store, msg)
+    assert after.attempts == 2, "the dead worker's attempt counts"
+    # the zombie wakes up and acknowledges late: fenced out, nothing changes
+    assert store.mark_delivered(msg.schedule_id, zombie.leased_until) is False
+    assert store.mark_failed(msg.schedule_id, S, "late", zombie.leased_until) is False
+    assert snap(store, msg) == after
+
+
+def test_a_lost_lease_is_counted_not_retried(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 5)
+    sink = Recorder(lambda m: store.cancel(m.schedule_id))  # cancelled mid-dispatch
+    worker = SchedulerWorker(store, sink)
+    assert worker.run_once() == CycleReport(claimed=1, lease_lost=1)
+    assert snap(store, msg).status is ScheduleStatus.CANCELLED
+    assert worker.run_once() == CycleReport()
+
+
+def test_the_sweep_runs_first_and_is_counted(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 1)
+    store.claim_due(frozen.now(), 10, 30 * S)  # a worker crashes on the last attempt
+    frozen.shift(30 * S)
+    assert SchedulerWorker(store, Recorder()).run_once() == CycleReport(swept=1)
+    assert snap(store, msg).status is ScheduleStatus.DEAD_LETTERED
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (True, "DispatchError: sink "),
+        ("ok", "DispatchError: sink "),
+        (0, "DispatchError: sink "),
+    ],
+)
+def test_a_sink_returning_garbage_is_a_failed_dispatch(
+    store: ScheduleStore, frozen: FrozenTime, result: object, expected: str
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    worker = SchedulerWorker(store, CallableSink(lambda m: result))  # type: ignore[arg-type,return-value]
+    assert worker.run_once().retried == 1
+    error = snap(store, msg).last_error
+    assert error is not None and error.startswith(expected)
+    assert f"returned {result!r}" in error
+
+
+def test_a_sink_raising_system_exit_does_not_kill_the_worker(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+
+    def exiting(_: ScheduledMessage) -> None:
+        raise SystemExit(3)
+
+    assert SchedulerWorker(store, exiting).run_once().retried == 1
+    assert snap(store, msg).last_error == "SystemExit: 3"
+
+
+def test_an_async_sink_works_with_the_sync_worker(store: ScheduleStore, frozen: FrozenTime) -> None:
+    good, bad = one_shot(T0 - S), one_shot(T0)
+    store.insert_many([good, bad], 3)
+    seen: list[uuid.UUID] = []
+
+    async def handler(message: ScheduledMessage) -> None:
+        if message.schedule_id == bad.schedule_id:
+            raise KeyError("nope")
+        seen.append(message.schedule_id)
+
+    worker = SchedulerWorker(store, CallableSink(handler))
+    assert worker.run_once() == CycleReport(claimed=2, delivered=1, retried=1)
+    assert seen == [good.schedule_id]
+    assert snap(store, bad).last_error == "KeyError: 'nope'"
+
+
+def test_error_text() -> None:
+    assert error_text(ValueError("x")) == "ValueError: x"
+    assert error_text(TimeoutError()) == "TimeoutError"
+    assert error_text("plain") == "plain"
+    long = error_text(RuntimeError("y" * 10_000))
+    assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
+
+
+def test_on_failure_can_be_called_directly(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 2)
+    worker = SchedulerWorker(store, Recorder(), NO_JITTER)
+    [occ] = store.claim_due(frozen.now(), 1, 30 * S)
+    assert worker.on_failure(occ, "gave up") is DispatchOutcome.RETRIED
+    assert worker.on_failure(occ, "again") is DispatchOutcome.LEASE_LOST  # lease moved on
+    frozen.shift(2 * S)
+    [occ] = store.claim_due(frozen.now(), 1, 30 * S)
+    assert worker.on_failure(occ, OSError("disk")) is DispatchOutcome.DEAD_LETTERED
+    assert snap(store, msg).last_error == "OSError: disk"
+
+
+def test_failures_are_logged_with_ids_attempt_and_lag(
+    store: ScheduleStore, frozen: FrozenTime, caplog: pytest.LogCaptureFixture
+) -> None:
+    msg = one_shot(T0 - 2 * S)
+    store.insert(msg, 1)
+    with caplog.at_level(logging.DEBUG, logger="hexeract_lite.worker"):
+        SchedulerWorker(store, failing()).run_once()
+    [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert record.name == "hexeract_lite.worker"
+    text = record.getMessage()
+    assert str(msg.schedule_id) in text and str(msg.occurrence_id()) in text
+    assert "attempt 1" in text and "lag 2.000s" in text and "ValueError: boom #1" in text
+    assert record.occurrence_id == str(msg.occurrence_id())  # type: ignore[attr-defined]
+    assert record.attempt == 1  # type: ignore[attr-defined]
+
+
+# -- the loop (real time) --------------------------------------------------------------
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+FAST = SchedulerWorkerConfig(poll_interval=timedelta(milliseconds=20))
+SLOW_POLL = SchedulerWorkerConfig(poll_interval=timedelta(seconds=10))
+
+
+def test_start_delivers_and_stop_ends_the_thread() -> None:
+    store = InMemoryScheduleStore()
+    sink = Recorder()
+    handle = SchedulerWorker(store, sink, FAST).start()
+    try:
+        assert handle.is_alive
+        msg = one_shot(now())
+        store.insert(msg, 3)
+        assert sink.called.wait(2)
+    finally:
+        assert handle.stop(timeout=2)
+    assert not handle.is_alive
+    assert snap(store, msg).status is ScheduleStatus.DELIVERED
+
+
+def test_an_insert_wakes_a_sleeping_worker_and_stop_is_prompt() -> None:
+    store = InMemoryScheduleStore()
+    sink = Recorder()
+    with SchedulerWorker(store, sink, SLOW_POLL).start() as handle:
+        time.sleep(0.05)  # asleep, for up to 10 s
+        inserted = time.monotonic()
+        store.insert(one_shot(now()), 3)
+        assert sink.called.wait(2)
+        assert time.monotonic() - inserted < 0.5, "woken by store.changes, not by the poll"
+        started = time.monotonic()
+    assert not handle.is_alive
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_future_occurrence_fires_on_time_not_on_the_poll() -> None:
+    store = InMemoryScheduleStore()
+    fired: list[float] = []
+    sink = Recorder(lambda m: fired.append((now() - m.scheduled_for).total_seconds()))
+    with SchedulerWorker(store, sink, SLOW_POLL).start():
+        store.insert(one_shot(now() + timedelta(milliseconds=150)), 3)
+        assert sink.called.wait(2)
+    assert 0 <= fired[0] < 0.1, f"lag {fired[0]:.3f}s"
+
+
+def test_a_user_stop_event_is_noticed_quickly() -> None:
+    store = InMemoryScheduleStore()
+    stop = threading.Event()
+    worker = SchedulerWorker(store, Recorder(), SLOW_POLL)
+    thread = threading.Thread(target=worker.run, args=(stop,))
+    thread.start()
+    time.sleep(0.05)
+    stop.set()
+    thread.join(1)
+    assert not thread.is_alive()
+
+
+def test_a_worker_runs_one_loop_at_a_time() -> None:
+    worker = SchedulerWorker(InMemoryScheduleStore(), Recorder(), FAST)
+    with worker.start():
+        with pytest.raises(RuntimeError, match="already running"):
+            worker.start()
+        with pytest.raises(RuntimeError, match="already running"):
+            worker.run(threading.Event())
+    with worker.start():  # and again once stopped
+        pass
+
+
+def test_stopping_settles_the_occurrence_in_hand_and_releases_the_rest(
+    frozen: FrozenTime,
+) -> None:
+    store = InMemoryScheduleStore()
+    msgs = [one_shot(T0 - i * S) for i in range(3, 0, -1)]
+    store.insert_many(msgs, 5)
+    stop = threading.Event()
+    sink = Recorder(lambda m: stop.set())  # the stop arrives during the first dispatch
+    SchedulerWorker(store, sink).run(stop)
+    assert [m.schedule_id for m in sink.messages] == [msgs[0].schedule_id]
+    assert snap(store, msgs[0]).status is ScheduleStatus.DELIVERED
+    for m in msgs[1:]:
+        s = snap(store, m)
+        assert s.status is ScheduleStatus.PENDING
+        assert (s.attempts, s.leased_until, s.scheduled_for) == (0, None, m.scheduled_for)
+    # claimable again at once, by the next worker
+    assert SchedulerWorker(store, sink).run_once() == CycleReport(claimed=2, delivered=2)
+
+
+def test_released_occurrences_are_counted(frozen: FrozenTime) -> None:
+    store = InMemoryScheduleStore()
+    store.insert_many([one_shot(T0 - S), one_shot(T0)], 5)
+    stop = threading.Event()
+    worker = SchedulerWorker(store, Recorder(lambda m: stop.set()))
+    assert worker._cycle(stop) == CycleReport(claimed=2, delivered=1, released=1)
+
+
+class FlakyStore(InMemoryScheduleStore):
+    """Raises StoreError from claim_due a few times, then works."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.claims = 0
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
+        self.claims += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreError("database is locked")
+        return super().claim_due(now, batch_size, lease)
+
+
+def test_a_store_error_is_logged_backed_off_and_survived(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = FlakyStore(failures=3)
+    store.insert(one_shot(now()), 3)
+    sink = Recorder()
+    with caplog.at_level(logging.WARNING, logger="hexeract_lite.worker"):
+        started = time.monotonic()
+        with SchedulerWorker(store, sink, FAST).start():
+            assert sink.called.wait(3)
+        elapsed = time.monotonic() - started
+    # backoff 20 + 40 + 80 ms before the fourth try
+    assert elapsed >= 0.14
+    warnings = [r for r in caplog.records if "store error" in r.getMessage()]
+    assert len(warnings) == 3
+    assert "StoreError: database is locked" in warnings[0].getMessage()
+
+
+class OtherProcessStore(InMemoryScheduleStore):
+    """Pretends some rows come from another process: no ChangeSignal, only data_version."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.version = 0
+        self.claims = 0
+
+    def data_version(self) -> int:
+        return self.version
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
+        self.claims += 1
+        return super().claim_due(now, batch_size, lease)
+
+    def insert_from_elsewhere(self, message: ScheduledMessage) -> None:
+        from hexeract_lite.store.record import ScheduleRecord
+
+        with self._lock:
+            self._rows[message.schedule_id] = ScheduleRecord.new(message, 3, self._now())
+        self.version += 1  # what another connection's commit does to PRAGMA data_version
+
+
+def test_data_version_spares_idle_cycles_and_notices_other_processes() -> None:
+    store = OtherProcessStore()
+    sink = Recorder()
+    poll = SchedulerWorkerConfig(poll_interval=timedelta(milliseconds=50))
+    with SchedulerWorker(store, sink, poll).start():
+        time.sleep(0.4)
+        assert store.claims <= 2, "idle: no full cycle while nothing changed"
+        inserted = time.monotonic()
+        store.insert_from_elsewhere(one_shot(now()))
+        assert sink.called.wait(2)
+        assert time.monotonic() - inserted < 0.3, "noticed within about one poll_interval"
+
+
+@pytest.fixture
+def quiet_threads() -> Iterator[None]:
+    before = {t.ident for t in threading.enumerate()}
+    yield
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        extra = [t for t in threading.enumerate() if t.ident not in before and t.daemon]
+        if not extra:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"threads left running: {extra}")
+
+
+def test_run_leaves_no_helper_thread_behind(quiet_threads: None) -> None:
+    store = InMemoryScheduleStore()
+    sink = Recorder()
+    with SchedulerWorker(store, sink, FAST).start():
+        store.insert(one_shot(now()), 3)
+        assert sink.called.wait(2)
