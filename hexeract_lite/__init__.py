@@ -6,6 +6,7 @@ dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId
 """
 
 from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from .control import SchedulerControl
 from .errors import (
     DispatchError,
     DuplicateSchedule,
@@ -20,20 +21,27 @@ from .errors import (
 )
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
+from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore
 from .store import SqliteScheduleStore as SqliteScheduleStore
 from .trigger import CronExpression, Trigger
+from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
     "SYSTEM_CLOCK",
+    "BusMessage",
+    "BusSink",
+    "CallableSink",
     "Clock",
     "CronExpression",
+    "CycleReport",
     "DispatchError",
     "DuplicateSchedule",
+    "InProcessBus",
     "InMemoryScheduleStore",
     "InvalidArgument",
     "InvalidConfiguration",
@@ -44,14 +52,20 @@ __all__ = [
     "NotReplayable",
     "OccurrenceId",
     "ScheduleNotFound",
+    "ScheduleSink",
     "ScheduleSnapshot",
     "ScheduleStatus",
     "ScheduleStore",
     "ScheduledMessage",
+    "SchedulerControl",
     "SchedulerError",
+    "SchedulerWorker",
+    "SchedulerWorkerConfig",
     "StoreError",
     "SystemClock",
     "Target",
+    "TargetRouterSink",
     "Trigger",
+    "WorkerHandle",
     "__version__",
 ]
