@@ -21,12 +21,13 @@ TABLE = "scheduled_messages"
 
 def file_fingerprint(path: Path) -> str:
     """SHA-256 over the database file and its ``-wal`` (what a reader would see), or
-    ``<missing>``. Byte-for-byte: any write to either changes it."""
+    ``<missing>``. Byte-for-byte: any write to either changes it. (An empty ``-wal``,
+    which a read-only reader may leave behind, counts as no ``-wal``.)"""
     digest = hashlib.sha256()
     if not path.exists():
         return "<missing>"
     for part in (path, Path(f"{path}-wal")):
-        if part.is_file():
+        if part.is_file() and (part == path or part.stat().st_size):  # empty WAL = no WAL
             digest.update(part.name.encode() + b"\0" + part.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -91,7 +92,8 @@ class Processes:
         out = (self.workdir / f"{name}.out").open("wb")
         err = (self.workdir / f"{name}.err").open("wb")
         self._files += [out, err]
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", TZ="UTC")
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", TZ="UTC")
         proc = subprocess.Popen(
             [sys.executable, str(HERE / script), *args],
             stdout=out,
