@@ -1,0 +1,294 @@
+"""SchedulerWorker.run_async: the same loop for asyncio applications (real time, short)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import pytest
+
+from hexeract_lite import (
+    InMemoryScheduleStore,
+    ScheduledMessage,
+    ScheduleStatus,
+    ScheduleStore,
+    Target,
+)
+from hexeract_lite.sinks import CallableSink
+from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
+
+T = TypeVar("T")
+
+FAST = SchedulerWorkerConfig(poll_interval=timedelta(milliseconds=20))
+SLOW_POLL = SchedulerWorkerConfig(poll_interval=timedelta(seconds=10))
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def due_now(store: ScheduleStore, max_attempts: int = 3) -> ScheduledMessage:
+    msg = ScheduledMessage.delay(Target.outbox(), now(), "reminder", {"n": 1})
+    store.insert(msg, max_attempts)
+    return msg
+
+
+def status(store: ScheduleStore, msg: ScheduledMessage) -> ScheduleStatus:
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    return snap.status
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(asyncio.wait_for(main(), 10))  # type: ignore[arg-type]
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 3) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
+def test_an_async_sink_is_awaited_and_the_loop_stops_on_its_event() -> None:
+    store = InMemoryScheduleStore()
+    got: list[ScheduledMessage] = []
+
+    async def handler(message: ScheduledMessage) -> None:
+        await asyncio.sleep(0)
+        got.append(message)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            SchedulerWorker(store, CallableSink(handler), FAST).run_async(stop)
+        )
+        msg = due_now(store)
+        await until(lambda: len(got) == 1)
+        await until(lambda: status(store, msg) is ScheduleStatus.DELIVERED)
+        stop.set()
+        await asyncio.wait_for(task, 1)
+        assert got[0].occurrence_id() == msg.occurrence_id()
+
+    run(main)
+
+
+def test_a_sync_sink_runs_off_the_loop() -> None:
+    store = InMemoryScheduleStore()
+    threads: list[str] = []
+
+    def handler(message: ScheduledMessage) -> None:
+        import threading
+
+        threads.append(threading.current_thread().name)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, handler, FAST).run_async(stop))
+        msg = due_now(store)
+        await until(lambda: status(store, msg) is ScheduleStatus.DELIVERED)
+        stop.set()
+        await task
+
+    run(main)
+    assert threads and threads[0] != "MainThread"
+
+
+def test_an_insert_wakes_the_async_worker_and_stop_is_prompt() -> None:
+    store = InMemoryScheduleStore()
+    delivered = asyncio.Event
+
+    async def main() -> None:
+        done = delivered()
+
+        async def handler(_: ScheduledMessage) -> None:
+            done.set()
+
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            SchedulerWorker(store, CallableSink(handler), SLOW_POLL).run_async(stop)
+        )
+        await asyncio.sleep(0.05)  # asleep for up to 10 s
+        inserted = time.monotonic()
+        due_now(store)
+        await asyncio.wait_for(done.wait(), 2)
+        assert time.monotonic() - inserted < 0.5
+        stopped = time.monotonic()
+        stop.set()
+        await asyncio.wait_for(task, 1)
+        assert time.monotonic() - stopped < 0.5
+
+    run(main)
+
+
+def test_an_async_sink_past_the_timeout_is_cancelled_and_fails() -> None:
+    store = InMemoryScheduleStore()
+    cancelled: list[bool] = []
+
+    async def hang(_: ScheduledMessage) -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    cfg = SchedulerWorkerConfig(
+        poll_interval=timedelta(milliseconds=20), dispatch_timeout=timedelta(milliseconds=100)
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, CallableSink(hang), cfg).run_async(stop))
+        msg = due_now(store)
+
+        def failed() -> bool:
+            snap = store.inspect(msg.schedule_id)
+            return snap is not None and snap.last_error is not None
+
+        await until(failed)
+        stop.set()
+        await task
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None
+        assert snap.last_error == (
+            "TimeoutError: the sink did not return within dispatch_timeout (0.1 s)"
+        )
+        assert snap.status is ScheduleStatus.PENDING and snap.attempts == 1
+
+    run(main)
+    assert cancelled == [True]
+
+
+def test_a_sink_raising_its_own_timeout_error_is_reported_as_such() -> None:
+    store = InMemoryScheduleStore()
+
+    async def own_timeout(_: ScheduledMessage) -> None:
+        raise TimeoutError("upstream took too long")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        worker = SchedulerWorker(store, CallableSink(own_timeout), FAST)
+        task = asyncio.create_task(worker.run_async(stop))
+        msg = due_now(store)
+        await until(lambda: (s := store.inspect(msg.schedule_id)) is not None and s.attempts > 0)
+        await until(
+            lambda: (s := store.inspect(msg.schedule_id)) is not None and bool(s.last_error)
+        )
+        stop.set()
+        await task
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.last_error == "TimeoutError: upstream took too long"
+
+    run(main)
+
+
+@pytest.mark.parametrize("kind", ["async", "sync-returning-coroutine"])
+def test_async_garbage_is_a_failed_dispatch(kind: str) -> None:
+    store = InMemoryScheduleStore()
+
+    async def returns_value(_: ScheduledMessage) -> int:
+        return 42
+
+    sink: object
+    if kind == "async":
+        sink = CallableSink(returns_value)  # type: ignore[arg-type]
+    else:
+
+        class Sync:
+            is_async = False
+
+            def dispatch(self, message: ScheduledMessage) -> Awaitable[int]:
+                return returns_value(message)
+
+        sink = Sync()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, sink, FAST).run_async(stop))  # type: ignore[arg-type]
+        msg = due_now(store)
+        await until(
+            lambda: (s := store.inspect(msg.schedule_id)) is not None and bool(s.last_error)
+        )
+        stop.set()
+        await task
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.last_error is not None
+        assert (
+            snap.last_error.startswith("DispatchError: sink") and "returned 42" in snap.last_error
+        )
+
+    run(main)
+
+
+def test_cancelling_the_task_settles_the_occurrence_in_hand() -> None:
+    store = InMemoryScheduleStore()
+    started = asyncio.Event
+    msgs = [
+        ScheduledMessage.delay(Target.outbox(), now() - timedelta(seconds=i), "r", i)
+        for i in (2, 1)
+    ]
+    store.insert_many(msgs, 5)
+
+    async def main() -> None:
+        in_dispatch = started()
+
+        async def slow(_: ScheduledMessage) -> None:
+            in_dispatch.set()
+            await asyncio.sleep(0.1)
+
+        task = asyncio.create_task(SchedulerWorker(store, CallableSink(slow), FAST).run_async())
+        await asyncio.wait_for(in_dispatch.wait(), 2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main)
+    first, second = (store.inspect(m.schedule_id) for m in msgs)
+    assert first is not None and first.status is ScheduleStatus.DELIVERED
+    assert second is not None and second.status is ScheduleStatus.PENDING
+    assert second.attempts == 0 and second.leased_until is None, "released, not left leased"
+
+
+def test_a_store_error_is_survived_in_async_mode() -> None:
+    from hexeract_lite import StoreError
+
+    class Flaky(InMemoryScheduleStore):
+        failures = 2
+
+        def dead_letter_exhausted(self) -> int:
+            if self.failures:
+                self.failures -= 1
+                raise StoreError("disk I/O error")
+            return super().dead_letter_exhausted()
+
+    store = Flaky()
+    got: list[ScheduledMessage] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, got.append, FAST).run_async(stop))
+        due_now(store)
+        await until(lambda: len(got) == 1)
+        stop.set()
+        await task
+
+    run(main)
+    assert store.failures == 0
+
+
+def test_a_worker_runs_one_async_loop_at_a_time() -> None:
+    async def main() -> None:
+        worker = SchedulerWorker(InMemoryScheduleStore(), lambda m: None, FAST)
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run_async(stop))
+        await asyncio.sleep(0.01)
+        with pytest.raises(RuntimeError, match="already running"):
+            await worker.run_async(stop)
+        stop.set()
+        await task
+
+    run(main)
