@@ -37,9 +37,15 @@ def _messages(n: int, start: datetime) -> list[Any]:
 
 
 def _worker(store: Any, sink: Any, **config: Any) -> Any:
+    """A worker with the default config but for ``config``; a batch larger than the
+    default lease allows (batch_size * dispatch_timeout <= lease) gets a longer lease."""
     from hexeract_lite.sinks import CallableSink
     from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
+    defaults = SchedulerWorkerConfig()
+    batch = config.get("batch_size", defaults.batch_size)
+    if "lease" not in config and defaults.dispatch_timeout * batch > defaults.lease:
+        config["lease"] = defaults.dispatch_timeout * batch
     return SchedulerWorker(store, CallableSink(sink), SchedulerWorkerConfig(**config))
 
 

@@ -87,6 +87,7 @@ def _benches() -> list[Bench]:
     slow, q_slow = {"n": 2000}, {"n": 500}
     many, q_many = {"n": 100_000}, {"n": 20_000}
     d10k = {"n": 10_000}
+    q_d = {"n": 4000}  # --quick drains part of the 10k rows
     due10k: Prep = (10_000, True, 0)
     due1m: Prep = (1_000_000, True, 0)
     backoff: Prep = (10_000, True, 100_000)
@@ -118,26 +119,29 @@ def _benches() -> list[Bench]:
            floor="insert_many/floor-1000"),
         # drain
         _b("drain/floor-1", "raw apsw, claim 1 + ack 1", "_floor.drain", {**d10k, "batch": 1},
-           prep=due10k),
+           quick=q_d, prep=due10k),
         _b("drain/floor-10", "raw apsw, claim 10 + ack 10 (1 txn each)", "_floor.drain",
-           {**d10k, "batch": 10}, prep=due10k),
+           {**d10k, "batch": 10}, quick=q_d, prep=due10k),
         _b("drain/floor-100", "raw apsw, claim 100 + ack 100", "_floor.drain",
-           {**d10k, "batch": 100}, prep=due10k),
+           {**d10k, "batch": 100}, quick=q_d, prep=due10k),
         _b("drain/hexeract-10", "hexeract run_once() loop, batch 10", "_hexeract.drain",
-           {**d10k, "batch": 10, "mode": "run_once"}, prep=due10k, floor="drain/floor-10"),
+           {**d10k, "batch": 10, "mode": "run_once"}, quick=q_d, prep=due10k,
+           floor="drain/floor-10"),
         _b("drain/hexeract-100", "hexeract run_once() loop, batch 100", "_hexeract.drain",
-           {**d10k, "batch": 100, "mode": "run_once"}, prep=due10k, floor="drain/floor-100"),
+           {**d10k, "batch": 100, "mode": "run_once"}, quick=q_d, prep=due10k,
+           floor="drain/floor-100"),
         _b("drain/hexeract-10run", "hexeract run() thread, batch 10, min_cycle_delay 0",
            "_hexeract.drain", {**d10k, "batch": 10, "mode": "run", "min_cycle_delay": 0.0},
-           prep=due10k, floor="drain/floor-10"),
+           quick=q_d, prep=due10k, floor="drain/floor-10"),
         _b("drain/hexeract-10default", "hexeract run() thread, batch 10, default config",
-           "_hexeract.drain", {**d10k, "batch": 10, "mode": "run"}, prep=due10k,
+           "_hexeract.drain", {**d10k, "batch": 10, "mode": "run"}, quick=q_d, prep=due10k,
            floor="drain/floor-10"),
         _b("drain/huey", "huey dequeue + execute, 1 thread (deletes before running)",
-           "_peers.huey_drain", d10k, prep=None, floor="drain/floor-1"),
+           "_peers.huey_drain", d10k, quick=q_d, prep=None, floor="drain/floor-1"),
         _b("drain/apscheduler", "APScheduler 3 BackgroundScheduler, 1 thread (deletes first)",
-           "_peers.aps_drain", d10k, prep=None, floor="drain/floor-1"),
-        _b("drain/persistqueue", "persist-queue get + ack", "_peers.pq_drain", d10k, prep=None,
+           "_peers.aps_drain", d10k, quick=q_d, prep=None, floor="drain/floor-1"),
+        _b("drain/persistqueue", "persist-queue get + ack", "_peers.pq_drain", d10k, quick=q_d,
+           prep=None,
            floor="drain/floor-1"),
         # claim latency
         _b("claim/floor-10k", "raw apsw claim, 10k due rows", "_floor.claim_latency", cl,
