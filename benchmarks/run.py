@@ -11,8 +11,9 @@ shows medians, so a noisy neighbour spreads over every system alike; the ratios 
 rows of the same run are what to compare. Results go to ``benchmarks/results/`` as JSON.
 
 Ratios are speed-ups: ``2.0x`` means twice as fast (or half the latency/cost) as the
-reference; below 1 means slower. ``x floor`` compares with the raw apsw row named in the
-notes; ``x huey`` etc. with that peer's row of the same measurement.
+reference; below 1 means slower. ``spread`` is (max - min) / median over the rounds.
+``x floor`` compares with the raw apsw row that does the same job (the README says
+which); ``x huey`` etc. with that peer's row of the same measurement.
 """
 
 from __future__ import annotations
@@ -321,14 +322,17 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]]) -> str:
         if b.system in PEERS and "value" in medians.get(b.name, {}):
             peer_rows.setdefault((b.group, b.system), b.name)
     peers = [p for p in PEERS if any(s == p for _, s in peer_rows)]
-    head = ["measurement", "system", "value", "x floor", *[f"x {PEER_TITLES[p]}" for p in peers]]
+    head = ["measurement", "system", "value", "spread", "x floor"]
+    head += [f"x {PEER_TITLES[p]}" for p in peers]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in benches:
         res = medians.get(b.name, {})
         title, unit = GROUPS[b.group]
         value = res.get("value")
         ref_floor = medians.get(b.floor or "", {}).get("value") if b.floor else None
+        spread = res.get("spread")
         cells = [f"{title} ({unit})", b.label, fmt_value(b, res)]
+        cells.append("" if spread is None else f"{spread:.0%}")
         cells.append(fmt_ratio(speedup(b, value, ref_floor)) if value else "")
         for p in peers:
             ref_name = peer_rows.get((b.group, p))
@@ -528,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Machine: {machine_line(machine)}",
             f"Command: `{command}` ({rounds} interleaved round{'s' if rounds > 1 else ''},"
             f" medians; {elapsed / 60:.1f} min)",
-            "Ratios are speed-ups against the reference: >1x is faster / cheaper.",
+            "Ratios are speed-ups against the reference: >1x is faster / cheaper."
+            " Spread: (max - min) / median over the rounds.",
             "",
             table(benches, medians),
             "",
