@@ -771,9 +771,6 @@ def _connect(db: pathlib.Path, durability: str, busy_timeout: timedelta) -> apsw
         apsw.bestpractice.connection_dqs(conn)
         if conn.readonly("main"):
             raise StoreError(f"cannot write to the database {db}: the file is read-only")
-        mode = conn.pragma("journal_mode", "wal")
-        if str(mode).lower() != "wal":
-            raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
         conn.pragma("synchronous", _DURABILITY[durability])
     except apsw.Error as exc:
         conn.close()
@@ -837,12 +834,16 @@ def _ensure_schema(conn: apsw.Connection, table: str, db: pathlib.Path, create: 
     """Create, adopt or upgrade ``table`` to :data:`SCHEMA_VERSION`, in one transaction."""
     try:
         exists, version = _schema_state(conn, table)
-        if exists and version == SCHEMA_VERSION:
-            return  # the common case: a read, no write lock
         if version is not None and version > SCHEMA_VERSION:
             raise _too_new(db, table, version)
         if not exists and not create:
             raise StoreError(f"no database at {db}: the file has no table {table}")
+        # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
+        mode = conn.pragma("journal_mode", "wal")
+        if str(mode).lower() != "wal":
+            raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
+        if exists and version == SCHEMA_VERSION:
+            return  # the common case: a read, no write lock
         conn.execute("BEGIN IMMEDIATE")
         try:
             exists, version = _schema_state(conn, table)  # again, under the write lock

@@ -1,0 +1,672 @@
+"""SqliteScheduleStore beyond the contract: files, settings, schema versions, errors,
+indexes and threads. (The contract suite runs on it too, through conftest.)"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from hexeract_lite import (
+    InMemoryScheduleStore,
+    InvalidConfiguration,
+    ManualClock,
+    ScheduledMessage,
+    StoreError,
+    Target,
+)
+from hexeract_lite.store.schema import sqlite_ddl
+from hexeract_lite.store.sqlite import (
+    META_TABLE,
+    SCHEMA_VERSION,
+    SqliteScheduleStore,
+    default_database_path,
+)
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+S = timedelta(seconds=1)
+LEASE = timedelta(seconds=30)
+POSIX = os.name == "posix"
+
+
+def one_shot(at: datetime = T0, payload: object = None) -> ScheduledMessage:
+    return ScheduledMessage.delay(
+        Target.mediator(), at, "ev", {"n": 1} if payload is None else payload
+    )
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store.db"
+
+
+@pytest.fixture
+def store(db: Path, clock: ManualClock) -> Iterator[SqliteScheduleStore]:
+    with SqliteScheduleStore.open(db, clock=clock) as s:
+        yield s
+
+
+def raw(path: Path) -> apsw.Connection:
+    return apsw.Connection(str(path))
+
+
+def listing(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+# -- opening: paths and files ------------------------------------------------------
+
+
+def test_open_creates_the_file_the_table_and_every_index(db: Path) -> None:
+    with SqliteScheduleStore.open(db) as store:
+        assert store.path == db and store.table == "scheduled_messages"
+        names = {
+            row[0]
+            for row in store._conn.execute(  # type: ignore[union-attr]
+                "SELECT name FROM sqlite_schema WHERE tbl_name = 'scheduled_messages'"
+            )
+        }
+    assert {
+        "scheduled_messages",
+        "idx_scheduled_messages_pending",
+        "idx_scheduled_messages_dead_letter",
+        "idx_scheduled_messages_due",
+        "idx_scheduled_messages_leased",
+        "idx_scheduled_messages_exhausted",
+        "idx_scheduled_messages_paused",
+    } <= names
+
+
+def test_the_connection_is_configured(db: Path) -> None:
+    with SqliteScheduleStore.open(db, busy_timeout=timedelta(milliseconds=1234)) as store:
+        conn = store._conn
+        assert conn is not None
+        assert conn.pragma("journal_mode") == "wal"
+        assert conn.pragma("synchronous") == 2, "FULL by default"
+    with SqliteScheduleStore.open(db, durability="normal") as store:
+        assert store._conn is not None and store._conn.pragma("synchronous") == 1
+
+
+@pytest.mark.parametrize("bad", ["fast", "FULL", "off", "", None])
+def test_an_unknown_durability_is_refused_naming_it(db: Path, bad: object) -> None:
+    with pytest.raises(InvalidConfiguration, match=repr(bad).replace("(", r"\(")):
+        SqliteScheduleStore.open(db, durability=bad)  # type: ignore[arg-type]
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "x; DROP TABLE scheduled_messages",
+        "scheduled_messages--",
+        'a"b',
+        "1abc",
+        "",
+        "t" * 64,
+        "tablé",
+    ],
+)
+def test_a_table_name_with_sql_in_it_is_refused_before_any_sql(db: Path, table: str) -> None:
+    with pytest.raises(InvalidConfiguration, match="table name"):
+        SqliteScheduleStore.open(db, table=table)
+    assert not db.exists(), "refused before the file was even created"
+
+
+def test_a_path_that_is_a_directory(tmp_path: Path) -> None:
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="directory") as info:
+        SqliteScheduleStore.open(folder)
+    assert str(folder) in str(info.value)
+    assert listing(folder) == []
+
+
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    content = b"these are my notes, not a database\n" * 200
+    notes.write_bytes(content)
+    with pytest.raises(StoreError, match="not a SQLite database") as info:
+        SqliteScheduleStore.open(notes)
+    assert str(notes) in str(info.value)
+    assert isinstance(info.value.__cause__, apsw.Error)
+    assert notes.read_bytes() == content
+    assert listing(tmp_path) == ["notes.txt"], "no -wal or -shm left behind"
+
+
+def test_a_missing_folder_is_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "deeper" / "x.db"
+    with pytest.raises(StoreError, match="does not exist") as info:
+        SqliteScheduleStore.open(path)
+    assert str(path) in str(info.value)
+    assert listing(tmp_path) == []
+
+
+def test_create_false_on_a_missing_file_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "absent.db"
+    with pytest.raises(StoreError) as info:
+        SqliteScheduleStore.open(path, create=False)
+    assert str(info.value) == f"no database at {path}"
+    assert listing(tmp_path) == []
+
+
+def test_create_false_on_a_file_without_the_table(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = raw(path)
+    conn.execute("CREATE TABLE unrelated (x)")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="no table scheduled_messages"):
+        SqliteScheduleStore.open(path, create=False)
+    assert path.read_bytes() == before
+
+
+def test_create_false_opens_an_existing_store(db: Path) -> None:
+    SqliteScheduleStore.open(db).close()
+    with SqliteScheduleStore.open(db, create=False) as store:
+        assert store.list_pending() == []
+
+
+def test_the_default_path_is_in_the_user_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    expected = default_database_path()
+    assert expected.name == "scheduler.db" and expected.parent.name == "hexeract_lite"
+    assert tmp_path in expected.parents
+    with pytest.raises(StoreError, match="no database at"):
+        SqliteScheduleStore.open(create=False)
+    assert not (tmp_path / "data").exists(), "create=False makes no folders either"
+    with SqliteScheduleStore.open() as store:
+        assert store.path == expected
+    assert expected.is_file()
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX permissions")
+def test_a_new_database_is_private_even_with_a_permissive_umask(db: Path) -> None:
+    old = os.umask(0)
+    try:
+        with SqliteScheduleStore.open(db) as store:
+            store.insert(one_shot(), 3)
+            files = [db, Path(f"{db}-wal"), Path(f"{db}-shm")]
+            for path in files:
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    finally:
+        os.umask(old)
+
+
+def _as_another_user(action: Callable[[], object]) -> str:
+    """Run ``action`` in a child process that cannot override file permissions (root
+    drops to ``nobody``); return ``ok`` or ``<ErrorType>: <message>``."""
+    if os.geteuid() != 0:
+        try:
+            action()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "ok"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                action()
+                out = "ok"
+            except Exception as exc:
+                out = f"{type(exc).__name__}: {exc}"
+            os.write(write, out.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        text = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return text
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder another user can reach (pytest's tmp_path is private to its owner)."""
+    path = Path(tempfile.mkdtemp(prefix="hexeract-perm-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        for p in (path, *path.iterdir()):
+            with contextlib.suppress(OSError):
+                p.chmod(0o700 if p.is_dir() else 0o600)
+        shutil.rmtree(path)
+
+
+def _open_and_insert(path: Path) -> Callable[[], object]:
+    def action() -> None:
+        with SqliteScheduleStore.open(path) as store:
+            store.insert(one_shot(), 3)
+
+    return action
+
+
+@pytest.mark.skipif(not POSIX or not hasattr(os, "fork"), reason="POSIX permissions")
+def test_a_read_only_file_is_refused_naming_it(shared_dir: Path) -> None:
+    db = shared_dir / "ro.db"
+    SqliteScheduleStore.open(db).close()
+    db.chmod(0o444)
+    shared_dir.chmod(0o777)
+    before = db.read_bytes()
+    outcome = _as_another_user(_open_and_insert(db))
+    assert outcome.startswith("StoreError:") and str(db) in outcome, outcome
+    assert "read-only" in outcome
+    assert db.read_bytes() == before
+
+
+@pytest.mark.skipif(not POSIX or not hasattr(os, "fork"), reason="POSIX permissions")
+def test_a_read_only_folder_is_refused_naming_the_path(shared_dir: Path) -> None:
+    db = shared_dir / "new.db"
+    shared_dir.chmod(0o555)
+    outcome = _as_another_user(_open_and_insert(db))
+    assert outcome.startswith("StoreError:") and str(db) in outcome, outcome
+    assert listing(shared_dir) == []
+
+
+@pytest.mark.skipif(not POSIX or not hasattr(os, "fork"), reason="POSIX permissions")
+def test_a_writable_file_in_a_read_only_folder_is_refused(shared_dir: Path) -> None:
+    db = shared_dir / "stuck.db"
+    SqliteScheduleStore.open(db).close()  # closing removes -wal and -shm
+    db.chmod(0o666)
+    shared_dir.chmod(0o555)  # WAL needs to create its side files next to the database
+    before = db.read_bytes()
+    outcome = _as_another_user(_open_and_insert(db))
+    assert outcome.startswith("StoreError:") and str(db) in outcome, outcome
+    assert db.read_bytes() == before
+
+
+def test_options_are_validated(db: Path) -> None:
+    with pytest.raises(InvalidConfiguration, match="busy_timeout"):
+        SqliteScheduleStore.open(db, busy_timeout=-S)
+    with pytest.raises(InvalidConfiguration, match="busy_timeout"):
+        SqliteScheduleStore.open(db, busy_timeout=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfiguration, match="clock"):
+        SqliteScheduleStore.open(db, clock=object())  # type: ignore[arg-type]
+    assert not db.exists()
+
+
+def test_a_closed_store_raises_store_error(db: Path) -> None:
+    store = SqliteScheduleStore.open(db)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        store.list_pending()
+    with pytest.raises(StoreError, match="closed"):
+        store.insert(one_shot(), 3)
+
+
+# -- schema versions ------------------------------------------------------------------
+
+
+def _version(path: Path, table: str = "scheduled_messages") -> int | None:
+    conn = raw(path)
+    try:
+        if not conn.table_exists(None, META_TABLE):
+            return None
+        rows = conn.execute(
+            f"SELECT version FROM {META_TABLE} WHERE table_name = ?", (table,)
+        ).fetchall()
+    finally:
+        conn.close()
+    return int(str(rows[0][0])) if rows else None
+
+
+def test_the_version_is_recorded_per_table(db: Path) -> None:
+    SqliteScheduleStore.open(db).close()
+    SqliteScheduleStore.open(db, table="other_jobs").close()
+    assert _version(db) == SCHEMA_VERSION
+    assert _version(db, "other_jobs") == SCHEMA_VERSION
+    conn = raw(db)
+    assert conn.pragma("user_version") == 0, "the file's user_version is left to the app"
+    conn.close()
+
+
+def test_tables_in_one_file_are_independent(db: Path, clock: ManualClock) -> None:
+    with (
+        SqliteScheduleStore.open(db, clock=clock) as a,
+        SqliteScheduleStore.open(db, table="b_jobs", clock=clock) as b,
+    ):
+        msg = one_shot()
+        a.insert(msg, 3)
+        assert b.inspect(msg.schedule_id) is None
+        assert b.claim_due(T0, 10, LEASE) == []
+        assert len(a.claim_due(T0, 10, LEASE)) == 1
+
+
+def test_a_newer_schema_version_is_refused(db: Path) -> None:
+    SqliteScheduleStore.open(db).close()
+    conn = raw(db)
+    conn.execute(f"UPDATE {META_TABLE} SET version = ?", (SCHEMA_VERSION + 1,))
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this hexeract_lite") as info:
+        SqliteScheduleStore.open(db)
+    assert f"version {SCHEMA_VERSION + 1}" in str(info.value) and str(db) in str(info.value)
+    assert _version(db) == SCHEMA_VERSION + 1, "left as it was"
+
+
+def test_a_foreign_table_with_the_name_is_refused(db: Path) -> None:
+    conn = raw(db)
+    conn.execute("CREATE TABLE scheduled_messages (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.close()
+    with pytest.raises(StoreError, match="not a scheduler table"):
+        SqliteScheduleStore.open(db)
+    assert _version(db) is None
+
+
+def test_the_cli_ddl_is_the_store_schema_and_idempotent(tmp_path: Path) -> None:
+    ddl = sqlite_ddl("jobs")
+    by_ddl = tmp_path / "ddl.db"
+    conn = raw(by_ddl)
+    conn.execute(ddl)
+    conn.execute(ddl)  # IF NOT EXISTS throughout
+    conn.close()
+    by_store = tmp_path / "store.db"
+    SqliteScheduleStore.open(by_store, table="jobs").close()
+
+    def schema(path: Path) -> list[tuple[str, str]]:
+        c = raw(path)
+        try:
+            return sorted(
+                (str(n), " ".join(str(s).replace("IF NOT EXISTS ", "").split()))
+                for n, s in c.execute("SELECT name, sql FROM sqlite_schema WHERE tbl_name = 'jobs'")
+                if s is not None
+            )
+        finally:
+            c.close()
+
+    assert schema(by_ddl) == schema(by_store)
+    with SqliteScheduleStore.open(by_ddl, table="jobs") as store:  # adopted, version recorded
+        store.insert(one_shot(), 1)
+    assert _version(by_ddl, "jobs") == SCHEMA_VERSION
+
+
+def test_opening_a_current_store_takes_no_write_lock(db: Path) -> None:
+    SqliteScheduleStore.open(db).close()
+    holder = raw(db)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with SqliteScheduleStore.open(db, busy_timeout=timedelta(milliseconds=50)) as store:
+            assert store.list_pending() == []
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+# -- errors from SQLite -----------------------------------------------------------------
+
+
+def test_a_lock_held_past_the_busy_timeout_is_a_store_error(db: Path, clock: ManualClock) -> None:
+    with SqliteScheduleStore.open(
+        db, clock=clock, busy_timeout=timedelta(milliseconds=100)
+    ) as store:
+        store.insert(one_shot(), 3)
+        holder = raw(db)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match="locked") as info:
+                store.insert(one_shot(), 3)
+            assert isinstance(info.value.__cause__, apsw.BusyError)
+            assert str(db) in str(info.value) and "0.1 s" in str(info.value)
+            with pytest.raises(StoreError):
+                store.claim_due(T0, 10, LEASE)
+            assert len(store.list_pending()) == 1, "reads go on while another writes"
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        [occ] = store.claim_due(T0, 10, LEASE)
+        assert occ.attempts == 1, "the failed claim applied nothing"
+        store.insert(one_shot(), 3)
+
+
+def test_a_full_disk_is_a_store_error_and_applies_nothing(store: SqliteScheduleStore) -> None:
+    conn = store._conn
+    assert conn is not None
+    store.insert(one_shot(), 3)
+    pages = conn.pragma("page_count")
+    conn.pragma("max_page_count", pages)  # the disk is full now
+    big = [one_shot(T0, "x" * 5000) for _ in range(50)]
+    with pytest.raises(StoreError) as info:
+        store.insert_many(big, 3)
+    assert isinstance(info.value.__cause__, apsw.FullError)
+    assert len(store.list_pending(1000)) == 1, "all or nothing"
+    conn.pragma("max_page_count", 1 << 30)
+    store.insert_many(big, 3)
+    assert len(store.list_pending(1000)) == 51
+
+
+def test_a_corrupt_file_is_a_store_error(db: Path, clock: ManualClock) -> None:
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many([one_shot(T0, "y" * 300) for _ in range(300)], 3)
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for start in range(2 * page, len(data), page):  # every page but the schema's
+        data[start : start + 64] = b"\xa5" * 64
+    db.write_bytes(bytes(data))
+    # the open or the first read fails, whichever meets a damaged page first
+    with pytest.raises(StoreError) as info, SqliteScheduleStore.open(db, clock=clock) as store:
+        store.claim_due(T0, 10, LEASE)
+        store.list_pending()
+    assert isinstance(info.value.__cause__, apsw.CorruptError | apsw.NotADBError)
+    assert str(db) in str(info.value)
+
+
+# -- the shape of what is written -----------------------------------------------------------
+
+
+def test_created_at_and_every_written_instant_come_from_the_clock(db: Path) -> None:
+    clock = ManualClock(datetime(1999, 12, 31, 23, 59, 59, 250_000, tzinfo=UTC))
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        msg = one_shot(datetime(1999, 1, 1, tzinfo=UTC))
+        store.insert(msg, 3)
+        [occ] = store.claim_due(clock.now(), 1, LEASE)
+        clock.advance(S)
+        store.mark_delivered(msg.schedule_id, occ.leased_until)
+    conn = raw(db)
+    [(created, delivered, leased)] = conn.execute(
+        "SELECT created_at, delivered_at, leased_until FROM scheduled_messages"
+    ).fetchall()
+    conn.close()
+    assert created == "1999-12-31T23:59:59.250Z"
+    assert delivered == "2000-01-01T00:00:00.250Z"
+    assert leased is None
+
+
+def test_no_statement_reads_sqlites_clock(store: SqliteScheduleStore) -> None:
+    seen: list[str] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        seen.append(sql)
+        return True
+
+    conn = store._conn
+    assert conn is not None
+    conn.exec_trace = trace
+    msg = ScheduledMessage.cron(Target.bus("k"), "* * * * *", T0, "t", 1)
+    store.insert_many([one_shot(), msg], 1)
+    store.insert(one_shot(), 2)
+    [a, b] = store.claim_due(T0, 2, LEASE)
+    store.reschedule(msg.schedule_id, T0 + S, b.leased_until)
+    store.mark_failed(a.message.schedule_id, S, "x", a.leased_until)
+    store.set_paused(msg.schedule_id, True)
+    store.resume(msg.schedule_id)
+    store.dead_letter_exhausted()
+    store.next_wakeup()
+    store.list_pending()
+    store.list_dead_letter()
+    store.cancel(msg.schedule_id)
+    conn.exec_trace = None
+    assert len(seen) > 20
+    for sql in seen:
+        lowered = sql.lower()
+        assert "'now'" not in lowered and "current_" not in lowered, sql
+
+
+def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> None:
+    conn = store._conn
+    assert conn is not None
+    statements = {
+        "claim": store._sql.claim,
+        "sweep": store._sql.sweep,
+        "next_wakeup": store._sql.next_wakeup,
+        "list_pending": store._sql.list_pending,
+        "list_dead_letter": store._sql.list_dead_letter,
+        "mark_delivered": store._sql.mark_delivered,
+        "cancel": store._sql.cancel,
+        "select_one": store._sql.select_one,
+    }
+    params = {"now": "x", "until": "y", "n": 10, "error": "e", "id": b"i", "lease": "l"}
+    for name, sql in statements.items():
+        wanted = {k: params[k] for k in set(re.findall(r":(\w+)", sql))}
+        bind: Any = wanted if wanted else (b"i",) if "?" in sql else ()
+        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, bind)]
+        for step in plan:
+            if step.startswith("SCAN scheduled_messages"):
+                assert "USING" in step and "INDEX" in step, (name, plan)
+        assert any("INDEX" in step for step in plan), (name, plan)
+    claim_plan = " ".join(
+        str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + store._sql.claim, params)
+    )
+    assert "idx_scheduled_messages_due (scheduled_for<?)" in claim_plan
+    assert "idx_scheduled_messages_leased (leased_until>? AND leased_until<?)" in claim_plan
+
+
+# -- behaviour details beyond the contract ---------------------------------------------
+
+
+def test_next_wakeup_when_a_lease_ends_before_the_row_is_due(clock: ManualClock, db: Path) -> None:
+    """A claim made with a clock running ahead, then a failure with no delay: the lease
+    ends before scheduled_for, and the hint is the later of the two."""
+    memory = InMemoryScheduleStore(clock=clock)
+    with SqliteScheduleStore.open(db, clock=clock) as sqlite:
+        for store in (memory, sqlite):
+            first, second = one_shot(T0 + 10 * S), one_shot(T0 + 20 * S)
+            store.insert_many([first, second], 3)
+            [occ] = store.claim_due(T0 + 10 * S, 1, LEASE)
+            store.mark_failed(first.schedule_id, timedelta(0), "x", occ.leased_until)
+            assert store.next_wakeup() == T0 + 10 * S
+            store.set_paused(second.schedule_id, True)
+            assert store.next_wakeup() == T0 + 10 * S
+
+
+def test_data_version_moves_on_other_connections_commits(store: SqliteScheduleStore) -> None:
+    before = store.data_version()
+    store.insert(one_shot(), 3)
+    assert store.data_version() == before, "its own commits do not move it"
+    with SqliteScheduleStore.open(store.path) as other:
+        other.insert(one_shot(), 3)
+    assert store.data_version() != before
+
+
+def test_changes_are_notified_after_commits(store: SqliteScheduleStore) -> None:
+    msg = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0, "t", 1)
+    store.insert(msg, 3)
+
+    def moved(action: Callable[[], object]) -> bool:
+        version = store.changes.version()
+        action()
+        return store.changes.version() != version
+
+    assert moved(lambda: store.insert_many([one_shot()], 3))
+    assert not moved(lambda: store.insert_many([], 3))
+    [occ, _] = store.claim_due(T0, 10, LEASE)
+    assert moved(lambda: store.mark_failed(occ.message.schedule_id, S, "x", occ.leased_until))
+    assert not moved(lambda: store.mark_failed(occ.message.schedule_id, S, "x", occ.leased_until))
+    assert moved(lambda: store.set_paused(msg.schedule_id, True))
+    assert moved(lambda: store.resume(msg.schedule_id))
+    assert not moved(lambda: store.cancel(msg.schedule_id))
+
+
+def test_insert_many_of_many_rows_is_one_transaction(store: SqliteScheduleStore) -> None:
+    msgs = [one_shot(T0 + i * timedelta(milliseconds=1)) for i in range(5000)]
+    store.insert_many(msgs, 3)
+    claimed = store.claim_due(T0 + 10 * S, 5000, LEASE)
+    assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in msgs]
+
+
+def test_a_repr_names_the_file(store: SqliteScheduleStore) -> None:
+    assert str(store.path) in repr(store) and "scheduled_messages" in repr(store)
+
+
+# -- threads ------------------------------------------------------------------------------
+
+
+def test_an_inserting_thread_and_a_claiming_thread_share_one_store(db: Path) -> None:
+    total = 400
+    errors: list[BaseException] = []
+    inserted: list[uuid.UUID] = []
+    claimed: list[uuid.UUID] = []
+    done_inserting = threading.Event()
+    with SqliteScheduleStore.open(db, durability="normal") as store:
+
+        def insert() -> None:
+            try:
+                for i in range(total):
+                    msg = one_shot(T0 - timedelta(milliseconds=i))
+                    store.insert(msg, 3) if i % 2 else store.insert_many([msg], 3)
+                    inserted.append(msg.schedule_id)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                done_inserting.set()
+
+        def claim() -> None:
+            try:
+                deadline = 200_000
+                while deadline and len(claimed) < total:
+                    deadline -= 1
+                    batch = store.claim_due(datetime.now(UTC), 7, timedelta(minutes=5))
+                    for occ in batch:
+                        claimed.append(occ.message.schedule_id)
+                        assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
+                    if not batch and done_inserting.is_set() and not store.list_pending():
+                        break
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        def read() -> None:
+            try:
+                while not done_inserting.is_set():
+                    store.next_wakeup()
+                    store.list_pending(5)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (insert, claim, read)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert len(claimed) == len(set(claimed)) == total
+        assert set(claimed) == set(inserted)
+        assert store.list_pending() == []
+
+
+if sys.platform == "win32":  # pragma: no cover
+    pytestmark = pytest.mark.skip("the store's tests assume POSIX paths")
