@@ -135,12 +135,18 @@ class SchedulerWorkerConfig:
     retry_base_delay    1 s        > 0
     retry_max_delay     300 s      >= retry_base_delay
     jitter              True       bool; full jitter on retry delays
-    min_cycle_delay     5 ms       >= 0; the pause after a cycle that claimed something
+    min_cycle_delay     5 ms       >= 0; the pause after a cycle that claimed a full batch
     dispatch_timeout    30 s       > 0; how long one dispatch may take
     ==================  =========  ====================================================
 
     The lease must cover a whole batch dispatched back to back at the timeout, or
     the last occurrences of a slow batch would be skipped as expired.
+
+    ``min_cycle_delay`` paces the drain of a backlog: a worker that keeps claiming
+    full batches moves at most ``batch_size`` occurrences per ``min_cycle_delay``
+    (2,000/s with the defaults); set it to 0 to drain as fast as the store allows.
+    A cycle that claimed less than a full batch is followed by the idle sleep instead
+    (see :meth:`SchedulerWorker.run`).
     """
 
     poll_interval: timedelta = timedelta(milliseconds=100)
@@ -713,12 +719,17 @@ class SchedulerWorker:
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll until ``stop`` is set (forever without one), in the calling thread.
 
-        After an empty cycle it sleeps until the store's next due instant, at most
+        After a cycle that claimed a full batch (more is probably waiting) it pauses
+        ``min_cycle_delay`` and goes again. After any other cycle the backlog is
+        drained, so it sleeps until the store's next due instant, at most
         ``poll_interval`` at a time, waking at once when this process changes the store
-        (``store.changes``) and, with a store that has ``data_version()`` (SQLite),
-        noticing other processes' commits within ``poll_interval``. After a cycle that
-        claimed something it pauses ``min_cycle_delay``. A store error is logged and
-        backed off (``poll_interval`` doubling per consecutive error, at most
+        (``store.changes``, including changes made while the cycle ran) and, with a
+        store that has ``data_version()`` (SQLite), noticing other processes' commits
+        within ``poll_interval``. (The reference pauses after every cycle that claimed
+        something; skipping the pause after a partial batch is what lets an occurrence
+        inserted right after a delivery be dispatched within a millisecond or two,
+        instead of after ``min_cycle_delay``.) A store error is logged and backed off
+        (``poll_interval`` doubling per consecutive error, at most
         :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
 
         Stopping: ``stop`` is checked between occurrences. The occurrence in hand is
@@ -747,12 +758,12 @@ class SchedulerWorker:
                 if failures:
                     log.info("the store answers again after %d error(s)", failures)
                     failures = 0
-                if report.claimed:
+                if report.claimed >= self.config.batch_size:
                     if self.config.min_cycle_delay > _ZERO:
                         stop.wait(self.config.min_cycle_delay.total_seconds())
                     continue
                 hint = self._next_wakeup()
-                hint, hint_overdue = self._check_hint(hint, hint_overdue)
+                hint, hint_overdue = self._check_hint(hint, hint_overdue, report)
                 plan = _IdlePlan(self.clock, hint, self._poll_s, self._data_version is not None)
                 while not stop.is_set():
                     timeout = plan.next_timeout(_STOP_CHECK_S)
@@ -773,9 +784,15 @@ class SchedulerWorker:
                 self._log_loop_error(exc, failures, delay)
                 stop.wait(delay)
 
-    def _check_hint(self, hint: datetime | None, overdue: int) -> tuple[datetime | None, int]:
-        """Guard against a hint that stays in the past after empty cycles (a spin)."""
-        if hint is None or hint > self.clock.now():
+    def _check_hint(
+        self, hint: datetime | None, overdue: int, report: CycleReport
+    ) -> tuple[datetime | None, int]:
+        """Guard against a hint that stays in the past after empty cycles (a spin).
+
+        A past hint after an empty cycle means the store says work is due but hands
+        none out; twice in a row, the hint is ignored and the worker polls instead.
+        """
+        if hint is None or hint > self.clock.now() or report.claimed:
             return hint, 0
         overdue += 1
         return (None, overdue) if overdue >= 2 else (hint, overdue)
@@ -861,12 +878,12 @@ class SchedulerWorker:
                 if failures:
                     log.info("the store answers again after %d error(s)", failures)
                     failures = 0
-                if report.claimed:
+                if report.claimed >= self.config.batch_size:
                     if self.config.min_cycle_delay > _ZERO:
                         await _wait_event(stop, self.config.min_cycle_delay.total_seconds())
                     continue
                 hint = await asyncio.to_thread(self._next_wakeup)
-                hint, hint_overdue = self._check_hint(hint, hint_overdue)
+                hint, hint_overdue = self._check_hint(hint, hint_overdue, report)
                 plan = _IdlePlan(self.clock, hint, self._poll_s, self._data_version is not None)
                 while not stop.is_set():
                     timeout = plan.next_timeout(math.inf)

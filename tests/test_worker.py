@@ -715,3 +715,43 @@ def test_run_leaves_no_helper_thread_behind(quiet_threads: None) -> None:
     with SchedulerWorker(store, sink, FAST).start():
         store.insert(one_shot(now()), 3)
         assert sink.called.wait(2)
+
+
+def test_an_insert_during_a_cycle_is_neither_missed_nor_held_back() -> None:
+    store = InMemoryScheduleStore()
+    second = one_shot(now())
+    delivered: dict[uuid.UUID, float] = {}
+    done = threading.Event()
+
+    def sink_effect(message: ScheduledMessage) -> None:
+        delivered[message.schedule_id] = time.monotonic()
+        if len(delivered) == 1:
+            store.insert(second, 3)  # arrives while the worker is mid-cycle
+        else:
+            done.set()
+
+    cfg = SchedulerWorkerConfig(
+        poll_interval=timedelta(seconds=10), min_cycle_delay=timedelta(seconds=2)
+    )
+    with SchedulerWorker(store, Recorder(sink_effect), cfg).start():
+        store.insert(one_shot(now()), 3)
+        assert done.wait(3)
+    first_at, second_at = sorted(delivered.values())
+    assert second_at - first_at < 0.5, "not held back by min_cycle_delay after a partial batch"
+
+
+def test_min_cycle_delay_paces_full_batches() -> None:
+    store = InMemoryScheduleStore()
+    store.insert_many([one_shot(now() - i * S) for i in range(5)], 3)
+    sink = Recorder()
+    cfg = SchedulerWorkerConfig(
+        batch_size=2,
+        poll_interval=timedelta(milliseconds=20),
+        min_cycle_delay=timedelta(milliseconds=150),
+    )
+    started = time.monotonic()
+    with SchedulerWorker(store, sink, cfg).start():
+        while sink.count < 5 and time.monotonic() - started < 3:
+            time.sleep(0.01)
+    assert sink.count == 5
+    assert time.monotonic() - started >= 0.3, "a pause after each of the two full batches"
