@@ -1,0 +1,1045 @@
+"""The ``hexeract`` command: operate schedules and dead letters from a shell.
+
+``hexeract scheduler <command>``; ``hexeract-lite`` and ``python -m hexeract_lite``
+are the same program. Operators inspect and repair schedules here, never by
+hand-editing the table.
+
+Exit codes: 0 success; 1 runtime error (no such schedule, not replayable, a database
+error, a missing database); 2 usage error (unknown flag, bad UUID, bad duration, bad
+JSON payload, bad table name, unsupported connection scheme, a worker setting out of
+range), with an argparse-style message on stderr.
+
+Commands that read or repair (``list``, ``inspect``, ``pause``, ``resume``,
+``cancel``, ``dead-letter list``, ``dead-letter replay``) never create a database:
+a missing file is exit 1, ``no database at <path>``. ``add`` and ``worker`` create
+it (and its table) when needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any, TextIO, cast
+
+from . import __version__
+from ._time import rfc3339, to_utc_ms
+from .clock import SYSTEM_CLOCK
+from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
+from .control import SchedulerControl
+from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError
+from .message import ScheduledMessage, Target
+from .sinks import CallableSink, ScheduleSink
+from .snapshot import ScheduleSnapshot, ScheduleStatus
+from .store.base import ScheduleStore
+from .store.schema import DEFAULT_TABLE, validate_table_name
+from .trigger import CronExpression
+from .worker import SchedulerWorker, SchedulerWorkerConfig
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+TABLE_ENV = "HEXERACT_SCHEDULER_TABLE"
+"""The environment variable giving the table name when ``--table`` is absent."""
+
+DEFAULT_LIMIT = 50
+LAST_ERROR_WIDTH = 60
+"""How many characters of ``last_error`` the dead-letter text listing shows."""
+
+log = logging.getLogger("hexeract_lite.cli")
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing; reported like argparse does, exit 2."""
+
+
+# -- argument types ------------------------------------------------------------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``5m``, ``2h``, ``1d``, ``250ms``, ``1h30m``, ``0.5s``; a bare number is
+    seconds (as systemd reads it). Raises :class:`argparse.ArgumentTypeError`."""
+    value = text.strip().lower()
+    try:
+        if re.fullmatch(r"\d+(?:\.\d+)?", value):
+            return timedelta(seconds=float(value))
+        pos = 0
+        total = timedelta(0)
+        for match in _DURATION_PART.finditer(value):
+            if match.start() != pos:
+                break
+            total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            pos = match.end()
+        if value and pos == len(value):
+            return total
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: too long") from None
+    raise argparse.ArgumentTypeError(
+        f"invalid duration {text!r}: write a number and a unit (ms, s, m, h, d),"
+        " e.g. 90s, 5m, 2h or 1h30m"
+    )
+
+
+def parse_instant(text: str) -> datetime:
+    """An ISO 8601 instant with a timezone (``2026-03-01T12:00:00Z``,
+    ``2026-03-01T13:00+01:00``); a naive one is refused, never guessed."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid instant {text!r}: write ISO 8601 with a timezone, e.g. 2026-03-01T12:00:00Z"
+        ) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise argparse.ArgumentTypeError(
+            f"instant {text!r} has no timezone: add Z (UTC) or an offset such as +01:00"
+        )
+    return to_utc_ms(value, "instant")
+
+
+def parse_schedule_id(text: str) -> uuid.UUID:
+    """A schedule id: a UUID in any of the spellings :class:`uuid.UUID` accepts."""
+    try:
+        return uuid.UUID(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid schedule id {text!r}: not a UUID") from None
+
+
+MAX_INT_ARG = 2**31 - 1
+
+
+def parse_positive_int(text: str) -> int:
+    """An integer from 1 to 2**31 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_INT_ARG:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: expected an integer >= 1"
+            + (f" and <= {MAX_INT_ARG}" if value > MAX_INT_ARG else "")
+        )
+    return value
+
+
+def parse_table(text: str) -> str:
+    """A table name, checked by :func:`validate_table_name`."""
+    try:
+        return validate_table_name(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_target(text: str) -> Target:
+    """``mediator``, ``outbox`` or ``bus:ROUTING_KEY``."""
+    kind, sep, key = text.partition(":")
+    try:
+        if kind == "bus" and sep:
+            return Target.bus(key)
+        if kind == "mediator" and not sep:
+            return Target.mediator()
+        if kind == "outbox" and not sep:
+            return Target.outbox()
+    except InvalidMessage as exc:
+        raise argparse.ArgumentTypeError(f"invalid target {text!r}: {exc}") from None
+    raise argparse.ArgumentTypeError(
+        f"invalid target {text!r}: expected mediator, outbox or bus:ROUTING_KEY"
+    )
+
+
+class Payload:
+    """A parsed ``--payload``: the JSON text and where it came from."""
+
+    def __init__(self, value: Any, origin: str) -> None:
+        self.value = value
+        self.origin = origin
+
+
+def parse_payload(text: str) -> Payload:
+    """``--payload``: JSON text, ``@path`` (read the file) or ``-`` (read stdin)."""
+    if text == "-":
+        origin, raw = "stdin", sys.stdin.read()
+    elif text.startswith("@"):
+        origin = text[1:]
+        try:
+            with open(origin, encoding="utf-8") as fh:
+                raw = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise argparse.ArgumentTypeError(
+                f"cannot read payload file {origin!r}: {exc}"
+            ) from None
+    else:
+        origin, raw = "argument", text
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        where = "" if origin == "argument" else f" in {origin}"
+        raise argparse.ArgumentTypeError(f"invalid JSON payload{where}: {exc}") from None
+    return Payload(value, origin)
+
+
+def parse_sink_spec(text: str) -> str:
+    """``MODULE:ATTR`` (``ATTR`` may be dotted)."""
+    module, sep, attr = text.partition(":")
+    ident = r"[A-Za-z_][A-Za-z0-9_]*"
+    if (
+        not sep
+        or not re.fullmatch(rf"{ident}(\.{ident})*", module)
+        or not (re.fullmatch(rf"{ident}(\.{ident})*", attr))
+    ):
+        raise argparse.ArgumentTypeError(
+            f"invalid sink {text!r}: expected MODULE:ATTR, e.g. myapp.scheduling:sink"
+        )
+    return text
+
+
+# -- parser --------------------------------------------------------------------------
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Wraps descriptions to the terminal; keeps the example block's lines as written."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(_EXAMPLE_HEADER):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+_EXAMPLE_HEADER = "example:"
+
+
+def _example(*lines: str) -> str:
+    return _EXAMPLE_HEADER + "\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _conn_parent() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("database")
+    group.add_argument(
+        "--conn",
+        metavar="URL",
+        help="the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
+        " path, or postgresql://user:password@host/db (default: $DATABASE_URL, else the"
+        " default database in the user data directory)",
+    )
+    group.add_argument(
+        "--table",
+        type=parse_table,
+        metavar="NAME",
+        help=f"the schedules table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
+    )
+    return parent
+
+
+def _format_parent() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text (aligned columns, the default) or json",
+    )
+    return parent
+
+
+def _limit_parent() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--limit",
+        type=parse_positive_int,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"show at most N schedules (default: {DEFAULT_LIMIT})",
+    )
+    return parent
+
+
+def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
+    """The whole command tree; every command has help text and an example."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="hexeract_lite: a persistent message scheduler in one SQLite file."
+        " Operate schedules and dead letters, and run the worker.",
+        epilog=_example(
+            "hexeract scheduler list --conn sqlite:////var/lib/myapp/scheduler.db",
+            "hexeract scheduler dead-letter list --format json",
+        ),
+        formatter_class=_Formatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
+    )
+    groups = parser.add_subparsers(
+        dest="group", metavar="COMMAND", required=True, help="the command group"
+    )
+    sched = groups.add_parser(
+        "scheduler",
+        help="operate the scheduler: list, inspect, add, pause, resume, cancel, dead letters,"
+        " the worker",
+        description="Operate schedules and dead letters, and run the worker.",
+        epilog=_example("hexeract scheduler list", "hexeract scheduler inspect 0195f3c2-..."),
+        formatter_class=_Formatter,
+    )
+    cmds = sched.add_subparsers(dest="command", metavar="COMMAND", required=True, help="what to do")
+    conn, fmt, limit = _conn_parent(), _format_parent(), _limit_parent()
+
+    def command(
+        name: str,
+        help: str,
+        example: Sequence[str],
+        parents: Sequence[argparse.ArgumentParser],
+        handler: Handler,
+        *,
+        into: Any = cmds,
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = into.add_parser(
+            name,
+            help=help,
+            description=description or help[:1].upper() + help[1:] + ".",
+            epilog=_example(*example),
+            parents=list(parents),
+            formatter_class=_Formatter,
+        )
+        sub.set_defaults(handler=handler, cmd_parser=sub)
+        return sub
+
+    command(
+        "list",
+        "list pending and paused schedules, soonest first",
+        ["hexeract scheduler list --limit 20", "hexeract scheduler list --format json | jq ."],
+        [conn, fmt, limit],
+        _cmd_list,
+    )
+    sub = command(
+        "inspect",
+        "show one schedule, every field",
+        ["hexeract scheduler inspect 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b --format json"],
+        [conn, fmt],
+        _cmd_inspect,
+    )
+    _id_argument(sub)
+    for name, verb, what in (
+        ("pause", "pause", "a paused schedule is never claimed until resumed"),
+        (
+            "resume",
+            "resume",
+            "a cron schedule whose instant passed while paused moves to its next instant",
+        ),
+        ("cancel", "cancel", "a cancelled schedule never fires again"),
+    ):
+        sub = command(
+            name,
+            f"{verb} a schedule ({what})",
+            [f"hexeract scheduler {name} 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+            [conn],
+            _cmd_control,
+        )
+        sub.set_defaults(action=name)
+        _id_argument(sub)
+
+    sub = command(
+        "add",
+        "create a schedule: once (--at, --in) or on a cron rule (--cron)",
+        [
+            "hexeract scheduler add --in 5m --event-type reminder.due --payload '{\"user\": 42}'",
+            "hexeract scheduler add --cron '0 9 * * 1-5' --event-type report.daily"
+            " --target bus:reports",
+            "hexeract scheduler add --at 2026-03-01T12:00:00Z --event-type invoice.send"
+            " --payload @invoice.json",
+        ],
+        [conn, fmt],
+        _cmd_add,
+        description="Create a schedule and print its id (the whole schedule with --format"
+        " json). Creates the database and its table when they do not exist.",
+    )
+    when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
+    when.add_argument(
+        "--at",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="fire once at an ISO 8601 instant with a timezone, e.g. 2026-03-01T12:00:00Z",
+    )
+    when.add_argument(
+        "--in",
+        dest="in_",
+        type=parse_duration,
+        metavar="DURATION",
+        help="fire once after a delay from now: 90s, 5m, 2h, 1d, 1h30m",
+    )
+    when.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help="fire on a cron rule, in UTC: 5 fields, 6 with leading seconds, or @daily etc.",
+    )
+    sub.add_argument(
+        "--first",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="with --cron: the first firing (default: the rule's next instant after now)",
+    )
+    sub.add_argument(
+        "--event-type",
+        required=True,
+        metavar="TYPE",
+        help="what the message is, 1 to 64 characters (e.g. reminder.due)",
+    )
+    sub.add_argument(
+        "--payload",
+        type=parse_payload,
+        metavar="JSON",
+        help="the payload: JSON text, @FILE to read a file, or - to read stdin (default: {})",
+    )
+    sub.add_argument(
+        "--target",
+        type=parse_target,
+        default=Target.mediator(),
+        metavar="TARGET",
+        help="mediator, outbox or bus:ROUTING_KEY (default: mediator)",
+    )
+    sub.add_argument(
+        "--max-attempts",
+        type=parse_positive_int,
+        default=5,
+        metavar="N",
+        help="attempts per occurrence before it is dead-lettered (default: 5)",
+    )
+    sub.add_argument(
+        "--schedule-id",
+        type=parse_schedule_id,
+        metavar="UUID",
+        help="use this id instead of a fresh UUIDv7 (an existing id is an error)",
+    )
+
+    command(
+        "schema",
+        "print the DDL of the table the stores create (offline, no database needed)",
+        [
+            "hexeract scheduler schema > schema.sql",
+            "hexeract scheduler schema --dialect postgres --table app_schedules",
+        ],
+        [],
+        _cmd_schema,
+    )
+    schema = cmds.choices["schema"]
+    schema.add_argument(
+        "--dialect",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite (the default) or postgres",
+    )
+    schema.add_argument(
+        "--table",
+        type=parse_table,
+        metavar="NAME",
+        help=f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
+    )
+
+    dead = cmds.add_parser(
+        "dead-letter",
+        help="list and replay dead-lettered schedules",
+        description="Dead-lettered schedules exhausted their attempts; inspect them, fix the"
+        " cause, then replay them.",
+        epilog=_example(
+            "hexeract scheduler dead-letter list",
+            "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
+        ),
+        formatter_class=_Formatter,
+    )
+    dead_cmds = dead.add_subparsers(
+        dest="dead_command", metavar="COMMAND", required=True, help="what to do"
+    )
+    command(
+        "list",
+        "list dead-lettered schedules, most recently dead-lettered first",
+        ["hexeract scheduler dead-letter list --limit 10 --format json"],
+        [conn, fmt, limit],
+        _cmd_dead_letter_list,
+        into=dead_cmds,
+    )
+    sub = command(
+        "replay",
+        "replay a dead-lettered schedule: attempts reset, last error cleared, due now",
+        ["hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+        [conn],
+        _cmd_replay,
+        into=dead_cmds,
+    )
+    _id_argument(sub)
+
+    sub = command(
+        "worker",
+        "run a worker in the foreground, delivering due messages to a sink",
+        [
+            "hexeract scheduler worker --sink myapp.scheduling:sink"
+            " --conn sqlite:////var/lib/myapp/scheduler.db",
+        ],
+        [conn],
+        _cmd_worker,
+        description="Run a worker in the foreground: claim due occurrences and hand each to"
+        " the sink, at least once, retrying with backoff and dead-lettering what keeps"
+        " failing. Logs go to stderr. SIGINT or SIGTERM stops it cleanly: the occurrences in"
+        " hand are settled first (a second signal exits at once; their leases then expire"
+        " and another worker redelivers them). Creates the database when it does not exist.",
+    )
+    sub.add_argument(
+        "--sink",
+        required=True,
+        type=parse_sink_spec,
+        metavar="MODULE:ATTR",
+        help="the sink the application exposes: a ScheduleSink, or a callable taking the"
+        " ScheduledMessage",
+    )
+    sub.add_argument(
+        "--app-dir",
+        default=".",
+        metavar="DIR",
+        help="put DIR first on the import path to find the sink module (default: .)",
+    )
+    settings = sub.add_argument_group("worker settings (durations: 100ms, 5s, 2m, 1h)")
+    for flag, help_text in (
+        ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
+        ("--lease", "how long a claim holds an occurrence (default: 300s)"),
+        ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
+        ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
+        ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
+        ("--min-cycle-delay", "the pause after a cycle that claimed something (default: 5ms)"),
+    ):
+        settings.add_argument(flag, type=parse_duration, metavar="DURATION", help=help_text)
+    settings.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        metavar="N",
+        help="occurrences claimed per poll (default: 10)",
+    )
+    settings.add_argument(
+        "--no-jitter",
+        dest="jitter",
+        action="store_false",
+        default=None,
+        help="retry after exactly the backoff delay instead of a random draw below it",
+    )
+    settings.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        type=str.lower,
+        help="log verbosity on stderr (default: info)",
+    )
+    return parser
+
+
+def _id_argument(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "schedule_id", type=parse_schedule_id, metavar="SCHEDULE_ID", help="the schedule's UUID"
+    )
+
+
+# -- output --------------------------------------------------------------------------
+
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def one_line(text: str | None, width: int | None = None) -> str:
+    """``text`` on one line (control characters and runs of whitespace become one
+    space), cut to ``width`` characters with ``...`` when longer; ``-`` for None."""
+    if text is None:
+        return "-"
+    flat = " ".join(_CONTROL_CHARS.sub(" ", text).split())
+    if width is not None and len(flat) > width:
+        flat = flat[: max(width - 3, 0)] + "..."
+    return flat
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns separated by two spaces, under a header; no trailing spaces."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in (headers, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def _ts(value: datetime | None) -> str:
+    return rfc3339(value) or "-"
+
+
+def format_pending(snapshots: Sequence[ScheduleSnapshot]) -> str:
+    """The text of ``scheduler list``."""
+    if not snapshots:
+        return "no pending schedules"
+    return format_table(
+        ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE"),
+        [
+            (
+                str(s.schedule_id),
+                s.status.value,
+                _ts(s.scheduled_for),
+                f"{s.attempts}/{s.max_attempts}",
+                one_line(s.trigger.label()),
+                one_line(s.event_type),
+            )
+            for s in snapshots
+        ],
+    )
+
+
+def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
+    """The text of ``scheduler dead-letter list``."""
+    if not snapshots:
+        return "no dead-lettered schedules"
+    return format_table(
+        (
+            "SCHEDULE ID",
+            "STATUS",
+            "SCHEDULED FOR",
+            "ATTEMPTS",
+            "TRIGGER",
+            "EVENT TYPE",
+            "DEAD-LETTERED AT",
+            "LAST ERROR",
+        ),
+        [
+            (
+                str(s.schedule_id),
+                s.status.value,
+                _ts(s.scheduled_for),
+                f"{s.attempts}/{s.max_attempts}",
+                one_line(s.trigger.label()),
+                one_line(s.event_type),
+                _ts(s.dead_lettered_at),
+                one_line(s.last_error, LAST_ERROR_WIDTH),
+            )
+            for s in snapshots
+        ],
+    )
+
+
+def snapshot_json(snapshot: ScheduleSnapshot, *, detail: bool = False) -> dict[str, object]:
+    """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
+    occurrence id of the next firing."""
+    data = snapshot.to_json_dict()
+    if detail:
+        data["occurrence_id"] = str(_occurrence_id(snapshot))
+        data["payload"] = json.loads(snapshot.payload_json)
+    return data
+
+
+def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
+    from .occurrence import OccurrenceId
+
+    return OccurrenceId.derive(snapshot.schedule_id, snapshot.scheduled_for)
+
+
+def format_inspect(snapshot: ScheduleSnapshot) -> str:
+    """The text of ``scheduler inspect``: one ``field  value`` line per field."""
+    s = snapshot
+    fields = [
+        ("schedule id", str(s.schedule_id)),
+        ("status", s.status.value),
+        ("event type", one_line(s.event_type)),
+        ("target", one_line(s.target.label())),
+        ("trigger", one_line(s.trigger.label())),
+        ("scheduled for", _ts(s.scheduled_for)),
+        ("occurrence id", str(_occurrence_id(s))),
+        ("attempts", f"{s.attempts}/{s.max_attempts}"),
+        ("leased until", _ts(s.leased_until)),
+        ("last error", one_line(s.last_error)),
+        ("created at", _ts(s.created_at)),
+        ("delivered at", _ts(s.delivered_at)),
+        ("cancelled at", _ts(s.cancelled_at)),
+        ("dead-lettered at", _ts(s.dead_lettered_at)),
+        ("payload", s.payload_json),
+    ]
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+
+
+def _dump_json(value: object) -> str:
+    return json.dumps(value, indent=2)
+
+
+# -- running a command ---------------------------------------------------------------
+
+
+class _Context:
+    """What every command needs: the resolved connection and table, and the output."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
+        self.args = args
+        self.out = out
+        self.conn: str | None = getattr(args, "conn", None)
+        table = getattr(args, "table", None)
+        if table is None:
+            env = os.environ.get(TABLE_ENV) or None
+            if env is not None:
+                try:
+                    table = validate_table_name(env)
+                except InvalidArgument as exc:
+                    raise UsageError(f"${TABLE_ENV}: {exc}") from None
+        self.table: str = table or DEFAULT_TABLE
+
+    def print(self, text: str) -> None:
+        print(text, file=self.out)
+
+    @contextlib.contextmanager
+    def store(self, *, create: bool) -> Iterator[ScheduleStore]:
+        store = open_store(self.conn, table=self.table, create=create)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+Handler = Callable[[argparse.Namespace, _Context], int]
+"""A command: the parsed arguments and the context in, the exit code out."""
+
+
+def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        rows = SchedulerControl(store).list_pending(args.limit)
+    if args.format == "json":
+        ctx.print(_dump_json([snapshot_json(s) for s in rows]))
+    else:
+        ctx.print(format_pending(rows))
+    return EXIT_OK
+
+
+def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        rows = SchedulerControl(store).list_dead_letter(args.limit)
+    if args.format == "json":
+        ctx.print(_dump_json([snapshot_json(s) for s in rows]))
+    else:
+        ctx.print(format_dead_letter(rows))
+    return EXIT_OK
+
+
+def _cmd_inspect(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        snapshot = SchedulerControl(store).inspect(args.schedule_id)
+    if args.format == "json":
+        ctx.print(_dump_json(snapshot_json(snapshot, detail=True)))
+    else:
+        ctx.print(format_inspect(snapshot))
+    return EXIT_OK
+
+
+def _cmd_control(args: argparse.Namespace, ctx: _Context) -> int:
+    sid = args.schedule_id
+    with ctx.store(create=False) as store:
+        control = SchedulerControl(store)
+        before = control.inspect(sid)
+        changed = bool(getattr(control, args.action)(sid))
+        after = control.inspect(sid)
+    if args.action == "pause":
+        if changed:
+            ctx.print(f"Paused schedule {sid}.")
+        elif before.status is ScheduleStatus.PAUSED:
+            ctx.print(f"Schedule {sid} is already paused.")
+        else:
+            ctx.print(f"Schedule {sid} is {before.status}; nothing to pause.")
+    elif args.action == "resume":
+        if changed:
+            ctx.print(f"Resumed schedule {sid}; next firing {_ts(after.scheduled_for)}.")
+        elif after.status is ScheduleStatus.PAUSED:
+            # A paused cron schedule whose rule has no instant after now stays paused.
+            raise SchedulerError(
+                f"schedule {sid} stays paused: its cron expression has no instant after now"
+            )
+        else:
+            ctx.print(f"Schedule {sid} is {before.status}, not paused; nothing to resume.")
+    elif changed:
+        ctx.print(f"Cancelled schedule {sid}.")
+    else:
+        ctx.print(f"Schedule {sid} is {before.status}; nothing to cancel.")
+    return EXIT_OK
+
+
+def _cmd_replay(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        SchedulerControl(store).replay(args.schedule_id)
+    ctx.print(f"Replayed schedule {args.schedule_id}.")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.dialect == "sqlite":
+        from .store.schema import sqlite_ddl
+
+        ddl = sqlite_ddl(ctx.table)
+    else:
+        try:
+            from .store.postgres_schema import postgres_ddl
+        except ImportError as exc:
+            raise StoreError(
+                f"this build of hexeract_lite has no PostgreSQL schema ({exc})"
+            ) from None
+        ddl = postgres_ddl(ctx.table)
+    ctx.print(ddl.rstrip("\n"))
+    return EXIT_OK
+
+
+def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
+    payload = args.payload.value if args.payload is not None else {}
+    now = SYSTEM_CLOCK.now()
+    if args.first is not None and args.cron is None:
+        raise UsageError("--first goes with --cron only")
+    if args.cron is not None:
+        expression = CronExpression.parse(args.cron)
+        first = args.first
+        if first is None:
+            first = expression.next_occurrence(now)
+            if first is None:
+                raise InvalidArgument(f"cron expression {args.cron!r} has no instant after now")
+        message = ScheduledMessage.cron(
+            args.target,
+            expression,
+            first,
+            args.event_type,
+            payload,
+            schedule_id=args.schedule_id,
+        )
+    else:
+        try:
+            at = args.at if args.at is not None else now + args.in_
+        except OverflowError:
+            raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
+        message = ScheduledMessage.delay(
+            args.target, at, args.event_type, payload, schedule_id=args.schedule_id
+        )
+    with ctx.store(create=True) as store:
+        control = SchedulerControl(store)
+        control.schedule(message, max_attempts=args.max_attempts)
+        snapshot = control.inspect(message.schedule_id)
+    if args.format == "json":
+        ctx.print(_dump_json(snapshot_json(snapshot, detail=True)))
+    else:
+        ctx.print(str(message.schedule_id))
+    return EXIT_OK
+
+
+# -- the worker ----------------------------------------------------------------------
+
+
+def _load_sink(spec: str, app_dir: str) -> ScheduleSink:
+    """Import ``MODULE:ATTR`` and return a sink: a ScheduleSink as is, a callable
+    wrapped in :class:`CallableSink`."""
+    module_name, _, attr_path = spec.partition(":")
+    path = os.path.abspath(app_dir)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (
+            module_name == exc.name or module_name.startswith(exc.name + ".")
+        ):
+            raise UsageError(f"cannot import sink module {module_name!r}: {exc}") from None
+        raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
+    except Exception as exc:
+        raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
+    obj: object = module
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(
+                f"sink module {module_name!r} has no attribute {attr_path!r}"
+            ) from None
+    if isinstance(obj, type):
+        raise UsageError(
+            f"sink {spec!r} is a class: expose an instance, e.g. {attr_path.split('.')[-1].lower()}"
+            f" = {attr_path.split('.')[-1]}()"
+        )
+    if isinstance(obj, ScheduleSink):
+        return obj
+    if callable(obj):
+        return CallableSink(cast("Callable[[ScheduledMessage], Any]", obj))
+    raise UsageError(
+        f"sink {spec!r} is a {type(obj).__name__}: expected a ScheduleSink or a callable"
+        " taking the message"
+    )
+
+
+_SETTINGS = (
+    "poll_interval",
+    "batch_size",
+    "lease",
+    "retry_base_delay",
+    "retry_max_delay",
+    "jitter",
+    "min_cycle_delay",
+    "dispatch_timeout",
+)
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    """Formats a record, then removes any password the connection string carries."""
+
+    def __init__(self, target: ConnTarget | None) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._target = target
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record), self._target)
+
+
+@contextlib.contextmanager
+def _logging_to_stderr(level: str, target: ConnTarget | None) -> Iterator[None]:
+    """Route log records to stderr for the worker's lifetime, then restore the root."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ScrubbingFormatter(target))
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper()))
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event, wake: Callable[[], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop`` (and wake the worker); a second one exits at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            log.warning("second %s: exiting without waiting", signal.Signals(signum).name)
+            os._exit(128 + signum)
+        log.info("%s received: stopping after the occurrences in hand", signal.Signals(signum).name)
+        stop.set()
+        wake()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _cmd_worker(args: argparse.Namespace, ctx: _Context) -> int:
+    given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
+    config = SchedulerWorkerConfig(**given)
+    sink = _load_sink(args.sink, args.app_dir)
+    target = parse_conn(ctx.conn)
+    with _logging_to_stderr(args.log_level, target), ctx.store(create=True) as store:
+        worker = SchedulerWorker(store, sink, config=config)
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                worker.run(stop)
+            except BaseException as exc:  # reported by the main thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=run, name="hexeract-worker", daemon=True)
+        log.info(
+            "worker started: database %s, table %s, sink %s",
+            target.display(),
+            ctx.table,
+            args.sink,
+        )
+        with _stop_on_signals(stop, store.changes.notify):
+            thread.start()
+            while thread.is_alive():
+                thread.join(0.2)
+        if failure:
+            raise failure[0]
+        log.info("worker stopped")
+    return EXIT_OK
+
+
+# -- main ----------------------------------------------------------------------------
+
+
+def _prog() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name.startswith("hexeract") else "hexeract"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``hexeract`` command with ``argv`` (default: ``sys.argv[1:]``); return the
+    exit code: 0 success, 1 runtime error, 2 usage error."""
+    parser = build_parser(_prog())
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # --help, --version, or a usage error
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR if exc.code else EXIT_OK
+    cmd_parser: argparse.ArgumentParser = args.cmd_parser
+    handler: Handler = args.handler
+    # What to scrub from any message: the connection string in use, wherever it came from.
+    conn = getattr(args, "conn", None) or os.environ.get(DATABASE_URL_ENV)
+    try:
+        return handler(args, _Context(args, sys.stdout))
+    except (UsageError, InvalidArgument) as exc:
+        return _usage_error(cmd_parser, scrub(str(exc), conn))
+    except SchedulerError as exc:
+        return _runtime_error(parser.prog, scrub(str(exc), conn))
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        detail = scrub("".join(traceback.format_exception(exc)), conn)
+        sys.stderr.write(detail)
+        return _runtime_error(parser.prog, scrub(f"unexpected {type(exc).__name__}: {exc}", conn))
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    try:
+        parser.error(message)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    return EXIT_USAGE  # pragma: no cover - parser.error always exits
+
+
+def _runtime_error(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe (``hexeract ... | head``), stop Python from complaining at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,773 @@
+"""The ``hexeract`` command, called in-process through ``main([...])``.
+
+Every test runs on a real SQLite file under ``tmp_path``; the default database
+location is redirected there too (``XDG_DATA_HOME``), so nothing touches the user's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import attrs
+import pytest
+
+from hexeract_lite import ScheduledMessage, Target, __version__
+from hexeract_lite.cli import (
+    build_parser,
+    format_dead_letter,
+    format_pending,
+    format_table,
+    main,
+    one_line,
+    parse_duration,
+)
+from hexeract_lite.connect import (
+    UnsupportedConnection,
+    parse_conn,
+    redact_conn,
+    scrub,
+)
+from hexeract_lite.store.sqlite import SqliteScheduleStore, default_database_path
+
+ANY_ID = "0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"
+
+
+@attrs.frozen
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> object:
+        return json.loads(self.out)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("HEXERACT_SCHEDULER_TABLE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(capsys)
+
+
+class Cli:
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> Result:
+        self.capsys.readouterr()
+        code = main(list(argv))
+        captured = self.capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sched.db"
+
+
+def add(cli: Cli, db: Path, *extra: str) -> uuid.UUID:
+    args = ["scheduler", "add", "--conn", str(db), "--event-type", "reminder.due", *extra]
+    if not any(a in extra for a in ("--at", "--in", "--cron")):
+        args += ["--in", "1h"]
+    result = cli(*args)
+    assert result.code == 0, result.err
+    return uuid.UUID(result.out.strip())
+
+
+def dead_letter(db: Path, *, error: str = "boom: downstream is down") -> uuid.UUID:
+    """A dead-lettered schedule, made through the store's worker-side API."""
+    with SqliteScheduleStore.open(db) as store:
+        msg = ScheduledMessage.delay(
+            Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "invoice.send", {"n": 1}
+        )
+        store.insert(msg, max_attempts=1)
+        (leased,) = store.claim_due(datetime.now(UTC), 1, timedelta(seconds=30))
+        assert store.mark_dead_lettered(msg.schedule_id, error, leased.leased_until)
+        return msg.schedule_id
+
+
+# -- help, version, usage ---------------------------------------------------------------
+
+
+def _walk(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                assert helps.get(name), f"{' '.join((*path, name))} has no help line"
+                yield from _walk(sub, (*path, name))
+
+
+ALL_COMMANDS = [path for path, _ in _walk(build_parser())]
+
+
+def test_every_command_and_option_has_help_and_an_example() -> None:
+    seen = set()
+    for path, parser in _walk(build_parser()):
+        name = " ".join(("hexeract", *path))
+        seen.add(name)
+        assert parser.description, f"{name} has no description"
+        assert parser.epilog and "example:" in parser.epilog, f"{name} has no example"
+        assert "hexeract" in parser.epilog, f"{name}'s example does not run hexeract"
+        for action in parser._actions:
+            assert action.help and action.help != argparse.SUPPRESS, (
+                f"{name}: {action.option_strings or action.dest} has no help text"
+            )
+    assert {
+        "hexeract scheduler list",
+        "hexeract scheduler inspect",
+        "hexeract scheduler add",
+        "hexeract scheduler pause",
+        "hexeract scheduler resume",
+        "hexeract scheduler cancel",
+        "hexeract scheduler schema",
+        "hexeract scheduler worker",
+        "hexeract scheduler dead-letter list",
+        "hexeract scheduler dead-letter replay",
+    } <= seen
+
+
+@pytest.mark.parametrize("path", ALL_COMMANDS, ids=lambda p: " ".join(p) or "hexeract")
+def test_help_at_every_level(cli: Cli, path: tuple[str, ...]) -> None:
+    result = cli(*path, "--help")
+    assert result.code == 0
+    assert result.out.startswith("usage: hexeract")
+    assert "example:" in result.out
+
+
+def test_version(cli: Cli) -> None:
+    result = cli("--version")
+    assert result.code == 0
+    assert result.out.strip() == f"hexeract {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "required"),
+        (["scheduler"], "required"),
+        (["scheduler", "list", "--bogus"], "unrecognized arguments: --bogus"),
+        (["scheduler", "inspect", "not-a-uuid"], "invalid schedule id 'not-a-uuid'"),
+        (["scheduler", "dead-letter", "replay", "1234"], "invalid schedule id"),
+        (["scheduler", "dead-letter", "replay", ANY_ID, "--format", "json"], "--format"),
+        (["scheduler", "list", "--format", "yaml"], "invalid choice"),
+        (["scheduler", "list", "--limit", "0"], "expected an integer >= 1"),
+        (["scheduler", "list", "--table", "drop table;"], "invalid table name"),
+        (["scheduler", "add", "--in", "5 parsecs", "--event-type", "x"], "invalid duration"),
+        (["scheduler", "add", "--in", "5m"], "--event-type"),
+        (["scheduler", "add", "--event-type", "x"], "one of the arguments --at --in --cron"),
+        (
+            ["scheduler", "add", "--in", "5m", "--at", "2026-03-01T12:00:00Z", "--event-type", "x"],
+            "not allowed with",
+        ),
+        (
+            ["scheduler", "add", "--at", "2026-03-01T12:00:00", "--event-type", "x"],
+            "has no timezone",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "{nope"],
+            "invalid JSON payload",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--target", "queue"],
+            "invalid target 'queue'",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--max-attempts", "0"],
+            "expected an integer >= 1",
+        ),
+        (["scheduler", "worker", "--sink", "no-colon"], "expected MODULE:ATTR"),
+        (["scheduler", "schema", "--dialect", "oracle"], "invalid choice"),
+    ],
+)
+def test_usage_errors_exit_2_with_an_argparse_message(
+    cli: Cli, db: Path, argv: list[str], message: str
+) -> None:
+    result = cli(*argv)
+    assert result.code == 2
+    assert result.out == ""
+    assert "usage: hexeract" in result.err
+    assert message in result.err
+    assert not db.exists()
+
+
+def test_domain_rejections_are_usage_errors(cli: Cli, db: Path) -> None:
+    bad_cron = cli(
+        "scheduler", "add", "--conn", str(db), "--cron", "61 * * * *", "--event-type", "x"
+    )
+    assert bad_cron.code == 2
+    assert "usage: hexeract scheduler add" in bad_cron.err
+    assert "invalid cron expression '61 * * * *'" in bad_cron.err
+    long_type = cli("scheduler", "add", "--conn", str(db), "--in", "1m", "--event-type", "x" * 65)
+    assert long_type.code == 2
+    assert "event_type must be a string of 1 to 64 characters" in long_type.err
+    first_alone = cli(
+        "scheduler",
+        "add",
+        "--conn",
+        str(db),
+        "--in",
+        "1m",
+        "--event-type",
+        "x",
+        "--first",
+        "2026-03-01T12:00:00Z",
+    )
+    assert first_alone.code == 2
+    assert "--first goes with --cron only" in first_alone.err
+    assert not db.exists()
+
+
+def test_unsupported_scheme_is_a_usage_error_naming_it(cli: Cli) -> None:
+    result = cli("scheduler", "list", "--conn", "mysql://root:hunter2@db/app")
+    assert result.code == 2
+    assert "unsupported connection scheme 'mysql'" in result.err
+    assert "hunter2" not in result.err + result.out
+
+
+# -- the database is never created by a reader ---------------------------------------------
+
+
+READERS = [
+    ["scheduler", "list"],
+    ["scheduler", "list", "--format", "json"],
+    ["scheduler", "inspect", ANY_ID],
+    ["scheduler", "pause", ANY_ID],
+    ["scheduler", "resume", ANY_ID],
+    ["scheduler", "cancel", ANY_ID],
+    ["scheduler", "dead-letter", "list"],
+    ["scheduler", "dead-letter", "replay", ANY_ID],
+]
+
+
+@pytest.mark.parametrize("argv", READERS, ids=" ".join)
+def test_readers_never_create_a_database(cli: Cli, tmp_path: Path, argv: list[str]) -> None:
+    missing = tmp_path / "typo" / "sched.db"
+    for conn in (str(missing), f"sqlite:///{missing}", "sqlite://typo/sched.db"):
+        result = cli(*argv, "--conn", conn)
+        assert result.code == 1, result.err
+        assert result.out == ""
+        assert "no database at" in result.err
+        assert "sched.db" in result.err
+        assert not missing.parent.exists()
+    # Same for a missing file in an existing folder, and for the default database.
+    plain = tmp_path / "absent.db"
+    result = cli(*argv, "--conn", str(plain))
+    assert (result.code, plain.exists()) == (1, False)
+    result = cli(*argv)
+    assert result.code == 1
+    assert f"no database at {default_database_path()}" in result.err
+    assert not default_database_path().exists()
+    assert not default_database_path().parent.exists()
+
+
+def test_reader_on_a_file_without_the_table(cli: Cli, db: Path) -> None:
+    add(cli, db)
+    result = cli("scheduler", "list", "--conn", str(db), "--table", "other_table")
+    assert result.code == 1
+    assert "no database at" in result.err
+    assert "other_table" in result.err
+
+
+# -- add, list, inspect ---------------------------------------------------------------------
+
+
+def test_add_then_list_text(cli: Cli, db: Path) -> None:
+    soon = add(cli, db, "--in", "90s")
+    later = add(cli, db, "--cron", "0 9 * * 1-5", "--event-type", "report.daily")
+    result = cli("scheduler", "list", "--conn", str(db))
+    assert result.code == 0
+    lines = result.out.splitlines()
+    header = lines[0]
+    assert re.match(r"SCHEDULE ID +STATUS +SCHEDULED FOR +ATTEMPTS +TRIGGER +EVENT TYPE$", header)
+    assert len(lines) == 3
+    # soonest first, aligned under the header
+    assert lines[1].startswith(str(soon))
+    assert lines[2].startswith(str(later))
+    col = header.index("STATUS")
+    assert lines[1][col:].startswith("pending")
+    assert lines[2][header.index("TRIGGER") :].startswith("cron:0 9 * * 1-5")
+    assert lines[1][header.index("ATTEMPTS") :].startswith("0/5 ")
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", lines[1])
+
+
+def test_list_json_and_limit(cli: Cli, db: Path) -> None:
+    ids = [add(cli, db, "--in", f"{n}m") for n in (3, 1, 2)]
+    result = cli("scheduler", "list", "--conn", f"sqlite:///{db}", "--format", "json")
+    assert result.code == 0
+    rows = result.json()
+    assert isinstance(rows, list)
+    assert [r["schedule_id"] for r in rows] == [str(ids[1]), str(ids[2]), str(ids[0])]
+    for key in (
+        "schedule_id",
+        "status",
+        "scheduled_for",
+        "attempts",
+        "max_attempts",
+        "trigger",
+        "last_error",
+        "event_type",
+        "target",
+        "created_at",
+        "delivered_at",
+        "cancelled_at",
+        "dead_lettered_at",
+    ):
+        assert key in rows[0]
+    assert rows[0]["status"] == "pending"
+    assert rows[0]["trigger"] == "delay"
+    assert rows[0]["target"] == "mediator"
+    assert rows[0]["attempts"] == 0 and rows[0]["max_attempts"] == 5
+    assert rows[0]["last_error"] is None and rows[0]["delivered_at"] is None
+    limited = cli("scheduler", "list", "--conn", str(db), "--format", "json", "--limit", "2")
+    assert len(limited.json()) == 2  # type: ignore[arg-type]
+    text = cli("scheduler", "list", "--conn", str(db), "--limit", "1")
+    assert len(text.out.splitlines()) == 2
+
+
+def test_empty_listings_say_so_in_one_line(cli: Cli, db: Path) -> None:
+    sid = add(cli, db)
+    assert cli("scheduler", "cancel", sid.hex, "--conn", str(db)).code == 0
+    assert cli("scheduler", "list", "--conn", str(db)).out == "no pending schedules\n"
+    assert cli("scheduler", "dead-letter", "list", "--conn", str(db)).out == (
+        "no dead-lettered schedules\n"
+    )
+    assert cli("scheduler", "list", "--conn", str(db), "--format", "json").json() == []
+    assert (
+        cli("scheduler", "dead-letter", "list", "--conn", str(db), "--format", "json").json() == []
+    )
+
+
+def test_add_every_way(cli: Cli, db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = add(
+        cli,
+        db,
+        "--at",
+        "2030-01-02T03:04:05.678+01:00",
+        "--target",
+        "outbox",
+        "--payload",
+        '{"user": 42}',
+        "--max-attempts",
+        "3",
+    )
+    snap = cli("scheduler", "inspect", str(at), "--conn", str(db), "--format", "json").json()
+    assert isinstance(snap, dict)
+    assert snap["scheduled_for"] == "2030-01-02T02:04:05.678Z"
+    assert snap["target"] == "outbox"
+    assert snap["payload"] == {"user": 42}
+    assert snap["max_attempts"] == 3
+
+    payload_file = tmp_path / "p.json"
+    payload_file.write_text('["from", "a", "file"]', encoding="utf-8")
+    cron = add(
+        cli,
+        db,
+        "--cron",
+        "*/2 * * * * *",
+        "--first",
+        "2030-01-01T00:00:00Z",
+        "--payload",
+        f"@{payload_file}",
+        "--target",
+        "bus:reports.daily",
+    )
+    snap = cli("scheduler", "inspect", str(cron), "--conn", str(db), "--format", "json").json()
+    assert isinstance(snap, dict)
+    assert snap["trigger"] == "cron:*/2 * * * * *"
+    assert snap["scheduled_for"] == "2030-01-01T00:00:00.000Z"
+    assert snap["target"] == "bus:reports.daily"
+    assert snap["payload"] == ["from", "a", "file"]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"from": "stdin"}'))
+    daily = add(cli, db, "--cron", "@daily", "--payload", "-")
+    snap = cli("scheduler", "inspect", str(daily), "--conn", str(db), "--format", "json").json()
+    assert isinstance(snap, dict)
+    assert snap["payload"] == {"from": "stdin"}
+    first = datetime.fromisoformat(str(snap["scheduled_for"]))
+    assert first > datetime.now(UTC) and (first.hour, first.minute) == (0, 0)
+
+    default_payload = add(cli, db, "--in", "0s")
+    snap = cli(
+        "scheduler", "inspect", str(default_payload), "--conn", str(db), "--format", "json"
+    ).json()
+    assert isinstance(snap, dict)
+    assert snap["payload"] == {}
+
+
+def test_add_format_json_prints_the_snapshot(cli: Cli, db: Path) -> None:
+    chosen = uuid.uuid4()
+    result = cli(
+        "scheduler",
+        "add",
+        "--conn",
+        str(db),
+        "--in",
+        "2h",
+        "--event-type",
+        "x",
+        "--schedule-id",
+        str(chosen),
+        "--format",
+        "json",
+    )
+    assert result.code == 0
+    snap = result.json()
+    assert isinstance(snap, dict)
+    assert snap["schedule_id"] == str(chosen)
+    assert snap["status"] == "pending"
+    assert snap["created_at"] is not None
+    again = cli(
+        "scheduler",
+        "add",
+        "--conn",
+        str(db),
+        "--in",
+        "2h",
+        "--event-type",
+        "x",
+        "--schedule-id",
+        str(chosen),
+    )
+    assert again.code == 1
+    assert f"schedule {chosen} already exists" in again.err
+
+
+def test_add_creates_the_database(cli: Cli, tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    add(cli, db)
+    assert db.exists()
+
+
+def test_add_into_a_missing_folder_is_a_runtime_error(cli: Cli, tmp_path: Path) -> None:
+    result = cli(
+        "scheduler",
+        "add",
+        "--conn",
+        str(tmp_path / "no" / "such" / "x.db"),
+        "--in",
+        "1m",
+        "--event-type",
+        "x",
+    )
+    assert result.code == 1
+    assert "does not exist" in result.err
+    assert not (tmp_path / "no").exists()
+
+
+def test_inspect_text(cli: Cli, db: Path) -> None:
+    sid = add(cli, db, "--payload", '{"a": [1, 2]}', "--target", "bus:k")
+    result = cli("scheduler", "inspect", str(sid), "--conn", str(db))
+    assert result.code == 0
+    fields = dict(re.split(r"  +", line, maxsplit=1) for line in result.out.splitlines())
+    assert fields["schedule id"] == str(sid)
+    assert fields["status"] == "pending"
+    assert fields["target"] == "bus:k"
+    assert fields["attempts"] == "0/5"
+    assert fields["payload"] == '{"a":[1,2]}'
+    assert fields["delivered at"] == "-"
+    assert re.fullmatch(r"[0-9a-f-]{36}", fields["occurrence id"])
+
+
+def test_not_found_is_exit_1(cli: Cli, db: Path) -> None:
+    add(cli, db)
+    for argv in READERS:
+        if ANY_ID not in argv:
+            continue
+        result = cli(*argv, "--conn", str(db))
+        assert result.code == 1, argv
+        assert result.err.strip() == f"hexeract: error: no schedule {ANY_ID}"
+        assert result.out == ""
+
+
+# -- pause, resume, cancel ------------------------------------------------------------------
+
+
+def test_pause_resume_cancel(cli: Cli, db: Path) -> None:
+    sid = add(cli, db)
+    conn = ("--conn", str(db))
+
+    def status() -> object:
+        snap = cli("scheduler", "inspect", str(sid), *conn, "--format", "json").json()
+        assert isinstance(snap, dict)
+        return snap["status"]
+
+    assert cli("scheduler", "pause", str(sid), *conn).out == f"Paused schedule {sid}.\n"
+    assert status() == "paused"
+    listed = cli("scheduler", "list", *conn, "--format", "json").json()
+    assert isinstance(listed, list) and listed[0]["status"] == "paused"
+    again = cli("scheduler", "pause", str(sid), *conn)
+    assert (again.code, again.out) == (0, f"Schedule {sid} is already paused.\n")
+
+    resumed = cli("scheduler", "resume", str(sid), *conn)
+    assert resumed.code == 0
+    assert resumed.out.startswith(f"Resumed schedule {sid}; next firing 20")
+    assert status() == "pending"
+    again = cli("scheduler", "resume", str(sid), *conn)
+    assert (again.code, again.out) == (
+        0,
+        f"Schedule {sid} is pending, not paused; nothing to resume.\n",
+    )
+
+    assert cli("scheduler", "cancel", str(sid), *conn).out == f"Cancelled schedule {sid}.\n"
+    assert status() == "cancelled"
+    again = cli("scheduler", "cancel", str(sid), *conn)
+    assert (again.code, again.out) == (0, f"Schedule {sid} is cancelled; nothing to cancel.\n")
+    assert cli("scheduler", "pause", str(sid), *conn).out == (
+        f"Schedule {sid} is cancelled; nothing to pause.\n"
+    )
+
+
+# -- dead letters ------------------------------------------------------------------------------
+
+
+def test_dead_letter_list_and_replay(cli: Cli, db: Path) -> None:
+    add(cli, db)  # a pending one, not listed
+    long_error = "RuntimeError: downstream refused\n" + "x" * 200
+    sid = dead_letter(db, error=long_error)
+    conn = ("--conn", str(db))
+
+    text = cli("scheduler", "dead-letter", "list", *conn)
+    assert text.code == 0
+    header, row = text.out.splitlines()
+    assert "DEAD-LETTERED AT" in header and header.endswith("LAST ERROR")
+    assert row.startswith(str(sid))
+    assert "dead-lettered" in row
+    assert "1/1" in row
+    assert row.endswith("...")
+    error_cell = row[header.index("LAST ERROR") :]
+    assert error_cell.startswith("RuntimeError: downstream refused xxx")
+    assert len(error_cell) == 60
+
+    rows = cli("scheduler", "dead-letter", "list", *conn, "--format", "json").json()
+    assert isinstance(rows, list) and len(rows) == 1
+    assert rows[0]["schedule_id"] == str(sid)
+    assert rows[0]["status"] == "dead-lettered"
+    assert rows[0]["last_error"] == long_error
+    assert rows[0]["dead_lettered_at"] is not None
+
+    replay = cli("scheduler", "dead-letter", "replay", str(sid), *conn)
+    assert (replay.code, replay.out, replay.err) == (0, f"Replayed schedule {sid}.\n", "")
+    snap = cli("scheduler", "inspect", str(sid), *conn, "--format", "json").json()
+    assert isinstance(snap, dict)
+    assert (snap["status"], snap["attempts"], snap["last_error"]) == ("pending", 0, None)
+    assert snap["dead_lettered_at"] is None
+    assert cli("scheduler", "dead-letter", "list", *conn).out == "no dead-lettered schedules\n"
+
+    again = cli("scheduler", "dead-letter", "replay", str(sid), *conn)
+    assert again.code == 1
+    assert again.err.strip() == f"hexeract: error: not replayable: schedule {sid} is pending"
+
+
+# -- environment ---------------------------------------------------------------------------
+
+
+def test_database_url_env(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "from-env.db"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{db}")
+    result = cli("scheduler", "add", "--in", "1m", "--event-type", "x")
+    assert result.code == 0
+    assert db.exists()
+    listed = cli("scheduler", "list", "--format", "json").json()
+    assert isinstance(listed, list) and listed[0]["schedule_id"] == result.out.strip()
+    # --conn wins over the environment
+    other = tmp_path / "other.db"
+    assert cli("scheduler", "list", "--conn", str(other)).code == 1
+    monkeypatch.setenv("DATABASE_URL", "sqlite://relative.db")
+    assert cli("scheduler", "list").code == 1
+    add(cli, tmp_path / "relative.db")
+    assert cli("scheduler", "list").code == 0
+    monkeypatch.setenv("DATABASE_URL", "redis://localhost/0")
+    bad = cli("scheduler", "list")
+    assert bad.code == 2
+    assert "unsupported connection scheme 'redis' (from $DATABASE_URL)" in bad.err
+
+
+def test_default_database(cli: Cli) -> None:
+    path = default_database_path()
+    assert not path.parent.exists()
+    result = cli("scheduler", "add", "--in", "1m", "--event-type", "x")
+    assert result.code == 0, result.err
+    assert path.exists()
+    listed = cli("scheduler", "list", "--format", "json").json()
+    assert isinstance(listed, list) and len(listed) == 1
+
+
+def test_table_env(cli: Cli, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEXERACT_SCHEDULER_TABLE", "app_schedules")
+    sid = add(cli, db)
+    with SqliteScheduleStore.open(db, table="app_schedules", create=False) as store:
+        assert store.inspect(sid) is not None
+    assert cli("scheduler", "inspect", str(sid), "--conn", str(db)).code == 0
+    # --table wins over the environment
+    other = cli("scheduler", "list", "--conn", str(db), "--table", "scheduled_messages")
+    assert other.code == 1
+    schema = cli("scheduler", "schema")
+    assert "CREATE TABLE IF NOT EXISTS app_schedules" in schema.out
+    monkeypatch.setenv("HEXERACT_SCHEDULER_TABLE", "bad-name")
+    bad = cli("scheduler", "list", "--conn", str(db))
+    assert bad.code == 2
+    assert "HEXERACT_SCHEDULER_TABLE" in bad.err and "invalid table name 'bad-name'" in bad.err
+
+
+# -- schema --------------------------------------------------------------------------------
+
+
+def test_schema(cli: Cli, tmp_path: Path) -> None:
+    sqlite = cli("scheduler", "schema")
+    assert sqlite.code == 0
+    assert "CREATE TABLE IF NOT EXISTS scheduled_messages" in sqlite.out
+    assert "idx_scheduled_messages_pending" in sqlite.out
+    custom = cli("scheduler", "schema", "--table", "jobs")
+    assert "CREATE TABLE IF NOT EXISTS jobs" in custom.out
+    pg = cli("scheduler", "schema", "--dialect", "postgres", "--table", "jobs")
+    assert pg.code == 0
+    assert "JSONB" in pg.out and "TIMESTAMPTZ" in pg.out and "jobs" in pg.out
+    assert list(tmp_path.iterdir()) == []  # offline: no database anywhere
+    # The printed DDL is what the store creates: running it gives a table the store adopts.
+    import apsw
+
+    db = tmp_path / "ddl.db"
+    conn = apsw.Connection(str(db))
+    conn.execute(sqlite.out)
+    conn.close()
+    assert cli("scheduler", "list", "--conn", str(db)).out == "no pending schedules\n"
+
+
+# -- secrets -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["scheduler", "list"], ["scheduler", "inspect", ANY_ID]])
+def test_password_never_printed(cli: Cli, argv: list[str]) -> None:
+    conn = "postgresql://scheduler:s3cr3t-pw@127.0.0.1:1/app?connect_timeout=1"
+    result = cli(*argv, "--conn", conn)
+    assert result.code == 1
+    assert "s3cr3t-pw" not in result.out + result.err
+    assert result.err.startswith("hexeract: error: ")
+
+
+def test_redact_and_scrub() -> None:
+    assert redact_conn("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert redact_conn("postgres://u:p@ss@h/db") == "postgres://u:***@h/db"
+    assert redact_conn("postgresql://h/db?user=u&password=secret") == (
+        "postgresql://h/db?user=u&password=***"
+    )
+    assert redact_conn("host=h password=secret dbname=d") == "host=h password=*** dbname=d"
+    assert redact_conn("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert redact_conn("/var/lib/x.db") == "/var/lib/x.db"
+    conn = "postgresql://u:s%40cret@h/db"
+    assert scrub("auth failed for s@cret and s%40cret", conn) == "auth failed for *** and ***"
+
+
+# -- connection strings --------------------------------------------------------------------
+
+
+def test_parse_conn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert parse_conn("sqlite:///var/lib/x.db").path == Path("/var/lib/x.db")
+    assert parse_conn("sqlite:////var/lib/x.db").path == Path("/var/lib/x.db")
+    assert parse_conn("sqlite://rel/x.db").path == Path("rel/x.db")
+    assert parse_conn("plain.db").path == Path("plain.db")
+    assert parse_conn("~/x.db").path == Path.home() / "x.db"
+    pg = parse_conn("postgres://u:pw@h/db")
+    assert (pg.kind, pg.url, pg.display()) == (
+        "postgres",
+        "postgres://u:pw@h/db",
+        "postgres://u:***@h/db",
+    )
+    assert parse_conn("postgresql://h/db").kind == "postgres"
+    default = parse_conn(None)
+    assert (default.path, default.source) == (default_database_path(), "default")
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///env.db")
+    assert (parse_conn(None).path, parse_conn(None).source) == (Path("/env.db"), "DATABASE_URL")
+    monkeypatch.setenv("DATABASE_URL", "")
+    assert parse_conn(None).source == "default"
+    for bad in ("mysql://h/db", "sqlite://", "sqlite:///", "postgresql+psycopg://h/db"):
+        with pytest.raises(UnsupportedConnection):
+            parse_conn(bad)
+
+
+# -- the worker's arguments ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sink", "message"),
+    [
+        ("tests.no_such_module:sink", "cannot import sink module 'tests.no_such_module'"),
+        ("tests.cli_sinks:missing", "has no attribute 'missing'"),
+        ("tests.cli_sinks:not_a_sink", "expected a ScheduleSink or a callable"),
+        ("tests.cli_sinks:RecordingSink", "is a class: expose an instance"),
+    ],
+)
+def test_worker_bad_sink_is_a_usage_error(cli: Cli, db: Path, sink: str, message: str) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    result = cli("scheduler", "worker", "--conn", str(db), "--sink", sink, "--app-dir", str(repo))
+    assert result.code == 2
+    assert message in result.err
+    assert not db.exists()
+
+
+def test_worker_bad_settings_are_a_usage_error(cli: Cli, db: Path) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    result = cli(
+        "scheduler",
+        "worker",
+        "--conn",
+        str(db),
+        "--sink",
+        "tests.cli_sinks:record",
+        "--app-dir",
+        str(repo),
+        "--lease",
+        "1s",
+        "--dispatch-timeout",
+        "30s",
+    )
+    assert result.code == 2
+    assert "usage: hexeract scheduler worker" in result.err
+    assert "lease" in result.err
+    assert not db.exists()
+    assert cli("scheduler", "worker", "--sink", "a:b", "--poll-interval", "soon").code == 2
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90s") == timedelta(seconds=90)
+    assert parse_duration("5m") == timedelta(minutes=5)
+    assert parse_duration("2h") == timedelta(hours=2)
+    assert parse_duration("1d") == timedelta(days=1)
+    assert parse_duration("250ms") == timedelta(milliseconds=250)
+    assert parse_duration("1h30m") == timedelta(minutes=90)
+    assert parse_duration("0.5s") == timedelta(milliseconds=500)
+    assert parse_duration("7") == timedelta(seconds=7)
+    for bad in ("", "s", "5x", "-5s", "5 m", "m5", "1h 30m", "1e3s"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_duration(bad)
+
+
+def test_one_line_and_table() -> None:
+    assert one_line(None) == "-"
+    assert one_line("a\n\tb\x1b[31m  c") == "a b [31m c"
+    assert one_line("x" * 10, 8) == "xxxxx..."
+    assert one_line("short", 8) == "short"
+    assert format_table(("A", "BB"), [("xyz", "1"), ("q", "22")]) == "A    BB\nxyz  1\nq    22"
+    assert format_pending([]) == "no pending schedules"
+    assert format_dead_letter([]) == "no dead-lettered schedules"
