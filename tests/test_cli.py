@@ -771,3 +771,48 @@ def test_one_line_and_table() -> None:
     assert format_table(("A", "BB"), [("xyz", "1"), ("q", "22")]) == "A    BB\nxyz  1\nq    22"
     assert format_pending([]) == "no pending schedules"
     assert format_dead_letter([]) == "no dead-lettered schedules"
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_every_admin_command_on_postgres(cli: Cli) -> None:
+    from urllib.parse import urlsplit
+
+    from tests.pg import drop_table, require_server, unique_table
+
+    url = require_server()
+    password = urlsplit(url).password or "\0no password\0"
+    table = unique_table("cli")
+    conn = ("--conn", url, "--table", table)
+    outputs: list[str] = []
+
+    def run(*argv: str) -> Result:
+        result = cli(*argv, *conn)
+        outputs.append(result.out + result.err)
+        return result
+
+    try:
+        missing = run("scheduler", "list")
+        assert missing.code == 1
+        assert f"no table '{table}'" in missing.err
+        sid = uuid.UUID(
+            run(
+                "scheduler", "add", "--in", "1h", "--event-type", "pg.x", "--payload", "[1]"
+            ).out.strip()
+        )
+        rows = run("scheduler", "list", "--format", "json").json()
+        assert isinstance(rows, list) and rows[0]["schedule_id"] == str(sid)
+        snap = run("scheduler", "inspect", str(sid), "--format", "json").json()
+        assert isinstance(snap, dict) and snap["payload"] == [1]
+        assert run("scheduler", "pause", str(sid)).out == f"Paused schedule {sid}.\n"
+        assert run("scheduler", "resume", str(sid)).code == 0
+        replay = run("scheduler", "dead-letter", "replay", str(sid))
+        assert replay.code == 1 and "is pending" in replay.err
+        assert run("scheduler", "cancel", str(sid)).out == f"Cancelled schedule {sid}.\n"
+        assert run("scheduler", "dead-letter", "list").out == "no dead-lettered schedules\n"
+        assert run("scheduler", "list").out == "no pending schedules\n"
+    finally:
+        drop_table(url, table)
+    assert not any(password in text for text in outputs)

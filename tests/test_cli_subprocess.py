@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -89,7 +90,9 @@ class Env:
         return [json.loads(line) for line in text.splitlines()]
 
     @contextlib.contextmanager
-    def worker(self, sink: str, *flags: str, name: str = "worker") -> Iterator[Worker]:
+    def worker(
+        self, sink: str, *flags: str, name: str = "worker", conn: str | None = None
+    ) -> Iterator[Worker]:
         log = self.tmp / f"{name}.log"
         with open(log, "w", encoding="utf-8") as err:
             proc = subprocess.Popen(
@@ -98,7 +101,7 @@ class Env:
                     "scheduler",
                     "worker",
                     "--conn",
-                    f"sqlite:///{self.db}",
+                    conn or f"sqlite:///{self.db}",
                     "--sink",
                     sink,
                     "--app-dir",
@@ -401,3 +404,33 @@ def test_sigterm_mid_dispatch_settles_the_occurrence_in_hand(env: Env) -> None:
     snap = env.snapshot(sid)
     assert snap.status is ScheduleStatus.DELIVERED
     assert snap.leased_until is None
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_worker_on_postgres(env: Env) -> None:
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+    from tests.pg import drop_table, require_server, unique_table
+
+    url = require_server()
+    table = unique_table("cliworker")
+    env.vars["HEXERACT_SCHEDULER_TABLE"] = table
+    try:
+        sid = uuid.UUID(
+            env.ok("scheduler", "add", "--conn", url, "--in", "0s", "--event-type", "pg").strip()
+        )
+        with PostgresScheduleStore.open(url, table=table, create=False) as store:
+
+            def delivered() -> bool:
+                snap = store.inspect(sid)
+                return snap is not None and snap.status is ScheduleStatus.DELIVERED
+
+            with env.worker("tests.cli_sinks:record", conn=url) as worker:
+                wait_until(delivered, "the delivery on PostgreSQL", worker)
+                assert worker.stop(signal.SIGTERM) == 0, worker.stderr()
+        log = worker.stderr()
+        assert "worker started" in log and "postgresql://" in log
+        assert (urlsplit(url).password or "\0") not in log
+        assert [line["schedule_id"] for line in env.sink_lines()] == [str(sid)]
+    finally:
+        drop_table(url, table)
