@@ -10,6 +10,7 @@ import argparse
 import io
 import json
 import re
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -55,6 +56,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     monkeypatch.delenv("HEXERACT_SCHEDULER_TABLE", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the worker's --app-dir edits it
     yield
 
 
@@ -816,3 +818,30 @@ def test_every_admin_command_on_postgres(cli: Cli) -> None:
     finally:
         drop_table(url, table)
     assert not any(password in text for text in outputs)
+
+
+def test_worker_sink_module_that_fails_to_import_is_a_runtime_error(
+    cli: Cli, db: Path, tmp_path: Path
+) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "broken_sink.py").write_text("raise RuntimeError('config missing')\n")
+    (app / "needs_dep_sink.py").write_text("import no_such_dependency_xyz\n")
+    for module, message in (
+        ("broken_sink", "RuntimeError('config missing')"),
+        ("needs_dep_sink", "No module named 'no_such_dependency_xyz'"),
+    ):
+        result = cli(
+            "scheduler",
+            "worker",
+            "--conn",
+            str(db),
+            "--sink",
+            f"{module}:sink",
+            "--app-dir",
+            str(app),
+        )
+        assert result.code == 1
+        assert f"importing sink module '{module}' failed" in result.err
+        assert message in result.err
+    assert not db.exists()
