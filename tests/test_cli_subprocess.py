@@ -193,6 +193,7 @@ def test_help_and_usage_errors(env: Env) -> None:
 # -- every command, as a process ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_commands_as_processes(env: Env) -> None:
     conn = ("--conn", str(env.db))
     missing = env.run("scheduler", "list", *conn)
