@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, LiteralString
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -81,7 +81,7 @@ from .base import (
     check_retry_in,
     check_schedule_id,
 )
-from .postgres_schema import POSTGRES_COLUMNS, postgres_ddl
+from .postgres_schema import PENDING_PREDICATE, POSTGRES_COLUMNS, postgres_ddl
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 
@@ -127,12 +127,29 @@ def _password_of(params: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
+def _display(params: Mapping[str, Any]) -> str:
+    """A password-free URL naming the server, rebuilt from parsed connection params.
+
+    Rebuilt rather than redacted, so that no spelling of a password that a pattern
+    might miss can reach a message.
+    """
+    user = quote(str(params.get("user") or ""), safe="")
+    if user and params.get("password"):
+        user += ":***"
+    host = quote(str(params.get("host") or params.get("hostaddr") or ""), safe=",:[]")
+    port = str(params.get("port") or "")
+    if port and "," not in host:
+        host += f":{port}"
+    dbname = quote(str(params.get("dbname") or ""), safe="")
+    return f"postgresql://{user + '@' if user else ''}{host}/{dbname}"
+
+
 # -- SQL ---------------------------------------------------------------------------
 
 _NOT_TERMINAL: LiteralString = (
     "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_at IS NULL"
 )
-_PENDING: LiteralString = _NOT_TERMINAL + " AND paused = FALSE"
+_PENDING: LiteralString = PENDING_PREDICATE
 _COLUMNS: tuple[LiteralString, ...] = (
     "schedule_id",
     "event_type",
@@ -296,6 +313,7 @@ class _Statements:
             " WHERE {pending} AND leased_until IS NOT NULL))"
         )
         self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
+        self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
         self.cancel = q(
             "UPDATE {t} SET cancelled_at = {now}, leased_until = NULL"
             " WHERE schedule_id = %(id)s AND {not_terminal}"
@@ -404,12 +422,16 @@ class PostgresScheduleStore(ScheduleStore):
             )
         if not isinstance(conninfo, str):
             raise InvalidConfiguration(f"conninfo must be a str, got {type(conninfo).__name__}")
-        where = redact_conninfo(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error:
-            # libpq's message may quote the string, password included: not chained
-            raise StoreError(f"invalid PostgreSQL connection string {where}") from None
+            # libpq's message may quote the string, password included: neither it nor
+            # the string is shown, and the driver's error is not chained
+            raise StoreError(
+                "invalid PostgreSQL connection string (not shown: it may hold a password);"
+                " expected postgresql://user:password@host:port/dbname or key=value pairs"
+            ) from None
+        where = _display(params)
         password = _password_of(params)
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
@@ -514,13 +536,10 @@ class PostgresScheduleStore(ScheduleStore):
                 f"max_attempts must be at most {_MAX_INT4} on PostgreSQL, got {max_attempts}"
             )
         check_messages(messages)
-        seen: set[uuid.UUID] = set()
-        for message in messages:
-            if message.schedule_id in seen:
-                raise DuplicateSchedule(message.schedule_id)
-            seen.add(message.schedule_id)
         if not messages:
             return
+        if len({m.schedule_id for m in messages}) != len(messages):
+            self._raise_first_duplicate(messages)
         params = self._params(
             max_attempts=max_attempts,
             ids=[m.schedule_id for m in messages],
@@ -548,6 +567,18 @@ class PostgresScheduleStore(ScheduleStore):
                 ) from cause
             raise
         self.changes.notify()
+
+    def _raise_first_duplicate(self, messages: Sequence[ScheduledMessage]) -> None:
+        """Raise for the first message, in order, whose id is stored or seen earlier in
+        the batch (the in-memory store's rule). Only runs when the batch repeats an id."""
+        ids = [m.schedule_id for m in messages]
+        with self._connection("insert") as conn:
+            stored = {row[0] for row in conn.execute(self._sql.existing, {"ids": ids})}
+        seen: set[uuid.UUID] = set()
+        for sid in ids:
+            if sid in stored or sid in seen:
+                raise DuplicateSchedule(sid)
+            seen.add(sid)
 
     # -- worker ------------------------------------------------------------------------
 
