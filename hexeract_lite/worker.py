@@ -36,12 +36,25 @@ but ``None`` (see :mod:`hexeract_lite.sinks`) is a failed dispatch, never a dead
 worker. ``last_error`` records ``"<ExceptionType>: <message>"`` (just the type when the
 message is empty), at most :data:`MAX_ERROR_CHARS` characters.
 
+Sync and async sinks work with every way of running the worker.
+:meth:`SchedulerWorker.run_once`, :meth:`~SchedulerWorker.run` and
+:meth:`~SchedulerWorker.start` call ``dispatch`` on a helper thread; if it returns an
+awaitable (an ``async def`` sink, or a sync one handing back a coroutine), that
+awaitable is run to completion on a private event loop on the same thread, within the
+same timeout. :meth:`~SchedulerWorker.run_async` awaits an async sink on the running
+loop and calls a sync one on the helper thread, awaiting on the loop any awaitable it
+returns.
+
 A synchronous sink runs on a helper thread of the worker so that the worker can stop
 waiting for it. Python cannot kill a thread: a sink still running at the timeout is
 **abandoned**, it keeps running in the background until it returns on its own, and
 the worker goes on with a fresh helper thread. A sink that hangs for ever therefore
 leaks one thread each time; give such sinks their own timeouts. An async sink run by
 :meth:`SchedulerWorker.run_async` is cancelled at the timeout instead.
+
+Sync sinks are called one at a time, from the helper thread; after a timeout the
+abandoned call may still be running while the next one starts on a fresh thread, so a
+sink that can hang must tolerate that overlap.
 
 Logging goes to the ``hexeract_lite.worker`` logger (schedule id, occurrence id,
 attempt and lag in every record, also as ``extra`` fields); nothing is printed.

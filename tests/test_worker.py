@@ -755,3 +755,23 @@ def test_min_cycle_delay_paces_full_batches() -> None:
             time.sleep(0.01)
     assert sink.count == 5
     assert time.monotonic() - started >= 0.3, "a pause after each of the two full batches"
+
+
+def test_sqlite_commits_from_another_connection_are_noticed_within_the_poll(
+    tmp_path: Any,
+) -> None:
+    from hexeract_lite import SqliteScheduleStore
+
+    db = tmp_path / "shared.db"
+    sink = Recorder()
+    cfg = SchedulerWorkerConfig(poll_interval=timedelta(milliseconds=50))
+    with (
+        SqliteScheduleStore.open(db) as mine,
+        SqliteScheduleStore.open(db) as theirs,
+        SchedulerWorker(mine, sink, cfg).start(),
+    ):
+        time.sleep(0.1)
+        inserted = time.monotonic()
+        theirs.insert(one_shot(now()), 3)  # no ChangeSignal reaches `mine`
+        assert sink.called.wait(2)
+        assert time.monotonic() - inserted < 0.5
