@@ -975,9 +975,9 @@ class SchedulerWorker:
             if self._sink_is_async:
                 result: object = self.sink.dispatch(message)
             else:
-                result = await self._call_in_thread(loop, message, timeout)
-                if isinstance(result, BaseException):
-                    return result
+                error, result = await self._call_in_thread(loop, message, timeout)
+                if error is not None:
+                    return error
             if result is not None and inspect.isawaitable(result):
                 try:
                     async with asyncio.timeout_at(deadline) as budget:
@@ -994,8 +994,9 @@ class SchedulerWorker:
 
     async def _call_in_thread(
         self, loop: asyncio.AbstractEventLoop, message: ScheduledMessage, timeout: float
-    ) -> object:
-        """Run a sync sink on the helper thread; its result, its error, or a timeout."""
+    ) -> tuple[BaseException | None, object]:
+        """Run a sync sink on the helper thread: ``(error or timeout, None)`` or
+        ``(None, what dispatch returned)``."""
         fut: asyncio.Future[None] = loop.create_future()
         job = _Job(
             functools.partial(_call_raw, self.sink, message),
@@ -1006,13 +1007,13 @@ class SchedulerWorker:
             await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             if job.abandon():
-                return self._timed_out()
+                return self._timed_out(), None
         except asyncio.CancelledError:
             job.abandon()  # only when the cycle task itself is cancelled (run_async shields it)
             raise
         if job.error is not None:
-            return job.error
-        return job.result
+            return job.error, None
+        return None, job.result
 
     def _async_timeout(self) -> TimeoutError:
         log.warning(

@@ -292,3 +292,32 @@ def test_a_worker_runs_one_async_loop_at_a_time() -> None:
         await task
 
     run(main)
+
+
+def test_a_hung_sync_sink_times_out_in_async_mode_too() -> None:
+    import threading
+
+    store = InMemoryScheduleStore()
+    release = threading.Event()
+    cfg = SchedulerWorkerConfig(
+        poll_interval=timedelta(milliseconds=20), dispatch_timeout=timedelta(milliseconds=100)
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        worker = SchedulerWorker(store, lambda m: release.wait(5) and None, cfg)
+        task = asyncio.create_task(worker.run_async(stop))
+        msg = due_now(store)
+        try:
+            await until(
+                lambda: (s := store.inspect(msg.schedule_id)) is not None and bool(s.last_error)
+            )
+        finally:
+            release.set()
+        stop.set()
+        await task
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.last_error is not None
+        assert snap.last_error.startswith("TimeoutError: the sink did not return")
+
+    run(main)
