@@ -40,13 +40,13 @@ def _problem(url: str) -> str | None:
     """None when a connection to ``url`` works, else why not (password-free)."""
     import psycopg
 
-    from hexeract_lite.store.postgres import redact_conninfo
+    from hexeract_lite.connect import redact_conn
 
     try:
         with psycopg.connect(url, connect_timeout=3):
             return None
     except psycopg.Error as exc:
-        return f"cannot connect to {redact_conninfo(url)}: {type(exc).__name__}"
+        return f"cannot connect to {redact_conn(url)}: {type(exc).__name__}"
 
 
 @cache

@@ -42,14 +42,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, LiteralString
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
@@ -85,7 +84,7 @@ from .postgres_schema import PENDING_PREDICATE, POSTGRES_COLUMNS, postgres_ddl
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 
-__all__ = ["PostgresScheduleStore", "redact_conninfo"]
+__all__ = ["PostgresScheduleStore"]
 
 _MAX_INT4 = 2**31 - 1
 _ONE_MS = timedelta(milliseconds=1)
@@ -93,33 +92,7 @@ _DEFAULT_CONNECT_TIMEOUT = 10
 
 _Conn = psycopg.Connection[TupleRow]
 
-# -- redaction -------------------------------------------------------------------
-
-_KV_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s]*)""", re.IGNORECASE)
-_QUERY_PASSWORD = re.compile(r"(^|[&;])(password=)[^&;]*", re.IGNORECASE)
-
-
-def redact_conninfo(conninfo: str) -> str:
-    """``conninfo`` with any password replaced by ``***``, for messages and logs.
-
-    Handles both forms libpq accepts: URLs (``postgresql://user:secret@host/db``,
-    ``postgres://...``, also ``?password=...``) and ``key=value`` strings
-    (``host=h password=secret``).
-    """
-    text = str(conninfo)
-    if "://" in text:
-        try:
-            parts = urlsplit(text)
-        except ValueError:
-            return "<unparsable connection URL>"
-        netloc = parts.netloc
-        userinfo, at, hosts = netloc.rpartition("@")
-        if at and ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{hosts}"
-        query = _QUERY_PASSWORD.sub(r"\1\2***", parts.query)
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    return _KV_PASSWORD.sub(r"\1***", text)
+# -- connection strings ---------------------------------------------------------------
 
 
 def _password_of(params: Mapping[str, Any]) -> str | None:
