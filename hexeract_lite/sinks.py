@@ -360,17 +360,17 @@ def _combine(errors: list[BaseException]) -> BaseException:
 
 
 def _bad_return(what: str, fn: object, result: object) -> DispatchError:
+    """The failure of a sink or handler that returned something other than None."""
     return DispatchError(
-        f"{what} {fn!r:.80} returned {result!r:.80}; it must return None (raise to signal"
-        " a failure)"
+        f"{what} {fn!r:.80} returned {result!r:.80}; it must return None (or an awaitable"
+        " resolving to None) and raise to signal a failure"
     )
 
 
-def _discard(aw: object) -> None:
-    """Close a coroutine that will never be awaited (no 'never awaited' warning)."""
-    close = getattr(aw, "close", None)
-    if inspect.iscoroutine(aw) and callable(close):
-        close()
+def _discard(value: object) -> None:
+    """Close a coroutine nobody will await (so it raises no 'never awaited' warning)."""
+    if inspect.iscoroutine(value):
+        value.close()
 
 
 # -- routing by target -----------------------------------------------------------------

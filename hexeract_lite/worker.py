@@ -82,9 +82,9 @@ from typing import Any, Protocol
 import attrs
 
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import DispatchError, InvalidConfiguration, StoreError
+from .errors import InvalidConfiguration, StoreError
 from .message import ScheduledMessage
-from .sinks import CallableSink, ScheduleSink, is_async_sink
+from .sinks import CallableSink, ScheduleSink, _bad_return, _discard, is_async_sink
 from .snapshot import LeasedOccurrence
 from .store.base import ScheduleStore
 
@@ -366,17 +366,10 @@ class _Dispatcher:
         self._close()
 
 
-def _discard(value: object) -> None:
-    """Close a coroutine nobody will await (so it raises no 'never awaited' warning)."""
-    if inspect.iscoroutine(value):
-        value.close()
-
-
-def _bad_return(sink: object, result: object) -> DispatchError:
-    return DispatchError(
-        f"sink {sink!r:.80} returned {result!r:.80}; a sink returns None (or an awaitable"
-        " resolving to None) and raises to signal a failure"
-    )
+def _warn_left_to_expiry(left: int) -> None:
+    """A cycle broke off (a store error while settling): the rest waits out its lease."""
+    if left:
+        log.warning("%d claimed occurrence(s) left to lease expiry", left)
 
 
 async def _await_value(value: Awaitable[object]) -> object:
@@ -390,7 +383,7 @@ def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
         # A coroutine from a sync run: run it to completion here, on a private loop.
         result = asyncio.run(_await_value(result))
     if result is not None:
-        raise _bad_return(sink, result)
+        raise _bad_return("sink", sink, result)
 
 
 def _call_raw(sink: ScheduleSink, message: ScheduledMessage) -> object:
@@ -582,12 +575,7 @@ class SchedulerWorker:
 
     def _cycle(self, stop: threading.Event | None) -> CycleReport:
         counts = _Counts()
-        counts.swept = self.store.dead_letter_exhausted()
-        if counts.swept:
-            log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
-        cfg = self.config
-        batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
-        counts.claimed = len(batch)
+        batch = self._sweep_and_claim(counts)
         for i, occ in enumerate(batch):
             if stop is not None and stop.is_set():
                 self._release(batch[i:], counts)
@@ -595,11 +583,19 @@ class SchedulerWorker:
             try:
                 counts.add(self._process(occ))
             except BaseException:
-                left = len(batch) - i - 1
-                if left:
-                    log.warning("%d claimed occurrence(s) left to lease expiry", left)
+                _warn_left_to_expiry(len(batch) - i - 1)
                 raise
         return counts.report()
+
+    def _sweep_and_claim(self, counts: _Counts) -> list[LeasedOccurrence]:
+        """Steps 1 and 2 of the cycle: the sweep, then the claim."""
+        counts.swept = self.store.dead_letter_exhausted()
+        if counts.swept:
+            log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
+        cfg = self.config
+        batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+        counts.claimed = len(batch)
+        return batch
 
     def _process(self, occ: LeasedOccurrence) -> DispatchOutcome:
         if self._expired(occ):
@@ -939,13 +935,7 @@ class SchedulerWorker:
 
     async def _cycle_async(self, should_stop: Callable[[], bool]) -> CycleReport:
         counts = _Counts()
-        counts.swept = await asyncio.to_thread(self.store.dead_letter_exhausted)
-        if counts.swept:
-            log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
-        cfg = self.config
-        now = self.clock.now()
-        batch = await asyncio.to_thread(self.store.claim_due, now, cfg.batch_size, cfg.lease)
-        counts.claimed = len(batch)
+        batch = await asyncio.to_thread(self._sweep_and_claim, counts)
         for i, occ in enumerate(batch):
             if should_stop():
                 await asyncio.to_thread(self._release, batch[i:], counts)
@@ -953,9 +943,7 @@ class SchedulerWorker:
             try:
                 counts.add(await self._process_async(occ))
             except BaseException:
-                left = len(batch) - i - 1
-                if left:
-                    log.warning("%d claimed occurrence(s) left to lease expiry", left)
+                _warn_left_to_expiry(len(batch) - i - 1)
                 raise
         return counts.report()
 
@@ -987,7 +975,7 @@ class SchedulerWorker:
                         return self._async_timeout()
                     raise
             if result is not None:
-                raise _bad_return(self.sink, result)
+                raise _bad_return("sink", self.sink, result)
         except Exception as exc:
             return exc
         return None
