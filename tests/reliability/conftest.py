@@ -106,6 +106,10 @@ class Processes:
         self._procs.append(proc)
         return proc
 
+    def all(self) -> list[subprocess.Popen[bytes]]:
+        """Every process started so far."""
+        return list(self._procs)
+
     def output(self, proc: subprocess.Popen[bytes]) -> tuple[str, str]:
         """The stdout and stderr a process wrote so far."""
         name = proc.name  # type: ignore[attr-defined]

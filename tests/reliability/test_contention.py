@@ -1,0 +1,118 @@
+"""Contention: four worker processes and two inserting processes on one file.
+
+For about 14 s two ``inserter.py`` processes insert one-shot messages (single inserts and
+batches, due now or within a second) as fast as they can with short random pauses,
+while four ``crash_worker.py`` processes claim and deliver them, each delivery appended
+to a shared log. Nobody is killed and leases are long (60 s), so nothing may be
+delivered twice. Then the workers drain what is left and are stopped with SIGTERM.
+
+Checked: every schedule an inserter was told was inserted is delivered (0 lost), once
+(0 delivered twice); nothing else is delivered; every row in the file is delivered;
+the inserters never saw an exception and the workers logged nothing at WARNING or above
+(no busy/locked StoreError reached the application, no lease lost, no skip); all exit 0;
+``PRAGMA integrity_check`` is ``ok``. The throughput is printed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+import apsw
+import pytest
+
+from hexeract_lite._time import parse_ts
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+from .conftest import TABLE, Processes, integrity_check
+
+INSERT_SECONDS = 14.0
+DRAIN_DEADLINE_S = 8.0
+
+
+def _log(path: Path) -> list[tuple[str, str, int]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        occurrence, schedule, pid = line.split()
+        rows.append((occurrence, schedule, int(pid)))
+    return rows
+
+
+@pytest.mark.slow
+def test_four_workers_and_two_inserters_lose_nothing_and_repeat_nothing(
+    procs: Processes, tmp_path: Path
+) -> None:
+    db, log = tmp_path / "contention.db", tmp_path / "deliveries.log"
+    SqliteScheduleStore.open(db).close()
+    workers = [
+        procs.start(
+            "crash_worker.py",
+            *(str(db), str(log), "--lease", "60", "--batch", "10"),
+            *("--dispatch-timeout", "5", "--poll", "0.05"),
+            name=f"worker-{i}",
+        )
+        for i in range(4)
+    ]
+    ids_files = [tmp_path / f"ids-{i}.txt" for i in range(2)]
+    started = time.monotonic()
+    inserters = [
+        procs.start(
+            "inserter.py",
+            *(str(db), str(ids_files[i]), "--seconds", str(INSERT_SECONDS)),
+            *("--seed", str(i + 1), "--pause", "0.02", "--max-batch", "8"),
+            name=f"inserter-{i}",
+        )
+        for i in range(2)
+    ]
+    for proc in inserters:
+        assert proc.wait(INSERT_SECONDS + 30) == 0, procs.output(proc)
+    inserted = [line for f in ids_files for line in f.read_text().splitlines()]
+    wanted = set(inserted)
+    deadline = time.monotonic() + DRAIN_DEADLINE_S
+    while {schedule for _, schedule, _ in _log(log)} < wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    elapsed = time.monotonic() - started
+    procs.stop(workers)
+
+    deliveries = _log(log)
+    by_occurrence = Counter(occurrence for occurrence, _, _ in deliveries)
+    delivered = {schedule for _, schedule, _ in deliveries}
+    lost = wanted - delivered
+    twice = {o: n for o, n in by_occurrence.items() if n > 1}
+    per_worker = Counter(pid for _, _, pid in deliveries)
+
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute(f"SELECT count(*), count(delivered_at) FROM {TABLE}").fetchall()[0]
+        lags = [
+            (parse_ts(d) - parse_ts(s)).total_seconds()
+            for s, d in conn.execute(f"SELECT scheduled_for, delivered_at FROM {TABLE}")
+            if d is not None
+        ]
+    finally:
+        conn.close()
+    lag_p50 = statistics.median(lags) if lags else float("nan")
+    lag_p99 = statistics.quantiles(lags, n=100)[98] if len(lags) > 1 else float("nan")
+    print(
+        f"\ncontention: 4 workers + 2 inserters, {len(inserted)} inserted"
+        f" ({len(inserted) / INSERT_SECONDS:.0f}/s), {len(deliveries)} delivered in"
+        f" {elapsed:.1f} s ({len(deliveries) / elapsed:.0f} deliveries/s),"
+        f" lost={len(lost)} twice={len(twice)}, per worker {sorted(per_worker.values())},"
+        f" lag after due p50={lag_p50 * 1000:.0f} ms p99={lag_p99 * 1000:.0f} ms"
+    )
+
+    assert len(inserted) == len(wanted) >= 1000, len(inserted)
+    assert lost == set(), f"{len(lost)} lost"
+    assert twice == {}, f"{len(twice)} delivered twice"
+    assert delivered == wanted
+    assert rows == (len(wanted), len(wanted)), rows
+    assert len(per_worker) == 4, per_worker  # every worker took part
+    for proc in workers + inserters:
+        _, err = procs.output(proc)
+        assert proc.returncode == 0, (proc.returncode, err)
+        assert err == "", f"{proc.name} wrote to stderr:\n{err}"  # type: ignore[attr-defined]
+    assert integrity_check(db) == ["ok"]
