@@ -18,11 +18,13 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from hexeract_lite import (
     InvalidConfiguration,
@@ -42,6 +44,7 @@ from hexeract_lite.store.postgres_schema import (
 
 from . import pg
 from .conftest import T0
+from .test_state_machine import StoresAgree
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -178,7 +181,7 @@ def store(pg_url: str, table: str, clock: ManualClock) -> Iterator[PostgresSched
 def _with_password(url: str, password: str) -> str:
     parts = psycopg.conninfo.conninfo_to_dict(url)
     parts["password"] = password
-    return psycopg.conninfo.make_conninfo(**parts)
+    return str(psycopg.conninfo.make_conninfo(**parts))
 
 
 @pytest.mark.postgres
@@ -373,11 +376,12 @@ def test_changes_are_signalled_after_each_commit(
     store.insert(msg, 3)
     assert store.changes.version() != version
     [occ] = store.claim_due(T0, 1, LEASE)
-    for call in (
+    calls: list[Callable[[], bool]] = [
         lambda: store.mark_failed(msg.schedule_id, timedelta(0), "x", occ.leased_until),
         lambda: store.set_paused(msg.schedule_id, True),
         lambda: store.resume(msg.schedule_id),
-    ):
+    ]
+    for call in calls:
         version = store.changes.version()
         assert call()
         assert store.changes.version() != version
@@ -436,42 +440,32 @@ def test_stores_opening_a_new_table_together_do_not_race(pg_url: str, table: str
 
 # -- the state machine, PostgreSQL against the in-memory reference ---------------------
 
-try:
-    from hypothesis import HealthCheck, settings
-    from hypothesis.stateful import run_state_machine_as_test
 
-    from .test_state_machine import StoresAgree
-except ImportError:  # pragma: no cover - the SQLite state machine has not landed
-    StoresAgree = None  # type: ignore[assignment,misc]
+class PostgresAgrees(StoresAgree):
+    """The SQLite machine's rules and invariants, with PostgreSQL as the store under test.
 
-if StoresAgree is not None:
+    The rules use the machine's ``sqlite`` attribute, so the PostgreSQL store takes that
+    place (the SQLite store the base class opens is closed at once).
+    """
 
-    class PostgresAgrees(StoresAgree):  # type: ignore[misc,valid-type]
-        """The SQLite machine's rules and invariants, with PostgreSQL as the store under
-        test (it is kept in the machine's ``sqlite`` attribute, which the rules use)."""
+    def __init__(self) -> None:
+        super().__init__()
+        self.sqlite.close()
+        self.sqlite = pg.open_scratch_store(clock=self.clock, pool_min_size=0)  # type: ignore[assignment]
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.sqlite.close()
-            self.sqlite = pg.open_scratch_store(clock=self.clock, pool_min_size=0)
 
-    @pytest.mark.postgres
-    @pytest.mark.slow
-    def test_postgres_store_agrees_with_the_memory_store(pg_url: str) -> None:
-        run_state_machine_as_test(
-            PostgresAgrees,
-            settings=settings(
-                max_examples=60,
-                stateful_step_count=40,
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow],
-            ),
-        )
-
-else:  # pragma: no cover
-
-    def test_postgres_store_agrees_with_the_memory_store() -> None:
-        pytest.skip("tests/test_state_machine.py (the SQLite machine) is not there yet")
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_postgres_store_agrees_with_the_memory_store(pg_url: str) -> None:
+    run_state_machine_as_test(
+        PostgresAgrees,
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
 
 
 # -- separate processes on separate connections -------------------------------------------
