@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import apsw
 
@@ -148,5 +148,11 @@ class FaultVFS(apsw.VFS):
         self.switch = switch if switch is not None else FaultSwitch()
         super().__init__(name, "")
 
+    on_open: Callable[[str], None] | None = None
+    """Called with the file kind (``db``, ``wal``, ...) before each file is opened: a
+    hook to make something happen at an exact moment of another connection's open."""
+
     def xOpen(self, name: str | apsw.URIFilename | None, flags: list[int]) -> FaultFile:
+        if self.on_open is not None:
+            self.on_open(file_kind(flags[0]))
         return FaultFile(self.switch, name, flags)

@@ -18,11 +18,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
 import pytest
 
+from hexeract_lite import ScheduledMessage, StoreError, Target
 from hexeract_lite._time import parse_ts
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
@@ -116,3 +118,99 @@ def test_four_workers_and_two_inserters_lose_nothing_and_repeat_nothing(
         assert proc.returncode == 0, (proc.returncode, err)
         assert err == "", f"{proc.name} wrote to stderr:\n{err}"  # type: ignore[attr-defined]
     assert integrity_check(db) == ["ok"]
+
+
+# -- several processes creating the same new file ------------------------------------------
+
+OPEN_ROUNDS, OPENERS = 12, 6
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=False,  # a race: it fails in most runs, not in every one
+    reason="bug: concurrent first opens of a new file get SQLITE_BUSY at once (no busy"
+    " wait) from PRAGMA journal_mode=wal / the schema transaction, and the process that"
+    " created the file then deletes it (with -wal/-shm) while others use it",
+)
+def test_processes_creating_the_same_new_file_all_succeed_and_lose_nothing(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """Six processes open a database that does not exist yet at the same instant (12
+    rounds, a new file each round) and insert one schedule each, as a fleet of workers
+    and the application do on a fresh install. Every open must succeed (waiting its turn
+    within the busy timeout) and every insert that returned must be in the file."""
+    start = time.time() + 2.0  # after every process has started
+    openers = [
+        procs.start("opener.py", str(tmp_path), str(OPEN_ROUNDS), str(start), "0.25")
+        for _ in range(OPENERS)
+    ]
+    ok: Counter[int] = Counter()
+    errors: list[str] = []
+    for proc in openers:
+        assert proc.wait(60) == 0, procs.output(proc)
+        out, err = procs.output(proc)
+        assert err == "", err
+        for line in out.splitlines():
+            r, status = line.split(" ", 1)
+            if status == "ok":
+                ok[int(r)] += 1
+            else:
+                errors.append(f"round {r}: {status}")
+    lost = {}
+    for r in range(OPEN_ROUNDS):
+        db = tmp_path / f"r{r}.db"
+        rows = 0
+        if db.exists():
+            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                rows = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchall()[0][0]
+            finally:
+                conn.close()
+        if rows != ok[r]:
+            lost[r] = (ok[r], rows)
+    print(f"\nconcurrent creation: {len(errors)} failed opens, rounds losing rows: {lost}")
+    assert errors == [], errors[:3]
+    assert lost == {}, "inserts that returned are not in the file (round: reported, found)"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: SqliteScheduleStore.open deletes the file it created when its own open"
+    " fails, although another store has committed to it meanwhile (needs the vfs= API"
+    " addition too: the fault VFS's open hook makes the interleaving exact)",
+)
+def test_a_failed_open_never_deletes_a_file_another_store_committed_to(tmp_path: Path) -> None:
+    """Exact interleaving: process A creates the new file; before A's connection opens
+    it, process B opens the (empty) file, inserts a schedule and holds the write lock for
+    longer than A's busy timeout, so A's open fails with StoreError. A must leave the
+    file alone: B's schedule is in it."""
+    from .faultvfs import FaultVFS
+
+    db = tmp_path / "new.db"
+    message = ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {})
+    held: list[SqliteScheduleStore | apsw.Connection] = []
+
+    def b_gets_there_first(kind: str) -> None:
+        if kind == "db" and not held:
+            other = SqliteScheduleStore.open(db)  # the default VFS: another "process"
+            other.insert(message, 3)
+            blocker = apsw.Connection(str(db))
+            blocker.execute("BEGIN IMMEDIATE")
+            held.extend([other, blocker])
+
+    vfs = FaultVFS("faulty")
+    vfs.on_open = b_gets_there_first
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            SqliteScheduleStore.open(  # type: ignore[call-arg]
+                db, table="a_table", vfs="faulty", busy_timeout=timedelta(milliseconds=200)
+            )
+    finally:
+        for thing in reversed(held):
+            if isinstance(thing, apsw.Connection):
+                thing.execute("ROLLBACK")
+            thing.close()
+        vfs.unregister()
+    assert db.exists(), "the failed open deleted the database"
+    with SqliteScheduleStore.open(db, create=False) as store:
+        assert store.inspect(message.schedule_id) is not None

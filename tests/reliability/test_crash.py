@@ -165,6 +165,7 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
         time.sleep(0.1)
     settled_after = time.monotonic() - started - elapsed
     procs.stop(workers)
+    assert [w.returncode for w in workers] == [0] * WORKERS  # SIGTERM: a clean stop
 
     deliveries = _read_log(log)
     counts = Counter(occurrence for occurrence, _ in deliveries)
