@@ -523,3 +523,21 @@ def test_an_acknowledgement_lost_to_the_disk_is_redelivered_after_the_lease(
     assert all(s is not None and s.status == "delivered" for s in snapshots)
     assert _store_errors(caplog)
     assert integrity_check(db) == ["ok"]
+
+
+@pytest.mark.parametrize("error", sorted(ERRORS))
+def test_creating_a_database_on_a_full_disk_fails_cleanly(
+    vfs: FaultVFS, tmp_path: Path, error: str
+) -> None:
+    """The first write of a brand-new database fails: StoreError naming the path, and no
+    half-made file is left behind (the next open, on a healthy disk, starts afresh)."""
+    db = tmp_path / "new.db"
+    vfs.switch.arm(ERRORS[error], ops=["write"])
+    with pytest.raises(StoreError) as info:
+        _open_faulty(db)
+    vfs.switch.clear()
+    assert str(db) in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with _open_faulty(db) as store:
+        store.insert(_msg(), 3)
+    assert integrity_check(db) == ["ok"]
