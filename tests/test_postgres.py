@@ -207,12 +207,38 @@ def test_the_table_has_the_reference_layout(store: PostgresScheduleStore, pg_url
     assert types["leased_until"] == ("timestamp with time zone", None, "YES")
     assert types["attempts"] == ("integer", None, "NO")
     assert types["paused"] == ("boolean", None, "NO")
-    pending = indexes[f"idx_{store.table}_pending"]
-    assert "(scheduled_for, schedule_id)" in pending
-    assert "WHERE ((delivered_at IS NULL) AND (dead_lettered_at IS NULL)" in pending
-    assert "(paused = false)" in pending
-    assert "WHERE (dead_lettered_at IS NOT NULL)" in indexes[f"idx_{store.table}_dead_letter"]
-    assert f"idx_{store.table}_leased" in indexes and f"idx_{store.table}_exhausted" in indexes
+    # the reference's two indexes, exactly: names, keys and predicates
+    live = (
+        "WHERE ((delivered_at IS NULL) AND (dead_lettered_at IS NULL)"
+        " AND (cancelled_at IS NULL) AND (paused = false))"
+    )
+    t = store.table
+    assert indexes[f"idx_{t}_pending"] == (
+        f"CREATE INDEX idx_{t}_pending ON public.{t} USING btree (scheduled_for) {live}"
+    )
+    assert indexes[f"idx_{t}_dead_letter"] == (
+        f"CREATE INDEX idx_{t}_dead_letter ON public.{t} USING btree (dead_lettered_at)"
+        " WHERE (dead_lettered_at IS NOT NULL)"
+    )
+    # hexeract_lite's own, under its own names: the claim order, the sweep, the wake-up
+    assert indexes[f"idx_{t}_claim"] == (
+        f"CREATE INDEX idx_{t}_claim ON public.{t} USING btree (scheduled_for, schedule_id) {live}"
+    )
+    assert f"idx_{t}_leased" in indexes and f"idx_{t}_exhausted" in indexes
+
+
+@pytest.mark.postgres
+def test_the_claim_reads_the_claim_order_index(store: PostgresScheduleStore, pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")  # a small table: ask which index, not whether
+        claim = store._sql.claim.as_string(conn)
+        plan = conn.execute(
+            b"EXPLAIN " + claim.encode(),
+            {"now": T0, "until": T0 + LEASE, "batch_size": 10},
+        ).fetchall()
+    text = "\n".join(row[0] for row in plan)
+    assert f"idx_{store.table}_claim" in text, text
+    assert "Sort" not in text, text
 
 
 @pytest.mark.postgres

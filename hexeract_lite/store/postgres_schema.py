@@ -11,14 +11,14 @@ a ``BOOLEAN`` paused flag.
 
 Indexes (all partial, so each holds only the rows its query can want):
 
-- ``idx_<table>_pending`` on ``(scheduled_for, schedule_id)`` over non-terminal,
-  unpaused rows: the reference's pending index with the schedule id as a second key,
-  so the claim's ``ORDER BY scheduled_for, schedule_id LIMIT n`` reads the index in
-  order instead of sorting every row that shares an instant (a cron minute can be
-  shared by thousands of schedules). A table with the reference's one-column index
-  works the same, only slower on such ties.
-- ``idx_<table>_dead_letter`` on ``(dead_lettered_at)``: the reference's, for the
-  dead-letter listing.
+- ``idx_<table>_pending`` on ``(scheduled_for)`` over non-terminal, unpaused rows, and
+  ``idx_<table>_dead_letter`` on ``(dead_lettered_at)`` over dead-lettered rows: the
+  reference's two indexes, with its names and definitions word for word, so a
+  database shared with hexeract (Rust) has exactly the indexes it expects.
+- ``idx_<table>_claim`` on ``(scheduled_for, schedule_id)`` over the pending index's
+  rows: hexeract_lite's own, so the claim's ``ORDER BY scheduled_for, schedule_id
+  LIMIT n`` reads an index in order instead of sorting every row that shares an
+  instant (a cron minute can be shared by thousands of schedules).
 - ``idx_<table>_leased`` on ``(leased_until)`` over pending rows that hold a lease,
   and ``idx_<table>_exhausted`` on ``(leased_until)`` over pending rows with
   ``attempts >= max_attempts``: they keep ``next_wakeup()`` and the sweep, which every
@@ -62,12 +62,16 @@ PENDING_PREDICATE = (
 """The WHERE clause of the pending index: non-terminal, not paused."""
 
 INDEXES: tuple[tuple[str, str, str], ...] = (
-    ("pending", "scheduled_for, schedule_id", PENDING_PREDICATE),
+    ("pending", "scheduled_for", PENDING_PREDICATE),
     ("dead_letter", "dead_lettered_at", "dead_lettered_at IS NOT NULL"),
+    ("claim", "scheduled_for, schedule_id", PENDING_PREDICATE),
     ("leased", "leased_until", f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"),
     ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
 )
-"""``(suffix, key columns, WHERE clause)`` of each index, named ``idx_<table>_<suffix>``."""
+"""``(suffix, key columns, WHERE clause)`` of each index, named ``idx_<table>_<suffix>``.
+
+The first two are the reference's (``pending``, ``dead_letter``); the rest are
+hexeract_lite's own."""
 
 
 def quote_ident(name: str) -> str:
