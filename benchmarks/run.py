@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -284,10 +285,36 @@ def median_result(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def speedup(bench: Bench, value: float, ref: float | None) -> float | None:
-    if ref is None or not value or not ref:
+Raw = dict[str, list[dict[str, Any]]]
+
+
+def paired_ratio(raw: Raw, a: str, b: str) -> float | None:
+    """value(a) / value(b): the median over rounds of the per-round ratio.
+
+    Round r of ``a`` and round r of ``b`` ran minutes apart at most (same group, same
+    round), so pairing them cancels most of a shared machine's drift between rounds;
+    the ratio of the two medians is the fallback when no round has both.
+    """
+    pairs = [
+        x["value"] / y["value"]
+        for x, y in zip(raw.get(a, []), raw.get(b, []), strict=False)
+        if isinstance(x.get("value"), int | float)
+        and isinstance(y.get("value"), int | float)
+        and y["value"]
+    ]
+    if pairs:
+        return statistics.median(pairs)
+    return None
+
+
+def speedup(bench: Bench, raw: Raw, ref: str | None) -> float | None:
+    """How much better ``bench`` is than ``ref`` (>1: faster / cheaper)."""
+    if ref is None:
         return None
-    return value / ref if bench.better == "higher" else ref / value
+    r = paired_ratio(raw, bench.name, ref)
+    if r is None or not r:
+        return None
+    return r if bench.better == "higher" else 1 / r
 
 
 def fmt_num(value: float) -> str:
@@ -316,7 +343,7 @@ def fmt_ratio(r: float | None) -> str:
     return "" if r is None else f"{r:.2f}x"
 
 
-def table(benches: list[Bench], medians: dict[str, dict[str, Any]]) -> str:
+def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) -> str:
     peer_rows: dict[tuple[str, str], str] = {}
     for b in benches:
         if b.system in PEERS and "value" in medians.get(b.name, {}):
@@ -329,23 +356,22 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]]) -> str:
         res = medians.get(b.name, {})
         title, unit = GROUPS[b.group]
         value = res.get("value")
-        ref_floor = medians.get(b.floor or "", {}).get("value") if b.floor else None
         spread = res.get("spread")
         cells = [f"{title} ({unit})", b.label, fmt_value(b, res)]
         cells.append("" if spread is None else f"{spread:.0%}")
-        cells.append(fmt_ratio(speedup(b, value, ref_floor)) if value else "")
+        cells.append(fmt_ratio(speedup(b, raw, b.floor)) if value else "")
         for p in peers:
             ref_name = peer_rows.get((b.group, p))
             if value and ref_name and b.system != p:
-                cells.append(fmt_ratio(speedup(b, value, medians[ref_name]["value"])))
+                cells.append(fmt_ratio(speedup(b, raw, ref_name)))
             else:
                 cells.append("")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def targets(medians: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Issue 7's targets, from the medians of this run."""
+def targets(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]]:
+    """Issue 7's targets: ratios paired by round, absolute figures from the medians."""
 
     def v(name: str, key: str = "value") -> float | None:
         value = medians.get(name, {}).get(key)
@@ -356,10 +382,10 @@ def targets(medians: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     def add(text: str, measured: float | None, ok: bool | None, shown: str) -> None:
         out.append({"target": text, "measured": measured, "met": ok, "shown": shown})
 
-    def ratio(a: float | None, b: float | None) -> float | None:
-        return None if a is None or b is None or not b else a / b
+    def ratio(a: str, b: str) -> float | None:
+        return paired_ratio(raw, a, b)
 
-    r = ratio(v("enqueue/hexeract"), v("enqueue/floor"))
+    r = ratio("enqueue/hexeract", "enqueue/floor")
     add(
         "enqueue one by one ≥ 0.9x floor",
         r,
@@ -374,10 +400,10 @@ def targets(medians: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         "" if m is None else f"{m:,.0f} rows/s",
     )
     for name in ("drain/hexeract-10", "drain/hexeract-10run", "drain/hexeract-10default"):
-        r = ratio(v(name), v("drain/floor-10"))
+        r = ratio(name, "drain/floor-10")
         extra = ""
         if r is not None:
-            hu, ap = ratio(v(name), v("drain/huey")), ratio(v(name), v("drain/apscheduler"))
+            hu, ap = ratio(name, "drain/huey"), ratio(name, "drain/apscheduler")
             extra = (
                 f"{r:.2f}x floor-10"
                 + (f", {hu:.1f}x huey" if hu else "")
@@ -389,14 +415,14 @@ def targets(medians: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             None if r is None else r >= 0.6,
             extra,
         )
-    r = ratio(v("claim/hexeract-1M"), v("claim/hexeract-10k"))
+    r = ratio("claim/hexeract-1M", "claim/hexeract-10k")
     add(
         "claim at 1M ≤ 2x claim at 10k",
         r,
         None if r is None else r <= 2,
         "" if r is None else f"{r:.2f}x the cost",
     )
-    r = ratio(v("claim/hexeract-backoff"), v("claim/hexeract-10k"))
+    r = ratio("claim/hexeract-backoff", "claim/hexeract-10k")
     add(
         "claim with 100k in backoff ≤ 2x none",
         r,
@@ -444,8 +470,14 @@ def targets_text(rows: list[dict[str, Any]]) -> str:
 def machine_line(m: dict[str, Any]) -> str:
     return (
         f"{m['cpu']}, {m['cores']} cores; {m['os']}; Python {m['python']};"
-        f" SQLite {m['sqlite']}; apsw {m['apsw']}; fsync(4 KiB) {m['fsync_us']:.0f} µs;"
-        f" load average at start {m['loadavg_1m']}"
+        f" SQLite {m['sqlite']}; apsw {m['apsw']}; fsync of 4 KiB {m['fsync_us']:.0f} µs"
+        + (f" at start, {m['fsync_us_end']:.0f} µs at end" if m.get("fsync_us_end") else "")
+        + f"; 1-min load average {m['loadavg_1m']} at start"
+        + (
+            f", {m['loadavg_during'][0]:.1f}-{m['loadavg_during'][1]:.1f} during the run"
+            if m.get("loadavg_during")
+            else ""
+        )
     )
 
 
@@ -469,6 +501,44 @@ def select(patterns: list[str] | None) -> list[Bench]:
     return [b for b in BENCHES if b.name in names or b.name in extra]
 
 
+def render(
+    benches: list[Bench],
+    raw: Raw,
+    machine: dict[str, Any],
+    command: str,
+    rounds: int,
+    elapsed: float,
+) -> tuple[str, dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The report: machine, command, the table and the targets."""
+    medians = {name: median_result(rs) for name, rs in raw.items()}
+    checks = targets(medians, raw)
+    text = "\n".join(
+        [
+            f"Machine: {machine_line(machine)}",
+            f"Command: `{command}` ({rounds} interleaved round{'s' if rounds > 1 else ''},"
+            f" medians; {elapsed / 60:.1f} min)",
+            "Ratios are speed-ups against the reference (>1x is faster / cheaper), the median"
+            " of the per-round ratios. Spread: (max - min) / median over the rounds.",
+            "",
+            table(benches, medians, raw),
+            "",
+            targets_text(checks),
+        ]
+    )
+    return text, medians, checks
+
+
+def report(path: str) -> int:
+    """Print the report of a saved results file again (with this version's rendering)."""
+    doc = json.loads(Path(path).read_text())
+    raw: Raw = doc["raw"]
+    benches = [b for b in BENCHES if b.name in raw]
+    elapsed = float(doc.get("elapsed_s", 0.0))
+    text, _, _ = render(benches, raw, doc["machine"], doc["command"], doc["rounds"], elapsed)
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run: fewer rows, 1 round")
@@ -477,10 +547,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the measurements and exit")
     parser.add_argument("--tmpdir", help="where the database files go (default: system temp)")
     parser.add_argument("--out", help="JSON results path (default: benchmarks/results/...)")
+    parser.add_argument("--report", metavar="JSON", help="print a saved run's report again")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args.child)
+    if args.report:
+        return report(args.report)
     if args.list:
         for b in BENCHES:
             print(f"{b.name:28} {b.label}")
@@ -498,7 +571,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"machine: {machine_line(machine)}")
         log(f"{len(benches)} measurements x {rounds} rounds{' (quick)' if args.quick else ''}")
         templates = Templates(workdir)
-        raw: dict[str, list[dict[str, Any]]] = {b.name: [] for b in benches}
+        raw: Raw = {b.name: [] for b in benches}
+        loads: list[float] = []
         groups: dict[str, list[Bench]] = {}
         for b in benches:
             groups.setdefault(b.group, []).append(b)
@@ -509,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     res = run_child(b, args.quick, templates, workdir)
                     raw[b.name].append(res)
+                    loads.append(os.getloadavg()[0])
                     shown = (
                         f"{res['value']:.4g} {res.get('unit', '')}"
                         if "value" in res
@@ -517,29 +592,17 @@ def main(argv: list[str] | None = None) -> int:
                     log(
                         f"[{r + 1}/{rounds}] {b.name:28} {shown}  ({time.perf_counter() - t0:.1f} s)"
                     )
+        machine["fsync_us_end"] = round(_common.fsync_us(workdir), 1)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    medians = {name: median_result(rs) for name, rs in raw.items()}
-    checks = targets(medians)
     elapsed = (datetime.now(UTC) - started).total_seconds()
+    machine["loadavg_during"] = [min(loads), max(loads)] if loads else None
     command = (
         "python benchmarks/run.py"
         + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
     )
-    text = "\n".join(
-        [
-            f"Machine: {machine_line(machine)}",
-            f"Command: `{command}` ({rounds} interleaved round{'s' if rounds > 1 else ''},"
-            f" medians; {elapsed / 60:.1f} min)",
-            "Ratios are speed-ups against the reference: >1x is faster / cheaper."
-            " Spread: (max - min) / median over the rounds.",
-            "",
-            table(benches, medians),
-            "",
-            targets_text(checks),
-        ]
-    )
+    text, medians, checks = render(benches, raw, machine, command, rounds, elapsed)
     print(text)
     out = Path(args.out) if args.out else RESULTS / f"{started:%Y%m%dT%H%M%SZ}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -548,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": command,
         "quick": args.quick,
         "rounds": rounds,
+        "elapsed_s": elapsed,
         "machine": machine,
         "schema": templates.how,
         "medians": medians,
