@@ -116,7 +116,8 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
       the claim order; rows in retry backoff are not in it, so they cost a claim
       nothing (the reference's pending index holds them, and a claim would scan them).
     - ``idx_<table>_leased``: leased rows (in flight or in backoff) by
-      ``leased_until``: a claim reads only those whose lease has expired.
+      ``(leased_until, scheduled_for)``: a claim reads only those whose lease has
+      expired, and the wake-up hint reads the first one.
     - ``idx_<table>_exhausted``: rows out of attempts, for the sweep run every cycle.
     - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
 
@@ -127,7 +128,7 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
     return [
         f"CREATE INDEX IF NOT EXISTS idx_{t}_due ON {t} (scheduled_for, schedule_id)\n"
         f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NULL;",
-        f"CREATE INDEX IF NOT EXISTS idx_{t}_leased ON {t} (leased_until)\n"
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_leased ON {t} (leased_until, scheduled_for)\n"
         f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL;",
         f"CREATE INDEX IF NOT EXISTS idx_{t}_exhausted ON {t} (leased_until)\n"
         f"    WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts;",

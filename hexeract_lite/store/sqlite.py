@@ -14,9 +14,13 @@ such transaction, so a live lease is never handed out twice.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import pathlib
+import secrets
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -34,11 +38,13 @@ from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
+    InvalidMessage,
+    InvalidTrigger,
     NotReplayable,
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage
+from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression
 from .base import (
@@ -89,8 +95,9 @@ tables (``--table``) may share one file and each has its own version.
 """
 
 _DURABILITY = {"full": "FULL", "normal": "NORMAL"}
+_log = logging.getLogger(__name__)
 _COLUMNS = ", ".join(name for name, _, _ in REFERENCE_COLUMNS)
-_TIMESTAMP_COLUMNS = (
+_TIMESTAMPS = _TIMESTAMP_COLUMNS = (
     "scheduled_for",
     "leased_until",
     "created_at",
@@ -147,6 +154,64 @@ def _lease_text(lease: object) -> str | None:
     return format_ts(utc)
 
 
+def _is_duplicate(exc: BaseException) -> bool:
+    """A primary-key violation: the schedule id exists already."""
+    return isinstance(exc, apsw.ConstraintError) and (
+        getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_PRIMARYKEY
+    )
+
+
+_TIMESTAMP_INDEX = {
+    name: index for index, (name, _, _) in enumerate(REFERENCE_COLUMNS) if name in _TIMESTAMPS
+}
+_REQUIRED_TIMESTAMPS = {"scheduled_for", "created_at"}
+
+
+def _diagnose(row: Sequence[Any]) -> str:
+    """Which column makes a row undecodable, and why ('' when none is found)."""
+    sid = row[0]
+    if not isinstance(sid, bytes) or len(sid) != 16:
+        return f"schedule_id is not 16 bytes: {sid!r:.60}"
+    for name, index in _TIMESTAMP_INDEX.items():
+        value = row[index]
+        if value is None:
+            if name in _REQUIRED_TIMESTAMPS:
+                return f"{name} is NULL"
+            continue
+        try:
+            parse_ts(str(value))
+        except ValueError:
+            return f"{name} is not a timestamp: {value!r:.60}"
+    try:
+        json.loads(row[2])
+    except (TypeError, ValueError) as exc:
+        return f"payload is not JSON: {exc}"
+    if row[3] not in ("delay", "cron"):
+        return f"trigger_kind must be 'delay' or 'cron', got {row[3]!r:.60}"
+    if row[3] == "cron":
+        try:
+            CronExpression.parse(row[4] or "")
+        except InvalidTrigger as exc:
+            return f"cron_expr: {exc}"
+    if row[6] not in ("mediator", "outbox", "bus"):
+        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {row[6]!r:.60}"
+    try:
+        Target(row[6], row[7])
+    except (InvalidMessage, TypeError) as exc:
+        return f"target_routing_key: {exc}"
+    for index, name in ((8, "attempts"), (9, "max_attempts"), (11, "paused")):
+        if not isinstance(row[index], int):
+            return f"{name} is not an integer: {row[index]!r:.60}"
+    return ""
+
+
+def _row_label(row: Sequence[Any]) -> str:
+    sid = row[0]
+    if isinstance(sid, bytes) and len(sid) == 16:
+        return str(uuid.UUID(bytes=sid))
+    return repr(sid)[:60]
+
+
 class _DuplicateKey(Exception):
     """Raised inside a write transaction when an insert hits the primary key."""
 
@@ -164,22 +229,23 @@ class _Sql:
             " leased_until, paused, last_error, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?)"
         )
+        self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
         self.select_one = f"SELECT {_COLUMNS} FROM {t} WHERE schedule_id = ?"
         # The claim: up to n candidates from each of two indexes (fresh rows in claim
         # order; rows whose lease or backoff has expired), merged, the first n leased.
         self.claim = (
             f"UPDATE {t} SET attempts = attempts + 1, leased_until = :until"
-            " WHERE schedule_id IN ("
-            " SELECT schedule_id FROM ("
+            " WHERE rowid IN ("
+            " SELECT rid FROM ("
             "  SELECT * FROM ("
-            f"   SELECT schedule_id, scheduled_for FROM {due}"
+            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {due}"
             f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
             "     AND scheduled_for <= :now AND attempts < max_attempts"
             "   ORDER BY scheduled_for, schedule_id LIMIT :n)"
             "  UNION ALL"
             "  SELECT * FROM ("
-            f"   SELECT schedule_id, scheduled_for FROM {leased}"
+            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {leased}"
             f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
             "     AND leased_until <= :now AND scheduled_for <= :now"
             "     AND attempts < max_attempts"
@@ -208,22 +274,22 @@ class _Sql:
             f" WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts"
             "   AND (leased_until IS NULL OR leased_until <= :now)"
         )
-        # The wake-up hint: the first fresh row, and among leased rows the least
-        # max(scheduled_for, leased_until), found between the smallest lease and the
-        # bound the row holding it gives (every later lease is at least that late).
-        first_leased = (
-            f"SELECT max(scheduled_for, leased_until) FROM {leased}"
-            f" WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
-            " ORDER BY leased_until LIMIT 1"
-        )
+        # The wake-up hint: the first fresh row; among leased rows the least
+        # max(scheduled_for, leased_until). The first leased row (l, s) in index order
+        # gives it when s <= l (every other lease is at least l); otherwise only rows
+        # whose lease ends in (l, s] can beat s, and that range is read.
+        leased_rows = f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
         self.next_wakeup = (
             "SELECT"
             f" (SELECT scheduled_for FROM {due}"
             f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
-            "   ORDER BY scheduled_for LIMIT 1),"
-            f" (SELECT min(max(scheduled_for, leased_until)) FROM {leased}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
-            f"     AND leased_until <= ({first_leased}))"
+            "   ORDER BY scheduled_for, schedule_id LIMIT 1),"
+            " (SELECT CASE WHEN f.s <= f.l THEN f.l ELSE min(f.s, coalesce("
+            f"   (SELECT min(max(scheduled_for, leased_until)) FROM {leased}"
+            f"    WHERE {leased_rows} AND leased_until > f.l AND leased_until <= f.s),"
+            "   f.s)) END"
+            f"  FROM (SELECT leased_until AS l, scheduled_for AS s FROM {leased}"
+            f"   WHERE {leased_rows} ORDER BY leased_until, scheduled_for LIMIT 1) AS f)"
         )
         self.cancel = (
             f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL"
@@ -313,6 +379,7 @@ class SqliteScheduleStore(ScheduleStore):
         durability: str = "full",
         busy_timeout: timedelta = timedelta(seconds=5),
         create: bool = True,
+        vfs: str | None = None,
     ) -> Self:
         """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
 
@@ -330,6 +397,13 @@ class SqliteScheduleStore(ScheduleStore):
         - ``create``: when False, a missing file or a missing table raises
           :class:`StoreError` (``no database at <path>``) and nothing is created; a
           table hexeract (or an older hexeract_lite) created is still adopted.
+        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``) to open the
+          file with; None, the default one. For fault injection and special storage.
+
+        A new database is built under a temporary name beside ``path`` and linked into
+        place only once complete: other processes never see a half-made file, several
+        processes creating the same file at once all end up sharing the one that got
+        there first, and a failed creation (full disk, I/O error) leaves nothing.
 
         A table the Rust reference created (no version recorded) is adopted: its rows
         are kept, hexeract_lite's indexes are added and timestamp text is normalised
@@ -347,20 +421,20 @@ class SqliteScheduleStore(ScheduleStore):
             )
         if not isinstance(clock, Clock):
             raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        db, created = _prepare_file(path, create)
+        if vfs is not None and vfs not in apsw.vfs_names():
+            raise InvalidConfiguration(
+                f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
+            )
+        db = _check_path(path, create)
+        if not db.exists():
+            _create_database(db, table, busy_timeout, vfs)
+        # An existing file is never deleted or rewritten when opening it fails.
+        connection = _connect(db, durability, busy_timeout, vfs)
         try:
-            connection = _connect(db, durability, busy_timeout)
-        except BaseException:
-            if created:
-                _remove_database_files(db)
-            raise
-        try:
-            _ensure_schema(connection, table, db, create)
+            _ensure_schema(connection, table, db, create, busy_timeout)
             _optimize(connection)
         except BaseException:
             connection.close()
-            if created:
-                _remove_database_files(db)
             raise
         return cls(
             connection=connection, path=db, table=table, clock=clock, busy_timeout=busy_timeout
@@ -457,9 +531,7 @@ class SqliteScheduleStore(ScheduleStore):
                 cur.execute("COMMIT")
             except BaseException as exc:
                 self._rollback()
-                if isinstance(exc, apsw.ConstraintError) and (
-                    getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_PRIMARYKEY
-                ):
+                if _is_duplicate(exc):
                     raise _DuplicateKey() from exc
                 if isinstance(exc, apsw.Error):
                     raise self._error(what, exc) from exc
@@ -483,17 +555,39 @@ class SqliteScheduleStore(ScheduleStore):
             except apsw.Error as exc:
                 raise self._error(what, exc) from exc
 
+    def _malformed(self, row: Sequence[Any], exc: Exception) -> StoreError:
+        why = _diagnose(row) or f"{type(exc).__name__}: {exc}"
+        return StoreError(
+            f"schedule {_row_label(row)} in the table {self._table} of {self._path} is"
+            f" malformed: {why}"
+        )
+
     def _records(self, rows: list[Any]) -> list[ScheduleRecord]:
-        try:
-            return [_record(row) for row in rows]
-        except (ValueError, TypeError) as exc:
-            raise StoreError(f"a row of {self._table} in {self._path} is malformed: {exc}") from exc
+        """Rows as records (ids and instants decoded); a malformed row: StoreError."""
+        records = []
+        for row in rows:
+            try:
+                records.append(_record(row))
+            except Exception as exc:
+                raise self._malformed(row, exc) from exc
+        return records
+
+    def _snapshots(self, rows: list[Any]) -> list[ScheduleSnapshot]:
+        """Rows as snapshots (every column decoded); a malformed row: StoreError."""
+        snapshots = []
+        for row in rows:
+            try:
+                snapshots.append(_record(row).snapshot())
+            except Exception as exc:
+                raise self._malformed(row, exc) from exc
+        return snapshots
 
     # -- writing -------------------------------------------------------------------------
 
     def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
         check_max_attempts(max_attempts)
-        check_messages((message,))
+        if not isinstance(message, ScheduledMessage):
+            check_messages((message,))
         trigger, target = message.trigger, message.target
         row = (
             message.schedule_id.bytes,
@@ -507,11 +601,19 @@ class SqliteScheduleStore(ScheduleStore):
             max_attempts,
             format_ts(self._now()),
         )
-        try:
-            with self._write("insert") as cur:
-                cur.execute(self._sql.insert, row)
-        except _DuplicateKey as exc:
-            raise DuplicateSchedule(message.schedule_id) from exc.__cause__
+        # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
+        # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute(self._sql.insert_one, row)
+            except BaseException as exc:
+                self._rollback()
+                if _is_duplicate(exc):
+                    raise DuplicateSchedule(message.schedule_id) from exc
+                if isinstance(exc, apsw.Error):
+                    raise self._error("insert", exc) from exc
+                raise
         self.changes.notify()
 
     def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
@@ -563,9 +665,42 @@ class SqliteScheduleStore(ScheduleStore):
         }
         with self._write("claim_due") as cur:
             rows = cur.execute(self._sql.claim, params).fetchall()
-        records = self._records(rows)
-        records.sort(key=_sort_key)
-        return [record.leased() for record in records]
+        claimed: list[tuple[datetime, bytes, LeasedOccurrence]] = []
+        malformed: list[tuple[Sequence[Any], Exception]] = []
+        for row in rows:  # decoded after the commit: the write lock is held for SQL only
+            try:
+                record = _record(row)
+                occurrence = record.leased()
+            except Exception as exc:
+                malformed.append((row, exc))
+                continue
+            claimed.append((record.scheduled_for, record.schedule_id.bytes, occurrence))
+        if malformed:
+            self._dead_letter_malformed(malformed)
+        claimed.sort(key=lambda item: (item[0], item[1]))
+        return [occurrence for _, _, occurrence in claimed]
+
+    def _dead_letter_malformed(self, malformed: list[tuple[Sequence[Any], Exception]]) -> None:
+        """A claimed row that cannot be decoded (written badly by another tool or by
+        hand) is never dispatched: it is dead-lettered at once, its last_error naming
+        the column, so the rows claimed with it go on and an operator can see it."""
+        now = format_ts(self._now())
+        with self._write("claim_due") as cur:
+            for row, exc in malformed:
+                why = _diagnose(row) or f"{type(exc).__name__}: {exc}"
+                _log.error(
+                    "schedule %s in %s is malformed and was dead-lettered: %s",
+                    _row_label(row),
+                    self._table,
+                    why,
+                )
+                params = {
+                    "id": row[0],
+                    "lease": row[10],
+                    "now": now,
+                    "error": f"malformed row, dead-lettered without dispatch: {why}",
+                }
+                cur.execute(self._sql.mark_dead_lettered, params)
 
     def _ack(self, what: str, sql: str, params: dict[str, Any]) -> bool:
         with self._write(what) as cur:
@@ -687,20 +822,19 @@ class SqliteScheduleStore(ScheduleStore):
     def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
         sid = check_schedule_id(schedule_id)
         rows = self._read("inspect", self._sql.select_one, (sid.bytes,))
-        return self._records(rows)[0].snapshot() if rows else None
+        return self._snapshots(rows)[0] if rows else None
 
     # -- admin -----------------------------------------------------------------------
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
         check_limit(limit)
-        records = self._records(self._read("list_pending", self._sql.list_pending, {"n": limit}))
-        records.sort(key=_sort_key)
-        return [record.snapshot() for record in records]
+        rows = self._read("list_pending", self._sql.list_pending, {"n": limit})
+        return sorted(self._snapshots(rows), key=lambda s: (s.scheduled_for, s.schedule_id.bytes))
 
     def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
         check_limit(limit)
         rows = self._read("list_dead_letter", self._sql.list_dead_letter, {"n": limit})
-        return [record.snapshot() for record in self._records(rows)]
+        return self._snapshots(rows)
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         sid = check_schedule_id(schedule_id)
@@ -719,8 +853,9 @@ class SqliteScheduleStore(ScheduleStore):
 # -- opening a file ------------------------------------------------------------------
 
 
-def _prepare_file(path: str | os.PathLike[str] | None, create: bool) -> tuple[pathlib.Path, bool]:
-    """Check the path and create the file (0600) when needed; return (path, created)."""
+def _check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Path:
+    """The absolute database path, after the checks that need no SQL (default folders are
+    made here when ``create``)."""
     if path is None:
         db = default_database_path()
         if create and not db.parent.is_dir():
@@ -738,34 +873,72 @@ def _prepare_file(path: str | os.PathLike[str] | None, create: bool) -> tuple[pa
     if db.is_dir():
         raise StoreError(f"cannot open the database {db}: it is a directory")
     if db.exists():
-        return db, False
+        return db
     if not create:
         raise StoreError(f"no database at {db}")
     if not db.parent.is_dir():
         raise StoreError(f"cannot create the database {db}: the folder {db.parent} does not exist")
+    return db
+
+
+def _create_database(
+    db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None
+) -> None:
+    """Build a complete new database under a temporary name beside ``db`` (0600, WAL,
+    the table at :data:`SCHEMA_VERSION`), then link it to ``db``, which must not exist.
+
+    Losing the race to another process that created ``db`` first is fine: its file is
+    used. Any failure removes the temporary file and leaves ``db`` untouched.
+    """
+    tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
     try:
-        fd = os.open(db, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return db, False  # another process created it just now
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
         raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
     os.close(fd)
-    return db, True
-
-
-def _remove_database_files(db: pathlib.Path) -> None:
-    """Undo a file this open created (with SQLite's side files), best effort."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with suppress(OSError):
-            os.unlink(f"{db}{suffix}")
-
-
-def _connect(db: pathlib.Path, durability: str, busy_timeout: timedelta) -> apsw.Connection:
-    """Open and configure the store's own connection (never apsw.bestpractice.apply)."""
     try:
-        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
+        conn = _connect(tmp, "full", busy_timeout, vfs, label=db)
+        try:
+            _ensure_schema(conn, table, db, True, busy_timeout)
+            conn.pragma("wal_checkpoint", "TRUNCATE")  # everything in the file itself
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, db)
+        except FileExistsError:
+            return  # another process created it first; use theirs
+        except OSError:
+            # no hard links on this file system: a rename is nearly as good here
+            if not db.exists():
+                os.replace(tmp, db)
+    except StoreError:
+        raise  # (a StoreError is an OSError too) it names the path already
+    except OSError as exc:
+        raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
     except apsw.Error as exc:
-        raise StoreError(f"cannot open the database {db}: {exc}") from exc
+        raise _open_error(db, exc) from exc
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with suppress(OSError):
+                os.unlink(f"{tmp}{suffix}")
+
+
+def _connect(
+    path: pathlib.Path,
+    durability: str,
+    busy_timeout: timedelta,
+    vfs: str | None,
+    *,
+    label: pathlib.Path | None = None,
+) -> apsw.Connection:
+    """Open and configure the store's own connection (never apsw.bestpractice.apply).
+
+    Errors name ``label`` (the user's path) when given, else ``path``."""
+    db = label or path
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
+    except apsw.Error as exc:
+        raise _open_error(db, exc) from exc
     try:
         apsw.bestpractice.connection_busy_timeout(conn, int(busy_timeout.total_seconds() * 1000))
         apsw.bestpractice.connection_dqs(conn)
@@ -830,7 +1003,29 @@ def _too_new(db: pathlib.Path, table: str, version: int) -> StoreError:
     )
 
 
-def _ensure_schema(conn: apsw.Connection, table: str, db: pathlib.Path, create: bool) -> None:
+def _switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
+    """``journal_mode=WAL`` (a no-op when it already is). Changing the mode needs a lock
+    that SQLite does not wait for through the busy handler, so retry until the busy
+    timeout has passed."""
+    if str(conn.pragma("journal_mode")).lower() == "wal":
+        return
+    deadline = time.monotonic() + busy_timeout.total_seconds()
+    while True:
+        try:
+            apsw.bestpractice.connection_wal(conn)
+            break
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+    mode = conn.pragma("journal_mode")
+    if str(mode).lower() != "wal":
+        raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
+
+
+def _ensure_schema(
+    conn: apsw.Connection, table: str, db: pathlib.Path, create: bool, busy_timeout: timedelta
+) -> None:
     """Create, adopt or upgrade ``table`` to :data:`SCHEMA_VERSION`, in one transaction."""
     try:
         exists, version = _schema_state(conn, table)
@@ -839,9 +1034,7 @@ def _ensure_schema(conn: apsw.Connection, table: str, db: pathlib.Path, create: 
         if not exists and not create:
             raise StoreError(f"no database at {db}: the file has no table {table}")
         # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
-        mode = conn.pragma("journal_mode", "wal")
-        if str(mode).lower() != "wal":
-            raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
+        _switch_to_wal(conn, db, busy_timeout)
         if exists and version == SCHEMA_VERSION:
             return  # the common case: a read, no write lock
         conn.execute("BEGIN IMMEDIATE")
@@ -891,6 +1084,13 @@ def _check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path)
             f"the table {table} in {db} is not a scheduler table: the columns"
             f" {', '.join(wrong)} are missing or have another type"
         )
+    try:
+        conn.execute(f"SELECT rowid FROM {table} LIMIT 0").fetchall()
+    except apsw.SQLError as exc:
+        raise StoreError(
+            f"the table {table} in {db} is WITHOUT ROWID; the reference's layout (and"
+            " hexeract_lite's claim) needs an ordinary rowid table"
+        ) from exc
 
 
 def _upgrade_to_1(conn: apsw.Connection, table: str) -> None:
