@@ -164,6 +164,13 @@ class StoresAgree(RuleBasedStateMachine):
         sid, lease = held
         self._ack(sid, lease, ack, amount_ms)
 
+    @rule(held=leases, retry_ms=st.sampled_from([0, 500]))
+    def fail_soon(self, held: tuple[uuid.UUID, datetime], retry_ms: int) -> None:
+        """A quick retry after a claim made ahead of the clock: the row's lease now ends
+        before its scheduled_for."""
+        sid, lease = held
+        self._ack(sid, lease, "failed", retry_ms)
+
     @rule(
         held=consumes(leases),
         ack=st.sampled_from(["delivered", "reschedule", "failed", "dead_lettered"]),
