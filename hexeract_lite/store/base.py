@@ -36,13 +36,17 @@ import abc
 import threading
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
+from typing import Any
+
+import attrs
 
 from .._time import to_utc_ms
 from ..errors import InvalidArgument, InvalidConfiguration
 from ..message import ScheduledMessage
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot
+from .record import ScheduleRecord
 
 __all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore"]
 
@@ -232,6 +236,35 @@ class ScheduleStore(abc.ABC):
         :class:`NotReplayable` naming it; an unknown id, :class:`ScheduleNotFound`.
         """
 
+    # -- copying rows between stores (``hexeract scheduler migrate``) ---------
+
+    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
+        """Up to ``limit`` rows, every column as stored, in schedule id order (byte
+        order, which is :class:`uuid.UUID` order), starting after ``after`` (None: from
+        the first id). Page through a store by passing the last id of each page.
+
+        For copying schedules between stores (:func:`hexeract_lite.migrate.migrate`),
+        not for the worker. Each page is read in one statement; pages read at different
+        times may see a store that changed in between. ``limit`` >= 1
+        (:class:`InvalidConfiguration`). A store that cannot export raises
+        :class:`NotImplementedError` (the default).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot export records")
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        """Insert the rows whose schedule id the store does not hold yet, exactly as
+        given (every column: attempts, lease, paused flag, errors and timestamps
+        included), in one transaction; return how many it inserted.
+
+        A row whose id is already stored is skipped and left unchanged, never updated
+        (so importing the same rows twice inserts nothing the second time); a repeated
+        id within ``records`` counts once. Instants are stored at millisecond
+        precision. Anything that is not a :class:`ScheduleRecord` raises
+        :class:`InvalidConfiguration` before anything is written. A store that cannot
+        import raises :class:`NotImplementedError` (the default).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot import records")
+
     # -- lifetime ------------------------------------------------------------
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -287,6 +320,66 @@ def check_messages(messages: Sequence[ScheduledMessage]) -> None:
     for message in messages:
         if not isinstance(message, ScheduledMessage):
             raise InvalidConfiguration(f"expected ScheduledMessage, got {message!r:.200}")
+
+
+def check_export(after: object, limit: object) -> uuid.UUID | None:
+    """Validate ``export_records``' arguments; return ``after``."""
+    if after is not None and not isinstance(after, uuid.UUID):
+        raise InvalidArgument(f"after must be a uuid.UUID or None, got {after!r}")
+    check_limit(limit)
+    return after
+
+
+_RECORD_TEXT = ("event_type", "payload", "trigger_kind", "target_kind")
+_RECORD_OPTIONAL_TEXT = ("cron_expr", "target_routing_key", "last_error")
+_RECORD_INSTANTS = ("scheduled_for", "created_at")
+_RECORD_OPTIONAL_INSTANTS = ("leased_until", "delivered_at", "cancelled_at", "dead_lettered_at")
+
+
+def _record_instant(value: object, sid: uuid.UUID, name: str) -> datetime:
+    if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
+        return value  # already what a store holds (the common case, from another store)
+    try:
+        return to_utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
+    except OverflowError:
+        raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}") from None
+
+
+def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
+    """Validate ``import_records``' argument: ScheduleRecords whose fields have their
+    column's type, ``attempts`` and ``max_attempts`` >= 0. Returns them with every
+    instant normalised to UTC milliseconds (a record that needed it is a copy; a naive
+    instant is refused, as everywhere). Raises :class:`InvalidConfiguration` naming the
+    schedule id and the field."""
+    checked: list[ScheduleRecord] = []
+    for record in records:
+        if not isinstance(record, ScheduleRecord) or not isinstance(record.schedule_id, uuid.UUID):
+            raise InvalidConfiguration(f"expected ScheduleRecord, got {record!r:.200}")
+        sid = record.schedule_id
+        for name in _RECORD_TEXT:
+            value = getattr(record, name)
+            if not isinstance(value, str):
+                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
+        for name in _RECORD_OPTIONAL_TEXT:
+            value = getattr(record, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
+        for name in ("attempts", "max_attempts"):
+            value = getattr(record, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
+        if not isinstance(record.paused, bool):
+            raise InvalidConfiguration(f"record {sid}: invalid paused {record.paused!r:.200}")
+        changes: dict[str, Any] = {}
+        for name in (*_RECORD_INSTANTS, *_RECORD_OPTIONAL_INSTANTS):
+            value = getattr(record, name)
+            if value is None and name in _RECORD_OPTIONAL_INSTANTS:
+                continue
+            instant = _record_instant(value, sid, name)
+            if instant is not value:
+                changes[name] = instant
+        checked.append(attrs.evolve(record, **changes) if changes else record)
+    return checked
 
 
 def check_schedule_id(schedule_id: object) -> uuid.UUID:

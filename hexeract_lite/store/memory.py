@@ -17,9 +17,11 @@ from .base import (
     SWEEP_ERROR,
     ScheduleStore,
     check_claim,
+    check_export,
     check_limit,
     check_max_attempts,
     check_messages,
+    check_records,
     check_retry_in,
     check_schedule_id,
 )
@@ -260,6 +262,29 @@ class InMemoryScheduleStore(ScheduleStore):
             row.paused = False
             row.dead_lettered_at = None
         self.changes.notify()
+
+    # -- copying rows between stores -------------------------------------------
+
+    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
+        after = check_export(after, limit)
+        with self._lock:
+            rows = sorted(
+                (r for r in self._rows.values() if after is None or r.schedule_id > after),
+                key=lambda r: r.schedule_id.bytes,
+            )
+            return [row.copy() for row in rows[:limit]]
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        fresh = check_records(records)
+        with self._lock:
+            inserted = 0
+            for record in fresh:
+                if record.schedule_id not in self._rows:
+                    self._rows[record.schedule_id] = record.copy()  # never the caller's
+                    inserted += 1
+        if inserted:
+            self.changes.notify()
+        return inserted
 
     def __len__(self) -> int:
         with self._lock:

@@ -74,9 +74,11 @@ from .base import (
     SWEEP_ERROR,
     ScheduleStore,
     check_claim,
+    check_export,
     check_limit,
     check_max_attempts,
     check_messages,
+    check_records,
     check_retry_in,
     check_schedule_id,
 )
@@ -143,6 +145,15 @@ _COLUMNS: tuple[LiteralString, ...] = (
     "dead_lettered_at",
 )
 assert tuple(name for name, _ in POSTGRES_COLUMNS) == _COLUMNS
+_TEXT_COLUMNS: tuple[str, ...] = (
+    "event_type",
+    "trigger_kind",
+    "cron_expr",
+    "target_kind",
+    "target_routing_key",
+    "last_error",
+)
+"""The text columns (the payload is JSON, checked by the server)."""
 
 
 def _select_list(alias: LiteralString | None = None) -> sql.Composable:
@@ -314,6 +325,30 @@ class _Statements:
         self.list_dead_letter = q(
             "SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT %(limit)s"
+        )
+        # export pages walk the primary key; import inserts every column as given, the
+        # arrays sent in binary (quoting their text form cost more than the INSERT)
+        self.export_first = q("SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT %(limit)s")
+        self.export_after = q(
+            "SELECT {cols} FROM {t} WHERE schedule_id > %(after)s"
+            " ORDER BY schedule_id LIMIT %(limit)s"
+        )
+        self.import_rows = q(
+            "INSERT INTO {t} ({names})"
+            " SELECT u.schedule_id, u.event_type, u.payload::jsonb, u.trigger_kind,"
+            " u.cron_expr, u.scheduled_for, u.target_kind, u.target_routing_key,"
+            " u.attempts, u.max_attempts, u.leased_until, u.paused, u.last_error,"
+            " u.created_at, u.delivered_at, u.cancelled_at, u.dead_lettered_at"
+            " FROM unnest(%(schedule_id)b::uuid[], %(event_type)b::text[],"
+            " %(payload)b::text[], %(trigger_kind)b::text[], %(cron_expr)b::text[],"
+            " %(scheduled_for)b::timestamptz[], %(target_kind)b::text[],"
+            " %(target_routing_key)b::text[], %(attempts)b::int4[], %(max_attempts)b::int4[],"
+            " %(leased_until)b::timestamptz[], %(paused)b::bool[], %(last_error)b::text[],"
+            " %(created_at)b::timestamptz[], %(delivered_at)b::timestamptz[],"
+            " %(cancelled_at)b::timestamptz[], %(dead_lettered_at)b::timestamptz[])"
+            " AS u({names})"
+            " ON CONFLICT (schedule_id) DO NOTHING",
+            names=sql.SQL(", ").join(sql.Identifier(name) for name in _COLUMNS),
         )
 
 
@@ -685,6 +720,69 @@ class PostgresScheduleStore(ScheduleStore):
                 raise NotReplayable(schedule_id, status)
             conn.execute(self._sql.replay, {"id": schedule_id, "now_value": now})
         self.changes.notify()
+
+    # -- copying rows between stores ---------------------------------------------------
+
+    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
+        """See :meth:`ScheduleStore.export_records`. The payload comes back as the
+        compact text of the stored JSONB value (see the module's notes on payloads)."""
+        after = check_export(after, limit)
+        with self._connection("export_records") as conn:
+            if after is None:
+                rows = conn.execute(self._sql.export_first, {"limit": limit}).fetchall()
+            else:
+                rows = conn.execute(
+                    self._sql.export_after, {"after": after, "limit": limit}
+                ).fetchall()
+        return [_record(row) for row in rows]
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        """See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
+        (schedule_id) DO NOTHING`` statement.
+
+        What PostgreSQL cannot hold is refused and nothing of the batch is written:
+        ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
+        and a NUL character in a text column (:class:`InvalidMessage`) before the
+        statement is sent, naming the schedule; a NUL in a payload string (``\\u0000``,
+        which ``JSONB`` rejects) by the server, as :class:`InvalidMessage` naming the
+        likely schedules.
+        """
+        rows = check_records(records)
+        if not rows:
+            return 0
+        for row in rows:
+            for name in ("attempts", "max_attempts"):
+                if getattr(row, name) > _MAX_INT4:
+                    raise InvalidConfiguration(
+                        f"record {row.schedule_id}: {name} must be at most {_MAX_INT4} on"
+                        f" PostgreSQL, got {getattr(row, name)}"
+                    )
+            for name in _TEXT_COLUMNS:
+                value = getattr(row, name)
+                if value is not None and "\x00" in value:
+                    raise InvalidMessage(
+                        f"record {row.schedule_id}: {name} holds a NUL character, which"
+                        " PostgreSQL text cannot store"
+                    )
+        params = {name: [getattr(row, name) for row in rows] for name in _COLUMNS}
+        try:
+            with self._connection("import_records") as conn:
+                inserted = conn.execute(self._sql.import_rows, params).rowcount
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.errors.UntranslatableCharacter):
+                suspects = [str(row.schedule_id) for row in rows if "\\u0000" in row.payload]
+                detail = " ".join(str(cause).split())  # the server's lines, on one
+                raise InvalidMessage(
+                    "a payload cannot be stored in PostgreSQL's JSONB: it holds a string with"
+                    f" a NUL character (\\u0000) or another character it rejects ({detail});"
+                    f" suspects: {', '.join(suspects) or 'none found'}; none of these"
+                    f" {len(rows)} records was imported"
+                ) from cause
+            raise
+        if inserted:
+            self.changes.notify()
+        return inserted
 
     # -- lifetime ----------------------------------------------------------------------
 
