@@ -12,7 +12,8 @@ range), with an argparse-style message on stderr.
 Commands that read or repair (``list``, ``inspect``, ``pause``, ``resume``,
 ``cancel``, ``dead-letter list``, ``dead-letter replay``) never create a database:
 a missing file is exit 1, ``no database at <path>``. ``add`` and ``worker`` create
-it (and its table) when needed.
+it (and its table) when needed. ``migrate`` never creates its source (``--from``) and
+creates the destination's table when needed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
 from .control import SchedulerControl
 from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError
 from .message import ScheduledMessage, Target
+from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
@@ -143,6 +145,18 @@ def parse_positive_int(text: str) -> int:
             + (f" and <= {MAX_INT_ARG}" if value > MAX_INT_ARG else "")
         )
     return value
+
+
+def parse_conn_arg(text: str) -> str:
+    """A connection string given explicitly (``migrate``'s ``--from`` and ``--to``):
+    not empty, and of a scheme :func:`~hexeract_lite.connect.parse_conn` accepts."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty connection string")
+    try:
+        parse_conn(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def parse_table(text: str) -> str:
@@ -459,6 +473,64 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         type=parse_table,
         metavar="NAME",
         help=f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
+    )
+
+    sub = command(
+        "migrate",
+        "copy every schedule, with its state, to another database (e.g. SQLite to PostgreSQL)",
+        [
+            "hexeract scheduler migrate --from sqlite:////var/lib/myapp/scheduler.db"
+            " --to postgresql://app@db.internal/app",
+            "hexeract scheduler migrate --from postgresql://app@db.internal/app"
+            " --to sqlite:///backup.db --format json",
+        ],
+        [fmt],
+        _cmd_migrate,
+        description="Copy every schedule from one database to another with its whole state"
+        " (attempts, lease, paused flag, last error, timestamps), whatever its status:"
+        " SQLite to PostgreSQL, back, or between two tables. Idempotent: a schedule the"
+        " destination already holds (same id) is skipped, never overwritten, so running it"
+        " again copies only what is new and resumes a copy that stopped part-way. Prints"
+        " how many rows were read, copied and skipped. Never creates the source; creates"
+        " the destination's table when needed. Stop the workers on the source first: a"
+        " change made there after a row was copied is not carried over.",
+    )
+    sub.add_argument(
+        "--from",
+        dest="from_conn",
+        required=True,
+        type=parse_conn_arg,
+        metavar="URL",
+        help="the database to copy from, spelled as --conn (sqlite:///path.db, a file path,"
+        " postgresql://...); it must exist",
+    )
+    sub.add_argument(
+        "--to",
+        dest="to_conn",
+        required=True,
+        type=parse_conn_arg,
+        metavar="URL",
+        help="the database to copy to, spelled as --conn; a password is never printed"
+        " (PGPASSWORD or ~/.pgpass keep it off the command line)",
+    )
+    sub.add_argument(
+        "--table",
+        type=parse_table,
+        metavar="NAME",
+        help=f"the source table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
+    )
+    sub.add_argument(
+        "--to-table",
+        type=parse_table,
+        metavar="NAME",
+        help="the destination table (default: the source table's name)",
+    )
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help=f"rows per read and per write transaction (default: {DEFAULT_BATCH_SIZE})",
     )
 
     dead = cmds.add_parser(
@@ -848,6 +920,54 @@ def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
     return EXIT_OK
 
 
+def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
+    if a.kind == "sqlite" and b.kind == "sqlite":
+        assert a.path is not None and b.path is not None
+        return a.path.expanduser().resolve() == b.path.expanduser().resolve()
+    return a.kind == b.kind and a.url == b.url
+
+
+def format_migration(report: MigrationReport) -> str:
+    """The counts line of ``scheduler migrate``."""
+    return (
+        f"read {report.read}, copied {report.copied},"
+        f" skipped {report.skipped} (already in the destination)"
+    )
+
+
+def _cmd_migrate(args: argparse.Namespace, ctx: _Context) -> int:
+    source, dest = parse_conn(args.from_conn), parse_conn(args.to_conn)
+    source_table = ctx.table
+    dest_table = args.to_table or source_table
+    if _same_database(source, dest) and source_table == dest_table:
+        raise UsageError(
+            f"--from and --to name the same table ({source_table} in {source.display()}):"
+            " nothing to copy"
+        )
+    # The source first: when it is missing, nothing (not even the destination) is created.
+    with (
+        contextlib.closing(open_store(source, table=source_table, create=False)) as src,
+        contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
+    ):
+        report = migrate(src, dst, batch_size=args.batch_size)
+    if args.format == "json":
+        data: dict[str, object] = {
+            "source": source.display(),
+            "source_table": source_table,
+            "destination": dest.display(),
+            "destination_table": dest_table,
+            **report.to_json_dict(),
+        }
+        ctx.print(_dump_json(data))
+    else:
+        ctx.print(
+            f"Migrated table {source_table} of {source.display()}"
+            f" to table {dest_table} of {dest.display()}:"
+        )
+        ctx.print(format_migration(report))
+    return EXIT_OK
+
+
 # -- the worker ----------------------------------------------------------------------
 
 
@@ -1006,23 +1126,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR if exc.code else EXIT_OK
     cmd_parser: argparse.ArgumentParser = args.cmd_parser
     handler: Handler = args.handler
-    # What to scrub from any message: the connection string in use, wherever it came from.
-    conn = getattr(args, "conn", None) or os.environ.get(DATABASE_URL_ENV)
+    # What to scrub from any message: every connection string in use, wherever it came
+    # from (migrate has two).
+    conns = [
+        getattr(args, "conn", None) or os.environ.get(DATABASE_URL_ENV),
+        getattr(args, "from_conn", None),
+        getattr(args, "to_conn", None),
+    ]
+
+    def clean(text: str) -> str:
+        for conn in conns:
+            if conn:
+                text = scrub(text, conn)
+        return scrub(text, None)
+
     try:
         return handler(args, _Context(args, sys.stdout))
     except (UsageError, InvalidArgument) as exc:
-        return _usage_error(cmd_parser, scrub(str(exc), conn))
+        return _usage_error(cmd_parser, clean(str(exc)))
     except SchedulerError as exc:
-        return _runtime_error(parser.prog, scrub(str(exc), conn))
+        return _runtime_error(parser.prog, clean(str(exc)))
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        detail = scrub("".join(traceback.format_exception(exc)), conn)
+        detail = clean("".join(traceback.format_exception(exc)))
         sys.stderr.write(detail)
-        return _runtime_error(parser.prog, scrub(f"unexpected {type(exc).__name__}: {exc}", conn))
+        return _runtime_error(parser.prog, clean(f"unexpected {type(exc).__name__}: {exc}"))
 
 
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:

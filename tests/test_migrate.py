@@ -1,4 +1,5 @@
-"""Copying schedules between stores: the export/import pair and ``migrate()``.
+"""Copying schedules between stores: the export/import pair, ``migrate()`` and
+``hexeract scheduler migrate``.
 
 Rows in every status are made through the stores' own API on a manual clock, copied,
 and compared snapshot by snapshot (payloads decoded: JSONB keeps the JSON value, not
@@ -9,11 +10,15 @@ fail in CI.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import apsw
 import attrs
@@ -29,6 +34,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
+from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument, InvalidConfiguration, InvalidMessage
 from hexeract_lite.migrate import MigrationError, MigrationReport, migrate
 from hexeract_lite.store.base import SWEEP_ERROR
@@ -39,6 +45,7 @@ from . import pg
 from .conftest import T0
 
 LEASE = timedelta(minutes=5)
+BIN = Path(sys.executable).parent
 
 
 # -- rows in every status ---------------------------------------------------------------
@@ -440,3 +447,218 @@ def test_postgres_refuses_what_it_cannot_hold_before_writing(
         too_big = attrs.evolve(record, schedule_id=uuid.uuid4(), max_attempts=2**31)
         with pytest.raises(InvalidConfiguration, match="at most 2147483647"):
             _import(dest, [too_big])
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+Cli = Callable[..., Result]
+"""``cli("--from", ..., "--to", ...)`` runs ``hexeract scheduler migrate`` in-process."""
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cli:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("HEXERACT_SCHEDULER_TABLE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.chdir(tmp_path)
+
+    def run(*argv: str) -> Result:
+        capsys.readouterr()
+        code = main(["scheduler", "migrate", *argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def make_source(
+    path: Path, clock: ManualClock, table: str = "scheduled_messages"
+) -> dict[str, uuid.UUID]:
+    with SqliteScheduleStore.open(path, table=table, clock=clock) as store:
+        return populate(store, clock)
+
+
+def test_cli_sqlite_to_sqlite(
+    cli: Cli, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = make_source(tmp_path / "a.db", clock)
+    first = cli("--from", "sqlite:///" + str(tmp_path / "a.db"), "--to", "sqlite://b.db")
+    assert first.code == 0, first.err
+    assert first.out == (
+        f"Migrated table scheduled_messages of {tmp_path / 'a.db'}"
+        " to table scheduled_messages of b.db:\n"
+        "read 12, copied 12, skipped 0 (already in the destination)\n"
+    )
+    again = cli("--from", "a.db", "--to", "b.db", "--format", "json", "--batch-size", "5")
+    assert again.code == 0, again.err
+    assert json.loads(again.out) == {
+        "source": "a.db",
+        "source_table": "scheduled_messages",
+        "destination": "b.db",
+        "destination_table": "scheduled_messages",
+        "read": 12,
+        "copied": 0,
+        "skipped": 12,
+    }
+    # another table of the same file, named by --to-table
+    other = cli("--from", "a.db", "--to", "a.db", "--to-table", "copy_of", "--format", "json")
+    assert other.code == 0, other.err
+    assert json.loads(other.out)["copied"] == 12
+    # --table defaults to $HEXERACT_SCHEDULER_TABLE, and --to-table to the source's name
+    monkeypatch.setenv("HEXERACT_SCHEDULER_TABLE", "copy_of")
+    env = cli("--from", "a.db", "--to", "c.db", "--format", "json")
+    assert env.code == 0, env.err
+    data = json.loads(env.out)
+    assert (data["source_table"], data["destination_table"], data["copied"]) == (
+        "copy_of",
+        "copy_of",
+        12,
+    )
+    with (
+        SqliteScheduleStore.open(tmp_path / "a.db", create=False) as a,
+        SqliteScheduleStore.open(tmp_path / "b.db", create=False) as b,
+        SqliteScheduleStore.open(tmp_path / "a.db", table="copy_of", create=False) as c,
+    ):
+        assert snapshots(b, ids) == snapshots(c, ids) == snapshots(a, ids)
+
+
+def test_cli_missing_source_is_exit_1_and_creates_nothing(cli: Cli, tmp_path: Path) -> None:
+    dest = tmp_path / "dest.db"
+    for source in ("absent.db", "sqlite:///" + str(tmp_path / "absent.db"), "typo/absent.db"):
+        result = cli("--from", source, "--to", str(dest))
+        assert (result.code, result.out) == (1, ""), result.err
+        assert "no database at " in result.err and "absent.db" in result.err
+        assert not (tmp_path / "absent.db").exists() and not (tmp_path / "typo").exists()
+        assert not dest.exists(), "the destination is not created either"
+    # a file without the table is no source either
+    with SqliteScheduleStore.open(tmp_path / "other.db", table="other"):
+        pass
+    result = cli("--from", "other.db", "--to", str(dest))
+    assert result.code == 1
+    assert "no database at" in result.err and "scheduled_messages" in result.err
+    assert not dest.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--from", "a.db", "--to", "./a.db"], "name the same table"),
+        (["--from", "a.db", "--to", "b.db", "--batch-size", "0"], "expected an integer >= 1"),
+        (["--from", "", "--to", "b.db"], "empty connection string"),
+        (["--from", "a.db"], "the following arguments are required: --to"),
+        (["--from", "a.db", "--to", "b.db", "--to-table", "x-y"], "invalid table name"),
+        (
+            ["--from", "a.db", "--to", "mysql://root:hunter2@db/app"],
+            "unsupported connection scheme 'mysql'",
+        ),
+    ],
+)
+def test_cli_usage_errors(cli: Cli, tmp_path: Path, argv: list[str], message: str) -> None:
+    SqliteScheduleStore.open(tmp_path / "a.db").close()
+    result = cli(*argv)
+    assert result.code == 2
+    assert message in result.err
+    assert "hunter2" not in result.out + result.err
+    assert not (tmp_path / "b.db").exists()
+
+
+@pytest.mark.parametrize("side", ["--from", "--to"])
+def test_cli_never_prints_a_password(cli: Cli, tmp_path: Path, side: str) -> None:
+    SqliteScheduleStore.open(tmp_path / "a.db").close()
+    url = "postgresql://scheduler:s3cr3t-pw@127.0.0.1:1/app?connect_timeout=1"
+    argv = ["--from", url, "--to", "a.db"] if side == "--from" else ["--from", "a.db", "--to", url]
+    result = cli(*argv)
+    assert result.code == 1
+    assert result.err.startswith("hexeract: error: ")
+    assert "s3cr3t-pw" not in result.out + result.err
+
+
+@pytest.mark.postgres
+def test_cli_sqlite_to_postgres_and_back(cli: Cli, tmp_path: Path, clock: ManualClock) -> None:
+    url = pg.require_server()
+    password = urlsplit(url).password or "\0no password\0"
+    table = pg.unique_table("mig")
+    ids = make_source(tmp_path / "src.db", clock, table="jobs")
+    outputs: list[str] = []
+
+    def run(*argv: str) -> Result:
+        result = cli(*argv)
+        outputs.append(result.out + result.err)
+        return result
+
+    try:
+        missing = run("--from", url, "--table", table, "--to", "back.db")
+        assert missing.code == 1 and f"no table '{table}'" in missing.err
+        assert not (tmp_path / "back.db").exists()
+        argv = ["--from", "src.db", "--table", "jobs", "--to", url, "--to-table", table]
+        first = run(*argv, "--format", "json", "--batch-size", "5")
+        assert first.code == 0, first.err
+        data = json.loads(first.out)
+        assert (data["read"], data["copied"], data["skipped"]) == (12, 12, 0)
+        assert data["destination_table"] == table and data["source_table"] == "jobs"
+        second = run(*argv)
+        assert second.code == 0, second.err
+        assert second.out.endswith("read 12, copied 0, skipped 12 (already in the destination)\n")
+        back = run("--from", url, "--table", table, "--to", "back.db")
+        assert back.code == 0, back.err
+        assert "read 12, copied 12, skipped 0" in back.out
+        with (
+            SqliteScheduleStore.open(tmp_path / "src.db", table="jobs", create=False) as a,
+            SqliteScheduleStore.open(tmp_path / "back.db", table=table, create=False) as b,
+        ):
+            assert snapshots(b, ids) == snapshots(a, ids)
+        # a NUL in a payload: refused by PostgreSQL, a runtime error (exit 1), named
+        with SqliteScheduleStore.open(tmp_path / "src.db", table="jobs", clock=clock) as a:
+            bad = ScheduledMessage.delay(Target.outbox(), T0, "ev", {"s": "\x00"})
+            a.insert(bad, 3)
+        nul = run(*argv)
+        assert nul.code == 1
+        assert "NUL" in nul.err and str(bad.schedule_id) in nul.err
+        assert "run it again to resume" in nul.err
+    finally:
+        pg.drop_table(url, table)
+    assert not any(password in text for text in outputs)
+    assert any("***" in text for text in outputs), "the URL is shown, redacted"
+
+
+def test_the_hexeract_script_migrates(tmp_path: Path, clock: ManualClock) -> None:
+    """One real process of the installed script."""
+    ids = make_source(tmp_path / "a.db", clock)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "HEXERACT_SCHEDULER_TABLE")
+    }
+    script = BIN / "hexeract"
+    assert script.exists(), f"{script} is missing: install the project (pip install -e .)"
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(script), "scheduler", "migrate", *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = run("--from", "a.db", "--to", "sqlite://b.db", "--to-table", "moved")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (
+        done.stdout.splitlines()[-1] == "read 12, copied 12, skipped 0 (already in the destination)"
+    )
+    missing = run("--from", "nope.db", "--to", "c.db")
+    assert missing.returncode == 1
+    assert missing.stderr == f"hexeract: error: no database at {tmp_path / 'nope.db'}\n"
+    assert not (tmp_path / "nope.db").exists() and not (tmp_path / "c.db").exists()
+    with (
+        SqliteScheduleStore.open(tmp_path / "a.db", create=False) as a,
+        SqliteScheduleStore.open(tmp_path / "b.db", table="moved", create=False) as b,
+    ):
+        assert snapshots(b, ids) == snapshots(a, ids)
