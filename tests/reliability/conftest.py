@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -117,6 +118,14 @@ class Processes:
             (self.workdir / f"{name}.out").read_text(errors="replace"),
             (self.workdir / f"{name}.err").read_text(errors="replace"),
         )
+
+    def wait_ready(self, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+        """Wait until the process printed ``ready`` (it has set up its signal handlers)."""
+        deadline = time.monotonic() + timeout
+        while "ready" not in self.output(proc)[0]:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{proc.name} never got ready: {self.output(proc)}")  # type: ignore[attr-defined]
+            time.sleep(0.01)
 
     def stop(self, procs: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
         """SIGTERM (a clean stop), then wait; SIGKILL whatever does not exit in time."""

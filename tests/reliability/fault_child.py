@@ -29,7 +29,7 @@ from hexeract_lite.store.sqlite import SqliteScheduleStore
 def main() -> None:
     db, error = sys.argv[1], {"ioerr": apsw.IOError, "full": apsw.FullError}[sys.argv[2]]
     vfs = FaultVFS("faulty")
-    store = SqliteScheduleStore.open(db, vfs="faulty")  # type: ignore[call-arg]
+    store = SqliteScheduleStore.open(db, vfs="faulty")
     now = datetime.now(UTC)
     committed = [ScheduledMessage.delay(Target.outbox(), now, "ev", {"c": i}) for i in range(5)]
     store.insert_many(committed, 3)

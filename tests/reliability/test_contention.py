@@ -78,6 +78,8 @@ def test_four_workers_and_two_inserters_lose_nothing_and_repeat_nothing(
     while {schedule for _, schedule, _ in _log(log)} < wanted and time.monotonic() < deadline:
         time.sleep(0.05)
     elapsed = time.monotonic() - started
+    for proc in workers:
+        procs.wait_ready(proc)
     procs.stop(workers)
 
     deliveries = _log(log)
@@ -126,12 +128,6 @@ OPEN_ROUNDS, OPENERS = 12, 6
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,  # a race: it fails in most runs, not in every one
-    reason="bug: concurrent first opens of a new file get SQLITE_BUSY at once (no busy"
-    " wait) from PRAGMA journal_mode=wal / the schema transaction, and the process that"
-    " created the file then deletes it (with -wal/-shm) while others use it",
-)
 def test_processes_creating_the_same_new_file_all_succeed_and_lose_nothing(
     procs: Processes, tmp_path: Path
 ) -> None:
@@ -173,12 +169,6 @@ def test_processes_creating_the_same_new_file_all_succeed_and_lose_nothing(
     assert lost == {}, "inserts that returned are not in the file (round: reported, found)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: SqliteScheduleStore.open deletes the file it created when its own open"
-    " fails, although another store has committed to it meanwhile (needs the vfs= API"
-    " addition too: the fault VFS's open hook makes the interleaving exact)",
-)
 def test_a_failed_open_never_deletes_a_file_another_store_committed_to(tmp_path: Path) -> None:
     """Exact interleaving: process A creates the new file; before A's connection opens
     it, process B opens the (empty) file, inserts a schedule and holds the write lock for
@@ -202,7 +192,7 @@ def test_a_failed_open_never_deletes_a_file_another_store_committed_to(tmp_path:
     vfs.on_open = b_gets_there_first
     try:
         with pytest.raises(StoreError, match="locked"):
-            SqliteScheduleStore.open(  # type: ignore[call-arg]
+            SqliteScheduleStore.open(
                 db, table="a_table", vfs="faulty", busy_timeout=timedelta(milliseconds=200)
             )
     finally:

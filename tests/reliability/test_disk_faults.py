@@ -24,7 +24,6 @@ checked:
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import random
 import threading
@@ -33,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -54,13 +54,6 @@ from .faultvfs import FaultVFS
 
 ERRORS = {"ioerr": apsw.IOError, "full": apsw.FullError}
 
-VFS_READY = "vfs" in inspect.signature(SqliteScheduleStore.open).parameters
-pytestmark = pytest.mark.xfail(
-    not VFS_READY,
-    strict=True,
-    reason="API addition pending: SqliteScheduleStore.open(..., vfs=NAME) (apsw.Connection's"
-    " vfs argument); until then every test here fails with TypeError",
-)
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 
@@ -76,8 +69,8 @@ def vfs() -> Iterator[FaultVFS]:
         fault_vfs.unregister()
 
 
-def _open_faulty(path: Path, **kwargs: object) -> SqliteScheduleStore:
-    return SqliteScheduleStore.open(path, vfs="faulty", **kwargs)  # type: ignore[call-arg]
+def _open_faulty(path: Path, **kwargs: Any) -> SqliteScheduleStore:
+    return SqliteScheduleStore.open(path, vfs="faulty", **kwargs)
 
 
 def _msg(at: datetime = T0, payload: object = None) -> ScheduledMessage:
