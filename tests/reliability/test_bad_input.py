@@ -343,14 +343,14 @@ CASES: list[Case] = [
     ),
     Case(
         "non-uuid-inspect",
-        lambda w: w.store.inspect("not-a-uuid"),
-        InvalidArgument,  # type: ignore[arg-type]
+        lambda w: w.store.inspect("not-a-uuid"),  # type: ignore[arg-type]
+        InvalidArgument,
         names=("schedule_id", "'not-a-uuid'"),
     ),
     Case(
         "non-uuid-cancel",
-        lambda w: w.store.cancel(str(w.ids["pending"])),
-        InvalidArgument,  # type: ignore[arg-type]
+        lambda w: w.store.cancel(str(w.ids["pending"])),  # type: ignore[arg-type]
+        InvalidArgument,
         names=("schedule_id", "'{pending}'"),
     ),
     Case(
@@ -757,7 +757,9 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(
                 case.action(world)
             text = str(info.value)
         else:
-            code, text = case.action(world)  # type: ignore[misc]
+            result = case.action(world)
+            assert isinstance(result, tuple), result
+            code, text = result
             assert code == case.exit_code, text
     finally:
         world.close()
@@ -865,7 +867,9 @@ CORRUPTIONS = {
 }
 
 
-def _corrupt_db(db: Path, corruption: str, now: datetime) -> tuple[ScheduledMessage, list]:
+def _corrupt_db(
+    db: Path, corruption: str, now: datetime
+) -> tuple[ScheduledMessage, list[ScheduledMessage]]:
     """One malformed row (the oldest due) and three healthy due rows."""
     bad = (
         ScheduledMessage.cron(Target.outbox(), "*/5 * * * *", now - timedelta(minutes=5), "e", {})

@@ -147,19 +147,19 @@ def test_processes_creating_the_same_new_file_all_succeed_and_lose_nothing(
         out, err = procs.output(proc)
         assert err == "", err
         for line in out.splitlines():
-            r, status = line.split(" ", 1)
+            number, status = line.split(" ", 1)
             if status == "ok":
-                ok[int(r)] += 1
+                ok[int(number)] += 1
             else:
-                errors.append(f"round {r}: {status}")
-    lost = {}
+                errors.append(f"round {number}: {status}")
+    lost: dict[int, tuple[int, int]] = {}
     for r in range(OPEN_ROUNDS):
         db = tmp_path / f"r{r}.db"
         rows = 0
         if db.exists():
             conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
             try:
-                rows = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchall()[0][0]
+                rows = int(conn.execute(f"SELECT count(*) FROM {TABLE}").fetchall()[0][0])  # type: ignore[arg-type]
             finally:
                 conn.close()
         if rows != ok[r]:

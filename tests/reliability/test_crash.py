@@ -64,10 +64,12 @@ MAX_ATTEMPTS = 25
 DEADLINE_S = 90
 
 
-def _schedules(now: datetime, rng: random.Random) -> tuple[list[ScheduledMessage], dict]:
+def _schedules(
+    now: datetime, rng: random.Random
+) -> tuple[list[ScheduledMessage], dict[uuid.UUID, datetime]]:
     """N messages, about a third cron; and for each cron schedule its expected next instant."""
     messages: list[ScheduledMessage] = []
-    next_due: dict[object, datetime] = {}
+    next_due: dict[uuid.UUID, datetime] = {}
     target = Target.bus("crash.test")
     for i in range(N):
         kind = rng.choice(["delay", "delay", "cron6", "cron5", "yearly"])
@@ -119,7 +121,7 @@ def _unsettled(db: Path) -> int:
         ).fetchall()
     finally:
         conn.close()
-    return int(count)
+    return int(count)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

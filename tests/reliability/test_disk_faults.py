@@ -322,7 +322,7 @@ def test_committed_schedules_survive_a_storm_of_faults(vfs: FaultVFS, tmp_path: 
             successes += 1
             assert result == act(model), (step, kind)
             if kind == "claim":
-                leases.update(result)  # type: ignore[arg-type]
+                leases.update(result)  # type: ignore[call-overload]
             elif kind.startswith("insert"):
                 ids += [m.schedule_id for m in new]
             elif kind == "ack":
