@@ -178,6 +178,53 @@ def test_adoption_normalises_sqlite_datetime_text(adopted: SqliteScheduleStore) 
     assert (scheduled_for, created_at) == ("2026-03-01T13:00:00.000Z", "2026-02-28T09:30:00.000Z")
 
 
+@pytest.mark.parametrize("text", ["2026-03-01 13:00:00", "2026-03-01 13:00:00.000"])
+def test_datetime_text_written_after_adoption_is_not_claimed_early(
+    adopted: SqliteScheduleStore, clock: ManualClock, text: str
+) -> None:
+    """Another tool (the sqlite3 shell: ``datetime('now', '+1 hour')``) writes instants in
+    the other form readers accept, after the file was adopted. Compared as raw text it
+    would sort before every canonical instant of the day and fire up to 24 h early."""
+    msg = ScheduledMessage.delay(Target.outbox(), T0 + timedelta(hours=1), "later", {})
+    leased = ScheduledMessage.delay(Target.outbox(), T0 - timedelta(hours=3), "backoff", {})
+    adopted.insert_many([msg, leased], 3)
+    conn = apsw.Connection(str(adopted.path))
+    conn.execute(
+        "UPDATE scheduled_messages SET scheduled_for = ? WHERE schedule_id = ?",
+        (text, msg.schedule_id.bytes),
+    )
+    conn.execute(
+        "UPDATE scheduled_messages SET leased_until = ?, attempts = 1 WHERE schedule_id = ?",
+        ("2026-03-01 12:30:00", leased.schedule_id.bytes),
+    )
+    conn.close()
+    assert adopted.next_wakeup() == datetime(2026, 3, 1, 11, tzinfo=UTC), "DUE, not 13:00"
+    listed = [s.schedule_id for s in adopted.list_pending()]
+    assert listed.index(msg.schedule_id) == len(listed) - 1, "13:00 sorts last"
+    [occ] = adopted.claim_due(T0, 10, LEASE)
+    assert occ.message.schedule_id == DUE
+    assert adopted.mark_delivered(DUE, occ.leased_until)
+    assert adopted.next_wakeup() == datetime(2026, 3, 1, 12, 5, tzinfo=UTC)  # BACKOFF
+    clock.set(datetime(2026, 3, 1, 12, 30, tzinfo=UTC))
+    hour = timedelta(hours=1)
+    claimed = [c.message.schedule_id for c in adopted.claim_due(clock.now(), 10, hour)]
+    assert claimed == [BACKOFF, leased.schedule_id], "the lease in datetime() form ended"
+    clock.set(datetime(2026, 3, 1, 12, 59, 59, 999_000, tzinfo=UTC))
+    assert adopted.claim_due(clock.now(), 10, LEASE) == []
+    clock.set(datetime(2026, 3, 1, 13, tzinfo=UTC))
+    [fixture_row, late] = adopted.claim_due(clock.now(), 10, LEASE)  # a tie at 13:00
+    assert fixture_row.message.schedule_id == LATER_TODAY
+    assert late.message.schedule_id == msg.schedule_id
+    assert late.message.scheduled_for == T0 + timedelta(hours=1)
+    assert late.occurrence_id() == msg.occurrence_id()
+    [(stored,)] = _rows(
+        adopted.path,
+        "SELECT scheduled_for FROM scheduled_messages WHERE schedule_id = ?",
+        (msg.schedule_id.bytes,),
+    )
+    assert stored == "2026-03-01T13:00:00.000Z", "rewritten canonically, the same instant"
+
+
 def test_reference_rows_are_claimed_acked_and_listed(
     adopted: SqliteScheduleStore, clock: ManualClock
 ) -> None:

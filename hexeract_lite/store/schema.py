@@ -7,12 +7,15 @@ import re
 from ..errors import InvalidConfiguration
 
 __all__ = [
+    "CANONICAL_TS",
     "DEFAULT_TABLE",
     "REFERENCE_COLUMNS",
+    "SPACED",
     "TABLE_NAME_RE",
     "sqlite_ddl",
     "sqlite_extra_index_ddl",
     "sqlite_reference_index_ddl",
+    "sqlite_spaced",
     "sqlite_table_ddl",
     "validate_table_name",
 ]
@@ -68,6 +71,26 @@ LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NU
 which must repeat an index's WHERE terms word for word for SQLite to use it)."""
 
 
+CANONICAL_TS = "'%Y-%m-%dT%H:%M:%fZ'"
+"""The ``strftime`` format of stored instants (the reference's layout)."""
+_SPACED_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]*'"
+
+
+def sqlite_spaced(column: str) -> str:
+    """SQL true when ``column`` holds an instant in SQLite's ``datetime()`` form
+    (``YYYY-MM-DD HH:MM:SS``, which readers accept) that can be rewritten canonically."""
+    return f"({column} GLOB {_SPACED_GLOB} AND strftime({CANONICAL_TS}, {column}) IS NOT NULL)"
+
+
+SPACED = f"{LIVE} AND ({sqlite_spaced('scheduled_for')} OR {sqlite_spaced('leased_until')})"
+"""A live row whose ``scheduled_for`` or ``leased_until`` is in ``datetime()`` form.
+
+Instants are compared as text, which orders them only when every value has the
+canonical layout: ``2026-03-01 13:00:00`` sorts before ``2026-03-01T12:00:00.000Z``.
+Such rows (another tool may write them at any time) sit in ``idx_<table>_spaced`` and
+the store rewrites them canonically (the same instant) before it compares."""
+
+
 def sqlite_table_ddl(table: str) -> str:
     """``CREATE TABLE IF NOT EXISTS`` for the reference's layout, column for column.
 
@@ -120,6 +143,9 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
       expired, and the wake-up hint reads the first one.
     - ``idx_<table>_exhausted``: rows out of attempts, for the sweep run every cycle.
     - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
+    - ``idx_<table>_spaced``: live rows with an instant in SQLite's ``datetime()`` form,
+      which the store rewrites canonically before comparing (see :data:`SPACED`);
+      normally empty.
 
     Each holds only the rows its query wants: a new row adds one entry (to ``due``)
     beyond the reference's indexes.
@@ -134,6 +160,7 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
         f"    WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts;",
         f"CREATE INDEX IF NOT EXISTS idx_{t}_paused ON {t} (scheduled_for, schedule_id)\n"
         f"    WHERE {LIVE} AND paused <> 0;",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_spaced ON {t} (schedule_id)\n    WHERE {SPACED};",
     ]
 
 

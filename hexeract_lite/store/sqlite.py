@@ -59,11 +59,14 @@ from .base import (
 )
 from .record import ScheduleRecord
 from .schema import (
+    CANONICAL_TS,
     DEFAULT_TABLE,
     LIVE,
     REFERENCE_COLUMNS,
+    SPACED,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
+    sqlite_spaced,
     sqlite_table_ddl,
     validate_table_name,
 )
@@ -258,6 +261,18 @@ class _Sql:
             "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
             " ORDER BY scheduled_for, schedule_id LIMIT :n)"
             f" RETURNING {_COLUMNS}"
+        )
+        # Live rows with an instant in SQLite's datetime() form, rewritten canonically
+        # (the same instant) before any comparison; the index is normally empty.
+        spaced = f"{t} INDEXED BY idx_{t}_spaced"
+        self.any_spaced = f"SELECT 1 FROM {spaced} WHERE {SPACED} LIMIT 1"
+        self.normalise = (
+            f"UPDATE {spaced} SET"
+            f" scheduled_for = CASE WHEN {sqlite_spaced('scheduled_for')}"
+            f"  THEN strftime({CANONICAL_TS}, scheduled_for) ELSE scheduled_for END,"
+            f" leased_until = CASE WHEN {sqlite_spaced('leased_until')}"
+            f"  THEN strftime({CANONICAL_TS}, leased_until) ELSE leased_until END"
+            f" WHERE {SPACED}"
         )
         fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
         self.mark_delivered = (
@@ -677,6 +692,7 @@ class SqliteScheduleStore(ScheduleStore):
             "n": batch_size,
         }
         with self._write("claim_due") as cur:
+            cur.execute(self._sql.normalise)
             rows = cur.execute(self._sql.claim, params).fetchall()
         claimed: list[tuple[datetime, bytes, LeasedOccurrence]] = []
         malformed: list[tuple[Sequence[Any], Exception]] = []
@@ -781,10 +797,19 @@ class SqliteScheduleStore(ScheduleStore):
     def dead_letter_exhausted(self) -> int:
         params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
         with self._write("dead_letter_exhausted") as cur:
+            cur.execute(self._sql.normalise)
             cur.execute(self._sql.sweep, params)
             return cur.connection.changes()
 
+    def _normalise_if_needed(self) -> None:
+        """Rewrite live rows' instants that another tool wrote in SQLite's datetime()
+        form (a read when there are none, which is the normal case)."""
+        if self._read("normalise", self._sql.any_spaced, ()):
+            with self._write("normalise") as cur:
+                cur.execute(self._sql.normalise)
+
     def next_wakeup(self) -> datetime | None:
+        self._normalise_if_needed()
         [(fresh, leased)] = self._read("next_wakeup", self._sql.next_wakeup, ())
         candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
         return min(candidates, default=None)
@@ -850,6 +875,7 @@ class SqliteScheduleStore(ScheduleStore):
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
         check_limit(limit)
+        self._normalise_if_needed()
         rows = self._read("list_pending", self._sql.list_pending, {"n": limit})
         return sorted(self._snapshots(rows), key=lambda s: (s.scheduled_for, s.schedule_id.bytes))
 
