@@ -525,6 +525,20 @@ class SqliteScheduleStore(ScheduleStore):
         assert isinstance(value, int)
         return value
 
+    # -- copying rows between stores (hexeract scheduler migrate) ---------------------
+
+    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
+        """See :meth:`ScheduleStore.export_records` (in :mod:`.sqlite_records`)."""
+        from . import sqlite_records
+
+        return sqlite_records.export_records(self, after, limit)
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        """See :meth:`ScheduleStore.import_records` (in :mod:`.sqlite_records`)."""
+        from . import sqlite_records
+
+        return sqlite_records.import_records(self, records)
+
     # -- plumbing ----------------------------------------------------------------------
 
     def _now(self) -> datetime:
