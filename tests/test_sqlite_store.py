@@ -30,7 +30,6 @@ from hexeract_lite import (
 )
 from hexeract_lite.store.schema import sqlite_ddl
 from hexeract_lite.store.sqlite import (
-    CACHE_KIB,
     META_TABLE,
     SCHEMA_VERSION,
     SqliteScheduleStore,
@@ -102,7 +101,7 @@ def test_the_connection_is_configured(db: Path) -> None:
         assert conn is not None
         assert conn.pragma("journal_mode") == "wal"
         assert conn.pragma("synchronous") == 2, "FULL by default"
-        assert conn.pragma("cache_size") == -CACHE_KIB
+        assert conn.pragma("temp_store") == 2, "MEMORY: the claim's small sorts"
     with SqliteScheduleStore.open(db, durability="normal") as store:
         assert store._conn is not None and store._conn.pragma("synchronous") == 1
 
