@@ -178,13 +178,22 @@ def test_adoption_normalises_sqlite_datetime_text(adopted: SqliteScheduleStore) 
     assert (scheduled_for, created_at) == ("2026-03-01T13:00:00.000Z", "2026-02-28T09:30:00.000Z")
 
 
-@pytest.mark.parametrize("text", ["2026-03-01 13:00:00", "2026-03-01 13:00:00.000"])
-def test_datetime_text_written_after_adoption_is_not_claimed_early(
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-03-01 13:00:00",  # SQLite's datetime() form, which readers accept
+        "2026-03-01 13:00:00.000",
+        "2026-03-01T08:00:00-05:00",  # isoformat() of an aware local time
+        "2026-03-01T18:00:00+05:00",
+        "2026-03-01T13:00:00Z",
+    ],
+)
+def test_instants_written_in_other_layouts_are_claimed_at_their_time(
     adopted: SqliteScheduleStore, clock: ManualClock, text: str
 ) -> None:
-    """Another tool (the sqlite3 shell: ``datetime('now', '+1 hour')``) writes instants in
-    the other form readers accept, after the file was adopted. Compared as raw text it
-    would sort before every canonical instant of the day and fire up to 24 h early."""
+    """Another tool (the sqlite3 shell: ``datetime('now', '+1 hour')``, Python's
+    ``isoformat()``) writes 13:00 UTC in another layout the store reads, after the file
+    was adopted. Compared as raw text it would fire hours early (or late)."""
     msg = ScheduledMessage.delay(Target.outbox(), T0 + timedelta(hours=1), "later", {})
     leased = ScheduledMessage.delay(Target.outbox(), T0 - timedelta(hours=3), "backoff", {})
     adopted.insert_many([msg, leased], 3)

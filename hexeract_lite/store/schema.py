@@ -10,12 +10,12 @@ __all__ = [
     "CANONICAL_TS",
     "DEFAULT_TABLE",
     "REFERENCE_COLUMNS",
-    "SPACED",
+    "NONCANONICAL",
     "TABLE_NAME_RE",
     "sqlite_ddl",
     "sqlite_extra_index_ddl",
     "sqlite_reference_index_ddl",
-    "sqlite_spaced",
+    "sqlite_noncanonical",
     "sqlite_table_ddl",
     "validate_table_name",
 ]
@@ -73,22 +73,34 @@ which must repeat an index's WHERE terms word for word for SQLite to use it)."""
 
 CANONICAL_TS = "'%Y-%m-%dT%H:%M:%fZ'"
 """The ``strftime`` format of stored instants (the reference's layout)."""
-_SPACED_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]*'"
+_DATE_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
 
 
-def sqlite_spaced(column: str) -> str:
-    """SQL true when ``column`` holds an instant in SQLite's ``datetime()`` form
-    (``YYYY-MM-DD HH:MM:SS``, which readers accept) that can be rewritten canonically."""
-    return f"({column} GLOB {_SPACED_GLOB} AND strftime({CANONICAL_TS}, {column}) IS NOT NULL)"
+def sqlite_noncanonical(column: str) -> str:
+    """SQL true when ``column`` holds an instant in another layout than
+    ``YYYY-MM-DDTHH:MM:SS.mmmZ`` that SQLite can rewrite as one: SQLite's
+    ``datetime()`` form ``YYYY-MM-DD HH:MM:SS`` (which readers accept), ISO 8601 with
+    a UTC offset (``...T08:00:00-05:00``, what ``isoformat()`` writes), other
+    precisions. Text that is no instant at all is left alone (a claim dead-letters it)."""
+    return (
+        f"({column} GLOB {_DATE_GLOB}"
+        f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
+        f" OR substr({column}, 24, 1) <> 'Z')"
+        f" AND strftime({CANONICAL_TS}, {column}) IS NOT NULL)"
+    )
 
 
-SPACED = f"{LIVE} AND ({sqlite_spaced('scheduled_for')} OR {sqlite_spaced('leased_until')})"
-"""A live row whose ``scheduled_for`` or ``leased_until`` is in ``datetime()`` form.
+NONCANONICAL = (
+    f"{LIVE} AND ({sqlite_noncanonical('scheduled_for')} OR {sqlite_noncanonical('leased_until')})"
+)
+"""A live row whose ``scheduled_for`` or ``leased_until`` is in another layout.
 
 Instants are compared as text, which orders them only when every value has the
-canonical layout: ``2026-03-01 13:00:00`` sorts before ``2026-03-01T12:00:00.000Z``.
-Such rows (another tool may write them at any time) sit in ``idx_<table>_spaced`` and
-the store rewrites them canonically (the same instant) before it compares."""
+canonical layout: ``2026-03-01 13:00:00`` sorts before ``2026-03-01T12:00:00.000Z``
+and ``2026-03-01T08:00:00-05:00`` (13:00 UTC) before it too. Such rows (another tool
+may write them at any time) sit in ``idx_<table>_noncanonical`` and the store rewrites
+them canonically (the same instant, by SQLite's ``strftime`` of the stored value)
+before it compares."""
 
 
 def sqlite_table_ddl(table: str) -> str:
@@ -143,9 +155,9 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
       expired, and the wake-up hint reads the first one.
     - ``idx_<table>_exhausted``: rows out of attempts, for the sweep run every cycle.
     - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
-    - ``idx_<table>_spaced``: live rows with an instant in SQLite's ``datetime()`` form,
-      which the store rewrites canonically before comparing (see :data:`SPACED`);
-      normally empty.
+    - ``idx_<table>_noncanonical``: live rows with an instant in another layout (another
+      tool wrote it), which the store rewrites canonically before comparing (see
+      :data:`NONCANONICAL`); normally empty.
 
     Each holds only the rows its query wants: a new row adds one entry (to ``due``)
     beyond the reference's indexes.
@@ -160,7 +172,8 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
         f"    WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts;",
         f"CREATE INDEX IF NOT EXISTS idx_{t}_paused ON {t} (scheduled_for, schedule_id)\n"
         f"    WHERE {LIVE} AND paused <> 0;",
-        f"CREATE INDEX IF NOT EXISTS idx_{t}_spaced ON {t} (schedule_id)\n    WHERE {SPACED};",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_noncanonical ON {t} (schedule_id)\n"
+        f"    WHERE {NONCANONICAL};",
     ]
 
 

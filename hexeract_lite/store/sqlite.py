@@ -62,11 +62,11 @@ from .schema import (
     CANONICAL_TS,
     DEFAULT_TABLE,
     LIVE,
+    NONCANONICAL,
     REFERENCE_COLUMNS,
-    SPACED,
     sqlite_extra_index_ddl,
+    sqlite_noncanonical,
     sqlite_reference_index_ddl,
-    sqlite_spaced,
     sqlite_table_ddl,
     validate_table_name,
 )
@@ -254,17 +254,18 @@ class _Sql:
             " ORDER BY scheduled_for, schedule_id LIMIT :n)"
             f" RETURNING {_COLUMNS}"
         )
-        # Live rows with an instant in SQLite's datetime() form, rewritten canonically
-        # (the same instant) before any comparison; the index is normally empty.
-        spaced = f"{t} INDEXED BY idx_{t}_spaced"
-        self.any_spaced = f"SELECT 1 FROM {spaced} WHERE {SPACED} LIMIT 1"
+        # Live rows with an instant in another layout (another tool wrote it),
+        # rewritten canonically (the same instant) before any comparison; the index
+        # is normally empty, so this costs a claim one probe of an empty index.
+        odd = f"{t} INDEXED BY idx_{t}_noncanonical"
+        self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {NONCANONICAL} LIMIT 1"
         self.normalise = (
-            f"UPDATE {spaced} SET"
-            f" scheduled_for = CASE WHEN {sqlite_spaced('scheduled_for')}"
+            f"UPDATE {odd} SET"
+            f" scheduled_for = CASE WHEN {sqlite_noncanonical('scheduled_for')}"
             f"  THEN strftime({CANONICAL_TS}, scheduled_for) ELSE scheduled_for END,"
-            f" leased_until = CASE WHEN {sqlite_spaced('leased_until')}"
+            f" leased_until = CASE WHEN {sqlite_noncanonical('leased_until')}"
             f"  THEN strftime({CANONICAL_TS}, leased_until) ELSE leased_until END"
-            f" WHERE {SPACED}"
+            f" WHERE {NONCANONICAL}"
         )
         fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
         self.mark_delivered = (
@@ -814,9 +815,9 @@ class SqliteScheduleStore(ScheduleStore):
             return cur.connection.changes()
 
     def _normalise_if_needed(self) -> None:
-        """Rewrite live rows' instants that another tool wrote in SQLite's datetime()
-        form (a read when there are none, which is the normal case)."""
-        if self._read("normalise", self._sql.any_spaced, ()):
+        """Rewrite live rows' instants that another tool wrote in another layout (a
+        read when there are none, which is the normal case)."""
+        if self._read("normalise", self._sql.any_noncanonical, ()):
             with self._write("normalise") as cur:
                 cur.execute(self._sql.normalise)
 
