@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -254,4 +255,5 @@ StoresAgree.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+StoresAgree.TestCase.pytestmark = [pytest.mark.slow]  # type: ignore[attr-defined]  # ~5 s
 test_sqlite_store_agrees_with_the_memory_store = StoresAgree.TestCase
