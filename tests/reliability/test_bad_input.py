@@ -966,21 +966,7 @@ OFFSET_FORMS = {
 
 @pytest.mark.parametrize(
     "text",
-    [
-        *FOREIGN_FORMS.values(),
-        *(
-            pytest.param(
-                text,
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="bug: an instant with a UTC offset, which the store reads"
-                    " correctly, is compared as raw text by claims: -05:00 is claimed"
-                    " up to 5 h early, +05:00 up to 5 h late",
-                ),
-            )
-            for text in OFFSET_FORMS.values()
-        ),
-    ],
+    [*FOREIGN_FORMS.values(), *OFFSET_FORMS.values()],
     ids=[*FOREIGN_FORMS, *OFFSET_FORMS],
 )
 def test_a_row_timestamped_by_another_tool_is_claimed_at_its_time(
