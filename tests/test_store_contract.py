@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
+import attrs
 import pytest
 
 from hexeract_lite import (
     DuplicateSchedule,
+    InMemoryScheduleStore,
     InvalidArgument,
     InvalidConfiguration,
+    LeasedOccurrence,
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
+    ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
     Target,
 )
 from hexeract_lite.store import SWEEP_ERROR
+from hexeract_lite.store.base import Settlement, SettlementKind
 
 from .conftest import T0, FrozenTime
 
@@ -380,6 +386,237 @@ def test_mark_dead_lettered(store: ScheduleStore, frozen: FrozenTime) -> None:
     frozen.shift(timedelta(days=1))
     assert store.claim_due(frozen.now(), 10, LEASE) == []
     assert store.dead_letter_exhausted() == 0
+
+
+# -- settle: a batch of acknowledgements -------------------------------------------
+
+
+def _twins(
+    store: ScheduleStore, frozen: FrozenTime, roles: list[str]
+) -> dict[str, tuple[LeasedOccurrence, ...]]:
+    """For each role, two schedules alike but for their ids, both claimed: one set is
+    settled as a batch, the other through the single methods, to compare the results."""
+    msgs: dict[str, tuple[ScheduledMessage, ScheduledMessage]] = {}
+    for i, role in enumerate(roles):
+        if role.startswith("reschedule"):
+            pair = (every_minute(T0 - i * S), every_minute(T0 - i * S))
+        else:
+            pair = (one_shot(T0 - i * S), one_shot(T0 - i * S))
+        msgs[role] = pair
+        store.insert_many(list(pair), 3)
+    claimed = {o.message.schedule_id: o for o in store.claim_due(frozen.now(), 100, LEASE)}
+    assert len(claimed) == 2 * len(roles)
+    return {role: (claimed[a.schedule_id], claimed[b.schedule_id]) for role, (a, b) in msgs.items()}
+
+
+def _single(store: ScheduleStore, item: Settlement) -> bool:
+    kind = item.kind
+    if kind is SettlementKind.DELIVERED:
+        return store.mark_delivered(item.schedule_id, item.lease)
+    if kind is SettlementKind.RESCHEDULE:
+        assert item.next is not None
+        return store.reschedule(item.schedule_id, item.next, item.lease)
+    if kind is SettlementKind.FAILED:
+        assert item.retry_in is not None and item.error is not None
+        return store.mark_failed(item.schedule_id, item.retry_in, item.error, item.lease)
+    assert item.error is not None
+    return store.mark_dead_lettered(item.schedule_id, item.error, item.lease)
+
+
+def _settlement(role: str, occ: LeasedOccurrence) -> Settlement:
+    sid, lease = occ.message.schedule_id, occ.leased_until
+    if role.endswith("-stale"):
+        lease = lease + timedelta(milliseconds=1)  # not the lease the row carries
+    elif role.endswith("-naive"):
+        lease = lease.replace(tzinfo=None)  # no stored lease can equal it
+    if role.startswith("delivered") or role == "terminal":
+        return Settlement.delivered(sid, lease)
+    if role.startswith("reschedule"):
+        return Settlement.reschedule(sid, T0 + timedelta(hours=1), lease)
+    if role.startswith("failed"):
+        return Settlement.failed(sid, 10 * S, "ValueError: nope", lease)
+    return Settlement.dead_lettered(sid, "RuntimeError: poison", lease)
+
+
+def _without_id(snap: ScheduleSnapshot | None) -> ScheduleSnapshot:
+    assert snap is not None
+    return attrs.evolve(snap, schedule_id=uuid.UUID(int=0))
+
+
+def test_settle_applies_each_item_like_the_single_methods(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A mixed batch, fresh and stale leases interleaved (stale ones first, so that a
+    fenced-out item is seen not to stop the rest): the same bools, in order, and the
+    same rows as the single methods give."""
+    roles = [
+        "delivered-stale",
+        "delivered",
+        "failed-stale",
+        "reschedule",
+        "failed",
+        "reschedule-stale",
+        "dead_lettered",
+        "dead_lettered-stale",
+        "delivered-naive",
+        "terminal",
+        "failed-2",
+    ]
+    pairs = _twins(store, frozen, roles)
+    for occ in pairs["terminal"]:
+        store.cancel(occ.message.schedule_id)
+    frozen.shift(2 * S)
+    batch = [_settlement(role, pairs[role][0]) for role in roles]
+    unknown = Settlement.failed(uuid.uuid4(), S, "x", T0 + LEASE)
+    results = store.settle([*batch, unknown])
+    singles = [_single(store, _settlement(role, pairs[role][1])) for role in roles]
+    expected = [not role.endswith(("-stale", "-naive")) and role != "terminal" for role in roles]
+    assert results == [*expected, False]
+    assert singles == expected
+    for role in roles:
+        batched, single = pairs[role]
+        assert _without_id(store.inspect(batched.message.schedule_id)) == _without_id(
+            store.inspect(single.message.schedule_id)
+        ), role
+    failed = store.inspect(pairs["failed"][0].message.schedule_id)
+    assert failed is not None and failed.leased_until == T0 + 12 * S, "now + retry_in"
+    delivered = store.inspect(pairs["delivered"][0].message.schedule_id)
+    assert delivered is not None and delivered.delivered_at == T0 + 2 * S
+    assert store.inspect(unknown.schedule_id) is None
+
+
+def test_settle_items_apply_in_order(store: ScheduleStore, frozen: FrozenTime) -> None:
+    """A second item for the same occurrence is fenced out by the first (which consumed
+    the lease), as two single calls would be."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    sid, lease = msg.schedule_id, occ.leased_until
+    results = store.settle(
+        [Settlement.failed(sid, 5 * S, "first", lease), Settlement.delivered(sid, lease)]
+    )
+    assert results == [True, False]
+    snap = store.inspect(sid)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING
+    assert snap.last_error == "first" and snap.leased_until == T0 + 5 * S
+
+
+def test_settle_of_an_empty_batch_is_a_no_op(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    assert len(store.claim_due(frozen.now(), 10, LEASE)) == 1
+    before = store.inspect(msg.schedule_id)
+    version = store.changes.version()
+    assert store.settle([]) == []
+    assert store.settle(()) == []
+    assert store.inspect(msg.schedule_id) == before
+    assert store.changes.version() == version
+
+
+BAD_SETTLEMENTS: dict[str, tuple[Any, type[Exception]]] = {
+    "negative retry_in": (
+        lambda sid, at: Settlement.failed(sid, -S, "x", at),
+        InvalidConfiguration,
+    ),
+    "no retry_in": (lambda sid, at: Settlement.failed(sid, None, "x", at), InvalidConfiguration),
+    "id not a UUID": (lambda sid, at: Settlement.delivered(str(sid), at), InvalidArgument),
+    "naive next": (
+        lambda sid, at: Settlement.reschedule(sid, datetime(2026, 3, 2), at),
+        InvalidArgument,
+    ),
+    "no next": (lambda sid, at: Settlement.reschedule(sid, None, at), InvalidArgument),
+    "unknown kind": (lambda sid, at: Settlement("bogus", sid, at), InvalidArgument),
+    "no error text": (lambda sid, at: Settlement.dead_lettered(sid, None, at), InvalidArgument),
+    "not a Settlement": (lambda sid, at: (sid, at), InvalidArgument),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SETTLEMENTS))
+def test_settle_rejects_a_bad_item_before_writing_anything(
+    store: ScheduleStore, frozen: FrozenTime, case: str
+) -> None:
+    bad, error = BAD_SETTLEMENTS[case]
+    first, second = one_shot(T0 - S), one_shot()
+    store.insert_many([first, second], 3)
+    occs = store.claim_due(frozen.now(), 10, LEASE)
+    before = [store.inspect(o.message.schedule_id) for o in occs]
+    version = store.changes.version()
+    good = [Settlement.failed(o.message.schedule_id, S, "x", o.leased_until) for o in occs]
+    with pytest.raises(error):
+        store.settle([good[0], bad(second.schedule_id, occs[1].leased_until), good[1]])
+    assert [store.inspect(o.message.schedule_id) for o in occs] == before
+    assert store.changes.version() == version
+    assert store.settle(good) == [True, True], "the leases are untouched"
+
+
+def test_settle_notifies_changes_once_when_work_may_have_become_claimable(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msgs = [one_shot(T0 - i * S) for i in range(4)]
+    store.insert_many(msgs, 3)
+    occs = store.claim_due(frozen.now(), 10, LEASE)
+    version = store.changes.version()
+    delivered = [Settlement.delivered(o.message.schedule_id, o.leased_until) for o in occs[:2]]
+    assert store.settle(delivered) == [True, True]
+    assert store.changes.version() == version, "a delivery frees nothing to claim"
+    retried = [Settlement.failed(o.message.schedule_id, S, "x", o.leased_until) for o in occs[2:]]
+    assert store.settle(retried) == [True, True]
+    assert store.changes.version() == version + 1, "once for the batch, after the commit"
+
+
+class _SinglesOnly(ScheduleStore):
+    """A store that only has the single acknowledgements (an in-memory store behind
+    it): ``settle`` is the contract's default implementation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = InMemoryScheduleStore()
+        self.changes = self.inner.changes
+        self.calls: list[str] = []
+
+    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
+        self.calls.append("mark_delivered")
+        return self.inner.mark_delivered(schedule_id, lease)
+
+    def mark_failed(
+        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
+    ) -> bool:
+        self.calls.append("mark_failed")
+        return self.inner.mark_failed(schedule_id, retry_in, error, lease)
+
+
+for _name in ScheduleStore.__abstractmethods__ - {"mark_delivered", "mark_failed"}:
+    setattr(
+        _SinglesOnly,
+        _name,
+        lambda self, *args, _name=_name, **kwargs: getattr(self.inner, _name)(*args, **kwargs),
+    )
+_SinglesOnly.__abstractmethods__ = frozenset()
+
+
+def test_the_default_settle_calls_the_single_methods_in_order(frozen: FrozenTime) -> None:
+    store = _SinglesOnly()
+    msgs = [one_shot(T0 - S), one_shot()]
+    store.insert_many(msgs, 3)
+    first, second = store.claim_due(frozen.now(), 10, LEASE)
+    with pytest.raises(InvalidConfiguration):
+        store.settle(
+            [
+                Settlement.delivered(msgs[0].schedule_id, first.leased_until),
+                Settlement.failed(msgs[1].schedule_id, -S, "x", second.leased_until),
+            ]
+        )
+    assert store.calls == [], "checked before anything is written"
+    results = store.settle(
+        [
+            Settlement.failed(msgs[1].schedule_id, S, "x", second.leased_until),
+            Settlement.delivered(msgs[0].schedule_id, first.leased_until + S),
+            Settlement.delivered(msgs[0].schedule_id, first.leased_until),
+        ]
+    )
+    assert results == [True, False, True]
+    assert store.calls == ["mark_failed", "mark_delivered", "mark_delivered"]
+    assert status(store, msgs[0].schedule_id) is ScheduleStatus.DELIVERED
 
 
 # -- the sweep -------------------------------------------------------------------

@@ -16,10 +16,10 @@ never releases its lease explicitly; the store waits it out and the occurrence i
 claimed again (at-least-once delivery).
 
 *Fencing*: every acknowledgement (``mark_delivered``, ``reschedule``,
-``mark_failed``, ``mark_dead_lettered``) takes the ``leased_until`` the claim
-returned and applies only while the row still carries exactly that lease and is
-not terminal. It returns False otherwise: another worker owns the occurrence now
-(not an error), and the row is left unchanged.
+``mark_failed``, ``mark_dead_lettered``, and each item of ``settle``) takes the
+``leased_until`` the claim returned and applies only while the row still carries
+exactly that lease and is not terminal. It returns False otherwise: another worker
+owns the occurrence now (not an error), and the row is left unchanged.
 
 *Now*: instants the store records itself (``created_at``, ``delivered_at``, the
 retry deadline, replay's new ``scheduled_for``, the sweep) come from the store's
@@ -33,6 +33,7 @@ descending, then by schedule id.
 from __future__ import annotations
 
 import abc
+import enum
 import threading
 import uuid
 from collections.abc import Sequence
@@ -48,7 +49,7 @@ from ..message import ScheduledMessage
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot
 from .record import ScheduleRecord
 
-__all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore"]
+__all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore", "Settlement", "SettlementKind"]
 
 SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
 """The ``last_error`` the sweep records on the rows it dead-letters."""
@@ -87,6 +88,75 @@ class ChangeSignal:
         """
         with self._cond:
             return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
+
+
+class SettlementKind(enum.StrEnum):
+    """Which acknowledgement a :class:`Settlement` stands for."""
+
+    DELIVERED = "delivered"
+    """``mark_delivered``."""
+    RESCHEDULE = "reschedule"
+    """``reschedule(next)``."""
+    FAILED = "failed"
+    """``mark_failed(retry_in, error)``."""
+    DEAD_LETTERED = "dead_lettered"
+    """``mark_dead_lettered(error)``."""
+
+
+@attrs.frozen
+class Settlement:
+    """One fenced acknowledgement, as a value, for :meth:`ScheduleStore.settle`.
+
+    Build it with the constructor of its kind, whose arguments are those of the
+    single-acknowledgement method of the same name, in the same order:
+
+    - ``Settlement.delivered(schedule_id, lease)``: ``mark_delivered``;
+    - ``Settlement.reschedule(schedule_id, next, lease)``: ``reschedule``;
+    - ``Settlement.failed(schedule_id, retry_in, error, lease)``: ``mark_failed``;
+    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``.
+
+    ``lease`` is the ``leased_until`` the claim returned (the fencing token). Nothing
+    is checked when the value is built; :meth:`ScheduleStore.settle` checks every item
+    of a batch before it writes anything, with the single methods' rules.
+    """
+
+    kind: SettlementKind
+    schedule_id: uuid.UUID
+    lease: datetime
+    next: datetime | None = None
+    """For ``reschedule``: the instant the schedule fires next."""
+    retry_in: timedelta | None = None
+    """For ``failed``: how long to wait before the occurrence is claimable again."""
+    error: str | None = None
+    """For ``failed`` and ``dead_lettered``: the ``last_error`` to record."""
+
+    @classmethod
+    def delivered(cls, schedule_id: uuid.UUID, lease: datetime) -> Settlement:
+        """The dispatch succeeded: set ``delivered_at`` and clear the lease."""
+        return cls(SettlementKind.DELIVERED, schedule_id, lease)
+
+    @classmethod
+    def reschedule(cls, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> Settlement:
+        """A cron occurrence was delivered: the schedule fires next at ``next``."""
+        return cls(SettlementKind.RESCHEDULE, schedule_id, lease, next=next)
+
+    @classmethod
+    def failed(
+        cls, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
+    ) -> Settlement:
+        """The dispatch failed with budget left: retry no sooner than ``now + retry_in``."""
+        return cls(SettlementKind.FAILED, schedule_id, lease, retry_in=retry_in, error=error)
+
+    @classmethod
+    def dead_lettered(cls, schedule_id: uuid.UUID, error: str, lease: datetime) -> Settlement:
+        """The occurrence is exhausted: dead-letter the schedule with ``error``."""
+        return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error)
+
+    @property
+    def wakes(self) -> bool:
+        """True for the kinds that can make work claimable (``reschedule``, ``failed``):
+        a store notifies :attr:`ScheduleStore.changes` once one of them applied."""
+        return self.kind is SettlementKind.RESCHEDULE or self.kind is SettlementKind.FAILED
 
 
 class ScheduleStore(abc.ABC):
@@ -159,6 +229,50 @@ class ScheduleStore(abc.ABC):
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
         """Fenced: the occurrence is exhausted; set ``dead_lettered_at = now``,
         ``last_error = error`` and clear the lease. False if fenced out."""
+
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        """Apply a batch of fenced acknowledgements; one bool per item, in order.
+
+        Each item does exactly what the single method of its kind does (see
+        :class:`Settlement`), with the same fencing, independently of the others: an
+        item whose lease is stale, whose row is terminal or unknown, gets False and
+        changes nothing, and the items after it still apply. Items apply in order, so
+        a batch behaves like the single calls made one after the other (a second item
+        for the same occurrence is fenced out by the first, which consumed the lease).
+        Instants the store records (``delivered_at``, the retry deadline) come from
+        one reading of its clock for the whole batch.
+
+        Every item is checked first, with the single methods' rules (a schedule id
+        that is not a UUID, a ``next`` that is not an aware datetime:
+        :class:`InvalidArgument`; a negative ``retry_in``:
+        :class:`InvalidConfiguration`; an item that is not a :class:`Settlement`:
+        :class:`InvalidArgument`), and one bad item rejects the whole batch before
+        anything is written. An empty batch is a no-op (``[]``).
+
+        The stores here apply the batch in one transaction: all of it or, on a store
+        error, none of it (and a crash before the commit leaves every occurrence
+        leased, to be redelivered once the lease runs out: at-least-once holds).
+        :attr:`changes` is notified once, after the commit, when a ``reschedule`` or
+        ``failed`` item applied. This default implementation, for a store that does
+        not override it, calls the single methods in order (not one transaction).
+        """
+        checked = check_settlements(outcomes)
+        results: list[bool] = []
+        for item in checked:
+            kind = item.kind
+            if kind is SettlementKind.DELIVERED:
+                ok = self.mark_delivered(item.schedule_id, item.lease)
+            elif kind is SettlementKind.RESCHEDULE:
+                assert item.next is not None
+                ok = self.reschedule(item.schedule_id, item.next, item.lease)
+            elif kind is SettlementKind.FAILED:
+                assert item.retry_in is not None and item.error is not None
+                ok = self.mark_failed(item.schedule_id, item.retry_in, item.error, item.lease)
+            else:
+                assert item.error is not None
+                ok = self.mark_dead_lettered(item.schedule_id, item.error, item.lease)
+            results.append(ok)
+        return results
 
     @abc.abstractmethod
     def dead_letter_exhausted(self) -> int:
@@ -387,3 +501,45 @@ def check_schedule_id(schedule_id: object) -> uuid.UUID:
     if not isinstance(schedule_id, uuid.UUID):
         raise InvalidArgument(f"schedule_id must be a uuid.UUID, got {schedule_id!r}")
     return schedule_id
+
+
+def _settlement_next(value: object) -> datetime:
+    if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
+        return value  # already UTC milliseconds (what a worker computes)
+    return to_utc_ms(value, "next", InvalidArgument)
+
+
+def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
+    """Validate ``settle``'s argument with the single methods' rules; return the items
+    ready to apply: ``kind`` a :class:`SettlementKind`, ``next`` in UTC milliseconds,
+    ``error`` a str (an item that needed it is a copy). Raises before anything is
+    written (see :meth:`ScheduleStore.settle`)."""
+    if isinstance(outcomes, Settlement) or not isinstance(outcomes, Sequence):
+        raise InvalidArgument(f"settle takes a sequence of Settlement, got {outcomes!r:.200}")
+    checked: list[Settlement] = []
+    for item in outcomes:
+        if not isinstance(item, Settlement):
+            raise InvalidArgument(f"expected Settlement, got {item!r:.200}")
+        check_schedule_id(item.schedule_id)
+        kind = item.kind
+        if kind.__class__ is not SettlementKind:
+            try:
+                kind = SettlementKind(kind)
+            except ValueError:
+                raise InvalidArgument(f"unknown settlement kind {kind!r:.100}") from None
+        changes: dict[str, Any] = {}
+        if kind is SettlementKind.RESCHEDULE:
+            nxt = _settlement_next(item.next)
+            if nxt is not item.next:
+                changes["next"] = nxt
+        else:
+            if kind is SettlementKind.FAILED:
+                check_retry_in(item.retry_in)
+            if kind is not SettlementKind.DELIVERED and item.error.__class__ is not str:
+                if item.error is None:
+                    raise InvalidArgument(f"a {kind.value} settlement needs an error text")
+                changes["error"] = str(item.error)
+        if kind is not item.kind:
+            changes["kind"] = kind
+        checked.append(attrs.evolve(item, **changes) if changes else item)
+    return checked

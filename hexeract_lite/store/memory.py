@@ -16,14 +16,16 @@ from ..trigger import CronExpression
 from .base import (
     SWEEP_ERROR,
     ScheduleStore,
+    Settlement,
+    SettlementKind,
     check_claim,
     check_export,
     check_limit,
     check_max_attempts,
     check_messages,
     check_records,
-    check_retry_in,
     check_schedule_id,
+    check_settlements,
 )
 from .record import ScheduleRecord
 
@@ -105,56 +107,63 @@ class InMemoryScheduleStore(ScheduleStore):
                 row.leased_until = until
             return [row.leased() for row in due]
 
-    def _fenced(self, schedule_id: uuid.UUID, lease: datetime) -> ScheduleRecord | None:
-        row = self._rows.get(check_schedule_id(schedule_id))
-        if row is None or row.is_terminal or row.leased_until != lease:
-            return None
-        return row
-
     def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
-        with self._lock:
-            row = self._fenced(schedule_id, lease)
-            if row is None:
-                return False
-            row.delivered_at = self._now()
-            row.leased_until = None
-            return True
+        return self.settle([Settlement.delivered(schedule_id, lease)])[0]
 
     def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
-        next = to_utc_ms(next, "next", InvalidArgument)
-        with self._lock:
-            row = self._fenced(schedule_id, lease)
-            if row is None:
-                return False
-            row.scheduled_for = next
-            row.attempts = 0
-            row.leased_until = None
-            row.last_error = None
-        self.changes.notify()
-        return True
+        return self.settle([Settlement.reschedule(schedule_id, next, lease)])[0]
 
     def mark_failed(
         self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
     ) -> bool:
-        check_retry_in(retry_in)
-        with self._lock:
-            row = self._fenced(schedule_id, lease)
-            if row is None:
-                return False
-            row.leased_until = to_utc_ms(self._now() + retry_in, "retry deadline")
-            row.last_error = str(error)
-        self.changes.notify()
-        return True
+        return self.settle([Settlement.failed(schedule_id, retry_in, str(error), lease)])[0]
 
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
+        return self.settle([Settlement.dead_lettered(schedule_id, str(error), lease)])[0]
+
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        """See :meth:`ScheduleStore.settle`: the batch under one hold of the lock."""
+        checked = check_settlements(outcomes)
+        if not checked:
+            return []
+        results: list[bool] = []
+        woke = False
         with self._lock:
-            row = self._fenced(schedule_id, lease)
-            if row is None:
-                return False
-            row.dead_lettered_at = self._now()
-            row.last_error = str(error)
-            row.leased_until = None
-            return True
+            now = self._now()
+            # every retry deadline first: one out of range fails the batch, unwritten
+            deadlines = [
+                to_utc_ms(now + item.retry_in, "retry deadline")
+                if item.retry_in is not None and item.kind is SettlementKind.FAILED
+                else None
+                for item in checked
+            ]
+            for item, deadline in zip(checked, deadlines, strict=True):
+                row = self._rows.get(item.schedule_id)
+                if row is None or row.is_terminal or row.leased_until != item.lease:
+                    results.append(False)
+                    continue
+                kind = item.kind
+                if kind is SettlementKind.DELIVERED:
+                    row.delivered_at = now
+                    row.leased_until = None
+                elif kind is SettlementKind.RESCHEDULE:
+                    assert item.next is not None
+                    row.scheduled_for = item.next
+                    row.attempts = 0
+                    row.leased_until = None
+                    row.last_error = None
+                elif kind is SettlementKind.FAILED:
+                    row.leased_until = deadline
+                    row.last_error = item.error
+                else:
+                    row.dead_lettered_at = now
+                    row.last_error = item.error
+                    row.leased_until = None
+                woke = woke or item.wakes
+                results.append(True)
+        if woke:
+            self.changes.notify()
+        return results
 
     def dead_letter_exhausted(self) -> int:
         with self._lock:

@@ -73,6 +73,8 @@ from ..trigger import CronExpression
 from .base import (
     SWEEP_ERROR,
     ScheduleStore,
+    Settlement,
+    SettlementKind,
     check_claim,
     check_export,
     check_limit,
@@ -81,6 +83,7 @@ from .base import (
     check_records,
     check_retry_in,
     check_schedule_id,
+    check_settlements,
 )
 from .postgres_schema import PENDING_PREDICATE, POSTGRES_COLUMNS, postgres_ddl
 from .record import ScheduleRecord
@@ -640,6 +643,47 @@ class PostgresScheduleStore(ScheduleStore):
         check_schedule_id(schedule_id)
         params = self._params(id=schedule_id, lease=lease, error=str(error))
         return self._fenced(self._sql.mark_dead_lettered, "mark_dead_lettered", params)
+
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        """See :meth:`ScheduleStore.settle`: one transaction on one pooled connection,
+        the single methods' fenced statements run in order inside it. An item whose
+        lease is no aware datetime is answered False without SQL."""
+        checked = check_settlements(outcomes)
+        if not checked:
+            return []
+        base = self._params()  # one reading of the store's clock for the batch
+        now = base.get("now")
+        plan: list[tuple[int, sql.Composed, dict[str, Any]]] = []
+        for index, item in enumerate(checked):
+            lease = item.lease
+            if not isinstance(lease, datetime) or lease.utcoffset() is None:
+                continue  # no lease this store ever handed out
+            params = {**base, "id": item.schedule_id, "lease": lease}
+            kind = item.kind
+            if kind is SettlementKind.DELIVERED:
+                statement = self._sql.mark_delivered
+            elif kind is SettlementKind.RESCHEDULE:
+                params["next"] = item.next
+                statement = self._sql.reschedule
+            elif kind is SettlementKind.FAILED:
+                assert item.retry_in is not None
+                params["error"] = item.error
+                params["retry_ms"] = _whole_ms(item.retry_in)
+                if now is not None:
+                    params["deadline"] = to_utc_ms(now + item.retry_in, "retry deadline")
+                statement = self._sql.mark_failed
+            else:
+                params["error"] = item.error
+                statement = self._sql.mark_dead_lettered
+            plan.append((index, statement, params))
+        results = [False] * len(checked)
+        if plan:
+            with self._connection("settle") as conn, conn.transaction():
+                for index, statement, params in plan:
+                    results[index] = conn.execute(statement, params).rowcount == 1
+        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
+            self.changes.notify()
+        return results
 
     def dead_letter_exhausted(self) -> int:
         with self._connection("dead_letter_exhausted") as conn:

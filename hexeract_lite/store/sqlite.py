@@ -50,12 +50,14 @@ from ..trigger import CronExpression
 from .base import (
     SWEEP_ERROR,
     ScheduleStore,
+    Settlement,
+    SettlementKind,
     check_claim,
     check_limit,
     check_max_attempts,
     check_messages,
-    check_retry_in,
     check_schedule_id,
+    check_settlements,
 )
 from .record import ScheduleRecord
 from .schema import (
@@ -753,59 +755,65 @@ class SqliteScheduleStore(ScheduleStore):
                 why,
             )
 
-    def _ack(self, what: str, sql: str, params: dict[str, Any]) -> bool:
-        with self._write(what) as cur:
-            cur.execute(sql, params)
-            changed = cur.connection.changes()
-        return changed > 0
-
     def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
-        sid = check_schedule_id(schedule_id)
-        token = _lease_text(lease)
-        if token is None:
-            return False
-        params = {"id": sid.bytes, "lease": token, "now": format_ts(self._now())}
-        return self._ack("mark_delivered", self._sql.mark_delivered, params)
+        return self.settle([Settlement.delivered(schedule_id, lease)])[0]
 
     def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
-        next = to_utc_ms(next, "next", InvalidArgument)
-        sid = check_schedule_id(schedule_id)
-        token = _lease_text(lease)
-        if token is None:
-            return False
-        params = {"id": sid.bytes, "lease": token, "next": format_ts(next)}
-        if not self._ack("reschedule", self._sql.reschedule, params):
-            return False
-        self.changes.notify()
-        return True
+        return self.settle([Settlement.reschedule(schedule_id, next, lease)])[0]
 
     def mark_failed(
         self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
     ) -> bool:
-        check_retry_in(retry_in)
-        sid = check_schedule_id(schedule_id)
-        token = _lease_text(lease)
-        if token is None:
-            return False
-        until = to_utc_ms(self._now() + retry_in, "retry deadline")
-        params = {"id": sid.bytes, "lease": token, "until": format_ts(until), "error": str(error)}
-        if not self._ack("mark_failed", self._sql.mark_failed, params):
-            return False
-        self.changes.notify()
-        return True
+        return self.settle([Settlement.failed(schedule_id, retry_in, str(error), lease)])[0]
 
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
-        sid = check_schedule_id(schedule_id)
-        token = _lease_text(lease)
-        if token is None:
-            return False
-        params = {
-            "id": sid.bytes,
-            "lease": token,
-            "now": format_ts(self._now()),
-            "error": str(error),
-        }
-        return self._ack("mark_dead_lettered", self._sql.mark_dead_lettered, params)
+        return self.settle([Settlement.dead_lettered(schedule_id, str(error), lease)])[0]
+
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        """See :meth:`ScheduleStore.settle`: one ``BEGIN IMMEDIATE`` transaction, one
+        fenced ``UPDATE`` per item (prepared once, cached by the connection); an item
+        whose lease no stored lease can equal is answered False without SQL."""
+        checked = check_settlements(outcomes)
+        if not checked:
+            return []
+        now = self._now()
+        now_text = format_ts(now)
+        sql = self._sql
+        plan: list[tuple[int, str, dict[str, Any]]] = []
+        for index, item in enumerate(checked):
+            token = _lease_text(item.lease)
+            if token is None:
+                continue  # no lease this store hands out: fenced out
+            params: dict[str, Any] = {"id": item.schedule_id.bytes, "lease": token}
+            kind = item.kind
+            if kind is SettlementKind.DELIVERED:
+                params["now"] = now_text
+                statement = sql.mark_delivered
+            elif kind is SettlementKind.RESCHEDULE:
+                assert item.next is not None
+                params["next"] = format_ts(item.next)
+                statement = sql.reschedule
+            elif kind is SettlementKind.FAILED:
+                assert item.retry_in is not None
+                params["until"] = format_ts(to_utc_ms(now + item.retry_in, "retry deadline"))
+                params["error"] = item.error
+                statement = sql.mark_failed
+            else:
+                params["now"] = now_text
+                params["error"] = item.error
+                statement = sql.mark_dead_lettered
+            plan.append((index, statement, params))
+        results = [False] * len(checked)
+        if plan:
+            with self._write("settle") as cur:
+                changes = cur.connection.changes
+                for index, statement, params in plan:
+                    cur.execute(statement, params)
+                    if changes():
+                        results[index] = True
+        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
+            self.changes.notify()
+        return results
 
     def dead_letter_exhausted(self) -> int:
         params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
