@@ -15,6 +15,7 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 from hexeract_lite import InMemoryScheduleStore, ScheduleStore  # noqa: E402
+from hexeract_lite.store.sqlite import SqliteScheduleStore  # noqa: E402
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 """The instant frozen-clock tests start at."""
@@ -55,15 +56,12 @@ def _memory(tmp_path: Path) -> ScheduleStore:
 STORE_FACTORIES: dict[str, StoreFactory] = {"memory": _memory}
 """Every store the contract suite runs on; each store module adds its factory here."""
 
-try:  # the SQLite store joins the suite when it exists
-    from hexeract_lite.store.sqlite import SqliteScheduleStore
 
-    def _sqlite(tmp_path: Path) -> ScheduleStore:
-        return SqliteScheduleStore.open(tmp_path / "contract.db")
+def _sqlite(tmp_path: Path) -> ScheduleStore:
+    return SqliteScheduleStore.open(tmp_path / "contract.db")
 
-    STORE_FACTORIES["sqlite"] = _sqlite
-except ImportError:  # pragma: no cover - before the SQLite store lands
-    pass
+
+STORE_FACTORIES["sqlite"] = _sqlite
 
 
 def _postgres_factory() -> StoreFactory | None:
