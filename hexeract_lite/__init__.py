@@ -5,6 +5,8 @@ and, when it is due, delivers it to a sink at least once, retrying with backoff 
 dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId`.
 """
 
+import logging
+
 from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from .control import SchedulerControl
 from .errors import (
@@ -29,6 +31,10 @@ from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
 __version__ = "0.1.0"
+
+# A library logs, it does not print: without the application's own logging setup,
+# Python's last-resort handler would write the worker's warnings to stderr.
+logging.getLogger("hexeract_lite").addHandler(logging.NullHandler())
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
