@@ -7,27 +7,32 @@ One poll cycle (:meth:`SchedulerWorker.run_once`), as the reference runs it:
 2. ``store.claim_due(now, batch_size, lease)``: claim up to ``batch_size`` due
    occurrences; each claim spends one attempt and holds the occurrence until
    ``now + lease``.
-3. For each claimed occurrence, in order:
+3. Each claimed occurrence, in order:
 
    - its lease has already run out (earlier dispatches in the batch took that long):
      **skipped**, not dispatched; another worker may own it now;
-   - else it is dispatched to the sink under ``dispatch_timeout``, then settled:
+   - the worker is stopping: not dispatched, **released** (step 4);
+   - else it is dispatched to the sink under ``dispatch_timeout``.
 
-     - success, delay trigger: ``mark_delivered``;
-     - success, cron trigger: ``reschedule`` to ``next_due(now, scheduled_for)``, the
-       first cron instant after both (missed ticks collapse into one catch-up), or
-       ``mark_delivered`` when the expression has no further instant;
-     - failure: :meth:`SchedulerWorker.on_failure`: an exhausted occurrence
-       (``attempts >= max_attempts``) is ``mark_dead_lettered`` with the error, any
-       other is ``mark_failed`` with the retry delay of
-       :meth:`SchedulerWorker.retry_delay`.
+4. The whole batch is settled in one ``store.settle(...)`` (one transaction), each
+   item fenced by the claim's ``leased_until`` exactly as the single methods are:
 
-   Every acknowledgement is fenced by the claim's ``leased_until``; one that returns
-   False (another worker owns the occurrence now) is logged and counted as
-   ``lease_lost``, never retried.
+   - success, delay trigger: ``delivered``;
+   - success, cron trigger: ``reschedule`` to ``next_due(now, scheduled_for)``, the
+     first cron instant after both (missed ticks collapse into one catch-up), or
+     ``delivered`` when the expression has no further instant;
+   - failure: :meth:`SchedulerWorker.on_failure`'s rule
+     (:meth:`~SchedulerWorker.failure_settlement`): an exhausted occurrence
+     (``attempts >= max_attempts``) is ``dead_lettered`` with the error, any other is
+     ``failed`` with the retry delay of :meth:`SchedulerWorker.retry_delay`;
+   - released: ``reschedule`` to the instant it was due (claimable again at once).
 
-Delivery is at least once: a crash between the dispatch and its acknowledgement
-redelivers the same occurrence (same occurrence id) once the lease runs out.
+   An item the store answers False for (another worker owns the occurrence now) is
+   logged and counted as ``lease_lost``, never retried.
+
+Delivery is at least once: a crash between a dispatch and the batch's settlement (or
+a settlement that fails) records nothing of the batch, and every occurrence of it is
+delivered again (same occurrence id) once its lease runs out.
 
 Failures
 --------
@@ -52,9 +57,11 @@ the worker goes on with a fresh helper thread. A sink that hangs for ever theref
 leaks one thread each time; give such sinks their own timeouts. An async sink run by
 :meth:`SchedulerWorker.run_async` is cancelled at the timeout instead.
 
-Sync sinks are called one at a time, from the helper thread; after a timeout the
-abandoned call may still be running while the next one starts on a fresh thread, so a
-sink that can hang must tolerate that overlap.
+Sync sinks are called one at a time, from the helper thread, which is handed a whole
+batch at once (one thread hand-off per batch, not one per occurrence); each call still
+has its own ``dispatch_timeout``, counted from the end of the call before it. After a
+timeout the abandoned call may still be running while the next one starts on a fresh
+thread, so a sink that can hang must tolerate that overlap.
 
 Logging goes to the ``hexeract_lite.worker`` logger (schedule id, occurrence id,
 attempt and lag in every record, also as ``extra`` fields); nothing is printed.
@@ -86,7 +93,7 @@ from .errors import InvalidConfiguration, StoreError
 from .message import ScheduledMessage
 from .sinks import CallableSink, ScheduleSink, _bad_return, _discard, is_async_sink
 from .snapshot import LeasedOccurrence
-from .store.base import ScheduleStore
+from .store.base import ScheduleStore, Settlement, SettlementKind
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -337,7 +344,116 @@ class _Job:
             return True
 
 
-def _dispatcher_main(jobs: queue.SimpleQueue[_Job | None]) -> None:
+class _Marker(enum.Enum):
+    NOT_RUN = "not run"
+    """A batch item left undispatched because the worker is stopping (to be released)."""
+    SKIPPED = "skipped"
+    """A batch item whose lease had run out before its turn: not dispatched."""
+
+
+_NOT_RUN = _Marker.NOT_RUN
+_SKIPPED = _Marker.SKIPPED
+
+
+class _BatchRun:
+    """A whole batch of sink calls handed to a dispatcher thread at once.
+
+    One hand-off per batch instead of one per occurrence: the dispatcher thread runs
+    the calls in order and the worker thread sleeps until all are done. Each call
+    still has its own ``dispatch_timeout``, counted from the moment the call before it
+    ended (from the hand-off for the first): :meth:`wait` wakes when the call in
+    flight would run out, and gives up on it (and on the rest of this run) only if
+    that very call has not finished by then.
+
+    Before each call the dispatcher thread checks ``stop`` (set: this item and every
+    later one are :data:`_NOT_RUN`) and the item's lease (run out: :data:`_SKIPPED`).
+    ``results`` gets one entry per finished item: None (delivered), the exception (a
+    failed dispatch), or one of those two markers. It holds no reference to the
+    worker, so a run left behind by a hung sink does not keep the worker alive.
+    """
+
+    __slots__ = (
+        "_abandoned",
+        "_clock",
+        "_done",
+        "_items",
+        "_lock",
+        "_sink",
+        "_started",
+        "_stop",
+        "results",
+    )
+
+    def __init__(
+        self,
+        sink: ScheduleSink,
+        clock: Clock,
+        items: list[LeasedOccurrence],
+        stop: threading.Event | None,
+    ) -> None:
+        self._sink = sink
+        self._clock = clock
+        self._items = items
+        self._stop = stop
+        self._lock = threading.Lock()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._abandoned = False
+        self._started = time.monotonic()
+        self.results: list[object] = []
+
+    def run(self) -> None:
+        """On the dispatcher thread: every item, in order, unless abandoned."""
+        sink, clock, stop, lock = self._sink, self._clock, self._stop, self._lock
+        results = self.results
+        stopping = False
+        for occ in self._items:
+            outcome: object
+            if stopping or (stop is not None and stop.is_set()):
+                stopping = True
+                outcome = _NOT_RUN
+            elif _lease_expired(clock, occ):
+                outcome = _SKIPPED
+            else:
+                try:
+                    _call_blocking(sink, occ.message)
+                    outcome = None
+                except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
+                    outcome = exc
+            with lock:
+                if self._abandoned:
+                    return  # the worker gave up on this call and took the rest elsewhere
+                results.append(outcome)
+                self._started = time.monotonic()
+        self._done.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until every item finished (True), or until one call ran past
+        ``timeout`` seconds (False: that call and the rest of the run are abandoned;
+        ``results`` holds the items finished before it)."""
+        try:
+            while True:
+                with self._lock:
+                    finished, started = len(self.results), self._started
+                remaining = started + timeout - time.monotonic()
+                if remaining > 0 and self._done.acquire(
+                    timeout=min(remaining, threading.TIMEOUT_MAX)
+                ):
+                    return True
+                with self._lock:
+                    if len(self.results) == len(self._items):
+                        return True
+                    if len(self.results) == finished and time.monotonic() >= started + timeout:
+                        self._abandoned = True
+                        return False
+                # another call finished meanwhile: wait on for the one now in flight
+        except BaseException:
+            with self._lock:
+                self._abandoned = True  # interrupted: the helper stops after its call
+            raise
+
+
+def _dispatcher_main(jobs: queue.SimpleQueue[_Job | _BatchRun | None]) -> None:
     while True:
         job = jobs.get()
         if job is None:
@@ -350,7 +466,7 @@ class _Dispatcher:
     """A daemon thread running sink calls one at a time."""
 
     def __init__(self, owner: object, name: str) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | _BatchRun | None] = queue.SimpleQueue()
         self.thread = threading.Thread(
             target=_dispatcher_main, args=(self._jobs,), name=name, daemon=True
         )
@@ -358,12 +474,71 @@ class _Dispatcher:
         # When the worker goes away the thread ends too (the finalizer holds no worker).
         self._close = weakref.finalize(owner, self._jobs.put, None)
 
-    def submit(self, job: _Job) -> None:
+    def submit(self, job: _Job | _BatchRun) -> None:
         self._jobs.put(job)
 
     def close(self) -> None:
         """End the thread once its current call (if any) returns."""
         self._close()
+
+
+_OUTCOMES = {
+    SettlementKind.DELIVERED: DispatchOutcome.DELIVERED,
+    SettlementKind.RESCHEDULE: DispatchOutcome.RESCHEDULED,
+    SettlementKind.FAILED: DispatchOutcome.RETRIED,
+    SettlementKind.DEAD_LETTERED: DispatchOutcome.DEAD_LETTERED,
+}
+"""What a recorded settlement of a dispatched occurrence counts as."""
+
+_EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
+
+
+def _log_occurrence(
+    clock: Clock, level: int, template: str, occ: LeasedOccurrence, **fields: object
+) -> None:
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``. The
+    occurrence id (a SHA-1) is only derived when the level is enabled."""
+    if not log.isEnabledFor(level):
+        return
+    msg = occ.message
+    lag = (clock.now() - msg.scheduled_for).total_seconds()
+    data: dict[str, object] = {
+        "schedule_id": str(msg.schedule_id),
+        "occurrence_id": str(msg.occurrence_id()),
+        "attempt": occ.attempts,
+        "max_attempts": occ.max_attempts,
+        "lag": lag,
+        "event_type": msg.event_type,
+        **fields,
+    }
+    text = template % data if "%(" in template else template
+    log.log(
+        level,
+        "schedule %s occurrence %s attempt %d lag %.3fs: %s",
+        data["schedule_id"],
+        data["occurrence_id"],
+        occ.attempts,
+        lag,
+        text,
+        extra={k: data[k] for k in _EXTRA},
+    )
+
+
+def _lease_expired(clock: Clock, occ: LeasedOccurrence) -> bool:
+    """At an occurrence's turn in its batch: has its lease run out (skip it)?"""
+    if occ.leased_until > clock.now():
+        _log_occurrence(
+            clock, logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ
+        )
+        return False
+    _log_occurrence(
+        clock,
+        logging.WARNING,
+        "skipped: its lease ran out at %(leased_until)s before its turn in the batch",
+        occ,
+        leased_until=occ.leased_until.isoformat(),
+    )
+    return True
 
 
 def _warn_left_to_expiry(left: int) -> None:
@@ -525,43 +700,39 @@ class SchedulerWorker:
         drawn = self._rng.uniform(0.0, capped_us / 1e6)
         return timedelta(seconds=min(max(drawn, 0.0), capped_us / 1e6))
 
+    def failure_settlement(
+        self, occurrence: LeasedOccurrence, error: BaseException | str
+    ) -> Settlement:
+        """What a failed dispatch of ``occurrence`` records (:meth:`on_failure`'s rule).
+
+        Exhausted (``attempts >= max_attempts``): a ``dead_lettered`` settlement with
+        the error text. Otherwise ``failed`` with :meth:`retry_delay` (drawn here, so
+        with jitter each call draws anew): the occurrence is claimable again once the
+        delay passes; its attempt counter, advanced at claim time, is left as it is.
+        """
+        msg = occurrence.message
+        text = error_text(error)
+        if occurrence.attempts >= occurrence.max_attempts:
+            return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
+        delay = self.retry_delay(occurrence.attempts)
+        return Settlement.failed(msg.schedule_id, delay, text, occurrence.leased_until)
+
     def on_failure(
         self, occurrence: LeasedOccurrence, error: BaseException | str
     ) -> DispatchOutcome:
-        """Settle a failed dispatch of ``occurrence``.
+        """Settle a failed dispatch of ``occurrence``, on its own.
 
         Exhausted (``attempts >= max_attempts``): ``mark_dead_lettered`` with the
         error text. Otherwise ``mark_failed`` with :meth:`retry_delay`: the occurrence
         is claimable again once the delay passes; its attempt counter, advanced at
         claim time, is left as it is. Returns the outcome (``LEASE_LOST`` when the
-        store fenced the acknowledgement out).
+        store fenced the acknowledgement out). The worker's cycle computes the same
+        settlement (:meth:`failure_settlement`) and records it with the rest of its
+        batch, in one :meth:`~hexeract_lite.store.ScheduleStore.settle`.
         """
-        msg = occurrence.message
-        text = error_text(error)
-        if occurrence.is_exhausted():
-            ok = self.store.mark_dead_lettered(msg.schedule_id, text, occurrence.leased_until)
-            outcome = DispatchOutcome.DEAD_LETTERED
-            if ok:
-                self._log(
-                    logging.ERROR,
-                    "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
-                    occurrence,
-                    error=text,
-                )
-        else:
-            delay = self.retry_delay(occurrence.attempts)
-            ok = self.store.mark_failed(msg.schedule_id, delay, text, occurrence.leased_until)
-            outcome = DispatchOutcome.RETRIED
-            if ok:
-                self._log(
-                    logging.WARNING,
-                    "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
-                    " %(retry_in).3f s: %(error)s",
-                    occurrence,
-                    error=text,
-                    retry_in=delay.total_seconds(),
-                )
-        return outcome if ok else self._lease_lost(occurrence, outcome)
+        settlement = self.failure_settlement(occurrence, error)
+        [ok] = self.store.settle([settlement])
+        return self._settled(occurrence, settlement, _OUTCOMES[settlement.kind], ok)
 
     # -- one cycle, synchronous ----------------------------------------------------------
 
@@ -576,15 +747,13 @@ class SchedulerWorker:
     def _cycle(self, stop: threading.Event | None) -> CycleReport:
         counts = _Counts()
         batch = self._sweep_and_claim(counts)
-        for i, occ in enumerate(batch):
-            if stop is not None and stop.is_set():
-                self._release(batch[i:], counts)
-                break
+        if batch:
             try:
-                counts.add(self._process(occ))
+                results = self._dispatch_batch(batch, stop)
             except BaseException:
-                _warn_left_to_expiry(len(batch) - i - 1)
+                _warn_left_to_expiry(len(batch))
                 raise
+            self._settle_batch(batch, results, counts)
         return counts.report()
 
     def _sweep_and_claim(self, counts: _Counts) -> list[LeasedOccurrence]:
@@ -597,33 +766,23 @@ class SchedulerWorker:
         counts.claimed = len(batch)
         return batch
 
-    def _process(self, occ: LeasedOccurrence) -> DispatchOutcome:
-        if self._expired(occ):
-            return DispatchOutcome.SKIPPED
-        error = self._dispatch_blocking(occ.message)
-        if error is None:
-            return self._on_success(occ)
-        return self.on_failure(occ, error)
-
-    def _expired(self, occ: LeasedOccurrence) -> bool:
-        now = self.clock.now()
-        if occ.leased_until > now:
-            self._log(logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ)
-            return False
-        self._log(
-            logging.WARNING,
-            "skipped: its lease ran out at %(leased_until)s before its turn in the batch",
-            occ,
-            leased_until=occ.leased_until.isoformat(),
-        )
-        return True
-
-    def _dispatch_blocking(self, message: ScheduledMessage) -> BaseException | None:
-        job = _Job(functools.partial(_call_blocking, self.sink, message))
-        self._get_dispatcher().submit(job)
-        if job.wait(self._dispatch_timeout_s):
-            return job.error
-        return self._timed_out()
+    def _dispatch_batch(
+        self, batch: list[LeasedOccurrence], stop: threading.Event | None
+    ) -> list[object]:
+        """Dispatch a claimed batch on the helper thread, one hand-off per batch (see
+        :class:`_BatchRun`); one result per occurrence. A call that times out is a
+        failed dispatch (:class:`TimeoutError`); its thread is abandoned and the rest
+        of the batch goes on on a fresh one."""
+        results: list[object] = []
+        while len(results) < len(batch):
+            run = _BatchRun(self.sink, self.clock, batch[len(results) :], stop)
+            self._get_dispatcher().submit(run)
+            finished = run.wait(self._dispatch_timeout_s)
+            results += run.results
+            if finished:
+                break
+            results.append(self._timed_out())
+        return results
 
     def _timed_out(self) -> TimeoutError:
         with self._dispatcher_lock:
@@ -652,21 +811,99 @@ class SchedulerWorker:
         if dispatcher is not None:
             dispatcher.close()
 
-    def _on_success(self, occ: LeasedOccurrence) -> DispatchOutcome:
+    # -- settling a batch ----------------------------------------------------------------
+
+    def _settle_batch(
+        self, batch: list[LeasedOccurrence], results: list[object], counts: _Counts
+    ) -> None:
+        """Step 4: every dispatched (or released) occurrence of the batch settled in one
+        :meth:`~hexeract_lite.store.ScheduleStore.settle`, fenced item by item.
+
+        - delivered, delay trigger (or a cron with no further instant):
+          ``delivered``; cron: ``reschedule`` to ``next_due(now, scheduled_for)``;
+        - failed: :meth:`failure_settlement` (``failed`` with the retry delay, or
+          ``dead_lettered`` when exhausted);
+        - not dispatched because the worker is stopping: **released**, i.e.
+          ``reschedule`` to the instant it was due, fenced: claimable again at once,
+          under the same occurrence id. (``reschedule`` also zeroes ``attempts`` and
+          ``last_error``: for a first attempt that is exactly the state before the
+          claim; an occurrence that had failed before gets a fresh attempt budget.
+          Leaving it to lease expiry instead would delay it by the whole lease and, on
+          its last attempt, let the sweep dead-letter a message never dispatched.)
+        - skipped (lease ran out before its turn): nothing to record.
+
+        A False from the store is ``lease_lost`` (another worker owns the occurrence
+        now). If the store raises, nothing of the batch was recorded: every occurrence
+        waits out its lease and is delivered again (at-least-once).
+        """
+        now = self.clock.now()
+        planned: list[tuple[LeasedOccurrence, Settlement, DispatchOutcome]] = []
+        for occ, result in zip(batch, results, strict=True):
+            if result is None:
+                settlement = self._success_settlement(occ, now)
+                outcome = _OUTCOMES[settlement.kind]
+            elif result is _SKIPPED:
+                counts.add(DispatchOutcome.SKIPPED)
+                continue
+            elif result is _NOT_RUN:
+                msg = occ.message
+                settlement = Settlement.reschedule(
+                    msg.schedule_id, msg.scheduled_for, occ.leased_until
+                )
+                outcome = DispatchOutcome.RELEASED
+            else:
+                assert isinstance(result, BaseException)
+                settlement = self.failure_settlement(occ, result)
+                outcome = _OUTCOMES[settlement.kind]
+            planned.append((occ, settlement, outcome))
+        if not planned:
+            return
+        try:
+            oks = self.store.settle([settlement for _, settlement, _ in planned])
+        except BaseException:
+            _warn_left_to_expiry(len(planned))
+            raise
+        for (occ, settlement, outcome), ok in zip(planned, oks, strict=True):
+            counts.add(self._settled(occ, settlement, outcome, ok))
+
+    def _success_settlement(self, occ: LeasedOccurrence, now: datetime) -> Settlement:
         msg = occ.message
         expr = msg.trigger.cron_expression
-        nxt = None if expr is None else expr.next_due(self.clock.now(), msg.scheduled_for)
+        nxt = None if expr is None else expr.next_due(now, msg.scheduled_for)
         if nxt is None:
-            ok = self.store.mark_delivered(msg.schedule_id, occ.leased_until)
-            outcome = DispatchOutcome.DELIVERED
-        else:
-            ok = self.store.reschedule(msg.schedule_id, nxt, occ.leased_until)
-            outcome = DispatchOutcome.RESCHEDULED
+            return Settlement.delivered(msg.schedule_id, occ.leased_until)
+        return Settlement.reschedule(msg.schedule_id, nxt, occ.leased_until)
+
+    def _settled(
+        self, occ: LeasedOccurrence, settlement: Settlement, outcome: DispatchOutcome, ok: bool
+    ) -> DispatchOutcome:
+        """Log one recorded settlement and return its outcome (``LEASE_LOST`` when the
+        store fenced it out)."""
         if not ok:
             return self._lease_lost(occ, outcome)
-        if log.isEnabledFor(logging.DEBUG):
-            note = "" if nxt is None else f", next at {nxt.isoformat()}"
-            self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
+        if outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
+            if log.isEnabledFor(logging.DEBUG):
+                note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
+                self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
+        elif outcome is DispatchOutcome.RETRIED:
+            assert settlement.retry_in is not None
+            self._log(
+                logging.WARNING,
+                "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
+                " %(retry_in).3f s: %(error)s",
+                occ,
+                error=settlement.error,
+                retry_in=settlement.retry_in.total_seconds(),
+            )
+        elif outcome is DispatchOutcome.DEAD_LETTERED:
+            self._log(
+                logging.ERROR,
+                "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
+                occ,
+                error=settlement.error,
+            )
+        else:
+            self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
         return outcome
 
     def _lease_lost(self, occ: LeasedOccurrence, wanted: DispatchOutcome) -> DispatchOutcome:
@@ -678,50 +915,8 @@ class SchedulerWorker:
         )
         return DispatchOutcome.LEASE_LOST
 
-    def _release(self, occs: list[LeasedOccurrence], counts: _Counts) -> None:
-        """Hand claimed-but-undispatched occurrences back because the worker is stopping.
-
-        Each is rescheduled, fenced, to the instant it was due: claimable again at
-        once, by another worker or the next start, under the same occurrence id. The
-        store's ``reschedule`` also zeroes ``attempts`` and ``last_error``: for a first
-        attempt that is exactly the state before the claim; an occurrence that had
-        failed before gets a fresh attempt budget. (Leaving it to lease expiry instead
-        would delay it by the whole lease and, on its last attempt, let the sweep
-        dead-letter a message that was never dispatched.)
-        """
-        for occ in occs:
-            msg = occ.message
-            if self.store.reschedule(msg.schedule_id, msg.scheduled_for, occ.leased_until):
-                self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
-                counts.add(DispatchOutcome.RELEASED)
-            else:
-                counts.add(self._lease_lost(occ, DispatchOutcome.RELEASED))
-
     def _log(self, level: int, template: str, occ: LeasedOccurrence, **fields: object) -> None:
-        if not log.isEnabledFor(level):
-            return
-        msg = occ.message
-        lag = (self.clock.now() - msg.scheduled_for).total_seconds()
-        data: dict[str, object] = {
-            "schedule_id": str(msg.schedule_id),
-            "occurrence_id": str(msg.occurrence_id()),
-            "attempt": occ.attempts,
-            "max_attempts": occ.max_attempts,
-            "lag": lag,
-            "event_type": msg.event_type,
-            **fields,
-        }
-        text = template % data if "%(" in template else template
-        log.log(
-            level,
-            "schedule %s occurrence %s attempt %d lag %.3fs: %s",
-            data["schedule_id"],
-            data["occurrence_id"],
-            occ.attempts,
-            lag,
-            text,
-            extra={k: data[k] for k in _EXTRA},
-        )
+        _log_occurrence(self.clock, level, template, occ, **fields)
 
     # -- the thread loop -----------------------------------------------------------------
 
@@ -936,24 +1131,22 @@ class SchedulerWorker:
     async def _cycle_async(self, should_stop: Callable[[], bool]) -> CycleReport:
         counts = _Counts()
         batch = await asyncio.to_thread(self._sweep_and_claim, counts)
-        for i, occ in enumerate(batch):
-            if should_stop():
-                await asyncio.to_thread(self._release, batch[i:], counts)
-                break
-            try:
-                counts.add(await self._process_async(occ))
-            except BaseException:
-                _warn_left_to_expiry(len(batch) - i - 1)
-                raise
+        if not batch:
+            return counts.report()
+        results: list[object] = []
+        try:
+            for occ in batch:
+                if should_stop():
+                    results.append(_NOT_RUN)  # released with the batch's settlement
+                elif _lease_expired(self.clock, occ):
+                    results.append(_SKIPPED)
+                else:
+                    results.append(await self._dispatch_async(occ.message))
+        except BaseException:
+            _warn_left_to_expiry(len(batch))
+            raise
+        await asyncio.to_thread(self._settle_batch, batch, results, counts)
         return counts.report()
-
-    async def _process_async(self, occ: LeasedOccurrence) -> DispatchOutcome:
-        if self._expired(occ):
-            return DispatchOutcome.SKIPPED
-        error = await self._dispatch_async(occ.message)
-        if error is None:
-            return await asyncio.to_thread(self._on_success, occ)
-        return await asyncio.to_thread(self.on_failure, occ, error)
 
     async def _dispatch_async(self, message: ScheduledMessage) -> BaseException | None:
         loop = asyncio.get_running_loop()
@@ -1027,9 +1220,6 @@ class SchedulerWorker:
             if not waiter.done():
                 changes.notify()  # let the helper thread go now; a spurious wake is harmless
         return waiter.done() and not waiter.cancelled() and waiter.result() is True
-
-
-_EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
 
 
 async def _wait_event(event: asyncio.Event, timeout: float) -> None:

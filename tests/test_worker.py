@@ -11,7 +11,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from hexeract_lite import (
 from hexeract_lite.control import SchedulerControl
 from hexeract_lite.sinks import CallableSink
 from hexeract_lite.snapshot import ScheduleSnapshot
+from hexeract_lite.store.base import Settlement
 from hexeract_lite.worker import (
     MAX_ERROR_CHARS,
     CycleReport,
@@ -397,6 +398,123 @@ def test_a_dispatch_timeout_is_a_failure_and_the_worker_goes_on(
     s = snap(store, hung)
     assert s.last_error == "TimeoutError: the sink did not return within dispatch_timeout (0.2 s)"
     assert snap(store, fine).status is ScheduleStatus.DELIVERED
+
+
+class CountingStore(InMemoryScheduleStore):
+    """Counts the acknowledgement calls: batched (settle) and single."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settles: list[int] = []
+        self.singles = 0
+        self.fail_next_settle = False
+
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        self.settles.append(len(outcomes))
+        if self.fail_next_settle:
+            self.fail_next_settle = False
+            raise StoreError("disk I/O error")
+        return super().settle(outcomes)
+
+    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
+        self.singles += 1  # pragma: no cover - the worker settles in batches
+        return super().mark_delivered(schedule_id, lease)
+
+
+def test_a_batch_is_settled_in_one_store_call(frozen: FrozenTime) -> None:
+    store = CountingStore()
+    ok, bad, last = one_shot(T0 - 3 * S), one_shot(T0 - 2 * S), one_shot(T0 - S)
+    tick = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0, "tick", None)
+    store.insert_many([ok, bad, tick], 3)
+    store.insert(last, 1)
+    failing_ids = {bad.schedule_id, last.schedule_id}
+
+    def effect(message: ScheduledMessage) -> None:
+        if message.schedule_id in failing_ids:
+            raise ValueError("nope")
+
+    worker = SchedulerWorker(store, Recorder(effect), NO_JITTER)
+    assert worker.run_once() == CycleReport(
+        claimed=4, delivered=1, retried=1, dead_lettered=1, rescheduled=1
+    )
+    assert store.settles == [4] and store.singles == 0
+    assert snap(store, ok).status is ScheduleStatus.DELIVERED
+    assert snap(store, bad).last_error == "ValueError: nope"
+    assert snap(store, bad).leased_until == T0 + 2 * S, "retry_base_delay * 2**1, no jitter"
+    assert snap(store, last).status is ScheduleStatus.DEAD_LETTERED
+    assert snap(store, tick).scheduled_for == T0 + 60 * S
+
+
+def test_a_failed_settlement_records_nothing_and_the_batch_is_redelivered(
+    frozen: FrozenTime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash (here: a store error) between the dispatches and the batch's settlement
+    only redelivers: every occurrence stays leased and comes back after its lease."""
+    store = CountingStore()
+    msgs = [one_shot(T0 - i * S) for i in range(3)]
+    store.insert_many(msgs, 5)
+    sink = Recorder()
+    cfg = SchedulerWorkerConfig(lease=60 * S, dispatch_timeout=S)
+    worker = SchedulerWorker(store, sink, cfg)
+    store.fail_next_settle = True
+    with (
+        caplog.at_level(logging.WARNING, logger="hexeract_lite.worker"),
+        pytest.raises(StoreError),
+    ):
+        worker.run_once()
+    assert "3 claimed occurrence(s) left to lease expiry" in caplog.text
+    for m in msgs:
+        s = snap(store, m)
+        assert s.status is ScheduleStatus.PENDING and s.leased_until == T0 + 60 * S
+    assert worker.run_once() == CycleReport(), "still leased"
+    frozen.shift(60 * S)
+    assert worker.run_once() == CycleReport(claimed=3, delivered=3)
+    ids = [m.occurrence_id() for m in sink.messages]
+    assert sorted(ids[:3]) == sorted(ids[3:]) == sorted(m.occurrence_id() for m in msgs)
+
+
+def test_each_dispatch_of_a_batch_has_its_own_timeout() -> None:
+    """Three calls of 0.15 s under a 0.25 s timeout: the batch takes longer than one
+    timeout, and no call is cut short."""
+    store = InMemoryScheduleStore()
+    msgs = [one_shot(now() - i * S) for i in range(3)]
+    store.insert_many(msgs, 3)
+    sink = Recorder(lambda m: time.sleep(0.15))
+    cfg = SchedulerWorkerConfig(dispatch_timeout=timedelta(milliseconds=250))
+    started = time.monotonic()
+    assert SchedulerWorker(store, sink, cfg).run_once() == CycleReport(claimed=3, delivered=3)
+    assert time.monotonic() - started >= 0.45
+
+
+def test_a_hung_dispatch_fails_alone_and_the_rest_of_its_batch_goes_on(
+    quiet_threads: None,
+) -> None:
+    store = InMemoryScheduleStore()
+    before, hung, after = (one_shot(now() - i * S) for i in (3, 2, 1))
+    store.insert_many([before, hung, after], 3)
+    release = threading.Event()
+
+    def effect(message: ScheduledMessage) -> None:
+        if message.schedule_id == hung.schedule_id:
+            release.wait(10)
+
+    sink = Recorder(effect)
+    cfg = SchedulerWorkerConfig(dispatch_timeout=timedelta(milliseconds=200), jitter=False)
+    worker = SchedulerWorker(store, sink, cfg)
+    try:
+        assert worker.run_once() == CycleReport(claimed=3, delivered=2, retried=1)
+    finally:
+        release.set()
+    worker._close_dispatcher()
+    assert [m.schedule_id for m in sink.messages] == [
+        before.schedule_id,
+        hung.schedule_id,
+        after.schedule_id,
+    ]
+    assert snap(store, hung).last_error is not None
+    assert snap(store, hung).last_error.startswith("TimeoutError")  # type: ignore[union-attr]
+    time.sleep(0.05)  # the abandoned thread, released, dispatches nothing more
+    assert sink.count == 3
 
 
 def test_a_worker_that_claimed_and_died_is_redelivered_after_its_lease(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -321,3 +321,41 @@ def test_a_hung_sync_sink_times_out_in_async_mode_too() -> None:
         assert snap.last_error.startswith("TimeoutError: the sink did not return")
 
     run(main)
+
+
+def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
+    from hexeract_lite.store.base import Settlement
+
+    class Counting(InMemoryScheduleStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.settles: list[int] = []
+
+        def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+            self.settles.append(len(outcomes))
+            return super().settle(outcomes)
+
+    store = Counting()
+    msgs = [
+        ScheduledMessage.delay(Target.outbox(), now() - timedelta(seconds=i), "r", {"i": i})
+        for i in range(3)
+    ]
+    store.insert_many(msgs, 3)
+
+    async def sink(message: ScheduledMessage) -> None:
+        if message.schedule_id == msgs[1].schedule_id:
+            raise ValueError("nope")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, CallableSink(sink), FAST).run_async(stop))
+        await until(lambda: bool(store.settles))
+        stop.set()
+        await task
+
+    run(main)
+    assert store.settles[0] == 3
+    snaps = [store.inspect(m.schedule_id) for m in msgs]
+    assert snaps[0] is not None and snaps[0].status is ScheduleStatus.DELIVERED
+    assert snaps[1] is not None and snaps[1].last_error == "ValueError: nope"
+    assert snaps[2] is not None and snaps[2].status is ScheduleStatus.DELIVERED
