@@ -43,6 +43,21 @@ def parse_ts(text: str) -> datetime:
     Accepts the reference's ``YYYY-MM-DDTHH:MM:SS.mmmZ`` and SQLite's
     ``YYYY-MM-DD HH:MM:SS`` (taken as UTC), with or without fractional seconds.
     """
+    if (
+        len(text) == 24
+        and text[23] == "Z"
+        and text[10] == "T"
+        and text[4] == text[7] == "-"
+        and text[13] == text[16] == ":"
+        and text[19] == "."
+    ):
+        # The canonical layout, the one read on every claim: C's ISO parser (Python
+        # 3.11 reads the Z as UTC) is ten times faster than slicing. Anything it
+        # refuses gets the slicing below, which decides as before.
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass
     try:
         if len(text) == 24 and text[10] == "T" and text[23] == "Z":
             return datetime(

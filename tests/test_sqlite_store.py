@@ -584,6 +584,42 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         assert store.list_pending() == []
 
 
+def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClock) -> None:
+    """The claim builds occurrences straight from its rows (shared Target and cron
+    Trigger values, the lease parsed once); they equal the record path's, for every
+    trigger and target, a lease the row carries in another layout, and instants in
+    SQLite's datetime() form."""
+    from hexeract_lite.store.sqlite import _COLUMNS, _record
+
+    msgs = [
+        one_shot(T0 - 5 * S, payload={"x": [1, "é", None, 2.5]}),
+        ScheduledMessage.delay(Target.bus("a.b"), T0 - 4 * S, "ev", [1, 2]),
+        ScheduledMessage.delay(Target.outbox(), T0 - 3 * S, "ev", "text"),
+        ScheduledMessage.cron(Target.bus("tick"), "*/10 * * * * *", T0 - 2 * S, "t", None),
+        ScheduledMessage.cron(Target.mediator(), "@hourly", T0 - S, "t", 7),
+    ]
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many(msgs, 3)
+        conn = raw(db)
+        conn.execute(  # another tool wrote this instant in SQLite's own layout
+            "UPDATE scheduled_messages SET scheduled_for = '2026-03-01 11:59:55'"
+            " WHERE schedule_id = ?",
+            (msgs[0].schedule_id.bytes,),
+        )
+        conn.close()
+        claimed = store.claim_due(T0, 10, LEASE)
+        conn = raw(db)
+        rows = {
+            bytes(row[0]): row for row in conn.execute(f"SELECT {_COLUMNS} FROM scheduled_messages")
+        }
+        conn.close()
+    assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in msgs]
+    for occ, msg in zip(claimed, msgs, strict=True):
+        assert occ == _record(rows[msg.schedule_id.bytes]).leased()
+        assert occ.message == msg and occ.message.payload == msg.payload
+        assert occ.leased_until == T0 + LEASE and occ.attempts == 1
+
+
 # -- the shape of what is written -----------------------------------------------------------
 
 

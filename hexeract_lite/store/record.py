@@ -6,6 +6,7 @@ in-memory store and the SQL stores derive status, snapshots and messages the sam
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from datetime import datetime
@@ -15,6 +16,19 @@ import attrs
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_target(kind: str, routing_key: str | None) -> Target:
+    """``Target(kind, routing_key)``, built (and validated) once per pair: rows read
+    back share it (a Target is immutable). An invalid pair raises every time."""
+    return Target(kind, routing_key)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_cron_trigger(expression: str) -> Trigger:
+    """The cron trigger of ``expression``, parsed once (a Trigger is immutable)."""
+    return Trigger("cron", cron_expression=CronExpression.parse(expression))
 
 
 @attrs.define(slots=True)
@@ -80,12 +94,12 @@ class ScheduleRecord:
     def trigger(self) -> Trigger:
         """The trigger the row describes (a delay fires at ``scheduled_for``)."""
         if self.trigger_kind == "cron":
-            return Trigger("cron", cron_expression=CronExpression.parse(self.cron_expr or ""))
+            return cached_cron_trigger(self.cron_expr or "")
         return Trigger("delay", at=self.scheduled_for)
 
     def target(self) -> Target:
         """The target the row describes."""
-        return Target(self.target_kind, self.target_routing_key)  # type: ignore[arg-type]
+        return cached_target(self.target_kind, self.target_routing_key)
 
     def message(self) -> ScheduledMessage:
         """The message to dispatch for the row's current occurrence."""

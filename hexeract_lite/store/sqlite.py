@@ -46,7 +46,7 @@ from ..errors import (
 )
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from ..trigger import CronExpression
+from ..trigger import CronExpression, Trigger
 from .base import (
     SWEEP_ERROR,
     ScheduleStore,
@@ -59,7 +59,7 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
-from .record import ScheduleRecord
+from .record import ScheduleRecord, cached_cron_trigger, cached_target
 from .schema import (
     CANONICAL_TS,
     DEFAULT_TABLE,
@@ -143,6 +143,37 @@ def _record(row: Sequence[Any]) -> ScheduleRecord:
         cancelled_at=_ts(row[15]),
         dead_lettered_at=_ts(row[16]),
     )
+
+
+def _leased(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
+    """A row the claim just returned as the occurrence to dispatch: what
+    ``_record(row).leased()`` builds, without the record in between. Shared Target and
+    cron Trigger values, the lease parsed once per claim (``until`` is its text)."""
+    scheduled_for = parse_ts(row[5])
+    parse_ts(row[13])  # created_at: a row that cannot be read whole is malformed
+    leased_until = until if row[10] == until_text else parse_ts(row[10])
+    if row[3] == "cron":
+        trigger = cached_cron_trigger(row[4] or "")
+    else:
+        trigger = Trigger("delay", at=scheduled_for)
+    payload = row[2]
+    message = ScheduledMessage(
+        schedule_id=uuid.UUID(bytes=bytes(row[0])),
+        event_type=row[1],
+        payload=json.loads(payload),
+        payload_json=payload,
+        target=cached_target(row[6], row[7]),
+        trigger=trigger,
+        scheduled_for=scheduled_for,
+    )
+    return LeasedOccurrence(
+        message=message, attempts=row[8], max_attempts=row[9], leased_until=leased_until
+    )
+
+
+def _claim_order(occurrence: LeasedOccurrence) -> tuple[datetime, bytes]:
+    message = occurrence.message
+    return (message.scheduled_for, message.schedule_id.bytes)
 
 
 def _lease_text(lease: object) -> str | None:
@@ -701,28 +732,23 @@ class SqliteScheduleStore(ScheduleStore):
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
         now = check_claim(now, batch_size, lease)
-        params = {
-            "now": format_ts(now),
-            "until": format_ts(to_utc_ms(now + lease, "lease deadline")),
-            "n": batch_size,
-        }
+        until = to_utc_ms(now + lease, "lease deadline")
+        until_text = format_ts(until)
+        params = {"now": format_ts(now), "until": until_text, "n": batch_size}
         with self._write("claim_due") as cur:
             cur.execute(self._sql.normalise)
             rows = cur.execute(self._sql.claim, params).fetchall()
-        claimed: list[tuple[datetime, bytes, LeasedOccurrence]] = []
+        claimed: list[LeasedOccurrence] = []
         malformed: list[tuple[Sequence[Any], Exception]] = []
         for row in rows:  # decoded after the commit: the write lock is held for SQL only
             try:
-                record = _record(row)
-                occurrence = record.leased()
+                claimed.append(_leased(row, until_text, until))
             except Exception as exc:
                 malformed.append((row, exc))
-                continue
-            claimed.append((record.scheduled_for, record.schedule_id.bytes, occurrence))
         if malformed:
             self._dead_letter_malformed(malformed)
-        claimed.sort(key=lambda item: (item[0], item[1]))
-        return [occurrence for _, _, occurrence in claimed]
+        claimed.sort(key=_claim_order)
+        return claimed
 
     def _dead_letter_malformed(self, malformed: list[tuple[Sequence[Any], Exception]]) -> None:
         """A claimed row that cannot be decoded (written badly by another tool or by
