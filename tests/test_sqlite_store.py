@@ -503,6 +503,33 @@ def test_a_lock_held_past_the_busy_timeout_is_a_store_error(db: Path, clock: Man
         store.insert(one_shot(), 3)
 
 
+def test_a_sweep_with_nothing_to_do_takes_no_write_lock(db: Path, clock: ManualClock) -> None:
+    """The sweep runs every poll cycle: when no row is exhausted (and no instant needs
+    rewriting) a read says so, and another connection's write lock does not stall it."""
+    with SqliteScheduleStore.open(
+        db, clock=clock, busy_timeout=timedelta(milliseconds=50)
+    ) as store:
+        exhausted = one_shot(T0 - S)
+        store.insert_many([exhausted, one_shot(T0 - S)], 1)
+        holder = raw(db)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            assert store.dead_letter_exhausted() == 0
+        finally:
+            holder.execute("ROLLBACK")
+        store.claim_due(T0, 1, LEASE)  # claimed on its last attempt, then abandoned
+        clock.advance(LEASE)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match="locked"):
+                store.dead_letter_exhausted()  # work to do: it needs the write lock
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert store.dead_letter_exhausted() == 1
+        assert store.dead_letter_exhausted() == 0
+
+
 def test_a_full_disk_is_a_store_error_and_applies_nothing(store: SqliteScheduleStore) -> None:
     conn = store._conn
     assert conn is not None

@@ -315,11 +315,21 @@ class _Sql:
             f"UPDATE {t} SET dead_lettered_at = :now, last_error = :error,"
             f" leased_until = NULL WHERE {fence}"
         )
+        sweepable = (
+            f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
+            " AND (leased_until IS NULL OR leased_until <= :now)"
+        )
         self.sweep = (
             f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
             " SET dead_lettered_at = :now, last_error = :error, leased_until = NULL"
-            f" WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts"
-            "   AND (leased_until IS NULL OR leased_until <= :now)"
+            f" WHERE {sweepable}"
+        )
+        # Run before the sweep's write transaction, which it usually spares: is there
+        # anything to sweep, or an instant to rewrite before comparing? (Two probes of
+        # normally empty index ranges, no write lock.)
+        self.sweep_probe = (
+            f"SELECT EXISTS (SELECT 1 FROM {odd} WHERE {NONCANONICAL})"
+            f" OR EXISTS (SELECT 1 FROM {t} INDEXED BY idx_{t}_exhausted WHERE {sweepable})"
         )
         # The wake-up hint: the first fresh row; among leased rows the least
         # max(scheduled_for, leased_until). The first leased row (l, s) in index order
@@ -806,8 +816,12 @@ class SqliteScheduleStore(ScheduleStore):
         now_text = format_ts(now)
         sql = self._sql
         plan: list[tuple[int, str, dict[str, Any]]] = []
+        lease: object = None
+        token: str | None = None
         for index, item in enumerate(checked):
-            token = _lease_text(item.lease)
+            if item.lease is not lease:  # a batch's items share the claim's lease
+                lease = item.lease
+                token = _lease_text(lease)
             if token is None:
                 continue  # no lease this store hands out: fenced out
             params: dict[str, Any] = {"id": item.schedule_id.bytes, "lease": token}
@@ -843,6 +857,11 @@ class SqliteScheduleStore(ScheduleStore):
 
     def dead_letter_exhausted(self) -> int:
         params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
+        # Every poll cycle runs this; almost always there is nothing to do, and a read
+        # says so without taking the write lock (other processes' claims go on).
+        [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)
+        if not work:
+            return 0
         with self._write("dead_letter_exhausted") as cur:
             cur.execute(self._sql.normalise)
             cur.execute(self._sql.sweep, params)
