@@ -28,6 +28,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
+from hexeract_lite.store.base import Settlement
 from hexeract_lite.store.schema import sqlite_ddl
 from hexeract_lite.store.sqlite import (
     META_TABLE,
@@ -104,6 +105,58 @@ def test_the_connection_is_configured(db: Path) -> None:
         assert conn.pragma("temp_store") == 2, "MEMORY: the claim's small sorts"
     with SqliteScheduleStore.open(db, durability="normal") as store:
         assert store._conn is not None and store._conn.pragma("synchronous") == 1
+    with SqliteScheduleStore.open(db, durability="relaxed") as store:
+        assert store._conn is not None and store._conn.pragma("synchronous") == 2
+        assert store.durability == "relaxed"
+
+
+def _wal_syncs(durability: str, db: Path, clock: ManualClock) -> dict[str, int]:
+    """How many times each operation syncs the WAL, counted by a pass-through VFS."""
+    from tests.reliability.faultvfs import FaultVFS
+
+    vfs = FaultVFS("counting")
+    syncs: dict[str, int] = {}
+    try:
+        with SqliteScheduleStore.open(db, clock=clock, durability=durability, vfs="counting") as s:
+
+            def count(name: str, op: Callable[[], object]) -> object:
+                before = vfs.switch.calls["sync", "wal"]
+                result = op()
+                syncs[name] = vfs.switch.calls["sync", "wal"] - before
+                return result
+
+            msgs = [one_shot(T0 - S), one_shot(T0)]
+            count("insert_many", lambda: s.insert_many(msgs, 1))
+            later = one_shot(T0 + S)
+            count("insert", lambda: s.insert(later, 1))
+            occs: Any = count("claim_due", lambda: s.claim_due(T0, 1, LEASE))
+            count(
+                "settle",
+                lambda: s.settle([Settlement.delivered(msgs[0].schedule_id, occs[0].leased_until)]),
+            )
+            count("claim_due again", lambda: s.claim_due(T0, 1, LEASE))
+            clock.advance(LEASE)  # the second claim's lease ran out on its last attempt
+            assert count("sweep", s.dead_letter_exhausted) == 1
+            assert count("cancel", lambda: s.cancel(later.schedule_id)) is True
+            assert s._conn is not None and s._conn.pragma("synchronous") == (
+                1 if durability == "normal" else 2
+            ), "back to the configured level after the worker's transactions"
+    finally:
+        vfs.unregister()
+    return syncs
+
+
+def test_relaxed_durability_fsyncs_the_applications_writes_not_the_workers(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    full = _wal_syncs("full", tmp_path / "full.db", clock)
+    assert all(n >= 1 for n in full.values()), full
+    relaxed = _wal_syncs("relaxed", tmp_path / "relaxed.db", ManualClock(T0))
+    application = ("insert_many", "insert", "cancel")
+    assert all(relaxed[name] >= 1 for name in application), relaxed
+    assert all(n == 0 for name, n in relaxed.items() if name not in application), relaxed
+    normal = _wal_syncs("normal", tmp_path / "normal.db", ManualClock(T0))
+    assert all(n == 0 for n in normal.values()), normal
 
 
 @pytest.mark.parametrize("bad", ["fast", "FULL", "off", "", None])

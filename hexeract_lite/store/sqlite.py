@@ -99,7 +99,12 @@ A table of its own rather than ``PRAGMA user_version``, because several schedule
 tables (``--table``) may share one file and each has its own version.
 """
 
-_DURABILITY = {"full": "FULL", "normal": "NORMAL"}
+_DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
+"""``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
+``NORMAL`` around the worker's own transactions only: see the class docstring)."""
+_BEGIN = "BEGIN IMMEDIATE"
+_BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
+_RESYNC = "PRAGMA synchronous=FULL"
 _log = logging.getLogger(__name__)
 _COLUMNS = ", ".join(name for name, _, _ in REFERENCE_COLUMNS)
 _TIMESTAMP_COLUMNS = (
@@ -401,10 +406,27 @@ class SqliteScheduleStore(ScheduleStore):
     ``hexeract-scheduler-sql`` (see :mod:`hexeract_lite.store.schema`); a claimed row
     that cannot be decoded is dead-lettered with a ``last_error`` naming the column.
 
-    Durability: ``"full"`` (the default) runs ``PRAGMA synchronous=FULL``: a committed
-    change survives a power cut. ``"normal"`` runs ``synchronous=NORMAL``: faster
-    commits, and in WAL mode still safe against an application crash, but the last
-    transactions before a power cut or OS crash may roll back (never a corrupt file).
+    Durability (``open(durability=...)``); every mode is safe against an application
+    crash (WAL: a committed transaction is in the file), and none ever corrupts it:
+
+    - ``"full"`` (the default): ``PRAGMA synchronous=FULL``, every commit waits for
+      fsync. A power cut or OS crash loses nothing that was committed.
+    - ``"relaxed"``: the application's writes (``insert``, ``insert_many``,
+      ``import_records``, ``cancel``, ``set_paused``, ``resume``, ``replay``) commit
+      with fsync as under ``"full"``; the worker's own transactions (``claim_due``,
+      ``settle`` and the single acknowledgements, the sweep, the rewriting of instants
+      another tool wrote) commit without waiting for it (``synchronous=NORMAL`` for
+      those transactions only). A power cut or OS crash may therefore roll back the
+      last claims, acknowledgements and sweeps committed since the last fsynced commit
+      (any later insert or control change, from any connection, fsyncs the log and with
+      it everything committed before it), never an insert or a control change. What
+      that costs is redeliveries, never a loss: a lost claim leaves the occurrence
+      claimable (an attempt is not counted), a lost acknowledgement leaves it leased,
+      and it is delivered again, with the same occurrence id, once the lease runs out;
+      a lost sweep is swept again. At-least-once holds; fewer fsyncs per batch make
+      the worker faster and its dispatch lag shorter.
+    - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
+      any kind, inserts included, may roll back in a power cut or OS crash.
 
     Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
     full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
@@ -419,6 +441,7 @@ class SqliteScheduleStore(ScheduleStore):
         table: str,
         clock: Clock,
         busy_timeout: timedelta,
+        durability: str = "full",
     ) -> None:
         """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
         super().__init__()
@@ -428,6 +451,9 @@ class SqliteScheduleStore(ScheduleStore):
         self._table = table
         self._clock = clock
         self._busy_timeout = busy_timeout
+        self._durability = durability
+        # "relaxed": the worker's transactions begin with synchronous=NORMAL
+        self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else _BEGIN
         self._sql = _Sql(table)
         self._lock = threading.Lock()
 
@@ -454,8 +480,9 @@ class SqliteScheduleStore(ScheduleStore):
           (:class:`InvalidConfiguration` otherwise, before any SQL runs).
         - ``clock``: where "now" comes from (``created_at``, ``delivered_at``, retry
           deadlines, the sweep, replay).
-        - ``durability``: ``"full"`` (``synchronous=FULL``) or ``"normal"``
-          (``synchronous=NORMAL``); see the class docstring.
+        - ``durability``: ``"full"`` (every commit fsynced), ``"relaxed"`` (the
+          application's writes fsynced, the worker's claims and acknowledgements not)
+          or ``"normal"`` (``synchronous=NORMAL``); see the class docstring.
         - ``busy_timeout``: how long an operation waits for another connection's write
           lock before it fails with :class:`StoreError`.
         - ``create``: when False, a missing file or a missing table raises
@@ -478,7 +505,9 @@ class SqliteScheduleStore(ScheduleStore):
         """
         table = validate_table_name(table)
         if durability not in _DURABILITY:
-            raise InvalidConfiguration(f"durability must be 'full' or 'normal', got {durability!r}")
+            raise InvalidConfiguration(
+                f"durability must be 'full', 'relaxed' or 'normal', got {durability!r}"
+            )
         if not isinstance(busy_timeout, timedelta) or busy_timeout < timedelta(0):
             raise InvalidConfiguration(
                 f"busy_timeout must be a timedelta >= 0, got {busy_timeout!r}"
@@ -507,7 +536,12 @@ class SqliteScheduleStore(ScheduleStore):
             connection.close()
             raise
         return cls(
-            connection=connection, path=db, table=table, clock=clock, busy_timeout=busy_timeout
+            connection=connection,
+            path=db,
+            table=table,
+            clock=clock,
+            busy_timeout=busy_timeout,
+            durability=durability,
         )
 
     # -- properties and lifetime -----------------------------------------------------
@@ -526,6 +560,11 @@ class SqliteScheduleStore(ScheduleStore):
     def clock(self) -> Clock:
         """The clock the store reads "now" from."""
         return self._clock
+
+    @property
+    def durability(self) -> str:
+        """``"full"``, ``"relaxed"`` or ``"normal"``, as opened (see the class docstring)."""
+        return self._durability
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
@@ -601,25 +640,42 @@ class SqliteScheduleStore(ScheduleStore):
         return StoreError(f"{what} on {self._path} failed: {type(exc).__name__}: {exc}")
 
     @contextmanager
-    def _write(self, what: str) -> Iterator[apsw.Cursor]:
+    def _write(self, what: str, *, worker: bool = False) -> Iterator[apsw.Cursor]:
         """One ``BEGIN IMMEDIATE`` transaction under the store's lock; rolled back on
-        any exception, apsw errors raised as :class:`StoreError`."""
+        any exception, apsw errors raised as :class:`StoreError`.
+
+        ``worker``: one of the worker's own transactions (claims, acknowledgements, the
+        sweep), which ``durability="relaxed"`` commits without waiting for fsync."""
         with self._lock:
             cur = self._live_cursor()
+            begin = self._begin_worker if worker else _BEGIN
             try:
-                cur.execute("BEGIN IMMEDIATE")
-            except apsw.Error as exc:
-                raise self._error(what, exc) from exc
-            try:
-                yield cur
-                cur.execute("COMMIT")
-            except BaseException as exc:
-                self._rollback()
-                if _is_duplicate(exc):
-                    raise _DuplicateKey() from exc
-                if isinstance(exc, apsw.Error):
+                try:
+                    cur.execute(begin)
+                except apsw.Error as exc:
                     raise self._error(what, exc) from exc
-                raise
+                try:
+                    yield cur
+                    cur.execute("COMMIT")
+                except BaseException as exc:
+                    self._rollback()
+                    if _is_duplicate(exc):
+                        raise _DuplicateKey() from exc
+                    if isinstance(exc, apsw.Error):
+                        raise self._error(what, exc) from exc
+                    raise
+            finally:
+                if begin is _BEGIN_UNSYNCED:
+                    self._resync()
+
+    def _resync(self) -> None:
+        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed"."""
+        conn = self._conn
+        if conn is not None:
+            try:
+                conn.execute(_RESYNC)
+            except apsw.Error:  # pragma: no cover - a broken connection fails its next call
+                _log.warning("could not restore synchronous=FULL on %s", self._path)
 
     def _rollback(self) -> None:
         conn = self._conn
@@ -745,7 +801,7 @@ class SqliteScheduleStore(ScheduleStore):
         until = to_utc_ms(now + lease, "lease deadline")
         until_text = format_ts(until)
         params = {"now": format_ts(now), "until": until_text, "n": batch_size}
-        with self._write("claim_due") as cur:
+        with self._write("claim_due", worker=True) as cur:
             cur.execute(self._sql.normalise)
             rows = cur.execute(self._sql.claim, params).fetchall()
         claimed: list[LeasedOccurrence] = []
@@ -771,7 +827,7 @@ class SqliteScheduleStore(ScheduleStore):
             (row, _diagnose(row) or f"{type(exc).__name__}: {exc}") for row, exc in malformed
         ]
         try:
-            with self._write("claim_due") as cur:
+            with self._write("claim_due", worker=True) as cur:
                 for row, why in reasons:
                     params = {
                         "id": row[0],
@@ -845,7 +901,7 @@ class SqliteScheduleStore(ScheduleStore):
             plan.append((index, statement, params))
         results = [False] * len(checked)
         if plan:
-            with self._write("settle") as cur:
+            with self._write("settle", worker=True) as cur:
                 changes = cur.connection.changes
                 for index, statement, params in plan:
                     cur.execute(statement, params)
@@ -862,7 +918,7 @@ class SqliteScheduleStore(ScheduleStore):
         [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)
         if not work:
             return 0
-        with self._write("dead_letter_exhausted") as cur:
+        with self._write("dead_letter_exhausted", worker=True) as cur:
             cur.execute(self._sql.normalise)
             cur.execute(self._sql.sweep, params)
             return cur.connection.changes()
@@ -871,7 +927,7 @@ class SqliteScheduleStore(ScheduleStore):
         """Rewrite live rows' instants that another tool wrote in another layout (a
         read when there are none, which is the normal case)."""
         if self._read("normalise", self._sql.any_noncanonical, ()):
-            with self._write("normalise") as cur:
+            with self._write("normalise", worker=True) as cur:
                 cur.execute(self._sql.normalise)
 
     def next_wakeup(self) -> datetime | None:
