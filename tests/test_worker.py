@@ -814,6 +814,18 @@ def test_data_version_spares_idle_cycles_and_notices_other_processes() -> None:
         assert time.monotonic() - inserted < 0.3, "noticed within about one poll_interval"
 
 
+def test_another_process_commit_is_noticed_within_half_the_poll() -> None:
+    store = OtherProcessStore()
+    sink = Recorder()
+    poll = SchedulerWorkerConfig(poll_interval=timedelta(seconds=1))
+    with SchedulerWorker(store, sink, poll).start():
+        time.sleep(0.1)
+        inserted = time.monotonic()
+        store.insert_from_elsewhere(one_shot(now()))
+        assert sink.called.wait(2)
+        assert time.monotonic() - inserted < 0.8, "data_version checked every 500 ms"
+
+
 @pytest.fixture
 def quiet_threads() -> Iterator[None]:
     before = {t.ident for t in threading.enumerate()}
