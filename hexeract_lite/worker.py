@@ -419,12 +419,13 @@ class _BatchRun:
             if stopping or (stop is not None and stop.is_set()):
                 stopping = True
                 outcome = _NOT_RUN
-            elif _lease_expired(clock, occ):
-                outcome = _SKIPPED
             else:
                 try:
-                    _call_blocking(sink, occ.message)
-                    outcome = None
+                    if _lease_expired(clock, occ):
+                        outcome = _SKIPPED
+                    else:
+                        _call_blocking(sink, occ.message)
+                        outcome = None
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     outcome = exc
             with lock:
