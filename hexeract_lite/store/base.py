@@ -244,10 +244,14 @@ class ScheduleStore(abc.ABC):
 
         Every item is checked first, with the single methods' rules (a schedule id
         that is not a UUID, a ``next`` that is not an aware datetime:
-        :class:`InvalidArgument`; a negative ``retry_in``:
-        :class:`InvalidConfiguration`; an item that is not a :class:`Settlement`:
-        :class:`InvalidArgument`), and one bad item rejects the whole batch before
-        anything is written. An empty batch is a no-op (``[]``).
+        :class:`InvalidArgument`; a negative or missing ``retry_in``:
+        :class:`InvalidConfiguration`), plus: an item that is not a
+        :class:`Settlement`, an unknown kind, or a ``failed``/``dead_lettered`` item
+        without an error text: :class:`InvalidArgument`. One bad item rejects the
+        whole batch before anything is written. A lease that is not one the store
+        could have handed out (naive, another type) is not an error: that item is
+        fenced out (False), as with the single methods. An empty batch is a no-op
+        (``[]``).
 
         The stores here apply the batch in one transaction: all of it or, on a store
         error, none of it (and a crash before the commit leaves every occurrence
