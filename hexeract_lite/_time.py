@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
+_ZERO = timedelta(0)
 
 
 def to_utc_ms(value: object, name: str, error: type[Exception] = ValueError) -> datetime:
@@ -29,7 +30,13 @@ def to_utc_ms(value: object, name: str, error: type[Exception] = ValueError) -> 
 
 
 def format_ts(value: datetime) -> str:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` for an aware UTC datetime (ms precision)."""
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` for an aware UTC datetime (ms precision).
+
+    Any other datetime raises ValueError: its wall-clock fields are not UTC's, so
+    writing them out would store another instant.
+    """
+    if value.utcoffset() != _ZERO:
+        raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
     return (
         f"{value.year:04d}-{value.month:02d}-{value.day:02d}T"
         f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import attrs
@@ -59,7 +59,13 @@ def new_schedule_id() -> uuid.UUID:
 def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
     if value is None:
         return
-    if not isinstance(value, str) or not value or len(value) > MAX_ROUTING_KEY_LENGTH:
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_ROUTING_KEY_LENGTH
+        or not value.isprintable()
+        or not _encodable(value)
+    ):
         raise InvalidMessage(
             f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
             f" got {value!r}"
@@ -115,7 +121,12 @@ def encode_payload(payload: Any) -> str:
         raise InvalidMessage(
             f"payload is not JSON-serialisable: {exc} (payload {payload!r:.200})"
         ) from exc
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(
+            f"payload is not valid Unicode text: {exc} (payload {payload!r:.200})"
+        ) from exc
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidMessage(
             f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
@@ -130,7 +141,67 @@ def _check_event_type(event_type: object) -> str:
             f" got {event_type!r:.100}"
             + (f" ({len(event_type)} characters)" if isinstance(event_type, str) else "")
         )
+    if not event_type.isprintable() or not _encodable(event_type):
+        raise InvalidMessage(f"event_type must be printable Unicode text, got {event_type!r:.100}")
     return event_type
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def validate_message(message: object) -> ScheduledMessage:
+    """Check every field of a message before it is written; return it.
+
+    :meth:`ScheduledMessage.delay` and :meth:`ScheduledMessage.cron` build valid
+    messages; a message constructed field by field (or with :func:`attrs.evolve`) is
+    checked here, at the store's boundary, so a bad value never reaches the database:
+    the id is a UUID, the event type has 1 to 64 printable characters, the payload
+    JSON parses, is within :data:`MAX_PAYLOAD_BYTES` and agrees with ``payload``, the
+    target and trigger are built values, and ``scheduled_for`` is aware UTC at
+    millisecond precision.
+    """
+    if not isinstance(message, ScheduledMessage):
+        raise InvalidMessage(f"expected a ScheduledMessage, got {message!r:.200}")
+    if not isinstance(message.schedule_id, uuid.UUID):
+        raise InvalidMessage(f"schedule_id must be a uuid.UUID, got {message.schedule_id!r}")
+    _check_event_type(message.event_type)
+    if not isinstance(message.target, Target):
+        raise InvalidMessage(f"target must be a Target, got {message.target!r}")
+    trigger = message.trigger
+    if not isinstance(trigger, Trigger) or (trigger.kind == "cron") != (
+        trigger.cron_expression is not None
+    ):
+        raise InvalidMessage(
+            f"trigger must be Trigger.delay(...) or Trigger.cron(...), got {trigger!r}"
+        )
+    when = message.scheduled_for
+    if (
+        not isinstance(when, datetime)
+        or when.utcoffset() != timedelta(0)
+        or when.microsecond % 1000
+    ):
+        raise InvalidMessage(
+            f"scheduled_for must be an aware UTC datetime at millisecond precision,"
+            f" got {when!r} (ScheduledMessage.delay/cron and .at() normalise it)"
+        )
+    text = message.payload_json
+    if not isinstance(text, str):
+        raise InvalidMessage(f"payload_json must be JSON text, got {text!r:.200}")
+    try:
+        decoded = json.loads(text)
+    except ValueError as exc:
+        raise InvalidMessage(f"payload_json is not JSON: {exc} (text {text!r:.200})") from exc
+    encode_payload(decoded)  # NaN/Infinity, lone surrogates and the size limit
+    if decoded != message.payload:
+        raise InvalidMessage(
+            f"payload {message.payload!r:.100} and payload_json {text!r:.100} disagree"
+        )
+    return message
 
 
 @attrs.frozen(kw_only=True)
@@ -217,7 +288,8 @@ class ScheduledMessage:
         return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
 
     def at(self, scheduled_for: datetime) -> ScheduledMessage:
-        """The same schedule, firing at another instant (used by stores)."""
+        """The same schedule, firing at ``scheduled_for`` (aware; normalised to UTC ms)."""
+        scheduled_for = to_utc_ms(scheduled_for, "scheduled_for", InvalidMessage)
         trigger = self.trigger
         if trigger.kind == "delay":
             trigger = Trigger("delay", at=scheduled_for)

@@ -8,6 +8,7 @@ from datetime import datetime
 from functools import total_ordering
 
 from ._time import EPOCH
+from .errors import InvalidArgument
 
 __all__ = ["OCCURRENCE_NAMESPACE", "OccurrenceId"]
 
@@ -46,8 +47,10 @@ class OccurrenceId:
     @classmethod
     def derive(cls, schedule_id: uuid.UUID, scheduled_for: datetime) -> OccurrenceId:
         """The id of the firing of ``schedule_id`` at ``scheduled_for`` (aware)."""
-        if scheduled_for.tzinfo is None or scheduled_for.utcoffset() is None:
-            raise ValueError(
+        if not isinstance(schedule_id, uuid.UUID):
+            raise InvalidArgument(f"schedule_id must be a uuid.UUID, got {schedule_id!r}")
+        if not isinstance(scheduled_for, datetime) or scheduled_for.utcoffset() is None:
+            raise InvalidArgument(
                 f"scheduled_for must be a timezone-aware datetime, got naive {scheduled_for!r}"
             )
         offset = _epoch_offset_ns(scheduled_for)

@@ -72,6 +72,8 @@ class CronExpression:
         A schedule whose worker was down for many ticks fires once to catch up, then
         resumes on the rule: missed ticks collapse into one.
         """
+        now = to_utc_ms(now, "now", InvalidTrigger)
+        previous_due = to_utc_ms(previous_due, "previous_due", InvalidTrigger)
         return self.next_occurrence(max(now, previous_due))
 
     def __str__(self) -> str:

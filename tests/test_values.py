@@ -208,3 +208,70 @@ def test_status_labels() -> None:
     assert ScheduleStatus.DEAD_LETTERED.value == "dead-lettered"
     assert str(ScheduleStatus.PAUSED) == "paused"
     assert ScheduleStatus("cancelled").is_terminal and not ScheduleStatus.PAUSED.is_terminal
+
+
+def test_validate_message_accepts_built_messages() -> None:
+    from hexeract_lite.message import validate_message
+
+    msg = ScheduledMessage.cron(Target.bus("a.b"), "@daily", T, "e", {"k": [1, 2]})
+    assert validate_message(msg) is msg
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"scheduled_for": datetime(2026, 1, 1)}, "scheduled_for"),
+        ({"scheduled_for": T.astimezone(timezone(timedelta(hours=1)))}, "scheduled_for"),
+        ({"scheduled_for": T + timedelta(microseconds=1)}, "millisecond"),
+        ({"event_type": "x" * 100}, "event_type"),
+        ({"event_type": "bad\nname"}, "printable"),
+        ({"payload_json": "not json"}, "not JSON"),
+        ({"payload_json": "NaN", "payload": None}, "not JSON"),
+        ({"payload_json": "[1]"}, "disagree"),
+        ({"schedule_id": "nope"}, "schedule_id"),
+        ({"target": "bus"}, "target"),
+    ],
+)
+def test_validate_message_refuses_hand_built_bad_values(
+    changes: dict[str, object], match: str
+) -> None:
+    """A message built field by field (attrs.evolve) is checked before a store writes it."""
+    import attrs
+
+    from hexeract_lite.message import validate_message
+
+    msg = attrs.evolve(ScheduledMessage.delay(Target.outbox(), T, "e", {"k": 1}), **changes)
+    with pytest.raises(InvalidMessage, match=match):
+        validate_message(msg)
+
+
+def test_at_normalises_the_new_instant() -> None:
+    msg = ScheduledMessage.delay(Target.outbox(), T, "e", 1)
+    moved = msg.at(datetime(2026, 3, 1, 13, 0, 0, 999_999, tzinfo=timezone(timedelta(hours=1))))
+    assert moved.scheduled_for == datetime(2026, 3, 1, 12, 0, 0, 999_000, tzinfo=UTC)
+    assert moved.trigger == Trigger.delay(moved.scheduled_for)
+    with pytest.raises(InvalidMessage, match="naive"):
+        msg.at(datetime(2026, 1, 1))
+
+
+def test_payload_and_event_type_with_lone_surrogates_are_refused() -> None:
+    with pytest.raises(InvalidMessage, match="Unicode"):
+        ScheduledMessage.delay(Target.outbox(), T, "e", "\ud800")
+    with pytest.raises(InvalidMessage, match="event_type"):
+        ScheduledMessage.delay(Target.outbox(), T, "e\ud800", 1)
+    with pytest.raises(InvalidMessage, match="routing_key"):
+        Target.bus("a\x00b")
+
+
+def test_format_ts_refuses_a_non_utc_datetime() -> None:
+    from hexeract_lite._time import format_ts
+
+    assert format_ts(T) == "2026-03-01T12:00:00.000Z"
+    with pytest.raises(ValueError, match="UTC"):
+        format_ts(T.astimezone(timezone(timedelta(hours=1))))
+
+
+def test_next_due_rejects_naive_arguments() -> None:
+    expr = CronExpression.parse("@hourly")
+    with pytest.raises(InvalidTrigger, match="now"):
+        expr.next_due(datetime(2026, 1, 1), T)
