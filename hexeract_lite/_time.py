@@ -15,6 +15,9 @@ def to_utc_ms(value: object, name: str, error: type[Exception] = ValueError) -> 
     A naive datetime (or anything that is not a datetime) raises ``error`` naming
     the argument: hexeract_lite never guesses a timezone.
     """
+    if value.__class__ is datetime and value.tzinfo is UTC:  # the common case, cheaply
+        micro = value.microsecond % 1000
+        return value.replace(microsecond=value.microsecond - micro) if micro else value
     if not isinstance(value, datetime):
         raise error(f"{name} must be a timezone-aware datetime, got {value!r}")
     if value.tzinfo is None or value.utcoffset() is None:
@@ -35,12 +38,18 @@ def format_ts(value: datetime) -> str:
     Any other datetime raises ValueError: its wall-clock fields are not UTC's, so
     writing them out would store another instant.
     """
-    if value.utcoffset() != _ZERO:
+    if value.tzinfo is not UTC and value.utcoffset() != _ZERO:
         raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
-    return (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T"
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}."
-        f"{value.microsecond // 1000:03d}Z"
+    # %-formatting: half the cost of the equivalent f-string (every insert, claim and
+    # acknowledgement formats one or two instants)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031 - see above
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond // 1000,
     )
 
 
