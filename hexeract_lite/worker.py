@@ -663,6 +663,8 @@ class SchedulerWorker:
             raise InvalidConfiguration(
                 f"config must be a SchedulerWorkerConfig, got config={config!r}"
             )
+        if not isinstance(store, ScheduleStore):
+            raise InvalidConfiguration(f"store must be a ScheduleStore, got store={store!r}")
         if not callable(getattr(sink, "dispatch", None)):
             if not callable(sink):
                 raise InvalidConfiguration(

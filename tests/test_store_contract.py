@@ -968,3 +968,43 @@ def test_changes_are_signalled(store: ScheduleStore, frozen: FrozenTime) -> None
     store.insert(one_shot(), 3)
     assert store.changes.version() != version
     assert store.changes.wait(version, 0) is True
+
+
+# -- boundaries --------------------------------------------------------------------
+
+
+def test_insert_many_reads_a_generator_whole(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msgs = [one_shot(T0 + i * S) for i in range(3)]
+    store.insert_many((m for m in msgs), 3)
+    assert [s.schedule_id for s in store.list_pending()] == [m.schedule_id for m in msgs]
+
+
+def test_counts_beyond_int32_are_refused_naming_the_value(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    with pytest.raises(InvalidConfiguration, match=str(2**31)):
+        store.insert(msg, 2**31)
+    assert store.inspect(msg.schedule_id) is None
+    store.insert(msg, 2**31 - 1)
+    with pytest.raises(InvalidConfiguration, match="batch_size"):
+        store.claim_due(frozen.now(), 2**63, LEASE)
+    with pytest.raises(InvalidConfiguration, match="9999"):
+        store.claim_due(frozen.now(), 1, timedelta(days=3_000_000))
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.attempts == 0 and snap.leased_until is None
+
+
+def test_a_hand_built_bad_message_never_reaches_the_store(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    import attrs
+
+    good = one_shot()
+    bad = attrs.evolve(one_shot(), payload_json="not json")
+    naive = attrs.evolve(one_shot(), scheduled_for=datetime(2026, 3, 1, 12))
+    with pytest.raises(InvalidArgument, match="not JSON"):
+        store.insert(bad, 3)
+    with pytest.raises(InvalidArgument, match="scheduled_for"):
+        store.insert_many([good, naive], 3)
+    assert store.list_pending() == []

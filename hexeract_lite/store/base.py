@@ -36,7 +36,7 @@ import abc
 import enum
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -44,8 +44,8 @@ from typing import Any
 import attrs
 
 from .._time import to_utc_ms
-from ..errors import InvalidArgument, InvalidConfiguration
-from ..message import ScheduledMessage
+from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage
+from ..message import ScheduledMessage, validate_message
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot
 from .record import ScheduleRecord
 
@@ -403,20 +403,39 @@ class ScheduleStore(abc.ABC):
 # -- argument checks shared by every store -------------------------------------
 
 
+MAX_INT32 = 2**31 - 1
+"""The largest attempt budget and batch size: the reference's INTEGER columns hold int32."""
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INT32
+
+
 def check_max_attempts(max_attempts: object) -> int:
-    """``max_attempts`` must be an int >= 1."""
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise InvalidConfiguration(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
-    return max_attempts
+    """``max_attempts`` must be an int from 1 to 2**31 - 1."""
+    if not _is_count(max_attempts):
+        raise InvalidConfiguration(
+            f"max_attempts must be an integer from 1 to {MAX_INT32}, got {max_attempts!r}"
+        )
+    return max_attempts  # type: ignore[return-value]
 
 
 def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     """Validate ``claim_due``'s arguments; return ``now`` normalised."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if not _is_count(batch_size):
+        raise InvalidConfiguration(
+            f"batch_size must be an integer from 1 to {MAX_INT32}, got {batch_size!r}"
+        )
     if not isinstance(lease, timedelta) or lease <= timedelta(0):
         raise InvalidConfiguration(f"lease must be a positive timedelta, got {lease!r}")
-    return to_utc_ms(now, "now", InvalidConfiguration)
+    now = to_utc_ms(now, "now", InvalidConfiguration)
+    try:
+        now + lease
+    except OverflowError:
+        raise InvalidConfiguration(
+            f"lease {lease!r} from now={now.isoformat()} is past the year 9999"
+        ) from None
+    return now
 
 
 def check_retry_in(retry_in: object) -> timedelta:
@@ -433,11 +452,14 @@ def check_limit(limit: object) -> int:
     return limit
 
 
-def check_messages(messages: Sequence[ScheduledMessage]) -> None:
-    """Every item must be a ScheduledMessage."""
-    for message in messages:
-        if not isinstance(message, ScheduledMessage):
-            raise InvalidConfiguration(f"expected ScheduledMessage, got {message!r:.200}")
+def check_messages(messages: Iterable[ScheduledMessage]) -> list[ScheduledMessage]:
+    """Every item must be a valid ScheduledMessage (:func:`validate_message`).
+
+    Returns the messages as a list, so a generator is read once and inserted whole.
+    """
+    if isinstance(messages, (str, bytes, ScheduledMessage)):
+        raise InvalidMessage(f"expected a sequence of ScheduledMessage, got {messages!r:.200}")
+    return [validate_message(message) for message in messages]
 
 
 def check_export(after: object, limit: object) -> uuid.UUID | None:

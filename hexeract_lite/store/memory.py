@@ -71,7 +71,7 @@ class InMemoryScheduleStore(ScheduleStore):
 
     def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
         check_max_attempts(max_attempts)
-        check_messages(messages)
+        messages = check_messages(messages)
         with self._lock:
             now = self._now()
             seen: set[uuid.UUID] = set()

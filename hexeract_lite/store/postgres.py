@@ -542,11 +542,7 @@ class PostgresScheduleStore(ScheduleStore):
 
     def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
         check_max_attempts(max_attempts)
-        if max_attempts > _MAX_INT4:
-            raise InvalidConfiguration(
-                f"max_attempts must be at most {_MAX_INT4} on PostgreSQL, got {max_attempts}"
-            )
-        check_messages(messages)
+        messages = check_messages(messages)
         if not messages:
             return
         if len({m.schedule_id for m in messages}) != len(messages):

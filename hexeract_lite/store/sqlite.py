@@ -44,7 +44,7 @@ from ..errors import (
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage, Target
+from ..message import ScheduledMessage, Target, validate_message
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
 from .base import (
@@ -726,8 +726,7 @@ class SqliteScheduleStore(ScheduleStore):
 
     def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
         check_max_attempts(max_attempts)
-        if not isinstance(message, ScheduledMessage):
-            check_messages((message,))
+        validate_message(message)
         trigger, target = message.trigger, message.target
         row = (
             message.schedule_id.bytes,
@@ -758,7 +757,7 @@ class SqliteScheduleStore(ScheduleStore):
 
     def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
         check_max_attempts(max_attempts)
-        check_messages(messages)
+        messages = check_messages(messages)
         if not messages:
             return
         created = format_ts(self._now())

@@ -453,7 +453,7 @@ CASES: list[Case] = [
     Case(
         "insert-many-not-a-message",
         lambda w: w.store.insert_many([_msg(), {"event_type": "x"}], 3),  # type: ignore[list-item]
-        InvalidConfiguration,
+        InvalidMessage,
         names=("ScheduledMessage", "'event_type': 'x'"),
     ),
     # -- files and tables: refused before anything is written ----------------------------
