@@ -154,6 +154,10 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 def validate_message(message: object) -> ScheduledMessage:
     """Check every field of a message before it is written; return it.
 
@@ -193,10 +197,14 @@ def validate_message(message: object) -> ScheduledMessage:
     if not isinstance(text, str):
         raise InvalidMessage(f"payload_json must be JSON text, got {text!r:.200}")
     try:
-        decoded = json.loads(text)
-    except ValueError as exc:
+        decoded = json.loads(text, parse_constant=_reject_constant)
+        size = len(text.encode("utf-8"))
+    except (ValueError, UnicodeEncodeError) as exc:
         raise InvalidMessage(f"payload_json is not JSON: {exc} (text {text!r:.200})") from exc
-    encode_payload(decoded)  # NaN/Infinity, lone surrogates and the size limit
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidMessage(
+            f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )
     if decoded != message.payload:
         raise InvalidMessage(
             f"payload {message.payload!r:.100} and payload_json {text!r:.100} disagree"
