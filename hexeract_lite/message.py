@@ -167,10 +167,13 @@ def validate_message(message: object) -> ScheduledMessage:
     the id is a UUID, the event type has 1 to 64 printable characters, the payload
     JSON parses, is within :data:`MAX_PAYLOAD_BYTES` and agrees with ``payload``, the
     target and trigger are built values, and ``scheduled_for`` is aware UTC at
-    millisecond precision.
+    millisecond precision. A message that ``delay``/``cron`` built passed these very
+    checks then and is immutable, so it is not checked again (the insert's hot path).
     """
     if not isinstance(message, ScheduledMessage):
         raise InvalidMessage(f"expected a ScheduledMessage, got {message!r:.200}")
+    if message._checked:
+        return message  # built by delay()/cron(), which checked all of this
     if not isinstance(message.schedule_id, uuid.UUID):
         raise InvalidMessage(f"schedule_id must be a uuid.UUID, got {message.schedule_id!r}")
     _check_event_type(message.event_type)
@@ -232,6 +235,10 @@ class ScheduledMessage:
     trigger: Trigger
     scheduled_for: datetime
     """The instant of the next (or only) firing, UTC, millisecond precision."""
+    _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
+    # True when delay()/cron() built it (every field checked then, and immutable since):
+    # validate_message need not check it again at every insert. attrs.evolve and a
+    # message built field by field start unchecked.
 
     @classmethod
     def delay(
@@ -281,7 +288,7 @@ class ScheduledMessage:
         elif not isinstance(schedule_id, uuid.UUID):
             raise InvalidMessage(f"schedule_id must be a uuid.UUID, got {schedule_id!r}")
         text = encode_payload(payload)
-        return cls(
+        message = cls(
             schedule_id=schedule_id,
             event_type=_check_event_type(event_type),
             payload=json.loads(text),
@@ -290,6 +297,8 @@ class ScheduledMessage:
             trigger=trigger,
             scheduled_for=when,
         )
+        object.__setattr__(message, "_checked", True)
+        return message
 
     def occurrence_id(self) -> OccurrenceId:
         """The id of this firing: ``OccurrenceId.derive(schedule_id, scheduled_for)``."""
