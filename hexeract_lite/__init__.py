@@ -25,8 +25,7 @@ from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from .store import InMemoryScheduleStore, ScheduleStore
-from .store import SqliteScheduleStore as SqliteScheduleStore
+from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
 from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
@@ -62,11 +61,13 @@ __all__ = [
     "ScheduleSnapshot",
     "ScheduleStatus",
     "ScheduleStore",
+    "Settlement",
     "ScheduledMessage",
     "SchedulerControl",
     "SchedulerError",
     "SchedulerWorker",
     "SchedulerWorkerConfig",
+    "SqliteScheduleStore",
     "StoreError",
     "SystemClock",
     "Target",

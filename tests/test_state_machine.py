@@ -48,7 +48,7 @@ offsets_ms = st.sampled_from([-3000, -1000, -1, 0, 0, 1, 500, 1000, 2000, 5000])
 cron_rules = st.sampled_from(["*/2 * * * * *", "* * * * *", "0 * * * * *"])
 # Ids from a small pool collide now and then, so duplicate inserts get exercised too.
 ids = st.one_of(
-    st.builds(uuid.uuid4),
+    st.uuids(),
     st.sampled_from([uuid.UUID(int=n) for n in (1, 2, 3, 2**127, 2**128 - 1)]),
 )
 

@@ -2,14 +2,21 @@
 
 from typing import TYPE_CHECKING
 
-from .base import SWEEP_ERROR, ScheduleStore
+from .base import SWEEP_ERROR, ScheduleStore, Settlement, SettlementKind
 from .memory import InMemoryScheduleStore
-from .sqlite import SqliteScheduleStore as SqliteScheduleStore
+from .sqlite import SqliteScheduleStore
 
 if TYPE_CHECKING:
     from .postgres import PostgresScheduleStore as PostgresScheduleStore
 
-__all__ = ["SWEEP_ERROR", "InMemoryScheduleStore", "ScheduleStore"]
+__all__ = [
+    "SWEEP_ERROR",
+    "InMemoryScheduleStore",
+    "ScheduleStore",
+    "Settlement",
+    "SettlementKind",
+    "SqliteScheduleStore",
+]
 
 
 def __getattr__(name: str) -> object:
