@@ -25,7 +25,7 @@ One poll cycle (:meth:`SchedulerWorker.run_once`), as the reference runs it:
      (:meth:`~SchedulerWorker.failure_settlement`): an exhausted occurrence
      (``attempts >= max_attempts``) is ``dead_lettered`` with the error, any other is
      ``failed`` with the retry delay of :meth:`SchedulerWorker.retry_delay`;
-   - released: ``reschedule`` to the instant it was due (claimable again at once).
+   - released: the claim's attempt given back, the lease cleared (claimable again at once).
 
    An item the store answers False for (another worker owns the occurrence now) is
    logged and counted as ``lease_lost``, never retried.
@@ -835,13 +835,12 @@ class SchedulerWorker:
           ``delivered``; cron: ``reschedule`` to ``next_due(now, scheduled_for)``;
         - failed: :meth:`failure_settlement` (``failed`` with the retry delay, or
           ``dead_lettered`` when exhausted);
-        - not dispatched because the worker is stopping: **released**, i.e.
-          ``reschedule`` to the instant it was due, fenced: claimable again at once,
-          under the same occurrence id. (``reschedule`` also zeroes ``attempts`` and
-          ``last_error``: for a first attempt that is exactly the state before the
-          claim; an occurrence that had failed before gets a fresh attempt budget.
-          Leaving it to lease expiry instead would delay it by the whole lease and, on
-          its last attempt, let the sweep dead-letter a message never dispatched.)
+        - not dispatched because the worker is stopping: **released**
+          (:meth:`Settlement.released`, fenced): the claim's attempt is given back and
+          the lease cleared, so it is claimable again at once, under the same
+          occurrence id, with its budget and last error as before the claim. (Leaving
+          it to lease expiry instead would delay it by the whole lease and, on its last
+          attempt, let the sweep dead-letter a message never dispatched.)
         - skipped (lease ran out before its turn): nothing to record.
 
         A False from the store is ``lease_lost`` (another worker owns the occurrence
@@ -858,10 +857,7 @@ class SchedulerWorker:
                 counts.add(DispatchOutcome.SKIPPED)
                 continue
             elif result is _NOT_RUN:
-                msg = occ.message
-                settlement = Settlement.reschedule(
-                    msg.schedule_id, msg.scheduled_for, occ.leased_until
-                )
+                settlement = Settlement.released(occ.message.schedule_id, occ.leased_until)
                 outcome = DispatchOutcome.RELEASED
             else:
                 assert isinstance(result, BaseException)

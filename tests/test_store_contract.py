@@ -1008,3 +1008,22 @@ def test_a_hand_built_bad_message_never_reaches_the_store(
     with pytest.raises(InvalidArgument, match="scheduled_for"):
         store.insert_many([good, naive], 3)
     assert store.list_pending() == []
+
+
+def test_released_gives_back_the_claims_attempt(store: ScheduleStore, frozen: FrozenTime) -> None:
+    """A stopping worker releases what it never dispatched: the attempt the claim spent
+    comes back, the lease is cleared, the error of an earlier failure stays."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [first] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.mark_failed(msg.schedule_id, timedelta(0), "boom", first.leased_until)
+    [second] = store.claim_due(frozen.now(), 10, LEASE)
+    assert second.attempts == 2
+    assert store.settle([Settlement.released(msg.schedule_id, second.leased_until)]) == [True]
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.attempts == 1 and snap.leased_until is None and snap.last_error == "boom"
+    assert snap.scheduled_for == T0 and snap.status is ScheduleStatus.PENDING
+    assert store.settle([Settlement.released(msg.schedule_id, second.leased_until)]) == [False]
+    [again] = store.claim_due(frozen.now(), 10, LEASE)
+    assert again.attempts == 2 and again.occurrence_id() == first.occurrence_id()

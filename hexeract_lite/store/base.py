@@ -101,6 +101,8 @@ class SettlementKind(enum.StrEnum):
     """``mark_failed(retry_in, error)``."""
     DEAD_LETTERED = "dead_lettered"
     """``mark_dead_lettered(error)``."""
+    RELEASED = "released"
+    """Given back undispatched: the claim's attempt is returned, the lease cleared."""
 
 
 @attrs.frozen
@@ -152,11 +154,26 @@ class Settlement:
         """The occurrence is exhausted: dead-letter the schedule with ``error``."""
         return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error)
 
+    @classmethod
+    def released(cls, schedule_id: uuid.UUID, lease: datetime) -> Settlement:
+        """The worker is stopping and never dispatched the occurrence: give it back.
+
+        ``attempts`` goes back by the one the claim spent (never below 0) and the lease
+        is cleared, so the occurrence is claimable again at once under the same id;
+        ``scheduled_for`` and ``last_error`` are kept. (Rescheduling it instead would
+        zero the attempt budget, and a poison occurrence under a restart loop would
+        never reach ``max_attempts``.)
+        """
+        return cls(SettlementKind.RELEASED, schedule_id, lease)
+
     @property
     def wakes(self) -> bool:
-        """True for the kinds that can make work claimable (``reschedule``, ``failed``):
-        a store notifies :attr:`ScheduleStore.changes` once one of them applied."""
-        return self.kind is SettlementKind.RESCHEDULE or self.kind is SettlementKind.FAILED
+        """True for the kinds that can make work claimable (``reschedule``, ``failed``,
+        ``released``): a store notifies :attr:`ScheduleStore.changes` once one applied."""
+        return self.kind in _WAKING
+
+
+_WAKING = frozenset({SettlementKind.RESCHEDULE, SettlementKind.FAILED, SettlementKind.RELEASED})
 
 
 class ScheduleStore(abc.ABC):
@@ -261,6 +278,11 @@ class ScheduleStore(abc.ABC):
         not override it, calls the single methods in order (not one transaction).
         """
         checked = check_settlements(outcomes)
+        if any(item.kind is SettlementKind.RELEASED for item in checked):
+            raise NotImplementedError(
+                f"{type(self).__name__} has no single method for a released settlement;"
+                " a store supports it by overriding settle()"
+            )
         results: list[bool] = []
         for item in checked:
             kind = item.kind
@@ -561,7 +583,11 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
         else:
             if kind is SettlementKind.FAILED:
                 check_retry_in(item.retry_in)
-            if kind is not SettlementKind.DELIVERED and item.error.__class__ is not str:
+            if (
+                kind is not SettlementKind.DELIVERED
+                and kind is not SettlementKind.RELEASED
+                and item.error.__class__ is not str
+            ):
                 if item.error is None:
                     raise InvalidArgument(f"a {kind.value} settlement needs an error text")
                 changes["error"] = str(item.error)

@@ -155,6 +155,9 @@ class InMemoryScheduleStore(ScheduleStore):
                 elif kind is SettlementKind.FAILED:
                     row.leased_until = deadline
                     row.last_error = item.error
+                elif kind is SettlementKind.RELEASED:
+                    row.attempts = max(row.attempts - 1, 0)
+                    row.leased_until = None
                 else:
                     row.dead_lettered_at = now
                     row.last_error = item.error

@@ -284,6 +284,9 @@ class _Statements:
             "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
             " leased_until = NULL" + fence
         )
+        self.release = q(
+            "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
+        )
         self.sweep = q(
             "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
             " leased_until = NULL"
@@ -668,6 +671,8 @@ class PostgresScheduleStore(ScheduleStore):
                 if now is not None:
                     params["deadline"] = to_utc_ms(now + item.retry_in, "retry deadline")
                 statement = self._sql.mark_failed
+            elif kind is SettlementKind.RELEASED:
+                statement = self._sql.release
             else:
                 params["error"] = item.error
                 statement = self._sql.mark_dead_lettered

@@ -320,6 +320,9 @@ class _Sql:
             f"UPDATE {t} SET dead_lettered_at = :now, last_error = :error,"
             f" leased_until = NULL WHERE {fence}"
         )
+        self.release = (
+            f"UPDATE {t} SET attempts = max(attempts - 1, 0), leased_until = NULL WHERE {fence}"
+        )
         sweepable = (
             f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= :now)"
@@ -893,6 +896,8 @@ class SqliteScheduleStore(ScheduleStore):
                 params["until"] = format_ts(to_utc_ms(now + item.retry_in, "retry deadline"))
                 params["error"] = item.error
                 statement = sql.mark_failed
+            elif kind is SettlementKind.RELEASED:
+                statement = sql.release
             else:
                 params["now"] = now_text
                 params["error"] = item.error
