@@ -12,7 +12,6 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
 from ..message import ScheduledMessage
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from ..trigger import CronExpression
 from .base import (
     SWEEP_ERROR,
     ScheduleStore,
@@ -210,14 +209,9 @@ class InMemoryScheduleStore(ScheduleStore):
             next = to_utc_ms(next, "next", InvalidArgument)
         with self._lock:
             row = self._get(schedule_id)
-            if row.is_terminal or not row.paused:
+            resumes, next = row.resume_plan(next, self._now())
+            if not resumes:
                 return False
-            if next is None and row.trigger_kind == "cron":
-                now = self._now()
-                if row.scheduled_for < now:
-                    next = CronExpression.parse(row.cron_expr or "").next_occurrence(now)
-                    if next is None:
-                        return False
             if next is not None:
                 row.scheduled_for = next
                 row.attempts = 0

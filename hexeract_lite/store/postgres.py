@@ -69,7 +69,6 @@ from ..errors import (
 )
 from ..message import ScheduledMessage
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from ..trigger import CronExpression
 from .base import (
     SWEEP_ERROR,
     ScheduleStore,
@@ -723,12 +722,9 @@ class PostgresScheduleStore(ScheduleStore):
             next = to_utc_ms(next, "next", InvalidArgument)
         with self._connection("resume") as conn, conn.transaction():
             row, now = self._lock(conn, schedule_id)
-            if row.is_terminal or not row.paused:
+            resumes, next = row.resume_plan(next, now)
+            if not resumes:
                 return False
-            if next is None and row.trigger_kind == "cron" and row.scheduled_for < now:
-                next = CronExpression.parse(row.cron_expr or "").next_occurrence(now)
-                if next is None:
-                    return False
             if next is not None:
                 conn.execute(self._sql.realign, {"id": schedule_id, "next": next})
             else:

@@ -73,6 +73,22 @@ class ScheduleRecord:
             created_at=now,
         )
 
+    def resume_plan(self, next: datetime | None, now: datetime) -> tuple[bool, datetime | None]:
+        """The contract's ``resume`` rule for this row, shared by every store.
+
+        Returns ``(resumes, realign_to)``: a terminal or unpaused row does not resume;
+        with no ``next`` given, a cron row whose ``scheduled_for`` is past (``< now``)
+        realigns to its first instant after ``now``, or stays paused when it has none;
+        ``realign_to`` None means: only clear the flag.
+        """
+        if self.is_terminal or not self.paused:
+            return False, None
+        if next is None and self.trigger_kind == "cron" and self.scheduled_for < now:
+            next = CronExpression.parse(self.cron_expr or "").next_occurrence(now)
+            if next is None:
+                return False, None
+        return True, next
+
     @property
     def is_terminal(self) -> bool:
         """Delivered, cancelled or dead-lettered."""

@@ -979,12 +979,9 @@ class SqliteScheduleStore(ScheduleStore):
             if not rows:
                 raise ScheduleNotFound(sid)
             [record] = self._records(rows)
-            if record.is_terminal or not record.paused:
+            resumes, next = record.resume_plan(next, now)
+            if not resumes:
                 return False
-            if next is None and record.trigger_kind == "cron" and record.scheduled_for < now:
-                next = CronExpression.parse(record.cron_expr or "").next_occurrence(now)
-                if next is None:
-                    return False
             if next is not None:
                 cur.execute(self._sql.resume_realign, {"id": sid.bytes, "next": format_ts(next)})
             else:
