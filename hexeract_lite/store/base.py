@@ -422,6 +422,33 @@ class ScheduleStore(abc.ABC):
         self.close()
 
 
+class SettlingStore(ScheduleStore):
+    """A store whose single acknowledgements are one-item :meth:`settle` calls.
+
+    For stores that implement ``settle`` natively (one transaction for the batch):
+    the four single methods then share its checks, fencing and notification, and a
+    store only writes the batch path.
+    """
+
+    @abc.abstractmethod
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        """See :meth:`ScheduleStore.settle`."""
+
+    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
+        return self.settle([Settlement.delivered(schedule_id, lease)])[0]
+
+    def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
+        return self.settle([Settlement.reschedule(schedule_id, next, lease)])[0]
+
+    def mark_failed(
+        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
+    ) -> bool:
+        return self.settle([Settlement.failed(schedule_id, retry_in, str(error), lease)])[0]
+
+    def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
+        return self.settle([Settlement.dead_lettered(schedule_id, str(error), lease)])[0]
+
+
 # -- argument checks shared by every store -------------------------------------
 
 

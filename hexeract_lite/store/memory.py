@@ -14,9 +14,9 @@ from ..message import ScheduledMessage
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
-    ScheduleStore,
     Settlement,
     SettlementKind,
+    SettlingStore,
     check_claim,
     check_export,
     check_limit,
@@ -35,7 +35,7 @@ def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
 
-class InMemoryScheduleStore(ScheduleStore):
+class InMemoryScheduleStore(SettlingStore):
     """Schedules in a dict, guarded by one lock. Nothing survives the process.
 
     It is the executable specification of :class:`ScheduleStore`: simple, obviously
@@ -105,20 +105,6 @@ class InMemoryScheduleStore(ScheduleStore):
                 row.attempts += 1
                 row.leased_until = until
             return [row.leased() for row in due]
-
-    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
-        return self.settle([Settlement.delivered(schedule_id, lease)])[0]
-
-    def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
-        return self.settle([Settlement.reschedule(schedule_id, next, lease)])[0]
-
-    def mark_failed(
-        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
-    ) -> bool:
-        return self.settle([Settlement.failed(schedule_id, retry_in, str(error), lease)])[0]
-
-    def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
-        return self.settle([Settlement.dead_lettered(schedule_id, str(error), lease)])[0]
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: the batch under one hold of the lock."""

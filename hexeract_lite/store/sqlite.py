@@ -49,9 +49,9 @@ from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
 from .base import (
     SWEEP_ERROR,
-    ScheduleStore,
     Settlement,
     SettlementKind,
+    SettlingStore,
     check_claim,
     check_limit,
     check_max_attempts,
@@ -393,7 +393,7 @@ class _Sql:
         )
 
 
-class SqliteScheduleStore(ScheduleStore):
+class SqliteScheduleStore(SettlingStore):
     """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
 
     Build it with :meth:`open`. One store object is safe to use from several threads:
@@ -848,20 +848,6 @@ class SqliteScheduleStore(ScheduleStore):
                 self._table,
                 why,
             )
-
-    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
-        return self.settle([Settlement.delivered(schedule_id, lease)])[0]
-
-    def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
-        return self.settle([Settlement.reschedule(schedule_id, next, lease)])[0]
-
-    def mark_failed(
-        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
-    ) -> bool:
-        return self.settle([Settlement.failed(schedule_id, retry_in, str(error), lease)])[0]
-
-    def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
-        return self.settle([Settlement.dead_lettered(schedule_id, str(error), lease)])[0]
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: one ``BEGIN IMMEDIATE`` transaction, one
