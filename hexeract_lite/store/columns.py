@@ -1,0 +1,96 @@
+"""The column registry: every column of the scheduler table, said once.
+
+The SQLite DDL, the PostgreSQL DDL, both stores' row decoders, :class:`ScheduleRecord`
+and the record checks of ``import_records`` all derive their column lists from
+:data:`COLUMNS`, so adding a column is one entry here (plus an upgrade step in each
+dialect's schema ladder). Each dialect turns a stored value into a Python value with a
+small codec keyed by :class:`ColumnKind` (see the stores).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+__all__ = ["COLUMNS", "COLUMN_NAMES", "Column", "ColumnKind", "columns_of_kind"]
+
+
+class ColumnKind(enum.Enum):
+    """What a column holds, which decides how each dialect encodes it."""
+
+    ID = "id"
+    """A UUID: 16 raw bytes in SQLite, ``UUID`` in PostgreSQL."""
+    TEXT = "text"
+    """Text (``VARCHAR`` or ``TEXT``)."""
+    JSON = "json"
+    """JSON text in SQLite, ``JSONB`` in PostgreSQL."""
+    INSTANT = "instant"
+    """An instant: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text in SQLite, ``TIMESTAMPTZ`` in PostgreSQL."""
+    INT = "int"
+    """A 32-bit integer."""
+    BOOL = "bool"
+    """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
+
+
+@attrs.frozen
+class Column:
+    """One column: its name, what it holds, whether it is required, its declarations."""
+
+    name: str
+    kind: ColumnKind
+    required: bool
+    sqlite: str
+    """The SQLite declaration after the name (type and constraints)."""
+    postgres: str
+    """The PostgreSQL declaration after the name (type and constraints)."""
+
+    @property
+    def sqlite_type(self) -> str:
+        """The declared SQLite type alone (what ``PRAGMA table_info`` reports)."""
+        return self.sqlite.split()[0]
+
+
+_K = ColumnKind
+
+COLUMNS: tuple[Column, ...] = (
+    Column("schedule_id", _K.ID, True, "BLOB PRIMARY KEY NOT NULL", "UUID NOT NULL PRIMARY KEY"),
+    Column("event_type", _K.TEXT, True, "TEXT NOT NULL", "VARCHAR(64) NOT NULL"),
+    Column("payload", _K.JSON, True, "TEXT NOT NULL", "JSONB NOT NULL"),
+    Column("trigger_kind", _K.TEXT, True, "TEXT NOT NULL", "VARCHAR(16) NOT NULL"),
+    Column("cron_expr", _K.TEXT, False, "TEXT", "TEXT"),
+    Column("scheduled_for", _K.INSTANT, True, "TEXT NOT NULL", "TIMESTAMPTZ NOT NULL"),
+    Column("target_kind", _K.TEXT, True, "TEXT NOT NULL", "VARCHAR(16) NOT NULL"),
+    Column("target_routing_key", _K.TEXT, False, "TEXT", "TEXT"),
+    Column("attempts", _K.INT, True, "INTEGER NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"),
+    Column("max_attempts", _K.INT, True, "INTEGER NOT NULL", "INTEGER NOT NULL"),
+    Column("leased_until", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
+    Column(
+        "paused", _K.BOOL, True, "INTEGER NOT NULL DEFAULT 0", "BOOLEAN NOT NULL DEFAULT FALSE"
+    ),
+    Column("last_error", _K.TEXT, False, "TEXT", "TEXT"),
+    Column(
+        "created_at",
+        _K.INSTANT,
+        True,
+        "TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+        "TIMESTAMPTZ NOT NULL DEFAULT now()",
+    ),
+    Column("delivered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
+    Column("cancelled_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
+    Column("dead_lettered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
+)
+"""The reference's columns, in its order. (``created_at``'s default reads the database's
+clock only because the reference's DDL does; hexeract_lite always binds it.)"""
+
+COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
+"""Every column name, in order: the select list of every row read."""
+
+
+def columns_of_kind(*kinds: ColumnKind, required: bool | None = None) -> tuple[str, ...]:
+    """The names of the columns of the given kinds (and requiredness, when given), in order."""
+    return tuple(
+        c.name
+        for c in COLUMNS
+        if c.kind in kinds and (required is None or c.required is required)
+    )
