@@ -12,7 +12,7 @@ from .message import ScheduledMessage, Target
 from .occurrence import OccurrenceId
 from .trigger import Trigger
 
-__all__ = ["LeasedOccurrence", "ScheduleSnapshot", "ScheduleStatus"]
+__all__ = ["LeasedOccurrence", "MalformedSchedule", "ScheduleSnapshot", "ScheduleStatus"]
 
 
 class ScheduleStatus(enum.StrEnum):
@@ -101,6 +101,34 @@ class ScheduleSnapshot:
             "delivered_at": rfc3339(self.delivered_at),
             "cancelled_at": rfc3339(self.cancelled_at),
             "dead_lettered_at": rfc3339(self.dead_lettered_at),
+        }
+
+
+@attrs.frozen(kw_only=True)
+class MalformedSchedule:
+    """A row a listing found but could not decode (another tool or a hand edit wrote it).
+
+    Listings return it in the row's place instead of failing whole, so the other rows
+    still show and an operator sees which row is broken and why. No worker ever
+    dispatches such a row: a claim dead-letters it with the same reason.
+    """
+
+    schedule_id: uuid.UUID | None
+    """The id, when the id column itself could be decoded."""
+    raw_id: str
+    """The id as stored, for display (the UUID text, or a repr of what is there)."""
+    reason: str
+    """What is wrong, naming the column (``"scheduled_for is not a timestamp: ..."``)."""
+    status: ScheduleStatus | None = None
+    """The status, when the columns it derives from could be decoded."""
+
+    def to_json_dict(self) -> dict[str, object]:
+        """A JSON-ready dict: the id, ``"status": "malformed"`` and the reason."""
+        return {
+            "schedule_id": self.raw_id,
+            "status": "malformed",
+            "row_status": None if self.status is None else self.status.value,
+            "malformed": self.reason,
         }
 
 
