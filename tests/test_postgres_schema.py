@@ -38,6 +38,7 @@ from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
 
 PINNED_DDL_DIGESTS = {
     1: "b2f8200648bec92aafd00100b2fa8183fdc19d965787401ad128c7c7f31f9a3a",
+    2: "9bb0589a0433a0566a3405e9e8772fd97e9f4ec118ae6ca415c020ac9418647a",
 }
 """sha256 of ``postgres_ddl()`` (the default table) at each schema version."""
 
@@ -45,10 +46,11 @@ PINNED_DDL_DIGESTS = {
 def test_the_ddl_digest_is_pinned_to_the_schema_version() -> None:
     digest = hashlib.sha256(postgres_ddl().encode()).hexdigest()
     assert PINNED_DDL_DIGESTS.get(SCHEMA_VERSION) == digest, (
-        f"postgres_ddl() changed (sha256 {digest}) but SCHEMA_VERSION is still"
-        f" {SCHEMA_VERSION}. A DDL change needs: SCHEMA_VERSION + 1 in"
-        " hexeract_lite/store/postgres_schema.py, an upgrade step for it in _UPGRADES"
-        " (idempotent, with its own index definitions), and the new digest pinned here"
+        f"postgres_ddl() has sha256 {digest}, but the digest pinned for SCHEMA_VERSION"
+        f" {SCHEMA_VERSION} is {PINNED_DDL_DIGESTS.get(SCHEMA_VERSION)}. A DDL change"
+        " needs all three: SCHEMA_VERSION + 1 in hexeract_lite/store/postgres_schema.py;"
+        " an upgrade step for it at the end of _UPGRADES (idempotent, with its own index"
+        " definitions, tested from the previous layout); and the new digest pinned here"
         " under the new version (keep the old ones)."
     )
 
@@ -227,6 +229,47 @@ def test_the_reference_s_statements_work_on_an_upgraded_table(pg_url: str, table
         assert store.inspect(cron).status is ScheduleStatus.CANCELLED  # type: ignore[union-attr]
         snapshot = store.inspect(late)
         assert snapshot is not None and snapshot.status is ScheduleStatus.PENDING
+
+
+def _version_1_ddl(table: str) -> bytes:
+    """The layout of schema version 1: the reference's plus claim, leased, exhausted."""
+    pending = (
+        "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"
+        " AND paused = FALSE"
+    )
+    text = reference_ddl(table)
+    for suffix, keys, where in (
+        ("claim", "scheduled_for, schedule_id", pending),
+        ("leased", "leased_until", f"leased_until IS NOT NULL AND {pending}"),
+        ("exhausted", "leased_until", f"attempts >= max_attempts AND {pending}"),
+    ):
+        text += f'CREATE INDEX "idx_{table}_{suffix}" ON "{table}" ({keys}) WHERE {where};\n'
+    return text.encode()
+
+
+@pytest.mark.postgres
+def test_a_version_1_table_is_upgraded_to_the_two_index_claim(pg_url: str, table: str) -> None:
+    now = datetime.now(UTC)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(_version_1_ddl(table))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {META_TABLE}"
+            " (table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)".encode()
+        )
+        conn.execute(
+            f"INSERT INTO {META_TABLE} VALUES (%s, 1) ON CONFLICT (table_name)"
+            " DO UPDATE SET version = 1".encode(),
+            [table],
+        )
+        sid = _ref_insert(conn, table, at=now - timedelta(seconds=1))
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        [occurrence] = store.claim_due(now, 10, timedelta(seconds=30))
+        assert occurrence.message.schedule_id == sid
+    with psycopg.connect(pg_url) as conn:
+        names = set(_indexes(conn, table))
+        assert _version(conn, table) == SCHEMA_VERSION
+    assert names == {f"idx_<t>_{suffix}" for suffix, _, _ in INDEXES} | {"<t>_pkey"}
+    assert "idx_<t>_claim" not in names and "idx_<t>_leased" not in names
 
 
 @pytest.mark.postgres

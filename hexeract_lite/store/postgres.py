@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 import weakref
 from collections.abc import Iterator, Sequence
@@ -190,8 +191,10 @@ class PostgresScheduleStore(SettlingStore):
         self._where = redact_conn(conninfo)
         self._sql = Statements(table, use_database_clock)
         self._closed = False
+        self._open_lock = threading.Lock()
         self._pool = self._new_pool()
         self._pool.open(wait=False)
+        self._pool_opened = True
         _OPEN_STORES.add(self)
 
     @classmethod
@@ -337,7 +340,14 @@ class PostgresScheduleStore(SettlingStore):
         # a connection in a process other than the one that opened it.
         parent_pool._closed = True
         self._pool = self._new_pool()
-        self._pool.open(wait=False)
+        self._pool_opened = False  # opened on first use: a child about to exec never connects
+        self._open_lock = threading.Lock()  # the parent's may be held by a thread not here
+
+    def _open_pool(self) -> None:
+        with self._open_lock:
+            if not self._pool_opened and not self._closed:
+                self._pool.open(wait=False)
+                self._pool_opened = True
 
     def _now(self) -> datetime:
         return to_utc_ms(self._clock.now(), "clock.now()")
@@ -345,6 +355,8 @@ class PostgresScheduleStore(SettlingStore):
     @contextmanager
     def _connection(self, action: str) -> Iterator[_Conn]:
         """A pooled connection; driver errors become :class:`StoreError`."""
+        if not self._pool_opened:
+            self._open_pool()
         try:
             with self._pool.connection() as conn:
                 yield conn

@@ -17,11 +17,14 @@ Indexes (all partial, so each holds only the rows its query can want):
   ``idx_<table>_dead_letter`` on ``(dead_lettered_at)`` over dead-lettered rows: the
   reference's two indexes, with its names and definitions word for word, so a
   database shared with hexeract (Rust) has exactly the indexes it expects.
-- hexeract_lite's own (:data:`EXTRA_INDEXES`): ``idx_<table>_claim`` on
-  ``(scheduled_for, schedule_id)`` over the pending index's rows (the claim order,
-  read in order instead of sorted); ``idx_<table>_leased`` on ``(leased_until)`` over
-  pending rows that hold a lease (the wake-up hint); ``idx_<table>_exhausted`` on
-  ``(leased_until)`` over pending rows out of attempts (the sweep).
+- hexeract_lite's own (:data:`EXTRA_INDEXES`), so that a claim, the sweep and the
+  wake-up hint read only rows they may want, however many rows are in flight or in
+  retry backoff: ``idx_<table>_due`` on ``(scheduled_for, schedule_id)`` over pending
+  rows without a lease (fresh work, in claim order); ``idx_<table>_reclaim`` on
+  ``GREATEST(scheduled_for, leased_until)`` over pending rows with a lease (when each
+  becomes claimable again: expired leases and finished backoffs come first);
+  ``idx_<table>_exhausted`` on ``(leased_until)`` over pending rows out of attempts
+  (the sweep).
 
 Versions
 --------
@@ -62,7 +65,7 @@ __all__ = [
     "reference_ddl",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code writes and understands (see the module's notes)."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -82,9 +85,18 @@ REFERENCE_INDEXES: tuple[tuple[str, str, str], ...] = (
 )
 """The reference's two indexes, ``(suffix, key columns, WHERE clause)``."""
 
+UNLEASED_PREDICATE = f"leased_until IS NULL AND {PENDING_PREDICATE}"
+"""The WHERE clause of ``idx_<table>_due``: pending rows that hold no lease."""
+
+LEASED_PREDICATE = f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"
+"""The WHERE clause of ``idx_<table>_reclaim``: pending rows that hold a lease."""
+
+RECLAIM_KEY = "GREATEST(scheduled_for, leased_until)"
+"""When a leased row becomes claimable again (its lease ran out and it is due)."""
+
 EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
-    ("claim", "scheduled_for, schedule_id", PENDING_PREDICATE),
-    ("leased", "leased_until", f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"),
+    ("due", "scheduled_for, schedule_id", UNLEASED_PREDICATE),
+    ("reclaim", f"({RECLAIM_KEY})", LEASED_PREDICATE),
     ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
 )
 """hexeract_lite's own indexes at :data:`SCHEMA_VERSION`, ``(suffix, keys, WHERE)``."""
@@ -169,7 +181,33 @@ def _upgrade_to_1(conn: psycopg.Connection[Any], table: str) -> None:
     )
 
 
-_UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (_upgrade_to_1,)
+def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
+    """1 → 2: the claim reads two indexes, fresh rows from ``due`` and expired leases
+    from ``reclaim``, so rows in flight or in backoff cost it nothing; ``claim`` and
+    ``leased``, which held those rows, go."""
+    pending = PENDING_PREDICATE
+    conn.execute(
+        _index_ddl(
+            table,
+            (
+                ("due", "scheduled_for, schedule_id", f"leased_until IS NULL AND {pending}"),
+                (
+                    "reclaim",
+                    "(GREATEST(scheduled_for, leased_until))",
+                    f"leased_until IS NOT NULL AND {pending}",
+                ),
+            ),
+        ).encode()
+    )
+    for suffix in ("claim", "leased"):
+        name = quote_ident(postgres_index_name(table, suffix))
+        conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
+
+
+_UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
+    _upgrade_to_1,
+    _upgrade_to_2,
+)
 """``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
 transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
 again from 0 on a table that is further along repairs it and changes nothing else."""

@@ -13,7 +13,12 @@ from psycopg import sql
 
 from .columns import COLUMNS, ColumnKind
 from .postgres_rows import ARRAY_TYPES, select_list
-from .postgres_schema import PENDING_PREDICATE
+from .postgres_schema import (
+    LEASED_PREDICATE,
+    PENDING_PREDICATE,
+    RECLAIM_KEY,
+    UNLEASED_PREDICATE,
+)
 
 __all__ = ["NOT_TERMINAL", "Statements"]
 
@@ -66,6 +71,9 @@ class Statements:
                 cols=cols,
                 not_terminal=sql.SQL(NOT_TERMINAL),
                 pending=sql.SQL(_PENDING),
+                unleased=sql.SQL(UNLEASED_PREDICATE),
+                leased=sql.SQL(LEASED_PREDICATE),
+                reclaim_key=sql.SQL(RECLAIM_KEY),
                 **extra,
             )
 
@@ -85,16 +93,30 @@ class Statements:
             " ON CONFLICT (schedule_id) DO NOTHING"
             " RETURNING schedule_id"
         )
-        # The claim is one statement: lock due rows (skipping rows another claim holds),
-        # stamp them, return them. RETURNING order is unspecified: the caller sorts.
+        # The claim is one statement over two indexes: fresh rows (no lease) in claim
+        # order from idx_due, expired leases from idx_reclaim (a leased row is claimable
+        # once GREATEST(scheduled_for, leased_until) <= now), each locked skipping rows
+        # another claim holds, merged, the first batch_size stamped and returned. Rows
+        # in flight or in backoff are in neither range. (The always-true lower bound
+        # makes the planner estimate the expired range as a range, i.e. small, so it
+        # reads idx_reclaim rather than walking the pending rows in claim order; it has
+        # no statistics for a partial index's expression.) RETURNING order is
+        # unspecified: the caller sorts.
         self.claim = q(
-            "UPDATE {t} AS t SET attempts = t.attempts + 1, leased_until = {until}"
-            " FROM (SELECT schedule_id FROM {t}"
-            " WHERE scheduled_for <= {now} AND {pending} AND attempts < max_attempts"
-            " AND (leased_until IS NULL OR leased_until <= {now})"
+            "WITH fresh AS (SELECT schedule_id, scheduled_for FROM {t}"
+            " WHERE scheduled_for <= {now} AND {unleased} AND attempts < max_attempts"
             " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s"
-            " FOR UPDATE SKIP LOCKED) AS c"
-            " WHERE t.schedule_id = c.schedule_id"
+            " FOR UPDATE SKIP LOCKED),"
+            " expired AS (SELECT schedule_id, scheduled_for FROM {t}"
+            " WHERE {reclaim_key} <= {now} AND {reclaim_key} >= '-infinity'"
+            " AND {leased} AND attempts < max_attempts"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s"
+            " FOR UPDATE SKIP LOCKED),"
+            " picked AS (SELECT schedule_id FROM"
+            " (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS u"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s)"
+            " UPDATE {t} AS t SET attempts = t.attempts + 1, leased_until = {until}"
+            " FROM picked WHERE t.schedule_id = picked.schedule_id"
             " RETURNING {returning}",
             until=until,
             returning=select_list("t"),
@@ -124,14 +146,13 @@ class Statements:
             " WHERE {pending} AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= {now})"
         )
-        # min over non-terminal, non-paused rows of max(scheduled_for, leased_until),
-        # split so that each half reads a partial index instead of every pending row
+        # min over non-terminal, non-paused rows of max(scheduled_for, leased_until):
+        # the first entry of idx_due and the first of idx_reclaim
         self.next_wakeup = q(
             "SELECT LEAST("
-            "(SELECT scheduled_for FROM {t} WHERE {pending} AND leased_until IS NULL"
-            " ORDER BY scheduled_for LIMIT 1),"
-            "(SELECT min(GREATEST(scheduled_for, leased_until)) FROM {t}"
-            " WHERE {pending} AND leased_until IS NOT NULL))"
+            "(SELECT scheduled_for FROM {t} WHERE {unleased}"
+            " ORDER BY scheduled_for, schedule_id LIMIT 1),"
+            "(SELECT {reclaim_key} FROM {t} WHERE {leased} ORDER BY {reclaim_key} LIMIT 1))"
         )
         self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
         self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
