@@ -219,8 +219,9 @@ class TcpProxy:
             sockets, self._sockets = self._sockets, []
         self._listener.close()
         for sock in sockets:
-            try:  # RST, not FIN: as when the server's host goes away
+            with contextlib.suppress(OSError):  # then RST on close: the server's host is gone
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(OSError):  # wakes the forwarding thread blocked on it
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
                 sock.close()
-            except OSError:
-                pass

@@ -451,3 +451,74 @@ def test_a_retry_deadline_past_the_year_9999_is_refused_and_nothing_is_written(
             assert snapshot.last_error is None
             assert snapshot.leased_until == claimed[sid].leased_until
         assert store.mark_failed(b.schedule_id, timedelta(seconds=1), "boom", lease_b)
+
+
+# -- 17: another process's insert wakes an idle worker (LISTEN/NOTIFY) -----------------
+
+INSERT_ELSEWHERE = """
+import sys
+from datetime import UTC, datetime
+from hexeract_lite import ScheduledMessage, Target
+from hexeract_lite.store.postgres import PostgresScheduleStore
+with PostgresScheduleStore.open(sys.argv[1], table=sys.argv[2], create=False) as store:
+    store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "ev", {}), 3)
+"""
+
+
+def _insert_from_another_process(url: str, table: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(
+        [sys.executable, "-c", INSERT_ELSEWHERE, url, table], cwd=root, check=True, timeout=60
+    )
+
+
+def test_another_process_s_insert_signals_a_claiming_store(pg_url: str, table: str) -> None:
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        store.claim_due(datetime.now(UTC), 10, LEASE)  # a worker's store: it listens
+        version = store.changes.version()
+        _insert_from_another_process(pg_url, table)
+        assert store.changes.wait(version, BOUND), "no wake-up for another process's insert"
+
+
+def test_with_listen_off_nothing_listens(pg_url: str, table: str) -> None:
+    with PostgresScheduleStore.open(pg_url, table=table, listen=False) as store:
+        store.claim_due(datetime.now(UTC), 10, LEASE)
+        version = store.changes.version()
+        _insert_from_another_process(pg_url, table)
+        assert not store.changes.wait(version, 0.5)
+        assert len(store.claim_due(datetime.now(UTC), 10, LEASE)) == 1, "polling still finds it"
+
+
+def test_an_idle_worker_dispatches_another_process_s_insert_before_its_next_poll(
+    pg_url: str, table: str
+) -> None:
+    from hexeract_lite import SchedulerWorkerConfig
+
+    delivered = threading.Event()
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        config = SchedulerWorkerConfig(poll_interval=timedelta(seconds=60))
+        worker = SchedulerWorker(store, lambda m: delivered.set(), config)
+        stop = threading.Event()
+        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            time.sleep(0.5)  # it claimed nothing and sleeps: its next poll is a minute away
+            _insert_from_another_process(pg_url, table)
+            assert delivered.wait(BOUND), "the idle worker did not wake for the insert"
+        finally:
+            stop.set()
+            thread.join(BOUND)
+
+
+def test_a_listener_that_loses_its_connection_signals(pg_url: str, table: str) -> None:
+    PostgresScheduleStore.open(pg_url, table=table).close()
+    proxy = pg.TcpProxy(pg_url)
+    with PostgresScheduleStore.open(proxy.url, table=table, create=False) as store:
+        store.claim_due(datetime.now(UTC), 10, LEASE)
+        version = store.changes.version()
+        proxy.cut()
+        assert store.changes.wait(version, BOUND), "a lost listener must wake its waiters"

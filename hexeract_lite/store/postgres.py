@@ -65,20 +65,14 @@ and returns the rows claimed with it. Listings return a
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import uuid
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
-from psycopg_pool import ConnectionPool
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
@@ -109,10 +103,17 @@ from .base import (
     check_settlements,
 )
 from .columns import COLUMN_NAMES
+from .postgres_connections import (
+    Conn,
+    Connections,
+    check_pool_sizes,
+    connect,
+    conninfo_connect_timeout,
+    conninfo_params,
+)
 from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
 from .postgres_schema import ensure_schema
 from .postgres_session import (
-    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_POOL_TIMEOUT,
     DEFAULT_STATEMENT_TIMEOUT,
@@ -131,27 +132,10 @@ _MAX_INT4 = 2**31 - 1
 _ONE_MS = timedelta(milliseconds=1)
 _MALFORMED = "malformed row, dead-lettered without dispatch: "
 
-_Conn = psycopg.Connection[TupleRow]
-
 
 def _whole_ms(delta: timedelta) -> int:
     """A non-negative duration in whole milliseconds (rounded down)."""
     return delta // _ONE_MS
-
-
-# -- fork ---------------------------------------------------------------------------
-
-_OPEN_STORES: weakref.WeakSet[PostgresScheduleStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_OPEN_STORES):
-        store._forget_parent_connections()
-
-
-# POSIX only: elsewhere there is no fork, and a child process imports its own stores.
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- the store ----------------------------------------------------------------------
@@ -179,23 +163,24 @@ class PostgresScheduleStore(SettlingStore):
         timeouts: Timeouts,
         pool_min_size: int,
         pool_max_size: int,
+        listen: bool = True,
     ) -> None:
         """Use :meth:`open`: it checks the arguments and the table first."""
         super().__init__()
-        self._conninfo = conninfo
         self._table = table
         self._clock = clock
         self._use_database_clock = use_database_clock
-        self._timeouts = timeouts
-        self._pool_sizes = (pool_min_size, pool_max_size)
-        self._where = redact_conn(conninfo)
         self._sql = Statements(table, use_database_clock)
-        self._closed = False
-        self._open_lock = threading.Lock()
-        self._pool = self._new_pool()
-        self._pool.open(wait=False)
-        self._pool_opened = True
-        _OPEN_STORES.add(self)
+        self._db = Connections(
+            conninfo,
+            table=table,
+            timeouts=timeouts,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+            listen=listen,
+            signal=self.changes.notify,
+        )
+        self._where = self._db.where
 
     @classmethod
     def open(
@@ -212,6 +197,7 @@ class PostgresScheduleStore(SettlingStore):
         pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
         lock_timeout: timedelta = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: timedelta = DEFAULT_STATEMENT_TIMEOUT,
+        listen: bool = True,
     ) -> PostgresScheduleStore:
         """Connect to the server at ``conninfo`` and use ``table`` there.
 
@@ -238,33 +224,21 @@ class PostgresScheduleStore(SettlingStore):
 
         ``pool_min_size``/``pool_max_size`` bound the connection pool the store's
         threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: see
-        the module's notes on clock skew. Every argument is checked before anything
-        connects (:class:`InvalidConfiguration` naming it and the value).
+        the module's notes on clock skew. ``listen``: from its first claim on, the
+        store holds one more connection that ``LISTEN`` s for other processes' changes
+        and signals :attr:`changes`, so an idle worker wakes at once (see
+        :mod:`~hexeract_lite.store.postgres_listen`); ``False`` (for a pooler in
+        transaction mode, which cannot ``LISTEN``) leaves the worker to its polling.
+        Every argument is checked before anything connects
+        (:class:`InvalidConfiguration` naming it and the value).
         """
         validate_table_name(table)
         if not isinstance(clock, Clock):
             raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        for name, value in (("pool_min_size", pool_min_size), ("pool_max_size", pool_max_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidConfiguration(f"{name} must be an integer >= 0, got {value!r}")
-        if pool_max_size < max(pool_min_size, 1):
-            raise InvalidConfiguration(
-                f"pool_max_size must be >= max(pool_min_size, 1), got {pool_max_size!r}"
-                f" with pool_min_size={pool_min_size!r}"
-            )
-        if not isinstance(conninfo, str):
-            raise InvalidConfiguration(f"conninfo must be a str, got {type(conninfo).__name__}")
-        try:
-            params = conninfo_to_dict(conninfo)
-        except psycopg.Error:
-            # libpq's message may quote the string, password included: neither it nor
-            # the string is shown, and the driver's error is not chained
-            raise StoreError(
-                "invalid PostgreSQL connection string (not shown: it may hold a password);"
-                " expected postgresql://user:password@host:port/dbname or key=value pairs"
-            ) from None
+        check_pool_sizes(pool_min_size, pool_max_size)
+        params = conninfo_params(conninfo)
         if connect_timeout is None:
-            connect_timeout = _conninfo_connect_timeout(params)
+            connect_timeout = conninfo_connect_timeout(params)
         timeouts = Timeouts.checked(
             connect=connect_timeout,
             pool=pool_timeout,
@@ -273,8 +247,7 @@ class PostgresScheduleStore(SettlingStore):
         )
         where = redact_conn(conninfo)
         try:
-            with psycopg.connect(conninfo, **_connect_kwargs(timeouts)) as conn:
-                timeouts.configure(conn)
+            with connect(conninfo, timeouts) as conn:
                 ensure_schema(conn, table, create=create, where=where)
         except psycopg.Error as exc:
             raise store_error(
@@ -291,6 +264,7 @@ class PostgresScheduleStore(SettlingStore):
             timeouts=timeouts,
             pool_min_size=pool_min_size,
             pool_max_size=pool_max_size,
+            listen=bool(listen),
         )
 
     # -- plumbing ----------------------------------------------------------------
@@ -313,60 +287,12 @@ class PostgresScheduleStore(SettlingStore):
     def __repr__(self) -> str:
         return f"PostgresScheduleStore({self._where!r}, table={self._table!r})"
 
-    def _new_pool(self) -> ConnectionPool[_Conn]:
-        """A pool that is not open yet (opening starts its threads)."""
-        min_size, max_size = self._pool_sizes
-        return ConnectionPool(
-            self._conninfo,
-            kwargs=_connect_kwargs(self._timeouts),
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            configure=self._timeouts.configure,
-            timeout=self._timeouts.pool.total_seconds(),
-            name=f"hexeract_lite:{self._table}",
-        )
-
-    def _forget_parent_connections(self) -> None:
-        """In a forked child: abandon the parent's pool without touching it (its locks
-        may be held by a thread that does not exist here, its sockets are the parent's)
-        and start a fresh one."""
-        if self._closed:
-            return
-        parent_pool = self._pool
-        # A pool whose __del__ sees it open would stop its (absent) threads through
-        # its queue, whose lock the parent may hold: mark it closed, touch nothing else.
-        # Its connections never close the parent's sessions: psycopg does not finish
-        # a connection in a process other than the one that opened it.
-        parent_pool._closed = True
-        self._pool = self._new_pool()
-        self._pool_opened = False  # opened on first use: a child about to exec never connects
-        self._open_lock = threading.Lock()  # the parent's may be held by a thread not here
-
-    def _open_pool(self) -> None:
-        with self._open_lock:
-            if not self._pool_opened and not self._closed:
-                self._pool.open(wait=False)
-                self._pool_opened = True
-
     def _now(self) -> datetime:
         return to_utc_ms(self._clock.now(), "clock.now()")
 
-    @contextmanager
-    def _connection(self, action: str) -> Iterator[_Conn]:
+    def _connection(self, action: str) -> AbstractContextManager[Conn]:
         """A pooled connection; driver errors become :class:`StoreError`."""
-        if not self._pool_opened:
-            self._open_pool()
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise store_error(
-                f"{action} failed on table {self._table!r} at {self._where}",
-                exc,
-                conninfo=self._conninfo,
-                timeouts=self._timeouts,
-            ) from exc
+        return self._db.connection(action)
 
     def _params(self, **values: Any) -> dict[str, Any]:
         """Statement parameters, with ``now`` from the store's clock when it is used."""
@@ -380,7 +306,7 @@ class PostgresScheduleStore(SettlingStore):
             f" malformed: {why(row, exc)}"
         )
 
-    def _lock(self, conn: _Conn, schedule_id: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
+    def _lock(self, conn: Conn, schedule_id: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
         """Lock a row for this transaction; its record and the statement's now."""
         rows = fetch_rows(conn.execute(self._sql.lock_row, self._params(id=schedule_id)))
         if not rows:
@@ -392,7 +318,7 @@ class PostgresScheduleStore(SettlingStore):
         except Exception as exc:
             raise self._malformed(row, exc) from exc
 
-    def _missing(self, conn: _Conn, schedule_id: uuid.UUID) -> bool:
+    def _missing(self, conn: Conn, schedule_id: uuid.UUID) -> bool:
         return conn.execute(self._sql.exists, {"id": schedule_id}).fetchone() is None
 
     def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
@@ -431,12 +357,18 @@ class PostgresScheduleStore(SettlingStore):
             routing_keys=[m.target.routing_key for m in messages],
         )
         try:
-            with self._connection("insert") as conn, conn.transaction():
-                inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
-                if len(inserted) != len(messages):
-                    for message in messages:
-                        if message.schedule_id not in inserted:
-                            raise DuplicateSchedule(message.schedule_id)
+            with self._connection("insert") as conn:
+                if len(messages) == 1:  # one statement: nothing to undo on a duplicate
+                    if conn.execute(self._sql.insert, params).fetchone() is None:
+                        raise DuplicateSchedule(messages[0].schedule_id)
+                else:
+                    with conn.transaction():
+                        inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
+                        if len(inserted) != len(messages):
+                            for message in messages:
+                                if message.schedule_id not in inserted:
+                                    raise DuplicateSchedule(message.schedule_id)
+                self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, psycopg.errors.UntranslatableCharacter):
@@ -466,6 +398,8 @@ class PostgresScheduleStore(SettlingStore):
         now is used and ``now`` is only checked. A claimed row that cannot be decoded
         is dead-lettered at once, not returned (see the module's notes)."""
         now = check_claim(now, batch_size, lease)
+        if self._db.wants_listener:
+            self._db.start_listening()  # before the claim: no change after it goes unheard
         params = {
             "now": now,
             "until": to_utc_ms(now + lease, "now + lease"),
@@ -546,16 +480,20 @@ class PostgresScheduleStore(SettlingStore):
                 plan.append((index, statement, params))
             # else: no lease this store ever handed out, fenced out without SQL
         results = [False] * len(checked)
-        if len(plan) == 1:
-            index, statement, params = plan[0]
+        if plan:
             with self._connection("settle") as conn:
-                results[index] = conn.execute(statement, params).rowcount == 1
-        elif plan:
-            with self._connection("settle") as conn, conn.transaction():
-                for index, statement, params in plan:
+                if len(plan) == 1:
+                    index, statement, params = plan[0]
                     results[index] = conn.execute(statement, params).rowcount == 1
-        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
-            self.changes.notify()
+                else:
+                    with conn.transaction():
+                        for index, statement, params in plan:
+                            results[index] = conn.execute(statement, params).rowcount == 1
+                woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
+                if woke:
+                    self._db.announce(conn)
+            if woke:
+                self.changes.notify()
         return results
 
     def dead_letter_exhausted(self) -> int:
@@ -585,6 +523,8 @@ class PostgresScheduleStore(SettlingStore):
             changed = conn.execute(self._sql.set_paused, params).rowcount == 1
             if not changed and self._missing(conn, schedule_id):
                 raise ScheduleNotFound(schedule_id)
+            if changed and not paused:
+                self._db.announce(conn)
         if changed:
             self.changes.notify()
         return changed
@@ -605,6 +545,7 @@ class PostgresScheduleStore(SettlingStore):
                 conn.execute(self._sql.realign, params)
             else:
                 conn.execute(self._sql.unpause, {"id": schedule_id})
+        self._db.announce_after("resume")
         self.changes.notify()
         return True
 
@@ -647,6 +588,7 @@ class PostgresScheduleStore(SettlingStore):
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(schedule_id, status)
             conn.execute(self._sql.replay, {"id": schedule_id, "now_value": now})
+        self._db.announce_after("replay")
         self.changes.notify()
 
     # -- copying rows between stores ---------------------------------------------------
@@ -702,6 +644,8 @@ class PostgresScheduleStore(SettlingStore):
         try:
             with self._connection("import_records") as conn:
                 inserted: int = conn.execute(self._sql.import_rows, params).rowcount
+                if inserted:
+                    self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, psycopg.errors.UntranslatableCharacter):
@@ -722,14 +666,12 @@ class PostgresScheduleStore(SettlingStore):
 
     def close(self) -> None:
         """Close the connection pool; later calls raise :class:`StoreError`. Idempotent."""
-        self._closed = True
-        _OPEN_STORES.discard(self)
-        self._pool.close()
+        self._db.close()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` ran."""
-        return self._closed
+        return self._db.closed
 
     def __enter__(self) -> PostgresScheduleStore:
         return self
@@ -741,20 +683,3 @@ class PostgresScheduleStore(SettlingStore):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _conninfo_connect_timeout(params: dict[str, Any]) -> timedelta:
-    """The ``connect_timeout`` a connection string sets, as libpq reads it (whole
-    seconds, at least 2); 10 s when it sets none, or 0 (libpq's "forever")."""
-    text = str(params.get("connect_timeout") or "").strip()
-    try:
-        seconds = int(text)
-    except ValueError:
-        return DEFAULT_CONNECT_TIMEOUT
-    return timedelta(seconds=max(seconds, 2)) if seconds > 0 else DEFAULT_CONNECT_TIMEOUT
-
-
-def _connect_kwargs(timeouts: Timeouts) -> dict[str, Any]:
-    """Connection options: autocommit, and the connect timeout (which libpq also
-    applies to each address it tries)."""
-    return {"autocommit": True, "connect_timeout": timeouts.connect_seconds()}

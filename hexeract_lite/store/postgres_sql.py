@@ -154,6 +154,7 @@ class Statements:
             " ORDER BY scheduled_for, schedule_id LIMIT 1),"
             "(SELECT {reclaim_key} FROM {t} WHERE {leased} ORDER BY {reclaim_key} LIMIT 1))"
         )
+        self.notify = q("SELECT pg_notify(%(channel)s, %(token)s)")
         self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
         self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
         self.cancel = q(

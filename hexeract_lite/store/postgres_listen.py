@@ -1,0 +1,116 @@
+"""Cross-process wake-ups for the PostgreSQL store: ``LISTEN``/``NOTIFY``.
+
+Every store that commits a change that may make work claimable (an insert, an
+import, a replay, a resume, a reschedule, a failure, a release) sends a notification
+on its table's channel (:func:`channel_name`) after the commit. A store that claims
+work runs one :class:`ChangeListener`: a daemon thread holding one extra connection
+that ``LISTEN`` s on the channel and signals the store's ``changes`` on every
+notification from another store, so a worker idle in another process wakes within
+milliseconds instead of at its next poll. Notifications are a hint: a lost one (the
+listener's connection broke) costs at most a poll interval, never a schedule, and the
+listener signals after it reconnects, in case it missed one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+__all__ = ["ChangeListener", "channel_name"]
+
+_log = logging.getLogger(__name__)
+
+_STOP_CHECK_S = 0.25
+"""How often the listener thread looks at its stop flag while no notification comes."""
+_RETRY_MAX_S = 5.0
+"""The longest pause between attempts to reconnect a lost listener connection."""
+
+
+def channel_name(table: str) -> str:
+    """The ``NOTIFY`` channel of ``table``: lowercase, within the 63-byte identifier
+    limit, distinct per table name."""
+    return "hexeract_lite_" + hashlib.sha256(table.encode()).hexdigest()[:24]
+
+
+class ChangeListener:
+    """A thread that calls ``signal()`` whenever another store notifies ``channel``.
+
+    ``connect()`` opens a configured autocommit connection; ``own_token`` is the
+    payload this process's store sends, whose echoes are ignored. :meth:`start`
+    connects and ``LISTEN`` s before it returns (so a change committed after it is
+    never missed); the thread then reconnects by itself when its connection breaks.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        channel: str,
+        own_token: str,
+        signal: Callable[[], None],
+    ) -> None:
+        self._connect = connect
+        self._channel = channel
+        self._own = own_token
+        self._signal = signal
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Connect, ``LISTEN``, and start the thread. Raises the driver's error when
+        the first connection fails (the caller decides what that means)."""
+        conn = self._listen()
+        self._thread = threading.Thread(
+            target=self._run, args=(conn,), name=f"hexeract_lite listener {self._channel}"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to close its connection and end (within a fraction of a second)."""
+        self._stop.set()
+
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _listen(self) -> psycopg.Connection[Any]:
+        conn = self._connect()
+        try:
+            conn.execute(f'LISTEN "{self._channel}"'.encode())
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _run(self, conn: psycopg.Connection[Any] | None) -> None:
+        delay = 0.05
+        while not self._stop.is_set():
+            if conn is None:
+                try:
+                    conn = self._listen()
+                except psycopg.Error as exc:
+                    _log.debug("listener on %s cannot reconnect: %s", self._channel, exc)
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, _RETRY_MAX_S)
+                    continue
+                delay = 0.05
+                self._signal()  # a change may have come while no one listened
+            try:
+                for note in conn.notifies(timeout=_STOP_CHECK_S):
+                    if note.payload != self._own:
+                        self._signal()
+                    if self._stop.is_set():
+                        break
+            except psycopg.Error as exc:
+                _log.debug("listener on %s lost its connection: %s", self._channel, exc)
+                conn.close()
+                conn = None
+                self._signal()
+        if conn is not None:
+            conn.close()
