@@ -140,6 +140,32 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
     _no_secret_anywhere(info.value)
 
 
+def test_a_key_value_conninfo_is_shown_without_its_password() -> None:
+    conninfo = f"host=127.0.0.1 port=1 user=app password={SECRET} dbname=db connect_timeout=2"
+    with pytest.raises(StoreError, match=r"host=127.0.0.1 port=1 user=app password=\*\*\*") as info:
+        PostgresScheduleStore.open(conninfo)
+    _no_secret_anywhere(info.value)
+
+
+@pytest.mark.parametrize(
+    "conninfo",
+    [
+        f"host=h user=app password={SECRET} dbname=db",
+        f"host=h password='{SECRET}' dbname=db",
+        f"postgresql://app:{SECRET}@h/db",
+        f"postgresql://h/db?user=app&password={SECRET}",
+    ],
+)
+def test_one_scrub_removes_the_password_of_every_spelling(conninfo: str) -> None:
+    """The store and the CLI share connect.scrub: a driver message quoting the bare
+    password loses it, whatever the connection string's spelling."""
+    from hexeract_lite.connect import scrub
+
+    message = f'FATAL: password "{SECRET}" rejected for user "app"'
+    assert SECRET not in scrub(message, conninfo)
+    assert "rejected for user" in scrub(message, conninfo)
+
+
 def test_ci_without_a_server_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pg, "server", lambda: (None, "no server here"))
     monkeypatch.setenv("CI", "true")
