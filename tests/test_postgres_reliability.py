@@ -522,3 +522,22 @@ def test_a_listener_that_loses_its_connection_signals(pg_url: str, table: str) -
         version = store.changes.version()
         proxy.cut()
         assert store.changes.wait(version, BOUND), "a lost listener must wake its waiters"
+
+
+def test_connections_notice_a_vanished_host_in_bounded_time(pg_url: str, table: str) -> None:
+    """TCP keepalives and a user timeout on every connection, unless the connection
+    string sets its own (a vanished host cannot be staged on one machine: this checks
+    the settings reach libpq)."""
+    with (
+        PostgresScheduleStore.open(pg_url, table=table) as store,
+        store._db.connection("probe") as conn,
+    ):
+        params = conn.info.get_parameters()
+    assert params["keepalives"] == "1" and params["keepalives_idle"] == "15"
+    assert params["tcp_user_timeout"] == "30000"
+    own = pg_url + ("&" if "?" in pg_url else "?") + "keepalives_idle=7"
+    with (
+        PostgresScheduleStore.open(own, table=table) as store,
+        store._db.connection("probe") as conn,
+    ):
+        assert conn.info.get_parameters()["keepalives_idle"] == "7"

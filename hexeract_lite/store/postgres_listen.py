@@ -13,8 +13,11 @@ listener signals after it reconnects, in case it missed one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import select
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,8 +28,8 @@ __all__ = ["ChangeListener", "channel_name"]
 
 _log = logging.getLogger(__name__)
 
-_STOP_CHECK_S = 0.25
-"""How often the listener thread looks at its stop flag while no notification comes."""
+_IDLE_LOOK_S = 60.0
+"""The longest the listener thread sleeps without looking at its connection."""
 _RETRY_MAX_S = 5.0
 """The longest pause between attempts to reconnect a lost listener connection."""
 
@@ -58,12 +61,19 @@ class ChangeListener:
         self._own = own_token
         self._signal = signal
         self._stop = threading.Event()
+        # stop() writes a byte here to wake the thread at once (a socket pair, which
+        # select() takes on every platform, where a pipe it does not)
+        self._wake_r, self._wake_w = socket.socketpair()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Connect, ``LISTEN``, and start the thread. Raises the driver's error when
         the first connection fails (the caller decides what that means)."""
-        conn = self._listen()
+        try:
+            conn = self._listen()
+        except BaseException:
+            self._close_wake()
+            raise
         self._thread = threading.Thread(
             target=self._run, args=(conn,), name=f"hexeract_lite listener {self._channel}"
         )
@@ -71,8 +81,10 @@ class ChangeListener:
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to close its connection and end (within a fraction of a second)."""
+        """End the thread now; it closes its connection. Idempotent."""
         self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
 
     @property
     def alive(self) -> bool:
@@ -88,7 +100,18 @@ class ChangeListener:
             raise
         return conn
 
+    def _close_wake(self) -> None:
+        for sock in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                sock.close()
+
     def _run(self, conn: psycopg.Connection[Any] | None) -> None:
+        try:
+            self._loop(conn)
+        finally:
+            self._close_wake()
+
+    def _loop(self, conn: psycopg.Connection[Any] | None) -> None:
         delay = 0.05
         while not self._stop.is_set():
             if conn is None:
@@ -102,12 +125,15 @@ class ChangeListener:
                 delay = 0.05
                 self._signal()  # a change may have come while no one listened
             try:
-                for note in conn.notifies(timeout=_STOP_CHECK_S):
-                    if note.payload != self._own:
-                        self._signal()
-                    if self._stop.is_set():
-                        break
-            except psycopg.Error as exc:
+                wake = self._wake_r.fileno()
+                ready, _, _ = select.select([conn.fileno(), wake], [], [], _IDLE_LOOK_S)
+                if wake in ready:
+                    break
+                if ready:
+                    for note in conn.notifies(timeout=0):
+                        if note.payload != self._own:
+                            self._signal()
+            except (psycopg.Error, OSError, ValueError) as exc:
                 _log.debug("listener on %s lost its connection: %s", self._channel, exc)
                 conn.close()
                 conn = None
