@@ -40,7 +40,7 @@ from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
 from .control import SchedulerControl
-from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError
+from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError, UsageError
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .sinks import CallableSink, ScheduleSink
@@ -64,10 +64,6 @@ LAST_ERROR_WIDTH = 60
 """How many characters of ``last_error`` the dead-letter text listing shows."""
 
 log = logging.getLogger("hexeract_lite.cli")
-
-
-class UsageError(Exception):
-    """A bad argument found after parsing; reported like argparse does, exit 2."""
 
 
 # -- argument types ------------------------------------------------------------------
@@ -1142,7 +1138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return handler(args, _Context(args, sys.stdout))
-    except (UsageError, InvalidArgument) as exc:
+    except InvalidArgument as exc:  # UsageError included
         return _usage_error(cmd_parser, clean(str(exc)))
     except SchedulerError as exc:
         return _runtime_error(parser.prog, clean(str(exc)))

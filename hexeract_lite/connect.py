@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidConfiguration, SchedulerError, StoreError
+from .errors import SchedulerError, StoreError, UnsupportedConnection
 from .store.schema import validate_table_name
 
 if TYPE_CHECKING:
@@ -64,10 +64,6 @@ _POSTGRES_SCHEMES = ("postgres", "postgresql")
 _URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<pw>[^\s]*)@")
 # libpq keyword/value strings and URL query parameters: password=secret
 _KV_PASSWORD_RE = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
-
-
-class UnsupportedConnection(InvalidConfiguration):
-    """A connection string this build cannot serve (unknown scheme, empty path)."""
 
 
 @attrs.frozen(kw_only=True)
