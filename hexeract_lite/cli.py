@@ -115,7 +115,8 @@ def parse_instant(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"instant {text!r} has no timezone: add Z (UTC) or an offset such as +01:00"
         )
-    return to_utc_ms(value, "instant")
+    # Rounded up like ScheduledMessage.delay's ``at``: a firing is never early.
+    return to_utc_ms(value, "instant", argparse.ArgumentTypeError, round_up=True)
 
 
 def parse_schedule_id(text: str) -> uuid.UUID:
@@ -203,10 +204,15 @@ def parse_payload(text: str) -> Payload:
             ) from None
     else:
         origin, raw = "argument", text
+    where = "" if origin == "argument" else f" in {origin}"
     try:
         value = json.loads(raw)
+    except RecursionError:
+        raise argparse.ArgumentTypeError(
+            f"invalid JSON payload{where}: nested too deeply (more levels than Python's"
+            f" recursion limit, {sys.getrecursionlimit()}) in {raw!r:.60}"
+        ) from None
     except ValueError as exc:
-        where = "" if origin == "argument" else f" in {origin}"
         raise argparse.ArgumentTypeError(f"invalid JSON payload{where}: {exc}") from None
     return Payload(value, origin)
 
