@@ -44,7 +44,7 @@ from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError,
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .sinks import CallableSink, ScheduleSink
-from .snapshot import ScheduleSnapshot, ScheduleStatus
+from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.schema import DEFAULT_TABLE, validate_table_name
 from .trigger import CronExpression
@@ -652,29 +652,59 @@ def one_line(text: str | None, width: int | None = None) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns separated by two spaces, under a header; no trailing spaces."""
+    """Aligned columns separated by two spaces, under a header; no trailing spaces.
+
+    A row with fewer cells than the header is aligned on its cells but the last, which
+    runs on to the end of the line (a malformed row's reason)."""
     widths = [len(h) for h in headers]
     for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-        for line in (headers, *rows)
-    ]
+        aligned = row if len(row) == len(headers) else row[:-1]
+        for i, cell in enumerate(aligned):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for line in (headers, *rows):
+        cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)]
+        if len(line) < len(headers):
+            cells[-1] = line[-1]
+        lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+MALFORMED = "malformed"
+"""The status a listing shows for a row the store could not decode."""
+MALFORMED_REASON_WIDTH = 200
+"""How many characters of a malformed row's reason the text listings show."""
+
+
+def _malformed_row(item: MalformedSchedule) -> tuple[str, str, str]:
+    """A listing's row for a row the store could not decode: its id as stored, the
+    status ``malformed`` and the reason (naming the column), to the end of the line."""
+    return (
+        one_line(item.raw_id),
+        MALFORMED,
+        one_line(item.reason, MALFORMED_REASON_WIDTH),
+    )
 
 
 def _ts(value: datetime | None) -> str:
     return rfc3339(value) or "-"
 
 
-def format_pending(snapshots: Sequence[ScheduleSnapshot]) -> str:
-    """The text of ``scheduler list``."""
+Listed = ScheduleSnapshot | MalformedSchedule
+"""An item of a listing: a schedule, or a row the store could not decode."""
+
+
+def format_pending(snapshots: Sequence[Listed]) -> str:
+    """The text of ``scheduler list``; a malformed row shows its id, ``malformed`` and
+    the reason."""
     if not snapshots:
         return "no pending schedules"
     return format_table(
         ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE"),
         [
-            (
+            _malformed_row(s)
+            if isinstance(s, MalformedSchedule)
+            else (
                 str(s.schedule_id),
                 s.status.value,
                 _ts(s.scheduled_for),
@@ -687,8 +717,9 @@ def format_pending(snapshots: Sequence[ScheduleSnapshot]) -> str:
     )
 
 
-def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
-    """The text of ``scheduler dead-letter list``."""
+def format_dead_letter(snapshots: Sequence[Listed]) -> str:
+    """The text of ``scheduler dead-letter list``; a malformed row shows its id,
+    ``malformed`` and the reason."""
     if not snapshots:
         return "no dead-lettered schedules"
     return format_table(
@@ -703,7 +734,9 @@ def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
             "LAST ERROR",
         ),
         [
-            (
+            _malformed_row(s)
+            if isinstance(s, MalformedSchedule)
+            else (
                 str(s.schedule_id),
                 s.status.value,
                 _ts(s.scheduled_for),
@@ -718,9 +751,12 @@ def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
     )
 
 
-def snapshot_json(snapshot: ScheduleSnapshot, *, detail: bool = False) -> dict[str, object]:
+def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
     """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
-    occurrence id of the next firing."""
+    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
+    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+    if isinstance(snapshot, MalformedSchedule):
+        return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
