@@ -822,8 +822,9 @@ class _Context:
         print(text, file=self.out)
 
     @contextlib.contextmanager
-    def store(self, *, create: bool) -> Iterator[ScheduleStore]:
-        store = open_store(self.conn, table=self.table, create=create)
+    def store(self, *, create: bool, readonly: bool = False) -> Iterator[ScheduleStore]:
+        """The store, closed on exit; ``readonly`` for the commands that only read."""
+        store = open_store(self.conn, table=self.table, create=create, readonly=readonly)
         try:
             yield store
         finally:
@@ -835,7 +836,7 @@ Handler = Callable[[argparse.Namespace, _Context], int]
 
 
 def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
-    with ctx.store(create=False) as store:
+    with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_pending(args.limit)
     if args.format == "json":
         ctx.print(_dump_json([snapshot_json(s) for s in rows]))
@@ -845,7 +846,7 @@ def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
-    with ctx.store(create=False) as store:
+    with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_dead_letter(args.limit)
     if args.format == "json":
         ctx.print(_dump_json([snapshot_json(s) for s in rows]))
@@ -855,7 +856,7 @@ def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, ctx: _Context) -> int:
-    with ctx.store(create=False) as store:
+    with ctx.store(create=False, readonly=True) as store:
         snapshot = SchedulerControl(store).inspect(args.schedule_id)
     if args.format == "json":
         ctx.print(_dump_json(snapshot_json(snapshot, detail=True)))

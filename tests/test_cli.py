@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import apsw
 import attrs
 import pytest
 
@@ -910,4 +911,49 @@ def test_worker_sink_module_that_fails_to_import_is_a_runtime_error(
         assert result.code == 1
         assert f"importing sink module '{module}' failed" in result.err
         assert message in result.err
+    assert not db.exists()
+
+
+# -- read-only commands never write ------------------------------------------------------
+
+
+def _file_state(db: Path) -> tuple[bytes, list[str]]:
+    """The database file's bytes and the names of every file beside it."""
+    return db.read_bytes(), sorted(p.name for p in db.parent.iterdir())
+
+
+# needs readonly open from wt-sqlite: until SqliteScheduleStore.open(readonly=True) is
+# there, opening a table the reference created adopts it (indexes, bookkeeping, WAL).
+def test_read_only_commands_leave_a_reference_created_file_byte_for_byte_unchanged(
+    cli: Cli, tmp_path: Path
+) -> None:
+    from tests.test_reference_compat import DEAD, DUE, REFERENCE_DDL, _insert
+
+    folder = tmp_path / "ref"
+    folder.mkdir()
+    db = folder / "hexeract.db"
+    conn = apsw.Connection(str(db))
+    conn.execute(REFERENCE_DDL)
+    _insert(conn, DUE)
+    _insert(conn, DEAD, attempts=3, last_error="boom", dead_lettered_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    before = _file_state(db)
+    for argv in (
+        ["scheduler", "list"],
+        ["scheduler", "list", "--format", "json"],
+        ["scheduler", "inspect", str(DUE)],
+        ["scheduler", "dead-letter", "list"],
+    ):
+        result = cli(*argv, "--conn", str(db))
+        assert result.code == 0, (argv, result.err)
+        assert str(DUE) in result.out or str(DEAD) in result.out, (argv, result.out)
+        assert _file_state(db) == before, argv
+
+
+def test_open_store_readonly_goes_with_create_false_only(db: Path) -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.connect import open_store
+
+    with pytest.raises(InvalidConfiguration, match="readonly"):
+        open_store(str(db), table="t", create=True, readonly=True)
     assert not db.exists()
