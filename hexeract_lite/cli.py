@@ -5,15 +5,18 @@ are the same program. Operators inspect and repair schedules here, never by
 hand-editing the table.
 
 Exit codes: 0 success; 1 runtime error (no such schedule, not replayable, a database
-error, a missing database); 2 usage error (unknown flag, bad UUID, bad duration, bad
-JSON payload, bad table name, unsupported connection scheme, a worker setting out of
-range), with an argparse-style message on stderr.
+error, a missing database, a row the store cannot decode); 2 usage error (unknown
+flag, bad UUID, bad duration, bad JSON payload, bad table name, an instant out of
+range, unsupported connection scheme, a worker setting out of range), with an
+argparse-style message on stderr.
 
 Commands that read or repair (``list``, ``inspect``, ``pause``, ``resume``,
 ``cancel``, ``dead-letter list``, ``dead-letter replay``) never create a database:
-a missing file is exit 1, ``no database at <path>``. ``add`` and ``worker`` create
-it (and its table) when needed. ``migrate`` never creates its source (``--from``) and
-creates the destination's table when needed.
+a missing file is exit 1, ``no database at <path>``; those that only read (``list``,
+``inspect``, ``dead-letter list``) open a SQLite file read-only, and the listings show
+a row the store cannot decode as ``malformed``, with the reason. ``add`` and
+``worker`` create it (and its table) when needed. ``migrate`` never creates its
+source (``--from``) and creates the destination's table when needed.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ TABLE_ENV = "HEXERACT_SCHEDULER_TABLE"
 """The environment variable giving the table name when ``--table`` is absent."""
 
 DEFAULT_LIMIT = 50
+"""How many schedules ``list`` and ``dead-letter list`` show without ``--limit``."""
 LAST_ERROR_WIDTH = 60
 """How many characters of ``last_error`` the dead-letter text listing shows."""
 
