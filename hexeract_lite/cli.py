@@ -53,7 +53,7 @@ from .store.schema import DEFAULT_TABLE, validate_table_name
 from .trigger import CronExpression
 from .worker import SchedulerWorker, SchedulerWorkerConfig
 
-__all__ = ["main"]
+__all__ = ["UsageError", "main"]  # UsageError: defined here before errors.py had it
 
 EXIT_OK = 0
 EXIT_ERROR = 1
