@@ -12,8 +12,10 @@ rows of the same run are what to compare. Results go to ``benchmarks/results/`` 
 
 Ratios are speed-ups: ``2.0x`` means twice as fast (or half the latency/cost) as the
 reference; below 1 means slower. ``spread`` is (max - min) / median over the rounds.
-``x floor`` compares with the raw apsw row that does the same job (the README says
-which); ``x huey`` etc. with that peer's row of the same measurement.
+``x floor`` compares with the raw apsw row that does the same job on the store's own
+schema (the README says which), ``x physical`` with the physical floor (``_physical``:
+the simplest durable SQLite queue); ``x huey`` etc. with that peer's row of the same
+measurement. Children import this checkout's ``hexeract_lite``.
 """
 
 from __future__ import annotations
