@@ -199,6 +199,29 @@ def test_listings_show_a_malformed_row_in_its_place(
     assert isinstance(dead, MalformedSchedule) and dead.status is ScheduleStatus.DEAD_LETTERED
 
 
+def test_the_cli_lists_a_malformed_row_and_inspect_names_it(
+    store: PostgresScheduleStore, pg_url: str, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hexeract_lite.cli import main
+
+    messages = [one_shot(T0 + timedelta(hours=i), i) for i in range(2)]
+    store.insert_many(messages, 3)
+    bad = messages[1].schedule_id
+    _break_cron(pg_url, table, bad)
+    capsys.readouterr()
+
+    assert main(["scheduler", "list", "--conn", pg_url, "--table", table]) == 0
+    out = capsys.readouterr().out
+    assert str(messages[0].schedule_id) in out
+    assert str(bad) in out and "malformed" in out and "cron_expr" in out
+
+    assert main(["scheduler", "inspect", str(bad), "--conn", pg_url, "--table", table]) == 1
+    err = capsys.readouterr().err
+    assert str(bad) in err and "cron_expr" in err
+    password = psycopg.conninfo.conninfo_to_dict(pg_url).get("password")
+    assert not password or str(password) not in out + err
+
+
 # -- 12.5: every wait is bounded ------------------------------------------------------
 
 
