@@ -52,6 +52,13 @@ inherited: they belong to the parent, which goes on using them. The child abando
 them (never closing them, which would end the parent's sessions) and connects afresh
 on its first call.
 
+Other processes' changes
+------------------------
+After a commit that may make work claimable, a store sends a ``NOTIFY`` on its
+table's channel; a store that claims listens on it (one extra connection, from its
+first claim on) and signals :attr:`~PostgresScheduleStore.changes`, which an idle
+worker waits on. See :mod:`.postgres_listen` and ``open(listen=...)``.
+
 Malformed rows
 --------------
 A row another tool or a hand edit wrote in a shape no schedule has (an unparseable
