@@ -77,7 +77,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -109,6 +109,7 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
+from .changes import Plan
 from .columns import COLUMN_NAMES
 from .postgres_connections import (
     Conn,
@@ -132,6 +133,8 @@ from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 
 __all__ = ["PostgresScheduleStore"]
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger(__name__)
 
@@ -362,6 +365,7 @@ class PostgresScheduleStore(SettlingStore):
             scheduled_fors=[m.scheduled_for for m in messages],
             target_kinds=[m.target.kind for m in messages],
             routing_keys=[m.target.routing_key for m in messages],
+            names=[m.name for m in messages],
         )
         try:
             with self._connection("insert") as conn:
@@ -597,6 +601,39 @@ class PostgresScheduleStore(SettlingStore):
             conn.execute(self._sql.replay, {"id": schedule_id, "now_value": now})
         self._db.announce_after("replay")
         self.changes.notify()
+
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_record`: the row locked ``FOR UPDATE`` and
+        written back in one transaction."""
+        check_schedule_id(schedule_id)
+        with self._connection("modify") as conn:
+            with conn.transaction():
+                row, now = self._lock(conn, schedule_id)
+                answer, new = plan(row.copy(), now)
+                if new is not None:
+                    params = {name: getattr(new, name) for name in COLUMN_NAMES}
+                    conn.execute(self._sql.write_row, params)
+            if new is not None:
+                self._db.announce(conn)
+        if new is not None:
+            self.changes.notify()
+        return answer
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
+        :class:`StoreError` naming it."""
+        if not isinstance(prefix, str):
+            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
+        params = {"prefix": prefix, "length": len(prefix)}
+        with self._connection("list_named") as conn:
+            rows = fetch_rows(conn.execute(self._sql.list_named, params))
+        snapshots = []
+        for found in rows:
+            try:
+                snapshots.append(record(found).snapshot())
+            except Exception as exc:
+                raise self._malformed(found, exc) from exc
+        return snapshots
 
     # -- copying rows between stores ---------------------------------------------------
 
