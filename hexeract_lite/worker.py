@@ -140,6 +140,11 @@ def _warn_left_to_expiry(left: int) -> None:
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
 
 
+def _store_clock(store: ScheduleStore) -> Clock:
+    clock = getattr(store, "clock", None)
+    return clock if isinstance(clock, Clock) else SYSTEM_CLOCK
+
+
 def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
         loop.call_soon_threadsafe(event.set)
@@ -154,8 +159,8 @@ class SchedulerWorker:
     - ``store``: any :class:`~hexeract_lite.store.ScheduleStore`.
     - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a plain function /
       coroutine function taking the message (wrapped in :class:`CallableSink`).
-    - ``clock``: where "now" comes from for claims, lease checks and cron instants
-      (default: the system clock).
+    - ``clock``: where "now" comes from for claims, lease checks and cron instants;
+      by default the store's own ``clock`` (the system clock for a store without one).
     - ``rng``: the random source of the retry jitter, anything with
       ``uniform(a, b)`` (default: a fresh :class:`random.Random`); pass a seeded one
       for reproducible delays.
@@ -195,7 +200,7 @@ class SchedulerWorker:
         self.store = store
         self.sink: ScheduleSink = sink  # type: ignore[assignment]
         self.config = config
-        self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        self.clock: Clock = clock if clock is not None else _store_clock(store)
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
         data_version = getattr(store, "data_version", None)

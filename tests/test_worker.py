@@ -907,6 +907,34 @@ def test_sqlite_commits_from_another_connection_are_noticed_within_the_poll(
         assert time.monotonic() - inserted < 0.5
 
 
+# -- the worker's clock --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_the_worker_reads_the_stores_clock_by_default(kind: str, tmp_path: Any) -> None:
+    from hexeract_lite import ManualClock, SqliteScheduleStore
+
+    later = datetime(2100, 1, 1, tzinfo=UTC)  # far past the system clock
+    clock = ManualClock(later)
+    store: ScheduleStore = (
+        InMemoryScheduleStore(clock=clock)
+        if kind == "memory"
+        else SqliteScheduleStore.open(tmp_path / "clock.db", clock=clock)
+    )
+    try:
+        msg = one_shot(later - S)  # due by the store's clock, not by the system's
+        store.insert(msg, 3)
+        worker = SchedulerWorker(store, Recorder())
+        assert worker.clock is clock
+        assert worker.run_once() == CycleReport(claimed=1, delivered=1)
+        assert snap(store, msg).status is ScheduleStatus.DELIVERED
+        # a clock given to the worker still wins
+        other = ManualClock(later - 10 * S)
+        assert SchedulerWorker(store, Recorder(), clock=other).clock is other
+    finally:
+        store.close()
+
+
 # -- abort, and KeyboardInterrupt in the waiting thread -------------------------------------
 
 
