@@ -23,6 +23,7 @@ from .errors import (
 )
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
+from .retry import RetryPolicy
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
@@ -56,6 +57,7 @@ __all__ = [
     "ManualClock",
     "NotReplayable",
     "OccurrenceId",
+    "RetryPolicy",
     "ScheduleNotFound",
     "ScheduleSink",
     "ScheduleSnapshot",

@@ -15,6 +15,8 @@ wait. :class:`Pacer` decides, after each cycle:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from datetime import datetime, timedelta
@@ -23,6 +25,7 @@ from .clock import Clock
 from .config import SchedulerWorkerConfig
 from .errors import StoreError
 from .settle import error_text
+from .store.base import ChangeSignal
 
 __all__ = [
     "COMMIT_CHECKS_PER_POLL",
@@ -31,6 +34,8 @@ __all__ = [
     "STORE_ERROR_BACKOFF_MAX",
     "IdlePlan",
     "Pacer",
+    "wait_change_or_stop",
+    "wait_event",
 ]
 
 log = logging.getLogger("hexeract_lite.worker")
@@ -146,3 +151,31 @@ class Pacer:
                 exc_info=exc,
             )
         return delay
+
+
+# -- how the asyncio loop waits ----------------------------------------------------------
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> None:
+    """Wait until ``event`` is set or ``timeout`` seconds pass."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+
+
+async def wait_change_or_stop(
+    changes: ChangeSignal | None, stop: asyncio.Event, version: int, timeout: float
+) -> bool:
+    """Wait up to ``timeout`` seconds for ``changes`` to move past ``version`` (True)
+    or for ``stop`` (False), without blocking the loop."""
+    if changes is None:
+        await wait_event(stop, timeout)
+        return False
+    waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not waiter.done():
+            changes.notify()  # let the helper thread go now; a spurious wake is harmless
+    return waiter.done() and not waiter.cancelled() and waiter.result() is True

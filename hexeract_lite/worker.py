@@ -25,11 +25,13 @@ Delivery is at least once: a crash between a dispatch and the batch's settlement
 a settlement that fails) records nothing of the batch, and every occurrence of it is
 delivered again (same occurrence id) once its lease runs out.
 
-A sink that raises (any exception, ``SystemExit`` and ``CancelledError`` included),
-does not return within ``dispatch_timeout``, returns anything but ``None`` (see
+A sink that raises (whatever the exception, ``CancelledError`` included), does not
+return within ``dispatch_timeout``, returns anything but ``None`` (see
 :mod:`hexeract_lite.sinks`), or, as an async sink, blocks the event loop past
-``dispatch_timeout``, is a failed dispatch, never a dead worker. ``last_error``
-records ``"<ExceptionType>: <message>"`` (:func:`~hexeract_lite.settle.error_text`).
+``dispatch_timeout``, is a failed dispatch, never a dead worker; only a
+``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop then also ends
+:meth:`~SchedulerWorker.run_async`, once the batch is settled. ``last_error`` records
+``"<ExceptionType>: <message>"`` (:func:`~hexeract_lite.settle.error_text`).
 A sync sink still running at the timeout is abandoned on its thread (Python cannot
 kill a thread; see :mod:`hexeract_lite.dispatch`); an async sink is cancelled.
 
@@ -57,7 +59,13 @@ from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, log_occurrence, take_turn
 from .errors import InvalidConfiguration
-from .idle import STOP_CHECK_S, STORE_ERROR_BACKOFF_MAX, Pacer
+from .idle import (
+    STOP_CHECK_S,
+    STORE_ERROR_BACKOFF_MAX,
+    Pacer,
+    wait_change_or_stop,
+    wait_event,
+)
 from .message import ScheduledMessage
 from .retry import RandomSource, RetryPolicy
 from .settle import (
@@ -524,7 +532,7 @@ class SchedulerWorker:
                 pause = pacer.after_cycle(report.claimed)
                 if pause is not None:
                     if pause > 0:
-                        await _wait_event(stop, pause)
+                        await wait_event(stop, pause)
                     continue
                 hint = await asyncio.to_thread(self._next_wakeup)
                 plan = pacer.idle_plan(hint, report.claimed)
@@ -532,12 +540,12 @@ class SchedulerWorker:
                     timeout = plan.next_timeout(math.inf)
                     if timeout is None:
                         break
-                    if await self._wait_change_or_stop(stop, version, timeout):
+                    if await wait_change_or_stop(changes, stop, version, timeout):
                         break
                     if await asyncio.to_thread(self._committed_since, seen):
                         break
             except Exception as exc:
-                await _wait_event(stop, pacer.after_error(exc))
+                await wait_event(stop, pacer.after_error(exc))
 
     async def _cycle_to_the_end(self, stop: asyncio.Event) -> CycleReport:
         """One cycle that, once it has claimed, finishes even if we are cancelled."""
@@ -562,27 +570,6 @@ class SchedulerWorker:
             if isinstance(error, Exception):  # a KeyboardInterrupt propagates on its own
                 log.warning("cycle interrupted by cancellation failed", exc_info=error)
             raise
-
-    async def _wait_change_or_stop(self, stop: asyncio.Event, version: int, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for a store change (True) or ``stop`` (False)."""
-        changes = self._changes
-        if changes is None:
-            await _wait_event(stop, timeout)
-            return False
-        waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-            if not waiter.done():
-                changes.notify()  # let the helper thread go now; a spurious wake is harmless
-        return waiter.done() and not waiter.cancelled() and waiter.result() is True
-
-
-async def _wait_event(event: asyncio.Event, timeout: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)
 
 
 class WorkerHandle:
