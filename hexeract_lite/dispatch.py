@@ -21,7 +21,9 @@ Before each call, the occurrence's *turn* (:func:`take_turn`) decides whether it
 dispatched at all: not when the worker is stopping (:data:`~.settle.NOT_DISPATCHED`)
 nor when its lease has run out (:data:`~.settle.LEASE_EXPIRED`). Every occurrence gets
 one :class:`~.settle.DispatchResult`; a sink's exception, whatever its type, is a
-failed dispatch.
+failed dispatch. A ``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop,
+or in the thread waiting for a batch, is also handed back to the caller, to raise once
+the batch is settled; nothing more of the batch is dispatched.
 
 :meth:`SinkRunner.interrupt` (from any thread) gives up on the call in flight: it is
 recorded as failed, and the rest of the batch is not dispatched.
@@ -505,10 +507,11 @@ class SinkRunner:
                 return DispatchResult.failed(exc), None  # the sink's own TimeoutError
             if self._aborting.is_set():
                 return DispatchResult.failed(abandoned_error()), None
-            log.warning(
-                "a sink did not finish within dispatch_timeout (%g s); it was cancelled",
-                self._timeout,
-            )
+            if on_loop:  # (a call abandoned on the helper thread was logged as such)
+                log.warning(
+                    "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
+                    self._timeout,
+                )
             return DispatchResult.failed(self._timed_out()), None
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
