@@ -483,3 +483,32 @@ def test_abort_cancels_the_async_dispatch_in_flight_and_releases_the_rest() -> N
     assert snap.last_error is not None and snap.last_error.startswith("DispatchError: the worker")
     released = snapshot(store, second)
     assert (released.attempts, released.leased_until) == (0, None)
+
+
+def test_abort_abandons_a_sync_sink_on_the_helper_thread_in_async_mode() -> None:
+    import threading
+
+    store = InMemoryScheduleStore()
+    first, second = batch_of(store, 2)
+    called, release = threading.Event(), threading.Event()
+
+    def hang(_: ScheduledMessage) -> None:
+        called.set()
+        release.wait(10)
+
+    async def main() -> None:
+        worker = SchedulerWorker(store, hang, FAST)
+        task = asyncio.create_task(worker.run_async())
+        assert await asyncio.to_thread(called.wait, 2)
+        worker.abort()  # from the loop's own thread this time
+        await asyncio.wait_for(task, 2)
+
+    try:
+        run(main)
+    finally:
+        release.set()
+    snap = snapshot(store, first)
+    assert snap.attempts == 1
+    assert snap.last_error is not None and "the dispatch was abandoned" in snap.last_error
+    released = snapshot(store, second)
+    assert (released.attempts, released.leased_until) == (0, None)
