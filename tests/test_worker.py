@@ -982,7 +982,7 @@ def test_abort_while_idle_stops_the_loop_at_once() -> None:
 
 def test_abort_before_the_loop_starts_makes_it_return_at_once() -> None:
     store = InMemoryScheduleStore()
-    msg = one_shot(now())
+    msg = one_shot(now() - S)
     store.insert(msg, 3)
     sink = Recorder()
     worker = SchedulerWorker(store, sink, SLOW_POLL)
