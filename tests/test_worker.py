@@ -126,6 +126,10 @@ def test_config_defaults_are_the_reference_ones() -> None:
             {"batch_size": 4, "dispatch_timeout": 10 * S, "lease": 39 * S},
             ["lease", "4", "10 s", "40 s", "39 s"],
         ),
+        (  # the product is past timedelta.max: no OverflowError
+            {"batch_size": 2, "dispatch_timeout": timedelta.max},
+            ["lease", "2", "more than timedelta.max", "300 s"],
+        ),
     ],
 )
 def test_config_rejects_bad_values_naming_field_and_value(
