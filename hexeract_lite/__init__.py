@@ -26,6 +26,7 @@ from .errors import (
 )
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
+from .retry import RetryPolicy
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
@@ -65,6 +66,7 @@ __all__ = [
     "MigrationError",
     "NotReplayable",
     "OccurrenceId",
+    "RetryPolicy",
     "ScheduleNotFound",
     "ScheduleSink",
     "ScheduleSnapshot",
