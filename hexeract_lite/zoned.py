@@ -51,7 +51,9 @@ __all__ = [
     "CRON_TZ_PREFIX",
     "DEFAULT_ZONE",
     "ZonedCron",
+    "every_real_hour",
     "load_zone",
+    "next_in_zone",
     "parse_zoned",
     "render_zoned",
 ]
@@ -132,10 +134,30 @@ def render_zoned(zone: str, expression: str) -> str:
     return expression if zone == DEFAULT_ZONE else f"{CRON_TZ_PREFIX}{zone} {expression}"
 
 
-def _hour_field_is_periodic(rule: str) -> bool:
-    """True when the hour field of a five/six-field ``rule`` is ``*`` or has a step."""
+def every_real_hour(rule: str) -> bool:
+    """True when the hour field of a five- or six-field ``rule`` (macros expanded) is
+    ``*`` or has a step: the rule then fires at every real occurrence of its times."""
     hour = rule.split()[-4]
     return any(item.startswith("*") or "/" in item for item in hour.split(","))
+
+
+def next_in_zone(rule: str, tz: tzinfo, after: datetime) -> datetime | None:
+    """The first firing of ``rule`` on ``tz``'s wall clock strictly after ``after``.
+
+    ``rule``: a valid five- or six-field cron rule (macros expanded), as
+    :class:`CronExpression` validates it; ``after``: an aware datetime. The result is
+    UTC, whole seconds; None when there is none before cronsim's 50-year horizon or the
+    year 9999. On UTC this is cronsim's own answer.
+    """
+    start = after.astimezone(UTC)
+    try:
+        if tz is UTC:
+            return next(CronSim(rule, start))
+        first = (start - _EPOCH) // _SECOND  # a firing is a whole second: > after iff > first
+        found = _next_firing(rule, tz, every_real_hour(rule), first)
+        return None if found is None else _EPOCH + timedelta(seconds=found)
+    except (StopIteration, OverflowError, ValueError):  # none, or past year 9999
+        return None
 
 
 @attrs.frozen
@@ -182,15 +204,7 @@ class ZonedCron:
         Firings are whole seconds. None when there is none before cronsim's 50-year
         horizon or year 9999.
         """
-        after = to_utc_ms(instant, "after", InvalidTrigger)
-        if self._tz is UTC:
-            return self.expression.next_occurrence(after)
-        start = (after - _EPOCH) // _SECOND  # a firing is a whole second: > after iff > start
-        try:
-            found = _next_firing(self._rule, self._tz, self.every_real_hour, start)
-            return None if found is None else _EPOCH + timedelta(seconds=found)
-        except (OverflowError, ValueError):  # past year 9999 (or before year 1)
-            return None
+        return next_in_zone(self._rule, self._tz, to_utc_ms(instant, "after", InvalidTrigger))
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
         """``next_after(max(now, previous_due))``: missed firings collapse into one."""
@@ -208,7 +222,7 @@ def _build(expression: str, zone: str) -> ZonedCron:
     tz = load_zone(zone)
     text = parsed.expression.strip()
     rule = MACROS[text.lower()] if text.startswith("@") else " ".join(text.split())
-    return ZonedCron(parsed, zone, _hour_field_is_periodic(rule), tz, rule)
+    return ZonedCron(parsed, zone, every_real_hour(rule), tz, rule)
 
 
 # --- the engine: instants and wall times as whole seconds since 1970-01-01 -------------

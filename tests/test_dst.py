@@ -139,7 +139,7 @@ class Matcher:
         return day
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Window:
     """Where a change is checked: firings in ``(start, end]`` are compared; the oracle
     sees the wall clock every ``step`` seconds over the wider ``samples`` range."""
@@ -184,6 +184,7 @@ def window(change: Change, step: int, *, reach: int = 2 * HOUR) -> Window | None
     return Window(change, start, end, step, samples)
 
 
+@functools.cache
 def oracle(expression: str, w: Window) -> list[int]:
     """The firings in ``(w.start, w.end]`` by the rules as the issue states them."""
     match = Matcher(expression)
@@ -410,12 +411,29 @@ def test_every_zone_kind_is_covered() -> None:
     assert any(abs(c.after - c.before) >= 23 * HOUR for c in changes)
 
 
-@functools.cache
-def _oracle_cached(expression: str, index: int) -> tuple[int, ...]:
-    return tuple(oracle(expression, minute_windows()[index]))
+def _check_from(expression: str, index: int, after_ms: int) -> None:
+    """``next_after`` from ``after_ms`` (ms since 1970) is the oracle's next firing."""
+    w = minute_windows()[index]
+    want = next((u for u in oracle(expression, w) if u * 1000 > after_ms), None)
+    after = EPOCH + timedelta(milliseconds=after_ms)
+    got = ZonedCron.of(expression, w.change.zone).next_after(after)
+    if want is None:
+        assert got is None or got > instant(w.end), f"{expression!r} after {after} {w.change}"
+    else:
+        assert got == instant(want), f"{expression!r} after {after} {w.change}: {got}"
 
 
-@settings(max_examples=400, deadline=None)
+def test_next_after_from_instants_around_each_change() -> None:
+    """Starting on, just before, just after, and inside the jump or the replayed span."""
+    for index, w in enumerate(minute_windows()):
+        at, jump = w.change.at * 1000, abs(w.change.after - w.change.before) * 1000
+        starts = (at - 1, at, at + 1, at + jump // 2 - 1, at + jump - 1001, at + jump + 59_999)
+        for expression in MINUTE_RULES:
+            for start in starts:
+                _check_from(expression, index, start)
+
+
+@settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_next_after_from_any_instant_in_a_window(data: st.DataObject) -> None:
     """From any instant (milliseconds included), the next firing is the oracle's."""
@@ -423,15 +441,13 @@ def test_next_after_from_any_instant_in_a_window(data: st.DataObject) -> None:
     index = data.draw(st.integers(0, len(windows) - 1), label="window")
     w = windows[index]
     expression = data.draw(st.sampled_from(MINUTE_RULES), label="expression")
-    fires = _oracle_cached(expression, index)
-    start_ms = data.draw(st.integers(w.start * 1000, (w.end - HOUR) * 1000), label="after_ms")
-    after = EPOCH + timedelta(milliseconds=start_ms)
-    want = next((u for u in fires if u * 1000 > start_ms), None)
-    got = ZonedCron.of(expression, w.change.zone).next_after(after)
-    if want is None:
-        assert got is None or got > instant(w.end), f"{expression!r} {w.change}"
-    else:
-        assert got == instant(want), f"{expression!r} after {after} {w.change}"
+    near = abs(w.change.after - w.change.before) + HOUR
+    after_ms = data.draw(
+        st.integers(max(w.start, w.change.at - near) * 1000, (w.change.at + near) * 1000)
+        | st.integers(w.start * 1000, (w.end - HOUR) * 1000),
+        label="after_ms",
+    )
+    _check_from(expression, index, after_ms)
 
 
 def test_offset_changes_are_more_than_a_day_apart() -> None:
@@ -475,7 +491,7 @@ def test_the_probe_scan_finds_the_transition_table() -> None:
 # --- the rules on named days (README table) --------------------------------------------
 
 
-TABLE_RULES = ("0 2 * * *", "30 2 * * *", "0 9 * * *", "0 * * * *", "*/30 * * * *")
+TABLE_RULES = ("0 2 * * *", "30 2 * * *", "30 1 * * *", "0 9 * * *", "0 * * * *", "*/30 * * * *")
 TABLE_DAYS = (
     ("Europe/Paris", date(2026, 3, 29)),
     ("Europe/Paris", date(2026, 10, 25)),
@@ -493,8 +509,9 @@ def short_offset(local: datetime) -> str:
 def day_firings(expression: str, name: str, day: date, start_hour: int, end_hour: int) -> list[str]:
     """Local times (with UTC offset) the rule fires at on ``day`` between two wall hours."""
     tz = zone(name)
-    begin = datetime.combine(day, datetime.min.time(), tz).replace(hour=start_hour)
-    end = datetime.combine(day, datetime.min.time(), tz).replace(hour=end_hour)
+    midnight = datetime.combine(day, datetime.min.time(), tz)
+    begin = midnight.replace(hour=start_hour)
+    end = midnight.replace(hour=end_hour) if end_hour < 24 else midnight + timedelta(days=1)
     rule = ZonedCron.of(expression, name)
     out, after = [], begin - timedelta(microseconds=1)
     while (nxt := rule.next_after(after)) is not None and nxt < end:
@@ -535,20 +552,21 @@ def test_named_days() -> None:
 
 
 def transition_day_table() -> str:
-    """The markdown table of the README section on time zones and DST."""
-    lines = [
-        "| zone | day | rule | fires at (local, UTC) |",
-        "| --- | --- | --- | --- |",
-    ]
-    for name, day in TABLE_DAYS:
+    """The markdown tables of the README section on time zones and DST: each rule's
+    firings on each transition day (the whole day for a wall-clock rule, 01:00 to 04:00
+    local for an every-real-hour rule)."""
+    out = []
+    for name in dict.fromkeys(name for name, _ in TABLE_DAYS):
+        days = [day for zone_name, day in TABLE_DAYS if zone_name == name]
+        out.append(f"{name}:\n")
+        out.append("| rule | " + " | ".join(f"{day:%a %-d %b %Y}" for day in days) + " |")
+        out.append("| --- |" + " --- |" * len(days))
         for expression in TABLE_RULES:
-            hours = (0, 5) if expression.split()[1] == "*" else (0, 12)
-            fires = day_firings(expression, name, day, *hours)
-            lines.append(
-                f"| {name} | {day:%a %d %b %Y} | `{expression}` |"
-                f" {', '.join(fires) or 'no firing'} |"
-            )
-    return "\n".join(lines)
+            hours = (1, 4) if every_real_hour(expression) else (0, 24)
+            cells = [", ".join(day_firings(expression, name, day, *hours)) for day in days]
+            out.append(f"| `{expression}` | " + " | ".join(c or "none" for c in cells) + " |")
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 def test_table_days_agree_with_the_oracle() -> None:
@@ -560,7 +578,7 @@ def test_table_days_agree_with_the_oracle() -> None:
         for expression in TABLE_RULES:
             check(expression, w)
     table = transition_day_table()
-    assert "| Europe/Paris | Sun 29 Mar 2026 | `30 2 * * *` | 03:00 +02 (01:00Z) |" in table
+    assert "| `30 2 * * *` | 03:00 +02 (01:00Z) | 02:30 +02 (00:30Z) |" in table
 
 
 # --- parsing and rendering -------------------------------------------------------------
