@@ -79,7 +79,6 @@ def _available_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones()) - _NOT_ZONES
 
 
-@functools.lru_cache(maxsize=512)
 def load_zone(name: str) -> tzinfo:
     """The time zone named ``name``, an IANA name such as ``Europe/Paris``.
 
@@ -88,10 +87,15 @@ def load_zone(name: str) -> tzinfo:
     Windows the ``tzdata`` package provides it). Raises :class:`InvalidTrigger` naming
     the zone otherwise.
     """
-    if name == DEFAULT_ZONE:
-        return UTC
     if not isinstance(name, str):
         raise InvalidTrigger(f"a time zone must be a name such as 'Europe/Paris', got {name!r}")
+    return _load_zone(name)
+
+
+@functools.lru_cache(maxsize=512)
+def _load_zone(name: str) -> tzinfo:
+    if name == DEFAULT_ZONE:
+        return UTC
     if not _ZONE_NAME.fullmatch(name) or name not in _available_zones():
         raise InvalidTrigger(
             f"unknown time zone {name!r}: expected an IANA name such as 'Europe/Paris'"
