@@ -49,6 +49,19 @@ def _worker(store: Any, sink: Any, **config: Any) -> Any:
     return SchedulerWorker(store, CallableSink(sink), SchedulerWorkerConfig(**config))
 
 
+def _config_figures(worker: Any) -> dict[str, object]:
+    """The worker settings a result depends on, recorded with it."""
+    config = getattr(worker, "config", None)
+    out: dict[str, object] = {}
+    for name in ("batch_size", "poll_interval", "min_cycle_delay"):
+        value = getattr(config, name, None)
+        if isinstance(value, timedelta):
+            out[f"{name}_ms"] = value.total_seconds() * 1000
+        elif value is not None:
+            out[name] = value
+    return out
+
+
 # -- writing -----------------------------------------------------------------------------
 
 
@@ -98,9 +111,12 @@ def insert_many(path: str, n: int, batch: int) -> dict[str, object]:
 
 
 def drain(
-    path: str, n: int, batch: int, mode: str, min_cycle_delay: float | None = None
+    path: str, n: int, batch: int | None, mode: str, min_cycle_delay: float | None = None
 ) -> dict[str, object]:
     """Deliver ``n`` due rows with one worker and a no-op sink.
+
+    ``batch=None`` and no ``min_cycle_delay``: the default ``SchedulerWorkerConfig()``,
+    nothing set (the result records the batch size and delays it had).
 
     ``mode="run_once"``: call ``worker.run_once()`` until ``n`` are delivered (no pause
     between cycles). ``mode="run"``: the worker's own loop on a thread, stopped when the
@@ -116,7 +132,7 @@ def drain(
         if seen[0] >= n:
             done.set()
 
-    config: dict[str, Any] = {"batch_size": batch}
+    config: dict[str, Any] = {} if batch is None else {"batch_size": batch}
     if min_cycle_delay is not None:
         config["min_cycle_delay"] = timedelta(seconds=min_cycle_delay)
     worker = _worker(store, sink, **config)
@@ -152,6 +168,7 @@ def drain(
         "cycles": cycles,
         "dispatched": seen[0],
         "seconds": elapsed,
+        **_config_figures(worker),
     }
 
 
@@ -270,6 +287,7 @@ def dispatch_lag(path: str, mode: str, count: int) -> dict[str, object]:
         "max_ms": max(ms) if ms else float("nan"),
         "delivered": len(ms),
         "expected": count,
+        **_config_figures(worker),
     }
 
 

@@ -12,8 +12,10 @@ rows of the same run are what to compare. Results go to ``benchmarks/results/`` 
 
 Ratios are speed-ups: ``2.0x`` means twice as fast (or half the latency/cost) as the
 reference; below 1 means slower. ``spread`` is (max - min) / median over the rounds.
-``x floor`` compares with the raw apsw row that does the same job (the README says
-which); ``x huey`` etc. with that peer's row of the same measurement.
+``x floor`` compares with the raw apsw row that does the same job on the store's own
+schema (the README says which), ``x physical`` with the physical floor (``_physical``:
+the simplest durable SQLite queue); ``x huey`` etc. with that peer's row of the same
+measurement. Children import this checkout's ``hexeract_lite``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Bench:
     prep: Prep | None = SCHEMA  # None: the child gets an empty directory (peers)
     better: str = "higher"  # or "lower"
     floor: str | None = None  # the floor bench this row is compared with
+    physical: str | None = None  # the physical-floor bench this row is compared with
+    vs_peers: bool = True  # show the x huey etc. columns for this row
     timeout: float = 900.0
 
     def args(self, quick: bool) -> dict[str, Any]:
@@ -74,6 +78,7 @@ GROUPS = {
     "lag": ("dispatch lag, idle worker in run()", "ms"),
     "idle": ("idle worker CPU", "% of a core"),
     "rss": ("worker RSS", "MiB"),
+    "startup": ("start-up, whole fresh process", "ms"),
 }
 
 
@@ -95,13 +100,19 @@ def _benches() -> list[Bench]:
     backoff: Prep = (10_000, True, 100_000)
     cl, q_cl = {"claims": 300}, {"claims": 100}
     lat = {"better": "lower"}
+    runs, q_runs = {"runs": 20}, {"runs": 7}
+    notdue10k: Prep = (10_000, False, 0)
     return [
         # enqueue one by one
-        _b("enqueue/floor", "raw apsw, 1 INSERT per txn", "_floor.enqueue", enq, quick=q_enq),
+        _b("enqueue/physical", "physical floor: 1 INSERT per txn, 6-column table",
+           "_physical.enqueue", enq, quick=q_enq, prep=None),
+        _b("enqueue/floor", "raw apsw, 1 INSERT per txn", "_floor.enqueue", enq, quick=q_enq,
+           physical="enqueue/physical"),
         _b("enqueue/hexeract", "hexeract store.insert(msg, 5)", "_hexeract.enqueue", enq,
-           quick=q_enq, floor="enqueue/floor"),
+           quick=q_enq, floor="enqueue/floor", physical="enqueue/physical"),
         _b("enqueue/hexeract-build", "hexeract ScheduledMessage.delay + insert",
-           "_hexeract.enqueue", {**enq, "build": True}, quick=q_enq, floor="enqueue/floor"),
+           "_hexeract.enqueue", {**enq, "build": True}, quick=q_enq, floor="enqueue/floor",
+           physical="enqueue/physical"),
         _b("enqueue/huey", "huey SqliteHuey, task()", "_peers.huey_enqueue", enq, quick=q_enq,
            prep=None, floor="enqueue/floor"),
         _b("enqueue/apscheduler", "APScheduler 3 add_job(date), SQLAlchemyJobStore",
@@ -109,35 +120,39 @@ def _benches() -> list[Bench]:
         _b("enqueue/persistqueue", "persist-queue SQLiteAckQueue.put", "_peers.pq_enqueue", enq,
            quick=q_enq, prep=None, floor="enqueue/floor"),
         # bulk
+        _b("insert_many/physical-1000", "physical floor: executemany, 1000 per txn",
+           "_physical.insert_many", {**many, "per_txn": 1000}, quick=q_many, prep=None),
         _b("insert_many/floor-100", "raw apsw executemany, 100 per txn", "_floor.insert_many",
            {**many, "per_txn": 100}, quick=q_many),
         _b("insert_many/floor-1000", "raw apsw executemany, 1000 per txn", "_floor.insert_many",
-           {**many, "per_txn": 1000}, quick=q_many),
+           {**many, "per_txn": 1000}, quick=q_many, physical="insert_many/physical-1000"),
         _b("insert_many/hexeract-100", "hexeract insert_many, batches of 100",
            "_hexeract.insert_many", {**many, "batch": 100}, quick=q_many,
            floor="insert_many/floor-100"),
         _b("insert_many/hexeract-1000", "hexeract insert_many, batches of 1000",
            "_hexeract.insert_many", {**many, "batch": 1000}, quick=q_many,
-           floor="insert_many/floor-1000"),
+           floor="insert_many/floor-1000", physical="insert_many/physical-1000"),
         # drain
+        _b("drain/physical-10", "physical floor: claim 10 + ack 10, 6-column table",
+           "_physical.drain", {**d10k, "batch": 10}, quick=q_d, prep=due10k),
         _b("drain/floor-1", "raw apsw, claim 1 + ack 1", "_floor.drain", {**d10k, "batch": 1},
            quick=q_d, prep=due10k),
         _b("drain/floor-10", "raw apsw, claim 10 + ack 10 (1 txn each)", "_floor.drain",
-           {**d10k, "batch": 10}, quick=q_d, prep=due10k),
+           {**d10k, "batch": 10}, quick=q_d, prep=due10k, physical="drain/physical-10"),
         _b("drain/floor-100", "raw apsw, claim 100 + ack 100", "_floor.drain",
            {**d10k, "batch": 100}, quick=q_d, prep=due10k),
         _b("drain/hexeract-10", "hexeract run_once() loop, batch 10", "_hexeract.drain",
            {**d10k, "batch": 10, "mode": "run_once"}, quick=q_d, prep=due10k,
-           floor="drain/floor-10"),
+           floor="drain/floor-10", physical="drain/physical-10"),
         _b("drain/hexeract-100", "hexeract run_once() loop, batch 100", "_hexeract.drain",
            {**d10k, "batch": 100, "mode": "run_once"}, quick=q_d, prep=due10k,
            floor="drain/floor-100"),
         _b("drain/hexeract-10run", "hexeract run() thread, batch 10, min_cycle_delay 0",
            "_hexeract.drain", {**d10k, "batch": 10, "mode": "run", "min_cycle_delay": 0.0},
-           quick=q_d, prep=due10k, floor="drain/floor-10"),
-        _b("drain/hexeract-10default", "hexeract run() thread, batch 10, default config",
-           "_hexeract.drain", {**d10k, "batch": 10, "mode": "run"}, quick=q_d, prep=due10k,
-           floor="drain/floor-10"),
+           quick=q_d, prep=due10k, floor="drain/floor-10", physical="drain/physical-10"),
+        _b("drain/hexeract-10default", "hexeract run() thread, default SchedulerWorkerConfig()",
+           "_hexeract.drain", {**d10k, "batch": None, "mode": "run"}, quick=q_d, prep=due10k,
+           floor="drain/floor-10", physical="drain/physical-10"),
         _b("drain/huey", "huey dequeue + execute, 1 thread (deletes before running)",
            "_peers.huey_drain", d10k, quick=q_d, prep=None, floor="drain/floor-1"),
         _b("drain/apscheduler", "APScheduler 3 BackgroundScheduler, 1 thread (deletes first)",
@@ -199,6 +214,17 @@ def _benches() -> list[Bench]:
            "_hexeract.rss", {"cycles": 50}, prep=due10k, **lat),
         _b("rss/hexeract-1M", "hexeract worker, 1M due rows, after 50 cycles", "_hexeract.rss",
            {"cycles": 50}, prep=due1m, **lat),
+        # start-up: whole fresh processes, median of `runs` launches
+        _b("startup/hexeract-import", "python -c 'import hexeract_lite'",
+           "_startup.import_time", {**runs, "module": "hexeract_lite"}, quick=q_runs,
+           prep=None, **lat),
+        _b("startup/huey-import", "python -c 'import huey'", "_startup.import_time",
+           {**runs, "module": "huey"}, quick=q_runs, prep=None, **lat),
+        _b("startup/floor-list", "minimal apsw script: open, list query, print (10k rows)",
+           "_startup.apsw_list", runs, quick=q_runs, prep=notdue10k, vs_peers=False, **lat),
+        _b("startup/hexeract-list", "hexeract scheduler list, 10k rows (limit 50)",
+           "_startup.cli_list", runs, quick=q_runs, prep=notdue10k, floor="startup/floor-list",
+           vs_peers=False, **lat),
     ]  # fmt: skip
 
 
@@ -234,6 +260,33 @@ def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def child_env() -> dict[str, str]:
+    """The children's environment: this checkout's ``hexeract_lite`` first on the path,
+    whatever copy the interpreter has installed (the code measured is the code here)."""
+    env = dict(os.environ)
+    extra = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + extra if extra else "")
+    return env
+
+
+def checkout() -> dict[str, Any]:
+    """The commit of this checkout (and whether the package or benchmarks differ from it)."""
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30
+        )
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--", "hexeract_lite", "benchmarks"))
+    return {
+        "commit": commit or "unknown",
+        "dirty": dirty,
+        "branch": git("branch", "--show-current"),
+    }
+
+
 def run_child(bench: Bench, quick: bool, templates: Templates, workdir: Path) -> dict[str, Any]:
     """One measurement: a fresh directory, a fresh process."""
     cell = Path(tempfile.mkdtemp(prefix=bench.name.replace("/", "_") + "-", dir=workdir))
@@ -254,6 +307,7 @@ def run_child(bench: Bench, quick: bool, templates: Templates, workdir: Path) ->
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
             cwd=str(cell),
+            env=child_env(),
             capture_output=True,
             text=True,
             timeout=bench.timeout,
@@ -360,6 +414,8 @@ def fmt_value(bench: Bench, res: dict[str, Any]) -> str:
         return f"p50 {fmt_num(res['p50_ms'])} / p99 {fmt_num(res['p99_ms'])}"
     if bench.group == "rss":
         return f"{fmt_num(res['value'])} (+{fmt_num(res.get('delta_mb', 0.0))})"
+    if bench.group == "startup" and "python_ms" in res:
+        return f"{fmt_num(res['value'])} (python alone {fmt_num(res['python_ms'])})"
     return fmt_num(res["value"])
 
 
@@ -373,7 +429,7 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) ->
         if b.system in PEERS and "value" in medians.get(b.name, {}):
             peer_rows.setdefault((b.group, b.system), b.name)
     peers = [p for p in PEERS if any(s == p for _, s in peer_rows)]
-    head = ["measurement", "system", "value", "spread", "x floor"]
+    head = ["measurement", "system", "value", "spread", "x floor", "x physical"]
     head += [f"x {PEER_TITLES[p]}" for p in peers]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in benches:
@@ -384,9 +440,10 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) ->
         cells = [f"{title} ({unit})", b.label, fmt_value(b, res)]
         cells.append("" if spread is None else f"{spread:.0%}")
         cells.append(fmt_ratio(speedup(b, raw, b.floor)) if value else "")
+        cells.append(fmt_ratio(speedup(b, raw, b.physical)) if value else "")
         for p in peers:
             ref_name = peer_rows.get((b.group, p))
-            if value and ref_name and b.system != p:
+            if value and ref_name and b.system != p and b.vs_peers:
                 cells.append(fmt_ratio(speedup(b, raw, ref_name)))
             else:
                 cells.append("")
@@ -395,7 +452,8 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) ->
 
 
 def targets(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]]:
-    """Issue 7's targets: ratios paired by round, absolute figures from the medians."""
+    """Issue 7's and issue 17's targets: ratios paired by round, absolute figures from
+    the medians."""
 
     def v(name: str, key: str = "value") -> float | None:
         value = medians.get(name, {}).get(key)
@@ -404,7 +462,7 @@ def targets(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]
     out: list[dict[str, Any]] = []
 
     def add(text: str, measured: float | None, ok: bool | None, shown: str) -> None:
-        out.append({"target": text, "measured": measured, "met": ok, "shown": shown})
+        out.append({"issue": 7, "target": text, "measured": measured, "met": ok, "shown": shown})
 
     def ratio(a: str, b: str) -> float | None:
         return paired_ratio(raw, a, b)
@@ -481,15 +539,116 @@ def targets(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]
         None if d is None else d <= 10.0,
         "" if d is None else f"{b:.1f} vs {a:.1f} MiB ({d:+.1f})",
     )
+    return out + targets_17(medians, raw)
+
+
+def targets_17(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]]:
+    """Issue 17's targets ("fast by default"), mostly against the physical floor."""
+    out: list[dict[str, Any]] = []
+
+    def add(text: str, measured: float | None, ok: bool | None, shown: str) -> None:
+        out.append({"issue": 17, "target": text, "measured": measured, "met": ok, "shown": shown})
+
+    def at_least(text: str, a: str, b: str, limit: float, also: tuple[str, ...] = ()) -> None:
+        """Throughput of ``a`` ≥ ``limit`` x that of ``b``; ``also``: other references
+        whose ratio is shown alongside."""
+        r = paired_ratio(raw, a, b)
+        shown = "" if r is None else f"{r:.2f}x"
+        for ref in also:
+            x = paired_ratio(raw, a, ref)
+            if x is not None:
+                shown += f" ({x:.2f}x {ref.split('/')[1]})"
+        add(text, r, None if r is None else r >= limit, shown)
+
+    def at_most(text: str, a: str, b: str, limit: float) -> None:
+        """Cost (time) of ``a`` ≤ ``limit`` x that of ``b``."""
+        r = paired_ratio(raw, a, b)
+        va, vb = medians.get(a, {}).get("value"), medians.get(b, {}).get("value")
+        shown = "" if r is None else f"{r:.2f}x the time"
+        if r is not None and isinstance(va, int | float) and isinstance(vb, int | float):
+            shown += f" ({va:.0f} vs {vb:.0f} ms)"
+        add(text, r, None if r is None else r <= limit, shown)
+
+    at_least(
+        "drain 10k, default config ≥ 0.6x physical floor-10 [drain/hexeract-10default]",
+        "drain/hexeract-10default",
+        "drain/physical-10",
+        0.6,
+        also=("drain/floor-10",),
+    )
+    at_least(
+        "drain 10k, default config ≥ 2x huey's consumer [drain/hexeract-10default]",
+        "drain/hexeract-10default",
+        "drain/huey",
+        2.0,
+    )
+    at_least(
+        "drain, run_once() loop, batch 10 ≥ 0.7x physical floor-10 [drain/hexeract-10]",
+        "drain/hexeract-10",
+        "drain/physical-10",
+        0.7,
+        also=("drain/floor-10",),
+    )
+    at_least(
+        "enqueue one by one ≥ 0.95x physical one-row insert [enqueue/hexeract]",
+        "enqueue/hexeract",
+        "enqueue/physical",
+        0.95,
+        also=("enqueue/floor",),
+    )
+    at_least(
+        "insert_many, 1000 per call ≥ 0.9x physical executemany [insert_many/hexeract-1000]",
+        "insert_many/hexeract-1000",
+        "insert_many/physical-1000",
+        0.9,
+        also=("insert_many/floor-1000",),
+    )
+    at_most(
+        "import hexeract_lite (fresh process) ≤ huey's import",
+        "startup/hexeract-import",
+        "startup/huey-import",
+        1.0,
+    )
+    at_most(
+        "hexeract scheduler list on 10k rows, whole process ≤ 2x minimal apsw script",
+        "startup/hexeract-list",
+        "startup/floor-list",
+        2.0,
+    )
+    c = medians.get("idle/hexeract", {}).get("value")
+    c = c if isinstance(c, int | float) else None
+    add(
+        "idle worker CPU < 1 % of a core",
+        c,
+        None if c is None else c < 1.0,
+        "" if c is None else f"{c:.2f} %",
+    )
+    p99 = medians.get("lag/hexeract-otherprocess", {}).get("p99_ms")
+    p99 = p99 if isinstance(p99, int | float) else None
+    add(
+        "dispatch lag p99, inserted by another process, default config ≤ 20 ms",
+        p99,
+        None if p99 is None else p99 <= 20.0,
+        "" if p99 is None else f"{p99:.1f} ms",
+    )
+    for text in (
+        "PostgreSQL claim of 10 with 50k leased or in backoff ≤ 2x none",
+        "PostgreSQL dispatch lag p99, inserted by another process ≤ 20 ms",
+    ):
+        add(text, None, None, "not in run.py (PostgreSQL)")
     return out
 
 
 def targets_text(rows: list[dict[str, Any]]) -> str:
-    lines = ["| issue 7 target | measured | |", "|---|---|---|"]
-    for row in rows:
-        mark = {True: "met", False: "MISSED", None: "not measured"}[row["met"]]
-        lines.append(f"| {row['target']} | {row['shown']} | {mark} |")
-    return "\n".join(lines)
+    blocks = []
+    for issue in sorted({row.get("issue", 7) for row in rows}):
+        lines = [f"| issue {issue} target | measured | |", "|---|---|---|"]
+        for row in rows:
+            if row.get("issue", 7) == issue:
+                mark = {True: "met", False: "MISSED", None: "not measured"}[row["met"]]
+                lines.append(f"| {row['target']} | {row['shown']} | {mark} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def machine_line(m: dict[str, Any]) -> str:
@@ -501,6 +660,12 @@ def machine_line(m: dict[str, Any]) -> str:
         + (
             f", {m['loadavg_during'][0]:.1f}-{m['loadavg_during'][1]:.1f} during the run"
             if m.get("loadavg_during")
+            else ""
+        )
+        + (
+            f"; code: {m.get('branch') or 'detached'} @ {m['commit']}"
+            + (" (uncommitted changes)" if m.get("dirty") else "")
+            if m.get("commit")
             else ""
         )
     )
@@ -520,9 +685,9 @@ def select(patterns: list[str] | None) -> list[Bench]:
     ]
     if not chosen:
         raise SystemExit(f"--only {','.join(wanted)}: no such measurement (see --list)")
-    # keep the floor (and peers) a selected row is compared with
+    # keep the floors a selected row is compared with
     names = {b.name for b in chosen}
-    extra = {b.floor for b in chosen if b.floor and b.floor not in names}
+    extra = {ref for b in chosen for ref in (b.floor, b.physical) if ref and ref not in names}
     return [b for b in BENCHES if b.name in names or b.name in extra]
 
 
@@ -593,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC)
     try:
         machine = _common.machine(workdir)
+        machine.update(checkout())
         log(f"machine: {machine_line(machine)}")
         log(f"{len(benches)} measurements x {rounds} rounds{' (quick)' if args.quick else ''}")
         templates = Templates(workdir)

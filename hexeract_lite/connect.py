@@ -25,16 +25,17 @@ error text that may quote it (a driver's message) through :func:`scrub`.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidConfiguration, SchedulerError, StoreError
+from .errors import InvalidConfiguration, SchedulerError, StoreError, UnsupportedConnection
 from .store.schema import validate_table_name
 
 if TYPE_CHECKING:
@@ -66,10 +67,6 @@ _URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(
 _KV_PASSWORD_RE = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
 
 
-class UnsupportedConnection(InvalidConfiguration):
-    """A connection string this build cannot serve (unknown scheme, empty path)."""
-
-
 @attrs.frozen(kw_only=True)
 class ConnTarget:
     """A parsed connection string.
@@ -94,14 +91,8 @@ class ConnTarget:
         """The password embedded in a PostgreSQL URL, if any (for :func:`scrub`)."""
         if self.kind != "postgres" or not self.url:
             return None
-        try:
-            password = urllib.parse.urlsplit(self.url).password
-        except ValueError:
-            password = None
-        if password:
-            return password
-        match = _KV_PASSWORD_RE.search(self.url)
-        return match.group("pw") if match else None
+        found = _passwords(self.url)
+        return found[0] if found else None
 
 
 def _default_path() -> Path:
@@ -148,8 +139,25 @@ def parse_conn(conn: str | None) -> ConnTarget:
     )
 
 
+def _passwords(conn: str) -> list[str]:
+    """Every password spelled in a connection string: a URL's ``user:password@``, and
+    ``password=...`` (a query parameter or a libpq keyword)."""
+    found: list[str] = []
+    if _SCHEME_RE.match(conn):
+        try:
+            password = urllib.parse.urlsplit(conn).password
+        except ValueError:
+            password = None
+        if password:
+            found.append(password)
+    for regex in (_URL_PASSWORD_RE, _KV_PASSWORD_RE):
+        found.extend(match.group("pw") for match in regex.finditer(conn))
+    return [p for p in found if p]
+
+
 def redact_conn(conn: str) -> str:
-    """``conn`` with any password replaced by ``***``.
+    """``conn`` with any password replaced by ``***``: the printable form of a
+    connection string (a libpq URL or ``key=value`` string).
 
     ``postgresql://user:secret@host/db`` becomes ``postgresql://user:***@host/db``;
     ``password=...`` (a query parameter or a libpq keyword) becomes ``password=***``.
@@ -159,32 +167,23 @@ def redact_conn(conn: str) -> str:
 
 
 def scrub(text: str, conn: str | ConnTarget | None) -> str:
-    """``text`` with every password removed: the one in ``conn`` (raw and
-    percent-decoded), and any that a URL or ``password=`` inside ``text`` carries.
+    """``text`` with every password removed: any that ``conn`` (a connection string of
+    any spelling, or a parsed one) carries, raw, percent-encoded and -decoded, and any
+    that a URL or ``password=`` inside ``text`` carries.
 
     Use it on anything that may quote a connection string: driver error messages,
-    tracebacks, log lines.
+    tracebacks, log lines. The one redaction of the package: the PostgreSQL store
+    scrubs its driver's messages with it too.
     """
     text = redact_conn(text)
-    target: ConnTarget | None
-    if isinstance(conn, ConnTarget) or conn is None:
-        target = conn
-    else:
-        try:
-            target = parse_conn(conn)
-        except UnsupportedConnection:
-            target = None
+    raw = conn.url if isinstance(conn, ConnTarget) else conn
     secrets: set[str] = set()
-    if target is not None:
-        password = target.password()
-        if password:
-            secrets.add(password)
-            secrets.add(urllib.parse.quote(password, safe=""))
-            secrets.add(urllib.parse.unquote(password))
-    elif isinstance(conn, str):
-        for regex in (_URL_PASSWORD_RE, _KV_PASSWORD_RE):
-            for match in regex.finditer(conn):
-                secrets.add(match.group("pw"))
+    for password in _passwords(raw or ""):
+        secrets.add(password)
+        secrets.add(urllib.parse.quote(password, safe=""))
+        secrets.add(urllib.parse.unquote(password))
+        if len(password) >= 2 and password[0] == password[-1] == "'":
+            secrets.add(password[1:-1].replace("\\'", "'").replace("\\\\", "\\"))
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
@@ -196,13 +195,16 @@ def open_store(
     table: str,
     create: bool,
     clock: Clock = SYSTEM_CLOCK,
+    readonly: bool = False,
 ) -> ScheduleStore:
     """Open the store ``conn`` names, on table ``table`` (validated first).
 
     ``create=False`` is for commands that read or repair: a missing SQLite file (or
     table) raises :class:`StoreError` ``no database at <path>`` and nothing is created.
     With ``create=True`` the file and the table are created as needed (and, for the
-    default database only, its folders).
+    default database only, its folders). ``readonly=True`` is for commands that only
+    read (it needs ``create=False``, else :class:`InvalidConfiguration`): a SQLite file
+    is opened read-only and never written.
 
     PostgreSQL URLs are served by ``PostgresScheduleStore.open(url, table=...,
     clock=..., create=...)``, imported only then; without psycopg installed this
@@ -210,6 +212,8 @@ def open_store(
     password.
     """
     validate_table_name(table)
+    if readonly and create:
+        raise InvalidConfiguration("open_store: readonly=True goes with create=False only")
     target = conn if isinstance(conn, ConnTarget) else parse_conn(conn)
     if target.kind == "sqlite":
         from .store.sqlite import SqliteScheduleStore
@@ -217,7 +221,12 @@ def open_store(
         # None lets the store create the default database's folders; an explicit
         # path's folder must exist (a typo must not grow a directory tree).
         path = None if target.source == "default" else target.path
-        return SqliteScheduleStore.open(path, table=table, clock=clock, create=create)
+        options: dict[str, Any] = {}
+        # needs readonly open from wt-sqlite: SqliteScheduleStore.open(readonly=...)
+        # lands there; until it has the parameter, a reader opens the file as before.
+        if readonly and "readonly" in inspect.signature(SqliteScheduleStore.open).parameters:
+            options["readonly"] = True
+        return SqliteScheduleStore.open(path, table=table, clock=clock, create=create, **options)
     assert target.url is not None
     try:
         from .store.postgres import PostgresScheduleStore

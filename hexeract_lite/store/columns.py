@@ -65,9 +65,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("attempts", _K.INT, True, "INTEGER NOT NULL DEFAULT 0", "INTEGER NOT NULL DEFAULT 0"),
     Column("max_attempts", _K.INT, True, "INTEGER NOT NULL", "INTEGER NOT NULL"),
     Column("leased_until", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
-    Column(
-        "paused", _K.BOOL, True, "INTEGER NOT NULL DEFAULT 0", "BOOLEAN NOT NULL DEFAULT FALSE"
-    ),
+    Column("paused", _K.BOOL, True, "INTEGER NOT NULL DEFAULT 0", "BOOLEAN NOT NULL DEFAULT FALSE"),
     Column("last_error", _K.TEXT, False, "TEXT", "TEXT"),
     Column(
         "created_at",
@@ -90,7 +88,5 @@ COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 def columns_of_kind(*kinds: ColumnKind, required: bool | None = None) -> tuple[str, ...]:
     """The names of the columns of the given kinds (and requiredness, when given), in order."""
     return tuple(
-        c.name
-        for c in COLUMNS
-        if c.kind in kinds and (required is None or c.required is required)
+        c.name for c in COLUMNS if c.kind in kinds and (required is None or c.required is required)
     )
