@@ -718,9 +718,16 @@ def all_changes(first_year: int, last_year: int) -> Iterator[Change]:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("HEXERACT_DST_FROM"),
+    reason="exhaustive DST proof (3-6 min) is opt-in: set HEXERACT_DST_FROM=1970 (or 1850)",
+)
 def test_oracle_every_change_since_1850() -> None:
-    """Every change of every zone, 1970-2040 (``HEXERACT_DST_FROM=1850`` for the whole
-    history, about five minutes), minute walk where exact, else by the second."""
+    """Every change of every zone, from ``HEXERACT_DST_FROM`` (1970: about three minutes;
+    1850: the whole history, about six) to 2040, minute walk where exact, else by the second.
+
+    Opt-in, to keep CI within a few minutes; the CI-sized proof above covers every 2025-26
+    change of every distinct zone plus the historical oddities."""
     first, last = int(os.environ.get("HEXERACT_DST_FROM", "1970")), 2040
     rules = ("0 2 * * *", "30 2 * * *", "0 0 * * *", "* 2 * * *", "0 * * * *", "*/30 * * * *")
     began, count, fired, by_second, zones = time.perf_counter(), 0, 0, 0, set()
