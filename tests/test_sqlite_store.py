@@ -28,6 +28,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
+from hexeract_lite.snapshot import MalformedSchedule
 from hexeract_lite.store.base import Settlement
 from hexeract_lite.store.schema import sqlite_ddl
 from hexeract_lite.store.sqlite import (
@@ -360,14 +361,14 @@ def test_a_new_file_appears_complete_and_failures_leave_nothing(
 ) -> None:
     """A new database is built under a temporary name and linked into place whole, so
     a failed creation leaves no file and no temporary behind."""
-    import hexeract_lite.store.sqlite as module
+    import hexeract_lite.store.sqlite_schema as module
 
     db = tmp_path / "new.db"
 
     def broken(*args: object, **kwargs: object) -> None:
         raise apsw.FullError("database or disk is full")
 
-    monkeypatch.setattr(module, "_ensure_schema", broken)
+    monkeypatch.setattr(module, "ensure_schema", broken)
     with pytest.raises(StoreError, match=r"new\.db"):
         SqliteScheduleStore.open(db)
     assert listing(tmp_path) == []
@@ -642,12 +643,14 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         if column == "payload":  # a snapshot shows the stored text; only dispatch decodes it
             snap = store.inspect(bad.schedule_id)
             assert snap is not None and snap.payload_json == MALFORMED[column]
-        else:  # a listing or inspect names the row and the column instead of guessing
+        else:  # inspect names the row and the column; a listing marks the row
             with pytest.raises(StoreError, match=str(bad.schedule_id)) as info:
                 store.inspect(bad.schedule_id)
             assert column in str(info.value)
-            with pytest.raises(StoreError, match=str(bad.schedule_id)):
-                store.list_pending()
+            listed = store.list_pending()
+            [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+            assert odd.schedule_id == bad.schedule_id and column in odd.reason
+            assert len(listed) == 4, "the healthy rows are listed too"
         claimed = store.claim_due(T0, 10, LEASE)
         assert sorted(c.message.schedule_id for c in claimed) == sorted(m.schedule_id for m in good)
         conn = raw(db)
@@ -669,7 +672,7 @@ def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClo
     Trigger values, the lease parsed once); they equal the record path's, for every
     trigger and target, a lease the row carries in another layout, and instants in
     SQLite's datetime() form."""
-    from hexeract_lite.store.sqlite import _COLUMNS, _record
+    from hexeract_lite.store.sqlite_codec import SELECT_LIST, record_from_row
 
     msgs = [
         one_shot(T0 - 5 * S, payload={"x": [1, "é", None, 2.5]}),
@@ -690,12 +693,12 @@ def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClo
         claimed = store.claim_due(T0, 10, LEASE)
         conn = raw(db)
         rows = {
-            bytes(row[0]): row for row in conn.execute(f"SELECT {_COLUMNS} FROM scheduled_messages")
+            bytes(row[0]): row for row in conn.execute(f"SELECT {SELECT_LIST} FROM scheduled_messages")
         }
         conn.close()
     assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in msgs]
     for occ, msg in zip(claimed, msgs, strict=True):
-        assert occ == _record(rows[msg.schedule_id.bytes]).leased()
+        assert occ == record_from_row(rows[msg.schedule_id.bytes]).leased()
         assert occ.message == msg and occ.message.payload == msg.payload
         assert occ.leased_until == T0 + LEASE and occ.attempts == 1
 
