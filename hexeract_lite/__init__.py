@@ -6,6 +6,7 @@ dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId
 """
 
 import logging
+from importlib import metadata
 
 from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from .control import SchedulerControl
@@ -16,10 +17,12 @@ from .errors import (
     InvalidConfiguration,
     InvalidMessage,
     InvalidTrigger,
+    MigrationError,
     NotReplayable,
     ScheduleNotFound,
     SchedulerError,
     StoreError,
+    UnsupportedConnection,
 )
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
@@ -29,7 +32,12 @@ from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteSched
 from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("hexeract_lite")
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    # pyproject.toml's version is the one source; without installed metadata there is
+    # no version to report, so say so rather than repeat the number here.
+    __version__ = "0+unknown"
 
 # A library logs, it does not print: without the application's own logging setup,
 # Python's last-resort handler would write the worker's warnings to stderr.
@@ -54,6 +62,7 @@ __all__ = [
     "InvalidTrigger",
     "LeasedOccurrence",
     "ManualClock",
+    "MigrationError",
     "NotReplayable",
     "OccurrenceId",
     "ScheduleNotFound",
@@ -72,6 +81,7 @@ __all__ = [
     "SystemClock",
     "Target",
     "TargetRouterSink",
+    "UnsupportedConnection",
     "Trigger",
     "WorkerHandle",
     "__version__",

@@ -4,32 +4,64 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from .errors import InvalidConfiguration
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 _ZERO = timedelta(0)
 
 
-def to_utc_ms(value: object, name: str, error: type[Exception] = ValueError) -> datetime:
-    """Normalise an aware datetime to UTC, truncated to whole milliseconds.
+def to_utc_ms(
+    value: object,
+    name: str,
+    error: type[Exception] = InvalidConfiguration,
+    *,
+    round_up: bool = False,
+) -> datetime:
+    """Normalise an aware datetime to UTC at whole milliseconds.
 
-    A naive datetime (or anything that is not a datetime) raises ``error`` naming
-    the argument: hexeract_lite never guesses a timezone.
+    Truncates by default: an instant read as "now" never moves later, so a claim is
+    never early. With ``round_up`` a fraction of a millisecond rounds up instead, which
+    is how a requested firing instant is stored: never before the instant asked for.
+
+    A naive datetime (or anything that is not a datetime), and one that falls outside
+    years 1 to 9999 once in UTC (or rounded), raise ``error`` naming the argument and
+    the value: hexeract_lite never guesses a timezone. The default error is
+    :class:`InvalidConfiguration`, what a clock returning a bad instant is.
     """
     if value.__class__ is datetime and value.tzinfo is UTC:  # the common case, cheaply
         micro = value.microsecond % 1000
-        return value.replace(microsecond=value.microsecond - micro) if micro else value
-    if not isinstance(value, datetime):
-        raise error(f"{name} must be a timezone-aware datetime, got {value!r}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise error(
-            f"{name} must be a timezone-aware datetime, got naive {value.isoformat()!r}"
-            " (use datetime.now(timezone.utc) or attach a tzinfo)"
-        )
-    utc = value.astimezone(UTC)
-    micro = utc.microsecond
-    if micro % 1000:
-        utc = utc.replace(microsecond=micro - micro % 1000)
-    return utc
+        if not micro:
+            return value
+        utc = value
+    else:
+        if not isinstance(value, datetime):
+            raise error(f"{name} must be a timezone-aware datetime, got {value!r}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise error(
+                f"{name} must be a timezone-aware datetime, got naive {value.isoformat()!r}"
+                " (use datetime.now(timezone.utc) or attach a tzinfo)"
+            )
+        try:
+            utc = value.astimezone(UTC)
+        except OverflowError:
+            raise error(_out_of_range(name, value)) from None
+        micro = utc.microsecond % 1000
+        if not micro:
+            return utc
+    if not round_up:
+        return utc.replace(microsecond=utc.microsecond - micro)
+    try:
+        return utc + timedelta(microseconds=1000 - micro)
+    except OverflowError:
+        raise error(_out_of_range(name, value)) from None
+
+
+def _out_of_range(name: str, value: datetime) -> str:
+    return (
+        f"{name} {value.isoformat()!r} is out of range: in UTC, at millisecond precision,"
+        " it falls outside years 1 to 9999"
+    )
 
 
 def format_ts(value: datetime) -> str:
@@ -91,7 +123,7 @@ def parse_ts(text: str) -> datetime:
         raise ValueError(f"not a timestamp: {text!r}") from exc
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return to_utc_ms(value, "timestamp")
+    return to_utc_ms(value, "timestamp", ValueError)
 
 
 def rfc3339(value: datetime | None) -> str | None:

@@ -5,15 +5,18 @@ are the same program. Operators inspect and repair schedules here, never by
 hand-editing the table.
 
 Exit codes: 0 success; 1 runtime error (no such schedule, not replayable, a database
-error, a missing database); 2 usage error (unknown flag, bad UUID, bad duration, bad
-JSON payload, bad table name, unsupported connection scheme, a worker setting out of
-range), with an argparse-style message on stderr.
+error, a missing database, a row the store cannot decode); 2 usage error (unknown
+flag, bad UUID, bad duration, bad JSON payload, bad table name, an instant out of
+range, unsupported connection scheme, a worker setting out of range), with an
+argparse-style message on stderr.
 
 Commands that read or repair (``list``, ``inspect``, ``pause``, ``resume``,
 ``cancel``, ``dead-letter list``, ``dead-letter replay``) never create a database:
-a missing file is exit 1, ``no database at <path>``. ``add`` and ``worker`` create
-it (and its table) when needed. ``migrate`` never creates its source (``--from``) and
-creates the destination's table when needed.
+a missing file is exit 1, ``no database at <path>``; those that only read (``list``,
+``inspect``, ``dead-letter list``) open a SQLite file read-only, and the listings show
+a row the store cannot decode as ``malformed``, with the reason. ``add`` and
+``worker`` create it (and its table) when needed. ``migrate`` never creates its
+source (``--from``) and creates the destination's table when needed.
 """
 
 from __future__ import annotations
@@ -40,17 +43,17 @@ from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
 from .control import SchedulerControl
-from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError
+from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError, UsageError
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .sinks import CallableSink, ScheduleSink
-from .snapshot import ScheduleSnapshot, ScheduleStatus
+from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.schema import DEFAULT_TABLE, validate_table_name
 from .trigger import CronExpression
 from .worker import SchedulerWorker, SchedulerWorkerConfig
 
-__all__ = ["main"]
+__all__ = ["UsageError", "main"]  # UsageError: defined here before errors.py had it
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -60,14 +63,11 @@ TABLE_ENV = "HEXERACT_SCHEDULER_TABLE"
 """The environment variable giving the table name when ``--table`` is absent."""
 
 DEFAULT_LIMIT = 50
+"""How many schedules ``list`` and ``dead-letter list`` show without ``--limit``."""
 LAST_ERROR_WIDTH = 60
 """How many characters of ``last_error`` the dead-letter text listing shows."""
 
 log = logging.getLogger("hexeract_lite.cli")
-
-
-class UsageError(Exception):
-    """A bad argument found after parsing; reported like argparse does, exit 2."""
 
 
 # -- argument types ------------------------------------------------------------------
@@ -119,7 +119,8 @@ def parse_instant(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"instant {text!r} has no timezone: add Z (UTC) or an offset such as +01:00"
         )
-    return to_utc_ms(value, "instant")
+    # Rounded up like ScheduledMessage.delay's ``at``: a firing is never early.
+    return to_utc_ms(value, "instant", argparse.ArgumentTypeError, round_up=True)
 
 
 def parse_schedule_id(text: str) -> uuid.UUID:
@@ -207,10 +208,15 @@ def parse_payload(text: str) -> Payload:
             ) from None
     else:
         origin, raw = "argument", text
+    where = "" if origin == "argument" else f" in {origin}"
     try:
         value = json.loads(raw)
+    except RecursionError:
+        raise argparse.ArgumentTypeError(
+            f"invalid JSON payload{where}: nested too deeply (more levels than Python's"
+            f" recursion limit, {sys.getrecursionlimit()}) in {raw!r:.60}"
+        ) from None
     except ValueError as exc:
-        where = "" if origin == "argument" else f" in {origin}"
         raise argparse.ArgumentTypeError(f"invalid JSON payload{where}: {exc}") from None
     return Payload(value, origin)
 
@@ -650,29 +656,59 @@ def one_line(text: str | None, width: int | None = None) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns separated by two spaces, under a header; no trailing spaces."""
+    """Aligned columns separated by two spaces, under a header; no trailing spaces.
+
+    A row with fewer cells than the header is aligned on its cells but the last, which
+    runs on to the end of the line (a malformed row's reason)."""
     widths = [len(h) for h in headers]
     for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-        for line in (headers, *rows)
-    ]
+        aligned = row if len(row) == len(headers) else row[:-1]
+        for i, cell in enumerate(aligned):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for line in (headers, *rows):
+        cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)]
+        if len(line) < len(headers):
+            cells[-1] = line[-1]
+        lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+MALFORMED = "malformed"
+"""The status a listing shows for a row the store could not decode."""
+MALFORMED_REASON_WIDTH = 200
+"""How many characters of a malformed row's reason the text listings show."""
+
+
+def _malformed_row(item: MalformedSchedule) -> tuple[str, str, str]:
+    """A listing's row for a row the store could not decode: its id as stored, the
+    status ``malformed`` and the reason (naming the column), to the end of the line."""
+    return (
+        one_line(item.raw_id),
+        MALFORMED,
+        one_line(item.reason, MALFORMED_REASON_WIDTH),
+    )
 
 
 def _ts(value: datetime | None) -> str:
     return rfc3339(value) or "-"
 
 
-def format_pending(snapshots: Sequence[ScheduleSnapshot]) -> str:
-    """The text of ``scheduler list``."""
+Listed = ScheduleSnapshot | MalformedSchedule
+"""An item of a listing: a schedule, or a row the store could not decode."""
+
+
+def format_pending(snapshots: Sequence[Listed]) -> str:
+    """The text of ``scheduler list``; a malformed row shows its id, ``malformed`` and
+    the reason."""
     if not snapshots:
         return "no pending schedules"
     return format_table(
         ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE"),
         [
-            (
+            _malformed_row(s)
+            if isinstance(s, MalformedSchedule)
+            else (
                 str(s.schedule_id),
                 s.status.value,
                 _ts(s.scheduled_for),
@@ -685,8 +721,9 @@ def format_pending(snapshots: Sequence[ScheduleSnapshot]) -> str:
     )
 
 
-def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
-    """The text of ``scheduler dead-letter list``."""
+def format_dead_letter(snapshots: Sequence[Listed]) -> str:
+    """The text of ``scheduler dead-letter list``; a malformed row shows its id,
+    ``malformed`` and the reason."""
     if not snapshots:
         return "no dead-lettered schedules"
     return format_table(
@@ -701,7 +738,9 @@ def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
             "LAST ERROR",
         ),
         [
-            (
+            _malformed_row(s)
+            if isinstance(s, MalformedSchedule)
+            else (
                 str(s.schedule_id),
                 s.status.value,
                 _ts(s.scheduled_for),
@@ -716,9 +755,12 @@ def format_dead_letter(snapshots: Sequence[ScheduleSnapshot]) -> str:
     )
 
 
-def snapshot_json(snapshot: ScheduleSnapshot, *, detail: bool = False) -> dict[str, object]:
+def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
     """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
-    occurrence id of the next firing."""
+    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
+    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+    if isinstance(snapshot, MalformedSchedule):
+        return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
@@ -784,8 +826,9 @@ class _Context:
         print(text, file=self.out)
 
     @contextlib.contextmanager
-    def store(self, *, create: bool) -> Iterator[ScheduleStore]:
-        store = open_store(self.conn, table=self.table, create=create)
+    def store(self, *, create: bool, readonly: bool = False) -> Iterator[ScheduleStore]:
+        """The store, closed on exit; ``readonly`` for the commands that only read."""
+        store = open_store(self.conn, table=self.table, create=create, readonly=readonly)
         try:
             yield store
         finally:
@@ -797,7 +840,7 @@ Handler = Callable[[argparse.Namespace, _Context], int]
 
 
 def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
-    with ctx.store(create=False) as store:
+    with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_pending(args.limit)
     if args.format == "json":
         ctx.print(_dump_json([snapshot_json(s) for s in rows]))
@@ -807,7 +850,7 @@ def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
-    with ctx.store(create=False) as store:
+    with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_dead_letter(args.limit)
     if args.format == "json":
         ctx.print(_dump_json([snapshot_json(s) for s in rows]))
@@ -817,7 +860,7 @@ def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, ctx: _Context) -> int:
-    with ctx.store(create=False) as store:
+    with ctx.store(create=False, readonly=True) as store:
         snapshot = SchedulerControl(store).inspect(args.schedule_id)
     if args.format == "json":
         ctx.print(_dump_json(snapshot_json(snapshot, detail=True)))
@@ -1142,7 +1185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return handler(args, _Context(args, sys.stdout))
-    except (UsageError, InvalidArgument) as exc:
+    except InvalidArgument as exc:  # UsageError included
         return _usage_error(cmd_parser, clean(str(exc)))
     except SchedulerError as exc:
         return _runtime_error(parser.prog, clean(str(exc)))

@@ -12,6 +12,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from .errors import InvalidArgument
+
 __all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
 
 
@@ -43,9 +45,7 @@ class ManualClock:
     """A clock that only moves when told to; handy in tests and simulations."""
 
     def __init__(self, start: datetime) -> None:
-        if start.tzinfo is None or start.utcoffset() is None:
-            raise ValueError(f"ManualClock needs an aware datetime, got naive {start!r}")
-        self._now = start.astimezone(UTC)
+        self._now = _aware_utc(start, "ManualClock")
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
@@ -61,10 +61,24 @@ class ManualClock:
 
     def set(self, instant: datetime) -> None:
         """Set the clock to ``instant`` (aware)."""
-        if instant.tzinfo is None or instant.utcoffset() is None:
-            raise ValueError(f"ManualClock.set needs an aware datetime, got naive {instant!r}")
+        instant = _aware_utc(instant, "ManualClock.set")
         with self._lock:
-            self._now = instant.astimezone(UTC)
+            self._now = instant
 
     def __repr__(self) -> str:
         return f"ManualClock({self._now.isoformat()})"
+
+
+def _aware_utc(value: object, who: str) -> datetime:
+    """``value`` in UTC; :class:`InvalidArgument` (a ValueError) naming it when it is not
+    an aware datetime or has no UTC equivalent (years 1 to 9999)."""
+    if not isinstance(value, datetime):
+        raise InvalidArgument(f"{who} needs an aware datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(f"{who} needs an aware datetime, got naive {value!r}")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidArgument(
+            f"{who} needs an instant within years 1 to 9999 in UTC, got {value.isoformat()!r}"
+        ) from None

@@ -25,16 +25,17 @@ error text that may quote it (a driver's message) through :func:`scrub`.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidConfiguration, SchedulerError, StoreError
+from .errors import InvalidConfiguration, SchedulerError, StoreError, UnsupportedConnection
 from .store.schema import validate_table_name
 
 if TYPE_CHECKING:
@@ -64,10 +65,6 @@ _POSTGRES_SCHEMES = ("postgres", "postgresql")
 _URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<pw>[^\s]*)@")
 # libpq keyword/value strings and URL query parameters: password=secret
 _KV_PASSWORD_RE = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
-
-
-class UnsupportedConnection(InvalidConfiguration):
-    """A connection string this build cannot serve (unknown scheme, empty path)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -196,13 +193,16 @@ def open_store(
     table: str,
     create: bool,
     clock: Clock = SYSTEM_CLOCK,
+    readonly: bool = False,
 ) -> ScheduleStore:
     """Open the store ``conn`` names, on table ``table`` (validated first).
 
     ``create=False`` is for commands that read or repair: a missing SQLite file (or
     table) raises :class:`StoreError` ``no database at <path>`` and nothing is created.
     With ``create=True`` the file and the table are created as needed (and, for the
-    default database only, its folders).
+    default database only, its folders). ``readonly=True`` is for commands that only
+    read (it needs ``create=False``, else :class:`InvalidConfiguration`): a SQLite file
+    is opened read-only and never written.
 
     PostgreSQL URLs are served by ``PostgresScheduleStore.open(url, table=...,
     clock=..., create=...)``, imported only then; without psycopg installed this
@@ -210,6 +210,8 @@ def open_store(
     password.
     """
     validate_table_name(table)
+    if readonly and create:
+        raise InvalidConfiguration("open_store: readonly=True goes with create=False only")
     target = conn if isinstance(conn, ConnTarget) else parse_conn(conn)
     if target.kind == "sqlite":
         from .store.sqlite import SqliteScheduleStore
@@ -217,7 +219,12 @@ def open_store(
         # None lets the store create the default database's folders; an explicit
         # path's folder must exist (a typo must not grow a directory tree).
         path = None if target.source == "default" else target.path
-        return SqliteScheduleStore.open(path, table=table, clock=clock, create=create)
+        options: dict[str, Any] = {}
+        # needs readonly open from wt-sqlite: SqliteScheduleStore.open(readonly=...)
+        # lands there; until it has the parameter, a reader opens the file as before.
+        if readonly and "readonly" in inspect.signature(SqliteScheduleStore.open).parameters:
+            options["readonly"] = True
+        return SqliteScheduleStore.open(path, table=table, clock=clock, create=create, **options)
     assert target.url is not None
     try:
         from .store.postgres import PostgresScheduleStore

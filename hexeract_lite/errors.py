@@ -10,6 +10,10 @@ from`` behind a :class:`StoreError`.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only for the annotation: migrate imports this module
+    from .migrate import MigrationReport
 
 __all__ = [
     "DispatchError",
@@ -18,10 +22,13 @@ __all__ = [
     "InvalidConfiguration",
     "InvalidMessage",
     "InvalidTrigger",
+    "MigrationError",
     "NotReplayable",
     "ScheduleNotFound",
     "SchedulerError",
     "StoreError",
+    "UnsupportedConnection",
+    "UsageError",
 ]
 
 
@@ -43,6 +50,17 @@ class InvalidMessage(InvalidArgument):
 
 class InvalidConfiguration(InvalidArgument):
     """A setting is out of range (worker config, batch size, max_attempts, ...)."""
+
+
+class UnsupportedConnection(InvalidConfiguration):
+    """A connection string this build cannot serve (unknown scheme, a URL naming no file);
+    the message quotes it without its password."""
+
+
+class UsageError(InvalidArgument):
+    """A command-line argument the parser accepted but the command cannot use (e.g.
+    ``--first`` without ``--cron``); the ``hexeract`` command reports it like argparse
+    does, exit 2."""
 
 
 class ScheduleNotFound(SchedulerError, LookupError):
@@ -80,3 +98,16 @@ class StoreError(SchedulerError, OSError):
 
     The operation that raised it applied nothing: a transaction is all or nothing.
     """
+
+
+class MigrationError(SchedulerError, RuntimeError):
+    """:func:`hexeract_lite.migrate.migrate` stopped part-way.
+
+    :attr:`report` counts what was done before; the cause is chained. Pages already
+    written stay written: running the migration again resumes (what was copied is
+    skipped).
+    """
+
+    def __init__(self, message: str, report: MigrationReport) -> None:
+        super().__init__(message)
+        self.report = report

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import reprlib
+import sys
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -113,19 +115,38 @@ class Target:
         return self.kind if self.routing_key is None else f"bus:{self.routing_key}"
 
 
+def _show(value: object) -> str:
+    """``repr(value)`` cut to 200 characters, for an error message; a value nested too
+    deeply for ``repr`` is shown to a few levels (``[[[[[[...]]]]]]``)."""
+    try:
+        return f"{value!r:.200}"
+    except RecursionError:
+        return f"{reprlib.repr(value):.200}"
+
+
+def _too_deep(what: str) -> InvalidMessage:
+    return InvalidMessage(
+        f"{what} is nested too deeply: more levels of lists and objects than Python's"
+        f" recursion limit ({sys.getrecursionlimit()}) lets JSON encode or decode"
+    )
+
+
 def encode_payload(payload: Any) -> str:
-    """The payload as compact JSON text; :class:`InvalidMessage` when it is not JSON."""
+    """The payload as compact JSON text; :class:`InvalidMessage` when it is not JSON
+    (including a value nested deeper than the recursion limit)."""
     try:
         text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise _too_deep(f"payload {_show(payload)}") from None
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(
-            f"payload is not JSON-serialisable: {exc} (payload {payload!r:.200})"
+            f"payload is not JSON-serialisable: {exc} (payload {_show(payload)})"
         ) from exc
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise InvalidMessage(
-            f"payload is not valid Unicode text: {exc} (payload {payload!r:.200})"
+            f"payload is not valid Unicode text: {exc} (payload {_show(payload)})"
         ) from exc
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidMessage(
@@ -171,7 +192,7 @@ def validate_message(message: object) -> ScheduledMessage:
     checks then and is immutable, so it is not checked again (the insert's hot path).
     """
     if not isinstance(message, ScheduledMessage):
-        raise InvalidMessage(f"expected a ScheduledMessage, got {message!r:.200}")
+        raise InvalidMessage(f"expected a ScheduledMessage, got {_show(message)}")
     if message._checked:
         return message  # built by delay()/cron(), which checked all of this
     if not isinstance(message.schedule_id, uuid.UUID):
@@ -198,19 +219,28 @@ def validate_message(message: object) -> ScheduledMessage:
         )
     text = message.payload_json
     if not isinstance(text, str):
-        raise InvalidMessage(f"payload_json must be JSON text, got {text!r:.200}")
+        raise InvalidMessage(f"payload_json must be JSON text, got {_show(text)}")
     try:
-        decoded = json.loads(text, parse_constant=_reject_constant)
         size = len(text.encode("utf-8"))
-    except (ValueError, UnicodeEncodeError) as exc:
+    except UnicodeEncodeError as exc:
         raise InvalidMessage(f"payload_json is not JSON: {exc} (text {text!r:.200})") from exc
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidMessage(
             f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
         )
-    if decoded != message.payload:
+    try:
+        decoded = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _too_deep(f"payload_json {text!r:.100}") from None
+    except ValueError as exc:
+        raise InvalidMessage(f"payload_json is not JSON: {exc} (text {text!r:.200})") from exc
+    try:
+        same = decoded == message.payload
+    except RecursionError:
+        raise _too_deep(f"payload {_show(message.payload)}") from None
+    if not same:
         raise InvalidMessage(
-            f"payload {message.payload!r:.100} and payload_json {text!r:.100} disagree"
+            f"payload {_show(message.payload)[:100]} and payload_json {text!r:.100} disagree"
         )
     return message
 
@@ -250,8 +280,9 @@ class ScheduledMessage:
         *,
         schedule_id: uuid.UUID | None = None,
     ) -> ScheduledMessage:
-        """A message delivered once, at ``at`` (aware; normalised to UTC milliseconds)."""
-        when = to_utc_ms(at, "at", InvalidMessage)
+        """A message delivered once, at ``at`` (aware; stored in UTC at millisecond
+        precision, a fraction of a millisecond rounded up so it never fires early)."""
+        when = to_utc_ms(at, "at", InvalidMessage, round_up=True)
         return cls._build(target, Trigger("delay", at=when), when, event_type, payload, schedule_id)
 
     @classmethod
@@ -266,9 +297,10 @@ class ScheduledMessage:
         schedule_id: uuid.UUID | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
-        cron ``expression`` after the previous delivery (UTC)."""
+        cron ``expression`` after the previous delivery (UTC). ``first_occurrence`` is
+        stored like :meth:`delay`'s ``at``, rounded up to the millisecond."""
         trigger = Trigger.cron(expression)
-        when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage)
+        when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
         return cls._build(target, trigger, when, event_type, payload, schedule_id)
 
     @classmethod
@@ -305,8 +337,9 @@ class ScheduledMessage:
         return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
 
     def at(self, scheduled_for: datetime) -> ScheduledMessage:
-        """The same schedule, firing at ``scheduled_for`` (aware; normalised to UTC ms)."""
-        scheduled_for = to_utc_ms(scheduled_for, "scheduled_for", InvalidMessage)
+        """The same schedule, firing at ``scheduled_for`` (aware; normalised to UTC
+        milliseconds, rounded up like :meth:`delay`'s ``at``)."""
+        scheduled_for = to_utc_ms(scheduled_for, "scheduled_for", InvalidMessage, round_up=True)
         trigger = self.trigger
         if trigger.kind == "delay":
             trigger = Trigger("delay", at=scheduled_for)

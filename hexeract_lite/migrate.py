@@ -35,16 +35,12 @@ acknowledges there, the lease expires and the occurrence is delivered again
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Callable, Sequence
 
 import attrs
 
-from .errors import InvalidConfiguration, SchedulerError
+from .errors import InvalidConfiguration, MigrationError
 from .store.base import ScheduleStore
-from .store.record import ScheduleRecord
-from .store.sqlite import SqliteScheduleStore
 
 __all__ = ["DEFAULT_BATCH_SIZE", "MigrationError", "MigrationReport", "migrate"]
 
@@ -71,44 +67,8 @@ class MigrationReport:
         return {"read": self.read, "copied": self.copied, "skipped": self.skipped}
 
 
-class MigrationError(SchedulerError):
-    """The copy stopped part-way. :attr:`report` counts what was done before; the
-    cause is chained. Pages already written stay written: running :func:`migrate`
-    again resumes (what was copied is skipped)."""
-
-    def __init__(self, message: str, report: MigrationReport) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-_Export = Callable[[uuid.UUID | None, int], list[ScheduleRecord]]
-_Import = Callable[[Sequence[ScheduleRecord]], int]
-
-
 def _overrides(store: ScheduleStore, name: str) -> bool:
     return getattr(type(store), name) is not getattr(ScheduleStore, name)
-
-
-def _exporter(store: ScheduleStore) -> _Export:
-    # SqliteScheduleStore's pair lives in store/sqlite_records.py until the class
-    # carries the methods itself; a class that overrides them is used as it is.
-    if _overrides(store, "export_records"):
-        return store.export_records
-    if isinstance(store, SqliteScheduleStore):
-        from .store import sqlite_records
-
-        return functools.partial(sqlite_records.export_records, store)
-    raise InvalidConfiguration(f"cannot migrate from {store!r}: it has no export_records")
-
-
-def _importer(store: ScheduleStore) -> _Import:
-    if _overrides(store, "import_records"):
-        return store.import_records
-    if isinstance(store, SqliteScheduleStore):
-        from .store import sqlite_records
-
-        return functools.partial(sqlite_records.import_records, store)
-    raise InvalidConfiguration(f"cannot migrate to {store!r}: it has no import_records")
 
 
 def migrate(
@@ -128,14 +88,18 @@ def migrate(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    export, import_ = _exporter(source), _importer(dest)
+    # Checked before the first page, so a store that cannot take part copies nothing.
+    if not _overrides(source, "export_records"):
+        raise InvalidConfiguration(f"cannot migrate from {source!r}: it has no export_records")
+    if not _overrides(dest, "import_records"):
+        raise InvalidConfiguration(f"cannot migrate to {dest!r}: it has no import_records")
     after: uuid.UUID | None = None
     read = copied = 0
     while True:
         try:
-            page = export(after, batch_size)
+            page = source.export_records(after, batch_size)
             if page:
-                copied += import_(page)
+                copied += dest.import_records(page)
         except Exception as exc:
             report = MigrationReport(read=read, copied=copied)
             raise MigrationError(

@@ -23,6 +23,7 @@ Sinks here:
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import threading
@@ -174,8 +175,9 @@ class BusMessage:
     """What an :class:`InProcessBus` handler receives.
 
     ``message_id`` is the publisher's id; through :class:`BusSink` it is the occurrence
-    id, the key to deduplicate on. ``payload`` is shared by every handler of one
-    publish: treat it as read-only.
+    id, the key to deduplicate on. Each handler receives its own deep copy of
+    ``payload``: what one handler changes in it, neither the next handler nor the
+    publisher sees.
     """
 
     message_id: uuid.UUID
@@ -247,6 +249,7 @@ class InProcessBus:
     subscription order, before it returns, so the worker's acknowledgement follows
     the handlers' work:
 
+    - each handler gets its own copy of the payload (see :class:`BusMessage`);
     - a handler that raises makes ``publish_raw`` raise (after the other handlers ran;
       one failure is re-raised as it is, several as one :class:`DispatchError`), so
       the dispatch fails and is retried, and every handler sees the message again:
@@ -301,16 +304,16 @@ class InProcessBus:
                 f"no subscriber for routing key {routing_key!r}: message {message_id} would be"
                 " lost (InProcessBus(drop_unrouted=True) drops such messages instead)"
             )
-        message = BusMessage(
-            message_id=message_id,
-            message_type=message_type,
-            routing_key=routing_key,
-            payload=payload,
-        )
         errors: list[BaseException] = []
         pending: list[Awaitable[object]] = []
         for sub in subs:
             try:
+                message = BusMessage(
+                    message_id=message_id,
+                    message_type=message_type,
+                    routing_key=routing_key,
+                    payload=copy.deepcopy(payload),  # a handler's changes stay its own
+                )
                 result = sub.handler(message)
             except Exception as exc:
                 errors.append(exc)

@@ -142,8 +142,9 @@ class Trigger:
 
     @classmethod
     def delay(cls, at: datetime) -> Trigger:
-        """Fire once at ``at`` (an aware datetime; normalised to UTC milliseconds)."""
-        return cls("delay", at=to_utc_ms(at, "at", InvalidTrigger))
+        """Fire once at ``at`` (an aware datetime; normalised to UTC milliseconds, a
+        fraction of a millisecond rounded up so it never fires early)."""
+        return cls("delay", at=to_utc_ms(at, "at", InvalidTrigger, round_up=True))
 
     @classmethod
     def cron(cls, expression: str | CronExpression) -> Trigger:

@@ -12,10 +12,11 @@ import json
 import re
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import apsw
 import attrs
 import pytest
 
@@ -28,6 +29,7 @@ from hexeract_lite.cli import (
     main,
     one_line,
     parse_duration,
+    snapshot_json,
 )
 from hexeract_lite.connect import (
     UnsupportedConnection,
@@ -35,6 +37,7 @@ from hexeract_lite.connect import (
     redact_conn,
     scrub,
 )
+from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from hexeract_lite.store.sqlite import SqliteScheduleStore, default_database_path
 
 ANY_ID = "0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"
@@ -775,6 +778,70 @@ def test_one_line_and_table() -> None:
     assert format_dead_letter([]) == "no dead-lettered schedules"
 
 
+def _snapshot(status: ScheduleStatus) -> ScheduleSnapshot:
+    message = ScheduledMessage.delay(
+        Target.outbox(), datetime(2026, 3, 1, 12, tzinfo=UTC), "report.daily", {}
+    )
+    return ScheduleSnapshot(
+        schedule_id=message.schedule_id,
+        status=status,
+        scheduled_for=message.scheduled_for,
+        attempts=1,
+        max_attempts=5,
+        trigger=message.trigger,
+        last_error="boom" if status is ScheduleStatus.DEAD_LETTERED else None,
+        event_type=message.event_type,
+        target=message.target,
+        payload_json=message.payload_json,
+        leased_until=None,
+        created_at=message.scheduled_for,
+        delivered_at=None,
+        cancelled_at=None,
+        dead_lettered_at=(
+            message.scheduled_for if status is ScheduleStatus.DEAD_LETTERED else None
+        ),
+    )
+
+
+MALFORMED_ROW = MalformedSchedule(
+    schedule_id=uuid.UUID(ANY_ID),
+    raw_id=ANY_ID,
+    reason="scheduled_for is not a timestamp: '2099-02-30T00:00:00.000Z'",
+    status=ScheduleStatus.PAUSED,
+)
+
+
+@pytest.mark.parametrize(
+    ("formatter", "status"),
+    [(format_pending, ScheduleStatus.PENDING), (format_dead_letter, ScheduleStatus.DEAD_LETTERED)],
+)
+def test_listings_show_a_malformed_row_with_its_id_status_and_reason(
+    formatter: Callable[[Sequence[object]], str], status: ScheduleStatus
+) -> None:
+    healthy = _snapshot(status)
+    lines = formatter([healthy, MALFORMED_ROW]).splitlines()
+    assert len(lines) == 3
+    assert lines[1].startswith(str(healthy.schedule_id))
+    assert "report.daily" in lines[1]
+    assert lines[2].split()[:2] == [ANY_ID, "malformed"]
+    assert lines[2].endswith("scheduled_for is not a timestamp: '2099-02-30T00:00:00.000Z'")
+    # the healthy row's columns stay aligned under the header
+    assert lines[0].index("STATUS") == lines[1].index(status.value) == lines[2].index("malformed")
+
+
+def test_listings_json_show_a_malformed_row() -> None:
+    healthy = _snapshot(ScheduleStatus.PENDING)
+    items = [snapshot_json(item) for item in (healthy, MALFORMED_ROW)]
+    assert items[0]["schedule_id"] == str(healthy.schedule_id)
+    assert items[1] == {
+        "schedule_id": ANY_ID,
+        "status": "malformed",
+        "row_status": "paused",
+        "malformed": "scheduled_for is not a timestamp: '2099-02-30T00:00:00.000Z'",
+    }
+    json.dumps(items)
+
+
 # -- PostgreSQL ------------------------------------------------------------------------------
 
 
@@ -844,4 +911,49 @@ def test_worker_sink_module_that_fails_to_import_is_a_runtime_error(
         assert result.code == 1
         assert f"importing sink module '{module}' failed" in result.err
         assert message in result.err
+    assert not db.exists()
+
+
+# -- read-only commands never write ------------------------------------------------------
+
+
+def _file_state(db: Path) -> tuple[bytes, list[str]]:
+    """The database file's bytes and the names of every file beside it."""
+    return db.read_bytes(), sorted(p.name for p in db.parent.iterdir())
+
+
+# needs readonly open from wt-sqlite: until SqliteScheduleStore.open(readonly=True) is
+# there, opening a table the reference created adopts it (indexes, bookkeeping, WAL).
+def test_read_only_commands_leave_a_reference_created_file_byte_for_byte_unchanged(
+    cli: Cli, tmp_path: Path
+) -> None:
+    from tests.test_reference_compat import DEAD, DUE, REFERENCE_DDL, _insert
+
+    folder = tmp_path / "ref"
+    folder.mkdir()
+    db = folder / "hexeract.db"
+    conn = apsw.Connection(str(db))
+    conn.execute(REFERENCE_DDL)
+    _insert(conn, DUE)
+    _insert(conn, DEAD, attempts=3, last_error="boom", dead_lettered_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    before = _file_state(db)
+    for argv in (
+        ["scheduler", "list"],
+        ["scheduler", "list", "--format", "json"],
+        ["scheduler", "inspect", str(DUE)],
+        ["scheduler", "dead-letter", "list"],
+    ):
+        result = cli(*argv, "--conn", str(db))
+        assert result.code == 0, (argv, result.err)
+        assert str(DUE) in result.out or str(DEAD) in result.out, (argv, result.out)
+        assert _file_state(db) == before, argv
+
+
+def test_open_store_readonly_goes_with_create_false_only(db: Path) -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.connect import open_store
+
+    with pytest.raises(InvalidConfiguration, match="readonly"):
+        open_store(str(db), table="t", create=True, readonly=True)
     assert not db.exists()

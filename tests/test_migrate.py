@@ -209,15 +209,11 @@ def clock() -> ManualClock:
 
 
 def _export(store: ScheduleStore, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
-    from hexeract_lite.migrate import _exporter
-
-    return _exporter(store)(after, limit)
+    return store.export_records(after, limit)
 
 
 def _import(store: ScheduleStore, records: list[ScheduleRecord]) -> int:
-    from hexeract_lite.migrate import _importer
-
-    return _importer(store)(records)
+    return store.import_records(records)
 
 
 # -- the export/import pair, on every store ------------------------------------------------

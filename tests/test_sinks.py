@@ -357,3 +357,25 @@ def test_router_with_bus_and_async_sinks_through_the_worker(
     assert [m.schedule_id for m in mediated] == [to_mediator.schedule_id]
     snap = store.inspect(to_outbox.schedule_id)
     assert snap is not None and snap.last_error is not None and "no sink" in snap.last_error
+
+
+def test_each_bus_handler_gets_its_own_copy_of_the_payload() -> None:
+    bus = InProcessBus()
+    seen: list[Any] = []
+
+    def greedy(m: BusMessage) -> None:
+        m.payload["items"].append("added by the first handler")
+        m.payload["new"] = True
+
+    async def later(m: BusMessage) -> None:
+        seen.append(m.payload)
+
+    bus.subscribe("k", greedy)
+    bus.subscribe("k", lambda m: seen.append(m.payload))
+    bus.subscribe("k", later)
+    published = {"items": [1, 2]}
+    pending = bus.publish_raw("k", uuid.uuid4(), "t", published)
+    asyncio.run(pending)  # type: ignore[arg-type]
+    assert seen == [{"items": [1, 2]}, {"items": [1, 2]}]
+    assert seen[0] is not seen[1]
+    assert published == {"items": [1, 2]}  # nor does the publisher see it

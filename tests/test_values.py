@@ -142,7 +142,7 @@ def test_delay_message() -> None:
     msg = ScheduledMessage.delay(
         target=Target.outbox(), at=at, event_type="e", payload={"k": (1, 2)}
     )
-    assert msg.scheduled_for == datetime(2026, 3, 1, 12, 0, 0, 123_000, tzinfo=UTC)
+    assert msg.scheduled_for == datetime(2026, 3, 1, 12, 0, 0, 124_000, tzinfo=UTC)  # rounded up
     assert msg.trigger == Trigger.delay(msg.scheduled_for)
     assert msg.payload == {"k": [1, 2]}, "the payload is the JSON value it is stored as"
     assert json.loads(msg.payload_json) == {"k": [1, 2]}
@@ -248,7 +248,7 @@ def test_validate_message_refuses_hand_built_bad_values(
 def test_at_normalises_the_new_instant() -> None:
     msg = ScheduledMessage.delay(Target.outbox(), T, "e", 1)
     moved = msg.at(datetime(2026, 3, 1, 13, 0, 0, 999_999, tzinfo=timezone(timedelta(hours=1))))
-    assert moved.scheduled_for == datetime(2026, 3, 1, 12, 0, 0, 999_000, tzinfo=UTC)
+    assert moved.scheduled_for == datetime(2026, 3, 1, 12, 0, 1, tzinfo=UTC)  # rounded up
     assert moved.trigger == Trigger.delay(moved.scheduled_for)
     with pytest.raises(InvalidMessage, match="naive"):
         msg.at(datetime(2026, 1, 1))

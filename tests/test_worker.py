@@ -477,7 +477,8 @@ def test_each_dispatch_of_a_batch_has_its_own_timeout() -> None:
     """Three calls of 0.15 s under a 0.25 s timeout: the batch takes longer than one
     timeout, and no call is cut short."""
     store = InMemoryScheduleStore()
-    msgs = [one_shot(now() - i * S) for i in range(3)]
+    # due a second ago or more: "now" rounds up to the next millisecond when stored
+    msgs = [one_shot(now() - i * S) for i in range(1, 4)]
     store.insert_many(msgs, 3)
     sink = Recorder(lambda m: time.sleep(0.15))
     cfg = SchedulerWorkerConfig(dispatch_timeout=timedelta(milliseconds=250))

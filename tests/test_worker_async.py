@@ -337,8 +337,9 @@ def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
 
     store = Counting()
     msgs = [
+        # due a second ago or more: "now" rounds up to the next millisecond when stored
         ScheduledMessage.delay(Target.outbox(), now() - timedelta(seconds=i), "r", {"i": i})
-        for i in range(3)
+        for i in range(1, 4)
     ]
     store.insert_many(msgs, 3)
 

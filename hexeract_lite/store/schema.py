@@ -27,7 +27,9 @@ MAX_TABLE_NAME_BYTES = 63
 
 
 def validate_table_name(name: object) -> str:
-    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$`` and has at most 63 bytes.
+    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes
+    and does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
+    its own tables, ``sqlite_schema`` and ``sqlite_master`` among them).
 
     Checked before a table name is ever put into SQL, so it cannot inject any;
     anything else raises :class:`InvalidConfiguration` quoting the name.
@@ -35,6 +37,10 @@ def validate_table_name(name: object) -> str:
     if not isinstance(name, str) or not TABLE_NAME_RE.fullmatch(name):
         raise InvalidConfiguration(
             f"invalid table name {name!r}: it must match ^[a-zA-Z_][a-zA-Z0-9_]*$"
+        )
+    if name[:7].lower() == "sqlite_":
+        raise InvalidConfiguration(
+            f"invalid table name {name!r}: names beginning with sqlite_ are SQLite's own"
         )
     if len(name.encode()) > MAX_TABLE_NAME_BYTES:
         raise InvalidConfiguration(

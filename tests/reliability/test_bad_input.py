@@ -24,7 +24,7 @@ import textwrap
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import apsw
@@ -37,6 +37,7 @@ from hexeract_lite import (
     InvalidConfiguration,
     InvalidMessage,
     InvalidTrigger,
+    ManualClock,
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
@@ -162,6 +163,37 @@ def _with_env(action: Callable[[], tuple[int, str]], **env: str) -> tuple[int, s
                 os.environ[key] = value
 
 
+PLUS_14 = timezone(timedelta(hours=14))
+MINUS_14 = timezone(timedelta(hours=-14))
+YEAR_1_PLUS_14 = datetime(1, 1, 1, tzinfo=PLUS_14)  # 0000-12-31T10:00Z: before year 1
+
+
+def _nested(depth: int) -> list[object]:
+    """``[[[...]]]``, ``depth`` lists deep."""
+    outer: list[object] = []
+    inner = outer
+    for _ in range(depth):
+        nested: list[object] = []
+        inner.append(nested)
+        inner = nested
+    return outer
+
+
+DEEP_PAYLOAD = _nested(100_000)
+
+
+class NaiveClock:
+    """A clock returning naive datetimes (a mistake the store must name)."""
+
+    def now(self) -> datetime:
+        return datetime(2026, 3, 1, 12, 0, 0)
+
+
+def _insert_with_naive_clock(w: World) -> None:
+    with SqliteScheduleStore.open(w.db, clock=NaiveClock()) as store:
+        store.insert(_msg(), 3)
+
+
 def _open_dir(w: World) -> None:
     SqliteScheduleStore.open(w.db).close()
 
@@ -197,6 +229,45 @@ CASES: list[Case] = [
         lambda w: w.store.resume(w.ids["paused"], NAIVE),
         InvalidArgument,
         names=("naive", "next"),
+    ),
+    Case(
+        "naive-clock-insert",
+        _insert_with_naive_clock,
+        InvalidConfiguration,
+        names=("clock.now()", "naive", "2026-03-01T12:00:00"),
+    ),
+    # -- values: instants with no UTC equivalent ----------------------------------------
+    Case(
+        "at-year-1-plus-14h",
+        lambda w: w.store.insert(_msg(at=YEAR_1_PLUS_14), 3),
+        InvalidMessage,
+        names=("at", "0001-01-01T00:00:00+14:00", "out of range"),
+    ),
+    Case(
+        "at-year-9999-minus-14h",
+        lambda w: w.store.insert(_msg(at=datetime(9999, 12, 31, 12, tzinfo=MINUS_14)), 3),
+        InvalidMessage,
+        names=("9999-12-31T12:00:00-14:00", "out of range"),
+    ),
+    Case(
+        "at-rounds-up-past-9999",
+        lambda w: w.store.insert(_msg(at=datetime(9999, 12, 31, 23, 59, 59, 999_001, UTC)), 3),
+        InvalidMessage,
+        names=("9999-12-31T23:59:59.999001", "out of range"),
+    ),
+    Case(
+        "first-occurrence-year-1-plus-14h",
+        lambda w: w.store.insert(
+            ScheduledMessage.cron(Target.outbox(), "@daily", YEAR_1_PLUS_14, "ev", {}), 3
+        ),
+        InvalidMessage,
+        names=("first_occurrence", "0001-01-01T00:00:00+14:00"),
+    ),
+    Case(
+        "manual-clock-year-1-plus-14h",
+        lambda w: ManualClock(YEAR_1_PLUS_14),
+        InvalidArgument,
+        names=("ManualClock", "0001-01-01T00:00:00+14:00"),
     ),
     # -- triggers --------------------------------------------------------------------
     Case(
@@ -248,6 +319,12 @@ CASES: list[Case] = [
         lambda w: w.store.insert(_msg(payload=object()), 3),
         InvalidMessage,
         names=("JSON", "object"),
+    ),
+    Case(
+        "payload-nested-100k-deep",
+        lambda w: w.store.insert(_msg(payload=DEEP_PAYLOAD), 3),
+        InvalidMessage,
+        names=("payload", "[[[[[[", "nested too deeply"),
     ),
     Case(
         "payload-over-limit",
@@ -465,6 +542,20 @@ CASES: list[Case] = [
         bytes_unchanged=True,
     ),
     Case(
+        "table-sqlite-schema",
+        lambda w: SqliteScheduleStore.open(w.db, table="sqlite_schema"),
+        InvalidConfiguration,
+        names=("'sqlite_schema'", "sqlite_"),
+        bytes_unchanged=True,
+    ),
+    Case(
+        "table-sqlite-master-any-case",
+        lambda w: SqliteScheduleStore.open(w.db, table="SQLite_Master"),
+        InvalidConfiguration,
+        names=("'SQLite_Master'",),
+        bytes_unchanged=True,
+    ),
+    Case(
         "table-too-long",
         lambda w: SqliteScheduleStore.open(w.db, table="t" * 64),
         InvalidConfiguration,
@@ -561,6 +652,61 @@ CASES: list[Case] = [
         lambda w: w.cli("scheduler", "add", "--at", "2026-03-01T12:00:00", "--event-type", "e"),
         exit_code=2,
         names=("2026-03-01T12:00:00", "timezone"),
+        bytes_unchanged=True,
+    ),
+    Case(
+        "cli-add-at-year-1-plus-14h",
+        lambda w: w.cli(
+            "scheduler", "add", "--at", "0001-01-01T00:00:00+14:00", "--event-type", "e"
+        ),
+        exit_code=2,
+        names=("0001-01-01T00:00:00+14:00", "out of range"),
+        bytes_unchanged=True,
+    ),
+    Case(
+        "cli-add-first-year-9999-minus-14h",
+        lambda w: w.cli(
+            "scheduler",
+            "add",
+            "--cron",
+            "@daily",
+            "--first",
+            "9999-12-31T12:00:00-14:00",
+            "--event-type",
+            "e",
+        ),
+        exit_code=2,
+        names=("9999-12-31T12:00:00-14:00", "out of range"),
+        bytes_unchanged=True,
+    ),
+    Case(
+        "cli-add-payload-nested-100k-deep",
+        lambda w: w.cli(
+            "scheduler",
+            "add",
+            "--in",
+            "5m",
+            "--event-type",
+            "e",
+            "--payload",
+            "[" * 100_000 + "]" * 100_000,
+        ),
+        exit_code=2,
+        names=("nested too deeply", "[[[["),
+        bytes_unchanged=True,
+    ),
+    Case(
+        "cli-table-sqlite-schema",
+        lambda w: w.cli("scheduler", "list", "--table", "sqlite_schema"),
+        exit_code=2,
+        names=("'sqlite_schema'",),
+        bytes_unchanged=True,
+    ),
+    Case(
+        "cli-table-sqlite-master",
+        lambda w: w.cli("scheduler", "inspect", "{pending}", "--table", "sqlite_master"),
+        exit_code=2,
+        names=("'sqlite_master'",),
         bytes_unchanged=True,
     ),
     Case(
