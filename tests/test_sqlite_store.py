@@ -693,7 +693,8 @@ def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClo
         claimed = store.claim_due(T0, 10, LEASE)
         conn = raw(db)
         rows = {
-            bytes(row[0]): row for row in conn.execute(f"SELECT {SELECT_LIST} FROM scheduled_messages")
+            bytes(row[0]): row
+            for row in conn.execute(f"SELECT {SELECT_LIST} FROM scheduled_messages")
         }
         conn.close()
     assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in msgs]

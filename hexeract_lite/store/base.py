@@ -511,10 +511,18 @@ def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     return now
 
 
+_LONGEST = datetime.max.replace(tzinfo=UTC) - datetime.min.replace(tzinfo=UTC)
+"""The span of every instant a store can hold: a longer delay is past the year 9999
+from any now."""
+
+
 def check_retry_in(retry_in: object) -> timedelta:
-    """``retry_in`` must be a timedelta >= 0."""
+    """``retry_in`` must be a timedelta >= 0 and no longer than the span of the
+    instants a store holds (:func:`retry_deadline` checks it against ``now``)."""
     if not isinstance(retry_in, timedelta) or retry_in < timedelta(0):
         raise InvalidConfiguration(f"retry_in must be a timedelta >= 0, got {retry_in!r}")
+    if retry_in > _LONGEST:
+        raise InvalidConfiguration(f"retry_in {retry_in!r} puts the retry past the year 9999")
     return retry_in
 
 
