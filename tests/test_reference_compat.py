@@ -85,7 +85,12 @@ def _insert(conn: apsw.Connection, sid: uuid.UUID, **columns: object) -> None:
 @pytest.fixture
 def reference_db(tmp_path: Path) -> Path:
     """A file as hexeract leaves it: its DDL, rows in its formats, no hexeract_lite marks."""
-    path = tmp_path / "hexeract.db"
+    return make_reference_db(tmp_path)
+
+
+def make_reference_db(folder: Path) -> Path:
+    """``folder/hexeract.db`` as hexeract leaves it (see :func:`reference_db`)."""
+    path = folder / "hexeract.db"
     conn = apsw.Connection(str(path))
     conn.execute(REFERENCE_DDL)
     _insert(conn, DUE)  # created_at from the reference's default

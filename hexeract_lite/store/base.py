@@ -54,7 +54,7 @@ from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage
 from ..message import ScheduledMessage, validate_message
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot
 from .columns import ColumnKind, columns_of_kind
-from .fork import start_afresh_after_fork
+from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
 
 __all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore", "Settlement", "SettlementKind"]
@@ -74,12 +74,20 @@ class ChangeSignal:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._version = 0
         start_afresh_after_fork(self)
 
+    def _before_fork(self) -> bool:
+        return hold(self._mutex, 10)
+
+    def _after_fork_in_parent(self) -> None:
+        self._mutex.release()
+
     def _after_fork_in_child(self) -> None:
-        self._cond = threading.Condition(threading.Lock())  # a parent thread may hold it
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
 
     def version(self) -> int:
         """A counter that moves on every notify."""

@@ -27,7 +27,7 @@ from .base import (
     check_settlements,
     retry_deadline,
 )
-from .fork import start_afresh_after_fork
+from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
 
 __all__ = ["InMemoryScheduleStore"]
@@ -55,8 +55,14 @@ class InMemoryScheduleStore(SettlingStore):
         self._lock = threading.Lock()
         start_afresh_after_fork(self)
 
+    def _before_fork(self) -> bool:
+        return hold(self._lock, 10)  # no call in flight: the child copies whole rows
+
+    def _after_fork_in_parent(self) -> None:
+        self._lock.release()
+
     def _after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()  # a parent thread may have held it at the fork
+        self._lock = threading.Lock()
 
     @property
     def clock(self) -> Clock:

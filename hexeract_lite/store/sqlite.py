@@ -61,7 +61,7 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
-from .fork import AT_FORK_HOOKS, start_afresh_after_fork
+from .fork import AT_FORK_HOOKS, hold, start_afresh_after_fork
 from .record import ScheduleRecord, cached_cron_trigger, cached_target
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
@@ -479,9 +479,19 @@ class SqliteScheduleStore(SettlingStore):
 
     # -- a forked child ------------------------------------------------------------------
 
+    def _before_fork(self) -> bool:
+        """In the forking thread: wait (bounded) for a call in flight, so that no
+        transaction of this store is open at the fork (see :mod:`.fork`)."""
+        assert isinstance(self._lock, type(threading.Lock()))
+        return hold(self._lock, self._busy_timeout.total_seconds() + 10)
+
+    def _after_fork_in_parent(self) -> None:
+        assert isinstance(self._lock, type(threading.Lock()))
+        self._lock.release()
+
     def _after_fork_in_child(self) -> None:
-        """In a child made by fork(), before it runs anything else: a fresh lock (a
-        parent thread may have held this one at the fork) and no connection yet."""
+        """In a child made by fork(), before it runs anything else: a fresh lock and no
+        connection yet (the next call opens the child's own)."""
         self._lock = threading.Lock()
         self._forget_connection()
 
@@ -560,17 +570,20 @@ class SqliteScheduleStore(SettlingStore):
                         raise self._error(what, exc) from exc
                     raise
             finally:
-                if begin is _BEGIN_UNSYNCED:
-                    self._resync()
+                resynced = begin is not _BEGIN_UNSYNCED or self._resync()
+        if not resynced:  # pragma: no cover - a broken connection fails its next call
+            _log.warning("could not restore synchronous=FULL on %s", self._path)
 
-    def _resync(self) -> None:
-        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed"."""
+    def _resync(self) -> bool:
+        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed";
+        False if that failed (logged by the caller, outside the lock)."""
         conn = self._conn
         if conn is not None:
             try:
                 conn.execute(_RESYNC)
-            except apsw.Error:  # pragma: no cover - a broken connection fails its next call
-                _log.warning("could not restore synchronous=FULL on %s", self._path)
+            except apsw.Error:  # pragma: no cover
+                return False
+        return True
 
     def _rollback(self) -> None:
         conn = self._conn

@@ -205,8 +205,11 @@ def connect(
         conn = apsw.Connection(str(path), flags=flags, vfs=vfs)
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc
+    busy_ms = int(busy_timeout.total_seconds() * 1000)
     try:
-        apsw.bestpractice.connection_busy_timeout(conn, int(busy_timeout.total_seconds() * 1000))
+        if readonly:
+            conn = _readable(conn, path, vfs, busy_ms)
+        apsw.bestpractice.connection_busy_timeout(conn, busy_ms)
         apsw.bestpractice.connection_dqs(conn)
         if not readonly:
             if conn.readonly("main"):
@@ -219,6 +222,34 @@ def connect(
         conn.close()
         raise
     return conn
+
+
+_NO_SHARED_MEMORY = {apsw.SQLITE_READONLY_DIRECTORY, apsw.SQLITE_READONLY_CANTINIT}
+
+
+def _readable(
+    conn: apsw.Connection, path: pathlib.Path, vfs: str | None, busy_ms: int
+) -> apsw.Connection:
+    """A read-only connection that can read ``path``: ``conn`` itself, unless the file
+    is in WAL mode and its folder is not writable, so SQLite cannot create the
+    ``-shm`` file its readers share. With no ``-wal`` beside the file no WAL
+    connection is open on it (none could have made one in that folder), and it is
+    opened ``immutable`` instead: read without locks, as SQLite reads read-only media."""
+    try:
+        conn.set_busy_timeout(busy_ms)
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        return conn
+    except apsw.ReadOnlyError as exc:
+        extended = getattr(exc, "extendedresult", None)
+        if extended not in _NO_SHARED_MEMORY or os.path.exists(f"{path}-wal"):
+            conn.close()
+            raise
+    conn.close()
+    return apsw.Connection(
+        f"{path.as_uri()}?mode=ro&immutable=1",
+        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+        vfs=vfs,
+    )
 
 
 def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> StoreError:
