@@ -18,6 +18,7 @@ from hexeract_lite import (
     ManualClock,
     OccurrenceId,
     ScheduledMessage,
+    ScheduleSnapshot,
     ScheduleStatus,
     Target,
 )
@@ -251,10 +252,12 @@ def test_reference_rows_are_claimed_acked_and_listed(
         ScheduleStatus.PENDING,
     ]
     later = pending[3]
+    assert isinstance(later, ScheduleSnapshot)
     assert later.trigger.label() == "cron:*/5 * * * *"
     assert later.target == Target.bus("billing.remind")
     dead = adopted.list_dead_letter()
     assert [s.schedule_id for s in dead] == [DEAD]
+    assert isinstance(dead[0], ScheduleSnapshot)
     assert dead[0].last_error == "RuntimeError: poison"
     done = adopted.inspect(DONE)
     assert done is not None and done.status is ScheduleStatus.DELIVERED

@@ -28,8 +28,8 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
-from hexeract_lite.snapshot import MalformedSchedule
-from hexeract_lite.store.base import Settlement
+from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from hexeract_lite.store.base import ScheduleStore, Settlement
 from hexeract_lite.store.schema import sqlite_ddl
 from hexeract_lite.store.sqlite import (
     META_TABLE,
@@ -401,7 +401,7 @@ def test_many_stores_creating_one_new_file_at_once_share_it(tmp_path: Path) -> N
         t.join(timeout=60)
     assert not errors, errors
     with SqliteScheduleStore.open(db, create=False) as store:
-        assert sorted(s.schedule_id for s in store.list_pending()) == sorted(ids)
+        assert sorted(s.schedule_id for s in store.list_pending() if s.schedule_id) == sorted(ids)
     assert not [name for name in listing(tmp_path) if "creating" in name]
 
 
@@ -665,6 +665,104 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         for occ in claimed:
             assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
         assert store.list_pending() == []
+
+
+LISTED_BADLY = {
+    "leap second": ("scheduled_for", "2026-06-30T23:59:60.000Z"),
+    "february 30": ("scheduled_for", "2099-02-30T00:00:00.000Z"),
+    "created_at": ("created_at", "yesterday"),
+    "cron": ("cron_expr", "61 * * * *"),
+    "id": ("schedule_id", b"\x01\x02"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LISTED_BADLY))
+def test_one_malformed_row_does_not_break_a_listing(
+    db: Path, clock: ManualClock, case: str
+) -> None:
+    """Issue 12.8: a paused row with an instant no worker will ever claim made
+    list_pending fail whole, for ever. The other rows are listed; the bad one is a
+    MalformedSchedule in its place naming the column; inspect names row and column."""
+    column, value = LISTED_BADLY[case]
+    bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 + S, "e", {})
+    good = [one_shot(T0), one_shot(T0 + 2 * S)]
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many([bad, *good], 3)
+        store.set_paused(bad.schedule_id, True)
+        conn = raw(db)
+        conn.execute(
+            f"UPDATE scheduled_messages SET {column} = ? WHERE schedule_id = ?",
+            (value, bad.schedule_id.bytes),
+        )
+        conn.close()
+        listed = store.list_pending()
+        assert len(listed) == 3
+        [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+        assert odd.reason.startswith(column), odd.reason
+        assert odd.status is ScheduleStatus.PAUSED
+        if column == "schedule_id":
+            assert odd.schedule_id is None and odd.raw_id.startswith("b'")
+        else:
+            assert odd.schedule_id == bad.schedule_id and odd.raw_id == str(bad.schedule_id)
+            with pytest.raises(StoreError, match=str(bad.schedule_id)) as info:
+                store.inspect(bad.schedule_id)
+            assert column in str(info.value)
+        assert {s.schedule_id for s in listed if isinstance(s, ScheduleSnapshot)} == {
+            m.schedule_id for m in good
+        }
+        claimed = store.claim_due(T0 + 5 * S, 10, LEASE)
+        assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in good]
+
+
+def test_a_malformed_dead_letter_is_marked_in_its_listing(db: Path, clock: ManualClock) -> None:
+    bad, good = one_shot(), one_shot()
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many([bad, good], 1)
+        for occ in store.claim_due(T0, 10, LEASE):
+            store.mark_dead_lettered(occ.message.schedule_id, "poison", occ.leased_until)
+        conn = raw(db)
+        conn.execute(
+            "UPDATE scheduled_messages SET target_kind = 'email' WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        listed = store.list_dead_letter()
+    [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+    assert odd.schedule_id == bad.schedule_id and "target_kind" in odd.reason
+    assert odd.status is ScheduleStatus.DEAD_LETTERED
+    assert [s.schedule_id for s in listed if isinstance(s, ScheduleSnapshot)] == [good.schedule_id]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_retry_past_the_year_9999_from_now_is_refused_before_writing(db: Path, kind: str) -> None:
+    """Issue 11: a retry_in shorter than the span of instants can still end past 9999
+    from the store's now (here 9000 years from 2026): InvalidConfiguration naming it,
+    and the batch, checked first, writes nothing."""
+    from hexeract_lite import InvalidConfiguration
+
+    clock = ManualClock(T0)
+    with contextlib.ExitStack() as stack:
+        store: ScheduleStore = (
+            InMemoryScheduleStore(clock=clock)
+            if kind == "memory"
+            else stack.enter_context(SqliteScheduleStore.open(db, clock=clock))
+        )
+        a, b = one_shot(), one_shot()
+        store.insert_many([a, b], 3)
+        occs = store.claim_due(T0, 10, LEASE)
+        far = timedelta(days=365 * 8000)
+        with pytest.raises(InvalidConfiguration, match="retry_in") as info:
+            store.settle(
+                [
+                    Settlement.delivered(occs[0].message.schedule_id, occs[0].leased_until),
+                    Settlement.failed(occs[1].message.schedule_id, far, "x", occs[1].leased_until),
+                ]
+            )
+        assert "days=2920000" in str(info.value) and "9999" in str(info.value)
+        for occ in occs:
+            snap = store.inspect(occ.message.schedule_id)
+            assert snap is not None and snap.delivered_at is None, "nothing written"
+            assert snap.leased_until == occ.leased_until
 
 
 def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClock) -> None:

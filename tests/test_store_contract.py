@@ -7,6 +7,7 @@ contract's methods and their results.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -226,6 +227,7 @@ def test_claim_rejects_bad_arguments(
     with pytest.raises(InvalidConfiguration):
         store.claim_due(frozen.now(), batch_size, lease)
     snap = store.list_pending()[0]
+    assert isinstance(snap, ScheduleSnapshot)
     assert snap.attempts == 0 and snap.leased_until is None
 
 
@@ -815,7 +817,7 @@ def test_set_paused_false_only_clears_the_flag(store: ScheduleStore, frozen: Fro
     assert snap is not None and snap.scheduled_for == T0 and snap.status is ScheduleStatus.PENDING
 
 
-RESUMES = {
+RESUMES: dict[str, tuple[Callable[[], ScheduledMessage], datetime | None]] = {
     # the realignment: a cron schedule resumed after its instant has passed
     "cron realigned": (lambda: every_minute(T0), None),
     # the realignment to an explicit instant
@@ -1001,7 +1003,12 @@ def test_list_dead_letter_most_recent_first(store: ScheduleStore, frozen: Frozen
         frozen.shift(S)
     listed = store.list_dead_letter()
     assert [s.schedule_id for s in listed] == [m.schedule_id for m in reversed(msgs)]
-    assert all(s.status is ScheduleStatus.DEAD_LETTERED and s.last_error == "boom" for s in listed)
+    assert all(
+        isinstance(s, ScheduleSnapshot)
+        and s.status is ScheduleStatus.DEAD_LETTERED
+        and s.last_error == "boom"
+        for s in listed
+    )
     assert len(store.list_dead_letter(limit=1)) == 1
     assert store.list_pending() == []
 
