@@ -270,10 +270,12 @@ def test_a_foreign_table_is_refused_before_the_file_changes(tmp_path: Path) -> N
     conn.execute(f"INSERT INTO {TABLE} (body) VALUES ('theirs')")
     conn.close()
     before = _fingerprint(db)
-    for readonly in (False, True):
-        with pytest.raises(StoreError, match="not a scheduler table"):
-            SqliteScheduleStore.open(db, readonly=readonly)
-        assert _fingerprint(db) == before, f"readonly={readonly}"
+    with pytest.raises(StoreError, match="not a scheduler table"):
+        SqliteScheduleStore.open(db)
+    assert _fingerprint(db) == before
+    with pytest.raises(StoreError, match="not a scheduler table"):
+        SqliteScheduleStore.open(db, readonly=True)
+    assert _fingerprint(db) == before
 
 
 def test_a_table_too_new_is_refused_before_the_file_changes(tmp_path: Path) -> None:
