@@ -20,9 +20,10 @@ import logging  # noqa: F401 - imported first, so its own fork hook runs after o
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["AT_FORK_HOOKS", "ForkAware", "hold", "start_afresh_after_fork"]
+__all__ = ["AT_FORK_HOOKS", "ForkAware", "PidCheckingLock", "hold", "start_afresh_after_fork"]
 
 
 class ForkAware(Protocol):
@@ -59,6 +60,27 @@ def hold(lock: threading.Lock, seconds: float) -> bool:
     """Acquire ``lock`` for a fork, waiting at most ``seconds`` (a thread stuck inside a
     call must not stop the process from forking for ever); True if acquired."""
     return lock.acquire(timeout=seconds)
+
+
+class PidCheckingLock:
+    """The store's lock where ``os.register_at_fork`` is missing: every acquisition
+    compares the process id with the one that made it, and in another process starts
+    from a fresh lock and has the store forget its inherited connection first."""
+
+    def __init__(self, on_fork: Callable[[], None]) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._on_fork = on_fork
+
+    def __enter__(self) -> None:
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._on_fork()
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _before() -> None:

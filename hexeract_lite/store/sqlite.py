@@ -20,13 +20,12 @@ behaviour; splitting it would scatter one lock discipline over several files.)
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pathlib
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -46,7 +45,6 @@ from ..errors import (
 )
 from ..message import ScheduledMessage, validate_message
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from ..trigger import Trigger
 from .base import (
     SWEEP_ERROR,
     Settlement,
@@ -61,17 +59,17 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
-from .fork import AT_FORK_HOOKS, hold, start_afresh_after_fork
-from .record import ScheduleRecord, cached_cron_trigger, cached_target
+from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
+from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 from .sqlite_codec import (
     COLUMN_INDEX,
-    decode_id,
     diagnose,
     encode_id,
     encode_instant,
     encode_lease,
+    leased_from_row,
     malformed,
     record_from_row,
     row_from_record,
@@ -83,12 +81,10 @@ from .sqlite_schema import (
     DURABILITY,
     META_TABLE,
     SCHEMA_VERSION,
-    check_path,
     connect,
-    create_database,
     default_database_path,
-    ensure_schema,
-    optimize,
+    memory_sorts,
+    open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
 
@@ -108,54 +104,13 @@ _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
 _RESYNC = "PRAGMA synchronous=FULL"
 _log = logging.getLogger(__name__)
 
-# positions in a row read with SELECT_LIST (the claim decodes its rows by hand)
+# positions in a row read with SELECT_LIST
 _ID = COLUMN_INDEX["schedule_id"]
-_EVENT_TYPE = COLUMN_INDEX["event_type"]
-_PAYLOAD = COLUMN_INDEX["payload"]
-_TRIGGER_KIND = COLUMN_INDEX["trigger_kind"]
-_CRON_EXPR = COLUMN_INDEX["cron_expr"]
-_SCHEDULED_FOR = COLUMN_INDEX["scheduled_for"]
-_TARGET_KIND = COLUMN_INDEX["target_kind"]
-_ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
-_ATTEMPTS = COLUMN_INDEX["attempts"]
-_MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
-_CREATED_AT = COLUMN_INDEX["created_at"]
 
 _INHERITED: list[object] = []
 """Connections a forked child inherited: never used and never closed (SQLite forbids
 either across a fork), kept here so that garbage collection does not close them."""
-
-
-def _leased(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
-    """A row the claim just returned as the occurrence to dispatch: what
-    ``record_from_row(row).leased()`` builds, without the record in between. Shared
-    Target and cron Trigger values, the lease parsed once per claim (``until`` is its
-    text)."""
-    scheduled_for = parse_ts(row[_SCHEDULED_FOR])
-    parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
-    lease_text = row[_LEASED_UNTIL]
-    leased_until = until if lease_text == until_text else parse_ts(lease_text)
-    if row[_TRIGGER_KIND] == "cron":
-        trigger = cached_cron_trigger(row[_CRON_EXPR] or "")
-    else:
-        trigger = Trigger("delay", at=scheduled_for)
-    payload = row[_PAYLOAD]
-    message = ScheduledMessage(
-        schedule_id=decode_id(row[_ID]),
-        event_type=row[_EVENT_TYPE],
-        payload=json.loads(payload),
-        payload_json=payload,
-        target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
-        trigger=trigger,
-        scheduled_for=scheduled_for,
-    )
-    return LeasedOccurrence(
-        message=message,
-        attempts=row[_ATTEMPTS],
-        max_attempts=row[_MAX_ATTEMPTS],
-        leased_until=leased_until,
-    )
 
 
 def _claim_order(occurrence: LeasedOccurrence) -> tuple[datetime, bytes]:
@@ -172,27 +127,6 @@ def _is_duplicate(exc: BaseException) -> bool:
 
 class _DuplicateKey(Exception):
     """Raised inside a write transaction when an insert hits the primary key."""
-
-
-class _PidCheckingLock:
-    """The store's lock where ``os.register_at_fork`` is missing: every acquisition
-    compares the process id with the one that made it, and in another process starts
-    from a fresh lock and has the store forget its inherited connection first."""
-
-    def __init__(self, on_fork: Callable[[], None]) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._on_fork = on_fork
-
-    def __enter__(self) -> None:
-        if os.getpid() != self._pid:
-            self._pid = os.getpid()
-            self._lock = threading.Lock()
-            self._on_fork()
-        self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
 
 
 _STATEMENT_KIND = {
@@ -287,12 +221,12 @@ class SqliteScheduleStore(SettlingStore):
         self._portable: PortableReads | None = PortableReads(table) if readonly else None
         self._current = version == SCHEMA_VERSION
         self._reopen = False
-        self._lock: threading.Lock | _PidCheckingLock
+        self._lock: threading.Lock | PidCheckingLock
         if AT_FORK_HOOKS:
             self._lock = threading.Lock()
             start_afresh_after_fork(self)
         else:  # pragma: no cover - no os.register_at_fork (nor fork): check the pid
-            self._lock = _PidCheckingLock(self._forget_connection)
+            self._lock = PidCheckingLock(self._forget_connection)
 
     # -- opening -------------------------------------------------------------------
 
@@ -371,32 +305,15 @@ class SqliteScheduleStore(SettlingStore):
             )
         if not isinstance(readonly, bool):
             raise InvalidConfiguration(f"readonly must be a bool, got {readonly!r}")
-        create = create and not readonly
-        db = check_path(path, create)
-        if not db.exists():
-            create_database(db, table, busy_timeout, vfs)
-        # An existing file is never deleted or rewritten when opening it fails.
-        connection = connect(db, durability, busy_timeout, vfs, readonly=readonly)
-        try:
-            version = ensure_schema(
-                connection,
-                table,
-                db,
-                create=create,
-                busy_timeout=busy_timeout,
-                readonly=readonly,
-            )
-            if not readonly:
-                optimize(connection, busy_timeout)
-            # The claim merges two index walks and sorts at most 2 x batch_size rows;
-            # with SQLite's default file-backed temp store those tiny sorts cost more
-            # than the rest of the claim. Every sort the store runs is bounded by a
-            # batch size or a limit. (Set after the schema work: adopting a big table
-            # sorts its rows into indexes.)
-            connection.pragma("temp_store", "MEMORY")
-        except BaseException:
-            connection.close()
-            raise
+        db, connection, version = open_database(
+            path,
+            table,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            create=create and not readonly,
+            vfs=vfs,
+            readonly=readonly,
+        )
         return cls(
             connection=connection,
             path=db,
@@ -510,7 +427,7 @@ class SqliteScheduleStore(SettlingStore):
             self._path, self._durability, self._busy_timeout, self._vfs, readonly=self._readonly
         )
         try:
-            conn.pragma("temp_store", "MEMORY")
+            memory_sorts(conn)
         except apsw.Error as exc:
             conn.close()
             raise self._error("reopening after fork", exc) from exc
@@ -716,7 +633,7 @@ class SqliteScheduleStore(SettlingStore):
         bad: list[tuple[Sequence[Any], Exception]] = []
         for row in rows:  # decoded after the commit: the write lock is held for SQL only
             try:
-                claimed.append(_leased(row, until_text, until))
+                claimed.append(leased_from_row(row, until_text, until))
             except Exception as exc:
                 bad.append((row, exc))
         if bad:

@@ -17,11 +17,11 @@ from typing import Any
 
 from .._time import format_ts, parse_ts
 from ..errors import InvalidConfiguration, InvalidMessage, InvalidTrigger
-from ..message import Target
-from ..snapshot import MalformedSchedule, ScheduleStatus
-from ..trigger import CronExpression
+from ..message import ScheduledMessage, Target
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ..trigger import CronExpression, Trigger
 from .columns import COLUMN_NAMES, COLUMNS, ColumnKind
-from .record import ScheduleRecord
+from .record import ScheduleRecord, cached_cron_trigger, cached_target
 
 __all__ = [
     "COLUMN_INDEX",
@@ -32,6 +32,7 @@ __all__ = [
     "encode_id",
     "encode_instant",
     "encode_lease",
+    "leased_from_row",
     "malformed",
     "record_from_row",
     "row_from_record",
@@ -145,6 +146,52 @@ def row_from_record(record: ScheduleRecord) -> tuple[Any, ...]:
                 f" got {getattr(record, name)}"
             )
     return tuple(encode(getattr(record, name)) for name, encode in _ENCODERS)
+
+
+# positions the claim decodes by hand
+_ID = COLUMN_INDEX["schedule_id"]
+_EVENT_TYPE = COLUMN_INDEX["event_type"]
+_PAYLOAD = COLUMN_INDEX["payload"]
+_TRIGGER_KIND = COLUMN_INDEX["trigger_kind"]
+_CRON_EXPR = COLUMN_INDEX["cron_expr"]
+_SCHEDULED_FOR = COLUMN_INDEX["scheduled_for"]
+_TARGET_KIND = COLUMN_INDEX["target_kind"]
+_ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
+_ATTEMPTS = COLUMN_INDEX["attempts"]
+_MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
+_LEASED_UNTIL = COLUMN_INDEX["leased_until"]
+_CREATED_AT = COLUMN_INDEX["created_at"]
+
+
+def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
+    """A row the claim just returned as the occurrence to dispatch: what
+    ``record_from_row(row).leased()`` builds, without the record in between (the
+    claim's hot path). Shared Target and cron Trigger values, the lease parsed once per
+    claim (``until`` is its text). A row that does not decode raises."""
+    scheduled_for = parse_ts(row[_SCHEDULED_FOR])
+    parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
+    lease_text = row[_LEASED_UNTIL]
+    leased_until = until if lease_text == until_text else parse_ts(lease_text)
+    if row[_TRIGGER_KIND] == "cron":
+        trigger = cached_cron_trigger(row[_CRON_EXPR] or "")
+    else:
+        trigger = Trigger("delay", at=scheduled_for)
+    payload = row[_PAYLOAD]
+    message = ScheduledMessage(
+        schedule_id=decode_id(row[_ID]),
+        event_type=row[_EVENT_TYPE],
+        payload=json.loads(payload),
+        payload_json=payload,
+        target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
+        trigger=trigger,
+        scheduled_for=scheduled_for,
+    )
+    return LeasedOccurrence(
+        message=message,
+        attempts=row[_ATTEMPTS],
+        max_attempts=row[_MAX_ATTEMPTS],
+        leased_until=leased_until,
+    )
 
 
 # -- rows that do not decode -------------------------------------------------------------

@@ -57,6 +57,8 @@ __all__ = [
     "create_database",
     "default_database_path",
     "ensure_schema",
+    "open_database",
+    "memory_sorts",
     "open_error",
     "optimize",
 ]
@@ -92,6 +94,46 @@ def default_database_path() -> pathlib.Path:
     """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
     ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
     return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
+
+
+def open_database(
+    path: str | os.PathLike[str] | None,
+    table: str,
+    *,
+    durability: str,
+    busy_timeout: timedelta,
+    create: bool,
+    vfs: str | None,
+    readonly: bool,
+) -> tuple[pathlib.Path, apsw.Connection, int]:
+    """Every step of opening, in order: the absolute path, the file created when it is
+    missing (``create``), the configured connection, the table checked and (unless
+    ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA optimize``. Returns the
+    path, the connection and the table's version. An existing file is never deleted
+    or rewritten when opening it fails."""
+    db = check_path(path, create)
+    if not db.exists():
+        create_database(db, table, busy_timeout, vfs)
+    connection = connect(db, durability, busy_timeout, vfs, readonly=readonly)
+    try:
+        version = ensure_schema(
+            connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
+        )
+        if not readonly:
+            optimize(connection, busy_timeout)
+        memory_sorts(connection)  # after the schema work: adopting a big table sorts it
+    except BaseException:
+        connection.close()
+        raise
+    return db, connection, version
+
+
+def memory_sorts(conn: apsw.Connection) -> None:
+    """``temp_store=MEMORY`` for the store's own statements: the claim merges two index
+    walks and sorts at most 2 x batch_size rows, and with SQLite's default file-backed
+    temp store those tiny sorts cost more than the rest of the claim. Every sort the
+    store runs is bounded by a batch size or a limit."""
+    conn.pragma("temp_store", "MEMORY")
 
 
 # -- the file ------------------------------------------------------------------------
