@@ -394,6 +394,17 @@ def test_a_memory_store_in_a_forked_child_is_a_copy_with_a_fresh_lock() -> None:
     assert len(store) == 1, "the parent's store is its own"
 
 
+def test_a_store_cannot_be_pickled_and_says_what_to_do(tmp_path: Path) -> None:
+    """What a spawned process or a process pool would need: one store per process."""
+    import pickle
+
+    with (
+        SqliteScheduleStore.open(tmp_path / "s.db") as store,
+        pytest.raises(TypeError, match="open the store in each process"),
+    ):
+        pickle.dumps(store)
+
+
 # -- creating one file from many places without hard links (issue 11) ---------------------
 
 

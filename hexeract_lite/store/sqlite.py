@@ -177,12 +177,14 @@ class SqliteScheduleStore(SettlingStore):
     - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
       any kind, inserts included, may roll back in a power cut or OS crash.
 
-    Processes: a store used in a child made by ``fork()`` (``multiprocessing``'s
-    ``fork`` start method, pre-fork servers) opens its own connection there on its
-    first call, with a fresh lock; the inherited connection is left untouched (SQLite
-    forbids using or closing a connection across a fork). The parent's store goes on
-    as before. Stores passed to ``spawn``/``forkserver`` children or a
-    ``ProcessPoolExecutor`` are not picklable: open one in each process instead.
+    Processes: ``fork()`` (``multiprocessing``'s ``fork`` start method, pre-fork
+    servers) waits for the store's call in flight, if any (bounded by
+    ``busy_timeout``), so that no transaction is open at the fork. The child's store
+    opens its own connection on its first call, with a fresh lock; the inherited
+    connection is left untouched (SQLite forbids using or closing a connection across
+    a fork), and the parent's store goes on as before. A store cannot be pickled (to a
+    ``spawn``/``forkserver`` child or a ``ProcessPoolExecutor`` task): open one in
+    each process instead.
 
     Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
     full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
@@ -377,6 +379,12 @@ class SqliteScheduleStore(SettlingStore):
 
     def __repr__(self) -> str:
         return f"SqliteScheduleStore({str(self._path)!r}, table={self._table!r})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self!r} cannot be pickled (to a spawned process or a process pool): open"
+            " the store in each process with SqliteScheduleStore.open(path)"
+        )
 
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes when another connection commits to the file.
