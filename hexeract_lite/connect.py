@@ -91,14 +91,8 @@ class ConnTarget:
         """The password embedded in a PostgreSQL URL, if any (for :func:`scrub`)."""
         if self.kind != "postgres" or not self.url:
             return None
-        try:
-            password = urllib.parse.urlsplit(self.url).password
-        except ValueError:
-            password = None
-        if password:
-            return password
-        match = _KV_PASSWORD_RE.search(self.url)
-        return match.group("pw") if match else None
+        found = _passwords(self.url)
+        return found[0] if found else None
 
 
 def _default_path() -> Path:
@@ -145,8 +139,25 @@ def parse_conn(conn: str | None) -> ConnTarget:
     )
 
 
+def _passwords(conn: str) -> list[str]:
+    """Every password spelled in a connection string: a URL's ``user:password@``, and
+    ``password=...`` (a query parameter or a libpq keyword)."""
+    found: list[str] = []
+    if _SCHEME_RE.match(conn):
+        try:
+            password = urllib.parse.urlsplit(conn).password
+        except ValueError:
+            password = None
+        if password:
+            found.append(password)
+    for regex in (_URL_PASSWORD_RE, _KV_PASSWORD_RE):
+        found.extend(match.group("pw") for match in regex.finditer(conn))
+    return [p for p in found if p]
+
+
 def redact_conn(conn: str) -> str:
-    """``conn`` with any password replaced by ``***``.
+    """``conn`` with any password replaced by ``***``: the printable form of a
+    connection string (a libpq URL or ``key=value`` string).
 
     ``postgresql://user:secret@host/db`` becomes ``postgresql://user:***@host/db``;
     ``password=...`` (a query parameter or a libpq keyword) becomes ``password=***``.
@@ -156,32 +167,23 @@ def redact_conn(conn: str) -> str:
 
 
 def scrub(text: str, conn: str | ConnTarget | None) -> str:
-    """``text`` with every password removed: the one in ``conn`` (raw and
-    percent-decoded), and any that a URL or ``password=`` inside ``text`` carries.
+    """``text`` with every password removed: any that ``conn`` (a connection string of
+    any spelling, or a parsed one) carries, raw, percent-encoded and -decoded, and any
+    that a URL or ``password=`` inside ``text`` carries.
 
     Use it on anything that may quote a connection string: driver error messages,
-    tracebacks, log lines.
+    tracebacks, log lines. The one redaction of the package: the PostgreSQL store
+    scrubs its driver's messages with it too.
     """
     text = redact_conn(text)
-    target: ConnTarget | None
-    if isinstance(conn, ConnTarget) or conn is None:
-        target = conn
-    else:
-        try:
-            target = parse_conn(conn)
-        except UnsupportedConnection:
-            target = None
+    raw = conn.url if isinstance(conn, ConnTarget) else conn
     secrets: set[str] = set()
-    if target is not None:
-        password = target.password()
-        if password:
-            secrets.add(password)
-            secrets.add(urllib.parse.quote(password, safe=""))
-            secrets.add(urllib.parse.unquote(password))
-    elif isinstance(conn, str):
-        for regex in (_URL_PASSWORD_RE, _KV_PASSWORD_RE):
-            for match in regex.finditer(conn):
-                secrets.add(match.group("pw"))
+    for password in _passwords(raw or ""):
+        secrets.add(password)
+        secrets.add(urllib.parse.quote(password, safe=""))
+        secrets.add(urllib.parse.unquote(password))
+        if len(password) >= 2 and password[0] == password[-1] == "'":
+            secrets.add(password[1:-1].replace("\\'", "'").replace("\\\\", "\\"))
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text

@@ -12,6 +12,7 @@ would hide that it did not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable
@@ -88,12 +89,19 @@ def unique_table(prefix: str = "t") -> str:
 
 
 def drop_table(url: str, table: str) -> None:
-    """Drop ``table`` (and its indexes) if it exists."""
+    """Drop ``table`` (and its indexes) if it exists, and forget its schema version."""
     import psycopg
     from psycopg import sql
 
+    from hexeract_lite.store.postgres_schema import META_TABLE
+
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+        if conn.execute("SELECT to_regclass(%s)", [META_TABLE]).fetchone() != (None,):
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE table_name = %s").format(sql.Identifier(META_TABLE)),
+                [table],
+            )
 
 
 def open_scratch_store(
@@ -135,3 +143,85 @@ def postgres_store_factory() -> Callable[[Path], ScheduleStore] | None:
         return open_scratch_store()
 
     return factory
+
+
+class TcpProxy:
+    """A TCP forwarder to the test server, on 127.0.0.1, that a test can take away.
+
+    ``url`` is the server's URL with this proxy's port. :meth:`cut` closes the
+    listening socket and every forwarded connection at once: to a client, the server
+    is gone (connections reset, new ones refused).
+    """
+
+    def __init__(self, url: str) -> None:
+        import socket
+        import threading
+
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        params = conninfo_to_dict(url)
+        self._target = (str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        port = self._listener.getsockname()[1]
+        params.update(host="127.0.0.1", port=str(port))
+        self.url = str(make_conninfo("", **params))
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self._target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                if self._cut:
+                    client.close()
+                    server.close()
+                    return
+                self._sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: object, dst: object) -> None:
+        import socket
+
+        assert isinstance(src, socket.socket) and isinstance(dst, socket.socket)
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Take the server away: refuse new connections, reset the open ones."""
+        import socket
+        import struct
+
+        with self._lock:
+            self._cut = True
+            sockets, self._sockets = self._sockets, []
+        self._listener.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # then RST on close: the server's host is gone
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(OSError):  # wakes the forwarding thread blocked on it
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()

@@ -140,6 +140,32 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
     _no_secret_anywhere(info.value)
 
 
+def test_a_key_value_conninfo_is_shown_without_its_password() -> None:
+    conninfo = f"host=127.0.0.1 port=1 user=app password={SECRET} dbname=db connect_timeout=2"
+    with pytest.raises(StoreError, match=r"host=127.0.0.1 port=1 user=app password=\*\*\*") as info:
+        PostgresScheduleStore.open(conninfo)
+    _no_secret_anywhere(info.value)
+
+
+@pytest.mark.parametrize(
+    "conninfo",
+    [
+        f"host=h user=app password={SECRET} dbname=db",
+        f"host=h password='{SECRET}' dbname=db",
+        f"postgresql://app:{SECRET}@h/db",
+        f"postgresql://h/db?user=app&password={SECRET}",
+    ],
+)
+def test_one_scrub_removes_the_password_of_every_spelling(conninfo: str) -> None:
+    """The store and the CLI share connect.scrub: a driver message quoting the bare
+    password loses it, whatever the connection string's spelling."""
+    from hexeract_lite.connect import scrub
+
+    message = f'FATAL: password "{SECRET}" rejected for user "app"'
+    assert SECRET not in scrub(message, conninfo)
+    assert "rejected for user" in scrub(message, conninfo)
+
+
 def test_ci_without_a_server_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pg, "server", lambda: (None, "no server here"))
     monkeypatch.setenv("CI", "true")
@@ -220,25 +246,45 @@ def test_the_table_has_the_reference_layout(store: PostgresScheduleStore, pg_url
         f"CREATE INDEX idx_{t}_dead_letter ON public.{t} USING btree (dead_lettered_at)"
         " WHERE (dead_lettered_at IS NOT NULL)"
     )
-    # hexeract_lite's own, under its own names: the claim order, the sweep, the wake-up
-    assert indexes[f"idx_{t}_claim"] == (
-        f"CREATE INDEX idx_{t}_claim ON public.{t} USING btree (scheduled_for, schedule_id) {live}"
+    # hexeract_lite's own, under its own names: the claim (fresh rows and expired leases),
+    # the sweep, the wake-up
+    unleased = live.replace("WHERE (", "WHERE ((leased_until IS NULL) AND ")
+    assert indexes[f"idx_{t}_due"] == (
+        f"CREATE INDEX idx_{t}_due ON public.{t} USING btree (scheduled_for, schedule_id)"
+        f" {unleased}"
     )
-    assert f"idx_{t}_leased" in indexes and f"idx_{t}_exhausted" in indexes
+    assert "GREATEST(scheduled_for, leased_until)" in indexes[f"idx_{t}_reclaim"]
+    assert f"idx_{t}_exhausted" in indexes
 
 
 @pytest.mark.postgres
-def test_the_claim_reads_the_claim_order_index(store: PostgresScheduleStore, pg_url: str) -> None:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("SET enable_seqscan = off")  # a small table: ask which index, not whether
-        claim = store._sql.claim.as_string(conn)
-        plan = conn.execute(
-            b"EXPLAIN " + claim.encode(),
-            {"now": T0, "until": T0 + LEASE, "batch_size": 10},
-        ).fetchall()
-    text = "\n".join(row[0] for row in plan)
-    assert f"idx_{store.table}_claim" in text, text
-    assert "Sort" not in text, text
+@pytest.mark.parametrize("use_database_clock", [False, True])
+def test_the_claim_reads_fresh_rows_and_expired_leases_from_their_indexes(
+    pg_url: str, table: str, use_database_clock: bool
+) -> None:
+    """Rows in flight or in backoff, scheduled before the fresh ones, are in neither
+    index range the claim reads (it would otherwise walk them all, every claim)."""
+    now = datetime.now(UTC)
+    with PostgresScheduleStore.open(
+        pg_url, table=table, use_database_clock=use_database_clock
+    ) as store:
+        held = [one_shot(now - timedelta(hours=2) + timedelta(seconds=i)) for i in range(400)]
+        fresh = [one_shot(now - timedelta(hours=1) + timedelta(seconds=i)) for i in range(50)]
+        store.insert_many(held, 3)
+        assert len(store.claim_due(now, 400, timedelta(hours=1))) == 400
+        store.insert_many(fresh, 3)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'ANALYZE "{table}"'.encode())
+            conn.execute("SET enable_seqscan = off")  # a small table: ask which index
+            claim = store._sql.claim.as_string(conn)
+            params = {"now": now, "until": now + LEASE, "lease_ms": 30_000, "batch_size": 10}
+            plan = conn.execute(b"EXPLAIN " + claim.encode(), params).fetchall()
+        text = "\n".join(row[0] for row in plan)
+        assert f"Index Scan using idx_{table}_due" in text, text
+        assert f"Index Scan using idx_{table}_reclaim" in text, text
+        assert [o.message.schedule_id for o in store.claim_due(now, 10, LEASE)] == [
+            m.schedule_id for m in fresh[:10]
+        ]
 
 
 @pytest.mark.postgres

@@ -36,28 +36,54 @@ inserted whenever the payload has no object with several keys out of that order 
 exponent-form number. Compare decoded payloads when that matters. A string holding
 NUL (``\\u0000``) cannot be stored in ``JSONB`` and is rejected with
 :class:`~hexeract_lite.errors.InvalidMessage`.
+
+Waits
+-----
+Every wait is bounded (see :meth:`PostgresScheduleStore.open`): connecting, getting
+a pooled connection, waiting for a lock another session holds, and a statement as a
+whole. Running out raises :class:`~hexeract_lite.errors.StoreError` saying which
+bound ran out and how long it was.
+
+Processes
+---------
+A store used in a child made by ``os.fork()`` (``multiprocessing``'s default on
+Linux, pre-fork servers, ``ProcessPoolExecutor``) does not touch the connections it
+inherited: they belong to the parent, which goes on using them. The child abandons
+them (never closing them, which would end the parent's sessions) and connects afresh
+on its first call.
+
+Other processes' changes
+------------------------
+After a commit that may make work claimable, a store sends a ``NOTIFY`` on its
+table's channel; a store that claims listens on it (one extra connection, from its
+first claim on) and signals :attr:`~PostgresScheduleStore.changes`, which an idle
+worker waits on. See :mod:`.postgres_listen` and ``open(listen=...)``.
+
+Malformed rows
+--------------
+A row another tool or a hand edit wrote in a shape no schedule has (an unparseable
+cron expression, an unknown kind, an instant outside the years 1-9999) is never
+dispatched: a claim dead-letters it at once, with a ``last_error`` naming the column,
+and returns the rows claimed with it. Listings return a
+:class:`~hexeract_lite.snapshot.MalformedSchedule` in its place; ``inspect`` raises
+:class:`~hexeract_lite.errors.StoreError` naming the schedule and the column.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, LiteralString
-from urllib.parse import quote
+from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import TupleRow
-from psycopg_pool import ConnectionPool
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
+from ..connect import redact_conn
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
@@ -68,136 +94,50 @@ from ..errors import (
     StoreError,
 )
 from ..message import ScheduledMessage
-from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
-    ScheduleStore,
     Settlement,
     SettlementKind,
+    SettlingStore,
     check_claim,
     check_export,
     check_limit,
     check_max_attempts,
     check_messages,
     check_records,
-    check_retry_in,
     check_schedule_id,
     check_settlements,
 )
-from .postgres_schema import PENDING_PREDICATE, POSTGRES_COLUMNS, postgres_ddl
+from .columns import COLUMN_NAMES
+from .postgres_connections import (
+    Conn,
+    Connections,
+    check_pool_sizes,
+    connect,
+    conninfo_connect_timeout,
+    conninfo_params,
+)
+from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
+from .postgres_schema import ensure_schema
+from .postgres_session import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_POOL_TIMEOUT,
+    DEFAULT_STATEMENT_TIMEOUT,
+    Timeouts,
+    store_error,
+)
+from .postgres_sql import Statements
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 
 __all__ = ["PostgresScheduleStore"]
 
+_log = logging.getLogger(__name__)
+
 _MAX_INT4 = 2**31 - 1
 _ONE_MS = timedelta(milliseconds=1)
-_DEFAULT_CONNECT_TIMEOUT = 10
-
-_Conn = psycopg.Connection[TupleRow]
-
-# -- connection strings ---------------------------------------------------------------
-
-
-def _password_of(params: Mapping[str, Any]) -> str | None:
-    value = params.get("password")
-    return str(value) if value else None
-
-
-def _display(params: Mapping[str, Any]) -> str:
-    """A password-free URL naming the server, rebuilt from parsed connection params.
-
-    Rebuilt rather than redacted, so that no spelling of a password that a pattern
-    might miss can reach a message.
-    """
-    user = quote(str(params.get("user") or ""), safe="")
-    if user and params.get("password"):
-        user += ":***"
-    host = quote(str(params.get("host") or params.get("hostaddr") or ""), safe=",:[]")
-    port = str(params.get("port") or "")
-    if port and "," not in host:
-        host += f":{port}"
-    dbname = quote(str(params.get("dbname") or ""), safe="")
-    return f"postgresql://{user + '@' if user else ''}{host}/{dbname}"
-
-
-# -- SQL ---------------------------------------------------------------------------
-
-_NOT_TERMINAL: LiteralString = (
-    "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_at IS NULL"
-)
-_PENDING: LiteralString = PENDING_PREDICATE
-_COLUMNS: tuple[LiteralString, ...] = (
-    "schedule_id",
-    "event_type",
-    "payload",
-    "trigger_kind",
-    "cron_expr",
-    "scheduled_for",
-    "target_kind",
-    "target_routing_key",
-    "attempts",
-    "max_attempts",
-    "leased_until",
-    "paused",
-    "last_error",
-    "created_at",
-    "delivered_at",
-    "cancelled_at",
-    "dead_lettered_at",
-)
-assert tuple(name for name, _ in POSTGRES_COLUMNS) == _COLUMNS
-_TEXT_COLUMNS: tuple[str, ...] = (
-    "event_type",
-    "trigger_kind",
-    "cron_expr",
-    "target_kind",
-    "target_routing_key",
-    "last_error",
-)
-"""The text columns (the payload is JSON, checked by the server)."""
-
-
-def _select_list(alias: LiteralString | None = None) -> sql.Composable:
-    """The columns in :class:`ScheduleRecord` order; the payload as JSON text."""
-    items: list[sql.Composable] = []
-    for name in _COLUMNS:
-        ident = sql.Identifier(alias, name) if alias else sql.Identifier(name)
-        items.append(sql.SQL("{}::text").format(ident) if name == "payload" else ident)
-    return sql.SQL(", ").join(items)
-
-
-def _canonical_json(text: str) -> str:
-    return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    return None if value is None else to_utc_ms(value, "timestamp")
-
-
-def _record(row: Sequence[Any]) -> ScheduleRecord:
-    scheduled_for = _utc(row[5])
-    created_at = _utc(row[13])
-    assert scheduled_for is not None and created_at is not None
-    return ScheduleRecord(
-        schedule_id=row[0],
-        event_type=row[1],
-        payload=_canonical_json(row[2]),
-        trigger_kind=row[3],
-        cron_expr=row[4],
-        scheduled_for=scheduled_for,
-        target_kind=row[6],
-        target_routing_key=row[7],
-        attempts=row[8],
-        max_attempts=row[9],
-        leased_until=_utc(row[10]),
-        paused=bool(row[11]),
-        last_error=row[12],
-        created_at=created_at,
-        delivered_at=_utc(row[14]),
-        cancelled_at=_utc(row[15]),
-        dead_lettered_at=_utc(row[16]),
-    )
+_MALFORMED = "malformed row, dead-lettered without dispatch: "
 
 
 def _whole_ms(delta: timedelta) -> int:
@@ -205,162 +145,10 @@ def _whole_ms(delta: timedelta) -> int:
     return delta // _ONE_MS
 
 
-def _lock_key(table: str) -> int:
-    """A signed 64-bit advisory-lock key for creating ``table``."""
-    digest = hashlib.sha256(f"hexeract_lite:create:{table}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+# -- the store ----------------------------------------------------------------------
 
 
-class _Statements:
-    """Every statement of one store, composed once with the table name and the clock."""
-
-    def __init__(self, table: str, use_database_clock: bool) -> None:
-        t = sql.Identifier(table)
-        if use_database_clock:
-            now: sql.Composable = sql.SQL("date_trunc('milliseconds', statement_timestamp())")
-            plus_ms = sql.SQL("({} + {} * INTERVAL '1 millisecond')")
-            until: sql.Composable = plus_ms.format(now, sql.Placeholder("lease_ms"))
-            deadline: sql.Composable = plus_ms.format(now, sql.Placeholder("retry_ms"))
-        else:
-            now = sql.Placeholder("now")
-            until = sql.Placeholder("until")
-            deadline = sql.Placeholder("deadline")
-        cols = _select_list()
-
-        def q(text: LiteralString, **extra: sql.Composable) -> sql.Composed:
-            return sql.SQL(text).format(
-                t=t,
-                now=now,
-                cols=cols,
-                not_terminal=sql.SQL(_NOT_TERMINAL),
-                pending=sql.SQL(_PENDING),
-                **extra,
-            )
-
-        self.insert = q(
-            "INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
-            " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at)"
-            " SELECT u.id, u.event_type, u.payload::jsonb, u.trigger_kind, u.cron_expr,"
-            " u.scheduled_for, u.target_kind, u.routing_key, 0, %(max_attempts)s,"
-            " NULL, FALSE, NULL, {now}"
-            " FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(payloads)s::text[],"
-            " %(trigger_kinds)s::text[], %(cron_exprs)s::text[],"
-            " %(scheduled_fors)s::timestamptz[], %(target_kinds)s::text[],"
-            " %(routing_keys)s::text[])"
-            " AS u(id, event_type, payload, trigger_kind, cron_expr, scheduled_for,"
-            " target_kind, routing_key)"
-            " ON CONFLICT (schedule_id) DO NOTHING"
-            " RETURNING schedule_id"
-        )
-        # The claim is one statement: lock due rows (skipping rows another claim holds),
-        # stamp them, return them. RETURNING order is unspecified: the caller sorts.
-        self.claim = q(
-            "UPDATE {t} AS t SET attempts = t.attempts + 1, leased_until = {until}"
-            " FROM (SELECT schedule_id FROM {t}"
-            " WHERE scheduled_for <= {now} AND {pending} AND attempts < max_attempts"
-            " AND (leased_until IS NULL OR leased_until <= {now})"
-            " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s"
-            " FOR UPDATE SKIP LOCKED) AS c"
-            " WHERE t.schedule_id = c.schedule_id"
-            " RETURNING {returning}",
-            until=until,
-            returning=_select_list("t"),
-        )
-        fence: LiteralString = (
-            " WHERE schedule_id = %(id)s AND leased_until = %(lease)s AND {not_terminal}"
-        )
-        self.mark_delivered = q("UPDATE {t} SET delivered_at = {now}, leased_until = NULL" + fence)
-        self.reschedule = q(
-            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, leased_until = NULL,"
-            " last_error = NULL" + fence
-        )
-        self.mark_failed = q(
-            "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence,
-            deadline=deadline,
-        )
-        self.mark_dead_lettered = q(
-            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
-            " leased_until = NULL" + fence
-        )
-        self.release = q(
-            "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
-        )
-        self.sweep = q(
-            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
-            " leased_until = NULL"
-            " WHERE {pending} AND attempts >= max_attempts"
-            " AND (leased_until IS NULL OR leased_until <= {now})"
-        )
-        # min over non-terminal, non-paused rows of max(scheduled_for, leased_until),
-        # split so that each half reads a partial index instead of every pending row
-        self.next_wakeup = q(
-            "SELECT LEAST("
-            "(SELECT scheduled_for FROM {t} WHERE {pending} AND leased_until IS NULL"
-            " ORDER BY scheduled_for LIMIT 1),"
-            "(SELECT min(GREATEST(scheduled_for, leased_until)) FROM {t}"
-            " WHERE {pending} AND leased_until IS NOT NULL))"
-        )
-        self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
-        self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
-        self.cancel = q(
-            "UPDATE {t} SET cancelled_at = {now}, leased_until = NULL"
-            " WHERE schedule_id = %(id)s AND {not_terminal}"
-        )
-        self.set_paused = q(
-            "UPDATE {t} SET paused = %(paused)s"
-            " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
-        )
-        self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
-        self.realign = q(
-            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
-            " leased_until = NULL, paused = FALSE WHERE schedule_id = %(id)s"
-        )
-        self.unpause = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
-        self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(now_value)s, attempts = 0, leased_until = NULL,"
-            " last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
-            " WHERE schedule_id = %(id)s"
-        )
-        self.inspect = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
-        self.list_pending = q(
-            "SELECT {cols} FROM {t} WHERE {not_terminal}"
-            " ORDER BY scheduled_for, schedule_id LIMIT %(limit)s"
-        )
-        self.list_dead_letter = q(
-            "SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT %(limit)s"
-        )
-        # export pages walk the primary key; import inserts every column as given, the
-        # arrays sent in binary (quoting their text form cost more than the INSERT)
-        self.export_first = q("SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT %(limit)s")
-        self.export_after = q(
-            "SELECT {cols} FROM {t} WHERE schedule_id > %(after)s"
-            " ORDER BY schedule_id LIMIT %(limit)s"
-        )
-        self.import_rows = q(
-            "INSERT INTO {t} ({names})"
-            " SELECT u.schedule_id, u.event_type, u.payload::jsonb, u.trigger_kind,"
-            " u.cron_expr, u.scheduled_for, u.target_kind, u.target_routing_key,"
-            " u.attempts, u.max_attempts, u.leased_until, u.paused, u.last_error,"
-            " u.created_at, u.delivered_at, u.cancelled_at, u.dead_lettered_at"
-            " FROM unnest(%(schedule_id)b::uuid[], %(event_type)b::text[],"
-            " %(payload)b::text[], %(trigger_kind)b::text[], %(cron_expr)b::text[],"
-            " %(scheduled_for)b::timestamptz[], %(target_kind)b::text[],"
-            " %(target_routing_key)b::text[], %(attempts)b::int4[], %(max_attempts)b::int4[],"
-            " %(leased_until)b::timestamptz[], %(paused)b::bool[], %(last_error)b::text[],"
-            " %(created_at)b::timestamptz[], %(delivered_at)b::timestamptz[],"
-            " %(cancelled_at)b::timestamptz[], %(dead_lettered_at)b::timestamptz[])"
-            " AS u({names})"
-            " ON CONFLICT (schedule_id) DO NOTHING",
-            names=sql.SQL(", ").join(sql.Identifier(name) for name in _COLUMNS),
-        )
-
-
-# -- the store -------------------------------------------------------------------
-
-
-class PostgresScheduleStore(ScheduleStore):
+class PostgresScheduleStore(SettlingStore):
     """Schedules in a PostgreSQL table, shared by every worker that can reach it.
 
     Open it with :meth:`open`; close it (or use it as a context manager) to release its
@@ -374,23 +162,32 @@ class PostgresScheduleStore(ScheduleStore):
 
     def __init__(
         self,
-        pool: ConnectionPool[_Conn],
+        conninfo: str,
         *,
         table: str,
         clock: Clock,
         use_database_clock: bool,
-        where: str,
-        password: str | None,
+        timeouts: Timeouts,
+        pool_min_size: int,
+        pool_max_size: int,
+        listen: bool = True,
     ) -> None:
         """Use :meth:`open`: it checks the arguments and the table first."""
         super().__init__()
-        self._pool = pool
         self._table = table
         self._clock = clock
         self._use_database_clock = use_database_clock
-        self._where = where
-        self._password = password
-        self._sql = _Statements(table, use_database_clock)
+        self._sql = Statements(table, use_database_clock)
+        self._db = Connections(
+            conninfo,
+            table=table,
+            timeouts=timeouts,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+            listen=listen,
+            signal=self.changes.notify,
+        )
+        self._where = self._db.where
 
     @classmethod
     def open(
@@ -403,78 +200,78 @@ class PostgresScheduleStore(ScheduleStore):
         pool_min_size: int = 1,
         pool_max_size: int = 10,
         use_database_clock: bool = False,
+        connect_timeout: timedelta | None = None,
+        pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
+        lock_timeout: timedelta = DEFAULT_LOCK_TIMEOUT,
+        statement_timeout: timedelta = DEFAULT_STATEMENT_TIMEOUT,
+        listen: bool = True,
     ) -> PostgresScheduleStore:
         """Connect to the server at ``conninfo`` and use ``table`` there.
 
         ``conninfo`` is a libpq URL (``postgresql://user:password@host:5432/db``,
-        ``postgres://...``) or ``key=value`` string. Unless it sets
-        ``connect_timeout``, connecting gives up after 10 seconds.
+        ``postgres://...``) or ``key=value`` string.
 
         ``create=True`` creates the table and its indexes when the table is missing
-        (the DDL of :func:`~hexeract_lite.store.postgres_schema.postgres_ddl`, under an
-        advisory lock so that workers starting together do not race); an existing
-        table is used as it is. With ``create=False`` a missing table is a
-        :class:`StoreError`. Either way a table lacking a column of the layout is a
-        :class:`StoreError`.
+        (:func:`~hexeract_lite.store.postgres_schema.postgres_ddl`), and upgrades an
+        existing table of an older schema version (one the reference created gets
+        hexeract_lite's indexes), under advisory locks so that workers starting
+        together do not race. With ``create=False`` nothing is written: a missing table
+        is a :class:`StoreError`, an older one is used as it is. Either way a table
+        lacking a column of the layout, or of a schema version newer than this code,
+        is a :class:`StoreError`.
+
+        Bounds on waiting, each a :class:`~datetime.timedelta`:
+
+        - ``connect_timeout``: connecting to the server (whole seconds, at least 2 s,
+          libpq's least; default: the ``connect_timeout`` of ``conninfo``, else 10 s);
+        - ``pool_timeout``: waiting for a free pooled connection (10 s), which is also
+          how long a call waits while the server cannot be reached;
+        - ``lock_timeout``: waiting for a lock another session holds (5 s);
+        - ``statement_timeout``: one statement, lock waits included (30 s).
 
         ``pool_min_size``/``pool_max_size`` bound the connection pool the store's
         threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: see
-        the module's notes on clock skew. ``table`` is validated before any SQL
-        (:class:`InvalidConfiguration`).
+        the module's notes on clock skew. ``listen``: from its first claim on, the
+        store holds one more connection that ``LISTEN`` s for other processes' changes
+        and signals :attr:`changes`, so an idle worker wakes at once (see
+        :mod:`~hexeract_lite.store.postgres_listen`); ``False`` (for a pooler in
+        transaction mode, which cannot ``LISTEN``) leaves the worker to its polling.
+        Every argument is checked before anything connects
+        (:class:`InvalidConfiguration` naming it and the value).
         """
         validate_table_name(table)
         if not isinstance(clock, Clock):
             raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        for name, value in (("pool_min_size", pool_min_size), ("pool_max_size", pool_max_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidConfiguration(f"{name} must be an integer >= 0, got {value!r}")
-        if pool_max_size < max(pool_min_size, 1):
-            raise InvalidConfiguration(
-                f"pool_max_size must be >= max(pool_min_size, 1), got {pool_max_size!r}"
-                f" with pool_min_size={pool_min_size!r}"
-            )
-        if not isinstance(conninfo, str):
-            raise InvalidConfiguration(f"conninfo must be a str, got {type(conninfo).__name__}")
-        try:
-            params = conninfo_to_dict(conninfo)
-        except psycopg.Error:
-            # libpq's message may quote the string, password included: neither it nor
-            # the string is shown, and the driver's error is not chained
-            raise StoreError(
-                "invalid PostgreSQL connection string (not shown: it may hold a password);"
-                " expected postgresql://user:password@host:port/dbname or key=value pairs"
-            ) from None
-        where = _display(params)
-        password = _password_of(params)
-        kwargs: dict[str, Any] = {"autocommit": True}
-        if "connect_timeout" not in params:
-            kwargs["connect_timeout"] = _DEFAULT_CONNECT_TIMEOUT
-
-        def fail(action: str, exc: psycopg.Error) -> StoreError:
-            return StoreError(f"{action} {where}: {_scrub(str(exc), password)}")
-
-        try:
-            with psycopg.connect(conninfo, **kwargs) as conn:
-                _prepare_table(conn, table, create=create, where=where)
-        except psycopg.Error as exc:
-            raise fail(f"cannot open table {table!r} at", exc) from exc
-
-        pool: ConnectionPool[_Conn] = ConnectionPool(
-            conninfo,
-            kwargs=kwargs,
-            min_size=pool_min_size,
-            max_size=pool_max_size,
-            open=False,
-            name=f"hexeract_lite:{table}",
+        check_pool_sizes(pool_min_size, pool_max_size)
+        params = conninfo_params(conninfo)
+        if connect_timeout is None:
+            connect_timeout = conninfo_connect_timeout(params)
+        timeouts = Timeouts.checked(
+            connect=connect_timeout,
+            pool=pool_timeout,
+            lock=lock_timeout,
+            statement=statement_timeout,
         )
-        pool.open(wait=False)
+        where = redact_conn(conninfo)
+        try:
+            with connect(conninfo, timeouts) as conn:
+                ensure_schema(conn, table, create=create, where=where)
+        except psycopg.Error as exc:
+            raise store_error(
+                f"cannot open table {table!r} at {where}",
+                exc,
+                conninfo=conninfo,
+                timeouts=timeouts,
+            ) from exc
         return cls(
-            pool,
+            conninfo,
             table=table,
             clock=clock,
             use_database_clock=bool(use_database_clock),
-            where=where,
-            password=password,
+            timeouts=timeouts,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+            listen=bool(listen),
         )
 
     # -- plumbing ----------------------------------------------------------------
@@ -500,17 +297,9 @@ class PostgresScheduleStore(ScheduleStore):
     def _now(self) -> datetime:
         return to_utc_ms(self._clock.now(), "clock.now()")
 
-    @contextmanager
-    def _connection(self, action: str) -> Iterator[_Conn]:
+    def _connection(self, action: str) -> AbstractContextManager[Conn]:
         """A pooled connection; driver errors become :class:`StoreError`."""
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"{action} failed on table {self._table!r} at {self._where}:"
-                f" {_scrub(str(exc), self._password)}"
-            ) from exc
+        return self._db.connection(action)
 
     def _params(self, **values: Any) -> dict[str, Any]:
         """Statement parameters, with ``now`` from the store's clock when it is used."""
@@ -518,24 +307,38 @@ class PostgresScheduleStore(ScheduleStore):
             values.setdefault("now", self._now())
         return values
 
-    def _fenced(self, statement: sql.Composed, action: str, params: dict[str, Any]) -> bool:
-        lease = params["lease"]
-        if not isinstance(lease, datetime) or lease.utcoffset() is None:
-            return False  # no lease this store ever handed out
-        with self._connection(action) as conn:
-            return conn.execute(statement, params).rowcount == 1
+    def _malformed(self, row: Sequence[Any], exc: BaseException) -> StoreError:
+        return StoreError(
+            f"schedule {row_label(row)} in table {self._table!r} at {self._where} is"
+            f" malformed: {why(row, exc)}"
+        )
 
-    def _lock(self, conn: _Conn, schedule_id: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
+    def _lock(self, conn: Conn, schedule_id: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
         """Lock a row for this transaction; its record and the statement's now."""
-        row = conn.execute(self._sql.lock_row, self._params(id=schedule_id)).fetchone()
-        if row is None:
+        rows = fetch_rows(conn.execute(self._sql.lock_row, self._params(id=schedule_id)))
+        if not rows:
             raise ScheduleNotFound(schedule_id)
-        now = _utc(row[-1])
-        assert now is not None
-        return _record(row), now
+        row = rows[0]
+        now = to_utc_ms(row[-1], "now")
+        try:
+            return record(row), now
+        except Exception as exc:
+            raise self._malformed(row, exc) from exc
 
-    def _missing(self, conn: _Conn, schedule_id: uuid.UUID) -> bool:
+    def _missing(self, conn: Conn, schedule_id: uuid.UUID) -> bool:
         return conn.execute(self._sql.exists, {"id": schedule_id}).fetchone() is None
+
+    def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
+        """``now + retry_in`` (the client clock's now in database-clock mode, for the
+        check only); past the year 9999: :class:`InvalidConfiguration`."""
+        start = now if now is not None else self._now()
+        try:
+            return to_utc_ms(start + retry_in, "retry deadline")
+        except OverflowError:
+            raise InvalidConfiguration(
+                f"retry_in {retry_in!r} puts the retry deadline past the year 9999"
+                f" (now={start.isoformat()})"
+            ) from None
 
     # -- writing ---------------------------------------------------------------------
 
@@ -561,12 +364,18 @@ class PostgresScheduleStore(ScheduleStore):
             routing_keys=[m.target.routing_key for m in messages],
         )
         try:
-            with self._connection("insert") as conn, conn.transaction():
-                inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
-                if len(inserted) != len(messages):
-                    for message in messages:
-                        if message.schedule_id not in inserted:
-                            raise DuplicateSchedule(message.schedule_id)
+            with self._connection("insert") as conn:
+                if len(messages) == 1:  # one statement: nothing to undo on a duplicate
+                    if conn.execute(self._sql.insert, params).fetchone() is None:
+                        raise DuplicateSchedule(messages[0].schedule_id)
+                else:
+                    with conn.transaction():
+                        inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
+                        if len(inserted) != len(messages):
+                            for message in messages:
+                                if message.schedule_id not in inserted:
+                                    raise DuplicateSchedule(message.schedule_id)
+                self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, psycopg.errors.UntranslatableCharacter):
@@ -593,8 +402,11 @@ class PostgresScheduleStore(ScheduleStore):
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
         """See :meth:`ScheduleStore.claim_due`. With ``use_database_clock`` the server's
-        now is used and ``now`` is only checked."""
+        now is used and ``now`` is only checked. A claimed row that cannot be decoded
+        is dead-lettered at once, not returned (see the module's notes)."""
         now = check_claim(now, batch_size, lease)
+        if self._db.wants_listener:
+            self._db.start_listening()  # before the claim: no change after it goes unheard
         params = {
             "now": now,
             "until": to_utc_ms(now + lease, "now + lease"),
@@ -602,61 +414,56 @@ class PostgresScheduleStore(ScheduleStore):
             "batch_size": batch_size,
         }
         with self._connection("claim_due") as conn:
-            rows = conn.execute(self._sql.claim, params).fetchall()
-        records = sorted(
-            (_record(row) for row in rows),
-            key=lambda r: (r.scheduled_for, r.schedule_id.bytes),
-        )
-        return [record.leased() for record in records]
+            rows = fetch_rows(conn.execute(self._sql.claim, params))
+        claimed: list[LeasedOccurrence] = []
+        malformed: list[tuple[Sequence[Any], Exception]] = []
+        for row in rows:  # decoded after the commit
+            try:
+                claimed.append(record(row).leased())
+            except Exception as exc:
+                malformed.append((row, exc))
+        if malformed:
+            self._dead_letter_malformed(malformed)
+        claimed.sort(key=lambda o: (o.message.scheduled_for, o.message.schedule_id.bytes))
+        return claimed
 
-    def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
-        check_schedule_id(schedule_id)
-        params = self._params(id=schedule_id, lease=lease)
-        return self._fenced(self._sql.mark_delivered, "mark_delivered", params)
-
-    def reschedule(self, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> bool:
-        check_schedule_id(schedule_id)
-        next = to_utc_ms(next, "next", InvalidArgument)
-        params = self._params(id=schedule_id, lease=lease, next=next)
-        done = self._fenced(self._sql.reschedule, "reschedule", params)
-        if done:
-            self.changes.notify()
-        return done
-
-    def mark_failed(
-        self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
-    ) -> bool:
-        check_schedule_id(schedule_id)
-        check_retry_in(retry_in)
-        params = self._params(id=schedule_id, lease=lease, error=str(error))
-        params["retry_ms"] = _whole_ms(retry_in)
-        if not self._use_database_clock:
-            params["deadline"] = to_utc_ms(params["now"] + retry_in, "retry deadline")
-        done = self._fenced(self._sql.mark_failed, "mark_failed", params)
-        if done:
-            self.changes.notify()
-        return done
-
-    def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
-        check_schedule_id(schedule_id)
-        params = self._params(id=schedule_id, lease=lease, error=str(error))
-        return self._fenced(self._sql.mark_dead_lettered, "mark_dead_lettered", params)
+    def _dead_letter_malformed(self, malformed: list[tuple[Sequence[Any], Exception]]) -> None:
+        """Dead-letter claimed rows that cannot be decoded, fenced by the lease the claim
+        just gave them, ``last_error`` naming the column. If that write fails, each keeps
+        its lease and the next claim after it tries again; the healthy rows are
+        returned either way."""
+        reasons = [(row, why(row, exc)) for row, exc in malformed]
+        base = self._params()
+        try:
+            with self._connection("claim_due") as conn, conn.transaction():
+                for row, reason in reasons:
+                    params = {**base, "id": row[0], "lease": row[10], "error": _MALFORMED + reason}
+                    conn.execute(self._sql.mark_dead_lettered, params)
+        except StoreError as exc:
+            _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
+            return
+        for row, reason in reasons:
+            _log.error(
+                "schedule %s in %s is malformed and was dead-lettered: %s",
+                row_label(row),
+                self._table,
+                reason,
+            )
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`: one transaction on one pooled connection,
-        the single methods' fenced statements run in order inside it. An item whose
-        lease is no aware datetime is answered False without SQL."""
+        """See :meth:`ScheduleStore.settle`: one transaction on one pooled connection
+        (one statement when the batch holds one item), the fenced statements in order.
+        An item whose lease is no aware datetime is answered False without SQL. A
+        ``retry_in`` that puts the deadline past the year 9999 raises
+        :class:`InvalidConfiguration` before anything is written."""
         checked = check_settlements(outcomes)
         if not checked:
             return []
         base = self._params()  # one reading of the store's clock for the batch
         now = base.get("now")
-        plan: list[tuple[int, sql.Composed, dict[str, Any]]] = []
+        plan: list[tuple[int, Any, dict[str, Any]]] = []
         for index, item in enumerate(checked):
-            lease = item.lease
-            if not isinstance(lease, datetime) or lease.utcoffset() is None:
-                continue  # no lease this store ever handed out
-            params = {**base, "id": item.schedule_id, "lease": lease}
+            params = {**base, "id": item.schedule_id, "lease": item.lease}
             kind = item.kind
             if kind is SettlementKind.DELIVERED:
                 statement = self._sql.mark_delivered
@@ -665,24 +472,35 @@ class PostgresScheduleStore(ScheduleStore):
                 statement = self._sql.reschedule
             elif kind is SettlementKind.FAILED:
                 assert item.retry_in is not None
+                deadline = self._retry_deadline(now, item.retry_in)
                 params["error"] = item.error
                 params["retry_ms"] = _whole_ms(item.retry_in)
-                if now is not None:
-                    params["deadline"] = to_utc_ms(now + item.retry_in, "retry deadline")
+                params["deadline"] = deadline
                 statement = self._sql.mark_failed
             elif kind is SettlementKind.RELEASED:
                 statement = self._sql.release
             else:
                 params["error"] = item.error
                 statement = self._sql.mark_dead_lettered
-            plan.append((index, statement, params))
+            lease = item.lease
+            if isinstance(lease, datetime) and lease.utcoffset() is not None:
+                plan.append((index, statement, params))
+            # else: no lease this store ever handed out, fenced out without SQL
         results = [False] * len(checked)
         if plan:
-            with self._connection("settle") as conn, conn.transaction():
-                for index, statement, params in plan:
+            with self._connection("settle") as conn:
+                if len(plan) == 1:
+                    index, statement, params = plan[0]
                     results[index] = conn.execute(statement, params).rowcount == 1
-        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
-            self.changes.notify()
+                else:
+                    with conn.transaction():
+                        for index, statement, params in plan:
+                            results[index] = conn.execute(statement, params).rowcount == 1
+                woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
+                if woke:
+                    self._db.announce(conn)
+            if woke:
+                self.changes.notify()
         return results
 
     def dead_letter_exhausted(self) -> int:
@@ -692,7 +510,7 @@ class PostgresScheduleStore(ScheduleStore):
     def next_wakeup(self) -> datetime | None:
         with self._connection("next_wakeup") as conn:
             row = conn.execute(self._sql.next_wakeup).fetchone()
-        return None if row is None else _utc(row[0])
+        return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
 
     # -- control -----------------------------------------------------------------------
 
@@ -712,11 +530,15 @@ class PostgresScheduleStore(ScheduleStore):
             changed = conn.execute(self._sql.set_paused, params).rowcount == 1
             if not changed and self._missing(conn, schedule_id):
                 raise ScheduleNotFound(schedule_id)
+            if changed and not paused:
+                self._db.announce(conn)
         if changed:
             self.changes.notify()
         return changed
 
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
+        """See :meth:`ScheduleStore.resume`. A live lease (a dispatch in flight) is kept
+        on both paths, so its acknowledgement still applies."""
         check_schedule_id(schedule_id)
         if next is not None:
             next = to_utc_ms(next, "next", InvalidArgument)
@@ -726,31 +548,44 @@ class PostgresScheduleStore(ScheduleStore):
             if not resumes:
                 return False
             if next is not None:
-                conn.execute(self._sql.realign, {"id": schedule_id, "next": next})
+                params = {"id": schedule_id, "next": next, "now_value": now}
+                conn.execute(self._sql.realign, params)
             else:
                 conn.execute(self._sql.unpause, {"id": schedule_id})
+        self._db.announce_after("resume")
         self.changes.notify()
         return True
 
     def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
+        """See :meth:`ScheduleStore.inspect`. A row that cannot be decoded raises
+        :class:`StoreError` naming the schedule and the column."""
         check_schedule_id(schedule_id)
         with self._connection("inspect") as conn:
-            row = conn.execute(self._sql.inspect, {"id": schedule_id}).fetchone()
-        return None if row is None else _record(row).snapshot()
+            rows = fetch_rows(conn.execute(self._sql.inspect, {"id": schedule_id}))
+        if not rows:
+            return None
+        try:
+            return record(rows[0]).snapshot()
+        except Exception as exc:
+            raise self._malformed(rows[0], exc) from exc
 
     # -- admin -------------------------------------------------------------------------
 
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:  # type: ignore[override]
+        """See :meth:`ScheduleStore.list_pending`; a row that cannot be decoded is a
+        :class:`MalformedSchedule` in its place."""
         check_limit(limit)
         with self._connection("list_pending") as conn:
-            rows = conn.execute(self._sql.list_pending, {"limit": limit}).fetchall()
-        return [_record(row).snapshot() for row in rows]
+            rows = fetch_rows(conn.execute(self._sql.list_pending, {"limit": limit}))
+        return decode_rows(rows)
 
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:  # type: ignore[override]
+        """See :meth:`ScheduleStore.list_dead_letter`; a row that cannot be decoded is a
+        :class:`MalformedSchedule` in its place."""
         check_limit(limit)
         with self._connection("list_dead_letter") as conn:
-            rows = conn.execute(self._sql.list_dead_letter, {"limit": limit}).fetchall()
-        return [_record(row).snapshot() for row in rows]
+            rows = fetch_rows(conn.execute(self._sql.list_dead_letter, {"limit": limit}))
+        return decode_rows(rows)
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         check_schedule_id(schedule_id)
@@ -760,22 +595,29 @@ class PostgresScheduleStore(ScheduleStore):
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(schedule_id, status)
             conn.execute(self._sql.replay, {"id": schedule_id, "now_value": now})
+        self._db.announce_after("replay")
         self.changes.notify()
 
     # -- copying rows between stores ---------------------------------------------------
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
         """See :meth:`ScheduleStore.export_records`. The payload comes back as the
-        compact text of the stored JSONB value (see the module's notes on payloads)."""
+        compact text of the stored JSONB value (see the module's notes on payloads).
+        A row that cannot be decoded raises :class:`StoreError` naming it."""
         after = check_export(after, limit)
         with self._connection("export_records") as conn:
             if after is None:
-                rows = conn.execute(self._sql.export_first, {"limit": limit}).fetchall()
+                cur = conn.execute(self._sql.export_first, {"limit": limit})
             else:
-                rows = conn.execute(
-                    self._sql.export_after, {"after": after, "limit": limit}
-                ).fetchall()
-        return [_record(row) for row in rows]
+                cur = conn.execute(self._sql.export_after, {"after": after, "limit": limit})
+            rows = fetch_rows(cur)
+        records = []
+        for row in rows:
+            try:
+                records.append(record(row))
+            except Exception as exc:
+                raise self._malformed(row, exc) from exc
+        return records
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
         """See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
@@ -798,17 +640,19 @@ class PostgresScheduleStore(ScheduleStore):
                         f"record {row.schedule_id}: {name} must be at most {_MAX_INT4} on"
                         f" PostgreSQL, got {getattr(row, name)}"
                     )
-            for name in _TEXT_COLUMNS:
+            for name in TEXT_COLUMNS:
                 value = getattr(row, name)
                 if value is not None and "\x00" in value:
                     raise InvalidMessage(
                         f"record {row.schedule_id}: {name} holds a NUL character, which"
                         " PostgreSQL text cannot store"
                     )
-        params = {name: [getattr(row, name) for row in rows] for name in _COLUMNS}
+        params = {name: [getattr(row, name) for row in rows] for name in COLUMN_NAMES}
         try:
             with self._connection("import_records") as conn:
-                inserted = conn.execute(self._sql.import_rows, params).rowcount
+                inserted: int = conn.execute(self._sql.import_rows, params).rowcount
+                if inserted:
+                    self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
             if isinstance(cause, psycopg.errors.UntranslatableCharacter):
@@ -829,12 +673,12 @@ class PostgresScheduleStore(ScheduleStore):
 
     def close(self) -> None:
         """Close the connection pool; later calls raise :class:`StoreError`. Idempotent."""
-        self._pool.close()
+        self._db.close()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` ran."""
-        return self._pool.closed
+        return self._db.closed
 
     def __enter__(self) -> PostgresScheduleStore:
         return self
@@ -846,41 +690,3 @@ class PostgresScheduleStore(ScheduleStore):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-
-def _scrub(message: str, password: str | None) -> str:
-    """Remove the password from a driver message (libpq does not put it there, but a
-    message is no place to find out)."""
-    if password:
-        message = message.replace(password, "***")
-    return message.strip()
-
-
-def _prepare_table(conn: _Conn, table: str, *, create: bool, where: str) -> None:
-    """Check that ``table`` exists with every column of the layout; create it if asked."""
-    ident = sql.Identifier(table).as_string(conn)
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [ident]).fetchone()
-    if not (exists and exists[0]):
-        if not create:
-            raise StoreError(
-                f"no table {table!r} at {where}: create it with"
-                " `hexeract scheduler schema --dialect postgres` or open with create=True"
-            )
-        with conn.transaction():
-            # workers starting together must not race on CREATE TABLE IF NOT EXISTS
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(table)])
-            conn.execute(postgres_ddl(table).encode())
-    found = conn.execute(
-        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
-        " AND attnum > 0 AND NOT attisdropped",
-        [ident],
-    ).fetchall()
-    missing = [name for name in _COLUMNS if name not in {row[0] for row in found}]
-    if missing:
-        raise StoreError(
-            f"table {table!r} at {where} is not a hexeract scheduler table:"
-            f" it lacks the column(s) {', '.join(missing)}"
-        )

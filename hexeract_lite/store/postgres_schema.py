@@ -1,13 +1,15 @@
-"""The reference's PostgreSQL table layout, as DDL text.
+"""The PostgreSQL table: its DDL text, its schema version and the upgrade ladder.
 
-Pure Python (no psycopg import), so ``hexeract scheduler schema --dialect postgres``
-works without the ``postgres`` extra. :class:`~hexeract_lite.store.postgres.PostgresScheduleStore`
-runs exactly this text when it creates its table.
+Pure Python at import time (psycopg is only named for type checking), so
+``hexeract scheduler schema --dialect postgres`` works without the ``postgres`` extra.
+:class:`~hexeract_lite.store.postgres.PostgresScheduleStore` runs exactly
+:func:`postgres_ddl` when it creates its table, and :func:`ensure_schema` when it
+opens one.
 
-The columns are the SQLite layout's, typed for PostgreSQL: ``UUID`` ids,
-``VARCHAR(64)`` event types, a ``JSONB`` payload, ``VARCHAR(16)`` kinds,
-``TIMESTAMPTZ`` instants (written at millisecond precision), ``INTEGER`` counters and
-a ``BOOLEAN`` paused flag.
+The columns are the registry's (:data:`~hexeract_lite.store.columns.COLUMNS`), typed
+for PostgreSQL: ``UUID`` ids, ``VARCHAR(64)`` event types, a ``JSONB`` payload,
+``VARCHAR(16)`` kinds, ``TIMESTAMPTZ`` instants (written at millisecond precision),
+``INTEGER`` counters and a ``BOOLEAN`` paused flag.
 
 Indexes (all partial, so each holds only the rows its query can want):
 
@@ -15,45 +17,61 @@ Indexes (all partial, so each holds only the rows its query can want):
   ``idx_<table>_dead_letter`` on ``(dead_lettered_at)`` over dead-lettered rows: the
   reference's two indexes, with its names and definitions word for word, so a
   database shared with hexeract (Rust) has exactly the indexes it expects.
-- ``idx_<table>_claim`` on ``(scheduled_for, schedule_id)`` over the pending index's
-  rows: hexeract_lite's own, so the claim's ``ORDER BY scheduled_for, schedule_id
-  LIMIT n`` reads an index in order instead of sorting every row that shares an
-  instant (a cron minute can be shared by thousands of schedules).
-- ``idx_<table>_leased`` on ``(leased_until)`` over pending rows that hold a lease,
-  and ``idx_<table>_exhausted`` on ``(leased_until)`` over pending rows with
-  ``attempts >= max_attempts``: they keep ``next_wakeup()`` and the sweep, which every
-  worker runs on every poll cycle, from reading every pending row. (Measured on 220,000
-  pending rows: the sweep 37 ms -> 0.07 ms, ``next_wakeup`` 33 ms -> 0.2 ms.) Their
-  price: a claim changes an indexed column, so it is never a HOT update.
+- hexeract_lite's own (:data:`EXTRA_INDEXES`), so that a claim, the sweep and the
+  wake-up hint read only rows they may want, however many rows are in flight or in
+  retry backoff: ``idx_<table>_due`` on ``(scheduled_for, schedule_id)`` over pending
+  rows without a lease (fresh work, in claim order); ``idx_<table>_reclaim`` on
+  ``GREATEST(scheduled_for, leased_until)`` over pending rows with a lease (when each
+  becomes claimable again: expired leases and finished backoffs come first);
+  ``idx_<table>_exhausted`` on ``(leased_until)`` over pending rows out of attempts
+  (the sweep).
+
+Versions
+--------
+A table's schema version is recorded in the table :data:`META_TABLE`
+(``table_name``, ``version``), the same layout as on SQLite. A table without a row
+there is version 0: the reference created it (its two indexes), or a hexeract_lite
+older than the ladder did. Opening with ``create=True`` upgrades a table step by step
+to :data:`SCHEMA_VERSION` in one transaction, under an advisory lock; a version newer
+than the code is refused. Every change to :func:`postgres_ddl` bumps
+:data:`SCHEMA_VERSION` and adds a step to the ladder (a test pins the DDL's digest to
+the version).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ..errors import StoreError
+from .columns import COLUMNS
 from .schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
 
-__all__ = ["INDEXES", "POSTGRES_COLUMNS", "postgres_ddl", "postgres_index_name", "quote_ident"]
+if TYPE_CHECKING:
+    import psycopg
 
-POSTGRES_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("schedule_id", "UUID NOT NULL PRIMARY KEY"),
-    ("event_type", "VARCHAR(64) NOT NULL"),
-    ("payload", "JSONB NOT NULL"),
-    ("trigger_kind", "VARCHAR(16) NOT NULL"),
-    ("cron_expr", "TEXT"),
-    ("scheduled_for", "TIMESTAMPTZ NOT NULL"),
-    ("target_kind", "VARCHAR(16) NOT NULL"),
-    ("target_routing_key", "TEXT"),
-    ("attempts", "INTEGER NOT NULL DEFAULT 0"),
-    ("max_attempts", "INTEGER NOT NULL"),
-    ("leased_until", "TIMESTAMPTZ"),
-    ("paused", "BOOLEAN NOT NULL DEFAULT FALSE"),
-    ("last_error", "TEXT"),
-    ("created_at", "TIMESTAMPTZ NOT NULL DEFAULT now()"),
-    ("delivered_at", "TIMESTAMPTZ"),
-    ("cancelled_at", "TIMESTAMPTZ"),
-    ("dead_lettered_at", "TIMESTAMPTZ"),
-)
+__all__ = [
+    "EXTRA_INDEXES",
+    "INDEXES",
+    "META_TABLE",
+    "POSTGRES_COLUMNS",
+    "REFERENCE_INDEXES",
+    "SCHEMA_VERSION",
+    "ensure_schema",
+    "postgres_ddl",
+    "postgres_index_name",
+    "quote_ident",
+    "reference_ddl",
+]
+
+SCHEMA_VERSION = 2
+"""The schema version this code writes and understands (see the module's notes)."""
+
+META_TABLE = "hexeract_lite_schema"
+"""Where each table's schema version is recorded: ``(table_name, version)``."""
+
+POSTGRES_COLUMNS: tuple[tuple[str, str], ...] = tuple((c.name, c.postgres) for c in COLUMNS)
 """Every column of the table, in order, with its PostgreSQL type and constraints."""
 
 PENDING_PREDICATE = (
@@ -61,17 +79,30 @@ PENDING_PREDICATE = (
 )
 """The WHERE clause of the pending index: non-terminal, not paused."""
 
-INDEXES: tuple[tuple[str, str, str], ...] = (
+REFERENCE_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("pending", "scheduled_for", PENDING_PREDICATE),
     ("dead_letter", "dead_lettered_at", "dead_lettered_at IS NOT NULL"),
-    ("claim", "scheduled_for, schedule_id", PENDING_PREDICATE),
-    ("leased", "leased_until", f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"),
+)
+"""The reference's two indexes, ``(suffix, key columns, WHERE clause)``."""
+
+UNLEASED_PREDICATE = f"leased_until IS NULL AND {PENDING_PREDICATE}"
+"""The WHERE clause of ``idx_<table>_due``: pending rows that hold no lease."""
+
+LEASED_PREDICATE = f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"
+"""The WHERE clause of ``idx_<table>_reclaim``: pending rows that hold a lease."""
+
+RECLAIM_KEY = "GREATEST(scheduled_for, leased_until)"
+"""When a leased row becomes claimable again (its lease ran out and it is due)."""
+
+EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
+    ("due", "scheduled_for, schedule_id", UNLEASED_PREDICATE),
+    ("reclaim", f"({RECLAIM_KEY})", LEASED_PREDICATE),
     ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
 )
-"""``(suffix, key columns, WHERE clause)`` of each index, named ``idx_<table>_<suffix>``.
+"""hexeract_lite's own indexes at :data:`SCHEMA_VERSION`, ``(suffix, keys, WHERE)``."""
 
-The first two are the reference's (``pending``, ``dead_letter``); the rest are
-hexeract_lite's own."""
+INDEXES: tuple[tuple[str, str, str], ...] = REFERENCE_INDEXES + EXTRA_INDEXES
+"""Every index, ``(suffix, key columns, WHERE clause)``, named ``idx_<table>_<suffix>``."""
 
 
 def quote_ident(name: str) -> str:
@@ -95,20 +126,202 @@ def postgres_index_name(table: str, suffix: str) -> str:
     return f"idx_{table[:room]}_{digest}_{suffix}"
 
 
+def _table_ddl(table: str) -> str:
+    width = max(len(name) for name, _ in POSTGRES_COLUMNS)
+    columns = ",\n".join(f"    {name.ljust(width)} {decl}" for name, decl in POSTGRES_COLUMNS)
+    return f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} (\n{columns}\n);\n"
+
+
+def _index_ddl(table: str, indexes: tuple[tuple[str, str, str], ...]) -> str:
+    qtable = quote_ident(table)
+    text = ""
+    for suffix, keys, where in indexes:
+        name = quote_ident(postgres_index_name(table, suffix))
+        text += f"CREATE INDEX IF NOT EXISTS {name}\n    ON {qtable} ({keys})\n    WHERE {where};\n"
+    return text
+
+
 def postgres_ddl(table: str = DEFAULT_TABLE) -> str:
     """The statements that create the table and its indexes, idempotently.
 
     ``table`` is validated (:func:`~hexeract_lite.store.schema.validate_table_name`)
     before it is put into the text, and quoted, so mixed-case names and reserved words
     are kept as written. Every statement uses ``IF NOT EXISTS``: running the text on a
-    database that already has the table changes nothing.
+    database that already has the table changes nothing. (The version record is the
+    store's to write: a table made from this text alone is adopted as version 0 and
+    upgraded, which changes nothing but the record.)
     """
     validate_table_name(table)
-    qtable = quote_ident(table)
-    width = max(len(name) for name, _ in POSTGRES_COLUMNS)
-    columns = ",\n".join(f"    {name.ljust(width)} {decl}" for name, decl in POSTGRES_COLUMNS)
-    text = f"CREATE TABLE IF NOT EXISTS {qtable} (\n{columns}\n);\n"
-    for suffix, keys, where in INDEXES:
+    return _table_ddl(table) + _index_ddl(table, INDEXES)
+
+
+def reference_ddl(table: str = DEFAULT_TABLE) -> str:
+    """The reference's own DDL: the table and its two indexes, nothing of ours."""
+    validate_table_name(table)
+    return _table_ddl(table) + _index_ddl(table, REFERENCE_INDEXES)
+
+
+# -- the upgrade ladder ----------------------------------------------------------------
+
+
+def _upgrade_to_1(conn: psycopg.Connection[Any], table: str) -> None:
+    """0 → 1: hexeract_lite's three indexes (a no-op on a table an older hexeract_lite
+    created, which has them). The definitions are this step's own, not
+    :data:`EXTRA_INDEXES`, which a later version may change."""
+    conn.execute(
+        _index_ddl(
+            table,
+            (
+                *REFERENCE_INDEXES,
+                ("claim", "scheduled_for, schedule_id", PENDING_PREDICATE),
+                ("leased", "leased_until", f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"),
+                ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
+            ),
+        ).encode()
+    )
+
+
+def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
+    """1 → 2: the claim reads two indexes, fresh rows from ``due`` and expired leases
+    from ``reclaim``, so rows in flight or in backoff cost it nothing; ``claim`` and
+    ``leased``, which held those rows, go."""
+    pending = PENDING_PREDICATE
+    conn.execute(
+        _index_ddl(
+            table,
+            (
+                ("due", "scheduled_for, schedule_id", f"leased_until IS NULL AND {pending}"),
+                (
+                    "reclaim",
+                    "(GREATEST(scheduled_for, leased_until))",
+                    f"leased_until IS NOT NULL AND {pending}",
+                ),
+            ),
+        ).encode()
+    )
+    for suffix in ("claim", "leased"):
         name = quote_ident(postgres_index_name(table, suffix))
-        text += f"CREATE INDEX IF NOT EXISTS {name}\n    ON {qtable} ({keys})\n    WHERE {where};\n"
-    return text
+        conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
+
+
+_UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
+    _upgrade_to_1,
+    _upgrade_to_2,
+)
+"""``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
+transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
+again from 0 on a table that is further along repairs it and changes nothing else."""
+assert len(_UPGRADES) == SCHEMA_VERSION
+
+
+def lock_key(table: str) -> int:
+    """A signed 64-bit advisory-lock key for creating or upgrading ``table``."""
+    digest = hashlib.sha256(f"hexeract_lite:create:{table}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+_META_LOCK_KEY = lock_key(META_TABLE)
+
+
+def _state(conn: psycopg.Connection[Any], table: str) -> tuple[bool, int | None]:
+    """(does ``table`` exist, its recorded version or None)."""
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+        [quote_ident(table), quote_ident(META_TABLE)],
+    ).fetchone()
+    assert row is not None
+    exists, has_meta = bool(row[0]), bool(row[1])
+    if not (exists and has_meta):
+        return exists, None
+    found = conn.execute(
+        f"SELECT version FROM {quote_ident(META_TABLE)} WHERE table_name = %s".encode(), [table]
+    ).fetchone()
+    return True, None if found is None else int(found[0])
+
+
+def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> None:
+    found = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attnum > 0 AND NOT attisdropped",
+        [quote_ident(table)],
+    ).fetchall()
+    names = {row[0] for row in found}
+    missing = [c.name for c in COLUMNS if c.name not in names]
+    if missing:
+        raise StoreError(
+            f"table {table!r} at {where} is not a hexeract scheduler table:"
+            f" it lacks the column(s) {', '.join(missing)}"
+        )
+
+
+def _too_new(table: str, where: str, version: int) -> StoreError:
+    return StoreError(
+        f"table {table!r} at {where} has schema version {version}, newer than this"
+        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
+    )
+
+
+def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
+    """The indexes of :data:`INDEXES` that ``table`` lacks (a table dropped and made
+    again by another tool keeps a stale version record, but not our indexes)."""
+    names = [postgres_index_name(table, suffix) for suffix, _, _ in INDEXES]
+    rows = conn.execute(
+        "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(quote_ident(name)) IS NULL",
+        [names],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, where: str) -> int:
+    """Check ``table`` on an autocommit connection; create or upgrade it when allowed.
+
+    Returns the table's schema version after the call. A version newer than
+    :data:`SCHEMA_VERSION` raises :class:`StoreError`; so does a missing table with
+    ``create=False``, or a table lacking a column of the layout. With ``create=True`` a
+    missing table is created from :func:`postgres_ddl`, and an older one (version 0
+    included: the reference's) is upgraded step by step, all in one transaction under
+    advisory locks (statement timeout lifted there: building an index on a large table
+    is work, not a wait; lock waits stay bounded by the lock timeout). A table whose
+    record says current but which lacks one of :data:`INDEXES` goes through the whole
+    ladder again (every step is idempotent). With ``create=False`` nothing is written:
+    an older table is used as it is (every statement works on it; only indexes are
+    missing).
+    """
+    exists, version = _state(conn, table)
+    if exists and version is not None and version > SCHEMA_VERSION:
+        raise _too_new(table, where, version)
+    if not exists and not create:
+        raise StoreError(
+            f"no table {table!r} at {where}: create it with"
+            " `hexeract scheduler schema --dialect postgres` or open with create=True"
+        )
+    if exists:
+        _check_columns(conn, table, where)
+        if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
+            return version or 0
+    with conn.transaction():
+        # workers starting together must not race on CREATE ... IF NOT EXISTS: the
+        # table's lock (the one hexeract_lite always took), then the version table's
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(table)])
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_META_LOCK_KEY])
+        conn.execute("SET LOCAL statement_timeout = 0")
+        exists, version = _state(conn, table)  # again, under the locks
+        if exists and version is not None and version > SCHEMA_VERSION:
+            raise _too_new(table, where, version)
+        if not exists:
+            conn.execute(postgres_ddl(table).encode())
+        else:
+            _check_columns(conn, table, where)
+            start = 0 if version is None or _missing_indexes(conn, table) else version
+            for step in _UPGRADES[start:]:
+                step(conn, table)
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote_ident(META_TABLE)}"
+            " (table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)".encode()
+        )
+        conn.execute(
+            f"INSERT INTO {quote_ident(META_TABLE)} (table_name, version) VALUES (%s, %s)"
+            " ON CONFLICT (table_name) DO UPDATE SET version = excluded.version".encode(),
+            [table, SCHEMA_VERSION],
+        )
+    return SCHEMA_VERSION

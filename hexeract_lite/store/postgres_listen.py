@@ -1,0 +1,142 @@
+"""Cross-process wake-ups for the PostgreSQL store: ``LISTEN``/``NOTIFY``.
+
+Every store that commits a change that may make work claimable (an insert, an
+import, a replay, a resume, a reschedule, a failure, a release) sends a notification
+on its table's channel (:func:`channel_name`) after the commit. A store that claims
+work runs one :class:`ChangeListener`: a daemon thread holding one extra connection
+that ``LISTEN`` s on the channel and signals the store's ``changes`` on every
+notification from another store, so a worker idle in another process wakes within
+milliseconds instead of at its next poll. Notifications are a hint: a lost one (the
+listener's connection broke) costs at most a poll interval, never a schedule, and the
+listener signals after it reconnects, in case it missed one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import select
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+__all__ = ["ChangeListener", "channel_name"]
+
+_log = logging.getLogger(__name__)
+
+_IDLE_LOOK_S = 60.0
+"""The longest the listener thread sleeps without looking at its connection."""
+_RETRY_MAX_S = 5.0
+"""The longest pause between attempts to reconnect a lost listener connection."""
+
+
+def channel_name(table: str) -> str:
+    """The ``NOTIFY`` channel of ``table``: lowercase, within the 63-byte identifier
+    limit, distinct per table name."""
+    return "hexeract_lite_" + hashlib.sha256(table.encode()).hexdigest()[:24]
+
+
+class ChangeListener:
+    """A thread that calls ``signal()`` whenever another store notifies ``channel``.
+
+    ``connect()`` opens a configured autocommit connection; ``own_token`` is the
+    payload this process's store sends, whose echoes are ignored. :meth:`start`
+    connects and ``LISTEN`` s before it returns (so a change committed after it is
+    never missed); the thread then reconnects by itself when its connection breaks.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        channel: str,
+        own_token: str,
+        signal: Callable[[], None],
+    ) -> None:
+        self._connect = connect
+        self._channel = channel
+        self._own = own_token
+        self._signal = signal
+        self._stop = threading.Event()
+        # stop() writes a byte here to wake the thread at once (a socket pair, which
+        # select() takes on every platform, where a pipe it does not)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Connect, ``LISTEN``, and start the thread. Raises the driver's error when
+        the first connection fails (the caller decides what that means)."""
+        try:
+            conn = self._listen()
+        except BaseException:
+            self._close_wake()
+            raise
+        self._thread = threading.Thread(
+            target=self._run, args=(conn,), name=f"hexeract_lite listener {self._channel}"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread now; it closes its connection. Idempotent."""
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _listen(self) -> psycopg.Connection[Any]:
+        conn = self._connect()
+        try:
+            conn.execute(f'LISTEN "{self._channel}"'.encode())
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _close_wake(self) -> None:
+        for sock in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _run(self, conn: psycopg.Connection[Any] | None) -> None:
+        try:
+            self._loop(conn)
+        finally:
+            self._close_wake()
+
+    def _loop(self, conn: psycopg.Connection[Any] | None) -> None:
+        delay = 0.05
+        while not self._stop.is_set():
+            if conn is None:
+                try:
+                    conn = self._listen()
+                except psycopg.Error as exc:
+                    _log.debug("listener on %s cannot reconnect: %s", self._channel, exc)
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, _RETRY_MAX_S)
+                    continue
+                delay = 0.05
+                self._signal()  # a change may have come while no one listened
+            try:
+                wake = self._wake_r.fileno()
+                ready, _, _ = select.select([conn.fileno(), wake], [], [], _IDLE_LOOK_S)
+                if wake in ready:
+                    break
+                if ready:
+                    for note in conn.notifies(timeout=0):
+                        if note.payload != self._own:
+                            self._signal()
+            except (psycopg.Error, OSError, ValueError) as exc:
+                _log.debug("listener on %s lost its connection: %s", self._channel, exc)
+                conn.close()
+                conn = None
+                self._signal()
+        if conn is not None:
+            conn.close()

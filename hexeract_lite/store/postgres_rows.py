@@ -1,0 +1,233 @@
+"""Rows of the PostgreSQL table as Python values, and rows that cannot be.
+
+The PostgreSQL codec of the column registry (:mod:`.columns`): the select list every
+read uses, one decoder per :class:`~hexeract_lite.store.columns.ColumnKind`, and the
+diagnosis of a row that another tool or a hand edit wrote in a shape no schedule has
+(an unparseable cron expression, an unknown target kind, an instant outside Python's
+years 1-9999 such as ``'infinity'``), naming the column.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import Format
+
+from .._time import to_utc_ms
+from ..errors import InvalidMessage, InvalidTrigger
+from ..message import Target
+from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ..trigger import CronExpression
+from .columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
+from .record import ScheduleRecord
+
+__all__ = [
+    "ARRAY_TYPES",
+    "TEXT_COLUMNS",
+    "Unreadable",
+    "decode_rows",
+    "diagnose",
+    "fetch_rows",
+    "record",
+    "row_label",
+    "select_list",
+]
+
+_K = ColumnKind
+
+ARRAY_TYPES: dict[ColumnKind, LiteralString] = {
+    _K.ID: "uuid",
+    _K.TEXT: "text",
+    _K.JSON: "text",
+    _K.INSTANT: "timestamptz",
+    _K.INT: "int4",
+    _K.BOOL: "bool",
+}
+"""The PostgreSQL array element type each kind is sent as (JSON as text, cast after)."""
+
+TEXT_COLUMNS: tuple[str, ...] = columns_of_kind(_K.TEXT)
+"""The text columns (the payload is JSON, checked by the server)."""
+
+_INDEX = {name: index for index, name in enumerate(COLUMN_NAMES)}
+assert tuple(f.name for f in ScheduleRecord.__attrs_attrs__) == COLUMN_NAMES
+
+
+class Unreadable(str):
+    """A stored value the driver could not load (its text), e.g. a ``TIMESTAMPTZ`` of
+    ``'infinity'`` or the year 20000, which no :class:`datetime` can hold."""
+
+    __slots__ = ()
+
+
+def select_list(alias: LiteralString | None = None) -> sql.Composable:
+    """Every column in registry (and :class:`ScheduleRecord`) order; JSON as text."""
+    items: list[sql.Composable] = []
+    for column in COLUMNS:
+        ident = sql.Identifier(alias, column.name) if alias else sql.Identifier(column.name)
+        items.append(sql.SQL("{}::text").format(ident) if column.kind is _K.JSON else ident)
+    return sql.SQL(", ").join(items)
+
+
+def fetch_rows(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
+    """Every row of the cursor's result. A value the driver cannot load (see
+    :class:`Unreadable`) does not fail the others: it comes back as its text."""
+    try:
+        return cur.fetchall()
+    except psycopg.DataError:
+        rows = _load_leniently(cur)
+        if rows is None:
+            raise
+        return rows
+
+
+def _load_leniently(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]] | None:
+    """The result loaded value by value, an :class:`Unreadable` for each value that
+    fails; None when the result is not there to load."""
+    result = cur.pgresult
+    if result is None:
+        return None
+    loaders = []
+    for col in range(result.nfields):
+        oid, fmt = result.ftype(col), Format(result.fformat(col))
+        loader_class = cur.adapters.get_loader(oid, fmt)
+        if loader_class is None:
+            return None
+        loaders.append(loader_class(oid, cur))
+    rows = []
+    for index in range(result.ntuples):
+        row: list[Any] = []
+        for col, loader in enumerate(loaders):
+            raw = result.get_value(index, col)
+            if raw is None:
+                row.append(None)
+                continue
+            try:
+                row.append(loader.load(raw))
+            except psycopg.DataError:
+                row.append(Unreadable(bytes(raw).decode("utf-8", "replace")))
+        rows.append(tuple(row))
+    return rows
+
+
+def _canonical_json(text: str) -> str:
+    return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+
+
+def _instant(value: datetime | None) -> datetime | None:
+    return None if value is None else to_utc_ms(value, "timestamp")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
+    _K.ID: _same,
+    _K.TEXT: _same,
+    _K.JSON: _canonical_json,
+    _K.INSTANT: _instant,
+    _K.INT: _same,
+    _K.BOOL: bool,
+}
+_ROW_DECODERS = tuple(_DECODERS[column.kind] for column in COLUMNS)
+_REQUIRED = tuple(index for index, column in enumerate(COLUMNS) if column.required)
+
+
+def record(row: Sequence[Any]) -> ScheduleRecord:
+    """A row of :func:`select_list` as a record (raises on an undecodable value; use
+    :func:`diagnose` to name the column)."""
+    values = [decode(value) for decode, value in zip(_ROW_DECODERS, row, strict=False)]
+    for index in _REQUIRED:
+        if values[index] is None:
+            raise ValueError(f"{COLUMN_NAMES[index]} is NULL")
+    return ScheduleRecord(*values)
+
+
+def row_label(row: Sequence[Any]) -> str:
+    """The row's schedule id as text (a repr when it is not a UUID)."""
+    sid = row[0]
+    return str(sid) if isinstance(sid, uuid.UUID) else repr(sid)[:60]
+
+
+def diagnose(row: Sequence[Any]) -> str:
+    """Which column makes a row undecodable, and why ('' when none is found)."""
+    if not isinstance(row[0], uuid.UUID):
+        return f"schedule_id is not a UUID: {row[0]!r:.60}"
+    for column in COLUMNS:
+        value = row[_INDEX[column.name]]
+        if value is None:
+            if column.required:
+                return f"{column.name} is NULL"
+            continue
+        if column.kind is _K.INSTANT and not isinstance(value, datetime):
+            return f"{column.name} is not a timestamp Python can hold: {str(value)!r:.60}"
+        if column.kind is _K.JSON:
+            try:
+                json.loads(value)
+            except (TypeError, ValueError) as exc:
+                return f"payload is not JSON: {exc}"
+    kind, cron = row[_INDEX["trigger_kind"]], row[_INDEX["cron_expr"]]
+    if kind not in ("delay", "cron"):
+        return f"trigger_kind must be 'delay' or 'cron', got {kind!r:.60}"
+    if kind == "cron":
+        try:
+            CronExpression.parse(cron or "")
+        except InvalidTrigger as exc:
+            return f"cron_expr: {exc}"
+    target_kind, key = row[_INDEX["target_kind"]], row[_INDEX["target_routing_key"]]
+    if target_kind not in ("mediator", "outbox", "bus"):
+        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
+    try:
+        Target(target_kind, key)
+    except (InvalidMessage, TypeError) as exc:
+        return f"target_routing_key: {exc}"
+    return ""
+
+
+def why(row: Sequence[Any], exc: BaseException) -> str:
+    """The reason a row failed to decode: the column :func:`diagnose` names, else the
+    exception."""
+    return diagnose(row) or f"{type(exc).__name__}: {exc}"
+
+
+def _status(row: Sequence[Any]) -> ScheduleStatus | None:
+    """The row's status when the columns it derives from decode, else None."""
+    names = ("delivered_at", "cancelled_at", "dead_lettered_at")
+    values = [row[_INDEX[name]] for name in names]
+    paused = row[_INDEX["paused"]]
+    if any(v is not None and not isinstance(v, datetime) for v in values) or not isinstance(
+        paused, bool
+    ):
+        return None
+    return ScheduleStatus.derive(
+        delivered_at=values[0], cancelled_at=values[1], dead_lettered_at=values[2], paused=paused
+    )
+
+
+def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
+    """What a listing shows in place of a row it cannot decode."""
+    sid = row[0]
+    return MalformedSchedule(
+        schedule_id=sid if isinstance(sid, uuid.UUID) else None,
+        raw_id=row_label(row),
+        reason=why(row, exc),
+        status=_status(row),
+    )
+
+
+def decode_rows(rows: Sequence[Sequence[Any]]) -> list[ScheduleSnapshot | MalformedSchedule]:
+    """Rows as snapshots; a row that cannot be decoded as a :class:`MalformedSchedule`
+    in its place."""
+    out: list[ScheduleSnapshot | MalformedSchedule] = []
+    for row in rows:
+        try:
+            out.append(record(row).snapshot())
+        except Exception as exc:
+            out.append(malformed(row, exc))
+    return out

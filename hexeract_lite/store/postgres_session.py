@@ -1,0 +1,125 @@
+"""How long the PostgreSQL store waits, and what it says when it gave up.
+
+Every wait of :class:`~hexeract_lite.store.postgres.PostgresScheduleStore` is bounded
+(as ``busy_timeout`` bounds SQLite's): connecting (``connect_timeout``), waiting for a
+free pooled connection (``pool_timeout``), waiting for a lock another session holds
+(the server's ``lock_timeout``) and a statement as a whole (the server's
+``statement_timeout``). :func:`store_error` turns the driver's error into a
+:class:`~hexeract_lite.errors.StoreError` that says which of them ran out.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import attrs
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from ..connect import scrub
+from ..errors import InvalidConfiguration, StoreError
+
+__all__ = ["Timeouts", "seconds_text", "store_error"]
+
+_MAX_MS = 2**31 - 1
+"""The server's largest timeout setting, in milliseconds (about 24.8 days)."""
+
+DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
+DEFAULT_POOL_TIMEOUT = timedelta(seconds=10)
+DEFAULT_LOCK_TIMEOUT = timedelta(seconds=5)
+DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=30)
+
+
+def seconds_text(value: timedelta) -> str:
+    """``5 s``, ``0.25 s``: a duration as people read it in a message."""
+    seconds = value.total_seconds()
+    return f"{seconds:g} s"
+
+
+def _check(name: str, value: object, *, whole_seconds: bool = False) -> timedelta:
+    if (
+        not isinstance(value, timedelta)
+        or value <= timedelta(0)
+        or value > timedelta(milliseconds=_MAX_MS)
+    ):
+        raise InvalidConfiguration(
+            f"{name} must be a timedelta above 0 and at most {_MAX_MS} ms, got {value!r}"
+        )
+    if value < timedelta(milliseconds=1):
+        raise InvalidConfiguration(f"{name} must be at least 1 ms, got {value!r}")
+    if whole_seconds and value < timedelta(seconds=2):
+        raise InvalidConfiguration(
+            f"{name} must be at least 2 s (libpq's least; it counts whole seconds), got {value!r}"
+        )
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    """The store's bounds on waiting (see the module's notes), checked when built."""
+
+    connect: timedelta
+    pool: timedelta
+    lock: timedelta
+    statement: timedelta
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        connect: object,
+        pool: object,
+        lock: object,
+        statement: object,
+    ) -> Timeouts:
+        """Each a :class:`timedelta` from 1 ms (``connect``: 2 s) to 2**31 - 1 ms;
+        anything else raises :class:`InvalidConfiguration` naming it and the value."""
+        return cls(
+            connect=_check("connect_timeout", connect, whole_seconds=True),
+            pool=_check("pool_timeout", pool),
+            lock=_check("lock_timeout", lock),
+            statement=_check("statement_timeout", statement),
+        )
+
+    def connect_seconds(self) -> int:
+        """``connect_timeout`` as libpq takes it (whole seconds, rounded up)."""
+        return -(-self.connect // timedelta(seconds=1))
+
+    def configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Set the server-side bounds on a new connection (one round trip)."""
+        conn.execute(
+            "SELECT set_config('lock_timeout', %s, false),"
+            " set_config('statement_timeout', %s, false)",
+            [
+                f"{self.lock // timedelta(milliseconds=1)}ms",
+                f"{self.statement // timedelta(milliseconds=1)}ms",
+            ],
+        )
+
+
+def store_error(
+    prefix: str, exc: BaseException, *, conninfo: str, timeouts: Timeouts
+) -> StoreError:
+    """``<prefix>: <what went wrong>`` for a driver error: says which bound ran out
+    when one did; never shows the password."""
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        detail = (
+            f"waited longer than the lock timeout ({seconds_text(timeouts.lock)})"
+            " for a lock held by another session"
+        )
+    elif isinstance(exc, psycopg.errors.QueryCanceled):
+        detail = (
+            "the statement ran longer than the statement timeout"
+            f" ({seconds_text(timeouts.statement)}) and was cancelled"
+        )
+    elif isinstance(exc, PoolTimeout):
+        detail = (
+            f"waited longer than the pool timeout ({seconds_text(timeouts.pool)}) for a"
+            " connection: the server does not answer, or every pooled connection is busy"
+        )
+    elif isinstance(exc, psycopg.errors.ConnectionTimeout):
+        detail = f"gave up connecting after the connect timeout ({seconds_text(timeouts.connect)})"
+    else:
+        detail = scrub(str(exc), conninfo).strip()
+    return StoreError(f"{prefix}: {detail}")

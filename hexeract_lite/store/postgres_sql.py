@@ -1,0 +1,196 @@
+"""Every SQL statement of the PostgreSQL store, composed once per table and clock mode.
+
+Instants are bound parameters from the store's clock (``now``, ``until``,
+``deadline``), or, with ``use_database_clock``, the server's
+``statement_timestamp()`` truncated to milliseconds; SQL reads no other clock.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+from psycopg import sql
+
+from .columns import COLUMNS, ColumnKind
+from .postgres_rows import ARRAY_TYPES, select_list
+from .postgres_schema import (
+    LEASED_PREDICATE,
+    PENDING_PREDICATE,
+    RECLAIM_KEY,
+    UNLEASED_PREDICATE,
+)
+
+__all__ = ["NOT_TERMINAL", "Statements"]
+
+NOT_TERMINAL: LiteralString = (
+    "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_at IS NULL"
+)
+_PENDING: LiteralString = PENDING_PREDICATE
+
+
+def _import_rows(t: sql.Identifier) -> sql.Composed:
+    """``INSERT ... SELECT ... FROM unnest(<one array per column>)``: every column as
+    given, the arrays sent in binary (quoting their text form cost more than the INSERT)."""
+    names = sql.SQL(", ").join(sql.Identifier(c.name) for c in COLUMNS)
+    picks = sql.SQL(", ").join(
+        sql.SQL("u.{}::jsonb" if c.kind is ColumnKind.JSON else "u.{}").format(
+            sql.Identifier(c.name)
+        )
+        for c in COLUMNS
+    )
+    arrays = sql.SQL(", ").join(
+        sql.SQL("{}::{}[]").format(sql.Placeholder(c.name, "b"), sql.SQL(ARRAY_TYPES[c.kind]))
+        for c in COLUMNS
+    )
+    return sql.SQL(
+        "INSERT INTO {t} ({names}) SELECT {picks} FROM unnest({arrays}) AS u({names})"
+        " ON CONFLICT (schedule_id) DO NOTHING"
+    ).format(t=t, names=names, picks=picks, arrays=arrays)
+
+
+class Statements:
+    """Every statement of one store, composed once with the table name and the clock."""
+
+    def __init__(self, table: str, use_database_clock: bool) -> None:
+        t = sql.Identifier(table)
+        if use_database_clock:
+            now: sql.Composable = sql.SQL("date_trunc('milliseconds', statement_timestamp())")
+            plus_ms = sql.SQL("({} + {} * INTERVAL '1 millisecond')")
+            until: sql.Composable = plus_ms.format(now, sql.Placeholder("lease_ms"))
+            deadline: sql.Composable = plus_ms.format(now, sql.Placeholder("retry_ms"))
+        else:
+            now = sql.Placeholder("now")
+            until = sql.Placeholder("until")
+            deadline = sql.Placeholder("deadline")
+        cols = select_list()
+
+        def q(text: LiteralString, **extra: sql.Composable) -> sql.Composed:
+            return sql.SQL(text).format(
+                t=t,
+                now=now,
+                cols=cols,
+                not_terminal=sql.SQL(NOT_TERMINAL),
+                pending=sql.SQL(_PENDING),
+                unleased=sql.SQL(UNLEASED_PREDICATE),
+                leased=sql.SQL(LEASED_PREDICATE),
+                reclaim_key=sql.SQL(RECLAIM_KEY),
+                **extra,
+            )
+
+        self.insert = q(
+            "INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
+            " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
+            " leased_until, paused, last_error, created_at)"
+            " SELECT u.id, u.event_type, u.payload::jsonb, u.trigger_kind, u.cron_expr,"
+            " u.scheduled_for, u.target_kind, u.routing_key, 0, %(max_attempts)s,"
+            " NULL, FALSE, NULL, {now}"
+            " FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(payloads)s::text[],"
+            " %(trigger_kinds)s::text[], %(cron_exprs)s::text[],"
+            " %(scheduled_fors)s::timestamptz[], %(target_kinds)s::text[],"
+            " %(routing_keys)s::text[])"
+            " AS u(id, event_type, payload, trigger_kind, cron_expr, scheduled_for,"
+            " target_kind, routing_key)"
+            " ON CONFLICT (schedule_id) DO NOTHING"
+            " RETURNING schedule_id"
+        )
+        # The claim is one statement over two indexes: fresh rows (no lease) in claim
+        # order from idx_due, expired leases from idx_reclaim (a leased row is claimable
+        # once GREATEST(scheduled_for, leased_until) <= now), each locked skipping rows
+        # another claim holds, merged, the first batch_size stamped and returned. Rows
+        # in flight or in backoff are in neither range. (The always-true lower bound
+        # makes the planner estimate the expired range as a range, i.e. small, so it
+        # reads idx_reclaim rather than walking the pending rows in claim order; it has
+        # no statistics for a partial index's expression.) RETURNING order is
+        # unspecified: the caller sorts.
+        self.claim = q(
+            "WITH fresh AS (SELECT schedule_id, scheduled_for FROM {t}"
+            " WHERE scheduled_for <= {now} AND {unleased} AND attempts < max_attempts"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s"
+            " FOR UPDATE SKIP LOCKED),"
+            " expired AS (SELECT schedule_id, scheduled_for FROM {t}"
+            " WHERE {reclaim_key} <= {now} AND {reclaim_key} >= '-infinity'"
+            " AND {leased} AND attempts < max_attempts"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s"
+            " FOR UPDATE SKIP LOCKED),"
+            " picked AS (SELECT schedule_id FROM"
+            " (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS u"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s)"
+            " UPDATE {t} AS t SET attempts = t.attempts + 1, leased_until = {until}"
+            " FROM picked WHERE t.schedule_id = picked.schedule_id"
+            " RETURNING {returning}",
+            until=until,
+            returning=select_list("t"),
+        )
+        fence: LiteralString = (
+            " WHERE schedule_id = %(id)s AND leased_until = %(lease)s AND {not_terminal}"
+        )
+        self.mark_delivered = q("UPDATE {t} SET delivered_at = {now}, leased_until = NULL" + fence)
+        self.reschedule = q(
+            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, leased_until = NULL,"
+            " last_error = NULL" + fence
+        )
+        self.mark_failed = q(
+            "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence,
+            deadline=deadline,
+        )
+        self.mark_dead_lettered = q(
+            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
+            " leased_until = NULL" + fence
+        )
+        self.release = q(
+            "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
+        )
+        self.sweep = q(
+            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
+            " leased_until = NULL"
+            " WHERE {pending} AND attempts >= max_attempts"
+            " AND (leased_until IS NULL OR leased_until <= {now})"
+        )
+        # min over non-terminal, non-paused rows of max(scheduled_for, leased_until):
+        # the first entry of idx_due and the first of idx_reclaim
+        self.next_wakeup = q(
+            "SELECT LEAST("
+            "(SELECT scheduled_for FROM {t} WHERE {unleased}"
+            " ORDER BY scheduled_for, schedule_id LIMIT 1),"
+            "(SELECT {reclaim_key} FROM {t} WHERE {leased} ORDER BY {reclaim_key} LIMIT 1))"
+        )
+        self.notify = q("SELECT pg_notify(%(channel)s, %(token)s)")
+        self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
+        self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
+        self.cancel = q(
+            "UPDATE {t} SET cancelled_at = {now}, leased_until = NULL"
+            " WHERE schedule_id = %(id)s AND {not_terminal}"
+        )
+        self.set_paused = q(
+            "UPDATE {t} SET paused = %(paused)s"
+            " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
+        )
+        self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
+        # resume never clears a live lease: the dispatch in flight still acknowledges
+        self.realign = q(
+            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
+            " leased_until = CASE WHEN leased_until > %(now_value)s THEN leased_until END,"
+            " paused = FALSE WHERE schedule_id = %(id)s"
+        )
+        self.unpause = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
+        self.replay = q(
+            "UPDATE {t} SET scheduled_for = %(now_value)s, attempts = 0, leased_until = NULL,"
+            " last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
+            " WHERE schedule_id = %(id)s"
+        )
+        self.inspect = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
+        self.list_pending = q(
+            "SELECT {cols} FROM {t} WHERE {not_terminal}"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(limit)s"
+        )
+        self.list_dead_letter = q(
+            "SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT %(limit)s"
+        )
+        # export pages walk the primary key
+        self.export_first = q("SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT %(limit)s")
+        self.export_after = q(
+            "SELECT {cols} FROM {t} WHERE schedule_id > %(after)s"
+            " ORDER BY schedule_id LIMIT %(limit)s"
+        )
+        self.import_rows = _import_rows(t)
