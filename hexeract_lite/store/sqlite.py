@@ -218,6 +218,9 @@ class SqliteScheduleStore(SettlingStore):
         # "relaxed": the worker's transactions begin with synchronous=NORMAL
         self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else _BEGIN
         self._sql = SqliteStatements(table)
+        self._settle_sql = {
+            kind: getattr(self._sql, name) for kind, name in _STATEMENT_KIND.items()
+        }
         # read-only on a table that may lack our indexes or hold instants in another
         # layout (which only a writer may rewrite): listings that need neither
         self._portable: PortableReads | None = PortableReads(table) if readonly else None
@@ -694,11 +697,11 @@ class SqliteScheduleStore(SettlingStore):
         )
         results = [False] * len(checked)
         if plan:
-            sql = self._sql
+            statements = self._settle_sql
             with self._write("settle", worker=True) as cur:
                 changes = cur.connection.changes
                 for index, kind, params in plan:
-                    cur.execute(getattr(sql, _STATEMENT_KIND[kind]), params)
+                    cur.execute(statements[kind], params)
                     if changes():
                         results[index] = True
         if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
