@@ -29,6 +29,7 @@ from .handlers import EventRouterSink
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .names import NAME_NAMESPACE, name_id
 from .occurrence import OccurrenceId
+from .retry import RetryPolicy
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
@@ -74,6 +75,7 @@ __all__ = [
     "NotReplayable",
     "OccurrenceId",
     "ReconcileReport",
+    "RetryPolicy",
     "ScheduleNotFound",
     "ScheduleSink",
     "ScheduleSnapshot",

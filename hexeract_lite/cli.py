@@ -31,6 +31,7 @@ import re
 import signal
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -549,8 +550,11 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         description="Run a worker in the foreground: claim due occurrences and hand each to"
         " the sink, at least once, retrying with backoff and dead-lettering what keeps"
         " failing. Logs go to stderr. SIGINT or SIGTERM stops it cleanly: the occurrences in"
-        " hand are settled first (a second signal exits at once; their leases then expire"
-        " and another worker redelivers them). Creates the database when it does not exist.",
+        " hand are settled first, the rest of the batch released, and it exits 0. A second"
+        " signal stops it at once: the dispatch in flight is abandoned (recorded as a"
+        " failure), what was never dispatched is released with its attempt given back, and"
+        " it exits 128+signal (143 for SIGTERM) within a few seconds. Creates the database"
+        " when it does not exist.",
     )
     sub.add_argument(
         "--sink",
@@ -1305,26 +1309,62 @@ def _logging_to_stderr(level: str, target: ConnTarget | None) -> Iterator[None]:
         root.setLevel(old_level)
 
 
+_ABORT_GRACE_S = 5.0
+"""After a second stop signal, how long the worker has to settle its batch before the
+process exits regardless (its leases then expire and another worker redelivers)."""
+
+
+class _StopSignals:
+    """The stop signals the worker command received."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.deadline: float | None = None
+        """Set by the second signal: the process exits by then."""
+
+    @property
+    def exit_code(self) -> int:
+        """``128 + signal`` of the signal that aborted the worker."""
+        return 128 + self.received[-1]
+
+
 @contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event, wake: Callable[[], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM set ``stop`` (and wake the worker); a second one exits at once."""
+def _stop_on_signals(
+    stop: threading.Event, wake: Callable[[], None], abort: Callable[[], None]
+) -> Iterator[_StopSignals]:
+    """SIGINT and SIGTERM, for the worker command (in the main thread only).
+
+    The first sets ``stop`` and wakes the worker: it finishes the occurrences in hand.
+    The second calls ``abort``: the dispatch in flight is abandoned (recorded as
+    failed), what was not dispatched is released and the rest settled, and the
+    command exits ``128 + signal`` within :data:`_ABORT_GRACE_S`. A third exits at once.
+    """
+    signals = _StopSignals()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield signals
         return
-    received: list[int] = []
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        if len(received) > 1:
-            log.warning("second %s: exiting without waiting", signal.Signals(signum).name)
+        signals.received.append(signum)
+        name = signal.Signals(signum).name
+        if len(signals.received) == 1:
+            log.info("%s received: stopping after the occurrences in hand", name)
+            stop.set()
+            wake()
+        elif len(signals.received) == 2:
+            log.warning(
+                "second %s: abandoning the dispatch in flight, releasing the rest of the batch",
+                name,
+            )
+            signals.deadline = time.monotonic() + _ABORT_GRACE_S
+            abort()  # safe here: the main thread only joins the worker's thread
+        else:
+            log.warning("%s again: exiting without waiting", name)
             os._exit(128 + signum)
-        log.info("%s received: stopping after the occurrences in hand", signal.Signals(signum).name)
-        stop.set()
-        wake()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield signals
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -1353,12 +1393,23 @@ def _cmd_worker(args: argparse.Namespace, ctx: _Context) -> int:
             ctx.table,
             args.sink,
         )
-        with _stop_on_signals(stop, store.changes.notify):
+        with _stop_on_signals(stop, store.changes.notify, worker.abort) as signals:
             thread.start()
             while thread.is_alive():
-                thread.join(0.2)
+                thread.join(0.2 if signals.deadline is None else 0.05)
+                if signals.deadline is not None and time.monotonic() > signals.deadline:
+                    log.error(
+                        "the worker did not settle its batch within %g s; exiting, its"
+                        " leases will expire and another worker redelivers",
+                        _ABORT_GRACE_S,
+                    )
+                    sys.stderr.flush()
+                    os._exit(signals.exit_code)
         if failure:
             raise failure[0]
+        if signals.deadline is not None:
+            log.warning("worker aborted: exiting %d", signals.exit_code)
+            return signals.exit_code
         log.info("worker stopped")
     return EXIT_OK
 

@@ -12,7 +12,7 @@ import attrs
 from .errors import InvalidArgument, ScheduleNotFound
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
-from .snapshot import ScheduleSnapshot
+from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
 from .store.changes import Change, EnsureResult
 from .trigger import CronExpression
@@ -293,12 +293,14 @@ class SchedulerControl:
         (False: a one-shot schedule already in flight)."""
         return self.store.run_now(self._existing(id_or_name))
 
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
-        """Pending and paused schedules, soonest first, at most ``limit``."""
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Pending and paused schedules, soonest first, at most ``limit``; a row the
+        store cannot decode is a :class:`MalformedSchedule` in its place."""
         return self.store.list_pending(limit)
 
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
-        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``."""
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``;
+        a row the store cannot decode is a :class:`MalformedSchedule` in its place."""
         return self.store.list_dead_letter(limit)
 
     def __repr__(self) -> str:

@@ -126,6 +126,10 @@ def test_config_defaults_are_the_reference_ones() -> None:
             {"batch_size": 4, "dispatch_timeout": 10 * S, "lease": 39 * S},
             ["lease", "4", "10 s", "40 s", "39 s"],
         ),
+        (  # the product is past timedelta.max: no OverflowError
+            {"batch_size": 2, "dispatch_timeout": timedelta.max},
+            ["lease", "2", "more than timedelta.max", "300 s"],
+        ),
     ],
 )
 def test_config_rejects_bad_values_naming_field_and_value(
@@ -506,7 +510,7 @@ def test_a_hung_dispatch_fails_alone_and_the_rest_of_its_batch_goes_on(
         assert worker.run_once() == CycleReport(claimed=3, delivered=2, retried=1)
     finally:
         release.set()
-    worker._close_dispatcher()
+    worker._runner.close()
     assert [m.schedule_id for m in sink.messages] == [
         before.schedule_id,
         hung.schedule_id,
@@ -742,7 +746,7 @@ def test_released_occurrences_are_counted(frozen: FrozenTime) -> None:
     store.insert_many([one_shot(T0 - S), one_shot(T0)], 5)
     stop = threading.Event()
     worker = SchedulerWorker(store, Recorder(lambda m: stop.set()))
-    assert worker._cycle(stop) == CycleReport(claimed=2, delivered=1, released=1)
+    assert worker._cycle(stop.is_set) == CycleReport(claimed=2, delivered=1, released=1)
 
 
 class FlakyStore(InMemoryScheduleStore):
@@ -906,3 +910,117 @@ def test_sqlite_commits_from_another_connection_are_noticed_within_the_poll(
         theirs.insert(one_shot(now()), 3)  # no ChangeSignal reaches `mine`
         assert sink.called.wait(2)
         assert time.monotonic() - inserted < 0.5
+
+
+# -- the worker's clock --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_the_worker_reads_the_stores_clock_by_default(kind: str, tmp_path: Any) -> None:
+    from hexeract_lite import ManualClock, SqliteScheduleStore
+
+    later = datetime(2100, 1, 1, tzinfo=UTC)  # far past the system clock
+    clock = ManualClock(later)
+    store: ScheduleStore = (
+        InMemoryScheduleStore(clock=clock)
+        if kind == "memory"
+        else SqliteScheduleStore.open(tmp_path / "clock.db", clock=clock)
+    )
+    try:
+        msg = one_shot(later - S)  # due by the store's clock, not by the system's
+        store.insert(msg, 3)
+        worker = SchedulerWorker(store, Recorder())
+        assert worker.clock is clock
+        assert worker.run_once() == CycleReport(claimed=1, delivered=1)
+        assert snap(store, msg).status is ScheduleStatus.DELIVERED
+        # a clock given to the worker still wins
+        other = ManualClock(later - 10 * S)
+        assert SchedulerWorker(store, Recorder(), clock=other).clock is other
+    finally:
+        store.close()
+
+
+# -- abort, and KeyboardInterrupt in the waiting thread -------------------------------------
+
+
+def test_abort_abandons_the_dispatch_in_flight_and_releases_the_rest(quiet_threads: None) -> None:
+    store = InMemoryScheduleStore()
+    msgs = [one_shot(now() - i * S) for i in (3, 2, 1)]
+    store.insert_many(msgs, 3)
+    release = threading.Event()
+    sink = Recorder(lambda m: release.wait(10) and None)
+    worker = SchedulerWorker(store, sink, FAST)
+    handle = worker.start()
+    try:
+        assert sink.called.wait(2)
+        worker.abort()
+        handle.thread.join(2)
+        assert not handle.is_alive, "abort does not wait for the hung sink"
+    finally:
+        release.set()
+    assert [m.schedule_id for m in sink.messages] == [msgs[0].schedule_id]
+    first = snap(store, msgs[0])
+    assert first.status is ScheduleStatus.PENDING and first.attempts == 1
+    assert first.last_error == (
+        "DispatchError: the worker was aborted while the sink ran; the dispatch was abandoned"
+    )
+    for m in msgs[1:]:
+        s = snap(store, m)
+        assert (s.status, s.attempts, s.leased_until) == (ScheduleStatus.PENDING, 0, None)
+    time.sleep(0.05)  # the abandoned call returns: nothing more is recorded or dispatched
+    assert sink.count == 1 and snap(store, msgs[0]).attempts == 1
+    # the stop event was set, the abort flag cleared: the worker starts again normally
+    assert handle.stop(timeout=1)
+    with worker.start() as again:
+        assert again.is_alive
+
+
+def test_abort_while_idle_stops_the_loop_at_once() -> None:
+    worker = SchedulerWorker(InMemoryScheduleStore(), Recorder(), SLOW_POLL)
+    handle = worker.start()
+    time.sleep(0.05)  # asleep for up to 10 s
+    worker.abort()
+    handle.thread.join(1)
+    assert not handle.is_alive
+
+
+def test_abort_before_the_loop_starts_makes_it_return_at_once() -> None:
+    store = InMemoryScheduleStore()
+    msg = one_shot(now() - S)
+    store.insert(msg, 3)
+    sink = Recorder()
+    worker = SchedulerWorker(store, sink, SLOW_POLL)
+    worker.abort()
+    worker.run()  # returns without claiming
+    assert sink.count == 0 and snap(store, msg).attempts == 0
+    assert worker.run_once() == CycleReport(claimed=1, delivered=1)  # the flag is cleared
+
+
+def test_keyboard_interrupt_in_run_settles_the_batch_then_propagates(quiet_threads: None) -> None:
+    import signal
+
+    store = InMemoryScheduleStore()
+    msgs = [one_shot(now() - i * S) for i in (3, 2, 1)]
+    store.insert_many(msgs, 3)
+    release = threading.Event()
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+
+    def interrupt(_: ScheduledMessage) -> None:
+        time.sleep(0.05)  # the main thread waits for this call by now
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C, delivered to the main thread
+        release.wait(10)
+
+    sink = Recorder(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            SchedulerWorker(store, sink, FAST).run()
+    finally:
+        release.set()
+    first = snap(store, msgs[0])
+    assert (first.attempts, first.last_error) == (1, "KeyboardInterrupt")
+    assert first.leased_until is not None and first.leased_until <= now() + 2 * S  # retry wait
+    for m in msgs[1:]:
+        s = snap(store, m)
+        assert (s.status, s.attempts, s.leased_until) == (ScheduleStatus.PENDING, 0, None)

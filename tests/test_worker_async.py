@@ -18,6 +18,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.sinks import CallableSink
+from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
 T = TypeVar("T")
@@ -360,3 +361,155 @@ def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
     assert snaps[0] is not None and snaps[0].status is ScheduleStatus.DELIVERED
     assert snaps[1] is not None and snaps[1].last_error == "ValueError: nope"
     assert snaps[2] is not None and snaps[2].status is ScheduleStatus.DELIVERED
+
+
+# -- BaseException from a sink, a blocked loop, abort (issue 12.6) ---------------------------
+
+
+def snapshot(store: ScheduleStore, msg: ScheduledMessage) -> ScheduleSnapshot:
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    return snap
+
+
+def batch_of(store: ScheduleStore, n: int, max_attempts: int = 3) -> list[ScheduledMessage]:
+    msgs = [
+        ScheduledMessage.delay(Target.outbox(), now() - timedelta(seconds=n - i), "r", i)
+        for i in range(n)
+    ]
+    store.insert_many(msgs, max_attempts)
+    return msgs
+
+
+def test_an_async_sink_raising_cancelled_error_is_a_failed_dispatch() -> None:
+    store = InMemoryScheduleStore()
+    first, second = batch_of(store, 2)
+
+    async def sink(message: ScheduledMessage) -> None:
+        if message.schedule_id == first.schedule_id:
+            raise asyncio.CancelledError("the sink's own")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, CallableSink(sink), FAST).run_async(stop))
+        await until(lambda: status(store, second) is ScheduleStatus.DELIVERED)
+        assert not task.done(), "run_async goes on"
+        stop.set()
+        await task
+
+    run(main)
+    snap = snapshot(store, first)
+    assert (snap.status, snap.attempts) == (ScheduleStatus.PENDING, 1)
+    assert snap.last_error == "CancelledError: the sink's own"
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")],
+)
+def test_keyboard_interrupt_or_system_exit_from_an_async_sink_settles_then_propagates(
+    error: BaseException, text: str
+) -> None:
+    store = InMemoryScheduleStore()
+    msgs = batch_of(store, 3)
+
+    async def sink(_: ScheduledMessage) -> None:
+        raise error
+
+    async def main() -> None:
+        await SchedulerWorker(store, CallableSink(sink), FAST).run_async()
+
+    with pytest.raises(type(error)):
+        asyncio.run(main())
+    first = snapshot(store, msgs[0])
+    assert (first.status, first.attempts, first.last_error) == (ScheduleStatus.PENDING, 1, text)
+    for msg in msgs[1:]:
+        snap = snapshot(store, msg)
+        assert (snap.status, snap.attempts, snap.leased_until) == (ScheduleStatus.PENDING, 0, None)
+
+
+def test_an_async_sink_blocking_the_loop_past_the_timeout_is_not_counted_as_delivered() -> None:
+    store = InMemoryScheduleStore()
+    cfg = SchedulerWorkerConfig(
+        poll_interval=timedelta(milliseconds=20), dispatch_timeout=timedelta(milliseconds=100)
+    )
+
+    async def blocking(_: ScheduledMessage) -> None:
+        time.sleep(0.3)  # never yields: the timeout cannot cancel it
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            SchedulerWorker(store, CallableSink(blocking), cfg).run_async(stop)
+        )
+        msg = due_now(store)
+        await until(lambda: snapshot(store, msg).last_error is not None)
+        stop.set()
+        await task
+        snap = snapshot(store, msg)
+        assert (snap.status, snap.attempts) == (ScheduleStatus.PENDING, 1)
+        assert snap.last_error is not None
+        assert snap.last_error.startswith("TimeoutError: the sink blocked the event loop for 0.")
+        assert "past dispatch_timeout (0.1 s)" in snap.last_error
+
+    run(main)
+
+
+def test_abort_cancels_the_async_dispatch_in_flight_and_releases_the_rest() -> None:
+    store = InMemoryScheduleStore()
+    first, second = batch_of(store, 2)
+    cancelled: list[bool] = []
+
+    async def main() -> None:
+        in_dispatch = asyncio.Event()
+
+        async def hang(_: ScheduledMessage) -> None:
+            in_dispatch.set()
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        worker = SchedulerWorker(store, CallableSink(hang), FAST)
+        task = asyncio.create_task(worker.run_async())
+        await asyncio.wait_for(in_dispatch.wait(), 2)
+        await asyncio.to_thread(worker.abort)  # from another thread, as a signal handler would
+        await asyncio.wait_for(task, 2)
+
+    run(main)
+    assert cancelled == [True]
+    snap = snapshot(store, first)
+    assert (snap.status, snap.attempts) == (ScheduleStatus.PENDING, 1)
+    assert snap.last_error is not None and snap.last_error.startswith("DispatchError: the worker")
+    released = snapshot(store, second)
+    assert (released.attempts, released.leased_until) == (0, None)
+
+
+def test_abort_abandons_a_sync_sink_on_the_helper_thread_in_async_mode() -> None:
+    import threading
+
+    store = InMemoryScheduleStore()
+    first, second = batch_of(store, 2)
+    called, release = threading.Event(), threading.Event()
+
+    def hang(_: ScheduledMessage) -> None:
+        called.set()
+        release.wait(10)
+
+    async def main() -> None:
+        worker = SchedulerWorker(store, hang, FAST)
+        task = asyncio.create_task(worker.run_async())
+        assert await asyncio.to_thread(called.wait, 2)
+        worker.abort()  # from the loop's own thread this time
+        await asyncio.wait_for(task, 2)
+
+    try:
+        run(main)
+    finally:
+        release.set()
+    snap = snapshot(store, first)
+    assert snap.attempts == 1
+    assert snap.last_error is not None and "the dispatch was abandoned" in snap.last_error
+    released = snapshot(store, second)
+    assert (released.attempts, released.leased_until) == (0, None)

@@ -1,0 +1,105 @@
+"""SchedulerWorkerConfig: how a worker polls, claims, times out and retries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import attrs
+
+from .errors import InvalidConfiguration
+
+__all__ = ["SchedulerWorkerConfig", "check_duration", "format_duration"]
+
+_ZERO = timedelta(0)
+
+
+def format_duration(value: timedelta) -> str:
+    """A duration as error messages show it: ``"1.5 s"``."""
+    return f"{value.total_seconds():g} s"
+
+
+def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
+    """``value`` if it is a :class:`~datetime.timedelta` > 0 (>= 0 with ``allow_zero``).
+
+    Raises :class:`InvalidConfiguration` naming ``name`` and the value otherwise.
+    """
+    if not isinstance(value, timedelta):
+        raise InvalidConfiguration(f"{name} must be a datetime.timedelta, got {name}={value!r}")
+    if value < _ZERO or (value == _ZERO and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidConfiguration(f"{name} must be {bound}, got {name}={format_duration(value)}")
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class SchedulerWorkerConfig:
+    """How a :class:`~hexeract_lite.SchedulerWorker` polls, claims, times out and retries.
+
+    Every duration is a :class:`datetime.timedelta`. Checked at construction; a bad
+    value raises :class:`InvalidConfiguration` naming the field and the value:
+
+    ==================  =========  ====================================================
+    field               default    rule
+    ==================  =========  ====================================================
+    poll_interval       100 ms     > 0; the longest an idle worker sleeps between looks
+    batch_size          10         int >= 1; occurrences claimed per cycle
+    lease               300 s      > 0 and >= batch_size * dispatch_timeout
+    retry_base_delay    1 s        > 0
+    retry_max_delay     300 s      >= retry_base_delay
+    jitter              True       bool; full jitter on retry delays
+    min_cycle_delay     5 ms       >= 0; the pause after a cycle that claimed a full batch
+    dispatch_timeout    30 s       > 0; how long one dispatch may take
+    ==================  =========  ====================================================
+
+    The lease must cover a whole batch dispatched back to back at the timeout, or
+    the last occurrences of a slow batch would be skipped as expired.
+
+    ``min_cycle_delay`` paces the drain of a backlog: a worker that keeps claiming
+    full batches moves at most ``batch_size`` occurrences per ``min_cycle_delay``;
+    set it to 0 to drain as fast as the store allows. A cycle that claimed less than
+    a full batch is followed by the idle sleep instead (see
+    :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the worker's
+    :class:`~hexeract_lite.retry.RetryPolicy`.
+    """
+
+    poll_interval: timedelta = timedelta(milliseconds=100)
+    batch_size: int = 10
+    lease: timedelta = timedelta(seconds=300)
+    retry_base_delay: timedelta = timedelta(seconds=1)
+    retry_max_delay: timedelta = timedelta(seconds=300)
+    jitter: bool = True
+    min_cycle_delay: timedelta = timedelta(milliseconds=5)
+    dispatch_timeout: timedelta = timedelta(seconds=30)
+
+    def __attrs_post_init__(self) -> None:
+        check_duration("poll_interval", self.poll_interval)
+        batch = self.batch_size
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InvalidConfiguration(
+                f"batch_size must be an integer >= 1, got batch_size={batch!r}"
+            )
+        check_duration("lease", self.lease)
+        check_duration("retry_base_delay", self.retry_base_delay)
+        check_duration("retry_max_delay", self.retry_max_delay)
+        if not isinstance(self.jitter, bool):
+            raise InvalidConfiguration(f"jitter must be True or False, got jitter={self.jitter!r}")
+        check_duration("min_cycle_delay", self.min_cycle_delay, allow_zero=True)
+        check_duration("dispatch_timeout", self.dispatch_timeout)
+        if self.retry_max_delay < self.retry_base_delay:
+            raise InvalidConfiguration(
+                "retry_max_delay must be >= retry_base_delay"
+                f" ({format_duration(self.retry_base_delay)}),"
+                f" got retry_max_delay={format_duration(self.retry_max_delay)}"
+            )
+        try:
+            needed: timedelta | None = self.dispatch_timeout * batch
+        except OverflowError:  # past timedelta.max: no lease can cover it
+            needed = None
+        if needed is None or self.lease < needed:
+            product = "more than timedelta.max" if needed is None else format_duration(needed)
+            raise InvalidConfiguration(
+                f"lease must be >= batch_size * dispatch_timeout ({batch} *"
+                f" {format_duration(self.dispatch_timeout)} = {product}), so"
+                " that a whole batch can be dispatched within one lease;"
+                f" got lease={format_duration(self.lease)}"
+            )

@@ -1,0 +1,570 @@
+"""Dispatch: handing claimed occurrences to a sink, one at a time, each under a timeout.
+
+:class:`SinkRunner` is the worker's dispatcher, for both of its ways of running:
+
+- :meth:`SinkRunner.run_batch` (the thread loop and ``run_once``): a whole batch is
+  handed to a helper thread at once (one hand-off per batch, not one per occurrence),
+  which calls ``dispatch`` for each occurrence in order; an awaitable it returns is run
+  to completion on a private event loop on that thread. Each call has its own
+  ``dispatch_timeout``, counted from the end of the call before it.
+- :meth:`SinkRunner.run_batch_async` (``run_async``): an async sink is awaited on the
+  running loop under the timeout (cancelled when it runs out); a sync one runs on the
+  helper thread, and an awaitable it returns is awaited on the loop within the same
+  timeout.
+
+Python cannot kill a thread: a sync sink still running at the timeout is
+**abandoned**. It keeps running in the background until it returns on its own (its
+result is discarded) and the batch goes on on a fresh helper thread, so a sink that
+can hang must tolerate one call overlapping the next.
+
+Before each call, the occurrence's *turn* (:func:`take_turn`) decides whether it is
+dispatched at all: not when the worker is stopping (:data:`~.settle.NOT_DISPATCHED`)
+nor when its lease has run out (:data:`~.settle.LEASE_EXPIRED`). Every occurrence gets
+one :class:`~.settle.DispatchResult`; a sink's exception, whatever its type, is a
+failed dispatch. A ``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop,
+or in the thread waiting for a batch, is also handed back to the caller, to raise once
+the batch is settled; nothing more of the batch is dispatched.
+
+:meth:`SinkRunner.interrupt` (from any thread) gives up on the call in flight: it is
+recorded as failed, and the rest of the batch is not dispatched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import functools
+import inspect
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+
+from .clock import Clock
+from .errors import DispatchError
+from .message import ScheduledMessage
+from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult
+from .sinks import ScheduleSink, _bad_return, _discard, is_async_sink
+from .snapshot import LeasedOccurrence
+
+__all__ = ["SinkRunner", "Turn", "log_occurrence", "take_turn"]
+
+log = logging.getLogger("hexeract_lite.worker")
+
+Turn = Callable[[LeasedOccurrence], DispatchResult | None]
+"""Decides an occurrence's turn: a result without dispatching it, or None: dispatch it."""
+
+Interruption = BaseException | None
+"""What stopped a batch part-way and must be raised once it is settled (or None)."""
+
+_EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
+
+
+def log_occurrence(
+    clock: Clock, level: int, template: str, occ: LeasedOccurrence, **fields: object
+) -> None:
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``. The
+    occurrence id (a SHA-1) is only derived when the level is enabled."""
+    if not log.isEnabledFor(level):
+        return
+    msg = occ.message
+    lag = (clock.now() - msg.scheduled_for).total_seconds()
+    data: dict[str, object] = {
+        "schedule_id": str(msg.schedule_id),
+        "occurrence_id": str(msg.occurrence_id()),
+        "attempt": occ.attempts,
+        "max_attempts": occ.max_attempts,
+        "lag": lag,
+        "event_type": msg.event_type,
+        **fields,
+    }
+    text = template % data if "%(" in template else template
+    log.log(
+        level,
+        "schedule %s occurrence %s attempt %d lag %.3fs: %s",
+        data["schedule_id"],
+        data["occurrence_id"],
+        occ.attempts,
+        lag,
+        text,
+        extra={k: data[k] for k in _EXTRA},
+    )
+
+
+def take_turn(
+    clock: Clock, stopping: Callable[[], bool], occ: LeasedOccurrence
+) -> DispatchResult | None:
+    """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
+    :data:`LEASE_EXPIRED` when its lease has run out, else None (dispatch it)."""
+    if stopping():
+        return NOT_DISPATCHED
+    if occ.leased_until > clock.now():
+        log_occurrence(
+            clock, logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ
+        )
+        return None
+    log_occurrence(
+        clock,
+        logging.WARNING,
+        "skipped: its lease ran out at %(leased_until)s before its turn in the batch",
+        occ,
+        leased_until=occ.leased_until.isoformat(),
+    )
+    return LEASE_EXPIRED
+
+
+def abandoned_error() -> DispatchError:
+    """The failure recorded for a dispatch given up by :meth:`SinkRunner.interrupt`."""
+    return DispatchError("the worker was aborted while the sink ran; the dispatch was abandoned")
+
+
+# -- calling the sink --------------------------------------------------------------------
+
+
+async def _await_value(value: Awaitable[object]) -> object:
+    return await value
+
+
+def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
+    """On a helper thread, for :meth:`SinkRunner.run_batch`: dispatch, await if need be."""
+    result: object = sink.dispatch(message)
+    if result is not None and inspect.isawaitable(result):
+        # A coroutine from a sync run: run it to completion here, on a private loop.
+        result = asyncio.run(_await_value(result))
+    if result is not None:
+        raise _bad_return("sink", sink, result)
+
+
+def _call_raw(sink: ScheduleSink, message: ScheduledMessage) -> object:
+    """On a helper thread, for the asyncio path: an awaitable goes back to the loop."""
+    return sink.dispatch(message)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _notify_loop(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        loop.call_soon_threadsafe(_resolve, fut)
+
+
+# -- the helper thread -------------------------------------------------------------------
+
+_PENDING, _COMPLETED, _ABANDONED = 0, 1, 2
+
+
+class _Job:
+    """One sink call handed to a helper thread (the asyncio path); ``on_done`` tells
+    the loop when it finished."""
+
+    __slots__ = ("_fn", "_on_done", "_state", "_state_lock", "error", "result")
+
+    def __init__(self, fn: Callable[[], object], on_done: Callable[[], None]) -> None:
+        self._fn = fn
+        self._on_done = on_done
+        self._state_lock = threading.Lock()
+        self._state = _PENDING
+        self.result: object = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = self._fn()
+        except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
+            error = exc
+        with self._state_lock:
+            if self._state == _ABANDONED:
+                _discard(result)
+                return
+            self.result, self.error = result, error
+            self._state = _COMPLETED
+        self._on_done()
+
+    def abandon(self) -> bool:
+        """Give up on the call unless it already finished; True when abandoned."""
+        with self._state_lock:
+            if self._state == _COMPLETED:
+                return False
+            self._state = _ABANDONED
+            return True
+
+
+class _Wait(enum.Enum):
+    """How :meth:`_BatchRun.wait` ended."""
+
+    FINISHED = "finished"
+    TIMED_OUT = "timed out"
+    INTERRUPTED = "interrupted"
+
+
+class _BatchRun:
+    """A batch of sink calls handed to a helper thread at once.
+
+    The helper thread takes each item's turn and calls the sink for those to
+    dispatch; the waiting thread sleeps until all are done. :meth:`wait` wakes when the
+    call in flight would run out of time and gives up on it (and on the rest of this
+    run) only if that very call has not finished by then. ``results`` gets one
+    :class:`DispatchResult` per finished item. It holds no reference to the worker, so
+    a run left behind by a hung sink does not keep the worker alive.
+    """
+
+    __slots__ = (
+        "_abandoned",
+        "_done",
+        "_interrupted",
+        "_items",
+        "_lock",
+        "_released",
+        "_sink",
+        "_started",
+        "_turn",
+        "in_flight",
+        "results",
+    )
+
+    def __init__(self, sink: ScheduleSink, items: Sequence[LeasedOccurrence], turn: Turn) -> None:
+        self._sink = sink
+        self._items = items
+        self._turn = turn
+        self._lock = threading.Lock()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._released = False
+        self._abandoned = False
+        self._interrupted = False
+        self._started = time.monotonic()
+        self.in_flight = False
+        """True while an item has been handed to the sink and has not returned."""
+        self.results: list[DispatchResult] = []
+
+    def run(self) -> None:
+        """On the helper thread: every item, in order, until done or abandoned."""
+        sink, turn, lock, results = self._sink, self._turn, self._lock, self.results
+        for occ in self._items:
+            try:
+                result = turn(occ)
+            except BaseException as exc:  # e.g. a clock that fails: this item fails
+                result = DispatchResult.failed(exc)
+            if result is None:
+                with lock:
+                    if self._abandoned:
+                        return  # given up before this item was handed to the sink
+                    self.in_flight = True
+                try:
+                    _call_blocking(sink, occ.message)
+                    result = SUCCEEDED
+                except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
+                    result = DispatchResult.failed(exc)
+            with lock:
+                if self._abandoned:
+                    return  # the worker gave up on this call and took the rest elsewhere
+                results.append(result)
+                self.in_flight = False
+                self._started = time.monotonic()
+        self._wake()
+
+    def _wake(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        self._done.release()
+
+    def interrupt(self) -> None:
+        """From any thread: make :meth:`wait` return :data:`_Wait.INTERRUPTED` now."""
+        with self._lock:
+            self._interrupted = True
+        self._wake()
+
+    def wait(self, timeout: float) -> _Wait:
+        """Block until every item finished, until one call ran past ``timeout`` seconds,
+        or until :meth:`interrupt`. Unless every item finished, the run is abandoned:
+        ``results`` keeps the items finished before, ``in_flight`` tells whether the
+        next one was handed to the sink."""
+        while True:
+            with self._lock:
+                finished, started = len(self.results), self._started
+            remaining = started + timeout - time.monotonic()
+            if remaining > 0:
+                self._done.acquire(timeout=min(remaining, threading.TIMEOUT_MAX))
+            with self._lock:
+                if len(self.results) == len(self._items):
+                    return _Wait.FINISHED
+                if self._interrupted:
+                    self._abandoned = True
+                    return _Wait.INTERRUPTED
+                if len(self.results) == finished and time.monotonic() >= started + timeout:
+                    self._abandoned = True
+                    return _Wait.TIMED_OUT
+            # another call finished meanwhile: wait on for the one now in flight
+
+    def abandon(self) -> None:
+        """Give up on the run (the waiting thread was interrupted): the helper thread
+        stops after its call, and hands nothing more to the sink."""
+        with self._lock:
+            self._abandoned = True
+
+
+def _helper_main(jobs: queue.SimpleQueue[_Job | _BatchRun | None]) -> None:
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job.run()
+        del job
+
+
+class _Dispatcher:
+    """A daemon thread running sink calls one at a time."""
+
+    def __init__(self, owner: object, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | _BatchRun | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(
+            target=_helper_main, args=(self._jobs,), name=name, daemon=True
+        )
+        self.thread.start()
+        # When the owner goes away the thread ends too (the finalizer holds no owner).
+        self._close = weakref.finalize(owner, self._jobs.put, None)
+
+    def submit(self, job: _Job | _BatchRun) -> None:
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        """End the thread once its current call (if any) returns."""
+        self._close()
+
+
+# -- the runner --------------------------------------------------------------------------
+
+
+class SinkRunner:
+    """Dispatches batches to ``sink``, each call under ``timeout`` seconds.
+
+    ``aborting`` is the event :meth:`interrupt` is paired with: while it is set, an
+    asyncio dispatch that starts is given up at once. The runner owns at most one
+    helper thread at a time; :meth:`close` ends it.
+    """
+
+    def __init__(self, sink: ScheduleSink, timeout: float, aborting: threading.Event) -> None:
+        self.sink = sink
+        self.is_async = is_async_sink(sink)
+        self._timeout = min(timeout, threading.TIMEOUT_MAX)
+        self._aborting = aborting
+        self._lock = threading.Lock()
+        self._dispatcher: _Dispatcher | None = None
+        self._current: _BatchRun | None = None
+        self._budget: asyncio.Timeout | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- the helper thread
+
+    def _get_dispatcher(self) -> _Dispatcher:
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = _Dispatcher(self, f"hexeract-sink-{id(self):x}")
+            return self._dispatcher
+
+    def _drop_dispatcher(self, why: str) -> None:
+        """Leave the helper thread to the call it is stuck in; the next call gets a
+        fresh one."""
+        with self._lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.close()
+            log.warning(
+                "%s; its thread %r is abandoned and keeps running until the sink returns",
+                why,
+                dispatcher.thread.name,
+            )
+
+    def close(self) -> None:
+        """End the helper thread once its current call (if any) returns."""
+        with self._lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.close()
+
+    def _timed_out(self) -> TimeoutError:
+        return TimeoutError(
+            f"the sink did not return within dispatch_timeout ({self._timeout:g} s)"
+        )
+
+    # -- interrupting
+
+    def interrupt(self) -> None:
+        """From any thread: give up on the dispatch in flight, if any (see the module
+        docstring). Set ``aborting`` first."""
+        with self._lock:
+            run, budget, loop = self._current, self._budget, self._loop
+        if run is not None:
+            run.interrupt()
+        if budget is not None and loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
+                loop.call_soon_threadsafe(self._expire, budget, loop)
+
+    def _expire(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
+        if budget is self._budget and not budget.expired():
+            with contextlib.suppress(RuntimeError):  # already left
+                budget.reschedule(loop.time())
+
+    # -- the thread way
+
+    def run_batch(
+        self, batch: Sequence[LeasedOccurrence], turn: Turn
+    ) -> tuple[list[DispatchResult], Interruption]:
+        """Dispatch ``batch`` on the helper thread: one result per occurrence, and the
+        exception (e.g. :class:`KeyboardInterrupt`) that interrupted the waiting thread,
+        to be raised once the batch is settled. A call past the timeout is a failed
+        dispatch (:class:`TimeoutError`) and the rest goes on on a fresh thread."""
+        results: list[DispatchResult] = []
+        interruption: Interruption = None
+        while len(results) < len(batch):
+            run = _BatchRun(self.sink, batch[len(results) :], turn)
+            with self._lock:
+                self._current = run
+            try:
+                if self._aborting.is_set():
+                    run.interrupt()  # nothing of it is handed to the sink
+                else:
+                    self._get_dispatcher().submit(run)
+                state = run.wait(self._timeout)
+            except BaseException as exc:  # e.g. KeyboardInterrupt in this thread
+                run.abandon()
+                interruption, state = exc, _Wait.INTERRUPTED
+            finally:
+                with self._lock:
+                    self._current = None
+            results += run.results
+            if state is _Wait.FINISHED:
+                break
+            if state is _Wait.TIMED_OUT:
+                self._drop_dispatcher(self._why_abandoned(timed_out=True))
+                results.append(DispatchResult.failed(self._timed_out()))
+                continue
+            if run.in_flight:
+                self._drop_dispatcher(self._why_abandoned())
+                error = interruption if interruption is not None else abandoned_error()
+                results.append(DispatchResult.failed(error))
+            results += [NOT_DISPATCHED] * (len(batch) - len(results))
+        return results, interruption
+
+    # -- the asyncio way
+
+    async def run_batch_async(
+        self, batch: Sequence[LeasedOccurrence], turn: Turn
+    ) -> tuple[list[DispatchResult], Interruption]:
+        """Dispatch ``batch`` from the running loop: one result per occurrence, and the
+        exception to raise once the batch is settled (:class:`KeyboardInterrupt` or
+        :class:`SystemExit` from the sink, or the cancellation of this task), after
+        which nothing more is dispatched."""
+        results: list[DispatchResult] = []
+        interruption: Interruption = None
+        for occ in batch:
+            if interruption is not None:
+                result: DispatchResult | None = NOT_DISPATCHED
+            else:
+                try:
+                    result = turn(occ)
+                except Exception as exc:  # e.g. a clock that fails: this item fails
+                    result = DispatchResult.failed(exc)
+            if result is None:
+                result, interruption = await self._dispatch_async(occ.message)
+            results.append(result)
+        return results, interruption
+
+    async def _dispatch_async(
+        self, message: ScheduledMessage
+    ) -> tuple[DispatchResult, Interruption]:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()  # the loop's time() is time.monotonic() too
+        budget = asyncio.timeout_at(started + self._timeout)
+        on_loop = self.is_async
+        result: object = None
+        try:
+            async with budget:
+                with self._lock:
+                    self._budget, self._loop = budget, loop
+                if self._aborting.is_set():
+                    return NOT_DISPATCHED, None
+                if self.is_async:
+                    result = self.sink.dispatch(message)
+                else:
+                    error, result = await self._call_in_thread(loop, message)
+                    if error is not None:
+                        return DispatchResult.failed(error), None  # raised on the helper thread
+                if result is not None and inspect.isawaitable(result):
+                    on_loop = True
+                    result = await result
+        except TimeoutError as exc:
+            if not budget.expired():
+                return DispatchResult.failed(exc), None  # the sink's own TimeoutError
+            if self._aborting.is_set():
+                return DispatchResult.failed(abandoned_error()), None
+            if on_loop:  # (a call abandoned on the helper thread was logged as such)
+                log.warning(
+                    "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
+                    self._timeout,
+                )
+            return DispatchResult.failed(self._timed_out()), None
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                return DispatchResult.failed(exc), exc  # this task is being cancelled
+            return DispatchResult.failed(exc), None  # the sink's own CancelledError
+        except (KeyboardInterrupt, SystemExit) as exc:
+            return DispatchResult.failed(exc), exc
+        except BaseException as exc:
+            return DispatchResult.failed(exc), None
+        finally:
+            with self._lock:
+                self._budget = None
+        if result is not None:
+            _discard(result)
+            return DispatchResult.failed(_bad_return("sink", self.sink, result)), None
+        over = time.monotonic() - started - self._timeout
+        if on_loop and over > 0:
+            return DispatchResult.failed(self._blocked(over)), None
+        return SUCCEEDED, None
+
+    def _blocked(self, over: float) -> TimeoutError:
+        log.warning(
+            "a sink blocked the event loop %.3f s past dispatch_timeout (%g s)", over, self._timeout
+        )
+        return TimeoutError(
+            f"the sink blocked the event loop for {over:.3f} s past dispatch_timeout"
+            f" ({self._timeout:g} s), so it could not be cancelled in time; not counted as"
+            " delivered"
+        )
+
+    async def _call_in_thread(
+        self, loop: asyncio.AbstractEventLoop, message: ScheduledMessage
+    ) -> tuple[BaseException | None, object]:
+        """Run a sync sink on the helper thread: ``(what it raised, None)`` or ``(None,
+        what it returned)``. Cancelled (at the timeout): the call is abandoned."""
+        fut: asyncio.Future[None] = loop.create_future()
+        job = _Job(
+            functools.partial(_call_raw, self.sink, message),
+            on_done=functools.partial(_notify_loop, loop, fut),
+        )
+        self._get_dispatcher().submit(job)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if job.abandon():
+                self._drop_dispatcher(self._why_abandoned())
+            else:
+                _discard(job.result)
+            raise
+        return job.error, job.result
+
+    def _why_abandoned(self, *, timed_out: bool = False) -> str:
+        if not timed_out and self._aborting.is_set():
+            return "a dispatch was abandoned: the worker is aborting"
+        return f"a sink did not return within dispatch_timeout ({self._timeout:g} s)"

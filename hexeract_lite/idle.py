@@ -1,0 +1,181 @@
+"""The idle plan: what a worker's loop does between cycles.
+
+Shared by the thread loop (:meth:`~hexeract_lite.SchedulerWorker.run`) and the asyncio
+loop (:meth:`~hexeract_lite.SchedulerWorker.run_async`), which differ only in how they
+wait. :class:`Pacer` decides, after each cycle:
+
+- a cycle that claimed a full batch (more is probably waiting): go again after
+  ``min_cycle_delay``;
+- any other cycle: the backlog is drained; sleep by an :class:`IdlePlan` until the
+  store's ``next_wakeup()`` hint, at most ``poll_interval`` at a time, waking at once on
+  ``store.changes``;
+- a cycle that raised: back off, ``poll_interval`` doubling per consecutive error, at
+  most :data:`STORE_ERROR_BACKOFF_MAX`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import datetime, timedelta
+
+from .clock import Clock
+from .config import SchedulerWorkerConfig
+from .errors import StoreError
+from .settle import error_text
+from .store.base import ChangeSignal
+
+__all__ = [
+    "COMMIT_CHECKS_PER_POLL",
+    "FULL_CYCLE_EVERY_S",
+    "STOP_CHECK_S",
+    "STORE_ERROR_BACKOFF_MAX",
+    "IdlePlan",
+    "Pacer",
+    "wait_change_or_stop",
+    "wait_event",
+]
+
+log = logging.getLogger("hexeract_lite.worker")
+
+STORE_ERROR_BACKOFF_MAX = timedelta(seconds=30)
+"""The longest pause a worker's loop makes after repeated store errors."""
+
+STOP_CHECK_S = 0.1
+"""An idle thread loop looks at its ``stop`` event at least this often."""
+
+COMMIT_CHECKS_PER_POLL = 2
+"""An idle worker on a ``data_version()`` store checks it this often per
+``poll_interval``, so another process's commit is noticed within half of it."""
+
+FULL_CYCLE_EVERY_S = 5.0
+"""With a ``data_version()`` store, an idle worker still runs a full cycle this often."""
+
+
+class IdlePlan:
+    """When an idle worker should look again.
+
+    It sleeps until ``hint`` (the store's next due instant, or None), at most ``poll``
+    seconds at a time. With ``tracks_commits`` (a store with ``data_version()``) it
+    wakes :data:`COMMIT_CHECKS_PER_POLL` times per ``poll`` to compare the version, and
+    runs a full cycle only when something changed, the hint is reached, or
+    :data:`FULL_CYCLE_EVERY_S` passed; without, it runs a full cycle every ``poll``.
+    """
+
+    __slots__ = ("_clock", "_hint", "_poll", "_started", "_tracks_commits")
+
+    def __init__(
+        self, clock: Clock, hint: datetime | None, poll: float, tracks_commits: bool
+    ) -> None:
+        self._clock = clock
+        self._hint = hint
+        self._poll = poll
+        self._tracks_commits = tracks_commits
+        self._started = time.monotonic()
+
+    def next_timeout(self, cap: float) -> float | None:
+        """Seconds to wait (at most ``cap``) before the next look, or None: run a cycle
+        now."""
+        step = self._poll / COMMIT_CHECKS_PER_POLL if self._tracks_commits else self._poll
+        timeout = min(step, cap)
+        if self._hint is not None:
+            until_hint = (self._hint - self._clock.now()).total_seconds()
+            if until_hint <= 0:
+                return None
+            timeout = min(timeout, until_hint)
+        elapsed = time.monotonic() - self._started
+        budget = FULL_CYCLE_EVERY_S if self._tracks_commits else self._poll
+        if elapsed >= budget:
+            return None
+        return max(min(timeout, budget - elapsed), 0.0)
+
+
+class Pacer:
+    """The decisions of one loop between its cycles (see the module docstring)."""
+
+    __slots__ = ("_clock", "_config", "_failures", "_overdue", "_poll", "_tracks_commits")
+
+    def __init__(self, clock: Clock, config: SchedulerWorkerConfig, tracks_commits: bool) -> None:
+        self._clock = clock
+        self._config = config
+        self._poll = config.poll_interval.total_seconds()
+        self._tracks_commits = tracks_commits
+        self._failures = 0
+        self._overdue = 0
+
+    def after_cycle(self, claimed: int) -> float | None:
+        """A cycle that claimed ``claimed`` worked: the pause in seconds before the next
+        one when the batch was full, or None: go idle (:meth:`idle_plan`)."""
+        if self._failures:
+            log.info("the store answers again after %d error(s)", self._failures)
+            self._failures = 0
+        if claimed >= self._config.batch_size:
+            return self._config.min_cycle_delay.total_seconds()
+        return None
+
+    def idle_plan(self, hint: datetime | None, claimed: int) -> IdlePlan:
+        """The sleep after a cycle that claimed ``claimed`` (less than a batch).
+
+        A hint still in the past after an empty cycle means the store says work is due
+        but hands none out; twice in a row, the hint is ignored and the plan polls.
+        """
+        if hint is None or hint > self._clock.now() or claimed:
+            self._overdue = 0
+        else:
+            self._overdue += 1
+            if self._overdue >= 2:
+                hint = None
+        return IdlePlan(self._clock, hint, self._poll, self._tracks_commits)
+
+    def after_error(self, exc: Exception) -> float:
+        """A cycle raised ``exc``: log it, and return the backoff in seconds."""
+        self._failures += 1
+        failures = self._failures
+        cap = max(STORE_ERROR_BACKOFF_MAX.total_seconds(), self._poll)
+        delay = min(self._poll * 2.0 ** min(failures - 1, 30), cap)
+        if isinstance(exc, StoreError):
+            log.warning(
+                "store error (%d in a row), next try in %.2f s: %s",
+                failures,
+                delay,
+                error_text(exc),
+                exc_info=exc,
+            )
+        else:
+            log.error(
+                "unexpected error in the poll loop (%d in a row), next try in %.2f s",
+                failures,
+                delay,
+                exc_info=exc,
+            )
+        return delay
+
+
+# -- how the asyncio loop waits ----------------------------------------------------------
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> None:
+    """Wait until ``event`` is set or ``timeout`` seconds pass."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+
+
+async def wait_change_or_stop(
+    changes: ChangeSignal | None, stop: asyncio.Event, version: int, timeout: float
+) -> bool:
+    """Wait up to ``timeout`` seconds for ``changes`` to move past ``version`` (True)
+    or for ``stop`` (False), without blocking the loop."""
+    if changes is None:
+        await wait_event(stop, timeout)
+        return False
+    waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not waiter.done():
+            changes.notify()  # let the helper thread go now; a spurious wake is harmless
+    return waiter.done() and not waiter.cancelled() and waiter.result() is True

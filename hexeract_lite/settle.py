@@ -1,0 +1,167 @@
+"""Settling a dispatch: what the store records for each claimed occurrence.
+
+:func:`settlement_for` is the rule the worker applies to every occurrence of a batch
+once its turn is over (a pure function: no store, no clock, no I/O):
+
+==============================  ======================================================
+what happened at its turn       the settlement
+==============================  ======================================================
+dispatched, delay trigger       ``delivered``
+dispatched, cron trigger        ``reschedule`` to ``next_due(now, scheduled_for)``, the
+                                first cron instant after both (missed ticks collapse
+                                into one catch-up); ``delivered`` when the expression
+                                has no further instant
+failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
+                                (``attempts < max_attempts``)
+failed, exhausted               ``dead_lettered`` with the error text
+not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
+                                cleared, claimable again at once
+lease expired before its turn   nothing: another worker may own it now
+==============================  ======================================================
+
+Every settlement carries the claim's ``leased_until`` as its fencing token.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+import attrs
+
+from .retry import RandomSource, RetryPolicy
+from .snapshot import LeasedOccurrence
+from .store.base import Settlement, SettlementKind
+
+__all__ = [
+    "LEASE_EXPIRED",
+    "MAX_ERROR_CHARS",
+    "NOT_DISPATCHED",
+    "SUCCEEDED",
+    "DispatchOutcome",
+    "DispatchResult",
+    "ResultKind",
+    "error_text",
+    "outcome_of",
+    "settlement_for",
+]
+
+MAX_ERROR_CHARS = 4000
+"""``last_error`` texts longer than this are cut (ending in ``…``) to keep rows small."""
+
+
+def error_text(error: BaseException | str) -> str:
+    """The ``last_error`` text of a failure: ``"<ExceptionType>: <message>"``.
+
+    Just the type name when the message is empty; cut to :data:`MAX_ERROR_CHARS`.
+    """
+    if isinstance(error, BaseException):
+        detail = str(error)
+        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+    else:
+        text = str(error)
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 1] + "…"
+    return text
+
+
+class ResultKind(enum.Enum):
+    """What happened to a claimed occurrence at its turn in the batch."""
+
+    SUCCEEDED = "succeeded"
+    """Dispatched; the sink returned None."""
+    FAILED = "failed"
+    """Dispatched; the sink raised, timed out, returned something else, or was abandoned."""
+    NOT_DISPATCHED = "not dispatched"
+    """Never handed to the sink: the worker is stopping."""
+    LEASE_EXPIRED = "lease expired"
+    """Never handed to the sink: its lease ran out before its turn."""
+
+
+@attrs.frozen
+class DispatchResult:
+    """The result of one occurrence's turn: its :class:`ResultKind`, and for a failure
+    the error (an exception or a text)."""
+
+    kind: ResultKind
+    error: BaseException | str | None = None
+
+    @classmethod
+    def failed(cls, error: BaseException | str) -> DispatchResult:
+        """A failed dispatch with ``error``."""
+        return cls(ResultKind.FAILED, error)
+
+
+SUCCEEDED = DispatchResult(ResultKind.SUCCEEDED)
+NOT_DISPATCHED = DispatchResult(ResultKind.NOT_DISPATCHED)
+LEASE_EXPIRED = DispatchResult(ResultKind.LEASE_EXPIRED)
+
+
+def settlement_for(
+    occurrence: LeasedOccurrence,
+    result: DispatchResult,
+    now: datetime,
+    policy: RetryPolicy,
+    rng: RandomSource | None = None,
+) -> Settlement | None:
+    """The settlement of ``occurrence`` after ``result`` (see the module docstring).
+
+    ``now`` is the instant a cron schedule's next one is counted from; ``policy`` and
+    ``rng`` draw a retry delay (a fresh draw at each call when the policy has jitter).
+    None for :data:`LEASE_EXPIRED`: there is nothing to record.
+    """
+    msg = occurrence.message
+    kind = result.kind
+    if kind is ResultKind.SUCCEEDED:
+        expr = msg.trigger.cron_expression
+        nxt = None if expr is None else expr.next_due(now, msg.scheduled_for)
+        if nxt is None:
+            return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
+        return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
+    if kind is ResultKind.FAILED:
+        text = error_text(result.error if result.error is not None else "")
+        if occurrence.attempts >= occurrence.max_attempts:
+            return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
+        delay = policy.next_delay(occurrence.attempts, rng)
+        return Settlement.failed(msg.schedule_id, delay, text, occurrence.leased_until)
+    if kind is ResultKind.NOT_DISPATCHED:
+        return Settlement.released(msg.schedule_id, occurrence.leased_until)
+    return None
+
+
+class DispatchOutcome(enum.StrEnum):
+    """What became of one claimed occurrence."""
+
+    DELIVERED = "delivered"
+    """Dispatched; a delay trigger (or a cron with no further instant) marked delivered."""
+    RESCHEDULED = "rescheduled"
+    """Dispatched; a cron schedule moved to its next instant."""
+    RETRIED = "retried"
+    """The dispatch failed; the occurrence waits out its retry delay."""
+    DEAD_LETTERED = "dead_lettered"
+    """The dispatch failed on the last attempt; the schedule is dead-lettered."""
+    LEASE_LOST = "lease_lost"
+    """The acknowledgement was fenced out: another worker owns the occurrence now."""
+    SKIPPED = "skipped"
+    """Its lease had expired before its turn in the batch; not dispatched."""
+    RELEASED = "released"
+    """The worker was stopping; not dispatched, handed back to the store."""
+
+
+_OUTCOMES = {
+    SettlementKind.DELIVERED: DispatchOutcome.DELIVERED,
+    SettlementKind.RESCHEDULE: DispatchOutcome.RESCHEDULED,
+    SettlementKind.FAILED: DispatchOutcome.RETRIED,
+    SettlementKind.DEAD_LETTERED: DispatchOutcome.DEAD_LETTERED,
+    SettlementKind.RELEASED: DispatchOutcome.RELEASED,
+}
+
+
+def outcome_of(settlement: Settlement | None, applied: bool = True) -> DispatchOutcome:
+    """What a settlement counts as once the store answered ``applied``: ``LEASE_LOST``
+    when it was fenced out, ``SKIPPED`` for None (nothing to record)."""
+    if settlement is None:
+        return DispatchOutcome.SKIPPED
+    if not applied:
+        return DispatchOutcome.LEASE_LOST
+    return _OUTCOMES[settlement.kind]

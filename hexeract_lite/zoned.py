@@ -1,0 +1,314 @@
+"""Cron rules on a time zone's wall clock, with daylight saving time rules written down.
+
+A :class:`ZonedCron` is a :class:`~hexeract_lite.trigger.CronExpression` read on the wall
+clock of an IANA time zone. The expression matches wall-clock times; which UTC instants
+fire is decided by these rules, the same for five- and six-field expressions:
+
+1. A wall time that occurs once fires at that instant.
+2. A wall time that does not exist (the clocks jump over it: spring forward, or a zone
+   moving its standard offset forward) fires once, at the first instant after the jump
+   (the transition instant). Several rule times inside one jump fire once, together.
+3. A wall time that occurs twice (the clocks go back) fires once, at its first
+   occurrence.
+4. Except: a rule whose *hour field* is ``*`` or has a step (``*/2``, ``1-23/3``, any
+   comma item that starts with ``*`` or holds a ``/``; macros by what they stand for, so
+   ``@hourly`` but not ``@daily``) fires on every real occurrence of a matching wall time.
+   The repeated hour fires twice and a skipped hour does not fire. A range or list of
+   hours (``0-23``, ``1,2,3``) names wall-clock hours and follows rules 1 to 3.
+5. Every firing is strictly later, in UTC, than the one before it.
+
+Rules 1 to 3 are one rule: a wall time fires at the first instant the zone's wall clock
+shows that time *or a later one*. Hence also: a rule time that was skipped by a jump and
+shows up again after a later fall back (no such zone exists today) fires only once.
+
+The zone is stored inside the expression with the ``CRON_TZ=Zone`` prefix (the cronie
+and Kubernetes convention): ``CRON_TZ=Europe/Paris 0 9 * * 1``. UTC is written without a
+prefix, so a UTC rule's text is what it always was; a zoned rule's text has six or seven
+fields with a first field the reference's UTC-only parser refuses, instead of firing the
+rule in UTC.
+
+The evaluation walks the zone's offset changes, not minutes: a few offset look-ups and
+one or two cron look-ups per firing. It assumes a zone never changes its UTC offset
+twice within one day *and back* (the closest pair of offset changes in the time zone
+database is about four days apart), which the tests check on the installed database.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import zoneinfo
+from datetime import UTC, datetime, timedelta, tzinfo
+
+import attrs
+from cronsim import CronSim
+
+from ._time import to_utc_ms
+from .errors import InvalidTrigger
+from .trigger import MACROS, CronExpression
+
+__all__ = [
+    "CRON_TZ_PREFIX",
+    "DEFAULT_ZONE",
+    "ZonedCron",
+    "every_real_hour",
+    "load_zone",
+    "next_in_zone",
+    "parse_zoned",
+    "render_zoned",
+]
+
+CRON_TZ_PREFIX = "CRON_TZ="
+"""The prefix that names a zoned rule's zone in its stored text."""
+
+DEFAULT_ZONE = "UTC"
+"""The zone of a rule given none; its stored text has no prefix."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_WALL = datetime(1970, 1, 1)
+_SECOND = timedelta(seconds=1)
+_PROBE = 86_400
+"""Seconds between two offset look-ups when searching for the zone's next change."""
+_ZONE_NAME = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
+_NOT_ZONES = frozenset({"localtime", "posixrules"})
+"""Names zoneinfo may list that stand for a machine's setting, not a zone."""
+
+
+@functools.cache
+def _available_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones()) - _NOT_ZONES
+
+
+def load_zone(name: str) -> tzinfo:
+    """The time zone named ``name``, an IANA name such as ``Europe/Paris``.
+
+    ``UTC`` is :data:`datetime.UTC` and needs no time zone database. Any other name must
+    be one the installed database lists (:func:`zoneinfo.available_timezones`; on
+    Windows the ``tzdata`` package provides it). Raises :class:`InvalidTrigger` naming
+    the zone otherwise.
+    """
+    if not isinstance(name, str):
+        raise InvalidTrigger(f"a time zone must be a name such as 'Europe/Paris', got {name!r}")
+    return _load_zone(name)
+
+
+@functools.lru_cache(maxsize=512)
+def _load_zone(name: str) -> tzinfo:
+    if name == DEFAULT_ZONE:
+        return UTC
+    if not _ZONE_NAME.fullmatch(name) or name not in _available_zones():
+        raise InvalidTrigger(
+            f"unknown time zone {name!r}: expected an IANA name such as 'Europe/Paris'"
+            " or 'UTC' (zoneinfo.available_timezones() lists them)"
+        )
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise InvalidTrigger(f"unknown time zone {name!r}: {exc}") from exc
+
+
+def parse_zoned(text: str) -> tuple[str, str]:
+    """Split a stored rule into ``(zone name, expression)``.
+
+    ``"CRON_TZ=Europe/Paris 0 9 * * 1"`` gives ``("Europe/Paris", "0 9 * * 1")``; a text
+    without the prefix gives ``("UTC", text)``. The zone is checked (:func:`load_zone`),
+    the expression is not. Raises :class:`InvalidTrigger` for an unknown zone or a
+    prefix with no expression after it.
+    """
+    if not isinstance(text, str):
+        raise InvalidTrigger(f"cron expression must be a string, got {text!r}")
+    stripped = text.strip()
+    if not stripped.startswith(CRON_TZ_PREFIX):
+        return DEFAULT_ZONE, text
+    head, *rest = stripped.split(None, 1)
+    zone = head[len(CRON_TZ_PREFIX) :]
+    if not zone:
+        raise InvalidTrigger(f"invalid cron expression {text!r}: CRON_TZ= names no zone")
+    load_zone(zone)
+    if not rest:
+        raise InvalidTrigger(f"invalid cron expression {text!r}: no expression after {head!r}")
+    return zone, rest[0].strip()
+
+
+def render_zoned(zone: str, expression: str) -> str:
+    """The stored text of ``expression`` on ``zone``: ``CRON_TZ=<zone> <expression>``,
+    or ``expression`` unchanged for UTC. Raises :class:`InvalidTrigger` for an unknown
+    zone."""
+    load_zone(zone)
+    return expression if zone == DEFAULT_ZONE else f"{CRON_TZ_PREFIX}{zone} {expression}"
+
+
+def every_real_hour(rule: str) -> bool:
+    """True when the hour field of a five- or six-field ``rule`` (macros expanded) is
+    ``*`` or has a step: the rule then fires at every real occurrence of its times."""
+    hour = rule.split()[-4]
+    return any(item.startswith("*") or "/" in item for item in hour.split(","))
+
+
+def next_in_zone(rule: str, tz: tzinfo, after: datetime) -> datetime | None:
+    """The first firing of ``rule`` on ``tz``'s wall clock strictly after ``after``.
+
+    ``rule``: a valid five- or six-field cron rule (macros expanded), as
+    :class:`CronExpression` validates it; ``after``: an aware datetime. The result is
+    UTC, whole seconds; None when there is none before cronsim's 50-year horizon or the
+    year 9999. On UTC this is cronsim's own answer.
+    """
+    start = after.astimezone(UTC)
+    try:
+        if tz is UTC:
+            return next(CronSim(rule, start))
+        first = (start - _EPOCH) // _SECOND  # a firing is a whole second: > after iff > first
+        found = _next_firing(rule, tz, every_real_hour(rule), first)
+        return None if found is None else _EPOCH + timedelta(seconds=found)
+    except (StopIteration, OverflowError, ValueError):  # none, or past year 9999
+        return None
+
+
+@attrs.frozen
+class ZonedCron:
+    """A cron expression read on a time zone's wall clock (rules in the module text).
+
+    Build it with :meth:`of` (an expression and a zone name) or :meth:`parse` (the
+    stored text, with or without a ``CRON_TZ=`` prefix). ``str()`` gives the stored text.
+    """
+
+    expression: CronExpression
+    """The expression, validated as :class:`CronExpression` validates it."""
+    zone: str
+    """The IANA zone name, ``"UTC"`` by default."""
+    every_real_hour: bool = attrs.field(eq=False)
+    """True when the hour field is ``*`` or a step: every real occurrence fires."""
+    _tz: tzinfo = attrs.field(repr=False, eq=False)
+    _rule: str = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def of(cls, expression: str | CronExpression, tz: str | None = None) -> ZonedCron:
+        """``expression`` on zone ``tz`` (default: the ``CRON_TZ=`` prefix of the text,
+        else UTC). Raises :class:`InvalidTrigger` for a bad expression, an unknown zone,
+        or two different zones (a prefix and ``tz``)."""
+        text = expression.expression if isinstance(expression, CronExpression) else expression
+        zone, bare = parse_zoned(text)
+        if tz is not None:
+            if zone != DEFAULT_ZONE and tz != zone:
+                raise InvalidTrigger(
+                    f"cron expression {text!r} names zone {zone!r} and tz={tz!r} another;"
+                    " give the zone once"
+                )
+            zone = tz
+        return _build(bare, zone)
+
+    @classmethod
+    def parse(cls, text: str) -> ZonedCron:
+        """The rule a stored text describes (see :func:`parse_zoned`)."""
+        return cls.of(text)
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        """The first firing strictly after ``instant`` (aware; any zone), in UTC.
+
+        Firings are whole seconds. None when there is none before cronsim's 50-year
+        horizon or year 9999.
+        """
+        return next_in_zone(self._rule, self._tz, to_utc_ms(instant, "after", InvalidTrigger))
+
+    def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
+        """``next_after(max(now, previous_due))``: missed firings collapse into one."""
+        now = to_utc_ms(now, "now", InvalidTrigger)
+        previous_due = to_utc_ms(previous_due, "previous_due", InvalidTrigger)
+        return self.next_after(max(now, previous_due))
+
+    def __str__(self) -> str:
+        return render_zoned(self.zone, self.expression.expression)
+
+
+@functools.lru_cache(maxsize=1024)
+def _build(expression: str, zone: str) -> ZonedCron:
+    parsed = CronExpression.parse(expression)
+    tz = load_zone(zone)
+    text = parsed.expression.strip()
+    rule = MACROS[text.lower()] if text.startswith("@") else " ".join(text.split())
+    return ZonedCron(parsed, zone, every_real_hour(rule), tz, rule)
+
+
+# --- the engine: instants and wall times as whole seconds since 1970-01-01 -------------
+
+
+def _offset(tz: tzinfo, instant: int) -> int:
+    """The zone's UTC offset at ``instant``, in seconds."""
+    try:
+        local = datetime.fromtimestamp(instant, tz)
+    except (OSError, OverflowError, ValueError):  # Windows before 1970; far years
+        local = (_EPOCH + timedelta(seconds=instant)).astimezone(tz)
+    offset = local.utcoffset()
+    assert offset is not None
+    return offset // _SECOND
+
+
+def _next_change(tz: tzinfo, after: int, until: int, offset: int) -> int | None:
+    """The first instant in ``(after, until]`` whose offset is not ``offset`` (the offset
+    at ``after``), or None. Looks a day at a time, then bisects to the second (the time
+    zone database changes offsets on whole seconds)."""
+    low = after
+    while low < until:
+        high = min(low + _PROBE, until)
+        if _offset(tz, high) != offset:
+            while high - low > 1:
+                middle = (low + high) // 2
+                if _offset(tz, middle) == offset:
+                    low = middle
+                else:
+                    high = middle
+            return high
+        low = high
+    return None
+
+
+def _first_match(rule: str, wall: int) -> int | None:
+    """The first wall time at or after ``wall`` that ``rule`` matches, or None."""
+    start = _EPOCH_WALL + timedelta(seconds=wall - 1)
+    try:
+        found = next(CronSim(rule, start))
+    except StopIteration:
+        return None
+    return (found - _EPOCH_WALL) // _SECOND
+
+
+def _high_water(tz: tzinfo, instant: int, offset: int) -> int:
+    """The first wall time the clock has not shown by ``instant``: one second after the
+    wall time at ``instant``, or, while the clock replays times after going back, the
+    wall time it showed just before going back."""
+    wall = instant + offset + 1
+    local = (_EPOCH + timedelta(seconds=instant)).astimezone(tz)
+    if local.fold:
+        first = (local.replace(fold=0) - _EPOCH) // _SECOND  # same wall time, earlier
+        before = _offset(tz, first)
+        change = _next_change(tz, first, instant, before)
+        if change is not None:
+            wall = max(wall, change + before)
+    return wall
+
+
+def _next_firing(rule: str, tz: tzinfo, every_real_hour: bool, after: int) -> int | None:
+    """The first firing strictly after ``after`` (rules in the module text).
+
+    Walks the zone's offset changes from ``after``. ``due`` is the first wall time that
+    may still fire: for wall-clock rules it never goes back (the clock's high-water
+    mark), so a repeated time does not fire again and a skipped one fires at the jump;
+    for every-real-hour rules it restarts at each change from the wall time shown there.
+    """
+    offset = _offset(tz, after)
+    due = after + offset + 1 if every_real_hour else _high_water(tz, after, offset)
+    now = after  # the instant reached; after a change, firing at it is allowed
+    at_change = False
+    while True:
+        match = _first_match(rule, due)
+        if match is None:
+            return None
+        if at_change and match <= now + offset:
+            return now  # the clock jumped over (or onto) the matching time here
+        fire = match - offset
+        change = _next_change(tz, now, fire, offset)
+        if change is None:
+            return fire
+        new_offset = _offset(tz, change)
+        due = change + new_offset if every_real_hour else max(due, change + offset)
+        now, offset, at_change = change, new_offset, True
