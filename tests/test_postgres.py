@@ -37,8 +37,8 @@ from hexeract_lite import (
 )
 from hexeract_lite.store.postgres_schema import (
     INDEXES,
-    UNIQUE_INDEXES,
     POSTGRES_COLUMNS,
+    UNIQUE_INDEXES,
     postgres_ddl,
     postgres_index_name,
 )

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hexeract_lite import ScheduledMessage, ScheduleStatus, StoreError, Target
+from hexeract_lite import ScheduleStatus, StoreError
 from hexeract_lite.store.postgres_schema import (
     INDEXES,
     META_TABLE,
@@ -283,7 +283,7 @@ def test_create_false_writes_nothing_to_an_older_table(pg_url: str, table: str) 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(reference_ddl(table).encode())
         before = _indexes(conn, table)
-    with pytest.raises(StoreError, match="lacks the column.*name, next_after_lease.*create=True"):
+    with pytest.raises(StoreError, match=r"lacks the column.*name, next_after_lease.*create=True"):
         PostgresScheduleStore.open(pg_url, table=table, create=False)
     with psycopg.connect(pg_url) as conn:
         assert _indexes(conn, table) == before
