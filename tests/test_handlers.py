@@ -5,11 +5,14 @@ and through ``hexeract scheduler worker --sink``."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hexeract_lite import DispatchError, InvalidArgument, ScheduledMessage, ScheduleStore, Target
+from hexeract_lite.cli import _load_sink
 from hexeract_lite.handlers import EventRouterSink
 from hexeract_lite.worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig
 
@@ -98,3 +101,22 @@ def test_through_the_worker_sync_async_and_unknown(
         pending.last_error is not None
         and "no handler for event type 'nobody'" in pending.last_error
     )
+
+
+def test_usable_from_the_worker_commands_sink_option(tmp_path: Path) -> None:
+    """``hexeract scheduler worker --sink app_router:router`` loads the router as it is."""
+    (tmp_path / "app_router_13.py").write_text(
+        "from hexeract_lite import EventRouterSink\n"
+        "router = EventRouterSink()\n"
+        "@router.on('reminders.*')\n"
+        "def remind(message):\n"
+        "    return None\n"
+    )
+    try:
+        sink = _load_sink("app_router_13:router", str(tmp_path))
+    finally:
+        sys.modules.pop("app_router_13", None)
+    assert isinstance(sink, EventRouterSink)
+    assert sink.dispatch(msg("reminders.daily")) is None
+    with pytest.raises(DispatchError, match="'other'"):
+        sink.dispatch(msg("other"))

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hexeract_lite import ScheduleStatus, StoreError
+from hexeract_lite import ScheduledMessage, ScheduleStatus, StoreError, Target
 from hexeract_lite.store.postgres_schema import (
     INDEXES,
     META_TABLE,
@@ -274,6 +274,47 @@ def test_a_version_1_table_is_upgraded_to_the_two_index_claim(pg_url: str, table
         "<t>_pkey"
     }
     assert "idx_<t>_claim" not in names and "idx_<t>_leased" not in names
+
+
+def _version_2_ddl(table: str) -> bytes:
+    """The layout of schema version 2: the reference's columns, its indexes and ours."""
+    text = reference_ddl(table)
+    for suffix, keys, where in INDEXES:
+        if suffix not in ("pending", "dead_letter"):
+            text += f'CREATE INDEX "idx_{table}_{suffix}" ON "{table}" ({keys}) WHERE {where};\n'
+    return text.encode()
+
+
+@pytest.mark.postgres
+def test_a_version_2_table_is_upgraded_to_named_schedules(pg_url: str, table: str) -> None:
+    """2 → 3 (issue 13): ``name`` and ``next_after_lease`` added (nullable), the unique
+    name index made, the rows kept; the reference's insert still works after."""
+    now = datetime.now(UTC)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(_version_2_ddl(table))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {META_TABLE}"
+            " (table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)".encode()
+        )
+        conn.execute(
+            f"INSERT INTO {META_TABLE} VALUES (%s, 2) ON CONFLICT (table_name)"
+            " DO UPDATE SET version = 2".encode(),
+            [table],
+        )
+        old = _ref_insert(conn, table, at=now + timedelta(hours=1))
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        msg = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", event_type="b", name="a.b")
+        assert store.ensure(msg, 3).value == "created"
+        assert {s.schedule_id for s in store.list_pending()} == {old, msg.schedule_id}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == SCHEMA_VERSION == 3
+        assert "idx_<t>_name" in _indexes(conn, table)
+        later = _ref_insert(conn, table, at=now)  # the reference's own insert
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(f'UPDATE "{table}" SET name = %s WHERE schedule_id = %s', ["a.b", later])
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        snap = store.inspect(later)
+        assert snap is not None and snap.name is None
 
 
 @pytest.mark.postgres
