@@ -27,6 +27,15 @@ its acknowledgement must still apply (a failure still records its ``last_error``
 retry). ``cancel`` is the exception: it ends the lease, and the acknowledgement in
 flight is fenced out (the cancellation wins).
 
+*A change during a lease*: ``ensure``, ``update_schedule``, ``move`` and ``run_now``
+never touch a live lease. A new next firing of a leased recurring schedule is kept in
+``next_after_lease``; the fenced ``reschedule`` or ``mark_delivered`` of the firing in
+flight then sets ``scheduled_for`` to it (attempts and last error reset, the row stays
+pending) instead of its own ``next``, and clears it; ``replay`` clears it too (see
+:mod:`hexeract_lite.store.changes`). A worker of the Rust reference does not know the
+column: its acknowledgement applies its own ``next``, and the change waits for the
+following firing.
+
 *Now*: instants the store records itself (``created_at``, ``delivered_at``, the
 retry deadline, replay's new ``scheduled_for``, the sweep) come from the store's
 clock. SQL never reads the database's own clock.

@@ -82,9 +82,15 @@ def _is_leased(row: ScheduleRecord, now: datetime) -> bool:
     return row.leased_until is not None and row.leased_until > now
 
 
+def _named(row: ScheduleRecord) -> str:
+    return "" if row.name is None else f" (name {row.name!r})"
+
+
 def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
     if row.is_terminal:
-        raise NotChangeable(row.schedule_id, f"is {row.status().value}: {what} refused")
+        raise NotChangeable(
+            row.schedule_id, f"is {row.status().value}: {what} refused{_named(row)}"
+        )
 
 
 def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
@@ -94,7 +100,7 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
             raise NotChangeable(
                 row.schedule_id,
                 f"is being delivered now (leased until {row.leased_until}): its one firing"
-                " is in flight",
+                f" is in flight{_named(row)}",
             )
         row.next_after_lease = at
         return
@@ -176,7 +182,8 @@ def update_plan(change: Change) -> Plan[bool]:
         _refuse_terminal(row, "update")
         if change.cron is not None and row.trigger_kind != "cron":
             raise NotChangeable(
-                row.schedule_id, f"is a {row.trigger_kind} schedule: it has no cron rule to change"
+                row.schedule_id,
+                f"is a {row.trigger_kind} schedule: it has no cron rule to change{_named(row)}",
             )
         new = row.copy()
         if change.event_type is not None:
@@ -222,7 +229,7 @@ def run_now_plan() -> Plan[bool]:
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         _refuse_terminal(row, "run now")
         if row.status() is ScheduleStatus.PAUSED:
-            raise NotChangeable(row.schedule_id, "is paused: resume it to run it now")
+            raise NotChangeable(row.schedule_id, f"is paused: resume it to run it now{_named(row)}")
         if _is_leased(row, now) and row.trigger_kind != "cron":
             return False, None
         new = row.copy()

@@ -219,9 +219,11 @@ class PostgresScheduleStore(SettlingStore):
         existing table of an older schema version (one the reference created gets
         hexeract_lite's indexes), under advisory locks so that workers starting
         together do not race. With ``create=False`` nothing is written: a missing table
-        is a :class:`StoreError`, an older one is used as it is. Either way a table
-        lacking a column of the layout, or of a schema version newer than this code,
-        is a :class:`StoreError`.
+        is a :class:`StoreError`, an older one is used as it is when it has every
+        column (one without version 3's ``name`` and ``next_after_lease`` is a
+        :class:`StoreError` naming them). Either way a table lacking a column of the
+        reference's layout, or of a schema version newer than this code, is a
+        :class:`StoreError`.
 
         Bounds on waiting, each a :class:`~datetime.timedelta`:
 

@@ -318,8 +318,9 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     is work, not a wait; lock waits stay bounded by the lock timeout). A table whose
     record says current but which lacks one of :data:`INDEXES` goes through the whole
     ladder again (every step is idempotent). With ``create=False`` nothing is written:
-    an older table is used as it is (every statement works on it; only indexes are
-    missing).
+    an older table that has every column is used as it is (only indexes are missing);
+    one that lacks a column of ours (version 3 added ``name`` and ``next_after_lease``)
+    raises :class:`StoreError` naming them.
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:
