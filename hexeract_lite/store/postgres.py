@@ -1,4 +1,4 @@
-"""PostgresScheduleStore: the store contract on a PostgreSQL server.
+r"""PostgresScheduleStore: the store contract on a PostgreSQL server.
 
 For deployments that outgrow one machine: many workers, on many hosts, claim from one
 table, and ``FOR UPDATE SKIP LOCKED`` keeps them from ever handing out the same
@@ -34,7 +34,7 @@ back in JSONB's order (shorter keys first, then bytewise), and numbers in Postgr
 ``payload_json`` as the compact text of the stored value, so it equals what was
 inserted whenever the payload has no object with several keys out of that order and no
 exponent-form number. Compare decoded payloads when that matters. A string holding
-NUL (``\\u0000``) cannot be stored in ``JSONB`` and is rejected with
+NUL (``\u0000``) cannot be stored in ``JSONB`` and is rejected with
 :class:`~hexeract_lite.errors.InvalidMessage`.
 
 Waits
@@ -142,7 +142,7 @@ _MALFORMED = "malformed row, dead-lettered without dispatch: "
 
 
 def _same(value: Any) -> Any:
-    """psycopg binds UUIDs and aware datetimes as they are."""
+    """Return ``value`` as it is: psycopg binds UUIDs and aware datetimes itself."""
     return value
 
 
@@ -632,13 +632,13 @@ class PostgresScheduleStore(SettlingStore):
         return records
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
-        """See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
+        r"""See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
         (schedule_id) DO NOTHING`` statement.
 
         What PostgreSQL cannot hold is refused and nothing of the batch is written:
         ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
         and a NUL character in a text column (:class:`InvalidMessage`) before the
-        statement is sent, naming the schedule; a NUL in a payload string (``\\u0000``,
+        statement is sent, naming the schedule; a NUL in a payload string (``\u0000``,
         which ``JSONB`` rejects) by the server, as :class:`InvalidMessage` naming the
         likely schedules.
         """
