@@ -1,5 +1,9 @@
 r"""PostgresScheduleStore: the store contract on a PostgreSQL server.
 
+(Over 700 lines: the store class is the contract's ~20 methods, each short; its
+statements, row decoding, connections, session bounds and LISTEN live in the
+``postgres_*`` modules beside it.)
+
 For deployments that outgrow one machine: many workers, on many hosts, claim from one
 table, and ``FOR UPDATE SKIP LOCKED`` keeps them from ever handing out the same
 occurrence twice while its lease holds. Needs the ``postgres`` extra (psycopg 3 and
