@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hexeract_lite.names import name_id
+from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 from .test_cli import Cli
@@ -122,4 +123,5 @@ def test_usage_and_runtime_errors(cli: Cli, db: Path) -> None:
     assert kind[0] == 1 and "cron schedule, declared as delay" in kind[2]
     with SqliteScheduleStore.open(db) as store:
         [snap] = store.list_pending()
+        assert isinstance(snap, ScheduleSnapshot)
         assert snap.trigger.expression == "0 3 * * *", "nothing written by the refusals"

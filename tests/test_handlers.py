@@ -14,6 +14,7 @@ import pytest
 from hexeract_lite import DispatchError, InvalidArgument, ScheduledMessage, ScheduleStore, Target
 from hexeract_lite.cli import _load_sink
 from hexeract_lite.handlers import EventRouterSink
+from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig
 
 from .conftest import T0, FrozenTime
@@ -97,6 +98,7 @@ def test_through_the_worker_sync_async_and_unknown(
     assert report == CycleReport(claimed=3, delivered=2, retried=1)
     assert sorted(seen) == ["async.one", "sync.job"]
     [pending] = store.list_pending()
+    assert isinstance(pending, ScheduleSnapshot)
     assert (
         pending.last_error is not None
         and "no handler for event type 'nobody'" in pending.last_error

@@ -10,14 +10,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hexeract_lite import ScheduleStatus
 from hexeract_lite.connect import open_store
 from hexeract_lite.names import name_id
+from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
 
 from . import pg
 
@@ -75,11 +77,16 @@ def _start(conn: str, table: str, version: str) -> subprocess.Popen[str]:
     )
 
 
-def _finish(proc: subprocess.Popen[str]) -> dict[str, object]:
+def _finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, err
-    report: dict[str, object] = json.loads(out)
+    report: dict[str, Any] = json.loads(out)
     return report
+
+
+def _snapshots(listed: Sequence[ScheduleSnapshot | MalformedSchedule]) -> list[ScheduleSnapshot]:
+    assert all(isinstance(s, ScheduleSnapshot) for s in listed), listed
+    return [s for s in listed if isinstance(s, ScheduleSnapshot)]
 
 
 def _cli(conn: str, table: str, *argv: str) -> str:
@@ -107,7 +114,7 @@ def test_ten_starts_three_rows_then_version_two_reconciles(where: tuple[str, str
     reports += [_finish(_start(conn, table, "1")) for _ in range(starts - 6)]
     assert all(r["cancelled"] == [] for r in reports)
     with open_store(conn, table=table, create=False) as store:
-        pending = store.list_pending(100)
+        pending = _snapshots(store.list_pending(100))
     names = sorted(s.name for s in pending if s.name)
     assert names == ["app.backup", "app.digest", "app.sync"] and len(pending) == 3
 
@@ -118,9 +125,9 @@ def test_ten_starts_three_rows_then_version_two_reconciles(where: tuple[str, str
     reports = [_finish(p) for p in v2]
     assert sum(r["cancelled"] == ["app.digest"] for r in reports) == 1, reports
     ensured = [r["ensured"] for r in reports]
-    assert all(set(e) == {"app.backup", "app.sync", "app.cleanup"} for e in ensured)  # type: ignore[arg-type]
+    assert all(e.keys() == {"app.backup", "app.sync", "app.cleanup"} for e in ensured)
     with open_store(conn, table=table, create=False) as store:
-        pending = store.list_pending(100)
+        pending = _snapshots(store.list_pending(100))
         by_name = {s.name: s for s in pending}
         assert set(by_name) == {"app.backup", "app.sync", "app.cleanup", "ops.report", None}
         assert len(pending) == 5
