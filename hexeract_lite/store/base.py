@@ -2,7 +2,9 @@
 
 The in-memory store (:mod:`hexeract_lite.store.memory`) is the reference
 implementation of this text; one contract suite (``tests/test_store_contract.py``)
-runs against every store.
+runs against every store. (Over 700 lines: the contract is one class whose docstrings
+are the specification every store follows, plus the argument checks all stores share;
+split, a store's author would read it in several places.)
 
 Vocabulary
 ----------
