@@ -15,6 +15,7 @@ import attrs
 
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from ..interval import Interval
 from ..trigger import CronExpression, Trigger
 
 
@@ -27,8 +28,26 @@ def cached_target(kind: str, routing_key: str | None) -> Target:
 
 @functools.lru_cache(maxsize=1024)
 def cached_cron_trigger(expression: str) -> Trigger:
-    """The cron trigger of ``expression``, parsed once (a Trigger is immutable)."""
+    """The cron trigger of ``expression`` (with its ``CRON_TZ=`` prefix, if any), parsed
+    once (a Trigger is immutable)."""
     return Trigger("cron", cron_expression=CronExpression.parse(expression))
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_interval_trigger(text: str) -> Trigger:
+    """The interval trigger of a stored ``@every <duration> from <anchor>`` text, parsed
+    once."""
+    return Trigger("interval", interval=Interval.parse(text))
+
+
+def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
+    """The recurring trigger a row's ``trigger_kind`` and ``cron_expr`` describe; None
+    for any other kind. Raises :class:`InvalidTrigger` for a malformed rule text."""
+    if trigger_kind == "cron":
+        return cached_cron_trigger(cron_expr or "")
+    if trigger_kind == "interval":
+        return cached_interval_trigger(cron_expr or "")
+    return None
 
 
 @attrs.define(slots=True)
@@ -77,14 +96,16 @@ class ScheduleRecord:
         """The contract's ``resume`` rule for this row, shared by every store.
 
         Returns ``(resumes, realign_to)``: a terminal or unpaused row does not resume;
-        with no ``next`` given, a cron row whose ``scheduled_for`` is past (``< now``)
-        realigns to its first instant after ``now``, or stays paused when it has none;
+        with no ``next`` given, a cron or interval row whose ``scheduled_for`` is past
+        (``< now``) realigns to its first instant after ``now``, or stays paused when it
+        has none;
         ``realign_to`` None means: only clear the flag.
         """
         if self.is_terminal or not self.paused:
             return False, None
-        if next is None and self.trigger_kind == "cron" and self.scheduled_for < now:
-            next = CronExpression.parse(self.cron_expr or "").next_occurrence(now)
+        rule = rule_trigger(self.trigger_kind, self.cron_expr)
+        if next is None and rule is not None and self.scheduled_for < now:
+            next = rule.next_after(now)
             if next is None:
                 return False, None
         return True, next
@@ -109,9 +130,8 @@ class ScheduleRecord:
 
     def trigger(self) -> Trigger:
         """The trigger the row describes (a delay fires at ``scheduled_for``)."""
-        if self.trigger_kind == "cron":
-            return cached_cron_trigger(self.cron_expr or "")
-        return Trigger("delay", at=self.scheduled_for)
+        rule = rule_trigger(self.trigger_kind, self.cron_expr)
+        return Trigger("delay", at=self.scheduled_for) if rule is None else rule
 
     def target(self) -> Target:
         """The target the row describes."""
