@@ -17,6 +17,7 @@ from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..interval import Interval
 from ..trigger import CronExpression, Trigger
+from .columns import COLUMN_NAMES
 
 
 @functools.lru_cache(maxsize=1024)
@@ -52,7 +53,8 @@ def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
 
 @attrs.define(slots=True)
 class ScheduleRecord:
-    """The columns of the reference's table, one attribute each."""
+    """The columns of the reference's table, one attribute each, in the registry's
+    order (:data:`~hexeract_lite.store.columns.COLUMNS`)."""
 
     schedule_id: uuid.UUID
     event_type: str
@@ -109,6 +111,16 @@ class ScheduleRecord:
             if next is None:
                 return False, None
         return True, next
+
+    def live_lease(self, now: datetime) -> datetime | None:
+        """``leased_until`` while it is live (``> now``), else None.
+
+        Control operations never clear or change a live lease: a worker holding it
+        may be dispatching the occurrence right now, and its acknowledgement (fenced by
+        that lease) must still apply. Only ``cancel`` ends it (the cancellation wins).
+        """
+        leased_until = self.leased_until
+        return leased_until if leased_until is not None and leased_until > now else None
 
     @property
     def is_terminal(self) -> bool:
@@ -182,3 +194,7 @@ class ScheduleRecord:
     def copy(self) -> ScheduleRecord:
         """A shallow copy (every field is immutable)."""
         return attrs.evolve(self)
+
+
+# A column added to the registry must be added here too (and the other way round).
+assert tuple(field.name for field in attrs.fields(ScheduleRecord)) == COLUMN_NAMES
