@@ -24,6 +24,7 @@ from .errors import (
     StoreError,
     UnsupportedConnection,
 )
+from .interval import Interval
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .occurrence import OccurrenceId
 from .retry import RetryPolicy
@@ -52,6 +53,7 @@ __all__ = [
     "CallableSink",
     "Clock",
     "CronExpression",
+    "Interval",
     "CycleReport",
     "DispatchError",
     "DuplicateSchedule",

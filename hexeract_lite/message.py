@@ -201,11 +201,15 @@ def validate_message(message: object) -> ScheduledMessage:
     if not isinstance(message.target, Target):
         raise InvalidMessage(f"target must be a Target, got {message.target!r}")
     trigger = message.trigger
-    if not isinstance(trigger, Trigger) or (trigger.kind == "cron") != (
-        trigger.cron_expression is not None
+    if (
+        not isinstance(trigger, Trigger)
+        or trigger.kind not in ("delay", "cron", "interval")
+        or (trigger.kind == "cron") != (trigger.cron_expression is not None)
+        or (trigger.kind == "interval") != (trigger.interval is not None)
     ):
         raise InvalidMessage(
-            f"trigger must be Trigger.delay(...) or Trigger.cron(...), got {trigger!r}"
+            "trigger must be Trigger.delay(...), Trigger.cron(...) or Trigger.every(...),"
+            f" got {trigger!r}"
         )
     when = message.scheduled_for
     if (
@@ -295,13 +299,43 @@ class ScheduledMessage:
         payload: Any,
         *,
         schedule_id: uuid.UUID | None = None,
+        tz: str | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
-        cron ``expression`` after the previous delivery (UTC). ``first_occurrence`` is
-        stored like :meth:`delay`'s ``at``, rounded up to the millisecond."""
-        trigger = Trigger.cron(expression)
+        cron ``expression`` after the previous delivery. ``first_occurrence`` is
+        stored like :meth:`delay`'s ``at``, rounded up to the millisecond.
+
+        ``tz``: the IANA zone whose wall clock the rule is read on (``"Europe/Paris"``;
+        default: the expression's ``CRON_TZ=`` prefix, else UTC); daylight saving time
+        rules in :mod:`hexeract_lite.zoned`. Raises :class:`InvalidTrigger` for a bad
+        expression or an unknown zone."""
+        trigger = Trigger.cron(expression, tz=tz)
         when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
         return cls._build(target, trigger, when, event_type, payload, schedule_id)
+
+    @classmethod
+    def every(
+        cls,
+        target: Target,
+        every: timedelta | str,
+        anchor: datetime,
+        event_type: str,
+        payload: Any,
+        *,
+        schedule_id: uuid.UUID | None = None,
+    ) -> ScheduledMessage:
+        """A message delivered at ``anchor``, then every ``every`` after it, on a fixed
+        grid: a late delivery does not shift the next firings, and missed firings
+        collapse into one catch-up (see :class:`~hexeract_lite.interval.Interval`).
+
+        ``every``: a positive timedelta of whole milliseconds, or a duration text such
+        as ``"90m"``; ``anchor``: aware. Raises :class:`InvalidTrigger` naming the value
+        for a zero, negative or sub-millisecond interval or a naive anchor."""
+        trigger = Trigger.every(every, anchor)
+        assert trigger.interval is not None
+        return cls._build(
+            target, trigger, trigger.interval.anchor, event_type, payload, schedule_id
+        )
 
     @classmethod
     def _build(

@@ -7,10 +7,10 @@ once its turn is over (a pure function: no store, no clock, no I/O):
 what happened at its turn       the settlement
 ==============================  ======================================================
 dispatched, delay trigger       ``delivered``
-dispatched, cron trigger        ``reschedule`` to ``next_due(now, scheduled_for)``, the
-                                first cron instant after both (missed ticks collapse
-                                into one catch-up); ``delivered`` when the expression
-                                has no further instant
+dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)``, the
+                                first instant of the rule after both (missed ticks
+                                collapse into one catch-up); ``delivered`` when the
+                                rule has no further instant
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
@@ -113,8 +113,7 @@ def settlement_for(
     msg = occurrence.message
     kind = result.kind
     if kind is ResultKind.SUCCEEDED:
-        expr = msg.trigger.cron_expression
-        nxt = None if expr is None else expr.next_due(now, msg.scheduled_for)
+        nxt = msg.trigger.next_due(now, msg.scheduled_for)
         if nxt is None:
             return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
         return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)

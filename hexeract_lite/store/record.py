@@ -13,9 +13,10 @@ from datetime import datetime
 
 import attrs
 
+from ..errors import InvalidTrigger
+from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from ..interval import Interval
 from ..trigger import CronExpression, Trigger
 from .columns import COLUMN_NAMES
 
@@ -49,6 +50,25 @@ def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
     if trigger_kind == "interval":
         return cached_interval_trigger(cron_expr or "")
     return None
+
+
+TRIGGER_KINDS = ("delay", "cron", "interval")
+"""The ``trigger_kind`` values a row may hold."""
+
+
+def rule_problem(trigger_kind: object, cron_expr: object) -> str:
+    """Why a row's trigger columns do not decode ('' when they do): an unknown kind, or
+    a cron or interval text that does not parse (a ``CRON_TZ=`` prefix naming a zone
+    this machine does not know included)."""
+    if trigger_kind not in TRIGGER_KINDS:
+        return f"trigger_kind must be 'delay', 'cron' or 'interval', got {trigger_kind!r:.60}"
+    if cron_expr is not None and not isinstance(cron_expr, str):
+        return f"cron_expr is not text: {cron_expr!r:.60}"
+    try:
+        rule_trigger(str(trigger_kind), cron_expr)
+    except InvalidTrigger as exc:
+        return f"cron_expr: {exc}"
+    return ""
 
 
 @attrs.define(slots=True)
