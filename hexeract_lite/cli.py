@@ -45,6 +45,7 @@ from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
 from .control import SchedulerControl
 from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError, UsageError
+from .interval import format_duration
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .sinks import CallableSink, ScheduleSink
@@ -387,11 +388,14 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
     sub = command(
         "add",
-        "create a schedule: once (--at, --in) or on a cron rule (--cron)",
+        "create a schedule: once (--at, --in), on a cron rule (--cron) or every period (--every)",
         [
             "hexeract scheduler add --in 5m --event-type reminder.due --payload '{\"user\": 42}'",
             "hexeract scheduler add --cron '0 9 * * 1-5' --event-type report.daily"
             " --target bus:reports",
+            "hexeract scheduler add --cron '0 9 * * 1-5' --tz Europe/Paris"
+            " --event-type report.daily",
+            "hexeract scheduler add --every 90m --event-type cache.refresh",
             "hexeract scheduler add --at 2026-03-01T12:00:00Z --event-type invoice.send"
             " --payload @invoice.json",
         ],
@@ -417,13 +421,28 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     when.add_argument(
         "--cron",
         metavar="EXPR",
-        help="fire on a cron rule, in UTC: 5 fields, 6 with leading seconds, or @daily etc.",
+        help="fire on a cron rule, in UTC unless --tz: 5 fields, 6 with leading seconds,"
+        " or @daily etc.",
+    )
+    when.add_argument(
+        "--every",
+        type=parse_duration,
+        metavar="DURATION",
+        help="fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
+        " first one period from now (or at --first)",
+    )
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the rule on this IANA time zone's wall clock"
+        " (e.g. Europe/Paris; default UTC); see the README on daylight saving time",
     )
     sub.add_argument(
         "--first",
         type=parse_instant,
         metavar="INSTANT",
-        help="with --cron: the first firing (default: the rule's next instant after now)",
+        help="with --cron: the first firing (default: the rule's next instant after now);"
+        " with --every: the grid's anchor (default: one period from now)",
     )
     sub.add_argument(
         "--event-type",
@@ -766,10 +785,23 @@ def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
+    data.update(_rule_fields(snapshot))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
         data["payload"] = json.loads(snapshot.payload_json)
     return data
+
+
+def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
+    """The zone of a zoned cron rule, the period and anchor of an interval; nothing for a
+    UTC cron rule or a one-shot (their listings are as they always were)."""
+    trigger = snapshot.trigger
+    expr, interval = trigger.cron_expression, trigger.interval
+    if expr is not None and expr.tz != "UTC":
+        return {"tz": expr.tz}
+    if interval is not None:
+        return {"every": format_duration(interval.every), "anchor": _ts(interval.anchor)}
+    return {}
 
 
 def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
@@ -787,6 +819,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("event type", one_line(s.event_type)),
         ("target", one_line(s.target.label())),
         ("trigger", one_line(s.trigger.label())),
+        *((name.replace("tz", "time zone"), value) for name, value in _rule_fields(s).items()),
         ("scheduled for", _ts(s.scheduled_for)),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
@@ -931,10 +964,28 @@ def _cmd_schema(args: argparse.Namespace, ctx: _Context) -> int:
 def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
-    if args.first is not None and args.cron is None:
-        raise UsageError("--first goes with --cron only")
-    if args.cron is not None:
-        expression = CronExpression.parse(args.cron)
+    if args.first is not None and args.cron is None and args.every is None:
+        raise UsageError("--first goes with --cron or --every only")
+    if args.tz is not None and args.cron is None:
+        raise UsageError(
+            f"--tz {args.tz!r} goes with --cron only (a one-shot's --at names its own offset;"
+            " an interval is a fixed period)"
+        )
+    if args.every is not None:
+        try:
+            anchor = args.first if args.first is not None else now + args.every
+        except OverflowError:
+            raise UsageError(f"--every {args.every} reaches past the year 9999") from None
+        message = ScheduledMessage.every(
+            args.target,
+            args.every,
+            anchor,
+            args.event_type,
+            payload,
+            schedule_id=args.schedule_id,
+        )
+    elif args.cron is not None:
+        expression = CronExpression.parse(args.cron, tz=args.tz)
         first = args.first
         if first is None:
             first = expression.next_occurrence(now)
