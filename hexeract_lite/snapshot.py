@@ -83,7 +83,8 @@ class ScheduleSnapshot:
     dead_lettered_at: datetime | None
 
     def to_json_dict(self) -> dict[str, object]:
-        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as ``delay``/``cron:<expr>``."""
+        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label
+        (``delay``, ``cron:<expr>``, ``interval:<rule>``)."""
         from ._time import rfc3339
 
         return {

@@ -290,3 +290,19 @@ def test_the_frozen_clock_sees_the_zoned_instant() -> None:
     ):
         with time_machine.travel(frozen_at, tick=False):
             assert rule.next_occurrence(datetime.now(UTC)) == want
+
+
+def test_a_reader_that_knows_only_utc_cron_refuses_interval_and_zoned_texts() -> None:
+    """The stored texts of zoned and interval rules do not parse as the reference's
+    five- or six-field UTC cron (our UTC-only grammar is the reference's): a reference
+    worker refuses such a row instead of firing it at a wrong time."""
+    from cronsim import CronSim, CronSimError
+
+    interval = Trigger.every(timedelta(minutes=90), T0)
+    assert interval.expression == "@every 1h30m from 2026-03-01T12:00:00.000Z"
+    with pytest.raises(InvalidTrigger, match="unknown macro"):
+        CronExpression.parse(interval.expression)
+    zoned = Trigger.cron("0 9 * * 1-5", tz="Europe/Paris")
+    assert zoned.expression == "CRON_TZ=Europe/Paris 0 9 * * 1-5"
+    with pytest.raises((CronSimError, ValueError)):
+        CronSim(zoned.expression, T0)
