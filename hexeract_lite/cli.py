@@ -432,6 +432,14 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         " first one period from now (or at --first)",
     )
     sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="how late a firing may be found and still be delivered (e.g. 10m); later, a"
+        " one-shot is dead-lettered with the reason and a recurring schedule skips to its"
+        " next firing (default: no limit, deliver late)",
+    )
+    sub.add_argument(
         "--tz",
         metavar="ZONE",
         help="with --cron: read the rule on this IANA time zone's wall clock"
@@ -793,15 +801,23 @@ def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object
 
 
 def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
-    """The zone of a zoned cron rule, the period and anchor of an interval; nothing for a
-    UTC cron rule or a one-shot (their listings are as they always were)."""
+    """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
+    grace when one is set; nothing for a UTC cron rule or a one-shot without a grace
+    (their listings are as they always were)."""
     trigger = snapshot.trigger
     expr, interval = trigger.cron_expression, trigger.interval
+    fields: dict[str, str] = {}
     if expr is not None and expr.tz != "UTC":
-        return {"tz": expr.tz}
+        fields["tz"] = expr.tz
     if interval is not None:
-        return {"every": format_duration(interval.every), "anchor": _ts(interval.anchor)}
-    return {}
+        fields["every"] = format_duration(interval.every)
+        fields["anchor"] = _ts(interval.anchor)
+    if snapshot.misfire_grace is not None:
+        fields["misfire_grace"] = format_duration(snapshot.misfire_grace)
+    return fields
+
+
+_FIELD_NAMES = {"tz": "time zone", "misfire_grace": "misfire grace"}
 
 
 def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
@@ -819,7 +835,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("event type", one_line(s.event_type)),
         ("target", one_line(s.target.label())),
         ("trigger", one_line(s.trigger.label())),
-        *((name.replace("tz", "time zone"), value) for name, value in _rule_fields(s).items()),
+        *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
         ("scheduled for", _ts(s.scheduled_for)),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
@@ -983,6 +999,7 @@ def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
             args.event_type,
             payload,
             schedule_id=args.schedule_id,
+            misfire_grace=args.misfire_grace,
         )
     elif args.cron is not None:
         expression = CronExpression.parse(args.cron, tz=args.tz)
@@ -998,6 +1015,7 @@ def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
             args.event_type,
             payload,
             schedule_id=args.schedule_id,
+            misfire_grace=args.misfire_grace,
         )
     else:
         try:
@@ -1005,7 +1023,12 @@ def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
         except OverflowError:
             raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
         message = ScheduledMessage.delay(
-            args.target, at, args.event_type, payload, schedule_id=args.schedule_id
+            args.target,
+            at,
+            args.event_type,
+            payload,
+            schedule_id=args.schedule_id,
+            misfire_grace=args.misfire_grace,
         )
     with ctx.store(create=True) as store:
         control = SchedulerControl(store)

@@ -175,6 +175,23 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def check_grace(grace: object) -> timedelta | None:
+    """A misfire grace: None, or a timedelta >= 0 of whole milliseconds (stored in
+    milliseconds); :class:`InvalidMessage` naming the value otherwise."""
+    if grace is None:
+        return None
+    if not isinstance(grace, timedelta):
+        raise InvalidMessage(f"misfire_grace must be a timedelta or None, got {grace!r:.100}")
+    if grace < timedelta(0):
+        raise InvalidMessage(f"misfire_grace must not be negative, got {grace!r}")
+    if grace % timedelta(milliseconds=1):
+        raise InvalidMessage(
+            "misfire_grace must be a whole number of milliseconds (stored instants have"
+            f" millisecond precision), got {grace!r}"
+        )
+    return grace
+
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
@@ -211,6 +228,7 @@ def validate_message(message: object) -> ScheduledMessage:
             "trigger must be Trigger.delay(...), Trigger.cron(...) or Trigger.every(...),"
             f" got {trigger!r}"
         )
+    check_grace(message.misfire_grace)
     when = message.scheduled_for
     if (
         not isinstance(when, datetime)
@@ -269,6 +287,11 @@ class ScheduledMessage:
     trigger: Trigger
     scheduled_for: datetime
     """The instant of the next (or only) firing, UTC, millisecond precision."""
+    misfire_grace: timedelta | None = None
+    """How late a worker may find a firing and still deliver it; None (the default): no
+    limit, a late firing is delivered late, once. A one-shot found later is
+    dead-lettered with the reason (replayable); a recurring schedule skips the stale
+    firing and goes on at its next instant."""
     _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
     # True when delay()/cron() built it (every field checked then, and immutable since):
     # validate_message need not check it again at every insert. attrs.evolve and a
@@ -283,11 +306,17 @@ class ScheduledMessage:
         payload: Any,
         *,
         schedule_id: uuid.UUID | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
         """A message delivered once, at ``at`` (aware; stored in UTC at millisecond
-        precision, a fraction of a millisecond rounded up so it never fires early)."""
+        precision, a fraction of a millisecond rounded up so it never fires early).
+
+        ``misfire_grace``: see :attr:`misfire_grace` (a timedelta >= 0, whole
+        milliseconds; :class:`InvalidMessage` otherwise)."""
         when = to_utc_ms(at, "at", InvalidMessage, round_up=True)
-        return cls._build(target, Trigger("delay", at=when), when, event_type, payload, schedule_id)
+        return cls._build(
+            target, Trigger("delay", at=when), when, event_type, payload, schedule_id, misfire_grace
+        )
 
     @classmethod
     def cron(
@@ -300,6 +329,7 @@ class ScheduledMessage:
         *,
         schedule_id: uuid.UUID | None = None,
         tz: str | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
         cron ``expression`` after the previous delivery. ``first_occurrence`` is
@@ -308,10 +338,10 @@ class ScheduledMessage:
         ``tz``: the IANA zone whose wall clock the rule is read on (``"Europe/Paris"``;
         default: the expression's ``CRON_TZ=`` prefix, else UTC); daylight saving time
         rules in :mod:`hexeract_lite.zoned`. Raises :class:`InvalidTrigger` for a bad
-        expression or an unknown zone."""
+        expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`."""
         trigger = Trigger.cron(expression, tz=tz)
         when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
-        return cls._build(target, trigger, when, event_type, payload, schedule_id)
+        return cls._build(target, trigger, when, event_type, payload, schedule_id, misfire_grace)
 
     @classmethod
     def every(
@@ -323,6 +353,7 @@ class ScheduledMessage:
         payload: Any,
         *,
         schedule_id: uuid.UUID | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``anchor``, then every ``every`` after it, on a fixed
         grid: a late delivery does not shift the next firings, and missed firings
@@ -330,12 +361,12 @@ class ScheduledMessage:
 
         ``every``: a positive timedelta of whole milliseconds, or a duration text such
         as ``"90m"``; ``anchor``: aware. Raises :class:`InvalidTrigger` naming the value
-        for a zero, negative or sub-millisecond interval or a naive anchor."""
+        for a zero, negative or sub-millisecond interval or a naive anchor.
+        ``misfire_grace``: see :attr:`misfire_grace`."""
         trigger = Trigger.every(every, anchor)
         assert trigger.interval is not None
-        return cls._build(
-            target, trigger, trigger.interval.anchor, event_type, payload, schedule_id
-        )
+        when = trigger.interval.anchor
+        return cls._build(target, trigger, when, event_type, payload, schedule_id, misfire_grace)
 
     @classmethod
     def _build(
@@ -346,7 +377,9 @@ class ScheduledMessage:
         event_type: str,
         payload: Any,
         schedule_id: uuid.UUID | None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
+        check_grace(misfire_grace)
         if not isinstance(target, Target):
             raise InvalidMessage(f"target must be a Target, got {target!r}")
         if schedule_id is None:
@@ -362,6 +395,7 @@ class ScheduledMessage:
             target=target,
             trigger=trigger,
             scheduled_for=when,
+            misfire_grace=misfire_grace,
         )
         object.__setattr__(message, "_checked", True)
         return message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -81,6 +81,8 @@ class ScheduleSnapshot:
     delivered_at: datetime | None
     cancelled_at: datetime | None
     dead_lettered_at: datetime | None
+    misfire_grace: timedelta | None = None
+    """How late a firing may be found and still be delivered; None: no limit."""
 
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label

@@ -157,7 +157,11 @@ def test_opening_adopts_the_table_keeping_its_rows_and_indexes(
     columns = _rows(reference_db, "PRAGMA table_info(scheduled_messages)")
     SqliteScheduleStore.open(reference_db, clock=clock).close()
     assert _rows(reference_db, "SELECT count(*) FROM scheduled_messages") == [(6,)]
-    assert _rows(reference_db, "PRAGMA table_info(scheduled_messages)") == columns
+    # the reference's columns as they were, then hexeract_lite's own (NULL: none set)
+    assert _rows(reference_db, "PRAGMA table_info(scheduled_messages)") == [
+        *columns,
+        (len(columns), "misfire_grace_ms", "INTEGER", 0, None, 0),
+    ]
     after = _rows(reference_db, "SELECT name, sql FROM sqlite_schema WHERE type = 'index'")
     assert set(reference_indexes) <= set(after), "the reference's indexes stay as they were"
     assert {str(name) for name, _ in after} >= {
@@ -362,6 +366,7 @@ def test_written_rows_have_the_reference_layout_column_by_column(
         None,
         None,
         None,
+        None,  # misfire_grace_ms, hexeract_lite's own column after the reference's: no grace
     )
     assert json.loads(str(row[2])) == {"é": [1, None, 2.5]}
 
@@ -383,6 +388,7 @@ def test_written_rows_have_the_reference_layout_column_by_column(
         0,
         "boom",
         "2026-03-01T12:00:00.000Z",
+        None,
         None,
         None,
         None,
@@ -411,7 +417,11 @@ def test_a_fresh_table_matches_the_reference_ddl(tmp_path: Path) -> None:
             reference = [r[1:] for r in reference]
             assert sorted(mine) == sorted(reference)
         else:
-            assert mine == reference
+            # the reference's columns, then hexeract_lite's own (nullable)
+            assert mine[: len(reference)] == reference
+            assert mine[len(reference) :] == [
+                (len(reference), "misfire_grace_ms", "INTEGER", 0, None, 0)
+            ]
     for index in ("idx_scheduled_messages_pending", "idx_scheduled_messages_dead_letter"):
         assert _rows(ours, f"PRAGMA index_xinfo({index})") == _rows(
             theirs, f"PRAGMA index_xinfo({index})"

@@ -41,6 +41,7 @@ VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 SQLITE_DDL_DIGESTS = {
     2: "7c0f31460d9ed190a1b832edef3fa722c798dcf2b1ba4ab34f9d55ee89db2285",
+    3: "adfd97607b7bcd7db24cce8b3f69ddd0009915c17211779cc9d43ec16cb8ff4e",  # misfire_grace_ms
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 

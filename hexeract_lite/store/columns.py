@@ -29,6 +29,8 @@ class ColumnKind(enum.Enum):
     """An instant: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text in SQLite, ``TIMESTAMPTZ`` in PostgreSQL."""
     INT = "int"
     """A 32-bit integer."""
+    BIGINT = "bigint"
+    """A 64-bit integer: ``INTEGER`` in SQLite, ``BIGINT`` in PostgreSQL."""
     BOOL = "bool"
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
@@ -44,6 +46,10 @@ class Column:
     """The SQLite declaration after the name (type and constraints)."""
     postgres: str
     """The PostgreSQL declaration after the name (type and constraints)."""
+    reference: bool = True
+    """True for the reference's columns; False for a column hexeract_lite added (a
+    table the reference made lacks it until the schema ladder adds it, and the
+    reference's own statements never name it)."""
 
     @property
     def sqlite_type(self) -> str:
@@ -77,9 +83,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("delivered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
     Column("cancelled_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
     Column("dead_lettered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
+    Column("misfire_grace_ms", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
 )
-"""The reference's columns, in its order. (``created_at``'s default reads the database's
-clock only because the reference's DDL does; hexeract_lite always binds it.)"""
+"""The reference's columns, in its order, then hexeract_lite's own (``reference`` False).
+(``created_at``'s default reads the database's clock only because the reference's DDL
+does; hexeract_lite always binds it.) ``misfire_grace_ms``: a schedule's misfire grace
+in milliseconds, NULL for none (issue 14)."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""

@@ -128,7 +128,7 @@ from .postgres_session import (
     store_error,
 )
 from .postgres_sql import Statements
-from .record import ScheduleRecord
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 
 __all__ = ["PostgresScheduleStore"]
@@ -362,6 +362,7 @@ class PostgresScheduleStore(SettlingStore):
             scheduled_fors=[m.scheduled_for for m in messages],
             target_kinds=[m.target.kind for m in messages],
             routing_keys=[m.target.routing_key for m in messages],
+            graces=[grace_ms(m.misfire_grace) for m in messages],
         )
         try:
             with self._connection("insert") as conn:

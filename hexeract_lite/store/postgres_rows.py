@@ -46,6 +46,7 @@ ARRAY_TYPES: dict[ColumnKind, LiteralString] = {
     _K.JSON: "text",
     _K.INSTANT: "timestamptz",
     _K.INT: "int4",
+    _K.BIGINT: "int8",
     _K.BOOL: "bool",
 }
 """The PostgreSQL array element type each kind is sent as (JSON as text, cast after)."""
@@ -132,6 +133,7 @@ _DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.JSON: _canonical_json,
     _K.INSTANT: _instant,
     _K.INT: _same,
+    _K.BIGINT: _same,
     _K.BOOL: bool,
 }
 _ROW_DECODERS = tuple(_DECODERS[column.kind] for column in COLUMNS)

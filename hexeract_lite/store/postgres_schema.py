@@ -65,7 +65,7 @@ __all__ = [
     "reference_ddl",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands (see the module's notes)."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -204,9 +204,21 @@ def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
         conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
 
 
+def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
+    """2 → 3: hexeract_lite's own columns (``misfire_grace_ms BIGINT``, NULL: no grace).
+    The reference's statements never name them; its inserts leave them NULL."""
+    for column in COLUMNS:
+        if not column.reference:
+            conn.execute(
+                f"ALTER TABLE {quote_ident(table)} ADD COLUMN IF NOT EXISTS"
+                f" {quote_ident(column.name)} {column.postgres}".encode()
+            )
+
+
 _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_1,
     _upgrade_to_2,
+    _upgrade_to_3,
 )
 """``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
 transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
@@ -239,19 +251,29 @@ def _state(conn: psycopg.Connection[Any], table: str) -> tuple[bool, int | None]
     return True, None if found is None else int(found[0])
 
 
-def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> None:
+def _check_columns(
+    conn: psycopg.Connection[Any], table: str, where: str, *, create: bool = True
+) -> None:
     found = conn.execute(
         "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attnum > 0 AND NOT attisdropped",
         [quote_ident(table)],
     ).fetchall()
     names = {row[0] for row in found}
-    missing = [c.name for c in COLUMNS if c.name not in names]
+    missing = [c.name for c in COLUMNS if c.reference and c.name not in names]
     if missing:
         raise StoreError(
             f"table {table!r} at {where} is not a hexeract scheduler table:"
             f" it lacks the column(s) {', '.join(missing)}"
         )
+    if not create:
+        older = [c.name for c in COLUMNS if not c.reference and c.name not in names]
+        if older:
+            raise StoreError(
+                f"table {table!r} at {where} predates the column(s) {', '.join(older)}"
+                f" (schema version {SCHEMA_VERSION}): open it once with create=True (or any"
+                " writing hexeract command) to upgrade it"
+            )
 
 
 def _too_new(table: str, where: str, version: int) -> StoreError:
@@ -284,8 +306,9 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     is work, not a wait; lock waits stay bounded by the lock timeout). A table whose
     record says current but which lacks one of :data:`INDEXES` goes through the whole
     ladder again (every step is idempotent). With ``create=False`` nothing is written:
-    an older table is used as it is (every statement works on it; only indexes are
-    missing).
+    an older table is used as it is (only indexes are missing), unless it lacks
+    hexeract_lite's own columns (``misfire_grace_ms``, version 3): that is refused,
+    naming them.
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:
@@ -296,7 +319,7 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
             " `hexeract scheduler schema --dialect postgres` or open with create=True"
         )
     if exists:
-        _check_columns(conn, table, where)
+        _check_columns(conn, table, where, create=create)
         if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
             return version or 0
     with conn.transaction():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -52,6 +52,18 @@ def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
     return None
 
 
+def grace_ms(grace: timedelta | None) -> int | None:
+    """The stored ``misfire_grace_ms`` of a grace (None: no grace)."""
+    return None if grace is None else grace // _MS
+
+
+def grace_of(stored: int | None) -> timedelta | None:
+    """The grace a stored ``misfire_grace_ms`` describes (None: no grace)."""
+    return None if stored is None else timedelta(milliseconds=stored)
+
+
+_MS = timedelta(milliseconds=1)
+
 TRIGGER_KINDS = ("delay", "cron", "interval")
 """The ``trigger_kind`` values a row may hold."""
 
@@ -93,6 +105,7 @@ class ScheduleRecord:
     delivered_at: datetime | None = None
     cancelled_at: datetime | None = None
     dead_lettered_at: datetime | None = None
+    misfire_grace_ms: int | None = None
 
     @classmethod
     def new(cls, message: ScheduledMessage, max_attempts: int, now: datetime) -> ScheduleRecord:
@@ -112,6 +125,7 @@ class ScheduleRecord:
             paused=False,
             last_error=None,
             created_at=now,
+            misfire_grace_ms=grace_ms(message.misfire_grace),
         )
 
     def resume_plan(self, next: datetime | None, now: datetime) -> tuple[bool, datetime | None]:
@@ -179,6 +193,7 @@ class ScheduleRecord:
             target=self.target(),
             trigger=self.trigger(),
             scheduled_for=self.scheduled_for,
+            misfire_grace=grace_of(self.misfire_grace_ms),
         )
 
     def leased(self) -> LeasedOccurrence:
@@ -209,6 +224,7 @@ class ScheduleRecord:
             delivered_at=self.delivered_at,
             cancelled_at=self.cancelled_at,
             dead_lettered_at=self.dead_lettered_at,
+            misfire_grace=grace_of(self.misfire_grace_ms),
         )
 
     def copy(self) -> ScheduleRecord:

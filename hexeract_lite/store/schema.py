@@ -53,7 +53,7 @@ def validate_table_name(name: object) -> str:
 # -- SQLite ---------------------------------------------------------------------
 
 REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
-    (column.name, column.sqlite_type, column.required) for column in COLUMNS
+    (column.name, column.sqlite_type, column.required) for column in COLUMNS if column.reference
 )
 """The reference's SQLite columns, in order: (name, declared type, NOT NULL)."""
 

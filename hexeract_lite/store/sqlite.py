@@ -60,11 +60,13 @@ from .base import (
     check_settlements,
 )
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
-from .record import ScheduleRecord
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 from .sqlite_codec import (
     COLUMN_INDEX,
+    LEGACY_SELECT_LIST,
+    SELECT_LIST,
     diagnose,
     encode_id,
     encode_instant,
@@ -79,6 +81,7 @@ from .sqlite_schema import (
     APP_NAME,
     DATABASE_FILE_NAME,
     DURABILITY,
+    GRACE_VERSION,
     META_TABLE,
     SCHEMA_VERSION,
     connect,
@@ -217,13 +220,15 @@ class SqliteScheduleStore(SettlingStore):
         self._readonly = readonly
         # "relaxed": the worker's transactions begin with synchronous=NORMAL
         self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else _BEGIN
-        self._sql = SqliteStatements(table)
+        # read-only on a table older than hexeract_lite's own columns: they read as NULL
+        cols = LEGACY_SELECT_LIST if readonly and version < GRACE_VERSION else SELECT_LIST
+        self._sql = SqliteStatements(table, cols)
         self._settle_sql = {
             kind: getattr(self._sql, name) for kind, name in _STATEMENT_KIND.items()
         }
         # read-only on a table that may lack our indexes or hold instants in another
         # layout (which only a writer may rewrite): listings that need neither
-        self._portable: PortableReads | None = PortableReads(table) if readonly else None
+        self._portable: PortableReads | None = PortableReads(table, cols) if readonly else None
         self._current = version == SCHEMA_VERSION
         self._reopen = False
         self._lock: threading.Lock | PidCheckingLock
@@ -576,6 +581,7 @@ class SqliteScheduleStore(SettlingStore):
             target.routing_key,
             max_attempts,
             format_ts(self._now()),
+            grace_ms(message.misfire_grace),
         )
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
@@ -610,6 +616,7 @@ class SqliteScheduleStore(SettlingStore):
                 m.target.routing_key,
                 max_attempts,
                 created,
+                grace_ms(m.misfire_grace),
             )
             for m in messages
         ]

@@ -21,7 +21,7 @@ from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ..trigger import Trigger
 from .columns import COLUMN_NAMES, COLUMNS, ColumnKind
-from .record import ScheduleRecord, cached_target, rule_problem, rule_trigger
+from .record import ScheduleRecord, cached_target, grace_of, rule_problem, rule_trigger
 
 __all__ = [
     "COLUMN_INDEX",
@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 SELECT_LIST = ", ".join(COLUMN_NAMES)
+LEGACY_SELECT_LIST = ", ".join(c.name if c.reference else f"NULL AS {c.name}" for c in COLUMNS)
+""":data:`SELECT_LIST` for a table read without upgrading it (read-only) whose schema
+version predates hexeract_lite's own columns: those read as NULL."""
 """Every column, in registry order: what a row read by the store holds."""
 COLUMN_INDEX: dict[str, int] = {name: index for index, name in enumerate(COLUMN_NAMES)}
 """A column's position in a row read with :data:`SELECT_LIST`."""
@@ -161,6 +164,7 @@ _ATTEMPTS = COLUMN_INDEX["attempts"]
 _MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
+_GRACE = COLUMN_INDEX["misfire_grace_ms"]
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
@@ -184,6 +188,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
         trigger=trigger,
         scheduled_for=scheduled_for,
+        misfire_grace=grace_of(row[_GRACE]),
     )
     return LeasedOccurrence(
         message=message,
@@ -225,7 +230,7 @@ def diagnose(row: Sequence[Any]) -> str:
                 json.loads(value)
             except (TypeError, ValueError, RecursionError) as exc:
                 return f"{name} is not JSON: {exc}"
-        elif kind in (ColumnKind.INT, ColumnKind.BOOL):
+        elif kind in (ColumnKind.INT, ColumnKind.BIGINT, ColumnKind.BOOL):
             if not isinstance(value, int):
                 return f"{name} is not an integer: {value!r:.60}"
         elif not isinstance(value, str):

@@ -37,7 +37,7 @@ import platformdirs
 
 from .._time import format_ts, parse_ts
 from ..errors import InvalidConfiguration, StoreError
-from .columns import ColumnKind, columns_of_kind
+from .columns import COLUMNS, ColumnKind, columns_of_kind
 from .schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
@@ -50,6 +50,7 @@ __all__ = [
     "DATABASE_FILE_NAME",
     "DURABILITY",
     "META_TABLE",
+    "GRACE_VERSION",
     "SCHEMA_VERSION",
     "UPGRADES",
     "check_path",
@@ -67,15 +68,18 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
 - 1: instants normalised to ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text;
 - 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
   defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
-  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone).
+  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
+- 3: the ``misfire_grace_ms`` column (``INTEGER``, NULL: no grace).
 """
+GRACE_VERSION = 3
+"""The first version whose table has ``misfire_grace_ms``."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -527,6 +531,20 @@ def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
         conn.execute(ddl)
 
 
-UPGRADES: list[Callable[[apsw.Connection, str], None]] = [_upgrade_to_1, _upgrade_to_2]
+def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
+    """2 → 3: hexeract_lite's own columns (``misfire_grace_ms``), added when missing (a
+    table this version created has them already). The reference's statements never name
+    them; its inserts leave them NULL (no grace)."""
+    have = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column in COLUMNS:
+        if not column.reference and column.name not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
+
+
+UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
+    _upgrade_to_1,
+    _upgrade_to_2,
+    _upgrade_to_3,
+]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

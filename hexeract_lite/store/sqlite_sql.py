@@ -25,19 +25,20 @@ __all__ = ["PortableReads", "SqliteStatements"]
 class SqliteStatements:
     """Every statement of one store, built once, for one validated table name."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
+        cols = select_list
         t = validate_table_name(table)
         due = f"{t} INDEXED BY idx_{t}_due"
         leased = f"{t} INDEXED BY idx_{t}_leased"
         self.insert = (
             f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?)"
+            " leased_until, paused, last_error, created_at, misfire_grace_ms)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?)"
         )
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
-        self.select_one = f"SELECT {SELECT_LIST} FROM {t} WHERE schedule_id = ?"
+        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = ?"
         # The claim: up to n candidates from each of two indexes (fresh rows in claim
         # order; rows whose lease or backoff has expired), merged, the first n leased.
         self.claim = (
@@ -57,7 +58,7 @@ class SqliteStatements:
             "     AND attempts < max_attempts"
             "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
             " ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            f" RETURNING {SELECT_LIST}"
+            f" RETURNING {cols}"
         )
         # Live rows with an instant in another layout (another tool wrote it),
         # rewritten canonically (the same instant) before any comparison; the index
@@ -143,29 +144,28 @@ class SqliteStatements:
             " last_error = NULL, paused = 0, dead_lettered_at = NULL WHERE schedule_id = :id"
         )
         self.list_pending = (
-            f"SELECT {SELECT_LIST} FROM ("
+            f"SELECT {cols} FROM ("
             " SELECT * FROM ("
-            f"  SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_pending"
+            f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_pending"
             f"  WHERE {LIVE} AND paused = 0"
             "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
             " UNION ALL"
             " SELECT * FROM ("
-            f"  SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_paused"
+            f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_paused"
             f"  WHERE {LIVE} AND paused <> 0"
             "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
             " ORDER BY scheduled_for, schedule_id LIMIT :n"
         )
         self.list_dead_letter = (
-            f"SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_dead_letter"
+            f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
             " WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
         )
         # copying rows (migrate): both pages read the primary key's index in order (no
         # sort, O(limit) per page); an import inserts every column as given
-        self.export_first = f"SELECT {SELECT_LIST} FROM {t} ORDER BY schedule_id LIMIT :n"
+        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :n"
         self.export_after = (
-            f"SELECT {SELECT_LIST} FROM {t} WHERE schedule_id > :after"
-            " ORDER BY schedule_id LIMIT :n"
+            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :n"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
@@ -180,18 +180,19 @@ class PortableReads:
     SQLite's ``strftime`` reads them. A scan of the live rows: for reading commands,
     not for a worker."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_table_name(table)
+        cols = select_list
 
         def canonical(column: str) -> str:
             return f"coalesce(strftime({CANONICAL_TS}, {column}), {column})"
 
         self.list_pending = (
-            f"SELECT {SELECT_LIST} FROM {t} WHERE {LIVE}"
+            f"SELECT {cols} FROM {t} WHERE {LIVE}"
             f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :n"
         )
         self.list_dead_letter = (
-            f"SELECT {SELECT_LIST} FROM {t} WHERE dead_lettered_at IS NOT NULL"
+            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
         )
         self.next_wakeup = (
