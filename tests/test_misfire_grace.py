@@ -170,7 +170,7 @@ def test_a_bad_grace_is_refused_naming_it_and_nothing_is_written(
     assert needle in str(info.value)
     built = ScheduledMessage.delay(Target.outbox(), T0, "e", {})
     with pytest.raises(InvalidMessage) as info:
-        store.insert(attrs.evolve(built, misfire_grace=grace), 3)
+        store.insert(attrs.evolve(built, misfire_grace=grace), 3)  # type: ignore[arg-type]
     assert needle in str(info.value)
     assert store.inspect(built.schedule_id) is None
 
