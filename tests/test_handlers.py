@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hexeract_lite import DispatchError, InvalidArgument, ScheduledMessage, ScheduleStore, Target
-from hexeract_lite.cli import _load_sink
+from hexeract_lite.cli.commands.worker import load_sink
 from hexeract_lite.handlers import EventRouterSink
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig
@@ -115,7 +115,7 @@ def test_usable_from_the_worker_commands_sink_option(tmp_path: Path) -> None:
         "    return None\n"
     )
     try:
-        sink = _load_sink("app_router_13:router", str(tmp_path))
+        sink = load_sink("app_router_13:router", str(tmp_path))
     finally:
         sys.modules.pop("app_router_13", None)
     assert isinstance(sink, EventRouterSink)

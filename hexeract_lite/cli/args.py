@@ -1,0 +1,197 @@
+"""The values the command line takes: each parser turns one argument's text into its
+value or raises :class:`argparse.ArgumentTypeError` naming the bad text (argparse then
+prints it as a usage error, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from .._time import to_utc_ms
+from ..connect import parse_conn
+from ..errors import InvalidArgument, InvalidMessage
+from ..message import Target
+from ..names import check_name
+from ..store.schema import validate_table_name
+
+TABLE_ENV = "HEXERACT_SCHEDULER_TABLE"
+"""The environment variable giving the table name when ``--table`` is absent."""
+
+DEFAULT_LIMIT = 50
+"""How many schedules ``list`` and ``dead-letter list`` show without ``--limit``."""
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``5m``, ``2h``, ``1d``, ``250ms``, ``1h30m``, ``0.5s``; a bare number is
+    seconds (as systemd reads it). Raises :class:`argparse.ArgumentTypeError`."""
+    value = text.strip().lower()
+    try:
+        if re.fullmatch(r"\d+(?:\.\d+)?", value):
+            return timedelta(seconds=float(value))
+        pos = 0
+        total = timedelta(0)
+        for match in _DURATION_PART.finditer(value):
+            if match.start() != pos:
+                break
+            total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            pos = match.end()
+        if value and pos == len(value):
+            return total
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: too long") from None
+    raise argparse.ArgumentTypeError(
+        f"invalid duration {text!r}: write a number and a unit (ms, s, m, h, d),"
+        " e.g. 90s, 5m, 2h or 1h30m"
+    )
+
+
+def parse_instant(text: str) -> datetime:
+    """An ISO 8601 instant with a timezone (``2026-03-01T12:00:00Z``,
+    ``2026-03-01T13:00+01:00``); a naive one is refused, never guessed."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid instant {text!r}: write ISO 8601 with a timezone, e.g. 2026-03-01T12:00:00Z"
+        ) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise argparse.ArgumentTypeError(
+            f"instant {text!r} has no timezone: add Z (UTC) or an offset such as +01:00"
+        )
+    # Rounded up like ScheduledMessage.delay's ``at``: a firing is never early.
+    return to_utc_ms(value, "instant", argparse.ArgumentTypeError, round_up=True)
+
+
+def parse_schedule_id(text: str) -> uuid.UUID:
+    """A schedule id: a UUID in any of the spellings :class:`uuid.UUID` accepts."""
+    try:
+        return uuid.UUID(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid schedule id {text!r}: not a UUID") from None
+
+
+MAX_INT_ARG = 2**31 - 1
+
+
+def parse_positive_int(text: str) -> int:
+    """An integer from 1 to 2**31 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_INT_ARG:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: expected an integer >= 1"
+            + (f" and <= {MAX_INT_ARG}" if value > MAX_INT_ARG else "")
+        )
+    return value
+
+
+def parse_conn_arg(text: str) -> str:
+    """A connection string given explicitly (``migrate``'s ``--from`` and ``--to``):
+    not empty, and of a scheme :func:`~hexeract_lite.connect.parse_conn` accepts."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty connection string")
+    try:
+        parse_conn(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def parse_table(text: str) -> str:
+    """A table name, checked by :func:`validate_table_name`."""
+    try:
+        return validate_table_name(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_target(text: str) -> Target:
+    """``mediator``, ``outbox`` or ``bus:ROUTING_KEY``."""
+    kind, sep, key = text.partition(":")
+    try:
+        if kind == "bus" and sep:
+            return Target.bus(key)
+        if kind == "mediator" and not sep:
+            return Target.mediator()
+        if kind == "outbox" and not sep:
+            return Target.outbox()
+    except InvalidMessage as exc:
+        raise argparse.ArgumentTypeError(f"invalid target {text!r}: {exc}") from None
+    raise argparse.ArgumentTypeError(
+        f"invalid target {text!r}: expected mediator, outbox or bus:ROUTING_KEY"
+    )
+
+
+class Payload:
+    """A parsed ``--payload``: the JSON text and where it came from."""
+
+    def __init__(self, value: Any, origin: str) -> None:
+        self.value = value
+        self.origin = origin
+
+
+def parse_payload(text: str) -> Payload:
+    """``--payload``: JSON text, ``@path`` (read the file) or ``-`` (read stdin)."""
+    if text == "-":
+        origin, raw = "stdin", sys.stdin.read()
+    elif text.startswith("@"):
+        origin = text[1:]
+        try:
+            with open(origin, encoding="utf-8") as fh:
+                raw = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise argparse.ArgumentTypeError(
+                f"cannot read payload file {origin!r}: {exc}"
+            ) from None
+    else:
+        origin, raw = "argument", text
+    where = "" if origin == "argument" else f" in {origin}"
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise argparse.ArgumentTypeError(
+            f"invalid JSON payload{where}: nested too deeply (more levels than Python's"
+            f" recursion limit, {sys.getrecursionlimit()}) in {raw!r:.60}"
+        ) from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid JSON payload{where}: {exc}") from None
+    return Payload(value, origin)
+
+
+def parse_sink_spec(text: str) -> str:
+    """``MODULE:ATTR`` (``ATTR`` may be dotted)."""
+    module, sep, attr = text.partition(":")
+    ident = r"[A-Za-z_][A-Za-z0-9_]*"
+    if (
+        not sep
+        or not re.fullmatch(rf"{ident}(\.{ident})*", module)
+        or not (re.fullmatch(rf"{ident}(\.{ident})*", attr))
+    ):
+        raise argparse.ArgumentTypeError(
+            f"invalid sink {text!r}: expected MODULE:ATTR, e.g. myapp.scheduling:sink"
+        )
+    return text
+
+
+def parse_name(text: str) -> str:
+    """A schedule name (see :mod:`hexeract_lite.names`)."""
+    try:
+        return check_name(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -1,0 +1,148 @@
+"""``hexeract scheduler add``: create a schedule (once, on a cron rule, every period);
+also the message an ``add`` or ``ensure`` command line describes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+
+from ..._time import rfc3339
+from ...clock import SYSTEM_CLOCK
+from ...control import SchedulerControl, default_grid_anchor
+from ...errors import InvalidArgument, UsageError
+from ...message import ScheduledMessage
+from ...trigger import CronExpression
+from ..args import parse_name, parse_schedule_id
+from ..context import EXIT_OK, Context
+from ..options import CommandTree, message_arguments
+from ..output import dump_json, snapshot_json
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``add``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "add",
+        "create a schedule: once (--at, --in), on a cron rule (--cron) or every period (--every)",
+        [
+            "hexeract scheduler add --in 5m --event-type reminder.due --payload '{\"user\": 42}'",
+            "hexeract scheduler add --cron '0 9 * * 1-5' --event-type report.daily"
+            " --target bus:reports",
+            "hexeract scheduler add --cron '0 9 * * 1-5' --tz Europe/Paris"
+            " --event-type report.daily",
+            "hexeract scheduler add --every 90m --event-type cache.refresh",
+            "hexeract scheduler add --at 2026-03-01T12:00:00Z --event-type invoice.send"
+            " --payload @invoice.json",
+        ],
+        [conn, fmt],
+        run,
+        description="Create a schedule and print its id (the whole schedule with --format"
+        " json). Creates the database and its table when they do not exist.",
+    )
+    message_arguments(sub, once_in=True)
+    sub.add_argument(
+        "--schedule-id",
+        type=parse_schedule_id,
+        metavar="UUID",
+        help="use this id instead of a fresh UUIDv7 (an existing id is an error)",
+    )
+    sub.add_argument(
+        "--name",
+        type=parse_name,
+        metavar="NAME",
+        help="name the schedule (its id is then derived from the name; an existing name is"
+        " an error: use ensure to declare it idempotently)",
+    )
+
+
+def message_from_args(
+    args: argparse.Namespace, name: str | None, *, declared: bool = False
+) -> ScheduledMessage:
+    """The message ``add`` or ``ensure`` (``declared``) describes; a ``--first`` that
+    is not an instant of the rule is kept (it fires then, then on the rule), with a
+    note on stderr. ``--every`` without ``--first``: anchored one period from now, or
+    for ``ensure`` on the epoch's grid (so that declaring it again is unchanged)."""
+    payload = args.payload.value if args.payload is not None else {}
+    now = SYSTEM_CLOCK.now()
+    schedule_id = getattr(args, "schedule_id", None)
+    if args.first is not None and args.cron is None and args.every is None:
+        raise UsageError("--first goes with --cron or --every only")
+    if args.tz is not None and args.cron is None:
+        raise UsageError(
+            f"--tz {args.tz!r} goes with --cron only (a one-shot's --at names its own offset;"
+            " an interval is a fixed period)"
+        )
+    if args.every is not None:
+        try:
+            if args.first is not None:
+                anchor = args.first
+            elif declared:
+                anchor = default_grid_anchor(args.every, now)
+            else:
+                anchor = now + args.every
+        except OverflowError:
+            raise UsageError(f"--every {args.every} reaches past the year 9999") from None
+        return ScheduledMessage.every(
+            args.target,
+            args.every,
+            anchor,
+            args.event_type,
+            payload,
+            schedule_id=schedule_id,
+            name=name,
+            misfire_grace=args.misfire_grace,
+        )
+    if args.cron is not None:
+        expression = CronExpression.parse(args.cron, tz=args.tz)
+        first = args.first
+        if first is None:
+            first = expression.next_occurrence(now)
+            if first is None:
+                raise InvalidArgument(f"cron expression {args.cron!r} has no instant after now")
+        elif expression.next_occurrence(first - timedelta(milliseconds=1)) != first:
+            print(
+                f"note: --first {rfc3339(first)} is not an instant of the rule {args.cron!r}:"
+                " the schedule fires then, then on the rule",
+                file=sys.stderr,
+            )
+        return ScheduledMessage.cron(
+            args.target,
+            expression,
+            first,
+            args.event_type,
+            payload,
+            schedule_id=schedule_id,
+            name=name,
+            misfire_grace=args.misfire_grace,
+        )
+    in_: timedelta | None = getattr(args, "in_", None)
+    try:
+        at = args.at if args.at is not None or in_ is None else now + in_
+    except OverflowError:
+        raise UsageError(f"--in {in_} reaches past the year 9999") from None
+    return ScheduledMessage.delay(
+        args.target,
+        at,
+        args.event_type,
+        payload,
+        schedule_id=schedule_id,
+        name=name,
+        misfire_grace=args.misfire_grace,
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Create the schedule; print its id, or with ``--format json`` the schedule."""
+    if args.name is not None and args.schedule_id is not None:
+        raise UsageError("--schedule-id and --name do not go together (a name gives the id)")
+    message = message_from_args(args, args.name)
+    with ctx.store(create=True) as store:
+        control = SchedulerControl(store)
+        control.schedule(message, max_attempts=args.max_attempts)
+        snapshot = control.inspect(message.schedule_id)
+    if args.format == "json":
+        ctx.print(dump_json(snapshot_json(snapshot, detail=True)))
+    else:
+        ctx.print(str(message.schedule_id))
+    return EXIT_OK

@@ -1,0 +1,67 @@
+"""``hexeract scheduler pause``, ``resume`` and ``cancel``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...control import SchedulerControl
+from ...errors import SchedulerError
+from ...snapshot import ScheduleStatus
+from ..context import EXIT_OK, Context, schedule_id
+from ..options import CommandTree, id_argument
+from ..output import ts
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``pause``, ``resume`` and ``cancel``."""
+    conn = tree.conn
+    for name, verb, what in (
+        ("pause", "pause", "a paused schedule is never claimed until resumed"),
+        (
+            "resume",
+            "resume",
+            "a cron schedule whose instant passed while paused moves to its next instant",
+        ),
+        ("cancel", "cancel", "a cancelled schedule never fires again"),
+    ):
+        sub = tree.command(
+            name,
+            f"{verb} a schedule ({what})",
+            [f"hexeract scheduler {name} 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+            [conn],
+            run,
+        )
+        sub.set_defaults(action=name)
+        id_argument(sub)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Pause, resume or cancel (``args.action``) the schedule; say what changed."""
+    with ctx.store(create=False) as store:
+        sid = schedule_id(args, store)
+        control = SchedulerControl(store)
+        before = control.inspect(sid)
+        changed = bool(getattr(control, args.action)(sid))
+        after = control.inspect(sid)
+    if args.action == "pause":
+        if changed:
+            ctx.print(f"Paused schedule {sid}.")
+        elif before.status is ScheduleStatus.PAUSED:
+            ctx.print(f"Schedule {sid} is already paused.")
+        else:
+            ctx.print(f"Schedule {sid} is {before.status}; nothing to pause.")
+    elif args.action == "resume":
+        if changed:
+            ctx.print(f"Resumed schedule {sid}; next firing {ts(after.scheduled_for)}.")
+        elif after.status is ScheduleStatus.PAUSED:
+            # A paused cron schedule whose rule has no instant after now stays paused.
+            raise SchedulerError(
+                f"schedule {sid} stays paused: its cron expression has no instant after now"
+            )
+        else:
+            ctx.print(f"Schedule {sid} is {before.status}, not paused; nothing to resume.")
+    elif changed:
+        ctx.print(f"Cancelled schedule {sid}.")
+    else:
+        ctx.print(f"Schedule {sid} is {before.status}; nothing to cancel.")
+    return EXIT_OK

@@ -1,0 +1,46 @@
+"""``hexeract scheduler ensure``: declare a named schedule idempotently."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...control import SchedulerControl
+from ..args import parse_name
+from ..context import EXIT_OK, Context, print_change
+from ..options import CommandTree, message_arguments
+from ..output import ts
+from .add import message_from_args
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``ensure``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "ensure",
+        "declare a named schedule idempotently: create it, leave it, or update it in place",
+        [
+            "hexeract scheduler ensure --name myapp.backup.daily --cron '0 3 * * *'"
+            " --event-type backup.run",
+        ],
+        [conn, fmt],
+        run,
+        description="Make the named schedule exist as given, and print what that took:"
+        " created, updated (changed in place; a firing in flight completes under the old"
+        " values) or unchanged. Safe to run at every start. Creates the database and its"
+        " table when they do not exist.",
+    )
+    sub.add_argument(
+        "--name", required=True, type=parse_name, metavar="NAME", help="the schedule's name"
+    )
+    message_arguments(sub, once_in=False)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Declare the named schedule; print created, updated or unchanged."""
+    message = message_from_args(args, args.name, declared=True)
+    with ctx.store(create=True) as store:
+        result = store.ensure(message, args.max_attempts)
+        snapshot = SchedulerControl(store).inspect(message.schedule_id)
+    text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
+    print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
+    return EXIT_OK

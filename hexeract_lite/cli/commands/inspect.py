@@ -1,0 +1,34 @@
+"""``hexeract scheduler inspect``: one schedule, every field."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...control import SchedulerControl
+from ..context import EXIT_OK, Context, schedule_id
+from ..options import CommandTree, id_argument
+from ..output import dump_json, format_inspect, snapshot_json
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``inspect``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "inspect",
+        "show one schedule, every field",
+        ["hexeract scheduler inspect 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b --format json"],
+        [conn, fmt],
+        run,
+    )
+    id_argument(sub)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Print every field of the schedule."""
+    with ctx.store(create=False, readonly=True) as store:
+        snapshot = SchedulerControl(store).inspect(schedule_id(args, store))
+    if args.format == "json":
+        ctx.print(dump_json(snapshot_json(snapshot, detail=True)))
+    else:
+        ctx.print(format_inspect(snapshot))
+    return EXIT_OK

@@ -1,0 +1,50 @@
+"""``hexeract scheduler reschedule``: move a schedule's next firing."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..._time import rfc3339
+from ...clock import SYSTEM_CLOCK
+from ...control import SchedulerControl
+from ...errors import UsageError
+from ..args import parse_duration, parse_instant
+from ..context import EXIT_OK, Context, print_change, schedule_id
+from ..options import CommandTree, id_argument
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``reschedule``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "reschedule",
+        "move a schedule's next firing",
+        ["hexeract scheduler reschedule --name myapp.backup.daily --at 2026-03-01T04:00:00Z"],
+        [conn, fmt],
+        run,
+    )
+    id_argument(sub)
+    when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", type=parse_instant, metavar="INSTANT", help="the next firing")
+    when.add_argument(
+        "--in", dest="in_", type=parse_duration, metavar="DURATION", help="from now: 5m, 2h"
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Move the schedule's next firing; print the new one."""
+    with ctx.store(create=False) as store:
+        sid = schedule_id(args, store)
+        try:
+            at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
+        except OverflowError:
+            raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
+        control = SchedulerControl(store)
+        changed = control.reschedule(sid, at)
+        snapshot = control.inspect(sid)
+    result = "rescheduled" if changed else "unchanged"
+    text = f"Schedule {sid}: next firing {rfc3339(at)}"
+    if snapshot.leased_until is not None and snapshot.scheduled_for != at:
+        text += " (after the firing in flight)"
+    print_change(ctx, args, snapshot, result, text + ".")
+    return EXIT_OK

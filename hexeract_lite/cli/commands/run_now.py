@@ -1,0 +1,37 @@
+"""``hexeract scheduler run-now``: fire a schedule once as soon as a worker can."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...control import SchedulerControl
+from ..context import EXIT_OK, Context, print_change, schedule_id
+from ..options import CommandTree, id_argument
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``run-now``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "run-now",
+        "fire a schedule once as soon as a worker can (a cron one then goes on on its rule)",
+        ["hexeract scheduler run-now --name myapp.backup.daily"],
+        [conn, fmt],
+        run,
+    )
+    id_argument(sub)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Make the schedule due now; say so."""
+    with ctx.store(create=False) as store:
+        sid = schedule_id(args, store)
+        control = SchedulerControl(store)
+        changed = control.run_now(sid)
+        snapshot = control.inspect(sid)
+    if changed:
+        result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
+    else:
+        result, text = "in-flight", f"Schedule {sid} is being delivered now; nothing to do."
+    print_change(ctx, args, snapshot, result, text)
+    return EXIT_OK

@@ -1,0 +1,55 @@
+"""``hexeract scheduler schema``: print the table's DDL (offline)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...errors import StoreError
+from ...store.schema import DEFAULT_TABLE
+from ..args import TABLE_ENV, parse_table
+from ..context import EXIT_OK, Context
+from ..options import CommandTree
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``schema``."""
+    schema = tree.command(
+        "schema",
+        "print the DDL of the table the stores create (offline, no database needed)",
+        [
+            "hexeract scheduler schema > schema.sql",
+            "hexeract scheduler schema --dialect postgres --table app_schedules",
+        ],
+        [],
+        run,
+    )
+    schema.add_argument(
+        "--dialect",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite (the default) or postgres",
+    )
+    schema.add_argument(
+        "--table",
+        type=parse_table,
+        metavar="NAME",
+        help=f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Print the DDL of the table for ``--dialect``."""
+    if args.dialect == "sqlite":
+        from ...store.schema import sqlite_ddl
+
+        ddl = sqlite_ddl(ctx.table)
+    else:
+        try:
+            from ...store.postgres_schema import postgres_ddl
+        except ImportError as exc:
+            raise StoreError(
+                f"this build of hexeract_lite has no PostgreSQL schema ({exc})"
+            ) from None
+        ddl = postgres_ddl(ctx.table)
+    ctx.print(ddl.rstrip("\n"))
+    return EXIT_OK

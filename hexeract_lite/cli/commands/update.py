@@ -1,0 +1,75 @@
+"""``hexeract scheduler update``: change a schedule in place."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ...control import SchedulerControl
+from ...errors import UsageError
+from ..args import parse_duration, parse_payload, parse_positive_int, parse_target
+from ..context import EXIT_OK, Context, print_change, schedule_id
+from ..options import CommandTree, id_argument
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``update``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "update",
+        "change a schedule in place: payload, cron rule, target, event type, attempt budget",
+        ["hexeract scheduler update --name myapp.backup.daily --cron '0 4 * * *'"],
+        [conn, fmt],
+        run,
+    )
+    id_argument(sub)
+    sub.add_argument("--cron", metavar="EXPR", help="the new rule (a cron schedule only)")
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the new rule on this IANA time zone's wall clock (default UTC)",
+    )
+    sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="the new misfire grace (e.g. 10m)",
+    )
+    sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
+    sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
+    sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
+    sub.add_argument(
+        "--max-attempts", type=parse_positive_int, metavar="N", help="the new attempt budget"
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Change the given fields of the schedule in place; say whether anything changed."""
+    if args.tz is not None and args.cron is None:
+        raise UsageError(f"--tz {args.tz!r} goes with --cron only")
+    fields: dict[str, Any] = {
+        "cron": args.cron,
+        "event_type": args.event_type,
+        "target": args.target,
+        "max_attempts": args.max_attempts,
+    }
+    if args.payload is not None:
+        fields["payload"] = args.payload.value
+    if args.misfire_grace is not None:
+        fields["misfire_grace"] = args.misfire_grace
+    if all(v is None for v in fields.values()):
+        raise UsageError(
+            "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
+            " --misfire-grace"
+        )
+    if args.tz is not None:
+        fields["tz"] = args.tz
+    with ctx.store(create=False) as store:
+        sid = schedule_id(args, store)
+        control = SchedulerControl(store)
+        changed = control.update(sid, **fields)
+        snapshot = control.inspect(sid)
+    result = "updated" if changed else "unchanged"
+    text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
+    print_change(ctx, args, snapshot, result, text)
+    return EXIT_OK

@@ -1,0 +1,286 @@
+"""``hexeract scheduler worker``: run a worker in the foreground. Loads the sink,
+routes logs to stderr (passwords scrubbed) and turns SIGINT/SIGTERM into a clean stop,
+then an abort."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any, cast
+
+from ...connect import ConnTarget, parse_conn, scrub
+from ...errors import SchedulerError, UsageError
+from ..args import parse_duration, parse_positive_int, parse_sink_spec
+from ..context import EXIT_OK, Context
+from ..options import CommandTree
+
+if TYPE_CHECKING:
+    from ...message import ScheduledMessage
+    from ...sinks import ScheduleSink
+
+log = logging.getLogger("hexeract_lite.cli")
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``worker``."""
+    conn = tree.conn
+    sub = tree.command(
+        "worker",
+        "run a worker in the foreground, delivering due messages to a sink",
+        [
+            "hexeract scheduler worker --sink myapp.scheduling:sink"
+            " --conn sqlite:////var/lib/myapp/scheduler.db",
+        ],
+        [conn],
+        run,
+        description="Run a worker in the foreground: claim due occurrences and hand each to"
+        " the sink, at least once, retrying with backoff and dead-lettering what keeps"
+        " failing. Logs go to stderr. SIGINT or SIGTERM stops it cleanly: the occurrences in"
+        " hand are settled first, the rest of the batch released, and it exits 0. A second"
+        " signal stops it at once: the dispatch in flight is abandoned (recorded as a"
+        " failure), what was never dispatched is released with its attempt given back, and"
+        " it exits 128+signal (143 for SIGTERM) within a few seconds. Creates the database"
+        " when it does not exist.",
+    )
+    sub.add_argument(
+        "--sink",
+        required=True,
+        type=parse_sink_spec,
+        metavar="MODULE:ATTR",
+        help="the sink the application exposes: a ScheduleSink, or a callable taking the"
+        " ScheduledMessage",
+    )
+    sub.add_argument(
+        "--app-dir",
+        default=".",
+        metavar="DIR",
+        help="put DIR first on the import path to find the sink module (default: .)",
+    )
+    settings = sub.add_argument_group("worker settings (durations: 100ms, 5s, 2m, 1h)")
+    for flag, help_text in (
+        ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
+        ("--lease", "how long a claim holds an occurrence (default: 300s)"),
+        ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
+        ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
+        ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
+        ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 5ms)"),
+    ):
+        settings.add_argument(flag, type=parse_duration, metavar="DURATION", help=help_text)
+    settings.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        metavar="N",
+        help="occurrences claimed per poll (default: 10)",
+    )
+    settings.add_argument(
+        "--no-jitter",
+        dest="jitter",
+        action="store_false",
+        default=None,
+        help="retry after exactly the backoff delay instead of a random draw below it",
+    )
+    settings.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        type=str.lower,
+        help="log verbosity on stderr (default: info)",
+    )
+
+
+def load_sink(spec: str, app_dir: str) -> ScheduleSink:
+    """Import ``MODULE:ATTR`` and return a sink: a ScheduleSink as is, a callable
+    wrapped in :class:`CallableSink`."""
+    from ...sinks import CallableSink, ScheduleSink  # the worker command's alone
+
+    module_name, _, attr_path = spec.partition(":")
+    path = os.path.abspath(app_dir)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (
+            module_name == exc.name or module_name.startswith(exc.name + ".")
+        ):
+            raise UsageError(f"cannot import sink module {module_name!r}: {exc}") from None
+        raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
+    except Exception as exc:
+        raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
+    obj: object = module
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(
+                f"sink module {module_name!r} has no attribute {attr_path!r}"
+            ) from None
+    if isinstance(obj, type):
+        raise UsageError(
+            f"sink {spec!r} is a class: expose an instance, e.g. {attr_path.split('.')[-1].lower()}"
+            f" = {attr_path.split('.')[-1]}()"
+        )
+    if isinstance(obj, ScheduleSink):
+        return obj
+    if callable(obj):
+        return CallableSink(cast("Callable[[ScheduledMessage], Any]", obj))
+    raise UsageError(
+        f"sink {spec!r} is a {type(obj).__name__}: expected a ScheduleSink or a callable"
+        " taking the message"
+    )
+
+
+_SETTINGS = (
+    "poll_interval",
+    "batch_size",
+    "lease",
+    "retry_base_delay",
+    "retry_max_delay",
+    "jitter",
+    "min_cycle_delay",
+    "dispatch_timeout",
+)
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    """Formats a record, then removes any password the connection string carries."""
+
+    def __init__(self, target: ConnTarget | None) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._target = target
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record), self._target)
+
+
+@contextlib.contextmanager
+def _logging_to_stderr(level: str, target: ConnTarget | None) -> Iterator[None]:
+    """Route log records to stderr for the worker's lifetime, then restore the root."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ScrubbingFormatter(target))
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper()))
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+_ABORT_GRACE_S = 5.0
+"""After a second stop signal, how long the worker has to settle its batch before the
+process exits regardless (its leases then expire and another worker redelivers)."""
+
+
+class _StopSignals:
+    """The stop signals the worker command received."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.deadline: float | None = None
+        """Set by the second signal: the process exits by then."""
+
+    @property
+    def exit_code(self) -> int:
+        """``128 + signal`` of the signal that aborted the worker."""
+        return 128 + self.received[-1]
+
+
+@contextlib.contextmanager
+def _stop_on_signals(
+    stop: threading.Event, wake: Callable[[], None], abort: Callable[[], None]
+) -> Iterator[_StopSignals]:
+    """SIGINT and SIGTERM, for the worker command (in the main thread only).
+
+    The first sets ``stop`` and wakes the worker: it finishes the occurrences in hand.
+    The second calls ``abort``: the dispatch in flight is abandoned (recorded as
+    failed), what was not dispatched is released and the rest settled, and the
+    command exits ``128 + signal`` within :data:`_ABORT_GRACE_S`. A third exits at once.
+    """
+    signals = _StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield signals
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signals.received.append(signum)
+        name = signal.Signals(signum).name
+        if len(signals.received) == 1:
+            log.info("%s received: stopping after the occurrences in hand", name)
+            stop.set()
+            wake()
+        elif len(signals.received) == 2:
+            log.warning(
+                "second %s: abandoning the dispatch in flight, releasing the rest of the batch",
+                name,
+            )
+            signals.deadline = time.monotonic() + _ABORT_GRACE_S
+            abort()  # safe here: the main thread only joins the worker's thread
+        else:
+            log.warning("%s again: exiting without waiting", name)
+            os._exit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield signals
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Run the worker until a stop signal; ``128 + signal`` after a second one."""
+    from ...worker import SchedulerWorker, SchedulerWorkerConfig  # asyncio: only workers need it
+
+    given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
+    config = SchedulerWorkerConfig(**given)
+    sink = load_sink(args.sink, args.app_dir)
+    target = parse_conn(ctx.conn)
+    with _logging_to_stderr(args.log_level, target), ctx.store(create=True) as store:
+        worker = SchedulerWorker(store, sink, config=config)
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                worker.run(stop)
+            except BaseException as exc:  # reported by the main thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=run, name="hexeract-worker", daemon=True)
+        log.info(
+            "worker started: database %s, table %s, sink %s",
+            target.display(),
+            ctx.table,
+            args.sink,
+        )
+        with _stop_on_signals(stop, store.changes.notify, worker.abort) as signals:
+            thread.start()
+            while thread.is_alive():
+                thread.join(0.2 if signals.deadline is None else 0.05)
+                if signals.deadline is not None and time.monotonic() > signals.deadline:
+                    log.error(
+                        "the worker did not settle its batch within %g s; exiting, its"
+                        " leases will expire and another worker redelivers",
+                        _ABORT_GRACE_S,
+                    )
+                    sys.stderr.flush()
+                    os._exit(signals.exit_code)
+        if failure:
+            raise failure[0]
+        if signals.deadline is not None:
+            log.warning("worker aborted: exiting %d", signals.exit_code)
+            return signals.exit_code
+        log.info("worker stopped")
+    return EXIT_OK

@@ -1,0 +1,225 @@
+"""The pieces of the command tree that commands share: the help formatter and its
+example block, the parent parsers (``--conn``/``--table``, ``--format``, ``--limit``),
+the ``SCHEDULE_ID``/``--name`` and message arguments, and :class:`CommandTree`, through
+which each module in :mod:`hexeract_lite.cli.commands` adds its command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..message import Target
+from ..store.schema import DEFAULT_TABLE
+from .args import (
+    DEFAULT_LIMIT,
+    TABLE_ENV,
+    parse_duration,
+    parse_instant,
+    parse_name,
+    parse_payload,
+    parse_positive_int,
+    parse_schedule_id,
+    parse_table,
+    parse_target,
+)
+
+if TYPE_CHECKING:
+    from .context import Handler
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions to the terminal; keeps the example block's lines as written."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(EXAMPLE_HEADER):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+EXAMPLE_HEADER = "example:"
+
+
+def example(*lines: str) -> str:
+    """An epilog: the ``example:`` header and the lines, indented."""
+    return EXAMPLE_HEADER + "\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def conn_parent() -> argparse.ArgumentParser:
+    """``--conn`` and ``--table``: the commands that open a database."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("database")
+    group.add_argument(
+        "--conn",
+        metavar="URL",
+        help="the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
+        " path, or postgresql://user:password@host/db (default: $DATABASE_URL, else the"
+        " default database in the user data directory)",
+    )
+    group.add_argument(
+        "--table",
+        type=parse_table,
+        metavar="NAME",
+        help=f"the schedules table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
+    )
+    return parent
+
+
+def format_parent() -> argparse.ArgumentParser:
+    """``--format text|json``."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text (aligned columns, the default) or json",
+    )
+    return parent
+
+
+def limit_parent() -> argparse.ArgumentParser:
+    """``--limit N`` for the listings."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--limit",
+        type=parse_positive_int,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"show at most N schedules (default: {DEFAULT_LIMIT})",
+    )
+    return parent
+
+
+class CommandTree:
+    """The ``scheduler`` command group being built: each command module's
+    ``add_parser`` adds its command here, with the parents its commands share."""
+
+    def __init__(self, cmds: Any) -> None:
+        self.cmds = cmds
+        self.conn, self.fmt, self.limit = conn_parent(), format_parent(), limit_parent()
+
+    def command(
+        self,
+        name: str,
+        help: str,  # noqa: A002 - argparse's own name for it
+        examples: Sequence[str],
+        parents: Sequence[argparse.ArgumentParser],
+        handler: Handler,
+        *,
+        into: Any = None,
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        """Add command ``name`` (under ``into``, default the group) run by ``handler``;
+        its description defaults to ``help`` as a sentence."""
+        sub: argparse.ArgumentParser = (self.cmds if into is None else into).add_parser(
+            name,
+            help=help,
+            description=description or help[:1].upper() + help[1:] + ".",
+            epilog=example(*examples),
+            parents=list(parents),
+            formatter_class=HelpFormatter,
+        )
+        sub.set_defaults(handler=handler, cmd_parser=sub)
+        return sub
+
+
+def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
+    """The arguments that describe a message: when (``--at``, ``--in`` when
+    ``once_in``, ``--cron`` with ``--first`` and ``--tz``, ``--every`` with
+    ``--first``), misfire grace, event type, payload, target, budget."""
+    when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
+    when.add_argument(
+        "--at",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="fire once at an ISO 8601 instant with a timezone, e.g. 2026-03-01T12:00:00Z",
+    )
+    if once_in:
+        when.add_argument(
+            "--in",
+            dest="in_",
+            type=parse_duration,
+            metavar="DURATION",
+            help="fire once after a delay from now: 90s, 5m, 2h, 1d, 1h30m",
+        )
+    when.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help="fire on a cron rule, in UTC unless --tz: 5 fields, 6 with leading seconds,"
+        " or @daily etc.",
+    )
+    when.add_argument(
+        "--every",
+        type=parse_duration,
+        metavar="DURATION",
+        help="fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
+        " first one period from now (or at --first)",
+    )
+    sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="how late a firing may be found and still be delivered (e.g. 10m); later, a"
+        " one-shot is dead-lettered with the reason and a recurring schedule skips to its"
+        " next firing (default: no limit, deliver late)",
+    )
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the rule on this IANA time zone's wall clock"
+        " (e.g. Europe/Paris; default UTC); see the README on daylight saving time",
+    )
+    sub.add_argument(
+        "--first",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="with --cron: the first firing (default: the rule's next instant after now);"
+        " with --every: the grid's anchor (default: one period from now)",
+    )
+    sub.add_argument(
+        "--event-type",
+        required=True,
+        metavar="TYPE",
+        help="what the message is, 1 to 64 characters (e.g. reminder.due)",
+    )
+    sub.add_argument(
+        "--payload",
+        type=parse_payload,
+        metavar="JSON",
+        help="the payload: JSON text, @FILE to read a file, or - to read stdin (default: {})",
+    )
+    sub.add_argument(
+        "--target",
+        type=parse_target,
+        default=Target.mediator(),
+        metavar="TARGET",
+        help="mediator, outbox or bus:ROUTING_KEY (default: mediator)",
+    )
+    sub.add_argument(
+        "--max-attempts",
+        type=parse_positive_int,
+        default=5,
+        metavar="N",
+        help="attempts per occurrence before it is dead-lettered (default: 5)",
+    )
+
+
+def id_argument(sub: argparse.ArgumentParser) -> None:
+    """``SCHEDULE_ID`` or ``--name``: the schedule a command acts on."""
+    sub.add_argument(
+        "schedule_id",
+        nargs="?",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="the schedule's UUID (or give --name)",
+    )
+    sub.add_argument(
+        "--name",
+        dest="schedule_name",
+        type=parse_name,
+        metavar="NAME",
+        help="the schedule's name instead of its id (e.g. myapp.backup.daily)",
+    )

@@ -1,0 +1,214 @@
+"""What the commands print: aligned text tables, JSON objects and the ``inspect``
+field list. A row the store could not decode is shown as ``malformed`` with the reason."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from .._time import rfc3339
+from ..interval import format_duration
+from ..snapshot import MalformedSchedule, ScheduleSnapshot
+
+if TYPE_CHECKING:
+    from ..migrate import MigrationReport
+
+LAST_ERROR_WIDTH = 60
+"""How many characters of ``last_error`` the dead-letter text listing shows."""
+
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def one_line(text: str | None, width: int | None = None) -> str:
+    """``text`` on one line (control characters and runs of whitespace become one
+    space), cut to ``width`` characters with ``...`` when longer; ``-`` for None."""
+    if text is None:
+        return "-"
+    flat = " ".join(_CONTROL_CHARS.sub(" ", text).split())
+    if width is not None and len(flat) > width:
+        flat = flat[: max(width - 3, 0)] + "..."
+    return flat
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns separated by two spaces, under a header; no trailing spaces.
+
+    A row with fewer cells than the header is aligned on its cells but the last, which
+    runs on to the end of the line (a malformed row's reason)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        aligned = row if len(row) == len(headers) else row[:-1]
+        for i, cell in enumerate(aligned):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for line in (headers, *rows):
+        cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)]
+        if len(line) < len(headers):
+            cells[-1] = line[-1]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+MALFORMED = "malformed"
+"""The status a listing shows for a row the store could not decode."""
+MALFORMED_REASON_WIDTH = 200
+"""How many characters of a malformed row's reason the text listings show."""
+
+
+def _malformed_row(item: MalformedSchedule) -> tuple[str, str, str]:
+    """A listing's row for a row the store could not decode: its id as stored, the
+    status ``malformed`` and the reason (naming the column), to the end of the line."""
+    return (
+        one_line(item.raw_id),
+        MALFORMED,
+        one_line(item.reason, MALFORMED_REASON_WIDTH),
+    )
+
+
+def ts(value: datetime | None) -> str:
+    """An instant as RFC 3339 text; ``-`` for None."""
+    return rfc3339(value) or "-"
+
+
+Listed = ScheduleSnapshot | MalformedSchedule
+"""An item of a listing: a schedule, or a row the store could not decode."""
+
+
+def format_pending(snapshots: Sequence[Listed]) -> str:
+    """The text of ``scheduler list``; a malformed row shows its id, ``malformed`` and
+    the reason."""
+    if not snapshots:
+        return "no pending schedules"
+    return format_table(
+        ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE", "NAME"),
+        [
+            _malformed_row(s)
+            if isinstance(s, MalformedSchedule)
+            else (
+                str(s.schedule_id),
+                s.status.value,
+                ts(s.scheduled_for),
+                f"{s.attempts}/{s.max_attempts}",
+                one_line(s.trigger.label()),
+                one_line(s.event_type),
+                one_line(s.name),
+            )
+            for s in snapshots
+        ],
+    )
+
+
+def format_dead_letter(snapshots: Sequence[Listed]) -> str:
+    """The text of ``scheduler dead-letter list``; a malformed row shows its id,
+    ``malformed`` and the reason."""
+    if not snapshots:
+        return "no dead-lettered schedules"
+    return format_table(
+        (
+            "SCHEDULE ID",
+            "STATUS",
+            "SCHEDULED FOR",
+            "ATTEMPTS",
+            "TRIGGER",
+            "EVENT TYPE",
+            "DEAD-LETTERED AT",
+            "LAST ERROR",
+        ),
+        [
+            _malformed_row(s)
+            if isinstance(s, MalformedSchedule)
+            else (
+                str(s.schedule_id),
+                s.status.value,
+                ts(s.scheduled_for),
+                f"{s.attempts}/{s.max_attempts}",
+                one_line(s.trigger.label()),
+                one_line(s.event_type),
+                ts(s.dead_lettered_at),
+                one_line(s.last_error, LAST_ERROR_WIDTH),
+            )
+            for s in snapshots
+        ],
+    )
+
+
+def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
+    """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
+    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
+    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+    if isinstance(snapshot, MalformedSchedule):
+        return snapshot.to_json_dict()
+    data = snapshot.to_json_dict()
+    data.update(_rule_fields(snapshot))
+    if detail:
+        data["occurrence_id"] = str(_occurrence_id(snapshot))
+        data["payload"] = json.loads(snapshot.payload_json)
+    return data
+
+
+def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
+    """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
+    grace when one is set; nothing for a UTC cron rule or a one-shot without a grace
+    (their listings are as they always were)."""
+    trigger = snapshot.trigger
+    expr, interval = trigger.cron_expression, trigger.interval
+    fields: dict[str, str] = {}
+    if expr is not None and expr.tz != "UTC":
+        fields["tz"] = expr.tz
+    if interval is not None:
+        fields["every"] = format_duration(interval.every)
+        fields["anchor"] = ts(interval.anchor)
+    if snapshot.misfire_grace is not None:
+        fields["misfire_grace"] = format_duration(snapshot.misfire_grace)
+    return fields
+
+
+_FIELD_NAMES = {"tz": "time zone", "misfire_grace": "misfire grace"}
+
+
+def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
+    from ..occurrence import OccurrenceId
+
+    return OccurrenceId.derive(snapshot.schedule_id, snapshot.scheduled_for)
+
+
+def format_inspect(snapshot: ScheduleSnapshot) -> str:
+    """The text of ``scheduler inspect``: one ``field  value`` line per field."""
+    s = snapshot
+    fields = [
+        ("schedule id", str(s.schedule_id)),
+        ("name", one_line(s.name)),
+        ("status", s.status.value),
+        ("event type", one_line(s.event_type)),
+        ("target", one_line(s.target.label())),
+        ("trigger", one_line(s.trigger.label())),
+        *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
+        ("scheduled for", ts(s.scheduled_for)),
+        ("occurrence id", str(_occurrence_id(s))),
+        ("attempts", f"{s.attempts}/{s.max_attempts}"),
+        ("leased until", ts(s.leased_until)),
+        ("last error", one_line(s.last_error)),
+        ("created at", ts(s.created_at)),
+        ("delivered at", ts(s.delivered_at)),
+        ("cancelled at", ts(s.cancelled_at)),
+        ("dead-lettered at", ts(s.dead_lettered_at)),
+        ("payload", s.payload_json),
+    ]
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+
+
+def dump_json(value: object) -> str:
+    """``value`` as indented JSON text."""
+    return json.dumps(value, indent=2)
+
+
+def format_migration(report: MigrationReport) -> str:
+    """The counts line of ``scheduler migrate``."""
+    return (
+        f"read {report.read}, copied {report.copied},"
+        f" skipped {report.skipped} (already in the destination)"
+    )
