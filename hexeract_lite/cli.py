@@ -47,6 +47,7 @@ from .control import SchedulerControl
 from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError, UsageError
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
+from .settle import error_summary
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
@@ -752,7 +753,7 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
                 one_line(s.trigger.label()),
                 one_line(s.event_type),
                 _ts(s.dead_lettered_at),
-                one_line(s.last_error, LAST_ERROR_WIDTH),
+                one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
             for s in snapshots
         ],
@@ -779,7 +780,8 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
-    """The text of ``scheduler inspect``: one ``field  value`` line per field."""
+    """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
+    error`` its exception line), then the traceback kept with the error, if any."""
     s = snapshot
     fields = [
         ("schedule id", str(s.schedule_id)),
@@ -791,7 +793,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         ("leased until", _ts(s.leased_until)),
-        ("last error", one_line(s.last_error)),
+        ("last error", one_line(error_summary(s.last_error))),
         ("created at", _ts(s.created_at)),
         ("delivered at", _ts(s.delivered_at)),
         ("cancelled at", _ts(s.cancelled_at)),
@@ -799,7 +801,11 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("payload", s.payload_json),
     ]
     width = max(len(name) for name, _ in fields)
-    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    text = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    story = (s.last_error or "").split("\n")[1:]
+    if story:  # the traceback kept with the error, each line cleaned of control characters
+        text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
+    return text
 
 
 def _dump_json(value: object) -> str:

@@ -110,6 +110,7 @@ from .base import (
     check_settlements,
 )
 from .columns import COLUMN_NAMES
+from .notices import malformed_dead_lettered
 from .postgres_connections import (
     Conn,
     Connections,
@@ -449,6 +450,7 @@ class PostgresScheduleStore(SettlingStore):
                 self._table,
                 reason,
             )
+            malformed_dead_lettered(row_label(row), reason)
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: one transaction on one pooled connection

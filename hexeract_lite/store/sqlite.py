@@ -60,6 +60,7 @@ from .base import (
     check_settlements,
 )
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
+from .notices import malformed_dead_lettered
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
@@ -680,6 +681,7 @@ class SqliteScheduleStore(SettlingStore):
                 self._table,
                 why,
             )
+            malformed_dead_lettered(row_label(row), why)
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: one ``BEGIN IMMEDIATE`` transaction, one
