@@ -39,6 +39,7 @@ from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
 PINNED_DDL_DIGESTS = {
     1: "b2f8200648bec92aafd00100b2fa8183fdc19d965787401ad128c7c7f31f9a3a",
     2: "9bb0589a0433a0566a3405e9e8772fd97e9f4ec118ae6ca415c020ac9418647a",
+    3: "9d944043948ef871daf4bb029aab9a648a5fc339825cbf4c029c66f103698c3d",
 }
 """sha256 of ``postgres_ddl()`` (the default table) at each schema version."""
 

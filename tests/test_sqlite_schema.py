@@ -41,6 +41,7 @@ VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 SQLITE_DDL_DIGESTS = {
     2: "7c0f31460d9ed190a1b832edef3fa722c798dcf2b1ba4ab34f9d55ee89db2285",
+    3: "a46071f46f124a518864f0869976b49c94536e1ed3d3508773dba480dccc0ebc",
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 

@@ -56,6 +56,7 @@ from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot
 from .columns import ColumnKind, columns_of_kind
 from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
+from .stats import StoreStats
 
 __all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore", "Settlement", "SettlementKind"]
 
@@ -407,6 +408,16 @@ class ScheduleStore(abc.ABC):
         ``last_error``, ``paused`` and ``dead_lettered_at``. Any other status raises
         :class:`NotReplayable` naming it; an unknown id, :class:`ScheduleNotFound`.
         """
+
+    # -- health (issue 15) ----------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """Counts by status, due and not claimed, in flight, in backoff, the lag of the
+        oldest due row and the next wake-up, at the store's now
+        (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; the SQL stores
+        count on their partial indexes and never scan ended rows. A store that cannot
+        count raises :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot report stats")
 
     # -- copying rows between stores (``hexeract scheduler migrate``) ---------
 

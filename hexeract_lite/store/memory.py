@@ -29,6 +29,7 @@ from .base import (
 )
 from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
+from .stats import StoreStats, stats_of_records
 
 __all__ = ["InMemoryScheduleStore"]
 
@@ -256,6 +257,12 @@ class InMemoryScheduleStore(SettlingStore):
             rows.sort(key=lambda r: r.schedule_id.bytes)
             rows.sort(key=lambda r: r.dead_lettered_at, reverse=True)  # type: ignore[arg-type,return-value]
             return [row.snapshot() for row in rows[:limit]]
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats` (row by row: this store is in memory)."""
+        wakeup = self.next_wakeup()
+        with self._lock:
+            return stats_of_records(self._rows.values(), self._now(), wakeup)
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         with self._lock:

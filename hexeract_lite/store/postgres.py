@@ -80,6 +80,7 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
@@ -119,6 +120,7 @@ from .postgres_connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
+from .postgres_ops import stats_statement
 from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
 from .postgres_schema import ensure_schema
 from .postgres_session import (
@@ -131,6 +133,7 @@ from .postgres_session import (
 from .postgres_sql import Statements
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
+from .stats import StoreStats
 
 __all__ = ["PostgresScheduleStore"]
 
@@ -178,6 +181,7 @@ class PostgresScheduleStore(SettlingStore):
         self._table = table
         self._clock = clock
         self._use_database_clock = use_database_clock
+        self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
         self._db = Connections(
             conninfo,
@@ -513,6 +517,38 @@ class PostgresScheduleStore(SettlingStore):
         with self._connection("next_wakeup") as conn:
             row = conn.execute(self._sql.next_wakeup).fetchone()
         return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
+
+    # -- upkeep (issue 15) -------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats`: counts on the partial indexes, one statement."""
+        if self._stats_sql is None:
+            now: sql.Composable = (
+                sql.SQL("date_trunc('milliseconds', statement_timestamp())")
+                if self._use_database_clock
+                else sql.Placeholder("now")
+            )
+            self._stats_sql = stats_statement(self._table, now)
+        with self._connection("stats") as conn:
+            row = conn.execute(self._stats_sql, self._params()).fetchone()
+        assert row is not None
+        at = to_utc_ms(row[0], "now")
+        fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh = row[1:9]
+        due_leased, oldest_leased, backoff, in_flight = row[9:]
+        oldest = min((t for t in (oldest_fresh, oldest_leased) if t is not None), default=None)
+        return StoreStats(
+            at=at,
+            pending=fresh + leased,
+            paused=paused,
+            delivered=delivered,
+            cancelled=cancelled,
+            dead_lettered=dead,
+            due=due_fresh + due_leased,
+            in_flight=in_flight,
+            in_backoff=backoff,
+            oldest_due_lag=None if oldest is None else at - oldest,
+            next_wakeup=self.next_wakeup(),
+        )
 
     # -- control -----------------------------------------------------------------------
 

@@ -76,6 +76,7 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
+from .sqlite_ops import file_sizes, stats_sql
 from .sqlite_schema import (
     APP_NAME,
     DATABASE_FILE_NAME,
@@ -88,6 +89,7 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
+from .stats import StoreStats
 
 __all__ = [
     "APP_NAME",
@@ -745,6 +747,33 @@ class SqliteScheduleStore(SettlingStore):
         [(fresh, leased)] = self._read("next_wakeup", sql, ())
         candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
         return min(candidates, default=None)
+
+    # -- upkeep (issue 15) ---------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats`: partial-index counts, plus the sizes of the
+        file and its WAL."""
+        now = self._now()
+        [row] = self._read("stats", stats_sql(self._table), {"now": format_ts(now)})
+        (fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh) = row[:8]
+        (due_leased, oldest_leased, backoff, in_flight) = row[8:]
+        oldest = min((parse_ts(t) for t in (oldest_fresh, oldest_leased) if t), default=None)
+        file_bytes, wal_bytes = file_sizes(self._path)
+        return StoreStats(
+            at=now,
+            pending=fresh + leased,
+            paused=paused,
+            delivered=delivered,
+            cancelled=cancelled,
+            dead_lettered=dead,
+            due=due_fresh + due_leased,
+            in_flight=in_flight,
+            in_backoff=backoff,
+            oldest_due_lag=None if oldest is None else now - oldest,
+            next_wakeup=self.next_wakeup(),
+            file_bytes=file_bytes,
+            wal_bytes=wal_bytes,
+        )
 
     # -- control -------------------------------------------------------------------------
 

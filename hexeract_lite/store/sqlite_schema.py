@@ -42,6 +42,7 @@ from .schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
+    sqlite_retention_index_ddl,
     sqlite_table_ddl,
 )
 
@@ -67,14 +68,17 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
 - 1: instants normalised to ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text;
 - 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
   defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
-  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone).
+  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
+- 3: delivered and cancelled rows indexed by when they ended
+  (:func:`~hexeract_lite.store.schema.sqlite_retention_index_ddl`), for ``stats`` and
+  ``prune``.
 """
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
@@ -416,6 +420,10 @@ def ensure_schema(
         if readonly:
             return version or 0
         # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
+        if not exists and conn.execute("PRAGMA page_count").fetchall()[0][0] == 0:
+            # A new file: incremental auto-vacuum, so that prune can give pages back
+            # (the mode can only be chosen before the first table is created).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
         if exists and version == SCHEMA_VERSION:
             return SCHEMA_VERSION  # the common case: a read, no write lock
@@ -527,6 +535,16 @@ def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
         conn.execute(ddl)
 
 
-UPGRADES: list[Callable[[apsw.Connection, str], None]] = [_upgrade_to_1, _upgrade_to_2]
+def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
+    """2 → 3: the retention indexes (delivered and cancelled rows by end instant)."""
+    for ddl in sqlite_retention_index_ddl(table):
+        conn.execute(ddl)
+
+
+UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
+    _upgrade_to_1,
+    _upgrade_to_2,
+    _upgrade_to_3,
+]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

@@ -1,0 +1,54 @@
+"""The SQLite store's upkeep statements: ``stats`` and ``prune`` (issue 15).
+
+Every count reads a partial index that holds only the rows it counts (the planner
+picks it: each WHERE repeats an index's condition word for word, see
+:data:`~hexeract_lite.store.schema.LIVE`); no statement reads a row of another status.
+Instants are canonical text (``YYYY-MM-DDTHH:MM:SS.mmmZ``), compared as text.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from .schema import LIVE, validate_table_name
+
+__all__ = ["file_sizes", "stats_sql"]
+
+
+def stats_sql(table: str) -> str:
+    """One row: fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh,
+    oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight (``:now`` bound)."""
+    t = validate_table_name(table)
+    pending = f"{LIVE} AND paused = 0"
+    fresh = f"{pending} AND leased_until IS NULL"
+    leased = f"{pending} AND leased_until IS NOT NULL"
+    return (
+        "SELECT"
+        f" (SELECT count(*) FROM {t} WHERE {fresh}),"
+        f" (SELECT count(*) FROM {t} WHERE {leased}),"
+        f" (SELECT count(*) FROM {t} WHERE {LIVE} AND paused <> 0),"
+        f" (SELECT count(*) FROM {t} WHERE delivered_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE cancelled_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE dead_lettered_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE {fresh} AND scheduled_for <= :now),"
+        f" (SELECT min(scheduled_for) FROM {t} WHERE {fresh} AND scheduled_for <= :now),"
+        f" (SELECT count(*) FROM {t} WHERE {leased} AND leased_until <= :now"
+        " AND scheduled_for <= :now),"
+        f" (SELECT min(scheduled_for) FROM {t} WHERE {leased} AND leased_until <= :now"
+        " AND scheduled_for <= :now),"
+        f" (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > :now"
+        " AND last_error IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > :now"
+        " AND last_error IS NULL)"
+    )
+
+
+def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
+    """The size in bytes of the database file and of its WAL (None: no such file)."""
+    sizes: list[int | None] = []
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            sizes.append(candidate.stat().st_size)
+        except OSError:
+            sizes.append(None)
+    return sizes[0], sizes[1]
