@@ -51,9 +51,11 @@ from .settle import error_summary
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
+from .store.listing import LIST_STATUSES, check_glob
 from .store.schema import DEFAULT_TABLE, validate_table_name
 from .store.stats import StoreStats
 from .trigger import CronExpression
+from .upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
 from .worker import SchedulerWorker, SchedulerWorkerConfig
 
 __all__ = ["UsageError", "main"]  # UsageError: defined here before errors.py had it
@@ -353,12 +355,27 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler, cmd_parser=sub)
         return sub
 
-    command(
+    sub = command(
         "list",
-        "list pending and paused schedules, soonest first",
-        ["hexeract scheduler list --limit 20", "hexeract scheduler list --format json | jq ."],
+        "list pending and paused schedules, soonest first; or filter by status",
+        [
+            "hexeract scheduler list --limit 20",
+            "hexeract scheduler list --format json | jq .",
+            "hexeract scheduler list --status delivered --event-type 'invoice.*' --limit 500",
+        ],
         [conn, fmt, limit],
         _cmd_list,
+        description="List schedules. Without --status, --event-type or --after: pending and"
+        " paused ones, soonest first. With any of them: every schedule that matches, in"
+        " schedule id order; page through a large table with --after set to the last id"
+        " printed. JSON output includes each payload.",
+    )
+    _filter_arguments(sub, statuses=True)
+    sub.add_argument(
+        "--after",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="list only schedules whose id sorts after this one (keyset pagination)",
     )
     command(
         "stats",
@@ -577,13 +594,37 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     )
     sub = command(
         "replay",
-        "replay a dead-lettered schedule: attempts reset, last error cleared, due now",
-        ["hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+        "replay a dead-lettered schedule, or all of them: attempts reset, last error"
+        " cleared, due now",
+        [
+            "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
+            "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
+        ],
         [conn],
         _cmd_replay,
         into=dead_cmds,
     )
-    _id_argument(sub)
+    sub.add_argument(
+        "schedule_id",
+        nargs="?",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="the schedule's UUID (or --all)",
+    )
+    sub.add_argument(
+        "--all",
+        action="store_true",
+        help="replay every dead letter (matching --event-type), in batches of --batch-size"
+        " per transaction; prints how many were replayed",
+    )
+    _filter_arguments(sub, statuses=False)
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})",
+    )
 
     sub = command(
         "worker",
@@ -648,6 +689,20 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         help="log verbosity on stderr (default: info)",
     )
     return parser
+
+
+def _filter_arguments(sub: argparse.ArgumentParser, *, statuses: bool) -> None:
+    if statuses:
+        sub.add_argument(
+            "--status",
+            choices=LIST_STATUSES,
+            help="list only schedules with this status (all: every status)",
+        )
+    sub.add_argument(
+        "--event-type",
+        metavar="GLOB",
+        help="only schedules whose event type matches this glob (* any run, ? one character)",
+    )
 
 
 def _id_argument(sub: argparse.ArgumentParser) -> None:
@@ -772,16 +827,23 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
     )
 
 
-def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
-    """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
-    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
-    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+def snapshot_json(
+    snapshot: Listed, *, detail: bool = False, payload: bool = False
+) -> dict[str, object]:
+    """A listing's JSON object; with ``payload`` also the payload, with ``detail``
+    (``inspect``) the payload and the occurrence id of the next firing. A malformed
+    row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
+    "malformed": <reason>}``."""
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
-        data["payload"] = json.loads(snapshot.payload_json)
+    if detail or payload:
+        try:
+            data["payload"] = json.loads(snapshot.payload_json)
+        except ValueError:  # a hand-edited row: shown as stored
+            data["payload"] = snapshot.payload_json
     return data
 
 
@@ -862,10 +924,20 @@ Handler = Callable[[argparse.Namespace, _Context], int]
 
 
 def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
+    filtered = args.status is not None or args.event_type is not None or args.after is not None
+    if args.event_type is not None:
+        check_glob(args.event_type)  # before the store opens: bad input touches nothing
     with ctx.store(create=False, readonly=True) as store:
-        rows = SchedulerControl(store).list_pending(args.limit)
+        if filtered:
+            rows = store.list_schedules(
+                status=args.status, event_type=args.event_type, after=args.after, limit=args.limit
+            )
+        else:
+            rows = SchedulerControl(store).list_pending(args.limit)
     if args.format == "json":
-        ctx.print(_dump_json([snapshot_json(s) for s in rows]))
+        ctx.print(_dump_json([snapshot_json(s, payload=True) for s in rows]))
+    elif filtered and not rows:
+        ctx.print("no matching schedules")
     else:
         ctx.print(format_pending(rows))
     return EXIT_OK
@@ -965,6 +1037,20 @@ def _cmd_control(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.all == (args.schedule_id is not None):
+        raise InvalidArgument("give either a SCHEDULE_ID or --all (not both, not neither)")
+    if args.event_type is not None and not args.all:
+        raise InvalidArgument("--event-type only goes with --all")
+    if args.all:
+        check_glob(args.event_type)
+        progress = Progress("replayed")
+        with ctx.store(create=False) as store:
+            count = replay_all(
+                store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
+            )
+        progress.done()
+        ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
+        return EXIT_OK
     with ctx.store(create=False) as store:
         SchedulerControl(store).replay(args.schedule_id)
     ctx.print(f"Replayed schedule {args.schedule_id}.")

@@ -50,9 +50,9 @@ from typing import Any
 import attrs
 
 from .._time import to_utc_ms
-from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage
+from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage, NotReplayable
 from ..message import ScheduledMessage, validate_message
-from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .columns import ColumnKind, columns_of_kind
 from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
@@ -410,6 +410,43 @@ class ScheduleStore(abc.ABC):
         """
 
     # -- health (issue 15) ----------------------------------------------------
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Schedules in schedule id order (byte order), at most ``limit``, starting after
+        ``after`` (a keyset cursor: the last id of the page before; None: the first).
+
+        ``status``: one of ``pending``, ``paused``, ``delivered``, ``cancelled``,
+        ``dead-lettered`` or ``all``/None; ``event_type``: a glob matched against the
+        whole event type (``*``, ``?``; see :mod:`hexeract_lite.store.listing`). A
+        bad status, glob, cursor or limit raises :class:`InvalidArgument` /
+        :class:`InvalidConfiguration` naming it. A row that cannot be decoded is a
+        :class:`MalformedSchedule` in its place. A store that cannot list raises
+        :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot filter listings")
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """Replay (see :meth:`replay`) those of ``ids`` that are dead-lettered, in one
+        transaction; return how many were. An id that is not dead-lettered (any more:
+        another replay got there first) or unknown is skipped, never an error. The
+        default replays them one at a time."""
+        count = 0
+        for sid in ids:
+            snapshot = self.inspect(sid)
+            if snapshot is None or snapshot.status is not ScheduleStatus.DEAD_LETTERED:
+                continue
+            try:
+                self.replay(sid)
+            except NotReplayable:
+                continue
+            count += 1
+        return count
 
     def stats(self) -> StoreStats:
         """Counts by status, due and not claimed, in flight, in backoff, the lag of the

@@ -28,6 +28,7 @@ from .base import (
     retry_deadline,
 )
 from .fork import hold, start_afresh_after_fork
+from .listing import check_after, check_glob, check_status, matches
 from .record import ScheduleRecord
 from .stats import StoreStats, stats_of_records
 
@@ -257,6 +258,50 @@ class InMemoryScheduleStore(SettlingStore):
             rows.sort(key=lambda r: r.schedule_id.bytes)
             rows.sort(key=lambda r: r.dead_lettered_at, reverse=True)  # type: ignore[arg-type,return-value]
             return [row.snapshot() for row in rows[:limit]]
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        wanted, glob = check_status(status), check_glob(event_type)
+        after, limit = check_after(after), check_limit(limit)
+        with self._lock:
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if (after is None or r.schedule_id.bytes > after.bytes)
+                    and (wanted is None or r.status() is wanted)
+                    and matches(glob, r.event_type)
+                ),
+                key=lambda r: r.schedule_id.bytes,
+            )
+            return [row.snapshot() for row in rows[:limit]]
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: under one hold of the lock."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        count = 0
+        with self._lock:
+            now = self._now()
+            for sid in checked:
+                row = self._rows.get(sid)
+                if row is None or row.dead_lettered_at is None:
+                    continue
+                row.scheduled_for = now
+                row.attempts = 0
+                row.leased_until = None
+                row.last_error = None
+                row.paused = False
+                row.dead_lettered_at = None
+                count += 1
+        if count:
+            self.changes.notify()
+        return count
 
     def stats(self) -> StoreStats:
         """See :meth:`ScheduleStore.stats` (row by row: this store is in memory)."""

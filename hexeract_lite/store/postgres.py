@@ -111,6 +111,7 @@ from .base import (
     check_settlements,
 )
 from .columns import COLUMN_NAMES
+from .listing import check_after, check_glob, check_status, glob_regex
 from .notices import malformed_dead_lettered
 from .postgres_connections import (
     Conn,
@@ -120,7 +121,7 @@ from .postgres_connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
-from .postgres_ops import stats_statement
+from .postgres_ops import list_statement, replay_statement, stats_statement
 from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
 from .postgres_schema import ensure_schema
 from .postgres_session import (
@@ -519,6 +520,42 @@ class PostgresScheduleStore(SettlingStore):
         return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
 
     # -- upkeep (issue 15) -------------------------------------------------------------
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
+        ``after`` on."""
+        wanted, glob = check_status(status), check_glob(event_type)
+        after, limit = check_after(after), check_limit(limit)
+        statement = list_statement(self._table, wanted, glob is not None, after is not None)
+        params: dict[str, Any] = {"limit": limit}
+        if glob is not None:
+            params["regex"] = glob_regex(glob)
+        if after is not None:
+            params["after"] = after
+        with self._connection("list_schedules") as conn:
+            rows = fetch_rows(conn.execute(statement, params))
+        return decode_rows(rows)
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: one ``UPDATE``."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        if not checked:
+            return 0
+        with self._connection("replay") as conn, conn.transaction():
+            now = self._now()
+            cur = conn.execute(replay_statement(self._table), {"ids": checked, "now": now})
+            count = cur.rowcount
+        if count:
+            self._db.announce_after("replay")
+            self.changes.notify()
+        return count
 
     def stats(self) -> StoreStats:
         """See :meth:`ScheduleStore.stats`: counts on the partial indexes, one statement."""

@@ -10,9 +10,39 @@ from typing import LiteralString
 
 from psycopg import sql
 
+from ..snapshot import ScheduleStatus
+from .listing import postgres_status_where
+from .postgres_rows import select_list
 from .postgres_schema import LEASED_PREDICATE, UNLEASED_PREDICATE
 
-__all__ = ["stats_statement"]
+__all__ = ["list_statement", "replay_statement", "stats_statement"]
+
+
+def list_statement(
+    table: str, status: ScheduleStatus | None, glob: bool, after: bool
+) -> sql.Composed:
+    """A page of the listing in schedule id order (``%(regex)s``, ``%(after)s``,
+    ``%(limit)s`` bound as the flags say); the status condition is constant text."""
+    where: list[sql.Composable] = [sql.SQL(postgres_status_where(status))]
+    if glob:
+        where.append(sql.SQL("event_type ~ %(regex)s"))
+    if after:
+        where.append(sql.SQL("schedule_id > %(after)s"))
+    text: LiteralString = (
+        "SELECT {cols} FROM {t} WHERE {where} ORDER BY schedule_id LIMIT %(limit)s"
+    )
+    return sql.SQL(text).format(
+        cols=select_list(), t=sql.Identifier(table), where=sql.SQL(" AND ").join(where)
+    )
+
+
+def replay_statement(table: str) -> sql.Composed:
+    """Replay the rows of ``%(ids)s`` still dead-lettered, at ``%(now)s``."""
+    return sql.SQL(
+        "UPDATE {t} SET scheduled_for = %(now)s, attempts = 0, leased_until = NULL,"
+        " last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
+        " WHERE schedule_id = ANY(%(ids)s) AND dead_lettered_at IS NOT NULL"
+    ).format(t=sql.Identifier(table))
 
 
 def stats_statement(table: str, now: sql.Composable) -> sql.Composed:

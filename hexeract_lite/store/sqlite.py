@@ -60,6 +60,7 @@ from .base import (
     check_settlements,
 )
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
+from .listing import check_after, check_glob, check_status, sqlite_glob
 from .notices import malformed_dead_lettered
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
@@ -76,7 +77,7 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_ops import file_sizes, stats_sql
+from .sqlite_ops import file_sizes, list_sql, replay_sql, stats_sql
 from .sqlite_schema import (
     APP_NAME,
     DATABASE_FILE_NAME,
@@ -749,6 +750,42 @@ class SqliteScheduleStore(SettlingStore):
         return min(candidates, default=None)
 
     # -- upkeep (issue 15) ---------------------------------------------------------------
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
+        ``after`` on."""
+        wanted, glob = check_status(status), check_glob(event_type)
+        after, limit = check_after(after), check_limit(limit)
+        sql = list_sql(self._table, wanted, glob is not None, after is not None)
+        params: dict[str, Any] = {"n": limit}
+        if glob is not None:
+            params["glob"] = sqlite_glob(glob)
+        if after is not None:
+            params["after"] = after.bytes
+        return self._listing(self._read("list_schedules", sql, params))
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: one ``BEGIN IMMEDIATE``."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        if not checked:
+            return 0
+        now = format_ts(self._now())
+        sql = replay_sql(self._table)
+        count = 0
+        with self._write("replay") as cur:
+            for sid in checked:
+                cur.execute(sql, {"id": sid.bytes, "now": now})
+                count += cur.connection.changes()
+        if count:
+            self.changes.notify()
+        return count
 
     def stats(self) -> StoreStats:
         """See :meth:`ScheduleStore.stats`: partial-index counts, plus the sizes of the

@@ -10,9 +10,36 @@ from __future__ import annotations
 
 import pathlib
 
+from ..snapshot import ScheduleStatus
+from .listing import sqlite_status_where
 from .schema import LIVE, validate_table_name
+from .sqlite_codec import SELECT_LIST
 
-__all__ = ["file_sizes", "stats_sql"]
+__all__ = ["file_sizes", "list_sql", "replay_sql", "stats_sql"]
+
+
+def list_sql(table: str, status: ScheduleStatus | None, glob: bool, after: bool) -> str:
+    """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:n`` bound
+    as the flags say; the status condition is constant text."""
+    t = validate_table_name(table)
+    where = [sqlite_status_where(status)]
+    if glob:
+        where.append("event_type GLOB :glob")
+    if after:
+        where.append("schedule_id > :after")
+    return (
+        f"SELECT {SELECT_LIST} FROM {t} WHERE {' AND '.join(where)} ORDER BY schedule_id LIMIT :n"
+    )
+
+
+def replay_sql(table: str) -> str:
+    """Replay one row if it is still dead-lettered (``:id``, ``:now``)."""
+    t = validate_table_name(table)
+    return (
+        f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+        " last_error = NULL, paused = 0, dead_lettered_at = NULL"
+        " WHERE schedule_id = :id AND dead_lettered_at IS NOT NULL"
+    )
 
 
 def stats_sql(table: str) -> str:

@@ -1,0 +1,97 @@
+"""Upkeep over many rows: bulk replay of dead letters, and progress on a terminal.
+
+:func:`replay_all` pages the dead letters (``store.list_schedules``, keyset by id) and
+replays each page in one transaction (``store.replay_dead_letters``), so the write
+lock is held for one bounded batch at a time; a row replayed or changed meanwhile by
+someone else is skipped (the replay is fenced on the row still being dead-lettered).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from .errors import InvalidConfiguration
+from .snapshot import MalformedSchedule, ScheduleStatus
+from .store.base import ScheduleStore
+from .store.listing import check_glob
+
+__all__ = ["DEFAULT_UPKEEP_BATCH", "Progress", "replay_all"]
+
+DEFAULT_UPKEEP_BATCH = 500
+"""Rows per transaction of a bulk replay or a prune."""
+
+Report = Callable[[int], None]
+"""Told the running total after each batch."""
+
+
+def check_batch_size(batch_size: object) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidConfiguration(
+            f"batch_size must be an integer >= 1, got batch_size={batch_size!r}"
+        )
+    return batch_size
+
+
+def replay_all(
+    store: ScheduleStore,
+    *,
+    event_type: str | None = None,
+    batch_size: int = DEFAULT_UPKEEP_BATCH,
+    progress: Report | None = None,
+) -> int:
+    """Replay every dead-lettered schedule (whose event type matches the glob
+    ``event_type``, when given), ``batch_size`` per transaction; return how many were
+    replayed. A malformed dead letter is left alone (``inspect`` names its column)."""
+    glob = check_glob(event_type)
+    size = check_batch_size(batch_size)
+    total = 0
+    after = None
+    while True:
+        page = store.list_schedules(
+            status=ScheduleStatus.DEAD_LETTERED, event_type=glob, after=after, limit=size
+        )
+        if not page:
+            return total
+        ids = [s.schedule_id for s in page if not isinstance(s, MalformedSchedule)]
+        if not ids:
+            return total  # a page of malformed rows alone: no id to go on from
+        after = ids[-1]
+        total += store.replay_dead_letters(ids)
+        if progress is not None:
+            progress(total)
+        if len(page) < size:
+            return total
+
+
+class Progress:
+    """Counts and rate of a long command on a terminal's stderr, one line rewritten in
+    place (at most every 0.2 s); nothing at all when ``stream`` is not a terminal."""
+
+    def __init__(self, what: str, stream: TextIO | None = None) -> None:
+        self._what = what
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = bool(getattr(self._stream, "isatty", lambda: False)())
+        self._started = time.monotonic()
+        self._shown = 0.0
+        self._wrote = False
+
+    def __call__(self, count: int) -> None:
+        if not self._live:
+            return
+        now = time.monotonic()
+        if now - self._shown < 0.2:
+            return
+        self._shown = now
+        rate = count / max(now - self._started, 1e-9)
+        self._stream.write(f"\r{self._what}: {count} ({rate:,.0f}/s)")
+        self._stream.flush()
+        self._wrote = True
+
+    def done(self) -> None:
+        """End the line (when anything was shown)."""
+        if self._wrote:
+            self._stream.write("\n")
+            self._stream.flush()
