@@ -336,7 +336,7 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
     def command(
         name: str,
-        help: str,
+        help: str,  # noqa: A002 - argparse's own name for it
         example: Sequence[str],
         parents: Sequence[argparse.ArgumentParser],
         handler: Handler,

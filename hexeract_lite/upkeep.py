@@ -79,6 +79,7 @@ class Progress:
         self._wrote = False
 
     def __call__(self, count: int) -> None:
+        """Show ``count`` done so far, and the rate."""
         if not self._live:
             return
         now = time.monotonic()

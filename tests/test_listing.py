@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def dead_letters(store: ScheduleStore, events: list[str]) -> list[ScheduledMessa
     return msgs
 
 
-def ids(listed: list[object]) -> list[uuid.UUID]:
+def ids(listed: Sequence[object]) -> list[uuid.UUID]:
     return [s.schedule_id for s in listed if isinstance(s, ScheduleSnapshot)]
 
 

@@ -83,7 +83,7 @@ def glob_regex(pattern: str) -> str:
 
 
 def matches(pattern: str | None, event_type: str) -> bool:
-    """Does ``event_type`` match the glob (None: everything)?"""
+    """Whether ``event_type`` matches the glob (None: everything)."""
     return pattern is None or re.fullmatch(glob_regex(pattern), event_type, re.S) is not None
 
 

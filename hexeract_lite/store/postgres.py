@@ -1,4 +1,8 @@
-"""PostgresScheduleStore: the store contract on a PostgreSQL server.
+r"""PostgresScheduleStore: the store contract on a PostgreSQL server.
+
+(Over 700 lines: the store class is the contract's ~20 methods, each short; its
+statements, row decoding, connections, session bounds and LISTEN live in the
+``postgres_*`` modules beside it.)
 
 For deployments that outgrow one machine: many workers, on many hosts, claim from one
 table, and ``FOR UPDATE SKIP LOCKED`` keeps them from ever handing out the same
@@ -34,7 +38,7 @@ back in JSONB's order (shorter keys first, then bytewise), and numbers in Postgr
 ``payload_json`` as the compact text of the stored value, so it equals what was
 inserted whenever the payload has no object with several keys out of that order and no
 exponent-form number. Compare decoded payloads when that matters. A string holding
-NUL (``\\u0000``) cannot be stored in ``JSONB`` and is rejected with
+NUL (``\u0000``) cannot be stored in ``JSONB`` and is rejected with
 :class:`~hexeract_lite.errors.InvalidMessage`.
 
 Waits
@@ -134,6 +138,7 @@ from .postgres_session import (
 from .postgres_sql import Statements
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
+from .settle_plan import settle_plan
 from .stats import StoreStats
 
 __all__ = ["PostgresScheduleStore"]
@@ -143,6 +148,19 @@ _log = logging.getLogger(__name__)
 _MAX_INT4 = 2**31 - 1
 _ONE_MS = timedelta(milliseconds=1)
 _MALFORMED = "malformed row, dead-lettered without dispatch: "
+
+
+def _same(value: Any) -> Any:
+    """Return ``value`` as it is: psycopg binds UUIDs and aware datetimes itself."""
+    return value
+
+
+def _lease_token(lease: datetime) -> datetime | None:
+    """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
+    which no lease this store hands out can equal."""
+    if isinstance(lease, datetime) and lease.utcoffset() is not None:
+        return lease
+    return None
 
 
 def _whole_ms(delta: timedelta) -> int:
@@ -184,6 +202,13 @@ class PostgresScheduleStore(SettlingStore):
         self._use_database_clock = use_database_clock
         self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
+        self._settle_statements = {
+            SettlementKind.DELIVERED: self._sql.mark_delivered,
+            SettlementKind.RESCHEDULE: self._sql.reschedule,
+            SettlementKind.FAILED: self._sql.mark_failed,
+            SettlementKind.DEAD_LETTERED: self._sql.mark_dead_lettered,
+            SettlementKind.RELEASED: self._sql.release,
+        }
         self._db = Connections(
             conninfo,
             table=table,
@@ -466,33 +491,24 @@ class PostgresScheduleStore(SettlingStore):
         checked = check_settlements(outcomes)
         if not checked:
             return []
-        base = self._params()  # one reading of the store's clock for the batch
-        now = base.get("now")
-        plan: list[tuple[int, Any, dict[str, Any]]] = []
-        for index, item in enumerate(checked):
-            params = {**base, "id": item.schedule_id, "lease": item.lease}
-            kind = item.kind
-            if kind is SettlementKind.DELIVERED:
-                statement = self._sql.mark_delivered
-            elif kind is SettlementKind.RESCHEDULE:
-                params["next"] = item.next
-                statement = self._sql.reschedule
-            elif kind is SettlementKind.FAILED:
-                assert item.retry_in is not None
-                deadline = self._retry_deadline(now, item.retry_in)
-                params["error"] = item.error
-                params["retry_ms"] = _whole_ms(item.retry_in)
-                params["deadline"] = deadline
-                statement = self._sql.mark_failed
-            elif kind is SettlementKind.RELEASED:
-                statement = self._sql.release
-            else:
-                params["error"] = item.error
-                statement = self._sql.mark_dead_lettered
-            lease = item.lease
-            if isinstance(lease, datetime) and lease.utcoffset() is not None:
-                plan.append((index, statement, params))
-            # else: no lease this store ever handed out, fenced out without SQL
+        now = None if self._use_database_clock else self._now()
+        if now is None:
+            # the server's clock sets the deadlines; the range is still checked first
+            for item in checked:
+                if item.kind is SettlementKind.FAILED and item.retry_in is not None:
+                    self._retry_deadline(None, item.retry_in)
+        statements = self._settle_statements
+        plan = [
+            (index, statements[kind], params)
+            for index, kind, params in settle_plan(
+                checked,
+                now,
+                encode_id=_same,
+                encode_lease=_lease_token,
+                encode_instant=_same,
+                encode_retry_in=_whole_ms,
+            )
+        ]
         results = [False] * len(checked)
         if plan:
             with self._connection("settle") as conn:
@@ -695,13 +711,13 @@ class PostgresScheduleStore(SettlingStore):
         return records
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
-        """See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
+        r"""See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
         (schedule_id) DO NOTHING`` statement.
 
         What PostgreSQL cannot hold is refused and nothing of the batch is written:
         ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
         and a NUL character in a text column (:class:`InvalidMessage`) before the
-        statement is sent, naming the schedule; a NUL in a payload string (``\\u0000``,
+        statement is sent, naming the schedule; a NUL in a payload string (``\u0000``,
         which ``JSONB`` rejects) by the server, as :class:`InvalidMessage` naming the
         likely schedules.
         """

@@ -57,11 +57,11 @@ class Statements:
             now: sql.Composable = sql.SQL("date_trunc('milliseconds', statement_timestamp())")
             plus_ms = sql.SQL("({} + {} * INTERVAL '1 millisecond')")
             until: sql.Composable = plus_ms.format(now, sql.Placeholder("lease_ms"))
-            deadline: sql.Composable = plus_ms.format(now, sql.Placeholder("retry_ms"))
+            deadline: sql.Composable = plus_ms.format(now, sql.Placeholder("retry_in"))
         else:
             now = sql.Placeholder("now")
             until = sql.Placeholder("until")
-            deadline = sql.Placeholder("deadline")
+            deadline = sql.Placeholder("until")  # the settle plan's name for the retry deadline
         cols = select_list()
 
         def q(text: LiteralString, **extra: sql.Composable) -> sql.Composed:
