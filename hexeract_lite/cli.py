@@ -51,7 +51,7 @@ from .settle import error_summary
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
-from .store.listing import LIST_STATUSES, check_glob
+from .store.listing import LIST_STATUSES, check_glob, check_prune
 from .store.schema import DEFAULT_TABLE, validate_table_name
 from .store.stats import StoreStats
 from .trigger import CronExpression
@@ -387,6 +387,52 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         " and in retry backoff; show how late the oldest due one is, the next wake-up,"
         " and for SQLite the size of the file and its WAL. Reads only; counts on indexes,"
         " so it answers fast at any table size.",
+    )
+    sub = command(
+        "prune",
+        "delete delivered and cancelled schedules that ended long ago",
+        [
+            "hexeract scheduler prune --older-than 30d --dry-run",
+            "hexeract scheduler prune --older-than 7d --include-dead-letters",
+        ],
+        [conn],
+        _cmd_prune,
+        description="Delete delivered and cancelled schedules (and, with"
+        " --include-dead-letters, dead-lettered ones) that ended more than --older-than"
+        " ago, in batches of --batch-size rows per transaction so workers are never held"
+        " up for long. Never touches a pending or paused schedule (a recurring one"
+        " included). On SQLite the space goes back to the file system (files created by"
+        " older versions need `hexeract scheduler vacuum` once). Prints how many were"
+        " deleted; --dry-run only counts them.",
+    )
+    sub.add_argument(
+        "--older-than",
+        required=True,
+        type=parse_duration,
+        metavar="DURATION",
+        help="how long ago a schedule must have ended (e.g. 30d, 12h)",
+    )
+    sub.add_argument(
+        "--include-dead-letters", action="store_true", help="also delete old dead letters"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})",
+    )
+    command(
+        "vacuum",
+        "rebuild a SQLite file so that it shrinks and prune gives space back",
+        ["hexeract scheduler vacuum --conn /var/lib/myapp/scheduler.db"],
+        [conn],
+        _cmd_vacuum,
+        description="Rebuild a SQLite file with incremental auto-vacuum (files created"
+        " before this version lack it) and return its free pages to the file system. Holds"
+        " the write lock while it copies the file: run it when the workers are quiet."
+        " SQLite only (PostgreSQL's autovacuum does this job).",
     )
     sub = command(
         "inspect",
@@ -992,6 +1038,41 @@ def _cmd_stats(args: argparse.Namespace, ctx: _Context) -> int:
         ctx.print(_dump_json(stats.as_json()))
     else:
         ctx.print(format_stats(stats))
+    return EXIT_OK
+
+
+def _cmd_prune(args: argparse.Namespace, ctx: _Context) -> int:
+    statuses = ["delivered", "cancelled"]
+    if args.include_dead_letters:
+        statuses.append("dead-lettered")
+    older_than, _ = check_prune(args.older_than, statuses)  # before the store opens
+    progress = Progress("pruned")
+    with ctx.store(create=False, readonly=args.dry_run) as store:
+        count = store.prune(
+            older_than,
+            statuses=statuses,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    progress.done()
+    noun = "schedule" if count == 1 else "schedules"
+    verb = "Would prune" if args.dry_run else "Pruned"
+    ctx.print(f"{verb} {count} {noun}.")
+    return EXIT_OK
+
+
+def _cmd_vacuum(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        vacuum = getattr(store, "vacuum", None)
+        if not callable(vacuum):
+            raise InvalidArgument(
+                "vacuum is for SQLite files; PostgreSQL's autovacuum reclaims space itself"
+            )
+        before = store.stats().file_bytes
+        vacuum()
+        after = store.stats().file_bytes
+    ctx.print(f"Vacuumed: {_size(before)} -> {_size(after)}.")
     return EXIT_OK
 
 

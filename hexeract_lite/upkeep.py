@@ -13,10 +13,9 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from .errors import InvalidConfiguration
 from .snapshot import MalformedSchedule, ScheduleStatus
 from .store.base import ScheduleStore
-from .store.listing import check_glob
+from .store.listing import check_batch_size, check_glob
 
 __all__ = ["DEFAULT_UPKEEP_BATCH", "Progress", "replay_all"]
 
@@ -25,14 +24,6 @@ DEFAULT_UPKEEP_BATCH = 500
 
 Report = Callable[[int], None]
 """Told the running total after each batch."""
-
-
-def check_batch_size(batch_size: object) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidConfiguration(
-            f"batch_size must be an integer >= 1, got batch_size={batch_size!r}"
-        )
-    return batch_size
 
 
 def replay_all(

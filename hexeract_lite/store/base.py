@@ -42,7 +42,7 @@ import abc
 import enum
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -430,6 +430,27 @@ class ScheduleStore(abc.ABC):
         :class:`MalformedSchedule` in its place. A store that cannot list raises
         :class:`NotImplementedError` (the default)."""
         raise NotImplementedError(f"{type(self).__name__} cannot filter listings")
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete the rows of ``statuses`` (``delivered``, ``cancelled``; ``dead-lettered``
+        only when named) that ended more than ``older_than`` before the store's now;
+        return how many (with ``dry_run``, how many would be, deleting nothing).
+
+        Never a live row: pending and paused rows, recurring schedules among them, are
+        not ended and never match. Deletes ``batch_size`` rows per transaction, so the
+        write lock is never held for long; ``progress`` is told the running total after
+        each. A bad ``older_than`` (not a positive timedelta) or status raises
+        :class:`InvalidArgument` naming it, before anything is deleted. A store that
+        cannot prune raises :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot prune")
 
     def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
         """Replay (see :meth:`replay`) those of ``ids`` that are dead-lettered, in one

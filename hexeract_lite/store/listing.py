@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
+from datetime import timedelta
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, InvalidConfiguration
 from ..snapshot import ScheduleStatus
 
 __all__ = [
+    "DEFAULT_PRUNE_STATUSES",
     "LIST_STATUSES",
+    "PRUNABLE",
+    "PRUNE_COLUMN",
+    "check_prune",
     "check_after",
+    "check_batch_size",
     "check_glob",
     "check_status",
     "glob_regex",
@@ -115,3 +122,50 @@ def sqlite_status_where(status: ScheduleStatus | None) -> str:
 def postgres_status_where(status: ScheduleStatus | None) -> str:
     """The PostgreSQL condition of a status (constant text)."""
     return _where(status, "paused = TRUE", "paused = FALSE")
+
+
+PRUNABLE = (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
+"""The statuses ``prune`` may delete: ended rows only."""
+
+DEFAULT_PRUNE_STATUSES = (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED)
+"""What ``prune`` deletes unless told: dead letters are kept until asked for."""
+
+PRUNE_COLUMN = {
+    ScheduleStatus.DELIVERED: "delivered_at",
+    ScheduleStatus.CANCELLED: "cancelled_at",
+    ScheduleStatus.DEAD_LETTERED: "dead_lettered_at",
+}
+"""The column holding when a row of each prunable status ended."""
+
+
+def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[ScheduleStatus]]:
+    """``older_than`` must be a timedelta > 0, ``statuses`` an iterable of ended
+    statuses (``delivered``, ``cancelled``, ``dead-lettered``); anything else raises
+    :class:`InvalidArgument` naming the value."""
+    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+        raise InvalidArgument(
+            f"older_than must be a positive datetime.timedelta, got older_than={older_than!r}"
+        )
+    if isinstance(statuses, str) or not isinstance(statuses, Iterable):
+        raise InvalidArgument(f"statuses must be a list of statuses, got statuses={statuses!r}")
+    wanted: list[ScheduleStatus] = []
+    for item in statuses:
+        status = check_status(item)
+        if status not in PRUNABLE:
+            raise InvalidArgument(
+                f"prune deletes ended rows only (delivered, cancelled, dead-lettered),"
+                f" got status {item!r}"
+            )
+        if status not in wanted:
+            wanted.append(status)
+    return older_than, wanted
+
+
+def check_batch_size(batch_size: object) -> int:
+    """Rows per transaction of an upkeep command: an int >= 1 (else
+    :class:`InvalidConfiguration` naming it)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidConfiguration(
+            f"batch_size must be an integer >= 1, got batch_size={batch_size!r}"
+        )
+    return batch_size

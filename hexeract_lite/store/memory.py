@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from .._time import to_utc_ms
@@ -28,7 +28,15 @@ from .base import (
     retry_deadline,
 )
 from .fork import hold, start_afresh_after_fork
-from .listing import check_after, check_glob, check_status, matches
+from .listing import (
+    PRUNE_COLUMN,
+    check_after,
+    check_batch_size,
+    check_glob,
+    check_prune,
+    check_status,
+    matches,
+)
 from .record import ScheduleRecord
 from .stats import StoreStats, stats_of_records
 
@@ -302,6 +310,35 @@ class InMemoryScheduleStore(SettlingStore):
         if count:
             self.changes.notify()
         return count
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune` (one hold of the lock: the rows are in memory)."""
+        older_than, wanted = check_prune(older_than, statuses)
+        check_batch_size(batch_size)
+        with self._lock:
+            cut = self._now() - older_than
+            doomed = [
+                sid
+                for sid, row in self._rows.items()
+                if any(
+                    (ended := getattr(row, PRUNE_COLUMN[status])) is not None and ended < cut
+                    for status in wanted
+                )
+            ]
+            if not dry_run:
+                for sid in doomed:
+                    del self._rows[sid]
+        if progress is not None:
+            progress(len(doomed))
+        return len(doomed)
 
     def stats(self) -> StoreStats:
         """See :meth:`ScheduleStore.stats` (row by row: this store is in memory)."""

@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -115,7 +115,15 @@ from .base import (
     check_settlements,
 )
 from .columns import COLUMN_NAMES
-from .listing import check_after, check_glob, check_status, glob_regex
+from .listing import (
+    PRUNE_COLUMN,
+    check_after,
+    check_batch_size,
+    check_glob,
+    check_prune,
+    check_status,
+    glob_regex,
+)
 from .notices import malformed_dead_lettered
 from .postgres_connections import (
     Conn,
@@ -125,7 +133,7 @@ from .postgres_connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
-from .postgres_ops import list_statement, replay_statement, stats_statement
+from .postgres_ops import list_statement, prune_statements, replay_statement, stats_statement
 from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
 from .postgres_schema import ensure_schema
 from .postgres_session import (
@@ -558,6 +566,38 @@ class PostgresScheduleStore(SettlingStore):
         with self._connection("list_schedules") as conn:
             rows = fetch_rows(conn.execute(statement, params))
         return decode_rows(rows)
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune`: one transaction per batch. The space is
+        PostgreSQL's to reuse (autovacuum); the table's file does not shrink."""
+        older_than, wanted = check_prune(older_than, statuses)
+        size = check_batch_size(batch_size)
+        cut = self._now() - older_than
+        total = 0
+        for status in wanted:
+            count_sql, delete_sql = prune_statements(self._table, PRUNE_COLUMN[status])
+            if dry_run:
+                with self._connection("prune") as conn:
+                    row = conn.execute(count_sql, {"cut": cut}).fetchone()
+                total += int(row[0]) if row is not None else 0
+                continue
+            while True:
+                with self._connection("prune") as conn, conn.transaction():
+                    deleted = conn.execute(delete_sql, {"cut": cut, "n": size}).rowcount
+                total += deleted
+                if progress is not None and deleted:
+                    progress(total)
+                if deleted < size:
+                    break
+        return total
 
     def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
         """See :meth:`ScheduleStore.replay_dead_letters`: one ``UPDATE``."""

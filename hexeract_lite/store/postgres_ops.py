@@ -15,7 +15,7 @@ from .listing import postgres_status_where
 from .postgres_rows import select_list
 from .postgres_schema import LEASED_PREDICATE, UNLEASED_PREDICATE
 
-__all__ = ["list_statement", "replay_statement", "stats_statement"]
+__all__ = ["list_statement", "prune_statements", "replay_statement", "stats_statement"]
 
 
 def list_statement(
@@ -74,3 +74,17 @@ def stats_statement(table: str, now: sql.Composable) -> sql.Composed:
         leased=sql.SQL(LEASED_PREDICATE),
         live=sql.SQL("delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"),
     )
+
+
+def prune_statements(table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
+    """(count, delete a batch) of the rows whose ``column`` (an end instant) is before
+    ``%(cut)s``; ``%(n)s`` rows per delete, found on the column's partial index."""
+    names = {"t": sql.Identifier(table), "c": sql.Identifier(column)}
+    where: LiteralString = "{c} IS NOT NULL AND {c} < %(cut)s"
+    count = sql.SQL("SELECT count(*) FROM {t} WHERE " + where).format(**names)
+    delete = sql.SQL(
+        "DELETE FROM {t} WHERE schedule_id IN (SELECT schedule_id FROM {t} WHERE "
+        + where
+        + " LIMIT %(n)s)"
+    ).format(**names)
+    return count, delete

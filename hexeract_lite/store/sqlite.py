@@ -25,7 +25,7 @@ import os
 import pathlib
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -60,7 +60,15 @@ from .base import (
     check_settlements,
 )
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
-from .listing import check_after, check_glob, check_status, sqlite_glob
+from .listing import (
+    PRUNE_COLUMN,
+    check_after,
+    check_batch_size,
+    check_glob,
+    check_prune,
+    check_status,
+    sqlite_glob,
+)
 from .notices import malformed_dead_lettered
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
@@ -77,7 +85,7 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_ops import file_sizes, list_sql, replay_sql, stats_sql
+from .sqlite_ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
 from .sqlite_schema import (
     APP_NAME,
     DATABASE_FILE_NAME,
@@ -770,6 +778,68 @@ class SqliteScheduleStore(SettlingStore):
         if after is not None:
             params["after"] = after.bytes
         return self._listing(self._read("list_schedules", sql, params))
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune`: one ``BEGIN IMMEDIATE`` per batch; then the
+        free pages go back to the file system (``PRAGMA incremental_vacuum``, with
+        incremental auto-vacuum: every file this version creates; older files need
+        :meth:`vacuum` once) and the WAL is checkpointed and truncated."""
+        older_than, wanted = check_prune(older_than, statuses)
+        size = check_batch_size(batch_size)
+        if not dry_run:
+            self._writable("prune")
+        cut = format_ts(self._now() - older_than)
+        total = 0
+        for status in wanted:
+            count_sql, delete_sql = prune_sql(self._table, PRUNE_COLUMN[status])
+            if dry_run:
+                [(n,)] = self._read("prune", count_sql, {"cut": cut})
+                total += n
+                continue
+            while True:
+                with self._write("prune") as cur:
+                    cur.execute(delete_sql, {"cut": cut, "n": size})
+                    deleted = cur.connection.changes()
+                total += deleted
+                if progress is not None and deleted:
+                    progress(total)
+                if deleted < size:
+                    break
+        if total and not dry_run:
+            self._release_space()
+        return total
+
+    def _release_space(self) -> None:
+        """Free pages back to the file system, and the WAL checkpointed and truncated."""
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute("PRAGMA incremental_vacuum").fetchall()
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error as exc:
+                raise self._error("prune", exc) from exc
+
+    def vacuum(self) -> None:
+        """Rebuild the file with incremental auto-vacuum (what older files lack, so that
+        :meth:`prune` can give space back), returning every free page; then checkpoint
+        and truncate the WAL. Takes the write lock for as long as the copy takes."""
+        self._writable("vacuum")
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                cur.execute("VACUUM")
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error as exc:
+                raise self._error("vacuum", exc) from exc
 
     def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
         """See :meth:`ScheduleStore.replay_dead_letters`: one ``BEGIN IMMEDIATE``."""

@@ -15,7 +15,7 @@ from .listing import sqlite_status_where
 from .schema import LIVE, validate_table_name
 from .sqlite_codec import SELECT_LIST
 
-__all__ = ["file_sizes", "list_sql", "replay_sql", "stats_sql"]
+__all__ = ["file_sizes", "list_sql", "prune_sql", "replay_sql", "stats_sql"]
 
 
 def list_sql(table: str, status: ScheduleStatus | None, glob: bool, after: bool) -> str:
@@ -79,3 +79,15 @@ def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
         except OSError:
             sizes.append(None)
     return sizes[0], sizes[1]
+
+
+def prune_sql(table: str, column: str) -> tuple[str, str]:
+    """(count, delete a batch) of the rows whose ``column`` (an end instant, from
+    :data:`~hexeract_lite.store.listing.PRUNE_COLUMN`) is before ``:cut``; ``:n`` rows
+    per delete, found on the column's partial index."""
+    t = validate_table_name(table)
+    where = f"{column} IS NOT NULL AND {column} < :cut"
+    return (
+        f"SELECT count(*) FROM {t} WHERE {where}",
+        f"DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {where} LIMIT :n)",
+    )

@@ -80,6 +80,9 @@ SCHEMA_VERSION = 3
   (:func:`~hexeract_lite.store.schema.sqlite_retention_index_ddl`), for ``stats`` and
   ``prune``.
 """
+WAL_SIZE_LIMIT = 1 << 20
+"""``PRAGMA journal_size_limit`` of every connection: the WAL is truncated to at most
+this many bytes after a checkpoint."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -138,6 +141,9 @@ def memory_sorts(conn: apsw.Connection) -> None:
     temp store those tiny sorts cost more than the rest of the claim. Every sort the
     store runs is bounded by a batch size or a limit."""
     conn.pragma("temp_store", "MEMORY")
+    # After each checkpoint the WAL is cut back to this size, so it does not stay at
+    # megabytes after a burst of writes.
+    conn.pragma("journal_size_limit", WAL_SIZE_LIMIT)
 
 
 # -- the file ------------------------------------------------------------------------
