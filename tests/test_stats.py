@@ -128,7 +128,7 @@ def test_the_stats_counts_read_partial_indexes(tmp_path: Path) -> None:
     details = [str(row[-1]) for row in plan]
     scans = [d for d in details if d.startswith("SCAN scheduled_messages") and "INDEX" not in d]
     assert not scans, details
-    for index in ("paused", "dead_letter", "delivered", "cancelled"):
+    for index in ("due", "leased", "paused", "dead_letter", "delivered", "cancelled"):
         assert any(f"idx_scheduled_messages_{index}" in d for d in details), (index, details)
 
 

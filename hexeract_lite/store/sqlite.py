@@ -861,7 +861,13 @@ class SqliteScheduleStore(SettlingStore):
         """See :meth:`ScheduleStore.stats`: partial-index counts, plus the sizes of the
         file and its WAL."""
         now = self._now()
-        [row] = self._read("stats", stats_sql(self._table), {"now": format_ts(now)})
+        params = {"now": format_ts(now)}
+        try:
+            [row] = self._read("stats", stats_sql(self._table), params)
+        except StoreError as exc:
+            if "no such index" not in str(exc):
+                raise
+            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
         (fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh) = row[:8]
         (due_leased, oldest_leased, backoff, in_flight) = row[8:]
         oldest = min((parse_ts(t) for t in (oldest_fresh, oldest_leased) if t), default=None)
