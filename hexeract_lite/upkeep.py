@@ -8,16 +8,24 @@ someone else is skipped (the replay is fenced on the row still being dead-letter
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TextIO
 
+from .errors import InvalidConfiguration
 from .snapshot import MalformedSchedule, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.listing import check_batch_size, check_glob
 
-__all__ = ["DEFAULT_UPKEEP_BATCH", "Progress", "replay_all"]
+__all__ = ["DEFAULT_UPKEEP_BATCH", "RETENTION_EVERY", "Progress", "Retention", "replay_all"]
+
+log = logging.getLogger("hexeract_lite.worker")
+
+RETENTION_EVERY = timedelta(hours=1)
+"""How often a worker with ``retention`` prunes (and once at its first cycle)."""
 
 DEFAULT_UPKEEP_BATCH = 500
 """Rows per transaction of a bulk replay or a prune."""
@@ -87,3 +95,32 @@ class Progress:
         if self._wrote:
             self._stream.write("\n")
             self._stream.flush()
+
+
+class Retention:
+    """A worker's ``retention=``: delivered and cancelled rows that ended more than
+    ``keep`` ago are pruned at the worker's first cycle and then every
+    :data:`RETENTION_EVERY`; an error is logged and tried again next time."""
+
+    def __init__(self, keep: object) -> None:
+        if not isinstance(keep, timedelta) or keep <= timedelta(0):
+            raise InvalidConfiguration(
+                f"retention must be a positive datetime.timedelta or None, got retention={keep!r}"
+            )
+        self.keep = keep
+        self._next = 0.0
+
+    def run_if_due(self, store: ScheduleStore) -> int | None:
+        """Prune if it is time: how many rows went, or None (not time, or it failed)."""
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + RETENTION_EVERY.total_seconds()
+        try:
+            count = store.prune(self.keep)
+        except Exception:
+            log.warning("retention: pruning rows older than %s failed", self.keep, exc_info=True)
+            return None
+        if count:
+            log.info("retention: pruned %d row(s) that ended more than %s ago", count, self.keep)
+        return count

@@ -97,6 +97,7 @@ from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore, Settlement
 from .store.notices import collecting_malformed
+from .upkeep import Retention
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -203,6 +204,9 @@ class SchedulerWorker:
       :meth:`run_async` (a timeout as :class:`TimeoutError`, an abandoned or bad
       return as :class:`~hexeract_lite.errors.DispatchError`), so a failing assertion
       in a handler fails the test.
+    - ``retention``: off (None) by default; a timedelta prunes delivered and cancelled
+      rows that ended longer ago than that, at the first cycle and then hourly
+      (:class:`~hexeract_lite.upkeep.Retention`; dead letters are kept).
 
     Raises :class:`InvalidConfiguration` for a bad config, store, sink or rng.
 
@@ -223,6 +227,7 @@ class SchedulerWorker:
         rng: RandomSource | None = None,
         hooks: Iterable[Hook] | None = None,
         propagate_errors: bool = False,
+        retention: timedelta | None = None,
     ) -> None:
         if not isinstance(config, SchedulerWorkerConfig):
             raise InvalidConfiguration(
@@ -243,6 +248,7 @@ class SchedulerWorker:
                 f"propagate_errors must be True or False, got propagate_errors={propagate_errors!r}"
             )
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
+        self._retention = None if retention is None else Retention(retention)
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
@@ -356,6 +362,8 @@ class SchedulerWorker:
 
     def _claim(self, counts: _Counts) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim."""
+        if self._retention is not None:
+            self._retention.run_if_due(self.store)
         counts.swept = self.store.dead_letter_exhausted()
         events: list[WorkerEvent] = []
         if counts.swept:

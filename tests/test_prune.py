@@ -199,3 +199,22 @@ def test_prune_on_a_read_only_store_is_refused(tmp_path: Path, frozen: FrozenTim
         with pytest.raises(StoreError, match="read-only"):
             store.prune(DAY)
         assert store.prune(DAY, dry_run=True) == 3
+
+
+def test_worker_retention_prunes_old_delivered_rows(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    from hexeract_lite import SchedulerWorker
+    from hexeract_lite.errors import InvalidConfiguration
+
+    deliver_many(store, 20)
+    kept = survivors(store)
+    frozen.shift(8 * DAY)
+    worker = SchedulerWorker(store, lambda _: None, retention=timedelta(days=7))
+    worker.run_once()
+    after = store.stats()
+    assert (after.delivered, after.cancelled) == (0, 0)
+    assert status(store, kept["dead"]) is ScheduleStatus.DEAD_LETTERED
+    assert status(store, kept["pending"]) is ScheduleStatus.PENDING
+    with pytest.raises(InvalidConfiguration, match="retention"):
+        SchedulerWorker(store, lambda _: None, retention=timedelta(0))
