@@ -1223,7 +1223,9 @@ def _cmd_migrate(args: argparse.Namespace, ctx: _Context) -> int:
         contextlib.closing(open_store(source, table=source_table, create=False)) as src,
         contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
     ):
-        report = migrate(src, dst, batch_size=args.batch_size)
+        progress = Progress("read")
+        report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
+    progress.done()
     if args.format == "json":
         data: dict[str, object] = {
             "source": source.display(),

@@ -171,3 +171,38 @@ def test_cli_replay_all(
     assert main(["scheduler", "dead-letter", "replay", *conn]) != 0
     assert "--all" in capsys.readouterr().err
     assert main(["scheduler", "dead-letter", "replay", str(uuid.uuid4()), "--all", *conn]) != 0
+
+
+def test_progress_shows_on_a_terminal_only() -> None:
+    import io
+    import os
+    import time
+
+    from hexeract_lite.upkeep import Progress
+
+    quiet = io.StringIO()
+    progress = Progress("pruned", quiet)
+    progress(10)
+    progress.done()
+    assert quiet.getvalue() == ""
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w") as tty:
+        progress = Progress("pruned", tty)
+        progress(500)
+        time.sleep(0.21)
+        progress(1000)
+        progress.done()
+    shown = os.read(master, 4096).decode()
+    os.close(master)
+    assert "pruned: 500 (" in shown and "pruned: 1000 (" in shown and "/s)" in shown
+
+
+def test_migrate_reports_progress(tmp_path: Path) -> None:
+    from hexeract_lite import InMemoryScheduleStore
+    from hexeract_lite.migrate import migrate
+
+    source, dest = InMemoryScheduleStore(), InMemoryScheduleStore()
+    source.insert_many([msg(f"e{i}") for i in range(25)], 3)
+    seen: list[int] = []
+    assert migrate(source, dest, batch_size=10, progress=seen.append).copied == 25
+    assert seen == [10, 20, 25]
