@@ -9,7 +9,7 @@ import logging
 from importlib import metadata
 
 from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
-from .control import SchedulerControl
+from .control import ReconcileReport, SchedulerControl
 from .errors import (
     DispatchError,
     DuplicateSchedule,
@@ -18,18 +18,22 @@ from .errors import (
     InvalidMessage,
     InvalidTrigger,
     MigrationError,
+    NotChangeable,
     NotReplayable,
     ScheduleNotFound,
     SchedulerError,
     StoreError,
     UnsupportedConnection,
 )
+from .handlers import EventRouterSink
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
+from .names import NAME_NAMESPACE, name_id
 from .occurrence import OccurrenceId
 from .retry import RetryPolicy
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
+from .store.changes import EnsureResult
 from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
@@ -46,6 +50,7 @@ logging.getLogger("hexeract_lite").addHandler(logging.NullHandler())
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
+    "NAME_NAMESPACE",
     "SYSTEM_CLOCK",
     "BusMessage",
     "BusSink",
@@ -55,6 +60,8 @@ __all__ = [
     "CycleReport",
     "DispatchError",
     "DuplicateSchedule",
+    "EnsureResult",
+    "EventRouterSink",
     "InProcessBus",
     "InMemoryScheduleStore",
     "InvalidArgument",
@@ -64,8 +71,10 @@ __all__ = [
     "LeasedOccurrence",
     "ManualClock",
     "MigrationError",
+    "NotChangeable",
     "NotReplayable",
     "OccurrenceId",
+    "ReconcileReport",
     "RetryPolicy",
     "ScheduleNotFound",
     "ScheduleSink",
@@ -87,4 +96,5 @@ __all__ = [
     "Trigger",
     "WorkerHandle",
     "__version__",
+    "name_id",
 ]

@@ -81,7 +81,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -114,6 +114,7 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
+from .changes import Plan
 from .columns import COLUMN_NAMES
 from .listing import (
     PRUNE_COLUMN,
@@ -150,6 +151,8 @@ from .settle_plan import settle_plan
 from .stats import StoreStats
 
 __all__ = ["PostgresScheduleStore"]
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger(__name__)
 
@@ -255,9 +258,11 @@ class PostgresScheduleStore(SettlingStore):
         existing table of an older schema version (one the reference created gets
         hexeract_lite's indexes), under advisory locks so that workers starting
         together do not race. With ``create=False`` nothing is written: a missing table
-        is a :class:`StoreError`, an older one is used as it is. Either way a table
-        lacking a column of the layout, or of a schema version newer than this code,
-        is a :class:`StoreError`.
+        is a :class:`StoreError`, an older one is used as it is when it has every
+        column (one without version 3's ``name`` and ``next_after_lease`` is a
+        :class:`StoreError` naming them). Either way a table lacking a column of the
+        reference's layout, or of a schema version newer than this code, is a
+        :class:`StoreError`.
 
         Bounds on waiting, each a :class:`~datetime.timedelta`:
 
@@ -401,6 +406,7 @@ class PostgresScheduleStore(SettlingStore):
             scheduled_fors=[m.scheduled_for for m in messages],
             target_kinds=[m.target.kind for m in messages],
             routing_keys=[m.target.routing_key for m in messages],
+            names=[m.name for m in messages],
         )
         try:
             with self._connection("insert") as conn:
@@ -728,6 +734,39 @@ class PostgresScheduleStore(SettlingStore):
             conn.execute(self._sql.replay, {"id": schedule_id, "now_value": now})
         self._db.announce_after("replay")
         self.changes.notify()
+
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_record`: the row locked ``FOR UPDATE`` and
+        written back in one transaction."""
+        check_schedule_id(schedule_id)
+        with self._connection("modify") as conn:
+            with conn.transaction():
+                row, now = self._lock(conn, schedule_id)
+                answer, new = plan(row.copy(), now)
+                if new is not None:
+                    params = {name: getattr(new, name) for name in COLUMN_NAMES}
+                    conn.execute(self._sql.write_row, params)
+            if new is not None:
+                self._db.announce(conn)
+        if new is not None:
+            self.changes.notify()
+        return answer
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
+        :class:`StoreError` naming it."""
+        if not isinstance(prefix, str):
+            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
+        params = {"prefix": prefix, "length": len(prefix)}
+        with self._connection("list_named") as conn:
+            rows = fetch_rows(conn.execute(self._sql.list_named, params))
+        snapshots = []
+        for found in rows:
+            try:
+                snapshots.append(record(found).snapshot())
+            except Exception as exc:
+                raise self._malformed(found, exc) from exc
+        return snapshots
 
     # -- copying rows between stores ---------------------------------------------------
 
