@@ -218,3 +218,39 @@ def test_worker_retention_prunes_old_delivered_rows(
     assert status(store, kept["pending"]) is ScheduleStatus.PENDING
     with pytest.raises(InvalidConfiguration, match="retention"):
         SchedulerWorker(store, lambda _: None, retention=timedelta(0))
+
+
+def test_a_version_3_file_gets_the_retention_indexes(tmp_path: Path) -> None:
+    from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION
+
+    db = tmp_path / "v3.db"
+    with SqliteScheduleStore.open(db) as store:
+        deliver_many(store, 3)
+    conn = apsw.Connection(str(db))
+    for name in ("delivered", "cancelled"):
+        conn.execute(f"DROP INDEX idx_scheduled_messages_{name}")
+    conn.execute(f"UPDATE {META_TABLE} SET version = 3")
+    conn.close()
+    with SqliteScheduleStore.open(db) as store:
+        assert store.stats().delivered == 3
+    conn = apsw.Connection(str(db))
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+    assert {"idx_scheduled_messages_delivered", "idx_scheduled_messages_cancelled"} <= names
+    assert conn.execute(f"SELECT version FROM {META_TABLE}").fetchall() == [(SCHEMA_VERSION,)]
+    assert SCHEMA_VERSION == 4
+    conn.close()
+
+
+def test_stats_on_a_read_only_file_without_the_new_indexes(tmp_path: Path) -> None:
+    """A read-only open does not upgrade: stats still answer (without INDEXED BY)."""
+    from hexeract_lite.store.sqlite import META_TABLE
+
+    db = tmp_path / "old.db"
+    with SqliteScheduleStore.open(db) as store:
+        deliver_many(store, 2)
+    conn = apsw.Connection(str(db))
+    conn.execute("DROP INDEX idx_scheduled_messages_due")
+    conn.execute(f"UPDATE {META_TABLE} SET version = 1")
+    conn.close()
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        assert store.stats().delivered == 2
