@@ -836,6 +836,13 @@ def _filter_arguments(sub: argparse.ArgumentParser, *, statuses: bool) -> None:
         metavar="GLOB",
         help="only schedules whose event type matches this glob (* any run, ? one character)",
     )
+    if statuses:
+        sub.add_argument(
+            "--name",
+            dest="name_glob",
+            metavar="GLOB",
+            help="only named schedules matching this glob",
+        )
 
 
 def _id_argument(sub: argparse.ArgumentParser) -> None:
@@ -1093,13 +1100,18 @@ Handler = Callable[[argparse.Namespace, _Context], int]
 
 
 def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
-    filtered = args.status is not None or args.event_type is not None or args.after is not None
-    if args.event_type is not None:
-        check_glob(args.event_type)  # before the store opens: bad input touches nothing
+    filters = (args.status, args.event_type, args.after, args.name_glob)
+    filtered = any(value is not None for value in filters)
+    check_glob(args.event_type)  # before the store opens: bad input touches nothing
+    check_glob(args.name_glob, "name")
     with ctx.store(create=False, readonly=True) as store:
         if filtered:
             rows = store.list_schedules(
-                status=args.status, event_type=args.event_type, after=args.after, limit=args.limit
+                status=args.status,
+                event_type=args.event_type,
+                after=args.after,
+                limit=args.limit,
+                name=args.name_glob,
             )
         else:
             rows = SchedulerControl(store).list_pending(args.limit)

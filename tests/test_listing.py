@@ -206,3 +206,29 @@ def test_migrate_reports_progress(tmp_path: Path) -> None:
     seen: list[int] = []
     assert migrate(source, dest, batch_size=10, progress=seen.append).copied == 25
     assert seen == [10, 20, 25]
+
+
+def test_list_by_name_glob(store: ScheduleStore, frozen: FrozenTime, tmp_path: Path) -> None:
+    daily = ScheduledMessage.cron(Target.outbox(), "0 3 * * *", event_type="b", name="app.backup")
+    weekly = ScheduledMessage.cron(Target.outbox(), "0 3 * * 1", event_type="r", name="app.report")
+    other = ScheduledMessage.cron(Target.outbox(), "0 3 * * 1", event_type="r", name="ops.x")
+    store.insert_many([daily, weekly, other, msg("anonymous")], 3)
+    names = [s.name for s in store.list_schedules(name="app.*") if isinstance(s, ScheduleSnapshot)]
+    assert sorted(n or "" for n in names) == ["app.backup", "app.report"]
+    assert ids(store.list_schedules(name="*.x", event_type="r")) == [other.schedule_id]
+    assert store.list_schedules(name="nothing*") == []
+    with pytest.raises(InvalidArgument, match="name"):
+        store.list_schedules(name="")
+
+
+def test_cli_list_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], frozen: FrozenTime
+) -> None:
+    db = tmp_path / "n.db"
+    with SqliteScheduleStore.open(db) as store:
+        named = ScheduledMessage.cron(Target.outbox(), "0 3 * * *", event_type="b", name="app.b")
+        store.insert_many([named, msg("anonymous")], 3)
+    argv = ["scheduler", "list", "--conn", str(db), "--name", "app.*", "--format", "json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["schedule_id"] for r in rows] == [str(named.schedule_id)]

@@ -523,13 +523,15 @@ class ScheduleStore(abc.ABC):
         event_type: str | None = None,
         after: uuid.UUID | None = None,
         limit: int = 50,
+        name: str | None = None,
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
         """Schedules in schedule id order (byte order), at most ``limit``, starting after
         ``after`` (a keyset cursor: the last id of the page before; None: the first).
 
         ``status``: one of ``pending``, ``paused``, ``delivered``, ``cancelled``,
         ``dead-lettered`` or ``all``/None; ``event_type``: a glob matched against the
-        whole event type (``*``, ``?``; see :mod:`hexeract_lite.store.listing`). A
+        whole event type (``*``, ``?``; see :mod:`hexeract_lite.store.listing`);
+        ``name``: a glob on the schedule's name (a schedule without one never matches). A
         bad status, glob, cursor or limit raises :class:`InvalidArgument` /
         :class:`InvalidConfiguration` naming it. A row that cannot be decoded is a
         :class:`MalformedSchedule` in its place. A store that cannot list raises

@@ -55,14 +55,12 @@ def check_status(status: object) -> ScheduleStatus | None:
     raise InvalidArgument(f"unknown status {status!r}: expected one of {', '.join(LIST_STATUSES)}")
 
 
-def check_glob(pattern: object) -> str | None:
-    """An event-type glob: a non-empty text without NUL, or None (no filter)."""
+def check_glob(pattern: object, what: str = "event_type") -> str | None:
+    """A glob (on ``what``): a non-empty text without NUL, or None (no filter)."""
     if pattern is None:
         return None
     if not isinstance(pattern, str) or not pattern or "\x00" in pattern:
-        raise InvalidArgument(
-            f"an event-type glob must be a non-empty text, got event_type={pattern!r}"
-        )
+        raise InvalidArgument(f"a {what} glob must be a non-empty text, got {what}={pattern!r}")
     return pattern
 
 

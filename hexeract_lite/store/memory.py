@@ -281,8 +281,10 @@ class InMemoryScheduleStore(SettlingStore):
         event_type: str | None = None,
         after: uuid.UUID | None = None,
         limit: int = 50,
+        name: str | None = None,
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
         wanted, glob = check_status(status), check_glob(event_type)
+        named = check_glob(name, "name")
         after, limit = check_after(after), check_limit(limit)
         with self._lock:
             rows = sorted(
@@ -292,6 +294,7 @@ class InMemoryScheduleStore(SettlingStore):
                     if (after is None or r.schedule_id.bytes > after.bytes)
                     and (wanted is None or r.status() is wanted)
                     and matches(glob, r.event_type)
+                    and (named is None or (r.name is not None and matches(named, r.name)))
                 ),
                 key=lambda r: r.schedule_id.bytes,
             )

@@ -558,13 +558,19 @@ class PostgresScheduleStore(SettlingStore):
         event_type: str | None = None,
         after: uuid.UUID | None = None,
         limit: int = 50,
+        name: str | None = None,
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
         """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
         ``after`` on."""
         wanted, glob = check_status(status), check_glob(event_type)
+        named = check_glob(name, "name")
         after, limit = check_after(after), check_limit(limit)
-        statement = list_statement(self._table, wanted, glob is not None, after is not None)
+        statement = list_statement(
+            self._table, wanted, glob is not None, after is not None, named is not None
+        )
         params: dict[str, Any] = {"limit": limit}
+        if named is not None:
+            params["name_regex"] = glob_regex(named)
         if glob is not None:
             params["regex"] = glob_regex(glob)
         if after is not None:

@@ -19,13 +19,15 @@ __all__ = ["list_statement", "prune_statements", "replay_statement", "stats_stat
 
 
 def list_statement(
-    table: str, status: ScheduleStatus | None, glob: bool, after: bool
+    table: str, status: ScheduleStatus | None, glob: bool, after: bool, name: bool = False
 ) -> sql.Composed:
     """A page of the listing in schedule id order (``%(regex)s``, ``%(after)s``,
     ``%(limit)s`` bound as the flags say); the status condition is constant text."""
     where: list[sql.Composable] = [sql.SQL(postgres_status_where(status))]
     if glob:
         where.append(sql.SQL("event_type ~ %(regex)s"))
+    if name:
+        where.append(sql.SQL("name ~ %(name_regex)s"))
     if after:
         where.append(sql.SQL("schedule_id > %(after)s"))
     text: LiteralString = (

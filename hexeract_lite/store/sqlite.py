@@ -790,13 +790,17 @@ class SqliteScheduleStore(SettlingStore):
         event_type: str | None = None,
         after: uuid.UUID | None = None,
         limit: int = 50,
+        name: str | None = None,
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
         """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
         ``after`` on."""
         wanted, glob = check_status(status), check_glob(event_type)
+        named = check_glob(name, "name")
         after, limit = check_after(after), check_limit(limit)
-        sql = list_sql(self._table, wanted, glob is not None, after is not None)
+        sql = list_sql(self._table, wanted, glob is not None, after is not None, named is not None)
         params: dict[str, Any] = {"n": limit}
+        if named is not None:
+            params["name"] = sqlite_glob(named)
         if glob is not None:
             params["glob"] = sqlite_glob(glob)
         if after is not None:

@@ -18,13 +18,17 @@ from .sqlite_codec import SELECT_LIST
 __all__ = ["file_sizes", "list_sql", "prune_sql", "replay_sql", "stats_sql"]
 
 
-def list_sql(table: str, status: ScheduleStatus | None, glob: bool, after: bool) -> str:
+def list_sql(
+    table: str, status: ScheduleStatus | None, glob: bool, after: bool, name: bool = False
+) -> str:
     """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:n`` bound
     as the flags say; the status condition is constant text."""
     t = validate_table_name(table)
     where = [sqlite_status_where(status)]
     if glob:
         where.append("event_type GLOB :glob")
+    if name:
+        where.append("name GLOB :name")
     if after:
         where.append("schedule_id > :after")
     return (
