@@ -20,7 +20,14 @@ from .snapshot import MalformedSchedule, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.listing import check_batch_size, check_glob
 
-__all__ = ["DEFAULT_UPKEEP_BATCH", "RETENTION_EVERY", "Progress", "Retention", "replay_all"]
+__all__ = [
+    "DEFAULT_UPKEEP_BATCH",
+    "RETENTION_EVERY",
+    "Progress",
+    "Retention",
+    "checkpoint_after_burst",
+    "replay_all",
+]
 
 log = logging.getLogger("hexeract_lite.worker")
 
@@ -95,6 +102,18 @@ class Progress:
         if self._wrote:
             self._stream.write("\n")
             self._stream.flush()
+
+
+def checkpoint_after_burst(store: ScheduleStore) -> None:
+    """A burst of work just ended: a store with ``checkpoint()`` (SQLite) folds its WAL
+    into the file, so the WAL does not stay at megabytes; an error is logged only."""
+    checkpoint = getattr(store, "checkpoint", None)
+    if not callable(checkpoint):
+        return
+    try:
+        checkpoint()
+    except Exception:
+        log.warning("checkpoint after a burst failed", exc_info=True)
 
 
 class Retention:

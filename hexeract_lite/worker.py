@@ -97,7 +97,7 @@ from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore, Settlement
 from .store.notices import collecting_malformed
-from .upkeep import Retention
+from .upkeep import Retention, checkpoint_after_burst
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -249,6 +249,7 @@ class SchedulerWorker:
             )
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
+        self._busy = False
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
@@ -377,6 +378,9 @@ class SchedulerWorker:
             events += [MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed]
             call_hooks(self.hooks, events)
         counts.claimed = len(batch)
+        if self._busy and not batch:
+            checkpoint_after_burst(self.store)
+        self._busy = bool(batch)
         return batch
 
     def _settle_batch(

@@ -855,6 +855,27 @@ class SqliteScheduleStore(SettlingStore):
             except apsw.Error as exc:
                 raise self._error("prune", exc) from exc
 
+    def checkpoint(self) -> bool:
+        """Fold the WAL into the file and truncate it (``PRAGMA wal_checkpoint(TRUNCATE)``)
+        without waiting: when another connection reads or writes at that moment it gives
+        up at once and returns False (the next burst's end tries again). The worker calls
+        it when a burst of work ends. A read-only store does nothing (False)."""
+        if self._readonly:
+            return False
+        with self._lock:
+            cur = self._live_cursor()
+            conn = cur.connection
+            conn.set_busy_timeout(0)
+            try:
+                [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.BusyError:
+                return False
+            except apsw.Error as exc:
+                raise self._error("checkpoint", exc) from exc
+            finally:
+                conn.set_busy_timeout(int(self._busy_timeout.total_seconds() * 1000))
+            return not busy
+
     def vacuum(self) -> None:
         """Rebuild the file with incremental auto-vacuum (what older files lack, so that
         :meth:`prune` can give space back), returning every free page; then checkpoint
