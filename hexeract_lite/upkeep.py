@@ -92,8 +92,9 @@ class Progress:
         if now - self._shown < 0.2:
             return
         self._shown = now
-        rate = count / max(now - self._started, 1e-9)
-        self._stream.write(f"\r{self._what}: {count} ({rate:,.0f}/s)")
+        elapsed = now - self._started
+        rate = f" ({count / elapsed:,.0f}/s)" if elapsed >= 0.1 else ""
+        self._stream.write(f"\r{self._what}: {count}{rate}")
         self._stream.flush()
         self._wrote = True
 
