@@ -220,16 +220,16 @@ def test_worker_retention_prunes_old_delivered_rows(
         SchedulerWorker(store, lambda _: None, retention=timedelta(0))
 
 
-def test_a_version_3_file_gets_the_retention_indexes(tmp_path: Path) -> None:
+def test_a_version_4_file_gets_the_retention_indexes(tmp_path: Path) -> None:
     from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION
 
-    db = tmp_path / "v3.db"
+    db = tmp_path / "v4.db"
     with SqliteScheduleStore.open(db) as store:
         deliver_many(store, 3)
     conn = apsw.Connection(str(db))
     for name in ("delivered", "cancelled"):
         conn.execute(f"DROP INDEX idx_scheduled_messages_{name}")
-    conn.execute(f"UPDATE {META_TABLE} SET version = 3")
+    conn.execute(f"UPDATE {META_TABLE} SET version = 4")
     conn.close()
     with SqliteScheduleStore.open(db) as store:
         assert store.stats().delivered == 3
@@ -237,7 +237,7 @@ def test_a_version_3_file_gets_the_retention_indexes(tmp_path: Path) -> None:
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
     assert {"idx_scheduled_messages_delivered", "idx_scheduled_messages_cancelled"} <= names
     assert conn.execute(f"SELECT version FROM {META_TABLE}").fetchall() == [(SCHEMA_VERSION,)]
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     conn.close()
 
 

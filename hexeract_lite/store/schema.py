@@ -152,7 +152,7 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_retention_index_ddl(table: str) -> list[str]:
-    """Ended rows by when they ended (schema version 4): ``stats`` counts delivered and
+    """Ended rows by when they ended (schema version 5): ``stats`` counts delivered and
     cancelled rows on these indexes and ``prune`` finds those older than its cut-off
     without reading any other row (dead letters have the reference's index)."""
     t = validate_table_name(table)

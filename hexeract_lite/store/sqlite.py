@@ -72,7 +72,7 @@ from .listing import (
     sqlite_glob,
 )
 from .notices import malformed_dead_lettered
-from .record import ScheduleRecord
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 from .sqlite_codec import (
@@ -611,6 +611,7 @@ class SqliteScheduleStore(SettlingStore):
             max_attempts,
             format_ts(self._now()),
             message.name,
+            grace_ms(message.misfire_grace),
         )
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
@@ -646,6 +647,7 @@ class SqliteScheduleStore(SettlingStore):
                 max_attempts,
                 created,
                 m.name,
+                grace_ms(m.misfire_grace),
             )
             for m in messages
         ]
