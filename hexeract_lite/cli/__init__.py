@@ -29,9 +29,10 @@ Where each thing lives:
 - :mod:`.output`: the text tables, JSON objects and ``inspect`` field list;
 - :mod:`.context`: what a handler gets (the connection, table and output), the exit codes;
 - :mod:`.commands`: one module per command, its options and its handler: ``list``,
-  ``inspect``, ``control`` (pause, resume, cancel), ``add``, ``ensure``,
-  ``reschedule``, ``update``, ``run_now``, ``schema``, ``migrate``, ``dead_letter``
-  (list, replay), ``worker`` (the sink, logging, stop signals).
+  ``stats``, ``prune``, ``vacuum``, ``inspect``, ``control`` (pause, resume, cancel),
+  ``add``, ``ensure``, ``reschedule``, ``update``, ``run_now``, ``schema``,
+  ``migrate``, ``dead_letter`` (list, replay), ``worker`` (the sink, logging, stop
+  signals).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ from .output import (
     format_inspect,
     format_migration,
     format_pending,
+    format_size,
+    format_stats,
     format_table,
     one_line,
     snapshot_json,
@@ -100,6 +103,8 @@ __all__ = [
     "format_inspect",
     "format_migration",
     "format_pending",
+    "format_size",
+    "format_stats",
     "format_table",
     "one_line",
     "snapshot_json",

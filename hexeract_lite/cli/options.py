@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..message import Target
+from ..store.listing import LIST_STATUSES
 from ..store.schema import DEFAULT_TABLE
 from .args import (
     DEFAULT_LIMIT,
@@ -205,6 +206,28 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
         metavar="N",
         help="attempts per occurrence before it is dead-lettered (default: 5)",
     )
+
+
+def filter_arguments(sub: argparse.ArgumentParser, *, statuses: bool) -> None:
+    """``--event-type GLOB``; with ``statuses`` also ``--status`` and ``--name GLOB``."""
+    if statuses:
+        sub.add_argument(
+            "--status",
+            choices=LIST_STATUSES,
+            help="list only schedules with this status (all: every status)",
+        )
+    sub.add_argument(
+        "--event-type",
+        metavar="GLOB",
+        help="only schedules whose event type matches this glob (* any run, ? one character)",
+    )
+    if statuses:
+        sub.add_argument(
+            "--name",
+            dest="name_glob",
+            metavar="GLOB",
+            help="only named schedules matching this glob",
+        )
 
 
 def id_argument(sub: argparse.ArgumentParser) -> None:

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 
 from .._time import rfc3339
 from ..interval import format_duration
+from ..settle import error_summary
 from ..snapshot import MalformedSchedule, ScheduleSnapshot
 
 if TYPE_CHECKING:
     from ..migrate import MigrationReport
+    from ..store.stats import StoreStats
 
 LAST_ERROR_WIDTH = 60
 """How many characters of ``last_error`` the dead-letter text listing shows."""
@@ -128,24 +130,31 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
                 one_line(s.trigger.label()),
                 one_line(s.event_type),
                 ts(s.dead_lettered_at),
-                one_line(s.last_error, LAST_ERROR_WIDTH),
+                one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
             for s in snapshots
         ],
     )
 
 
-def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
-    """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
-    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
-    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+def snapshot_json(
+    snapshot: Listed, *, detail: bool = False, payload: bool = False
+) -> dict[str, object]:
+    """A listing's JSON object; with ``payload`` also the payload, with ``detail``
+    (``inspect``) the payload and the occurrence id of the next firing. A malformed
+    row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
+    "malformed": <reason>}``."""
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
     data.update(_rule_fields(snapshot))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
-        data["payload"] = json.loads(snapshot.payload_json)
+    if detail or payload:
+        try:
+            data["payload"] = json.loads(snapshot.payload_json)
+        except ValueError:  # a hand-edited row: shown as stored
+            data["payload"] = snapshot.payload_json
     return data
 
 
@@ -176,7 +185,8 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
-    """The text of ``scheduler inspect``: one ``field  value`` line per field."""
+    """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
+    error`` its exception line), then the traceback kept with the error, if any."""
     s = snapshot
     fields = [
         ("schedule id", str(s.schedule_id)),
@@ -190,7 +200,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         ("leased until", ts(s.leased_until)),
-        ("last error", one_line(s.last_error)),
+        ("last error", one_line(error_summary(s.last_error))),
         ("created at", ts(s.created_at)),
         ("delivered at", ts(s.delivered_at)),
         ("cancelled at", ts(s.cancelled_at)),
@@ -198,7 +208,11 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("payload", s.payload_json),
     ]
     width = max(len(name) for name, _ in fields)
-    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    text = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    story = (s.last_error or "").split("\n")[1:]
+    if story:  # the traceback kept with the error, each line cleaned of control characters
+        text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
+    return text
 
 
 def dump_json(value: object) -> str:
@@ -212,3 +226,36 @@ def format_migration(report: MigrationReport) -> str:
         f"read {report.read}, copied {report.copied},"
         f" skipped {report.skipped} (already in the destination)"
     )
+
+
+def format_size(value: int | None) -> str:
+    """A size in bytes as B, KiB, MiB or GiB; ``-`` for None."""
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024  # type: ignore[assignment]
+    return "-"  # pragma: no cover
+
+
+def format_stats(stats: StoreStats) -> str:
+    """The text of ``scheduler stats``: one ``field  value`` line per figure."""
+    lag = stats.oldest_due_lag
+    fields = [
+        ("pending", str(stats.pending)),
+        ("paused", str(stats.paused)),
+        ("delivered", str(stats.delivered)),
+        ("cancelled", str(stats.cancelled)),
+        ("dead-lettered", str(stats.dead_lettered)),
+        ("total", str(stats.total)),
+        ("due, not claimed", str(stats.due)),
+        ("in flight", str(stats.in_flight)),
+        ("in retry backoff", str(stats.in_backoff)),
+        ("oldest due lag", "-" if lag is None else f"{lag.total_seconds():.3f} s"),
+        ("next wake-up", ts(stats.next_wakeup)),
+        ("file size", format_size(stats.file_bytes)),
+        ("WAL size", format_size(stats.wal_bytes)),
+    ]
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)

@@ -13,10 +13,13 @@ from .commands import (
     ensure,
     inspect,
     migrate,
+    prune,
     reschedule,
     run_now,
     schema,
+    stats,
     update,
+    vacuum,
     worker,
 )
 from .commands import list as list_
@@ -24,6 +27,9 @@ from .options import CommandTree, HelpFormatter, example
 
 COMMANDS = (
     list_,
+    stats,
+    prune,
+    vacuum,
     inspect,
     control,
     add,

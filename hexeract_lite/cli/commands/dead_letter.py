@@ -1,12 +1,17 @@
-"""``hexeract scheduler dead-letter list`` and ``dead-letter replay``."""
+"""``hexeract scheduler dead-letter list`` and ``dead-letter replay`` (one, or all of
+them in batches)."""
 
 from __future__ import annotations
 
 import argparse
 
 from ...control import SchedulerControl
+from ...errors import InvalidArgument
+from ...store.listing import check_glob
+from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
+from ..args import parse_positive_int, parse_schedule_id
 from ..context import EXIT_OK, Context, schedule_id
-from ..options import CommandTree, HelpFormatter, example, id_argument
+from ..options import CommandTree, HelpFormatter, example, filter_arguments
 from ..output import dump_json, format_dead_letter, snapshot_json
 
 
@@ -37,13 +42,37 @@ def add_parser(tree: CommandTree) -> None:
     )
     sub = tree.command(
         "replay",
-        "replay a dead-lettered schedule: attempts reset, last error cleared, due now",
-        ["hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+        "replay a dead-lettered schedule, or all of them: attempts reset, last error"
+        " cleared, due now",
+        [
+            "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
+            "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
+        ],
         [conn],
         replay,
         into=dead_cmds,
     )
-    id_argument(sub)
+    sub.add_argument(
+        "schedule_id",
+        nargs="?",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="the schedule's UUID (or --all)",
+    )
+    sub.add_argument(
+        "--all",
+        action="store_true",
+        help="replay every dead letter (matching --event-type), in batches of --batch-size"
+        " per transaction; prints how many were replayed",
+    )
+    filter_arguments(sub, statuses=False)
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})",
+    )
 
 
 def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:
@@ -58,7 +87,22 @@ def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def replay(args: argparse.Namespace, ctx: Context) -> int:
-    """Replay the dead-lettered schedule: attempts reset, last error cleared, due now."""
+    """Replay the dead-lettered schedule, or with ``--all`` every one (matching
+    ``--event-type``): attempts reset, last error cleared, due now."""
+    if args.all == (args.schedule_id is not None):
+        raise InvalidArgument("give either a SCHEDULE_ID or --all (not both, not neither)")
+    if args.event_type is not None and not args.all:
+        raise InvalidArgument("--event-type only goes with --all")
+    if args.all:
+        check_glob(args.event_type)
+        progress = Progress("replayed")
+        with ctx.store(create=False) as store:
+            count = replay_all(
+                store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
+            )
+        progress.done()
+        ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
+        return EXIT_OK
     with ctx.store(create=False) as store:
         sid = schedule_id(args, store)
         SchedulerControl(store).replay(sid)

@@ -8,8 +8,9 @@ import contextlib
 
 from ...connect import ConnTarget, open_store, parse_conn
 from ...errors import UsageError
-from ...migrate import DEFAULT_BATCH_SIZE
+from ...migrate import DEFAULT_BATCH_SIZE, migrate
 from ...store.schema import DEFAULT_TABLE
+from ...upkeep import Progress
 from ..args import TABLE_ENV, parse_conn_arg, parse_positive_int, parse_table
 from ..context import EXIT_OK, Context
 from ..options import CommandTree
@@ -87,8 +88,6 @@ def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Copy the source table into the destination; print the counts."""
-    from ...migrate import migrate
-
     source, dest = parse_conn(args.from_conn), parse_conn(args.to_conn)
     source_table = ctx.table
     dest_table = args.to_table or source_table
@@ -102,7 +101,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         contextlib.closing(open_store(source, table=source_table, create=False)) as src,
         contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
     ):
-        report = migrate(src, dst, batch_size=args.batch_size)
+        progress = Progress("read")
+        report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
+    progress.done()
     if args.format == "json":
         data: dict[str, object] = {
             "source": source.display(),

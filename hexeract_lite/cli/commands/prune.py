@@ -1,0 +1,74 @@
+"""``hexeract scheduler prune``: delete delivered and cancelled (optionally
+dead-lettered) schedules that ended long ago, in batches."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...store.listing import check_prune
+from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress
+from ..args import parse_duration, parse_positive_int
+from ..context import EXIT_OK, Context
+from ..options import CommandTree
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``prune``."""
+    conn = tree.conn
+    sub = tree.command(
+        "prune",
+        "delete delivered and cancelled schedules that ended long ago",
+        [
+            "hexeract scheduler prune --older-than 30d --dry-run",
+            "hexeract scheduler prune --older-than 7d --include-dead-letters",
+        ],
+        [conn],
+        run,
+        description="Delete delivered and cancelled schedules (and, with"
+        " --include-dead-letters, dead-lettered ones) that ended more than --older-than"
+        " ago, in batches of --batch-size rows per transaction so workers are never held"
+        " up for long. Never touches a pending or paused schedule (a recurring one"
+        " included). On SQLite the space goes back to the file system (files created by"
+        " older versions need `hexeract scheduler vacuum` once). Prints how many were"
+        " deleted; --dry-run only counts them.",
+    )
+    sub.add_argument(
+        "--older-than",
+        required=True,
+        type=parse_duration,
+        metavar="DURATION",
+        help="how long ago a schedule must have ended (e.g. 30d, 12h)",
+    )
+    sub.add_argument(
+        "--include-dead-letters", action="store_true", help="also delete old dead letters"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})",
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Delete (with ``--dry-run`` count) the old ended schedules; print how many."""
+    statuses = ["delivered", "cancelled"]
+    if args.include_dead_letters:
+        statuses.append("dead-lettered")
+    older_than, _ = check_prune(args.older_than, statuses)  # before the store opens
+    progress = Progress("pruned")
+    with ctx.store(create=False, readonly=args.dry_run) as store:
+        count = store.prune(
+            older_than,
+            statuses=statuses,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    progress.done()
+    noun = "schedule" if count == 1 else "schedules"
+    verb = "Would prune" if args.dry_run else "Pruned"
+    ctx.print(f"{verb} {count} {noun}.")
+    return EXIT_OK

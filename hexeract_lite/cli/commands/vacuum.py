@@ -1,0 +1,42 @@
+"""``hexeract scheduler vacuum``: rebuild a SQLite file so that it shrinks and prune
+gives space back."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...errors import InvalidArgument
+from ..context import EXIT_OK, Context
+from ..options import CommandTree
+from ..output import format_size
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``vacuum``."""
+    conn = tree.conn
+    tree.command(
+        "vacuum",
+        "rebuild a SQLite file so that it shrinks and prune gives space back",
+        ["hexeract scheduler vacuum --conn /var/lib/myapp/scheduler.db"],
+        [conn],
+        run,
+        description="Rebuild a SQLite file with incremental auto-vacuum (files created"
+        " before this version lack it) and return its free pages to the file system. Holds"
+        " the write lock while it copies the file: run it when the workers are quiet."
+        " SQLite only (PostgreSQL's autovacuum does this job).",
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Vacuum the SQLite file; print its size before and after."""
+    with ctx.store(create=False) as store:
+        vacuum = getattr(store, "vacuum", None)
+        if not callable(vacuum):
+            raise InvalidArgument(
+                "vacuum is for SQLite files; PostgreSQL's autovacuum reclaims space itself"
+            )
+        before = store.stats().file_bytes
+        vacuum()
+        after = store.stats().file_bytes
+    ctx.print(f"Vacuumed: {format_size(before)} -> {format_size(after)}.")
+    return EXIT_OK
