@@ -55,7 +55,7 @@ from .args import (
     parse_table,
     parse_target,
 )
-from .context import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from .context import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Handler
 from .output import (
     LAST_ERROR_WIDTH,
     MALFORMED,
@@ -79,6 +79,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_ERROR",
     "EXIT_USAGE",
+    "Handler",
     # argument values
     "TABLE_ENV",
     "DEFAULT_LIMIT",
