@@ -79,6 +79,7 @@ from .settle import (
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore, Settlement
+from .transactional import TRANSACTIONAL_GRACE_S, Acknowledged, TransactionalSink
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -219,6 +220,10 @@ class SchedulerWorker:
         self._changes: ChangeSignal | None = changes if isinstance(changes, ChangeSignal) else None
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
+        if isinstance(self.sink, TransactionalSink):
+            self.sink = self.sink.bind(store, self.clock, self._retry, timeout)
+            # the sink stops its own handler at the timeout; this is the backstop
+            timeout += TRANSACTIONAL_GRACE_S
         self._runner = SinkRunner(self.sink, timeout, self._aborting)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
@@ -321,6 +326,9 @@ class SchedulerWorker:
         now = self.clock.now()
         planned: list[tuple[LeasedOccurrence, Settlement]] = []
         for occ, result in zip(batch, results, strict=True):
+            if isinstance(result, Acknowledged):  # recorded with the handler's writes
+                counts.add(self._settled(occ, result.settlement, result.applied))
+                continue
             settlement = settlement_for(occ, result, now, self._retry, self._rng)
             if settlement is None:
                 counts.add(DispatchOutcome.SKIPPED)

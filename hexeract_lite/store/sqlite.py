@@ -87,6 +87,7 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
+from .sqlite_tx import insert_within
 
 __all__ = [
     "APP_NAME",
@@ -354,6 +355,16 @@ class SqliteScheduleStore(SettlingStore):
         return self._durability
 
     @property
+    def busy_timeout(self) -> timedelta:
+        """How long a write waits for another connection's write lock, as opened."""
+        return self._busy_timeout
+
+    @property
+    def vfs(self) -> str | None:
+        """The SQLite VFS the file was opened with (None: the default one)."""
+        return self._vfs
+
+    @property
     def readonly(self) -> bool:
         """True when opened with ``readonly=True``: the store never writes."""
         return self._readonly
@@ -560,10 +571,21 @@ class SqliteScheduleStore(SettlingStore):
 
     # -- writing -------------------------------------------------------------------------
 
-    def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """See :meth:`ScheduleStore.insert`. ``connection``: an ``apsw.Connection`` or
+        ``sqlite3.Connection`` on this file with a transaction open: the row is written
+        inside that transaction and exists once the caller commits (see
+        :func:`~hexeract_lite.store.sqlite_tx.insert_within`)."""
         check_max_attempts(max_attempts)
         validate_message(message)
         self._writable("insert")
+        if connection is not None:
+            insert_within(
+                connection, self._path, self._sql, [message], max_attempts, self._now(), "insert"
+            )
+            return
         trigger, target = message.trigger, message.target
         row = (
             message.schedule_id.bytes,
@@ -592,9 +614,29 @@ class SqliteScheduleStore(SettlingStore):
                 raise
         self.changes.notify()
 
-    def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        """See :meth:`ScheduleStore.insert_many`; ``connection`` as for :meth:`insert`
+        (the batch is all or nothing inside the caller's transaction)."""
         check_max_attempts(max_attempts)
         messages = check_messages(messages)
+        if connection is not None:
+            self._writable("insert_many")
+            insert_within(
+                connection,
+                self._path,
+                self._sql,
+                messages,
+                max_attempts,
+                self._now(),
+                "insert_many",
+            )
+            return
         if not messages:
             return
         created = format_ts(self._now())
