@@ -30,6 +30,7 @@ from .retry import RetryPolicy
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
+from .transactional import TransactionalSink
 from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
@@ -83,6 +84,7 @@ __all__ = [
     "SystemClock",
     "Target",
     "TargetRouterSink",
+    "TransactionalSink",
     "UnsupportedConnection",
     "Trigger",
     "WorkerHandle",

@@ -26,6 +26,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.snapshot import ScheduleStatus
 from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite.store.sqlite_tx import shares_sqlite_with_apsw
 from hexeract_lite.transactional import TransactionalSink
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -105,9 +106,21 @@ def finish(conn: Any, commit: bool) -> None:
 
 
 OPENERS = {"apsw": apsw_conn, "sqlite3": sqlite3_conn, "sqlite3-manual": sqlite3_manual}
+ONE_SQLITE = shares_sqlite_with_apsw()
 
 
-@pytest.mark.parametrize("driver", sorted(OPENERS))
+@pytest.fixture(params=sorted(OPENERS))
+def driver(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    if name.startswith("sqlite3") and not ONE_SQLITE:
+        pytest.skip(
+            f"the stdlib sqlite3 ({sqlite3.sqlite_version}) is another copy of SQLite than"
+            f" apsw's ({apsw.sqlite_lib_version()}): such connections are refused (see"
+            " test_sqlite3_on_a_second_copy_of_sqlite_is_refused)"
+        )
+    return name
+
+
 @pytest.mark.parametrize("order_first", [True, False])
 def test_commit_delivers_once(
     store: SqliteScheduleStore, db: Path, driver: str, order_first: bool
@@ -140,7 +153,6 @@ def test_commit_delivers_once(
     conn.close()
 
 
-@pytest.mark.parametrize("driver", sorted(OPENERS))
 def test_rollback_leaves_nothing(store: SqliteScheduleStore, db: Path, driver: str) -> None:
     conn = OPENERS[driver](db)
     begin(conn)
@@ -155,7 +167,6 @@ def test_rollback_leaves_nothing(store: SqliteScheduleStore, db: Path, driver: s
     conn.close()
 
 
-@pytest.mark.parametrize("driver", sorted(OPENERS))
 def test_duplicate_in_a_batch_undoes_the_batch_only(
     store: SqliteScheduleStore, db: Path, driver: str
 ) -> None:
@@ -176,6 +187,21 @@ def test_duplicate_in_a_batch_undoes_the_batch_only(
     assert rows(db) == 1
     assert store.inspect(fresh.schedule_id) is None
     conn.close()
+
+
+@pytest.mark.skipif(ONE_SQLITE, reason="sqlite3 and apsw share one SQLite here")
+@pytest.mark.parametrize("opener", [sqlite3_conn, sqlite3_manual])
+def test_sqlite3_on_a_second_copy_of_sqlite_is_refused(
+    store: SqliteScheduleStore, db: Path, opener: Callable[[Path], sqlite3.Connection]
+) -> None:
+    conn = opener(db)
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO orders (item) VALUES ('book')")
+    with pytest.raises(InvalidArgument, match="second copy of SQLite"):
+        store.insert(due(), 3, connection=conn)
+    conn.rollback()
+    conn.close()
+    assert rows(db) == 0
 
 
 def _bad_connections(db: Path, tmp_path: Path) -> dict[str, tuple[Callable[[], Any], str]]:
@@ -235,7 +261,11 @@ def _bad_connections(db: Path, tmp_path: Path) -> dict[str, tuple[Callable[[], A
         "another file": (other_file, "another database"),
         "in memory": (in_memory, "another database"),
         "read-only apsw": (readonly_apsw, "read-only"),
-        "read-only sqlite3": (readonly_sqlite3, "read-only"),
+        # (mode=ro shows only when writing: a second copy of SQLite is refused first)
+        "read-only sqlite3": (
+            readonly_sqlite3,
+            "read-only" if ONE_SQLITE else "second copy of SQLite",
+        ),
         "query_only": (query_only, "read-only"),
         "sqlite3 autocommit": (autocommit_sqlite3, "autocommit mode"),
         "apsw autocommit": (autocommit_apsw, "no open transaction"),

@@ -10,6 +10,13 @@ Two things, both on the store's own file:
   back. A worker in any process notices the commit through ``PRAGMA data_version``,
   which moves on every commit of another connection, so it wakes within its poll
   interval as for any other insert.
+
+  A stdlib ``sqlite3`` connection is accepted only when the ``sqlite3`` module and apsw
+  share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's wheels bundle
+  their own, and two copies of SQLite in one process do not see each other's POSIX
+  locks on the file: the second copy's close can delete the WAL under the first one's
+  feet (an I/O error, or a corrupt file), and their write locks do not exclude each
+  other. Such a connection is refused, naming the two versions.
 - :class:`SqliteTransactionRunner`: the SQLite side of
   :class:`~hexeract_lite.transactional.TransactionalSink`. For each occurrence it
   opens ``BEGIN IMMEDIATE`` on a connection of its own, applies the occurrence's fenced
@@ -162,7 +169,24 @@ def _check(connection: object, path: os.PathLike[str] | str, what: str) -> _Call
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
+    if caller.kind == "sqlite3" and not shares_sqlite_with_apsw():
+        raise _bad(
+            what,
+            f"(sqlite3) runs the standard library's SQLite {sqlite3.sqlite_version}, a second"
+            f" copy of SQLite beside the one apsw uses ({apsw.sqlite_lib_version()},"
+            " bundled): two copies in one process break each other's locks on the same"
+            " file and can corrupt it (https://sqlite.org/howtocorrupt.html, 2.2.1). Open"
+            " it with apsw.Connection(path) instead, or install apsw built against the"
+            " system SQLite",
+        )
     return caller
+
+
+def shares_sqlite_with_apsw() -> bool:
+    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
+    built against the system library of the same version), so that their connections
+    to one file in one process see each other's locks."""
+    return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
 
 
 def _is_readonly(exc: BaseException) -> bool:
