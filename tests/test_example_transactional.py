@@ -1,4 +1,4 @@
-"""examples/07_transactional.py, run as a user runs it: a real process."""
+"""examples/07_transactional.py and benchmarks/transactional.py, run as a user runs them."""
 
 from __future__ import annotations
 
@@ -29,3 +29,17 @@ def test_the_transactional_example_runs_to_success(tmp_path: Path) -> None:
         assert f"{item}: 1 reminder(s) sent" in out
     assert "kettle:" not in out
     assert out.rstrip().endswith("OK")
+
+
+def test_the_transactional_benchmark_runs() -> None:
+    script = ROOT / "benchmarks" / "transactional.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "-n", "40", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ratio transactional / plain:" in result.stdout
