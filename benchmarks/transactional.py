@@ -30,7 +30,7 @@ import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hexeract_lite import (  # noqa: E402
+from hexeract_lite import (
     ScheduledMessage,
     SchedulerWorker,
     SchedulerWorkerConfig,
