@@ -123,7 +123,7 @@ def main() -> int:
         check.close()
         for item, sent in rows:
             print(f"  {item}: {sent} reminder(s) sent")
-        if sorted(item for item, _ in rows) != sorted(committed):
+        if sorted(str(item) for item, _ in rows) != sorted(committed):
             print(f"FAILED: orders {rows} do not match the committed ones {committed}")
             return 1
         if any(sent != 1 for _, sent in rows):

@@ -9,7 +9,7 @@ import logging
 from importlib import metadata
 
 from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
-from .control import SchedulerControl
+from .control import ReconcileReport, SchedulerControl
 from .errors import (
     DispatchError,
     DuplicateSchedule,
@@ -18,18 +18,22 @@ from .errors import (
     InvalidMessage,
     InvalidTrigger,
     MigrationError,
+    NotChangeable,
     NotReplayable,
     ScheduleNotFound,
     SchedulerError,
     StoreError,
     UnsupportedConnection,
 )
+from .handlers import EventRouterSink
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
+from .names import NAME_NAMESPACE, name_id
 from .occurrence import OccurrenceId
 from .retry import RetryPolicy
 from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
+from .store.changes import EnsureResult
 from .transactional import TransactionalSink
 from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
@@ -47,6 +51,7 @@ logging.getLogger("hexeract_lite").addHandler(logging.NullHandler())
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
+    "NAME_NAMESPACE",
     "SYSTEM_CLOCK",
     "BusMessage",
     "BusSink",
@@ -56,6 +61,8 @@ __all__ = [
     "CycleReport",
     "DispatchError",
     "DuplicateSchedule",
+    "EnsureResult",
+    "EventRouterSink",
     "InProcessBus",
     "InMemoryScheduleStore",
     "InvalidArgument",
@@ -65,8 +72,10 @@ __all__ = [
     "LeasedOccurrence",
     "ManualClock",
     "MigrationError",
+    "NotChangeable",
     "NotReplayable",
     "OccurrenceId",
+    "ReconcileReport",
     "RetryPolicy",
     "ScheduleNotFound",
     "ScheduleSink",
@@ -89,4 +98,5 @@ __all__ = [
     "Trigger",
     "WorkerHandle",
     "__version__",
+    "name_id",
 ]

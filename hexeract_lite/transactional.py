@@ -150,6 +150,7 @@ class BoundTransactionalSink:
         self._runner = runner
 
     def dispatch(self, message: ScheduledMessage) -> None:
+        """Not used: raises :class:`DispatchError` (see :meth:`TransactionalSink.dispatch`)."""
         self.sink.dispatch(message)
 
     def dispatch_occurrence(self, occurrence: LeasedOccurrence) -> DispatchResult:

@@ -65,7 +65,8 @@ def rows(db: Path, sql: str = "SELECT count(*) FROM scheduled_messages") -> int:
     conn = apsw.Connection(str(db))
     try:
         [(n,)] = conn.execute(sql).fetchall()
-        return int(n)
+        assert isinstance(n, int)
+        return n
     finally:
         conn.close()
 
@@ -105,7 +106,11 @@ def finish(conn: Any, commit: bool) -> None:
         conn.execute("COMMIT" if commit else "ROLLBACK")
 
 
-OPENERS = {"apsw": apsw_conn, "sqlite3": sqlite3_conn, "sqlite3-manual": sqlite3_manual}
+OPENERS: dict[str, Callable[[Path], Any]] = {
+    "apsw": apsw_conn,
+    "sqlite3": sqlite3_conn,
+    "sqlite3-manual": sqlite3_manual,
+}
 ONE_SQLITE = shares_sqlite_with_apsw()
 
 
@@ -295,10 +300,11 @@ def test_bad_connection_is_refused_and_writes_nothing(
 ) -> None:
     make, words = _bad_connections(db, tmp_path)[case]
     conn = make()
-    for call in (
+    calls: list[Callable[[], None]] = [
         lambda: store.insert(due(), 3, connection=conn),
         lambda: store.insert_many([due(1), due(2)], 3, connection=conn),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(InvalidArgument, match=words):
             call()
     assert rows(db) == 0

@@ -205,11 +205,13 @@ class PostgresTransactionRunner:
         return self._conn
 
     def close(self) -> None:
+        """Close the runner's own connection (a later run opens another)."""
         conn, self._conn = self._conn, None
         if conn is not None and self._pid == os.getpid():
             conn.close()
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
+        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
         from ..transactional import Acknowledged, bad_return, timed_out
 
         store = self._store

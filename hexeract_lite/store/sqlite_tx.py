@@ -375,6 +375,7 @@ class SqliteTransactionRunner:
         return self._conn
 
     def close(self) -> None:
+        """Close the runner's own connection (a later run opens another)."""
         conn, self._conn = self._conn, None
         if conn is not None and self._pid == os.getpid():
             with contextlib.suppress(apsw.Error):
@@ -387,6 +388,7 @@ class SqliteTransactionRunner:
                 conn.close(True)
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
+        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
         from ..transactional import Acknowledged, bad_return, timed_out
 
         now = self._clock.now()
