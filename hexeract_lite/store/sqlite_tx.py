@@ -76,6 +76,7 @@ def message_rows(
             m.target.routing_key,
             max_attempts,
             created_text,
+            m.name,
         )
         for m in messages
     ]
@@ -196,10 +197,17 @@ def _is_readonly(exc: BaseException) -> bool:
 
 
 def _is_duplicate(exc: BaseException) -> bool:
+    """A primary-key (the id) or unique (the name) violation, as the store reads it."""
     if isinstance(exc, apsw.ConstraintError):
-        return getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_PRIMARYKEY
+        return getattr(exc, "extendedresult", None) in (
+            apsw.SQLITE_CONSTRAINT_PRIMARYKEY,
+            apsw.SQLITE_CONSTRAINT_UNIQUE,
+        )
     if isinstance(exc, sqlite3.IntegrityError):
-        return getattr(exc, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_PRIMARYKEY"
+        return getattr(exc, "sqlite_errorname", "") in (
+            "SQLITE_CONSTRAINT_PRIMARYKEY",
+            "SQLITE_CONSTRAINT_UNIQUE",
+        )
     return False
 
 
@@ -261,7 +269,7 @@ def _first_duplicate(
         if sid in seen or caller.execute(statements.exists, (sid.bytes,)):
             return DuplicateSchedule(sid)
         seen.add(sid)
-    return StoreError("insert: a duplicate id vanished")  # pragma: no cover
+    return StoreError("insert: a duplicate id or name vanished")
 
 
 # -- the transactional sink ----------------------------------------------------------
