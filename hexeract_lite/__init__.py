@@ -26,6 +26,7 @@ from .errors import (
     UnsupportedConnection,
 )
 from .handlers import EventRouterSink
+from .interval import Interval
 from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
 from .names import NAME_NAMESPACE, name_id
 from .occurrence import OccurrenceId
@@ -58,6 +59,7 @@ __all__ = [
     "CallableSink",
     "Clock",
     "CronExpression",
+    "Interval",
     "CycleReport",
     "DispatchError",
     "DuplicateSchedule",

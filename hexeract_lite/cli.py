@@ -46,7 +46,7 @@ from . import __version__
 from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
-from .control import SchedulerControl
+from .control import SchedulerControl, default_grid_anchor
 from .errors import (
     InvalidArgument,
     InvalidMessage,
@@ -55,6 +55,7 @@ from .errors import (
     StoreError,
     UsageError,
 )
+from .interval import format_duration
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .names import check_name, name_id
@@ -398,11 +399,14 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
     sub = command(
         "add",
-        "create a schedule: once (--at, --in) or on a cron rule (--cron)",
+        "create a schedule: once (--at, --in), on a cron rule (--cron) or every period (--every)",
         [
             "hexeract scheduler add --in 5m --event-type reminder.due --payload '{\"user\": 42}'",
             "hexeract scheduler add --cron '0 9 * * 1-5' --event-type report.daily"
             " --target bus:reports",
+            "hexeract scheduler add --cron '0 9 * * 1-5' --tz Europe/Paris"
+            " --event-type report.daily",
+            "hexeract scheduler add --every 90m --event-type cache.refresh",
             "hexeract scheduler add --at 2026-03-01T12:00:00Z --event-type invoice.send"
             " --payload @invoice.json",
         ],
@@ -608,7 +612,8 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
 def _message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     """The arguments that describe a message: when (``--at``, ``--in`` when
-    ``once_in``, ``--cron`` with ``--first``), event type, payload, target, budget."""
+    ``once_in``, ``--cron`` with ``--first`` and ``--tz``, ``--every`` with
+    ``--first``), misfire grace, event type, payload, target, budget."""
     when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
     when.add_argument(
         "--at",
@@ -627,13 +632,36 @@ def _message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     when.add_argument(
         "--cron",
         metavar="EXPR",
-        help="fire on a cron rule, in UTC: 5 fields, 6 with leading seconds, or @daily etc.",
+        help="fire on a cron rule, in UTC unless --tz: 5 fields, 6 with leading seconds,"
+        " or @daily etc.",
+    )
+    when.add_argument(
+        "--every",
+        type=parse_duration,
+        metavar="DURATION",
+        help="fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
+        " first one period from now (or at --first)",
+    )
+    sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="how late a firing may be found and still be delivered (e.g. 10m); later, a"
+        " one-shot is dead-lettered with the reason and a recurring schedule skips to its"
+        " next firing (default: no limit, deliver late)",
+    )
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the rule on this IANA time zone's wall clock"
+        " (e.g. Europe/Paris; default UTC); see the README on daylight saving time",
     )
     sub.add_argument(
         "--first",
         type=parse_instant,
         metavar="INSTANT",
-        help="with --cron: the first firing (default: the rule's next instant after now)",
+        help="with --cron: the first firing (default: the rule's next instant after now);"
+        " with --every: the grid's anchor (default: one period from now)",
     )
     sub.add_argument(
         "--event-type",
@@ -707,6 +735,17 @@ def _named_commands(command: Callable[..., argparse.ArgumentParser], conn: Any, 
     )
     _id_argument(sub)
     sub.add_argument("--cron", metavar="EXPR", help="the new rule (a cron schedule only)")
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the new rule on this IANA time zone's wall clock (default UTC)",
+    )
+    sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="the new misfire grace (e.g. 10m)",
+    )
     sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
     sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
     sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
@@ -888,10 +927,31 @@ def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
+    data.update(_rule_fields(snapshot))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
         data["payload"] = json.loads(snapshot.payload_json)
     return data
+
+
+def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
+    """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
+    grace when one is set; nothing for a UTC cron rule or a one-shot without a grace
+    (their listings are as they always were)."""
+    trigger = snapshot.trigger
+    expr, interval = trigger.cron_expression, trigger.interval
+    fields: dict[str, str] = {}
+    if expr is not None and expr.tz != "UTC":
+        fields["tz"] = expr.tz
+    if interval is not None:
+        fields["every"] = format_duration(interval.every)
+        fields["anchor"] = _ts(interval.anchor)
+    if snapshot.misfire_grace is not None:
+        fields["misfire_grace"] = format_duration(snapshot.misfire_grace)
+    return fields
+
+
+_FIELD_NAMES = {"tz": "time zone", "misfire_grace": "misfire grace"}
 
 
 def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
@@ -910,6 +970,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("event type", one_line(s.event_type)),
         ("target", one_line(s.target.label())),
         ("trigger", one_line(s.trigger.label())),
+        *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
         ("scheduled for", _ts(s.scheduled_for)),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
@@ -1052,16 +1113,45 @@ def _cmd_schema(args: argparse.Namespace, ctx: _Context) -> int:
     return EXIT_OK
 
 
-def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledMessage:
-    """The message ``add`` or ``ensure`` describes; a ``--first`` that is not an instant
-    of the rule is kept (it fires then, then on the rule), with a note on stderr."""
+def _message_from_args(
+    args: argparse.Namespace, name: str | None, *, declared: bool = False
+) -> ScheduledMessage:
+    """The message ``add`` or ``ensure`` (``declared``) describes; a ``--first`` that
+    is not an instant of the rule is kept (it fires then, then on the rule), with a
+    note on stderr. ``--every`` without ``--first``: anchored one period from now, or
+    for ``ensure`` on the epoch's grid (so that declaring it again is unchanged)."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
     schedule_id = getattr(args, "schedule_id", None)
-    if args.first is not None and args.cron is None:
-        raise UsageError("--first goes with --cron only")
+    if args.first is not None and args.cron is None and args.every is None:
+        raise UsageError("--first goes with --cron or --every only")
+    if args.tz is not None and args.cron is None:
+        raise UsageError(
+            f"--tz {args.tz!r} goes with --cron only (a one-shot's --at names its own offset;"
+            " an interval is a fixed period)"
+        )
+    if args.every is not None:
+        try:
+            if args.first is not None:
+                anchor = args.first
+            elif declared:
+                anchor = default_grid_anchor(args.every, now)
+            else:
+                anchor = now + args.every
+        except OverflowError:
+            raise UsageError(f"--every {args.every} reaches past the year 9999") from None
+        return ScheduledMessage.every(
+            args.target,
+            args.every,
+            anchor,
+            args.event_type,
+            payload,
+            schedule_id=schedule_id,
+            name=name,
+            misfire_grace=args.misfire_grace,
+        )
     if args.cron is not None:
-        expression = CronExpression.parse(args.cron)
+        expression = CronExpression.parse(args.cron, tz=args.tz)
         first = args.first
         if first is None:
             first = expression.next_occurrence(now)
@@ -1081,6 +1171,7 @@ def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledM
             payload,
             schedule_id=schedule_id,
             name=name,
+            misfire_grace=args.misfire_grace,
         )
     in_: timedelta | None = getattr(args, "in_", None)
     try:
@@ -1088,7 +1179,13 @@ def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledM
     except OverflowError:
         raise UsageError(f"--in {in_} reaches past the year 9999") from None
     return ScheduledMessage.delay(
-        args.target, at, args.event_type, payload, schedule_id=schedule_id, name=name
+        args.target,
+        at,
+        args.event_type,
+        payload,
+        schedule_id=schedule_id,
+        name=name,
+        misfire_grace=args.misfire_grace,
     )
 
 
@@ -1117,7 +1214,7 @@ def _print_change(
 
 
 def _cmd_ensure(args: argparse.Namespace, ctx: _Context) -> int:
-    message = _message_from_args(args, args.name)
+    message = _message_from_args(args, args.name, declared=True)
     with ctx.store(create=True) as store:
         result = store.ensure(message, args.max_attempts)
         snapshot = SchedulerControl(store).inspect(message.schedule_id)
@@ -1145,6 +1242,8 @@ def _cmd_reschedule(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_update(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.tz is not None and args.cron is None:
+        raise UsageError(f"--tz {args.tz!r} goes with --cron only")
     fields: dict[str, Any] = {
         "cron": args.cron,
         "event_type": args.event_type,
@@ -1153,10 +1252,15 @@ def _cmd_update(args: argparse.Namespace, ctx: _Context) -> int:
     }
     if args.payload is not None:
         fields["payload"] = args.payload.value
+    if args.misfire_grace is not None:
+        fields["misfire_grace"] = args.misfire_grace
     if all(v is None for v in fields.values()):
         raise UsageError(
-            "give at least one of --payload, --cron, --target, --event-type, --max-attempts"
+            "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
+            " --misfire-grace"
         )
+    if args.tz is not None:
+        fields["tz"] = args.tz
     with ctx.store(create=False) as store:
         sid = _schedule_id(args, store)
         control = SchedulerControl(store)

@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from .clock import Clock
 from .errors import DispatchError
 from .message import ScheduledMessage
-from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult
+from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult, missed_result
 from .sinks import ScheduleSink, _bad_return, _discard, is_async_sink
 from .snapshot import LeasedOccurrence
 
@@ -98,10 +98,17 @@ def take_turn(
     clock: Clock, stopping: Callable[[], bool], occ: LeasedOccurrence
 ) -> DispatchResult | None:
     """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
-    :data:`LEASE_EXPIRED` when its lease has run out, else None (dispatch it)."""
+    :data:`LEASE_EXPIRED` when its lease has run out, a ``MISSED`` result when it is
+    found, at its first attempt, later than its schedule's misfire grace, else None
+    (dispatch it)."""
     if stopping():
         return NOT_DISPATCHED
-    if occ.leased_until > clock.now():
+    now = clock.now()
+    if occ.leased_until > now:
+        missed = missed_result(occ, now)
+        if missed is not None:
+            log_occurrence(clock, logging.WARNING, "%(reason)s", occ, reason=missed.error)
+            return missed
         log_occurrence(
             clock, logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ
         )

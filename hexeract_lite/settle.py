@@ -7,13 +7,17 @@ once its turn is over (a pure function: no store, no clock, no I/O):
 what happened at its turn       the settlement
 ==============================  ======================================================
 dispatched, delay trigger       ``delivered``
-dispatched, cron trigger        ``reschedule`` to ``next_due(now, scheduled_for)``, the
-                                first cron instant after both (missed ticks collapse
-                                into one catch-up); ``delivered`` when the expression
-                                has no further instant
+dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)``, the
+                                first instant of the rule after both (missed ticks
+                                collapse into one catch-up); ``delivered`` when the
+                                rule has no further instant
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
+missed (found, at its first     one-shot: ``dead_lettered`` with the reason (replayable);
+attempt, later than its         recurring: ``reschedule`` to ``next_due(now,
+misfire grace)                  scheduled_for)`` without dispatch (``delivered`` when
+                                the rule has no further instant)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
 lease expired before its turn   nothing: another worker may own it now
@@ -29,6 +33,7 @@ from datetime import datetime
 
 import attrs
 
+from ._time import rfc3339
 from .retry import RandomSource, RetryPolicy
 from .snapshot import LeasedOccurrence
 from .store.base import Settlement, SettlementKind
@@ -42,6 +47,7 @@ __all__ = [
     "DispatchResult",
     "ResultKind",
     "error_text",
+    "missed_result",
     "outcome_of",
     "settlement_for",
 ]
@@ -76,6 +82,8 @@ class ResultKind(enum.Enum):
     """Never handed to the sink: the worker is stopping."""
     LEASE_EXPIRED = "lease expired"
     """Never handed to the sink: its lease ran out before its turn."""
+    MISSED = "missed"
+    """Never handed to the sink: found later than its schedule's misfire grace."""
 
 
 @attrs.frozen
@@ -90,6 +98,24 @@ class DispatchResult:
     def failed(cls, error: BaseException | str) -> DispatchResult:
         """A failed dispatch with ``error``."""
         return cls(ResultKind.FAILED, error)
+
+
+def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
+    """A ``MISSED`` result, with the reason, when ``occurrence`` is at its first attempt
+    and ``now`` is later than its ``scheduled_for`` by more than its schedule's misfire
+    grace; None otherwise (no grace, on time, or a retry: a retry waits on purpose)."""
+    msg = occurrence.message
+    grace = msg.misfire_grace
+    if grace is None or occurrence.attempts != 1:
+        return None
+    late = now - msg.scheduled_for
+    if late <= grace:
+        return None
+    return DispatchResult(
+        ResultKind.MISSED,
+        f"missed: due {rfc3339(msg.scheduled_for)}, found {rfc3339(now)}, {late} late,"
+        f" beyond its misfire grace of {grace}; not delivered",
+    )
 
 
 SUCCEEDED = DispatchResult(ResultKind.SUCCEEDED)
@@ -113,8 +139,7 @@ def settlement_for(
     msg = occurrence.message
     kind = result.kind
     if kind is ResultKind.SUCCEEDED:
-        expr = msg.trigger.cron_expression
-        nxt = None if expr is None else expr.next_due(now, msg.scheduled_for)
+        nxt = msg.trigger.next_due(now, msg.scheduled_for)
         if nxt is None:
             return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
         return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
@@ -124,6 +149,14 @@ def settlement_for(
             return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
         delay = policy.next_delay(occurrence.attempts, rng)
         return Settlement.failed(msg.schedule_id, delay, text, occurrence.leased_until)
+    if kind is ResultKind.MISSED:
+        if msg.trigger.is_recurring:  # skip the stale firing, go on at the next instant
+            nxt = msg.trigger.next_due(now, msg.scheduled_for)
+            if nxt is not None:
+                return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
+            return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
+        text = error_text(result.error if result.error is not None else "missed")
+        return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
     if kind is ResultKind.NOT_DISPATCHED:
         return Settlement.released(msg.schedule_id, occurrence.leased_until)
     return None

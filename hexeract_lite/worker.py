@@ -14,7 +14,7 @@ in a loop):
    worker may own it now; the worker is stopping: not dispatched; else dispatched to
    the sink under ``dispatch_timeout``.
 4. The whole batch is settled in one ``store.settle(...)`` (one transaction), by the
-   rule of :func:`hexeract_lite.settle.settlement_for`: delivered, rescheduled (cron),
+   rule of :func:`hexeract_lite.settle.settlement_for`: delivered, rescheduled (cron, interval),
    retried after the :class:`~hexeract_lite.retry.RetryPolicy` delay, dead-lettered
    (exhausted), or **released** when it was not dispatched (the claim's attempt given
    back, claimable again at once). Each item is fenced by the claim's

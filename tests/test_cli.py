@@ -236,7 +236,7 @@ def test_domain_rejections_are_usage_errors(cli: Cli, db: Path) -> None:
         "2026-03-01T12:00:00Z",
     )
     assert first_alone.code == 2
-    assert "--first goes with --cron only" in first_alone.err
+    assert "--first goes with --cron or --every only" in first_alone.err
     assert not db.exists()
 
 

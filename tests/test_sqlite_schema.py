@@ -20,6 +20,7 @@ from hexeract_lite.store.schema import (
     sqlite_ddl,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
+    sqlite_unique_index_ddl,
 )
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
 
@@ -41,7 +42,8 @@ VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 SQLITE_DDL_DIGESTS = {
     2: "7c0f31460d9ed190a1b832edef3fa722c798dcf2b1ba4ab34f9d55ee89db2285",
-    3: "c93245041f0f7b3506d687f5ec69d5f912d66103536205e078a4f5962eae6899",
+    3: "c93245041f0f7b3506d687f5ec69d5f912d66103536205e078a4f5962eae6899",  # name
+    4: "890d2d57d60372ce42fae63653b32bfd7e8719bc5011b7d59fe9479d8997603b",  # misfire_grace_ms
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -126,12 +128,22 @@ OLD_V1_EXTRAS = {
 
 def _old_v1_file(path: Path, layout: str, version: int = 1) -> list[uuid.UUID]:
     """A WAL file as a version-1 hexeract_lite left it (or, with ``version=2`` and the
-    current extra indexes, a version-2 one), with two due rows: the reference's table
-    (versions 1 and 2 had its columns only)."""
+    current extra indexes, a version-2 one; with layout ``"version 3"`` and
+    ``version=3``, a version-3 one: named schedules' columns and index, no
+    ``misfire_grace_ms``), with two due rows: the reference's table (versions 1 and 2
+    had its columns only)."""
     conn = apsw.Connection(str(path))
     conn.pragma("journal_mode", "wal")
     conn.execute(REFERENCE_DDL)
-    extras = sqlite_extra_index_ddl(TABLE) if layout == "version 2" else OLD_V1_EXTRAS[layout]
+    if layout == "version 3":
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN name TEXT")
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN next_after_lease TEXT")
+    if layout in ("version 2", "version 3"):
+        extras = list(sqlite_extra_index_ddl(TABLE))
+        if layout == "version 3":
+            extras += sqlite_unique_index_ddl(TABLE)
+    else:
+        extras = OLD_V1_EXTRAS[layout]
     for ddl in (*sqlite_reference_index_ddl(TABLE), *extras):
         conn.execute(ddl)
     conn.execute(
@@ -195,7 +207,7 @@ def _reference_statements() -> dict[str, str]:
 @pytest.mark.skipif(
     not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
 )
-@pytest.mark.parametrize("start", ["reference", "old version 1", "version 2"])
+@pytest.mark.parametrize("start", ["reference", "old version 1", "version 2", "version 3"])
 def test_the_references_own_statements_work_on_an_upgraded_table(
     tmp_path: Path, start: str
 ) -> None:
@@ -209,6 +221,8 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         conn.close()
     elif start == "version 2":
         _old_v1_file(db, "version 2", version=2)
+    elif start == "version 3":
+        _old_v1_file(db, "version 3", version=3)
     else:
         _old_v1_file(db, "spaced")
     SqliteScheduleStore.open(db).close()
@@ -274,12 +288,52 @@ def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None
         msg = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", event_type="b", name="a.b")
         assert store.ensure(msg, 3).value == "created"
         assert [s.name for s in store.list_named("a.")] == ["a.b"]
-    assert _version(db) == SCHEMA_VERSION == 3
+    assert _version(db) == SCHEMA_VERSION == 4
     assert f"idx_{TABLE}_name" in _names(db)
+    with SqliteScheduleStore.open(db) as store:  # and 3 -> 4 ran too: the grace is kept
+        late = ScheduledMessage.delay(
+            Target.outbox(), T0, "e", {}, misfire_grace=timedelta(minutes=10)
+        )
+        store.insert(late, 3)
+        snap = store.inspect(late.schedule_id)
+        assert snap is not None and snap.misfire_grace == timedelta(minutes=10)
     conn = apsw.Connection(str(db))
     try:
         with pytest.raises(apsw.ConstraintError):
             conn.execute(f"UPDATE {TABLE} SET name = 'a.b' WHERE schedule_id = ?", (ids[0].bytes,))
+    finally:
+        conn.close()
+
+
+def test_a_version_3_file_is_upgraded_to_the_misfire_grace(tmp_path: Path) -> None:
+    """3 → 4 (issue 14): a file at version 3 (named schedules, no ``misfire_grace_ms``)
+    keeps its rows, names and index and gains the column; a read-only open reads it
+    with no grace and leaves it as it was."""
+    db = tmp_path / "v3.db"
+    ids = _old_v1_file(db, "version 3", version=3)
+    conn = apsw.Connection(str(db))
+    conn.execute(f"UPDATE {TABLE} SET name = 'a.one' WHERE schedule_id = ?", (ids[0].bytes,))
+    conn.close()
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        snap = store.inspect(ids[0])
+        assert snap is not None and snap.name == "a.one" and snap.misfire_grace is None
+    assert db.read_bytes() == before, "a read-only open changed the file"
+    with SqliteScheduleStore.open(db) as store:
+        assert {s.schedule_id for s in store.list_pending()} == set(ids), "the rows stay"
+        assert [s.name for s in store.list_named("a.")] == ["a.one"]
+        grace = timedelta(minutes=5)
+        msg = ScheduledMessage.cron(
+            Target.mediator(), "0 3 * * *", event_type="b", name="a.b", misfire_grace=grace
+        )
+        assert store.ensure(msg, 3).value == "created"
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.misfire_grace == grace
+    assert _version(db) == SCHEMA_VERSION == 4
+    conn = apsw.Connection(str(db))
+    try:
+        columns = [str(row[1]) for row in conn.execute(f"PRAGMA table_info({TABLE})")]
+        assert columns[-3:] == ["name", "next_after_lease", "misfire_grace_ms"]
     finally:
         conn.close()
 

@@ -67,6 +67,7 @@ from ..message import (
     ScheduledMessage,
     Target,
     _check_event_type,
+    check_grace,
     encode_payload,
     validate_message,
 )
@@ -673,6 +674,7 @@ def check_export(after: object, limit: object) -> uuid.UUID | None:
 _RECORD_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=True)
 _RECORD_OPTIONAL_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=False)
 _RECORD_INTS = columns_of_kind(ColumnKind.INT)
+_RECORD_OPTIONAL_BIGINTS = columns_of_kind(ColumnKind.BIGINT, required=False)
 _RECORD_FLAGS = columns_of_kind(ColumnKind.BOOL)
 _RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
 _RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
@@ -710,6 +712,12 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
             value = getattr(record, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
+        for name in _RECORD_OPTIONAL_BIGINTS:
+            value = getattr(record, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
+            ):
+                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
         for name in _RECORD_FLAGS:
             value = getattr(record, name)
             if not isinstance(value, bool):
@@ -739,6 +747,8 @@ def check_change(change: object) -> Change:
         check_max_attempts(change.max_attempts)
     if change.cron is not None and not isinstance(change.cron, CronExpression):
         raise InvalidArgument(f"cron must be a CronExpression, got {change.cron!r:.200}")
+    if change.set_misfire_grace:
+        check_grace(change.misfire_grace)
     if change.payload_json is not None:
         try:
             text = encode_payload(json.loads(change.payload_json))

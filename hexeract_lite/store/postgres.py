@@ -133,7 +133,7 @@ from .postgres_session import (
     store_error,
 )
 from .postgres_sql import Statements
-from .record import ScheduleRecord
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 
@@ -403,6 +403,7 @@ class PostgresScheduleStore(SettlingStore):
             target_kinds=[m.target.kind for m in messages],
             routing_keys=[m.target.routing_key for m in messages],
             names=[m.name for m in messages],
+            graces=[grace_ms(m.misfire_grace) for m in messages],
         )
         if connection is not None:
             from .postgres_tx import insert_within

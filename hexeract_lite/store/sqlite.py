@@ -62,7 +62,7 @@ from .base import (
 from .changes import Plan
 from .columns import COLUMN_NAMES
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
-from .record import ScheduleRecord
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 from .sqlite_codec import (
@@ -621,6 +621,7 @@ class SqliteScheduleStore(SettlingStore):
             max_attempts,
             format_ts(self._now()),
             message.name,
+            grace_ms(message.misfire_grace),
         )
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
@@ -676,6 +677,7 @@ class SqliteScheduleStore(SettlingStore):
                 max_attempts,
                 created,
                 m.name,
+                grace_ms(m.misfire_grace),
             )
             for m in messages
         ]

@@ -68,15 +68,22 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
 - 1: instants normalised to ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text;
 - 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
   defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
-  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone).
+  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
+- 3: the nullable ``name`` and ``next_after_lease`` columns and the unique index
+  ``idx_<table>_name`` (named schedules);
+- 4: the ``misfire_grace_ms`` column (``INTEGER``, NULL: no grace).
 """
+NAMED_COLUMNS = ("name", "next_after_lease")
+"""The columns step 2 → 3 adds."""
+GRACE_COLUMNS = ("misfire_grace_ms",)
+"""The column step 3 → 4 adds."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -536,18 +543,31 @@ def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
     at this version already does), and the unique index on ``name`` over the rows that
     have one. Nullable without a default: the reference's statements, which name their
     columns, work on the table as before."""
-    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-    for column in COLUMNS:
-        if not column.reference and column.name not in present:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
+    _add_columns(conn, table, NAMED_COLUMNS)
     for ddl in sqlite_unique_index_ddl(table):
         conn.execute(ddl)
+
+
+def _upgrade_to_4(conn: apsw.Connection, table: str) -> None:
+    """3 → 4: the misfire grace (issue 14): the nullable ``misfire_grace_ms`` column,
+    added unless the table has it (a table created at this version already does). The
+    reference's statements never name it; its inserts leave it NULL (no grace)."""
+    _add_columns(conn, table, GRACE_COLUMNS)
+
+
+def _add_columns(conn: apsw.Connection, table: str, names: tuple[str, ...]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for each of ``names`` the table lacks."""
+    present = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column in COLUMNS:
+        if column.name in names and column.name not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
 
 
 UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_1,
     _upgrade_to_2,
     _upgrade_to_3,
+    _upgrade_to_4,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION
