@@ -603,11 +603,6 @@ class SqliteScheduleStore(SettlingStore):
         check_max_attempts(max_attempts)
         validate_message(message)
         self._writable("insert")
-        if connection is not None:
-            insert_within(
-                connection, self._path, self._sql, [message], max_attempts, self._now(), "insert"
-            )
-            return
         trigger, target = message.trigger, message.target
         row = (
             message.schedule_id.bytes,
@@ -623,6 +618,9 @@ class SqliteScheduleStore(SettlingStore):
             message.name,
             grace_ms(message.misfire_grace),
         )
+        if connection is not None:
+            insert_within(connection, self._path, self._sql, [message], [row], "insert")
+            return
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
         with self._lock:
@@ -649,19 +647,7 @@ class SqliteScheduleStore(SettlingStore):
         (the batch is all or nothing inside the caller's transaction)."""
         check_max_attempts(max_attempts)
         messages = check_messages(messages)
-        if connection is not None:
-            self._writable("insert_many")
-            insert_within(
-                connection,
-                self._path,
-                self._sql,
-                messages,
-                max_attempts,
-                self._now(),
-                "insert_many",
-            )
-            return
-        if not messages:
+        if not messages and connection is None:
             return
         created = format_ts(self._now())
         rows = [
@@ -681,6 +667,10 @@ class SqliteScheduleStore(SettlingStore):
             )
             for m in messages
         ]
+        if connection is not None:
+            self._writable("insert_many")
+            insert_within(connection, self._path, self._sql, messages, rows, "insert_many")
+            return
         try:
             with self._write("insert_many") as cur:
                 cur.executemany(self._sql.insert, rows)

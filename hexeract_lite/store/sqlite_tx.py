@@ -34,12 +34,10 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from .._time import format_ts
 from ..clock import Clock
 from ..errors import DuplicateSchedule, InvalidArgument, StoreError
 from ..message import ScheduledMessage
@@ -54,32 +52,9 @@ if TYPE_CHECKING:
     from ..retry import RetryPolicy
     from .sqlite import SqliteScheduleStore
 
-__all__ = ["SqliteTransactionRunner", "insert_within", "message_rows"]
+__all__ = ["SqliteTransactionRunner", "insert_within", "shares_sqlite_with_apsw"]
 
 _SAVEPOINT = "hexeract_lite_insert"
-
-
-def message_rows(
-    messages: Sequence[ScheduledMessage], max_attempts: int, created: datetime
-) -> list[tuple[Any, ...]]:
-    """The parameters of :attr:`SqliteStatements.insert` for each message."""
-    created_text = format_ts(created)
-    return [
-        (
-            m.schedule_id.bytes,
-            m.event_type,
-            m.payload_json,
-            m.trigger.kind,
-            m.trigger.expression,
-            format_ts(m.scheduled_for),
-            m.target.kind,
-            m.target.routing_key,
-            max_attempts,
-            created_text,
-            m.name,
-        )
-        for m in messages
-    ]
 
 
 def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
@@ -216,11 +191,11 @@ def insert_within(
     path: os.PathLike[str] | str,
     statements: SqliteStatements,
     messages: Sequence[ScheduledMessage],
-    max_attempts: int,
-    now: datetime,
+    rows: Sequence[Sequence[Any]],
     what: str,
 ) -> None:
-    """Insert ``messages`` through the caller's ``connection`` inside its transaction.
+    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`,
+    as the store builds them) through the caller's ``connection`` inside its transaction.
 
     The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` open on
     ``path``, writable, usable from this thread, with a transaction open (a sqlite3
@@ -231,7 +206,8 @@ def insert_within(
     the caller's transaction stays open either way, and nothing is committed.
     """
     caller = _check(connection, path, what)
-    rows = message_rows(messages, max_attempts, now)
+    if not rows:
+        return
     try:
         if caller.kind == "sqlite3" and not caller.conn.in_transaction:
             level = caller.conn.isolation_level or ""
