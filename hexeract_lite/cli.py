@@ -59,11 +59,15 @@ from .interval import format_duration
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .names import check_name, name_id
+from .settle import error_summary
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
+from .store.listing import LIST_STATUSES, check_glob, check_prune
 from .store.schema import DEFAULT_TABLE, validate_table_name
+from .store.stats import StoreStats
 from .trigger import CronExpression
+from .upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
 from .worker import SchedulerWorker, SchedulerWorkerConfig
 
 __all__ = ["UsageError", "main"]  # UsageError: defined here before errors.py had it
@@ -363,12 +367,84 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler, cmd_parser=sub)
         return sub
 
-    command(
+    sub = command(
         "list",
-        "list pending and paused schedules, soonest first",
-        ["hexeract scheduler list --limit 20", "hexeract scheduler list --format json | jq ."],
+        "list pending and paused schedules, soonest first; or filter by status",
+        [
+            "hexeract scheduler list --limit 20",
+            "hexeract scheduler list --format json | jq .",
+            "hexeract scheduler list --status delivered --event-type 'invoice.*' --limit 500",
+        ],
         [conn, fmt, limit],
         _cmd_list,
+        description="List schedules. Without --status, --event-type or --after: pending and"
+        " paused ones, soonest first. With any of them: every schedule that matches, in"
+        " schedule id order; page through a large table with --after set to the last id"
+        " printed. JSON output includes each payload.",
+    )
+    _filter_arguments(sub, statuses=True)
+    sub.add_argument(
+        "--after",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="list only schedules whose id sorts after this one (keyset pagination)",
+    )
+    command(
+        "stats",
+        "count schedules by status, due, in flight, in backoff; the oldest lag",
+        ["hexeract scheduler stats", "hexeract scheduler stats --format json"],
+        [conn, fmt],
+        _cmd_stats,
+        description="Count schedules by status, those due now and not claimed, in flight"
+        " and in retry backoff; show how late the oldest due one is, the next wake-up,"
+        " and for SQLite the size of the file and its WAL. Reads only; counts on indexes,"
+        " so it answers fast at any table size.",
+    )
+    sub = command(
+        "prune",
+        "delete delivered and cancelled schedules that ended long ago",
+        [
+            "hexeract scheduler prune --older-than 30d --dry-run",
+            "hexeract scheduler prune --older-than 7d --include-dead-letters",
+        ],
+        [conn],
+        _cmd_prune,
+        description="Delete delivered and cancelled schedules (and, with"
+        " --include-dead-letters, dead-lettered ones) that ended more than --older-than"
+        " ago, in batches of --batch-size rows per transaction so workers are never held"
+        " up for long. Never touches a pending or paused schedule (a recurring one"
+        " included). On SQLite the space goes back to the file system (files created by"
+        " older versions need `hexeract scheduler vacuum` once). Prints how many were"
+        " deleted; --dry-run only counts them.",
+    )
+    sub.add_argument(
+        "--older-than",
+        required=True,
+        type=parse_duration,
+        metavar="DURATION",
+        help="how long ago a schedule must have ended (e.g. 30d, 12h)",
+    )
+    sub.add_argument(
+        "--include-dead-letters", action="store_true", help="also delete old dead letters"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})",
+    )
+    command(
+        "vacuum",
+        "rebuild a SQLite file so that it shrinks and prune gives space back",
+        ["hexeract scheduler vacuum --conn /var/lib/myapp/scheduler.db"],
+        [conn],
+        _cmd_vacuum,
+        description="Rebuild a SQLite file with incremental auto-vacuum (files created"
+        " before this version lack it) and return its free pages to the file system. Holds"
+        " the write lock while it copies the file: run it when the workers are quiet."
+        " SQLite only (PostgreSQL's autovacuum does this job).",
     )
     sub = command(
         "inspect",
@@ -537,13 +613,37 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     )
     sub = command(
         "replay",
-        "replay a dead-lettered schedule: attempts reset, last error cleared, due now",
-        ["hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+        "replay a dead-lettered schedule, or all of them: attempts reset, last error"
+        " cleared, due now",
+        [
+            "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
+            "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
+        ],
         [conn],
         _cmd_replay,
         into=dead_cmds,
     )
-    _id_argument(sub)
+    sub.add_argument(
+        "schedule_id",
+        nargs="?",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="the schedule's UUID (or --all)",
+    )
+    sub.add_argument(
+        "--all",
+        action="store_true",
+        help="replay every dead letter (matching --event-type), in batches of --batch-size"
+        " per transaction; prints how many were replayed",
+    )
+    _filter_arguments(sub, statuses=False)
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})",
+    )
 
     sub = command(
         "worker",
@@ -763,6 +863,27 @@ def _named_commands(command: Callable[..., argparse.ArgumentParser], conn: Any, 
     _id_argument(sub)
 
 
+def _filter_arguments(sub: argparse.ArgumentParser, *, statuses: bool) -> None:
+    if statuses:
+        sub.add_argument(
+            "--status",
+            choices=LIST_STATUSES,
+            help="list only schedules with this status (all: every status)",
+        )
+    sub.add_argument(
+        "--event-type",
+        metavar="GLOB",
+        help="only schedules whose event type matches this glob (* any run, ? one character)",
+    )
+    if statuses:
+        sub.add_argument(
+            "--name",
+            dest="name_glob",
+            metavar="GLOB",
+            help="only named schedules matching this glob",
+        )
+
+
 def _id_argument(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "schedule_id",
@@ -913,24 +1034,31 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
                 one_line(s.trigger.label()),
                 one_line(s.event_type),
                 _ts(s.dead_lettered_at),
-                one_line(s.last_error, LAST_ERROR_WIDTH),
+                one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
             for s in snapshots
         ],
     )
 
 
-def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
-    """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
-    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
-    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+def snapshot_json(
+    snapshot: Listed, *, detail: bool = False, payload: bool = False
+) -> dict[str, object]:
+    """A listing's JSON object; with ``payload`` also the payload, with ``detail``
+    (``inspect``) the payload and the occurrence id of the next firing. A malformed
+    row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
+    "malformed": <reason>}``."""
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
     data.update(_rule_fields(snapshot))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
-        data["payload"] = json.loads(snapshot.payload_json)
+    if detail or payload:
+        try:
+            data["payload"] = json.loads(snapshot.payload_json)
+        except ValueError:  # a hand-edited row: shown as stored
+            data["payload"] = snapshot.payload_json
     return data
 
 
@@ -961,7 +1089,8 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
-    """The text of ``scheduler inspect``: one ``field  value`` line per field."""
+    """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
+    error`` its exception line), then the traceback kept with the error, if any."""
     s = snapshot
     fields = [
         ("schedule id", str(s.schedule_id)),
@@ -975,7 +1104,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         ("leased until", _ts(s.leased_until)),
-        ("last error", one_line(s.last_error)),
+        ("last error", one_line(error_summary(s.last_error))),
         ("created at", _ts(s.created_at)),
         ("delivered at", _ts(s.delivered_at)),
         ("cancelled at", _ts(s.cancelled_at)),
@@ -983,7 +1112,11 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("payload", s.payload_json),
     ]
     width = max(len(name) for name, _ in fields)
-    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    text = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    story = (s.last_error or "").split("\n")[1:]
+    if story:  # the traceback kept with the error, each line cleaned of control characters
+        text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
+    return text
 
 
 def _dump_json(value: object) -> str:
@@ -1028,10 +1161,25 @@ Handler = Callable[[argparse.Namespace, _Context], int]
 
 
 def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
+    filters = (args.status, args.event_type, args.after, args.name_glob)
+    filtered = any(value is not None for value in filters)
+    check_glob(args.event_type)  # before the store opens: bad input touches nothing
+    check_glob(args.name_glob, "name")
     with ctx.store(create=False, readonly=True) as store:
-        rows = SchedulerControl(store).list_pending(args.limit)
+        if filtered:
+            rows = store.list_schedules(
+                status=args.status,
+                event_type=args.event_type,
+                after=args.after,
+                limit=args.limit,
+                name=args.name_glob,
+            )
+        else:
+            rows = SchedulerControl(store).list_pending(args.limit)
     if args.format == "json":
-        ctx.print(_dump_json([snapshot_json(s) for s in rows]))
+        ctx.print(_dump_json([snapshot_json(s, payload=True) for s in rows]))
+    elif filtered and not rows:
+        ctx.print("no matching schedules")
     else:
         ctx.print(format_pending(rows))
     return EXIT_OK
@@ -1044,6 +1192,83 @@ def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
         ctx.print(_dump_json([snapshot_json(s) for s in rows]))
     else:
         ctx.print(format_dead_letter(rows))
+    return EXIT_OK
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024  # type: ignore[assignment]
+    return "-"  # pragma: no cover
+
+
+def format_stats(stats: StoreStats) -> str:
+    """The text of ``scheduler stats``: one ``field  value`` line per figure."""
+    lag = stats.oldest_due_lag
+    fields = [
+        ("pending", str(stats.pending)),
+        ("paused", str(stats.paused)),
+        ("delivered", str(stats.delivered)),
+        ("cancelled", str(stats.cancelled)),
+        ("dead-lettered", str(stats.dead_lettered)),
+        ("total", str(stats.total)),
+        ("due, not claimed", str(stats.due)),
+        ("in flight", str(stats.in_flight)),
+        ("in retry backoff", str(stats.in_backoff)),
+        ("oldest due lag", "-" if lag is None else f"{lag.total_seconds():.3f} s"),
+        ("next wake-up", _ts(stats.next_wakeup)),
+        ("file size", _size(stats.file_bytes)),
+        ("WAL size", _size(stats.wal_bytes)),
+    ]
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+
+
+def _cmd_stats(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False, readonly=True) as store:
+        stats = store.stats()
+    if args.format == "json":
+        ctx.print(_dump_json(stats.as_json()))
+    else:
+        ctx.print(format_stats(stats))
+    return EXIT_OK
+
+
+def _cmd_prune(args: argparse.Namespace, ctx: _Context) -> int:
+    statuses = ["delivered", "cancelled"]
+    if args.include_dead_letters:
+        statuses.append("dead-lettered")
+    older_than, _ = check_prune(args.older_than, statuses)  # before the store opens
+    progress = Progress("pruned")
+    with ctx.store(create=False, readonly=args.dry_run) as store:
+        count = store.prune(
+            older_than,
+            statuses=statuses,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    progress.done()
+    noun = "schedule" if count == 1 else "schedules"
+    verb = "Would prune" if args.dry_run else "Pruned"
+    ctx.print(f"{verb} {count} {noun}.")
+    return EXIT_OK
+
+
+def _cmd_vacuum(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        vacuum = getattr(store, "vacuum", None)
+        if not callable(vacuum):
+            raise InvalidArgument(
+                "vacuum is for SQLite files; PostgreSQL's autovacuum reclaims space itself"
+            )
+        before = store.stats().file_bytes
+        vacuum()
+        after = store.stats().file_bytes
+    ctx.print(f"Vacuumed: {_size(before)} -> {_size(after)}.")
     return EXIT_OK
 
 
@@ -1089,6 +1314,20 @@ def _cmd_control(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.all == (args.schedule_id is not None):
+        raise InvalidArgument("give either a SCHEDULE_ID or --all (not both, not neither)")
+    if args.event_type is not None and not args.all:
+        raise InvalidArgument("--event-type only goes with --all")
+    if args.all:
+        check_glob(args.event_type)
+        progress = Progress("replayed")
+        with ctx.store(create=False) as store:
+            count = replay_all(
+                store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
+            )
+        progress.done()
+        ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
+        return EXIT_OK
     with ctx.store(create=False) as store:
         sid = _schedule_id(args, store)
         SchedulerControl(store).replay(sid)
@@ -1315,7 +1554,9 @@ def _cmd_migrate(args: argparse.Namespace, ctx: _Context) -> int:
         contextlib.closing(open_store(source, table=source_table, create=False)) as src,
         contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
     ):
-        report = migrate(src, dst, batch_size=args.batch_size)
+        progress = Progress("read")
+        report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
+    progress.done()
     if args.format == "json":
         data: dict[str, object] = {
             "source": source.display(),

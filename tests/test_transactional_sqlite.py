@@ -484,3 +484,15 @@ def test_async_worker_runs_the_transactional_sink(store: SqliteScheduleStore, db
 
     asyncio.run(main())
     assert rows(db, "SELECT count(*) FROM effects") == 2
+
+
+def test_hooks_see_transactional_deliveries(store: SqliteScheduleStore) -> None:
+    from hexeract_lite.hooks import Delivered, WorkerEvent
+
+    got: list[WorkerEvent] = []
+    store.insert_many([due(1), due(2)], 3)
+    worker = SchedulerWorker(store, TransactionalSink(effect), CONFIG, hooks=[got.append])
+    assert worker.run_once().delivered == 2
+    delivered = [e for e in got if isinstance(e, Delivered)]
+    assert len(delivered) == 2
+    assert all(e.duration > timedelta(0) for e in delivered)

@@ -42,6 +42,7 @@ from .schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
+    sqlite_retention_index_ddl,
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
@@ -68,7 +69,7 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -78,8 +79,14 @@ SCHEMA_VERSION = 4
   of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
 - 3: the nullable ``name`` and ``next_after_lease`` columns and the unique index
   ``idx_<table>_name`` (named schedules);
-- 4: the ``misfire_grace_ms`` column (``INTEGER``, NULL: no grace).
+- 4: the ``misfire_grace_ms`` column (``INTEGER``, NULL: no grace);
+- 5: delivered and cancelled rows indexed by when they ended
+  (:func:`~hexeract_lite.store.schema.sqlite_retention_index_ddl`), for ``stats`` and
+  ``prune``.
 """
+WAL_SIZE_LIMIT = 1 << 20
+"""``PRAGMA journal_size_limit`` of every connection: the WAL is truncated to at most
+this many bytes after a checkpoint."""
 NAMED_COLUMNS = ("name", "next_after_lease")
 """The columns step 2 → 3 adds."""
 GRACE_COLUMNS = ("misfire_grace_ms",)
@@ -144,6 +151,9 @@ def memory_sorts(conn: apsw.Connection) -> None:
     temp store those tiny sorts cost more than the rest of the claim. Every sort the
     store runs is bounded by a batch size or a limit."""
     conn.pragma("temp_store", "MEMORY")
+    # After each checkpoint the WAL is cut back to this size, so it does not stay at
+    # megabytes after a burst of writes.
+    conn.pragma("journal_size_limit", WAL_SIZE_LIMIT)
 
 
 # -- the file ------------------------------------------------------------------------
@@ -426,6 +436,10 @@ def ensure_schema(
         if readonly:
             return version or 0
         # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
+        if not exists and conn.execute("PRAGMA page_count").fetchall()[0][0] == 0:
+            # A new file: incremental auto-vacuum, so that prune can give pages back
+            # (the mode can only be chosen before the first table is created).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
         if exists and version == SCHEMA_VERSION:
             return SCHEMA_VERSION  # the common case: a read, no write lock
@@ -563,11 +577,18 @@ def _add_columns(conn: apsw.Connection, table: str, names: tuple[str, ...]) -> N
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
 
 
+def _upgrade_to_5(conn: apsw.Connection, table: str) -> None:
+    """4 → 5: the retention indexes (delivered and cancelled rows by end instant)."""
+    for ddl in sqlite_retention_index_ddl(table):
+        conn.execute(ddl)
+
+
 UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_1,
     _upgrade_to_2,
     _upgrade_to_3,
     _upgrade_to_4,
+    _upgrade_to_5,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION
