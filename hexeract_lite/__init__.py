@@ -35,6 +35,7 @@ from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink
 from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
 from .store.changes import EnsureResult
+from .transactional import TransactionalSink
 from .trigger import CronExpression, Trigger
 from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
@@ -94,6 +95,7 @@ __all__ = [
     "SystemClock",
     "Target",
     "TargetRouterSink",
+    "TransactionalSink",
     "UnsupportedConnection",
     "Trigger",
     "WorkerHandle",
