@@ -39,7 +39,6 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TextIO, cast
 
-from . import __version__
 from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
@@ -52,7 +51,6 @@ from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.schema import DEFAULT_TABLE, validate_table_name
 from .trigger import CronExpression
-from .worker import SchedulerWorker, SchedulerWorkerConfig
 
 __all__ = ["UsageError", "main"]  # UsageError: defined here before errors.py had it
 
@@ -301,6 +299,26 @@ def _limit_parent() -> argparse.ArgumentParser:
     return parent
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (reading the
+    package metadata costs every other command start-up time)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from . import __version__
+
+        print(f"{parser.prog} {__version__}", file=sys.stdout)
+        parser.exit()
+
+
 def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     """The whole command tree; every command has help text and an example."""
     parser = argparse.ArgumentParser(
@@ -313,9 +331,7 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         ),
         formatter_class=_Formatter,
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
-    )
+    parser.add_argument("--version", action=_VersionAction, help="show the version")
     groups = parser.add_subparsers(
         dest="group", metavar="COMMAND", required=True, help="the command group"
     )
@@ -1159,6 +1175,8 @@ def _stop_on_signals(
 
 
 def _cmd_worker(args: argparse.Namespace, ctx: _Context) -> int:
+    from .worker import SchedulerWorker, SchedulerWorkerConfig  # asyncio: only workers need it
+
     given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
     config = SchedulerWorkerConfig(**given)
     sink = _load_sink(args.sink, args.app_dir)
