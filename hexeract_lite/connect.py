@@ -25,12 +25,11 @@ error text that may quote it (a driver's message) through :func:`scrub`.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -221,12 +220,9 @@ def open_store(
         # None lets the store create the default database's folders; an explicit
         # path's folder must exist (a typo must not grow a directory tree).
         path = None if target.source == "default" else target.path
-        options: dict[str, Any] = {}
-        # needs readonly open from wt-sqlite: SqliteScheduleStore.open(readonly=...)
-        # lands there; until it has the parameter, a reader opens the file as before.
-        if readonly and "readonly" in inspect.signature(SqliteScheduleStore.open).parameters:
-            options["readonly"] = True
-        return SqliteScheduleStore.open(path, table=table, clock=clock, create=create, **options)
+        return SqliteScheduleStore.open(
+            path, table=table, clock=clock, create=create, readonly=readonly
+        )
     assert target.url is not None
     try:
         from .store.postgres import PostgresScheduleStore

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from .errors import InvalidArgument, ScheduleNotFound
 from .message import ScheduledMessage
-from .snapshot import ScheduleSnapshot
+from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "SchedulerControl"]
@@ -106,12 +106,14 @@ class SchedulerControl:
         """
         self.store.replay(_schedule_id(schedule_id))
 
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
-        """Pending and paused schedules, soonest first, at most ``limit``."""
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Pending and paused schedules, soonest first, at most ``limit``; a row the
+        store cannot decode is a :class:`MalformedSchedule` in its place."""
         return self.store.list_pending(limit)
 
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
-        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``."""
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``;
+        a row the store cannot decode is a :class:`MalformedSchedule` in its place."""
         return self.store.list_dead_letter(limit)
 
     def __repr__(self) -> str:

@@ -18,6 +18,7 @@ from hexeract_lite import (
     ManualClock,
     OccurrenceId,
     ScheduledMessage,
+    ScheduleSnapshot,
     ScheduleStatus,
     Target,
 )
@@ -85,7 +86,12 @@ def _insert(conn: apsw.Connection, sid: uuid.UUID, **columns: object) -> None:
 @pytest.fixture
 def reference_db(tmp_path: Path) -> Path:
     """A file as hexeract leaves it: its DDL, rows in its formats, no hexeract_lite marks."""
-    path = tmp_path / "hexeract.db"
+    return make_reference_db(tmp_path)
+
+
+def make_reference_db(folder: Path) -> Path:
+    """``folder/hexeract.db`` as hexeract leaves it (see :func:`reference_db`)."""
+    path = folder / "hexeract.db"
     conn = apsw.Connection(str(path))
     conn.execute(REFERENCE_DDL)
     _insert(conn, DUE)  # created_at from the reference's default
@@ -246,10 +252,12 @@ def test_reference_rows_are_claimed_acked_and_listed(
         ScheduleStatus.PENDING,
     ]
     later = pending[3]
+    assert isinstance(later, ScheduleSnapshot)
     assert later.trigger.label() == "cron:*/5 * * * *"
     assert later.target == Target.bus("billing.remind")
     dead = adopted.list_dead_letter()
     assert [s.schedule_id for s in dead] == [DEAD]
+    assert isinstance(dead[0], ScheduleSnapshot)
     assert dead[0].last_error == "RuntimeError: poison"
     done = adopted.inspect(DONE)
     assert done is not None and done.status is ScheduleStatus.DELIVERED

@@ -28,7 +28,8 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
-from hexeract_lite.store.base import Settlement
+from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from hexeract_lite.store.base import ScheduleStore, Settlement
 from hexeract_lite.store.schema import sqlite_ddl
 from hexeract_lite.store.sqlite import (
     META_TABLE,
@@ -360,14 +361,14 @@ def test_a_new_file_appears_complete_and_failures_leave_nothing(
 ) -> None:
     """A new database is built under a temporary name and linked into place whole, so
     a failed creation leaves no file and no temporary behind."""
-    import hexeract_lite.store.sqlite as module
+    import hexeract_lite.store.sqlite_schema as module
 
     db = tmp_path / "new.db"
 
     def broken(*args: object, **kwargs: object) -> None:
         raise apsw.FullError("database or disk is full")
 
-    monkeypatch.setattr(module, "_ensure_schema", broken)
+    monkeypatch.setattr(module, "ensure_schema", broken)
     with pytest.raises(StoreError, match=r"new\.db"):
         SqliteScheduleStore.open(db)
     assert listing(tmp_path) == []
@@ -400,7 +401,7 @@ def test_many_stores_creating_one_new_file_at_once_share_it(tmp_path: Path) -> N
         t.join(timeout=60)
     assert not errors, errors
     with SqliteScheduleStore.open(db, create=False) as store:
-        assert sorted(s.schedule_id for s in store.list_pending()) == sorted(ids)
+        assert sorted(s.schedule_id for s in store.list_pending() if s.schedule_id) == sorted(ids)
     assert not [name for name in listing(tmp_path) if "creating" in name]
 
 
@@ -642,12 +643,14 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         if column == "payload":  # a snapshot shows the stored text; only dispatch decodes it
             snap = store.inspect(bad.schedule_id)
             assert snap is not None and snap.payload_json == MALFORMED[column]
-        else:  # a listing or inspect names the row and the column instead of guessing
+        else:  # inspect names the row and the column; a listing marks the row
             with pytest.raises(StoreError, match=str(bad.schedule_id)) as info:
                 store.inspect(bad.schedule_id)
             assert column in str(info.value)
-            with pytest.raises(StoreError, match=str(bad.schedule_id)):
-                store.list_pending()
+            listed = store.list_pending()
+            [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+            assert odd.schedule_id == bad.schedule_id and column in odd.reason
+            assert len(listed) == 4, "the healthy rows are listed too"
         claimed = store.claim_due(T0, 10, LEASE)
         assert sorted(c.message.schedule_id for c in claimed) == sorted(m.schedule_id for m in good)
         conn = raw(db)
@@ -664,12 +667,110 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         assert store.list_pending() == []
 
 
+LISTED_BADLY = {
+    "leap second": ("scheduled_for", "2026-06-30T23:59:60.000Z"),
+    "february 30": ("scheduled_for", "2099-02-30T00:00:00.000Z"),
+    "created_at": ("created_at", "yesterday"),
+    "cron": ("cron_expr", "61 * * * *"),
+    "id": ("schedule_id", b"\x01\x02"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LISTED_BADLY))
+def test_one_malformed_row_does_not_break_a_listing(
+    db: Path, clock: ManualClock, case: str
+) -> None:
+    """Issue 12.8: a paused row with an instant no worker will ever claim made
+    list_pending fail whole, for ever. The other rows are listed; the bad one is a
+    MalformedSchedule in its place naming the column; inspect names row and column."""
+    column, value = LISTED_BADLY[case]
+    bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 + S, "e", {})
+    good = [one_shot(T0), one_shot(T0 + 2 * S)]
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many([bad, *good], 3)
+        store.set_paused(bad.schedule_id, True)
+        conn = raw(db)
+        conn.execute(
+            f"UPDATE scheduled_messages SET {column} = ? WHERE schedule_id = ?",
+            (value, bad.schedule_id.bytes),
+        )
+        conn.close()
+        listed = store.list_pending()
+        assert len(listed) == 3
+        [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+        assert odd.reason.startswith(column), odd.reason
+        assert odd.status is ScheduleStatus.PAUSED
+        if column == "schedule_id":
+            assert odd.schedule_id is None and odd.raw_id.startswith("b'")
+        else:
+            assert odd.schedule_id == bad.schedule_id and odd.raw_id == str(bad.schedule_id)
+            with pytest.raises(StoreError, match=str(bad.schedule_id)) as info:
+                store.inspect(bad.schedule_id)
+            assert column in str(info.value)
+        assert {s.schedule_id for s in listed if isinstance(s, ScheduleSnapshot)} == {
+            m.schedule_id for m in good
+        }
+        claimed = store.claim_due(T0 + 5 * S, 10, LEASE)
+        assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in good]
+
+
+def test_a_malformed_dead_letter_is_marked_in_its_listing(db: Path, clock: ManualClock) -> None:
+    bad, good = one_shot(), one_shot()
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many([bad, good], 1)
+        for occ in store.claim_due(T0, 10, LEASE):
+            store.mark_dead_lettered(occ.message.schedule_id, "poison", occ.leased_until)
+        conn = raw(db)
+        conn.execute(
+            "UPDATE scheduled_messages SET target_kind = 'email' WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        listed = store.list_dead_letter()
+    [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+    assert odd.schedule_id == bad.schedule_id and "target_kind" in odd.reason
+    assert odd.status is ScheduleStatus.DEAD_LETTERED
+    assert [s.schedule_id for s in listed if isinstance(s, ScheduleSnapshot)] == [good.schedule_id]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_retry_past_the_year_9999_from_now_is_refused_before_writing(db: Path, kind: str) -> None:
+    """Issue 11: a retry_in shorter than the span of instants can still end past 9999
+    from the store's now (here 9000 years from 2026): InvalidConfiguration naming it,
+    and the batch, checked first, writes nothing."""
+    from hexeract_lite import InvalidConfiguration
+
+    clock = ManualClock(T0)
+    with contextlib.ExitStack() as stack:
+        store: ScheduleStore = (
+            InMemoryScheduleStore(clock=clock)
+            if kind == "memory"
+            else stack.enter_context(SqliteScheduleStore.open(db, clock=clock))
+        )
+        a, b = one_shot(), one_shot()
+        store.insert_many([a, b], 3)
+        occs = store.claim_due(T0, 10, LEASE)
+        far = timedelta(days=365 * 8000)
+        with pytest.raises(InvalidConfiguration, match="retry_in") as info:
+            store.settle(
+                [
+                    Settlement.delivered(occs[0].message.schedule_id, occs[0].leased_until),
+                    Settlement.failed(occs[1].message.schedule_id, far, "x", occs[1].leased_until),
+                ]
+            )
+        assert "days=2920000" in str(info.value) and "9999" in str(info.value)
+        for occ in occs:
+            snap = store.inspect(occ.message.schedule_id)
+            assert snap is not None and snap.delivered_at is None, "nothing written"
+            assert snap.leased_until == occ.leased_until
+
+
 def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClock) -> None:
     """The claim builds occurrences straight from its rows (shared Target and cron
     Trigger values, the lease parsed once); they equal the record path's, for every
     trigger and target, a lease the row carries in another layout, and instants in
     SQLite's datetime() form."""
-    from hexeract_lite.store.sqlite import _COLUMNS, _record
+    from hexeract_lite.store.sqlite_codec import SELECT_LIST, record_from_row
 
     msgs = [
         one_shot(T0 - 5 * S, payload={"x": [1, "é", None, 2.5]}),
@@ -690,12 +791,13 @@ def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClo
         claimed = store.claim_due(T0, 10, LEASE)
         conn = raw(db)
         rows = {
-            bytes(row[0]): row for row in conn.execute(f"SELECT {_COLUMNS} FROM scheduled_messages")
+            bytes(row[0]): row
+            for row in conn.execute(f"SELECT {SELECT_LIST} FROM scheduled_messages")
         }
         conn.close()
     assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in msgs]
     for occ, msg in zip(claimed, msgs, strict=True):
-        assert occ == _record(rows[msg.schedule_id.bytes]).leased()
+        assert occ == record_from_row(rows[msg.schedule_id.bytes]).leased()
         assert occ.message == msg and occ.message.payload == msg.payload
         assert occ.leased_until == T0 + LEASE and occ.attempts == 1
 

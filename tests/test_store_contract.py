@@ -7,6 +7,7 @@ contract's methods and their results.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -226,6 +227,7 @@ def test_claim_rejects_bad_arguments(
     with pytest.raises(InvalidConfiguration):
         store.claim_due(frozen.now(), batch_size, lease)
     snap = store.list_pending()[0]
+    assert isinstance(snap, ScheduleSnapshot)
     assert snap.attempts == 0 and snap.leased_until is None
 
 
@@ -369,6 +371,30 @@ def test_mark_failed_rejects_a_negative_delay(store: ScheduleStore, frozen: Froz
         store.mark_failed(msg.schedule_id, -S, "x", occ.leased_until)
     snap = store.inspect(msg.schedule_id)
     assert snap is not None and snap.leased_until == occ.leased_until and snap.last_error is None
+
+
+def test_mark_failed_refuses_a_retry_past_the_year_9999_naming_it(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """Issue 11: ``timedelta.max`` used to escape as a raw OverflowError."""
+    msg = one_shot()
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    version = store.changes.version()
+    with pytest.raises(InvalidConfiguration, match="retry_in") as info:
+        store.mark_failed(msg.schedule_id, timedelta.max, "x", occ.leased_until)
+    assert "days=999999999" in str(info.value), "names the value"
+    with pytest.raises(InvalidConfiguration, match="retry_in"):
+        store.settle(
+            [
+                Settlement.delivered(msg.schedule_id, occ.leased_until),
+                Settlement.failed(msg.schedule_id, timedelta.max, "x", occ.leased_until),
+            ]
+        )
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == occ.leased_until and snap.last_error is None
+    assert snap.status is ScheduleStatus.PENDING, "nothing written"
+    assert store.changes.version() == version
 
 
 def test_mark_dead_lettered(store: ScheduleStore, frozen: FrozenTime) -> None:
@@ -791,6 +817,78 @@ def test_set_paused_false_only_clears_the_flag(store: ScheduleStore, frozen: Fro
     assert snap is not None and snap.scheduled_for == T0 and snap.status is ScheduleStatus.PENDING
 
 
+RESUMES: dict[str, tuple[Callable[[], ScheduledMessage], datetime | None]] = {
+    # the realignment: a cron schedule resumed after its instant has passed
+    "cron realigned": (lambda: every_minute(T0), None),
+    # the realignment to an explicit instant
+    "explicit next": (lambda: one_shot(), T0 + timedelta(hours=1)),
+    # the flag alone: a one-shot schedule resumed without an instant
+    "flag only": (lambda: one_shot(), None),
+}
+
+
+@pytest.mark.parametrize("ack", ["failed", "success"])
+@pytest.mark.parametrize("path", sorted(RESUMES))
+def test_pause_then_resume_keep_the_live_lease_so_the_dispatch_in_flight_acks(
+    store: ScheduleStore, frozen: FrozenTime, path: str, ack: str
+) -> None:
+    """Issue 12.3: a control operation never clears a live lease. A pause and a resume
+    while a worker dispatches must not fence its acknowledgement out: a failure still
+    records its error and retry, a success still applies."""
+    make, explicit = RESUMES[path]
+    msg = make()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.set_paused(msg.schedule_id, True) is True
+    frozen.shift(10 * S)  # past the cron instant: the realignment path
+    assert store.resume(msg.schedule_id, explicit) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING
+    assert snap.leased_until == occ.leased_until, "the live lease stays"
+    if path == "cron realigned":
+        assert snap.scheduled_for == T0 + timedelta(minutes=1) and snap.attempts == 0
+    if ack == "failed":
+        assert store.mark_failed(msg.schedule_id, 5 * S, "boom", occ.leased_until) is True
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.last_error == "boom"
+        assert snap.leased_until == frozen.now() + 5 * S, "the retry is scheduled"
+    elif msg.trigger.kind == "cron":
+        nxt = T0 + timedelta(minutes=2)
+        assert store.reschedule(msg.schedule_id, nxt, occ.leased_until) is True
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.scheduled_for == nxt and snap.leased_until is None
+    else:
+        assert store.mark_delivered(msg.schedule_id, occ.leased_until) is True
+        assert status(store, msg.schedule_id) is ScheduleStatus.DELIVERED
+
+
+def test_resume_clears_a_lease_that_is_no_longer_live(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = every_minute(T0)
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    store.set_paused(msg.schedule_id, True)
+    frozen.shift(LEASE)  # the lease ends: leased_until <= now
+    assert store.resume(msg.schedule_id) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until is None
+    assert store.mark_failed(msg.schedule_id, S, "late", occ.leased_until) is False
+
+
+def test_cancel_ends_a_live_lease_and_fences_the_dispatch_in_flight_out(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.cancel(msg.schedule_id) is True
+    assert store.mark_failed(msg.schedule_id, S, "boom", occ.leased_until) is False
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.CANCELLED
+    assert snap.leased_until is None and snap.last_error is None
+
+
 def test_a_lease_holder_can_still_ack_a_paused_schedule(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
@@ -905,7 +1003,12 @@ def test_list_dead_letter_most_recent_first(store: ScheduleStore, frozen: Frozen
         frozen.shift(S)
     listed = store.list_dead_letter()
     assert [s.schedule_id for s in listed] == [m.schedule_id for m in reversed(msgs)]
-    assert all(s.status is ScheduleStatus.DEAD_LETTERED and s.last_error == "boom" for s in listed)
+    assert all(
+        isinstance(s, ScheduleSnapshot)
+        and s.status is ScheduleStatus.DEAD_LETTERED
+        and s.last_error == "boom"
+        for s in listed
+    )
     assert len(store.list_dead_letter(limit=1)) == 1
     assert store.list_pending() == []
 

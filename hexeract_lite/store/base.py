@@ -21,6 +21,12 @@ claimed again (at-least-once delivery).
 exactly that lease and is not terminal. It returns False otherwise: another worker
 owns the occurrence now (not an error), and the row is left unchanged.
 
+*Control operations* (``set_paused``, ``resume``) never clear or change a live lease
+(``leased_until > now``): the worker holding it may be dispatching the occurrence, and
+its acknowledgement must still apply (a failure still records its ``last_error`` and
+retry). ``cancel`` is the exception: it ends the lease, and the acknowledgement in
+flight is fenced out (the cancellation wins).
+
 *Now*: instants the store records itself (``created_at``, ``delivered_at``, the
 retry deadline, replay's new ``scheduled_for``, the sweep) come from the store's
 clock. SQL never reads the database's own clock.
@@ -46,7 +52,9 @@ import attrs
 from .._time import to_utc_ms
 from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage
 from ..message import ScheduledMessage, validate_message
-from ..snapshot import LeasedOccurrence, ScheduleSnapshot
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot
+from .columns import ColumnKind, columns_of_kind
+from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
 
 __all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore", "Settlement", "SettlementKind"]
@@ -66,8 +74,20 @@ class ChangeSignal:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._version = 0
+        start_afresh_after_fork(self)
+
+    def _before_fork(self) -> bool:
+        return hold(self._mutex, 10)
+
+    def _after_fork_in_parent(self) -> None:
+        self._mutex.release()
+
+    def _after_fork_in_child(self) -> None:
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
 
     def version(self) -> int:
         """A counter that moves on every notify."""
@@ -238,8 +258,9 @@ class ScheduleStore(abc.ABC):
         """Fenced: a dispatch failed with budget left; retry no sooner than ``now + retry_in``.
 
         Sets ``leased_until = now + retry_in`` and ``last_error = error``; attempts are
-        unchanged (they were advanced at claim). ``retry_in`` must be >= 0. False if
-        fenced out.
+        unchanged (they were advanced at claim). ``retry_in`` must be >= 0, and
+        ``now + retry_in`` no later than the year 9999 (:class:`InvalidConfiguration`
+        naming it, nothing written). False if fenced out.
         """
 
     @abc.abstractmethod
@@ -261,8 +282,8 @@ class ScheduleStore(abc.ABC):
 
         Every item is checked first, with the single methods' rules (a schedule id
         that is not a UUID, a ``next`` that is not an aware datetime:
-        :class:`InvalidArgument`; a negative or missing ``retry_in``:
-        :class:`InvalidConfiguration`), plus: an item that is not a
+        :class:`InvalidArgument`; a negative or missing ``retry_in``, or one that puts
+        the retry past the year 9999: :class:`InvalidConfiguration`), plus: an item that is not a
         :class:`Settlement`, an unknown kind, or a ``failed``/``dead_lettered`` item
         without an error text: :class:`InvalidArgument`. One bad item rejects the
         whole batch before anything is written. A lease that is not one the store
@@ -334,17 +355,19 @@ class ScheduleStore(abc.ABC):
         """Set or clear the paused flag of a non-terminal schedule; True if it changed.
 
         A paused schedule is never claimed; a worker already holding its lease may
-        still acknowledge. Resuming through here clears the flag only (use
-        :meth:`resume` for the realignment rule). Terminal: no-op (False). Unknown
-        id: :class:`ScheduleNotFound`.
+        still acknowledge (the lease is never touched). Resuming through here clears
+        the flag only (use :meth:`resume` for the realignment rule). Terminal: no-op
+        (False). Unknown id: :class:`ScheduleNotFound`.
         """
 
     @abc.abstractmethod
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         """Resume a paused schedule; True if it is no longer paused.
 
-        - ``next`` given: realign to it: ``scheduled_for = next``, attempts,
-          ``last_error`` and lease reset, flag cleared.
+        - ``next`` given: realign to it: ``scheduled_for = next``, attempts and
+          ``last_error`` reset, flag cleared; the lease is cleared unless it is live
+          (``leased_until > now``), which stays, so the dispatch in flight can still
+          acknowledge.
         - else, for a cron schedule whose ``scheduled_for`` is already past
           (``< now``): realign to the first cron instant after now (no catch-up for a
           pause); when the expression has no further instant it stays paused (False).
@@ -355,17 +378,26 @@ class ScheduleStore(abc.ABC):
 
     @abc.abstractmethod
     def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
-        """The schedule's snapshot, or None when there is no such id."""
+        """The schedule's snapshot, or None when there is no such id. A row that cannot
+        be decoded raises :class:`StoreError` naming the schedule and the column."""
 
     # -- admin ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
-        """Pending and paused schedules, soonest ``scheduled_for`` first, at most ``limit``."""
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Pending and paused schedules, soonest ``scheduled_for`` first, at most ``limit``.
+
+        A row the store cannot decode (another tool or a hand edit wrote it: an instant
+        that is none, a cron expression that does not parse) is a
+        :class:`~hexeract_lite.snapshot.MalformedSchedule` in its place, naming the
+        column, so one bad row never hides the others.
+        """
 
     @abc.abstractmethod
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
-        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``."""
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``;
+        a row that cannot be decoded is a :class:`MalformedSchedule` in its place (see
+        :meth:`list_pending`)."""
 
     @abc.abstractmethod
     def replay(self, schedule_id: uuid.UUID) -> None:
@@ -487,11 +519,31 @@ def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     return now
 
 
+_LONGEST = datetime.max.replace(tzinfo=UTC) - datetime.min.replace(tzinfo=UTC)
+"""The span of every instant a store can hold: a longer delay is past the year 9999
+from any now."""
+
+
 def check_retry_in(retry_in: object) -> timedelta:
-    """``retry_in`` must be a timedelta >= 0."""
+    """``retry_in`` must be a timedelta >= 0 and no longer than the span of the
+    instants a store holds (:func:`retry_deadline` checks it against ``now``)."""
     if not isinstance(retry_in, timedelta) or retry_in < timedelta(0):
         raise InvalidConfiguration(f"retry_in must be a timedelta >= 0, got {retry_in!r}")
+    if retry_in > _LONGEST:
+        raise InvalidConfiguration(f"retry_in {retry_in!r} puts the retry past the year 9999")
     return retry_in
+
+
+def retry_deadline(now: datetime, retry_in: timedelta) -> datetime:
+    """``now + retry_in`` at millisecond precision: the instant a failed occurrence is
+    claimable again. Past the year 9999: :class:`InvalidConfiguration` naming
+    ``retry_in`` (a store computes every deadline of a batch before it writes)."""
+    try:
+        return to_utc_ms(now + retry_in, "retry deadline")
+    except OverflowError:
+        raise InvalidConfiguration(
+            f"retry_in {retry_in!r} from now={now.isoformat()} is past the year 9999"
+        ) from None
 
 
 def check_limit(limit: object) -> int:
@@ -519,10 +571,12 @@ def check_export(after: object, limit: object) -> uuid.UUID | None:
     return after
 
 
-_RECORD_TEXT = ("event_type", "payload", "trigger_kind", "target_kind")
-_RECORD_OPTIONAL_TEXT = ("cron_expr", "target_routing_key", "last_error")
-_RECORD_INSTANTS = ("scheduled_for", "created_at")
-_RECORD_OPTIONAL_INSTANTS = ("leased_until", "delivered_at", "cancelled_at", "dead_lettered_at")
+_RECORD_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=True)
+_RECORD_OPTIONAL_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=False)
+_RECORD_INTS = columns_of_kind(ColumnKind.INT)
+_RECORD_FLAGS = columns_of_kind(ColumnKind.BOOL)
+_RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
+_RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
 
 
 def _record_instant(value: object, sid: uuid.UUID, name: str) -> datetime:
@@ -553,12 +607,14 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
             value = getattr(record, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in ("attempts", "max_attempts"):
+        for name in _RECORD_INTS:
             value = getattr(record, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        if not isinstance(record.paused, bool):
-            raise InvalidConfiguration(f"record {sid}: invalid paused {record.paused!r:.200}")
+        for name in _RECORD_FLAGS:
+            value = getattr(record, name)
+            if not isinstance(value, bool):
+                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
         changes: dict[str, Any] = {}
         for name in (*_RECORD_INSTANTS, *_RECORD_OPTIONAL_INSTANTS):
             value = getattr(record, name)

@@ -11,7 +11,7 @@ from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
 from ..message import ScheduledMessage
-from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
     Settlement,
@@ -25,7 +25,9 @@ from .base import (
     check_records,
     check_schedule_id,
     check_settlements,
+    retry_deadline,
 )
+from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
 
 __all__ = ["InMemoryScheduleStore"]
@@ -41,12 +43,25 @@ class InMemoryScheduleStore(SettlingStore):
     It is the executable specification of :class:`ScheduleStore`: simple, obviously
     right, and what the other stores are compared against. Use it in tests and for
     schedules that need not outlive the process.
+
+    A child process made by ``fork()`` gets a copy of the schedules as they were at the
+    fork, with a fresh lock: the two stores go separate ways from then on.
     """
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__()
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
+        self._lock = threading.Lock()
+        start_afresh_after_fork(self)
+
+    def _before_fork(self) -> bool:
+        return hold(self._lock, 10)  # no call in flight: the child copies whole rows
+
+    def _after_fork_in_parent(self) -> None:
+        self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
 
     @property
@@ -117,7 +132,7 @@ class InMemoryScheduleStore(SettlingStore):
             now = self._now()
             # every retry deadline first: one out of range fails the batch, unwritten
             deadlines = [
-                to_utc_ms(now + item.retry_in, "retry deadline")
+                retry_deadline(now, item.retry_in)
                 if item.retry_in is not None and item.kind is SettlementKind.FAILED
                 else None
                 for item in checked
@@ -195,14 +210,15 @@ class InMemoryScheduleStore(SettlingStore):
             next = to_utc_ms(next, "next", InvalidArgument)
         with self._lock:
             row = self._get(schedule_id)
-            resumes, next = row.resume_plan(next, self._now())
+            now = self._now()
+            resumes, next = row.resume_plan(next, now)
             if not resumes:
                 return False
             if next is not None:
                 row.scheduled_for = next
                 row.attempts = 0
                 row.last_error = None
-                row.leased_until = None
+                row.leased_until = row.live_lease(now)  # the dispatch in flight may ack
             row.paused = False
         self.changes.notify()
         return True
@@ -227,13 +243,13 @@ class InMemoryScheduleStore(SettlingStore):
 
     # -- admin -----------------------------------------------------------------
 
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         check_limit(limit)
         with self._lock:
             rows = sorted((r for r in self._rows.values() if not r.is_terminal), key=_sort_key)
             return [row.snapshot() for row in rows[:limit]]
 
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         check_limit(limit)
         with self._lock:
             rows = [r for r in self._rows.values() if r.dead_lettered_at is not None]

@@ -571,7 +571,7 @@ class PostgresScheduleStore(SettlingStore):
 
     # -- admin -------------------------------------------------------------------------
 
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:  # type: ignore[override]
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         """See :meth:`ScheduleStore.list_pending`; a row that cannot be decoded is a
         :class:`MalformedSchedule` in its place."""
         check_limit(limit)
@@ -579,7 +579,7 @@ class PostgresScheduleStore(SettlingStore):
             rows = fetch_rows(conn.execute(self._sql.list_pending, {"limit": limit}))
         return decode_rows(rows)
 
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:  # type: ignore[override]
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         """See :meth:`ScheduleStore.list_dead_letter`; a row that cannot be decoded is a
         :class:`MalformedSchedule` in its place."""
         check_limit(limit)

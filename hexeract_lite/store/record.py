@@ -16,6 +16,7 @@ import attrs
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
+from .columns import COLUMN_NAMES
 
 
 @functools.lru_cache(maxsize=1024)
@@ -33,7 +34,8 @@ def cached_cron_trigger(expression: str) -> Trigger:
 
 @attrs.define(slots=True)
 class ScheduleRecord:
-    """The columns of the reference's table, one attribute each."""
+    """The columns of the reference's table, one attribute each, in the registry's
+    order (:data:`~hexeract_lite.store.columns.COLUMNS`)."""
 
     schedule_id: uuid.UUID
     event_type: str
@@ -88,6 +90,16 @@ class ScheduleRecord:
             if next is None:
                 return False, None
         return True, next
+
+    def live_lease(self, now: datetime) -> datetime | None:
+        """``leased_until`` while it is live (``> now``), else None.
+
+        Control operations never clear or change a live lease: a worker holding it
+        may be dispatching the occurrence right now, and its acknowledgement (fenced by
+        that lease) must still apply. Only ``cancel`` ends it (the cancellation wins).
+        """
+        leased_until = self.leased_until
+        return leased_until if leased_until is not None and leased_until > now else None
 
     @property
     def is_terminal(self) -> bool:
@@ -162,3 +174,7 @@ class ScheduleRecord:
     def copy(self) -> ScheduleRecord:
         """A shallow copy (every field is immutable)."""
         return attrs.evolve(self)
+
+
+# A column added to the registry must be added here too (and the other way round).
+assert tuple(field.name for field in attrs.fields(ScheduleRecord)) == COLUMN_NAMES

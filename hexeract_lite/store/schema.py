@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InvalidConfiguration
+from .columns import COLUMNS
 
 __all__ = [
     "CANONICAL_TS",
@@ -51,24 +52,8 @@ def validate_table_name(name: object) -> str:
 
 # -- SQLite ---------------------------------------------------------------------
 
-REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("schedule_id", "BLOB", True),
-    ("event_type", "TEXT", True),
-    ("payload", "TEXT", True),
-    ("trigger_kind", "TEXT", True),
-    ("cron_expr", "TEXT", False),
-    ("scheduled_for", "TEXT", True),
-    ("target_kind", "TEXT", True),
-    ("target_routing_key", "TEXT", False),
-    ("attempts", "INTEGER", True),
-    ("max_attempts", "INTEGER", True),
-    ("leased_until", "TEXT", False),
-    ("paused", "INTEGER", True),
-    ("last_error", "TEXT", False),
-    ("created_at", "TEXT", True),
-    ("delivered_at", "TEXT", False),
-    ("cancelled_at", "TEXT", False),
-    ("dead_lettered_at", "TEXT", False),
+REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
+    (column.name, column.sqlite_type, column.required) for column in COLUMNS
 )
 """The reference's SQLite columns, in order: (name, declared type, NOT NULL)."""
 
@@ -116,27 +101,8 @@ def sqlite_table_ddl(table: str) -> str:
     reference's; hexeract_lite itself always binds ``created_at`` from its clock.
     """
     t = validate_table_name(table)
-    return (
-        f"CREATE TABLE IF NOT EXISTS {t} (\n"
-        "    schedule_id BLOB PRIMARY KEY NOT NULL,\n"
-        "    event_type TEXT NOT NULL,\n"
-        "    payload TEXT NOT NULL,\n"
-        "    trigger_kind TEXT NOT NULL,\n"
-        "    cron_expr TEXT,\n"
-        "    scheduled_for TEXT NOT NULL,\n"
-        "    target_kind TEXT NOT NULL,\n"
-        "    target_routing_key TEXT,\n"
-        "    attempts INTEGER NOT NULL DEFAULT 0,\n"
-        "    max_attempts INTEGER NOT NULL,\n"
-        "    leased_until TEXT,\n"
-        "    paused INTEGER NOT NULL DEFAULT 0,\n"
-        "    last_error TEXT,\n"
-        "    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),\n"
-        "    delivered_at TEXT,\n"
-        "    cancelled_at TEXT,\n"
-        "    dead_lettered_at TEXT\n"
-        ");"
-    )
+    body = ",\n".join(f"    {column.name} {column.sqlite}" for column in COLUMNS)
+    return f"CREATE TABLE IF NOT EXISTS {t} (\n{body}\n);"
 
 
 def sqlite_reference_index_ddl(table: str) -> list[str]:

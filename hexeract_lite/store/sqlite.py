@@ -2,7 +2,7 @@
 
 The table is the reference's (hexeract-scheduler-sql) column for column, so a database
 written by the Rust framework opens here and the rows written here are rows it reads.
-On top of the reference's two indexes the store adds four partial indexes of its own
+On top of the reference's two indexes the store adds five partial indexes of its own
 (see :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`) so that a claim, the
 sweep and the wake-up hint stay O(log n) however many rows wait or back off.
 
@@ -10,27 +10,28 @@ Concurrency: one apsw connection per store, used under a lock, so one store obje
 safe from many threads; several processes share the file through WAL and
 ``BEGIN IMMEDIATE`` write transactions, and a claim selects and leases its rows in one
 such transaction, so a live lease is never handed out twice.
+
+Beside it: :mod:`.sqlite_schema` (opening a file, schema versions and upgrades),
+:mod:`.sqlite_sql` (the statements), :mod:`.sqlite_codec` (rows <-> records).
+(Over 700 lines: the store class is the contract's ~20 methods, each a short
+transaction, plus the class's own documentation of durability, read-only and fork
+behaviour; splitting it would scatter one lock discipline over several files.)
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pathlib
-import secrets
 import threading
-import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from datetime import UTC, datetime, timedelta
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
 import apsw
-import apsw.bestpractice
-import platformdirs
 
 from .._time import format_ts, parse_ts, to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
@@ -38,40 +39,54 @@ from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
-    InvalidMessage,
-    InvalidTrigger,
     NotReplayable,
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage, Target, validate_message
-from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from ..trigger import CronExpression, Trigger
+from ..message import ScheduledMessage, validate_message
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
     Settlement,
     SettlementKind,
     SettlingStore,
     check_claim,
+    check_export,
     check_limit,
     check_max_attempts,
     check_messages,
+    check_records,
     check_schedule_id,
     check_settlements,
 )
-from .record import ScheduleRecord, cached_cron_trigger, cached_target
-from .schema import (
-    CANONICAL_TS,
-    DEFAULT_TABLE,
-    LIVE,
-    NONCANONICAL,
-    REFERENCE_COLUMNS,
-    sqlite_extra_index_ddl,
-    sqlite_noncanonical,
-    sqlite_reference_index_ddl,
-    sqlite_table_ddl,
-    validate_table_name,
+from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
+from .record import ScheduleRecord
+from .schema import DEFAULT_TABLE, validate_table_name
+from .settle_plan import settle_plan
+from .sqlite_codec import (
+    COLUMN_INDEX,
+    diagnose,
+    encode_id,
+    encode_instant,
+    encode_lease,
+    leased_from_row,
+    malformed,
+    record_from_row,
+    row_from_record,
+    row_label,
 )
+from .sqlite_schema import (
+    APP_NAME,
+    DATABASE_FILE_NAME,
+    DURABILITY,
+    META_TABLE,
+    SCHEMA_VERSION,
+    connect,
+    default_database_path,
+    memory_sorts,
+    open_database,
+)
+from .sqlite_sql import PortableReads, SqliteStatements
 
 __all__ = [
     "APP_NAME",
@@ -82,113 +97,25 @@ __all__ = [
     "default_database_path",
 ]
 
-APP_NAME = "hexeract_lite"
-"""The platformdirs application name of the default database's folder."""
-DATABASE_FILE_NAME = "scheduler.db"
-"""The file name of the default database."""
-SCHEMA_VERSION = 1
-"""The schema version this code writes and understands.
+_Sql = SqliteStatements  # the name benchmarks/claim_scale.py imports
 
-Version 0 is the reference's layout as hexeract creates it (no version recorded);
-version 1 adds hexeract_lite's indexes and normalises timestamp text.
-"""
-META_TABLE = "hexeract_lite_schema"
-"""One row per scheduler table in the file: ``(table_name, version)``.
-
-A table of its own rather than ``PRAGMA user_version``, because several scheduler
-tables (``--table``) may share one file and each has its own version.
-"""
-
-_DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
-"""``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
-``NORMAL`` around the worker's own transactions only: see the class docstring)."""
 _BEGIN = "BEGIN IMMEDIATE"
 _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
 _RESYNC = "PRAGMA synchronous=FULL"
 _log = logging.getLogger(__name__)
-_COLUMNS = ", ".join(name for name, _, _ in REFERENCE_COLUMNS)
-_TIMESTAMP_COLUMNS = (
-    "scheduled_for",
-    "leased_until",
-    "created_at",
-    "delivered_at",
-    "cancelled_at",
-    "dead_lettered_at",
-)
 
+# positions in a row read with SELECT_LIST
+_ID = COLUMN_INDEX["schedule_id"]
+_LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 
-def default_database_path() -> pathlib.Path:
-    """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
-    ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
-    return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
-
-
-def _ts(text: str | None) -> datetime | None:
-    return None if text is None else parse_ts(text)
-
-
-def _record(row: Sequence[Any]) -> ScheduleRecord:
-    """A row of ``SELECT <every reference column>`` as a record."""
-    return ScheduleRecord(
-        schedule_id=uuid.UUID(bytes=bytes(row[0])),
-        event_type=row[1],
-        payload=row[2],
-        trigger_kind=row[3],
-        cron_expr=row[4],
-        scheduled_for=parse_ts(row[5]),
-        target_kind=row[6],
-        target_routing_key=row[7],
-        attempts=row[8],
-        max_attempts=row[9],
-        leased_until=_ts(row[10]),
-        paused=bool(row[11]),
-        last_error=row[12],
-        created_at=parse_ts(row[13]),
-        delivered_at=_ts(row[14]),
-        cancelled_at=_ts(row[15]),
-        dead_lettered_at=_ts(row[16]),
-    )
-
-
-def _leased(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
-    """A row the claim just returned as the occurrence to dispatch: what
-    ``_record(row).leased()`` builds, without the record in between. Shared Target and
-    cron Trigger values, the lease parsed once per claim (``until`` is its text)."""
-    scheduled_for = parse_ts(row[5])
-    parse_ts(row[13])  # created_at: a row that cannot be read whole is malformed
-    leased_until = until if row[10] == until_text else parse_ts(row[10])
-    if row[3] == "cron":
-        trigger = cached_cron_trigger(row[4] or "")
-    else:
-        trigger = Trigger("delay", at=scheduled_for)
-    payload = row[2]
-    message = ScheduledMessage(
-        schedule_id=uuid.UUID(bytes=bytes(row[0])),
-        event_type=row[1],
-        payload=json.loads(payload),
-        payload_json=payload,
-        target=cached_target(row[6], row[7]),
-        trigger=trigger,
-        scheduled_for=scheduled_for,
-    )
-    return LeasedOccurrence(
-        message=message, attempts=row[8], max_attempts=row[9], leased_until=leased_until
-    )
+_INHERITED: list[object] = []
+"""Connections a forked child inherited: never used and never closed (SQLite forbids
+either across a fork), kept here so that garbage collection does not close them."""
 
 
 def _claim_order(occurrence: LeasedOccurrence) -> tuple[datetime, bytes]:
     message = occurrence.message
     return (message.scheduled_for, message.schedule_id.bytes)
-
-
-def _lease_text(lease: object) -> str | None:
-    """The stored text of a lease token, or None when no stored lease can equal it."""
-    if not isinstance(lease, datetime) or lease.tzinfo is None or lease.utcoffset() is None:
-        return None
-    utc = lease.astimezone(UTC)
-    if utc.microsecond % 1000:
-        return None  # stored leases have millisecond precision: this one matches none
-    return format_ts(utc)
 
 
 def _is_duplicate(exc: BaseException) -> bool:
@@ -198,199 +125,18 @@ def _is_duplicate(exc: BaseException) -> bool:
     )
 
 
-_TIMESTAMP_INDEX = {
-    name: index
-    for index, (name, _, _) in enumerate(REFERENCE_COLUMNS)
-    if name in _TIMESTAMP_COLUMNS
-}
-_REQUIRED_TIMESTAMPS = {"scheduled_for", "created_at"}
-
-
-def _diagnose(row: Sequence[Any]) -> str:
-    """Which column makes a row undecodable, and why ('' when none is found)."""
-    sid = row[0]
-    if not isinstance(sid, bytes) or len(sid) != 16:
-        return f"schedule_id is not 16 bytes: {sid!r:.60}"
-    for name, index in _TIMESTAMP_INDEX.items():
-        value = row[index]
-        if value is None:
-            if name in _REQUIRED_TIMESTAMPS:
-                return f"{name} is NULL"
-            continue
-        try:
-            parse_ts(str(value))
-        except ValueError:
-            return f"{name} is not a timestamp: {value!r:.60}"
-    try:
-        json.loads(row[2])
-    except (TypeError, ValueError) as exc:
-        return f"payload is not JSON: {exc}"
-    if row[3] not in ("delay", "cron"):
-        return f"trigger_kind must be 'delay' or 'cron', got {row[3]!r:.60}"
-    if row[3] == "cron":
-        try:
-            CronExpression.parse(row[4] or "")
-        except InvalidTrigger as exc:
-            return f"cron_expr: {exc}"
-    if row[6] not in ("mediator", "outbox", "bus"):
-        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {row[6]!r:.60}"
-    try:
-        Target(row[6], row[7])
-    except (InvalidMessage, TypeError) as exc:
-        return f"target_routing_key: {exc}"
-    for index, name in ((8, "attempts"), (9, "max_attempts"), (11, "paused")):
-        if not isinstance(row[index], int):
-            return f"{name} is not an integer: {row[index]!r:.60}"
-    return ""
-
-
-def _row_label(row: Sequence[Any]) -> str:
-    sid = row[0]
-    if isinstance(sid, bytes) and len(sid) == 16:
-        return str(uuid.UUID(bytes=sid))
-    return repr(sid)[:60]
-
-
 class _DuplicateKey(Exception):
     """Raised inside a write transaction when an insert hits the primary key."""
 
 
-class _Sql:
-    """Every statement of one store, built once, for one validated table name."""
-
-    def __init__(self, table: str) -> None:
-        t = validate_table_name(table)
-        due = f"{t} INDEXED BY idx_{t}_due"
-        leased = f"{t} INDEXED BY idx_{t}_leased"
-        self.insert = (
-            f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
-            " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?)"
-        )
-        self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
-        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
-        self.select_one = f"SELECT {_COLUMNS} FROM {t} WHERE schedule_id = ?"
-        # The claim: up to n candidates from each of two indexes (fresh rows in claim
-        # order; rows whose lease or backoff has expired), merged, the first n leased.
-        self.claim = (
-            f"UPDATE {t} SET attempts = attempts + 1, leased_until = :until"
-            " WHERE rowid IN ("
-            " SELECT rid FROM ("
-            "  SELECT * FROM ("
-            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {due}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
-            "     AND scheduled_for <= :now AND attempts < max_attempts"
-            "   ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            "  UNION ALL"
-            "  SELECT * FROM ("
-            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {leased}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
-            "     AND leased_until <= :now AND scheduled_for <= :now"
-            "     AND attempts < max_attempts"
-            "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
-            " ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            f" RETURNING {_COLUMNS}"
-        )
-        # Live rows with an instant in another layout (another tool wrote it),
-        # rewritten canonically (the same instant) before any comparison; the index
-        # is normally empty, so this costs a claim one probe of an empty index.
-        odd = f"{t} INDEXED BY idx_{t}_noncanonical"
-        self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {NONCANONICAL} LIMIT 1"
-        self.normalise = (
-            f"UPDATE {odd} SET"
-            f" scheduled_for = CASE WHEN {sqlite_noncanonical('scheduled_for')}"
-            f"  THEN strftime({CANONICAL_TS}, scheduled_for) ELSE scheduled_for END,"
-            f" leased_until = CASE WHEN {sqlite_noncanonical('leased_until')}"
-            f"  THEN strftime({CANONICAL_TS}, leased_until) ELSE leased_until END"
-            f" WHERE {NONCANONICAL}"
-        )
-        fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
-        self.mark_delivered = (
-            f"UPDATE {t} SET delivered_at = :now, leased_until = NULL WHERE {fence}"
-        )
-        self.reschedule = (
-            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, leased_until = NULL,"
-            f" last_error = NULL WHERE {fence}"
-        )
-        self.mark_failed = (
-            f"UPDATE {t} SET leased_until = :until, last_error = :error WHERE {fence}"
-        )
-        self.mark_dead_lettered = (
-            f"UPDATE {t} SET dead_lettered_at = :now, last_error = :error,"
-            f" leased_until = NULL WHERE {fence}"
-        )
-        self.release = (
-            f"UPDATE {t} SET attempts = max(attempts - 1, 0), leased_until = NULL WHERE {fence}"
-        )
-        sweepable = (
-            f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
-            " AND (leased_until IS NULL OR leased_until <= :now)"
-        )
-        self.sweep = (
-            f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
-            " SET dead_lettered_at = :now, last_error = :error, leased_until = NULL"
-            f" WHERE {sweepable}"
-        )
-        # Run before the sweep's write transaction, which it usually spares: is there
-        # anything to sweep, or an instant to rewrite before comparing? (Two probes of
-        # normally empty index ranges, no write lock.)
-        self.sweep_probe = (
-            f"SELECT EXISTS (SELECT 1 FROM {odd} WHERE {NONCANONICAL})"
-            f" OR EXISTS (SELECT 1 FROM {t} INDEXED BY idx_{t}_exhausted WHERE {sweepable})"
-        )
-        # The wake-up hint: the first fresh row; among leased rows the least
-        # max(scheduled_for, leased_until). The first leased row (l, s) in index order
-        # gives it when s <= l (every other lease is at least l); otherwise only rows
-        # whose lease ends in (l, s] can beat s, and that range is read.
-        leased_rows = f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
-        self.next_wakeup = (
-            "SELECT"
-            f" (SELECT scheduled_for FROM {due}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
-            "   ORDER BY scheduled_for, schedule_id LIMIT 1),"
-            " (SELECT CASE WHEN f.s <= f.l THEN f.l ELSE min(f.s, coalesce("
-            f"   (SELECT min(max(scheduled_for, leased_until)) FROM {leased}"
-            f"    WHERE {leased_rows} AND leased_until > f.l AND leased_until <= f.s),"
-            "   f.s)) END"
-            f"  FROM (SELECT leased_until AS l, scheduled_for AS s FROM {leased}"
-            f"   WHERE {leased_rows} ORDER BY leased_until, scheduled_for LIMIT 1) AS f)"
-        )
-        self.cancel = (
-            f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL"
-            f" WHERE schedule_id = :id AND {LIVE}"
-        )
-        self.set_paused = (
-            f"UPDATE {t} SET paused = :paused"
-            f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
-        )
-        self.resume_realign = (
-            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
-            " leased_until = NULL, paused = 0 WHERE schedule_id = :id"
-        )
-        self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
-        self.replay = (
-            f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
-            " last_error = NULL, paused = 0, dead_lettered_at = NULL WHERE schedule_id = :id"
-        )
-        self.list_pending = (
-            f"SELECT {_COLUMNS} FROM ("
-            " SELECT * FROM ("
-            f"  SELECT {_COLUMNS} FROM {t} INDEXED BY idx_{t}_pending"
-            f"  WHERE {LIVE} AND paused = 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            " UNION ALL"
-            " SELECT * FROM ("
-            f"  SELECT {_COLUMNS} FROM {t} INDEXED BY idx_{t}_paused"
-            f"  WHERE {LIVE} AND paused <> 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
-            " ORDER BY scheduled_for, schedule_id LIMIT :n"
-        )
-        self.list_dead_letter = (
-            f"SELECT {_COLUMNS} FROM {t} INDEXED BY idx_{t}_dead_letter"
-            " WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
-        )
+_STATEMENT_KIND = {
+    SettlementKind.DELIVERED: "mark_delivered",
+    SettlementKind.RESCHEDULE: "reschedule",
+    SettlementKind.FAILED: "mark_failed",
+    SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
+    SettlementKind.RELEASED: "release",
+}
+"""Each settlement kind's statement (an attribute of :class:`SqliteStatements`)."""
 
 
 class SqliteScheduleStore(SettlingStore):
@@ -407,7 +153,8 @@ class SqliteScheduleStore(SettlingStore):
 
     Rows are read and written exactly in the layout of hexeract's
     ``hexeract-scheduler-sql`` (see :mod:`hexeract_lite.store.schema`); a claimed row
-    that cannot be decoded is dead-lettered with a ``last_error`` naming the column.
+    that cannot be decoded is dead-lettered with a ``last_error`` naming the column,
+    and a listing shows it as a :class:`~hexeract_lite.snapshot.MalformedSchedule`.
 
     Durability (``open(durability=...)``); every mode is safe against an application
     crash (WAL: a committed transaction is in the file), and none ever corrupts it:
@@ -426,10 +173,18 @@ class SqliteScheduleStore(SettlingStore):
       that costs is redeliveries, never a loss: a lost claim leaves the occurrence
       claimable (an attempt is not counted), a lost acknowledgement leaves it leased,
       and it is delivered again, with the same occurrence id, once the lease runs out;
-      a lost sweep is swept again. At-least-once holds; fewer fsyncs per batch make
-      the worker faster and its dispatch lag shorter.
+      a lost sweep is swept again. At-least-once holds.
     - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
       any kind, inserts included, may roll back in a power cut or OS crash.
+
+    Processes: ``fork()`` (``multiprocessing``'s ``fork`` start method, pre-fork
+    servers) waits for the store's call in flight, if any (bounded by
+    ``busy_timeout``), so that no transaction is open at the fork. The child's store
+    opens its own connection on its first call, with a fresh lock; the inherited
+    connection is left untouched (SQLite forbids using or closing a connection across
+    a fork), and the parent's store goes on as before. A store cannot be pickled (to a
+    ``spawn``/``forkserver`` child or a ``ProcessPoolExecutor`` task): open one in
+    each process instead.
 
     Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
     full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
@@ -445,6 +200,9 @@ class SqliteScheduleStore(SettlingStore):
         clock: Clock,
         busy_timeout: timedelta,
         durability: str = "full",
+        vfs: str | None = None,
+        readonly: bool = False,
+        version: int = SCHEMA_VERSION,
     ) -> None:
         """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
         super().__init__()
@@ -455,10 +213,25 @@ class SqliteScheduleStore(SettlingStore):
         self._clock = clock
         self._busy_timeout = busy_timeout
         self._durability = durability
+        self._vfs = vfs
+        self._readonly = readonly
         # "relaxed": the worker's transactions begin with synchronous=NORMAL
         self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else _BEGIN
-        self._sql = _Sql(table)
-        self._lock = threading.Lock()
+        self._sql = SqliteStatements(table)
+        self._settle_sql = {
+            kind: getattr(self._sql, name) for kind, name in _STATEMENT_KIND.items()
+        }
+        # read-only on a table that may lack our indexes or hold instants in another
+        # layout (which only a writer may rewrite): listings that need neither
+        self._portable: PortableReads | None = PortableReads(table) if readonly else None
+        self._current = version == SCHEMA_VERSION
+        self._reopen = False
+        self._lock: threading.Lock | PidCheckingLock
+        if AT_FORK_HOOKS:
+            self._lock = threading.Lock()
+            start_afresh_after_fork(self)
+        else:  # pragma: no cover - no os.register_at_fork (nor fork): check the pid
+            self._lock = PidCheckingLock(self._forget_connection)
 
     # -- opening -------------------------------------------------------------------
 
@@ -473,6 +246,7 @@ class SqliteScheduleStore(SettlingStore):
         busy_timeout: timedelta = timedelta(seconds=5),
         create: bool = True,
         vfs: str | None = None,
+        readonly: bool = False,
     ) -> Self:
         """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
 
@@ -493,21 +267,34 @@ class SqliteScheduleStore(SettlingStore):
           table hexeract (or an older hexeract_lite) created is still adopted.
         - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``) to open the
           file with; None, the default one. For fault injection and special storage.
+        - ``readonly``: open the file read-only (``SQLITE_OPEN_READONLY``), for
+          commands that only read: the file is never written, not even to switch it to
+          WAL, adopt or upgrade its table, add an index or run ``PRAGMA optimize``, and
+          a file the user may only read opens. A missing file or table raises
+          :class:`StoreError` (``create`` is not consulted); a table the reference or
+          an older hexeract_lite made is read as it is. ``inspect``, the listings,
+          ``next_wakeup``, ``export_records`` and ``data_version`` work; every other
+          method raises :class:`StoreError` saying the store is read-only.
 
         A new database is built under a temporary name beside ``path`` and linked into
-        place only once complete: other processes never see a half-made file, several
-        processes creating the same file at once all end up sharing the one that got
-        there first, and a failed creation (full disk, I/O error) leaves nothing.
+        place only once complete: other processes never see a half-made file, and a
+        failed creation (full disk, I/O error) leaves nothing. Several processes
+        creating the same file at once all end up sharing the one that got there
+        first; where the file system has no hard links the name is claimed atomically
+        instead and the table is built in place (see
+        :func:`~hexeract_lite.store.sqlite_schema.create_database`).
 
         A table the Rust reference created (no version recorded) is adopted: its rows
         are kept, hexeract_lite's indexes are added and timestamp text is normalised
-        to ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction. A table whose recorded
-        version is newer than :data:`SCHEMA_VERSION` is refused. A path that is a
-        folder, a file that is not a SQLite database, a read-only file or folder, or a
+        to ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction; an older version is
+        upgraded the same way. A table whose recorded version is newer than
+        :data:`SCHEMA_VERSION`, or that is not a scheduler table, is refused before
+        anything in the file changes. A path that is a folder, a file that is not a
+        SQLite database, a read-only file or folder (unless ``readonly``), or a
         missing folder raise :class:`StoreError` naming the path, changing nothing.
         """
         table = validate_table_name(table)
-        if durability not in _DURABILITY:
+        if durability not in DURABILITY:
             raise InvalidConfiguration(
                 f"durability must be 'full', 'relaxed' or 'normal', got {durability!r}"
             )
@@ -521,23 +308,17 @@ class SqliteScheduleStore(SettlingStore):
             raise InvalidConfiguration(
                 f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
             )
-        db = _check_path(path, create)
-        if not db.exists():
-            _create_database(db, table, busy_timeout, vfs)
-        # An existing file is never deleted or rewritten when opening it fails.
-        connection = _connect(db, durability, busy_timeout, vfs)
-        try:
-            _ensure_schema(connection, table, db, create, busy_timeout)
-            _optimize(connection, busy_timeout)
-            # The claim merges two index walks and sorts at most 2 x batch_size rows;
-            # with SQLite's default file-backed temp store those tiny sorts cost more
-            # than the rest of the claim (about 270 us against 110 us at 300k rows).
-            # Every sort the store runs is bounded by a batch size or a limit. (Set
-            # after the schema work: adopting a big table sorts its rows into indexes.)
-            connection.pragma("temp_store", "MEMORY")
-        except BaseException:
-            connection.close()
-            raise
+        if not isinstance(readonly, bool):
+            raise InvalidConfiguration(f"readonly must be a bool, got {readonly!r}")
+        db, connection, version = open_database(
+            path,
+            table,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            create=create and not readonly,
+            vfs=vfs,
+            readonly=readonly,
+        )
         return cls(
             connection=connection,
             path=db,
@@ -545,6 +326,9 @@ class SqliteScheduleStore(SettlingStore):
             clock=clock,
             busy_timeout=busy_timeout,
             durability=durability,
+            vfs=vfs,
+            readonly=readonly,
+            version=version,
         )
 
     # -- properties and lifetime -----------------------------------------------------
@@ -569,10 +353,16 @@ class SqliteScheduleStore(SettlingStore):
         """``"full"``, ``"relaxed"`` or ``"normal"``, as opened (see the class docstring)."""
         return self._durability
 
+    @property
+    def readonly(self) -> bool:
+        """True when opened with ``readonly=True``: the store never writes."""
+        return self._readonly
+
     def close(self) -> None:
         """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
         with self._lock:
             conn, self._conn, self._cursor = self._conn, None, None
+            self._reopen = False
             if conn is not None:
                 try:
                     conn.close()
@@ -593,6 +383,12 @@ class SqliteScheduleStore(SettlingStore):
     def __repr__(self) -> str:
         return f"SqliteScheduleStore({str(self._path)!r}, table={self._table!r})"
 
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self!r} cannot be pickled (to a spawned process or a process pool): open"
+            " the store in each process with SqliteScheduleStore.open(path)"
+        )
+
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes when another connection commits to the file.
 
@@ -609,19 +405,45 @@ class SqliteScheduleStore(SettlingStore):
         assert isinstance(value, int)
         return value
 
-    # -- copying rows between stores (hexeract scheduler migrate) ---------------------
+    # -- a forked child ------------------------------------------------------------------
 
-    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
-        """See :meth:`ScheduleStore.export_records` (in :mod:`.sqlite_records`)."""
-        from . import sqlite_records
+    def _before_fork(self) -> bool:
+        """In the forking thread: wait (bounded) for a call in flight, so that no
+        transaction of this store is open at the fork (see :mod:`.fork`)."""
+        assert isinstance(self._lock, type(threading.Lock()))
+        return hold(self._lock, self._busy_timeout.total_seconds() + 10)
 
-        return sqlite_records.export_records(self, after, limit)
+    def _after_fork_in_parent(self) -> None:
+        assert isinstance(self._lock, type(threading.Lock()))
+        self._lock.release()
 
-    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
-        """See :meth:`ScheduleStore.import_records` (in :mod:`.sqlite_records`)."""
-        from . import sqlite_records
+    def _after_fork_in_child(self) -> None:
+        """In a child made by fork(), before it runs anything else: a fresh lock and no
+        connection yet (the next call opens the child's own)."""
+        self._lock = threading.Lock()
+        self._forget_connection()
 
-        return sqlite_records.import_records(self, records)
+    def _forget_connection(self) -> None:
+        """Drop the inherited connection without using or closing it; the next call
+        opens the store's own (:meth:`_live_cursor`)."""
+        if self._conn is not None:
+            _INHERITED.append((self._conn, self._cursor))
+            self._conn, self._cursor = None, None
+            self._reopen = True
+
+    def _reconnect(self) -> apsw.Cursor:
+        """The child's own connection to the same file, configured as the parent's
+        (the schema was checked when the parent opened the store)."""
+        conn = connect(
+            self._path, self._durability, self._busy_timeout, self._vfs, readonly=self._readonly
+        )
+        try:
+            memory_sorts(conn)
+        except apsw.Error as exc:
+            conn.close()
+            raise self._error("reopening after fork", exc) from exc
+        self._conn, self._cursor, self._reopen = conn, conn.cursor(), False
+        return self._cursor
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -629,9 +451,16 @@ class SqliteScheduleStore(SettlingStore):
         return to_utc_ms(self._clock.now(), "clock.now()")
 
     def _live_cursor(self) -> apsw.Cursor:
+        """The connection's cursor (under the lock): opened afresh in a forked child."""
         if self._cursor is None:
+            if self._reopen:
+                return self._reconnect()
             raise StoreError(f"the store on {self._path} is closed")
         return self._cursor
+
+    def _writable(self, what: str) -> None:
+        if self._readonly:
+            raise StoreError(f"{what} on {self._path}: the store was opened read-only")
 
     def _error(self, what: str, exc: apsw.Error) -> StoreError:
         if isinstance(exc, apsw.BusyError | apsw.LockedError):
@@ -649,6 +478,7 @@ class SqliteScheduleStore(SettlingStore):
 
         ``worker``: one of the worker's own transactions (claims, acknowledgements, the
         sweep), which ``durability="relaxed"`` commits without waiting for fsync."""
+        self._writable(what)
         with self._lock:
             cur = self._live_cursor()
             begin = self._begin_worker if worker else _BEGIN
@@ -668,17 +498,20 @@ class SqliteScheduleStore(SettlingStore):
                         raise self._error(what, exc) from exc
                     raise
             finally:
-                if begin is _BEGIN_UNSYNCED:
-                    self._resync()
+                resynced = begin is not _BEGIN_UNSYNCED or self._resync()
+        if not resynced:  # pragma: no cover - a broken connection fails its next call
+            _log.warning("could not restore synchronous=FULL on %s", self._path)
 
-    def _resync(self) -> None:
-        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed"."""
+    def _resync(self) -> bool:
+        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed";
+        False if that failed (logged by the caller, outside the lock)."""
         conn = self._conn
         if conn is not None:
             try:
                 conn.execute(_RESYNC)
-            except apsw.Error:  # pragma: no cover - a broken connection fails its next call
-                _log.warning("could not restore synchronous=FULL on %s", self._path)
+            except apsw.Error:  # pragma: no cover
+                return False
+        return True
 
     def _rollback(self) -> None:
         conn = self._conn
@@ -699,9 +532,9 @@ class SqliteScheduleStore(SettlingStore):
                 raise self._error(what, exc) from exc
 
     def _malformed(self, row: Sequence[Any], exc: Exception) -> StoreError:
-        why = _diagnose(row) or f"{type(exc).__name__}: {exc}"
+        why = diagnose(row) or f"{type(exc).__name__}: {exc}"
         return StoreError(
-            f"schedule {_row_label(row)} in the table {self._table} of {self._path} is"
+            f"schedule {row_label(row)} in the table {self._table} of {self._path} is"
             f" malformed: {why}"
         )
 
@@ -710,26 +543,27 @@ class SqliteScheduleStore(SettlingStore):
         records = []
         for row in rows:
             try:
-                records.append(_record(row))
+                records.append(record_from_row(row))
             except Exception as exc:
                 raise self._malformed(row, exc) from exc
         return records
 
-    def _snapshots(self, rows: list[Any]) -> list[ScheduleSnapshot]:
-        """Rows as snapshots (every column decoded); a malformed row: StoreError."""
-        snapshots = []
+    def _listing(self, rows: list[Any]) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Rows as snapshots; a row that does not decode as a MalformedSchedule."""
+        listed: list[ScheduleSnapshot | MalformedSchedule] = []
         for row in rows:
             try:
-                snapshots.append(_record(row).snapshot())
+                listed.append(record_from_row(row).snapshot())
             except Exception as exc:
-                raise self._malformed(row, exc) from exc
-        return snapshots
+                listed.append(malformed(row, exc))
+        return listed
 
     # -- writing -------------------------------------------------------------------------
 
     def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
         check_max_attempts(max_attempts)
         validate_message(message)
+        self._writable("insert")
         trigger, target = message.trigger, message.target
         row = (
             message.schedule_id.bytes,
@@ -807,33 +641,31 @@ class SqliteScheduleStore(SettlingStore):
             cur.execute(self._sql.normalise)
             rows = cur.execute(self._sql.claim, params).fetchall()
         claimed: list[LeasedOccurrence] = []
-        malformed: list[tuple[Sequence[Any], Exception]] = []
+        bad: list[tuple[Sequence[Any], Exception]] = []
         for row in rows:  # decoded after the commit: the write lock is held for SQL only
             try:
-                claimed.append(_leased(row, until_text, until))
+                claimed.append(leased_from_row(row, until_text, until))
             except Exception as exc:
-                malformed.append((row, exc))
-        if malformed:
-            self._dead_letter_malformed(malformed)
+                bad.append((row, exc))
+        if bad:
+            self._dead_letter_malformed(bad)
         claimed.sort(key=_claim_order)
         return claimed
 
-    def _dead_letter_malformed(self, malformed: list[tuple[Sequence[Any], Exception]]) -> None:
+    def _dead_letter_malformed(self, bad: list[tuple[Sequence[Any], Exception]]) -> None:
         """A claimed row that cannot be decoded (written badly by another tool or by
         hand) is never dispatched: it is dead-lettered at once, its last_error naming
         the column, so the rows claimed with it go on and an operator can see it. If
         that write fails, the row keeps its lease and the next claim after it tries
         again; the healthy rows are returned either way."""
         now = format_ts(self._now())
-        reasons = [
-            (row, _diagnose(row) or f"{type(exc).__name__}: {exc}") for row, exc in malformed
-        ]
+        reasons = [(row, diagnose(row) or f"{type(exc).__name__}: {exc}") for row, exc in bad]
         try:
             with self._write("claim_due", worker=True) as cur:
                 for row, why in reasons:
                     params = {
-                        "id": row[0],
-                        "lease": row[10],
+                        "id": row[_ID],
+                        "lease": row[_LEASED_UNTIL],
                         "now": now,
                         "error": f"malformed row, dead-lettered without dispatch: {why}",
                     }
@@ -844,7 +676,7 @@ class SqliteScheduleStore(SettlingStore):
         for row, why in reasons:
             _log.error(
                 "schedule %s in %s is malformed and was dead-lettered: %s",
-                _row_label(row),
+                row_label(row),
                 self._table,
                 why,
             )
@@ -856,45 +688,20 @@ class SqliteScheduleStore(SettlingStore):
         checked = check_settlements(outcomes)
         if not checked:
             return []
-        now = self._now()
-        now_text = format_ts(now)
-        sql = self._sql
-        plan: list[tuple[int, str, dict[str, Any]]] = []
-        lease: object = None
-        token: str | None = None
-        for index, item in enumerate(checked):
-            if item.lease is not lease:  # a batch's items share the claim's lease
-                lease = item.lease
-                token = _lease_text(lease)
-            if token is None:
-                continue  # no lease this store hands out: fenced out
-            params: dict[str, Any] = {"id": item.schedule_id.bytes, "lease": token}
-            kind = item.kind
-            if kind is SettlementKind.DELIVERED:
-                params["now"] = now_text
-                statement = sql.mark_delivered
-            elif kind is SettlementKind.RESCHEDULE:
-                assert item.next is not None
-                params["next"] = format_ts(item.next)
-                statement = sql.reschedule
-            elif kind is SettlementKind.FAILED:
-                assert item.retry_in is not None
-                params["until"] = format_ts(to_utc_ms(now + item.retry_in, "retry deadline"))
-                params["error"] = item.error
-                statement = sql.mark_failed
-            elif kind is SettlementKind.RELEASED:
-                statement = sql.release
-            else:
-                params["now"] = now_text
-                params["error"] = item.error
-                statement = sql.mark_dead_lettered
-            plan.append((index, statement, params))
+        plan = settle_plan(
+            checked,
+            self._now(),
+            encode_id=encode_id,
+            encode_lease=encode_lease,
+            encode_instant=encode_instant,
+        )
         results = [False] * len(checked)
         if plan:
+            statements = self._settle_sql
             with self._write("settle", worker=True) as cur:
                 changes = cur.connection.changes
-                for index, statement, params in plan:
-                    cur.execute(statement, params)
+                for index, kind, params in plan:
+                    cur.execute(statements[kind], params)
                     if changes():
                         results[index] = True
         if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
@@ -902,6 +709,7 @@ class SqliteScheduleStore(SettlingStore):
         return results
 
     def dead_letter_exhausted(self) -> int:
+        self._writable("dead_letter_exhausted")
         params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
         # Every poll cycle runs this; almost always there is nothing to do, and a read
         # says so without taking the write lock (other processes' claims go on).
@@ -913,16 +721,26 @@ class SqliteScheduleStore(SettlingStore):
             cur.execute(self._sql.sweep, params)
             return cur.connection.changes()
 
-    def _normalise_if_needed(self) -> None:
+    def _normalise_if_needed(self) -> bool:
         """Rewrite live rows' instants that another tool wrote in another layout (a
-        read when there are none, which is the normal case)."""
-        if self._read("normalise", self._sql.any_noncanonical, ()):
-            with self._write("normalise", worker=True) as cur:
-                cur.execute(self._sql.normalise)
+        read when there are none, which is the normal case). A read-only store cannot:
+        it says whether there are any (True: its reads must not trust text order)."""
+        if self._readonly and not self._current:
+            return True  # an older table: our index to ask may not exist
+        if not self._read("normalise", self._sql.any_noncanonical, ()):
+            return False
+        if self._readonly:
+            return True
+        with self._write("normalise", worker=True) as cur:
+            cur.execute(self._sql.normalise)
+        return False
 
     def next_wakeup(self) -> datetime | None:
-        self._normalise_if_needed()
-        [(fresh, leased)] = self._read("next_wakeup", self._sql.next_wakeup, ())
+        sql = self._sql.next_wakeup
+        if self._normalise_if_needed():
+            assert self._portable is not None
+            sql = self._portable.next_wakeup
+        [(fresh, leased)] = self._read("next_wakeup", sql, ())
         candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
         return min(candidates, default=None)
 
@@ -969,7 +787,14 @@ class SqliteScheduleStore(SettlingStore):
             if not resumes:
                 return False
             if next is not None:
-                cur.execute(self._sql.resume_realign, {"id": sid.bytes, "next": format_ts(next)})
+                # a live lease stays, as stored: the dispatch in flight may still ack
+                live = record.live_lease(now) is not None
+                params = {
+                    "id": sid.bytes,
+                    "next": format_ts(next),
+                    "lease": rows[0][_LEASED_UNTIL] if live else None,
+                }
+                cur.execute(self._sql.resume_realign, params)
             else:
                 cur.execute(self._sql.resume_flag, {"id": sid.bytes})
         self.changes.notify()
@@ -978,20 +803,33 @@ class SqliteScheduleStore(SettlingStore):
     def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
         sid = check_schedule_id(schedule_id)
         rows = self._read("inspect", self._sql.select_one, (sid.bytes,))
-        return self._snapshots(rows)[0] if rows else None
+        if not rows:
+            return None
+        try:
+            return record_from_row(rows[0]).snapshot()
+        except Exception as exc:
+            raise self._malformed(rows[0], exc) from exc
 
     # -- admin -----------------------------------------------------------------------
 
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot]:
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_pending`. A row that cannot be decoded is a
+        :class:`MalformedSchedule` in its place (naming the column)."""
         check_limit(limit)
-        self._normalise_if_needed()
-        rows = self._read("list_pending", self._sql.list_pending, {"n": limit})
-        return sorted(self._snapshots(rows), key=lambda s: (s.scheduled_for, s.schedule_id.bytes))
+        sql = self._sql.list_pending
+        if self._normalise_if_needed():
+            assert self._portable is not None
+            sql = self._portable.list_pending
+        return self._listing(self._read("list_pending", sql, {"n": limit}))
 
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot]:
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_dead_letter`. A row that cannot be decoded is
+        a :class:`MalformedSchedule` in its place (naming the column)."""
         check_limit(limit)
-        rows = self._read("list_dead_letter", self._sql.list_dead_letter, {"n": limit})
-        return self._snapshots(rows)
+        sql = self._sql.list_dead_letter
+        if self._portable is not None and not self._current:
+            sql = self._portable.list_dead_letter
+        return self._listing(self._read("list_dead_letter", sql, {"n": limit}))
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         sid = check_schedule_id(schedule_id)
@@ -1006,278 +844,44 @@ class SqliteScheduleStore(SettlingStore):
             cur.execute(self._sql.replay, params)
         self.changes.notify()
 
+    # -- copying rows between stores (hexeract scheduler migrate) ---------------------
 
-# -- opening a file ------------------------------------------------------------------
+    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
+        """See :meth:`ScheduleStore.export_records`: one read of the primary key.
 
-
-def _check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Path:
-    """The absolute database path, after the checks that need no SQL (default folders are
-    made here when ``create``)."""
-    if path is None:
-        db = default_database_path()
-        if create and not db.parent.is_dir():
+        A row that cannot be read as a record (a schedule id that is not 16 bytes, a
+        timestamp that is not one) raises :class:`StoreError` naming it and the column:
+        a copy never silently leaves a row behind."""
+        after = check_export(after, limit)
+        if after is None:
+            rows = self._read("export_records", self._sql.export_first, {"n": limit})
+        else:
+            params = {"after": after.bytes, "n": limit}
+            rows = self._read("export_records", self._sql.export_after, params)
+        records = []
+        for row in rows:
             try:
-                db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            except OSError as exc:
+                records.append(record_from_row(row))
+            except Exception as exc:
+                why = diagnose(row) or f"{type(exc).__name__}: {exc}"
                 raise StoreError(
-                    f"cannot create the folder {db.parent} for the database {db}: {exc}"
+                    f"cannot export the row with schedule_id {row_label(row)} of {self._table}"
+                    f" in {self._path}: {why}"
                 ) from exc
-    else:
-        if not isinstance(path, str | os.PathLike):
-            raise InvalidConfiguration(f"path must be a str or os.PathLike, got {path!r}")
-        db = pathlib.Path(os.fsdecode(os.fspath(path)))
-    db = db.absolute()
-    if db.is_dir():
-        raise StoreError(f"cannot open the database {db}: it is a directory")
-    if db.exists():
-        return db
-    if not create:
-        raise StoreError(f"no database at {db}")
-    if not db.parent.is_dir():
-        raise StoreError(f"cannot create the database {db}: the folder {db.parent} does not exist")
-    return db
+        return records
 
-
-def _create_database(
-    db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None
-) -> None:
-    """Build a complete new database under a temporary name beside ``db`` (0600, WAL,
-    the table at :data:`SCHEMA_VERSION`), then link it to ``db``, which must not exist.
-
-    Losing the race to another process that created ``db`` first is fine: its file is
-    used. Any failure removes the temporary file and leaves ``db`` untouched.
-    """
-    tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
-    try:
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as exc:
-        raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
-        conn = _connect(tmp, "full", busy_timeout, vfs, label=db)
-        try:
-            _ensure_schema(conn, table, db, True, busy_timeout)
-            conn.pragma("wal_checkpoint", "TRUNCATE")  # everything in the file itself
-        finally:
-            conn.close()
-        try:
-            os.link(tmp, db)
-        except FileExistsError:
-            return  # another process created it first; use theirs
-        except OSError:
-            # no hard links on this file system: a rename is nearly as good here
-            if not db.exists():
-                os.replace(tmp, db)
-    except StoreError:
-        raise  # (a StoreError is an OSError too) it names the path already
-    except OSError as exc:
-        raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
-    except apsw.Error as exc:
-        raise _open_error(db, exc) from exc
-    finally:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with suppress(OSError):
-                os.unlink(f"{tmp}{suffix}")
-
-
-def _connect(
-    path: pathlib.Path,
-    durability: str,
-    busy_timeout: timedelta,
-    vfs: str | None,
-    *,
-    label: pathlib.Path | None = None,
-) -> apsw.Connection:
-    """Open and configure the store's own connection (never apsw.bestpractice.apply).
-
-    Errors name ``label`` (the user's path) when given, else ``path``."""
-    db = label or path
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
-    except apsw.Error as exc:
-        raise _open_error(db, exc) from exc
-    try:
-        apsw.bestpractice.connection_busy_timeout(conn, int(busy_timeout.total_seconds() * 1000))
-        apsw.bestpractice.connection_dqs(conn)
-        if conn.readonly("main"):
-            raise StoreError(f"cannot write to the database {db}: the file is read-only")
-        conn.pragma("synchronous", _DURABILITY[durability])
-    except apsw.Error as exc:
-        conn.close()
-        raise _open_error(db, exc) from exc
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _open_error(db: pathlib.Path, exc: apsw.Error) -> StoreError:
-    if isinstance(exc, apsw.NotADBError):
-        return StoreError(f"cannot open {db}: it is not a SQLite database ({exc})")
-    if isinstance(exc, apsw.CorruptError):
-        return StoreError(f"cannot open {db}: the database is corrupt ({exc})")
-    if isinstance(exc, apsw.ReadOnlyError | apsw.CantOpenError | apsw.AuthError):
-        return StoreError(
-            f"cannot open the database {db} for writing (read-only file or folder?): {exc}"
-        )
-    if isinstance(exc, apsw.BusyError | apsw.LockedError):
-        return StoreError(f"cannot open the database {db}: it stayed locked ({exc})")
-    return StoreError(f"cannot open the database {db}: {type(exc).__name__}: {exc}")
-
-
-def _optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
-    """``PRAGMA optimize`` at open (apsw.bestpractice), bounded by ``analysis_limit``;
-    skipped, without waiting, when another connection holds the write lock (it is only
-    an optimisation, and the store's hot queries name their indexes anyway)."""
-    try:
-        conn.pragma("analysis_limit", 1000)
-        conn.set_busy_timeout(0)
-        apsw.bestpractice.connection_optimize(conn)
-    except apsw.Error:
-        pass
-    finally:
-        conn.set_busy_timeout(int(busy_timeout.total_seconds() * 1000))
-
-
-def _schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
-    """(does the table exist, its recorded version or None)."""
-    names = {
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN (?, ?)",
-            (table, META_TABLE),
-        )
-    }
-    version: int | None = None
-    if META_TABLE in names:
-        rows = conn.execute(
-            f"SELECT version FROM {META_TABLE} WHERE table_name = ?", (table,)
-        ).fetchall()
-        if rows:
-            version = int(str(rows[0][0]))
-    return table in names, version
-
-
-def _too_new(db: pathlib.Path, table: str, version: int) -> StoreError:
-    return StoreError(
-        f"the table {table} in {db} has schema version {version}, newer than this"
-        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
-    )
-
-
-def _switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
-    """``journal_mode=WAL`` (a no-op when it already is). Changing the mode needs a lock
-    that SQLite does not wait for through the busy handler, so retry until the busy
-    timeout has passed."""
-    if str(conn.pragma("journal_mode")).lower() == "wal":
-        return
-    deadline = time.monotonic() + busy_timeout.total_seconds()
-    while True:
-        try:
-            apsw.bestpractice.connection_wal(conn)
-            break
-        except apsw.BusyError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.005)
-    mode = conn.pragma("journal_mode")
-    if str(mode).lower() != "wal":
-        raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
-
-
-def _ensure_schema(
-    conn: apsw.Connection, table: str, db: pathlib.Path, create: bool, busy_timeout: timedelta
-) -> None:
-    """Create, adopt or upgrade ``table`` to :data:`SCHEMA_VERSION`, in one transaction."""
-    try:
-        exists, version = _schema_state(conn, table)
-        if version is not None and version > SCHEMA_VERSION:
-            raise _too_new(db, table, version)
-        if not exists and not create:
-            raise StoreError(f"no database at {db}: the file has no table {table}")
-        # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
-        _switch_to_wal(conn, db, busy_timeout)
-        if exists and version == SCHEMA_VERSION:
-            return  # the common case: a read, no write lock
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            exists, version = _schema_state(conn, table)  # again, under the write lock
-            if version is not None and version > SCHEMA_VERSION:
-                raise _too_new(db, table, version)
-            if not exists:
-                if not create:
-                    raise StoreError(f"no database at {db}: the file has no table {table}")
-                conn.execute(sqlite_table_ddl(table))
-                for ddl in sqlite_reference_index_ddl(table):
-                    conn.execute(ddl)
-                version = 0
-            elif version is None:
-                _check_reference_layout(conn, table, db)
-                version = 0
-            for step in _UPGRADES[version:]:
-                step(conn, table)
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {META_TABLE} ("
-                " table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)"
-            )
-            conn.execute(
-                f"INSERT INTO {META_TABLE} (table_name, version) VALUES (?, ?)"
-                " ON CONFLICT (table_name) DO UPDATE SET version = excluded.version",
-                (table, SCHEMA_VERSION),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.get_autocommit():
-                with suppress(apsw.Error):
-                    conn.execute("ROLLBACK")
-            raise
-    except apsw.Error as exc:
-        raise _open_error(db, exc) from exc
-
-
-def _check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
-    """An existing table without a recorded version must have the reference's columns."""
-    columns = {row[1]: str(row[2]).upper() for row in conn.execute(f"PRAGMA table_info({table})")}
-    wrong = [
-        name for name, decl, _ in REFERENCE_COLUMNS if name not in columns or columns[name] != decl
-    ]
-    if wrong:
-        raise StoreError(
-            f"the table {table} in {db} is not a scheduler table: the columns"
-            f" {', '.join(wrong)} are missing or have another type"
-        )
-    try:
-        conn.execute(f"SELECT rowid FROM {table} LIMIT 0").fetchall()
-    except apsw.SQLError as exc:
-        raise StoreError(
-            f"the table {table} in {db} is WITHOUT ROWID; the reference's layout (and"
-            " hexeract_lite's claim) needs an ordinary rowid table"
-        ) from exc
-
-
-def _upgrade_to_1(conn: apsw.Connection, table: str) -> None:
-    """0 → 1: hexeract_lite's indexes; timestamps rewritten as ``...T...mmmZ`` text.
-
-    Text comparison orders instants only when every value has the same layout, and the
-    reference's readers also accept ``YYYY-MM-DD HH:MM:SS``; such values are rewritten
-    to the canonical form (the same instant) so claims and listings order them right.
-    """
-    for ddl in (*sqlite_reference_index_ddl(table), *sqlite_extra_index_ddl(table)):
-        conn.execute(ddl)
-    for column in _TIMESTAMP_COLUMNS:
-        odd = conn.execute(
-            f"SELECT schedule_id, {column} FROM {table} WHERE {column} IS NOT NULL"
-            f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
-            f" OR substr({column}, 24, 1) <> 'Z')"
-        ).fetchall()
-        for sid, text in odd:
-            try:
-                canonical = format_ts(parse_ts(str(text)))
-            except ValueError:
-                continue  # not a timestamp at all: left for a human to look at
-            conn.execute(f"UPDATE {table} SET {column} = ? WHERE schedule_id = ?", (canonical, sid))
-
-
-_UPGRADES = [_upgrade_to_1]
-"""``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
-assert len(_UPGRADES) == SCHEMA_VERSION
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        """See :meth:`ScheduleStore.import_records`: the rows whose id is absent are
+        inserted as given (every column, instants as the reference's text), in one
+        ``BEGIN IMMEDIATE`` transaction."""
+        rows = [row_from_record(record) for record in check_records(records)]
+        if not rows:
+            return 0
+        with self._write("import_records") as cur:
+            conn = cur.connection
+            before = conn.total_changes()
+            cur.executemany(self._sql.import_row, rows)
+            inserted = conn.total_changes() - before
+        if inserted:
+            self.changes.notify()
+        return inserted

@@ -46,6 +46,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.cli import main as cli_main
+from hexeract_lite.snapshot import MalformedSchedule
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
@@ -1083,19 +1084,27 @@ def test_a_malformed_row_does_not_poison_the_rows_claimed_with_it(
 
 
 @pytest.mark.parametrize("corruption", ["cron-expr-invalid", "target-kind-unknown"])
-def test_a_malformed_row_is_reported_as_a_store_error_naming_it(
+def test_a_malformed_row_is_named_by_inspect_and_marked_in_listings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], corruption: str
 ) -> None:
+    """inspect raises a StoreError naming the row; a listing shows the healthy rows and
+    marks the bad one (issue 12.8: one bad row used to fail the whole listing)."""
     db = tmp_path / "s.db"
-    bad, _ = _corrupt_db(db, corruption, datetime.now(UTC))
+    bad, good = _corrupt_db(db, corruption, datetime.now(UTC))
+    column = CORRUPTIONS[corruption][0]
     with SqliteScheduleStore.open(db) as store:
-        for call in (lambda: store.inspect(bad.schedule_id), store.list_pending):
-            with pytest.raises(StoreError) as info:
-                call()
-            assert str(bad.schedule_id) in str(info.value)
-    for argv in (["list"], ["inspect", str(bad.schedule_id)]):
-        assert cli_main(["scheduler", *argv, "--conn", str(db)]) == 1  # a runtime error
-        assert str(bad.schedule_id) in capsys.readouterr().err
+        with pytest.raises(StoreError) as info:
+            store.inspect(bad.schedule_id)
+        assert str(bad.schedule_id) in str(info.value) and column in str(info.value)
+        listed = store.list_pending()
+    marked = [item for item in listed if isinstance(item, MalformedSchedule)]
+    assert [m.schedule_id for m in marked] == [bad.schedule_id] and column in marked[0].reason
+    assert len(listed) == 1 + len(good)
+    assert cli_main(["scheduler", "inspect", str(bad.schedule_id), "--conn", str(db)]) == 1
+    assert str(bad.schedule_id) in capsys.readouterr().err
+    assert cli_main(["scheduler", "list", "--conn", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert str(bad.schedule_id) in out and "malformed" in out
 
 
 FOREIGN_FORMS = {

@@ -1,0 +1,106 @@
+"""Stores across ``fork()``: no call in flight at the fork, a fresh start in the child.
+
+A child made by ``os.fork()`` (``multiprocessing``'s default start method on Linux,
+pre-fork servers) inherits a copy of every object, locks included, with only the
+forking thread running: a lock another thread held at the fork stays held for ever in
+the child, and SQLite's per-process lock bookkeeping for a file would say that one of
+the child's own connections still holds a write lock it never releases.
+
+So, for every registered object (``os.register_at_fork``), the forking thread first
+takes the object's lock (:meth:`ForkAware._before_fork`, waiting, bounded, for a call
+in flight to finish), the fork happens with no call in flight, the parent releases the
+locks, and the child starts each object afresh (:meth:`ForkAware._after_fork_in_child`:
+new locks; a store also leaves its inherited connection alone and opens its own on
+its next call). The normal paths pay nothing for this.
+"""
+
+from __future__ import annotations
+
+import logging  # noqa: F401 - imported first, so its own fork hook runs after ours
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Protocol
+
+__all__ = ["AT_FORK_HOOKS", "ForkAware", "PidCheckingLock", "hold", "start_afresh_after_fork"]
+
+
+class ForkAware(Protocol):
+    """An object with a lock to hold across a fork and state to reset in the child."""
+
+    def _before_fork(self) -> bool:
+        """Take the object's lock (bounded wait); True if taken."""
+        ...
+
+    def _after_fork_in_parent(self) -> None:
+        """Release what :meth:`_before_fork` took."""
+        ...
+
+    def _after_fork_in_child(self) -> None:
+        """Start afresh: new locks (the inherited ones are never released)."""
+        ...
+
+
+AT_FORK_HOOKS = hasattr(os, "register_at_fork")
+"""True where ``os.register_at_fork`` exists (every platform with ``fork()``)."""
+
+_REGISTERED: weakref.WeakSet[ForkAware] = weakref.WeakSet()
+_HELD: list[ForkAware] = []
+"""The objects whose lock the forking thread holds, from before the fork to after it."""
+
+
+def start_afresh_after_fork(obj: ForkAware) -> None:
+    """Register ``obj`` for every fork of this process, for as long as it lives (a weak
+    reference: registering keeps nothing alive)."""
+    _REGISTERED.add(obj)
+
+
+def hold(lock: threading.Lock, seconds: float) -> bool:
+    """Acquire ``lock`` for a fork, waiting at most ``seconds`` (a thread stuck inside a
+    call must not stop the process from forking for ever); True if acquired."""
+    return lock.acquire(timeout=seconds)
+
+
+class PidCheckingLock:
+    """The store's lock where ``os.register_at_fork`` is missing: every acquisition
+    compares the process id with the one that made it, and in another process starts
+    from a fresh lock and has the store forget its inherited connection first."""
+
+    def __init__(self, on_fork: Callable[[], None]) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._on_fork = on_fork
+
+    def __enter__(self) -> None:
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._on_fork()
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def _before() -> None:
+    _HELD.clear()
+    for obj in list(_REGISTERED):
+        if obj._before_fork():
+            _HELD.append(obj)
+
+
+def _in_parent() -> None:
+    for obj in reversed(_HELD):
+        obj._after_fork_in_parent()
+    _HELD.clear()
+
+
+def _in_child() -> None:
+    _HELD.clear()
+    for obj in list(_REGISTERED):
+        obj._after_fork_in_child()
+
+
+if AT_FORK_HOOKS:
+    os.register_at_fork(before=_before, after_in_parent=_in_parent, after_in_child=_in_child)

@@ -1,0 +1,92 @@
+"""The settle plan: a checked batch of settlements as the parameters each item writes.
+
+A SQL store's ``settle`` runs one fenced statement per item, in one transaction. What
+each item binds is the same in every dialect; only the encoding of ids, leases and
+instants differs, so a store passes its encoders and maps each item's kind to its own
+statement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .base import Settlement, SettlementKind, retry_deadline
+
+__all__ = ["PlannedSettlement", "settle_plan"]
+
+PlannedSettlement = tuple[int, SettlementKind, dict[str, Any]]
+"""``(index in the batch, kind, parameters)``: one statement to run."""
+
+
+def settle_plan(
+    checked: Sequence[Settlement],
+    now: datetime | None,
+    *,
+    encode_id: Callable[[uuid.UUID], Any],
+    encode_lease: Callable[[datetime], Any],
+    encode_instant: Callable[[datetime], Any],
+    encode_retry_in: Callable[[timedelta], Any] | None = None,
+) -> list[PlannedSettlement]:
+    """The statements a batch needs, in batch order, one per item that can apply.
+
+    ``checked`` is what :func:`~hexeract_lite.store.base.check_settlements` returned;
+    ``now`` is the store's one reading of its clock for the batch (None for a store
+    whose SQL computes instants from the database's clock instead). Each item's
+    parameters:
+
+    - every kind: ``id`` (``encode_id(schedule_id)``) and ``lease``
+      (``encode_lease(lease)``); an item whose ``encode_lease`` is None is fenced out
+      (no stored lease can equal it) and left out of the plan: it gets False;
+    - ``delivered``: ``now``; ``dead_lettered``: ``now`` and ``error`` (``now`` only
+      when it is given);
+    - ``reschedule``: ``next``;
+    - ``failed``: ``error``, ``until`` (``encode_instant(now + retry_in)``, when
+      ``now`` is given) and ``retry_in`` (``encode_retry_in(retry_in)``, when given);
+    - ``released``: nothing more.
+
+    Instants are encoded with ``encode_instant`` (``now`` once for the batch). Every
+    ``failed`` item's deadline is computed before anything else, fenced out or not, so
+    a ``retry_in`` past the year 9999 raises
+    :class:`~hexeract_lite.errors.InvalidConfiguration` naming it before a store
+    writes anything. Pure: no I/O.
+    """
+    deadlines: dict[int, datetime] = {}
+    if now is not None:
+        for index, item in enumerate(checked):
+            if item.kind is SettlementKind.FAILED:
+                assert item.retry_in is not None
+                deadlines[index] = retry_deadline(now, item.retry_in)
+    now_value = None if now is None else encode_instant(now)
+    plan: list[PlannedSettlement] = []
+    lease: object = None
+    token: Any = None
+    for index, item in enumerate(checked):
+        if item.lease is not lease:  # a batch's items share the claim's lease
+            lease = item.lease
+            token = encode_lease(item.lease)
+        if token is None:
+            continue  # no lease this store hands out: fenced out
+        params: dict[str, Any] = {"id": encode_id(item.schedule_id), "lease": token}
+        kind = item.kind
+        if kind is SettlementKind.DELIVERED:
+            if now is not None:
+                params["now"] = now_value
+        elif kind is SettlementKind.RESCHEDULE:
+            assert item.next is not None
+            params["next"] = encode_instant(item.next)
+        elif kind is SettlementKind.FAILED:
+            assert item.retry_in is not None
+            params["error"] = item.error
+            if now is not None:
+                params["until"] = encode_instant(deadlines[index])
+            if encode_retry_in is not None:
+                params["retry_in"] = encode_retry_in(item.retry_in)
+        elif kind is SettlementKind.DEAD_LETTERED:
+            if now is not None:
+                params["now"] = now_value
+            params["error"] = item.error
+        plan.append((index, kind, params))
+    return plan

@@ -1,0 +1,285 @@
+"""The SQLite codec: how each kind of column is stored in SQLite, and rows <-> records.
+
+Every column's kind comes from the registry (:mod:`hexeract_lite.store.columns`); this
+module says, once, what each kind looks like in a SQLite row: an id is its 16 raw
+bytes, an instant is ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text (the reference's layout), a
+flag is ``INTEGER`` 0/1, text, JSON and integers are stored as they are. Rows are read
+with ``SELECT`` :data:`SELECT_LIST` (every column, in registry order).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from .._time import format_ts, parse_ts
+from ..errors import InvalidConfiguration, InvalidMessage, InvalidTrigger
+from ..message import ScheduledMessage, Target
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ..trigger import CronExpression, Trigger
+from .columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from .record import ScheduleRecord, cached_cron_trigger, cached_target
+
+__all__ = [
+    "COLUMN_INDEX",
+    "SELECT_LIST",
+    "decode_id",
+    "decode_instant",
+    "diagnose",
+    "encode_id",
+    "encode_instant",
+    "encode_lease",
+    "leased_from_row",
+    "malformed",
+    "record_from_row",
+    "row_from_record",
+    "row_label",
+]
+
+SELECT_LIST = ", ".join(COLUMN_NAMES)
+"""Every column, in registry order: what a row read by the store holds."""
+COLUMN_INDEX: dict[str, int] = {name: index for index, name in enumerate(COLUMN_NAMES)}
+"""A column's position in a row read with :data:`SELECT_LIST`."""
+
+MAX_INT64 = 2**63 - 1
+"""The largest integer a SQLite ``INTEGER`` holds."""
+
+
+# -- one value -----------------------------------------------------------------------
+
+
+def encode_id(schedule_id: uuid.UUID) -> bytes:
+    """A schedule id as stored: its 16 raw bytes (byte order is UUID order)."""
+    return schedule_id.bytes
+
+
+def decode_id(value: object) -> uuid.UUID:
+    """A stored id; anything but 16 bytes raises ValueError."""
+    if not isinstance(value, bytes) or len(value) != 16:
+        raise ValueError(f"schedule_id is not 16 bytes: {value!r:.60}")
+    return uuid.UUID(bytes=value)
+
+
+encode_instant: Callable[[datetime], str] = format_ts
+"""An aware UTC instant (ms) as stored: ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
+
+
+def decode_instant(value: object) -> datetime:
+    """A stored instant (the canonical layout, or another one SQLite's readers accept);
+    anything else raises ValueError."""
+    if not isinstance(value, str):
+        raise ValueError(f"not a timestamp: {value!r:.60}")
+    return parse_ts(value)
+
+
+def _optional_instant(value: object) -> datetime | None:
+    return None if value is None else decode_instant(value)
+
+
+def _optional_id(value: uuid.UUID | None) -> bytes | None:
+    return None if value is None else value.bytes
+
+
+def _instant_or_none(value: datetime | None) -> str | None:
+    return None if value is None else format_ts(value)
+
+
+def encode_lease(lease: object) -> str | None:
+    """The stored text of a lease token, or None when no stored lease can equal it (a
+    naive datetime, another type, a lease finer than the stored milliseconds)."""
+    if not isinstance(lease, datetime) or lease.tzinfo is None or lease.utcoffset() is None:
+        return None
+    utc = lease.astimezone(UTC)
+    if utc.microsecond % 1000:
+        return None  # stored leases have millisecond precision: this one matches none
+    return format_ts(utc)
+
+
+# -- whole rows ------------------------------------------------------------------------
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _decoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
+    if kind is ColumnKind.ID:
+        return decode_id
+    if kind is ColumnKind.INSTANT:
+        return decode_instant if required else _optional_instant
+    if kind is ColumnKind.BOOL:
+        return bool
+    return _as_is  # TEXT, JSON, INT: stored as they are
+
+
+def _encoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
+    if kind is ColumnKind.ID:
+        return encode_id if required else _optional_id
+    if kind is ColumnKind.INSTANT:
+        return format_ts if required else _instant_or_none
+    if kind is ColumnKind.BOOL:
+        return lambda flag: 1 if flag else 0
+    return _as_is
+
+
+_DECODERS = tuple(_decoder(c.kind, c.required) for c in COLUMNS)
+_ENCODERS = tuple((c.name, _encoder(c.kind, c.required)) for c in COLUMNS)
+_INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT)
+
+
+def record_from_row(row: Sequence[Any]) -> ScheduleRecord:
+    """A row of ``SELECT`` :data:`SELECT_LIST` as a record (ids and instants decoded).
+    A value that does not decode raises (ValueError, TypeError): see :func:`diagnose`."""
+    return ScheduleRecord(*[decode(value) for decode, value in zip(_DECODERS, row, strict=True)])
+
+
+def row_from_record(record: ScheduleRecord) -> tuple[Any, ...]:
+    """A record as the values of one row, in :data:`SELECT_LIST` order. An integer
+    beyond SQLite's 64 bits raises :class:`InvalidConfiguration` naming it."""
+    for name in _INTS:
+        if getattr(record, name) > MAX_INT64:
+            raise InvalidConfiguration(
+                f"record {record.schedule_id}: {name} must be at most {MAX_INT64} on SQLite,"
+                f" got {getattr(record, name)}"
+            )
+    return tuple(encode(getattr(record, name)) for name, encode in _ENCODERS)
+
+
+# positions the claim decodes by hand
+_ID = COLUMN_INDEX["schedule_id"]
+_EVENT_TYPE = COLUMN_INDEX["event_type"]
+_PAYLOAD = COLUMN_INDEX["payload"]
+_TRIGGER_KIND = COLUMN_INDEX["trigger_kind"]
+_CRON_EXPR = COLUMN_INDEX["cron_expr"]
+_SCHEDULED_FOR = COLUMN_INDEX["scheduled_for"]
+_TARGET_KIND = COLUMN_INDEX["target_kind"]
+_ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
+_ATTEMPTS = COLUMN_INDEX["attempts"]
+_MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
+_LEASED_UNTIL = COLUMN_INDEX["leased_until"]
+_CREATED_AT = COLUMN_INDEX["created_at"]
+
+
+def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
+    """A row the claim just returned as the occurrence to dispatch: what
+    ``record_from_row(row).leased()`` builds, without the record in between (the
+    claim's hot path). Shared Target and cron Trigger values, the lease parsed once per
+    claim (``until`` is its text). A row that does not decode raises."""
+    scheduled_for = parse_ts(row[_SCHEDULED_FOR])
+    parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
+    lease_text = row[_LEASED_UNTIL]
+    leased_until = until if lease_text == until_text else parse_ts(lease_text)
+    if row[_TRIGGER_KIND] == "cron":
+        trigger = cached_cron_trigger(row[_CRON_EXPR] or "")
+    else:
+        trigger = Trigger("delay", at=scheduled_for)
+    payload = row[_PAYLOAD]
+    message = ScheduledMessage(
+        schedule_id=decode_id(row[_ID]),
+        event_type=row[_EVENT_TYPE],
+        payload=json.loads(payload),
+        payload_json=payload,
+        target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
+        trigger=trigger,
+        scheduled_for=scheduled_for,
+    )
+    return LeasedOccurrence(
+        message=message,
+        attempts=row[_ATTEMPTS],
+        max_attempts=row[_MAX_ATTEMPTS],
+        leased_until=leased_until,
+    )
+
+
+# -- rows that do not decode -------------------------------------------------------------
+
+_I = COLUMN_INDEX
+
+
+def diagnose(row: Sequence[Any]) -> str:
+    """Which column makes a row undecodable, and why ('' when none is found).
+
+    Checks each column by its kind (ids, instants, JSON, integers and flags), then the
+    values the message needs (trigger kind and cron expression, target kind and key).
+    """
+    for column, value in zip(COLUMNS, row, strict=True):
+        name, kind = column.name, column.kind
+        if value is None:
+            if column.required:
+                return f"{name} is NULL"
+            continue
+        if kind is ColumnKind.ID:
+            try:
+                decode_id(value)
+            except ValueError as exc:
+                return str(exc)
+        elif kind is ColumnKind.INSTANT:
+            try:
+                decode_instant(value)
+            except ValueError:
+                return f"{name} is not a timestamp: {value!r:.60}"
+        elif kind is ColumnKind.JSON:
+            try:
+                json.loads(value)
+            except (TypeError, ValueError, RecursionError) as exc:
+                return f"{name} is not JSON: {exc}"
+        elif kind in (ColumnKind.INT, ColumnKind.BOOL):
+            if not isinstance(value, int):
+                return f"{name} is not an integer: {value!r:.60}"
+        elif not isinstance(value, str):
+            return f"{name} is not text: {value!r:.60}"
+    trigger_kind = row[_I["trigger_kind"]]
+    if trigger_kind not in ("delay", "cron"):
+        return f"trigger_kind must be 'delay' or 'cron', got {trigger_kind!r:.60}"
+    if trigger_kind == "cron":
+        try:
+            CronExpression.parse(row[_I["cron_expr"]] or "")
+        except InvalidTrigger as exc:
+            return f"cron_expr: {exc}"
+    target_kind = row[_I["target_kind"]]
+    if target_kind not in ("mediator", "outbox", "bus"):
+        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
+    try:
+        Target(target_kind, row[_I["target_routing_key"]])
+    except (InvalidMessage, TypeError) as exc:
+        return f"target_routing_key: {exc}"
+    return ""
+
+
+def row_label(row: Sequence[Any]) -> str:
+    """The row's schedule id for a message: its UUID text, or a repr of what is there."""
+    try:
+        return str(decode_id(row[0]))
+    except ValueError:
+        return repr(row[0])[:60]
+
+
+def _raw_status(row: Sequence[Any]) -> ScheduleStatus | None:
+    """The status from the columns it derives from (set or not, the flag), when the
+    flag is an integer."""
+    paused = row[_I["paused"]]
+    if not isinstance(paused, int):
+        return None
+    return ScheduleStatus.derive(
+        delivered_at=row[_I["delivered_at"]],
+        cancelled_at=row[_I["cancelled_at"]],
+        dead_lettered_at=row[_I["dead_lettered_at"]],
+        paused=bool(paused),
+    )
+
+
+def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
+    """What a listing returns in place of a row that does not decode."""
+    try:
+        schedule_id: uuid.UUID | None = decode_id(row[0])
+    except ValueError:
+        schedule_id = None
+    return MalformedSchedule(
+        schedule_id=schedule_id,
+        raw_id=row_label(row),
+        reason=diagnose(row) or f"{type(exc).__name__}: {exc}",
+        status=_raw_status(row),
+    )

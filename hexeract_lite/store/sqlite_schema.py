@@ -1,0 +1,532 @@
+"""Opening a SQLite file for the store: paths, creation, connections, schema versions.
+
+:meth:`SqliteScheduleStore.open <hexeract_lite.store.sqlite.SqliteScheduleStore.open>`
+runs these steps in order: :func:`check_path`, :func:`create_database` when the file
+is missing, :func:`connect`, :func:`ensure_schema` and :func:`optimize`.
+
+Versions
+--------
+A table's schema version is recorded in :data:`META_TABLE` (``table_name``,
+``version``), one row per scheduler table in the file. A table without a row there is
+version 0: the Rust reference created it (its two indexes), or the CLI's ``schema``
+text did. Opening a table (not read-only) brings it to :data:`SCHEMA_VERSION` step by
+step (:data:`UPGRADES`), in one ``BEGIN IMMEDIATE`` transaction; a version newer than
+the code is refused. Every change to :func:`~hexeract_lite.store.schema.sqlite_ddl`
+bumps :data:`SCHEMA_VERSION` and adds a step (``tests/test_sqlite_schema.py`` pins
+the DDL's digest to the version).
+
+Nothing in a file changes before every check that could refuse it has passed: a table
+that is not a scheduler table, or one too new, is refused with the file as it was (no
+WAL switch, no index). A read-only opening never writes at all.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import timedelta
+
+import apsw
+import apsw.bestpractice
+import platformdirs
+
+from .._time import format_ts, parse_ts
+from ..errors import InvalidConfiguration, StoreError
+from .columns import ColumnKind, columns_of_kind
+from .schema import (
+    REFERENCE_COLUMNS,
+    sqlite_extra_index_ddl,
+    sqlite_reference_index_ddl,
+    sqlite_table_ddl,
+)
+
+__all__ = [
+    "APP_NAME",
+    "DATABASE_FILE_NAME",
+    "DURABILITY",
+    "META_TABLE",
+    "SCHEMA_VERSION",
+    "UPGRADES",
+    "check_path",
+    "connect",
+    "create_database",
+    "default_database_path",
+    "ensure_schema",
+    "open_database",
+    "memory_sorts",
+    "open_error",
+    "optimize",
+]
+
+APP_NAME = "hexeract_lite"
+"""The platformdirs application name of the default database's folder."""
+DATABASE_FILE_NAME = "scheduler.db"
+"""The file name of the default database."""
+SCHEMA_VERSION = 2
+"""The schema version this code writes and understands.
+
+- 0: the reference's layout as hexeract creates it (no version recorded);
+- 1: instants normalised to ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text;
+- 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
+  defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
+  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone).
+"""
+META_TABLE = "hexeract_lite_schema"
+"""One row per scheduler table in the file: ``(table_name, version)``.
+
+A table of its own rather than ``PRAGMA user_version``, because several scheduler
+tables (``--table``) may share one file and each has its own version.
+"""
+
+DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
+"""``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
+``NORMAL`` around the worker's own transactions only: see the store's docstring)."""
+
+_INSTANT_COLUMNS = columns_of_kind(ColumnKind.INSTANT)
+
+
+def default_database_path() -> pathlib.Path:
+    """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
+    ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
+    return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
+
+
+def open_database(
+    path: str | os.PathLike[str] | None,
+    table: str,
+    *,
+    durability: str,
+    busy_timeout: timedelta,
+    create: bool,
+    vfs: str | None,
+    readonly: bool,
+) -> tuple[pathlib.Path, apsw.Connection, int]:
+    """Every step of opening, in order: the absolute path, the file created when it is
+    missing (``create``), the configured connection, the table checked and (unless
+    ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA optimize``. Returns the
+    path, the connection and the table's version. An existing file is never deleted
+    or rewritten when opening it fails."""
+    db = check_path(path, create)
+    if not db.exists():
+        create_database(db, table, busy_timeout, vfs)
+    connection = connect(db, durability, busy_timeout, vfs, readonly=readonly)
+    try:
+        version = ensure_schema(
+            connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
+        )
+        if not readonly:
+            optimize(connection, busy_timeout)
+        memory_sorts(connection)  # after the schema work: adopting a big table sorts it
+    except BaseException:
+        connection.close()
+        raise
+    return db, connection, version
+
+
+def memory_sorts(conn: apsw.Connection) -> None:
+    """``temp_store=MEMORY`` for the store's own statements: the claim merges two index
+    walks and sorts at most 2 x batch_size rows, and with SQLite's default file-backed
+    temp store those tiny sorts cost more than the rest of the claim. Every sort the
+    store runs is bounded by a batch size or a limit."""
+    conn.pragma("temp_store", "MEMORY")
+
+
+# -- the file ------------------------------------------------------------------------
+
+
+def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Path:
+    """The absolute database path, after the checks that need no SQL (default folders are
+    made here when ``create``)."""
+    if path is None:
+        db = default_database_path()
+        if create and not db.parent.is_dir():
+            try:
+                db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the folder {db.parent} for the database {db}: {exc}"
+                ) from exc
+    else:
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidConfiguration(f"path must be a str or os.PathLike, got {path!r}")
+        db = pathlib.Path(os.fsdecode(os.fspath(path)))
+    db = db.absolute()
+    if db.is_dir():
+        raise StoreError(f"cannot open the database {db}: it is a directory")
+    if db.exists():
+        return db
+    if not create:
+        raise StoreError(f"no database at {db}")
+    if not db.parent.is_dir():
+        raise StoreError(f"cannot create the database {db}: the folder {db.parent} does not exist")
+    return db
+
+
+def create_database(db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None) -> None:
+    """Make a new database at ``db``, 0600, unless another process makes it first.
+
+    With hard links: a complete database (WAL, the table at :data:`SCHEMA_VERSION`) is
+    built under a temporary name beside ``db`` and linked to ``db``, which fails when
+    ``db`` exists: other processes never see a half-made file, and a failed creation
+    leaves nothing. Without them (FAT, some network shares): the name is claimed with
+    ``O_CREAT | O_EXCL``, which also fails when ``db`` exists, and the caller builds the
+    table in place under SQLite's write lock, as every opener of an empty database
+    does; a failed creation then leaves an empty database that the next opening
+    completes. Either way nothing ever replaces a file another process may have opened.
+    """
+    link: Callable[[pathlib.Path, pathlib.Path], None] | None = getattr(os, "link", None)
+    if link is None:
+        _claim_name(db)  # os.link is POSIX and NTFS only: claim the name instead
+        return
+    tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
+    try:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    try:
+        conn = connect(tmp, "full", busy_timeout, vfs, label=db)
+        try:
+            ensure_schema(conn, table, db, create=True, busy_timeout=busy_timeout)
+            conn.pragma("wal_checkpoint", "TRUNCATE")  # everything in the file itself
+        finally:
+            conn.close()
+        try:
+            link(tmp, db)
+        except FileExistsError:
+            return  # another process created it first; use theirs
+        except OSError:
+            _claim_name(db)  # no hard links on this file system: claim the name instead
+    except StoreError:
+        raise  # (a StoreError is an OSError too) it names the path already
+    except OSError as exc:
+        raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
+    except apsw.Error as exc:
+        raise open_error(db, exc) from exc
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with suppress(OSError):
+                os.unlink(f"{tmp}{suffix}")
+
+
+def _claim_name(db: pathlib.Path) -> None:
+    """Create ``db`` empty (0600) unless it exists: ``O_EXCL`` makes the check and the
+    creation one step, on POSIX and Windows alike. An empty file is an empty SQLite
+    database, which the opening fills (the table at :data:`SCHEMA_VERSION`)."""
+    try:
+        fd = os.open(db, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another process created it first; use theirs
+    os.close(fd)
+
+
+# -- the connection --------------------------------------------------------------------
+
+
+def connect(
+    path: pathlib.Path,
+    durability: str,
+    busy_timeout: timedelta,
+    vfs: str | None,
+    *,
+    label: pathlib.Path | None = None,
+    readonly: bool = False,
+) -> apsw.Connection:
+    """Open and configure the store's own connection (never apsw.bestpractice.apply).
+
+    ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write.
+    Errors name ``label`` (the user's path) when given, else ``path``."""
+    db = label or path
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    try:
+        conn = apsw.Connection(str(path), flags=flags, vfs=vfs)
+    except apsw.Error as exc:
+        raise open_error(db, exc, readonly=readonly) from exc
+    busy_ms = int(busy_timeout.total_seconds() * 1000)
+    try:
+        if readonly:
+            conn = _readable(conn, path, vfs, busy_ms)
+        apsw.bestpractice.connection_busy_timeout(conn, busy_ms)
+        apsw.bestpractice.connection_dqs(conn)
+        if not readonly:
+            if conn.readonly("main"):
+                raise StoreError(f"cannot write to the database {db}: the file is read-only")
+            conn.pragma("synchronous", DURABILITY[durability])
+    except apsw.Error as exc:
+        conn.close()
+        raise open_error(db, exc, readonly=readonly) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+_NO_SHARED_MEMORY = {apsw.SQLITE_READONLY_DIRECTORY, apsw.SQLITE_READONLY_CANTINIT}
+
+
+def _readable(
+    conn: apsw.Connection, path: pathlib.Path, vfs: str | None, busy_ms: int
+) -> apsw.Connection:
+    """A read-only connection that can read ``path``: ``conn`` itself, unless the file
+    is in WAL mode and its folder is not writable, so SQLite cannot create the
+    ``-shm`` file its readers share. With no ``-wal`` beside the file no WAL
+    connection is open on it (none could have made one in that folder), and it is
+    opened ``immutable`` instead: read without locks, as SQLite reads read-only media."""
+    try:
+        conn.set_busy_timeout(busy_ms)
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        return conn
+    except apsw.ReadOnlyError as exc:
+        extended = getattr(exc, "extendedresult", None)
+        if extended not in _NO_SHARED_MEMORY or os.path.exists(f"{path}-wal"):
+            conn.close()
+            raise
+    conn.close()
+    return apsw.Connection(
+        f"{path.as_uri()}?mode=ro&immutable=1",
+        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+        vfs=vfs,
+    )
+
+
+def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> StoreError:
+    """The :class:`StoreError` for an apsw error met while opening ``db``."""
+    if isinstance(exc, apsw.NotADBError):
+        return StoreError(f"cannot open {db}: it is not a SQLite database ({exc})")
+    if isinstance(exc, apsw.CorruptError):
+        return StoreError(f"cannot open {db}: the database is corrupt ({exc})")
+    if isinstance(exc, apsw.ReadOnlyError | apsw.CantOpenError | apsw.AuthError):
+        if readonly:
+            return StoreError(f"cannot open the database {db} for reading: {exc}")
+        return StoreError(
+            f"cannot open the database {db} for writing (read-only file or folder?): {exc}"
+        )
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return StoreError(f"cannot open the database {db}: it stayed locked ({exc})")
+    return StoreError(f"cannot open the database {db}: {type(exc).__name__}: {exc}")
+
+
+def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
+    """``PRAGMA optimize`` at open (apsw.bestpractice), bounded by ``analysis_limit``;
+    skipped, without waiting, when another connection holds the write lock (it is only
+    an optimisation, and the store's hot queries name their indexes anyway)."""
+    try:
+        conn.pragma("analysis_limit", 1000)
+        conn.set_busy_timeout(0)
+        apsw.bestpractice.connection_optimize(conn)
+    except apsw.Error:
+        pass
+    finally:
+        conn.set_busy_timeout(int(busy_timeout.total_seconds() * 1000))
+
+
+def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
+    """``journal_mode=WAL`` (a no-op when it already is). Changing the mode needs a lock
+    that SQLite does not wait for through the busy handler, so retry until the busy
+    timeout has passed."""
+    if str(conn.pragma("journal_mode")).lower() == "wal":
+        return
+    deadline = time.monotonic() + busy_timeout.total_seconds()
+    while True:
+        try:
+            apsw.bestpractice.connection_wal(conn)
+            break
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+    mode = conn.pragma("journal_mode")
+    if str(mode).lower() != "wal":
+        raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
+
+
+# -- the schema ----------------------------------------------------------------------------
+
+
+def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
+    """(does the table exist, its recorded version or None)."""
+    names = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN (?, ?)",
+            (table, META_TABLE),
+        )
+    }
+    version: int | None = None
+    if META_TABLE in names:
+        rows = conn.execute(
+            f"SELECT version FROM {META_TABLE} WHERE table_name = ?", (table,)
+        ).fetchall()
+        if rows:
+            version = int(str(rows[0][0]))
+    return table in names, version
+
+
+def _too_new(db: pathlib.Path, table: str, version: int) -> StoreError:
+    return StoreError(
+        f"the table {table} in {db} has schema version {version}, newer than this"
+        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
+    )
+
+
+def _no_table(db: pathlib.Path, table: str) -> StoreError:
+    return StoreError(f"no database at {db}: the file has no table {table}")
+
+
+def _refusal(
+    conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
+) -> tuple[bool, int | None]:
+    """Every check that can refuse the table, all reads: (exists, version) when none
+    does. A table without a recorded version must have the reference's layout."""
+    exists, version = schema_state(conn, table)
+    if version is not None and version > SCHEMA_VERSION:
+        raise _too_new(db, table, version)
+    if not exists and not may_create:
+        raise _no_table(db, table)
+    if exists and version is None:
+        check_reference_layout(conn, table, db)
+    return exists, version
+
+
+def ensure_schema(
+    conn: apsw.Connection,
+    table: str,
+    db: pathlib.Path,
+    *,
+    create: bool,
+    busy_timeout: timedelta,
+    readonly: bool = False,
+) -> int:
+    """Check ``table`` and, unless ``readonly``, create, adopt or upgrade it to
+    :data:`SCHEMA_VERSION` in one transaction; return the version it has now.
+
+    Every check runs first, reading only (a missing table without ``create``, a
+    version newer than the code, a table that is not a scheduler table: a
+    :class:`StoreError`, the file unchanged); only then is the file switched to WAL
+    and, when it is not current, upgraded. ``readonly``: the checks alone; the table
+    keeps its version (0 when none is recorded).
+    """
+    try:
+        exists, version = _refusal(conn, table, db, may_create=create and not readonly)
+        if readonly:
+            return version or 0
+        # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
+        switch_to_wal(conn, db, busy_timeout)
+        if exists and version == SCHEMA_VERSION:
+            return SCHEMA_VERSION  # the common case: a read, no write lock
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # again, under the write lock: another process may have changed it
+            exists, version = _refusal(conn, table, db, may_create=create)
+            if not exists:
+                conn.execute(sqlite_table_ddl(table))
+                for ddl in sqlite_reference_index_ddl(table):
+                    conn.execute(ddl)
+            for step in UPGRADES[version or 0 :]:
+                step(conn, table)
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {META_TABLE} ("
+                " table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)"
+            )
+            conn.execute(
+                f"INSERT INTO {META_TABLE} (table_name, version) VALUES (?, ?)"
+                " ON CONFLICT (table_name) DO UPDATE SET version = excluded.version",
+                (table, SCHEMA_VERSION),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if not conn.get_autocommit():
+                with suppress(apsw.Error):
+                    conn.execute("ROLLBACK")
+            raise
+    except apsw.Error as exc:
+        raise open_error(db, exc, readonly=readonly) from exc
+    return SCHEMA_VERSION
+
+
+def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
+    """An existing table without a recorded version must have the reference's columns
+    (and be an ordinary rowid table); else :class:`StoreError`. Reads only."""
+    columns = {row[1]: str(row[2]).upper() for row in conn.execute(f"PRAGMA table_info({table})")}
+    wrong = [
+        name for name, decl, _ in REFERENCE_COLUMNS if name not in columns or columns[name] != decl
+    ]
+    if wrong:
+        raise StoreError(
+            f"the table {table} in {db} is not a scheduler table: the columns"
+            f" {', '.join(wrong)} are missing or have another type"
+        )
+    try:
+        conn.execute(f"SELECT rowid FROM {table} LIMIT 0").fetchall()
+    except apsw.SQLError as exc:
+        raise StoreError(
+            f"the table {table} in {db} is WITHOUT ROWID; the reference's layout (and"
+            " hexeract_lite's claim) needs an ordinary rowid table"
+        ) from exc
+
+
+# -- the upgrade ladder ----------------------------------------------------------------------
+
+
+def _upgrade_to_1(conn: apsw.Connection, table: str) -> None:
+    """0 → 1: the reference's indexes ensured; timestamps rewritten as ``...T...mmmZ``.
+
+    Text comparison orders instants only when every value has the same layout, and the
+    reference's readers also accept ``YYYY-MM-DD HH:MM:SS``; such values are rewritten
+    to the canonical form (the same instant) so claims and listings order them right.
+    """
+    for ddl in sqlite_reference_index_ddl(table):
+        conn.execute(ddl)
+    for column in _INSTANT_COLUMNS:
+        odd = conn.execute(
+            f"SELECT schedule_id, {column} FROM {table} WHERE {column} IS NOT NULL"
+            f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
+            f" OR substr({column}, 24, 1) <> 'Z')"
+        ).fetchall()
+        for sid, text in odd:
+            try:
+                canonical = format_ts(parse_ts(str(text)))
+            except ValueError:
+                continue  # not a timestamp at all: left for a human to look at
+            conn.execute(f"UPDATE {table} SET {column} = ? WHERE schedule_id = ?", (canonical, sid))
+
+
+_INDEX_NAME = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ")
+
+
+def _normal(sql: str) -> str:
+    """An index's text as ``sqlite_schema`` keeps it, for comparison: without ``IF NOT
+    EXISTS`` and the closing semicolon, whitespace collapsed."""
+    return " ".join(sql.replace(" IF NOT EXISTS", "").rstrip(";").split())
+
+
+def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
+    """1 → 2: hexeract_lite's extra indexes exactly as defined now.
+
+    Version 1 was recorded by several layouts of them: ``idx_<table>_spaced`` (renamed
+    ``idx_<table>_noncanonical`` when it came to hold every non-canonical instant, which
+    every claim names with ``INDEXED BY``), and ``idx_<table>_leased`` on
+    ``(leased_until)`` alone. The old index is dropped; an index whose definition
+    differs is rebuilt; a missing one is created.
+    """
+    conn.execute(f"DROP INDEX IF EXISTS idx_{table}_spaced")
+    for ddl in sqlite_extra_index_ddl(table):
+        match = _INDEX_NAME.match(ddl)
+        assert match is not None, ddl
+        name = match.group(1)
+        rows = conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", (name,)
+        ).fetchall()
+        if rows and _normal(str(rows[0][0])) != _normal(ddl):
+            conn.execute(f"DROP INDEX {name}")
+        conn.execute(ddl)
+
+
+UPGRADES: list[Callable[[apsw.Connection, str], None]] = [_upgrade_to_1, _upgrade_to_2]
+"""``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
+assert len(UPGRADES) == SCHEMA_VERSION

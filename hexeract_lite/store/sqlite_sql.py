@@ -1,0 +1,202 @@
+"""The SQL of :class:`~hexeract_lite.store.sqlite.SqliteScheduleStore`, as text.
+
+Every statement is built once per store from a validated table name; the hot ones
+name the index they walk (``INDEXED BY``), so a claim, the sweep and the wake-up hint
+stay O(log n) whatever SQLite's statistics say. Instants are compared as text, which
+orders them because the store keeps every live row's instants in the canonical layout
+(:data:`~hexeract_lite.store.schema.NONCANONICAL`). Every "now" is a bound parameter.
+"""
+
+from __future__ import annotations
+
+from .columns import COLUMN_NAMES
+from .schema import (
+    CANONICAL_TS,
+    LIVE,
+    NONCANONICAL,
+    sqlite_noncanonical,
+    validate_table_name,
+)
+from .sqlite_codec import SELECT_LIST
+
+__all__ = ["PortableReads", "SqliteStatements"]
+
+
+class SqliteStatements:
+    """Every statement of one store, built once, for one validated table name."""
+
+    def __init__(self, table: str) -> None:
+        t = validate_table_name(table)
+        due = f"{t} INDEXED BY idx_{t}_due"
+        leased = f"{t} INDEXED BY idx_{t}_leased"
+        self.insert = (
+            f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
+            " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
+            " leased_until, paused, last_error, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?)"
+        )
+        self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
+        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
+        self.select_one = f"SELECT {SELECT_LIST} FROM {t} WHERE schedule_id = ?"
+        # The claim: up to n candidates from each of two indexes (fresh rows in claim
+        # order; rows whose lease or backoff has expired), merged, the first n leased.
+        self.claim = (
+            f"UPDATE {t} SET attempts = attempts + 1, leased_until = :until"
+            " WHERE rowid IN ("
+            " SELECT rid FROM ("
+            "  SELECT * FROM ("
+            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {due}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
+            "     AND scheduled_for <= :now AND attempts < max_attempts"
+            "   ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            "  UNION ALL"
+            "  SELECT * FROM ("
+            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {leased}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
+            "     AND leased_until <= :now AND scheduled_for <= :now"
+            "     AND attempts < max_attempts"
+            "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            f" RETURNING {SELECT_LIST}"
+        )
+        # Live rows with an instant in another layout (another tool wrote it),
+        # rewritten canonically (the same instant) before any comparison; the index
+        # is normally empty, so this costs a claim one probe of an empty index.
+        odd = f"{t} INDEXED BY idx_{t}_noncanonical"
+        self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {NONCANONICAL} LIMIT 1"
+        self.normalise = (
+            f"UPDATE {odd} SET"
+            f" scheduled_for = CASE WHEN {sqlite_noncanonical('scheduled_for')}"
+            f"  THEN strftime({CANONICAL_TS}, scheduled_for) ELSE scheduled_for END,"
+            f" leased_until = CASE WHEN {sqlite_noncanonical('leased_until')}"
+            f"  THEN strftime({CANONICAL_TS}, leased_until) ELSE leased_until END"
+            f" WHERE {NONCANONICAL}"
+        )
+        fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
+        self.mark_delivered = (
+            f"UPDATE {t} SET delivered_at = :now, leased_until = NULL WHERE {fence}"
+        )
+        self.reschedule = (
+            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, leased_until = NULL,"
+            f" last_error = NULL WHERE {fence}"
+        )
+        self.mark_failed = (
+            f"UPDATE {t} SET leased_until = :until, last_error = :error WHERE {fence}"
+        )
+        self.mark_dead_lettered = (
+            f"UPDATE {t} SET dead_lettered_at = :now, last_error = :error,"
+            f" leased_until = NULL WHERE {fence}"
+        )
+        self.release = (
+            f"UPDATE {t} SET attempts = max(attempts - 1, 0), leased_until = NULL WHERE {fence}"
+        )
+        sweepable = (
+            f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
+            " AND (leased_until IS NULL OR leased_until <= :now)"
+        )
+        self.sweep = (
+            f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
+            " SET dead_lettered_at = :now, last_error = :error, leased_until = NULL"
+            f" WHERE {sweepable}"
+        )
+        # Run before the sweep's write transaction, which it usually spares: is there
+        # anything to sweep, or an instant to rewrite before comparing? (Two probes of
+        # normally empty index ranges, no write lock.)
+        self.sweep_probe = (
+            f"SELECT EXISTS (SELECT 1 FROM {odd} WHERE {NONCANONICAL})"
+            f" OR EXISTS (SELECT 1 FROM {t} INDEXED BY idx_{t}_exhausted WHERE {sweepable})"
+        )
+        # The wake-up hint: the first fresh row; among leased rows the least
+        # max(scheduled_for, leased_until). The first leased row (l, s) in index order
+        # gives it when s <= l (every other lease is at least l); otherwise only rows
+        # whose lease ends in (l, s] can beat s, and that range is read.
+        leased_rows = f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
+        self.next_wakeup = (
+            "SELECT"
+            f" (SELECT scheduled_for FROM {due}"
+            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
+            "   ORDER BY scheduled_for, schedule_id LIMIT 1),"
+            " (SELECT CASE WHEN f.s <= f.l THEN f.l ELSE min(f.s, coalesce("
+            f"   (SELECT min(max(scheduled_for, leased_until)) FROM {leased}"
+            f"    WHERE {leased_rows} AND leased_until > f.l AND leased_until <= f.s),"
+            "   f.s)) END"
+            f"  FROM (SELECT leased_until AS l, scheduled_for AS s FROM {leased}"
+            f"   WHERE {leased_rows} ORDER BY leased_until, scheduled_for LIMIT 1) AS f)"
+        )
+        self.cancel = (
+            f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL"
+            f" WHERE schedule_id = :id AND {LIVE}"
+        )
+        self.set_paused = (
+            f"UPDATE {t} SET paused = :paused"
+            f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
+        )
+        # a live lease is kept (:lease is the row's own value then, else NULL): the
+        # dispatch in flight may still acknowledge
+        self.resume_realign = (
+            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
+            " leased_until = :lease, paused = 0 WHERE schedule_id = :id"
+        )
+        self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
+        self.replay = (
+            f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+            " last_error = NULL, paused = 0, dead_lettered_at = NULL WHERE schedule_id = :id"
+        )
+        self.list_pending = (
+            f"SELECT {SELECT_LIST} FROM ("
+            " SELECT * FROM ("
+            f"  SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_pending"
+            f"  WHERE {LIVE} AND paused = 0"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            " UNION ALL"
+            " SELECT * FROM ("
+            f"  SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_paused"
+            f"  WHERE {LIVE} AND paused <> 0"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :n"
+        )
+        self.list_dead_letter = (
+            f"SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_dead_letter"
+            " WHERE dead_lettered_at IS NOT NULL"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+        )
+        # copying rows (migrate): both pages read the primary key's index in order (no
+        # sort, O(limit) per page); an import inserts every column as given
+        self.export_first = f"SELECT {SELECT_LIST} FROM {t} ORDER BY schedule_id LIMIT :n"
+        self.export_after = (
+            f"SELECT {SELECT_LIST} FROM {t} WHERE schedule_id > :after"
+            " ORDER BY schedule_id LIMIT :n"
+        )
+        marks = ", ".join("?" for _ in COLUMN_NAMES)
+        self.import_row = (
+            f"INSERT INTO {t} ({SELECT_LIST}) VALUES ({marks}) ON CONFLICT (schedule_id) DO NOTHING"
+        )
+
+
+class PortableReads:
+    """The read-only store's listings and hint on a table that may lack hexeract_lite's
+    indexes (the reference's, an older version's) or hold instants in another layout
+    (which a read-only store may not rewrite): no ``INDEXED BY``, instants compared as
+    SQLite's ``strftime`` reads them. A scan of the live rows: for reading commands,
+    not for a worker."""
+
+    def __init__(self, table: str) -> None:
+        t = validate_table_name(table)
+
+        def canonical(column: str) -> str:
+            return f"coalesce(strftime({CANONICAL_TS}, {column}), {column})"
+
+        self.list_pending = (
+            f"SELECT {SELECT_LIST} FROM {t} WHERE {LIVE}"
+            f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :n"
+        )
+        self.list_dead_letter = (
+            f"SELECT {SELECT_LIST} FROM {t} WHERE dead_lettered_at IS NOT NULL"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+        )
+        self.next_wakeup = (
+            "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
+            f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
+            f" strftime({CANONICAL_TS}, leased_until) AS l"
+            f" FROM {t} WHERE {LIVE} AND paused = 0)"
+        )

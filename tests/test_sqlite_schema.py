@@ -1,0 +1,467 @@
+"""The SQLite schema over time: the DDL pinned to its version, files in older layouts
+upgraded, foreign files left as they were, and read-only openings that never write."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from hexeract_lite import ManualClock, ScheduledMessage, StoreError, Target
+from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
+from hexeract_lite.store.schema import (
+    LIVE,
+    sqlite_ddl,
+    sqlite_reference_index_ddl,
+    sqlite_table_ddl,
+)
+from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
+
+from .test_reference_compat import (
+    BACKOFF,
+    DEAD,
+    DUE,
+    LATER_TODAY,
+    PAUSED,
+    REFERENCE_DDL,
+    _insert,
+    make_reference_db,
+)
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+TABLE = "scheduled_messages"
+VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+
+SQLITE_DDL_DIGESTS = {
+    2: "7c0f31460d9ed190a1b832edef3fa722c798dcf2b1ba4ab34f9d55ee89db2285",
+}
+"""sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
+
+
+def test_the_sqlite_ddl_is_pinned_to_the_schema_version() -> None:
+    digest = hashlib.sha256(sqlite_ddl().encode()).hexdigest()
+    assert SQLITE_DDL_DIGESTS.get(SCHEMA_VERSION) == digest, (
+        "sqlite_ddl() changed without a new schema version. Bump SCHEMA_VERSION in"
+        " hexeract_lite/store/sqlite_schema.py, add the upgrade step from the old layout"
+        " to UPGRADES (and a test that opens a file in the old layout), then pin the new"
+        f" digest here: {SCHEMA_VERSION + 1}: {digest!r}"
+    )
+
+
+def one_shot(at: datetime = T0) -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.mediator(), at, "ev", {"n": 1})
+
+
+def _names(path: Path, kind: str = "index") -> dict[str, str]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {
+            str(name): " ".join(str(sql).split())
+            for name, sql in conn.execute(
+                "SELECT name, sql FROM sqlite_schema WHERE type = ? AND sql IS NOT NULL", (kind,)
+            )
+        }
+    finally:
+        conn.close()
+
+
+def _version(path: Path) -> int | None:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute(
+            f"SELECT version FROM {META_TABLE} WHERE table_name = ?", (TABLE,)
+        ).fetchall()
+    finally:
+        conn.close()
+    return int(str(rows[0][0])) if rows else None
+
+
+# -- files in the layouts version 1 recorded ---------------------------------------------
+
+_SPACED_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]*'"
+
+
+def _spaced(column: str) -> str:
+    return (
+        f"({column} GLOB {_SPACED_GLOB} AND strftime('%Y-%m-%dT%H:%M:%fZ', {column}) IS NOT NULL)"
+    )
+
+
+# The extra indexes as version-1 files hold them (git log -p -S idx_ -- store/schema.py):
+# from 8d714ab until 6c3aaf1 renamed it, idx_<t>_spaced instead of _noncanonical; before
+# ddbb5cf, idx_<t>_leased on leased_until alone and no such index at all.
+OLD_V1_EXTRAS = {
+    "spaced": [
+        f"CREATE INDEX idx_{TABLE}_due ON {TABLE} (scheduled_for, schedule_id)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NULL;",
+        f"CREATE INDEX idx_{TABLE}_leased ON {TABLE} (leased_until, scheduled_for)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL;",
+        f"CREATE INDEX idx_{TABLE}_exhausted ON {TABLE} (leased_until)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts;",
+        f"CREATE INDEX idx_{TABLE}_paused ON {TABLE} (scheduled_for, schedule_id)\n"
+        f"    WHERE {LIVE} AND paused <> 0;",
+        f"CREATE INDEX idx_{TABLE}_spaced ON {TABLE} (schedule_id)\n"
+        f"    WHERE {LIVE} AND ({_spaced('scheduled_for')} OR {_spaced('leased_until')});",
+    ],
+    "first": [
+        f"CREATE INDEX idx_{TABLE}_due ON {TABLE} (scheduled_for, schedule_id)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NULL;",
+        f"CREATE INDEX idx_{TABLE}_leased ON {TABLE} (leased_until)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL;",
+        f"CREATE INDEX idx_{TABLE}_exhausted ON {TABLE} (leased_until)\n"
+        f"    WHERE {LIVE} AND paused = 0 AND attempts >= max_attempts;",
+        f"CREATE INDEX idx_{TABLE}_paused ON {TABLE} (scheduled_for, schedule_id)\n"
+        f"    WHERE {LIVE} AND paused <> 0;",
+    ],
+}
+
+
+def _old_v1_file(path: Path, layout: str) -> list[uuid.UUID]:
+    """A WAL file as a version-1 hexeract_lite left it, with two due rows."""
+    conn = apsw.Connection(str(path))
+    conn.pragma("journal_mode", "wal")
+    conn.execute(sqlite_table_ddl(TABLE))
+    for ddl in (*sqlite_reference_index_ddl(TABLE), *OLD_V1_EXTRAS[layout]):
+        conn.execute(ddl)
+    conn.execute(
+        f"CREATE TABLE {META_TABLE} (table_name TEXT PRIMARY KEY NOT NULL,"
+        " version INTEGER NOT NULL)"
+    )
+    conn.execute(f"INSERT INTO {META_TABLE} VALUES (?, 1)", (TABLE,))
+    ids = [uuid.UUID(int=n) for n in (1, 2)]
+    for sid in ids:
+        _insert(conn, sid, created_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    return ids
+
+
+@pytest.mark.parametrize("layout", sorted(OLD_V1_EXTRAS))
+def test_a_file_in_an_old_version_1_layout_is_upgraded_and_claims_work(
+    tmp_path: Path, layout: str
+) -> None:
+    """Issue 11: the rename of idx_<t>_spaced kept version 1, and every claim names
+    idx_<t>_noncanonical with INDEXED BY: such a file failed every claim."""
+    db = tmp_path / "old.db"
+    ids = _old_v1_file(db, layout)
+    clock = ManualClock(T0)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        claimed = store.claim_due(T0, 10, LEASE)
+        assert sorted(c.message.schedule_id for c in claimed) == ids
+        for occ in claimed:
+            assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
+        store.insert(one_shot(), 3)
+        assert store.next_wakeup() == T0
+        assert store.dead_letter_exhausted() == 0
+    assert _version(db) == SCHEMA_VERSION
+    fresh = tmp_path / "fresh.db"
+    SqliteScheduleStore.open(fresh).close()
+    assert _names(db) == _names(fresh), "every index as a new file has it, the old one gone"
+    assert f"idx_{TABLE}_spaced" not in _names(db)
+
+
+def test_the_upgrade_rebuilds_an_index_only_when_its_definition_differs(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    _old_v1_file(db, "spaced")
+    conn = apsw.Connection(str(db))
+    [(due_root,)] = conn.execute(
+        "SELECT rootpage FROM sqlite_schema WHERE name = ?", (f"idx_{TABLE}_due",)
+    ).fetchall()
+    conn.close()
+    SqliteScheduleStore.open(db).close()
+    conn = apsw.Connection(str(db))
+    [(after,)] = conn.execute(
+        "SELECT rootpage FROM sqlite_schema WHERE name = ?", (f"idx_{TABLE}_due",)
+    ).fetchall()
+    conn.close()
+    assert after == due_root, "an index already as defined is kept"
+
+
+def _reference_statements() -> dict[str, str]:
+    lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
+    return dict(line.split("\t", 1) for line in lines if line.strip())
+
+
+@pytest.mark.skipif(
+    not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
+)
+@pytest.mark.parametrize("start", ["reference", "old version 1"])
+def test_the_references_own_statements_work_on_an_upgraded_table(
+    tmp_path: Path, start: str
+) -> None:
+    """REFERENCE.md: a table stays readable and writable by the reference's own 16
+    statements after an upgrade. (They read SQLite's clock, so this test runs on the
+    real one.)"""
+    db = tmp_path / "shared.db"
+    if start == "reference":
+        conn = apsw.Connection(str(db))
+        conn.execute(REFERENCE_DDL)
+        conn.close()
+    else:
+        _old_v1_file(db, "spaced")
+    SqliteScheduleStore.open(db).close()
+    assert _version(db) == SCHEMA_VERSION
+    sql = _reference_statements()
+    assert len(sql) == 16
+    conn = apsw.Connection(str(db))
+    past = "2000-01-01T00:00:00.000Z"
+
+    def run(name: str, *params: Any) -> list[Any]:
+        return conn.execute(sql[name], params).fetchall()
+
+    a, b = uuid.uuid4().bytes, uuid.uuid4().bytes
+    for sid in (a, b):
+        run("insert", sid, "ev", "{}", "delay", None, past, "outbox", None, 3)
+    assert run("exists", a) == [(1,)]
+    claimed = run("claim", "+30 seconds", 10)
+    leases = {bytes(row[0]): row[10] for row in claimed}
+    assert set(leases) >= {a, b}
+    run("mark_failed", "+0 seconds", "boom", a, leases[a])
+    assert conn.changes() == 1
+    run("mark_dead_lettered", "poison", b, leases[b])
+    assert conn.changes() == 1
+    [lease_a] = [row[10] for row in run("claim", "+30 seconds", 10) if bytes(row[0]) == a]
+    run("reschedule", "2999-01-01T00:00:00.000Z", a, lease_a)
+    assert conn.changes() == 1
+    run("set_paused", 1, a)
+    run("resume_with_next", past, a)
+    run("set_paused", 1, a)
+    run("resume_only", a)
+    [lease_a] = [row[10] for row in run("claim", "+30 seconds", 10) if bytes(row[0]) == a]
+    run("mark_delivered", a, lease_a)
+    assert conn.changes() == 1
+    run("dead_letter_exhausted", "swept")
+    assert [bytes(row[0]) for row in run("list_dead_letter", 10)] == [b]
+    run("replay", b)
+    assert conn.changes() == 1
+    assert bytes(run("inspect", b)[0][0]) == b
+    assert b in [bytes(row[0]) for row in run("list_pending", 10)]
+    run("cancel", b)
+    assert conn.changes() == 1
+    conn.close()
+    with SqliteScheduleStore.open(db) as store:  # and the store still reads it all
+        assert store.inspect(uuid.UUID(bytes=a)) is not None
+        listed = {s.schedule_id.bytes for s in store.list_pending() if s.schedule_id}
+        assert not listed & {a, b}, "delivered and cancelled"
+
+
+# -- a foreign file is refused as it was ------------------------------------------------
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int, list[str]]:
+    """The file's bytes, its mtime and the names of the files beside it."""
+    return path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in path.parent.iterdir())
+
+
+def test_a_foreign_table_is_refused_before_the_file_changes(tmp_path: Path) -> None:
+    """Issue 12.7: the file used to be switched to WAL first (header bytes 18-19,
+    -wal and -shm left beside it)."""
+    folder = tmp_path / "foreign"
+    folder.mkdir()
+    db = folder / "app.db"
+    conn = apsw.Connection(str(db))
+    conn.execute(f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute(f"INSERT INTO {TABLE} (body) VALUES ('theirs')")
+    conn.close()
+    before = _fingerprint(db)
+    with pytest.raises(StoreError, match="not a scheduler table"):
+        SqliteScheduleStore.open(db)
+    assert _fingerprint(db) == before
+    with pytest.raises(StoreError, match="not a scheduler table"):
+        SqliteScheduleStore.open(db, readonly=True)
+    assert _fingerprint(db) == before
+
+
+def test_a_table_too_new_is_refused_before_the_file_changes(tmp_path: Path) -> None:
+    folder = tmp_path / "new"
+    folder.mkdir()
+    db = folder / "s.db"
+    conn = apsw.Connection(str(db))  # a rollback-journal file, as another tool made it
+    conn.execute(REFERENCE_DDL)
+    conn.execute(
+        f"CREATE TABLE {META_TABLE} (table_name TEXT PRIMARY KEY NOT NULL,"
+        " version INTEGER NOT NULL)"
+    )
+    conn.execute(f"INSERT INTO {META_TABLE} VALUES (?, ?)", (TABLE, SCHEMA_VERSION + 1))
+    conn.close()
+    before = _fingerprint(db)
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="newer"):
+            SqliteScheduleStore.open(db, readonly=readonly)
+        assert _fingerprint(db) == before
+
+
+# -- read-only openings ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def reference_file(tmp_path: Path) -> Path:
+    """A file as hexeract (Rust) leaves it, alone in its folder (see test_reference_compat)."""
+    folder = tmp_path / "ref"
+    folder.mkdir()
+    return make_reference_db(folder)
+
+
+def test_a_read_only_open_of_a_reference_table_reads_it_and_leaves_it_byte_identical(
+    reference_file: Path,
+) -> None:
+    before = _fingerprint(reference_file)
+    clock = ManualClock(T0)
+    with SqliteScheduleStore.open(reference_file, readonly=True, clock=clock) as store:
+        assert store.readonly
+        pending = store.list_pending()
+        # ordered by instant, though LATER_TODAY's text is SQLite's datetime() form
+        # (which only a writer may rewrite canonically)
+        assert [s.schedule_id for s in pending] == [BACKOFF, PAUSED, DUE, LATER_TODAY]
+        assert all(isinstance(s, ScheduleSnapshot) for s in pending)
+        assert [s.schedule_id for s in store.list_dead_letter()] == [DEAD]
+        snap = store.inspect(LATER_TODAY)
+        assert snap is not None and snap.scheduled_for == datetime(2026, 3, 1, 13, tzinfo=UTC)
+        assert store.next_wakeup() == datetime(2026, 3, 1, 11, tzinfo=UTC)
+        assert len(store.export_records(None, 100)) == 6
+        store.data_version()
+    assert _fingerprint(reference_file) == before
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.insert(one_shot(), 3),
+        lambda s: s.insert_many([one_shot()], 3),
+        lambda s: s.claim_due(T0, 10, LEASE),
+        lambda s: s.dead_letter_exhausted(),
+        lambda s: s.cancel(DUE),
+        lambda s: s.set_paused(DUE, True),
+        lambda s: s.resume(PAUSED),
+        lambda s: s.replay(DEAD),
+        lambda s: s.mark_delivered(DUE, T0),
+        lambda s: s.import_records([]) or s.import_records(s.export_records(None, 1)),
+    ],
+    ids=[
+        "insert",
+        "insert_many",
+        "claim_due",
+        "sweep",
+        "cancel",
+        "set_paused",
+        "resume",
+        "replay",
+        "ack",
+        "import",
+    ],
+)
+def test_a_read_only_store_refuses_every_write_naming_it(reference_file: Path, call: Any) -> None:
+    before = _fingerprint(reference_file)
+    with (
+        SqliteScheduleStore.open(reference_file, readonly=True) as store,
+        pytest.raises(StoreError, match="read-only") as info,
+    ):
+        call(store)
+    assert str(reference_file) in str(info.value)
+    assert _fingerprint(reference_file) == before
+
+
+def test_a_read_only_open_never_creates_nor_adopts(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(StoreError, match="no database"):
+        SqliteScheduleStore.open(missing, readonly=True)
+    assert not missing.exists()
+    folder = tmp_path / "other"
+    folder.mkdir()
+    other = folder / "app.db"
+    conn = apsw.Connection(str(other))
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.close()
+    before = _fingerprint(other)
+    with pytest.raises(StoreError, match=f"no table {TABLE}"):
+        SqliteScheduleStore.open(other, readonly=True)
+    assert _fingerprint(other) == before
+
+
+def test_a_read_only_open_of_an_old_version_reads_without_upgrading(tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    folder.mkdir()
+    db = folder / "old.db"
+    ids = _old_v1_file(db, "spaced")
+    indexes = _names(db)
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        assert [s.schedule_id for s in store.list_pending()] == ids
+        assert store.next_wakeup() == datetime(2026, 3, 1, 11, tzinfo=UTC)
+        assert store.list_dead_letter() == []
+    assert _version(db) == 1 and _names(db) == indexes
+
+
+def test_a_read_only_open_of_a_current_file_with_odd_instants_orders_them(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    later = one_shot(T0 + timedelta(hours=1))
+    with SqliteScheduleStore.open(db) as store:
+        store.insert_many([later, one_shot(T0 - timedelta(hours=1))], 3)
+    conn = apsw.Connection(str(db))  # another tool writes 13:00 UTC in another layout
+    conn.execute(
+        f"UPDATE {TABLE} SET scheduled_for = '2026-03-01T08:00:00-05:00' WHERE schedule_id = ?",
+        (later.schedule_id.bytes,),
+    )
+    conn.close()
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        listed = store.list_pending()
+        assert listed[-1].schedule_id == later.schedule_id, "13:00 sorts last"
+        assert store.next_wakeup() == T0 - timedelta(hours=1)
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    [(text,)] = conn.execute(
+        f"SELECT scheduled_for FROM {TABLE} WHERE schedule_id = ?", (later.schedule_id.bytes,)
+    ).fetchall()
+    conn.close()
+    assert text == "2026-03-01T08:00:00-05:00", "a read-only store rewrites nothing"
+
+
+def test_a_read_only_listing_marks_a_malformed_row(reference_file: Path) -> None:
+    conn = apsw.Connection(str(reference_file))
+    conn.execute(
+        f"UPDATE {TABLE} SET scheduled_for = '2099-02-30T00:00:00.000Z' WHERE schedule_id = ?",
+        (PAUSED.bytes,),
+    )
+    conn.close()
+    with SqliteScheduleStore.open(reference_file, readonly=True) as store:
+        listed = store.list_pending()
+    marked = [s for s in listed if isinstance(s, MalformedSchedule)]
+    assert [m.schedule_id for m in marked] == [PAUSED] and "scheduled_for" in marked[0].reason
+    assert len(listed) == 4
+
+
+@pytest.mark.skipif(os.name != "posix" or not hasattr(os, "fork"), reason="POSIX permissions")
+def test_a_file_the_user_may_only_read_opens_read_only(tmp_path: Path) -> None:
+    """As another user (root drops to nobody), a 0444 file in a 0555 folder: a read-only
+    open lists it; nothing beside it is created."""
+    import shutil
+    import tempfile
+
+    from .test_sqlite_store import _as_another_user
+
+    folder = Path(tempfile.mkdtemp(prefix="hexeract-ro-"))
+    try:
+        db = folder / "s.db"
+        msg = one_shot()
+        with SqliteScheduleStore.open(db) as store:  # a WAL file, -wal and -shm gone
+            store.insert(msg, 3)
+        db.chmod(0o444)
+        folder.chmod(0o555)
+        before = _fingerprint(db)
+
+        def action() -> None:
+            with SqliteScheduleStore.open(db, readonly=True) as store:
+                [snap] = store.list_pending()
+                assert snap.schedule_id == msg.schedule_id
+
+        assert _as_another_user(action) == "ok"
+        assert _fingerprint(db) == before
+    finally:
+        folder.chmod(0o700)
+        shutil.rmtree(folder)
