@@ -67,14 +67,17 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
 - 1: instants normalised to ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text;
 - 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
   defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
-  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone).
+  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
+- 3: ``idx_<table>_noncanonical`` filtered by the cheap
+  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (version 2 evaluated ``strftime`` in
+  its WHERE on every claim and acknowledgement).
 """
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
@@ -516,17 +519,40 @@ def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
     """
     conn.execute(f"DROP INDEX IF EXISTS idx_{table}_spaced")
     for ddl in sqlite_extra_index_ddl(table):
-        match = _INDEX_NAME.match(ddl)
-        assert match is not None, ddl
-        name = match.group(1)
-        rows = conn.execute(
-            "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", (name,)
-        ).fetchall()
-        if rows and _normal(str(rows[0][0])) != _normal(ddl):
-            conn.execute(f"DROP INDEX {name}")
-        conn.execute(ddl)
+        _as_defined(conn, ddl)
 
 
-UPGRADES: list[Callable[[apsw.Connection, str], None]] = [_upgrade_to_1, _upgrade_to_2]
+def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
+    """2 → 3: ``idx_<table>_noncanonical`` rebuilt with the WHERE
+    :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (a file coming from version 1 has it
+    from step 2 already, and keeps it)."""
+    name = f"idx_{table}_noncanonical"
+    [ddl] = [ddl for ddl in sqlite_extra_index_ddl(table) if _index_name(ddl) == name]
+    _as_defined(conn, ddl)
+
+
+def _index_name(ddl: str) -> str:
+    match = _INDEX_NAME.match(ddl)
+    assert match is not None, ddl
+    return match.group(1)
+
+
+def _as_defined(conn: apsw.Connection, ddl: str) -> None:
+    """Make the index of ``ddl`` exist exactly so: dropped and rebuilt when its
+    definition differs, created when missing, left alone when it matches."""
+    name = _index_name(ddl)
+    rows = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", (name,)
+    ).fetchall()
+    if rows and _normal(str(rows[0][0])) != _normal(ddl):
+        conn.execute(f"DROP INDEX {name}")
+    conn.execute(ddl)
+
+
+UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
+    _upgrade_to_1,
+    _upgrade_to_2,
+    _upgrade_to_3,
+]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION
