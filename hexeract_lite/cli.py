@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
@@ -46,11 +46,13 @@ from .control import SchedulerControl
 from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError, UsageError
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
-from .sinks import CallableSink, ScheduleSink
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.schema import DEFAULT_TABLE, validate_table_name
 from .trigger import CronExpression
+
+if TYPE_CHECKING:
+    from .sinks import ScheduleSink
 
 __all__ = ["UsageError", "main"]  # UsageError: defined here before errors.py had it
 
@@ -1037,6 +1039,8 @@ def _cmd_migrate(args: argparse.Namespace, ctx: _Context) -> int:
 def _load_sink(spec: str, app_dir: str) -> ScheduleSink:
     """Import ``MODULE:ATTR`` and return a sink: a ScheduleSink as is, a callable
     wrapped in :class:`CallableSink`."""
+    from .sinks import CallableSink, ScheduleSink  # the worker command's alone
+
     module_name, _, attr_path = spec.partition(":")
     path = os.path.abspath(app_dir)
     if path not in sys.path:

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import attrs
-from cronsim import CronSim, CronSimError
 
 from ._time import to_utc_ms
 from .errors import InvalidTrigger
@@ -60,6 +59,8 @@ class CronExpression:
 
         None when there is none within cronsim's 50-year horizon (or before year 9999).
         """
+        from cronsim import CronSim  # imported on first use, not by every command
+
         start = to_utc_ms(after, "after", InvalidTrigger)
         try:
             return next(CronSim(self._rule, start))
@@ -82,6 +83,8 @@ class CronExpression:
 
 @functools.lru_cache(maxsize=1024)
 def _parse_cached(expression: str) -> CronExpression:
+    from cronsim import CronSim, CronSimError
+
     text = expression.strip()
     if not text:
         raise InvalidTrigger(f"invalid cron expression {expression!r}: it is empty")
@@ -117,6 +120,8 @@ def _parse_cached(expression: str) -> CronExpression:
 
 def _reason(rule: str, exc: Exception) -> str:
     """Say which field is wrong, or that the day/month combination never occurs."""
+    from cronsim import CronSim, CronSimError
+
     reason = str(exc).lower() or type(exc).__name__
     if "day-of-month" in reason:
         parts = rule.split()

@@ -25,15 +25,12 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import secrets
 import time
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import timedelta
 
 import apsw
-import apsw.bestpractice
-import platformdirs
 
 from .._time import format_ts, parse_ts
 from ..errors import InvalidConfiguration, StoreError
@@ -96,6 +93,8 @@ _INSTANT_COLUMNS = columns_of_kind(ColumnKind.INSTANT)
 def default_database_path() -> pathlib.Path:
     """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
     ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
+    import platformdirs  # imported when needed: most openings name their file
+
     return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
 
 
@@ -186,7 +185,7 @@ def create_database(db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: 
     if link is None:
         _claim_name(db)  # os.link is POSIX and NTFS only: claim the name instead
         return
-    tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
+    tmp = db.with_name(f".{db.name}.{os.getpid()}-{os.urandom(4).hex()}.creating")
     try:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
@@ -240,7 +239,9 @@ def connect(
     label: pathlib.Path | None = None,
     readonly: bool = False,
 ) -> apsw.Connection:
-    """Open and configure the store's own connection (never apsw.bestpractice.apply).
+    """Open and configure the store's own connection: busy timeout, double-quoted
+    strings refused (``SQLITE_DBCONFIG_DQS_*``, as apsw.bestpractice does), the
+    durability's ``synchronous``.
 
     ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write.
     Errors name ``label`` (the user's path) when given, else ``path``."""
@@ -254,8 +255,9 @@ def connect(
     try:
         if readonly:
             conn = _readable(conn, path, vfs, busy_ms)
-        apsw.bestpractice.connection_busy_timeout(conn, busy_ms)
-        apsw.bestpractice.connection_dqs(conn)
+        conn.set_busy_timeout(busy_ms)
+        conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+        conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         if not readonly:
             if conn.readonly("main"):
                 raise StoreError(f"cannot write to the database {db}: the file is read-only")
@@ -315,13 +317,14 @@ def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> 
 
 
 def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
-    """``PRAGMA optimize`` at open (apsw.bestpractice), bounded by ``analysis_limit``;
-    skipped, without waiting, when another connection holds the write lock (it is only
-    an optimisation, and the store's hot queries name their indexes anyway)."""
+    """``PRAGMA optimize=0x10002`` at open (as apsw.bestpractice does), bounded by
+    ``analysis_limit``; skipped, without waiting, when another connection holds the
+    write lock (it is only an optimisation, and the store's hot queries name their
+    indexes anyway)."""
     try:
         conn.pragma("analysis_limit", 1000)
         conn.set_busy_timeout(0)
-        apsw.bestpractice.connection_optimize(conn)
+        conn.pragma("optimize", 0x10002)
     except apsw.Error:
         pass
     finally:
@@ -337,7 +340,7 @@ def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedel
     deadline = time.monotonic() + busy_timeout.total_seconds()
     while True:
         try:
-            apsw.bestpractice.connection_wal(conn)
+            conn.pragma("journal_mode", "wal")
             break
         except apsw.BusyError:
             if time.monotonic() >= deadline:
