@@ -46,11 +46,11 @@ STORE_ERROR_BACKOFF_MAX = timedelta(seconds=30)
 STOP_CHECK_S = 0.1
 """An idle thread loop looks at its ``stop`` event at least this often."""
 
-COMMIT_CHECKS_PER_POLL = 10
+COMMIT_CHECKS_PER_POLL = 2
 """An idle worker on a ``data_version()`` store checks it this often per
-``poll_interval``, so another process's commit is noticed within a tenth of it
-(10 ms at the default 100 ms: one ``PRAGMA data_version``, a few microseconds, per
-check)."""
+``poll_interval``, so another process's commit is noticed within half of it even
+where the store cannot signal it sooner (the SQLite store does on Linux: see
+:mod:`hexeract_lite.store.sqlite_watch`)."""
 
 FULL_CYCLE_EVERY_S = 5.0
 """With a ``data_version()`` store, an idle worker still runs a full cycle this often."""

@@ -87,6 +87,7 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
+from .sqlite_watch import WalWatcher
 
 __all__ = [
     "APP_NAME",
@@ -226,6 +227,9 @@ class SqliteScheduleStore(SettlingStore):
         self._portable: PortableReads | None = PortableReads(table) if readonly else None
         self._current = version == SCHEMA_VERSION
         self._reopen = False
+        # started by the first claim in each process (see .sqlite_watch)
+        self._watcher: WalWatcher | None = None
+        self._watch_pid = 0
         self._lock: threading.Lock | PidCheckingLock
         if AT_FORK_HOOKS:
             self._lock = threading.Lock()
@@ -360,6 +364,9 @@ class SqliteScheduleStore(SettlingStore):
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
         with self._lock:
             conn, self._conn, self._cursor = self._conn, None, None
             self._reopen = False
@@ -634,6 +641,8 @@ class SqliteScheduleStore(SettlingStore):
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
         now = check_claim(now, batch_size, lease)
+        if self._watch_pid != os.getpid():
+            self._watch_commits()
         until = to_utc_ms(now + lease, "lease deadline")
         until_text = format_ts(until)
         params = {"now": format_ts(now), "until": until_text, "n": batch_size}
@@ -651,6 +660,15 @@ class SqliteScheduleStore(SettlingStore):
             self._dead_letter_malformed(bad)
         claimed.sort(key=_claim_order)
         return claimed
+
+    def _watch_commits(self) -> None:
+        """Once per process, at the first claim: signal :attr:`changes` whenever the
+        WAL file is written (:class:`~.sqlite_watch.WalWatcher`), so an idle worker
+        wakes at once for other processes' commits. Stores that only enqueue or read
+        run no thread."""
+        self._watch_pid = os.getpid()
+        if not self._readonly:
+            self._watcher = WalWatcher.start(self._path, self.changes.notify)
 
     def _dead_letter_malformed(self, bad: list[tuple[Sequence[Any], Exception]]) -> None:
         """A claimed row that cannot be decoded (written badly by another tool or by
