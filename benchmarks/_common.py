@@ -184,7 +184,7 @@ def rss_mb() -> float:
                 return int(line.split()[1]) / 1024
     import psutil
 
-    return psutil.Process().memory_info().rss / (1024 * 1024)
+    return float(psutil.Process().memory_info().rss) / (1024 * 1024)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 import apsw
 from _common import COLUMNS, EVENT_TYPE, LIVE, MAX_ATTEMPTS, TABLE, connect, ts, utcnow
@@ -72,7 +73,7 @@ def claim_sql(conn: apsw.Connection) -> str:
     return CLAIM_SPLIT if split else CLAIM_REFERENCE
 
 
-def _params(n: int) -> list[tuple[object, ...]]:
+def _params(n: int) -> list[tuple[Any, ...]]:
     """``n`` rows due in an hour, as ``insert`` would write them (ids UUIDv7-shaped)."""
     import os
     import uuid

@@ -148,12 +148,12 @@ def aps_drain(directory: str, n: int, timeout: float = 300.0) -> dict[str, objec
 
     base = datetime.now(UTC) - timedelta(minutes=5)
     real_add = store.add_job
-    store.add_job = collect  # type: ignore[method-assign]
+    store.add_job = collect
     for i in range(n):
         scheduler.add_job(
             aps_noop, "date", run_date=base + timedelta(milliseconds=i), args=(i,), id=f"j{i}"
         )
-    store.add_job = real_add  # type: ignore[method-assign]
+    store.add_job = real_add
     with engine.begin() as conn:
         conn.execute(store.jobs_t.insert(), rows)
     _APS_COUNT[:] = [0, n]

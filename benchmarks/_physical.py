@@ -19,6 +19,7 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import apsw
 from _common import connect, ts, utcnow
@@ -67,7 +68,7 @@ def _open(path: str | os.PathLike[str]) -> apsw.Connection:
     return conn
 
 
-def _params(n: int) -> list[tuple[object, ...]]:
+def _params(n: int) -> list[tuple[Any, ...]]:
     """``n`` rows due in an hour, as ``_floor._params`` builds them: UUIDv7-shaped ids
     increasing with ``due``, a small JSON payload."""
     now = utcnow()
@@ -127,7 +128,7 @@ def _copy_due_rows(source: str, dest: Path) -> int:
     )
     conn.execute("COMMIT")
     conn.execute("DETACH DATABASE src")
-    count: int = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchall()[0][0]
+    count = int(str(conn.execute(f"SELECT count(*) FROM {TABLE}").fetchall()[0][0]))
     conn.execute("PRAGMA optimize")
     conn.close()
     return count

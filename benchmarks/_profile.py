@@ -16,6 +16,7 @@ import pstats
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,6 +41,7 @@ def main() -> int:
         _common.create_schema(path)
         if args.what in ("drain", "claim"):
             _common.fill(path, args.n)
+        call: Callable[[], object]
         if args.what == "enqueue":
             call = lambda: _hexeract.enqueue(str(path), args.n)  # noqa: E731
         elif args.what == "insert_many":
@@ -51,7 +53,7 @@ def main() -> int:
         if args.pyinstrument:
             from pyinstrument import Profiler
 
-            profiler = Profiler(interval=0.0002)
+            profiler = Profiler(interval=0.0002)  # type: ignore[no-untyped-call,unused-ignore]
             profiler.start()
             result = call()
             profiler.stop()

@@ -381,7 +381,7 @@ def paired_ratio(raw: Raw, a: str, b: str) -> float | None:
         and y["value"]
     ]
     if pairs:
-        return statistics.median(pairs)
+        return float(statistics.median(pairs))
     return None
 
 

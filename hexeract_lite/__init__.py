@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
-    from .control import SchedulerControl
+    from .control import ReconcileReport, SchedulerControl
     from .errors import (
         DispatchError,
         DuplicateSchedule,
@@ -21,13 +21,16 @@ if TYPE_CHECKING:
         InvalidMessage,
         InvalidTrigger,
         MigrationError,
+        NotChangeable,
         NotReplayable,
         ScheduleNotFound,
         SchedulerError,
         StoreError,
         UnsupportedConnection,
     )
+    from .handlers import EventRouterSink
     from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
+    from .names import NAME_NAMESPACE, name_id
     from .occurrence import OccurrenceId
     from .retry import RetryPolicy
     from .sinks import (
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     )
     from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
     from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
+    from .store.changes import EnsureResult
     from .trigger import CronExpression, Trigger
     from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
@@ -49,8 +53,16 @@ if TYPE_CHECKING:
 # (PEP 562), so that `import hexeract_lite` (and every `hexeract` command) pays only for
 # what it touches: the SQLite driver, asyncio and cron parsing load when needed.
 _EXPORTS = {
-    "clock": ("SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"),
-    "control": ("SchedulerControl",),
+    "clock": (
+        "SYSTEM_CLOCK",
+        "Clock",
+        "ManualClock",
+        "SystemClock",
+    ),
+    "control": (
+        "ReconcileReport",
+        "SchedulerControl",
+    ),
     "errors": (
         "DispatchError",
         "DuplicateSchedule",
@@ -59,13 +71,23 @@ _EXPORTS = {
         "InvalidMessage",
         "InvalidTrigger",
         "MigrationError",
+        "NotChangeable",
         "NotReplayable",
         "ScheduleNotFound",
         "SchedulerError",
         "StoreError",
         "UnsupportedConnection",
     ),
-    "message": ("MAX_PAYLOAD_BYTES", "ScheduledMessage", "Target"),
+    "handlers": ("EventRouterSink",),
+    "message": (
+        "MAX_PAYLOAD_BYTES",
+        "ScheduledMessage",
+        "Target",
+    ),
+    "names": (
+        "NAME_NAMESPACE",
+        "name_id",
+    ),
     "occurrence": ("OccurrenceId",),
     "retry": ("RetryPolicy",),
     "sinks": (
@@ -76,10 +98,28 @@ _EXPORTS = {
         "ScheduleSink",
         "TargetRouterSink",
     ),
-    "snapshot": ("LeasedOccurrence", "ScheduleSnapshot", "ScheduleStatus"),
-    "store": ("InMemoryScheduleStore", "ScheduleStore", "Settlement", "SqliteScheduleStore"),
-    "trigger": ("CronExpression", "Trigger"),
-    "worker": ("CycleReport", "SchedulerWorker", "SchedulerWorkerConfig", "WorkerHandle"),
+    "snapshot": (
+        "LeasedOccurrence",
+        "ScheduleSnapshot",
+        "ScheduleStatus",
+    ),
+    "store": (
+        "InMemoryScheduleStore",
+        "ScheduleStore",
+        "Settlement",
+        "SqliteScheduleStore",
+    ),
+    "store.changes": ("EnsureResult",),
+    "trigger": (
+        "CronExpression",
+        "Trigger",
+    ),
+    "worker": (
+        "CycleReport",
+        "SchedulerWorker",
+        "SchedulerWorkerConfig",
+        "WorkerHandle",
+    ),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -119,6 +159,7 @@ logging.getLogger("hexeract_lite").addHandler(logging.NullHandler())
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
+    "NAME_NAMESPACE",
     "SYSTEM_CLOCK",
     "BusMessage",
     "BusSink",
@@ -128,6 +169,8 @@ __all__ = [
     "CycleReport",
     "DispatchError",
     "DuplicateSchedule",
+    "EnsureResult",
+    "EventRouterSink",
     "InProcessBus",
     "InMemoryScheduleStore",
     "InvalidArgument",
@@ -137,8 +180,10 @@ __all__ = [
     "LeasedOccurrence",
     "ManualClock",
     "MigrationError",
+    "NotChangeable",
     "NotReplayable",
     "OccurrenceId",
+    "ReconcileReport",
     "RetryPolicy",
     "ScheduleNotFound",
     "ScheduleSink",
@@ -160,4 +205,5 @@ __all__ = [
     "Trigger",
     "WorkerHandle",
     "__version__",
+    "name_id",
 ]

@@ -17,6 +17,9 @@ a missing file is exit 1, ``no database at <path>``; those that only read (``lis
 a row the store cannot decode as ``malformed``, with the reason. ``add`` and
 ``worker`` create it (and its table) when needed. ``migrate`` never creates its
 source (``--from``) and creates the destination's table when needed.
+
+(Over 700 lines: one argparse tree, its value parsers and one short handler per
+command; the tree is where an operator's command is defined, kept in one place.)
 """
 
 from __future__ import annotations
@@ -43,9 +46,17 @@ from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
 from .control import SchedulerControl
-from .errors import InvalidArgument, InvalidMessage, SchedulerError, StoreError, UsageError
+from .errors import (
+    InvalidArgument,
+    InvalidMessage,
+    ScheduleNotFound,
+    SchedulerError,
+    StoreError,
+    UsageError,
+)
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
+from .names import check_name, name_id
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
 from .store.schema import DEFAULT_TABLE, validate_table_name
@@ -305,8 +316,8 @@ class _VersionAction(argparse.Action):
     """``--version``: the installed version, looked up only when asked for (reading the
     package metadata costs every other command start-up time)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(
         self,
@@ -350,7 +361,7 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
     def command(
         name: str,
-        help: str,
+        help: str,  # noqa: A002 - argparse's own name for it
         example: Sequence[str],
         parents: Sequence[argparse.ArgumentParser],
         handler: Handler,
@@ -418,63 +429,21 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         description="Create a schedule and print its id (the whole schedule with --format"
         " json). Creates the database and its table when they do not exist.",
     )
-    when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
-    when.add_argument(
-        "--at",
-        type=parse_instant,
-        metavar="INSTANT",
-        help="fire once at an ISO 8601 instant with a timezone, e.g. 2026-03-01T12:00:00Z",
-    )
-    when.add_argument(
-        "--in",
-        dest="in_",
-        type=parse_duration,
-        metavar="DURATION",
-        help="fire once after a delay from now: 90s, 5m, 2h, 1d, 1h30m",
-    )
-    when.add_argument(
-        "--cron",
-        metavar="EXPR",
-        help="fire on a cron rule, in UTC: 5 fields, 6 with leading seconds, or @daily etc.",
-    )
-    sub.add_argument(
-        "--first",
-        type=parse_instant,
-        metavar="INSTANT",
-        help="with --cron: the first firing (default: the rule's next instant after now)",
-    )
-    sub.add_argument(
-        "--event-type",
-        required=True,
-        metavar="TYPE",
-        help="what the message is, 1 to 64 characters (e.g. reminder.due)",
-    )
-    sub.add_argument(
-        "--payload",
-        type=parse_payload,
-        metavar="JSON",
-        help="the payload: JSON text, @FILE to read a file, or - to read stdin (default: {})",
-    )
-    sub.add_argument(
-        "--target",
-        type=parse_target,
-        default=Target.mediator(),
-        metavar="TARGET",
-        help="mediator, outbox or bus:ROUTING_KEY (default: mediator)",
-    )
-    sub.add_argument(
-        "--max-attempts",
-        type=parse_positive_int,
-        default=5,
-        metavar="N",
-        help="attempts per occurrence before it is dead-lettered (default: 5)",
-    )
+    _message_arguments(sub, once_in=True)
     sub.add_argument(
         "--schedule-id",
         type=parse_schedule_id,
         metavar="UUID",
         help="use this id instead of a fresh UUIDv7 (an existing id is an error)",
     )
+    sub.add_argument(
+        "--name",
+        type=parse_name,
+        metavar="NAME",
+        help="name the schedule (its id is then derived from the name; an existing name is"
+        " an error: use ensure to declare it idempotently)",
+    )
+    _named_commands(command, conn, fmt)
 
     command(
         "schema",
@@ -655,10 +624,162 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     return parser
 
 
+def _message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
+    """The arguments that describe a message: when (``--at``, ``--in`` when
+    ``once_in``, ``--cron`` with ``--first``), event type, payload, target, budget."""
+    when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
+    when.add_argument(
+        "--at",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="fire once at an ISO 8601 instant with a timezone, e.g. 2026-03-01T12:00:00Z",
+    )
+    if once_in:
+        when.add_argument(
+            "--in",
+            dest="in_",
+            type=parse_duration,
+            metavar="DURATION",
+            help="fire once after a delay from now: 90s, 5m, 2h, 1d, 1h30m",
+        )
+    when.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help="fire on a cron rule, in UTC: 5 fields, 6 with leading seconds, or @daily etc.",
+    )
+    sub.add_argument(
+        "--first",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="with --cron: the first firing (default: the rule's next instant after now)",
+    )
+    sub.add_argument(
+        "--event-type",
+        required=True,
+        metavar="TYPE",
+        help="what the message is, 1 to 64 characters (e.g. reminder.due)",
+    )
+    sub.add_argument(
+        "--payload",
+        type=parse_payload,
+        metavar="JSON",
+        help="the payload: JSON text, @FILE to read a file, or - to read stdin (default: {})",
+    )
+    sub.add_argument(
+        "--target",
+        type=parse_target,
+        default=Target.mediator(),
+        metavar="TARGET",
+        help="mediator, outbox or bus:ROUTING_KEY (default: mediator)",
+    )
+    sub.add_argument(
+        "--max-attempts",
+        type=parse_positive_int,
+        default=5,
+        metavar="N",
+        help="attempts per occurrence before it is dead-lettered (default: 5)",
+    )
+
+
+def _named_commands(command: Callable[..., argparse.ArgumentParser], conn: Any, fmt: Any) -> None:
+    """``ensure``, ``reschedule``, ``update`` and ``run-now``."""
+    sub = command(
+        "ensure",
+        "declare a named schedule idempotently: create it, leave it, or update it in place",
+        [
+            "hexeract scheduler ensure --name myapp.backup.daily --cron '0 3 * * *'"
+            " --event-type backup.run",
+        ],
+        [conn, fmt],
+        _cmd_ensure,
+        description="Make the named schedule exist as given, and print what that took:"
+        " created, updated (changed in place; a firing in flight completes under the old"
+        " values) or unchanged. Safe to run at every start. Creates the database and its"
+        " table when they do not exist.",
+    )
+    sub.add_argument(
+        "--name", required=True, type=parse_name, metavar="NAME", help="the schedule's name"
+    )
+    _message_arguments(sub, once_in=False)
+
+    sub = command(
+        "reschedule",
+        "move a schedule's next firing",
+        ["hexeract scheduler reschedule --name myapp.backup.daily --at 2026-03-01T04:00:00Z"],
+        [conn, fmt],
+        _cmd_reschedule,
+    )
+    _id_argument(sub)
+    when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", type=parse_instant, metavar="INSTANT", help="the next firing")
+    when.add_argument(
+        "--in", dest="in_", type=parse_duration, metavar="DURATION", help="from now: 5m, 2h"
+    )
+
+    sub = command(
+        "update",
+        "change a schedule in place: payload, cron rule, target, event type, attempt budget",
+        ["hexeract scheduler update --name myapp.backup.daily --cron '0 4 * * *'"],
+        [conn, fmt],
+        _cmd_update,
+    )
+    _id_argument(sub)
+    sub.add_argument("--cron", metavar="EXPR", help="the new rule (a cron schedule only)")
+    sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
+    sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
+    sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
+    sub.add_argument(
+        "--max-attempts", type=parse_positive_int, metavar="N", help="the new attempt budget"
+    )
+
+    sub = command(
+        "run-now",
+        "fire a schedule once as soon as a worker can (a cron one then goes on on its rule)",
+        ["hexeract scheduler run-now --name myapp.backup.daily"],
+        [conn, fmt],
+        _cmd_run_now,
+    )
+    _id_argument(sub)
+
+
 def _id_argument(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
-        "schedule_id", type=parse_schedule_id, metavar="SCHEDULE_ID", help="the schedule's UUID"
+        "schedule_id",
+        nargs="?",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="the schedule's UUID (or give --name)",
     )
+    sub.add_argument(
+        "--name",
+        dest="schedule_name",
+        type=parse_name,
+        metavar="NAME",
+        help="the schedule's name instead of its id (e.g. myapp.backup.daily)",
+    )
+
+
+def parse_name(text: str) -> str:
+    """A schedule name (see :mod:`hexeract_lite.names`)."""
+    try:
+        return check_name(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
+    """The id the command names: SCHEDULE_ID, or --name's (which must exist)."""
+    sid: uuid.UUID | None = args.schedule_id
+    name: str | None = getattr(args, "schedule_name", None)
+    if (sid is None) == (name is None):
+        raise UsageError("give exactly one of SCHEDULE_ID or --name")
+    if name is None:
+        assert sid is not None
+        return sid
+    sid = name_id(name)
+    if store.inspect(sid) is None:
+        raise ScheduleNotFound(sid, name)
+    return sid
 
 
 # -- output --------------------------------------------------------------------------
@@ -726,7 +847,7 @@ def format_pending(snapshots: Sequence[Listed]) -> str:
     if not snapshots:
         return "no pending schedules"
     return format_table(
-        ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE"),
+        ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE", "NAME"),
         [
             _malformed_row(s)
             if isinstance(s, MalformedSchedule)
@@ -737,6 +858,7 @@ def format_pending(snapshots: Sequence[Listed]) -> str:
                 f"{s.attempts}/{s.max_attempts}",
                 one_line(s.trigger.label()),
                 one_line(s.event_type),
+                one_line(s.name),
             )
             for s in snapshots
         ],
@@ -801,6 +923,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
     s = snapshot
     fields = [
         ("schedule id", str(s.schedule_id)),
+        ("name", one_line(s.name)),
         ("status", s.status.value),
         ("event type", one_line(s.event_type)),
         ("target", one_line(s.target.label())),
@@ -883,7 +1006,7 @@ def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, ctx: _Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
-        snapshot = SchedulerControl(store).inspect(args.schedule_id)
+        snapshot = SchedulerControl(store).inspect(_schedule_id(args, store))
     if args.format == "json":
         ctx.print(_dump_json(snapshot_json(snapshot, detail=True)))
     else:
@@ -892,8 +1015,8 @@ def _cmd_inspect(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_control(args: argparse.Namespace, ctx: _Context) -> int:
-    sid = args.schedule_id
     with ctx.store(create=False) as store:
+        sid = _schedule_id(args, store)
         control = SchedulerControl(store)
         before = control.inspect(sid)
         changed = bool(getattr(control, args.action)(sid))
@@ -924,8 +1047,9 @@ def _cmd_control(args: argparse.Namespace, ctx: _Context) -> int:
 
 def _cmd_replay(args: argparse.Namespace, ctx: _Context) -> int:
     with ctx.store(create=False) as store:
-        SchedulerControl(store).replay(args.schedule_id)
-    ctx.print(f"Replayed schedule {args.schedule_id}.")
+        sid = _schedule_id(args, store)
+        SchedulerControl(store).replay(sid)
+    ctx.print(f"Replayed schedule {sid}.")
     return EXIT_OK
 
 
@@ -946,9 +1070,12 @@ def _cmd_schema(args: argparse.Namespace, ctx: _Context) -> int:
     return EXIT_OK
 
 
-def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
+def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledMessage:
+    """The message ``add`` or ``ensure`` describes; a ``--first`` that is not an instant
+    of the rule is kept (it fires then, then on the rule), with a note on stderr."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
+    schedule_id = getattr(args, "schedule_id", None)
     if args.first is not None and args.cron is None:
         raise UsageError("--first goes with --cron only")
     if args.cron is not None:
@@ -958,22 +1085,35 @@ def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
             first = expression.next_occurrence(now)
             if first is None:
                 raise InvalidArgument(f"cron expression {args.cron!r} has no instant after now")
-        message = ScheduledMessage.cron(
+        elif expression.next_occurrence(first - timedelta(milliseconds=1)) != first:
+            print(
+                f"note: --first {rfc3339(first)} is not an instant of the rule {args.cron!r}:"
+                " the schedule fires then, then on the rule",
+                file=sys.stderr,
+            )
+        return ScheduledMessage.cron(
             args.target,
             expression,
             first,
             args.event_type,
             payload,
-            schedule_id=args.schedule_id,
+            schedule_id=schedule_id,
+            name=name,
         )
-    else:
-        try:
-            at = args.at if args.at is not None else now + args.in_
-        except OverflowError:
-            raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
-        message = ScheduledMessage.delay(
-            args.target, at, args.event_type, payload, schedule_id=args.schedule_id
-        )
+    in_: timedelta | None = getattr(args, "in_", None)
+    try:
+        at = args.at if args.at is not None or in_ is None else now + in_
+    except OverflowError:
+        raise UsageError(f"--in {in_} reaches past the year 9999") from None
+    return ScheduledMessage.delay(
+        args.target, at, args.event_type, payload, schedule_id=schedule_id, name=name
+    )
+
+
+def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.name is not None and args.schedule_id is not None:
+        raise UsageError("--schedule-id and --name do not go together (a name gives the id)")
+    message = _message_from_args(args, args.name)
     with ctx.store(create=True) as store:
         control = SchedulerControl(store)
         control.schedule(message, max_attempts=args.max_attempts)
@@ -982,6 +1122,81 @@ def _cmd_add(args: argparse.Namespace, ctx: _Context) -> int:
         ctx.print(_dump_json(snapshot_json(snapshot, detail=True)))
     else:
         ctx.print(str(message.schedule_id))
+    return EXIT_OK
+
+
+def _print_change(
+    ctx: _Context, args: argparse.Namespace, snapshot: ScheduleSnapshot, result: str, text: str
+) -> None:
+    if args.format == "json":
+        ctx.print(_dump_json({"result": result, "schedule": snapshot_json(snapshot, detail=True)}))
+    else:
+        ctx.print(text)
+
+
+def _cmd_ensure(args: argparse.Namespace, ctx: _Context) -> int:
+    message = _message_from_args(args, args.name)
+    with ctx.store(create=True) as store:
+        result = store.ensure(message, args.max_attempts)
+        snapshot = SchedulerControl(store).inspect(message.schedule_id)
+    text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
+    _print_change(ctx, args, snapshot, result.value, f"{text} {_ts(snapshot.scheduled_for)}")
+    return EXIT_OK
+
+
+def _cmd_reschedule(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        sid = _schedule_id(args, store)
+        try:
+            at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
+        except OverflowError:
+            raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
+        control = SchedulerControl(store)
+        changed = control.reschedule(sid, at)
+        snapshot = control.inspect(sid)
+    result = "rescheduled" if changed else "unchanged"
+    text = f"Schedule {sid}: next firing {rfc3339(at)}"
+    if snapshot.leased_until is not None and snapshot.scheduled_for != at:
+        text += " (after the firing in flight)"
+    _print_change(ctx, args, snapshot, result, text + ".")
+    return EXIT_OK
+
+
+def _cmd_update(args: argparse.Namespace, ctx: _Context) -> int:
+    fields: dict[str, Any] = {
+        "cron": args.cron,
+        "event_type": args.event_type,
+        "target": args.target,
+        "max_attempts": args.max_attempts,
+    }
+    if args.payload is not None:
+        fields["payload"] = args.payload.value
+    if all(v is None for v in fields.values()):
+        raise UsageError(
+            "give at least one of --payload, --cron, --target, --event-type, --max-attempts"
+        )
+    with ctx.store(create=False) as store:
+        sid = _schedule_id(args, store)
+        control = SchedulerControl(store)
+        changed = control.update(sid, **fields)
+        snapshot = control.inspect(sid)
+    result = "updated" if changed else "unchanged"
+    text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
+    _print_change(ctx, args, snapshot, result, text)
+    return EXIT_OK
+
+
+def _cmd_run_now(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        sid = _schedule_id(args, store)
+        control = SchedulerControl(store)
+        changed = control.run_now(sid)
+        snapshot = control.inspect(sid)
+    if changed:
+        result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
+    else:
+        result, text = "in-flight", f"Schedule {sid} is being delivered now; nothing to do."
+    _print_change(ctx, args, snapshot, result, text)
     return EXIT_OK
 
 

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
 
 from .errors import InvalidArgument, ScheduleNotFound
-from .message import ScheduledMessage
+from .message import ScheduledMessage, Target, encode_payload
+from .names import check_group, check_name, group_of, name_id
 from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
+from .store.changes import Change, EnsureResult
+from .trigger import CronExpression
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "SchedulerControl"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "EnsureResult", "ReconcileReport", "SchedulerControl"]
 
 DEFAULT_MAX_ATTEMPTS = 5
 """The attempt budget :meth:`SchedulerControl.schedule` gives each occurrence by default."""
@@ -28,6 +35,35 @@ def _schedule_id(value: object) -> uuid.UUID:
         except ValueError:
             pass
     raise InvalidArgument(f"schedule_id must be a UUID (or its text), got {value!r}")
+
+
+def _id_or_name(value: object) -> tuple[uuid.UUID, str | None]:
+    """A UUID (or its text) is an id; any other str is a schedule name."""
+    if isinstance(value, uuid.UUID):
+        return value, None
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value), None
+        except ValueError:
+            return name_id(value), value
+    raise InvalidArgument(f"expected a schedule id or name, got {value!r:.100}")
+
+
+@attrs.frozen
+class ReconcileReport:
+    """What :meth:`SchedulerControl.reconcile` did, name by name."""
+
+    ensured: dict[str, EnsureResult]
+    """Each declared name and what ensuring it did."""
+    cancelled: list[str]
+    """The group's names that were not declared and were cancelled."""
+
+    def to_json_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {
+            "ensured": {name: result.value for name, result in self.ensured.items()},
+            "cancelled": list(self.cancelled),
+        }
 
 
 class SchedulerControl:
@@ -105,6 +141,157 @@ class SchedulerControl:
         Any other status raises :class:`NotReplayable` naming it.
         """
         self.store.replay(_schedule_id(schedule_id))
+
+    # -- named schedules and changes in place -------------------------------------
+
+    def ensure(
+        self,
+        name: str,
+        *,
+        event_type: str,
+        payload: Any = None,
+        cron: str | CronExpression | None = None,
+        at: datetime | None = None,
+        first: datetime | None = None,
+        target: Target | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> EnsureResult:
+        """Make the schedule called ``name`` exist as declared; say what that took.
+
+        Exactly one of ``cron`` (recurring; first firing ``first``, by default the
+        rule's first instant after now) or ``at`` (once) is given. Missing (or
+        cancelled): created. The same (event type, payload, target, rule or instant,
+        budget): unchanged, nothing written. Else: updated in place; a firing in flight
+        completes under the old values and the next follows the new rule. Another
+        trigger kind than stored: :class:`NotChangeable`. The id is
+        :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure
+        the same name end with one row and no error. ``target`` defaults to the
+        mediator.
+        """
+        return self.store.ensure(
+            self._declared(name, event_type, payload, cron, at, first, target), max_attempts
+        )
+
+    def _declared(
+        self,
+        name: str,
+        event_type: str,
+        payload: Any,
+        cron: str | CronExpression | None,
+        at: datetime | None,
+        first: datetime | None,
+        target: Target | None,
+    ) -> ScheduledMessage:
+        check_name(name)
+        target = Target.mediator() if target is None else target
+        if (cron is None) == (at is None):
+            raise InvalidArgument(f"schedule {name!r}: give exactly one of cron= or at=")
+        if cron is not None:
+            clock = getattr(self.store, "clock", None)
+            extra: dict[str, Any] = {} if clock is None else {"clock": clock}
+            return ScheduledMessage.cron(
+                target, cron, first, event_type, payload, name=name, **extra
+            )
+        if first is not None:
+            raise InvalidArgument(f"schedule {name!r}: first= goes with cron=, not at=")
+        assert at is not None
+        return ScheduledMessage.delay(target, at, event_type, payload, name=name)
+
+    def reconcile(self, group: str, declared: Iterable[ScheduledMessage]) -> ReconcileReport:
+        """Ensure every declared schedule and cancel the group's others.
+
+        ``group`` is the part of a name before its first dot (see
+        :mod:`hexeract_lite.names`); every declared message must be named in it
+        (:class:`InvalidArgument` otherwise, before anything is written). Schedules
+        outside the group, and schedules without a name, are never touched. Each
+        declared message is ensured with its ``max_attempts`` given as
+        ``(message, max_attempts)`` pairs or, for a bare message,
+        :data:`DEFAULT_MAX_ATTEMPTS`.
+        """
+        check_group(group)
+        items: list[tuple[ScheduledMessage, int]] = []
+        for entry in declared:
+            message, budget = entry if isinstance(entry, tuple) else (entry, DEFAULT_MAX_ATTEMPTS)
+            if not isinstance(message, ScheduledMessage) or message.name is None:
+                raise InvalidArgument(
+                    f"reconcile takes named ScheduledMessages, got {entry!r:.200}"
+                )
+            if group_of(message.name) != group:
+                raise InvalidArgument(
+                    f"schedule name {message.name!r} is not in group {group!r}"
+                    f" (its group is the part before the first dot)"
+                )
+            items.append((message, budget))
+        names = [m.name for m, _ in items]
+        if len(set(names)) != len(names):
+            raise InvalidArgument(f"reconcile of group {group!r} declares a name twice")
+        ensured = {m.name or "": self.store.ensure(m, budget) for m, budget in items}
+        cancelled: list[str] = []
+        for snap in self.store.list_named(group + "."):
+            undeclared = snap.name is not None and snap.name not in ensured
+            if undeclared and self.store.cancel(snap.schedule_id):
+                cancelled.append(snap.name or "")
+        return ReconcileReport(ensured, cancelled)
+
+    def declare(
+        self,
+        name: str,
+        *,
+        event_type: str,
+        payload: Any = None,
+        cron: str | CronExpression | None = None,
+        at: datetime | None = None,
+        first: datetime | None = None,
+        target: Target | None = None,
+    ) -> ScheduledMessage:
+        """The message :meth:`ensure` would store, for :meth:`reconcile`'s list."""
+        return self._declared(name, event_type, payload, cron, at, first, target)
+
+    def id_of(self, id_or_name: uuid.UUID | str) -> uuid.UUID:
+        """The schedule id of an id (or its text) or a name, whether it exists or not."""
+        return _id_or_name(id_or_name)[0]
+
+    def _existing(self, id_or_name: object) -> uuid.UUID:
+        sid, name = _id_or_name(id_or_name)
+        if name is not None and self.store.inspect(sid) is None:
+            raise ScheduleNotFound(sid, name)
+        return sid
+
+    def reschedule(self, id_or_name: uuid.UUID | str, at: datetime) -> bool:
+        """Move the schedule's next firing to ``at`` (aware); attempts and last error
+        reset; a recurring one then goes on on its rule. Terminal, or a one-shot
+        schedule in flight: :class:`NotChangeable`. A recurring one in flight moves
+        once that firing is acknowledged. True when something changed."""
+        return self.store.move(self._existing(id_or_name), at)
+
+    def update(
+        self,
+        id_or_name: uuid.UUID | str,
+        *,
+        payload: Any = ...,
+        cron: str | CronExpression | None = None,
+        target: Target | None = None,
+        event_type: str | None = None,
+        max_attempts: int | None = None,
+    ) -> bool:
+        """Change a schedule in place (an argument left out stays as it is); True when
+        a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a one-shot
+        schedule: :class:`NotChangeable`. A new rule's next firing is its first
+        instant after now (after the firing in flight, if any)."""
+        change = Change(
+            event_type=event_type,
+            payload_json=None if payload is ... else encode_payload(payload),
+            target=target,
+            cron=None if cron is None else CronExpression.parse(str(cron)),
+            max_attempts=max_attempts,
+        )
+        return self.store.update_schedule(self._existing(id_or_name), change)
+
+    def run_now(self, id_or_name: uuid.UUID | str) -> bool:
+        """Fire the schedule once as soon as a worker can; a recurring one then goes on
+        on its rule. Terminal or paused: :class:`NotChangeable`. True when it moved
+        (False: a one-shot schedule already in flight)."""
+        return self.store.run_now(self._existing(id_or_name))
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         """Pending and paused schedules, soonest first, at most ``limit``; a row the

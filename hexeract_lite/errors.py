@@ -23,6 +23,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidTrigger",
     "MigrationError",
+    "NotChangeable",
     "NotReplayable",
     "ScheduleNotFound",
     "SchedulerError",
@@ -64,11 +65,15 @@ class UsageError(InvalidArgument):
 
 
 class ScheduleNotFound(SchedulerError, LookupError):
-    """No schedule has this id."""
+    """No schedule has this id (or this name)."""
 
-    def __init__(self, schedule_id: uuid.UUID) -> None:
-        super().__init__(f"no schedule {schedule_id}")
+    def __init__(self, schedule_id: uuid.UUID, name: str | None = None) -> None:
+        if name is None:
+            super().__init__(f"no schedule {schedule_id}")
+        else:
+            super().__init__(f"no schedule named {name!r} (id {schedule_id})")
         self.schedule_id = schedule_id
+        self.name = name
 
 
 class DuplicateSchedule(SchedulerError, ValueError):
@@ -87,6 +92,18 @@ class NotReplayable(SchedulerError, RuntimeError):
         super().__init__(f"not replayable: schedule {schedule_id} is {label}")
         self.schedule_id = schedule_id
         self.status = status
+
+
+class NotChangeable(SchedulerError, RuntimeError):
+    """A schedule cannot be changed that way now: it is terminal (delivered, cancelled,
+    dead-lettered), paused for ``run_now``, being delivered (a one-shot schedule's
+    firing in flight), or it has a different trigger kind than declared. Nothing was
+    written."""
+
+    def __init__(self, schedule_id: uuid.UUID, reason: str) -> None:
+        super().__init__(f"schedule {schedule_id} {reason}; nothing changed")
+        self.schedule_id = schedule_id
+        self.reason = reason
 
 
 class DispatchError(SchedulerError, RuntimeError):

@@ -13,8 +13,9 @@ from typing import Any, Literal
 import attrs
 
 from ._time import to_utc_ms
-from .clock import SYSTEM_CLOCK
-from .errors import InvalidMessage
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import InvalidArgument, InvalidMessage
+from .names import check_name, name_id
 from .occurrence import OccurrenceId
 from .trigger import CronExpression, Trigger
 
@@ -197,6 +198,7 @@ def validate_message(message: object) -> ScheduledMessage:
         return message  # built by delay()/cron(), which checked all of this
     if not isinstance(message.schedule_id, uuid.UUID):
         raise InvalidMessage(f"schedule_id must be a uuid.UUID, got {message.schedule_id!r}")
+    _check_message_name(message.name, message.schedule_id)
     _check_event_type(message.event_type)
     if not isinstance(message.target, Target):
         raise InvalidMessage(f"target must be a Target, got {message.target!r}")
@@ -245,6 +247,23 @@ def validate_message(message: object) -> ScheduledMessage:
     return message
 
 
+def _check_message_name(name: object, schedule_id: uuid.UUID | None) -> uuid.UUID:
+    """A named message's id is its name's (:func:`~hexeract_lite.names.name_id`);
+    return the id to use (the name's when ``schedule_id`` is None)."""
+    if name is None:
+        return schedule_id if schedule_id is not None else new_schedule_id()
+    try:
+        derived = name_id(check_name(name))
+    except InvalidArgument as exc:
+        raise InvalidMessage(str(exc)) from None
+    if schedule_id is not None and schedule_id != derived:
+        raise InvalidMessage(
+            f"schedule_id {schedule_id} is not the id of name {name!r} ({derived});"
+            " a named schedule's id is derived from its name"
+        )
+    return derived
+
+
 @attrs.frozen(kw_only=True)
 class ScheduledMessage:
     """A message to deliver on a trigger. Build it with :meth:`delay` or :meth:`cron`.
@@ -265,6 +284,9 @@ class ScheduledMessage:
     trigger: Trigger
     scheduled_for: datetime
     """The instant of the next (or only) firing, UTC, millisecond precision."""
+    name: str | None = None
+    """The schedule's name (see :mod:`hexeract_lite.names`), or None; a named schedule's
+    id is ``name_id(name)``."""
     _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
     # True when delay()/cron() built it (every field checked then, and immutable since):
     # validate_message need not check it again at every insert. attrs.evolve and a
@@ -279,29 +301,53 @@ class ScheduledMessage:
         payload: Any,
         *,
         schedule_id: uuid.UUID | None = None,
+        name: str | None = None,
     ) -> ScheduledMessage:
         """A message delivered once, at ``at`` (aware; stored in UTC at millisecond
-        precision, a fraction of a millisecond rounded up so it never fires early)."""
+        precision, a fraction of a millisecond rounded up so it never fires early).
+
+        With ``name``, the schedule is named and its id is the name's
+        (:func:`~hexeract_lite.names.name_id`); a different ``schedule_id`` raises
+        :class:`InvalidMessage`."""
         when = to_utc_ms(at, "at", InvalidMessage, round_up=True)
-        return cls._build(target, Trigger("delay", at=when), when, event_type, payload, schedule_id)
+        trigger = Trigger("delay", at=when)
+        return cls._build(target, trigger, when, event_type, payload, schedule_id, name)
 
     @classmethod
     def cron(
         cls,
         target: Target,
         expression: str | CronExpression,
-        first_occurrence: datetime,
-        event_type: str,
-        payload: Any,
+        first_occurrence: datetime | None = None,
+        event_type: str | None = None,
+        payload: Any = None,
         *,
         schedule_id: uuid.UUID | None = None,
+        name: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
-        cron ``expression`` after the previous delivery (UTC). ``first_occurrence`` is
-        stored like :meth:`delay`'s ``at``, rounded up to the millisecond."""
+        cron ``expression`` after the previous delivery (UTC).
+
+        ``first_occurrence`` None (the default) is the rule's first instant after
+        ``clock.now()``; given, it is stored like :meth:`delay`'s ``at`` (rounded up to
+        the millisecond) and delivered at that instant even when it is not one of the
+        rule's. ``event_type`` is required (keyword or positional). ``name``: see
+        :meth:`delay`. A rule with no instant after now raises :class:`InvalidMessage`."""
         trigger = Trigger.cron(expression)
-        when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
-        return cls._build(target, trigger, when, event_type, payload, schedule_id)
+        if event_type is None:
+            raise InvalidMessage("ScheduledMessage.cron needs an event_type")
+        if first_occurrence is None:
+            rule = trigger.cron_expression
+            assert rule is not None
+            now = to_utc_ms(clock.now(), "clock.now()", InvalidMessage)
+            nxt = rule.next_occurrence(now)
+            if nxt is None:
+                raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
+            when = nxt
+        else:
+            when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
+        return cls._build(target, trigger, when, event_type, payload, schedule_id, name)
 
     @classmethod
     def _build(
@@ -312,13 +358,13 @@ class ScheduledMessage:
         event_type: str,
         payload: Any,
         schedule_id: uuid.UUID | None,
+        name: str | None = None,
     ) -> ScheduledMessage:
         if not isinstance(target, Target):
             raise InvalidMessage(f"target must be a Target, got {target!r}")
-        if schedule_id is None:
-            schedule_id = new_schedule_id()
-        elif not isinstance(schedule_id, uuid.UUID):
+        if schedule_id is not None and not isinstance(schedule_id, uuid.UUID):
             raise InvalidMessage(f"schedule_id must be a uuid.UUID, got {schedule_id!r}")
+        schedule_id = _check_message_name(name, schedule_id)
         text = encode_payload(payload)
         message = cls(
             schedule_id=schedule_id,
@@ -328,6 +374,7 @@ class ScheduledMessage:
             target=target,
             trigger=trigger,
             scheduled_for=when,
+            name=name,
         )
         object.__setattr__(message, "_checked", True)
         return message

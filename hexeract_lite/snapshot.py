@@ -81,6 +81,8 @@ class ScheduleSnapshot:
     delivered_at: datetime | None
     cancelled_at: datetime | None
     dead_lettered_at: datetime | None
+    name: str | None = None
+    """The schedule's name, or None (see :mod:`hexeract_lite.names`)."""
 
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready dict: ISO 8601 UTC instants, the trigger as ``delay``/``cron:<expr>``."""
@@ -101,6 +103,7 @@ class ScheduleSnapshot:
             "delivered_at": rfc3339(self.delivered_at),
             "cancelled_at": rfc3339(self.cancelled_at),
             "dead_lettered_at": rfc3339(self.dead_lettered_at),
+            "name": self.name,
         }
 
 

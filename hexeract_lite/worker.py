@@ -482,7 +482,7 @@ class SchedulerWorker:
             return None
 
     def _committed_since(self, seen: int | None) -> bool:
-        """With a ``data_version()`` store: has any connection committed since ``seen``?"""
+        """With a ``data_version()`` store: did any connection commit since ``seen``."""
         return self._data_version is not None and self._read_data_version() != seen
 
     def start(self, *, name: str = "hexeract-worker") -> WorkerHandle:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import time_machine
@@ -24,7 +25,7 @@ T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 class FrozenTime:
     """A frozen clock driven by time-machine: ``now()``, ``shift(delta)``, ``move_to(t)``."""
 
-    def __init__(self, traveller: time_machine.Coordinates) -> None:
+    def __init__(self, traveller: time_machine.Traveller | Any) -> None:
         self._traveller = traveller
 
     def now(self) -> datetime:

@@ -301,7 +301,9 @@ def test_add_then_list_text(cli: Cli, db: Path) -> None:
     assert result.code == 0
     lines = result.out.splitlines()
     header = lines[0]
-    assert re.match(r"SCHEDULE ID +STATUS +SCHEDULED FOR +ATTEMPTS +TRIGGER +EVENT TYPE$", header)
+    assert re.match(
+        r"SCHEDULE ID +STATUS +SCHEDULED FOR +ATTEMPTS +TRIGGER +EVENT TYPE +NAME$", header
+    )
     assert len(lines) == 3
     # soonest first, aligned under the header
     assert lines[1].startswith(str(soon))

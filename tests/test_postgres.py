@@ -38,6 +38,7 @@ from hexeract_lite import (
 from hexeract_lite.store.postgres_schema import (
     INDEXES,
     POSTGRES_COLUMNS,
+    UNIQUE_INDEXES,
     postgres_ddl,
     postgres_index_name,
 )
@@ -339,7 +340,9 @@ def test_awkward_but_valid_table_names(pg_url: str, name: str) -> None:
             count = conn.execute(
                 "SELECT count(*) FROM pg_indexes WHERE tablename = %s", [name]
             ).fetchone()
-        assert count == (len(INDEXES) + 1,), "every index plus the primary key"
+        assert count == (len(INDEXES) + len(UNIQUE_INDEXES) + 1,), (
+            "every index plus the primary key"
+        )
     finally:
         pg.drop_table(pg_url, name)
 

@@ -23,6 +23,7 @@ from hexeract_lite.store.postgres_schema import (
     INDEXES,
     META_TABLE,
     SCHEMA_VERSION,
+    UNIQUE_INDEXES,
     postgres_ddl,
     postgres_index_name,
     reference_ddl,
@@ -39,6 +40,7 @@ from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
 PINNED_DDL_DIGESTS = {
     1: "b2f8200648bec92aafd00100b2fa8183fdc19d965787401ad128c7c7f31f9a3a",
     2: "9bb0589a0433a0566a3405e9e8772fd97e9f4ec118ae6ca415c020ac9418647a",
+    3: "1a50dd8eeabc455195f2b9f04259a788abbea40a94e0009357b9b5b8bbee99d9",
 }
 """sha256 of ``postgres_ddl()`` (the default table) at each schema version."""
 
@@ -166,7 +168,7 @@ def test_a_table_the_reference_created_is_adopted(pg_url: str, table: str) -> No
     with psycopg.connect(pg_url, autocommit=True) as conn:
         after = _indexes(conn, table)
         assert _version(conn, table) == SCHEMA_VERSION
-    expected = {f"idx_<t>_{suffix}" for suffix, _, _ in INDEXES} | {"<t>_pkey"}
+    expected = {f"idx_<t>_{suffix}" for suffix, _, _ in INDEXES + UNIQUE_INDEXES} | {"<t>_pkey"}
     assert set(after) == expected
     for name in before:
         assert after[name] == before[name], "the reference's indexes are untouched"
@@ -268,18 +270,62 @@ def test_a_version_1_table_is_upgraded_to_the_two_index_claim(pg_url: str, table
     with psycopg.connect(pg_url) as conn:
         names = set(_indexes(conn, table))
         assert _version(conn, table) == SCHEMA_VERSION
-    assert names == {f"idx_<t>_{suffix}" for suffix, _, _ in INDEXES} | {"<t>_pkey"}
+    assert names == {f"idx_<t>_{suffix}" for suffix, _, _ in INDEXES + UNIQUE_INDEXES} | {
+        "<t>_pkey"
+    }
     assert "idx_<t>_claim" not in names and "idx_<t>_leased" not in names
+
+
+def _version_2_ddl(table: str) -> bytes:
+    """The layout of schema version 2: the reference's columns, its indexes and ours."""
+    text = reference_ddl(table)
+    for suffix, keys, where in INDEXES:
+        if suffix not in ("pending", "dead_letter"):
+            text += f'CREATE INDEX "idx_{table}_{suffix}" ON "{table}" ({keys}) WHERE {where};\n'
+    return text.encode()
+
+
+@pytest.mark.postgres
+def test_a_version_2_table_is_upgraded_to_named_schedules(pg_url: str, table: str) -> None:
+    """2 → 3 (issue 13): ``name`` and ``next_after_lease`` added (nullable), the unique
+    name index made, the rows kept; the reference's insert still works after."""
+    now = datetime.now(UTC)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(_version_2_ddl(table))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {META_TABLE}"
+            " (table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)".encode()
+        )
+        conn.execute(
+            f"INSERT INTO {META_TABLE} VALUES (%s, 2) ON CONFLICT (table_name)"
+            " DO UPDATE SET version = 2".encode(),
+            [table],
+        )
+        old = _ref_insert(conn, table, at=now + timedelta(hours=1))
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        msg = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", event_type="b", name="a.b")
+        assert store.ensure(msg, 3).value == "created"
+        assert {s.schedule_id for s in store.list_pending()} == {old, msg.schedule_id}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == SCHEMA_VERSION == 3
+        assert "idx_<t>_name" in _indexes(conn, table)
+        later = _ref_insert(conn, table, at=now)  # the reference's own insert
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(f'UPDATE "{table}" SET name = %s WHERE schedule_id = %s', ["a.b", later])
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        snap = store.inspect(later)
+        assert snap is not None and snap.name is None
 
 
 @pytest.mark.postgres
 def test_create_false_writes_nothing_to_an_older_table(pg_url: str, table: str) -> None:
+    """An older table lacks the columns of version 3 (name, next_after_lease): with
+    create=False it is refused, naming them, and left exactly as it was."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(reference_ddl(table).encode())
         before = _indexes(conn, table)
-    with PostgresScheduleStore.open(pg_url, table=table, create=False) as store:
-        store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "ev", {}), 3)
-        assert len(store.list_pending()) == 1
+    with pytest.raises(StoreError, match=r"lacks the column.*name, next_after_lease.*create=True"):
+        PostgresScheduleStore.open(pg_url, table=table, create=False)
     with psycopg.connect(pg_url) as conn:
         assert _indexes(conn, table) == before
         assert _version(conn, table) is None

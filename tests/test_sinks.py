@@ -192,7 +192,7 @@ def test_bus_delivers_to_every_matching_handler_in_order() -> None:
 def test_unsubscribe() -> None:
     bus = InProcessBus(drop_unrouted=True)
     seen: list[BusMessage] = []
-    unsubscribe = bus.subscribe("a", seen.append)  # type: ignore[arg-type]
+    unsubscribe = bus.subscribe("a", seen.append)
     bus.publish_raw("a", uuid.uuid4(), "t", None)
     unsubscribe()
     unsubscribe()
@@ -242,7 +242,7 @@ def test_async_handlers_are_awaited_through_the_returned_awaitable() -> None:
         seen.append("async")
 
     bus.subscribe("k", ahandler)
-    bus.subscribe("k", lambda m: seen.append("sync"))  # type: ignore[arg-type,return-value]
+    bus.subscribe("k", lambda m: seen.append("sync"))
     pending = bus.publish_raw("k", uuid.uuid4(), "t", None)
     assert pending is not None and seen == ["sync"]
     asyncio.run(pending)  # type: ignore[arg-type]
@@ -340,7 +340,7 @@ def test_router_with_bus_and_async_sinks_through_the_worker(
 ) -> None:
     bus = InProcessBus()
     on_bus: list[BusMessage] = []
-    bus.subscribe("#", on_bus.append)  # type: ignore[arg-type]
+    bus.subscribe("#", on_bus.append)
     mediated: list[ScheduledMessage] = []
 
     async def mediator(m: ScheduledMessage) -> None:

@@ -368,6 +368,7 @@ def _row(msg: ScheduledMessage) -> tuple[Any, ...]:
         msg.target.routing_key,
         3,
         "2026-03-01T12:00:00.000Z",
+        msg.name,
     )
 
 

@@ -19,8 +19,8 @@ from hexeract_lite.store.schema import (
     LIVE,
     NONCANONICAL,
     sqlite_ddl,
+    sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
-    sqlite_table_ddl,
 )
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
 
@@ -42,7 +42,8 @@ VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 SQLITE_DDL_DIGESTS = {
     2: "7c0f31460d9ed190a1b832edef3fa722c798dcf2b1ba4ab34f9d55ee89db2285",
-    3: "33fd5c3b0d9f9021ed474691d1a4cfef72b9ba7fc7d6bb2881880929caa3b97f",
+    3: "c93245041f0f7b3506d687f5ec69d5f912d66103536205e078a4f5962eae6899",
+    4: "ae3dbd1c9af32507ca398469fa231ce149ac2c682e8bbc41aa8f7d5db17dd2ea",
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -125,18 +126,21 @@ OLD_V1_EXTRAS = {
 }
 
 
-def _old_v1_file(path: Path, layout: str) -> list[uuid.UUID]:
-    """A WAL file as a version-1 hexeract_lite left it, with two due rows."""
+def _old_v1_file(path: Path, layout: str, version: int = 1) -> list[uuid.UUID]:
+    """A WAL file as a version-1 hexeract_lite left it (or, with ``version=2`` and the
+    current extra indexes, a version-2 one), with two due rows: the reference's table
+    (versions 1 and 2 had its columns only)."""
     conn = apsw.Connection(str(path))
     conn.pragma("journal_mode", "wal")
-    conn.execute(sqlite_table_ddl(TABLE))
-    for ddl in (*sqlite_reference_index_ddl(TABLE), *OLD_V1_EXTRAS[layout]):
+    conn.execute(REFERENCE_DDL)
+    extras = sqlite_extra_index_ddl(TABLE) if layout == "version 2" else OLD_V1_EXTRAS[layout]
+    for ddl in (*sqlite_reference_index_ddl(TABLE), *extras):
         conn.execute(ddl)
     conn.execute(
         f"CREATE TABLE {META_TABLE} (table_name TEXT PRIMARY KEY NOT NULL,"
         " version INTEGER NOT NULL)"
     )
-    conn.execute(f"INSERT INTO {META_TABLE} VALUES (?, 1)", (TABLE,))
+    conn.execute(f"INSERT INTO {META_TABLE} VALUES (?, ?)", (TABLE, version))
     ids = [uuid.UUID(int=n) for n in (1, 2)]
     for sid in ids:
         _insert(conn, sid, created_at="2026-03-01T10:00:00.000Z")
@@ -185,22 +189,22 @@ def test_the_upgrade_rebuilds_an_index_only_when_its_definition_differs(tmp_path
     assert after == due_root, "an index already as defined is kept"
 
 
-# -- a file version 2 wrote ----------------------------------------------------------------
+# -- a file version 3 wrote ----------------------------------------------------------------
 
-V2_NONCANONICAL = (
+V3_NONCANONICAL = (
     f"CREATE INDEX idx_{TABLE}_noncanonical ON {TABLE} (schedule_id)\n    WHERE {NONCANONICAL};"
 )
-"""idx_<t>_noncanonical as version 2 defined it: strftime in its WHERE."""
+"""idx_<t>_noncanonical as versions 2 and 3 defined it: strftime in its WHERE."""
 
 
-def _v2_file(path: Path) -> list[uuid.UUID]:
-    """A file as version 2 left it, with a due row, a row whose instant another tool
+def _v3_file(path: Path) -> list[uuid.UUID]:
+    """A file as version 3 left it, with a due row, a row whose instant another tool
     wrote in SQLite's ``datetime()`` layout, and a leased row."""
     SqliteScheduleStore.open(path).close()
     conn = apsw.Connection(str(path))
     conn.execute(f"DROP INDEX idx_{TABLE}_noncanonical")
-    conn.execute(V2_NONCANONICAL)
-    conn.execute(f"UPDATE {META_TABLE} SET version = 2 WHERE table_name = ?", (TABLE,))
+    conn.execute(V3_NONCANONICAL)
+    conn.execute(f"UPDATE {META_TABLE} SET version = 3 WHERE table_name = ?", (TABLE,))
     ids = [uuid.UUID(int=n) for n in (1, 2, 3)]
     _insert(conn, ids[0], created_at="2026-03-01T10:00:00.000Z")
     _insert(
@@ -220,9 +224,9 @@ def _v2_file(path: Path) -> list[uuid.UUID]:
     return ids
 
 
-def test_a_version_2_file_is_upgraded_to_the_cheap_noncanonical_index(tmp_path: Path) -> None:
-    db = tmp_path / "v2.db"
-    ids = _v2_file(db)
+def test_a_version_3_file_is_upgraded_to_the_cheap_noncanonical_index(tmp_path: Path) -> None:
+    db = tmp_path / "v3.db"
+    ids = _v3_file(db)
     assert "strftime" in _names(db)[f"idx_{TABLE}_noncanonical"]
     clock = ManualClock(T0)
     with SqliteScheduleStore.open(db, clock=clock) as store:
@@ -269,7 +273,7 @@ def _reference_statements() -> dict[str, str]:
 @pytest.mark.skipif(
     not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
 )
-@pytest.mark.parametrize("start", ["reference", "old version 1", "version 2"])
+@pytest.mark.parametrize("start", ["reference", "old version 1", "version 2", "version 3"])
 def test_the_references_own_statements_work_on_an_upgraded_table(
     tmp_path: Path, start: str
 ) -> None:
@@ -282,7 +286,9 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         conn.execute(REFERENCE_DDL)
         conn.close()
     elif start == "version 2":
-        _v2_file(db)
+        _old_v1_file(db, "version 2", version=2)
+    elif start == "version 3":
+        _v3_file(db)
         conn = apsw.Connection(str(db))
         conn.execute(f"DELETE FROM {TABLE}")
         conn.close()
@@ -332,6 +338,33 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         assert store.inspect(uuid.UUID(bytes=a)) is not None
         listed = {s.schedule_id.bytes for s in store.list_pending() if s.schedule_id}
         assert not listed & {a, b}, "delivered and cancelled"
+
+
+def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None:
+    """2 → 3 (issue 13): the rows stay, ``name`` and ``next_after_lease`` are added
+    (nullable) with the unique index on names; a read-only open of the version-2 file
+    reads it without them and leaves it as it was."""
+    db = tmp_path / "v3.db"
+    ids = _old_v1_file(db, "version 2", version=2)
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        assert {s.schedule_id for s in store.list_pending()} == set(ids)
+        snap = store.inspect(ids[0])
+        assert snap is not None and snap.name is None
+    assert db.read_bytes() == before, "a read-only open changed the file"
+    with SqliteScheduleStore.open(db) as store:
+        assert {s.schedule_id for s in store.list_pending()} == set(ids), "the rows stay"
+        msg = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", event_type="b", name="a.b")
+        assert store.ensure(msg, 3).value == "created"
+        assert [s.name for s in store.list_named("a.")] == ["a.b"]
+    assert _version(db) == SCHEMA_VERSION
+    assert f"idx_{TABLE}_name" in _names(db)
+    conn = apsw.Connection(str(db))
+    try:
+        with pytest.raises(apsw.ConstraintError):
+            conn.execute(f"UPDATE {TABLE} SET name = 'a.b' WHERE schedule_id = ?", (ids[0].bytes,))
+    finally:
+        conn.close()
 
 
 # -- a foreign file is refused as it was ------------------------------------------------

@@ -2,7 +2,8 @@
 
 A Hypothesis ``RuleBasedStateMachine`` drives an :class:`InMemoryScheduleStore` and a
 :class:`SqliteScheduleStore` sharing one :class:`ManualClock` with the same operations:
-inserts (single and batched, with duplicates), claims, acknowledgements with current,
+inserts (single and batched, with duplicates), named schedules (ensure, update, move,
+run now, the named listing), claims, acknowledgements with current,
 stale and made-up leases, failures, dead-letters, sweeps, pause, resume, cancel, replay
 and clock moves. After every step both must have returned the same value (or raised the
 same type of error) and must show the same snapshots, listings and wake-up hint.
@@ -38,7 +39,9 @@ from hexeract_lite import (
     ScheduleStore,
     Target,
 )
+from hexeract_lite.store.base import Change
 from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite.trigger import CronExpression
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
@@ -47,6 +50,7 @@ MS = timedelta(milliseconds=1)
 offsets_ms = st.sampled_from([-3000, -1000, -1, 0, 0, 1, 500, 1000, 2000, 5000])
 cron_rules = st.sampled_from(["*/2 * * * * *", "* * * * *", "0 * * * * *"])
 # Ids from a small pool collide now and then, so duplicate inserts get exercised too.
+names = st.sampled_from(["app.a", "app.b", "x.c"])
 ids = st.one_of(
     st.uuids(),
     st.sampled_from([uuid.UUID(int=n) for n in (1, 2, 3, 2**127, 2**128 - 1)]),
@@ -222,6 +226,61 @@ class StoresAgree(RuleBasedStateMachine):
     @rule(sid=schedules | ids)
     def replay(self, sid: uuid.UUID) -> None:
         self.both(lambda s: s.replay(sid))
+
+    # -- named schedules and changes in place (issue 13) -------------------------
+
+    @rule(
+        target=schedules,
+        name=names,
+        cron=st.none() | cron_rules,
+        payload=st.integers(0, 1),
+        max_attempts=st.integers(1, 3),
+    )
+    def ensure(self, name: str, cron: str | None, payload: int, max_attempts: int) -> uuid.UUID:
+        if cron is None:
+            at = self.clock.now() + 1000 * MS
+            msg = ScheduledMessage.delay(Target.mediator(), at, "ev", payload, name=name)
+        else:
+            msg = ScheduledMessage.cron(
+                Target.mediator(),
+                cron,
+                event_type="tick",
+                payload=payload,
+                name=name,
+                clock=self.clock,
+            )
+        self.both(lambda s: s.ensure(msg, max_attempts))
+        self.known.add(msg.schedule_id)
+        return msg.schedule_id
+
+    @rule(
+        sid=schedules | ids,
+        cron=st.none() | cron_rules,
+        payload=st.none() | st.integers(0, 1),
+        max_attempts=st.none() | st.integers(1, 3),
+    )
+    def update(
+        self, sid: uuid.UUID, cron: str | None, payload: int | None, max_attempts: int | None
+    ) -> None:
+        change = Change(
+            cron=None if cron is None else CronExpression.parse(cron),
+            payload_json=None if payload is None else str(payload),
+            max_attempts=max_attempts,
+        )
+        self.both(lambda s: s.update_schedule(sid, change))
+
+    @rule(sid=schedules | ids, offset=offsets_ms)
+    def move(self, sid: uuid.UUID, offset: int) -> None:
+        at = self.clock.now() + offset * MS
+        self.both(lambda s: s.move(sid, at))
+
+    @rule(sid=schedules | ids)
+    def run_now(self, sid: uuid.UUID) -> None:
+        self.both(lambda s: s.run_now(sid))
+
+    @rule(prefix=st.sampled_from(["app.", "x.", ""]))
+    def list_named(self, prefix: str) -> None:
+        self.both(lambda s: s.list_named(prefix))
 
     @rule(sid=schedules | ids)
     def inspect(self, sid: uuid.UUID) -> None:

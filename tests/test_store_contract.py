@@ -544,15 +544,15 @@ BAD_SETTLEMENTS: dict[str, tuple[Any, type[Exception]]] = {
         lambda sid, at: Settlement.failed(sid, -S, "x", at),
         InvalidConfiguration,
     ),
-    "no retry_in": (lambda sid, at: Settlement.failed(sid, None, "x", at), InvalidConfiguration),
-    "id not a UUID": (lambda sid, at: Settlement.delivered(str(sid), at), InvalidArgument),
+    "no retry_in": (lambda sid, at: Settlement.failed(sid, None, "x", at), InvalidConfiguration),  # type: ignore[arg-type]
+    "id not a UUID": (lambda sid, at: Settlement.delivered(str(sid), at), InvalidArgument),  # type: ignore[arg-type]
     "naive next": (
         lambda sid, at: Settlement.reschedule(sid, datetime(2026, 3, 2), at),
         InvalidArgument,
     ),
-    "no next": (lambda sid, at: Settlement.reschedule(sid, None, at), InvalidArgument),
-    "unknown kind": (lambda sid, at: Settlement("bogus", sid, at), InvalidArgument),
-    "no error text": (lambda sid, at: Settlement.dead_lettered(sid, None, at), InvalidArgument),
+    "no next": (lambda sid, at: Settlement.reschedule(sid, None, at), InvalidArgument),  # type: ignore[arg-type]
+    "unknown kind": (lambda sid, at: Settlement("bogus", sid, at), InvalidArgument),  # type: ignore[arg-type]
+    "no error text": (lambda sid, at: Settlement.dead_lettered(sid, None, at), InvalidArgument),  # type: ignore[arg-type]
     "not a Settlement": (lambda sid, at: (sid, at), InvalidArgument),
 }
 
@@ -621,7 +621,7 @@ _SinglesOnly.__abstractmethods__ = frozenset()
 
 
 def test_the_default_settle_calls_the_single_methods_in_order(frozen: FrozenTime) -> None:
-    store = _SinglesOnly()
+    store = _SinglesOnly()  # type: ignore[abstract]
     msgs = [one_shot(T0 - S), one_shot()]
     store.insert_many(msgs, 3)
     first, second = store.claim_due(frozen.now(), 10, LEASE)
@@ -1079,7 +1079,7 @@ def test_changes_are_signalled(store: ScheduleStore, frozen: FrozenTime) -> None
 
 def test_insert_many_reads_a_generator_whole(store: ScheduleStore, frozen: FrozenTime) -> None:
     msgs = [one_shot(T0 + i * S) for i in range(3)]
-    store.insert_many((m for m in msgs), 3)
+    store.insert_many((m for m in msgs), 3)  # type: ignore[arg-type]
     assert [s.schedule_id for s in store.list_pending()] == [m.schedule_id for m in msgs]
 
 

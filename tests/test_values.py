@@ -240,7 +240,7 @@ def test_validate_message_refuses_hand_built_bad_values(
 
     from hexeract_lite.message import validate_message
 
-    msg = attrs.evolve(ScheduledMessage.delay(Target.outbox(), T, "e", {"k": 1}), **changes)
+    msg = attrs.evolve(ScheduledMessage.delay(Target.outbox(), T, "e", {"k": 1}), **changes)  # type: ignore[arg-type]
     with pytest.raises(InvalidMessage, match=match):
         validate_message(msg)
 

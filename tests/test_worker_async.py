@@ -44,7 +44,7 @@ def status(store: ScheduleStore, msg: ScheduledMessage) -> ScheduleStatus:
 
 
 def run(main: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(asyncio.wait_for(main(), 10))  # type: ignore[arg-type]
+    return asyncio.run(asyncio.wait_for(main(), 10))
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 3) -> None:

@@ -2,7 +2,9 @@
 
 The in-memory store (:mod:`hexeract_lite.store.memory`) is the reference
 implementation of this text; one contract suite (``tests/test_store_contract.py``)
-runs against every store.
+runs against every store. (Over 700 lines: the contract is one class whose docstrings
+are the specification every store follows, plus the argument checks all stores share;
+split, a store's author would read it in several places.)
 
 Vocabulary
 ----------
@@ -27,6 +29,15 @@ its acknowledgement must still apply (a failure still records its ``last_error``
 retry). ``cancel`` is the exception: it ends the lease, and the acknowledgement in
 flight is fenced out (the cancellation wins).
 
+*A change during a lease*: ``ensure``, ``update_schedule``, ``move`` and ``run_now``
+never touch a live lease. A new next firing of a leased recurring schedule is kept in
+``next_after_lease``; the fenced ``reschedule`` or ``mark_delivered`` of the firing in
+flight then sets ``scheduled_for`` to it (attempts and last error reset, the row stays
+pending) instead of its own ``next``, and clears it; ``replay`` clears it too (see
+:mod:`hexeract_lite.store.changes`). A worker of the Rust reference does not know the
+column: its acknowledgement applies its own ``next``, and the change waits for the
+following firing.
+
 *Now*: instants the store records itself (``created_at``, ``delivered_at``, the
 retry deadline, replay's new ``scheduled_for``, the sweep) come from the store's
 clock. SQL never reads the database's own clock.
@@ -40,24 +51,51 @@ from __future__ import annotations
 
 import abc
 import enum
+import json
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from .._time import to_utc_ms
-from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage
-from ..message import ScheduledMessage, validate_message
+from ..errors import DuplicateSchedule, InvalidArgument, InvalidConfiguration, InvalidMessage
+from ..message import (
+    ScheduledMessage,
+    Target,
+    _check_event_type,
+    encode_payload,
+    validate_message,
+)
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot
+from ..trigger import CronExpression
+from .changes import (
+    Change,
+    EnsureResult,
+    Plan,
+    ensure_plan,
+    move_plan,
+    run_now_plan,
+    update_plan,
+)
 from .columns import ColumnKind, columns_of_kind
 from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
 
-__all__ = ["SWEEP_ERROR", "ChangeSignal", "ScheduleStore", "Settlement", "SettlementKind"]
+_T = TypeVar("_T")
+
+__all__ = [
+    "SWEEP_ERROR",
+    "Change",
+    "ChangeSignal",
+    "EnsureResult",
+    "ScheduleStore",
+    "Settlement",
+    "SettlementKind",
+]
 
 SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
 """The ``last_error`` the sweep records on the rows it dead-letters."""
@@ -408,6 +446,67 @@ class ScheduleStore(abc.ABC):
         :class:`NotReplayable` naming it; an unknown id, :class:`ScheduleNotFound`.
         """
 
+    # -- named schedules and changes in place -------------------------------
+
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """Run ``plan`` on the row in one transaction (or under the store's lock) and
+        write back the record it returns (every column; None: nothing written); return
+        its answer. Unknown id: :class:`ScheduleNotFound`. An exception from the plan
+        writes nothing. :attr:`changes` is notified after a write. The primitive under
+        :meth:`ensure`, :meth:`update_schedule`, :meth:`move` and :meth:`run_now`
+        (their rules are in :mod:`hexeract_lite.store.changes`). A store that cannot
+        raises :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot change a schedule in place")
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        """Every non-terminal schedule whose name starts with ``prefix`` (byte for byte),
+        by name. A store that cannot raises :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list named schedules")
+
+    def ensure(self, message: ScheduledMessage, max_attempts: int) -> EnsureResult:
+        """Store the named ``message`` if missing, leave it if the same, update it in
+        place if changed; say which (:class:`EnsureResult`; rules:
+        :func:`~hexeract_lite.store.changes.ensure_plan`). Safe to race from many
+        processes: the id is the name's, so exactly one row is inserted and the others
+        compare against it. A message without a name: :class:`InvalidArgument`."""
+        check_max_attempts(max_attempts)
+        message = validate_message(message)
+        if message.name is None:
+            raise InvalidArgument(f"ensure needs a named message, got {message.schedule_id}")
+        try:
+            self.insert(message, max_attempts)
+        except DuplicateSchedule:
+            pass
+        else:
+            return EnsureResult.CREATED
+        return self.modify_record(message.schedule_id, ensure_plan(message, max_attempts))
+
+    def update_schedule(self, schedule_id: uuid.UUID, change: Change) -> bool:
+        """Change a non-terminal schedule in place (None fields stay); True when a value
+        differed. Terminal: :class:`NotChangeable`. A new cron rule's next firing is its
+        first instant after now; under a live lease it waits for that firing's
+        acknowledgement (see :mod:`hexeract_lite.store.changes`)."""
+        check_schedule_id(schedule_id)
+        change = check_change(change)
+        if change.empty:
+            raise InvalidArgument(f"update of {schedule_id} names nothing to change")
+        return self.modify_record(schedule_id, update_plan(change))
+
+    def move(self, schedule_id: uuid.UUID, at: datetime) -> bool:
+        """Make ``at`` (aware) the schedule's next firing; attempts and last error reset.
+        Terminal, or a one-shot schedule in flight: :class:`NotChangeable`; a recurring
+        one in flight moves once that firing is acknowledged."""
+        check_schedule_id(schedule_id)
+        at = to_utc_ms(at, "at", InvalidArgument, round_up=True)
+        return self.modify_record(schedule_id, move_plan(at))
+
+    def run_now(self, schedule_id: uuid.UUID) -> bool:
+        """Make now the schedule's next firing (a recurring one then goes on on its
+        rule). Terminal or paused: :class:`NotChangeable`. A one-shot schedule in
+        flight: False (its firing is under way)."""
+        check_schedule_id(schedule_id)
+        return self.modify_record(schedule_id, run_now_plan())
+
     # -- copying rows between stores (``hexeract scheduler migrate``) ---------
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
@@ -625,6 +724,29 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
                 changes[name] = instant
         checked.append(attrs.evolve(record, **changes) if changes else record)
     return checked
+
+
+def check_change(change: object) -> Change:
+    """Validate an ``update``'s :class:`Change` field by field; return it with the
+    payload as compact JSON text."""
+    if not isinstance(change, Change):
+        raise InvalidArgument(f"expected a Change, got {change!r:.200}")
+    if change.event_type is not None:
+        _check_event_type(change.event_type)
+    if change.target is not None and not isinstance(change.target, Target):
+        raise InvalidArgument(f"target must be a Target, got {change.target!r:.200}")
+    if change.max_attempts is not None:
+        check_max_attempts(change.max_attempts)
+    if change.cron is not None and not isinstance(change.cron, CronExpression):
+        raise InvalidArgument(f"cron must be a CronExpression, got {change.cron!r:.200}")
+    if change.payload_json is not None:
+        try:
+            text = encode_payload(json.loads(change.payload_json))
+        except ValueError as exc:
+            raise InvalidMessage(f"payload_json is not JSON: {exc}") from exc
+        if text != change.payload_json:
+            change = attrs.evolve(change, payload_json=text)
+    return change
 
 
 def check_schedule_id(schedule_id: object) -> uuid.UUID:

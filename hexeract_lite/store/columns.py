@@ -44,6 +44,8 @@ class Column:
     """The SQLite declaration after the name (type and constraints)."""
     postgres: str
     """The PostgreSQL declaration after the name (type and constraints)."""
+    reference: bool = True
+    """A column of the reference's table (False: hexeract_lite's own, added by an upgrade)."""
 
     @property
     def sqlite_type(self) -> str:
@@ -77,6 +79,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("delivered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
     Column("cancelled_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
     Column("dead_lettered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
+    # hexeract_lite's own columns (nullable, so the reference's statements still work):
+    # the schedule's name, unique among rows that have one (a unique index, not a
+    # column constraint, so that an upgrade can add it), issue 13
+    Column("name", _K.TEXT, False, "TEXT", "TEXT", reference=False),
+    # the next firing, set by a change made while a firing was in flight: the fenced
+    # acknowledgement of that firing moves the schedule here instead (issue 13)
+    Column("next_after_lease", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ", reference=False),
 )
 """The reference's columns, in its order. (``created_at``'s default reads the database's
 clock only because the reference's DDL does; hexeract_lite always binds it.)"""

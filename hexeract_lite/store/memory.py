@@ -6,6 +6,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
@@ -27,8 +28,11 @@ from .base import (
     check_settlements,
     retry_deadline,
 )
+from .changes import Plan
 from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
+
+_T = TypeVar("_T")
 
 __all__ = ["InMemoryScheduleStore"]
 
@@ -143,15 +147,18 @@ class InMemoryScheduleStore(SettlingStore):
                     results.append(False)
                     continue
                 kind = item.kind
-                if kind is SettlementKind.DELIVERED:
-                    row.delivered_at = now
-                    row.leased_until = None
-                elif kind is SettlementKind.RESCHEDULE:
-                    assert item.next is not None
-                    row.scheduled_for = item.next
-                    row.attempts = 0
-                    row.leased_until = None
-                    row.last_error = None
+                if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
+                    # a change made during the lease set the next firing: it wins
+                    nxt = row.next_after_lease or item.next
+                    if nxt is None:
+                        row.delivered_at = now
+                        row.leased_until = None
+                    else:
+                        row.scheduled_for = nxt
+                        row.attempts = 0
+                        row.leased_until = None
+                        row.last_error = None
+                        row.next_after_lease = None
                 elif kind is SettlementKind.FAILED:
                     row.leased_until = deadline
                     row.last_error = item.error
@@ -269,7 +276,28 @@ class InMemoryScheduleStore(SettlingStore):
             row.last_error = None
             row.paused = False
             row.dead_lettered_at = None
+            row.next_after_lease = None
         self.changes.notify()
+
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        with self._lock:
+            row = self._get(schedule_id)
+            answer, new = plan(row.copy(), self._now())
+            if new is not None:
+                self._rows[row.schedule_id] = new
+        if new is not None:
+            self.changes.notify()
+        return answer
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        with self._lock:
+            rows = [
+                r
+                for r in self._rows.values()
+                if r.name is not None and r.name.startswith(prefix) and not r.is_terminal
+            ]
+            rows.sort(key=lambda r: (r.name or "").encode())
+            return [row.snapshot() for row in rows]
 
     # -- copying rows between stores -------------------------------------------
 

@@ -1,4 +1,8 @@
-"""PostgresScheduleStore: the store contract on a PostgreSQL server.
+r"""PostgresScheduleStore: the store contract on a PostgreSQL server.
+
+(Over 700 lines: the store class is the contract's ~20 methods, each short; its
+statements, row decoding, connections, session bounds and LISTEN live in the
+``postgres_*`` modules beside it.)
 
 For deployments that outgrow one machine: many workers, on many hosts, claim from one
 table, and ``FOR UPDATE SKIP LOCKED`` keeps them from ever handing out the same
@@ -34,7 +38,7 @@ back in JSONB's order (shorter keys first, then bytewise), and numbers in Postgr
 ``payload_json`` as the compact text of the stored value, so it equals what was
 inserted whenever the payload has no object with several keys out of that order and no
 exponent-form number. Compare decoded payloads when that matters. A string holding
-NUL (``\\u0000``) cannot be stored in ``JSONB`` and is rejected with
+NUL (``\u0000``) cannot be stored in ``JSONB`` and is rejected with
 :class:`~hexeract_lite.errors.InvalidMessage`.
 
 Waits
@@ -77,7 +81,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -109,6 +113,7 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
+from .changes import Plan
 from .columns import COLUMN_NAMES
 from .postgres_connections import (
     Conn,
@@ -130,14 +135,30 @@ from .postgres_session import (
 from .postgres_sql import Statements
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
+from .settle_plan import settle_plan
 
 __all__ = ["PostgresScheduleStore"]
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger(__name__)
 
 _MAX_INT4 = 2**31 - 1
 _ONE_MS = timedelta(milliseconds=1)
 _MALFORMED = "malformed row, dead-lettered without dispatch: "
+
+
+def _same(value: Any) -> Any:
+    """Return ``value`` as it is: psycopg binds UUIDs and aware datetimes itself."""
+    return value
+
+
+def _lease_token(lease: datetime) -> datetime | None:
+    """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
+    which no lease this store hands out can equal."""
+    if isinstance(lease, datetime) and lease.utcoffset() is not None:
+        return lease
+    return None
 
 
 def _whole_ms(delta: timedelta) -> int:
@@ -178,6 +199,13 @@ class PostgresScheduleStore(SettlingStore):
         self._clock = clock
         self._use_database_clock = use_database_clock
         self._sql = Statements(table, use_database_clock)
+        self._settle_statements = {
+            SettlementKind.DELIVERED: self._sql.mark_delivered,
+            SettlementKind.RESCHEDULE: self._sql.reschedule,
+            SettlementKind.FAILED: self._sql.mark_failed,
+            SettlementKind.DEAD_LETTERED: self._sql.mark_dead_lettered,
+            SettlementKind.RELEASED: self._sql.release,
+        }
         self._db = Connections(
             conninfo,
             table=table,
@@ -216,9 +244,11 @@ class PostgresScheduleStore(SettlingStore):
         existing table of an older schema version (one the reference created gets
         hexeract_lite's indexes), under advisory locks so that workers starting
         together do not race. With ``create=False`` nothing is written: a missing table
-        is a :class:`StoreError`, an older one is used as it is. Either way a table
-        lacking a column of the layout, or of a schema version newer than this code,
-        is a :class:`StoreError`.
+        is a :class:`StoreError`, an older one is used as it is when it has every
+        column (one without version 3's ``name`` and ``next_after_lease`` is a
+        :class:`StoreError` naming them). Either way a table lacking a column of the
+        reference's layout, or of a schema version newer than this code, is a
+        :class:`StoreError`.
 
         Bounds on waiting, each a :class:`~datetime.timedelta`:
 
@@ -362,6 +392,7 @@ class PostgresScheduleStore(SettlingStore):
             scheduled_fors=[m.scheduled_for for m in messages],
             target_kinds=[m.target.kind for m in messages],
             routing_keys=[m.target.routing_key for m in messages],
+            names=[m.name for m in messages],
         )
         try:
             with self._connection("insert") as conn:
@@ -459,33 +490,24 @@ class PostgresScheduleStore(SettlingStore):
         checked = check_settlements(outcomes)
         if not checked:
             return []
-        base = self._params()  # one reading of the store's clock for the batch
-        now = base.get("now")
-        plan: list[tuple[int, Any, dict[str, Any]]] = []
-        for index, item in enumerate(checked):
-            params = {**base, "id": item.schedule_id, "lease": item.lease}
-            kind = item.kind
-            if kind is SettlementKind.DELIVERED:
-                statement = self._sql.mark_delivered
-            elif kind is SettlementKind.RESCHEDULE:
-                params["next"] = item.next
-                statement = self._sql.reschedule
-            elif kind is SettlementKind.FAILED:
-                assert item.retry_in is not None
-                deadline = self._retry_deadline(now, item.retry_in)
-                params["error"] = item.error
-                params["retry_ms"] = _whole_ms(item.retry_in)
-                params["deadline"] = deadline
-                statement = self._sql.mark_failed
-            elif kind is SettlementKind.RELEASED:
-                statement = self._sql.release
-            else:
-                params["error"] = item.error
-                statement = self._sql.mark_dead_lettered
-            lease = item.lease
-            if isinstance(lease, datetime) and lease.utcoffset() is not None:
-                plan.append((index, statement, params))
-            # else: no lease this store ever handed out, fenced out without SQL
+        now = None if self._use_database_clock else self._now()
+        if now is None:
+            # the server's clock sets the deadlines; the range is still checked first
+            for item in checked:
+                if item.kind is SettlementKind.FAILED and item.retry_in is not None:
+                    self._retry_deadline(None, item.retry_in)
+        statements = self._settle_statements
+        plan = [
+            (index, statements[kind], params)
+            for index, kind, params in settle_plan(
+                checked,
+                now,
+                encode_id=_same,
+                encode_lease=_lease_token,
+                encode_instant=_same,
+                encode_retry_in=_whole_ms,
+            )
+        ]
         results = [False] * len(checked)
         if plan:
             with self._connection("settle") as conn:
@@ -598,6 +620,39 @@ class PostgresScheduleStore(SettlingStore):
         self._db.announce_after("replay")
         self.changes.notify()
 
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_record`: the row locked ``FOR UPDATE`` and
+        written back in one transaction."""
+        check_schedule_id(schedule_id)
+        with self._connection("modify") as conn:
+            with conn.transaction():
+                row, now = self._lock(conn, schedule_id)
+                answer, new = plan(row.copy(), now)
+                if new is not None:
+                    params = {name: getattr(new, name) for name in COLUMN_NAMES}
+                    conn.execute(self._sql.write_row, params)
+            if new is not None:
+                self._db.announce(conn)
+        if new is not None:
+            self.changes.notify()
+        return answer
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
+        :class:`StoreError` naming it."""
+        if not isinstance(prefix, str):
+            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
+        params = {"prefix": prefix, "length": len(prefix)}
+        with self._connection("list_named") as conn:
+            rows = fetch_rows(conn.execute(self._sql.list_named, params))
+        snapshots = []
+        for found in rows:
+            try:
+                snapshots.append(record(found).snapshot())
+            except Exception as exc:
+                raise self._malformed(found, exc) from exc
+        return snapshots
+
     # -- copying rows between stores ---------------------------------------------------
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
@@ -620,13 +675,13 @@ class PostgresScheduleStore(SettlingStore):
         return records
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
-        """See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
+        r"""See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
         (schedule_id) DO NOTHING`` statement.
 
         What PostgreSQL cannot hold is refused and nothing of the batch is written:
         ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
         and a NUL character in a text column (:class:`InvalidMessage`) before the
-        statement is sent, naming the schedule; a NUL in a payload string (``\\u0000``,
+        statement is sent, naming the schedule; a NUL in a payload string (``\u0000``,
         which ``JSONB`` rejects) by the server, as :class:`InvalidMessage` naming the
         likely schedules.
         """

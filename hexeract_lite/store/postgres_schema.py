@@ -65,7 +65,7 @@ __all__ = [
     "reference_ddl",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands (see the module's notes)."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -104,6 +104,13 @@ EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
 INDEXES: tuple[tuple[str, str, str], ...] = REFERENCE_INDEXES + EXTRA_INDEXES
 """Every index, ``(suffix, key columns, WHERE clause)``, named ``idx_<table>_<suffix>``."""
 
+UNIQUE_INDEXES: tuple[tuple[str, str, str], ...] = (("name", "name", "name IS NOT NULL"),)
+"""Unique indexes (version 3): a schedule name is unique among rows that have one."""
+
+LATER_COLUMNS: dict[str, int] = {"name": 3, "next_after_lease": 3}
+"""Columns of ours, by the version that added them; an older table lacks them until
+it is upgraded (the reference's table never has them)."""
+
 
 def quote_ident(name: str) -> str:
     """``name`` as a double-quoted SQL identifier (case kept, reserved words safe)."""
@@ -126,18 +133,23 @@ def postgres_index_name(table: str, suffix: str) -> str:
     return f"idx_{table[:room]}_{digest}_{suffix}"
 
 
-def _table_ddl(table: str) -> str:
-    width = max(len(name) for name, _ in POSTGRES_COLUMNS)
-    columns = ",\n".join(f"    {name.ljust(width)} {decl}" for name, decl in POSTGRES_COLUMNS)
+def _table_ddl(table: str, declared: tuple[tuple[str, str], ...] = POSTGRES_COLUMNS) -> str:
+    width = max(len(name) for name, _ in declared)
+    columns = ",\n".join(f"    {name.ljust(width)} {decl}" for name, decl in declared)
     return f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} (\n{columns}\n);\n"
 
 
-def _index_ddl(table: str, indexes: tuple[tuple[str, str, str], ...]) -> str:
+def _index_ddl(
+    table: str, indexes: tuple[tuple[str, str, str], ...], *, unique: bool = False
+) -> str:
     qtable = quote_ident(table)
+    kind = "UNIQUE INDEX" if unique else "INDEX"
     text = ""
     for suffix, keys, where in indexes:
         name = quote_ident(postgres_index_name(table, suffix))
-        text += f"CREATE INDEX IF NOT EXISTS {name}\n    ON {qtable} ({keys})\n    WHERE {where};\n"
+        text += (
+            f"CREATE {kind} IF NOT EXISTS {name}\n    ON {qtable} ({keys})\n    WHERE {where};\n"
+        )
     return text
 
 
@@ -152,13 +164,18 @@ def postgres_ddl(table: str = DEFAULT_TABLE) -> str:
     upgraded, which changes nothing but the record.)
     """
     validate_table_name(table)
-    return _table_ddl(table) + _index_ddl(table, INDEXES)
+    return (
+        _table_ddl(table)
+        + _index_ddl(table, INDEXES)
+        + _index_ddl(table, UNIQUE_INDEXES, unique=True)
+    )
 
 
 def reference_ddl(table: str = DEFAULT_TABLE) -> str:
     """The reference's own DDL: the table and its two indexes, nothing of ours."""
     validate_table_name(table)
-    return _table_ddl(table) + _index_ddl(table, REFERENCE_INDEXES)
+    columns = tuple((n, d) for n, d in POSTGRES_COLUMNS if n not in LATER_COLUMNS)
+    return _table_ddl(table, columns) + _index_ddl(table, REFERENCE_INDEXES)
 
 
 # -- the upgrade ladder ----------------------------------------------------------------
@@ -204,9 +221,23 @@ def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
         conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
 
 
+def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
+    """2 → 3: named schedules (issue 13): the nullable ``name`` and
+    ``next_after_lease`` columns, and a unique index on ``name`` over the rows that
+    have one. Nullable without a default: the reference's statements, which name
+    their columns, work on the table as before."""
+    qtable = quote_ident(table)
+    conn.execute(f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS name TEXT".encode())
+    conn.execute(
+        f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS next_after_lease TIMESTAMPTZ".encode()
+    )
+    conn.execute(_index_ddl(table, (("name", "name", "name IS NOT NULL"),), unique=True).encode())
+
+
 _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_1,
     _upgrade_to_2,
+    _upgrade_to_3,
 )
 """``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
 transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
@@ -239,19 +270,22 @@ def _state(conn: psycopg.Connection[Any], table: str) -> tuple[bool, int | None]
     return True, None if found is None else int(found[0])
 
 
-def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> None:
+def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> list[str]:
+    """Refuse a table lacking a column of the reference's layout; return the columns of
+    ours (:data:`LATER_COLUMNS`) it lacks, which an upgrade adds."""
     found = conn.execute(
         "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attnum > 0 AND NOT attisdropped",
         [quote_ident(table)],
     ).fetchall()
     names = {row[0] for row in found}
-    missing = [c.name for c in COLUMNS if c.name not in names]
+    missing = [c.name for c in COLUMNS if c.name not in names and c.name not in LATER_COLUMNS]
     if missing:
         raise StoreError(
             f"table {table!r} at {where} is not a hexeract scheduler table:"
             f" it lacks the column(s) {', '.join(missing)}"
         )
+    return [name for name in LATER_COLUMNS if name not in names]
 
 
 def _too_new(table: str, where: str, version: int) -> StoreError:
@@ -264,7 +298,7 @@ def _too_new(table: str, where: str, version: int) -> StoreError:
 def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
     """The indexes of :data:`INDEXES` that ``table`` lacks (a table dropped and made
     again by another tool keeps a stale version record, but not our indexes)."""
-    names = [postgres_index_name(table, suffix) for suffix, _, _ in INDEXES]
+    names = [postgres_index_name(table, suffix) for suffix, _, _ in INDEXES + UNIQUE_INDEXES]
     rows = conn.execute(
         "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(quote_ident(name)) IS NULL",
         [names],
@@ -284,8 +318,9 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     is work, not a wait; lock waits stay bounded by the lock timeout). A table whose
     record says current but which lacks one of :data:`INDEXES` goes through the whole
     ladder again (every step is idempotent). With ``create=False`` nothing is written:
-    an older table is used as it is (every statement works on it; only indexes are
-    missing).
+    an older table that has every column is used as it is (only indexes are missing);
+    one that lacks a column of ours (version 3 added ``name`` and ``next_after_lease``)
+    raises :class:`StoreError` naming them.
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:
@@ -296,7 +331,13 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
             " `hexeract scheduler schema --dialect postgres` or open with create=True"
         )
     if exists:
-        _check_columns(conn, table, where)
+        lacking = _check_columns(conn, table, where)
+        if not create and lacking:
+            raise StoreError(
+                f"table {table!r} at {where} has schema version {version or 0}, older"
+                f" than this hexeract_lite's {SCHEMA_VERSION}: it lacks the column(s)"
+                f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
+            )
         if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
             return version or 0
     with conn.transaction():

@@ -57,11 +57,11 @@ class Statements:
             now: sql.Composable = sql.SQL("date_trunc('milliseconds', statement_timestamp())")
             plus_ms = sql.SQL("({} + {} * INTERVAL '1 millisecond')")
             until: sql.Composable = plus_ms.format(now, sql.Placeholder("lease_ms"))
-            deadline: sql.Composable = plus_ms.format(now, sql.Placeholder("retry_ms"))
+            deadline: sql.Composable = plus_ms.format(now, sql.Placeholder("retry_in"))
         else:
             now = sql.Placeholder("now")
             until = sql.Placeholder("until")
-            deadline = sql.Placeholder("deadline")
+            deadline = sql.Placeholder("until")  # the settle plan's name for the retry deadline
         cols = select_list()
 
         def q(text: LiteralString, **extra: sql.Composable) -> sql.Composed:
@@ -80,16 +80,16 @@ class Statements:
         self.insert = q(
             "INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at)"
+            " leased_until, paused, last_error, created_at, name)"
             " SELECT u.id, u.event_type, u.payload::jsonb, u.trigger_kind, u.cron_expr,"
             " u.scheduled_for, u.target_kind, u.routing_key, 0, %(max_attempts)s,"
-            " NULL, FALSE, NULL, {now}"
+            " NULL, FALSE, NULL, {now}, u.name"
             " FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(payloads)s::text[],"
             " %(trigger_kinds)s::text[], %(cron_exprs)s::text[],"
             " %(scheduled_fors)s::timestamptz[], %(target_kinds)s::text[],"
-            " %(routing_keys)s::text[])"
+            " %(routing_keys)s::text[], %(names)s::text[])"
             " AS u(id, event_type, payload, trigger_kind, cron_expr, scheduled_for,"
-            " target_kind, routing_key)"
+            " target_kind, routing_key, name)"
             " ON CONFLICT (schedule_id) DO NOTHING"
             " RETURNING schedule_id"
         )
@@ -124,10 +124,18 @@ class Statements:
         fence: LiteralString = (
             " WHERE schedule_id = %(id)s AND leased_until = %(lease)s AND {not_terminal}"
         )
-        self.mark_delivered = q("UPDATE {t} SET delivered_at = {now}, leased_until = NULL" + fence)
+        # a change made during the lease (next_after_lease) sets the next firing: the
+        # acknowledgement of the firing in flight moves the schedule there instead
+        self.mark_delivered = q(
+            "UPDATE {t} SET delivered_at = CASE WHEN next_after_lease IS NULL THEN {now} END,"
+            " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
+            " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
+            " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            " next_after_lease = NULL, leased_until = NULL" + fence
+        )
         self.reschedule = q(
-            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, leased_until = NULL,"
-            " last_error = NULL" + fence
+            "UPDATE {t} SET scheduled_for = COALESCE(next_after_lease, %(next)s),"
+            " attempts = 0, leased_until = NULL, last_error = NULL, next_after_lease = NULL" + fence
         )
         self.mark_failed = q(
             "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence,
@@ -175,8 +183,29 @@ class Statements:
         self.unpause = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
         self.replay = q(
             "UPDATE {t} SET scheduled_for = %(now_value)s, attempts = 0, leased_until = NULL,"
-            " last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
-            " WHERE schedule_id = %(id)s"
+            " last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
+            " next_after_lease = NULL WHERE schedule_id = %(id)s"
+        )
+        # a change in place (ensure, update, reschedule, run now): every column but the
+        # id, as the plan computed it, on the row locked in the same transaction
+        self.write_row = q(
+            "UPDATE {t} SET {sets} WHERE schedule_id = %(schedule_id)s",
+            sets=sql.SQL(", ").join(
+                sql.SQL("{} = {}").format(
+                    sql.Identifier(c.name),
+                    sql.SQL("{}::jsonb" if c.kind is ColumnKind.JSON else "{}").format(
+                        sql.Placeholder(c.name)
+                    ),
+                )
+                for c in COLUMNS
+                if c.name != "schedule_id"
+            ),
+        )
+        # names of a group: the prefix compared byte for byte (left(), not LIKE, whose
+        # wildcards a name may hold, and not a range, which the collation would decide)
+        self.list_named = q(
+            "SELECT {cols} FROM {t} WHERE name IS NOT NULL AND {not_terminal}"
+            ' AND left(name, %(length)s) = %(prefix)s ORDER BY name COLLATE "C"'
         )
         self.inspect = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
         self.list_pending = q(

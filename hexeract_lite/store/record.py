@@ -54,6 +54,10 @@ class ScheduleRecord:
     delivered_at: datetime | None = None
     cancelled_at: datetime | None = None
     dead_lettered_at: datetime | None = None
+    name: str | None = None
+    next_after_lease: datetime | None = None
+    """The next firing a change made during a live lease set: the lease's fenced
+    ``reschedule``/``delivered`` acknowledgement moves ``scheduled_for`` here."""
 
     @classmethod
     def new(cls, message: ScheduledMessage, max_attempts: int, now: datetime) -> ScheduleRecord:
@@ -73,6 +77,7 @@ class ScheduleRecord:
             paused=False,
             last_error=None,
             created_at=now,
+            name=message.name,
         )
 
     def resume_plan(self, next: datetime | None, now: datetime) -> tuple[bool, datetime | None]:
@@ -139,6 +144,7 @@ class ScheduleRecord:
             target=self.target(),
             trigger=self.trigger(),
             scheduled_for=self.scheduled_for,
+            name=self.name,
         )
 
     def leased(self) -> LeasedOccurrence:
@@ -169,6 +175,7 @@ class ScheduleRecord:
             delivered_at=self.delivered_at,
             cancelled_at=self.cancelled_at,
             dead_lettered_at=self.dead_lettered_at,
+            name=self.name,
         )
 
     def copy(self) -> ScheduleRecord:

@@ -19,6 +19,7 @@ __all__ = [
     "sqlite_reference_index_ddl",
     "sqlite_noncanonical",
     "sqlite_table_ddl",
+    "sqlite_unique_index_ddl",
     "validate_table_name",
 ]
 
@@ -54,7 +55,7 @@ def validate_table_name(name: object) -> str:
 # -- SQLite ---------------------------------------------------------------------
 
 REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
-    (column.name, column.sqlite_type, column.required) for column in COLUMNS
+    (column.name, column.sqlite_type, column.required) for column in COLUMNS if column.reference
 )
 """The reference's SQLite columns, in order: (name, declared type, NOT NULL)."""
 
@@ -163,6 +164,16 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
     ]
 
 
+def sqlite_unique_index_ddl(table: str) -> list[str]:
+    """hexeract_lite's unique index (schema version 3): a schedule name is unique among
+    the rows that have one."""
+    t = validate_table_name(table)
+    return [
+        f"CREATE UNIQUE INDEX IF NOT EXISTS idx_{t}_name ON {t} (name)\n"
+        "    WHERE name IS NOT NULL;",
+    ]
+
+
 def sqlite_ddl(table: str = DEFAULT_TABLE) -> str:
     """The whole SQLite schema of ``table``: the reference's table and two indexes, then
     hexeract_lite's extra indexes. Idempotent (``IF NOT EXISTS``); the CLI's ``schema``
@@ -171,5 +182,6 @@ def sqlite_ddl(table: str = DEFAULT_TABLE) -> str:
         sqlite_table_ddl(table),
         *sqlite_reference_index_ddl(table),
         *sqlite_extra_index_ddl(table),
+        *sqlite_unique_index_ddl(table),
     ]
     return "\n".join(statements) + "\n"

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import apsw
 
@@ -59,12 +59,15 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
+from .changes import Plan
+from .columns import COLUMN_NAMES
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
 from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 from .sqlite_codec import (
     COLUMN_INDEX,
+    SELECT_LIST,
     diagnose,
     encode_id,
     encode_instant,
@@ -120,9 +123,11 @@ def _claim_order(occurrence: LeasedOccurrence) -> tuple[datetime, bytes]:
 
 
 def _is_duplicate(exc: BaseException) -> bool:
-    """A primary-key violation: the schedule id exists already."""
+    """A primary-key violation: the schedule id exists already (or the unique name,
+    which SQLite may check first: a named schedule's id is its name's)."""
     return isinstance(exc, apsw.ConstraintError) and (
-        getattr(exc, "extendedresult", None) == apsw.SQLITE_CONSTRAINT_PRIMARYKEY
+        getattr(exc, "extendedresult", None)
+        in (apsw.SQLITE_CONSTRAINT_PRIMARYKEY, apsw.SQLITE_CONSTRAINT_UNIQUE)
     )
 
 
@@ -138,6 +143,19 @@ _STATEMENT_KIND = {
     SettlementKind.RELEASED: "release",
 }
 """Each settlement kind's statement (an attribute of :class:`SqliteStatements`)."""
+
+
+def _select_list(connection: apsw.Connection, table: str) -> str:
+    """:data:`SELECT_LIST`, with ``NULL AS <column>`` for each column the table lacks
+    (an older table, read-only: it is not upgraded)."""
+    try:
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+    except apsw.Error:  # pragma: no cover - the table was just checked
+        return SELECT_LIST
+    return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
+
+
+_T = TypeVar("_T")
 
 
 class SqliteScheduleStore(SettlingStore):
@@ -218,13 +236,17 @@ class SqliteScheduleStore(SettlingStore):
         self._readonly = readonly
         # "relaxed": the worker's transactions begin with synchronous=NORMAL
         self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else _BEGIN
-        self._sql = SqliteStatements(table)
+        # read-only on an older table: NULL for the columns of ours it lacks yet
+        select_list = _select_list(connection, table) if readonly else SELECT_LIST
+        self._sql = SqliteStatements(table, select_list)
         self._settle_sql = {
             kind: getattr(self._sql, name) for kind, name in _STATEMENT_KIND.items()
         }
         # read-only on a table that may lack our indexes or hold instants in another
         # layout (which only a writer may rewrite): listings that need neither
-        self._portable: PortableReads | None = PortableReads(table) if readonly else None
+        self._portable: PortableReads | None = (
+            PortableReads(table, select_list) if readonly else None
+        )
         self._current = version == SCHEMA_VERSION
         self._reopen = False
         # started by the first claim in each process (see .sqlite_watch)
@@ -583,6 +605,7 @@ class SqliteScheduleStore(SettlingStore):
             target.routing_key,
             max_attempts,
             format_ts(self._now()),
+            message.name,
         )
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
@@ -617,6 +640,7 @@ class SqliteScheduleStore(SettlingStore):
                 m.target.routing_key,
                 max_attempts,
                 created,
+                m.name,
             )
             for m in messages
         ]
@@ -861,6 +885,32 @@ class SqliteScheduleStore(SettlingStore):
                 raise NotReplayable(sid, status)
             cur.execute(self._sql.replay, params)
         self.changes.notify()
+
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_record`: read, plan and write back in one
+        ``BEGIN IMMEDIATE`` transaction."""
+        sid = check_schedule_id(schedule_id)
+        with self._write("modify") as cur:
+            rows = cur.execute(self._sql.select_one, (sid.bytes,)).fetchall()
+            if not rows:
+                raise ScheduleNotFound(sid)
+            [record] = self._records(rows)
+            answer, new = plan(record.copy(), self._now())
+            if new is not None:
+                values = row_from_record(new)
+                cur.execute(self._sql.write_row, (*values[1:], values[0]))
+        if new is not None:
+            self.changes.notify()
+        return answer
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
+        :class:`StoreError` naming it."""
+        if not isinstance(prefix, str):
+            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
+        params = {"prefix": prefix, "length": len(prefix)}
+        rows = self._read("list_named", self._sql.list_named, params)
+        return [record.snapshot() for record in self._records(rows)]
 
     # -- copying rows between stores (hexeract scheduler migrate) ---------------------
 

@@ -158,6 +158,7 @@ _SCHEDULED_FOR = COLUMN_INDEX["scheduled_for"]
 _TARGET_KIND = COLUMN_INDEX["target_kind"]
 _ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
 _ATTEMPTS = COLUMN_INDEX["attempts"]
+_NAME = COLUMN_INDEX["name"]
 _MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
@@ -185,6 +186,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
         trigger=trigger,
         scheduled_for=scheduled_for,
+        name=row[_NAME],
     )
     return LeasedOccurrence(
         message=message,

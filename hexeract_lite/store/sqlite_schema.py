@@ -34,12 +34,13 @@ import apsw
 
 from .._time import format_ts, parse_ts
 from ..errors import InvalidConfiguration, StoreError
-from .columns import ColumnKind, columns_of_kind
+from .columns import COLUMNS, ColumnKind
 from .schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
     sqlite_table_ddl,
+    sqlite_unique_index_ddl,
 )
 
 __all__ = [
@@ -64,7 +65,7 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -72,9 +73,11 @@ SCHEMA_VERSION = 3
 - 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
   defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
   of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
-- 3: ``idx_<table>_noncanonical`` filtered by the cheap
-  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (version 2 evaluated ``strftime`` in
-  its WHERE on every claim and acknowledgement).
+- 3: named schedules: the ``name`` and ``next_after_lease`` columns, the unique index
+  on ``name``;
+- 4: ``idx_<table>_noncanonical`` filtered by the cheap
+  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 and 3 evaluated
+  ``strftime`` in its WHERE on every claim and acknowledgement).
 """
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
@@ -87,7 +90,9 @@ DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
 """``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
 ``NORMAL`` around the worker's own transactions only: see the store's docstring)."""
 
-_INSTANT_COLUMNS = columns_of_kind(ColumnKind.INSTANT)
+_INSTANT_COLUMNS = tuple(
+    c.name for c in COLUMNS if c.kind is ColumnKind.INSTANT and c.reference
+)  # step 1's: the reference's instants (the table has no others yet)
 
 
 def default_database_path() -> pathlib.Path:
@@ -526,7 +531,21 @@ def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
 
 
 def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
-    """2 → 3: ``idx_<table>_noncanonical`` rebuilt with the WHERE
+    """2 → 3: named schedules (issue 13): the nullable ``name`` and
+    ``next_after_lease`` columns (each added unless the table has it: a table created
+    at this version already does), and the unique index on ``name`` over the rows that
+    have one. Nullable without a default: the reference's statements, which name their
+    columns, work on the table as before."""
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column in COLUMNS:
+        if not column.reference and column.name not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
+    for ddl in sqlite_unique_index_ddl(table):
+        conn.execute(ddl)
+
+
+def _upgrade_to_4(conn: apsw.Connection, table: str) -> None:
+    """3 → 4: ``idx_<table>_noncanonical`` rebuilt with the WHERE
     :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (a file coming from version 1 has it
     from step 2 already, and keeps it)."""
     name = f"idx_{table}_noncanonical"
@@ -556,6 +575,7 @@ UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_1,
     _upgrade_to_2,
     _upgrade_to_3,
+    _upgrade_to_4,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

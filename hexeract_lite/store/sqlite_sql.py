@@ -26,19 +26,20 @@ __all__ = ["PortableReads", "SqliteStatements"]
 class SqliteStatements:
     """Every statement of one store, built once, for one validated table name."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_table_name(table)
+        cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
         due = f"{t} INDEXED BY idx_{t}_due"
         leased = f"{t} INDEXED BY idx_{t}_leased"
         self.insert = (
             f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?)"
+            " leased_until, paused, last_error, created_at, name)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?)"
         )
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
-        self.select_one = f"SELECT {SELECT_LIST} FROM {t} WHERE schedule_id = ?"
+        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = ?"
         # The claim: up to n candidates from each of two indexes (fresh rows in claim
         # order; rows whose lease or backoff has expired), merged, the first n leased.
         self.claim = (
@@ -58,7 +59,7 @@ class SqliteStatements:
             "     AND attempts < max_attempts"
             "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
             " ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            f" RETURNING {SELECT_LIST}"
+            f" RETURNING {cols}"
         )
         # Live rows with an instant in another layout (another tool wrote it),
         # rewritten canonically (the same instant) before any comparison; the index
@@ -76,12 +77,18 @@ class SqliteStatements:
             f" WHERE {noncanonical}"
         )
         fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
+        # a change made during the lease (next_after_lease) sets the next firing: the
+        # acknowledgement of the firing in flight moves the schedule there instead
         self.mark_delivered = (
-            f"UPDATE {t} SET delivered_at = :now, leased_until = NULL WHERE {fence}"
+            f"UPDATE {t} SET delivered_at = CASE WHEN next_after_lease IS NULL THEN :now END,"
+            " scheduled_for = coalesce(next_after_lease, scheduled_for),"
+            " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
+            " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            f" next_after_lease = NULL, leased_until = NULL WHERE {fence}"
         )
         self.reschedule = (
-            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, leased_until = NULL,"
-            f" last_error = NULL WHERE {fence}"
+            f"UPDATE {t} SET scheduled_for = coalesce(next_after_lease, :next), attempts = 0,"
+            f" leased_until = NULL, last_error = NULL, next_after_lease = NULL WHERE {fence}"
         )
         self.mark_failed = (
             f"UPDATE {t} SET leased_until = :until, last_error = :error WHERE {fence}"
@@ -143,32 +150,45 @@ class SqliteStatements:
         self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
         self.replay = (
             f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
-            " last_error = NULL, paused = 0, dead_lettered_at = NULL WHERE schedule_id = :id"
+            " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
+            " WHERE schedule_id = :id"
+        )
+        # a change in place (ensure, update, reschedule, run now): every column but the
+        # id, as the plan computed it, inside the write transaction that read the row
+        self.write_row = (
+            f"UPDATE {t} SET "
+            + ", ".join(f"{name} = ?" for name in COLUMN_NAMES[1:])
+            + " WHERE schedule_id = ?"
+        )
+        # names of a group: the prefix compared byte for byte (substr(), not LIKE,
+        # whose wildcards a name may hold and which ignores ASCII case)
+        self.list_named = (
+            f"SELECT {cols} FROM {t} WHERE name IS NOT NULL AND {LIVE}"
+            " AND substr(name, 1, :length) = :prefix ORDER BY name"
         )
         self.list_pending = (
-            f"SELECT {SELECT_LIST} FROM ("
+            f"SELECT {cols} FROM ("
             " SELECT * FROM ("
-            f"  SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_pending"
+            f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_pending"
             f"  WHERE {LIVE} AND paused = 0"
             "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
             " UNION ALL"
             " SELECT * FROM ("
-            f"  SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_paused"
+            f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_paused"
             f"  WHERE {LIVE} AND paused <> 0"
             "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
             " ORDER BY scheduled_for, schedule_id LIMIT :n"
         )
         self.list_dead_letter = (
-            f"SELECT {SELECT_LIST} FROM {t} INDEXED BY idx_{t}_dead_letter"
+            f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
             " WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
         )
         # copying rows (migrate): both pages read the primary key's index in order (no
         # sort, O(limit) per page); an import inserts every column as given
-        self.export_first = f"SELECT {SELECT_LIST} FROM {t} ORDER BY schedule_id LIMIT :n"
+        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :n"
         self.export_after = (
-            f"SELECT {SELECT_LIST} FROM {t} WHERE schedule_id > :after"
-            " ORDER BY schedule_id LIMIT :n"
+            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :n"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
@@ -183,18 +203,19 @@ class PortableReads:
     SQLite's ``strftime`` reads them. A scan of the live rows: for reading commands,
     not for a worker."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_table_name(table)
+        cols = select_list
 
         def canonical(column: str) -> str:
             return f"coalesce(strftime({CANONICAL_TS}, {column}), {column})"
 
         self.list_pending = (
-            f"SELECT {SELECT_LIST} FROM {t} WHERE {LIVE}"
+            f"SELECT {cols} FROM {t} WHERE {LIVE}"
             f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :n"
         )
         self.list_dead_letter = (
-            f"SELECT {SELECT_LIST} FROM {t} WHERE dead_lettered_at IS NOT NULL"
+            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
         )
         self.next_wakeup = (

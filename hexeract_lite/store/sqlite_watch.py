@@ -37,7 +37,7 @@ commit (and a burst of commits) wake it once rather than once each."""
 
 
 def _inotify() -> tuple[Callable[..., int], Callable[..., int]] | None:
-    """libc's ``inotify_init1`` and ``inotify_add_watch``, or None off Linux."""
+    """The C library's ``inotify_init1`` and ``inotify_add_watch``; None off Linux."""
     if not sys.platform.startswith("linux"):
         return None
     try:

@@ -1,0 +1,70 @@
+"""Schedule names: the id a name stands for, what a name may be, and its group.
+
+A named schedule's id is ``uuid.uuid5(NAME_NAMESPACE, name)`` (SHA-1 over the
+namespace's 16 bytes and the name's UTF-8 bytes, RFC 9562 section 5.5). The same name
+gives the same id in every process, after every restart and in every language, so a
+reference worker sees an ordinary id, and ``ensure`` racing in ten processes inserts
+one row.
+
+A name is 1 to :data:`MAX_NAME_LENGTH` characters, each printable (no control,
+format or separator characters other than the ASCII space), with no space at either
+end. Its *group* is the part before the first dot (``"myapp"`` for
+``"myapp.backup.daily"``); a name without a dot belongs to no group.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from .errors import InvalidArgument
+
+__all__ = ["MAX_NAME_LENGTH", "NAME_NAMESPACE", "check_group", "check_name", "group_of", "name_id"]
+
+NAME_NAMESPACE = uuid.UUID("5d0c6f3e-8a3b-4f1e-9c7a-6b2e1d4f8a90")
+"""The fixed namespace under which a schedule id is derived from its name (never changes)."""
+
+MAX_NAME_LENGTH = 200
+"""The longest name, in characters."""
+
+
+def check_name(name: object) -> str:
+    """Return ``name`` when it is a valid schedule name, else raise :class:`InvalidArgument`
+    naming it."""
+    if not isinstance(name, str):
+        raise InvalidArgument(f"a schedule name must be a str, got {name!r:.100}")
+    if not name:
+        raise InvalidArgument("a schedule name must not be empty")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidArgument(
+            f"schedule name {name[:40]!r}... is {len(name)} characters; at most"
+            f" {MAX_NAME_LENGTH} are allowed"
+        )
+    if not name.isprintable() or name != name.strip():
+        raise InvalidArgument(
+            f"schedule name {name!r:.100} must be printable characters with no space at either end"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"schedule name {name!r:.100} is not valid Unicode") from None
+    return name
+
+
+def name_id(name: str) -> uuid.UUID:
+    """The schedule id of ``name``: ``uuid5(NAME_NAMESPACE, name)``; an invalid name
+    raises :class:`InvalidArgument`."""
+    return uuid.uuid5(NAME_NAMESPACE, check_name(name))
+
+
+def group_of(name: str) -> str | None:
+    """The group of ``name``: the text before its first dot, or None without a dot."""
+    head, dot, _ = name.partition(".")
+    return head if dot and head else None
+
+
+def check_group(group: object) -> str:
+    """A group is a non-empty name without a dot; raise :class:`InvalidArgument` else."""
+    text = check_name(group)
+    if "." in text:
+        raise InvalidArgument(f"a group is the part of a name before its first dot, got {text!r}")
+    return text

@@ -1,0 +1,239 @@
+"""Changes to a stored schedule in place: ensure, update, move (reschedule), run now.
+
+Each is a *plan*: a pure function of the row as it is (read inside the store's
+transaction or under its lock) and the store's now, returning what to answer and the
+row to write back (None: write nothing). Every store runs the same plans through its
+:meth:`~hexeract_lite.store.base.ScheduleStore.modify_record`, so the rules are said
+once, here.
+
+The lease rule: a row whose ``leased_until`` is after now has a firing in flight (or
+a retry in backoff). A change never touches that lease, so the firing's fenced
+acknowledgement still applies and nothing is lost or doubled; the payload, target,
+event type and budget change at once (a retry after the change sends the new ones),
+and a new next firing goes to ``next_after_lease``, which the acknowledgement of a
+recurring schedule's firing (``reschedule`` or ``delivered``) takes instead of its own
+next instant. A one-shot schedule in flight cannot be moved (its firing is the one
+in flight): :class:`NotChangeable`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+import attrs
+
+from ..errors import InvalidArgument, NotChangeable
+from ..message import ScheduledMessage, Target
+from ..snapshot import ScheduleStatus
+from ..trigger import CronExpression
+from .record import ScheduleRecord
+
+__all__ = [
+    "Change",
+    "EnsureResult",
+    "Plan",
+    "ensure_plan",
+    "move_plan",
+    "run_now_plan",
+    "update_plan",
+]
+
+T = TypeVar("T")
+Plan = Callable[[ScheduleRecord, datetime], tuple[T, ScheduleRecord | None]]
+"""A change: (the row, the store's now) -> (the answer, the row to write or None)."""
+
+
+class EnsureResult(enum.StrEnum):
+    """What ``ensure`` did."""
+
+    CREATED = "created"
+    """The schedule was missing (or cancelled) and is now stored as declared."""
+    UPDATED = "updated"
+    """It existed with other values; they were changed in place."""
+    UNCHANGED = "unchanged"
+    """It existed exactly as declared; nothing was written."""
+
+
+@attrs.frozen(kw_only=True)
+class Change:
+    """What ``update`` changes; None leaves a field as it is."""
+
+    event_type: str | None = None
+    payload_json: str | None = None
+    target: Target | None = None
+    cron: CronExpression | None = None
+    max_attempts: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when it changes nothing."""
+        return all(v is None for v in attrs.astuple(self, recurse=False))
+
+
+def _canonical(payload_json: str) -> str:
+    return json.dumps(json.loads(payload_json), sort_keys=True, separators=(",", ":"))
+
+
+def _is_leased(row: ScheduleRecord, now: datetime) -> bool:
+    return row.leased_until is not None and row.leased_until > now
+
+
+def _named(row: ScheduleRecord) -> str:
+    return "" if row.name is None else f" (name {row.name!r})"
+
+
+def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
+    if row.is_terminal:
+        raise NotChangeable(
+            row.schedule_id, f"is {row.status().value}: {what} refused{_named(row)}"
+        )
+
+
+def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
+    """Make ``at`` the row's next firing, under the lease rule (see the module)."""
+    if _is_leased(row, now):
+        if row.trigger_kind != "cron":
+            raise NotChangeable(
+                row.schedule_id,
+                f"is being delivered now (leased until {row.leased_until}): its one firing"
+                f" is in flight{_named(row)}",
+            )
+        row.next_after_lease = at
+        return
+    row.scheduled_for = at
+    row.attempts = 0
+    row.last_error = None
+    row.leased_until = None
+    row.next_after_lease = None
+
+
+def _next_of(rule: CronExpression, row: ScheduleRecord, now: datetime) -> datetime:
+    nxt = rule.next_occurrence(now)
+    if nxt is None:
+        raise InvalidArgument(f"cron {rule} has no instant after {now.isoformat()}")
+    return nxt
+
+
+def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResult]:
+    """The plan of ``ensure`` for a row that exists (the caller inserted otherwise).
+
+    - cancelled: stored again as declared, fresh (CREATED);
+    - another trigger kind: :class:`NotChangeable` naming both;
+    - same event type, payload (as JSON values), target, rule (cron) or instant (one
+      shot), budget and name: UNCHANGED;
+    - else the values change in place (UPDATED); a new rule's next firing is its first
+      instant after now (under the lease rule); a delivered or dead-lettered row keeps
+      its status (a replay uses the new values).
+    """
+
+    def plan(row: ScheduleRecord, now: datetime) -> tuple[EnsureResult, ScheduleRecord | None]:
+        if row.cancelled_at is not None:
+            fresh = ScheduleRecord.new(message, max_attempts, now)
+            return EnsureResult.CREATED, fresh
+        kind = message.trigger.kind
+        if row.trigger_kind != kind:
+            raise NotChangeable(
+                row.schedule_id,
+                f"(name {message.name!r}) is a {row.trigger_kind} schedule, declared as"
+                f" {kind}: cancel it to declare it again with another trigger kind",
+            )
+        new = row.copy()
+        new.name = message.name
+        new.event_type = message.event_type
+        new.payload = message.payload_json
+        new.target_kind = message.target.kind
+        new.target_routing_key = message.target.routing_key
+        new.max_attempts = max_attempts
+        new.cron_expr = message.trigger.expression
+        same = (
+            row.name == new.name
+            and row.event_type == new.event_type
+            and _canonical(row.payload) == _canonical(new.payload)
+            and row.target_kind == new.target_kind
+            and row.target_routing_key == new.target_routing_key
+            and row.max_attempts == new.max_attempts
+            and row.cron_expr == new.cron_expr
+            and (kind == "cron" or row.scheduled_for == message.scheduled_for)
+        )
+        if same:
+            return EnsureResult.UNCHANGED, None
+        if not row.is_terminal:
+            if kind == "cron" and row.cron_expr != new.cron_expr:
+                rule = message.trigger.cron_expression
+                assert rule is not None
+                _place(new, _next_of(rule, row, now), now)
+            elif kind != "cron" and row.scheduled_for != message.scheduled_for:
+                _place(new, message.scheduled_for, now)
+        return EnsureResult.UPDATED, new
+
+    return plan
+
+
+def update_plan(change: Change) -> Plan[bool]:
+    """The plan of ``update``: change the given fields of a non-terminal row in place;
+    True when something differed. ``cron`` on a one-shot schedule:
+    :class:`NotChangeable`. A new rule's next firing is its first instant after now."""
+
+    def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
+        _refuse_terminal(row, "update")
+        if change.cron is not None and row.trigger_kind != "cron":
+            raise NotChangeable(
+                row.schedule_id,
+                f"is a {row.trigger_kind} schedule: it has no cron rule to change{_named(row)}",
+            )
+        new = row.copy()
+        if change.event_type is not None:
+            new.event_type = change.event_type
+        if change.payload_json is not None and _canonical(change.payload_json) != _canonical(
+            row.payload
+        ):
+            new.payload = change.payload_json
+        if change.target is not None:
+            new.target_kind = change.target.kind
+            new.target_routing_key = change.target.routing_key
+        if change.max_attempts is not None:
+            new.max_attempts = change.max_attempts
+        if change.cron is not None and str(change.cron) != row.cron_expr:
+            new.cron_expr = str(change.cron)
+            _place(new, _next_of(change.cron, row, now), now)
+        if new == row:
+            return False, None
+        return True, new
+
+    return plan
+
+
+def move_plan(at: datetime) -> Plan[bool]:
+    """The plan of ``reschedule(id, at)``: the next firing is ``at`` (lease rule)."""
+
+    def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
+        _refuse_terminal(row, "reschedule")
+        new = row.copy()
+        _place(new, at, now)
+        if new == row:
+            return False, None
+        return True, new
+
+    return plan
+
+
+def run_now_plan() -> Plan[bool]:
+    """The plan of ``run_now``: the next firing is now (lease rule: a recurring
+    schedule in flight fires again right after; a one-shot one in flight: False, its
+    firing is under way). Paused: :class:`NotChangeable` (resume it first)."""
+
+    def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
+        _refuse_terminal(row, "run now")
+        if row.status() is ScheduleStatus.PAUSED:
+            raise NotChangeable(row.schedule_id, f"is paused: resume it to run it now{_named(row)}")
+        if _is_leased(row, now) and row.trigger_kind != "cron":
+            return False, None
+        new = row.copy()
+        _place(new, now, now)
+        return True, new
+
+    return plan

@@ -1,0 +1,127 @@
+"""The CLI for named schedules, end to end on a real SQLite file: ``add --name``,
+``ensure``, ``reschedule``, ``update``, ``run-now``, ``--name`` wherever an id is, and
+``--format json``; exit codes 0 (done), 1 (runtime: unknown name, terminal schedule),
+2 (usage: bad name, naive instant, nothing to change)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hexeract_lite.names import name_id
+from hexeract_lite.snapshot import ScheduleSnapshot
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+from .test_cli import Cli
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(capsys)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sched.db"
+
+
+NAME = "myapp.backup.daily"
+
+
+def ensure(cli: Cli, db: Path, *extra: str) -> tuple[int, str, str]:
+    result = cli(
+        "scheduler", "ensure", "--conn", str(db), "--name", NAME, "--event-type", "backup", *extra
+    )
+    return result.code, result.out, result.err
+
+
+def test_ensure_is_idempotent_and_says_what_it_did(cli: Cli, db: Path) -> None:
+    code, out, _ = ensure(cli, db, "--cron", "0 3 * * *")
+    assert code == 0 and out.startswith(f"created: {NAME} ({name_id(NAME)}); next firing ")
+    assert "T03:00:00.000Z" in out
+    code, out, _ = ensure(cli, db, "--cron", "0 3 * * *")
+    assert code == 0 and out.startswith("unchanged: ")
+    code, out, _ = ensure(cli, db, "--cron", "0 4 * * *", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["result"] == "updated"
+    assert data["schedule"]["name"] == NAME and data["schedule"]["trigger"] == "cron:0 4 * * *"
+    listed = cli("scheduler", "list", "--conn", str(db))
+    assert listed.code == 0 and NAME in listed.out
+    shown = cli("scheduler", "inspect", "--conn", str(db), "--name", NAME)
+    assert shown.code == 0 and f"name              {NAME}" in shown.out
+
+
+def test_a_first_firing_off_the_rule_is_kept_and_noted(cli: Cli, db: Path) -> None:
+    code, out, err = ensure(cli, db, "--cron", "0 3 * * *", "--first", "2030-01-01T12:00:00Z")
+    assert code == 0 and "2030-01-01T12:00:00.000Z" in out
+    assert "not an instant of the rule" in err
+
+
+def test_add_with_a_name_then_every_command_by_name(cli: Cli, db: Path) -> None:
+    added = cli(
+        "scheduler", "add", "--conn", str(db), "--name", "ops.job", "--cron", "*/5 * * * *",
+        "--event-type", "job",
+    )  # fmt: skip
+    assert added.code == 0 and added.out.strip() == str(name_id("ops.job"))
+    again = cli(
+        "scheduler", "add", "--conn", str(db), "--name", "ops.job", "--in", "1h",
+        "--event-type", "job",
+    )  # fmt: skip
+    assert again.code == 1 and "already exists" in again.err
+
+    at = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    moved = cli(
+        "scheduler", "reschedule", "--conn", str(db), "--name", "ops.job",
+        "--at", at.isoformat(), "--format", "json",
+    )  # fmt: skip
+    assert moved.code == 0, moved.err
+    assert json.loads(moved.out)["schedule"]["scheduled_for"].startswith(at.strftime("%Y-%m-%dT%H"))
+
+    updated = cli(
+        "scheduler", "update", "--conn", str(db), "--name", "ops.job", "--payload", '{"a": 1}',
+        "--max-attempts", "7",
+    )  # fmt: skip
+    assert updated.code == 0 and updated.out.startswith("Updated schedule")
+    same = cli("scheduler", "update", "--conn", str(db), "--name", "ops.job", "--max-attempts", "7")
+    assert same.code == 0 and "already has these values" in same.out
+
+    now = cli("scheduler", "run-now", "--conn", str(db), "--name", "ops.job", "--format", "json")
+    assert now.code == 0 and json.loads(now.out)["result"] == "due"
+    with SqliteScheduleStore.open(db) as store:
+        snap = store.inspect(name_id("ops.job"))
+        assert snap is not None and snap.max_attempts == 7 and snap.payload_json == '{"a":1}'
+        assert snap.scheduled_for <= datetime.now(UTC)
+
+    for command in ("pause", "resume", "cancel"):
+        assert cli("scheduler", command, "--conn", str(db), "--name", "ops.job").code == 0
+    refused = cli("scheduler", "run-now", "--conn", str(db), "--name", "ops.job")
+    assert refused.code == 1 and "is cancelled" in refused.err
+    refused = cli(
+        "scheduler", "update", "--conn", str(db), "--name", "ops.job", "--cron", "* * * * *"
+    )
+    assert refused.code == 1 and "is cancelled" in refused.err
+
+
+def test_usage_and_runtime_errors(cli: Cli, db: Path) -> None:
+    assert ensure(cli, db, "--cron", "0 3 * * *")[0] == 0
+    unknown = cli("scheduler", "run-now", "--conn", str(db), "--name", "myapp.nope")
+    assert unknown.code == 1 and "no schedule named 'myapp.nope'" in unknown.err
+    bad = cli("scheduler", "inspect", "--conn", str(db), "--name", " padded")
+    assert bad.code == 2 and "padded" in bad.err
+    both = cli("scheduler", "inspect", "--conn", str(db), str(name_id(NAME)), "--name", NAME)
+    assert both.code == 2 and "exactly one of SCHEDULE_ID or --name" in both.err
+    naive = cli(
+        "scheduler", "reschedule", "--conn", str(db), "--name", NAME, "--at", "2030-01-01T00:00"
+    )
+    assert naive.code == 2 and "no timezone" in naive.err
+    nothing = cli("scheduler", "update", "--conn", str(db), "--name", NAME)
+    assert nothing.code == 2 and "at least one of" in nothing.err
+    kind = ensure(cli, db, "--at", "2030-01-01T00:00:00Z")
+    assert kind[0] == 1 and "cron schedule, declared as delay" in kind[2]
+    with SqliteScheduleStore.open(db) as store:
+        [snap] = store.list_pending()
+        assert isinstance(snap, ScheduleSnapshot)
+        assert snap.trigger.expression == "0 3 * * *", "nothing written by the refusals"

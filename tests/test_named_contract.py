@@ -1,0 +1,310 @@
+"""The store contract for named schedules and changes in place (issue 13), on every
+store: ensure, update, move (reschedule), run_now, list_named, and the lease rule
+(a change during a firing in flight: that firing completes under the old values, the
+next follows the new rule)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+
+from hexeract_lite import (
+    InvalidArgument,
+    InvalidMessage,
+    ScheduledMessage,
+    ScheduleNotFound,
+    ScheduleStatus,
+    ScheduleStore,
+    Target,
+)
+from hexeract_lite.errors import NotChangeable
+from hexeract_lite.names import name_id
+from hexeract_lite.store.base import Change, EnsureResult
+from hexeract_lite.trigger import CronExpression
+
+from .conftest import T0, FrozenTime
+
+LEASE = timedelta(seconds=30)
+S = timedelta(seconds=1)
+HOUR = timedelta(hours=1)
+
+
+def daily(
+    name: str = "app.backup", rule: str = "0 3 * * *", payload: object = None
+) -> ScheduledMessage:
+    return ScheduledMessage.cron(
+        Target.mediator(), rule, event_type="backup", payload=payload or {"k": 1}, name=name
+    )
+
+
+def once(name: str = "app.remind", at: datetime = T0 + HOUR) -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), at, "remind", {"n": 1}, name=name)
+
+
+def snap_of(store: ScheduleStore, sid: uuid.UUID):  # type: ignore[no-untyped-def]
+    snap = store.inspect(sid)
+    assert snap is not None
+    return snap
+
+
+def _next(rule: str, after: datetime) -> datetime:
+    nxt = CronExpression.parse(rule).next_occurrence(after)
+    assert nxt is not None
+    return nxt
+
+
+# -- ensure ----------------------------------------------------------------------------
+
+
+def test_ensure_creates_then_leaves_alone(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = daily()
+    assert msg.schedule_id == name_id("app.backup")
+    assert store.ensure(msg, 3) is EnsureResult.CREATED
+    snap = snap_of(store, msg.schedule_id)
+    assert snap.name == "app.backup" and snap.scheduled_for == _next("0 3 * * *", T0)
+    frozen.shift(HOUR)  # a later start: the first firing computed then differs
+    again = daily(payload={"k": 1})
+    assert store.ensure(again, 3) is EnsureResult.UNCHANGED
+    assert snap_of(store, msg.schedule_id) == snap, "nothing written"
+    assert len(store.list_pending()) == 1
+
+
+def test_ensure_compares_payloads_as_json_values(store: ScheduleStore, frozen: FrozenTime) -> None:
+    store.ensure(daily(payload={"a": 1, "b": [1, 2]}), 3)
+    assert store.ensure(daily(payload={"b": [1, 2], "a": 1}), 3) is EnsureResult.UNCHANGED
+
+
+@pytest.mark.parametrize("what", ["rule", "payload", "event_type", "target", "budget"])
+def test_ensure_updates_in_place(store: ScheduleStore, frozen: FrozenTime, what: str) -> None:
+    store.ensure(daily(), 3)
+    msg, budget = daily(), 3
+    if what == "rule":
+        msg = daily(rule="0 4 * * *")
+    elif what == "payload":
+        msg = daily(payload={"k": 2})
+    elif what == "event_type":
+        msg = ScheduledMessage.cron(
+            Target.mediator(), "0 3 * * *", event_type="other", payload={"k": 1}, name="app.backup"
+        )
+    elif what == "target":
+        msg = ScheduledMessage.cron(
+            Target.bus("x.y"), "0 3 * * *", event_type="backup", payload={"k": 1}, name="app.backup"
+        )
+    else:
+        budget = 7
+    assert store.ensure(msg, budget) is EnsureResult.UPDATED
+    snap = snap_of(store, msg.schedule_id)
+    assert snap.event_type == msg.event_type and snap.target == msg.target
+    assert snap.payload_json.replace(" ", "") == msg.payload_json
+    assert snap.max_attempts == budget and snap.trigger == msg.trigger
+    rule = "0 4 * * *" if what == "rule" else "0 3 * * *"
+    assert snap.scheduled_for == _next(rule, T0)
+    assert store.ensure(msg, budget) is EnsureResult.UNCHANGED
+    assert len(store.list_pending()) == 1
+
+
+def test_ensure_during_a_live_lease_defers_the_new_rule(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    first = T0 + S
+    old = ScheduledMessage.cron(
+        Target.mediator(), "0 3 * * *", first, "backup", {"v": "old"}, name="app.backup"
+    )
+    store.ensure(old, 3)
+    now = frozen.shift(2 * S)
+    [occ] = store.claim_due(now, 5, LEASE)
+    assert store.ensure(daily(rule="0 4 * * *", payload={"v": "new"}), 3) is EnsureResult.UPDATED
+    snap = snap_of(store, old.schedule_id)
+    assert snap.leased_until == occ.leased_until, "the lease is untouched"
+    assert snap.scheduled_for == first, "the firing in flight keeps its instant"
+    assert occ.message.payload == {"v": "old"}, "it was handed out with the old values"
+    # the worker acknowledges with the old rule's next instant: the new rule wins
+    assert store.reschedule(old.schedule_id, _next("0 3 * * *", now), occ.leased_until)
+    snap = snap_of(store, old.schedule_id)
+    assert snap.scheduled_for == _next("0 4 * * *", now) and snap.leased_until is None
+    assert snap.payload_json.replace(" ", "") == '{"v":"new"}'
+
+
+def test_ensure_during_a_live_lease_then_delivered_rearms(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    old = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", T0, "b", 1, name="app.b")
+    store.ensure(old, 3)
+    [occ] = store.claim_due(T0, 5, LEASE)
+    store.ensure(ScheduledMessage.cron(Target.mediator(), "0 4 * * *", T0, "b", 1, name="app.b"), 3)
+    assert store.mark_delivered(old.schedule_id, occ.leased_until)
+    snap = snap_of(store, old.schedule_id)
+    assert snap.status is ScheduleStatus.PENDING and snap.scheduled_for == _next("0 4 * * *", T0)
+
+
+def test_ensure_brings_back_a_cancelled_schedule(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = daily()
+    store.ensure(msg, 3)
+    assert store.cancel(msg.schedule_id)
+    assert store.ensure(msg, 3) is EnsureResult.CREATED
+    snap = snap_of(store, msg.schedule_id)
+    assert snap.status is ScheduleStatus.PENDING and snap.cancelled_at is None
+
+
+def test_ensure_refuses_another_trigger_kind(store: ScheduleStore, frozen: FrozenTime) -> None:
+    store.ensure(daily(), 3)
+    before = snap_of(store, name_id("app.backup"))
+    with pytest.raises(NotChangeable, match=r"app\.backup.*cron schedule, declared as delay"):
+        store.ensure(once("app.backup"), 3)
+    assert snap_of(store, name_id("app.backup")) == before
+
+
+def test_ensure_needs_a_name(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = ScheduledMessage.delay(Target.outbox(), T0, "ev", 1)
+    with pytest.raises(InvalidArgument, match="named"):
+        store.ensure(msg, 3)
+    assert store.inspect(msg.schedule_id) is None
+
+
+@pytest.mark.parametrize("bad", ["", " lead", "x" * 201, "tab\there", "nl\n"])
+def test_bad_names_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidMessage, match="name"):
+        daily(name=bad)
+
+
+def test_a_named_message_has_its_names_id() -> None:
+    with pytest.raises(InvalidMessage, match="not the id of name"):
+        ScheduledMessage.delay(Target.outbox(), T0, "e", 1, name="a.b", schedule_id=uuid.uuid4())
+    assert name_id("a.b") == uuid.uuid5(uuid.UUID("5d0c6f3e-8a3b-4f1e-9c7a-6b2e1d4f8a90"), "a.b")
+
+
+# -- update ------------------------------------------------------------------------------
+
+
+def test_update_changes_the_given_fields(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = daily()
+    store.ensure(msg, 3)
+    change = Change(payload_json='{"k":9}', max_attempts=4, cron=CronExpression.parse("0 5 * * *"))
+    assert store.update_schedule(msg.schedule_id, change)
+    snap = snap_of(store, msg.schedule_id)
+    assert snap.max_attempts == 4 and snap.payload_json.replace(" ", "") == '{"k":9}'
+    assert snap.scheduled_for == _next("0 5 * * *", T0) and snap.event_type == "backup"
+    assert not store.update_schedule(msg.schedule_id, change), "the same again: no change"
+
+
+@pytest.mark.parametrize("state", ["cancelled", "delivered", "dead-lettered"])
+def test_changes_refuse_terminal_schedules(
+    store: ScheduleStore, frozen: FrozenTime, state: str
+) -> None:
+    msg = once(at=T0)
+    store.ensure(msg, 1)
+    if state == "cancelled":
+        store.cancel(msg.schedule_id)
+    else:
+        [occ] = store.claim_due(T0, 1, LEASE)
+        if state == "delivered":
+            store.mark_delivered(msg.schedule_id, occ.leased_until)
+        else:
+            store.mark_dead_lettered(msg.schedule_id, "boom", occ.leased_until)
+    before = snap_of(store, msg.schedule_id)
+    with pytest.raises(NotChangeable, match=f"{msg.schedule_id} is {state}"):
+        store.update_schedule(msg.schedule_id, Change(max_attempts=3))
+    with pytest.raises(NotChangeable, match=state):
+        store.move(msg.schedule_id, T0 + HOUR)
+    with pytest.raises(NotChangeable, match=state):
+        store.run_now(msg.schedule_id)
+    assert snap_of(store, msg.schedule_id) == before
+
+
+def test_update_of_a_one_shot_rule_is_refused(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = once()
+    store.ensure(msg, 1)
+    with pytest.raises(NotChangeable, match="delay schedule"):
+        store.update_schedule(msg.schedule_id, Change(cron=CronExpression.parse("* * * * *")))
+    with pytest.raises(InvalidArgument, match="nothing to change"):
+        store.update_schedule(msg.schedule_id, Change())
+
+
+def test_changes_of_an_unknown_id_are_not_found(store: ScheduleStore, frozen: FrozenTime) -> None:
+    sid = uuid.uuid4()
+    with pytest.raises(ScheduleNotFound):
+        store.update_schedule(sid, Change(max_attempts=2))
+    with pytest.raises(ScheduleNotFound):
+        store.move(sid, T0)
+    with pytest.raises(ScheduleNotFound):
+        store.run_now(sid)
+
+
+# -- move (reschedule) and run_now --------------------------------------------------------
+
+
+def test_move_sets_the_next_firing(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = once()
+    store.ensure(msg, 2)
+    assert store.move(msg.schedule_id, T0 + 2 * HOUR)
+    snap = snap_of(store, msg.schedule_id)
+    assert snap.scheduled_for == T0 + 2 * HOUR and snap.trigger.at == T0 + 2 * HOUR
+    assert not store.move(msg.schedule_id, T0 + 2 * HOUR), "already there"
+
+
+def test_move_to_a_naive_instant_is_refused(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = once()
+    store.ensure(msg, 2)
+    with pytest.raises(InvalidArgument, match="at"):
+        store.move(msg.schedule_id, datetime(2030, 1, 1))
+    assert snap_of(store, msg.schedule_id).scheduled_for == T0 + HOUR
+
+
+def test_a_one_shot_in_flight_cannot_move(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = once(at=T0)
+    store.ensure(msg, 2)
+    [occ] = store.claim_due(T0, 1, LEASE)
+    with pytest.raises(NotChangeable, match="being delivered"):
+        store.move(msg.schedule_id, T0 + HOUR)
+    assert not store.run_now(msg.schedule_id), "its firing is under way"
+    assert store.mark_delivered(msg.schedule_id, occ.leased_until), "the ack still applies"
+
+
+def test_run_now_makes_a_cron_schedule_due_then_it_follows_its_rule(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = daily()
+    store.ensure(msg, 3)
+    assert store.run_now(msg.schedule_id)
+    [occ] = store.claim_due(T0, 5, LEASE)
+    assert occ.message.schedule_id == msg.schedule_id and occ.message.name == "app.backup"
+    assert store.reschedule(msg.schedule_id, _next("0 3 * * *", T0), occ.leased_until)
+    assert snap_of(store, msg.schedule_id).scheduled_for == _next("0 3 * * *", T0)
+
+
+def test_run_now_of_a_cron_in_flight_fires_again_after(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", T0, "b", 1, name="app.b")
+    store.ensure(msg, 3)
+    [occ] = store.claim_due(T0, 5, LEASE)
+    assert store.run_now(msg.schedule_id)
+    now = frozen.shift(S)
+    assert store.reschedule(msg.schedule_id, _next("0 3 * * *", now), occ.leased_until)
+    [again] = store.claim_due(now, 5, LEASE)
+    assert again.message.scheduled_for == T0 and again.attempts == 1
+
+
+def test_run_now_refuses_a_paused_schedule(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = daily()
+    store.ensure(msg, 3)
+    store.set_paused(msg.schedule_id, True)
+    with pytest.raises(NotChangeable, match="paused"):
+        store.run_now(msg.schedule_id)
+
+
+# -- list_named ----------------------------------------------------------------------------
+
+
+def test_list_named_lists_a_groups_live_schedules_by_name(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    for name in ("app.b", "app.a", "apple.x", "other.a", "app%.z", "app_.y"):
+        store.ensure(daily(name=name), 3)
+    store.insert(ScheduledMessage.delay(Target.outbox(), T0, "ev", 1), 3)  # no name
+    store.cancel(name_id("app.b"))
+    assert [s.name for s in store.list_named("app.")] == ["app.a"]
+    assert [s.name for s in store.list_named("app%.")] == ["app%.z"]
+    assert [s.name for s in store.list_named("app_.")] == ["app_.y"]
