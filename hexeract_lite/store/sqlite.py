@@ -24,6 +24,7 @@ import logging
 import os
 import pathlib
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -91,6 +92,9 @@ from .sqlite_schema import (
 )
 from .sqlite_sql import PortableReads, SqliteStatements
 from .sqlite_watch import WalWatcher
+
+_WAL_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
+"""When another connection's commit may show after a write to the WAL file."""
 
 __all__ = [
     "APP_NAME",
@@ -252,6 +256,7 @@ class SqliteScheduleStore(SettlingStore):
         # started by the first claim in each process (see .sqlite_watch)
         self._watcher: WalWatcher | None = None
         self._watch_pid = 0
+        self._seen_version: object = None
         self._lock: threading.Lock | PidCheckingLock
         if AT_FORK_HOOKS:
             self._lock = threading.Lock()
@@ -665,12 +670,12 @@ class SqliteScheduleStore(SettlingStore):
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
         now = check_claim(now, batch_size, lease)
-        if self._watch_pid != os.getpid():
-            self._watch_commits()
         until = to_utc_ms(now + lease, "lease deadline")
         until_text = format_ts(until)
         params = {"now": format_ts(now), "until": until_text, "n": batch_size}
         with self._write("claim_due", worker=True) as cur:
+            if self._watch_pid != os.getpid():
+                self._watch_commits(cur)
             cur.execute(self._sql.normalise)
             rows = cur.execute(self._sql.claim, params).fetchall()
         claimed: list[LeasedOccurrence] = []
@@ -685,14 +690,31 @@ class SqliteScheduleStore(SettlingStore):
         claimed.sort(key=_claim_order)
         return claimed
 
-    def _watch_commits(self) -> None:
-        """Once per process, at the first claim: signal :attr:`changes` whenever the
-        WAL file is written (:class:`~.sqlite_watch.WalWatcher`), so an idle worker
-        wakes at once for other processes' commits. Stores that only enqueue or read
-        run no thread."""
+    def _watch_commits(self, cur: apsw.Cursor) -> None:
+        """Once per process, at the first claim (under the store's lock): signal
+        :attr:`changes` whenever another connection commits, noticed as a write to the
+        WAL file (:class:`~.sqlite_watch.WalWatcher`), so an idle worker wakes at once
+        for other processes' commits. Stores that only enqueue or read run no thread."""
         self._watch_pid = os.getpid()
-        if not self._readonly:
-            self._watcher = WalWatcher.start(self._path, self.changes.notify)
+        self._seen_version = cur.execute("PRAGMA data_version").fetchall()[0][0]
+        self._watcher = WalWatcher.start(self._path, self._on_wal_write)
+
+    def _on_wal_write(self) -> None:
+        """The WAL file was written: signal :attr:`changes` once another connection's
+        commit shows (``data_version`` moved); this store's own commits signal already,
+        and only when they may have made work claimable. A commit shows only after its
+        writer's fsync, so the version is looked at again for a few milliseconds."""
+        for pause in _WAL_RECHECK_S:
+            if pause:
+                time.sleep(pause)
+            try:
+                version = self.data_version()
+            except StoreError:  # closed, or the lock stayed busy: the poll notices later
+                return
+            if version != self._seen_version:
+                self._seen_version = version
+                self.changes.notify()
+                return
 
     def _dead_letter_malformed(self, bad: list[tuple[Sequence[Any], Exception]]) -> None:
         """A claimed row that cannot be decoded (written badly by another tool or by
