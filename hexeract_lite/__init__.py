@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         UnsupportedConnection,
     )
     from .handlers import EventRouterSink
+    from .interval import Interval
     from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
     from .names import NAME_NAMESPACE, name_id
     from .occurrence import OccurrenceId
@@ -79,6 +80,7 @@ _EXPORTS = {
         "UnsupportedConnection",
     ),
     "handlers": ("EventRouterSink",),
+    "interval": ("Interval",),
     "message": (
         "MAX_PAYLOAD_BYTES",
         "ScheduledMessage",
@@ -166,6 +168,7 @@ __all__ = [
     "CallableSink",
     "Clock",
     "CronExpression",
+    "Interval",
     "CycleReport",
     "DispatchError",
     "DuplicateSchedule",

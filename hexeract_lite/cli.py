@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from ._time import rfc3339, to_utc_ms
 from .clock import SYSTEM_CLOCK
 from .connect import DATABASE_URL_ENV, ConnTarget, open_store, parse_conn, scrub
-from .control import SchedulerControl
+from .control import SchedulerControl, default_grid_anchor
 from .errors import (
     InvalidArgument,
     InvalidMessage,
@@ -54,13 +54,18 @@ from .errors import (
     StoreError,
     UsageError,
 )
+from .interval import format_duration
 from .message import ScheduledMessage, Target
 from .migrate import DEFAULT_BATCH_SIZE, MigrationReport, migrate
 from .names import check_name, name_id
+from .settle import error_summary
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
+from .store.listing import LIST_STATUSES, check_glob, check_prune
 from .store.schema import DEFAULT_TABLE, validate_table_name
+from .store.stats import StoreStats
 from .trigger import CronExpression
+from .upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
 
 if TYPE_CHECKING:
     from .sinks import ScheduleSink
@@ -380,12 +385,84 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler, cmd_parser=sub)
         return sub
 
-    command(
+    sub = command(
         "list",
-        "list pending and paused schedules, soonest first",
-        ["hexeract scheduler list --limit 20", "hexeract scheduler list --format json | jq ."],
+        "list pending and paused schedules, soonest first; or filter by status",
+        [
+            "hexeract scheduler list --limit 20",
+            "hexeract scheduler list --format json | jq .",
+            "hexeract scheduler list --status delivered --event-type 'invoice.*' --limit 500",
+        ],
         [conn, fmt, limit],
         _cmd_list,
+        description="List schedules. Without --status, --event-type or --after: pending and"
+        " paused ones, soonest first. With any of them: every schedule that matches, in"
+        " schedule id order; page through a large table with --after set to the last id"
+        " printed. JSON output includes each payload.",
+    )
+    _filter_arguments(sub, statuses=True)
+    sub.add_argument(
+        "--after",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="list only schedules whose id sorts after this one (keyset pagination)",
+    )
+    command(
+        "stats",
+        "count schedules by status, due, in flight, in backoff; the oldest lag",
+        ["hexeract scheduler stats", "hexeract scheduler stats --format json"],
+        [conn, fmt],
+        _cmd_stats,
+        description="Count schedules by status, those due now and not claimed, in flight"
+        " and in retry backoff; show how late the oldest due one is, the next wake-up,"
+        " and for SQLite the size of the file and its WAL. Reads only; counts on indexes,"
+        " so it answers fast at any table size.",
+    )
+    sub = command(
+        "prune",
+        "delete delivered and cancelled schedules that ended long ago",
+        [
+            "hexeract scheduler prune --older-than 30d --dry-run",
+            "hexeract scheduler prune --older-than 7d --include-dead-letters",
+        ],
+        [conn],
+        _cmd_prune,
+        description="Delete delivered and cancelled schedules (and, with"
+        " --include-dead-letters, dead-lettered ones) that ended more than --older-than"
+        " ago, in batches of --batch-size rows per transaction so workers are never held"
+        " up for long. Never touches a pending or paused schedule (a recurring one"
+        " included). On SQLite the space goes back to the file system (files created by"
+        " older versions need `hexeract scheduler vacuum` once). Prints how many were"
+        " deleted; --dry-run only counts them.",
+    )
+    sub.add_argument(
+        "--older-than",
+        required=True,
+        type=parse_duration,
+        metavar="DURATION",
+        help="how long ago a schedule must have ended (e.g. 30d, 12h)",
+    )
+    sub.add_argument(
+        "--include-dead-letters", action="store_true", help="also delete old dead letters"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})",
+    )
+    command(
+        "vacuum",
+        "rebuild a SQLite file so that it shrinks and prune gives space back",
+        ["hexeract scheduler vacuum --conn /var/lib/myapp/scheduler.db"],
+        [conn],
+        _cmd_vacuum,
+        description="Rebuild a SQLite file with incremental auto-vacuum (files created"
+        " before this version lack it) and return its free pages to the file system. Holds"
+        " the write lock while it copies the file: run it when the workers are quiet."
+        " SQLite only (PostgreSQL's autovacuum does this job).",
     )
     sub = command(
         "inspect",
@@ -416,11 +493,14 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
     sub = command(
         "add",
-        "create a schedule: once (--at, --in) or on a cron rule (--cron)",
+        "create a schedule: once (--at, --in), on a cron rule (--cron) or every period (--every)",
         [
             "hexeract scheduler add --in 5m --event-type reminder.due --payload '{\"user\": 42}'",
             "hexeract scheduler add --cron '0 9 * * 1-5' --event-type report.daily"
             " --target bus:reports",
+            "hexeract scheduler add --cron '0 9 * * 1-5' --tz Europe/Paris"
+            " --event-type report.daily",
+            "hexeract scheduler add --every 90m --event-type cache.refresh",
             "hexeract scheduler add --at 2026-03-01T12:00:00Z --event-type invoice.send"
             " --payload @invoice.json",
         ],
@@ -551,13 +631,37 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     )
     sub = command(
         "replay",
-        "replay a dead-lettered schedule: attempts reset, last error cleared, due now",
-        ["hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
+        "replay a dead-lettered schedule, or all of them: attempts reset, last error"
+        " cleared, due now",
+        [
+            "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
+            "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
+        ],
         [conn],
         _cmd_replay,
         into=dead_cmds,
     )
-    _id_argument(sub)
+    sub.add_argument(
+        "schedule_id",
+        nargs="?",
+        type=parse_schedule_id,
+        metavar="SCHEDULE_ID",
+        help="the schedule's UUID (or --all)",
+    )
+    sub.add_argument(
+        "--all",
+        action="store_true",
+        help="replay every dead letter (matching --event-type), in batches of --batch-size"
+        " per transaction; prints how many were replayed",
+    )
+    _filter_arguments(sub, statuses=False)
+    sub.add_argument(
+        "--batch-size",
+        type=parse_positive_int,
+        default=DEFAULT_UPKEEP_BATCH,
+        metavar="N",
+        help=f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})",
+    )
 
     sub = command(
         "worker",
@@ -626,7 +730,8 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
 
 def _message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     """The arguments that describe a message: when (``--at``, ``--in`` when
-    ``once_in``, ``--cron`` with ``--first``), event type, payload, target, budget."""
+    ``once_in``, ``--cron`` with ``--first`` and ``--tz``, ``--every`` with
+    ``--first``), misfire grace, event type, payload, target, budget."""
     when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
     when.add_argument(
         "--at",
@@ -645,13 +750,36 @@ def _message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     when.add_argument(
         "--cron",
         metavar="EXPR",
-        help="fire on a cron rule, in UTC: 5 fields, 6 with leading seconds, or @daily etc.",
+        help="fire on a cron rule, in UTC unless --tz: 5 fields, 6 with leading seconds,"
+        " or @daily etc.",
+    )
+    when.add_argument(
+        "--every",
+        type=parse_duration,
+        metavar="DURATION",
+        help="fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
+        " first one period from now (or at --first)",
+    )
+    sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="how late a firing may be found and still be delivered (e.g. 10m); later, a"
+        " one-shot is dead-lettered with the reason and a recurring schedule skips to its"
+        " next firing (default: no limit, deliver late)",
+    )
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the rule on this IANA time zone's wall clock"
+        " (e.g. Europe/Paris; default UTC); see the README on daylight saving time",
     )
     sub.add_argument(
         "--first",
         type=parse_instant,
         metavar="INSTANT",
-        help="with --cron: the first firing (default: the rule's next instant after now)",
+        help="with --cron: the first firing (default: the rule's next instant after now);"
+        " with --every: the grid's anchor (default: one period from now)",
     )
     sub.add_argument(
         "--event-type",
@@ -725,6 +853,17 @@ def _named_commands(command: Callable[..., argparse.ArgumentParser], conn: Any, 
     )
     _id_argument(sub)
     sub.add_argument("--cron", metavar="EXPR", help="the new rule (a cron schedule only)")
+    sub.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="with --cron: read the new rule on this IANA time zone's wall clock (default UTC)",
+    )
+    sub.add_argument(
+        "--misfire-grace",
+        type=parse_duration,
+        metavar="DURATION",
+        help="the new misfire grace (e.g. 10m)",
+    )
     sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
     sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
     sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
@@ -740,6 +879,27 @@ def _named_commands(command: Callable[..., argparse.ArgumentParser], conn: Any, 
         _cmd_run_now,
     )
     _id_argument(sub)
+
+
+def _filter_arguments(sub: argparse.ArgumentParser, *, statuses: bool) -> None:
+    if statuses:
+        sub.add_argument(
+            "--status",
+            choices=LIST_STATUSES,
+            help="list only schedules with this status (all: every status)",
+        )
+    sub.add_argument(
+        "--event-type",
+        metavar="GLOB",
+        help="only schedules whose event type matches this glob (* any run, ? one character)",
+    )
+    if statuses:
+        sub.add_argument(
+            "--name",
+            dest="name_glob",
+            metavar="GLOB",
+            help="only named schedules matching this glob",
+        )
 
 
 def _id_argument(sub: argparse.ArgumentParser) -> None:
@@ -892,24 +1052,52 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
                 one_line(s.trigger.label()),
                 one_line(s.event_type),
                 _ts(s.dead_lettered_at),
-                one_line(s.last_error, LAST_ERROR_WIDTH),
+                one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
             for s in snapshots
         ],
     )
 
 
-def snapshot_json(snapshot: Listed, *, detail: bool = False) -> dict[str, object]:
-    """A listing's JSON object; with ``detail`` (``inspect``) also the payload and the
-    occurrence id of the next firing. A malformed row is ``{"schedule_id": <as stored>,
-    "status": "malformed", "row_status": ..., "malformed": <reason>}``."""
+def snapshot_json(
+    snapshot: Listed, *, detail: bool = False, payload: bool = False
+) -> dict[str, object]:
+    """A listing's JSON object; with ``payload`` also the payload, with ``detail``
+    (``inspect``) the payload and the occurrence id of the next firing. A malformed
+    row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
+    "malformed": <reason>}``."""
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
+    data.update(_rule_fields(snapshot))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
-        data["payload"] = json.loads(snapshot.payload_json)
+    if detail or payload:
+        try:
+            data["payload"] = json.loads(snapshot.payload_json)
+        except ValueError:  # a hand-edited row: shown as stored
+            data["payload"] = snapshot.payload_json
     return data
+
+
+def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
+    """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
+    grace when one is set; nothing for a UTC cron rule or a one-shot without a grace
+    (their listings are as they always were)."""
+    trigger = snapshot.trigger
+    expr, interval = trigger.cron_expression, trigger.interval
+    fields: dict[str, str] = {}
+    if expr is not None and expr.tz != "UTC":
+        fields["tz"] = expr.tz
+    if interval is not None:
+        fields["every"] = format_duration(interval.every)
+        fields["anchor"] = _ts(interval.anchor)
+    if snapshot.misfire_grace is not None:
+        fields["misfire_grace"] = format_duration(snapshot.misfire_grace)
+    return fields
+
+
+_FIELD_NAMES = {"tz": "time zone", "misfire_grace": "misfire grace"}
 
 
 def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
@@ -919,7 +1107,8 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
-    """The text of ``scheduler inspect``: one ``field  value`` line per field."""
+    """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
+    error`` its exception line), then the traceback kept with the error, if any."""
     s = snapshot
     fields = [
         ("schedule id", str(s.schedule_id)),
@@ -928,11 +1117,12 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("event type", one_line(s.event_type)),
         ("target", one_line(s.target.label())),
         ("trigger", one_line(s.trigger.label())),
+        *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
         ("scheduled for", _ts(s.scheduled_for)),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         ("leased until", _ts(s.leased_until)),
-        ("last error", one_line(s.last_error)),
+        ("last error", one_line(error_summary(s.last_error))),
         ("created at", _ts(s.created_at)),
         ("delivered at", _ts(s.delivered_at)),
         ("cancelled at", _ts(s.cancelled_at)),
@@ -940,7 +1130,11 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("payload", s.payload_json),
     ]
     width = max(len(name) for name, _ in fields)
-    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    text = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    story = (s.last_error or "").split("\n")[1:]
+    if story:  # the traceback kept with the error, each line cleaned of control characters
+        text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
+    return text
 
 
 def _dump_json(value: object) -> str:
@@ -985,10 +1179,25 @@ Handler = Callable[[argparse.Namespace, _Context], int]
 
 
 def _cmd_list(args: argparse.Namespace, ctx: _Context) -> int:
+    filters = (args.status, args.event_type, args.after, args.name_glob)
+    filtered = any(value is not None for value in filters)
+    check_glob(args.event_type)  # before the store opens: bad input touches nothing
+    check_glob(args.name_glob, "name")
     with ctx.store(create=False, readonly=True) as store:
-        rows = SchedulerControl(store).list_pending(args.limit)
+        if filtered:
+            rows = store.list_schedules(
+                status=args.status,
+                event_type=args.event_type,
+                after=args.after,
+                limit=args.limit,
+                name=args.name_glob,
+            )
+        else:
+            rows = SchedulerControl(store).list_pending(args.limit)
     if args.format == "json":
-        ctx.print(_dump_json([snapshot_json(s) for s in rows]))
+        ctx.print(_dump_json([snapshot_json(s, payload=True) for s in rows]))
+    elif filtered and not rows:
+        ctx.print("no matching schedules")
     else:
         ctx.print(format_pending(rows))
     return EXIT_OK
@@ -1001,6 +1210,83 @@ def _cmd_dead_letter_list(args: argparse.Namespace, ctx: _Context) -> int:
         ctx.print(_dump_json([snapshot_json(s) for s in rows]))
     else:
         ctx.print(format_dead_letter(rows))
+    return EXIT_OK
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024  # type: ignore[assignment]
+    return "-"  # pragma: no cover
+
+
+def format_stats(stats: StoreStats) -> str:
+    """The text of ``scheduler stats``: one ``field  value`` line per figure."""
+    lag = stats.oldest_due_lag
+    fields = [
+        ("pending", str(stats.pending)),
+        ("paused", str(stats.paused)),
+        ("delivered", str(stats.delivered)),
+        ("cancelled", str(stats.cancelled)),
+        ("dead-lettered", str(stats.dead_lettered)),
+        ("total", str(stats.total)),
+        ("due, not claimed", str(stats.due)),
+        ("in flight", str(stats.in_flight)),
+        ("in retry backoff", str(stats.in_backoff)),
+        ("oldest due lag", "-" if lag is None else f"{lag.total_seconds():.3f} s"),
+        ("next wake-up", _ts(stats.next_wakeup)),
+        ("file size", _size(stats.file_bytes)),
+        ("WAL size", _size(stats.wal_bytes)),
+    ]
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+
+
+def _cmd_stats(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False, readonly=True) as store:
+        stats = store.stats()
+    if args.format == "json":
+        ctx.print(_dump_json(stats.as_json()))
+    else:
+        ctx.print(format_stats(stats))
+    return EXIT_OK
+
+
+def _cmd_prune(args: argparse.Namespace, ctx: _Context) -> int:
+    statuses = ["delivered", "cancelled"]
+    if args.include_dead_letters:
+        statuses.append("dead-lettered")
+    older_than, _ = check_prune(args.older_than, statuses)  # before the store opens
+    progress = Progress("pruned")
+    with ctx.store(create=False, readonly=args.dry_run) as store:
+        count = store.prune(
+            older_than,
+            statuses=statuses,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    progress.done()
+    noun = "schedule" if count == 1 else "schedules"
+    verb = "Would prune" if args.dry_run else "Pruned"
+    ctx.print(f"{verb} {count} {noun}.")
+    return EXIT_OK
+
+
+def _cmd_vacuum(args: argparse.Namespace, ctx: _Context) -> int:
+    with ctx.store(create=False) as store:
+        vacuum = getattr(store, "vacuum", None)
+        if not callable(vacuum):
+            raise InvalidArgument(
+                "vacuum is for SQLite files; PostgreSQL's autovacuum reclaims space itself"
+            )
+        before = store.stats().file_bytes
+        vacuum()
+        after = store.stats().file_bytes
+    ctx.print(f"Vacuumed: {_size(before)} -> {_size(after)}.")
     return EXIT_OK
 
 
@@ -1046,6 +1332,20 @@ def _cmd_control(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.all == (args.schedule_id is not None):
+        raise InvalidArgument("give either a SCHEDULE_ID or --all (not both, not neither)")
+    if args.event_type is not None and not args.all:
+        raise InvalidArgument("--event-type only goes with --all")
+    if args.all:
+        check_glob(args.event_type)
+        progress = Progress("replayed")
+        with ctx.store(create=False) as store:
+            count = replay_all(
+                store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
+            )
+        progress.done()
+        ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
+        return EXIT_OK
     with ctx.store(create=False) as store:
         sid = _schedule_id(args, store)
         SchedulerControl(store).replay(sid)
@@ -1070,16 +1370,45 @@ def _cmd_schema(args: argparse.Namespace, ctx: _Context) -> int:
     return EXIT_OK
 
 
-def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledMessage:
-    """The message ``add`` or ``ensure`` describes; a ``--first`` that is not an instant
-    of the rule is kept (it fires then, then on the rule), with a note on stderr."""
+def _message_from_args(
+    args: argparse.Namespace, name: str | None, *, declared: bool = False
+) -> ScheduledMessage:
+    """The message ``add`` or ``ensure`` (``declared``) describes; a ``--first`` that
+    is not an instant of the rule is kept (it fires then, then on the rule), with a
+    note on stderr. ``--every`` without ``--first``: anchored one period from now, or
+    for ``ensure`` on the epoch's grid (so that declaring it again is unchanged)."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
     schedule_id = getattr(args, "schedule_id", None)
-    if args.first is not None and args.cron is None:
-        raise UsageError("--first goes with --cron only")
+    if args.first is not None and args.cron is None and args.every is None:
+        raise UsageError("--first goes with --cron or --every only")
+    if args.tz is not None and args.cron is None:
+        raise UsageError(
+            f"--tz {args.tz!r} goes with --cron only (a one-shot's --at names its own offset;"
+            " an interval is a fixed period)"
+        )
+    if args.every is not None:
+        try:
+            if args.first is not None:
+                anchor = args.first
+            elif declared:
+                anchor = default_grid_anchor(args.every, now)
+            else:
+                anchor = now + args.every
+        except OverflowError:
+            raise UsageError(f"--every {args.every} reaches past the year 9999") from None
+        return ScheduledMessage.every(
+            args.target,
+            args.every,
+            anchor,
+            args.event_type,
+            payload,
+            schedule_id=schedule_id,
+            name=name,
+            misfire_grace=args.misfire_grace,
+        )
     if args.cron is not None:
-        expression = CronExpression.parse(args.cron)
+        expression = CronExpression.parse(args.cron, tz=args.tz)
         first = args.first
         if first is None:
             first = expression.next_occurrence(now)
@@ -1099,6 +1428,7 @@ def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledM
             payload,
             schedule_id=schedule_id,
             name=name,
+            misfire_grace=args.misfire_grace,
         )
     in_: timedelta | None = getattr(args, "in_", None)
     try:
@@ -1106,7 +1436,13 @@ def _message_from_args(args: argparse.Namespace, name: str | None) -> ScheduledM
     except OverflowError:
         raise UsageError(f"--in {in_} reaches past the year 9999") from None
     return ScheduledMessage.delay(
-        args.target, at, args.event_type, payload, schedule_id=schedule_id, name=name
+        args.target,
+        at,
+        args.event_type,
+        payload,
+        schedule_id=schedule_id,
+        name=name,
+        misfire_grace=args.misfire_grace,
     )
 
 
@@ -1135,7 +1471,7 @@ def _print_change(
 
 
 def _cmd_ensure(args: argparse.Namespace, ctx: _Context) -> int:
-    message = _message_from_args(args, args.name)
+    message = _message_from_args(args, args.name, declared=True)
     with ctx.store(create=True) as store:
         result = store.ensure(message, args.max_attempts)
         snapshot = SchedulerControl(store).inspect(message.schedule_id)
@@ -1163,6 +1499,8 @@ def _cmd_reschedule(args: argparse.Namespace, ctx: _Context) -> int:
 
 
 def _cmd_update(args: argparse.Namespace, ctx: _Context) -> int:
+    if args.tz is not None and args.cron is None:
+        raise UsageError(f"--tz {args.tz!r} goes with --cron only")
     fields: dict[str, Any] = {
         "cron": args.cron,
         "event_type": args.event_type,
@@ -1171,10 +1509,15 @@ def _cmd_update(args: argparse.Namespace, ctx: _Context) -> int:
     }
     if args.payload is not None:
         fields["payload"] = args.payload.value
+    if args.misfire_grace is not None:
+        fields["misfire_grace"] = args.misfire_grace
     if all(v is None for v in fields.values()):
         raise UsageError(
-            "give at least one of --payload, --cron, --target, --event-type, --max-attempts"
+            "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
+            " --misfire-grace"
         )
+    if args.tz is not None:
+        fields["tz"] = args.tz
     with ctx.store(create=False) as store:
         sid = _schedule_id(args, store)
         control = SchedulerControl(store)
@@ -1229,7 +1572,9 @@ def _cmd_migrate(args: argparse.Namespace, ctx: _Context) -> int:
         contextlib.closing(open_store(source, table=source_table, create=False)) as src,
         contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
     ):
-        report = migrate(src, dst, batch_size=args.batch_size)
+        progress = Progress("read")
+        report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
+    progress.done()
     if args.format == "json":
         data: dict[str, object] = {
             "source": source.display(),

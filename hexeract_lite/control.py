@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from types import EllipsisType
 from typing import Any
 
 import attrs
 
+from .clock import SYSTEM_CLOCK
 from .errors import InvalidArgument, ScheduleNotFound
+from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
 from .snapshot import MalformedSchedule, ScheduleSnapshot
@@ -152,25 +155,34 @@ class SchedulerControl:
         payload: Any = None,
         cron: str | CronExpression | None = None,
         at: datetime | None = None,
+        every: timedelta | str | None = None,
         first: datetime | None = None,
         target: Target | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        tz: str | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
         Exactly one of ``cron`` (recurring; first firing ``first``, by default the
-        rule's first instant after now) or ``at`` (once) is given. Missing (or
-        cancelled): created. The same (event type, payload, target, rule or instant,
-        budget): unchanged, nothing written. Else: updated in place; a firing in flight
+        rule's first instant after now; read on the wall clock of ``tz``, default the
+        rule's ``CRON_TZ=`` prefix, else UTC), ``every`` (recurring on a fixed grid
+        anchored at ``first``, by default the next instant after now of the grid
+        anchored at 1970-01-01T00:00Z, so that declaring it again is unchanged) or
+        ``at`` (once) is given. ``misfire_grace``: see
+        :attr:`ScheduledMessage.misfire_grace`. Missing (or cancelled): created. The
+        same (event type, payload, target, rule with its zone, grid or instant, budget,
+        misfire grace): unchanged, nothing written. Else: updated in place; a firing in flight
         completes under the old values and the next follows the new rule. Another
         trigger kind than stored: :class:`NotChangeable`. The id is
         :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure
         the same name end with one row and no error. ``target`` defaults to the
         mediator.
         """
-        return self.store.ensure(
-            self._declared(name, event_type, payload, cron, at, first, target), max_attempts
+        message = self._declared(
+            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
         )
+        return self.store.ensure(message, max_attempts)
 
     def _declared(
         self,
@@ -179,23 +191,42 @@ class SchedulerControl:
         payload: Any,
         cron: str | CronExpression | None,
         at: datetime | None,
+        every: timedelta | str | None,
         first: datetime | None,
         target: Target | None,
+        tz: str | None,
+        misfire_grace: timedelta | None,
     ) -> ScheduledMessage:
         check_name(name)
         target = Target.mediator() if target is None else target
-        if (cron is None) == (at is None):
-            raise InvalidArgument(f"schedule {name!r}: give exactly one of cron= or at=")
+        if sum(x is not None for x in (cron, at, every)) != 1:
+            raise InvalidArgument(f"schedule {name!r}: give exactly one of cron=, every= or at=")
+        if tz is not None and cron is None:
+            raise InvalidArgument(f"schedule {name!r}: tz= goes with cron= only")
+        clock = getattr(self.store, "clock", SYSTEM_CLOCK)
         if cron is not None:
-            clock = getattr(self.store, "clock", None)
-            extra: dict[str, Any] = {} if clock is None else {"clock": clock}
             return ScheduledMessage.cron(
-                target, cron, first, event_type, payload, name=name, **extra
+                target,
+                cron,
+                first,
+                event_type,
+                payload,
+                name=name,
+                clock=clock,
+                tz=tz,
+                misfire_grace=misfire_grace,
+            )
+        if every is not None:
+            anchor = first if first is not None else default_grid_anchor(every, clock.now())
+            return ScheduledMessage.every(
+                target, every, anchor, event_type, payload, name=name, misfire_grace=misfire_grace
             )
         if first is not None:
-            raise InvalidArgument(f"schedule {name!r}: first= goes with cron=, not at=")
+            raise InvalidArgument(f"schedule {name!r}: first= goes with cron= or every=, not at=")
         assert at is not None
-        return ScheduledMessage.delay(target, at, event_type, payload, name=name)
+        return ScheduledMessage.delay(
+            target, at, event_type, payload, name=name, misfire_grace=misfire_grace
+        )
 
     def reconcile(self, group: str, declared: Iterable[ScheduledMessage]) -> ReconcileReport:
         """Ensure every declared schedule and cancel the group's others.
@@ -241,11 +272,16 @@ class SchedulerControl:
         payload: Any = None,
         cron: str | CronExpression | None = None,
         at: datetime | None = None,
+        every: timedelta | str | None = None,
         first: datetime | None = None,
         target: Target | None = None,
+        tz: str | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
         """The message :meth:`ensure` would store, for :meth:`reconcile`'s list."""
-        return self._declared(name, event_type, payload, cron, at, first, target)
+        return self._declared(
+            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
+        )
 
     def id_of(self, id_or_name: uuid.UUID | str) -> uuid.UUID:
         """The schedule id of an id (or its text) or a name, whether it exists or not."""
@@ -273,17 +309,26 @@ class SchedulerControl:
         target: Target | None = None,
         event_type: str | None = None,
         max_attempts: int | None = None,
+        tz: str | None = None,
+        misfire_grace: timedelta | EllipsisType | None = ...,
     ) -> bool:
         """Change a schedule in place (an argument left out stays as it is); True when
-        a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a one-shot
-        schedule: :class:`NotChangeable`. A new rule's next firing is its first
-        instant after now (after the firing in flight, if any)."""
+        a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a schedule
+        that is not a cron schedule: :class:`NotChangeable`. ``cron`` may be zoned (a
+        ``CRON_TZ=`` prefix, a zoned :class:`CronExpression`, or ``tz``, which goes
+        with ``cron`` only). A new rule's next firing is its first instant after now
+        (after the firing in flight, if any). ``misfire_grace``: the new grace, None
+        for none."""
+        if tz is not None and cron is None:
+            raise InvalidArgument("update: tz= goes with cron= only")
         change = Change(
             event_type=event_type,
             payload_json=None if payload is ... else encode_payload(payload),
             target=target,
-            cron=None if cron is None else CronExpression.parse(str(cron)),
+            cron=None if cron is None else CronExpression.parse(str(cron), tz=tz),
             max_attempts=max_attempts,
+            misfire_grace=None if isinstance(misfire_grace, EllipsisType) else misfire_grace,
+            set_misfire_grace=not isinstance(misfire_grace, EllipsisType),
         )
         return self.store.update_schedule(self._existing(id_or_name), change)
 
@@ -305,3 +350,15 @@ class SchedulerControl:
 
     def __repr__(self) -> str:
         return f"SchedulerControl({self.store!r})"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def default_grid_anchor(every: timedelta | str, now: datetime) -> datetime:
+    """The default anchor of a declared interval: the first instant after ``now`` of
+    the grid anchored at the epoch (the same grid at every declaration)."""
+    nxt = Interval.of(every, _EPOCH).next_after(now)
+    if nxt is None:
+        raise InvalidArgument(f"every {every!r} has no instant after {now.isoformat()}")
+    return nxt

@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from .clock import Clock
 from .errors import DispatchError
 from .message import ScheduledMessage
-from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult
+from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult, missed_result
 from .sinks import ScheduleSink, _bad_return, _discard, is_async_sink
 from .snapshot import LeasedOccurrence
 
@@ -60,14 +60,23 @@ Turn = Callable[[LeasedOccurrence], DispatchResult | None]
 Interruption = BaseException | None
 """What stopped a batch part-way and must be raised once it is settled (or None)."""
 
+_ABANDONED_THREAD = "; its thread was abandoned and keeps running until the sink returns"
+
 _EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
 
 
 def log_occurrence(
-    clock: Clock, level: int, template: str, occ: LeasedOccurrence, **fields: object
+    clock: Clock,
+    level: int,
+    template: str,
+    occ: LeasedOccurrence,
+    *,
+    exc_info: BaseException | None = None,
+    **fields: object,
 ) -> None:
-    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``. The
-    occurrence id (a SHA-1) is only derived when the level is enabled."""
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``, and
+    the traceback of ``exc_info`` when given. The occurrence id (a SHA-1) is only
+    derived when the level is enabled."""
     if not log.isEnabledFor(level):
         return
     msg = occ.message
@@ -91,6 +100,7 @@ def log_occurrence(
         lag,
         text,
         extra={k: data[k] for k in _EXTRA},
+        exc_info=exc_info,
     )
 
 
@@ -98,10 +108,17 @@ def take_turn(
     clock: Clock, stopping: Callable[[], bool], occ: LeasedOccurrence
 ) -> DispatchResult | None:
     """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
-    :data:`LEASE_EXPIRED` when its lease has run out, else None (dispatch it)."""
+    :data:`LEASE_EXPIRED` when its lease has run out, a ``MISSED`` result when it is
+    found, at its first attempt, later than its schedule's misfire grace, else None
+    (dispatch it)."""
     if stopping():
         return NOT_DISPATCHED
-    if occ.leased_until > clock.now():
+    now = clock.now()
+    if occ.leased_until > now:
+        missed = missed_result(occ, now)
+        if missed is not None:
+            log_occurrence(clock, logging.WARNING, "%(reason)s", occ, reason=missed.error)
+            return missed
         log_occurrence(
             clock, logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ
         )
@@ -257,11 +274,13 @@ class _BatchRun:
                     if self._abandoned:
                         return  # given up before this item was handed to the sink
                     self.in_flight = True
+                began = time.monotonic()
                 try:
                     _call_blocking(sink, occ.message)
                     result = SUCCEEDED
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     result = DispatchResult.failed(exc)
+                result = result.took(time.monotonic() - began)
             with lock:
                 if self._abandoned:
                     return  # the worker gave up on this call and took the rest elsewhere
@@ -391,9 +410,9 @@ class SinkRunner:
         if dispatcher is not None:
             dispatcher.close()
 
-    def _timed_out(self) -> TimeoutError:
+    def _timed_out(self, how: str = "") -> TimeoutError:
         return TimeoutError(
-            f"the sink did not return within dispatch_timeout ({self._timeout:g} s)"
+            f"the sink did not return within dispatch_timeout ({self._timeout:g} s){how}"
         )
 
     # -- interrupting
@@ -446,7 +465,8 @@ class SinkRunner:
                 break
             if state is _Wait.TIMED_OUT:
                 self._drop_dispatcher(self._why_abandoned(timed_out=True))
-                results.append(DispatchResult.failed(self._timed_out()))
+                timed_out = self._timed_out(_ABANDONED_THREAD)
+                results.append(DispatchResult.failed(timed_out, self._timeout))
                 continue
             if run.in_flight:
                 self._drop_dispatcher(self._why_abandoned())
@@ -475,7 +495,9 @@ class SinkRunner:
                 except Exception as exc:  # e.g. a clock that fails: this item fails
                     result = DispatchResult.failed(exc)
             if result is None:
+                began = time.monotonic()
                 result, interruption = await self._dispatch_async(occ.message)
+                result = result.took(time.monotonic() - began)
             results.append(result)
         return results, interruption
 
@@ -512,7 +534,8 @@ class SinkRunner:
                     "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
                     self._timeout,
                 )
-            return DispatchResult.failed(self._timed_out()), None
+                return DispatchResult.failed(self._timed_out("; it was cancelled")), None
+            return DispatchResult.failed(self._timed_out(_ABANDONED_THREAD)), None
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

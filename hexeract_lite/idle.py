@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from .clock import Clock
 from .config import SchedulerWorkerConfig
 from .errors import StoreError
-from .settle import error_text
+from .settle import error_summary, error_text
 from .store.base import ChangeSignal
 
 __all__ = [
@@ -142,7 +142,7 @@ class Pacer:
                 "store error (%d in a row), next try in %.2f s: %s",
                 failures,
                 delay,
-                error_text(exc),
+                error_summary(error_text(exc)),
                 exc_info=exc,
             )
         else:

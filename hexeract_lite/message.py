@@ -176,6 +176,23 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def check_grace(grace: object) -> timedelta | None:
+    """A misfire grace: None, or a timedelta >= 0 of whole milliseconds (stored in
+    milliseconds); :class:`InvalidMessage` naming the value otherwise."""
+    if grace is None:
+        return None
+    if not isinstance(grace, timedelta):
+        raise InvalidMessage(f"misfire_grace must be a timedelta or None, got {grace!r:.100}")
+    if grace < timedelta(0):
+        raise InvalidMessage(f"misfire_grace must not be negative, got {grace!r}")
+    if grace % timedelta(milliseconds=1):
+        raise InvalidMessage(
+            "misfire_grace must be a whole number of milliseconds (stored instants have"
+            f" millisecond precision), got {grace!r}"
+        )
+    return grace
+
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
@@ -203,12 +220,17 @@ def validate_message(message: object) -> ScheduledMessage:
     if not isinstance(message.target, Target):
         raise InvalidMessage(f"target must be a Target, got {message.target!r}")
     trigger = message.trigger
-    if not isinstance(trigger, Trigger) or (trigger.kind == "cron") != (
-        trigger.cron_expression is not None
+    if (
+        not isinstance(trigger, Trigger)
+        or trigger.kind not in ("delay", "cron", "interval")
+        or (trigger.kind == "cron") != (trigger.cron_expression is not None)
+        or (trigger.kind == "interval") != (trigger.interval is not None)
     ):
         raise InvalidMessage(
-            f"trigger must be Trigger.delay(...) or Trigger.cron(...), got {trigger!r}"
+            "trigger must be Trigger.delay(...), Trigger.cron(...) or Trigger.every(...),"
+            f" got {trigger!r}"
         )
+    check_grace(message.misfire_grace)
     when = message.scheduled_for
     if (
         not isinstance(when, datetime)
@@ -287,6 +309,11 @@ class ScheduledMessage:
     name: str | None = None
     """The schedule's name (see :mod:`hexeract_lite.names`), or None; a named schedule's
     id is ``name_id(name)``."""
+    misfire_grace: timedelta | None = None
+    """How late a worker may find a firing and still deliver it; None (the default): no
+    limit, a late firing is delivered late, once. A one-shot found later is
+    dead-lettered with the reason (replayable); a recurring schedule skips the stale
+    firing and goes on at its next instant."""
     _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
     # True when delay()/cron() built it (every field checked then, and immutable since):
     # validate_message need not check it again at every insert. attrs.evolve and a
@@ -302,16 +329,20 @@ class ScheduledMessage:
         *,
         schedule_id: uuid.UUID | None = None,
         name: str | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
         """A message delivered once, at ``at`` (aware; stored in UTC at millisecond
         precision, a fraction of a millisecond rounded up so it never fires early).
 
         With ``name``, the schedule is named and its id is the name's
         (:func:`~hexeract_lite.names.name_id`); a different ``schedule_id`` raises
-        :class:`InvalidMessage`."""
+        :class:`InvalidMessage`. ``misfire_grace``: see :attr:`misfire_grace` (a
+        timedelta >= 0, whole milliseconds; :class:`InvalidMessage` otherwise)."""
         when = to_utc_ms(at, "at", InvalidMessage, round_up=True)
         trigger = Trigger("delay", at=when)
-        return cls._build(target, trigger, when, event_type, payload, schedule_id, name)
+        return cls._build(
+            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace
+        )
 
     @classmethod
     def cron(
@@ -325,20 +356,28 @@ class ScheduledMessage:
         schedule_id: uuid.UUID | None = None,
         name: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        tz: str | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
-        cron ``expression`` after the previous delivery (UTC).
+        cron ``expression`` after the previous delivery.
 
         ``first_occurrence`` None (the default) is the rule's first instant after
-        ``clock.now()``; given, it is stored like :meth:`delay`'s ``at`` (rounded up to
-        the millisecond) and delivered at that instant even when it is not one of the
-        rule's. ``event_type`` is required (keyword or positional). ``name``: see
-        :meth:`delay`. A rule with no instant after now raises :class:`InvalidMessage`."""
-        trigger = Trigger.cron(expression)
+        ``clock.now()`` (on the rule's zone's wall clock); given, it is stored like
+        :meth:`delay`'s ``at`` (rounded up to the millisecond) and delivered at that
+        instant even when it is not one of the rule's. ``event_type`` is required
+        (keyword or positional). ``name``: see :meth:`delay`. A rule with no instant
+        after now raises :class:`InvalidMessage`.
+
+        ``tz``: the IANA zone whose wall clock the rule is read on (``"Europe/Paris"``;
+        default: the expression's ``CRON_TZ=`` prefix, else UTC); daylight saving time
+        rules in :mod:`hexeract_lite.zoned`. Raises :class:`InvalidTrigger` for a bad
+        expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`."""
+        trigger = Trigger.cron(expression, tz=tz)
         if event_type is None:
             raise InvalidMessage("ScheduledMessage.cron needs an event_type")
         if first_occurrence is None:
-            rule = trigger.cron_expression
+            rule = trigger.cron_expression  # carries the zone
             assert rule is not None
             now = to_utc_ms(clock.now(), "clock.now()", InvalidMessage)
             nxt = rule.next_occurrence(now)
@@ -347,7 +386,37 @@ class ScheduledMessage:
             when = nxt
         else:
             when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
-        return cls._build(target, trigger, when, event_type, payload, schedule_id, name)
+        return cls._build(
+            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace
+        )
+
+    @classmethod
+    def every(
+        cls,
+        target: Target,
+        every: timedelta | str,
+        anchor: datetime,
+        event_type: str,
+        payload: Any,
+        *,
+        schedule_id: uuid.UUID | None = None,
+        name: str | None = None,
+        misfire_grace: timedelta | None = None,
+    ) -> ScheduledMessage:
+        """A message delivered at ``anchor``, then every ``every`` after it, on a fixed
+        grid: a late delivery does not shift the next firings, and missed firings
+        collapse into one catch-up (see :class:`~hexeract_lite.interval.Interval`).
+
+        ``every``: a positive timedelta of whole milliseconds, or a duration text such
+        as ``"90m"``; ``anchor``: aware. Raises :class:`InvalidTrigger` naming the value
+        for a zero, negative or sub-millisecond interval or a naive anchor. ``name``:
+        see :meth:`delay`. ``misfire_grace``: see :attr:`misfire_grace`."""
+        trigger = Trigger.every(every, anchor)
+        assert trigger.interval is not None
+        when = trigger.interval.anchor
+        return cls._build(
+            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace
+        )
 
     @classmethod
     def _build(
@@ -359,7 +428,9 @@ class ScheduledMessage:
         payload: Any,
         schedule_id: uuid.UUID | None,
         name: str | None = None,
+        misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
+        check_grace(misfire_grace)
         if not isinstance(target, Target):
             raise InvalidMessage(f"target must be a Target, got {target!r}")
         if schedule_id is not None and not isinstance(schedule_id, uuid.UUID):
@@ -375,6 +446,7 @@ class ScheduledMessage:
             trigger=trigger,
             scheduled_for=when,
             name=name,
+            misfire_grace=misfire_grace,
         )
         object.__setattr__(message, "_checked", True)
         return message

@@ -36,6 +36,7 @@ acknowledges there, the lease expires and the occurrence is delivered again
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import attrs
 
@@ -72,7 +73,11 @@ def _overrides(store: ScheduleStore, name: str) -> bool:
 
 
 def migrate(
-    source: ScheduleStore, dest: ScheduleStore, *, batch_size: int = DEFAULT_BATCH_SIZE
+    source: ScheduleStore,
+    dest: ScheduleStore,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int], None] | None = None,
 ) -> MigrationReport:
     """Copy every schedule of ``source`` that ``dest`` does not hold yet, with its
     whole state; return the counts (see the module docstring for what is copied and
@@ -84,7 +89,8 @@ def migrate(
     store may be any :class:`ScheduleStore` that implements
     :meth:`~ScheduleStore.export_records` (the source) and
     :meth:`~ScheduleStore.import_records` (the destination): the in-memory, SQLite and
-    PostgreSQL stores all do.
+    PostgreSQL stores all do. ``progress``, when given, is told the rows read so far
+    after each page.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -108,6 +114,8 @@ def migrate(
                 report,
             ) from exc
         read += len(page)
+        if progress is not None and page:
+            progress(read)
         if len(page) < batch_size:
             return MigrationReport(read=read, copied=copied)
         after = page[-1].schedule_id

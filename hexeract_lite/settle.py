@@ -7,13 +7,17 @@ once its turn is over (a pure function: no store, no clock, no I/O):
 what happened at its turn       the settlement
 ==============================  ======================================================
 dispatched, delay trigger       ``delivered``
-dispatched, cron trigger        ``reschedule`` to ``next_due(now, scheduled_for)``, the
-                                first cron instant after both (missed ticks collapse
-                                into one catch-up); ``delivered`` when the expression
-                                has no further instant
+dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)``, the
+                                first instant of the rule after both (missed ticks
+                                collapse into one catch-up); ``delivered`` when the
+                                rule has no further instant
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
+missed (found, at its first     one-shot: ``dead_lettered`` with the reason (replayable);
+attempt, later than its         recurring: ``reschedule`` to ``next_due(now,
+misfire grace)                  scheduled_for)`` without dispatch (``delivered`` when
+                                the rule has no further instant)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
 lease expired before its turn   nothing: another worker may own it now
@@ -25,10 +29,14 @@ Every settlement carries the claim's ``leased_until`` as its fencing token.
 from __future__ import annotations
 
 import enum
+import os
+import traceback
 from datetime import datetime
 
 import attrs
 
+from ._time import rfc3339
+from .errors import DispatchError
 from .retry import RandomSource, RetryPolicy
 from .snapshot import LeasedOccurrence
 from .store.base import Settlement, SettlementKind
@@ -36,12 +44,15 @@ from .store.base import Settlement, SettlementKind
 __all__ = [
     "LEASE_EXPIRED",
     "MAX_ERROR_CHARS",
+    "MAX_HEAD_CHARS",
     "NOT_DISPATCHED",
     "SUCCEEDED",
     "DispatchOutcome",
     "DispatchResult",
     "ResultKind",
+    "error_summary",
     "error_text",
+    "missed_result",
     "outcome_of",
     "settlement_for",
 ]
@@ -49,20 +60,80 @@ __all__ = [
 MAX_ERROR_CHARS = 4000
 """``last_error`` texts longer than this are cut (ending in ``…``) to keep rows small."""
 
+MAX_HEAD_CHARS = 1000
+"""The exception line (type and message) of a ``last_error`` is cut to this many characters
+(ending in ``…``) before the traceback is added."""
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+TRACEBACK_HEADER = "Traceback (most recent call last, innermost frames kept):"
+
+
+def _exception_line(error: BaseException) -> str:
+    detail = str(error)
+    if "\n" in detail:  # e.g. pytest's assertion detail, which shows values (the payload)
+        detail = detail.split("\n", 1)[0] + " …"
+    return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _frames(error: BaseException) -> list[str]:
+    """The traceback of ``error`` (its own frames, outermost first), one text per frame:
+    file, line, function and source line; never local variables, so never a payload."""
+    if error.__traceback__ is None:
+        return []
+    try:
+        stack = traceback.StackSummary.extract(traceback.walk_tb(error.__traceback__))
+    except Exception:  # a frame that cannot be summarised: the line alone
+        return []
+    # The worker's own frames that called the sink say nothing of the failure.
+    while stack and stack[0].filename.startswith(_PACKAGE_DIR):
+        stack.pop(0)
+    return list(stack.format())
+
 
 def error_text(error: BaseException | str) -> str:
-    """The ``last_error`` text of a failure: ``"<ExceptionType>: <message>"``.
+    """The ``last_error`` text of a failure.
 
-    Just the type name when the message is empty; cut to :data:`MAX_ERROR_CHARS`.
+    An exception: ``"<ExceptionType>: <message>"`` (just the type name when the message
+    is empty; only the message's first line, then ``…``, when it has several), then,
+    when it was raised, its traceback: :data:`TRACEBACK_HEADER` and the innermost
+    frames that fit within :data:`MAX_ERROR_CHARS` in all, cut at a frame boundary (a
+    line tells how many outer frames were left out). Frames show file, line, function
+    and source line, never local variables; the exception line is cut to
+    :data:`MAX_HEAD_CHARS` when a traceback follows it. The outer frames of
+    hexeract_lite itself (the worker calling the sink) are left out; a failure with no
+    other frame (an interruption of the worker itself) is its exception line alone. A
+    text is kept as it is, cut to :data:`MAX_ERROR_CHARS`.
     """
-    if isinstance(error, BaseException):
-        detail = str(error)
-        text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
-    else:
-        text = str(error)
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 1] + "…"
-    return text
+    if not isinstance(error, BaseException):
+        return _cut(str(error), MAX_ERROR_CHARS)
+    frames = _frames(error)
+    if not frames:
+        return _cut(_exception_line(error), MAX_ERROR_CHARS)
+    head = _cut(_exception_line(error), MAX_HEAD_CHARS)
+    budget = MAX_ERROR_CHARS - len(head) - len(TRACEBACK_HEADER) - 2 - 48
+    kept: list[str] = []
+    for frame in reversed(frames):
+        if len(frame) > budget:
+            break
+        kept.append(frame)
+        budget -= len(frame)
+    kept.reverse()
+    omitted = len(frames) - len(kept)
+    lines = [head, TRACEBACK_HEADER]
+    if omitted:
+        lines.append(f"  ... {omitted} outer frame(s) left out")
+    text = "\n".join(lines) + "\n" + "".join(kept).rstrip("\n")
+    return text.rstrip("\n")
+
+
+def error_summary(text: str | None) -> str | None:
+    """The exception line of a ``last_error`` text (its first line)."""
+    return None if text is None else text.split("\n", 1)[0]
 
 
 class ResultKind(enum.Enum):
@@ -76,20 +147,53 @@ class ResultKind(enum.Enum):
     """Never handed to the sink: the worker is stopping."""
     LEASE_EXPIRED = "lease expired"
     """Never handed to the sink: its lease ran out before its turn."""
+    MISSED = "missed"
+    """Never handed to the sink: found later than its schedule's misfire grace."""
 
 
 @attrs.frozen
 class DispatchResult:
-    """The result of one occurrence's turn: its :class:`ResultKind`, and for a failure
-    the error (an exception or a text)."""
+    """The result of one occurrence's turn: its :class:`ResultKind`, for a failure the
+    error (an exception or a text), and how long a dispatch took."""
 
     kind: ResultKind
     error: BaseException | str | None = None
+    duration: float | None = attrs.field(default=None, eq=False)
+    """Seconds the sink took (None: not dispatched, or not measured)."""
 
     @classmethod
-    def failed(cls, error: BaseException | str) -> DispatchResult:
+    def failed(cls, error: BaseException | str, duration: float | None = None) -> DispatchResult:
         """A failed dispatch with ``error``."""
-        return cls(ResultKind.FAILED, error)
+        return cls(ResultKind.FAILED, error, duration)
+
+    def exception(self) -> BaseException:
+        """The error as an exception to raise (a text becomes a DispatchError)."""
+        error = self.error
+        return error if isinstance(error, BaseException) else DispatchError(str(error or ""))
+
+    def took(self, duration: float) -> DispatchResult:
+        """This result with ``duration`` seconds, when it was dispatched."""
+        if self.kind is ResultKind.SUCCEEDED or self.kind is ResultKind.FAILED:
+            return attrs.evolve(self, duration=duration)
+        return self
+
+
+def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
+    """A ``MISSED`` result, with the reason, when ``occurrence`` is at its first attempt
+    and ``now`` is later than its ``scheduled_for`` by more than its schedule's misfire
+    grace; None otherwise (no grace, on time, or a retry: a retry waits on purpose)."""
+    msg = occurrence.message
+    grace = msg.misfire_grace
+    if grace is None or occurrence.attempts != 1:
+        return None
+    late = now - msg.scheduled_for
+    if late <= grace:
+        return None
+    return DispatchResult(
+        ResultKind.MISSED,
+        f"missed: due {rfc3339(msg.scheduled_for)}, found {rfc3339(now)}, {late} late,"
+        f" beyond its misfire grace of {grace}; not delivered",
+    )
 
 
 SUCCEEDED = DispatchResult(ResultKind.SUCCEEDED)
@@ -113,8 +217,7 @@ def settlement_for(
     msg = occurrence.message
     kind = result.kind
     if kind is ResultKind.SUCCEEDED:
-        expr = msg.trigger.cron_expression
-        nxt = None if expr is None else expr.next_due(now, msg.scheduled_for)
+        nxt = msg.trigger.next_due(now, msg.scheduled_for)
         if nxt is None:
             return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
         return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
@@ -124,6 +227,14 @@ def settlement_for(
             return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
         delay = policy.next_delay(occurrence.attempts, rng)
         return Settlement.failed(msg.schedule_id, delay, text, occurrence.leased_until)
+    if kind is ResultKind.MISSED:
+        if msg.trigger.is_recurring:  # skip the stale firing, go on at the next instant
+            nxt = msg.trigger.next_due(now, msg.scheduled_for)
+            if nxt is not None:
+                return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
+            return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
+        text = error_text(result.error if result.error is not None else "missed")
+        return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
     if kind is ResultKind.NOT_DISPATCHED:
         return Settlement.released(msg.schedule_id, occurrence.leased_until)
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -83,9 +83,12 @@ class ScheduleSnapshot:
     dead_lettered_at: datetime | None
     name: str | None = None
     """The schedule's name, or None (see :mod:`hexeract_lite.names`)."""
+    misfire_grace: timedelta | None = None
+    """How late a firing may be found and still be delivered; None: no limit."""
 
     def to_json_dict(self) -> dict[str, object]:
-        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as ``delay``/``cron:<expr>``."""
+        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label
+        (``delay``, ``cron:<expr>``, ``interval:<rule>``)."""
         from ._time import rfc3339
 
         return {

@@ -1,19 +1,22 @@
-"""Triggers: when a schedule fires. ``delay`` fires once; ``cron`` fires repeatedly."""
+"""Triggers: when a schedule fires. ``delay`` fires once; ``cron`` and ``interval`` fire
+repeatedly."""
 
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
 
 import attrs
 
 from ._time import to_utc_ms
 from .errors import InvalidTrigger
+from .interval import Interval
+from .zoned import DEFAULT_ZONE, every_real_hour, load_zone, next_in_zone, parse_zoned, render_zoned
 
 __all__ = ["CronExpression", "Trigger", "TriggerKind"]
 
-TriggerKind = Literal["delay", "cron"]
+TriggerKind = Literal["delay", "cron", "interval"]
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -31,41 +34,60 @@ _PROBE_START = datetime(2000, 1, 1, tzinfo=UTC)
 
 @attrs.frozen
 class CronExpression:
-    """A validated cron expression, evaluated in UTC (engine: cronsim, Debian cron rules).
+    """A validated cron expression, read on the wall clock of a time zone (UTC unless
+    given; engine: cronsim, Debian cron rules; daylight saving time rules in
+    :mod:`hexeract_lite.zoned`, the same for five and six fields).
 
     Accepted: five fields ``min hour dom month dow``; six fields with a *leading*
     seconds field ``sec min hour dom month dow`` (``*/2 * * * * *`` fires every two
-    seconds); and the macros in :data:`MACROS`. Build it with :meth:`parse`.
+    seconds); and the macros in :data:`MACROS`; each optionally after a
+    ``CRON_TZ=<IANA zone>`` prefix. Build it with :meth:`parse`. ``str()`` gives the
+    stored text: the expression, with the ``CRON_TZ=`` prefix unless the zone is UTC.
     """
 
     expression: str
-    """The text as given (a macro stays a macro)."""
+    """The text as given, without the zone prefix (a macro stays a macro)."""
     _rule: str = attrs.field(repr=False, eq=False)
+    tz: str = DEFAULT_ZONE
+    """The IANA zone name whose wall clock the expression is read on."""
+    _tzinfo: tzinfo = attrs.field(default=UTC, repr=False, eq=False)
 
     @classmethod
-    def parse(cls, expression: str) -> CronExpression:
+    def parse(cls, expression: str, tz: str | None = None) -> CronExpression:
         """Validate ``expression``; raise :class:`InvalidTrigger` quoting it and the reason.
 
-        Rejected: an empty text, a number of fields other than 5 or 6, a field out of
-        range (``61 * * * *``), a zero step (``*/0``), an unknown macro (``@every 5m``)
-        and an expression that can never fire (``0 0 31 2 *``).
+        ``tz`` (an IANA name such as ``"Europe/Paris"``) or a ``CRON_TZ=<zone>`` prefix
+        gives the zone; UTC when neither does. Rejected: an empty text, a number of
+        fields other than 5 or 6, a field out of range (``61 * * * *``), a zero step
+        (``*/0``), an unknown macro (``@every 5m``), an expression that can never fire
+        (``0 0 31 2 *``), an unknown zone, and a prefix and ``tz`` naming different zones.
         """
         if not isinstance(expression, str):
             raise InvalidTrigger(f"cron expression must be a string, got {expression!r}")
-        return _parse_cached(expression)
+        if tz is not None and not isinstance(tz, str):
+            raise InvalidTrigger(f"a time zone must be a name such as 'Europe/Paris', got {tz!r}")
+        return _parse_zoned_cached(expression, tz)
+
+    @property
+    def every_real_hour(self) -> bool:
+        """True when the hour field is ``*`` or has a step: on a zone's clock, every real
+        occurrence of a matching time fires (a repeated hour twice, a skipped one never)."""
+        return every_real_hour(self._rule)
 
     def next_occurrence(self, after: datetime) -> datetime | None:
-        """The first instant strictly after ``after`` that the expression matches, in UTC.
+        """The first firing strictly after ``after`` (aware, any zone), in UTC.
 
         None when there is none within cronsim's 50-year horizon (or before year 9999).
         """
         from cronsim import CronSim  # imported on first use, not by every command
 
         start = to_utc_ms(after, "after", InvalidTrigger)
-        try:
-            return next(CronSim(self._rule, start))
-        except (StopIteration, OverflowError, ValueError):
-            return None
+        if self._tzinfo is UTC:
+            try:
+                return next(CronSim(self._rule, start))
+            except (StopIteration, OverflowError, ValueError):
+                return None
+        return next_in_zone(self._rule, self._tzinfo, start)
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
         """``next_occurrence(max(now, previous_due))``: the misfire rule.
@@ -78,7 +100,23 @@ class CronExpression:
         return self.next_occurrence(max(now, previous_due))
 
     def __str__(self) -> str:
-        return self.expression
+        return render_zoned(self.tz, self.expression)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_zoned_cached(text: str, tz: str | None) -> CronExpression:
+    zone, expression = parse_zoned(text)
+    if tz is not None:
+        if zone != DEFAULT_ZONE and tz != zone:
+            raise InvalidTrigger(
+                f"cron expression {text!r} names zone {zone!r} and tz={tz!r} another;"
+                " give the zone once"
+            )
+        zone = tz
+    parsed = _parse_cached(expression)
+    if zone == DEFAULT_ZONE:
+        return parsed
+    return CronExpression(parsed.expression, parsed._rule, zone, load_zone(zone))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -136,14 +174,18 @@ def _reason(rule: str, exc: Exception) -> str:
 
 @attrs.frozen
 class Trigger:
-    """When a schedule fires: once at an instant (``delay``) or on a cron rule (``cron``)."""
+    """When a schedule fires: once at an instant (``delay``), on a cron rule (``cron``),
+    or every fixed duration from an anchor (``interval``)."""
 
     kind: TriggerKind
-    """``"delay"`` or ``"cron"``, the reference's ``trigger_kind`` tag."""
+    """``"delay"``, ``"cron"`` or ``"interval"``: the ``trigger_kind`` tag (the reference
+    knows the first two)."""
     at: datetime | None = None
     """For ``delay``: the instant (UTC, millisecond precision)."""
     cron_expression: CronExpression | None = None
     """For ``cron``: the expression."""
+    interval: Interval | None = None
+    """For ``interval``: the period and its anchor."""
 
     @classmethod
     def delay(cls, at: datetime) -> Trigger:
@@ -152,23 +194,59 @@ class Trigger:
         return cls("delay", at=to_utc_ms(at, "at", InvalidTrigger, round_up=True))
 
     @classmethod
-    def cron(cls, expression: str | CronExpression) -> Trigger:
-        """Fire on every instant of a cron expression (see :class:`CronExpression`)."""
-        if not isinstance(expression, CronExpression):
-            expression = CronExpression.parse(expression)
+    def cron(cls, expression: str | CronExpression, *, tz: str | None = None) -> Trigger:
+        """Fire on every instant of a cron expression (see :class:`CronExpression`), on
+        the wall clock of ``tz`` (an IANA name; default: the expression's ``CRON_TZ=``
+        prefix, else UTC)."""
+        if isinstance(expression, CronExpression):
+            if tz is not None and tz != expression.tz:
+                expression = CronExpression.parse(str(expression), tz=tz)
+        else:
+            expression = CronExpression.parse(expression, tz=tz)
         return cls("cron", cron_expression=expression)
+
+    @classmethod
+    def every(cls, every: timedelta | str, anchor: datetime) -> Trigger:
+        """Fire at ``anchor`` and every ``every`` after it (see :class:`Interval`)."""
+        return cls("interval", interval=Interval.of(every, anchor))
 
     @property
     def is_recurring(self) -> bool:
-        """True for a cron trigger."""
-        return self.kind == "cron"
+        """True for a cron or interval trigger."""
+        return self.kind != "delay"
 
     @property
     def expression(self) -> str | None:
-        """The cron expression text, or None for a delay trigger."""
-        return None if self.cron_expression is None else self.cron_expression.expression
+        """The stored rule text (the ``cron_expr`` column): the cron expression with its
+        ``CRON_TZ=`` prefix when zoned, ``@every <duration> from <anchor>`` for an
+        interval; None for a delay trigger."""
+        if self.cron_expression is not None:
+            return str(self.cron_expression)
+        if self.interval is not None:
+            return str(self.interval)
+        return None
+
+    def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
+        """The next firing of a recurring trigger after a firing due at ``previous_due``
+        ran at ``now`` (missed firings collapse into one); None for a delay trigger or a
+        rule with no further instant."""
+        if self.cron_expression is not None:
+            return self.cron_expression.next_due(now, previous_due)
+        if self.interval is not None:
+            return self.interval.next_due(now, previous_due)
+        return None
+
+    def next_after(self, instant: datetime) -> datetime | None:
+        """The first firing of a recurring trigger strictly after ``instant``; None for a
+        delay trigger or a rule with no further instant."""
+        if self.cron_expression is not None:
+            return self.cron_expression.next_occurrence(instant)
+        if self.interval is not None:
+            return self.interval.next_after(instant)
+        return None
 
     def label(self) -> str:
-        """``delay`` or ``cron:<expr>``, as listings show it."""
-        expr = self.cron_expression
-        return "delay" if expr is None else f"cron:{expr.expression}"
+        """``delay``, ``cron:<stored text>`` or ``interval:<stored text>``, as listings
+        show it (a zoned rule shows its ``CRON_TZ=`` prefix)."""
+        text = self.expression
+        return "delay" if text is None else f"{self.kind}:{text}"

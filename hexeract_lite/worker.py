@@ -14,7 +14,7 @@ in a loop):
    worker may own it now; the worker is stopping: not dispatched; else dispatched to
    the sink under ``dispatch_timeout``.
 4. The whole batch is settled in one ``store.settle(...)`` (one transaction), by the
-   rule of :func:`hexeract_lite.settle.settlement_for`: delivered, rescheduled (cron),
+   rule of :func:`hexeract_lite.settle.settlement_for`: delivered, rescheduled (cron, interval),
    retried after the :class:`~hexeract_lite.retry.RetryPolicy` delay, dead-lettered
    (exhausted), or **released** when it was not dispatched (the claim's attempt given
    back, claimable again at once). Each item is fenced by the claim's
@@ -31,9 +31,14 @@ return within ``dispatch_timeout``, returns anything but ``None`` (see
 ``dispatch_timeout``, is a failed dispatch, never a dead worker; only a
 ``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop then also ends
 :meth:`~SchedulerWorker.run_async`, once the batch is settled. ``last_error`` records
-``"<ExceptionType>: <message>"`` (:func:`~hexeract_lite.settle.error_text`).
+``"<ExceptionType>: <message>"`` and a bounded traceback
+(:func:`~hexeract_lite.settle.error_text`), and the log record carries the traceback.
 A sync sink still running at the timeout is abandoned on its thread (Python cannot
 kill a thread; see :mod:`hexeract_lite.dispatch`); an async sink is cancelled.
+
+Hooks (:mod:`hexeract_lite.hooks`) hear of every settlement once its batch is settled.
+(This module is a little over 700 lines: the four ways of running a cycle share the
+stop/abort state, which splitting would spread over modules.)
 
 Logging goes to the ``hexeract_lite.worker`` logger (schedule id, occurrence id,
 attempt and lag in every record, also as ``extra`` fields); nothing is printed.
@@ -48,7 +53,7 @@ import logging
 import math
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -59,6 +64,16 @@ from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, log_occurrence, take_turn
 from .errors import InvalidConfiguration
+from .hooks import (
+    Hook,
+    MalformedDeadLettered,
+    StoreErrorBackedOff,
+    Swept,
+    WorkerEvent,
+    call_hooks,
+    check_hooks,
+    settlement_event,
+)
 from .idle import (
     STOP_CHECK_S,
     STORE_ERROR_BACKOFF_MAX,
@@ -72,6 +87,8 @@ from .settle import (
     MAX_ERROR_CHARS,
     DispatchOutcome,
     DispatchResult,
+    ResultKind,
+    error_summary,
     error_text,
     outcome_of,
     settlement_for,
@@ -79,6 +96,8 @@ from .settle import (
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore, Settlement
+from .store.notices import collecting_malformed
+from .upkeep import Retention, checkpoint_after_burst
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -114,12 +133,15 @@ class CycleReport:
 
 
 class _Counts:
-    __slots__ = ("claimed", "outcomes", "swept")
+    __slots__ = ("claimed", "events", "failure", "outcomes", "swept")
 
     def __init__(self) -> None:
         self.swept = 0
         self.claimed = 0
         self.outcomes: dict[DispatchOutcome, int] = dict.fromkeys(DispatchOutcome, 0)
+        self.events: list[WorkerEvent] = []
+        self.failure: BaseException | None = None
+        """The first failed dispatch's exception (re-raised with ``propagate_errors``)."""
 
     def add(self, outcome: DispatchOutcome) -> None:
         self.outcomes[outcome] += 1
@@ -172,6 +194,19 @@ class SchedulerWorker:
     - ``rng``: the random source of the retry jitter, anything with
       ``uniform(a, b)`` (default: a fresh :class:`random.Random`); pass a seeded one
       for reproducible delays.
+    - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event
+      (delivered, failed, dead-lettered, released, lease lost, swept, malformed row
+      dead-lettered, store error backed off) once the batch is settled; a hook that
+      raises is logged and never changes what is delivered or settled.
+    - ``propagate_errors`` (the test mode): when True, a cycle in which a dispatch
+      failed settles the whole batch as usual (retry or dead letter), then re-raises
+      the first failure's exception from :meth:`run_once`, :meth:`run` and
+      :meth:`run_async` (a timeout as :class:`TimeoutError`, an abandoned or bad
+      return as :class:`~hexeract_lite.errors.DispatchError`), so a failing assertion
+      in a handler fails the test.
+    - ``retention``: off (None) by default; a timedelta prunes delivered and cancelled
+      rows that ended longer ago than that, at the first cycle and then hourly
+      (:class:`~hexeract_lite.upkeep.Retention`; dead letters are kept).
 
     Raises :class:`InvalidConfiguration` for a bad config, store, sink or rng.
 
@@ -190,6 +225,9 @@ class SchedulerWorker:
         *,
         clock: Clock | None = None,
         rng: RandomSource | None = None,
+        hooks: Iterable[Hook] | None = None,
+        propagate_errors: bool = False,
+        retention: timedelta | None = None,
     ) -> None:
         if not isinstance(config, SchedulerWorkerConfig):
             raise InvalidConfiguration(
@@ -205,6 +243,15 @@ class SchedulerWorker:
             sink = CallableSink(sink)
         if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise InvalidConfiguration(f"rng must have a uniform(a, b) method, got rng={rng!r}")
+        if not isinstance(propagate_errors, bool):
+            raise InvalidConfiguration(
+                f"propagate_errors must be True or False, got propagate_errors={propagate_errors!r}"
+            )
+        self.hooks: tuple[Hook, ...] = check_hooks(hooks)
+        self._retention = None if retention is None else Retention(retention)
+        self._busy = False
+        self.propagate_errors = propagate_errors
+        self._propagating: BaseException | None = None
         self.store = store
         self.sink: ScheduleSink = sink  # type: ignore[assignment]
         self.config = config
@@ -262,7 +309,10 @@ class SchedulerWorker:
         store fenced the acknowledgement out)."""
         settlement = self.failure_settlement(occurrence, error)
         [ok] = self.store.settle([settlement])
-        return self._settled(occurrence, settlement, ok)
+        counts = _Counts()
+        outcome = self._settled(occurrence, settlement, ok, DispatchResult.failed(error), counts)
+        call_hooks(self.hooks, counts.events)
+        return outcome
 
     # -- one cycle -----------------------------------------------------------------------
 
@@ -270,7 +320,8 @@ class SchedulerWorker:
         """Run exactly one poll cycle (see the module docstring) and report its counts.
 
         Store errors propagate (nothing is retried here); :meth:`run` is the loop that
-        backs off and carries on.
+        backs off and carries on. With ``propagate_errors``, a failed dispatch's
+        exception is raised once the batch is settled.
         """
         try:
             return self._cycle(self._aborting.is_set)
@@ -288,7 +339,14 @@ class SchedulerWorker:
             self._settle_batch(batch, results, counts)
             if interruption is not None:
                 raise interruption
+            self._propagate(counts)
         return counts.report()
+
+    def _propagate(self, counts: _Counts) -> None:
+        """The test mode: raise the cycle's first dispatch failure (already settled)."""
+        if self.propagate_errors and counts.failure is not None:
+            self._propagating = counts.failure
+            raise counts.failure
 
     async def _cycle_async(self, stopping: Callable[[], bool]) -> CycleReport:
         """The same cycle on an event loop: store calls in a thread, the sink awaited."""
@@ -300,16 +358,29 @@ class SchedulerWorker:
             await asyncio.to_thread(self._settle_batch, batch, results, counts)
             if interruption is not None:
                 raise interruption
+            self._propagate(counts)
         return counts.report()
 
     def _claim(self, counts: _Counts) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim."""
+        if self._retention is not None:
+            self._retention.run_if_due(self.store)
         counts.swept = self.store.dead_letter_exhausted()
+        events: list[WorkerEvent] = []
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
+            events.append(Swept(count=counts.swept))
         cfg = self.config
-        batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+        try:
+            with collecting_malformed() as malformed:
+                batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+        finally:
+            events += [MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed]
+            call_hooks(self.hooks, events)
         counts.claimed = len(batch)
+        if self._busy and not batch:
+            checkpoint_after_burst(self.store)
+        self._busy = bool(batch)
         return batch
 
     def _settle_batch(
@@ -319,26 +390,43 @@ class SchedulerWorker:
         raises, nothing of the batch was recorded: every occurrence waits out its lease
         and is delivered again (at-least-once)."""
         now = self.clock.now()
-        planned: list[tuple[LeasedOccurrence, Settlement]] = []
+        planned: list[tuple[LeasedOccurrence, Settlement, DispatchResult]] = []
         for occ, result in zip(batch, results, strict=True):
+            if result.kind is ResultKind.FAILED and counts.failure is None:
+                counts.failure = result.exception()
             settlement = settlement_for(occ, result, now, self._retry, self._rng)
             if settlement is None:
                 counts.add(DispatchOutcome.SKIPPED)
             else:
-                planned.append((occ, settlement))
+                planned.append((occ, settlement, result))
         if not planned:
             return
         try:
-            oks = self.store.settle([settlement for _, settlement in planned])
+            oks = self.store.settle([settlement for _, settlement, _ in planned])
         except BaseException:
             _warn_left_to_expiry(len(planned))
             raise
-        for (occ, settlement), ok in zip(planned, oks, strict=True):
-            counts.add(self._settled(occ, settlement, ok))
+        for (occ, settlement, result), ok in zip(planned, oks, strict=True):
+            counts.add(self._settled(occ, settlement, ok, result, counts))
+        call_hooks(self.hooks, counts.events)
 
-    def _settled(self, occ: LeasedOccurrence, settlement: Settlement, ok: bool) -> DispatchOutcome:
-        """Log one recorded settlement and return its outcome."""
+    def _settled(
+        self,
+        occ: LeasedOccurrence,
+        settlement: Settlement,
+        ok: bool,
+        result: DispatchResult,
+        counts: _Counts,
+    ) -> DispatchOutcome:
+        """Log one recorded settlement, note its hook event and return its outcome."""
         outcome = outcome_of(settlement, ok)
+        if self.hooks:
+            counts.events.append(
+                settlement_event(occ, settlement, outcome, result, self.clock.now())
+            )
+        raised = result.error if isinstance(result.error, BaseException) else None
+        if raised is not None and raised.__traceback__ is None:
+            raised = None  # made by the worker (a timeout, say): no traceback to show
         if outcome is DispatchOutcome.LEASE_LOST:
             self._log(
                 logging.WARNING,
@@ -357,7 +445,8 @@ class SchedulerWorker:
                 "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
                 " %(retry_in).3f s: %(error)s",
                 occ,
-                error=settlement.error,
+                exc_info=raised,
+                error=error_summary(settlement.error),
                 retry_in=settlement.retry_in.total_seconds(),
             )
         elif outcome is DispatchOutcome.DEAD_LETTERED:
@@ -365,14 +454,33 @@ class SchedulerWorker:
                 logging.ERROR,
                 "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
                 occ,
-                error=settlement.error,
+                exc_info=raised,
+                error=error_summary(settlement.error),
             )
         else:
             self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
         return outcome
 
-    def _log(self, level: int, template: str, occ: LeasedOccurrence, **fields: object) -> None:
-        log_occurrence(self.clock, level, template, occ, **fields)
+    def _backed_off(self, pacer: Pacer, exc: Exception) -> float:
+        """A store error in the loop: re-raise the test mode's failure, else the
+        back-off in seconds (told to the hooks)."""
+        if exc is self._propagating:
+            self._propagating = None
+            raise exc
+        delay = pacer.after_error(exc)
+        call_hooks(self.hooks, [StoreErrorBackedOff(error=exc, backoff=timedelta(seconds=delay))])
+        return delay
+
+    def _log(
+        self,
+        level: int,
+        template: str,
+        occ: LeasedOccurrence,
+        *,
+        exc_info: BaseException | None = None,
+        **fields: object,
+    ) -> None:
+        log_occurrence(self.clock, level, template, occ, exc_info=exc_info, **fields)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -467,7 +575,7 @@ class SchedulerWorker:
                     if self._committed_since(seen):
                         break
             except Exception as exc:
-                stop.wait(pacer.after_error(exc))
+                stop.wait(self._backed_off(pacer, exc))
 
     def _next_wakeup(self) -> datetime | None:
         next_wakeup = getattr(self.store, "next_wakeup", None)
@@ -546,7 +654,7 @@ class SchedulerWorker:
                     if await asyncio.to_thread(self._committed_since, seen):
                         break
             except Exception as exc:
-                await wait_event(stop, pacer.after_error(exc))
+                await wait_event(stop, self._backed_off(pacer, exc))
 
     async def _cycle_to_the_end(self, stop: asyncio.Event) -> CycleReport:
         """One cycle that, once it has claimed, finishes even if we are cancelled."""

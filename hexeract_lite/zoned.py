@@ -1,7 +1,7 @@
 """Cron rules on a time zone's wall clock, with daylight saving time rules written down.
 
-A :class:`ZonedCron` is a :class:`~hexeract_lite.trigger.CronExpression` read on the wall
-clock of an IANA time zone. The expression matches wall-clock times; which UTC instants
+A :class:`~hexeract_lite.trigger.CronExpression` with a zone (``tz=``) is read on the wall
+clock of that IANA time zone. The expression matches wall-clock times; which UTC instants
 fire is decided by these rules, the same for five- and six-field expressions:
 
 1. A wall time that occurs once fires at that instant.
@@ -40,17 +40,13 @@ import re
 import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
 
-import attrs
 from cronsim import CronSim
 
-from ._time import to_utc_ms
 from .errors import InvalidTrigger
-from .trigger import MACROS, CronExpression
 
 __all__ = [
     "CRON_TZ_PREFIX",
     "DEFAULT_ZONE",
-    "ZonedCron",
     "every_real_hour",
     "load_zone",
     "next_in_zone",
@@ -162,71 +158,6 @@ def next_in_zone(rule: str, tz: tzinfo, after: datetime) -> datetime | None:
         return None if found is None else _EPOCH + timedelta(seconds=found)
     except (StopIteration, OverflowError, ValueError):  # none, or past year 9999
         return None
-
-
-@attrs.frozen
-class ZonedCron:
-    """A cron expression read on a time zone's wall clock (rules in the module text).
-
-    Build it with :meth:`of` (an expression and a zone name) or :meth:`parse` (the
-    stored text, with or without a ``CRON_TZ=`` prefix). ``str()`` gives the stored text.
-    """
-
-    expression: CronExpression
-    """The expression, validated as :class:`CronExpression` validates it."""
-    zone: str
-    """The IANA zone name, ``"UTC"`` by default."""
-    every_real_hour: bool = attrs.field(eq=False)
-    """True when the hour field is ``*`` or a step: every real occurrence fires."""
-    _tz: tzinfo = attrs.field(repr=False, eq=False)
-    _rule: str = attrs.field(repr=False, eq=False)
-
-    @classmethod
-    def of(cls, expression: str | CronExpression, tz: str | None = None) -> ZonedCron:
-        """``expression`` on zone ``tz`` (default: the ``CRON_TZ=`` prefix of the text,
-        else UTC). Raises :class:`InvalidTrigger` for a bad expression, an unknown zone,
-        or two different zones (a prefix and ``tz``)."""
-        text = expression.expression if isinstance(expression, CronExpression) else expression
-        zone, bare = parse_zoned(text)
-        if tz is not None:
-            if zone != DEFAULT_ZONE and tz != zone:
-                raise InvalidTrigger(
-                    f"cron expression {text!r} names zone {zone!r} and tz={tz!r} another;"
-                    " give the zone once"
-                )
-            zone = tz
-        return _build(bare, zone)
-
-    @classmethod
-    def parse(cls, text: str) -> ZonedCron:
-        """The rule a stored text describes (see :func:`parse_zoned`)."""
-        return cls.of(text)
-
-    def next_after(self, instant: datetime) -> datetime | None:
-        """The first firing strictly after ``instant`` (aware; any zone), in UTC.
-
-        Firings are whole seconds. None when there is none before cronsim's 50-year
-        horizon or year 9999.
-        """
-        return next_in_zone(self._rule, self._tz, to_utc_ms(instant, "after", InvalidTrigger))
-
-    def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
-        """``next_after(max(now, previous_due))``: missed firings collapse into one."""
-        now = to_utc_ms(now, "now", InvalidTrigger)
-        previous_due = to_utc_ms(previous_due, "previous_due", InvalidTrigger)
-        return self.next_after(max(now, previous_due))
-
-    def __str__(self) -> str:
-        return render_zoned(self.zone, self.expression.expression)
-
-
-@functools.lru_cache(maxsize=1024)
-def _build(expression: str, zone: str) -> ZonedCron:
-    parsed = CronExpression.parse(expression)
-    tz = load_zone(zone)
-    text = parsed.expression.strip()
-    rule = MACROS[text.lower()] if text.startswith("@") else " ".join(text.split())
-    return ZonedCron(parsed, zone, every_real_hour(rule), tz, rule)
 
 
 # --- the engine: instants and wall times as whole seconds since 1970-01-01 -------------

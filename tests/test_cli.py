@@ -236,7 +236,7 @@ def test_domain_rejections_are_usage_errors(cli: Cli, db: Path) -> None:
         "2026-03-01T12:00:00Z",
     )
     assert first_alone.code == 2
-    assert "--first goes with --cron only" in first_alone.err
+    assert "--first goes with --cron or --every only" in first_alone.err
     assert not db.exists()
 
 
@@ -547,7 +547,7 @@ def test_pause_resume_cancel(cli: Cli, db: Path) -> None:
 
 def test_dead_letter_list_and_replay(cli: Cli, db: Path) -> None:
     add(cli, db)  # a pending one, not listed
-    long_error = "RuntimeError: downstream refused\n" + "x" * 200
+    long_error = "RuntimeError: downstream refused " + "x" * 200 + "\nTraceback (most recent"
     sid = dead_letter(db, error=long_error)
     conn = ("--conn", str(db))
 

@@ -125,3 +125,32 @@ def test_usage_and_runtime_errors(cli: Cli, db: Path) -> None:
         [snap] = store.list_pending()
         assert isinstance(snap, ScheduleSnapshot)
         assert snap.trigger.expression == "0 3 * * *", "nothing written by the refusals"
+
+
+def test_ensure_takes_a_zone_an_interval_and_a_misfire_grace(cli: Cli, db: Path) -> None:
+    """ensure passes --tz, --every and --misfire-grace through and compares them."""
+    code, out, _ = ensure(cli, db, "--cron", "0 9 * * *", "--tz", "Europe/Paris")
+    assert code == 0 and out.startswith("created: ")
+    code, out, _ = ensure(cli, db, "--cron", "0 9 * * *", "--tz", "Europe/Paris")
+    assert code == 0 and out.startswith("unchanged: ")
+    code, out, _ = ensure(cli, db, "--cron", "0 9 * * *", "--tz", "America/New_York")
+    assert code == 0 and out.startswith("updated: ")
+    code, out, _ = ensure(
+        cli, db, "--cron", "0 9 * * *", "--tz", "America/New_York", "--misfire-grace", "10m"
+    )
+    assert code == 0 and out.startswith("updated: ")
+    shown = cli("scheduler", "inspect", "--conn", str(db), "--name", NAME, "--format", "json")
+    data = json.loads(shown.out)
+    assert data["tz"] == "America/New_York" and data["misfire_grace"] == "10m"
+    other = ("scheduler", "ensure", "--conn", str(db), "--name", "myapp.tick", "--event-type", "t")
+    first = cli(*other, "--every", "90m")
+    assert first.code == 0 and first.out.startswith("created: ")
+    again = cli(*other, "--every", "90m")  # another start, later: the same grid
+    assert again.code == 0 and again.out.startswith("unchanged: "), again.out
+    changed = cli(*other, "--every", "1h")
+    assert changed.code == 0 and changed.out.startswith("updated: ")
+    update = cli("scheduler", "update", "--conn", str(db), "--name", NAME, "--misfire-grace", "5m")
+    assert update.code == 0, update.err
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        snap = store.inspect(name_id(NAME))
+        assert isinstance(snap, ScheduleSnapshot) and snap.misfire_grace == timedelta(minutes=5)

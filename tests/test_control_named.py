@@ -94,5 +94,5 @@ def test_changes_by_name_or_id(control: SchedulerControl) -> None:
     control.cancel(sid)
     with pytest.raises(NotChangeable, match="is cancelled"):
         control.update("app.job", max_attempts=2)
-    with pytest.raises(InvalidArgument, match="exactly one of cron= or at="):
+    with pytest.raises(InvalidArgument, match="exactly one of cron=, every= or at="):
         control.ensure("app.x", event_type="x")

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from cronsim import CronSim
+from cronsim import CronSim, CronSimError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hexeract_lite.errors import InvalidTrigger
 from hexeract_lite.trigger import MACROS, CronExpression
-from hexeract_lite.zoned import ZonedCron, load_zone, parse_zoned, render_zoned
+from hexeract_lite.zoned import load_zone, parse_zoned, render_zoned
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EPOCH_DATE = date(1970, 1, 1)
@@ -211,12 +211,12 @@ def _oracle(expression: str, w: Window) -> list[int]:
     return sorted(u for u in fires if w.start < u <= w.end)
 
 
-def engine(rule: ZonedCron, start: int, end: int) -> list[int]:
+def engine(rule: CronExpression, start: int, end: int) -> list[int]:
     """The engine's successive firings in ``(start, end]``."""
     out: list[int] = []
     after = instant(start)
     while True:
-        nxt = rule.next_after(after)
+        nxt = rule.next_occurrence(after)
         if nxt is None or nxt > instant(end):
             return out
         assert nxt > after, f"{rule}: {nxt} is not after {after}"
@@ -233,7 +233,7 @@ def show(name: str, fires: Iterable[int]) -> list[str]:
 def check(expression: str, w: Window) -> int:
     """Engine == oracle on the window; returns the number of firings compared."""
     name = w.change.zone
-    rule = ZonedCron.of(expression, name)
+    rule = CronExpression.parse(expression, tz=name)
     assert rule.every_real_hour == every_real_hour(expression)
     want = oracle(expression, w)
     got = engine(rule, w.start, w.end)
@@ -241,7 +241,7 @@ def check(expression: str, w: Window) -> int:
         f"{expression!r} around {w.change}:\n engine {show(name, got)}\n oracle {show(name, want)}"
     )
     if not expression.startswith("@") and len(expression.split()) == 5:
-        six = engine(ZonedCron.of("0 " + expression, name), w.start, w.end)
+        six = engine(CronExpression.parse("0 " + expression, tz=name), w.start, w.end)
         assert six == got, f"'0 {expression}' differs from {expression!r} around {w.change}"
     return len(want)
 
@@ -435,7 +435,7 @@ def _check_from(expression: str, index: int, after_ms: int) -> None:
     w = minute_windows()[index]
     want = next((u for u in oracle(expression, w) if u * 1000 > after_ms), None)
     after = EPOCH + timedelta(milliseconds=after_ms)
-    got = ZonedCron.of(expression, w.change.zone).next_after(after)
+    got = CronExpression.parse(expression, tz=w.change.zone).next_occurrence(after)
     if want is None:
         assert got is None or got > instant(w.end), f"{expression!r} after {after} {w.change}"
     else:
@@ -531,9 +531,9 @@ def day_firings(expression: str, name: str, day: date, start_hour: int, end_hour
     midnight = datetime.combine(day, datetime.min.time(), tz)
     begin = midnight.replace(hour=start_hour)
     end = midnight.replace(hour=end_hour) if end_hour < 24 else midnight + timedelta(days=1)
-    rule = ZonedCron.of(expression, name)
+    rule = CronExpression.parse(expression, tz=name)
     out, after = [], begin - timedelta(microseconds=1)
-    while (nxt := rule.next_after(after)) is not None and nxt < end:
+    while (nxt := rule.next_occurrence(after)) is not None and nxt < end:
         local = nxt.astimezone(tz)
         out.append(f"{local:%H:%M} {short_offset(local)} ({nxt:%H:%M}Z)")
         after = nxt
@@ -609,26 +609,28 @@ def test_cron_tz_prefix_round_trips() -> None:
     assert parse_zoned("0 9 * * 1") == ("UTC", "0 9 * * 1")
     assert render_zoned("Europe/Paris", "0 9 * * 1") == "CRON_TZ=Europe/Paris 0 9 * * 1"
     assert render_zoned("UTC", "*/2 * * * * *") == "*/2 * * * * *"
-    rule = ZonedCron.parse("CRON_TZ=Europe/Paris 0 9 * * 1")
-    assert (rule.zone, rule.expression.expression, str(rule)) == (
+    rule = CronExpression.parse("CRON_TZ=Europe/Paris 0 9 * * 1")
+    assert (rule.tz, rule.expression, str(rule)) == (
         "Europe/Paris",
         "0 9 * * 1",
         "CRON_TZ=Europe/Paris 0 9 * * 1",
     )
-    assert ZonedCron.of("0 9 * * 1", "Europe/Paris") == rule
-    assert ZonedCron.of("CRON_TZ=Europe/Paris 0 9 * * 1", "Europe/Paris") == rule
-    assert str(ZonedCron.of("@daily")) == "@daily"
-    assert str(ZonedCron.parse("CRON_TZ=UTC 0 9 * * *")) == "0 9 * * *"
+    assert CronExpression.parse("0 9 * * 1", tz="Europe/Paris") == rule
+    assert CronExpression.parse("CRON_TZ=Europe/Paris 0 9 * * 1", tz="Europe/Paris") == rule
+    assert str(CronExpression.parse("@daily")) == "@daily"
+    assert str(CronExpression.parse("CRON_TZ=UTC 0 9 * * *")) == "0 9 * * *"
 
 
 def test_a_zoned_text_is_refused_by_the_utc_parser() -> None:
-    """A reader that knows no zones (the reference, an older hexeract_lite) refuses the
-    stored text instead of firing it in UTC."""
+    """A reader that knows no zones (the reference, an older hexeract_lite: five or six
+    fields read by cronsim) refuses the stored text instead of firing it in UTC."""
     for text in ("CRON_TZ=Europe/Paris 0 9 * * 1", "CRON_TZ=Asia/Tokyo 0 0 9 * * *"):
-        with pytest.raises(InvalidTrigger):
-            CronExpression.parse(text)
-        with pytest.raises(InvalidTrigger):
-            CronExpression.parse(str(ZonedCron.parse(text)))
+        stored = str(CronExpression.parse(text))
+        assert stored == text
+        fields = stored.split()
+        assert len(fields) not in (5, 6) or fields[0].startswith("CRON_TZ=")
+        with pytest.raises((CronSimError, ValueError, IndexError)):
+            CronSim(" ".join(fields), datetime(2026, 1, 1))
 
 
 @pytest.mark.parametrize(
@@ -648,7 +650,7 @@ def test_a_zoned_text_is_refused_by_the_utc_parser() -> None:
 )
 def test_bad_zones_are_refused_naming_the_value(text: str, tz: str | None, needle: str) -> None:
     with pytest.raises(InvalidTrigger) as info:
-        ZonedCron.of(text, tz)
+        CronExpression.parse(text, tz=tz)
     assert needle in str(info.value)
 
 
@@ -663,26 +665,25 @@ def test_load_zone() -> None:
 
 def test_utc_is_what_cron_expression_does() -> None:
     for text in ("0 9 * * 1", "*/2 * * * * *", "@hourly", "0 0 29 2 *"):
-        rule, plain = ZonedCron.of(text), CronExpression.parse(text)
+        rule = CronExpression.parse(text, tz="UTC")
+        assert rule == CronExpression.parse(text) and str(rule) == text
         at = datetime(2026, 3, 1, 12, 0, 0, 500_000, tzinfo=UTC)
         for _ in range(5):
-            assert rule.next_after(at) == plain.next_occurrence(at)
-            at = plain.next_occurrence(at) or at
-        assert rule.next_due(at, at - timedelta(days=3)) == plain.next_due(
-            at, at - timedelta(days=3)
-        )
+            want = next(CronSim(expand(text), at.replace(microsecond=0)))
+            assert rule.next_occurrence(at) == want
+            at = want
 
 
 def test_next_after_takes_any_aware_instant_and_refuses_a_naive_one() -> None:
-    rule = ZonedCron.of("0 9 * * *", "Europe/Paris")
+    rule = CronExpression.parse("0 9 * * *", tz="Europe/Paris")
     tokyo = datetime(2026, 7, 1, 12, 0, tzinfo=zoneinfo.ZoneInfo("Asia/Tokyo"))  # 03:00Z
-    assert rule.next_after(tokyo) == datetime(2026, 7, 1, 7, 0, tzinfo=UTC)
+    assert rule.next_occurrence(tokyo) == datetime(2026, 7, 1, 7, 0, tzinfo=UTC)
     with pytest.raises(InvalidTrigger, match="after"):
-        rule.next_after(datetime(2026, 7, 1))
+        rule.next_occurrence(datetime(2026, 7, 1))
 
 
 def test_next_due_collapses_missed_firings() -> None:
-    rule = ZonedCron.of("0 9 * * *", "Europe/Paris")
+    rule = CronExpression.parse("0 9 * * *", tz="Europe/Paris")
     due = datetime(2026, 3, 20, 8, 0, tzinfo=UTC)  # 09:00 CET
     now = datetime(2026, 3, 31, 10, 0, tzinfo=UTC)  # eleven days later, 12:00 CEST
     assert rule.next_due(now, due) == datetime(2026, 4, 1, 7, 0, tzinfo=UTC)  # 09:00 CEST
@@ -691,11 +692,13 @@ def test_next_due_collapses_missed_firings() -> None:
 
 def test_no_further_firing_is_none() -> None:
     assert (
-        ZonedCron.of("0 0 1 1 *", "Pacific/Kiritimati").next_after(datetime(9999, 6, 1, tzinfo=UTC))
+        CronExpression.parse("0 0 1 1 *", tz="Pacific/Kiritimati").next_occurrence(
+            datetime(9999, 6, 1, tzinfo=UTC)
+        )
         is None
     )
     assert (
-        ZonedCron.of("0 12 31 12 *", "Etc/GMT+12").next_after(
+        CronExpression.parse("0 12 31 12 *", tz="Etc/GMT+12").next_occurrence(
             datetime(9999, 12, 31, 13, tzinfo=UTC)
         )
         is None

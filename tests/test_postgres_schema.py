@@ -40,7 +40,9 @@ from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
 PINNED_DDL_DIGESTS = {
     1: "b2f8200648bec92aafd00100b2fa8183fdc19d965787401ad128c7c7f31f9a3a",
     2: "9bb0589a0433a0566a3405e9e8772fd97e9f4ec118ae6ca415c020ac9418647a",
-    3: "1a50dd8eeabc455195f2b9f04259a788abbea40a94e0009357b9b5b8bbee99d9",
+    3: "1a50dd8eeabc455195f2b9f04259a788abbea40a94e0009357b9b5b8bbee99d9",  # name
+    4: "e7ba021c5b65546c02768471a2d6915369254e8d44399ec83e3dac6d016fcc07",  # misfire_grace_ms
+    5: "a0441b81dc2f53975369d63abfc909ad2a05e78432b95d9294c8049b71f937b1",  # retention indexes
 }
 """sha256 of ``postgres_ddl()`` (the default table) at each schema version."""
 
@@ -307,24 +309,77 @@ def test_a_version_2_table_is_upgraded_to_named_schedules(pg_url: str, table: st
         assert store.ensure(msg, 3).value == "created"
         assert {s.schedule_id for s in store.list_pending()} == {old, msg.schedule_id}
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        assert _version(conn, table) == SCHEMA_VERSION == 3
+        assert _version(conn, table) == SCHEMA_VERSION >= 4
         assert "idx_<t>_name" in _indexes(conn, table)
         later = _ref_insert(conn, table, at=now)  # the reference's own insert
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute(f'UPDATE "{table}" SET name = %s WHERE schedule_id = %s', ["a.b", later])
     with PostgresScheduleStore.open(pg_url, table=table) as store:
         snap = store.inspect(later)
-        assert snap is not None and snap.name is None
+        assert snap is not None and snap.name is None and snap.misfire_grace is None
+        late = ScheduledMessage.delay(  # 3 -> 4 ran too: the grace is kept
+            Target.outbox(), now, "e", {}, misfire_grace=timedelta(minutes=10)
+        )
+        store.insert(late, 3)
+        snap = store.inspect(late.schedule_id)
+        assert snap is not None and snap.misfire_grace == timedelta(minutes=10)
+
+
+@pytest.mark.postgres
+def test_a_version_3_table_is_upgraded_to_the_misfire_grace(pg_url: str, table: str) -> None:
+    """3 → 4 (issue 14): a table at version 3 (named schedules, no ``misfire_grace_ms``)
+    is refused with create=False naming the column, then upgraded with create=True:
+    rows and names kept, the grace stored, the reference's insert still works."""
+    now = datetime.now(UTC)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(_version_2_ddl(table))
+        conn.execute(f'ALTER TABLE "{table}" ADD COLUMN name TEXT'.encode())
+        conn.execute(f'ALTER TABLE "{table}" ADD COLUMN next_after_lease TIMESTAMPTZ'.encode())
+        conn.execute(
+            f'CREATE UNIQUE INDEX "idx_{table}_name" ON "{table}" (name)'
+            " WHERE name IS NOT NULL".encode()
+        )
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {META_TABLE}"
+            " (table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)".encode()
+        )
+        conn.execute(
+            f"INSERT INTO {META_TABLE} VALUES (%s, 3) ON CONFLICT (table_name)"
+            " DO UPDATE SET version = 3".encode(),
+            [table],
+        )
+        old = _ref_insert(conn, table, at=now + timedelta(hours=1))
+        conn.execute(f'UPDATE "{table}" SET name = %s WHERE schedule_id = %s', ["a.old", old])
+    with pytest.raises(StoreError, match=r"lacks the column.*misfire_grace_ms"):
+        PostgresScheduleStore.open(pg_url, table=table, create=False)
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        grace = timedelta(minutes=5)
+        msg = ScheduledMessage.cron(
+            Target.mediator(), "0 3 * * *", event_type="b", name="a.b", misfire_grace=grace
+        )
+        assert store.ensure(msg, 3).value == "created"
+        assert [s.name for s in store.list_named("a.")] == ["a.b", "a.old"]
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.misfire_grace == grace
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == SCHEMA_VERSION >= 4
+        later = _ref_insert(conn, table, at=now)  # the reference's own insert
+    with PostgresScheduleStore.open(pg_url, table=table, create=False) as store:
+        snap = store.inspect(later)
+        assert snap is not None and snap.name is None and snap.misfire_grace is None
 
 
 @pytest.mark.postgres
 def test_create_false_writes_nothing_to_an_older_table(pg_url: str, table: str) -> None:
-    """An older table lacks the columns of version 3 (name, next_after_lease): with
-    create=False it is refused, naming them, and left exactly as it was."""
+    """An older table lacks the columns of versions 3 and 4 (name, next_after_lease,
+    misfire_grace_ms): with create=False it is refused, naming them, and left exactly
+    as it was."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(reference_ddl(table).encode())
         before = _indexes(conn, table)
-    with pytest.raises(StoreError, match=r"lacks the column.*name, next_after_lease.*create=True"):
+    with pytest.raises(
+        StoreError, match=r"lacks the column.*name, next_after_lease, misfire_grace_ms.*create=True"
+    ):
         PostgresScheduleStore.open(pg_url, table=table, create=False)
     with psycopg.connect(pg_url) as conn:
         assert _indexes(conn, table) == before

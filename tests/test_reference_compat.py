@@ -157,11 +157,13 @@ def test_opening_adopts_the_table_keeping_its_rows_and_indexes(
     columns = _rows(reference_db, "PRAGMA table_info(scheduled_messages)")
     SqliteScheduleStore.open(reference_db, clock=clock).close()
     assert _rows(reference_db, "SELECT count(*) FROM scheduled_messages") == [(6,)]
-    # the reference's columns as they were, then ours (version 3), nullable, no default
+    # the reference's columns as they were, then ours (versions 3 and 4), nullable,
+    # no default
     assert _rows(reference_db, "PRAGMA table_info(scheduled_messages)") == [
         *columns,
         (len(columns), "name", "TEXT", 0, None, 0),
         (len(columns) + 1, "next_after_lease", "TEXT", 0, None, 0),
+        (len(columns) + 2, "misfire_grace_ms", "INTEGER", 0, None, 0),
     ]
     after = _rows(reference_db, "SELECT name, sql FROM sqlite_schema WHERE type = 'index'")
     assert set(reference_indexes) <= set(after), "the reference's indexes stay as they were"
@@ -369,6 +371,7 @@ def test_written_rows_have_the_reference_layout_column_by_column(
         None,
         None,  # name (ours)
         None,  # next_after_lease (ours)
+        None,  # misfire_grace_ms (ours): no grace
     )
     assert json.loads(str(row[2])) == {"é": [1, None, 2.5]}
 
@@ -395,6 +398,7 @@ def test_written_rows_have_the_reference_layout_column_by_column(
         None,
         None,
         None,
+        None,
     )
     for value in _rows(
         path,
@@ -415,10 +419,11 @@ def test_a_fresh_table_matches_the_reference_ddl(tmp_path: Path) -> None:
         sql = f"PRAGMA {pragma}(scheduled_messages)"
         mine = _rows(ours, sql)
         reference = _rows(theirs, sql)
-        if pragma == "table_info":  # ours adds two nullable columns after the reference's
+        if pragma == "table_info":  # ours adds three nullable columns after the reference's
             assert mine[len(reference) :] == [
                 (len(reference), "name", "TEXT", 0, None, 0),
                 (len(reference) + 1, "next_after_lease", "TEXT", 0, None, 0),
+                (len(reference) + 2, "misfire_grace_ms", "INTEGER", 0, None, 0),
             ]
             mine = mine[: len(reference)]
         if pragma == "index_list":  # ours has more indexes; the reference's are among them

@@ -369,6 +369,7 @@ def _row(msg: ScheduledMessage) -> tuple[Any, ...]:
         3,
         "2026-03-01T12:00:00.000Z",
         msg.name,
+        None,  # misfire_grace_ms
     )
 
 

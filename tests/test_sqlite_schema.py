@@ -21,6 +21,7 @@ from hexeract_lite.store.schema import (
     sqlite_ddl,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
+    sqlite_unique_index_ddl,
 )
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
 
@@ -42,8 +43,10 @@ VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 SQLITE_DDL_DIGESTS = {
     2: "7c0f31460d9ed190a1b832edef3fa722c798dcf2b1ba4ab34f9d55ee89db2285",
-    3: "c93245041f0f7b3506d687f5ec69d5f912d66103536205e078a4f5962eae6899",
-    4: "ae3dbd1c9af32507ca398469fa231ce149ac2c682e8bbc41aa8f7d5db17dd2ea",
+    3: "c93245041f0f7b3506d687f5ec69d5f912d66103536205e078a4f5962eae6899",  # name
+    4: "890d2d57d60372ce42fae63653b32bfd7e8719bc5011b7d59fe9479d8997603b",  # misfire_grace_ms
+    5: "dd1f6b0ebfa705791484d4a2e6b9e1bde21fea27216523a6f38e1713bbfc4939",  # retention indexes
+    6: "25ab3bc6a7d1d530e1e3f5a333d9ec5a71013d857f4b1acb0d81bd9be8c4d632",  # cheap noncanon
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -128,12 +131,22 @@ OLD_V1_EXTRAS = {
 
 def _old_v1_file(path: Path, layout: str, version: int = 1) -> list[uuid.UUID]:
     """A WAL file as a version-1 hexeract_lite left it (or, with ``version=2`` and the
-    current extra indexes, a version-2 one), with two due rows: the reference's table
-    (versions 1 and 2 had its columns only)."""
+    current extra indexes, a version-2 one; with layout ``"version 3"`` and
+    ``version=3``, a version-3 one: named schedules' columns and index, no
+    ``misfire_grace_ms``), with two due rows: the reference's table (versions 1 and 2
+    had its columns only)."""
     conn = apsw.Connection(str(path))
     conn.pragma("journal_mode", "wal")
     conn.execute(REFERENCE_DDL)
-    extras = sqlite_extra_index_ddl(TABLE) if layout == "version 2" else OLD_V1_EXTRAS[layout]
+    if layout == "version 3":
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN name TEXT")
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN next_after_lease TEXT")
+    if layout in ("version 2", "version 3"):
+        extras = list(sqlite_extra_index_ddl(TABLE))
+        if layout == "version 3":
+            extras += sqlite_unique_index_ddl(TABLE)
+    else:
+        extras = OLD_V1_EXTRAS[layout]
     for ddl in (*sqlite_reference_index_ddl(TABLE), *extras):
         conn.execute(ddl)
     conn.execute(
@@ -189,22 +202,22 @@ def test_the_upgrade_rebuilds_an_index_only_when_its_definition_differs(tmp_path
     assert after == due_root, "an index already as defined is kept"
 
 
-# -- a file version 3 wrote ----------------------------------------------------------------
+# -- a file version 5 wrote ----------------------------------------------------------------
 
-V3_NONCANONICAL = (
+V5_NONCANONICAL = (
     f"CREATE INDEX idx_{TABLE}_noncanonical ON {TABLE} (schedule_id)\n    WHERE {NONCANONICAL};"
 )
-"""idx_<t>_noncanonical as versions 2 and 3 defined it: strftime in its WHERE."""
+"""idx_<t>_noncanonical as versions 2 to 5 defined it: strftime in its WHERE."""
 
 
-def _v3_file(path: Path) -> list[uuid.UUID]:
-    """A file as version 3 left it, with a due row, a row whose instant another tool
+def _v5_file(path: Path) -> list[uuid.UUID]:
+    """A file as version 5 left it, with a due row, a row whose instant another tool
     wrote in SQLite's ``datetime()`` layout, and a leased row."""
     SqliteScheduleStore.open(path).close()
     conn = apsw.Connection(str(path))
     conn.execute(f"DROP INDEX idx_{TABLE}_noncanonical")
-    conn.execute(V3_NONCANONICAL)
-    conn.execute(f"UPDATE {META_TABLE} SET version = 3 WHERE table_name = ?", (TABLE,))
+    conn.execute(V5_NONCANONICAL)
+    conn.execute(f"UPDATE {META_TABLE} SET version = 5 WHERE table_name = ?", (TABLE,))
     ids = [uuid.UUID(int=n) for n in (1, 2, 3)]
     _insert(conn, ids[0], created_at="2026-03-01T10:00:00.000Z")
     _insert(
@@ -224,9 +237,9 @@ def _v3_file(path: Path) -> list[uuid.UUID]:
     return ids
 
 
-def test_a_version_3_file_is_upgraded_to_the_cheap_noncanonical_index(tmp_path: Path) -> None:
-    db = tmp_path / "v3.db"
-    ids = _v3_file(db)
+def test_a_version_5_file_is_upgraded_to_the_cheap_noncanonical_index(tmp_path: Path) -> None:
+    db = tmp_path / "v5.db"
+    ids = _v5_file(db)
     assert "strftime" in _names(db)[f"idx_{TABLE}_noncanonical"]
     clock = ManualClock(T0)
     with SqliteScheduleStore.open(db, clock=clock) as store:
@@ -273,7 +286,9 @@ def _reference_statements() -> dict[str, str]:
 @pytest.mark.skipif(
     not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
 )
-@pytest.mark.parametrize("start", ["reference", "old version 1", "version 2", "version 3"])
+@pytest.mark.parametrize(
+    "start", ["reference", "old version 1", "version 2", "version 3", "version 5"]
+)
 def test_the_references_own_statements_work_on_an_upgraded_table(
     tmp_path: Path, start: str
 ) -> None:
@@ -288,7 +303,9 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
     elif start == "version 2":
         _old_v1_file(db, "version 2", version=2)
     elif start == "version 3":
-        _v3_file(db)
+        _old_v1_file(db, "version 3", version=3)
+    elif start == "version 5":
+        _v5_file(db)
         conn = apsw.Connection(str(db))
         conn.execute(f"DELETE FROM {TABLE}")
         conn.close()
@@ -357,12 +374,52 @@ def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None
         msg = ScheduledMessage.cron(Target.mediator(), "0 3 * * *", event_type="b", name="a.b")
         assert store.ensure(msg, 3).value == "created"
         assert [s.name for s in store.list_named("a.")] == ["a.b"]
-    assert _version(db) == SCHEMA_VERSION
+    assert _version(db) == SCHEMA_VERSION >= 4
     assert f"idx_{TABLE}_name" in _names(db)
+    with SqliteScheduleStore.open(db) as store:  # and 3 -> 4 ran too: the grace is kept
+        late = ScheduledMessage.delay(
+            Target.outbox(), T0, "e", {}, misfire_grace=timedelta(minutes=10)
+        )
+        store.insert(late, 3)
+        snap = store.inspect(late.schedule_id)
+        assert snap is not None and snap.misfire_grace == timedelta(minutes=10)
     conn = apsw.Connection(str(db))
     try:
         with pytest.raises(apsw.ConstraintError):
             conn.execute(f"UPDATE {TABLE} SET name = 'a.b' WHERE schedule_id = ?", (ids[0].bytes,))
+    finally:
+        conn.close()
+
+
+def test_a_version_3_file_is_upgraded_to_the_misfire_grace(tmp_path: Path) -> None:
+    """3 → 4 (issue 14): a file at version 3 (named schedules, no ``misfire_grace_ms``)
+    keeps its rows, names and index and gains the column; a read-only open reads it
+    with no grace and leaves it as it was."""
+    db = tmp_path / "v3.db"
+    ids = _old_v1_file(db, "version 3", version=3)
+    conn = apsw.Connection(str(db))
+    conn.execute(f"UPDATE {TABLE} SET name = 'a.one' WHERE schedule_id = ?", (ids[0].bytes,))
+    conn.close()
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        snap = store.inspect(ids[0])
+        assert snap is not None and snap.name == "a.one" and snap.misfire_grace is None
+    assert db.read_bytes() == before, "a read-only open changed the file"
+    with SqliteScheduleStore.open(db) as store:
+        assert {s.schedule_id for s in store.list_pending()} == set(ids), "the rows stay"
+        assert [s.name for s in store.list_named("a.")] == ["a.one"]
+        grace = timedelta(minutes=5)
+        msg = ScheduledMessage.cron(
+            Target.mediator(), "0 3 * * *", event_type="b", name="a.b", misfire_grace=grace
+        )
+        assert store.ensure(msg, 3).value == "created"
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.misfire_grace == grace
+    assert _version(db) == SCHEMA_VERSION >= 4
+    conn = apsw.Connection(str(db))
+    try:
+        columns = [str(row[1]) for row in conn.execute(f"PRAGMA table_info({TABLE})")]
+        assert columns[-3:] == ["name", "next_after_lease", "misfire_grace_ms"]
     finally:
         conn.close()
 

@@ -27,6 +27,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.control import SchedulerControl
+from hexeract_lite.settle import error_summary
 from hexeract_lite.sinks import CallableSink
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.store.base import Settlement
@@ -256,7 +257,7 @@ def test_retry_delays_double_and_cap_without_jitter(
         assert worker.run_once() == CycleReport(claimed=1, retried=1)
         s = snap(store, msg)
         assert s.attempts == attempt
-        assert s.last_error == f"ValueError: boom #{attempt}"
+        assert error_summary(s.last_error) == f"ValueError: boom #{attempt}"
         assert s.leased_until is not None
         waits.append(s.leased_until - frozen.now())
         frozen.shift(s.leased_until - frozen.now() - MS)
@@ -325,7 +326,7 @@ def test_a_poison_occurrence_is_dead_lettered_with_its_last_error(
     ]
     s = snap(store, msg)
     assert s.status is ScheduleStatus.DEAD_LETTERED
-    assert s.last_error == "ValueError: poison #3"
+    assert error_summary(s.last_error) == "ValueError: poison #3"
     assert s.attempts == 3 and s.leased_until is None
     assert worker.run_once() == CycleReport()
     assert sink.count == 3
@@ -344,7 +345,7 @@ def test_replay_then_delivery(store: ScheduleStore, frozen: FrozenTime) -> None:
     sink = Recorder(flaky)
     worker = SchedulerWorker(store, sink)
     assert worker.run_once().dead_lettered == 1
-    assert snap(store, msg).last_error == "ConnectionError: downstream is down"
+    assert error_summary(snap(store, msg).last_error) == "ConnectionError: downstream is down"
     broken = False
     frozen.shift(5 * S)
     SchedulerControl(store).replay(msg.schedule_id)
@@ -402,7 +403,10 @@ def test_a_dispatch_timeout_is_a_failure_and_the_worker_goes_on(
     assert report == CycleReport(claimed=2, delivered=1, retried=1)
     assert 0.2 <= elapsed < 3
     s = snap(store, hung)
-    assert s.last_error == "TimeoutError: the sink did not return within dispatch_timeout (0.2 s)"
+    assert error_summary(s.last_error) == (
+        "TimeoutError: the sink did not return within dispatch_timeout (0.2 s); its thread"
+        " was abandoned and keeps running until the sink returns"
+    )
     assert snap(store, fine).status is ScheduleStatus.DELIVERED
 
 
@@ -445,7 +449,7 @@ def test_a_batch_is_settled_in_one_store_call(frozen: FrozenTime) -> None:
     )
     assert store.settles == [4] and store.singles == 0
     assert snap(store, ok).status is ScheduleStatus.DELIVERED
-    assert snap(store, bad).last_error == "ValueError: nope"
+    assert error_summary(snap(store, bad).last_error) == "ValueError: nope"
     assert snap(store, bad).leased_until == T0 + 2 * S, "retry_base_delay * 2**1, no jitter"
     assert snap(store, last).status is ScheduleStatus.DEAD_LETTERED
     assert snap(store, tick).scheduled_for == T0 + 60 * S
@@ -595,7 +599,7 @@ def test_a_sink_raising_system_exit_does_not_kill_the_worker(
         raise SystemExit(3)
 
     assert SchedulerWorker(store, exiting).run_once().retried == 1
-    assert snap(store, msg).last_error == "SystemExit: 3"
+    assert error_summary(snap(store, msg).last_error) == "SystemExit: 3"
 
 
 def test_an_async_sink_works_with_the_sync_worker(store: ScheduleStore, frozen: FrozenTime) -> None:
@@ -611,7 +615,7 @@ def test_an_async_sink_works_with_the_sync_worker(store: ScheduleStore, frozen: 
     worker = SchedulerWorker(store, CallableSink(handler))
     assert worker.run_once() == CycleReport(claimed=2, delivered=1, retried=1)
     assert seen == [good.schedule_id]
-    assert snap(store, bad).last_error == "KeyError: 'nope'"
+    assert error_summary(snap(store, bad).last_error) == "KeyError: 'nope'"
 
 
 def test_error_text() -> None:
@@ -632,7 +636,7 @@ def test_on_failure_can_be_called_directly(store: ScheduleStore, frozen: FrozenT
     frozen.shift(2 * S)
     [occ] = store.claim_due(frozen.now(), 1, 30 * S)
     assert worker.on_failure(occ, OSError("disk")) is DispatchOutcome.DEAD_LETTERED
-    assert snap(store, msg).last_error == "OSError: disk"
+    assert error_summary(snap(store, msg).last_error) == "OSError: disk"
 
 
 def test_failures_are_logged_with_ids_attempt_and_lag(
@@ -963,7 +967,7 @@ def test_abort_abandons_the_dispatch_in_flight_and_releases_the_rest(quiet_threa
     assert [m.schedule_id for m in sink.messages] == [msgs[0].schedule_id]
     first = snap(store, msgs[0])
     assert first.status is ScheduleStatus.PENDING and first.attempts == 1
-    assert first.last_error == (
+    assert error_summary(first.last_error) == (
         "DispatchError: the worker was aborted while the sink ran; the dispatch was abandoned"
     )
     for m in msgs[1:]:

@@ -17,6 +17,7 @@ from hexeract_lite import (
     ScheduleStore,
     Target,
 )
+from hexeract_lite.settle import error_summary
 from hexeract_lite.sinks import CallableSink
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
@@ -155,8 +156,9 @@ def test_an_async_sink_past_the_timeout_is_cancelled_and_fails() -> None:
         await task
         snap = store.inspect(msg.schedule_id)
         assert snap is not None
-        assert snap.last_error == (
-            "TimeoutError: the sink did not return within dispatch_timeout (0.1 s)"
+        assert error_summary(snap.last_error) == (
+            "TimeoutError: the sink did not return within dispatch_timeout (0.1 s); it was"
+            " cancelled"
         )
         assert snap.status is ScheduleStatus.PENDING and snap.attempts == 1
 
@@ -182,7 +184,10 @@ def test_a_sink_raising_its_own_timeout_error_is_reported_as_such() -> None:
         stop.set()
         await task
         snap = store.inspect(msg.schedule_id)
-        assert snap is not None and snap.last_error == "TimeoutError: upstream took too long"
+        assert (
+            snap is not None
+            and error_summary(snap.last_error) == "TimeoutError: upstream took too long"
+        )
 
     run(main)
 
@@ -359,7 +364,7 @@ def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
     assert store.settles[0] == 3
     snaps = [store.inspect(m.schedule_id) for m in msgs]
     assert snaps[0] is not None and snaps[0].status is ScheduleStatus.DELIVERED
-    assert snaps[1] is not None and snaps[1].last_error == "ValueError: nope"
+    assert snaps[1] is not None and error_summary(snaps[1].last_error) == "ValueError: nope"
     assert snaps[2] is not None and snaps[2].status is ScheduleStatus.DELIVERED
 
 
@@ -400,7 +405,7 @@ def test_an_async_sink_raising_cancelled_error_is_a_failed_dispatch() -> None:
     run(main)
     snap = snapshot(store, first)
     assert (snap.status, snap.attempts) == (ScheduleStatus.PENDING, 1)
-    assert snap.last_error == "CancelledError: the sink's own"
+    assert error_summary(snap.last_error) == "CancelledError: the sink's own"
 
 
 @pytest.mark.parametrize(
@@ -422,7 +427,8 @@ def test_keyboard_interrupt_or_system_exit_from_an_async_sink_settles_then_propa
     with pytest.raises(type(error)):
         asyncio.run(main())
     first = snapshot(store, msgs[0])
-    assert (first.status, first.attempts, first.last_error) == (ScheduleStatus.PENDING, 1, text)
+    summary = error_summary(first.last_error)
+    assert (first.status, first.attempts, summary) == (ScheduleStatus.PENDING, 1, text)
     for msg in msgs[1:]:
         snap = snapshot(store, msg)
         assert (snap.status, snap.attempts, snap.leased_until) == (ScheduleStatus.PENDING, 0, None)

@@ -54,7 +54,7 @@ import enum
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -62,15 +62,22 @@ from typing import Any, TypeVar
 import attrs
 
 from .._time import to_utc_ms
-from ..errors import DuplicateSchedule, InvalidArgument, InvalidConfiguration, InvalidMessage
+from ..errors import (
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidConfiguration,
+    InvalidMessage,
+    NotReplayable,
+)
 from ..message import (
     ScheduledMessage,
     Target,
     _check_event_type,
+    check_grace,
     encode_payload,
     validate_message,
 )
-from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot
+from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression
 from .changes import (
     Change,
@@ -84,6 +91,7 @@ from .changes import (
 from .columns import ColumnKind, columns_of_kind
 from .fork import hold, start_afresh_after_fork
 from .record import ScheduleRecord
+from .stats import StoreStats
 
 _T = TypeVar("_T")
 
@@ -507,6 +515,76 @@ class ScheduleStore(abc.ABC):
         check_schedule_id(schedule_id)
         return self.modify_record(schedule_id, run_now_plan())
 
+    # -- health (issue 15) ----------------------------------------------------
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+        name: str | None = None,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """Schedules in schedule id order (byte order), at most ``limit``, starting after
+        ``after`` (a keyset cursor: the last id of the page before; None: the first).
+
+        ``status``: one of ``pending``, ``paused``, ``delivered``, ``cancelled``,
+        ``dead-lettered`` or ``all``/None; ``event_type``: a glob matched against the
+        whole event type (``*``, ``?``; see :mod:`hexeract_lite.store.listing`);
+        ``name``: a glob on the schedule's name (a schedule without one never matches). A
+        bad status, glob, cursor or limit raises :class:`InvalidArgument` /
+        :class:`InvalidConfiguration` naming it. A row that cannot be decoded is a
+        :class:`MalformedSchedule` in its place. A store that cannot list raises
+        :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot filter listings")
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete the rows of ``statuses`` (``delivered``, ``cancelled``; ``dead-lettered``
+        only when named) that ended more than ``older_than`` before the store's now;
+        return how many (with ``dry_run``, how many would be, deleting nothing).
+
+        Never a live row: pending and paused rows, recurring schedules among them, are
+        not ended and never match. Deletes ``batch_size`` rows per transaction, so the
+        write lock is never held for long; ``progress`` is told the running total after
+        each. A bad ``older_than`` (not a positive timedelta) or status raises
+        :class:`InvalidArgument` naming it, before anything is deleted. A store that
+        cannot prune raises :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot prune")
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """Replay (see :meth:`replay`) those of ``ids`` that are dead-lettered, in one
+        transaction; return how many were. An id that is not dead-lettered (any more:
+        another replay got there first) or unknown is skipped, never an error. The
+        default replays them one at a time."""
+        count = 0
+        for sid in ids:
+            snapshot = self.inspect(sid)
+            if snapshot is None or snapshot.status is not ScheduleStatus.DEAD_LETTERED:
+                continue
+            try:
+                self.replay(sid)
+            except NotReplayable:
+                continue
+            count += 1
+        return count
+
+    def stats(self) -> StoreStats:
+        """Counts by status, due and not claimed, in flight, in backoff, the lag of the
+        oldest due row and the next wake-up, at the store's now
+        (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; the SQL stores
+        count on their partial indexes and never scan ended rows. A store that cannot
+        count raises :class:`NotImplementedError` (the default)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot report stats")
+
     # -- copying rows between stores (``hexeract scheduler migrate``) ---------
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
@@ -673,6 +751,7 @@ def check_export(after: object, limit: object) -> uuid.UUID | None:
 _RECORD_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=True)
 _RECORD_OPTIONAL_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=False)
 _RECORD_INTS = columns_of_kind(ColumnKind.INT)
+_RECORD_OPTIONAL_BIGINTS = columns_of_kind(ColumnKind.BIGINT, required=False)
 _RECORD_FLAGS = columns_of_kind(ColumnKind.BOOL)
 _RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
 _RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
@@ -710,6 +789,12 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
             value = getattr(record, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
+        for name in _RECORD_OPTIONAL_BIGINTS:
+            value = getattr(record, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
+            ):
+                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
         for name in _RECORD_FLAGS:
             value = getattr(record, name)
             if not isinstance(value, bool):
@@ -739,6 +824,8 @@ def check_change(change: object) -> Change:
         check_max_attempts(change.max_attempts)
     if change.cron is not None and not isinstance(change.cron, CronExpression):
         raise InvalidArgument(f"cron must be a CronExpression, got {change.cron!r:.200}")
+    if change.set_misfire_grace:
+        check_grace(change.misfire_grace)
     if change.payload_json is not None:
         try:
             text = encode_payload(json.loads(change.payload_json))

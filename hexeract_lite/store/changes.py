@@ -21,16 +21,17 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 import attrs
 
-from ..errors import InvalidArgument, NotChangeable
+from ..errors import InvalidArgument, InvalidTrigger, NotChangeable
+from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import ScheduleStatus
-from ..trigger import CronExpression
-from .record import ScheduleRecord
+from ..trigger import CronExpression, Trigger
+from .record import ScheduleRecord, grace_ms
 
 __all__ = [
     "Change",
@@ -67,11 +68,15 @@ class Change:
     target: Target | None = None
     cron: CronExpression | None = None
     max_attempts: int | None = None
+    misfire_grace: timedelta | None = None
+    set_misfire_grace: bool = False
+    """True: ``misfire_grace`` is the new grace (None: no grace); False: leave it."""
 
     @property
     def empty(self) -> bool:
         """True when it changes nothing."""
-        return all(v is None for v in attrs.astuple(self, recurse=False))
+        values = attrs.astuple(self, recurse=False)[:-1]
+        return not self.set_misfire_grace and all(v is None for v in values)
 
 
 def _canonical(payload_json: str) -> str:
@@ -96,7 +101,7 @@ def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
 def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
     """Make ``at`` the row's next firing, under the lease rule (see the module)."""
     if _is_leased(row, now):
-        if row.trigger_kind != "cron":
+        if row.trigger_kind == "delay":
             raise NotChangeable(
                 row.schedule_id,
                 f"is being delivered now (leased until {row.leased_until}): its one firing"
@@ -111,11 +116,27 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
     row.next_after_lease = None
 
 
-def _next_of(rule: CronExpression, row: ScheduleRecord, now: datetime) -> datetime:
-    nxt = rule.next_occurrence(now)
+def _next_of(trigger: Trigger, now: datetime) -> datetime:
+    nxt = trigger.next_after(now)
     if nxt is None:
-        raise InvalidArgument(f"cron {rule} has no instant after {now.isoformat()}")
+        raise InvalidArgument(f"{trigger.label()} has no instant after {now.isoformat()}")
     return nxt
+
+
+def _same_rule(kind: str, stored: str | None, declared: str | None) -> bool:
+    """True when the stored rule text and the declared one fire at the same instants:
+    the same text (a cron rule's text carries its ``CRON_TZ=`` zone), or for an
+    interval the same period on the same grid (an anchor a whole number of periods
+    away, as a default anchor taken from now is)."""
+    if stored == declared:
+        return True
+    if kind != "interval" or stored is None or declared is None:
+        return False
+    try:
+        old, new = Interval.parse(stored), Interval.parse(declared)
+    except InvalidTrigger:
+        return False
+    return old.every == new.every and (old.anchor - new.anchor) % old.every == timedelta(0)
 
 
 def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResult]:
@@ -123,8 +144,9 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
 
     - cancelled: stored again as declared, fresh (CREATED);
     - another trigger kind: :class:`NotChangeable` naming both;
-    - same event type, payload (as JSON values), target, rule (cron) or instant (one
-      shot), budget and name: UNCHANGED;
+    - same event type, payload (as JSON values), target, rule (cron, with its zone;
+      interval: period and grid) or instant (one shot), budget, misfire grace and
+      name: UNCHANGED;
     - else the values change in place (UPDATED); a new rule's next firing is its first
       instant after now (under the lease rule); a delivered or dead-lettered row keeps
       its status (a replay uses the new values).
@@ -148,7 +170,11 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
         new.target_kind = message.target.kind
         new.target_routing_key = message.target.routing_key
         new.max_attempts = max_attempts
-        new.cron_expr = message.trigger.expression
+        new.misfire_grace_ms = grace_ms(message.misfire_grace)
+        recurring = message.trigger.is_recurring
+        same_rule = _same_rule(kind, row.cron_expr, message.trigger.expression)
+        if not same_rule:
+            new.cron_expr = message.trigger.expression
         same = (
             row.name == new.name
             and row.event_type == new.event_type
@@ -156,17 +182,16 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
             and row.target_kind == new.target_kind
             and row.target_routing_key == new.target_routing_key
             and row.max_attempts == new.max_attempts
-            and row.cron_expr == new.cron_expr
-            and (kind == "cron" or row.scheduled_for == message.scheduled_for)
+            and row.misfire_grace_ms == new.misfire_grace_ms
+            and same_rule
+            and (recurring or row.scheduled_for == message.scheduled_for)
         )
         if same:
             return EnsureResult.UNCHANGED, None
         if not row.is_terminal:
-            if kind == "cron" and row.cron_expr != new.cron_expr:
-                rule = message.trigger.cron_expression
-                assert rule is not None
-                _place(new, _next_of(rule, row, now), now)
-            elif kind != "cron" and row.scheduled_for != message.scheduled_for:
+            if recurring and not same_rule:
+                _place(new, _next_of(message.trigger, now), now)
+            elif not recurring and row.scheduled_for != message.scheduled_for:
                 _place(new, message.scheduled_for, now)
         return EnsureResult.UPDATED, new
 
@@ -175,8 +200,9 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
 
 def update_plan(change: Change) -> Plan[bool]:
     """The plan of ``update``: change the given fields of a non-terminal row in place;
-    True when something differed. ``cron`` on a one-shot schedule:
-    :class:`NotChangeable`. A new rule's next firing is its first instant after now."""
+    True when something differed. ``cron`` (zoned or not) on a schedule that is not a
+    cron schedule: :class:`NotChangeable`. A new rule's next firing is its first
+    instant after now."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         _refuse_terminal(row, "update")
@@ -197,9 +223,11 @@ def update_plan(change: Change) -> Plan[bool]:
             new.target_routing_key = change.target.routing_key
         if change.max_attempts is not None:
             new.max_attempts = change.max_attempts
+        if change.set_misfire_grace:
+            new.misfire_grace_ms = grace_ms(change.misfire_grace)
         if change.cron is not None and str(change.cron) != row.cron_expr:
             new.cron_expr = str(change.cron)
-            _place(new, _next_of(change.cron, row, now), now)
+            _place(new, _next_of(Trigger.cron(change.cron), now), now)
         if new == row:
             return False, None
         return True, new
@@ -230,7 +258,7 @@ def run_now_plan() -> Plan[bool]:
         _refuse_terminal(row, "run now")
         if row.status() is ScheduleStatus.PAUSED:
             raise NotChangeable(row.schedule_id, f"is paused: resume it to run it now{_named(row)}")
-        if _is_leased(row, now) and row.trigger_kind != "cron":
+        if _is_leased(row, now) and row.trigger_kind == "delay":
             return False, None
         new = row.copy()
         _place(new, now, now)

@@ -29,6 +29,8 @@ class ColumnKind(enum.Enum):
     """An instant: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text in SQLite, ``TIMESTAMPTZ`` in PostgreSQL."""
     INT = "int"
     """A 32-bit integer."""
+    BIGINT = "bigint"
+    """A 64-bit integer: ``INTEGER`` in SQLite, ``BIGINT`` in PostgreSQL."""
     BOOL = "bool"
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
@@ -86,9 +88,13 @@ COLUMNS: tuple[Column, ...] = (
     # the next firing, set by a change made while a firing was in flight: the fenced
     # acknowledgement of that firing moves the schedule here instead (issue 13)
     Column("next_after_lease", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ", reference=False),
+    # the schedule's misfire grace in milliseconds, NULL for none (issue 14)
+    Column("misfire_grace_ms", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
 )
-"""The reference's columns, in its order. (``created_at``'s default reads the database's
-clock only because the reference's DDL does; hexeract_lite always binds it.)"""
+"""The reference's columns, in its order, then hexeract_lite's own (``reference`` False).
+(``created_at``'s default reads the database's clock only because the reference's DDL
+does; hexeract_lite always binds it.) ``misfire_grace_ms``: a schedule's misfire grace
+in milliseconds, NULL for none (issue 14)."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""

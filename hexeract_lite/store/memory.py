@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -30,7 +30,17 @@ from .base import (
 )
 from .changes import Plan
 from .fork import hold, start_afresh_after_fork
+from .listing import (
+    PRUNE_COLUMN,
+    check_after,
+    check_batch_size,
+    check_glob,
+    check_prune,
+    check_status,
+    matches,
+)
 from .record import ScheduleRecord
+from .stats import StoreStats, stats_of_records
 
 _T = TypeVar("_T")
 
@@ -263,6 +273,88 @@ class InMemoryScheduleStore(SettlingStore):
             rows.sort(key=lambda r: r.schedule_id.bytes)
             rows.sort(key=lambda r: r.dead_lettered_at, reverse=True)  # type: ignore[arg-type,return-value]
             return [row.snapshot() for row in rows[:limit]]
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+        name: str | None = None,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        wanted, glob = check_status(status), check_glob(event_type)
+        named = check_glob(name, "name")
+        after, limit = check_after(after), check_limit(limit)
+        with self._lock:
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if (after is None or r.schedule_id.bytes > after.bytes)
+                    and (wanted is None or r.status() is wanted)
+                    and matches(glob, r.event_type)
+                    and (named is None or (r.name is not None and matches(named, r.name)))
+                ),
+                key=lambda r: r.schedule_id.bytes,
+            )
+            return [row.snapshot() for row in rows[:limit]]
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: under one hold of the lock."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        count = 0
+        with self._lock:
+            now = self._now()
+            for sid in checked:
+                row = self._rows.get(sid)
+                if row is None or row.dead_lettered_at is None:
+                    continue
+                row.scheduled_for = now
+                row.attempts = 0
+                row.leased_until = None
+                row.last_error = None
+                row.paused = False
+                row.dead_lettered_at = None
+                count += 1
+        if count:
+            self.changes.notify()
+        return count
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune` (one hold of the lock: the rows are in memory)."""
+        older_than, wanted = check_prune(older_than, statuses)
+        check_batch_size(batch_size)
+        with self._lock:
+            cut = self._now() - older_than
+            doomed = [
+                sid
+                for sid, row in self._rows.items()
+                if any(
+                    (ended := getattr(row, PRUNE_COLUMN[status])) is not None and ended < cut
+                    for status in wanted
+                )
+            ]
+            if not dry_run:
+                for sid in doomed:
+                    del self._rows[sid]
+        if progress is not None:
+            progress(len(doomed))
+        return len(doomed)
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats` (row by row: this store is in memory)."""
+        wakeup = self.next_wakeup()
+        with self._lock:
+            return stats_of_records(self._rows.values(), self._now(), wakeup)
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         with self._lock:

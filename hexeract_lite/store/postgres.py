@@ -77,13 +77,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import sql
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
@@ -115,6 +116,16 @@ from .base import (
 )
 from .changes import Plan
 from .columns import COLUMN_NAMES
+from .listing import (
+    PRUNE_COLUMN,
+    check_after,
+    check_batch_size,
+    check_glob,
+    check_prune,
+    check_status,
+    glob_regex,
+)
+from .notices import malformed_dead_lettered
 from .postgres_connections import (
     Conn,
     Connections,
@@ -123,6 +134,7 @@ from .postgres_connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
+from .postgres_ops import list_statement, prune_statements, replay_statement, stats_statement
 from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
 from .postgres_schema import ensure_schema
 from .postgres_session import (
@@ -133,9 +145,10 @@ from .postgres_session import (
     store_error,
 )
 from .postgres_sql import Statements
-from .record import ScheduleRecord
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
+from .stats import StoreStats
 
 __all__ = ["PostgresScheduleStore"]
 
@@ -198,6 +211,7 @@ class PostgresScheduleStore(SettlingStore):
         self._table = table
         self._clock = clock
         self._use_database_clock = use_database_clock
+        self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
         self._settle_statements = {
             SettlementKind.DELIVERED: self._sql.mark_delivered,
@@ -393,6 +407,7 @@ class PostgresScheduleStore(SettlingStore):
             target_kinds=[m.target.kind for m in messages],
             routing_keys=[m.target.routing_key for m in messages],
             names=[m.name for m in messages],
+            graces=[grace_ms(m.misfire_grace) for m in messages],
         )
         try:
             with self._connection("insert") as conn:
@@ -480,6 +495,7 @@ class PostgresScheduleStore(SettlingStore):
                 self._table,
                 reason,
             )
+            malformed_dead_lettered(row_label(row), reason)
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: one transaction on one pooled connection
@@ -533,6 +549,112 @@ class PostgresScheduleStore(SettlingStore):
         with self._connection("next_wakeup") as conn:
             row = conn.execute(self._sql.next_wakeup).fetchone()
         return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
+
+    # -- upkeep (issue 15) -------------------------------------------------------------
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+        name: str | None = None,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
+        ``after`` on."""
+        wanted, glob = check_status(status), check_glob(event_type)
+        named = check_glob(name, "name")
+        after, limit = check_after(after), check_limit(limit)
+        statement = list_statement(
+            self._table, wanted, glob is not None, after is not None, named is not None
+        )
+        params: dict[str, Any] = {"limit": limit}
+        if named is not None:
+            params["name_regex"] = glob_regex(named)
+        if glob is not None:
+            params["regex"] = glob_regex(glob)
+        if after is not None:
+            params["after"] = after
+        with self._connection("list_schedules") as conn:
+            rows = fetch_rows(conn.execute(statement, params))
+        return decode_rows(rows)
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune`: one transaction per batch. The space is
+        PostgreSQL's to reuse (autovacuum); the table's file does not shrink."""
+        older_than, wanted = check_prune(older_than, statuses)
+        size = check_batch_size(batch_size)
+        cut = self._now() - older_than
+        total = 0
+        for status in wanted:
+            count_sql, delete_sql = prune_statements(self._table, PRUNE_COLUMN[status])
+            if dry_run:
+                with self._connection("prune") as conn:
+                    row = conn.execute(count_sql, {"cut": cut}).fetchone()
+                total += int(row[0]) if row is not None else 0
+                continue
+            while True:
+                with self._connection("prune") as conn, conn.transaction():
+                    deleted = conn.execute(delete_sql, {"cut": cut, "n": size}).rowcount
+                total += deleted
+                if progress is not None and deleted:
+                    progress(total)
+                if deleted < size:
+                    break
+        return total
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: one ``UPDATE``."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        if not checked:
+            return 0
+        with self._connection("replay") as conn, conn.transaction():
+            now = self._now()
+            cur = conn.execute(replay_statement(self._table), {"ids": checked, "now": now})
+            count = cur.rowcount
+        if count:
+            self._db.announce_after("replay")
+            self.changes.notify()
+        return count
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats`: counts on the partial indexes, one statement."""
+        if self._stats_sql is None:
+            now: sql.Composable = (
+                sql.SQL("date_trunc('milliseconds', statement_timestamp())")
+                if self._use_database_clock
+                else sql.Placeholder("now")
+            )
+            self._stats_sql = stats_statement(self._table, now)
+        with self._connection("stats") as conn:
+            row = conn.execute(self._stats_sql, self._params()).fetchone()
+        assert row is not None
+        at = to_utc_ms(row[0], "now")
+        fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh = row[1:9]
+        due_leased, oldest_leased, backoff, in_flight = row[9:]
+        oldest = min((t for t in (oldest_fresh, oldest_leased) if t is not None), default=None)
+        return StoreStats(
+            at=at,
+            pending=fresh + leased,
+            paused=paused,
+            delivered=delivered,
+            cancelled=cancelled,
+            dead_lettered=dead,
+            due=due_fresh + due_leased,
+            in_flight=in_flight,
+            in_backoff=backoff,
+            oldest_due_lag=None if oldest is None else at - oldest,
+            next_wakeup=self.next_wakeup(),
+        )
 
     # -- control -----------------------------------------------------------------------
 

@@ -20,12 +20,11 @@ from psycopg import sql
 from psycopg.pq import Format
 
 from .._time import to_utc_ms
-from ..errors import InvalidMessage, InvalidTrigger
+from ..errors import InvalidMessage
 from ..message import Target
 from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from ..trigger import CronExpression
 from .columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
-from .record import ScheduleRecord
+from .record import ScheduleRecord, rule_problem
 
 __all__ = [
     "ARRAY_TYPES",
@@ -47,6 +46,7 @@ ARRAY_TYPES: dict[ColumnKind, LiteralString] = {
     _K.JSON: "text",
     _K.INSTANT: "timestamptz",
     _K.INT: "int4",
+    _K.BIGINT: "int8",
     _K.BOOL: "bool",
 }
 """The PostgreSQL array element type each kind is sent as (JSON as text, cast after)."""
@@ -133,6 +133,7 @@ _DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.JSON: _canonical_json,
     _K.INSTANT: _instant,
     _K.INT: _same,
+    _K.BIGINT: _same,
     _K.BOOL: bool,
 }
 _ROW_DECODERS = tuple(_DECODERS[column.kind] for column in COLUMNS)
@@ -172,14 +173,9 @@ def diagnose(row: Sequence[Any]) -> str:
                 json.loads(value)
             except (TypeError, ValueError) as exc:
                 return f"payload is not JSON: {exc}"
-    kind, cron = row[_INDEX["trigger_kind"]], row[_INDEX["cron_expr"]]
-    if kind not in ("delay", "cron"):
-        return f"trigger_kind must be 'delay' or 'cron', got {kind!r:.60}"
-    if kind == "cron":
-        try:
-            CronExpression.parse(cron or "")
-        except InvalidTrigger as exc:
-            return f"cron_expr: {exc}"
+    problem = rule_problem(row[_INDEX["trigger_kind"]], row[_INDEX["cron_expr"]])
+    if problem:
+        return problem
     target_kind, key = row[_INDEX["target_kind"]], row[_INDEX["target_routing_key"]]
     if target_kind not in ("mediator", "outbox", "bus"):
         return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"

@@ -65,7 +65,7 @@ __all__ = [
     "reference_ddl",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 """The schema version this code writes and understands (see the module's notes)."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -94,10 +94,18 @@ LEASED_PREDICATE = f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"
 RECLAIM_KEY = "GREATEST(scheduled_for, leased_until)"
 """When a leased row becomes claimable again (its lease ran out and it is due)."""
 
+RETENTION_INDEXES: tuple[tuple[str, str, str], ...] = (
+    ("delivered", "delivered_at", "delivered_at IS NOT NULL"),
+    ("cancelled", "cancelled_at", "cancelled_at IS NOT NULL"),
+)
+"""Ended rows by when they ended (version 5): ``stats`` counts them on the index and
+``prune`` finds those older than its cut-off without reading any other row."""
+
 EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("due", "scheduled_for, schedule_id", UNLEASED_PREDICATE),
     ("reclaim", f"({RECLAIM_KEY})", LEASED_PREDICATE),
     ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
+    *RETENTION_INDEXES,
 )
 """hexeract_lite's own indexes at :data:`SCHEMA_VERSION`, ``(suffix, keys, WHERE)``."""
 
@@ -107,7 +115,7 @@ INDEXES: tuple[tuple[str, str, str], ...] = REFERENCE_INDEXES + EXTRA_INDEXES
 UNIQUE_INDEXES: tuple[tuple[str, str, str], ...] = (("name", "name", "name IS NOT NULL"),)
 """Unique indexes (version 3): a schedule name is unique among rows that have one."""
 
-LATER_COLUMNS: dict[str, int] = {"name": 3, "next_after_lease": 3}
+LATER_COLUMNS: dict[str, int] = {"name": 3, "next_after_lease": 3, "misfire_grace_ms": 4}
 """Columns of ours, by the version that added them; an older table lacks them until
 it is upgraded (the reference's table never has them)."""
 
@@ -234,10 +242,34 @@ def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
     conn.execute(_index_ddl(table, (("name", "name", "name IS NOT NULL"),), unique=True).encode())
 
 
+def _upgrade_to_4(conn: psycopg.Connection[Any], table: str) -> None:
+    """3 → 4: the misfire grace (issue 14): the nullable ``misfire_grace_ms BIGINT``
+    column (NULL: no grace). The reference's statements never name it; its inserts
+    leave it NULL."""
+    qtable = quote_ident(table)
+    conn.execute(f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS misfire_grace_ms BIGINT".encode())
+
+
+def _upgrade_to_5(conn: psycopg.Connection[Any], table: str) -> None:
+    """4 → 5: delivered and cancelled rows indexed by when they ended (``stats``,
+    ``prune``)."""
+    conn.execute(
+        _index_ddl(
+            table,
+            (
+                ("delivered", "delivered_at", "delivered_at IS NOT NULL"),
+                ("cancelled", "cancelled_at", "cancelled_at IS NOT NULL"),
+            ),
+        ).encode()
+    )
+
+
 _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_1,
     _upgrade_to_2,
     _upgrade_to_3,
+    _upgrade_to_4,
+    _upgrade_to_5,
 )
 """``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
 transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
@@ -319,8 +351,8 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     record says current but which lacks one of :data:`INDEXES` goes through the whole
     ladder again (every step is idempotent). With ``create=False`` nothing is written:
     an older table that has every column is used as it is (only indexes are missing);
-    one that lacks a column of ours (version 3 added ``name`` and ``next_after_lease``)
-    raises :class:`StoreError` naming them.
+    one that lacks a column of ours (version 3 added ``name`` and ``next_after_lease``,
+    version 4 ``misfire_grace_ms``) raises :class:`StoreError` naming them.
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:

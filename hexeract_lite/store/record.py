@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
+from ..errors import InvalidTrigger
+from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
@@ -28,8 +30,57 @@ def cached_target(kind: str, routing_key: str | None) -> Target:
 
 @functools.lru_cache(maxsize=1024)
 def cached_cron_trigger(expression: str) -> Trigger:
-    """The cron trigger of ``expression``, parsed once (a Trigger is immutable)."""
+    """The cron trigger of ``expression`` (with its ``CRON_TZ=`` prefix, if any), parsed
+    once (a Trigger is immutable)."""
     return Trigger("cron", cron_expression=CronExpression.parse(expression))
+
+
+@functools.lru_cache(maxsize=1024)
+def cached_interval_trigger(text: str) -> Trigger:
+    """The interval trigger of a stored ``@every <duration> from <anchor>`` text, parsed
+    once."""
+    return Trigger("interval", interval=Interval.parse(text))
+
+
+def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
+    """The recurring trigger a row's ``trigger_kind`` and ``cron_expr`` describe; None
+    for any other kind. Raises :class:`InvalidTrigger` for a malformed rule text."""
+    if trigger_kind == "cron":
+        return cached_cron_trigger(cron_expr or "")
+    if trigger_kind == "interval":
+        return cached_interval_trigger(cron_expr or "")
+    return None
+
+
+def grace_ms(grace: timedelta | None) -> int | None:
+    """The stored ``misfire_grace_ms`` of a grace (None: no grace)."""
+    return None if grace is None else grace // _MS
+
+
+def grace_of(stored: int | None) -> timedelta | None:
+    """The grace a stored ``misfire_grace_ms`` describes (None: no grace)."""
+    return None if stored is None else timedelta(milliseconds=stored)
+
+
+_MS = timedelta(milliseconds=1)
+
+TRIGGER_KINDS = ("delay", "cron", "interval")
+"""The ``trigger_kind`` values a row may hold."""
+
+
+def rule_problem(trigger_kind: object, cron_expr: object) -> str:
+    """Why a row's trigger columns do not decode ('' when they do): an unknown kind, or
+    a cron or interval text that does not parse (a ``CRON_TZ=`` prefix naming a zone
+    this machine does not know included)."""
+    if trigger_kind not in TRIGGER_KINDS:
+        return f"trigger_kind must be 'delay', 'cron' or 'interval', got {trigger_kind!r:.60}"
+    if cron_expr is not None and not isinstance(cron_expr, str):
+        return f"cron_expr is not text: {cron_expr!r:.60}"
+    try:
+        rule_trigger(str(trigger_kind), cron_expr)
+    except InvalidTrigger as exc:
+        return f"cron_expr: {exc}"
+    return ""
 
 
 @attrs.define(slots=True)
@@ -58,6 +109,7 @@ class ScheduleRecord:
     next_after_lease: datetime | None = None
     """The next firing a change made during a live lease set: the lease's fenced
     ``reschedule``/``delivered`` acknowledgement moves ``scheduled_for`` here."""
+    misfire_grace_ms: int | None = None
 
     @classmethod
     def new(cls, message: ScheduledMessage, max_attempts: int, now: datetime) -> ScheduleRecord:
@@ -78,20 +130,23 @@ class ScheduleRecord:
             last_error=None,
             created_at=now,
             name=message.name,
+            misfire_grace_ms=grace_ms(message.misfire_grace),
         )
 
     def resume_plan(self, next: datetime | None, now: datetime) -> tuple[bool, datetime | None]:
         """The contract's ``resume`` rule for this row, shared by every store.
 
         Returns ``(resumes, realign_to)``: a terminal or unpaused row does not resume;
-        with no ``next`` given, a cron row whose ``scheduled_for`` is past (``< now``)
-        realigns to its first instant after ``now``, or stays paused when it has none;
+        with no ``next`` given, a cron or interval row whose ``scheduled_for`` is past
+        (``< now``) realigns to its first instant after ``now``, or stays paused when it
+        has none;
         ``realign_to`` None means: only clear the flag.
         """
         if self.is_terminal or not self.paused:
             return False, None
-        if next is None and self.trigger_kind == "cron" and self.scheduled_for < now:
-            next = CronExpression.parse(self.cron_expr or "").next_occurrence(now)
+        rule = rule_trigger(self.trigger_kind, self.cron_expr)
+        if next is None and rule is not None and self.scheduled_for < now:
+            next = rule.next_after(now)
             if next is None:
                 return False, None
         return True, next
@@ -126,9 +181,8 @@ class ScheduleRecord:
 
     def trigger(self) -> Trigger:
         """The trigger the row describes (a delay fires at ``scheduled_for``)."""
-        if self.trigger_kind == "cron":
-            return cached_cron_trigger(self.cron_expr or "")
-        return Trigger("delay", at=self.scheduled_for)
+        rule = rule_trigger(self.trigger_kind, self.cron_expr)
+        return Trigger("delay", at=self.scheduled_for) if rule is None else rule
 
     def target(self) -> Target:
         """The target the row describes."""
@@ -145,6 +199,7 @@ class ScheduleRecord:
             trigger=self.trigger(),
             scheduled_for=self.scheduled_for,
             name=self.name,
+            misfire_grace=grace_of(self.misfire_grace_ms),
         )
 
     def leased(self) -> LeasedOccurrence:
@@ -176,6 +231,7 @@ class ScheduleRecord:
             cancelled_at=self.cancelled_at,
             dead_lettered_at=self.dead_lettered_at,
             name=self.name,
+            misfire_grace=grace_of(self.misfire_grace_ms),
         )
 
     def copy(self) -> ScheduleRecord:

@@ -17,6 +17,7 @@ __all__ = [
     "sqlite_ddl",
     "sqlite_extra_index_ddl",
     "sqlite_reference_index_ddl",
+    "sqlite_retention_index_ddl",
     "sqlite_noncanonical",
     "sqlite_table_ddl",
     "sqlite_unique_index_ddl",
@@ -164,6 +165,19 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
     ]
 
 
+def sqlite_retention_index_ddl(table: str) -> list[str]:
+    """Ended rows by when they ended (schema version 5): ``stats`` counts delivered and
+    cancelled rows on these indexes and ``prune`` finds those older than its cut-off
+    without reading any other row (dead letters have the reference's index)."""
+    t = validate_table_name(table)
+    return [
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_delivered ON {t} (delivered_at)\n"
+        "    WHERE delivered_at IS NOT NULL;",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_cancelled ON {t} (cancelled_at)\n"
+        "    WHERE cancelled_at IS NOT NULL;",
+    ]
+
+
 def sqlite_unique_index_ddl(table: str) -> list[str]:
     """hexeract_lite's unique index (schema version 3): a schedule name is unique among
     the rows that have one."""
@@ -183,5 +197,6 @@ def sqlite_ddl(table: str = DEFAULT_TABLE) -> str:
         *sqlite_reference_index_ddl(table),
         *sqlite_extra_index_ddl(table),
         *sqlite_unique_index_ddl(table),
+        *sqlite_retention_index_ddl(table),
     ]
     return "\n".join(statements) + "\n"

@@ -26,7 +26,7 @@ import pathlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -63,7 +63,17 @@ from .base import (
 from .changes import Plan
 from .columns import COLUMN_NAMES
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
-from .record import ScheduleRecord
+from .listing import (
+    PRUNE_COLUMN,
+    check_after,
+    check_batch_size,
+    check_glob,
+    check_prune,
+    check_status,
+    sqlite_glob,
+)
+from .notices import malformed_dead_lettered
+from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import settle_plan
 from .sqlite_codec import (
@@ -79,6 +89,7 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
+from .sqlite_ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
 from .sqlite_schema import (
     APP_NAME,
     DATABASE_FILE_NAME,
@@ -92,6 +103,7 @@ from .sqlite_schema import (
 )
 from .sqlite_sql import PortableReads, SqliteStatements
 from .sqlite_watch import WalWatcher
+from .stats import StoreStats
 
 _WAL_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
 """When another connection's commit may show after a write to the WAL file."""
@@ -611,6 +623,7 @@ class SqliteScheduleStore(SettlingStore):
             max_attempts,
             format_ts(self._now()),
             message.name,
+            grace_ms(message.misfire_grace),
         )
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
@@ -646,6 +659,7 @@ class SqliteScheduleStore(SettlingStore):
                 max_attempts,
                 created,
                 m.name,
+                grace_ms(m.misfire_grace),
             )
             for m in messages
         ]
@@ -744,6 +758,7 @@ class SqliteScheduleStore(SettlingStore):
                 self._table,
                 why,
             )
+            malformed_dead_lettered(row_label(row), why)
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: one ``BEGIN IMMEDIATE`` transaction, one
@@ -807,6 +822,162 @@ class SqliteScheduleStore(SettlingStore):
         [(fresh, leased)] = self._read("next_wakeup", sql, ())
         candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
         return min(candidates, default=None)
+
+    # -- upkeep (issue 15) ---------------------------------------------------------------
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+        name: str | None = None,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
+        ``after`` on."""
+        wanted, glob = check_status(status), check_glob(event_type)
+        named = check_glob(name, "name")
+        after, limit = check_after(after), check_limit(limit)
+        sql = list_sql(self._table, wanted, glob is not None, after is not None, named is not None)
+        params: dict[str, Any] = {"n": limit}
+        if named is not None:
+            params["name"] = sqlite_glob(named)
+        if glob is not None:
+            params["glob"] = sqlite_glob(glob)
+        if after is not None:
+            params["after"] = after.bytes
+        return self._listing(self._read("list_schedules", sql, params))
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune`: one ``BEGIN IMMEDIATE`` per batch; then the
+        free pages go back to the file system (``PRAGMA incremental_vacuum``, with
+        incremental auto-vacuum: every file this version creates; older files need
+        :meth:`vacuum` once) and the WAL is checkpointed and truncated."""
+        older_than, wanted = check_prune(older_than, statuses)
+        size = check_batch_size(batch_size)
+        if not dry_run:
+            self._writable("prune")
+        cut = format_ts(self._now() - older_than)
+        total = 0
+        for status in wanted:
+            count_sql, delete_sql = prune_sql(self._table, PRUNE_COLUMN[status])
+            if dry_run:
+                [(n,)] = self._read("prune", count_sql, {"cut": cut})
+                total += n
+                continue
+            while True:
+                with self._write("prune") as cur:
+                    cur.execute(delete_sql, {"cut": cut, "n": size})
+                    deleted = cur.connection.changes()
+                total += deleted
+                if progress is not None and deleted:
+                    progress(total)
+                if deleted < size:
+                    break
+        if total and not dry_run:
+            self._release_space()
+        return total
+
+    def _release_space(self) -> None:
+        """Free pages back to the file system, and the WAL checkpointed and truncated."""
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute("PRAGMA incremental_vacuum").fetchall()
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error as exc:
+                raise self._error("prune", exc) from exc
+
+    def checkpoint(self) -> bool:
+        """Fold the WAL into the file and truncate it (``PRAGMA wal_checkpoint(TRUNCATE)``)
+        without waiting: when another connection reads or writes at that moment it gives
+        up at once and returns False (the next burst's end tries again). The worker calls
+        it when a burst of work ends. A read-only store does nothing (False)."""
+        if self._readonly:
+            return False
+        with self._lock:
+            cur = self._live_cursor()
+            conn = cur.connection
+            conn.set_busy_timeout(0)
+            try:
+                [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.BusyError:
+                return False
+            except apsw.Error as exc:
+                raise self._error("checkpoint", exc) from exc
+            finally:
+                conn.set_busy_timeout(int(self._busy_timeout.total_seconds() * 1000))
+            return not busy
+
+    def vacuum(self) -> None:
+        """Rebuild the file with incremental auto-vacuum (what older files lack, so that
+        :meth:`prune` can give space back), returning every free page; then checkpoint
+        and truncate the WAL. Takes the write lock for as long as the copy takes."""
+        self._writable("vacuum")
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                cur.execute("VACUUM")
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error as exc:
+                raise self._error("vacuum", exc) from exc
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: one ``BEGIN IMMEDIATE``."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        if not checked:
+            return 0
+        now = format_ts(self._now())
+        sql = replay_sql(self._table)
+        count = 0
+        with self._write("replay") as cur:
+            for sid in checked:
+                cur.execute(sql, {"id": sid.bytes, "now": now})
+                count += cur.connection.changes()
+        if count:
+            self.changes.notify()
+        return count
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats`: partial-index counts, plus the sizes of the
+        file and its WAL."""
+        now = self._now()
+        params = {"now": format_ts(now)}
+        try:
+            [row] = self._read("stats", stats_sql(self._table), params)
+        except StoreError as exc:
+            if "no such index" not in str(exc):
+                raise
+            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
+        (fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh) = row[:8]
+        (due_leased, oldest_leased, backoff, in_flight) = row[8:]
+        oldest = min((parse_ts(t) for t in (oldest_fresh, oldest_leased) if t), default=None)
+        file_bytes, wal_bytes = file_sizes(self._path)
+        return StoreStats(
+            at=now,
+            pending=fresh + leased,
+            paused=paused,
+            delivered=delivered,
+            cancelled=cancelled,
+            dead_lettered=dead,
+            due=due_fresh + due_leased,
+            in_flight=in_flight,
+            in_backoff=backoff,
+            oldest_due_lag=None if oldest is None else now - oldest,
+            next_wakeup=self.next_wakeup(),
+            file_bytes=file_bytes,
+            wal_bytes=wal_bytes,
+        )
 
     # -- control -------------------------------------------------------------------------
 

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._time import format_ts, parse_ts
-from ..errors import InvalidConfiguration, InvalidMessage, InvalidTrigger
+from ..errors import InvalidConfiguration, InvalidMessage
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
-from ..trigger import CronExpression, Trigger
+from ..trigger import Trigger
 from .columns import COLUMN_NAMES, COLUMNS, ColumnKind
-from .record import ScheduleRecord, cached_cron_trigger, cached_target
+from .record import ScheduleRecord, cached_target, grace_of, rule_problem, rule_trigger
 
 __all__ = [
     "COLUMN_INDEX",
@@ -162,6 +162,7 @@ _NAME = COLUMN_INDEX["name"]
 _MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
+_GRACE = COLUMN_INDEX["misfire_grace_ms"]
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
@@ -173,9 +174,8 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
     parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
     lease_text = row[_LEASED_UNTIL]
     leased_until = until if lease_text == until_text else parse_ts(lease_text)
-    if row[_TRIGGER_KIND] == "cron":
-        trigger = cached_cron_trigger(row[_CRON_EXPR] or "")
-    else:
+    trigger = rule_trigger(row[_TRIGGER_KIND], row[_CRON_EXPR])
+    if trigger is None:
         trigger = Trigger("delay", at=scheduled_for)
     payload = row[_PAYLOAD]
     message = ScheduledMessage(
@@ -187,6 +187,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         trigger=trigger,
         scheduled_for=scheduled_for,
         name=row[_NAME],
+        misfire_grace=grace_of(row[_GRACE]),
     )
     return LeasedOccurrence(
         message=message,
@@ -228,19 +229,14 @@ def diagnose(row: Sequence[Any]) -> str:
                 json.loads(value)
             except (TypeError, ValueError, RecursionError) as exc:
                 return f"{name} is not JSON: {exc}"
-        elif kind in (ColumnKind.INT, ColumnKind.BOOL):
+        elif kind in (ColumnKind.INT, ColumnKind.BIGINT, ColumnKind.BOOL):
             if not isinstance(value, int):
                 return f"{name} is not an integer: {value!r:.60}"
         elif not isinstance(value, str):
             return f"{name} is not text: {value!r:.60}"
-    trigger_kind = row[_I["trigger_kind"]]
-    if trigger_kind not in ("delay", "cron"):
-        return f"trigger_kind must be 'delay' or 'cron', got {trigger_kind!r:.60}"
-    if trigger_kind == "cron":
-        try:
-            CronExpression.parse(row[_I["cron_expr"]] or "")
-        except InvalidTrigger as exc:
-            return f"cron_expr: {exc}"
+    problem = rule_problem(row[_I["trigger_kind"]], row[_I["cron_expr"]])
+    if problem:
+        return problem
     target_kind = row[_I["target_kind"]]
     if target_kind not in ("mediator", "outbox", "bus"):
         return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"

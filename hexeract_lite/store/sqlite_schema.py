@@ -39,6 +39,7 @@ from .schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
+    sqlite_retention_index_ddl,
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
@@ -65,7 +66,7 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -73,12 +74,23 @@ SCHEMA_VERSION = 4
 - 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
   defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
   of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
-- 3: named schedules: the ``name`` and ``next_after_lease`` columns, the unique index
-  on ``name``;
-- 4: ``idx_<table>_noncanonical`` filtered by the cheap
-  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 and 3 evaluated
+- 3: the nullable ``name`` and ``next_after_lease`` columns and the unique index
+  ``idx_<table>_name`` (named schedules);
+- 4: the ``misfire_grace_ms`` column (``INTEGER``, NULL: no grace);
+- 5: delivered and cancelled rows indexed by when they ended
+  (:func:`~hexeract_lite.store.schema.sqlite_retention_index_ddl`), for ``stats`` and
+  ``prune``.
+- 6: ``idx_<table>_noncanonical`` filtered by the cheap
+  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 to 5 evaluated
   ``strftime`` in its WHERE on every claim and acknowledgement).
 """
+WAL_SIZE_LIMIT = 1 << 20
+"""``PRAGMA journal_size_limit`` of every connection: the WAL is truncated to at most
+this many bytes after a checkpoint."""
+NAMED_COLUMNS = ("name", "next_after_lease")
+"""The columns step 2 → 3 adds."""
+GRACE_COLUMNS = ("misfire_grace_ms",)
+"""The column step 3 → 4 adds."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -141,6 +153,9 @@ def memory_sorts(conn: apsw.Connection) -> None:
     temp store those tiny sorts cost more than the rest of the claim. Every sort the
     store runs is bounded by a batch size or a limit."""
     conn.pragma("temp_store", "MEMORY")
+    # After each checkpoint the WAL is cut back to this size, so it does not stay at
+    # megabytes after a burst of writes.
+    conn.pragma("journal_size_limit", WAL_SIZE_LIMIT)
 
 
 # -- the file ------------------------------------------------------------------------
@@ -427,6 +442,10 @@ def ensure_schema(
         if readonly:
             return version or 0
         # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
+        if not exists and conn.execute("PRAGMA page_count").fetchall()[0][0] == 0:
+            # A new file: incremental auto-vacuum, so that prune can give pages back
+            # (the mode can only be chosen before the first table is created).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
         if exists and version == SCHEMA_VERSION:
             return SCHEMA_VERSION  # the common case: a read, no write lock
@@ -536,16 +555,34 @@ def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
     at this version already does), and the unique index on ``name`` over the rows that
     have one. Nullable without a default: the reference's statements, which name their
     columns, work on the table as before."""
-    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-    for column in COLUMNS:
-        if not column.reference and column.name not in present:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
+    _add_columns(conn, table, NAMED_COLUMNS)
     for ddl in sqlite_unique_index_ddl(table):
         conn.execute(ddl)
 
 
 def _upgrade_to_4(conn: apsw.Connection, table: str) -> None:
-    """3 → 4: ``idx_<table>_noncanonical`` rebuilt with the WHERE
+    """3 → 4: the misfire grace (issue 14): the nullable ``misfire_grace_ms`` column,
+    added unless the table has it (a table created at this version already does). The
+    reference's statements never name it; its inserts leave it NULL (no grace)."""
+    _add_columns(conn, table, GRACE_COLUMNS)
+
+
+def _add_columns(conn: apsw.Connection, table: str, names: tuple[str, ...]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for each of ``names`` the table lacks."""
+    present = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column in COLUMNS:
+        if column.name in names and column.name not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
+
+
+def _upgrade_to_5(conn: apsw.Connection, table: str) -> None:
+    """4 → 5: the retention indexes (delivered and cancelled rows by end instant)."""
+    for ddl in sqlite_retention_index_ddl(table):
+        conn.execute(ddl)
+
+
+def _upgrade_to_6(conn: apsw.Connection, table: str) -> None:
+    """5 → 6: ``idx_<table>_noncanonical`` rebuilt with the WHERE
     :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (a file coming from version 1 has it
     from step 2 already, and keeps it)."""
     name = f"idx_{table}_noncanonical"
@@ -576,6 +613,8 @@ UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_2,
     _upgrade_to_3,
     _upgrade_to_4,
+    _upgrade_to_5,
+    _upgrade_to_6,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

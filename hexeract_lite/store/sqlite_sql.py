@@ -34,8 +34,8 @@ class SqliteStatements:
         self.insert = (
             f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at, name)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?)"
+            " leased_until, paused, last_error, created_at, name, misfire_grace_ms)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?)"
         )
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"

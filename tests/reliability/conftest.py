@@ -34,7 +34,9 @@ def file_fingerprint(path: Path) -> str:
 
 
 def _readonly(path: Path) -> apsw.Connection:
-    return apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(10_000)  # a SIGKILLed writer may leave recovery to this reader
+    return conn
 
 
 def dump_rows(path: Path, table: str = TABLE) -> list[tuple[object, ...]]:

@@ -114,6 +114,7 @@ def _unsettled(db: Path) -> int:
     """Rows not yet in their final state: an undelivered one-shot, or a cron row not yet
     rescheduled into the future, or anything still leased (and not dead-lettered)."""
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(10_000)  # a SIGKILLed writer may leave recovery to this reader
     try:
         ((count,),) = conn.execute(
             f"SELECT count(*) FROM {TABLE} WHERE delivered_at IS NULL"
@@ -269,6 +270,7 @@ def test_sigkilled_inserters_leave_whole_batches_or_none(procs: Processes, tmp_p
         kills += 1
     assert integrity_check(db) == ["ok"]
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(10_000)  # a SIGKILLed writer may leave recovery to this reader
     try:
         rows = conn.execute(
             f"SELECT json_extract(payload, '$.seed'), json_extract(payload, '$.batch'),"

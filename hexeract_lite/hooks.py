@@ -1,0 +1,220 @@
+"""Hooks: what a worker tells the application about its work, as events.
+
+``SchedulerWorker(..., hooks=[callback, ...])``: each callback is called with one event
+object for each of these, in this order within a cycle:
+
+===========================  ==========================================================
+event                        when
+===========================  ==========================================================
+:class:`Swept`               the opening sweep dead-lettered rows left exhausted
+:class:`MalformedDeadLettered`  a claim met a row it cannot decode and dead-lettered it
+:class:`Delivered`           a dispatch succeeded and was recorded (delivered, or a cron
+                             schedule rescheduled: ``next`` is its next instant)
+:class:`Failed`              a dispatch failed and waits out ``retry_in``
+:class:`DeadLettered`        a dispatch failed on its last attempt
+:class:`Released`            the worker was stopping: handed back undispatched
+:class:`LeaseLost`           the settlement was fenced out (another worker owns it)
+:class:`StoreErrorBackedOff`  a store error; the loop waits ``backoff`` and goes on
+===========================  ==========================================================
+
+Settlement events are emitted once the whole batch is settled, so a hook can never
+change what is delivered or settled: a hook that raises is logged (with its
+traceback, on the ``hexeract_lite.worker`` logger) and the next hook is called; a slow
+hook only delays the worker's next cycle. Hooks run on the thread that settles (the
+worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+
+import attrs
+
+from .errors import InvalidConfiguration
+from .message import ScheduledMessage
+from .settle import DispatchOutcome, DispatchResult
+from .snapshot import LeasedOccurrence
+from .store.base import Settlement
+
+__all__ = [
+    "DeadLettered",
+    "Delivered",
+    "Failed",
+    "Hook",
+    "LeaseLost",
+    "MalformedDeadLettered",
+    "Released",
+    "StoreErrorBackedOff",
+    "Swept",
+    "WorkerEvent",
+    "call_hooks",
+    "check_hooks",
+    "settlement_event",
+]
+
+log = logging.getLogger("hexeract_lite.worker")
+
+
+@attrs.frozen(kw_only=True)
+class Delivered:
+    """A dispatch succeeded and was recorded. ``lag``: settlement instant minus
+    ``scheduled_for``; ``duration``: how long the sink took; ``next``: the next instant of
+    a cron schedule (None: delivered for good)."""
+
+    message: ScheduledMessage
+    attempt: int
+    lag: timedelta
+    duration: timedelta
+    next: datetime | None
+
+
+@attrs.frozen(kw_only=True)
+class Failed:
+    """A dispatch failed (``error``: the exception, or a text) and was recorded; the
+    occurrence is claimable again after ``retry_in``. ``error_text`` is what
+    ``last_error`` holds."""
+
+    message: ScheduledMessage
+    attempt: int
+    max_attempts: int
+    error: BaseException | str
+    error_text: str
+    retry_in: timedelta
+    duration: timedelta | None
+
+
+@attrs.frozen(kw_only=True)
+class DeadLettered:
+    """A dispatch failed on its last attempt; the schedule is dead-lettered."""
+
+    message: ScheduledMessage
+    attempt: int
+    error: BaseException | str
+    error_text: str
+    duration: timedelta | None
+
+
+@attrs.frozen(kw_only=True)
+class Released:
+    """The worker was stopping: the occurrence was handed back undispatched."""
+
+    message: ScheduledMessage
+
+
+@attrs.frozen(kw_only=True)
+class LeaseLost:
+    """The settlement of ``message`` was fenced out: another worker owns it now."""
+
+    message: ScheduledMessage
+
+
+@attrs.frozen(kw_only=True)
+class Swept:
+    """The opening sweep dead-lettered ``count`` rows a crashed worker left exhausted."""
+
+    count: int
+
+
+@attrs.frozen(kw_only=True)
+class MalformedDeadLettered:
+    """A claimed row could not be decoded and was dead-lettered without dispatch.
+    ``schedule``: its id as stored (a text: it may not even be a UUID)."""
+
+    schedule: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class StoreErrorBackedOff:
+    """A store error ended a cycle of the loop; it waits ``backoff`` before the next."""
+
+    error: BaseException
+    backoff: timedelta
+
+
+WorkerEvent = (
+    Delivered
+    | Failed
+    | DeadLettered
+    | Released
+    | LeaseLost
+    | Swept
+    | MalformedDeadLettered
+    | StoreErrorBackedOff
+)
+"""Any of the events a hook receives."""
+
+Hook = Callable[[WorkerEvent], object]
+"""A hook: called with each event; what it returns is ignored."""
+
+
+def check_hooks(hooks: Iterable[Hook] | None) -> tuple[Hook, ...]:
+    """``hooks`` as a tuple; anything that is not an iterable of callables raises
+    :class:`InvalidConfiguration` naming it."""
+    if hooks is None:
+        return ()
+    if callable(hooks) or isinstance(hooks, str | bytes):
+        raise InvalidConfiguration(f"hooks must be a sequence of callables, got hooks={hooks!r}")
+    try:
+        checked = tuple(hooks)
+    except TypeError:
+        raise InvalidConfiguration(
+            f"hooks must be a sequence of callables, got hooks={hooks!r}"
+        ) from None
+    for hook in checked:
+        if not callable(hook):
+            raise InvalidConfiguration(f"each hook must be callable, got {hook!r}")
+    return checked
+
+
+def call_hooks(hooks: Sequence[Hook], events: Iterable[WorkerEvent]) -> None:
+    """Call every hook with every event, in order; a hook's exception is logged with
+    its traceback and goes no further."""
+    for event in events:
+        for hook in hooks:
+            try:
+                hook(event)
+            except Exception:
+                log.exception("hook %r raised on %s; ignored", hook, type(event).__name__)
+
+
+def settlement_event(
+    occ: LeasedOccurrence,
+    settlement: Settlement,
+    outcome: DispatchOutcome,
+    result: DispatchResult,
+    now: datetime,
+) -> WorkerEvent:
+    """The hook event of one recorded settlement (``outcome``), at ``now``."""
+    msg = occ.message
+    took = None if result.duration is None else timedelta(seconds=result.duration)
+    error = result.error if result.error is not None else (settlement.error or "")
+    text = settlement.error or ""
+    if outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
+        return Delivered(
+            message=msg,
+            attempt=occ.attempts,
+            lag=now - msg.scheduled_for,
+            duration=took if took is not None else timedelta(0),
+            next=settlement.next,
+        )
+    if outcome is DispatchOutcome.RETRIED:
+        assert settlement.retry_in is not None
+        return Failed(
+            message=msg,
+            attempt=occ.attempts,
+            max_attempts=occ.max_attempts,
+            error=error,
+            error_text=text,
+            retry_in=settlement.retry_in,
+            duration=took,
+        )
+    if outcome is DispatchOutcome.DEAD_LETTERED:
+        return DeadLettered(
+            message=msg, attempt=occ.attempts, error=error, error_text=text, duration=took
+        )
+    if outcome is DispatchOutcome.LEASE_LOST:
+        return LeaseLost(message=msg)
+    return Released(message=msg)

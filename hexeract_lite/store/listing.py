@@ -1,0 +1,169 @@
+"""Listing filters (issue 15): a status, an event-type glob, keyset pages by id.
+
+``store.list_schedules(status=..., event_type=..., after=..., limit=...)`` walks the
+schedules in schedule id order (byte order, :class:`uuid.UUID` order) so a million
+rows can be paged through with ``after`` = the last id of the page before. This
+module holds what every store shares: the checks, and the glob's meaning.
+
+A glob matches the whole event type: ``*`` any run of characters, ``?`` one
+character, every other character itself (case-sensitive; no ``[...]`` classes, so
+the stores agree on every pattern).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+from datetime import timedelta
+
+from ..errors import InvalidArgument, InvalidConfiguration
+from ..snapshot import ScheduleStatus
+
+__all__ = [
+    "DEFAULT_PRUNE_STATUSES",
+    "LIST_STATUSES",
+    "PRUNABLE",
+    "PRUNE_COLUMN",
+    "check_prune",
+    "check_after",
+    "check_batch_size",
+    "check_glob",
+    "check_status",
+    "glob_regex",
+    "sqlite_glob",
+    "sqlite_status_where",
+    "postgres_status_where",
+]
+
+LIST_STATUSES = ("pending", "paused", "delivered", "cancelled", "dead-lettered", "all")
+"""The statuses a listing takes; ``all`` (or None) lists every row."""
+
+_LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"
+
+
+def check_status(status: object) -> ScheduleStatus | None:
+    """``status`` (a :class:`ScheduleStatus`, one of :data:`LIST_STATUSES`, or None)
+    as a status, None for all; anything else raises :class:`InvalidArgument`."""
+    if status is None or status == "all":
+        return None
+    if isinstance(status, str):
+        try:
+            return ScheduleStatus(status.replace("_", "-"))
+        except ValueError:
+            pass
+    raise InvalidArgument(f"unknown status {status!r}: expected one of {', '.join(LIST_STATUSES)}")
+
+
+def check_glob(pattern: object, what: str = "event_type") -> str | None:
+    """A glob (on ``what``): a non-empty text without NUL, or None (no filter)."""
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str) or not pattern or "\x00" in pattern:
+        raise InvalidArgument(f"a {what} glob must be a non-empty text, got {what}={pattern!r}")
+    return pattern
+
+
+def check_after(after: object) -> uuid.UUID | None:
+    """A keyset cursor: a schedule id (a :class:`uuid.UUID`) or None."""
+    if after is None or isinstance(after, uuid.UUID):
+        return after
+    raise InvalidArgument(f"after must be a schedule id (a UUID), got after={after!r}")
+
+
+def glob_regex(pattern: str) -> str:
+    """The glob as a regular expression anchored at both ends, in the syntax shared by
+    Python's :mod:`re` and PostgreSQL's ``~``."""
+    parts = []
+    for ch in pattern:
+        if ch == "*":
+            parts.append(".*")
+        elif ch == "?":
+            parts.append(".")
+        elif ch.isalnum() or ch == "_":
+            parts.append(ch)
+        else:
+            parts.append("\\" + ch if ch != "\n" else "\\n")
+    return "^" + "".join(parts) + "$"
+
+
+def matches(pattern: str | None, event_type: str) -> bool:
+    """Whether ``event_type`` matches the glob (None: everything)."""
+    return pattern is None or re.fullmatch(glob_regex(pattern), event_type, re.S) is not None
+
+
+def sqlite_glob(pattern: str) -> str:
+    """The glob for SQLite's ``GLOB``: ``[`` made literal (``[[]``); ``*`` and ``?``
+    keep their meaning, ``]`` outside a class is literal already."""
+    return pattern.replace("[", "[[]")
+
+
+def _where(status: ScheduleStatus | None, paused: str, not_paused: str) -> str:
+    if status is None:
+        return "1 = 1"
+    if status is ScheduleStatus.PENDING:
+        return f"{_LIVE} AND {not_paused}"
+    if status is ScheduleStatus.PAUSED:
+        return f"{_LIVE} AND {paused}"
+    if status is ScheduleStatus.DELIVERED:
+        return "delivered_at IS NOT NULL"
+    if status is ScheduleStatus.CANCELLED:
+        return "cancelled_at IS NOT NULL"
+    return "dead_lettered_at IS NOT NULL"
+
+
+def sqlite_status_where(status: ScheduleStatus | None) -> str:
+    """The SQLite condition of a status (constant text: nothing user-given in it)."""
+    return _where(status, "paused <> 0", "paused = 0")
+
+
+def postgres_status_where(status: ScheduleStatus | None) -> str:
+    """The PostgreSQL condition of a status (constant text)."""
+    return _where(status, "paused = TRUE", "paused = FALSE")
+
+
+PRUNABLE = (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
+"""The statuses ``prune`` may delete: ended rows only."""
+
+DEFAULT_PRUNE_STATUSES = (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED)
+"""What ``prune`` deletes unless told: dead letters are kept until asked for."""
+
+PRUNE_COLUMN = {
+    ScheduleStatus.DELIVERED: "delivered_at",
+    ScheduleStatus.CANCELLED: "cancelled_at",
+    ScheduleStatus.DEAD_LETTERED: "dead_lettered_at",
+}
+"""The column holding when a row of each prunable status ended."""
+
+
+def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[ScheduleStatus]]:
+    """``older_than`` must be a timedelta > 0, ``statuses`` an iterable of ended
+    statuses (``delivered``, ``cancelled``, ``dead-lettered``); anything else raises
+    :class:`InvalidArgument` naming the value."""
+    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+        raise InvalidArgument(
+            f"older_than must be a positive datetime.timedelta, got older_than={older_than!r}"
+        )
+    if isinstance(statuses, str) or not isinstance(statuses, Iterable):
+        raise InvalidArgument(f"statuses must be a list of statuses, got statuses={statuses!r}")
+    wanted: list[ScheduleStatus] = []
+    for item in statuses:
+        status = check_status(item)
+        if status not in PRUNABLE:
+            raise InvalidArgument(
+                f"prune deletes ended rows only (delivered, cancelled, dead-lettered),"
+                f" got status {item!r}"
+            )
+        if status not in wanted:
+            wanted.append(status)
+    return older_than, wanted
+
+
+def check_batch_size(batch_size: object) -> int:
+    """Rows per transaction of an upkeep command: an int >= 1 (else
+    :class:`InvalidConfiguration` naming it)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidConfiguration(
+            f"batch_size must be an integer >= 1, got batch_size={batch_size!r}"
+        )
+    return batch_size

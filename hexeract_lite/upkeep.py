@@ -1,0 +1,146 @@
+"""Upkeep over many rows: bulk replay of dead letters, and progress on a terminal.
+
+:func:`replay_all` pages the dead letters (``store.list_schedules``, keyset by id) and
+replays each page in one transaction (``store.replay_dead_letters``), so the write
+lock is held for one bounded batch at a time; a row replayed or changed meanwhile by
+someone else is skipped (the replay is fenced on the row still being dead-lettered).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TextIO
+
+from .errors import InvalidConfiguration
+from .snapshot import MalformedSchedule, ScheduleStatus
+from .store.base import ScheduleStore
+from .store.listing import check_batch_size, check_glob
+
+__all__ = [
+    "DEFAULT_UPKEEP_BATCH",
+    "RETENTION_EVERY",
+    "Progress",
+    "Retention",
+    "checkpoint_after_burst",
+    "replay_all",
+]
+
+log = logging.getLogger("hexeract_lite.worker")
+
+RETENTION_EVERY = timedelta(hours=1)
+"""How often a worker with ``retention`` prunes (and once at its first cycle)."""
+
+DEFAULT_UPKEEP_BATCH = 500
+"""Rows per transaction of a bulk replay or a prune."""
+
+Report = Callable[[int], None]
+"""Told the running total after each batch."""
+
+
+def replay_all(
+    store: ScheduleStore,
+    *,
+    event_type: str | None = None,
+    batch_size: int = DEFAULT_UPKEEP_BATCH,
+    progress: Report | None = None,
+) -> int:
+    """Replay every dead-lettered schedule (whose event type matches the glob
+    ``event_type``, when given), ``batch_size`` per transaction; return how many were
+    replayed. A malformed dead letter is left alone (``inspect`` names its column)."""
+    glob = check_glob(event_type)
+    size = check_batch_size(batch_size)
+    total = 0
+    after = None
+    while True:
+        page = store.list_schedules(
+            status=ScheduleStatus.DEAD_LETTERED, event_type=glob, after=after, limit=size
+        )
+        if not page:
+            return total
+        ids = [s.schedule_id for s in page if not isinstance(s, MalformedSchedule)]
+        if not ids:
+            return total  # a page of malformed rows alone: no id to go on from
+        after = ids[-1]
+        total += store.replay_dead_letters(ids)
+        if progress is not None:
+            progress(total)
+        if len(page) < size:
+            return total
+
+
+class Progress:
+    """Counts and rate of a long command on a terminal's stderr, one line rewritten in
+    place (at most every 0.2 s); nothing at all when ``stream`` is not a terminal."""
+
+    def __init__(self, what: str, stream: TextIO | None = None) -> None:
+        self._what = what
+        self._stream = stream if stream is not None else sys.stderr
+        self._live = bool(getattr(self._stream, "isatty", lambda: False)())
+        self._started = time.monotonic()
+        self._shown = 0.0
+        self._wrote = False
+
+    def __call__(self, count: int) -> None:
+        """Show ``count`` done so far, and the rate."""
+        if not self._live:
+            return
+        now = time.monotonic()
+        if now - self._shown < 0.2:
+            return
+        self._shown = now
+        elapsed = now - self._started
+        rate = f" ({count / elapsed:,.0f}/s)" if elapsed >= 0.1 else ""
+        self._stream.write(f"\r{self._what}: {count}{rate}")
+        self._stream.flush()
+        self._wrote = True
+
+    def done(self) -> None:
+        """End the line (when anything was shown)."""
+        if self._wrote:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def checkpoint_after_burst(store: ScheduleStore) -> None:
+    """A burst of work just ended: a store with ``checkpoint()`` (SQLite) folds its WAL
+    into the file, so the WAL does not stay at megabytes; an error is logged only."""
+    checkpoint = getattr(store, "checkpoint", None)
+    if not callable(checkpoint):
+        return
+    try:
+        checkpoint()
+    except Exception:
+        log.warning("checkpoint after a burst failed", exc_info=True)
+
+
+class Retention:
+    """A worker's ``retention=``: delivered and cancelled rows that ended more than
+    ``keep`` ago are pruned at the worker's first cycle and then every
+    :data:`RETENTION_EVERY`; an error is logged and tried again next time."""
+
+    def __init__(self, keep: object) -> None:
+        if not isinstance(keep, timedelta) or keep <= timedelta(0):
+            raise InvalidConfiguration(
+                f"retention must be a positive datetime.timedelta or None, got retention={keep!r}"
+            )
+        self.keep = keep
+        self._next = 0.0
+
+    def run_if_due(self, store: ScheduleStore) -> int | None:
+        """Prune if it is time: how many rows went, or None (not time, or it failed)."""
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + RETENTION_EVERY.total_seconds()
+        try:
+            count = store.prune(self.keep)
+        except Exception:
+            log.warning("retention: pruning rows older than %s failed", self.keep, exc_info=True)
+            return None
+        if count:
+            log.info("retention: pruned %d row(s) that ended more than %s ago", count, self.keep)
+        return count

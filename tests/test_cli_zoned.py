@@ -1,0 +1,120 @@
+"""``scheduler add --tz / --every`` and how ``inspect`` and ``list`` show zones and
+intervals (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hexeract_lite.cli import main
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("HEXERACT_SCHEDULER_TABLE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def add(capsys: pytest.CaptureFixture[str], db: Path, *extra: str) -> tuple[int, str, str]:
+    return run(capsys, "scheduler", "add", "--conn", str(db), "--event-type", "e", *extra)
+
+
+def rows(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with SqliteScheduleStore.open(db) as store:
+        return len(store.list_pending(1000))
+
+
+def test_add_a_zoned_cron_rule(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    code, out, err = add(
+        capsys, db, "--cron", "0 9 * * *", "--tz", "Europe/Paris", "--first", "2030-03-31T07:00Z"
+    )
+    assert code == 0, err
+    sid = uuid.UUID(out.strip())
+    code, out, _ = run(capsys, "scheduler", "inspect", str(sid), "--conn", str(db))
+    assert "cron:CRON_TZ=Europe/Paris 0 9 * * *" in out
+    assert [
+        line.split(None, 2)[2] for line in out.splitlines() if line.startswith("time zone")
+    ] == ["Europe/Paris"]
+    code, out, _ = run(capsys, "scheduler", "list", "--conn", str(db))
+    assert "cron:CRON_TZ=Europe/Paris 0 9 * * *" in out
+    code, out, _ = run(capsys, "scheduler", "list", "--conn", str(db), "--format", "json")
+    [item] = json.loads(out)
+    assert item["tz"] == "Europe/Paris" and item["trigger"] == "cron:CRON_TZ=Europe/Paris 0 9 * * *"
+
+
+def test_add_a_zoned_rule_without_first_starts_at_its_next_wall_time(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "s.db"
+    code, out, err = add(capsys, db, "--cron", "0 9 * * *", "--tz", "Asia/Tokyo")
+    assert code == 0, err
+    code, out, _ = run(
+        capsys, "scheduler", "inspect", out.strip(), "--conn", str(db), "--format", "json"
+    )
+    first = datetime.fromisoformat(json.loads(out)["scheduled_for"])
+    assert first > datetime.now(UTC) and (first.hour, first.minute) == (0, 0)  # 09:00 +09
+
+
+def test_add_every(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    before = datetime.now(UTC)
+    code, out, err = add(capsys, db, "--every", "90m")
+    assert code == 0, err
+    code, out, _ = run(
+        capsys, "scheduler", "inspect", out.strip(), "--conn", str(db), "--format", "json"
+    )
+    snap = json.loads(out)
+    first = datetime.fromisoformat(snap["scheduled_for"])
+    assert before + timedelta(minutes=90) - timedelta(seconds=1) <= first
+    assert first <= datetime.now(UTC) + timedelta(minutes=90)
+    assert snap["every"] == "1h30m" and snap["anchor"] == snap["scheduled_for"]
+    assert snap["trigger"] == f"interval:@every 1h30m from {snap['anchor']}"
+    code, out, err = add(capsys, db, "--every", "1h", "--first", "2030-01-01T00:00:00Z")
+    assert code == 0, err
+    code, out, _ = run(capsys, "scheduler", "inspect", out.strip(), "--conn", str(db))
+    assert "interval:@every 1h from 2030-01-01T00:00:00.000Z" in out
+    assert any(line.split() == ["every", "1h"] for line in out.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (("--cron", "0 9 * * *", "--tz", "Europe/Pariss"), "'Europe/Pariss'"),
+        (("--cron", "CRON_TZ=Mars/Base 0 9 * * *"), "'Mars/Base'"),
+        (("--cron", "CRON_TZ=Asia/Tokyo 0 9 * * *", "--tz", "Europe/Paris"), "once"),
+        (("--in", "1h", "--tz", "Europe/Paris"), "--tz 'Europe/Paris'"),
+        (("--at", "2030-01-01T00:00Z", "--tz", "UTC"), "--tz 'UTC'"),
+        (("--every", "90m", "--tz", "Europe/Paris"), "goes with --cron only"),
+        (("--every", "0s"), "timedelta(0)"),
+        (("--every", "0.0005s"), "microseconds=500"),
+        (("--every", "1.0005s"), "seconds=1, microseconds=500"),
+        (("--every", "soon"), "'soon'"),
+        (("--every", "1h", "--cron", "0 * * * *"), "not allowed"),
+    ],
+)
+def test_bad_rules_are_refused_and_nothing_is_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: tuple[str, ...], needle: str
+) -> None:
+    db = tmp_path / "s.db"
+    code, _, err = add(capsys, db, *extra)
+    assert code != 0 and needle in err, err
+    assert rows(db) == 0
