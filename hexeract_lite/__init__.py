@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
     from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
     from .store.changes import EnsureResult
+    from .transactional import TransactionalSink
     from .trigger import CronExpression, Trigger
     from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
@@ -112,6 +113,7 @@ _EXPORTS = {
         "SqliteScheduleStore",
     ),
     "store.changes": ("EnsureResult",),
+    "transactional": ("TransactionalSink",),
     "trigger": (
         "CronExpression",
         "Trigger",
@@ -204,6 +206,7 @@ __all__ = [
     "SystemClock",
     "Target",
     "TargetRouterSink",
+    "TransactionalSink",
     "UnsupportedConnection",
     "Trigger",
     "WorkerHandle",

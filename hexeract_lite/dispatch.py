@@ -264,6 +264,7 @@ class _BatchRun:
     def run(self) -> None:
         """On the helper thread: every item, in order, until done or abandoned."""
         sink, turn, lock, results = self._sink, self._turn, self._lock, self.results
+        in_transaction = getattr(sink, "dispatch_occurrence", None)
         for occ in self._items:
             try:
                 result = turn(occ)
@@ -276,8 +277,11 @@ class _BatchRun:
                     self.in_flight = True
                 began = time.monotonic()
                 try:
-                    _call_blocking(sink, occ.message)
-                    result = SUCCEEDED
+                    if in_transaction is not None:  # a transactional sink acknowledges itself
+                        result = in_transaction(occ)
+                    else:
+                        _call_blocking(sink, occ.message)
+                        result = SUCCEEDED
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     result = DispatchResult.failed(exc)
                 result = result.took(time.monotonic() - began)
@@ -496,7 +500,15 @@ class SinkRunner:
                     result = DispatchResult.failed(exc)
             if result is None:
                 began = time.monotonic()
-                result, interruption = await self._dispatch_async(occ.message)
+                in_transaction = getattr(self.sink, "dispatch_occurrence", None)
+                if in_transaction is not None:  # bounded by the sink itself
+                    try:
+                        done: DispatchResult = await asyncio.to_thread(in_transaction, occ)
+                        result = done
+                    except asyncio.CancelledError as exc:
+                        result, interruption = DispatchResult.failed(exc), exc
+                else:
+                    result, interruption = await self._dispatch_async(occ.message)
                 result = result.took(time.monotonic() - began)
             results.append(result)
         return results, interruption

@@ -97,6 +97,7 @@ from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore, Settlement
 from .store.notices import collecting_malformed
+from .transactional import TRANSACTIONAL_GRACE_S, Acknowledged, TransactionalSink
 from .upkeep import Retention, checkpoint_after_burst
 
 __all__ = [
@@ -266,6 +267,10 @@ class SchedulerWorker:
         self._changes: ChangeSignal | None = changes if isinstance(changes, ChangeSignal) else None
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
+        if isinstance(self.sink, TransactionalSink):
+            self.sink = self.sink.bind(store, self.clock, self._retry, timeout)
+            # the sink stops its own handler at the timeout; this is the backstop
+            timeout += TRANSACTIONAL_GRACE_S
         self._runner = SinkRunner(self.sink, timeout, self._aborting)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
@@ -394,12 +399,17 @@ class SchedulerWorker:
         for occ, result in zip(batch, results, strict=True):
             if result.kind is ResultKind.FAILED and counts.failure is None:
                 counts.failure = result.exception()
+            if isinstance(result, Acknowledged):  # recorded with the handler's writes
+                counts.add(self._settled(occ, result.settlement, result.applied, result, counts))
+                continue
             settlement = settlement_for(occ, result, now, self._retry, self._rng)
             if settlement is None:
                 counts.add(DispatchOutcome.SKIPPED)
             else:
                 planned.append((occ, settlement, result))
         if not planned:
+            if counts.events:  # transactional acknowledgements only
+                call_hooks(self.hooks, counts.events)
             return
         try:
             oks = self.store.settle([settlement for _, settlement, _ in planned])

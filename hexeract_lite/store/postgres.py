@@ -386,15 +386,25 @@ class PostgresScheduleStore(SettlingStore):
 
     # -- writing ---------------------------------------------------------------------
 
-    def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
-        self.insert_many([message], max_attempts)
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """``connection``: a ``psycopg`` connection (or transaction) on this database:
+        written inside its transaction (:func:`.postgres_tx.insert_within`)."""
+        self.insert_many([message], max_attempts, connection=connection)
 
-    def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
         check_max_attempts(max_attempts)
         messages = check_messages(messages)
-        if not messages:
+        if not messages and connection is None:
             return
-        if len({m.schedule_id for m in messages}) != len(messages):
+        if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             self._raise_first_duplicate(messages)
         params = self._params(
             max_attempts=max_attempts,
@@ -409,6 +419,11 @@ class PostgresScheduleStore(SettlingStore):
             names=[m.name for m in messages],
             graces=[grace_ms(m.misfire_grace) for m in messages],
         )
+        if connection is not None:
+            from .postgres_tx import insert_within
+
+            insert_within(self, connection, messages, params, self._sql.insert, "insert")
+            return
         try:
             with self._connection("insert") as conn:
                 if len(messages) == 1:  # one statement: nothing to undo on a duplicate

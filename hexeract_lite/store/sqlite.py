@@ -102,6 +102,7 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
+from .sqlite_tx import insert_within
 from .sqlite_watch import WalWatcher
 from .stats import StoreStats
 
@@ -397,6 +398,16 @@ class SqliteScheduleStore(SettlingStore):
         return self._durability
 
     @property
+    def busy_timeout(self) -> timedelta:
+        """How long a write waits for another connection's write lock, as opened."""
+        return self._busy_timeout
+
+    @property
+    def vfs(self) -> str | None:
+        """The SQLite VFS the file was opened with (None: the default one)."""
+        return self._vfs
+
+    @property
     def readonly(self) -> bool:
         """True when opened with ``readonly=True``: the store never writes."""
         return self._readonly
@@ -606,7 +617,13 @@ class SqliteScheduleStore(SettlingStore):
 
     # -- writing -------------------------------------------------------------------------
 
-    def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """See :meth:`ScheduleStore.insert`. ``connection``: an ``apsw.Connection`` or
+        ``sqlite3.Connection`` on this file with a transaction open: the row is written
+        inside that transaction and exists once the caller commits (see
+        :func:`~hexeract_lite.store.sqlite_tx.insert_within`)."""
         check_max_attempts(max_attempts)
         validate_message(message)
         self._writable("insert")
@@ -625,6 +642,9 @@ class SqliteScheduleStore(SettlingStore):
             message.name,
             grace_ms(message.misfire_grace),
         )
+        if connection is not None:
+            insert_within(connection, self._path, self._sql, [message], [row], "insert")
+            return
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
         with self._lock:
@@ -640,10 +660,18 @@ class SqliteScheduleStore(SettlingStore):
                 raise
         self.changes.notify()
 
-    def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        """See :meth:`ScheduleStore.insert_many`; ``connection`` as for :meth:`insert`
+        (the batch is all or nothing inside the caller's transaction)."""
         check_max_attempts(max_attempts)
         messages = check_messages(messages)
-        if not messages:
+        if not messages and connection is None:
             return
         created = format_ts(self._now())
         rows = [
@@ -663,6 +691,10 @@ class SqliteScheduleStore(SettlingStore):
             )
             for m in messages
         ]
+        if connection is not None:
+            self._writable("insert_many")
+            insert_within(connection, self._path, self._sql, messages, rows, "insert_many")
+            return
         try:
             with self._write("insert_many") as cur:
                 cur.executemany(self._sql.insert, rows)

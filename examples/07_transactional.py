@@ -1,0 +1,137 @@
+"""Orders and their reminders in one transaction; each reminder's effect exactly once.
+
+An order app keeps its own tables in the scheduler's SQLite file:
+
+1. each order is created on an ``apsw`` connection to the file, and its reminder is
+   scheduled in the same transaction (``store.insert(..., connection=conn)``): one
+   order's transaction fails and rolls back, and no reminder of it exists;
+2. a worker with a :class:`~hexeract_lite.TransactionalSink` delivers the reminders:
+   the handler records "reminder sent" for the order inside the transaction that
+   acknowledges the occurrence, so the record and the acknowledgement commit
+   together. A first handler crashes half-way through one reminder: its write is
+   rolled back with the acknowledgement, and the retry applies it once;
+3. every committed order has exactly one "reminder sent", the failed order none.
+
+Run it with ``--db PATH`` (default: a temporary file). It prints each step and exits
+0 on success, 1 with the reason on a failure. It takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from hexeract_lite import (
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    SqliteScheduleStore,
+    Target,
+    TransactionalSink,
+)
+
+ORDERS = ["book", "lamp", "kettle", "chair"]
+FAILING = "kettle"  # its transaction fails after the reminder was scheduled
+
+
+def create_order(store: SqliteScheduleStore, db: Path, item: str) -> bool:
+    """One transaction: the order row and its reminder. False when it rolled back."""
+    conn = apsw.Connection(str(db))
+    conn.set_busy_timeout(5000)
+    try:
+        with conn:  # BEGIN ... COMMIT, or ROLLBACK on an exception
+            conn.execute("INSERT INTO orders (item) VALUES (?)", (item,))
+            reminder = ScheduledMessage.delay(
+                Target.mediator(),
+                datetime.now(UTC) + timedelta(milliseconds=200),
+                "order.remind",
+                {"order_id": conn.last_insert_rowid(), "item": item},
+            )
+            store.insert(reminder, max_attempts=5, connection=conn)
+            if item == FAILING:
+                raise RuntimeError(f"payment for {item} declined")
+        return True
+    except RuntimeError as exc:
+        print(f"  order {item!r} rolled back: {exc}")
+        return False
+    finally:
+        conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", type=Path, default=None)
+    args = parser.parse_args()
+    db = args.db or Path(tempfile.mkdtemp()) / "orders.db"
+
+    with SqliteScheduleStore.open(db) as store:
+        setup = apsw.Connection(str(db))
+        setup.execute(
+            "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS reminders_sent (order_id INTEGER NOT NULL,"
+            " occurrence TEXT NOT NULL, sent_at TEXT NOT NULL);"
+        )
+        setup.close()
+
+        print("1. creating orders, each with its reminder in the same transaction")
+        committed = [item for item in ORDERS if create_order(store, db, item)]
+        pending = store.list_pending()
+        print(f"  {len(committed)} orders committed, {len(pending)} reminders scheduled")
+        if len(pending) != len(committed):
+            print("FAILED: a reminder exists without its order (or the reverse)")
+            return 1
+
+        crashed: list[str] = []
+
+        def send_reminder(message: ScheduledMessage, conn: Any) -> None:
+            order = message.payload["order_id"]
+            conn.execute(
+                "INSERT INTO reminders_sent (order_id, occurrence, sent_at) VALUES (?, ?, ?)",
+                (order, str(message.occurrence_id()), datetime.now(UTC).isoformat()),
+            )
+            if not crashed:  # the first delivery fails after its write
+                crashed.append(message.payload["item"])
+                raise RuntimeError("the handler crashed half-way")
+
+        print("2. delivering the reminders with a transactional sink")
+        config = SchedulerWorkerConfig(
+            poll_interval=timedelta(milliseconds=50),
+            retry_base_delay=timedelta(milliseconds=100),
+            dispatch_timeout=timedelta(seconds=1),
+            lease=timedelta(seconds=120),
+        )
+        worker = SchedulerWorker(store, TransactionalSink(send_reminder), config)
+        deadline = time.monotonic() + 20
+        while store.list_pending() and time.monotonic() < deadline:
+            worker.run_once()
+            time.sleep(0.05)
+        print(f"  the handler crashed once (reminder for {crashed[0]!r}) and was retried")
+
+        print("3. checking: every committed order has exactly one reminder sent")
+        check = apsw.Connection(str(db))
+        rows = check.execute(
+            "SELECT o.item, count(r.order_id) FROM orders o"
+            " LEFT JOIN reminders_sent r ON r.order_id = o.id GROUP BY o.id ORDER BY o.id"
+        ).fetchall()
+        check.close()
+        for item, sent in rows:
+            print(f"  {item}: {sent} reminder(s) sent")
+        if sorted(str(item) for item, _ in rows) != sorted(committed):
+            print(f"FAILED: orders {rows} do not match the committed ones {committed}")
+            return 1
+        if any(sent != 1 for _, sent in rows):
+            print("FAILED: a reminder's effect was lost or repeated")
+            return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Transactions the application shares with the PostgreSQL store.
+
+- :func:`insert_within`: ``store.insert(..., connection=conn)`` and
+  ``store.insert_many(..., connection=conn)`` write the schedules through the caller's
+  ``psycopg.Connection`` (or a ``psycopg.Transaction``'s connection) inside its
+  transaction, under a savepoint (the batch is all or nothing), together with the
+  ``NOTIFY`` that wakes listening workers: PostgreSQL delivers it when the caller
+  commits, and drops it on a rollback. Nothing is committed here.
+- :class:`PostgresTransactionRunner`: the PostgreSQL side of
+  :class:`~hexeract_lite.transactional.TransactionalSink`: a transaction on a
+  connection of its own holding the occurrence's fenced acknowledgement and the
+  handler's writes. ``statement_timeout`` and ``idle_in_transaction_session_timeout``
+  (``SET LOCAL``, the dispatch timeout) end a slow handler's transaction on the server;
+  a handler that returns after the deadline is rolled back, never committed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from ..clock import Clock
+from ..errors import DuplicateSchedule, InvalidArgument, StoreError
+from ..message import ScheduledMessage
+from ..settle import SUCCEEDED, DispatchResult, settlement_for
+from ..snapshot import LeasedOccurrence
+from .postgres_connections import connect
+from .postgres_listen import channel_name
+from .settle_plan import settle_plan
+
+if TYPE_CHECKING:
+    from ..retry import RetryPolicy
+    from .postgres import PostgresScheduleStore
+
+import contextlib
+
+from .postgres import _lease_token, _same, _whole_ms
+
+__all__ = ["PostgresTransactionRunner", "insert_within"]
+
+_SAVEPOINT = "hexeract_lite_insert"
+_NOTIFY = "SELECT pg_notify(%s, %s)"
+_IDENTITY = (
+    "SELECT current_database(), inet_server_addr()::text, inet_server_port(),"
+    " to_regclass(%s)::oid::bigint"
+)
+
+
+def _bad(what: str, problem: str) -> InvalidArgument:
+    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
+
+
+def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
+    row = conn.execute(_IDENTITY, [table]).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+_IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _store_identity(store: PostgresScheduleStore) -> tuple[Any, ...]:
+    """The database, server address, port and table oid the store's connections see."""
+    found = _IDENTITIES.get(store)
+    if found is None:
+        with store._connection("insert") as conn:
+            found = _IDENTITIES[store] = _identity(conn, store.table)
+    return found
+
+
+def _check(store: PostgresScheduleStore, connection: object, what: str) -> psycopg.Connection[Any]:
+    if isinstance(connection, psycopg.Transaction):
+        connection = connection.connection
+    if not isinstance(connection, psycopg.Connection):
+        raise InvalidArgument(
+            f"{what}: connection must be a psycopg.Connection (or psycopg.Transaction) on"
+            f" {store._where}, got {connection!r}"
+        )
+    conn: psycopg.Connection[Any] = connection
+    if conn.closed:
+        raise _bad(what, "is closed")
+    status = conn.info.transaction_status
+    if status == TransactionStatus.INERROR:
+        raise _bad(what, "is in a failed transaction (roll it back first)")
+    if status == TransactionStatus.ACTIVE:
+        raise _bad(what, "is busy running another statement (used from another thread?)")
+    if status == TransactionStatus.IDLE and conn.autocommit:
+        raise _bad(
+            what,
+            "is in autocommit mode with no open transaction; insert inside"
+            " `with conn.transaction():` so that the schedule commits with your writes",
+        )
+    try:
+        theirs = _identity(conn, store.table)
+        [read_only] = conn.execute("SHOW transaction_read_only").fetchone() or ("off",)
+    except psycopg.Error as exc:
+        raise _bad(what, f"cannot be used: {type(exc).__name__}: {exc}") from exc
+    ours = _store_identity(store)
+    if theirs != ours or ours[3] is None:
+        raise _bad(
+            what,
+            f"is on another database or sees another table {store.table!r}"
+            f" ({theirs[0]!r} at {theirs[1]}:{theirs[2]}), not the store's ({store._where})",
+        )
+    if read_only == "on":
+        raise _bad(what, "is read-only (transaction_read_only is on)")
+    return conn
+
+
+def insert_within(
+    store: PostgresScheduleStore,
+    connection: object,
+    messages: Sequence[ScheduledMessage],
+    params: dict[str, Any],
+    insert_sql: Any,
+    what: str,
+) -> None:
+    """Insert ``messages`` (bound as ``params`` to ``insert_sql``) through the caller's
+    connection, inside its transaction, with a ``NOTIFY`` that PostgreSQL delivers at
+    its commit. Raises :class:`InvalidArgument` for a connection that is closed, on
+    another database, read-only, failed, or in autocommit mode with no transaction;
+    :class:`DuplicateSchedule` for an id stored already or repeated in the batch (the
+    batch undone, the caller's transaction still usable); :class:`StoreError` for a
+    driver error."""
+    conn = _check(store, connection, what)
+    if not messages:
+        return
+    try:
+        conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+    except psycopg.Error as exc:
+        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        seen: set[object] = set()
+        for m in messages:
+            if m.schedule_id in seen:
+                raise DuplicateSchedule(m.schedule_id)
+            seen.add(m.schedule_id)
+        inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
+        for m in messages:
+            if m.schedule_id not in inserted:
+                raise DuplicateSchedule(m.schedule_id)
+        conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+        conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+    except BaseException as exc:
+        try:
+            conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+            conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        except psycopg.Error:
+            pass  # the connection is broken: its transaction is gone with it
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+            raise _bad(what, f"is read-only ({exc})") from exc
+        if isinstance(exc, psycopg.Error):
+            raise StoreError(
+                f"{what} on {store._where} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        raise
+
+
+def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
+    """Close the sink's connection when its runner goes away (not in a forked child)."""
+    if pid == os.getpid():
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+
+
+class _Fenced(Exception):
+    """The acknowledgement matched no lease: roll back, do not call the handler."""
+
+
+class PostgresTransactionRunner:
+    """Runs a transactional handler for one occurrence at a time on PostgreSQL (see
+    :class:`~hexeract_lite.store.sqlite_tx.SqliteTransactionRunner` for the results)."""
+
+    def __init__(
+        self,
+        store: PostgresScheduleStore,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: RetryPolicy,
+        timeout: float,
+    ) -> None:
+        self._store = store
+        self._handler = handler
+        self._clock = clock
+        self._policy = policy
+        self._timeout = timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._pid != os.getpid():
+            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            db = self._store._db
+            self._conn = conn = connect(db._conninfo, db.timeouts)
+            weakref.finalize(self, _close_quietly, conn, os.getpid())
+        return self._conn
+
+    def close(self) -> None:
+        """Close the runner's own connection (a later run opens another)."""
+        conn, self._conn = self._conn, None
+        if conn is not None and self._pid == os.getpid():
+            conn.close()
+
+    def run(self, occ: LeasedOccurrence) -> DispatchResult:
+        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
+        from ..transactional import Acknowledged, bad_return, timed_out
+
+        store = self._store
+        now = self._clock.now()
+        settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
+        assert settlement is not None
+        plan = settle_plan(
+            [settlement],
+            None if store.uses_database_clock else store._now(),
+            encode_id=_same,
+            encode_lease=_lease_token,
+            encode_instant=_same,
+            encode_retry_in=_whole_ms,
+        )
+        if not plan:
+            return Acknowledged(settlement=settlement, applied=False)
+        [(_, kind, params)] = plan
+        statement = store._settle_statements[kind]
+        ms = max(1, int(self._timeout * 1000))
+        deadline = time.monotonic() + self._timeout
+        try:
+            conn = self._connection()
+        except psycopg.Error as exc:
+            error = StoreError(f"transactional dispatch on {store._where}: cannot connect: {exc}")
+            error.__cause__ = exc
+            return DispatchResult.failed(error)
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT set_config('statement_timeout', %s, true),"
+                    " set_config('idle_in_transaction_session_timeout', %s, true)",
+                    [f"{ms}ms", f"{ms}ms"],
+                )
+                if conn.execute(statement, params).rowcount != 1:
+                    raise _Fenced()
+                returned = self._handler(occ.message, conn)
+                if returned is not None:
+                    raise bad_return(self._handler, returned)
+                if time.monotonic() > deadline:
+                    raise timed_out(self._timeout, None)
+                if settlement.wakes:
+                    conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+        except _Fenced:
+            return Acknowledged(settlement=settlement, applied=False)
+        except BaseException as exc:
+            if conn.broken or conn.closed:
+                self._conn = None
+            if isinstance(
+                exc, psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout
+            ) or (isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline):
+                return DispatchResult.failed(timed_out(self._timeout, exc))
+            return DispatchResult.failed(exc)
+        return Acknowledged(settlement=settlement, applied=True)

@@ -1,0 +1,446 @@
+"""Transactions the application shares with the SQLite store.
+
+Two things, both on the store's own file:
+
+- :func:`insert_within`: ``store.insert(..., connection=conn)`` and
+  ``store.insert_many(..., connection=conn)`` write the schedules through the caller's
+  ``apsw.Connection`` or stdlib ``sqlite3.Connection``, inside the transaction the
+  caller has open, under a savepoint (all of the batch or nothing of it). Nothing is
+  committed here: the schedules exist once the caller commits, and vanish if it rolls
+  back. A worker in any process notices the commit through ``PRAGMA data_version``,
+  which moves on every commit of another connection, so it wakes within its poll
+  interval as for any other insert.
+
+  A stdlib ``sqlite3`` connection is accepted only when the ``sqlite3`` module and apsw
+  share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's wheels bundle
+  their own, and two copies of SQLite in one process do not see each other's POSIX
+  locks on the file: the second copy's close can delete the WAL under the first one's
+  feet (an I/O error, or a corrupt file), and their write locks do not exclude each
+  other. Such a connection is refused, naming the two versions.
+- :class:`SqliteTransactionRunner`: the SQLite side of
+  :class:`~hexeract_lite.transactional.TransactionalSink`. For each occurrence it
+  opens ``BEGIN IMMEDIATE`` on a connection of its own, applies the occurrence's fenced
+  acknowledgement, runs the handler with that connection, and commits both, or rolls
+  both back. A watchdog interrupts and closes the connection at ``dispatch_timeout``,
+  which rolls the transaction back and releases the file's write lock even while the
+  handler sleeps in Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import apsw
+
+from ..clock import Clock
+from ..errors import DuplicateSchedule, InvalidArgument, StoreError
+from ..message import ScheduledMessage
+from ..settle import SUCCEEDED, DispatchResult, settlement_for
+from ..snapshot import LeasedOccurrence
+from .settle_plan import settle_plan
+from .sqlite_codec import encode_id, encode_instant, encode_lease
+from .sqlite_schema import connect
+from .sqlite_sql import SqliteStatements
+
+if TYPE_CHECKING:
+    from ..retry import RetryPolicy
+    from .sqlite import SqliteScheduleStore
+
+__all__ = ["SqliteTransactionRunner", "insert_within", "shares_sqlite_with_apsw"]
+
+_SAVEPOINT = "hexeract_lite_insert"
+
+
+def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
+    if not main:
+        return False  # an in-memory or temporary database
+    return os.path.realpath(main) == os.path.realpath(path)
+
+
+def _bad(what: str, problem: str) -> InvalidArgument:
+    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
+
+
+class _Caller:
+    """The caller's connection, checked: executes statements, maps driver errors."""
+
+    def __init__(self, conn: Any, kind: str) -> None:
+        self.conn = conn
+        self.kind = kind
+
+    def execute(self, sql: str, params: Any = ()) -> list[Any]:
+        return list(self.conn.execute(sql, params).fetchall())
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        if self.kind == "apsw":
+            self.conn.cursor().executemany(sql, rows)
+        else:
+            self.conn.executemany(sql, rows)
+
+
+def _unusable(exc: sqlite3.ProgrammingError, what: str) -> InvalidArgument:
+    text = str(exc)
+    if "thread" in text:
+        return _bad(what, f"(sqlite3) is used from another thread than it allows ({text})")
+    return _bad(what, f"(sqlite3) is closed ({text})")
+
+
+def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
+    try:
+        in_transaction = conn.in_transaction
+        conn.execute("SELECT 1").fetchall()  # checks the thread and that it is open
+    except sqlite3.ProgrammingError as exc:
+        raise _unusable(exc, what) from exc
+    autocommit = getattr(conn, "autocommit", None)  # Python 3.12+; -1: legacy control
+    legacy = autocommit is not True and autocommit is not False
+    implicit = autocommit is False or (legacy and conn.isolation_level is not None)
+    if not in_transaction and not implicit:
+        raise _bad(
+            what,
+            "(sqlite3) is in autocommit mode with no open transaction; run BEGIN on it"
+            " first (or use isolation_level other than None), so that the schedule"
+            " commits with your writes",
+        )
+    return _Caller(conn, "sqlite3")
+
+
+def _check(connection: object, path: os.PathLike[str] | str, what: str) -> _Caller:
+    """The caller's connection, after every check (raises :class:`InvalidArgument`)."""
+    if isinstance(connection, apsw.Connection):
+        try:
+            autocommit = connection.get_autocommit()
+            readonly = connection.readonly("main")
+        except apsw.ConnectionClosedError as exc:
+            raise _bad(what, "(apsw) is closed") from exc
+        except apsw.Error as exc:
+            raise _bad(what, f"(apsw) cannot be used: {exc}") from exc
+        if autocommit:
+            raise _bad(
+                what,
+                "(apsw) has no open transaction; run BEGIN (or BEGIN IMMEDIATE) on it first",
+            )
+        if readonly:
+            raise _bad(what, f"(apsw) opened {path} read-only")
+        caller = _Caller(connection, "apsw")
+    elif isinstance(connection, sqlite3.Connection):
+        caller = _check_sqlite3(connection, what)
+    else:
+        raise InvalidArgument(
+            f"{what}: connection must be an apsw.Connection or a sqlite3.Connection on"
+            f" {path}, got {connection!r}"
+        )
+    try:
+        rows = caller.execute("PRAGMA database_list")
+        [query_only] = caller.execute("PRAGMA query_only")[0]
+    except (apsw.Error, sqlite3.Error) as exc:
+        raise _bad(what, f"cannot be used: {type(exc).__name__}: {exc}") from exc
+    main = next((str(row[2] or "") for row in rows if row[1] == "main"), "")
+    if not _same_file(main, path):
+        raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
+    if query_only:
+        raise _bad(what, "is read-only (PRAGMA query_only is on)")
+    if caller.kind == "sqlite3" and not shares_sqlite_with_apsw():
+        raise _bad(
+            what,
+            f"(sqlite3) runs the standard library's SQLite {sqlite3.sqlite_version}, a second"
+            f" copy of SQLite beside the one apsw uses ({apsw.sqlite_lib_version()},"
+            " bundled): two copies in one process break each other's locks on the same"
+            " file and can corrupt it (https://sqlite.org/howtocorrupt.html, 2.2.1). Open"
+            " it with apsw.Connection(path) instead, or install apsw built against the"
+            " system SQLite",
+        )
+    return caller
+
+
+def shares_sqlite_with_apsw() -> bool:
+    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
+    built against the system library of the same version), so that their connections
+    to one file in one process see each other's locks."""
+    return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
+
+
+def _is_readonly(exc: BaseException) -> bool:
+    if isinstance(exc, apsw.ReadOnlyError):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc)
+
+
+def _is_duplicate(exc: BaseException) -> bool:
+    """A primary-key (the id) or unique (the name) violation, as the store reads it."""
+    if isinstance(exc, apsw.ConstraintError):
+        return getattr(exc, "extendedresult", None) in (
+            apsw.SQLITE_CONSTRAINT_PRIMARYKEY,
+            apsw.SQLITE_CONSTRAINT_UNIQUE,
+        )
+    if isinstance(exc, sqlite3.IntegrityError):
+        return getattr(exc, "sqlite_errorname", "") in (
+            "SQLITE_CONSTRAINT_PRIMARYKEY",
+            "SQLITE_CONSTRAINT_UNIQUE",
+        )
+    return False
+
+
+def insert_within(
+    connection: object,
+    path: os.PathLike[str] | str,
+    statements: SqliteStatements,
+    messages: Sequence[ScheduledMessage],
+    rows: Sequence[Sequence[Any]],
+    what: str,
+) -> None:
+    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`,
+    as the store builds them) through the caller's ``connection`` inside its transaction.
+
+    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` open on
+    ``path``, writable, usable from this thread, with a transaction open (a sqlite3
+    connection that opens transactions implicitly gets the ``BEGIN`` it would have run
+    before the insert). Raises :class:`InvalidArgument` naming the problem otherwise,
+    :class:`DuplicateSchedule` for an id already stored (or repeated in the batch), and
+    :class:`StoreError` for a driver error. The batch is all or nothing (a savepoint);
+    the caller's transaction stays open either way, and nothing is committed.
+    """
+    caller = _check(connection, path, what)
+    if not rows:
+        return
+    try:
+        if caller.kind == "sqlite3" and not caller.conn.in_transaction:
+            level = caller.conn.isolation_level or ""
+            caller.execute(f"BEGIN {level}")  # what sqlite3 runs before an INSERT anyway
+        caller.execute(f"SAVEPOINT {_SAVEPOINT}")
+    except (apsw.Error, sqlite3.Error) as exc:
+        raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        caller.executemany(statements.insert, rows)
+    except BaseException as exc:
+        try:
+            caller.execute(f"ROLLBACK TO {_SAVEPOINT}")
+            caller.execute(f"RELEASE {_SAVEPOINT}")
+        except (apsw.Error, sqlite3.Error):
+            pass  # the transaction is gone (SQLite rolled it back): nothing of ours is in it
+        if _is_duplicate(exc):
+            raise _first_duplicate(caller, statements, messages) from exc
+        if _is_readonly(exc):
+            raise _bad(what, f"cannot write to {path}: it is read-only ({exc})") from exc
+        if isinstance(exc, apsw.Error | sqlite3.Error):
+            raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+        raise
+    try:
+        caller.execute(f"RELEASE {_SAVEPOINT}")
+    except (apsw.Error, sqlite3.Error) as exc:
+        raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _first_duplicate(
+    caller: _Caller, statements: SqliteStatements, messages: Sequence[ScheduledMessage]
+) -> Exception:
+    seen: set[object] = set()
+    for m in messages:
+        sid = m.schedule_id
+        if sid in seen or caller.execute(statements.exists, (sid.bytes,)):
+            return DuplicateSchedule(sid)
+        seen.add(sid)
+    return StoreError("insert: a duplicate id or name vanished")
+
+
+# -- the transactional sink ----------------------------------------------------------
+
+
+class _Watchdog:
+    """One thread per runner: interrupts and closes a connection at its deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._conn: apsw.Connection | None = None
+        self._deadline = 0.0
+        self.fired = False
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn: apsw.Connection, seconds: float) -> None:
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._main, name="hexeract-tx-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._conn, self._deadline, self.fired = conn, time.monotonic() + seconds, False
+            self._cond.notify()
+
+    def disarm(self) -> bool:
+        """Stop watching; True if the deadline passed (the connection was closed)."""
+        with self._cond:
+            self._conn = None
+            return self.fired
+
+    def _main(self) -> None:
+        while True:
+            with self._cond:
+                while self._conn is None:
+                    if not self._cond.wait(timeout=60):
+                        self._thread = None
+                        return
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(timeout=remaining)
+                    continue
+                conn, self.fired = self._conn, True
+                self._conn = None
+                # under the lock: disarm() waits until the connection is closed
+                _close_from_outside(conn)
+
+
+def _close_from_outside(conn: apsw.Connection) -> None:
+    """Interrupt what the connection runs and close it (rolling back its transaction),
+    retrying while another thread is inside it (bounded: an interrupted statement
+    returns at its next step)."""
+    for _ in range(2000):
+        conn.interrupt()
+        try:
+            conn.close(True)
+            return
+        except apsw.ThreadingViolationError:
+            time.sleep(0.005)
+        except apsw.Error:
+            return
+
+
+_STATEMENT_NAMES = {
+    "delivered": "mark_delivered",
+    "reschedule": "reschedule",
+}
+
+
+class SqliteTransactionRunner:
+    """Runs a transactional handler for one occurrence at a time on SQLite.
+
+    ``run(occurrence)``: ``BEGIN IMMEDIATE`` on the runner's own connection; the
+    occurrence's success acknowledgement (``delivered``, or ``reschedule`` for a cron
+    schedule), fenced on its lease; when the fence holds, ``handler(message,
+    connection)``; ``COMMIT``. The result is an
+    :class:`~hexeract_lite.transactional.Acknowledged` (committed, or fenced out: the
+    handler did not run), or a failed :class:`DispatchResult` (the handler raised,
+    returned something other than None, or ran past ``timeout``; or the database
+    failed), after which nothing of the transaction remains.
+    """
+
+    def __init__(
+        self,
+        store: SqliteScheduleStore,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: RetryPolicy,
+        timeout: float,
+    ) -> None:
+        self._store = store
+        self._handler = handler
+        self._clock = clock
+        self._policy = policy
+        self._timeout = timeout
+        sql = SqliteStatements(store.table)
+        self._statements = {name: getattr(sql, attr) for name, attr in _STATEMENT_NAMES.items()}
+        self._conn: apsw.Connection | None = None
+        self._pid = os.getpid()
+        self._watchdog = _Watchdog()
+        self._inherited: list[apsw.Connection] = []
+
+    def _connection(self) -> apsw.Connection:
+        if self._pid != os.getpid():  # a forked child: never touch the parent's connection
+            if self._conn is not None:
+                self._inherited.append(self._conn)
+            self._conn, self._pid = None, os.getpid()
+        if self._conn is None:
+            s = self._store
+            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs)
+        return self._conn
+
+    def close(self) -> None:
+        """Close the runner's own connection (a later run opens another)."""
+        conn, self._conn = self._conn, None
+        if conn is not None and self._pid == os.getpid():
+            with contextlib.suppress(apsw.Error):
+                conn.close()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(apsw.Error):
+                conn.close(True)
+
+    def run(self, occ: LeasedOccurrence) -> DispatchResult:
+        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
+        from ..transactional import Acknowledged, bad_return, timed_out
+
+        now = self._clock.now()
+        settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
+        assert settlement is not None
+        plan = settle_plan(
+            [settlement],
+            now,
+            encode_id=encode_id,
+            encode_lease=encode_lease,
+            encode_instant=encode_instant,
+        )
+        if not plan:
+            return Acknowledged(settlement=settlement, applied=False)
+        [(_, kind, params)] = plan
+        statement = self._statements[kind.value]
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+        except (apsw.Error, StoreError) as exc:
+            self._drop()
+            return DispatchResult.failed(self._error(exc))
+        self._watchdog.arm(conn, self._timeout)
+        committed = False
+        error: BaseException | None = None
+        applied = True
+        try:
+            conn.execute(statement, params)
+            if conn.changes() == 0:
+                applied = False
+            else:
+                returned = self._handler(occ.message, conn)
+                if returned is not None:
+                    error = bad_return(self._handler, returned)
+                else:
+                    conn.execute("COMMIT")
+                    committed = True
+        except BaseException as exc:  # the handler's failure, whatever its type
+            error = exc
+        fired = self._watchdog.disarm()
+        if not committed:
+            if fired:
+                self._conn = None  # the watchdog closed it, rolling back
+            else:
+                self._rollback(conn)
+        elif fired:
+            self._conn = None
+        if committed:
+            return Acknowledged(settlement=settlement, applied=True)
+        if not applied and error is None:
+            return Acknowledged(settlement=settlement, applied=False)
+        if fired:
+            return DispatchResult.failed(timed_out(self._timeout, error))
+        assert error is not None
+        return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
+
+    def _rollback(self, conn: apsw.Connection) -> None:
+        try:
+            if not conn.get_autocommit():
+                conn.execute("ROLLBACK")
+        except apsw.Error:
+            self._drop()
+
+    def _error(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, StoreError):
+            return exc
+        err = StoreError(
+            f"transactional dispatch on {self._store.path} failed: {type(exc).__name__}: {exc}"
+        )
+        err.__cause__ = exc
+        return err

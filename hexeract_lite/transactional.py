@@ -1,0 +1,169 @@
+"""Transactional sink: the handler's writes and the acknowledgement commit together.
+
+``TransactionalSink(handler)`` is given to a
+:class:`~hexeract_lite.worker.SchedulerWorker` like any sink, on a SQLite or a
+PostgreSQL store. For each occurrence the worker opens one write transaction on the
+store's database (SQLite: ``BEGIN IMMEDIATE`` on a connection of the sink's own;
+PostgreSQL: a transaction on a connection of its own), records the occurrence's
+success acknowledgement in it, fenced on its lease like every acknowledgement, and
+calls ``handler(message, connection)`` with that connection (an ``apsw.Connection``
+or a ``psycopg.Connection``). Then:
+
+- the handler returns None: ``COMMIT``, the handler's writes and the acknowledgement
+  together. Once committed the occurrence is never delivered again, so an effect the
+  handler writes to the same database happens exactly once;
+- the handler raises (a constraint its write violates included), returns something
+  else, or runs past the worker's ``dispatch_timeout``: ``ROLLBACK``, neither, and the
+  worker records the failure in a transaction of its own (retry with backoff, then
+  dead letter), as for any sink;
+- the acknowledgement no longer matches the lease (the lease ran out and another
+  worker owns the occurrence): the handler is not called, nothing is written, and
+  the outcome is ``lease_lost``.
+
+**The price**: the database's write lock (SQLite: the whole file; PostgreSQL: the
+scheduler row and the rows the handler writes) is held while the handler runs, so
+every other writer of the file waits for it. Handlers must be short, local writes,
+never network calls. The bound is ``dispatch_timeout``: at the deadline the SQLite
+connection is interrupted and closed (which rolls back and releases the file even
+while the handler sleeps in Python); on PostgreSQL ``statement_timeout`` and
+``idle_in_transaction_session_timeout`` end the transaction on the server.
+A handler must not commit or roll back the connection itself, nor keep it after
+returning.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from .clock import Clock
+from .errors import DispatchError, InvalidConfiguration
+from .message import ScheduledMessage
+from .retry import RetryPolicy
+from .settle import DispatchResult, ResultKind
+from .snapshot import LeasedOccurrence
+from .store.base import ScheduleStore, Settlement
+
+__all__ = ["Acknowledged", "BoundTransactionalSink", "TransactionalSink"]
+
+TRANSACTIONAL_GRACE_S = 5.0
+"""How long past ``dispatch_timeout`` the worker waits for a transactional dispatch
+that stops itself at the timeout before it abandons the thread."""
+
+Handler = Callable[[ScheduledMessage, Any], object]
+
+
+@attrs.frozen(kw_only=True)
+class Acknowledged(DispatchResult):
+    """A dispatch whose acknowledgement was already recorded in the handler's
+    transaction (``applied``), or fenced out (not applied: the lease was lost)."""
+
+    kind: ResultKind = ResultKind.SUCCEEDED
+    settlement: Settlement
+    applied: bool
+
+
+def bad_return(handler: object, value: object) -> DispatchError:
+    """The failure of a handler that returned something other than None."""
+    return DispatchError(
+        f"transactional handler {handler!r:.80} returned {value!r:.80}; it must return"
+        " None and raise to signal a failure"
+    )
+
+
+def timed_out(timeout: float, error: BaseException | None) -> TimeoutError:
+    """The failure of a handler stopped at ``dispatch_timeout``."""
+    exc = TimeoutError(
+        f"the transactional handler did not finish within dispatch_timeout ({timeout:g} s);"
+        " its writes and the acknowledgement were rolled back"
+    )
+    exc.__cause__ = error
+    return exc
+
+
+class TransactionalSink:
+    """A sink whose ``handler(message, connection)`` runs inside the transaction that
+    acknowledges the occurrence (see the module docstring).
+
+    Raises :class:`InvalidConfiguration` for a handler that is not a plain callable
+    (a coroutine function cannot run inside the transaction).
+    """
+
+    is_async = False
+
+    def __init__(self, handler: Handler) -> None:
+        if not callable(handler) or inspect.iscoroutinefunction(handler):
+            raise InvalidConfiguration(
+                f"TransactionalSink needs a plain function handler(message, connection),"
+                f" got {handler!r}"
+            )
+        self.handler = handler
+
+    def dispatch(self, message: ScheduledMessage) -> None:
+        """Not used: a worker runs the handler inside its transaction (:meth:`bind`)."""
+        raise DispatchError(
+            "a TransactionalSink runs only under a SchedulerWorker on a SQLite or"
+            " PostgreSQL store (it needs the occurrence's lease)"
+        )
+
+    def bind(
+        self, store: ScheduleStore, clock: Clock, policy: RetryPolicy, timeout: float
+    ) -> BoundTransactionalSink:
+        """The sink as a worker on ``store`` runs it. Raises
+        :class:`InvalidConfiguration` for a store that has no shared transactions."""
+        from .store.sqlite import SqliteScheduleStore
+
+        runner: Any
+        if isinstance(store, SqliteScheduleStore):
+            from .store.sqlite_tx import SqliteTransactionRunner
+
+            runner = SqliteTransactionRunner(store, self.handler, clock, policy, timeout)
+        else:
+            try:
+                from .store.postgres import PostgresScheduleStore
+            except ImportError:  # pragma: no cover - psycopg not installed
+                PostgresScheduleStore = None  # type: ignore[assignment,misc]
+            if PostgresScheduleStore is None or not isinstance(store, PostgresScheduleStore):
+                raise InvalidConfiguration(
+                    f"a TransactionalSink needs a SQLite or PostgreSQL store, got {store!r}"
+                )
+            from .store.postgres_tx import PostgresTransactionRunner
+
+            runner = PostgresTransactionRunner(store, self.handler, clock, policy, timeout)
+        return BoundTransactionalSink(self, runner)
+
+    def __repr__(self) -> str:
+        return f"TransactionalSink({self.handler!r})"
+
+
+class BoundTransactionalSink:
+    """A :class:`TransactionalSink` bound to one worker's store: the worker calls
+    :meth:`dispatch_occurrence` for each occurrence (on its helper thread)."""
+
+    is_async = False
+
+    def __init__(self, sink: TransactionalSink, runner: Any) -> None:
+        self.sink = sink
+        self._runner = runner
+
+    def dispatch(self, message: ScheduledMessage) -> None:
+        """Not used: raises :class:`DispatchError` (see :meth:`TransactionalSink.dispatch`)."""
+        self.sink.dispatch(message)
+
+    def dispatch_occurrence(self, occurrence: LeasedOccurrence) -> DispatchResult:
+        """Run the handler and the acknowledgement in one transaction (never raises)."""
+        try:
+            result: DispatchResult = self._runner.run(occurrence)
+        except BaseException as exc:
+            return DispatchResult.failed(exc)
+        return result
+
+    def close(self) -> None:
+        """Close the sink's own connection (a later dispatch opens another)."""
+        self._runner.close()
+
+    def __repr__(self) -> str:
+        return repr(self.sink)

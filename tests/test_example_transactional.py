@@ -1,0 +1,45 @@
+"""examples/07_transactional.py and benchmarks/transactional.py, run as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "07_transactional.py"
+
+
+def test_the_transactional_example_runs_to_success(tmp_path: Path) -> None:
+    db = tmp_path / "orders.db"
+    result = subprocess.run(
+        [sys.executable, "-W", "error", str(EXAMPLE), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "order 'kettle' rolled back" in out
+    assert "3 orders committed, 3 reminders scheduled" in out
+    assert "crashed once" in out
+    for item in ("book", "lamp", "chair"):
+        assert f"{item}: 1 reminder(s) sent" in out
+    assert "kettle:" not in out
+    assert out.rstrip().endswith("OK")
+
+
+def test_the_transactional_benchmark_runs() -> None:
+    script = ROOT / "benchmarks" / "transactional.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "-n", "40", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ratio transactional / plain:" in result.stdout

@@ -1,0 +1,253 @@
+"""Issue 16 on PostgreSQL: enqueue inside the caller's psycopg transaction, and the
+transactional sink whose handler's writes commit with the acknowledgement."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hexeract_lite import (
+    DuplicateSchedule,
+    InvalidArgument,
+    ManualClock,
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    Target,
+)
+from hexeract_lite.snapshot import ScheduleStatus
+from hexeract_lite.transactional import TransactionalSink
+
+from . import pg
+
+psycopg = pytest.importorskip("psycopg")
+
+from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
+from hexeract_lite.store.postgres_listen import channel_name  # noqa: E402
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+CONFIG = SchedulerWorkerConfig(
+    lease=timedelta(seconds=60),
+    dispatch_timeout=timedelta(seconds=2),
+    retry_base_delay=timedelta(seconds=1),
+)
+
+
+def due(n: int = 0) -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "remind", {"n": n})
+
+
+@pytest.fixture
+def pg_url() -> str:
+    return pg.require_server()
+
+
+@pytest.fixture
+def table(pg_url: str) -> Iterator[str]:
+    name = pg.unique_table()
+    effects = f"{name}_effects"
+    yield name
+    pg.drop_table(pg_url, name)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {effects}")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def store(pg_url: str, table: str, clock: ManualClock) -> Iterator[PostgresScheduleStore]:
+    with PostgresScheduleStore.open(pg_url, table=table, clock=clock) as s:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                f"CREATE TABLE {table}_effects (occurrence text PRIMARY KEY,"
+                " n integer CHECK (n >= 0))"
+            )
+        yield s
+
+
+def count(url: str, sql: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(sql).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def deliveries(store: PostgresScheduleStore) -> list[ScheduledMessage]:
+    seen: list[ScheduledMessage] = []
+    SchedulerWorker(store, seen.append, CONFIG).run_once()
+    return seen
+
+
+def listener(url: str, table: str) -> Any:
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute(f"LISTEN {channel_name(table)}")
+    return conn
+
+
+def heard(conn: Any) -> list[str]:
+    return [n.payload for n in conn.notifies(timeout=0.5, stop_after=1)]
+
+
+@pytest.mark.parametrize("style", ["transaction block", "implicit", "Transaction object"])
+def test_commit_delivers_once_and_wakes(
+    store: PostgresScheduleStore, pg_url: str, table: str, style: str
+) -> None:
+    ears = listener(pg_url, table)
+    message = due()
+    conn = psycopg.connect(pg_url, autocommit=style != "implicit")
+    if style == "implicit":
+        conn.execute("SELECT 1")  # a transaction is open (not autocommit)
+        store.insert(message, 3, connection=conn)
+        assert store.inspect(message.schedule_id) is None
+        conn.commit()
+    else:
+        with conn.transaction() as tx:
+            store.insert(message, 3, connection=tx if style == "Transaction object" else conn)
+            assert store.inspect(message.schedule_id) is None
+            assert heard(ears) == []  # nothing before the commit
+    assert [n for n in heard(ears) if n.startswith("tx:")]
+    assert [m.schedule_id for m in deliveries(store)] == [message.schedule_id]
+    assert deliveries(store) == []
+    conn.close()
+    ears.close()
+
+
+def test_rollback_leaves_nothing_and_no_wake_up(
+    store: PostgresScheduleStore, pg_url: str, table: str
+) -> None:
+    ears = listener(pg_url, table)
+    conn = psycopg.connect(pg_url, autocommit=True)
+    with pytest.raises(RuntimeError), conn.transaction():
+        store.insert_many([due(1), due(2)], 3, connection=conn)
+        raise RuntimeError("the order failed")
+    assert heard(ears) == []
+    assert count(pg_url, f"SELECT count(*) FROM {table}") == 0
+    assert deliveries(store) == []
+    conn.close()
+    ears.close()
+
+
+def test_duplicate_undoes_the_batch_only(
+    store: PostgresScheduleStore, pg_url: str, table: str
+) -> None:
+    stored = due(0)
+    store.insert(stored, 3)
+    conn = psycopg.connect(pg_url, autocommit=True)
+    fresh = due(1)
+    with conn.transaction():
+        conn.execute(f"INSERT INTO {table}_effects VALUES ('order', 1)")
+        with pytest.raises(DuplicateSchedule):
+            store.insert_many([fresh, stored], 3, connection=conn)
+        with pytest.raises(DuplicateSchedule):
+            store.insert_many([fresh, fresh], 3, connection=conn)
+    assert count(pg_url, f"SELECT count(*) FROM {table}_effects") == 1
+    assert count(pg_url, f"SELECT count(*) FROM {table}") == 1
+    conn.close()
+
+
+def test_bad_connections_are_refused(store: PostgresScheduleStore, pg_url: str, table: str) -> None:
+    closed = psycopg.connect(pg_url)
+    closed.close()
+    auto = psycopg.connect(pg_url, autocommit=True)
+    failed = psycopg.connect(pg_url)
+    with pytest.raises(psycopg.Error):
+        failed.execute("SELECT 1/0")
+    readonly = psycopg.connect(pg_url)
+    readonly.execute("SET TRANSACTION READ ONLY")
+    other_db = psycopg.connect(pg_url)
+    other_db.execute("CREATE TEMP TABLE IF NOT EXISTS x (a int)")
+    cases = [
+        (closed, "closed"),
+        (auto, "autocommit mode"),
+        (failed, "failed transaction"),
+        (readonly, "read-only"),
+        (object(), "must be a psycopg.Connection"),
+    ]
+    for conn, words in cases:
+        with pytest.raises(InvalidArgument, match=words):
+            store.insert(due(), 3, connection=conn)
+    # another database (the server's postgres database): the table is not there
+    other = psycopg.connect(pg_url.rsplit("/", 1)[0] + "/postgres")
+    other.execute("SELECT 1")
+    with pytest.raises(InvalidArgument, match="another database"):
+        store.insert(due(), 3, connection=other)
+    assert count(pg_url, f"SELECT count(*) FROM {table}") == 0
+    for c in (auto, failed, readonly, other_db, other):
+        c.close()
+
+
+def effect_for(table: str) -> Any:
+    def effect(message: ScheduledMessage, conn: Any) -> None:
+        conn.execute(
+            f"INSERT INTO {table}_effects (occurrence, n) VALUES (%s, %s)",
+            [str(message.occurrence_id()), message.payload["n"]],
+        )
+
+    return effect
+
+
+def test_sink_commits_effect_and_ack_together(
+    store: PostgresScheduleStore, pg_url: str, table: str
+) -> None:
+    messages = [due(n) for n in range(3)]
+    store.insert_many(messages, 3)
+    report = SchedulerWorker(store, TransactionalSink(effect_for(table)), CONFIG).run_once()
+    assert (report.claimed, report.delivered) == (3, 3)
+    assert count(pg_url, f"SELECT count(*) FROM {table}_effects") == 3
+    for m in messages:
+        snap = store.inspect(m.schedule_id)
+        assert snap is not None and snap.status is ScheduleStatus.DELIVERED
+
+
+@pytest.mark.parametrize("how", ["raises", "violates", "sleeps", "runs SQL"])
+def test_failing_or_slow_handler_rolls_back_both(
+    store: PostgresScheduleStore, pg_url: str, table: str, how: str
+) -> None:
+    message = due(1)
+    store.insert(message, 3)
+    effect = effect_for(table)
+
+    def handler(msg: ScheduledMessage, conn: Any) -> None:
+        effect(msg, conn)
+        if how == "raises":
+            raise RuntimeError("handler broke")
+        if how == "violates":
+            conn.execute(f"INSERT INTO {table}_effects VALUES ('x', -1)")
+        if how == "sleeps":
+            time.sleep(0.6)
+        if how == "runs SQL":
+            conn.execute("SELECT pg_sleep(2)")
+
+    config = SchedulerWorkerConfig(
+        lease=timedelta(seconds=60), dispatch_timeout=timedelta(seconds=0.4)
+    )
+    report = SchedulerWorker(store, TransactionalSink(handler), config).run_once()
+    assert report.retried == 1
+    assert count(pg_url, f"SELECT count(*) FROM {table}_effects") == 0
+    snap = store.inspect(message.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING
+    assert snap.last_error is not None
+    expected = {"raises": "handler broke", "violates": "CheckViolation"}.get(how, "Timeout")
+    assert expected in snap.last_error
+
+
+def test_lost_lease_skips_the_handler(store: PostgresScheduleStore, clock: ManualClock) -> None:
+    store.insert(due(1), 3)
+    [occ] = store.claim_due(clock.now(), 1, timedelta(seconds=10))
+    clock.advance(timedelta(seconds=11))
+    store.claim_due(clock.now(), 1, timedelta(seconds=10))
+    called: list[object] = []
+    sink = TransactionalSink(lambda m, c: called.append(m))
+    policy = SchedulerWorker(store, sink, CONFIG).retry_policy
+    bound = sink.bind(store, clock, policy, 1.0)
+    result = bound.dispatch_occurrence(occ)
+    assert getattr(result, "applied", None) is False
+    assert called == []
+    bound.close()
