@@ -5,46 +5,157 @@ and, when it is due, delivers it to a sink at least once, retrying with backoff 
 dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId`.
 """
 
+from __future__ import annotations
+
 import logging
-from importlib import metadata
+from typing import TYPE_CHECKING
 
-from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
-from .control import ReconcileReport, SchedulerControl
-from .errors import (
-    DispatchError,
-    DuplicateSchedule,
-    InvalidArgument,
-    InvalidConfiguration,
-    InvalidMessage,
-    InvalidTrigger,
-    MigrationError,
-    NotChangeable,
-    NotReplayable,
-    ScheduleNotFound,
-    SchedulerError,
-    StoreError,
-    UnsupportedConnection,
-)
-from .handlers import EventRouterSink
-from .interval import Interval
-from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
-from .names import NAME_NAMESPACE, name_id
-from .occurrence import OccurrenceId
-from .retry import RetryPolicy
-from .sinks import BusMessage, BusSink, CallableSink, InProcessBus, ScheduleSink, TargetRouterSink
-from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
-from .store.changes import EnsureResult
-from .transactional import TransactionalSink
-from .trigger import CronExpression, Trigger
-from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
+if TYPE_CHECKING:
+    from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+    from .control import ReconcileReport, SchedulerControl
+    from .errors import (
+        DispatchError,
+        DuplicateSchedule,
+        InvalidArgument,
+        InvalidConfiguration,
+        InvalidMessage,
+        InvalidTrigger,
+        MigrationError,
+        NotChangeable,
+        NotReplayable,
+        ScheduleNotFound,
+        SchedulerError,
+        StoreError,
+        UnsupportedConnection,
+    )
+    from .handlers import EventRouterSink
+    from .interval import Interval
+    from .message import MAX_PAYLOAD_BYTES, ScheduledMessage, Target
+    from .names import NAME_NAMESPACE, name_id
+    from .occurrence import OccurrenceId
+    from .retry import RetryPolicy
+    from .sinks import (
+        BusMessage,
+        BusSink,
+        CallableSink,
+        InProcessBus,
+        ScheduleSink,
+        TargetRouterSink,
+    )
+    from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
+    from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
+    from .store.changes import EnsureResult
+    from .transactional import TransactionalSink
+    from .trigger import CronExpression, Trigger
+    from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
-try:
-    __version__ = metadata.version("hexeract_lite")
-except metadata.PackageNotFoundError:  # a source tree that was never installed
-    # pyproject.toml's version is the one source; without installed metadata there is
-    # no version to report, so say so rather than repeat the number here.
-    __version__ = "0+unknown"
+    __version__: str
+
+# Every public name, and the submodule that defines it. They are imported on first use
+# (PEP 562), so that `import hexeract_lite` (and every `hexeract` command) pays only for
+# what it touches: the SQLite driver, asyncio and cron parsing load when needed.
+_EXPORTS = {
+    "clock": (
+        "SYSTEM_CLOCK",
+        "Clock",
+        "ManualClock",
+        "SystemClock",
+    ),
+    "control": (
+        "ReconcileReport",
+        "SchedulerControl",
+    ),
+    "errors": (
+        "DispatchError",
+        "DuplicateSchedule",
+        "InvalidArgument",
+        "InvalidConfiguration",
+        "InvalidMessage",
+        "InvalidTrigger",
+        "MigrationError",
+        "NotChangeable",
+        "NotReplayable",
+        "ScheduleNotFound",
+        "SchedulerError",
+        "StoreError",
+        "UnsupportedConnection",
+    ),
+    "handlers": ("EventRouterSink",),
+    "interval": ("Interval",),
+    "message": (
+        "MAX_PAYLOAD_BYTES",
+        "ScheduledMessage",
+        "Target",
+    ),
+    "names": (
+        "NAME_NAMESPACE",
+        "name_id",
+    ),
+    "occurrence": ("OccurrenceId",),
+    "retry": ("RetryPolicy",),
+    "sinks": (
+        "BusMessage",
+        "BusSink",
+        "CallableSink",
+        "InProcessBus",
+        "ScheduleSink",
+        "TargetRouterSink",
+    ),
+    "snapshot": (
+        "LeasedOccurrence",
+        "ScheduleSnapshot",
+        "ScheduleStatus",
+    ),
+    "store": (
+        "InMemoryScheduleStore",
+        "ScheduleStore",
+        "Settlement",
+        "SqliteScheduleStore",
+    ),
+    "store.changes": ("EnsureResult",),
+    "transactional": ("TransactionalSink",),
+    "trigger": (
+        "CronExpression",
+        "Trigger",
+    ),
+    "worker": (
+        "CycleReport",
+        "SchedulerWorker",
+        "SchedulerWorkerConfig",
+        "WorkerHandle",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("hexeract_lite")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        # pyproject.toml's version is the one source; without installed metadata there
+        # is no version to report, so say so rather than repeat the number here.
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> object:
+    if name == "__version__":
+        value: object = _version()
+    else:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import import_module
+
+        value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 # A library logs, it does not print: without the application's own logging setup,
 # Python's last-resort handler would write the worker's warnings to stderr.

@@ -48,7 +48,9 @@ STOP_CHECK_S = 0.1
 
 COMMIT_CHECKS_PER_POLL = 2
 """An idle worker on a ``data_version()`` store checks it this often per
-``poll_interval``, so another process's commit is noticed within half of it."""
+``poll_interval``, so another process's commit is noticed within half of it even
+where the store cannot signal it sooner (the SQLite store does on Linux: see
+:mod:`hexeract_lite.store.sqlite_watch`)."""
 
 FULL_CYCLE_EVERY_S = 5.0
 """With a ``data_version()`` store, an idle worker still runs a full cycle this often."""

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
 
 import attrs
-from cronsim import CronSim, CronSimError
 
 from ._time import to_utc_ms
 from .errors import InvalidTrigger
@@ -80,6 +79,8 @@ class CronExpression:
 
         None when there is none within cronsim's 50-year horizon (or before year 9999).
         """
+        from cronsim import CronSim  # imported on first use, not by every command
+
         start = to_utc_ms(after, "after", InvalidTrigger)
         if self._tzinfo is UTC:
             try:
@@ -120,6 +121,8 @@ def _parse_zoned_cached(text: str, tz: str | None) -> CronExpression:
 
 @functools.lru_cache(maxsize=1024)
 def _parse_cached(expression: str) -> CronExpression:
+    from cronsim import CronSim, CronSimError
+
     text = expression.strip()
     if not text:
         raise InvalidTrigger(f"invalid cron expression {expression!r}: it is empty")
@@ -155,6 +158,8 @@ def _parse_cached(expression: str) -> CronExpression:
 
 def _reason(rule: str, exc: Exception) -> str:
     """Say which field is wrong, or that the day/month combination never occurs."""
+    from cronsim import CronSim, CronSimError
+
     reason = str(exc).lower() or type(exc).__name__
     if "day-of-month" in reason:
         parts = rule.split()

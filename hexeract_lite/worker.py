@@ -537,9 +537,10 @@ class SchedulerWorker:
         After a cycle that claimed a full batch it pauses ``min_cycle_delay`` and goes
         again; after any other cycle it sleeps until the store's next due instant, at
         most ``poll_interval`` at a time, waking at once when this process changes the
-        store (``store.changes``) and, with a store that has ``data_version()``
-        (SQLite), noticing other processes' commits within half of ``poll_interval``
-        (:mod:`hexeract_lite.idle`). A store error is logged and backed off
+        store (``store.changes``; the SQLite store on Linux and the PostgreSQL store
+        also signal other processes' commits there) and, with a store that has
+        ``data_version()`` (SQLite), noticing other processes' commits within half of
+        ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A store error is logged and backed off
         (``poll_interval`` doubling per consecutive error, at most
         :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
 

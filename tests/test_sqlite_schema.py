@@ -17,6 +17,7 @@ from hexeract_lite import ManualClock, ScheduledMessage, StoreError, Target
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
 from hexeract_lite.store.schema import (
     LIVE,
+    NONCANONICAL,
     sqlite_ddl,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
@@ -45,6 +46,7 @@ SQLITE_DDL_DIGESTS = {
     3: "c93245041f0f7b3506d687f5ec69d5f912d66103536205e078a4f5962eae6899",  # name
     4: "890d2d57d60372ce42fae63653b32bfd7e8719bc5011b7d59fe9479d8997603b",  # misfire_grace_ms
     5: "dd1f6b0ebfa705791484d4a2e6b9e1bde21fea27216523a6f38e1713bbfc4939",  # retention indexes
+    6: "25ab3bc6a7d1d530e1e3f5a333d9ec5a71013d857f4b1acb0d81bd9be8c4d632",  # cheap noncanon
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -200,6 +202,82 @@ def test_the_upgrade_rebuilds_an_index_only_when_its_definition_differs(tmp_path
     assert after == due_root, "an index already as defined is kept"
 
 
+# -- a file version 5 wrote ----------------------------------------------------------------
+
+V5_NONCANONICAL = (
+    f"CREATE INDEX idx_{TABLE}_noncanonical ON {TABLE} (schedule_id)\n    WHERE {NONCANONICAL};"
+)
+"""idx_<t>_noncanonical as versions 2 to 5 defined it: strftime in its WHERE."""
+
+
+def _v5_file(path: Path) -> list[uuid.UUID]:
+    """A file as version 5 left it, with a due row, a row whose instant another tool
+    wrote in SQLite's ``datetime()`` layout, and a leased row."""
+    SqliteScheduleStore.open(path).close()
+    conn = apsw.Connection(str(path))
+    conn.execute(f"DROP INDEX idx_{TABLE}_noncanonical")
+    conn.execute(V5_NONCANONICAL)
+    conn.execute(f"UPDATE {META_TABLE} SET version = 5 WHERE table_name = ?", (TABLE,))
+    ids = [uuid.UUID(int=n) for n in (1, 2, 3)]
+    _insert(conn, ids[0], created_at="2026-03-01T10:00:00.000Z")
+    _insert(
+        conn,
+        ids[1],
+        scheduled_for="2026-03-01 10:30:00",
+        created_at="2026-03-01T10:00:00.000Z",
+    )
+    _insert(
+        conn,
+        ids[2],
+        leased_until="2026-03-01T11:59:00.000Z",
+        attempts=1,
+        created_at="2026-03-01T10:00:00.000Z",
+    )
+    conn.close()
+    return ids
+
+
+def test_a_version_5_file_is_upgraded_to_the_cheap_noncanonical_index(tmp_path: Path) -> None:
+    db = tmp_path / "v5.db"
+    ids = _v5_file(db)
+    assert "strftime" in _names(db)[f"idx_{TABLE}_noncanonical"]
+    clock = ManualClock(T0)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        claimed = store.claim_due(T0, 10, LEASE)
+        # the odd instant was rewritten (the same instant) before the claim compared it
+        assert [c.message.schedule_id for c in claimed] == [ids[1], ids[0], ids[2]]
+        assert claimed[0].message.scheduled_for == datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
+        for occ in claimed:
+            assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
+        assert store.dead_letter_exhausted() == 0
+    assert _version(db) == SCHEMA_VERSION
+    index = _names(db)[f"idx_{TABLE}_noncanonical"]
+    assert "strftime" not in index and "NOT GLOB" in index
+    fresh = tmp_path / "fresh.db"
+    SqliteScheduleStore.open(fresh).close()
+    assert _names(db) == _names(fresh), "every index as a new file has it"
+
+
+def test_text_that_is_no_instant_never_makes_the_store_write(tmp_path: Path) -> None:
+    """Such a row is in idx_<t>_noncanonical (its WHERE is a cheap superset) but not
+    rewritable: the sweep's probe must not open a write transaction for it."""
+    db = tmp_path / "odd.db"
+    SqliteScheduleStore.open(db).close()
+    conn = apsw.Connection(str(db))
+    _insert(conn, uuid.UUID(int=7), scheduled_for="soon", created_at="2026-03-01T10:00:00.000Z")
+    assert conn.execute(
+        f"SELECT count(*) FROM {TABLE} INDEXED BY idx_{TABLE}_noncanonical"
+        f" WHERE {LIVE} AND scheduled_for NOT GLOB '????-??-??T??:??:??.???Z'"
+    ).fetchall() == [(1,)]
+    with SqliteScheduleStore.open(db, clock=ManualClock(T0)) as store:
+        before = conn.execute("PRAGMA data_version").fetchall()
+        for _ in range(3):
+            assert store.dead_letter_exhausted() == 0
+            store.list_pending()
+        assert conn.execute("PRAGMA data_version").fetchall() == before, "nothing committed"
+    conn.close()
+
+
 def _reference_statements() -> dict[str, str]:
     lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
     return dict(line.split("\t", 1) for line in lines if line.strip())
@@ -208,7 +286,9 @@ def _reference_statements() -> dict[str, str]:
 @pytest.mark.skipif(
     not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
 )
-@pytest.mark.parametrize("start", ["reference", "old version 1", "version 2", "version 3"])
+@pytest.mark.parametrize(
+    "start", ["reference", "old version 1", "version 2", "version 3", "version 5"]
+)
 def test_the_references_own_statements_work_on_an_upgraded_table(
     tmp_path: Path, start: str
 ) -> None:
@@ -224,6 +304,11 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         _old_v1_file(db, "version 2", version=2)
     elif start == "version 3":
         _old_v1_file(db, "version 3", version=3)
+    elif start == "version 5":
+        _v5_file(db)
+        conn = apsw.Connection(str(db))
+        conn.execute(f"DELETE FROM {TABLE}")
+        conn.close()
     else:
         _old_v1_file(db, "spaced")
     SqliteScheduleStore.open(db).close()
@@ -276,7 +361,7 @@ def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None
     """2 → 3 (issue 13): the rows stay, ``name`` and ``next_after_lease`` are added
     (nullable) with the unique index on names; a read-only open of the version-2 file
     reads it without them and leaves it as it was."""
-    db = tmp_path / "v2.db"
+    db = tmp_path / "v3.db"
     ids = _old_v1_file(db, "version 2", version=2)
     before = db.read_bytes()
     with SqliteScheduleStore.open(db, readonly=True) as store:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
 
-from .. import __version__
 from .commands import (
     add,
     control,
@@ -45,6 +47,26 @@ COMMANDS = (
 """The command modules, in the order ``hexeract scheduler --help`` lists them."""
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (reading the
+    package metadata costs every other command start-up time)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from .. import __version__
+
+        print(f"{parser.prog} {__version__}", file=sys.stdout)
+        parser.exit()
+
+
 def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     """The whole command tree; every command has help text and an example."""
     parser = argparse.ArgumentParser(
@@ -57,9 +79,7 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
         ),
         formatter_class=HelpFormatter,
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
-    )
+    parser.add_argument("--version", action=_VersionAction, help="show the version")
     groups = parser.add_subparsers(
         dest="group", metavar="COMMAND", required=True, help="the command group"
     )

@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_TABLE",
     "REFERENCE_COLUMNS",
     "NONCANONICAL",
+    "OFF_LAYOUT",
     "TABLE_NAME_RE",
     "sqlite_ddl",
     "sqlite_extra_index_ddl",
@@ -91,9 +92,21 @@ NONCANONICAL = (
 Instants are compared as text, which orders them only when every value has the
 canonical layout: ``2026-03-01 13:00:00`` sorts before ``2026-03-01T12:00:00.000Z``
 and ``2026-03-01T08:00:00-05:00`` (13:00 UTC) before it too. Such rows (another tool
-may write them at any time) sit in ``idx_<table>_noncanonical`` and the store rewrites
-them canonically (the same instant, by SQLite's ``strftime`` of the stored value)
-before it compares."""
+may write them at any time) sit in ``idx_<table>_noncanonical`` (see
+:data:`OFF_LAYOUT`) and the store rewrites them canonically (the same instant, by
+SQLite's ``strftime`` of the stored value) before it compares."""
+
+_LAYOUT_GLOB = "'????-??-??T??:??:??.???Z'"
+
+OFF_LAYOUT = (
+    f"{LIVE} AND (scheduled_for NOT GLOB {_LAYOUT_GLOB} OR leased_until NOT GLOB {_LAYOUT_GLOB})"
+)
+"""The WHERE of ``idx_<table>_noncanonical``: a live row with an instant not shaped
+``????-??-??T??:??:??.???Z``. A superset of :data:`NONCANONICAL` (it also holds text
+that is no instant at all, which a claim dead-letters) that costs one ``GLOB`` per
+column: SQLite evaluates an index's WHERE on every write that touches its columns, and
+every claim and acknowledgement writes ``leased_until``. Queries on the index repeat
+it, then apply :data:`NONCANONICAL`."""
 
 
 def sqlite_table_ddl(table: str) -> str:
@@ -131,7 +144,8 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
     - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
     - ``idx_<table>_noncanonical``: live rows with an instant in another layout (another
       tool wrote it), which the store rewrites canonically before comparing (see
-      :data:`NONCANONICAL`); normally empty.
+      :data:`NONCANONICAL`); normally empty. Its WHERE is the cheap superset
+      :data:`OFF_LAYOUT`.
 
     Each holds only the rows its query wants: a new row adds one entry (to ``due``)
     beyond the reference's indexes.
@@ -147,7 +161,7 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS idx_{t}_paused ON {t} (scheduled_for, schedule_id)\n"
         f"    WHERE {LIVE} AND paused <> 0;",
         f"CREATE INDEX IF NOT EXISTS idx_{t}_noncanonical ON {t} (schedule_id)\n"
-        f"    WHERE {NONCANONICAL};",
+        f"    WHERE {OFF_LAYOUT};",
     ]
 
 

@@ -24,6 +24,7 @@ import logging
 import os
 import pathlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -102,7 +103,11 @@ from .sqlite_schema import (
 )
 from .sqlite_sql import PortableReads, SqliteStatements
 from .sqlite_tx import insert_within
+from .sqlite_watch import WalWatcher
 from .stats import StoreStats
+
+_WAL_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
+"""When another connection's commit may show after a write to the WAL file."""
 
 __all__ = [
     "APP_NAME",
@@ -261,6 +266,10 @@ class SqliteScheduleStore(SettlingStore):
         )
         self._current = version == SCHEMA_VERSION
         self._reopen = False
+        # started by the first claim in each process (see .sqlite_watch)
+        self._watcher: WalWatcher | None = None
+        self._watch_pid = 0
+        self._seen_version: object = None
         self._lock: threading.Lock | PidCheckingLock
         if AT_FORK_HOOKS:
             self._lock = threading.Lock()
@@ -405,6 +414,9 @@ class SqliteScheduleStore(SettlingStore):
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
         with self._lock:
             conn, self._conn, self._cursor = self._conn, None, None
             self._reopen = False
@@ -708,6 +720,8 @@ class SqliteScheduleStore(SettlingStore):
         until_text = format_ts(until)
         params = {"now": format_ts(now), "until": until_text, "n": batch_size}
         with self._write("claim_due", worker=True) as cur:
+            if self._watch_pid != os.getpid():
+                self._watch_commits(cur)
             cur.execute(self._sql.normalise)
             rows = cur.execute(self._sql.claim, params).fetchall()
         claimed: list[LeasedOccurrence] = []
@@ -721,6 +735,32 @@ class SqliteScheduleStore(SettlingStore):
             self._dead_letter_malformed(bad)
         claimed.sort(key=_claim_order)
         return claimed
+
+    def _watch_commits(self, cur: apsw.Cursor) -> None:
+        """Once per process, at the first claim (under the store's lock): signal
+        :attr:`changes` whenever another connection commits, noticed as a write to the
+        WAL file (:class:`~.sqlite_watch.WalWatcher`), so an idle worker wakes at once
+        for other processes' commits. Stores that only enqueue or read run no thread."""
+        self._watch_pid = os.getpid()
+        self._seen_version = cur.execute("PRAGMA data_version").fetchall()[0][0]
+        self._watcher = WalWatcher.start(self._path, self._on_wal_write)
+
+    def _on_wal_write(self) -> None:
+        """The WAL file was written: signal :attr:`changes` once another connection's
+        commit shows (``data_version`` moved); this store's own commits signal already,
+        and only when they may have made work claimable. A commit shows only after its
+        writer's fsync, so the version is looked at again for a few milliseconds."""
+        for pause in _WAL_RECHECK_S:
+            if pause:
+                time.sleep(pause)
+            try:
+                version = self.data_version()
+            except StoreError:  # closed, or the lock stayed busy: the poll notices later
+                return
+            if version != self._seen_version:
+                self._seen_version = version
+                self.changes.notify()
+                return
 
     def _dead_letter_malformed(self, bad: list[tuple[Sequence[Any], Exception]]) -> None:
         """A claimed row that cannot be decoded (written badly by another tool or by

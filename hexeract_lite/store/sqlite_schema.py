@@ -25,15 +25,12 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import secrets
 import time
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import timedelta
 
 import apsw
-import apsw.bestpractice
-import platformdirs
 
 from .._time import format_ts, parse_ts
 from ..errors import InvalidConfiguration, StoreError
@@ -69,7 +66,7 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -83,6 +80,9 @@ SCHEMA_VERSION = 5
 - 5: delivered and cancelled rows indexed by when they ended
   (:func:`~hexeract_lite.store.schema.sqlite_retention_index_ddl`), for ``stats`` and
   ``prune``.
+- 6: ``idx_<table>_noncanonical`` filtered by the cheap
+  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 to 5 evaluated
+  ``strftime`` in its WHERE on every claim and acknowledgement).
 """
 WAL_SIZE_LIMIT = 1 << 20
 """``PRAGMA journal_size_limit`` of every connection: the WAL is truncated to at most
@@ -110,6 +110,8 @@ _INSTANT_COLUMNS = tuple(
 def default_database_path() -> pathlib.Path:
     """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
     ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
+    import platformdirs  # imported when needed: most openings name their file
+
     return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
 
 
@@ -203,7 +205,7 @@ def create_database(db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: 
     if link is None:
         _claim_name(db)  # os.link is POSIX and NTFS only: claim the name instead
         return
-    tmp = db.with_name(f".{db.name}.{os.getpid()}-{secrets.token_hex(4)}.creating")
+    tmp = db.with_name(f".{db.name}.{os.getpid()}-{os.urandom(4).hex()}.creating")
     try:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
@@ -257,7 +259,9 @@ def connect(
     label: pathlib.Path | None = None,
     readonly: bool = False,
 ) -> apsw.Connection:
-    """Open and configure the store's own connection (never apsw.bestpractice.apply).
+    """Open and configure the store's own connection: busy timeout, double-quoted
+    strings refused (``SQLITE_DBCONFIG_DQS_*``, as apsw.bestpractice does), the
+    durability's ``synchronous``.
 
     ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write.
     Errors name ``label`` (the user's path) when given, else ``path``."""
@@ -271,8 +275,9 @@ def connect(
     try:
         if readonly:
             conn = _readable(conn, path, vfs, busy_ms)
-        apsw.bestpractice.connection_busy_timeout(conn, busy_ms)
-        apsw.bestpractice.connection_dqs(conn)
+        conn.set_busy_timeout(busy_ms)
+        conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+        conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         if not readonly:
             if conn.readonly("main"):
                 raise StoreError(f"cannot write to the database {db}: the file is read-only")
@@ -332,13 +337,14 @@ def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> 
 
 
 def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
-    """``PRAGMA optimize`` at open (apsw.bestpractice), bounded by ``analysis_limit``;
-    skipped, without waiting, when another connection holds the write lock (it is only
-    an optimisation, and the store's hot queries name their indexes anyway)."""
+    """``PRAGMA optimize=0x10002`` at open (as apsw.bestpractice does), bounded by
+    ``analysis_limit``; skipped, without waiting, when another connection holds the
+    write lock (it is only an optimisation, and the store's hot queries name their
+    indexes anyway)."""
     try:
         conn.pragma("analysis_limit", 1000)
         conn.set_busy_timeout(0)
-        apsw.bestpractice.connection_optimize(conn)
+        conn.pragma("optimize", 0x10002)
     except apsw.Error:
         pass
     finally:
@@ -354,7 +360,7 @@ def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedel
     deadline = time.monotonic() + busy_timeout.total_seconds()
     while True:
         try:
-            apsw.bestpractice.connection_wal(conn)
+            conn.pragma("journal_mode", "wal")
             break
         except apsw.BusyError:
             if time.monotonic() >= deadline:
@@ -540,15 +546,7 @@ def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
     """
     conn.execute(f"DROP INDEX IF EXISTS idx_{table}_spaced")
     for ddl in sqlite_extra_index_ddl(table):
-        match = _INDEX_NAME.match(ddl)
-        assert match is not None, ddl
-        name = match.group(1)
-        rows = conn.execute(
-            "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", (name,)
-        ).fetchall()
-        if rows and _normal(str(rows[0][0])) != _normal(ddl):
-            conn.execute(f"DROP INDEX {name}")
-        conn.execute(ddl)
+        _as_defined(conn, ddl)
 
 
 def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
@@ -583,12 +581,40 @@ def _upgrade_to_5(conn: apsw.Connection, table: str) -> None:
         conn.execute(ddl)
 
 
+def _upgrade_to_6(conn: apsw.Connection, table: str) -> None:
+    """5 → 6: ``idx_<table>_noncanonical`` rebuilt with the WHERE
+    :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (a file coming from version 1 has it
+    from step 2 already, and keeps it)."""
+    name = f"idx_{table}_noncanonical"
+    [ddl] = [ddl for ddl in sqlite_extra_index_ddl(table) if _index_name(ddl) == name]
+    _as_defined(conn, ddl)
+
+
+def _index_name(ddl: str) -> str:
+    match = _INDEX_NAME.match(ddl)
+    assert match is not None, ddl
+    return match.group(1)
+
+
+def _as_defined(conn: apsw.Connection, ddl: str) -> None:
+    """Make the index of ``ddl`` exist exactly so: dropped and rebuilt when its
+    definition differs, created when missing, left alone when it matches."""
+    name = _index_name(ddl)
+    rows = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", (name,)
+    ).fetchall()
+    if rows and _normal(str(rows[0][0])) != _normal(ddl):
+        conn.execute(f"DROP INDEX {name}")
+    conn.execute(ddl)
+
+
 UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_1,
     _upgrade_to_2,
     _upgrade_to_3,
     _upgrade_to_4,
     _upgrade_to_5,
+    _upgrade_to_6,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

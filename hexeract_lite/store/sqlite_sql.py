@@ -14,6 +14,7 @@ from .schema import (
     CANONICAL_TS,
     LIVE,
     NONCANONICAL,
+    OFF_LAYOUT,
     sqlite_noncanonical,
     validate_table_name,
 )
@@ -63,15 +64,17 @@ class SqliteStatements:
         # Live rows with an instant in another layout (another tool wrote it),
         # rewritten canonically (the same instant) before any comparison; the index
         # is normally empty, so this costs a claim one probe of an empty index.
+        # (The index holds the cheap superset OFF_LAYOUT: repeated, so SQLite may use it.)
         odd = f"{t} INDEXED BY idx_{t}_noncanonical"
-        self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {NONCANONICAL} LIMIT 1"
+        noncanonical = f"{OFF_LAYOUT} AND {NONCANONICAL}"
+        self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {noncanonical} LIMIT 1"
         self.normalise = (
             f"UPDATE {odd} SET"
             f" scheduled_for = CASE WHEN {sqlite_noncanonical('scheduled_for')}"
             f"  THEN strftime({CANONICAL_TS}, scheduled_for) ELSE scheduled_for END,"
             f" leased_until = CASE WHEN {sqlite_noncanonical('leased_until')}"
             f"  THEN strftime({CANONICAL_TS}, leased_until) ELSE leased_until END"
-            f" WHERE {NONCANONICAL}"
+            f" WHERE {noncanonical}"
         )
         fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
         # a change made during the lease (next_after_lease) sets the next firing: the
@@ -110,7 +113,7 @@ class SqliteStatements:
         # anything to sweep, or an instant to rewrite before comparing? (Two probes of
         # normally empty index ranges, no write lock.)
         self.sweep_probe = (
-            f"SELECT EXISTS (SELECT 1 FROM {odd} WHERE {NONCANONICAL})"
+            f"SELECT EXISTS (SELECT 1 FROM {odd} WHERE {noncanonical})"
             f" OR EXISTS (SELECT 1 FROM {t} INDEXED BY idx_{t}_exhausted WHERE {sweepable})"
         )
         # The wake-up hint: the first fresh row; among leased rows the least
