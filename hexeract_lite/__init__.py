@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from .worker import CycleReport, SchedulerWorker, SchedulerWorkerConfig, WorkerHandle
 
     __version__: str
+    """The installed distribution's version (``"0+unknown"`` in a never-installed source tree).
+
+    .. versionadded:: 0.1.0
+    """
 
 # Every public name, and the submodule that defines it. They are imported on first use
 # (PEP 562), so that `import hexeract_lite` (and every `hexeract` command) pays only for

@@ -19,7 +19,10 @@ __all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
 
 @runtime_checkable
 class Clock(Protocol):
-    """Anything with a ``now()`` returning an aware UTC datetime."""
+    """Anything with a ``now()`` returning an aware UTC datetime.
+
+    .. versionadded:: 0.1.0
+    """
 
     def now(self) -> datetime:
         """The current instant, timezone-aware, in UTC."""
@@ -27,7 +30,10 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The wall clock: ``datetime.now(timezone.utc)`` at every call."""
+    """The wall clock: ``datetime.now(timezone.utc)`` at every call.
+
+    .. versionadded:: 0.1.0
+    """
 
     def now(self) -> datetime:
         """The current instant, read from the system at each call."""
@@ -38,11 +44,17 @@ class SystemClock:
 
 
 SYSTEM_CLOCK: Clock = SystemClock()
-"""The default clock of every store and worker."""
+"""The default clock of every store and worker.
+
+.. versionadded:: 0.1.0
+"""
 
 
 class ManualClock:
-    """A clock that only moves when told to; handy in tests and simulations."""
+    """A clock that only moves when told to; handy in tests and simulations.
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self, start: datetime) -> None:
         self._now = _aware_utc(start, "ManualClock")

@@ -65,6 +65,8 @@ class SchedulerWorkerConfig:
     cycle that claimed less than a full batch is followed by the idle sleep instead
     (see :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the worker's
     :class:`~hexeract_lite.retry.RetryPolicy`.
+
+    .. versionadded:: 0.1.0
     """
 
     poll_interval: timedelta = timedelta(milliseconds=100)

@@ -54,7 +54,10 @@ def _id_or_name(value: object) -> tuple[uuid.UUID, str | None]:
 
 @attrs.frozen
 class ReconcileReport:
-    """What :meth:`SchedulerControl.reconcile` did, name by name."""
+    """What :meth:`SchedulerControl.reconcile` did, name by name.
+
+    .. versionadded:: 0.2.0
+    """
 
     ensured: dict[str, EnsureResult]
     """Each declared name and what ensuring it did."""
@@ -77,6 +80,8 @@ class SchedulerControl:
     State changes return True when they changed something and False when there was
     nothing to do (already paused, already terminal, ...), so they are safe to
     repeat.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, store: ScheduleStore) -> None:
@@ -178,6 +183,8 @@ class SchedulerControl:
         :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure
         the same name end with one row and no error. ``target`` defaults to the
         mediator.
+
+        .. versionadded:: 0.2.0
         """
         message = self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
@@ -238,6 +245,8 @@ class SchedulerControl:
         declared message is ensured with its ``max_attempts`` given as
         ``(message, max_attempts)`` pairs or, for a bare message,
         :data:`DEFAULT_MAX_ATTEMPTS`.
+
+        .. versionadded:: 0.2.0
         """
         check_group(group)
         items: list[tuple[ScheduledMessage, int]] = []
@@ -278,13 +287,19 @@ class SchedulerControl:
         tz: str | None = None,
         misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
-        """The message :meth:`ensure` would store, for :meth:`reconcile`'s list."""
+        """The message :meth:`ensure` would store, for :meth:`reconcile`'s list.
+
+        .. versionadded:: 0.2.0
+        """
         return self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
         )
 
     def id_of(self, id_or_name: uuid.UUID | str) -> uuid.UUID:
-        """The schedule id of an id (or its text) or a name, whether it exists or not."""
+        """The schedule id of an id (or its text) or a name, whether it exists or not.
+
+        .. versionadded:: 0.2.0
+        """
         return _id_or_name(id_or_name)[0]
 
     def _existing(self, id_or_name: object) -> uuid.UUID:
@@ -297,7 +312,10 @@ class SchedulerControl:
         """Move the schedule's next firing to ``at`` (aware); attempts and last error
         reset; a recurring one then goes on on its rule. Terminal, or a one-shot
         schedule in flight: :class:`NotChangeable`. A recurring one in flight moves
-        once that firing is acknowledged. True when something changed."""
+        once that firing is acknowledged. True when something changed.
+
+        .. versionadded:: 0.2.0
+        """
         return self.store.move(self._existing(id_or_name), at)
 
     def update(
@@ -318,7 +336,10 @@ class SchedulerControl:
         ``CRON_TZ=`` prefix, a zoned :class:`CronExpression`, or ``tz``, which goes
         with ``cron`` only). A new rule's next firing is its first instant after now
         (after the firing in flight, if any). ``misfire_grace``: the new grace, None
-        for none."""
+        for none.
+
+        .. versionadded:: 0.2.0
+        """
         if tz is not None and cron is None:
             raise InvalidArgument("update: tz= goes with cron= only")
         change = Change(
@@ -335,7 +356,10 @@ class SchedulerControl:
     def run_now(self, id_or_name: uuid.UUID | str) -> bool:
         """Fire the schedule once as soon as a worker can; a recurring one then goes on
         on its rule. Terminal or paused: :class:`NotChangeable`. True when it moved
-        (False: a one-shot schedule already in flight)."""
+        (False: a one-shot schedule already in flight).
+
+        .. versionadded:: 0.2.0
+        """
         return self.store.run_now(self._existing(id_or_name))
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:

@@ -34,28 +34,46 @@ __all__ = [
 
 
 class SchedulerError(Exception):
-    """The root of every error hexeract_lite raises on purpose."""
+    """The root of every error hexeract_lite raises on purpose.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class InvalidArgument(SchedulerError, ValueError):
-    """A value handed to hexeract_lite is not acceptable; nothing was written."""
+    """A value handed to hexeract_lite is not acceptable; nothing was written.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class InvalidTrigger(InvalidArgument):
-    """A trigger cannot be built: a bad cron expression or a bad instant."""
+    """A trigger cannot be built: a bad cron expression or a bad instant.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class InvalidMessage(InvalidArgument):
-    """A message cannot be built: bad event type, payload or instant."""
+    """A message cannot be built: bad event type, payload or instant.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class InvalidConfiguration(InvalidArgument):
-    """A setting is out of range (worker config, batch size, max_attempts, ...)."""
+    """A setting is out of range (worker config, batch size, max_attempts, ...).
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class UnsupportedConnection(InvalidConfiguration):
     """A connection string this build cannot serve (unknown scheme, a URL naming no file);
-    the message quotes it without its password."""
+    the message quotes it without its password.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class UsageError(InvalidArgument):
@@ -65,7 +83,10 @@ class UsageError(InvalidArgument):
 
 
 class ScheduleNotFound(SchedulerError, LookupError):
-    """No schedule has this id (or this name)."""
+    """No schedule has this id (or this name).
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self, schedule_id: uuid.UUID, name: str | None = None) -> None:
         if name is None:
@@ -77,7 +98,10 @@ class ScheduleNotFound(SchedulerError, LookupError):
 
 
 class DuplicateSchedule(SchedulerError, ValueError):
-    """A schedule with this id already exists; the insert wrote nothing."""
+    """A schedule with this id already exists; the insert wrote nothing.
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self, schedule_id: uuid.UUID) -> None:
         super().__init__(f"schedule {schedule_id} already exists")
@@ -85,7 +109,10 @@ class DuplicateSchedule(SchedulerError, ValueError):
 
 
 class NotReplayable(SchedulerError, RuntimeError):
-    """Only a dead-lettered schedule can be replayed."""
+    """Only a dead-lettered schedule can be replayed.
+
+    .. versionadded:: 0.1.0
+    """
 
     def __init__(self, schedule_id: uuid.UUID, status: object) -> None:
         label = getattr(status, "value", status)
@@ -98,7 +125,10 @@ class NotChangeable(SchedulerError, RuntimeError):
     """A schedule cannot be changed that way now: it is terminal (delivered, cancelled,
     dead-lettered), paused for ``run_now``, being delivered (a one-shot schedule's
     firing in flight), or it has a different trigger kind than declared. Nothing was
-    written."""
+    written.
+
+    .. versionadded:: 0.2.0
+    """
 
     def __init__(self, schedule_id: uuid.UUID, reason: str) -> None:
         super().__init__(f"schedule {schedule_id} {reason}; nothing changed")
@@ -107,13 +137,18 @@ class NotChangeable(SchedulerError, RuntimeError):
 
 
 class DispatchError(SchedulerError, RuntimeError):
-    """A sink could not deliver a message; the worker retries or dead-letters it."""
+    """A sink could not deliver a message; the worker retries or dead-letters it.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class StoreError(SchedulerError, OSError):
     """The store could not do its work (I/O error, disk full, lock timeout, bad file).
 
     The operation that raised it applied nothing: a transaction is all or nothing.
+
+    .. versionadded:: 0.1.0
     """
 
 
@@ -123,6 +158,8 @@ class MigrationError(SchedulerError, RuntimeError):
     :attr:`report` counts what was done before; the cause is chained. Pages already
     written stay written: running the migration again resumes (what was copied is
     skipped).
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, message: str, report: MigrationReport) -> None:

@@ -43,7 +43,10 @@ _GLOB = frozenset("*?[")
 
 class EventRouterSink:
     """Routes each message to the handler registered for its event type (see the
-    module). Register with :meth:`on` (a decorator), :meth:`add`, or a mapping."""
+    module). Register with :meth:`on` (a decorator), :meth:`add`, or a mapping.
+
+    .. versionadded:: 0.2.0
+    """
 
     is_async = False
     """Routing is synchronous; an async handler's awaitable is returned and awaited."""

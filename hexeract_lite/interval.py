@@ -91,6 +91,8 @@ class Interval:
     """Fire every ``every`` from ``anchor`` (rules in the module text).
 
     Build it with :meth:`of`; :meth:`parse` reads the stored text, ``str()`` writes it.
+
+    .. versionadded:: 0.2.0
     """
 
     every: timedelta

@@ -36,6 +36,8 @@ MAX_PAYLOAD_BYTES = 1024 * 1024
 
 A scheduler row is read on every claim; large blobs belong in the application's own
 storage, referenced from the payload.
+
+.. versionadded:: 0.1.0
 """
 MAX_ROUTING_KEY_LENGTH = 255
 
@@ -78,7 +80,10 @@ def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
 @attrs.frozen
 class Target:
     """Where a message goes: the in-process ``mediator``, the ``outbox``, or the ``bus``
-    with a routing key."""
+    with a routing key.
+
+    .. versionadded:: 0.1.0
+    """
 
     kind: TargetKind
     routing_key: str | None = attrs.field(default=None, validator=_check_routing_key)
@@ -292,6 +297,8 @@ class ScheduledMessage:
 
     The payload is any JSON value; it is stored as JSON text (``payload_json``) and
     handed to sinks as the decoded value. Never pickled, never evaluated.
+
+    .. versionadded:: 0.1.0
     """
 
     schedule_id: uuid.UUID

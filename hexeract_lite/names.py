@@ -21,7 +21,10 @@ from .errors import InvalidArgument
 __all__ = ["MAX_NAME_LENGTH", "NAME_NAMESPACE", "check_group", "check_name", "group_of", "name_id"]
 
 NAME_NAMESPACE = uuid.UUID("5d0c6f3e-8a3b-4f1e-9c7a-6b2e1d4f8a90")
-"""The fixed namespace under which a schedule id is derived from its name (never changes)."""
+"""The fixed namespace under which a schedule id is derived from its name (never changes).
+
+.. versionadded:: 0.2.0
+"""
 
 MAX_NAME_LENGTH = 200
 """The longest name, in characters."""
@@ -52,7 +55,10 @@ def check_name(name: object) -> str:
 
 def name_id(name: str) -> uuid.UUID:
     """The schedule id of ``name``: ``uuid5(NAME_NAMESPACE, name)``; an invalid name
-    raises :class:`InvalidArgument`."""
+    raises :class:`InvalidArgument`.
+
+    .. versionadded:: 0.2.0
+    """
     return uuid.uuid5(NAME_NAMESPACE, check_name(name))
 
 

@@ -35,6 +35,8 @@ class OccurrenceId:
     before it. It equals hexeract's ``OccurrenceId::derive`` bit for bit, so the
     same firing has the same id in every process and after every redelivery:
     it is the key downstream consumers deduplicate on.
+
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_uuid",)

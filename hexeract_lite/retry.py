@@ -34,6 +34,8 @@ class RetryPolicy:
     ``jitter`` a bool; anything else raises :class:`InvalidConfiguration` naming the
     field and the value. :meth:`from_config` builds the policy of a worker's
     :class:`~hexeract_lite.SchedulerWorkerConfig`.
+
+    .. versionadded:: 0.2.0
     """
 
     base_delay: timedelta = timedelta(seconds=1)

@@ -59,6 +59,8 @@ class ScheduleSink(Protocol):
     can give up after ``dispatch_timeout``; it awaits an asynchronous one. Expect the
     same occurrence more than once and deduplicate on
     ``message.occurrence_id()``.
+
+    .. versionadded:: 0.1.0
     """
 
     def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
@@ -94,6 +96,8 @@ class CallableSink:
     docstring; a function that returns something else is reported as a failed
     dispatch, so wrap e.g. an HTTP call in a function that checks the response and
     returns ``None``).
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, fn: Callable[[ScheduledMessage], Awaitable[None] | None]) -> None:
@@ -136,6 +140,8 @@ class BusSink:
     A message whose target is not ``bus`` raises :class:`DispatchError` (a failed
     dispatch: route such messages elsewhere with :class:`TargetRouterSink`). What
     ``publish_raw`` returns is returned, so an async transport is awaited.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, transport: BusTransport) -> None:
@@ -178,6 +184,8 @@ class BusMessage:
     id, the key to deduplicate on. Each handler receives its own deep copy of
     ``payload``: what one handler changes in it, neither the next handler nor the
     publisher sees.
+
+    .. versionadded:: 0.1.0
     """
 
     message_id: uuid.UUID
@@ -261,6 +269,8 @@ class InProcessBus:
       it (logged at debug level) and counts it in :attr:`dropped`.
 
     Thread-safe: subscribing while another thread publishes is fine.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, *, drop_unrouted: bool = False) -> None:
@@ -397,6 +407,8 @@ class TargetRouterSink:
     target kind has no sink raises :class:`DispatchError` (a failed dispatch, retried
     and eventually dead-lettered, so nothing is dropped silently). What the chosen
     sink returns is returned, so async sinks are awaited.
+
+    .. versionadded:: 0.1.0
     """
 
     is_async = False

@@ -21,6 +21,8 @@ class ScheduleStatus(enum.StrEnum):
     ``delivered``, ``cancelled`` or ``dead-lettered`` when the matching timestamp is
     set (these three are terminal), else ``paused`` when the paused flag is set,
     else ``pending``.
+
+    .. versionadded:: 0.1.0
     """
 
     PENDING = "pending"
@@ -64,7 +66,10 @@ class ScheduleStatus(enum.StrEnum):
 
 @attrs.frozen(kw_only=True)
 class ScheduleSnapshot:
-    """A read-only view of one schedule's row, as ``inspect`` and the listings return it."""
+    """A read-only view of one schedule's row, as ``inspect`` and the listings return it.
+
+    .. versionadded:: 0.1.0
+    """
 
     schedule_id: uuid.UUID
     status: ScheduleStatus
@@ -145,6 +150,8 @@ class LeasedOccurrence:
     ``attempts`` counts the attempts consumed so far, the current one included;
     ``leased_until`` is the instant until which this claim holds the occurrence, and
     the fencing token every acknowledgement must present.
+
+    .. versionadded:: 0.1.0
     """
 
     message: ScheduledMessage

@@ -90,6 +90,8 @@ class TransactionalSink:
 
     Raises :class:`InvalidConfiguration` for a handler that is not a plain callable
     (a coroutine function cannot run inside the transaction).
+
+    .. versionadded:: 0.2.0
     """
 
     is_async = False

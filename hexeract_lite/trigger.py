@@ -43,6 +43,8 @@ class CronExpression:
     seconds); and the macros in :data:`MACROS`; each optionally after a
     ``CRON_TZ=<IANA zone>`` prefix. Build it with :meth:`parse`. ``str()`` gives the
     stored text: the expression, with the ``CRON_TZ=`` prefix unless the zone is UTC.
+
+    .. versionadded:: 0.1.0
     """
 
     expression: str
@@ -175,7 +177,10 @@ def _reason(rule: str, exc: Exception) -> str:
 @attrs.frozen
 class Trigger:
     """When a schedule fires: once at an instant (``delay``), on a cron rule (``cron``),
-    or every fixed duration from an anchor (``interval``)."""
+    or every fixed duration from an anchor (``interval``).
+
+    .. versionadded:: 0.1.0
+    """
 
     kind: TriggerKind
     """``"delay"``, ``"cron"`` or ``"interval"``: the ``trigger_kind`` tag (the reference

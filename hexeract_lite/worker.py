@@ -120,6 +120,8 @@ class CycleReport:
 
     ``claimed`` = ``delivered + rescheduled + retried + dead_lettered + lease_lost +
     skipped + released``; ``swept`` counts rows the opening sweep dead-lettered.
+
+    .. versionadded:: 0.1.0
     """
 
     swept: int = 0
@@ -216,6 +218,8 @@ class SchedulerWorker:
     thread) or :meth:`run_async` (the loop as an asyncio task). A worker runs one loop
     at a time; for parallelism start several workers (on one store or several
     processes): claims never overlap.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -696,6 +700,8 @@ class WorkerHandle:
 
     ``stop(timeout=None)`` asks it to stop and waits; ``is_alive`` tells whether the
     thread still runs; as a context manager it stops the worker on exit.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

@@ -186,6 +186,8 @@ class Settlement:
     ``lease`` is the ``leased_until`` the claim returned (the fencing token). Nothing
     is checked when the value is built; :meth:`ScheduleStore.settle` checks every item
     of a batch before it writes anything, with the single methods' rules.
+
+    .. versionadded:: 0.1.0
     """
 
     kind: SettlementKind
@@ -246,6 +248,8 @@ class ScheduleStore(abc.ABC):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
     Subclasses call ``super().__init__()`` so that :attr:`changes` exists.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self) -> None:
@@ -420,6 +424,9 @@ class ScheduleStore(abc.ABC):
         - else: just clear the flag.
 
         Not paused, or terminal: no-op (False). Unknown id: :class:`ScheduleNotFound`.
+
+        .. versionchanged:: 0.2.0
+           Keeps a live lease (``leased_until > now``) instead of clearing it.
         """
 
     @abc.abstractmethod
@@ -437,13 +444,20 @@ class ScheduleStore(abc.ABC):
         that is none, a cron expression that does not parse) is a
         :class:`~hexeract_lite.snapshot.MalformedSchedule` in its place, naming the
         column, so one bad row never hides the others.
+
+        .. versionchanged:: 0.2.0
+           Returns :class:`MalformedSchedule` items for rows that cannot be decoded.
         """
 
     @abc.abstractmethod
     def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``;
         a row that cannot be decoded is a :class:`MalformedSchedule` in its place (see
-        :meth:`list_pending`)."""
+        :meth:`list_pending`).
+
+        .. versionchanged:: 0.2.0
+           Returns :class:`MalformedSchedule` items for rows that cannot be decoded.
+        """
 
     @abc.abstractmethod
     def replay(self, schedule_id: uuid.UUID) -> None:
@@ -463,12 +477,18 @@ class ScheduleStore(abc.ABC):
         writes nothing. :attr:`changes` is notified after a write. The primitive under
         :meth:`ensure`, :meth:`update_schedule`, :meth:`move` and :meth:`run_now`
         (their rules are in :mod:`hexeract_lite.store.changes`). A store that cannot
-        raises :class:`NotImplementedError` (the default)."""
+        raises :class:`NotImplementedError` (the default).
+
+        .. versionadded:: 0.2.0
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot change a schedule in place")
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """Every non-terminal schedule whose name starts with ``prefix`` (byte for byte),
-        by name. A store that cannot raises :class:`NotImplementedError` (the default)."""
+        by name. A store that cannot raises :class:`NotImplementedError` (the default).
+
+        .. versionadded:: 0.2.0
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot list named schedules")
 
     def ensure(self, message: ScheduledMessage, max_attempts: int) -> EnsureResult:
@@ -476,7 +496,10 @@ class ScheduleStore(abc.ABC):
         place if changed; say which (:class:`EnsureResult`; rules:
         :func:`~hexeract_lite.store.changes.ensure_plan`). Safe to race from many
         processes: the id is the name's, so exactly one row is inserted and the others
-        compare against it. A message without a name: :class:`InvalidArgument`."""
+        compare against it. A message without a name: :class:`InvalidArgument`.
+
+        .. versionadded:: 0.2.0
+        """
         check_max_attempts(max_attempts)
         message = validate_message(message)
         if message.name is None:
@@ -493,7 +516,10 @@ class ScheduleStore(abc.ABC):
         """Change a non-terminal schedule in place (None fields stay); True when a value
         differed. Terminal: :class:`NotChangeable`. A new cron rule's next firing is its
         first instant after now; under a live lease it waits for that firing's
-        acknowledgement (see :mod:`hexeract_lite.store.changes`)."""
+        acknowledgement (see :mod:`hexeract_lite.store.changes`).
+
+        .. versionadded:: 0.2.0
+        """
         check_schedule_id(schedule_id)
         change = check_change(change)
         if change.empty:
@@ -503,7 +529,10 @@ class ScheduleStore(abc.ABC):
     def move(self, schedule_id: uuid.UUID, at: datetime) -> bool:
         """Make ``at`` (aware) the schedule's next firing; attempts and last error reset.
         Terminal, or a one-shot schedule in flight: :class:`NotChangeable`; a recurring
-        one in flight moves once that firing is acknowledged."""
+        one in flight moves once that firing is acknowledged.
+
+        .. versionadded:: 0.2.0
+        """
         check_schedule_id(schedule_id)
         at = to_utc_ms(at, "at", InvalidArgument, round_up=True)
         return self.modify_record(schedule_id, move_plan(at))
@@ -511,7 +540,10 @@ class ScheduleStore(abc.ABC):
     def run_now(self, schedule_id: uuid.UUID) -> bool:
         """Make now the schedule's next firing (a recurring one then goes on on its
         rule). Terminal or paused: :class:`NotChangeable`. A one-shot schedule in
-        flight: False (its firing is under way)."""
+        flight: False (its firing is under way).
+
+        .. versionadded:: 0.2.0
+        """
         check_schedule_id(schedule_id)
         return self.modify_record(schedule_id, run_now_plan())
 
@@ -536,7 +568,10 @@ class ScheduleStore(abc.ABC):
         bad status, glob, cursor or limit raises :class:`InvalidArgument` /
         :class:`InvalidConfiguration` naming it. A row that cannot be decoded is a
         :class:`MalformedSchedule` in its place. A store that cannot list raises
-        :class:`NotImplementedError` (the default)."""
+        :class:`NotImplementedError` (the default).
+
+        .. versionadded:: 0.2.0
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot filter listings")
 
     def prune(
@@ -557,14 +592,20 @@ class ScheduleStore(abc.ABC):
         write lock is never held for long; ``progress`` is told the running total after
         each. A bad ``older_than`` (not a positive timedelta) or status raises
         :class:`InvalidArgument` naming it, before anything is deleted. A store that
-        cannot prune raises :class:`NotImplementedError` (the default)."""
+        cannot prune raises :class:`NotImplementedError` (the default).
+
+        .. versionadded:: 0.2.0
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot prune")
 
     def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
         """Replay (see :meth:`replay`) those of ``ids`` that are dead-lettered, in one
         transaction; return how many were. An id that is not dead-lettered (any more:
         another replay got there first) or unknown is skipped, never an error. The
-        default replays them one at a time."""
+        default replays them one at a time.
+
+        .. versionadded:: 0.2.0
+        """
         count = 0
         for sid in ids:
             snapshot = self.inspect(sid)
@@ -582,7 +623,10 @@ class ScheduleStore(abc.ABC):
         oldest due row and the next wake-up, at the store's now
         (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; the SQL stores
         count on their partial indexes and never scan ended rows. A store that cannot
-        count raises :class:`NotImplementedError` (the default)."""
+        count raises :class:`NotImplementedError` (the default).
+
+        .. versionadded:: 0.2.0
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot report stats")
 
     # -- copying rows between stores (``hexeract scheduler migrate``) ---------

@@ -49,7 +49,10 @@ Plan = Callable[[ScheduleRecord, datetime], tuple[T, ScheduleRecord | None]]
 
 
 class EnsureResult(enum.StrEnum):
-    """What ``ensure`` did."""
+    """What ``ensure`` did.
+
+    .. versionadded:: 0.2.0
+    """
 
     CREATED = "created"
     """The schedule was missing (or cancelled) and is now stored as declared."""

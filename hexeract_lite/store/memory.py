@@ -60,6 +60,8 @@ class InMemoryScheduleStore(SettlingStore):
 
     A child process made by ``fork()`` gets a copy of the schedules as they were at the
     fork, with a fresh lock: the two stores go separate ways from then on.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:

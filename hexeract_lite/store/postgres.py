@@ -192,6 +192,8 @@ class PostgresScheduleStore(SettlingStore):
     Errors from the driver or the server are raised as
     :class:`~hexeract_lite.errors.StoreError`, chained to the original; no message
     ever shows the connection's password.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

@@ -225,6 +225,8 @@ class SqliteScheduleStore(SettlingStore):
     Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
     full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
     naming the file, with the apsw error chained; the failed operation applied nothing.
+
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
