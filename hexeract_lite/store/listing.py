@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from ..errors import InvalidArgument, InvalidConfiguration
 from ..snapshot import ScheduleStatus
+from .base import check_limit
 
 __all__ = [
     "DEFAULT_PRUNE_STATUSES",
@@ -29,6 +30,7 @@ __all__ = [
     "check_after",
     "check_batch_size",
     "check_glob",
+    "check_listing",
     "check_status",
     "glob_regex",
     "sqlite_glob",
@@ -69,6 +71,21 @@ def check_after(after: object) -> uuid.UUID | None:
     if after is None or isinstance(after, uuid.UUID):
         return after
     raise InvalidArgument(f"after must be a schedule id (a UUID), got after={after!r}")
+
+
+def check_listing(
+    status: object, event_type: object, name: object, after: object, limit: object
+) -> tuple[ScheduleStatus | None, str | None, str | None, uuid.UUID | None, int]:
+    """``list_schedules``' arguments, checked in this order, as ``(status, event_type
+    glob, name glob, after, limit)``; the first bad one raises :class:`InvalidArgument`
+    (:class:`InvalidConfiguration` for the limit) naming it. Every store calls this."""
+    return (
+        check_status(status),
+        check_glob(event_type),
+        check_glob(name, "name"),
+        check_after(after),
+        check_limit(limit),
+    )
 
 
 def glob_regex(pattern: str) -> str:

@@ -32,11 +32,9 @@ from .changes import Plan
 from .fork import hold, start_afresh_after_fork
 from .listing import (
     PRUNE_COLUMN,
-    check_after,
     check_batch_size,
-    check_glob,
+    check_listing,
     check_prune,
-    check_status,
     matches,
 )
 from .record import ScheduleRecord
@@ -285,9 +283,7 @@ class InMemoryScheduleStore(SettlingStore):
         limit: int = 50,
         name: str | None = None,
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
-        wanted, glob = check_status(status), check_glob(event_type)
-        named = check_glob(name, "name")
-        after, limit = check_after(after), check_limit(limit)
+        wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
         with self._lock:
             rows = sorted(
                 (

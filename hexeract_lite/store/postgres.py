@@ -118,11 +118,9 @@ from .changes import Plan
 from .columns import COLUMN_NAMES
 from .listing import (
     PRUNE_COLUMN,
-    check_after,
     check_batch_size,
-    check_glob,
+    check_listing,
     check_prune,
-    check_status,
     glob_regex,
 )
 from .notices import malformed_dead_lettered
@@ -580,9 +578,7 @@ class PostgresScheduleStore(SettlingStore):
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
         """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
         ``after`` on."""
-        wanted, glob = check_status(status), check_glob(event_type)
-        named = check_glob(name, "name")
-        after, limit = check_after(after), check_limit(limit)
+        wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
         statement = list_statement(
             self._table, wanted, glob is not None, after is not None, named is not None
         )

@@ -65,11 +65,9 @@ from .columns import COLUMN_NAMES
 from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
 from .listing import (
     PRUNE_COLUMN,
-    check_after,
     check_batch_size,
-    check_glob,
+    check_listing,
     check_prune,
-    check_status,
     sqlite_glob,
 )
 from .notices import malformed_dead_lettered
@@ -870,9 +868,7 @@ class SqliteScheduleStore(SettlingStore):
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
         """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
         ``after`` on."""
-        wanted, glob = check_status(status), check_glob(event_type)
-        named = check_glob(name, "name")
-        after, limit = check_after(after), check_limit(limit)
+        wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
         sql = list_sql(self._table, wanted, glob is not None, after is not None, named is not None)
         params: dict[str, Any] = {"n": limit}
         if named is not None:
