@@ -71,7 +71,7 @@ def example(*lines: str) -> str:
 
 def conn_parent() -> argparse.ArgumentParser:
     """``--conn`` and ``--table``: the commands that open a database."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     group = parent.add_argument_group("database")
     group.add_argument(
         "--conn",
@@ -91,7 +91,7 @@ def conn_parent() -> argparse.ArgumentParser:
 
 def format_parent() -> argparse.ArgumentParser:
     """``--format text|json``."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     parent.add_argument(
         "--format",
         choices=("text", "json"),
@@ -103,7 +103,7 @@ def format_parent() -> argparse.ArgumentParser:
 
 def limit_parent() -> argparse.ArgumentParser:
     """``--limit N`` for the listings."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     parent.add_argument(
         "--limit",
         type=parse_positive_int,
