@@ -21,7 +21,8 @@ source (``--from``) and creates the destination's table when needed.
 Where each thing lives:
 
 - :mod:`.app`: :func:`main`, running a command and its exit code and error message;
-- :mod:`.parser`: :func:`build_parser`, the command tree;
+- :mod:`.parser`: :func:`build_parser`, the command tree (a command run builds only its own
+  part of it: :func:`~.parser.parser_for`);
 - :mod:`.options`: what the commands share in the tree (help layout, ``--conn``/
   ``--table``, ``--format``, ``--limit``, ``SCHEDULE_ID``/``--name``, the message
   arguments of ``add`` and ``ensure``);
