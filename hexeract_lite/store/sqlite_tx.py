@@ -11,19 +11,24 @@ Two things, both on the store's own file:
   which moves on every commit of another connection, so it wakes within its poll
   interval as for any other insert.
 
-  A stdlib ``sqlite3`` connection is accepted only when the ``sqlite3`` module and apsw
-  share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's wheels bundle
-  their own, and two copies of SQLite in one process do not see each other's POSIX
-  locks on the file: the second copy's close can delete the WAL under the first one's
-  feet (an I/O error, or a corrupt file), and their write locks do not exclude each
-  other. Such a connection is refused, naming the two versions.
+  The caller's connection must use the store's library (``open(driver=...)``): a
+  ``sqlite3.Connection`` for a store opened with ``driver="sqlite3"``, an
+  ``apsw.Connection`` for the default ``driver="apsw"``; either when the ``sqlite3``
+  module and apsw share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's
+  wheels bundle their own, and two copies of SQLite in one process do not see each
+  other's POSIX locks on the file: the second copy's close can delete the WAL under
+  the first one's feet (an I/O error, or a corrupt file), and their write locks do not
+  exclude each other. A connection of the other library is refused, naming the two
+  versions and the driver to open the store with.
 - :class:`SqliteTransactionRunner`: the SQLite side of
   :class:`~hexeract_lite.transactional.TransactionalSink`. For each occurrence it
-  opens ``BEGIN IMMEDIATE`` on a connection of its own, applies the occurrence's fenced
-  acknowledgement, runs the handler with that connection, and commits both, or rolls
-  both back. A watchdog interrupts and closes the connection at ``dispatch_timeout``,
-  which rolls the transaction back and releases the file's write lock even while the
-  handler sleeps in Python.
+  opens ``BEGIN IMMEDIATE`` on a connection of its own (of the store's library: the
+  handler gets an ``apsw.Connection``, or a ``sqlite3.Connection`` with
+  ``driver="sqlite3"``), applies the occurrence's fenced acknowledgement, runs the
+  handler with that connection, and commits both, or rolls both back. A watchdog
+  interrupts and closes the connection at ``dispatch_timeout``, which rolls the
+  transaction back and releases the file's write lock even while the handler sleeps
+  in Python.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
 from .settle_plan import settle_plan
 from .sqlite_codec import encode_id, encode_instant, encode_lease
+from .sqlite_driver import handler_connection, shares_sqlite_with_apsw, two_copies
 from .sqlite_schema import connect
 from .sqlite_sql import SqliteStatements
 
@@ -110,7 +116,9 @@ def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
     return _Caller(conn, "sqlite3")
 
 
-def _check(connection: object, path: os.PathLike[str] | str, what: str) -> _Caller:
+def _check(
+    connection: object, path: os.PathLike[str] | str, what: str, driver: str = "apsw"
+) -> _Caller:
     """The caller's connection, after every check (raises :class:`InvalidArgument`)."""
     if isinstance(connection, apsw.Connection):
         try:
@@ -145,24 +153,21 @@ def _check(connection: object, path: os.PathLike[str] | str, what: str) -> _Call
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
-    if caller.kind == "sqlite3" and not shares_sqlite_with_apsw():
+    if caller.kind != driver and not shares_sqlite_with_apsw():
+        if driver == "apsw":
+            raise _bad(
+                what,
+                f"is a sqlite3.Connection, but the store uses apsw: {two_copies()}. Open"
+                " the store with SqliteScheduleStore.open(path, driver='sqlite3') to use"
+                " sqlite3 connections with it",
+            )
         raise _bad(
             what,
-            f"(sqlite3) runs the standard library's SQLite {sqlite3.sqlite_version}, a second"
-            f" copy of SQLite beside the one apsw uses ({apsw.sqlite_lib_version()},"
-            " bundled): two copies in one process break each other's locks on the same"
-            " file and can corrupt it (https://sqlite.org/howtocorrupt.html, 2.2.1). Open"
-            " it with apsw.Connection(path) instead, or install apsw built against the"
-            " system SQLite",
+            f"is an apsw.Connection, but the store was opened with driver='sqlite3':"
+            f" {two_copies()}. Pass a sqlite3.Connection on {path}, or open the store"
+            " with driver='apsw'",
         )
     return caller
-
-
-def shares_sqlite_with_apsw() -> bool:
-    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
-    built against the system library of the same version), so that their connections
-    to one file in one process see each other's locks."""
-    return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
 
 
 def _is_readonly(exc: BaseException) -> bool:
@@ -193,19 +198,21 @@ def insert_within(
     messages: Sequence[ScheduledMessage],
     rows: Sequence[Sequence[Any]],
     what: str,
+    driver: str = "apsw",
 ) -> None:
     """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`,
     as the store builds them) through the caller's ``connection`` inside its transaction.
 
-    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` open on
-    ``path``, writable, usable from this thread, with a transaction open (a sqlite3
-    connection that opens transactions implicitly gets the ``BEGIN`` it would have run
-    before the insert). Raises :class:`InvalidArgument` naming the problem otherwise,
-    :class:`DuplicateSchedule` for an id already stored (or repeated in the batch), and
-    :class:`StoreError` for a driver error. The batch is all or nothing (a savepoint);
+    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` (the
+    library of the store's ``driver``) open on ``path``, writable, usable from this
+    thread, with a transaction open (a sqlite3 connection that opens transactions
+    implicitly gets the ``BEGIN`` it would have run before the insert). Raises
+    :class:`InvalidArgument` naming the problem otherwise, :class:`DuplicateSchedule`
+    for an id already stored (or repeated in the batch), and :class:`StoreError` for a
+    driver error. The batch is all or nothing (a savepoint);
     the caller's transaction stays open either way, and nothing is committed.
     """
-    caller = _check(connection, path, what)
+    caller = _check(connection, path, what, driver)
     if not rows:
         return
     try:
@@ -355,7 +362,7 @@ class SqliteTransactionRunner:
             self._conn, self._pid = None, os.getpid()
         if self._conn is None:
             s = self._store
-            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs)
+            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
         return self._conn
 
     def close(self) -> None:
@@ -404,7 +411,7 @@ class SqliteTransactionRunner:
             if conn.changes() == 0:
                 applied = False
             else:
-                returned = self._handler(occ.message, conn)
+                returned = self._handler(occ.message, handler_connection(conn))
                 if returned is not None:
                     error = bad_return(self._handler, returned)
                 else:

@@ -1,0 +1,406 @@
+"""The SQLite library a store's connections use: apsw (the default) or the standard
+library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
+
+The store is written against apsw's ``Connection``/``Cursor``. With ``driver="sqlite3"``
+every connection it opens is a ``sqlite3.Connection`` (autocommit: the store runs its
+own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in :class:`Sqlite3Connection`, which offers
+the part of apsw's interface the store uses and raises apsw's exception classes for
+SQLite's errors (``BusyError`` for ``SQLITE_BUSY``, ``ConstraintError`` with its
+``extendedresult``, ...; the ``sqlite3`` error chained), so the store's code is one.
+
+One library per file per process: apsw's wheels bundle their own copy of SQLite, and
+two copies in one process do not see each other's POSIX locks on a file (they are
+per process: one copy closing its descriptor drops the other's locks, and their WAL
+write locks do not exclude each other), which fails with I/O errors and can corrupt
+the file. :func:`hold_file` records which library this process has a store open with
+on each file and refuses the other (only when the two libraries differ:
+:func:`shares_sqlite_with_apsw`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pathlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+import apsw
+
+from ..errors import InvalidConfiguration
+
+__all__ = [
+    "DRIVERS",
+    "MIN_SQLITE3",
+    "FileHold",
+    "Sqlite3Connection",
+    "Sqlite3Cursor",
+    "check_driver",
+    "check_sqlite3_version",
+    "handler_connection",
+    "hold_file",
+    "open_connection",
+    "shares_sqlite_with_apsw",
+]
+
+DRIVERS = ("apsw", "sqlite3")
+"""The values of ``open(driver=...)``."""
+MIN_SQLITE3 = (3, 35, 0)
+"""The oldest SQLite the store's statements run on (``UPDATE ... RETURNING``)."""
+
+
+def shares_sqlite_with_apsw() -> bool:
+    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
+    built against the system library of the same version), so that their connections
+    to one file in one process see each other's locks."""
+    return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
+
+
+def two_copies() -> str:
+    """The sentence that explains why two SQLite libraries may not share a file."""
+    return (
+        f"the standard library's sqlite3 runs SQLite {sqlite3.sqlite_version}, a second copy"
+        f" of SQLite beside the one apsw uses ({apsw.sqlite_lib_version()}, bundled): two"
+        " copies in one process break each other's locks on the same file and can corrupt"
+        " it (https://sqlite.org/howtocorrupt.html, 2.2.1)"
+    )
+
+
+def check_sqlite3_version(version: tuple[int, ...]) -> None:
+    """Raise :class:`InvalidConfiguration` when ``version`` (the stdlib's SQLite) is
+    older than :data:`MIN_SQLITE3`."""
+    if tuple(version) < MIN_SQLITE3:
+        have = ".".join(map(str, version))
+        need = ".".join(map(str, MIN_SQLITE3))
+        raise InvalidConfiguration(
+            f"driver='sqlite3' needs SQLite {need} or newer (UPDATE ... RETURNING); the"
+            f" standard library's sqlite3 runs SQLite {have}: use driver='apsw'"
+        )
+
+
+def check_driver(driver: object, vfs: str | None) -> str:
+    """``driver`` checked (:class:`InvalidConfiguration` naming a bad value, a VFS the
+    stdlib cannot use, or too old a SQLite)."""
+    if driver not in DRIVERS:
+        raise InvalidConfiguration(f"driver must be 'apsw' or 'sqlite3', got {driver!r}")
+    if driver == "sqlite3":
+        check_sqlite3_version(sqlite3.sqlite_version_info)
+        if vfs is not None:
+            raise InvalidConfiguration(
+                f"vfs={vfs!r} cannot be used with driver='sqlite3': VFSes are registered"
+                " through apsw (apsw.VFS), in apsw's SQLite, which the standard library's"
+                " sqlite3 does not see; use driver='apsw' to open the file with a VFS"
+            )
+    return str(driver)
+
+
+# -- which library holds which file -------------------------------------------------------
+
+_HELD: dict[tuple[int, int], tuple[str, int]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+class FileHold:
+    """One store's claim on its file for its library (see :func:`hold_file`)."""
+
+    def __init__(self, key: tuple[int, int], driver: str) -> None:
+        self._key: tuple[int, int] | None = key
+        self.driver = driver
+
+    def release(self) -> None:
+        """Give the claim back (idempotent)."""
+        with _HELD_LOCK:
+            key, self._key = self._key, None
+            if key is None:
+                return
+            driver, count = _HELD.get(key, (self.driver, 1))
+            if count <= 1:
+                _HELD.pop(key, None)
+            else:
+                _HELD[key] = (driver, count - 1)
+
+
+def hold_file(db: pathlib.Path, driver: str) -> FileHold | None:
+    """Record that a store of this process opens ``db`` with ``driver``; raise
+    :class:`InvalidConfiguration` when this process has it open with the other
+    library (and the two differ). None when ``db`` does not exist yet."""
+    try:
+        st = os.stat(db)
+    except OSError:
+        return None
+    key = (st.st_dev, st.st_ino)
+    with _HELD_LOCK:
+        held, count = _HELD.get(key, (driver, 0))
+        if count and held != driver and not shares_sqlite_with_apsw():
+            raise InvalidConfiguration(
+                f"cannot open {db} with driver={driver!r}: this process has it open with"
+                f" driver={held!r} already, and {two_copies()}. Use one driver for the file"
+                " in each process"
+            )
+        _HELD[key] = (held if count else driver, count + 1)
+    return FileHold(key, driver)
+
+
+# -- sqlite3 behind apsw's interface ------------------------------------------------------
+
+
+def _apsw_error(exc: BaseException) -> BaseException:
+    """The apsw exception for a ``sqlite3`` one (the same SQLite result code)."""
+    if isinstance(exc, sqlite3.ProgrammingError):
+        text = str(exc)
+        if "closed" in text:
+            return apsw.ConnectionClosedError(text)
+        if "thread" in text:
+            return apsw.ThreadingViolationError(text)
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code > 0:
+        error: BaseException = apsw.exception_for(code)
+        error.args = exc.args
+        return error
+    return apsw.SQLError(f"{type(exc).__name__}: {exc}")
+
+
+def _raise(exc: BaseException) -> Any:
+    error = _apsw_error(exc)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _statements(sql: str) -> tuple[tuple[str, int], ...]:
+    """``sql`` split into its statements, each with its number of ``?`` parameters
+    (apsw runs several statements in one call; sqlite3 runs one). The store's own
+    statements have no ``?`` inside a literal."""
+    parts: list[tuple[str, int]] = []
+    buf = ""
+    for piece in sql.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" ;\n\t"):
+                parts.append((buf, buf.count("?")))
+            buf = ""
+    if buf.strip(" ;\n\t"):
+        parts.append((buf, buf.count("?")))
+    return tuple(parts) or ((sql, 0),)
+
+
+_INCREMENTAL_VACUUM = "PRAGMA INCREMENTAL_VACUUM"
+
+
+def _incremental_vacuum(raw: sqlite3.Connection, sql: str) -> list[Any]:
+    """``PRAGMA incremental_vacuum`` frees one page per step, each step a row without
+    columns, which ``sqlite3`` takes for the end of the statement: run it again while
+    it frees pages."""
+    free = raw.execute("PRAGMA freelist_count").fetchall()[0][0]
+    while free:
+        raw.execute(sql).fetchall()
+        left = raw.execute("PRAGMA freelist_count").fetchall()[0][0]
+        if left >= free:
+            break
+        free = left
+    return []
+
+
+class Sqlite3Cursor:
+    """apsw's ``Cursor`` subset on a ``sqlite3`` connection: each statement runs to
+    its end at once (rows kept), so no statement stays open between calls."""
+
+    def __init__(self, connection: Sqlite3Connection) -> None:
+        self.connection = connection
+        self._rows: list[Any] = []
+
+    def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
+        """Run ``sql`` (one statement or several) with ``params``; return self."""
+        raw = self.connection.raw
+        try:
+            parts = _statements(sql)
+            if sql.lstrip().upper().startswith(_INCREMENTAL_VACUUM):
+                self._rows = _incremental_vacuum(raw, sql)
+                return self
+            if len(parts) == 1:
+                self._rows = raw.execute(sql, params).fetchall()
+                return self
+            at = 0
+            for text, count in parts:
+                if isinstance(params, dict):
+                    bound: Any = params
+                else:
+                    bound, at = tuple(params[at : at + count]), at + count
+                self._rows = raw.execute(text, bound).fetchall()
+        except Exception as exc:
+            _raise(exc)
+        return self
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> Sqlite3Cursor:
+        """Run ``sql`` once for each of ``rows``."""
+        try:
+            self.connection.raw.executemany(sql, rows)
+        except Exception as exc:
+            _raise(exc)
+        self._rows = []
+        return self
+
+    def fetchall(self) -> list[Any]:
+        """The rows of the last statement."""
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self) -> Iterator[Any]:
+        rows, self._rows = self._rows, []
+        return iter(rows)
+
+
+class Sqlite3Connection:
+    """apsw's ``Connection`` subset the store uses, on a ``sqlite3.Connection``
+    (:attr:`raw`, what a transactional handler receives)."""
+
+    def __init__(self, raw: sqlite3.Connection, path: str, *, readonly: bool) -> None:
+        self.raw = raw
+        self._path = path
+        self._readonly = readonly
+
+    def cursor(self) -> Sqlite3Cursor:
+        """A new cursor."""
+        return Sqlite3Cursor(self)
+
+    def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
+        """Run ``sql`` on a new cursor and return it."""
+        return Sqlite3Cursor(self).execute(sql, params)
+
+    def _value(self, sql: str) -> Any:
+        [(value,)] = self.execute(sql).fetchall()
+        return value
+
+    def changes(self) -> int:
+        """Rows changed by the last INSERT, UPDATE or DELETE."""
+        return int(self._value("SELECT changes()"))
+
+    def total_changes(self) -> int:
+        """Rows changed since the connection opened."""
+        try:
+            return self.raw.total_changes
+        except Exception as exc:
+            return cast(int, _raise(exc))
+
+    def get_autocommit(self) -> bool:
+        """True when no transaction is open."""
+        try:
+            return not self.raw.in_transaction
+        except Exception as exc:
+            return cast(bool, _raise(exc))
+
+    def set_busy_timeout(self, milliseconds: int) -> None:
+        """How long to wait for another connection's lock."""
+        self.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+
+    def config(self, op: int, *values: int) -> int:
+        """Not available through ``sqlite3`` before Python 3.12 (``setconfig``); the
+        double-quoted-string switches are applied where it has it."""
+        setconfig = getattr(self.raw, "setconfig", None)
+        if setconfig is not None and op in _DBCONFIG and values:
+            try:
+                setconfig(_DBCONFIG[op], bool(values[0]))
+            except Exception as exc:
+                _raise(exc)
+        return 0
+
+    def readonly(self, name: str) -> bool:
+        """Whether the file was opened read-only (or the process may not write it)."""
+        self.get_autocommit()  # raises for a closed connection, as apsw does
+        return self._readonly or not os.access(self._path, os.W_OK)
+
+    def pragma(self, name: str, value: object = None) -> Any:
+        """``PRAGMA name [= value]``, answered as apsw does: None, a value, or rows."""
+        if value is None:
+            sql = f"PRAGMA {name}"
+        elif isinstance(value, str):
+            sql = "PRAGMA {} = '{}'".format(name, value.replace("'", "''"))
+        else:
+            sql = f"PRAGMA {name} = {int(cast(int, value))}"
+        rows = self.execute(sql).fetchall()
+        if not rows:
+            return None
+        if len(rows) == 1:
+            return rows[0][0] if len(rows[0]) == 1 else tuple(rows[0])
+        return rows
+
+    def interrupt(self) -> None:
+        """Make the statement running now (from any thread) stop."""
+        try:
+            self.raw.interrupt()
+        except Exception as exc:
+            _raise(exc)
+
+    def close(self, force: bool = False) -> None:
+        """Close the connection, rolling back its transaction. ``force`` (from another
+        thread, at a deadline): interrupt what it runs, roll back, make it read-only
+        (``query_only``: a statement the handler runs later cannot commit), close."""
+        if force:
+            for _ in range(100):
+                try:
+                    self.raw.interrupt()
+                    if self.raw.in_transaction:
+                        self.raw.execute("ROLLBACK")
+                    self.raw.execute("PRAGMA query_only = 1")
+                    break
+                except sqlite3.ProgrammingError:
+                    return  # closed already
+                except sqlite3.Error:
+                    continue  # the ROLLBACK itself met the interrupt: again
+        try:
+            self.raw.close()
+        except Exception as exc:
+            _raise(exc)
+
+
+_DBCONFIG: dict[int, int] = {
+    apsw.SQLITE_DBCONFIG_DQS_DML: apsw.SQLITE_DBCONFIG_DQS_DML,
+    apsw.SQLITE_DBCONFIG_DQS_DDL: apsw.SQLITE_DBCONFIG_DQS_DDL,
+}
+
+
+def open_connection(
+    path: pathlib.Path,
+    *,
+    driver: str,
+    readonly: bool,
+    vfs: str | None,
+    immutable: bool = False,
+) -> apsw.Connection:
+    """A connection on the existing file ``path`` with ``driver``: read-write (never
+    created), ``readonly`` (``SQLITE_OPEN_READONLY``) or ``immutable`` (read without
+    locks). Raises apsw's errors either way. Typed as apsw's: a
+    :class:`Sqlite3Connection` offers the part of it the store uses."""
+    if driver == "apsw":
+        if immutable:
+            return apsw.Connection(
+                f"{path.as_uri()}?mode=ro&immutable=1",
+                flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+                vfs=vfs,
+            )
+        flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+        return apsw.Connection(str(path), flags=flags, vfs=vfs)
+    mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
+    try:
+        raw = sqlite3.connect(
+            f"{path.as_uri()}?mode={mode}",
+            uri=True,
+            isolation_level=None,  # the store runs BEGIN IMMEDIATE and COMMIT itself
+            check_same_thread=False,  # the store serialises its use under its lock
+            timeout=0,  # set_busy_timeout follows
+        )
+    except Exception as exc:
+        return cast(apsw.Connection, _raise(exc))
+    shim = Sqlite3Connection(raw, str(path), readonly=readonly or immutable)
+    return cast(apsw.Connection, shim)
+
+
+def handler_connection(conn: object) -> Any:
+    """What a transactional handler receives for the runner's ``conn``: the
+    ``sqlite3.Connection`` itself, or the ``apsw.Connection``."""
+    return conn.raw if isinstance(conn, Sqlite3Connection) else conn
