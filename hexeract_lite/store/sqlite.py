@@ -101,7 +101,7 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
-from .sqlite_tx import insert_within
+from .sqlite_tx import insert_within, modify_within
 from .sqlite_watch import WalWatcher
 from .stats import StoreStats
 
@@ -1161,6 +1161,14 @@ class SqliteScheduleStore(SettlingStore):
         if new is not None:
             self.changes.notify()
         return answer
+
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
+        as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite_tx.modify_within`)."""
+        sid = check_schedule_id(schedule_id)
+        self._writable("modify")
+        now = self._now()
+        return modify_within(connection, self._path, self._sql, sid, plan, now, self._driver)
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises

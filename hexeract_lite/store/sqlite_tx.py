@@ -38,18 +38,29 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import apsw
 
 from ..clock import Clock
-from ..errors import DuplicateSchedule, InvalidArgument, StoreError
+from ..errors import DuplicateSchedule, InvalidArgument, ScheduleNotFound, StoreError
 from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
+from .changes import Plan
 from .settle_plan import settle_plan
-from .sqlite_codec import encode_id, encode_instant, encode_lease
+from .sqlite_codec import (
+    diagnose,
+    encode_id,
+    encode_instant,
+    encode_lease,
+    record_from_row,
+    row_from_record,
+    row_label,
+)
 from .sqlite_driver import handler_connection, shares_sqlite_with_apsw, two_copies
 from .sqlite_schema import connect
 from .sqlite_sql import SqliteStatements
@@ -58,7 +69,9 @@ if TYPE_CHECKING:
     from ..retry import RetryPolicy
     from .sqlite import SqliteScheduleStore
 
-__all__ = ["SqliteTransactionRunner", "insert_within", "shares_sqlite_with_apsw"]
+__all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
+
+_T = TypeVar("_T")
 
 _SAVEPOINT = "hexeract_lite_insert"
 
@@ -215,6 +228,25 @@ def insert_within(
     caller = _check(connection, path, what, driver)
     if not rows:
         return
+
+    def duplicate(exc: BaseException) -> Exception | None:
+        return _first_duplicate(caller, statements, messages) if _is_duplicate(exc) else None
+
+    with _savepoint(caller, path, what, duplicate):
+        caller.executemany(statements.insert, rows)
+
+
+@contextlib.contextmanager
+def _savepoint(
+    caller: _Caller,
+    path: os.PathLike[str] | str,
+    what: str,
+    mapped: Callable[[BaseException], Exception | None] = lambda exc: None,
+) -> Iterator[None]:
+    """The body in a savepoint of the caller's transaction (a sqlite3 connection that
+    opens transactions implicitly gets its ``BEGIN`` first): released when it ends,
+    rolled back to when it raises, the error as ``mapped`` says, else read-only as
+    :class:`InvalidArgument`, a driver error as :class:`StoreError`."""
     try:
         if caller.kind == "sqlite3" and not caller.conn.in_transaction:
             level = caller.conn.isolation_level or ""
@@ -223,15 +255,16 @@ def insert_within(
     except (apsw.Error, sqlite3.Error) as exc:
         raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
     try:
-        caller.executemany(statements.insert, rows)
+        yield
     except BaseException as exc:
         try:
             caller.execute(f"ROLLBACK TO {_SAVEPOINT}")
             caller.execute(f"RELEASE {_SAVEPOINT}")
         except (apsw.Error, sqlite3.Error):
             pass  # the transaction is gone (SQLite rolled it back): nothing of ours is in it
-        if _is_duplicate(exc):
-            raise _first_duplicate(caller, statements, messages) from exc
+        error = mapped(exc)
+        if error is not None:
+            raise error from exc
         if _is_readonly(exc):
             raise _bad(what, f"cannot write to {path}: it is read-only ({exc})") from exc
         if isinstance(exc, apsw.Error | sqlite3.Error):
@@ -241,6 +274,39 @@ def insert_within(
         caller.execute(f"RELEASE {_SAVEPOINT}")
     except (apsw.Error, sqlite3.Error) as exc:
         raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def modify_within(
+    connection: object,
+    path: os.PathLike[str] | str,
+    statements: SqliteStatements,
+    schedule_id: uuid.UUID,
+    plan: Plan[_T],
+    now: datetime,
+    driver: str = "apsw",
+) -> _T:
+    """Read the row of ``schedule_id`` through the caller's ``connection``, run
+    ``plan`` on it at ``now`` and write back the record it returns, inside the
+    caller's transaction (a savepoint; nothing committed); return the plan's answer.
+    The connection's checks and errors are :func:`insert_within`'s; an unknown id:
+    :class:`ScheduleNotFound`; a row that cannot be decoded: :class:`StoreError`."""
+    what = "modify"
+    caller = _check(connection, path, what, driver)
+    with _savepoint(caller, path, what):
+        rows = caller.execute(statements.select_one, (schedule_id.bytes,))
+        if not rows:
+            raise ScheduleNotFound(schedule_id)
+        try:
+            record = record_from_row(rows[0])
+        except Exception as exc:
+            raise StoreError(
+                f"schedule {row_label(rows[0])} in {path} is malformed: {diagnose(rows[0]) or exc}"
+            ) from exc
+        answer, new = plan(record.copy(), now)
+        if new is not None:
+            values = row_from_record(new)
+            caller.execute(statements.write_row, (*values[1:], values[0]))
+    return answer
 
 
 def _first_duplicate(
