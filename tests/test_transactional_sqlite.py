@@ -444,7 +444,7 @@ def test_failing_handler_rolls_back_writes_and_ack(
     assert rows(db, "SELECT count(*) FROM effects") == 1
 
 
-@pytest.mark.parametrize("how", ["sleeps", "runs SQL"])
+@pytest.mark.parametrize("how", ["sleeps", "runs SQL", "sleeps with a cursor open"])
 def test_slow_handler_is_stopped_at_the_timeout(
     store: SqliteScheduleStore, db: Path, how: str, lib: str
 ) -> None:
@@ -456,6 +456,13 @@ def test_slow_handler_is_stopped_at_the_timeout(
         effect(msg, conn)
         try:
             if how == "sleeps":
+                time.sleep(1.5)
+            elif how == "sleeps with a cursor open":  # its statement is still running
+                cursor = conn.execute(
+                    "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
+                    " WHERE i < 1000000) SELECT i FROM r"
+                )
+                cursor.fetchone()
                 time.sleep(1.5)
             else:
                 conn.execute(

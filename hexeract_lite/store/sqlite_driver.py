@@ -24,6 +24,8 @@ import os
 import pathlib
 import sqlite3
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -302,9 +304,9 @@ class Sqlite3Connection:
         """Not available through ``sqlite3`` before Python 3.12 (``setconfig``); the
         double-quoted-string switches are applied where it has it."""
         setconfig = getattr(self.raw, "setconfig", None)
-        if setconfig is not None and op in _DBCONFIG and values:
+        if setconfig is not None and op in _DQS and values:
             try:
-                setconfig(_DBCONFIG[op], bool(values[0]))
+                setconfig(op, bool(values[0]))  # SQLite's own numbers, as apsw's
             except Exception as exc:
                 _raise(exc)
         return 0
@@ -338,30 +340,69 @@ class Sqlite3Connection:
 
     def close(self, force: bool = False) -> None:
         """Close the connection, rolling back its transaction. ``force`` (from another
-        thread, at a deadline): interrupt what it runs, roll back, make it read-only
+        thread, at a deadline; bounded): interrupt what it runs, close the cursors the
+        handler left open (an unfinished statement would keep the transaction, and the
+        file's write lock, past the close), roll back, make it read-only
         (``query_only``: a statement the handler runs later cannot commit), close."""
         if force:
-            for _ in range(100):
+            for _ in range(400):
                 try:
                     self.raw.interrupt()
+                    _close_cursors(self.raw)
                     if self.raw.in_transaction:
                         self.raw.execute("ROLLBACK")
                     self.raw.execute("PRAGMA query_only = 1")
                     break
-                except sqlite3.ProgrammingError:
-                    return  # closed already
+                except sqlite3.ProgrammingError as exc:
+                    if "closed database" in str(exc):
+                        return
                 except sqlite3.Error:
-                    continue  # the ROLLBACK itself met the interrupt: again
+                    pass  # a statement still running, or the ROLLBACK met the interrupt
+                time.sleep(0.005)
         try:
             self.raw.close()
         except Exception as exc:
             _raise(exc)
 
 
-_DBCONFIG: dict[int, int] = {
-    apsw.SQLITE_DBCONFIG_DQS_DML: apsw.SQLITE_DBCONFIG_DQS_DML,
-    apsw.SQLITE_DBCONFIG_DQS_DDL: apsw.SQLITE_DBCONFIG_DQS_DDL,
-}
+class _Tracked(sqlite3.Connection):
+    """A ``sqlite3.Connection`` that remembers its cursors (``execute`` makes one too),
+    so that a forced close can finish the statements a handler left open."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        """A new cursor, remembered."""
+        cur = super().cursor(*args, **kwargs)
+        self.open_cursors.add(cur)
+        return cur
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """``cursor().execute(...)`` (``sqlite3``'s own skips :meth:`cursor`)."""
+        return self.cursor().execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        """``cursor().executemany(...)``."""
+        return self.cursor().executemany(*args, **kwargs)
+
+
+def _close_cursors(raw: sqlite3.Connection) -> None:
+    """Close every cursor of ``raw`` still alive (raises ``ProgrammingError`` for one
+    that another thread is using right now: the caller tries again)."""
+    tracked = getattr(raw, "open_cursors", None)
+    if tracked is None:
+        return
+    try:
+        cursors = list(tracked)
+    except RuntimeError:  # the set changed while it was copied: try again
+        raise sqlite3.OperationalError("cursors changing") from None
+    for cur in cursors:
+        cur.close()
+
+
+_DQS = (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL)
 
 
 def open_connection(
@@ -393,6 +434,7 @@ def open_connection(
             isolation_level=None,  # the store runs BEGIN IMMEDIATE and COMMIT itself
             check_same_thread=False,  # the store serialises its use under its lock
             timeout=0,  # set_busy_timeout follows
+            factory=_Tracked,
         )
     except Exception as exc:
         return cast(apsw.Connection, _raise(exc))
