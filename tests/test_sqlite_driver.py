@@ -192,3 +192,32 @@ def test_a_read_only_file_is_refused_on_sqlite3(shared_dir: Path) -> None:  # no
     assert outcome.startswith("StoreError:") and str(db) in outcome, outcome
     assert "read-only" in outcome
     assert db.read_bytes() == before
+
+
+@pytest.mark.skipif(not POSIX or not hasattr(os, "fork"), reason="POSIX permissions")
+def test_a_file_the_user_may_only_read_opens_read_only_on_sqlite3() -> None:
+    """As in test_sqlite_schema (a 0444 WAL file in a 0555 folder, as another user: no
+    ``-shm`` can be made, so it is read as immutable), with driver="sqlite3"."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="hexeract-ro-"))
+    try:
+        db = folder / "s.db"
+        message = due()
+        with SqliteScheduleStore.open(db, driver="sqlite3") as store:
+            store.insert(message, 3)
+        db.chmod(0o444)
+        folder.chmod(0o555)
+        before = fingerprint(db)
+
+        def action() -> None:
+            with SqliteScheduleStore.open(db, readonly=True, driver="sqlite3") as store:
+                [snap] = store.list_pending()
+                assert snap.schedule_id == message.schedule_id
+
+        assert _as_another_user(action) == "ok"
+        assert fingerprint(db) == before
+    finally:
+        folder.chmod(0o700)
+        shutil.rmtree(folder)
