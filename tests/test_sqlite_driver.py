@@ -221,3 +221,12 @@ def test_a_file_the_user_may_only_read_opens_read_only_on_sqlite3() -> None:
     finally:
         folder.chmod(0o700)
         shutil.rmtree(folder)
+
+
+def test_a_failed_opening_keeps_no_claim_on_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    SqliteScheduleStore.open(db).close()
+    with pytest.raises(StoreError, match="no table"):
+        SqliteScheduleStore.open(db, table="missing", create=False, driver="sqlite3")
+    with SqliteScheduleStore.open(db) as store:  # apsw: nothing of sqlite3's is left
+        assert store.list_pending() == []
