@@ -13,11 +13,16 @@ connection of its own (one commit per occurrence) and the batch's acknowledgemen
 one ``settle`` transaction. The rounds alternate; the medians are printed with the
 ratio tx/plain (above 1: the transactional sink is slower). Both write one effect row
 per occurrence; only the transactional one writes it exactly once after a crash.
+
+Both on the default ``driver="apsw"`` and on ``driver="sqlite3"`` (the standard
+library's sqlite3 for the store, the handler and the plain sink's connection), each
+with its ratio, and sqlite3/apsw for each sink.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -48,15 +53,20 @@ CONFIG = SchedulerWorkerConfig(
 INSERT = "INSERT INTO effects (occurrence) VALUES (?)"
 
 
-def drain(folder: Path, n: int, mode: str) -> float:
-    db = folder / f"{mode}-{time.monotonic_ns()}.db"
+def drain(folder: Path, n: int, mode: str, driver: str = "apsw") -> float:
+    db = folder / f"{mode}-{driver}-{time.monotonic_ns()}.db"
     now = datetime.now(UTC) - timedelta(seconds=1)
-    with SqliteScheduleStore.open(db) as store:
+    with SqliteScheduleStore.open(db, driver=driver) as store:
         store.insert_many(
             [ScheduledMessage.delay(Target.mediator(), now, "e", {"i": i}) for i in range(n)], 5
         )
-        own = apsw.Connection(str(db))
-        own.set_busy_timeout(5000)
+        own: Any
+        if driver == "sqlite3":
+            # (the plain sink runs on the worker's dispatch thread)
+            own = sqlite3.connect(db, timeout=5, isolation_level=None, check_same_thread=False)
+        else:
+            own = apsw.Connection(str(db))
+            own.set_busy_timeout(5000)
         own.execute("CREATE TABLE effects (occurrence TEXT NOT NULL)")
 
         def handler(message: ScheduledMessage, conn: Any) -> None:
@@ -87,17 +97,27 @@ def main() -> int:
     args = parser.parse_args()
     n = args.n or (300 if args.quick else 2000)
     rounds = args.rounds or (1 if args.quick else 3)
-    times: dict[str, list[float]] = {"tx": [], "plain": []}
+    drivers = ("apsw", "sqlite3")
+    times: dict[tuple[str, str], list[float]] = {
+        (mode, driver): [] for mode in ("tx", "plain") for driver in drivers
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
-            for mode in ("tx", "plain"):
-                times[mode].append(drain(Path(tmp), n, mode))
-    tx, plain = statistics.median(times["tx"]), statistics.median(times["plain"])
-    print(f"| drain of {n}, one effect row each | median s | occurrences/s |")
-    print("|---|---|---|")
-    print(f"| transactional sink | {tx:.3f} | {n / tx:.0f} |")
-    print(f"| plain sink + separate write | {plain:.3f} | {n / plain:.0f} |")
-    print(f"ratio transactional / plain: {tx / plain:.2f}")
+            for mode, driver in times:
+                times[mode, driver].append(drain(Path(tmp), n, mode, driver))
+    median = {key: statistics.median(values) for key, values in times.items()}
+    print(f"| drain of {n}, one effect row each | driver | median s | occurrences/s |")
+    print("|---|---|---|---|")
+    for driver in drivers:
+        tx, plain = median["tx", driver], median["plain", driver]
+        print(f"| transactional sink | {driver} | {tx:.3f} | {n / tx:.0f} |")
+        print(f"| plain sink + separate write | {driver} | {plain:.3f} | {n / plain:.0f} |")
+    print(f"ratio transactional / plain: {median['tx', 'apsw'] / median['plain', 'apsw']:.2f}")
+    sq_tx, sq_plain = median["tx", "sqlite3"], median["plain", "sqlite3"]
+    print(f"ratio transactional / plain (sqlite3): {sq_tx / sq_plain:.2f}")
+    for mode in ("tx", "plain"):
+        ratio = median[mode, "sqlite3"] / median[mode, "apsw"]
+        print(f"ratio sqlite3 / apsw ({mode}): {ratio:.2f}")
     return 0
 
 

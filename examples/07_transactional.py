@@ -2,8 +2,8 @@
 
 An order app keeps its own tables in the scheduler's SQLite file:
 
-1. each order is created on an ``apsw`` connection to the file, and its reminder is
-   scheduled in the same transaction (``store.insert(..., connection=conn)``): one
+1. each order is created on the app's own connection to the file, and its reminder
+   is scheduled in the same transaction (``store.insert(..., connection=conn)``): one
    order's transaction fails and rolls back, and no reminder of it exists;
 2. a worker with a :class:`~hexeract_lite.TransactionalSink` delivers the reminders:
    the handler records "reminder sent" for the order inside the transaction that
@@ -12,6 +12,12 @@ An order app keeps its own tables in the scheduler's SQLite file:
    rolled back with the acknowledgement, and the retry applies it once;
 3. every committed order has exactly one "reminder sent", the failed order none.
 
+``--driver sqlite3``: the app uses the standard library's ``sqlite3`` (most apps do),
+so the store is opened with ``driver="sqlite3"`` and the handler gets a
+``sqlite3.Connection``; the default ``--driver apsw`` uses ``apsw`` throughout. One
+process uses one SQLite library per file: apsw bundles its own copy of SQLite, and
+two copies in one process break each other's locks.
+
 Run it with ``--db PATH`` (default: a temporary file). It prints each step and exits
 0 on success, 1 with the reason on a failure. It takes a few seconds.
 """
@@ -19,6 +25,7 @@ Run it with ``--db PATH`` (default: a temporary file). It prints each step and e
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import tempfile
 import time
@@ -41,18 +48,29 @@ ORDERS = ["book", "lamp", "kettle", "chair"]
 FAILING = "kettle"  # its transaction fails after the reminder was scheduled
 
 
-def create_order(store: SqliteScheduleStore, db: Path, item: str) -> bool:
-    """One transaction: the order row and its reminder. False when it rolled back."""
+def connect(db: Path, driver: str) -> Any:
+    """The app's own connection: sqlite3 (a transaction opens before the first write)
+    or apsw. Either is a context manager: commit at the end, roll back on an error."""
+    if driver == "sqlite3":
+        return sqlite3.connect(db, timeout=5)
     conn = apsw.Connection(str(db))
     conn.set_busy_timeout(5000)
+    return conn
+
+
+def create_order(store: SqliteScheduleStore, db: Path, item: str) -> bool:
+    """One transaction: the order row and its reminder. False when it rolled back."""
+    conn = connect(db, store.driver)
     try:
         with conn:  # BEGIN ... COMMIT, or ROLLBACK on an exception
-            conn.execute("INSERT INTO orders (item) VALUES (?)", (item,))
+            [(order_id,)] = conn.execute(
+                "INSERT INTO orders (item) VALUES (?) RETURNING id", (item,)
+            ).fetchall()
             reminder = ScheduledMessage.delay(
                 Target.mediator(),
                 datetime.now(UTC) + timedelta(milliseconds=200),
                 "order.remind",
-                {"order_id": conn.last_insert_rowid(), "item": item},
+                {"order_id": order_id, "item": item},
             )
             store.insert(reminder, max_attempts=5, connection=conn)
             if item == FAILING:
@@ -68,16 +86,21 @@ def create_order(store: SqliteScheduleStore, db: Path, item: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", type=Path, default=None)
+    parser.add_argument("--driver", choices=["apsw", "sqlite3"], default="apsw")
     args = parser.parse_args()
     db = args.db or Path(tempfile.mkdtemp()) / "orders.db"
 
-    with SqliteScheduleStore.open(db) as store:
-        setup = apsw.Connection(str(db))
-        setup.execute(
-            "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL);"
-            "CREATE TABLE IF NOT EXISTS reminders_sent (order_id INTEGER NOT NULL,"
-            " occurrence TEXT NOT NULL, sent_at TEXT NOT NULL);"
-        )
+    with SqliteScheduleStore.open(db, driver=args.driver) as store:
+        print(f"(the app and the store use {args.driver})")
+        setup = connect(db, args.driver)
+        with setup:
+            setup.execute(
+                "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)"
+            )
+            setup.execute(
+                "CREATE TABLE IF NOT EXISTS reminders_sent (order_id INTEGER NOT NULL,"
+                " occurrence TEXT NOT NULL, sent_at TEXT NOT NULL)"
+            )
         setup.close()
 
         print("1. creating orders, each with its reminder in the same transaction")
@@ -115,7 +138,7 @@ def main() -> int:
         print(f"  the handler crashed once (reminder for {crashed[0]!r}) and was retried")
 
         print("3. checking: every committed order has exactly one reminder sent")
-        check = apsw.Connection(str(db))
+        check = connect(db, args.driver)
         rows = check.execute(
             "SELECT o.item, count(r.order_id) FROM orders o"
             " LEFT JOIN reminders_sent r ON r.order_id = o.id GROUP BY o.id ORDER BY o.id"

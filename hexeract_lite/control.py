@@ -166,6 +166,7 @@ class SchedulerControl:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         tz: str | None = None,
         misfire_grace: timedelta | None = None,
+        connection: object = None,
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
@@ -182,13 +183,17 @@ class SchedulerControl:
         trigger kind than stored: :class:`NotChangeable`. The id is
         :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure
         the same name end with one row and no error. ``target`` defaults to the
-        mediator.
+        mediator. ``connection``: your connection with a transaction open on the
+        store's database (SQLite, PostgreSQL): the schedule is created or changed inside
+        that transaction and exists once you commit (see ``ScheduleStore.ensure``).
 
         .. versionadded:: 0.2.0
         """
         message = self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
         )
+        if connection is not None:
+            return self.store.ensure(message, max_attempts, connection=connection)
         return self.store.ensure(message, max_attempts)
 
     def _declared(

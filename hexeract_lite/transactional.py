@@ -6,8 +6,9 @@ PostgreSQL store. For each occurrence the worker opens one write transaction on 
 store's database (SQLite: ``BEGIN IMMEDIATE`` on a connection of the sink's own;
 PostgreSQL: a transaction on a connection of its own), records the occurrence's
 success acknowledgement in it, fenced on its lease like every acknowledgement, and
-calls ``handler(message, connection)`` with that connection (an ``apsw.Connection``
-or a ``psycopg.Connection``). Then:
+calls ``handler(message, connection)`` with that connection (an ``apsw.Connection``,
+a ``sqlite3.Connection`` on a store opened with ``driver="sqlite3"``, or a
+``psycopg.Connection``). Then:
 
 - the handler returns None: ``COMMIT``, the handler's writes and the acknowledgement
   together. Once committed the occurrence is never delivered again, so an effect the

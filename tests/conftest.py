@@ -62,7 +62,12 @@ def _sqlite(tmp_path: Path) -> ScheduleStore:
     return SqliteScheduleStore.open(tmp_path / "contract.db")
 
 
+def _sqlite3(tmp_path: Path) -> ScheduleStore:
+    return SqliteScheduleStore.open(tmp_path / "contract.db", driver="sqlite3")
+
+
 STORE_FACTORIES["sqlite"] = _sqlite
+STORE_FACTORIES["sqlite3"] = _sqlite3  # the same store on the standard library's sqlite3
 
 
 def _postgres_factory() -> StoreFactory | None:

@@ -6,14 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "07_transactional.py"
 
 
-def test_the_transactional_example_runs_to_success(tmp_path: Path) -> None:
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_the_transactional_example_runs_to_success(tmp_path: Path, driver: str) -> None:
     db = tmp_path / "orders.db"
     result = subprocess.run(
-        [sys.executable, "-W", "error", str(EXAMPLE), "--db", str(db)],
+        [sys.executable, "-W", "error", str(EXAMPLE), "--db", str(db), "--driver", driver],
         capture_output=True,
         text=True,
         timeout=60,
@@ -22,6 +25,7 @@ def test_the_transactional_example_runs_to_success(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
+    assert f"the app and the store use {driver}" in out
     assert "order 'kettle' rolled back" in out
     assert "3 orders committed, 3 reminders scheduled" in out
     assert "crashed once" in out

@@ -1,5 +1,9 @@
 """Issue 16 on SQLite: enqueue inside the caller's transaction (apsw and sqlite3), and
-the transactional sink whose handler's writes commit with the acknowledgement."""
+the transactional sink whose handler's writes commit with the acknowledgement.
+
+A sqlite3 caller uses a store opened with ``driver="sqlite3"`` (unless apsw and sqlite3
+share one SQLite here), and every helper connection of a test uses its store's library:
+two copies of SQLite in one process must not share a file."""
 
 from __future__ import annotations
 
@@ -51,18 +55,48 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "app.db"
 
 
+_LIB: dict[Path, str] = {}
+"""The SQLite library (the store's driver) each test's file is used with."""
+
+
+def helper(db: Path) -> Any:
+    """An autocommit connection on ``db`` of the library its store uses."""
+    if _LIB.get(db, "apsw") == "sqlite3":
+        return sqlite3.connect(db, timeout=5, isolation_level=None)
+    conn = apsw.Connection(str(db))
+    conn.set_busy_timeout(5000)
+    return conn
+
+
+@pytest.fixture(params=["apsw", "sqlite3"])
+def lib(request: pytest.FixtureRequest) -> str:
+    """The store's driver, for the tests that run on both."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture
-def store(db: Path, clock: ManualClock) -> Iterator[SqliteScheduleStore]:
-    with SqliteScheduleStore.open(db, clock=clock) as s:
-        conn = apsw.Connection(str(db))
+def store(
+    db: Path, clock: ManualClock, request: pytest.FixtureRequest
+) -> Iterator[SqliteScheduleStore]:
+    """A store with the driver of the test's caller connection (``driver``) or ``lib``."""
+    chosen = "apsw"
+    if "driver" in request.fixturenames:
+        chosen = "apsw" if request.getfixturevalue("driver") == "apsw" else "sqlite3"
+    elif "lib" in request.fixturenames:
+        chosen = request.getfixturevalue("lib")
+    _LIB[db] = chosen
+    with SqliteScheduleStore.open(db, clock=clock, driver=chosen) as s:
+        conn = helper(db)
         conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")
         conn.execute("CREATE TABLE effects (occurrence TEXT PRIMARY KEY, n INTEGER CHECK (n >= 0))")
         conn.close()
         yield s
+    _LIB.pop(db, None)
 
 
 def rows(db: Path, sql: str = "SELECT count(*) FROM scheduled_messages") -> int:
-    conn = apsw.Connection(str(db))
+    conn = helper(db)
     try:
         [(n,)] = conn.execute(sql).fetchall()
         assert isinstance(n, int)
@@ -116,13 +150,8 @@ ONE_SQLITE = shares_sqlite_with_apsw()
 
 @pytest.fixture(params=sorted(OPENERS))
 def driver(request: pytest.FixtureRequest) -> str:
+    """The caller's connection; a sqlite3 one goes with a ``driver="sqlite3"`` store."""
     name: str = request.param
-    if name.startswith("sqlite3") and not ONE_SQLITE:
-        pytest.skip(
-            f"the stdlib sqlite3 ({sqlite3.sqlite_version}) is another copy of SQLite than"
-            f" apsw's ({apsw.sqlite_lib_version()}): such connections are refused (see"
-            " test_sqlite3_on_a_second_copy_of_sqlite_is_refused)"
-        )
     return name
 
 
@@ -202,14 +231,17 @@ def test_sqlite3_on_a_second_copy_of_sqlite_is_refused(
     conn = opener(db)
     conn.execute("BEGIN")
     conn.execute("INSERT INTO orders (item) VALUES ('book')")
-    with pytest.raises(InvalidArgument, match="second copy of SQLite"):
+    with pytest.raises(InvalidArgument, match="second copy of SQLite") as info:
         store.insert(due(), 3, connection=conn)
+    assert "driver='sqlite3'" in str(info.value)  # says what to do instead
     conn.rollback()
     conn.close()
     assert rows(db) == 0
 
 
-def _bad_connections(db: Path, tmp_path: Path) -> dict[str, tuple[Callable[[], Any], str]]:
+def _bad_connections(
+    db: Path, tmp_path: Path, lib: str
+) -> dict[str, tuple[Callable[[], Any], str]]:
     def closed_apsw() -> Any:
         conn = apsw_conn(db)
         conn.close()
@@ -269,7 +301,7 @@ def _bad_connections(db: Path, tmp_path: Path) -> dict[str, tuple[Callable[[], A
         # (mode=ro shows only when writing: a second copy of SQLite is refused first)
         "read-only sqlite3": (
             readonly_sqlite3,
-            "read-only" if ONE_SQLITE else "second copy of SQLite",
+            "read-only" if ONE_SQLITE or lib == "sqlite3" else "second copy of SQLite",
         ),
         "query_only": (query_only, "read-only"),
         "sqlite3 autocommit": (autocommit_sqlite3, "autocommit mode"),
@@ -296,9 +328,9 @@ BAD = [
 
 @pytest.mark.parametrize("case", BAD)
 def test_bad_connection_is_refused_and_writes_nothing(
-    store: SqliteScheduleStore, db: Path, tmp_path: Path, case: str
+    store: SqliteScheduleStore, db: Path, tmp_path: Path, case: str, lib: str
 ) -> None:
-    make, words = _bad_connections(db, tmp_path)[case]
+    make, words = _bad_connections(db, tmp_path, lib)[case]
     conn = make()
     calls: list[Callable[[], None]] = [
         lambda: store.insert(due(), 3, connection=conn),
@@ -329,15 +361,24 @@ def status(store: SqliteScheduleStore, message: ScheduledMessage) -> tuple[Sched
     return snap.status, snap.attempts
 
 
-def test_sink_commits_effect_and_ack_together(store: SqliteScheduleStore, db: Path) -> None:
+def test_sink_commits_effect_and_ack_together(
+    store: SqliteScheduleStore, db: Path, lib: str
+) -> None:
     messages = [due(n) for n in range(3)]
     store.insert_many(messages, 3)
-    worker = SchedulerWorker(store, TransactionalSink(effect), CONFIG)
+    kinds: set[str] = set()
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        kinds.add("sqlite3" if isinstance(conn, sqlite3.Connection) else type(conn).__module__)
+        effect(message, conn)
+
+    worker = SchedulerWorker(store, TransactionalSink(handler), CONFIG)
     report = worker.run_once()
     assert (report.claimed, report.delivered) == (3, 3)
     assert rows(db, "SELECT count(*) FROM effects") == 3
     assert all(status(store, m)[0] is ScheduleStatus.DELIVERED for m in messages)
     assert worker.run_once().claimed == 0
+    assert kinds == {"sqlite3" if lib == "sqlite3" else "apsw"}
 
 
 def test_sink_reschedules_a_cron_schedule_in_the_transaction(
@@ -378,8 +419,15 @@ def _returns(message: ScheduledMessage, conn: Any) -> object:
     ],
 )
 def test_failing_handler_rolls_back_writes_and_ack(
-    store: SqliteScheduleStore, db: Path, clock: ManualClock, handler: Any, error: str
+    store: SqliteScheduleStore,
+    db: Path,
+    clock: ManualClock,
+    handler: Any,
+    error: str,
+    lib: str,
 ) -> None:
+    if lib == "sqlite3" and error == "ConstraintError":
+        error = "IntegrityError: CHECK constraint failed"  # the handler's own sqlite3 error
     message = due(1)
     store.insert(message, 2)
     worker = SchedulerWorker(store, TransactionalSink(handler), CONFIG)
@@ -396,9 +444,9 @@ def test_failing_handler_rolls_back_writes_and_ack(
     assert rows(db, "SELECT count(*) FROM effects") == 1
 
 
-@pytest.mark.parametrize("how", ["sleeps", "runs SQL"])
+@pytest.mark.parametrize("how", ["sleeps", "runs SQL", "sleeps with a cursor open"])
 def test_slow_handler_is_stopped_at_the_timeout(
-    store: SqliteScheduleStore, db: Path, how: str
+    store: SqliteScheduleStore, db: Path, how: str, lib: str
 ) -> None:
     message = due(1)
     store.insert(message, 3)
@@ -408,6 +456,13 @@ def test_slow_handler_is_stopped_at_the_timeout(
         effect(msg, conn)
         try:
             if how == "sleeps":
+                time.sleep(1.5)
+            elif how == "sleeps with a cursor open":  # its statement is still running
+                cursor = conn.execute(
+                    "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
+                    " WHERE i < 1000000) SELECT i FROM r"
+                )
+                cursor.fetchone()
                 time.sleep(1.5)
             else:
                 conn.execute(
@@ -431,13 +486,16 @@ def test_slow_handler_is_stopped_at_the_timeout(
     snap = store.inspect(message.schedule_id)
     assert snap is not None and snap.last_error is not None
     assert "TimeoutError" in snap.last_error
-    writer = apsw.Connection(str(db))
-    writer.execute("BEGIN IMMEDIATE; INSERT INTO orders (item) VALUES ('x'); COMMIT")
+    writer = helper(db)
+    writer.execute("PRAGMA busy_timeout = 0")  # the write lock is free: no wait needed
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO orders (item) VALUES ('x')")
+    writer.execute("COMMIT")
     writer.close()
 
 
 def test_lost_lease_rolls_back_and_skips_the_handler(
-    store: SqliteScheduleStore, db: Path, clock: ManualClock
+    store: SqliteScheduleStore, db: Path, clock: ManualClock, lib: str
 ) -> None:
     message = due(1)
     store.insert(message, 3)
@@ -466,7 +524,9 @@ def test_sink_refuses_other_stores_and_async_handlers() -> None:
         TransactionalSink(handler)
 
 
-def test_async_worker_runs_the_transactional_sink(store: SqliteScheduleStore, db: Path) -> None:
+def test_async_worker_runs_the_transactional_sink(
+    store: SqliteScheduleStore, db: Path, lib: str
+) -> None:
     import asyncio
 
     store.insert_many([due(1), due(2)], 3)

@@ -491,12 +491,32 @@ class ScheduleStore(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot list named schedules")
 
-    def ensure(self, message: ScheduledMessage, max_attempts: int) -> EnsureResult:
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """:meth:`modify_record` inside the application's transaction on ``connection``
+        (what the store's ``insert(..., connection=)`` accepts), under a savepoint:
+        nothing is committed, the change exists once the caller commits. A store that
+        cannot raises :class:`InvalidArgument` (the default).
+
+        .. versionadded:: 0.2.0
+        """
+        raise InvalidArgument(
+            f"{type(self).__name__} cannot write inside an application's transaction"
+            f" (connection= is for the SQLite and PostgreSQL stores), got {connection!r:.100}"
+        )
+
+    def ensure(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> EnsureResult:
         """Store the named ``message`` if missing, leave it if the same, update it in
         place if changed; say which (:class:`EnsureResult`; rules:
         :func:`~hexeract_lite.store.changes.ensure_plan`). Safe to race from many
         processes: the id is the name's, so exactly one row is inserted and the others
         compare against it. A message without a name: :class:`InvalidArgument`.
+
+        ``connection``: the application's connection with a transaction open (as for
+        the store's ``insert(..., connection=)``): the row is created or changed inside
+        that transaction (:meth:`modify_within`), nothing is committed, and the same
+        checks refuse a bad connection; a store that cannot: :class:`InvalidArgument`.
 
         .. versionadded:: 0.2.0
         """
@@ -504,13 +524,25 @@ class ScheduleStore(abc.ABC):
         message = validate_message(message)
         if message.name is None:
             raise InvalidArgument(f"ensure needs a named message, got {message.schedule_id}")
+        plan = ensure_plan(message, max_attempts)
+        if connection is None:
+            try:
+                self.insert(message, max_attempts)
+            except DuplicateSchedule:
+                pass
+            else:
+                return EnsureResult.CREATED
+            return self.modify_record(message.schedule_id, plan)
+        if type(self).modify_within is ScheduleStore.modify_within:
+            return ScheduleStore.modify_within(self, connection, message.schedule_id, plan)
+        insert: Callable[..., None] = self.insert  # this store's takes connection=
         try:
-            self.insert(message, max_attempts)
+            insert(message, max_attempts, connection=connection)
         except DuplicateSchedule:
             pass
         else:
             return EnsureResult.CREATED
-        return self.modify_record(message.schedule_id, ensure_plan(message, max_attempts))
+        return self.modify_within(connection, message.schedule_id, plan)
 
     def update_schedule(self, schedule_id: uuid.UUID, change: Change) -> bool:
         """Change a non-terminal schedule in place (None fields stay); True when a value

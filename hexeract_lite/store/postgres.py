@@ -772,6 +772,14 @@ class PostgresScheduleStore(SettlingStore):
             self.changes.notify()
         return answer
 
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: through the caller's ``psycopg``
+        connection, the row locked ``FOR UPDATE``
+        (:func:`~hexeract_lite.store.postgres_tx.modify_within`)."""
+        from .postgres_tx import modify_within
+
+        return modify_within(self, connection, check_schedule_id(schedule_id), plan)
+
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
         :class:`StoreError` naming it."""

@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 import weakref
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -31,6 +32,8 @@ from ..errors import DuplicateSchedule, InvalidArgument, StoreError
 from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
+from .changes import Plan
+from .columns import COLUMN_NAMES
 from .postgres_connections import connect
 from .postgres_listen import channel_name
 from .settle_plan import settle_plan
@@ -43,7 +46,9 @@ import contextlib
 
 from .postgres import _lease_token, _same, _whole_ms
 
-__all__ = ["PostgresTransactionRunner", "insert_within"]
+__all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
+
+_T = TypeVar("_T")
 
 _SAVEPOINT = "hexeract_lite_insert"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
@@ -132,11 +137,7 @@ def insert_within(
     conn = _check(store, connection, what)
     if not messages:
         return
-    try:
-        conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-    except psycopg.Error as exc:
-        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
-    try:
+    with _savepoint(store, conn, what):
         seen: set[object] = set()
         for m in messages:
             if m.schedule_id in seen:
@@ -147,6 +148,41 @@ def insert_within(
             if m.schedule_id not in inserted:
                 raise DuplicateSchedule(m.schedule_id)
         conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+
+
+def modify_within(
+    store: PostgresScheduleStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+) -> _T:
+    """Lock the row of ``schedule_id`` (``FOR UPDATE``) through the caller's
+    connection, run ``plan`` on it and write back the record it returns, with a
+    ``NOTIFY`` delivered at the caller's commit, inside the caller's transaction (a
+    savepoint; nothing committed); return the plan's answer. The connection's checks
+    and errors are :func:`insert_within`'s; an unknown id: :class:`ScheduleNotFound`."""
+    what = "modify"
+    conn = _check(store, connection, what)
+    with _savepoint(store, conn, what):
+        row, now = store._lock(conn, schedule_id)
+        answer, new = plan(row.copy(), now)
+        if new is not None:
+            params = {name: getattr(new, name) for name in COLUMN_NAMES}
+            conn.execute(store._sql.write_row, params)
+            conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+    return answer
+
+
+@contextlib.contextmanager
+def _savepoint(
+    store: PostgresScheduleStore, conn: psycopg.Connection[Any], what: str
+) -> Iterator[None]:
+    """The body in a savepoint of the caller's transaction: released when it ends,
+    rolled back to when it raises (read-only: :class:`InvalidArgument`; a driver
+    error: :class:`StoreError`)."""
+    try:
+        conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+    except psycopg.Error as exc:
+        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield
         conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
     except BaseException as exc:
         try:

@@ -87,6 +87,7 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
+from .sqlite_driver import FileHold, check_driver
 from .sqlite_ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
 from .sqlite_schema import (
     APP_NAME,
@@ -238,9 +239,13 @@ class SqliteScheduleStore(SettlingStore):
         vfs: str | None = None,
         readonly: bool = False,
         version: int = SCHEMA_VERSION,
+        driver: str = "apsw",
+        hold: FileHold | None = None,
     ) -> None:
         """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
         super().__init__()
+        self._driver = driver
+        self._hold = hold  # this process's claim on the file for the driver
         self._conn: apsw.Connection | None = connection
         self._cursor: apsw.Cursor | None = connection.cursor()
         self._path = path
@@ -290,6 +295,7 @@ class SqliteScheduleStore(SettlingStore):
         create: bool = True,
         vfs: str | None = None,
         readonly: bool = False,
+        driver: str = "apsw",
     ) -> Self:
         """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
 
@@ -318,6 +324,14 @@ class SqliteScheduleStore(SettlingStore):
           an older hexeract_lite made is read as it is. ``inspect``, the listings,
           ``next_wakeup``, ``export_records`` and ``data_version`` work; every other
           method raises :class:`StoreError` saying the store is read-only.
+        - ``driver``: the SQLite library of every connection the store opens:
+          ``"apsw"`` (the default) or ``"sqlite3"`` (the standard library's, for an app
+          whose own connections are ``sqlite3.Connection`` s: ``insert(...,
+          connection=)`` and :class:`~hexeract_lite.transactional.TransactionalSink`
+          then take and give ``sqlite3`` connections). One library per file per process
+          (see :mod:`.sqlite_driver`): opening a file this process has open with the
+          other one raises :class:`InvalidConfiguration`, as does a SQLite older than
+          3.35 or a ``vfs`` with ``"sqlite3"``.
 
         A new database is built under a temporary name beside ``path`` and linked into
         place only once complete: other processes never see a half-made file, and a
@@ -347,13 +361,14 @@ class SqliteScheduleStore(SettlingStore):
             )
         if not isinstance(clock, Clock):
             raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+        driver = check_driver(driver, vfs)
         if vfs is not None and vfs not in apsw.vfs_names():
             raise InvalidConfiguration(
                 f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
             )
         if not isinstance(readonly, bool):
             raise InvalidConfiguration(f"readonly must be a bool, got {readonly!r}")
-        db, connection, version = open_database(
+        db, connection, version, hold = open_database(
             path,
             table,
             durability=durability,
@@ -361,6 +376,7 @@ class SqliteScheduleStore(SettlingStore):
             create=create and not readonly,
             vfs=vfs,
             readonly=readonly,
+            driver=driver,
         )
         return cls(
             connection=connection,
@@ -372,6 +388,8 @@ class SqliteScheduleStore(SettlingStore):
             vfs=vfs,
             readonly=readonly,
             version=version,
+            driver=driver,
+            hold=hold,
         )
 
     # -- properties and lifetime -----------------------------------------------------
@@ -407,6 +425,11 @@ class SqliteScheduleStore(SettlingStore):
         return self._vfs
 
     @property
+    def driver(self) -> str:
+        """``"apsw"`` or ``"sqlite3"``: the SQLite library of the store's connections."""
+        return self._driver
+
+    @property
     def readonly(self) -> bool:
         """True when opened with ``readonly=True``: the store never writes."""
         return self._readonly
@@ -419,11 +442,15 @@ class SqliteScheduleStore(SettlingStore):
         with self._lock:
             conn, self._conn, self._cursor = self._conn, None, None
             self._reopen = False
-            if conn is not None:
-                try:
+            hold, self._hold = self._hold, None
+            try:
+                if conn is not None:
                     conn.close()
-                except apsw.Error as exc:
-                    raise self._error("close", exc) from exc
+            except apsw.Error as exc:
+                raise self._error("close", exc) from exc
+            finally:
+                if hold is not None:  # after the close: no lock of ours is left
+                    hold.release()
 
     def __enter__(self) -> Self:
         return self
@@ -491,7 +518,12 @@ class SqliteScheduleStore(SettlingStore):
         """The child's own connection to the same file, configured as the parent's
         (the schema was checked when the parent opened the store)."""
         conn = connect(
-            self._path, self._durability, self._busy_timeout, self._vfs, readonly=self._readonly
+            self._path,
+            self._durability,
+            self._busy_timeout,
+            self._vfs,
+            readonly=self._readonly,
+            driver=self._driver,
         )
         try:
             memory_sorts(conn)
@@ -644,7 +676,9 @@ class SqliteScheduleStore(SettlingStore):
         if connection is not None:
             from .sqlite_tx import insert_within  # sqlite3 and settlement: not for reads
 
-            insert_within(connection, self._path, self._sql, [message], [row], "insert")
+            insert_within(
+                connection, self._path, self._sql, [message], [row], "insert", self._driver
+            )
             return
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
@@ -696,7 +730,9 @@ class SqliteScheduleStore(SettlingStore):
             self._writable("insert_many")
             from .sqlite_tx import insert_within
 
-            insert_within(connection, self._path, self._sql, messages, rows, "insert_many")
+            insert_within(
+                connection, self._path, self._sql, messages, rows, "insert_many", self._driver
+            )
             return
         try:
             with self._write("insert_many") as cur:
@@ -1128,6 +1164,16 @@ class SqliteScheduleStore(SettlingStore):
         if new is not None:
             self.changes.notify()
         return answer
+
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
+        as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite_tx.modify_within`)."""
+        sid = check_schedule_id(schedule_id)
+        self._writable("modify")
+        now = self._now()
+        from .sqlite_tx import modify_within
+
+        return modify_within(connection, self._path, self._sql, sid, plan, now, self._driver)
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises

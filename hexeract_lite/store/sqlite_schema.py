@@ -43,6 +43,7 @@ from .schema import (
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
+from .sqlite_driver import FileHold, hold_file, open_connection
 
 __all__ = [
     "APP_NAME",
@@ -124,16 +125,27 @@ def open_database(
     create: bool,
     vfs: str | None,
     readonly: bool,
-) -> tuple[pathlib.Path, apsw.Connection, int]:
-    """Every step of opening, in order: the absolute path, the file created when it is
-    missing (``create``), the configured connection, the table checked and (unless
-    ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA optimize``. Returns the
-    path, the connection and the table's version. An existing file is never deleted
-    or rewritten when opening it fails."""
+    driver: str = "apsw",
+) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
+    """Every step of opening, in order: the absolute path, this process's claim on the
+    file for ``driver`` (:func:`~.sqlite_driver.hold_file`, before any connection), the
+    file created when it is missing (``create``), the configured connection, the table
+    checked and (unless ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA
+    optimize``. Returns the path, the connection, the table's version and the claim
+    (the store releases it when it closes). An existing file is never deleted or
+    rewritten when opening it fails."""
     db = check_path(path, create)
-    if not db.exists():
-        create_database(db, table, busy_timeout, vfs)
-    connection = connect(db, durability, busy_timeout, vfs, readonly=readonly)
+    hold = hold_file(db, driver)
+    try:
+        if not db.exists():
+            create_database(db, table, busy_timeout, vfs, driver=driver)
+        if hold is None:
+            hold = hold_file(db, driver)
+        connection = connect(db, durability, busy_timeout, vfs, readonly=readonly, driver=driver)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
     try:
         version = ensure_schema(
             connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
@@ -143,8 +155,10 @@ def open_database(
         memory_sorts(connection)  # after the schema work: adopting a big table sorts it
     except BaseException:
         connection.close()
+        if hold is not None:
+            hold.release()
         raise
-    return db, connection, version
+    return db, connection, version, hold
 
 
 def memory_sorts(conn: apsw.Connection) -> None:
@@ -189,7 +203,9 @@ def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Pat
     return db
 
 
-def create_database(db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None) -> None:
+def create_database(
+    db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None, *, driver: str = "apsw"
+) -> None:
     """Make a new database at ``db``, 0600, unless another process makes it first.
 
     With hard links: a complete database (WAL, the table at :data:`SCHEMA_VERSION`) is
@@ -212,7 +228,7 @@ def create_database(db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: 
         raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
     os.close(fd)
     try:
-        conn = connect(tmp, "full", busy_timeout, vfs, label=db)
+        conn = connect(tmp, "full", busy_timeout, vfs, label=db, driver=driver)
         try:
             ensure_schema(conn, table, db, create=True, busy_timeout=busy_timeout)
             conn.pragma("wal_checkpoint", "TRUNCATE")  # everything in the file itself
@@ -258,23 +274,25 @@ def connect(
     *,
     label: pathlib.Path | None = None,
     readonly: bool = False,
+    driver: str = "apsw",
 ) -> apsw.Connection:
     """Open and configure the store's own connection: busy timeout, double-quoted
     strings refused (``SQLITE_DBCONFIG_DQS_*``, as apsw.bestpractice does), the
     durability's ``synchronous``.
 
     ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write.
-    Errors name ``label`` (the user's path) when given, else ``path``."""
+    ``driver``: ``"apsw"``, or ``"sqlite3"`` for a ``sqlite3.Connection`` behind apsw's
+    interface (:mod:`.sqlite_driver`). Errors name ``label`` (the user's path) when
+    given, else ``path``."""
     db = label or path
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     try:
-        conn = apsw.Connection(str(path), flags=flags, vfs=vfs)
+        conn = open_connection(path, driver=driver, readonly=readonly, vfs=vfs)
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc
     busy_ms = int(busy_timeout.total_seconds() * 1000)
     try:
         if readonly:
-            conn = _readable(conn, path, vfs, busy_ms)
+            conn = _readable(conn, path, vfs, busy_ms, driver)
         conn.set_busy_timeout(busy_ms)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
@@ -295,7 +313,7 @@ _NO_SHARED_MEMORY = {apsw.SQLITE_READONLY_DIRECTORY, apsw.SQLITE_READONLY_CANTIN
 
 
 def _readable(
-    conn: apsw.Connection, path: pathlib.Path, vfs: str | None, busy_ms: int
+    conn: apsw.Connection, path: pathlib.Path, vfs: str | None, busy_ms: int, driver: str
 ) -> apsw.Connection:
     """A read-only connection that can read ``path``: ``conn`` itself, unless the file
     is in WAL mode and its folder is not writable, so SQLite cannot create the
@@ -312,11 +330,7 @@ def _readable(
             conn.close()
             raise
     conn.close()
-    return apsw.Connection(
-        f"{path.as_uri()}?mode=ro&immutable=1",
-        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
-        vfs=vfs,
-    )
+    return open_connection(path, driver=driver, readonly=True, vfs=vfs, immutable=True)
 
 
 def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> StoreError:

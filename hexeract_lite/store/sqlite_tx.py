@@ -11,19 +11,24 @@ Two things, both on the store's own file:
   which moves on every commit of another connection, so it wakes within its poll
   interval as for any other insert.
 
-  A stdlib ``sqlite3`` connection is accepted only when the ``sqlite3`` module and apsw
-  share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's wheels bundle
-  their own, and two copies of SQLite in one process do not see each other's POSIX
-  locks on the file: the second copy's close can delete the WAL under the first one's
-  feet (an I/O error, or a corrupt file), and their write locks do not exclude each
-  other. Such a connection is refused, naming the two versions.
+  The caller's connection must use the store's library (``open(driver=...)``): a
+  ``sqlite3.Connection`` for a store opened with ``driver="sqlite3"``, an
+  ``apsw.Connection`` for the default ``driver="apsw"``; either when the ``sqlite3``
+  module and apsw share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's
+  wheels bundle their own, and two copies of SQLite in one process do not see each
+  other's POSIX locks on the file: the second copy's close can delete the WAL under
+  the first one's feet (an I/O error, or a corrupt file), and their write locks do not
+  exclude each other. A connection of the other library is refused, naming the two
+  versions and the driver to open the store with.
 - :class:`SqliteTransactionRunner`: the SQLite side of
   :class:`~hexeract_lite.transactional.TransactionalSink`. For each occurrence it
-  opens ``BEGIN IMMEDIATE`` on a connection of its own, applies the occurrence's fenced
-  acknowledgement, runs the handler with that connection, and commits both, or rolls
-  both back. A watchdog interrupts and closes the connection at ``dispatch_timeout``,
-  which rolls the transaction back and releases the file's write lock even while the
-  handler sleeps in Python.
+  opens ``BEGIN IMMEDIATE`` on a connection of its own (of the store's library: the
+  handler gets an ``apsw.Connection``, or a ``sqlite3.Connection`` with
+  ``driver="sqlite3"``), applies the occurrence's fenced acknowledgement, runs the
+  handler with that connection, and commits both, or rolls both back. A watchdog
+  interrupts and closes the connection at ``dispatch_timeout``, which rolls the
+  transaction back and releases the file's write lock even while the handler sleeps
+  in Python.
 """
 
 from __future__ import annotations
@@ -33,18 +38,30 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import apsw
 
 from ..clock import Clock
-from ..errors import DuplicateSchedule, InvalidArgument, StoreError
+from ..errors import DuplicateSchedule, InvalidArgument, ScheduleNotFound, StoreError
 from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
+from .changes import Plan
 from .settle_plan import settle_plan
-from .sqlite_codec import encode_id, encode_instant, encode_lease
+from .sqlite_codec import (
+    diagnose,
+    encode_id,
+    encode_instant,
+    encode_lease,
+    record_from_row,
+    row_from_record,
+    row_label,
+)
+from .sqlite_driver import handler_connection, shares_sqlite_with_apsw, two_copies
 from .sqlite_schema import connect
 from .sqlite_sql import SqliteStatements
 
@@ -52,7 +69,9 @@ if TYPE_CHECKING:
     from ..retry import RetryPolicy
     from .sqlite import SqliteScheduleStore
 
-__all__ = ["SqliteTransactionRunner", "insert_within", "shares_sqlite_with_apsw"]
+__all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
+
+_T = TypeVar("_T")
 
 _SAVEPOINT = "hexeract_lite_insert"
 
@@ -110,7 +129,9 @@ def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
     return _Caller(conn, "sqlite3")
 
 
-def _check(connection: object, path: os.PathLike[str] | str, what: str) -> _Caller:
+def _check(
+    connection: object, path: os.PathLike[str] | str, what: str, driver: str = "apsw"
+) -> _Caller:
     """The caller's connection, after every check (raises :class:`InvalidArgument`)."""
     if isinstance(connection, apsw.Connection):
         try:
@@ -145,24 +166,21 @@ def _check(connection: object, path: os.PathLike[str] | str, what: str) -> _Call
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
-    if caller.kind == "sqlite3" and not shares_sqlite_with_apsw():
+    if caller.kind != driver and not shares_sqlite_with_apsw():
+        if driver == "apsw":
+            raise _bad(
+                what,
+                f"is a sqlite3.Connection, but the store uses apsw: {two_copies()}. Open"
+                " the store with SqliteScheduleStore.open(path, driver='sqlite3') to use"
+                " sqlite3 connections with it",
+            )
         raise _bad(
             what,
-            f"(sqlite3) runs the standard library's SQLite {sqlite3.sqlite_version}, a second"
-            f" copy of SQLite beside the one apsw uses ({apsw.sqlite_lib_version()},"
-            " bundled): two copies in one process break each other's locks on the same"
-            " file and can corrupt it (https://sqlite.org/howtocorrupt.html, 2.2.1). Open"
-            " it with apsw.Connection(path) instead, or install apsw built against the"
-            " system SQLite",
+            f"is an apsw.Connection, but the store was opened with driver='sqlite3':"
+            f" {two_copies()}. Pass a sqlite3.Connection on {path}, or open the store"
+            " with driver='apsw'",
         )
     return caller
-
-
-def shares_sqlite_with_apsw() -> bool:
-    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
-    built against the system library of the same version), so that their connections
-    to one file in one process see each other's locks."""
-    return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
 
 
 def _is_readonly(exc: BaseException) -> bool:
@@ -193,21 +211,42 @@ def insert_within(
     messages: Sequence[ScheduledMessage],
     rows: Sequence[Sequence[Any]],
     what: str,
+    driver: str = "apsw",
 ) -> None:
     """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`,
     as the store builds them) through the caller's ``connection`` inside its transaction.
 
-    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` open on
-    ``path``, writable, usable from this thread, with a transaction open (a sqlite3
-    connection that opens transactions implicitly gets the ``BEGIN`` it would have run
-    before the insert). Raises :class:`InvalidArgument` naming the problem otherwise,
-    :class:`DuplicateSchedule` for an id already stored (or repeated in the batch), and
-    :class:`StoreError` for a driver error. The batch is all or nothing (a savepoint);
+    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` (the
+    library of the store's ``driver``) open on ``path``, writable, usable from this
+    thread, with a transaction open (a sqlite3 connection that opens transactions
+    implicitly gets the ``BEGIN`` it would have run before the insert). Raises
+    :class:`InvalidArgument` naming the problem otherwise, :class:`DuplicateSchedule`
+    for an id already stored (or repeated in the batch), and :class:`StoreError` for a
+    driver error. The batch is all or nothing (a savepoint);
     the caller's transaction stays open either way, and nothing is committed.
     """
-    caller = _check(connection, path, what)
+    caller = _check(connection, path, what, driver)
     if not rows:
         return
+
+    def duplicate(exc: BaseException) -> Exception | None:
+        return _first_duplicate(caller, statements, messages) if _is_duplicate(exc) else None
+
+    with _savepoint(caller, path, what, duplicate):
+        caller.executemany(statements.insert, rows)
+
+
+@contextlib.contextmanager
+def _savepoint(
+    caller: _Caller,
+    path: os.PathLike[str] | str,
+    what: str,
+    mapped: Callable[[BaseException], Exception | None] = lambda exc: None,
+) -> Iterator[None]:
+    """The body in a savepoint of the caller's transaction (a sqlite3 connection that
+    opens transactions implicitly gets its ``BEGIN`` first): released when it ends,
+    rolled back to when it raises, the error as ``mapped`` says, else read-only as
+    :class:`InvalidArgument`, a driver error as :class:`StoreError`."""
     try:
         if caller.kind == "sqlite3" and not caller.conn.in_transaction:
             level = caller.conn.isolation_level or ""
@@ -216,15 +255,16 @@ def insert_within(
     except (apsw.Error, sqlite3.Error) as exc:
         raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
     try:
-        caller.executemany(statements.insert, rows)
+        yield
     except BaseException as exc:
         try:
             caller.execute(f"ROLLBACK TO {_SAVEPOINT}")
             caller.execute(f"RELEASE {_SAVEPOINT}")
         except (apsw.Error, sqlite3.Error):
             pass  # the transaction is gone (SQLite rolled it back): nothing of ours is in it
-        if _is_duplicate(exc):
-            raise _first_duplicate(caller, statements, messages) from exc
+        error = mapped(exc)
+        if error is not None:
+            raise error from exc
         if _is_readonly(exc):
             raise _bad(what, f"cannot write to {path}: it is read-only ({exc})") from exc
         if isinstance(exc, apsw.Error | sqlite3.Error):
@@ -234,6 +274,39 @@ def insert_within(
         caller.execute(f"RELEASE {_SAVEPOINT}")
     except (apsw.Error, sqlite3.Error) as exc:
         raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def modify_within(
+    connection: object,
+    path: os.PathLike[str] | str,
+    statements: SqliteStatements,
+    schedule_id: uuid.UUID,
+    plan: Plan[_T],
+    now: datetime,
+    driver: str = "apsw",
+) -> _T:
+    """Read the row of ``schedule_id`` through the caller's ``connection``, run
+    ``plan`` on it at ``now`` and write back the record it returns, inside the
+    caller's transaction (a savepoint; nothing committed); return the plan's answer.
+    The connection's checks and errors are :func:`insert_within`'s; an unknown id:
+    :class:`ScheduleNotFound`; a row that cannot be decoded: :class:`StoreError`."""
+    what = "modify"
+    caller = _check(connection, path, what, driver)
+    with _savepoint(caller, path, what):
+        rows = caller.execute(statements.select_one, (schedule_id.bytes,))
+        if not rows:
+            raise ScheduleNotFound(schedule_id)
+        try:
+            record = record_from_row(rows[0])
+        except Exception as exc:
+            raise StoreError(
+                f"schedule {row_label(rows[0])} in {path} is malformed: {diagnose(rows[0]) or exc}"
+            ) from exc
+        answer, new = plan(record.copy(), now)
+        if new is not None:
+            values = row_from_record(new)
+            caller.execute(statements.write_row, (*values[1:], values[0]))
+    return answer
 
 
 def _first_duplicate(
@@ -355,7 +428,7 @@ class SqliteTransactionRunner:
             self._conn, self._pid = None, os.getpid()
         if self._conn is None:
             s = self._store
-            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs)
+            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
         return self._conn
 
     def close(self) -> None:
@@ -404,7 +477,7 @@ class SqliteTransactionRunner:
             if conn.changes() == 0:
                 applied = False
             else:
-                returned = self._handler(occ.message, conn)
+                returned = self._handler(occ.message, handler_connection(conn))
                 if returned is not None:
                     error = bad_return(self._handler, returned)
                 else:

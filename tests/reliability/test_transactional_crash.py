@@ -72,8 +72,15 @@ def _run(
     return Counter(effects())
 
 
-def _sqlite_round(procs: Processes, tmp_path: Path, mode: str, rng: random.Random) -> Counter[str]:
-    db = tmp_path / f"{mode}.db"
+def _sqlite_round(
+    procs: Processes,
+    tmp_path: Path,
+    mode: str,
+    rng: random.Random,
+    driver: str = "apsw",
+    min_kills: int = 15,
+) -> Counter[str]:
+    db = tmp_path / f"{mode}-{driver}.db"
     messages = _messages()
     with SqliteScheduleStore.open(db) as store:
         store.insert_many(messages, 50)
@@ -96,7 +103,8 @@ def _sqlite_round(procs: Processes, tmp_path: Path, mode: str, rng: random.Rando
     def effects() -> list[str]:
         return [row[0] for row in query(f"SELECT occurrence FROM {TABLE}_effects")]
 
-    counted = _run(procs, [str(db), TABLE, mode], pending, effects, 15, rng)
+    args = [str(db), TABLE, mode, "--driver", driver]
+    counted = _run(procs, args, pending, effects, min_kills, rng)
     assert integrity_check(db) == ["ok"]
     assert set(counted) == {str(m.occurrence_id()) for m in messages}  # 0 lost
     return counted
@@ -111,6 +119,16 @@ def test_sqlite_transactional_sink_is_exactly_once_under_sigkill(
     assert [occ for occ, n in tx.items() if n != 1] == []  # 0 duplicated
     plain = _sqlite_round(procs, tmp_path, "plain", rng)
     assert sum(n - 1 for n in plain.values()) > 0  # the plain sink duplicates
+
+
+@pytest.mark.slow
+def test_sqlite3_driver_transactional_sink_is_exactly_once_under_sigkill(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """The same with workers whose store and handler connections are the standard
+    library's sqlite3 (driver="sqlite3"); fewer kills, the transactional sink only."""
+    tx = _sqlite_round(procs, tmp_path, "tx", random.Random(), driver="sqlite3", min_kills=8)
+    assert [occ for occ, n in tx.items() if n != 1] == []  # 0 duplicated
 
 
 @pytest.mark.slow

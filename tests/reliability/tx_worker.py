@@ -3,6 +3,7 @@
 Used by the transactional crash tests::
 
     python tx_worker.py WHERE TABLE MODE [--lease 1.0] [--before 0.005] [--after 0.02]
+                        [--driver apsw|sqlite3]
 
 WHERE is a SQLite file or a PostgreSQL URL; effects go to ``<TABLE>_effects``
 (occurrence id, pid), a table with no unique key so that a duplicate shows. MODE
@@ -11,7 +12,9 @@ inserts the row inside the acknowledging transaction, then sleeps up to ``--afte
 seconds (still inside it). MODE ``plain``: a plain sink that inserts the row through
 a connection of its own (committed at once), then sleeps up to ``--after`` seconds
 before the worker acknowledges: a kill in that window duplicates the effect.
-SIGTERM stops the worker cleanly.
+``--driver`` (SQLite): the store's library, and that of the plain sink's connection
+(so a ``sqlite3`` worker has no apsw connection on the file). SIGTERM stops the
+worker cleanly.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def main() -> int:
     parser.add_argument("--lease", type=float, default=1.0)
     parser.add_argument("--before", type=float, default=0.005)
     parser.add_argument("--after", type=float, default=0.02)
+    parser.add_argument("--driver", choices=["apsw", "sqlite3"], default="apsw")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     stop = threading.Event()
@@ -61,13 +65,18 @@ def main() -> int:
         store = PostgresScheduleStore.open(args.where, table=args.table)
         own: Any = psycopg.connect(args.where, autocommit=True)
     else:
-        import apsw
-
         from hexeract_lite.store.sqlite import SqliteScheduleStore
 
-        store = SqliteScheduleStore.open(args.where, table=args.table)
-        own = apsw.Connection(args.where)
-        own.set_busy_timeout(10_000)
+        store = SqliteScheduleStore.open(args.where, table=args.table, driver=args.driver)
+        if args.driver == "sqlite3":
+            import sqlite3
+
+            own = sqlite3.connect(args.where, timeout=10, isolation_level=None)
+        else:
+            import apsw
+
+            own = apsw.Connection(args.where)
+            own.set_busy_timeout(10_000)
 
     def handler(message: ScheduledMessage, conn: Any) -> None:
         time.sleep(rng.uniform(0, args.before))

@@ -1,0 +1,295 @@
+"""The standard library's ``sqlite3`` behind the part of apsw's interface the SQLite
+store uses (see :mod:`.sqlite_driver`), loaded only by a store opened with
+``driver="sqlite3"`` so that the apsw default never imports ``sqlite3``."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pathlib
+import sqlite3
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+import apsw
+
+__all__ = ["Sqlite3Connection", "Sqlite3Cursor", "open_sqlite3"]
+
+_DQS = (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL)
+
+
+# -- sqlite3 behind apsw's interface ------------------------------------------------------
+
+
+def _apsw_error(exc: BaseException) -> BaseException:
+    """The apsw exception for a ``sqlite3`` one (the same SQLite result code)."""
+    if isinstance(exc, sqlite3.ProgrammingError):
+        text = str(exc)
+        if "closed" in text:
+            return apsw.ConnectionClosedError(text)
+        if "thread" in text:
+            return apsw.ThreadingViolationError(text)
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code > 0:
+        error: BaseException = apsw.exception_for(code)
+        error.args = exc.args
+        return error
+    return apsw.SQLError(f"{type(exc).__name__}: {exc}")
+
+
+def _raise(exc: BaseException) -> Any:
+    error = _apsw_error(exc)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _statements(sql: str) -> tuple[tuple[str, int], ...]:
+    """``sql`` split into its statements, each with its number of ``?`` parameters
+    (apsw runs several statements in one call; sqlite3 runs one). The store's own
+    statements have no ``?`` inside a literal."""
+    parts: list[tuple[str, int]] = []
+    buf = ""
+    for piece in sql.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" ;\n\t"):
+                parts.append((buf, buf.count("?")))
+            buf = ""
+    if buf.strip(" ;\n\t"):
+        parts.append((buf, buf.count("?")))
+    return tuple(parts) or ((sql, 0),)
+
+
+_INCREMENTAL_VACUUM = "PRAGMA INCREMENTAL_VACUUM"
+
+
+def _incremental_vacuum(raw: sqlite3.Connection, sql: str) -> list[Any]:
+    """``PRAGMA incremental_vacuum`` frees one page per step, each step a row without
+    columns, which ``sqlite3`` takes for the end of the statement: run it again while
+    it frees pages."""
+    free = raw.execute("PRAGMA freelist_count").fetchall()[0][0]
+    while free:
+        raw.execute(sql).fetchall()
+        left = raw.execute("PRAGMA freelist_count").fetchall()[0][0]
+        if left >= free:
+            break
+        free = left
+    return []
+
+
+class Sqlite3Cursor:
+    """apsw's ``Cursor`` subset on a ``sqlite3`` connection: each statement runs to
+    its end at once (rows kept), so no statement stays open between calls."""
+
+    def __init__(self, connection: Sqlite3Connection) -> None:
+        self.connection = connection
+        self._rows: list[Any] = []
+
+    def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
+        """Run ``sql`` (one statement or several) with ``params``; return self."""
+        raw = self.connection.raw
+        try:
+            parts = _statements(sql)
+            if sql.lstrip().upper().startswith(_INCREMENTAL_VACUUM):
+                self._rows = _incremental_vacuum(raw, sql)
+                return self
+            if len(parts) == 1:
+                self._rows = raw.execute(sql, params).fetchall()
+                return self
+            at = 0
+            for text, count in parts:
+                if isinstance(params, dict):
+                    bound: Any = params
+                else:
+                    bound, at = tuple(params[at : at + count]), at + count
+                self._rows = raw.execute(text, bound).fetchall()
+        except Exception as exc:
+            _raise(exc)
+        return self
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> Sqlite3Cursor:
+        """Run ``sql`` once for each of ``rows``."""
+        try:
+            self.connection.raw.executemany(sql, rows)
+        except Exception as exc:
+            _raise(exc)
+        self._rows = []
+        return self
+
+    def fetchall(self) -> list[Any]:
+        """The rows of the last statement."""
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self) -> Iterator[Any]:
+        rows, self._rows = self._rows, []
+        return iter(rows)
+
+
+class Sqlite3Connection:
+    """apsw's ``Connection`` subset the store uses, on a ``sqlite3.Connection``
+    (:attr:`raw`, what a transactional handler receives)."""
+
+    def __init__(self, raw: sqlite3.Connection, path: str, *, readonly: bool) -> None:
+        self.raw = raw
+        self._path = path
+        self._readonly = readonly
+
+    def cursor(self) -> Sqlite3Cursor:
+        """A new cursor."""
+        return Sqlite3Cursor(self)
+
+    def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
+        """Run ``sql`` on a new cursor and return it."""
+        return Sqlite3Cursor(self).execute(sql, params)
+
+    def _value(self, sql: str) -> Any:
+        [(value,)] = self.execute(sql).fetchall()
+        return value
+
+    def changes(self) -> int:
+        """Rows changed by the last INSERT, UPDATE or DELETE."""
+        return int(self._value("SELECT changes()"))
+
+    def total_changes(self) -> int:
+        """Rows changed since the connection opened."""
+        try:
+            return self.raw.total_changes
+        except Exception as exc:
+            return cast(int, _raise(exc))
+
+    def get_autocommit(self) -> bool:
+        """True when no transaction is open."""
+        try:
+            return not self.raw.in_transaction
+        except Exception as exc:
+            return cast(bool, _raise(exc))
+
+    def set_busy_timeout(self, milliseconds: int) -> None:
+        """How long to wait for another connection's lock."""
+        self.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+
+    def config(self, op: int, *values: int) -> int:
+        """Not available through ``sqlite3`` before Python 3.12 (``setconfig``); the
+        double-quoted-string switches are applied where it has it."""
+        setconfig = getattr(self.raw, "setconfig", None)
+        if setconfig is not None and op in _DQS and values:
+            try:
+                setconfig(op, bool(values[0]))  # SQLite's own numbers, as apsw's
+            except Exception as exc:
+                _raise(exc)
+        return 0
+
+    def readonly(self, name: str) -> bool:
+        """Whether the file was opened read-only (or the process may not write it)."""
+        self.get_autocommit()  # raises for a closed connection, as apsw does
+        return self._readonly or not os.access(self._path, os.W_OK)
+
+    def pragma(self, name: str, value: object = None) -> Any:
+        """``PRAGMA name [= value]``, answered as apsw does: None, a value, or rows."""
+        if value is None:
+            sql = f"PRAGMA {name}"
+        elif isinstance(value, str):
+            sql = "PRAGMA {} = '{}'".format(name, value.replace("'", "''"))
+        else:
+            sql = f"PRAGMA {name} = {int(cast(int, value))}"
+        rows = self.execute(sql).fetchall()
+        if not rows:
+            return None
+        if len(rows) == 1:
+            return rows[0][0] if len(rows[0]) == 1 else tuple(rows[0])
+        return rows
+
+    def interrupt(self) -> None:
+        """Make the statement running now (from any thread) stop."""
+        try:
+            self.raw.interrupt()
+        except Exception as exc:
+            _raise(exc)
+
+    def close(self, force: bool = False) -> None:
+        """Close the connection, rolling back its transaction. ``force`` (from another
+        thread, at a deadline; bounded): interrupt what it runs, close the cursors the
+        handler left open (an unfinished statement would keep the transaction, and the
+        file's write lock, past the close), roll back, make it read-only
+        (``query_only``: a statement the handler runs later cannot commit), close."""
+        if force:
+            for _ in range(400):
+                try:
+                    self.raw.interrupt()
+                    _close_cursors(self.raw)
+                    if self.raw.in_transaction:
+                        self.raw.execute("ROLLBACK")
+                    self.raw.execute("PRAGMA query_only = 1")
+                    break
+                except sqlite3.ProgrammingError as exc:
+                    if "closed database" in str(exc):
+                        return
+                except sqlite3.Error:
+                    pass  # a statement still running, or the ROLLBACK met the interrupt
+                time.sleep(0.005)
+        try:
+            self.raw.close()
+        except Exception as exc:
+            _raise(exc)
+
+
+class _Tracked(sqlite3.Connection):
+    """A ``sqlite3.Connection`` that remembers its cursors (``execute`` makes one too),
+    so that a forced close can finish the statements a handler left open."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open_cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        """A new cursor, remembered."""
+        cur = super().cursor(*args, **kwargs)
+        self.open_cursors.add(cur)
+        return cur
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """``cursor().execute(...)`` (``sqlite3``'s own skips :meth:`cursor`)."""
+        return self.cursor().execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        """``cursor().executemany(...)``."""
+        return self.cursor().executemany(*args, **kwargs)
+
+
+def _close_cursors(raw: sqlite3.Connection) -> None:
+    """Close every cursor of ``raw`` still alive (raises ``ProgrammingError`` for one
+    that another thread is using right now: the caller tries again)."""
+    tracked = getattr(raw, "open_cursors", None)
+    if tracked is None:
+        return
+    try:
+        cursors = list(tracked)
+    except RuntimeError:  # the set changed while it was copied: try again
+        raise sqlite3.OperationalError("cursors changing") from None
+    for cur in cursors:
+        cur.close()
+
+
+def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
+    """:func:`~.sqlite_driver.open_connection` for ``driver="sqlite3"``."""
+    mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
+    try:
+        raw = sqlite3.connect(
+            f"{path.as_uri()}?mode={mode}",
+            uri=True,
+            isolation_level=None,  # the store runs BEGIN IMMEDIATE and COMMIT itself
+            check_same_thread=False,  # the store serialises its use under its lock
+            timeout=0,  # set_busy_timeout follows
+            factory=_Tracked,
+        )
+    except Exception as exc:
+        return cast(apsw.Connection, _raise(exc))
+    shim = Sqlite3Connection(raw, str(path), readonly=readonly or immutable)
+    return cast(apsw.Connection, shim)

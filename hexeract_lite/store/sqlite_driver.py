@@ -1,0 +1,181 @@
+"""The SQLite library a store's connections use: apsw (the default) or the standard
+library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
+
+The store is written against apsw's ``Connection``/``Cursor``. With ``driver="sqlite3"``
+every connection it opens is a ``sqlite3.Connection`` (autocommit: the store runs its
+own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in :class:`~.sqlite3_shim.Sqlite3Connection`, which offers
+the part of apsw's interface the store uses and raises apsw's exception classes for
+SQLite's errors (``BusyError`` for ``SQLITE_BUSY``, ``ConstraintError`` with its
+``extendedresult``, ...; the ``sqlite3`` error chained), so the store's code is one.
+
+One library per file per process: apsw's wheels bundle their own copy of SQLite, and
+two copies in one process do not see each other's POSIX locks on a file (they are
+per process: one copy closing its descriptor drops the other's locks, and their WAL
+write locks do not exclude each other), which fails with I/O errors and can corrupt
+the file. :func:`hold_file` records which library this process has a store open with
+on each file and refuses the other (only when the two libraries differ:
+:func:`shares_sqlite_with_apsw`).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import threading
+from typing import Any
+
+import apsw
+
+from ..errors import InvalidConfiguration
+
+__all__ = [
+    "DRIVERS",
+    "MIN_SQLITE3",
+    "FileHold",
+    "check_driver",
+    "check_sqlite3_version",
+    "handler_connection",
+    "hold_file",
+    "open_connection",
+    "shares_sqlite_with_apsw",
+]
+
+DRIVERS = ("apsw", "sqlite3")
+"""The values of ``open(driver=...)``."""
+MIN_SQLITE3 = (3, 35, 0)
+"""The oldest SQLite the store's statements run on (``UPDATE ... RETURNING``)."""
+
+
+def shares_sqlite_with_apsw() -> bool:
+    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
+    built against the system library of the same version), so that their connections
+    to one file in one process see each other's locks."""
+    import sqlite3  # loaded only where the two libraries may meet
+
+    return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
+
+
+def two_copies() -> str:
+    """The sentence that explains why two SQLite libraries may not share a file."""
+    import sqlite3
+
+    return (
+        f"the standard library's sqlite3 runs SQLite {sqlite3.sqlite_version}, a second copy"
+        f" of SQLite beside the one apsw uses ({apsw.sqlite_lib_version()}, bundled): two"
+        " copies in one process break each other's locks on the same file and can corrupt"
+        " it (https://sqlite.org/howtocorrupt.html, 2.2.1)"
+    )
+
+
+def check_sqlite3_version(version: tuple[int, ...]) -> None:
+    """Raise :class:`InvalidConfiguration` when ``version`` (the stdlib's SQLite) is
+    older than :data:`MIN_SQLITE3`."""
+    if tuple(version) < MIN_SQLITE3:
+        have = ".".join(map(str, version))
+        need = ".".join(map(str, MIN_SQLITE3))
+        raise InvalidConfiguration(
+            f"driver='sqlite3' needs SQLite {need} or newer (UPDATE ... RETURNING); the"
+            f" standard library's sqlite3 runs SQLite {have}: use driver='apsw'"
+        )
+
+
+def check_driver(driver: object, vfs: str | None) -> str:
+    """``driver`` checked (:class:`InvalidConfiguration` naming a bad value, a VFS the
+    stdlib cannot use, or too old a SQLite)."""
+    if driver not in DRIVERS:
+        raise InvalidConfiguration(f"driver must be 'apsw' or 'sqlite3', got {driver!r}")
+    if driver == "sqlite3":
+        import sqlite3
+
+        check_sqlite3_version(sqlite3.sqlite_version_info)
+        if vfs is not None:
+            raise InvalidConfiguration(
+                f"vfs={vfs!r} cannot be used with driver='sqlite3': VFSes are registered"
+                " through apsw (apsw.VFS), in apsw's SQLite, which the standard library's"
+                " sqlite3 does not see; use driver='apsw' to open the file with a VFS"
+            )
+    return str(driver)
+
+
+# -- which library holds which file -------------------------------------------------------
+
+_HELD: dict[tuple[int, int], tuple[str, int]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+class FileHold:
+    """One store's claim on its file for its library (see :func:`hold_file`)."""
+
+    def __init__(self, key: tuple[int, int], driver: str) -> None:
+        self._key: tuple[int, int] | None = key
+        self.driver = driver
+
+    def release(self) -> None:
+        """Give the claim back (idempotent)."""
+        with _HELD_LOCK:
+            key, self._key = self._key, None
+            if key is None:
+                return
+            driver, count = _HELD.get(key, (self.driver, 1))
+            if count <= 1:
+                _HELD.pop(key, None)
+            else:
+                _HELD[key] = (driver, count - 1)
+
+
+def hold_file(db: pathlib.Path, driver: str) -> FileHold | None:
+    """Record that a store of this process opens ``db`` with ``driver``; raise
+    :class:`InvalidConfiguration` when this process has it open with the other
+    library (and the two differ). None when ``db`` does not exist yet."""
+    try:
+        st = os.stat(db)
+    except OSError:
+        return None
+    key = (st.st_dev, st.st_ino)
+    with _HELD_LOCK:
+        held, count = _HELD.get(key, (driver, 0))
+        if count and held != driver and not shares_sqlite_with_apsw():
+            raise InvalidConfiguration(
+                f"cannot open {db} with driver={driver!r}: this process has it open with"
+                f" driver={held!r} already, and {two_copies()}. Use one driver for the file"
+                " in each process"
+            )
+        _HELD[key] = (held if count else driver, count + 1)
+    return FileHold(key, driver)
+
+
+def open_connection(
+    path: pathlib.Path,
+    *,
+    driver: str,
+    readonly: bool,
+    vfs: str | None,
+    immutable: bool = False,
+) -> apsw.Connection:
+    """A connection on the existing file ``path`` with ``driver``: read-write (never
+    created), ``readonly`` (``SQLITE_OPEN_READONLY``) or ``immutable`` (read without
+    locks). Raises apsw's errors either way. Typed as apsw's: a
+    :class:`~.sqlite3_shim.Sqlite3Connection` offers the part of it the store uses."""
+    if driver == "apsw":
+        if immutable:
+            return apsw.Connection(
+                f"{path.as_uri()}?mode=ro&immutable=1",
+                flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+                vfs=vfs,
+            )
+        flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+        return apsw.Connection(str(path), flags=flags, vfs=vfs)
+    from .sqlite3_shim import open_sqlite3
+
+    return open_sqlite3(path, readonly=readonly, immutable=immutable)
+
+
+def handler_connection(conn: object) -> Any:
+    """What a transactional handler receives for the runner's ``conn``: the
+    ``sqlite3.Connection`` itself, or the ``apsw.Connection``."""
+    import sys
+
+    shim = sys.modules.get(f"{__package__}.sqlite3_shim")  # loaded by any sqlite3 store
+    if shim is not None and isinstance(conn, shim.Sqlite3Connection):
+        return conn.raw
+    return conn
