@@ -164,6 +164,21 @@ class _Counts:
         )
 
 
+_Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
+"""One occurrence's settlement to write, with the dispatch result it came from."""
+
+
+class _Carry:
+    """A full batch's settlement, not yet written: the loop writes it with the next
+    cycle's claim (one transaction), or on its own when no cycle follows."""
+
+    __slots__ = ("counts", "planned")
+
+    def __init__(self, planned: list[_Planned], counts: _Counts) -> None:
+        self.planned = planned
+        self.counts = counts
+
+
 def _warn_left_to_expiry(left: int) -> None:
     """A cycle broke off (a store error while settling): the rest waits out its lease."""
     if left:
@@ -338,18 +353,41 @@ class SchedulerWorker:
             self._aborting.clear()
 
     def _cycle(self, stopping: Callable[[], bool]) -> CycleReport:
-        """The cycle of the thread loop and :meth:`run_once`; ``stopping`` is checked at
-        each occurrence's turn, on the helper thread."""
+        """The cycle of :meth:`run_once`; ``stopping`` is checked at each occurrence's
+        turn, on the helper thread."""
+        return self._carried_cycle(stopping)[0]
+
+    def _carried_cycle(
+        self, stopping: Callable[[], bool], carry: _Carry | None = None, keep: bool = False
+    ) -> tuple[CycleReport, _Carry | None]:
+        """The cycle of the thread loop (and of :meth:`run_once`, with neither ``carry``
+        nor ``keep``).
+
+        ``carry``: the previous cycle's settlement, still to write: written with this
+        cycle's claim (:meth:`_settle_and_claim`). ``keep``: a full batch dispatched
+        without failure to propagate, interruption or stop is not settled here but
+        returned as the next cycle's ``carry`` (the loop settles it if no cycle
+        follows)."""
         counts = _Counts()
-        batch = self._claim(counts)
+        batch = self._claim(counts, carry)
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = self._runner.run_batch(batch, turn)
-            self._settle_batch(batch, results, counts)
+            planned = self._plan_settlement(batch, results, counts)
+            if (
+                keep
+                and planned
+                and interruption is None
+                and len(batch) >= self.config.batch_size
+                and not (self.propagate_errors and counts.failure is not None)
+                and not stopping()
+            ):
+                return counts.report(), _Carry(planned, counts)
+            self._settle_planned(planned, counts)
             if interruption is not None:
                 raise interruption
             self._propagate(counts)
-        return counts.report()
+        return counts.report(), None
 
     def _propagate(self, counts: _Counts) -> None:
         """The test mode: raise the cycle's first dispatch failure (already settled)."""
@@ -364,17 +402,24 @@ class SchedulerWorker:
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = await self._runner.run_batch_async(batch, turn)
-            await asyncio.to_thread(self._settle_batch, batch, results, counts)
+            planned = self._plan_settlement(batch, results, counts)
+            await asyncio.to_thread(self._settle_planned, planned, counts)
             if interruption is not None:
                 raise interruption
             self._propagate(counts)
         return counts.report()
 
-    def _claim(self, counts: _Counts) -> list[LeasedOccurrence]:
-        """Steps 1 and 2 of the cycle: the sweep, then the claim."""
-        if self._retention is not None:
-            self._retention.run_if_due(self.store)
-        counts.swept = self.store.dead_letter_exhausted()
+    def _claim(self, counts: _Counts, carry: _Carry | None = None) -> list[LeasedOccurrence]:
+        """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
+        previous cycle's settlement written in the same transaction)."""
+        try:
+            if self._retention is not None:
+                self._retention.run_if_due(self.store)
+            counts.swept = self.store.dead_letter_exhausted()
+        except BaseException:
+            if carry is not None:  # settle it on its own, as an unfused cycle would have
+                self._settle_planned(carry.planned, carry.counts)
+            raise
         events: list[WorkerEvent] = []
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
@@ -382,7 +427,10 @@ class SchedulerWorker:
         cfg = self.config
         try:
             with collecting_malformed() as malformed:
-                batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+                if carry is None:
+                    batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+                else:
+                    batch = self._settle_and_claim(carry)
         finally:
             events += [MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed]
             call_hooks(self.hooks, events)
@@ -392,14 +440,40 @@ class SchedulerWorker:
         self._busy = bool(batch)
         return batch
 
-    def _settle_batch(
+    def _settle_and_claim(self, carry: _Carry) -> list[LeasedOccurrence]:
+        """The previous batch's settlement and this cycle's claim in one store call.
+
+        If that call fails, nothing of it was recorded (a store that fuses them
+        applies all or nothing): the settlement is written on its own (as an unfused
+        cycle writes it; if that fails too, the batch waits out its lease), then the
+        claim is made on its own."""
+        planned, cfg = carry.planned, self.config
+        settlements = [settlement for _, settlement, _ in planned]
+        try:
+            oks, batch = self.store.settle_and_claim(
+                settlements, self.clock.now(), cfg.batch_size, cfg.lease
+            )
+        except Exception as exc:
+            log.warning(
+                "settling %d occurrence(s) with the next claim failed; settling them alone: %s",
+                len(planned),
+                error_summary(error_text(exc)),
+            )
+            self._settle_planned(planned, carry.counts)
+            return self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+        except BaseException:
+            _warn_left_to_expiry(len(planned))
+            raise
+        self._settled_batch(planned, oks, carry.counts)
+        return batch
+
+    def _plan_settlement(
         self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: _Counts
-    ) -> None:
-        """Step 4: the batch settled in one :meth:`~ScheduleStore.settle`. If the store
-        raises, nothing of the batch was recorded: every occurrence waits out its lease
-        and is delivered again (at-least-once)."""
+    ) -> list[_Planned]:
+        """Step 4's plan: the settlement of each dispatch result (those a transactional
+        sink acknowledged itself, and skipped ones, are counted here instead)."""
         now = self.clock.now()
-        planned: list[tuple[LeasedOccurrence, Settlement, DispatchResult]] = []
+        planned: list[_Planned] = []
         for occ, result in zip(batch, results, strict=True):
             if result.kind is ResultKind.FAILED and counts.failure is None:
                 counts.failure = result.exception()
@@ -411,6 +485,12 @@ class SchedulerWorker:
                 counts.add(DispatchOutcome.SKIPPED)
             else:
                 planned.append((occ, settlement, result))
+        return planned
+
+    def _settle_planned(self, planned: list[_Planned], counts: _Counts) -> None:
+        """Step 4: the batch settled in one :meth:`~ScheduleStore.settle`. If the store
+        raises, nothing of the batch was recorded: every occurrence waits out its lease
+        and is delivered again (at-least-once)."""
         if not planned:
             if counts.events:  # transactional acknowledgements only
                 call_hooks(self.hooks, counts.events)
@@ -420,6 +500,10 @@ class SchedulerWorker:
         except BaseException:
             _warn_left_to_expiry(len(planned))
             raise
+        self._settled_batch(planned, oks, counts)
+
+    def _settled_batch(self, planned: list[_Planned], oks: list[bool], counts: _Counts) -> None:
+        """A recorded settlement: each item logged and counted, then the hooks told."""
         for (occ, settlement, result), ok in zip(planned, oks, strict=True):
             counts.add(self._settled(occ, settlement, ok, result, counts))
         call_hooks(self.hooks, counts.events)
@@ -566,30 +650,45 @@ class SchedulerWorker:
     def _loop(self, stop: threading.Event) -> None:
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        while not stop.is_set():
-            version = changes.version() if changes is not None else 0
-            seen = self._read_data_version()
-            try:
-                report = self._cycle(stop.is_set)
-                pause = pacer.after_cycle(report.claimed)
-                if pause is not None:
-                    if pause > 0:
-                        stop.wait(pause)
-                    continue
-                plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
-                while not stop.is_set():
-                    timeout = plan.next_timeout(STOP_CHECK_S)
-                    if timeout is None:
-                        break
-                    if changes is not None:
-                        if changes.wait(version, timeout):
+        fuse = self.store.fuses_settle_and_claim
+        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
+        try:
+            while not stop.is_set():
+                version = changes.version() if changes is not None else 0
+                seen = self._read_data_version()
+                try:
+                    pending, carry = carry, None
+                    report, carry = self._carried_cycle(stop.is_set, pending, fuse)
+                    pause = pacer.after_cycle(report.claimed)
+                    if pause is not None:
+                        if pause > 0:
+                            stop.wait(pause)
+                        continue
+                    plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
+                    while not stop.is_set():
+                        timeout = plan.next_timeout(STOP_CHECK_S)
+                        if timeout is None:
                             break
-                    elif stop.wait(timeout):
-                        break
-                    if self._committed_since(seen):
-                        break
-            except Exception as exc:
-                stop.wait(self._backed_off(pacer, exc))
+                        if changes is not None:
+                            if changes.wait(version, timeout):
+                                break
+                        elif stop.wait(timeout):
+                            break
+                        if self._committed_since(seen):
+                            break
+                except Exception as exc:
+                    stop.wait(self._backed_off(pacer, exc))
+        finally:
+            if carry is not None:  # no cycle follows: write it on its own
+                self._settle_left(carry)
+
+    def _settle_left(self, carry: _Carry) -> None:
+        """The loop ends holding a full batch's settlement: write it on its own (a
+        failure is logged; the batch then waits out its lease)."""
+        try:
+            self._settle_planned(carry.planned, carry.counts)
+        except Exception as exc:
+            log.warning("settling the last batch failed: %s", error_summary(error_text(exc)))
 
     def _next_wakeup(self) -> datetime | None:
         next_wakeup = getattr(self.store, "next_wakeup", None)
