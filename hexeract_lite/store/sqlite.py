@@ -74,6 +74,7 @@ from .notices import malformed_dead_lettered
 from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
 from .settle_plan import PlannedSettlement, settle_plan
+from .sqlite_busy import set_busy_wait
 from .sqlite_codec import (
     COLUMN_INDEX,
     SELECT_LIST,
@@ -996,7 +997,7 @@ class SqliteScheduleStore(SettlingStore):
             except apsw.Error as exc:
                 raise self._error("checkpoint", exc) from exc
             finally:
-                conn.set_busy_timeout(int(self._busy_timeout.total_seconds() * 1000))
+                set_busy_wait(conn, int(self._busy_timeout.total_seconds() * 1000))
             return not busy
 
     def vacuum(self) -> None:
