@@ -193,6 +193,12 @@ def _store_clock(store: ScheduleStore) -> Clock:
     return clock if isinstance(clock, Clock) else SYSTEM_CLOCK
 
 
+def _moved(before: int | None, seen: int | None) -> bool:
+    """Another connection committed between two readings of ``data_version()`` (an
+    unknown reading counts as none)."""
+    return before is not None and seen is not None and before != seen
+
+
 def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
         loop.call_soon_threadsafe(event.set)
@@ -652,14 +658,15 @@ class SchedulerWorker:
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
         fuse = self.store.fuses_settle_and_claim
         carry: _Carry | None = None  # a full batch's settlement, written with the next claim
+        seen: int | None = None
         try:
             while not stop.is_set():
                 version = changes.version() if changes is not None else 0
-                seen = self._read_data_version()
+                seen, before = self._read_data_version(), seen
                 try:
                     pending, carry = carry, None
                     report, carry = self._carried_cycle(stop.is_set, pending, fuse)
-                    pause = pacer.after_cycle(report.claimed)
+                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                     if pause is not None:
                         if pause > 0:
                             stop.wait(pause)
@@ -746,12 +753,13 @@ class SchedulerWorker:
     async def _loop_async(self, stop: asyncio.Event) -> None:
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
+        seen: int | None = None
         while not stop.is_set():
             version = changes.version() if changes is not None else 0
-            seen = await asyncio.to_thread(self._read_data_version)
+            seen, before = await asyncio.to_thread(self._read_data_version), seen
             try:
                 report = await self._cycle_to_the_end(stop)
-                pause = pacer.after_cycle(report.claimed)
+                pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                 if pause is not None:
                     if pause > 0:
                         await wait_event(stop, pause)
