@@ -21,6 +21,14 @@ in a loop):
    ``leased_until``; an item the store answers False for (another worker owns the
    occurrence now) is logged and counted as ``lease_lost``, never retried.
 
+In the thread loop (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`), the
+settlement of a full batch is written with the next cycle's claim, in one
+``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
+``fuses_settle_and_claim`` is True); fenced and counted as above, told to the hooks once
+written. If that call fails (nothing of it recorded), the settlement is written on its
+own and the claim made on its own; when the loop stops, a settlement still held is
+written on its own before it returns.
+
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
 delivered again (same occurrence id) once its lease runs out.
@@ -628,15 +636,16 @@ class SchedulerWorker:
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll until ``stop`` is set (forever without one), in the calling thread.
 
-        After a cycle that claimed a full batch it pauses ``min_cycle_delay`` and goes
-        again; after any other cycle it sleeps until the store's next due instant, at
-        most ``poll_interval`` at a time, waking at once when this process changes the
-        store (``store.changes``; the SQLite store on Linux and the PostgreSQL store
-        also signal other processes' commits there) and, with a store that has
-        ``data_version()`` (SQLite), noticing other processes' commits within half of
-        ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A store error is logged and backed off
-        (``poll_interval`` doubling per consecutive error, at most
-        :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
+        After a cycle that claimed a full batch it goes again at once, or after
+        ``min_cycle_delay`` while other connections write to the store (see
+        :class:`SchedulerWorkerConfig`); after any other cycle it sleeps until the
+        store's next due instant, at most ``poll_interval`` at a time, waking at once
+        when this process changes the store (``store.changes``; the SQLite store on
+        Linux and the PostgreSQL store also signal other processes' commits there) and,
+        with a store that has ``data_version()`` (SQLite), noticing other processes'
+        commits within half of ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A
+        store error is logged and backed off (``poll_interval`` doubling per consecutive
+        error, at most :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
 
         Stopping: ``stop`` is checked at each occurrence's turn. The occurrence in hand
         is finished and settled first (a hung sync sink holds the stop for up to
