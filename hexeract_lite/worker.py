@@ -21,13 +21,14 @@ in a loop):
    ``leased_until``; an item the store answers False for (another worker owns the
    occurrence now) is logged and counted as ``lease_lost``, never retried.
 
-In the thread loop (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`), the
+In the loops (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`,
+:meth:`~SchedulerWorker.run_async`; not :meth:`~SchedulerWorker.run_once`), the
 settlement of a full batch is written with the next cycle's claim, in one
 ``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
 ``fuses_settle_and_claim`` is True); fenced and counted as above, told to the hooks once
 written. If that call fails (nothing of it recorded), the settlement is written on its
-own and the claim made on its own; when the loop stops, a settlement still held is
-written on its own before it returns.
+own and the claim made on its own; when the loop stops (or its task is cancelled), a
+settlement still held is written on its own before it returns.
 
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
@@ -388,14 +389,7 @@ class SchedulerWorker:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = self._runner.run_batch(batch, turn)
             planned = self._plan_settlement(batch, results, counts)
-            if (
-                keep
-                and planned
-                and interruption is None
-                and len(batch) >= self.config.batch_size
-                and not (self.propagate_errors and counts.failure is not None)
-                and not stopping()
-            ):
+            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
                 return counts.report(), _Carry(planned, counts)
             self._settle_planned(planned, counts)
             if interruption is not None:
@@ -403,25 +397,48 @@ class SchedulerWorker:
             self._propagate(counts)
         return counts.report(), None
 
+    def _may_carry(
+        self,
+        batch: list[LeasedOccurrence],
+        planned: list[_Planned],
+        interruption: BaseException | None,
+        counts: _Counts,
+        stopping: Callable[[], bool],
+    ) -> bool:
+        """A full batch, dispatched without interruption, failure to propagate or stop:
+        its settlement may wait for the next claim."""
+        return (
+            bool(planned)
+            and interruption is None
+            and len(batch) >= self.config.batch_size
+            and not (self.propagate_errors and counts.failure is not None)
+            and not stopping()
+        )
+
     def _propagate(self, counts: _Counts) -> None:
         """The test mode: raise the cycle's first dispatch failure (already settled)."""
         if self.propagate_errors and counts.failure is not None:
             self._propagating = counts.failure
             raise counts.failure
 
-    async def _cycle_async(self, stopping: Callable[[], bool]) -> CycleReport:
-        """The same cycle on an event loop: store calls in a thread, the sink awaited."""
+    async def _cycle_async(
+        self, stopping: Callable[[], bool], carry: _Carry | None, keep: bool
+    ) -> tuple[CycleReport, _Carry | None]:
+        """The same cycle on an event loop: store calls in a thread, the sink awaited;
+        ``carry`` and ``keep`` as for :meth:`_carried_cycle`."""
         counts = _Counts()
-        batch = await asyncio.to_thread(self._claim, counts)
+        batch = await asyncio.to_thread(self._claim, counts, carry)
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = await self._runner.run_batch_async(batch, turn)
             planned = self._plan_settlement(batch, results, counts)
+            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
+                return counts.report(), _Carry(planned, counts)
             await asyncio.to_thread(self._settle_planned, planned, counts)
             if interruption is not None:
                 raise interruption
             self._propagate(counts)
-        return counts.report()
+        return counts.report(), None
 
     def _claim(self, counts: _Counts, carry: _Carry | None = None) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
@@ -762,38 +779,48 @@ class SchedulerWorker:
     async def _loop_async(self, stop: asyncio.Event) -> None:
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
+        fuse = self.store.fuses_settle_and_claim
+        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
         seen: int | None = None
-        while not stop.is_set():
-            version = changes.version() if changes is not None else 0
-            seen, before = await asyncio.to_thread(self._read_data_version), seen
-            try:
-                report = await self._cycle_to_the_end(stop)
-                pause = pacer.after_cycle(report.claimed, _moved(before, seen))
-                if pause is not None:
-                    if pause > 0:
-                        await wait_event(stop, pause)
-                    continue
-                hint = await asyncio.to_thread(self._next_wakeup)
-                plan = pacer.idle_plan(hint, report.claimed)
-                while not stop.is_set():
-                    timeout = plan.next_timeout(math.inf)
-                    if timeout is None:
-                        break
-                    if await wait_change_or_stop(changes, stop, version, timeout):
-                        break
-                    if await asyncio.to_thread(self._committed_since, seen):
-                        break
-            except Exception as exc:
-                await wait_event(stop, self._backed_off(pacer, exc))
+        try:
+            while not stop.is_set():
+                version = changes.version() if changes is not None else 0
+                seen, before = await asyncio.to_thread(self._read_data_version), seen
+                try:
+                    pending, carry = carry, None
+                    report, carry = await self._cycle_to_the_end(stop, pending, fuse)
+                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
+                    if pause is not None:
+                        if pause > 0:
+                            await wait_event(stop, pause)
+                        continue
+                    hint = await asyncio.to_thread(self._next_wakeup)
+                    plan = pacer.idle_plan(hint, report.claimed)
+                    while not stop.is_set():
+                        timeout = plan.next_timeout(math.inf)
+                        if timeout is None:
+                            break
+                        if await wait_change_or_stop(changes, stop, version, timeout):
+                            break
+                        if await asyncio.to_thread(self._committed_since, seen):
+                            break
+                except Exception as exc:
+                    await wait_event(stop, self._backed_off(pacer, exc))
+        finally:
+            if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
+                await asyncio.to_thread(self._settle_left, carry)
 
-    async def _cycle_to_the_end(self, stop: asyncio.Event) -> CycleReport:
-        """One cycle that, once it has claimed, finishes even if we are cancelled."""
+    async def _cycle_to_the_end(
+        self, stop: asyncio.Event, carry: _Carry | None, keep: bool
+    ) -> tuple[CycleReport, _Carry | None]:
+        """One cycle that, once it has claimed, finishes even if we are cancelled (and
+        then settles what it would have carried)."""
         halted = False
 
         def stopping() -> bool:
             return halted or stop.is_set() or self._aborting.is_set()
 
-        cycle = asyncio.ensure_future(self._cycle_async(stopping))
+        cycle = asyncio.ensure_future(self._cycle_async(stopping, carry, keep))
         try:
             return await asyncio.shield(cycle)
         except asyncio.CancelledError:
@@ -808,6 +835,10 @@ class SchedulerWorker:
             error = None if cycle.cancelled() else cycle.exception()
             if isinstance(error, Exception):  # a KeyboardInterrupt propagates on its own
                 log.warning("cycle interrupted by cancellation failed", exc_info=error)
+            elif error is None and not cycle.cancelled():
+                left = cycle.result()[1]
+                if left is not None:  # the thread finishes it even if cancelled again
+                    await asyncio.to_thread(self._settle_left, left)
             raise
 
 

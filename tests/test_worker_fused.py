@@ -9,6 +9,7 @@ Also: the pacing of a drain (``min_cycle_delay`` only while others write).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
@@ -345,3 +346,62 @@ def test_a_shared_store_is_drained_at_the_min_cycle_delay_pace() -> None:
         assert sink.all_seen.wait(5)
     # three full batches; the version is first compared after the first one
     assert time.monotonic() - started >= 0.3, "a pause after the second and third"
+
+
+# -- the asyncio loop ------------------------------------------------------------------------
+
+
+async def _until(check: Any, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+def test_run_async_settles_each_full_batch_with_the_next_claim() -> None:
+    store = Recording()
+    msgs = backlog(25)
+    store.insert_many(msgs, 3)
+    sink = Seen(len(msgs))
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, sink, BATCH).run_async(stop))
+        await _until(lambda: ScheduleStatus.PENDING not in statuses(store, msgs))
+        stop.set()
+        await task
+
+    asyncio.run(main())
+    assert sorted(sink.ids) == sorted(m.schedule_id for m in msgs), "each once"
+    assert statuses(store, msgs) == [ScheduleStatus.DELIVERED] * 25
+    assert store.calls[:4] == [
+        "claim_due",
+        "settle_and_claim 10",
+        "settle_and_claim 10",
+        "settle 5",
+    ]
+
+
+def test_cancelling_run_async_while_a_batch_is_carried_settles_it() -> None:
+    store = InMemoryScheduleStore()  # no data_version(): every full batch pauses
+    msgs = backlog(15)
+    store.insert_many(msgs, 3)
+    sink = Seen(10)
+    cfg = SchedulerWorkerConfig(
+        batch_size=10,
+        poll_interval=timedelta(milliseconds=20),
+        min_cycle_delay=timedelta(seconds=5),
+    )
+
+    async def main() -> None:
+        task = asyncio.create_task(SchedulerWorker(store, sink, cfg).run_async())
+        await _until(sink.all_seen.is_set)
+        await asyncio.sleep(0.05)  # into the pause
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert statuses(store, msgs) == [ScheduleStatus.DELIVERED] * 10 + [ScheduleStatus.PENDING] * 5
+    for m in msgs:
+        snap = store.inspect(m.schedule_id)
+        assert snap is not None and snap.leased_until is None
