@@ -1,6 +1,6 @@
 """The thread loop's fused cycle: a full batch's settlement written with the next claim.
 
-``store.settle_and_claim`` (one transaction on the memory and SQLite stores) replaces
+``store.settle_and_claim`` (one transaction on the memory, SQLite and PostgreSQL stores) replaces
 the settle of a full batch and the claim after it; these tests check that nothing of a
 batch is lost or doubled when that call fails, when the loop stops in between, when the
 lease is lost in between, and that a store without the fused call is driven as before.
@@ -273,6 +273,23 @@ def test_the_sqlite_store_drains_with_the_fused_call(tmp_path: Any) -> None:
         sink = drain(store, msgs)
         assert sorted(sink.ids) == sorted(m.schedule_id for m in msgs)
         assert statuses(store, msgs) == [ScheduleStatus.DELIVERED] * 35
+
+
+def test_the_postgres_store_drains_with_the_fused_call(tmp_path: Any) -> None:
+    from tests.pg import postgres_store_factory
+
+    factory = postgres_store_factory()
+    if factory is None:
+        pytest.skip("no PostgreSQL server (HEXERACT_TEST_POSTGRES_URL)")
+    msgs = backlog(35)
+    store = factory(tmp_path)
+    try:
+        assert store.fuses_settle_and_claim
+        sink = drain(store, msgs)
+        assert sorted(sink.ids) == sorted(m.schedule_id for m in msgs)
+        assert statuses(store, msgs) == [ScheduleStatus.DELIVERED] * 35
+    finally:
+        store.close()
 
 
 def test_a_fused_call_that_fails_on_sqlite_records_nothing(tmp_path: Any) -> None:

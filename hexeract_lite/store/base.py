@@ -383,12 +383,12 @@ class ScheduleStore(abc.ABC):
         anything is written. The worker calls it after a full batch, to acknowledge that
         batch and claim the next in one step.
 
-        The memory and SQLite stores apply both in one transaction (one commit, one
-        fsync): all of it or, on a store error, none of it. This default implementation,
-        for a store that does not override it, calls :meth:`settle` then
-        :meth:`claim_due` (two transactions: a store error from the claim comes after
-        the settlements were recorded); the worker calls the two methods itself for
-        such a store.
+        The memory, SQLite and PostgreSQL stores apply both in one transaction (one
+        commit): all of it or, on a store error, none of it. This default
+        implementation, for a store that does not override it, calls :meth:`settle`
+        then :meth:`claim_due` (two transactions: a store error from the claim comes
+        after the settlements were recorded); the worker calls the two methods itself
+        for such a store.
 
         .. versionadded:: 0.2.0
         """
