@@ -101,7 +101,6 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements
-from .sqlite_tx import insert_within
 from .sqlite_watch import WalWatcher
 from .stats import StoreStats
 
@@ -644,6 +643,8 @@ class SqliteScheduleStore(SettlingStore):
             grace_ms(message.misfire_grace),
         )
         if connection is not None:
+            from .sqlite_tx import insert_within  # sqlite3 and settlement: not for reads
+
             insert_within(connection, self._path, self._sql, [message], [row], "insert")
             return
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
@@ -694,6 +695,8 @@ class SqliteScheduleStore(SettlingStore):
         ]
         if connection is not None:
             self._writable("insert_many")
+            from .sqlite_tx import insert_within
+
             insert_within(connection, self._path, self._sql, messages, rows, "insert_many")
             return
         try:
