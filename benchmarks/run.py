@@ -75,6 +75,7 @@ GROUPS = {
     "insert_many": ("insert_many", "rows/s"),
     "drain": ("drain 10k due (claim → no-op handler → ack)", "rows/s"),
     "claim": ("claim latency (claim of 10)", "µs"),
+    "contention": ("another process's insert p99 while a worker drains", "ms"),
     "lag": ("dispatch lag, idle worker in run()", "ms"),
     "idle": ("idle worker CPU", "% of a core"),
     "rss": ("worker RSS", "MiB"),
@@ -102,6 +103,8 @@ def _benches() -> list[Bench]:
     lat = {"better": "lower"}
     runs, q_runs = {"runs": 20}, {"runs": 7}
     notdue10k: Prep = (10_000, False, 0)
+    due40k: Prep = (40_000, True, 0)
+    cont, q_cont = {"writer": "hexeract", "count": 200}, {"count": 80}
     return [
         # enqueue one by one
         _b("enqueue/physical", "physical floor: 1 INSERT per txn, 6-column table",
@@ -207,6 +210,20 @@ def _benches() -> list[Bench]:
         _b("lag/hexeract-otherprocess", "hexeract, inserted due now by another process",
            "_hexeract.dispatch_lag", {"mode": "other-process", "count": 50},
            quick={"count": 20}, **lat),
+        # contention: another process's inserts while a worker drains a backlog
+        _b("contention/hexeract", "default worker drains; other process: hexeract insert",
+           "_contention.contention", cont, quick=q_cont, prep=due40k, vs_peers=False, **lat),
+        _b("contention/hexeract-sqlite3",
+           "default worker drains; other process: stdlib sqlite3, timeout=5",
+           "_contention.contention", {**cont, "writer": "sqlite3"}, quick=q_cont, prep=due40k,
+           vs_peers=False, **lat),
+        _b("contention/hexeract-0", "min_cycle_delay 0; other process: hexeract insert",
+           "_contention.contention", {**cont, "min_cycle_delay": 0.0}, quick=q_cont,
+           prep=due40k, vs_peers=False, **lat),
+        _b("contention/hexeract-0-sqlite3",
+           "min_cycle_delay 0; other process: stdlib sqlite3, timeout=5",
+           "_contention.contention", {**cont, "writer": "sqlite3", "min_cycle_delay": 0.0},
+           quick=q_cont, prep=due40k, vs_peers=False, **lat),
         # idle CPU, memory
         _b("idle/hexeract", "hexeract run(), 10k rows due tomorrow", "_hexeract.idle_cpu",
            {"seconds": 30.0}, quick={"seconds": 5.0}, prep=(10_000, False, 0), **lat),

@@ -47,23 +47,30 @@ class SchedulerWorkerConfig:
     retry_base_delay    1 s        > 0
     retry_max_delay     300 s      >= retry_base_delay
     jitter              True       bool; full jitter on retry delays
-    min_cycle_delay     2 ms       >= 0; the pause after a cycle that claimed a full batch
+    min_cycle_delay     2 ms       >= 0; the pause after a full batch while others write
     dispatch_timeout    30 s       > 0; how long one dispatch may take
     ==================  =========  ====================================================
 
     The lease must cover a whole batch dispatched back to back at the timeout, or
     the last occurrences of a slow batch would be skipped as expired.
 
-    ``min_cycle_delay`` paces the drain of a backlog: a worker that keeps claiming
-    full batches moves at most ``batch_size`` occurrences per ``min_cycle_delay``
-    plus the cycle's own time. The default, 2 ms, is shorter than the reference's
-    5 ms (a backlog drains about twice as fast) and still leaves SQLite's write lock
-    free often enough that other processes writing to the same file get it within
-    tens of milliseconds; at 0 a draining worker holds the lock nearly back to back
-    and another process's insert may wait for hundreds of milliseconds, up to its
-    busy timeout. Set 0 where nothing else writes to the store during a drain. A
-    cycle that claimed less than a full batch is followed by the idle sleep instead
-    (see :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the worker's
+    ``min_cycle_delay`` paces the drain of a backlog while the store is shared: after a
+    cycle that claimed a full batch, the worker pauses that long before the next one
+    if another connection wrote to the store lately, and goes on at once otherwise.
+    On a store with ``data_version()`` (SQLite) "lately" means within the last
+    second (:data:`~hexeract_lite.idle.SHARED_FOR_S`) before the cycle; a store
+    without it (memory, PostgreSQL) pauses after every full batch. The default, 2 ms
+    (the reference pauses 5 ms after every full batch), leaves SQLite's write lock
+    free often enough that other processes writing to the same file (other workers,
+    inserts, SQLite tools) get it within a few milliseconds; a worker draining a file
+    nobody else writes to is not held back. The first write of another process that
+    arrives during an unshared drain waits for one of the gaps between the worker's
+    transactions: a few milliseconds for another hexeract_lite store (its
+    connections retry every 0.2-1 ms), up to about a hundred milliseconds for a tool
+    using SQLite's own busy handler (which sleeps up to 100 ms between tries), well
+    within their busy timeouts. Set 0 never to pause. A cycle that claimed less than
+    a full batch is followed by the idle sleep instead (see
+    :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the worker's
     :class:`~hexeract_lite.retry.RetryPolicy`.
 
     .. versionadded:: 0.1.0

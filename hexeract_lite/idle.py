@@ -5,7 +5,8 @@ loop (:meth:`~hexeract_lite.SchedulerWorker.run_async`), which differ only in ho
 wait. :class:`Pacer` decides, after each cycle:
 
 - a cycle that claimed a full batch (more is probably waiting): go again after
-  ``min_cycle_delay``;
+  ``min_cycle_delay``, or at once while no other connection writes to the store (a
+  store with ``data_version()``: see :meth:`Pacer.after_cycle`);
 - any other cycle: the backlog is drained; sleep by an :class:`IdlePlan` until the
   store's ``next_wakeup()`` hint, at most ``poll_interval`` at a time, waking at once on
   ``store.changes``;
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from datetime import datetime, timedelta
 
@@ -30,6 +32,7 @@ from .store.base import ChangeSignal
 __all__ = [
     "COMMIT_CHECKS_PER_POLL",
     "FULL_CYCLE_EVERY_S",
+    "SHARED_FOR_S",
     "STOP_CHECK_S",
     "STORE_ERROR_BACKOFF_MAX",
     "IdlePlan",
@@ -51,6 +54,10 @@ COMMIT_CHECKS_PER_POLL = 2
 ``poll_interval``, so another process's commit is noticed within half of it even
 where the store cannot signal it sooner (the SQLite store does on Linux: see
 :mod:`hexeract_lite.store.sqlite_watch`)."""
+
+SHARED_FOR_S = 1.0
+"""After a draining worker on a ``data_version()`` store sees another connection's
+commit, it pauses ``min_cycle_delay`` after each full batch for this long."""
 
 FULL_CYCLE_EVERY_S = 5.0
 """With a ``data_version()`` store, an idle worker still runs a full cycle this often."""
@@ -97,7 +104,15 @@ class IdlePlan:
 class Pacer:
     """The decisions of one loop between its cycles (see the module docstring)."""
 
-    __slots__ = ("_clock", "_config", "_failures", "_overdue", "_poll", "_tracks_commits")
+    __slots__ = (
+        "_clock",
+        "_config",
+        "_failures",
+        "_overdue",
+        "_poll",
+        "_shared_until",
+        "_tracks_commits",
+    )
 
     def __init__(self, clock: Clock, config: SchedulerWorkerConfig, tracks_commits: bool) -> None:
         self._clock = clock
@@ -106,16 +121,29 @@ class Pacer:
         self._tracks_commits = tracks_commits
         self._failures = 0
         self._overdue = 0
+        self._shared_until = -math.inf
 
-    def after_cycle(self, claimed: int) -> float | None:
+    def after_cycle(self, claimed: int, others_wrote: bool = False) -> float | None:
         """A cycle that claimed ``claimed`` worked: the pause in seconds before the next
-        one when the batch was full, or None: go idle (:meth:`idle_plan`)."""
+        one when the batch was full, or None: go idle (:meth:`idle_plan`).
+
+        The pause is ``min_cycle_delay``, which leaves the store's write lock free for
+        other writers. With ``tracks_commits`` (a store with ``data_version()``) it is
+        made only while others write: for :data:`SHARED_FOR_S` after a cycle around
+        which another connection committed (``others_wrote``); otherwise the next
+        cycle follows at once."""
         if self._failures:
             log.info("the store answers again after %d error(s)", self._failures)
             self._failures = 0
-        if claimed >= self._config.batch_size:
-            return self._config.min_cycle_delay.total_seconds()
-        return None
+        if claimed < self._config.batch_size:
+            return None
+        pause = self._config.min_cycle_delay.total_seconds()
+        if not self._tracks_commits or not pause:
+            return pause
+        now = time.monotonic()
+        if others_wrote:
+            self._shared_until = now + SHARED_FOR_S
+        return pause if now < self._shared_until else 0.0
 
     def idle_plan(self, hint: datetime | None, claimed: int) -> IdlePlan:
         """The sleep after a cycle that claimed ``claimed`` (less than a batch).

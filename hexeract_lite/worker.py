@@ -21,6 +21,15 @@ in a loop):
    ``leased_until``; an item the store answers False for (another worker owns the
    occurrence now) is logged and counted as ``lease_lost``, never retried.
 
+In the loops (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`,
+:meth:`~SchedulerWorker.run_async`; not :meth:`~SchedulerWorker.run_once`), the
+settlement of a full batch is written with the next cycle's claim, in one
+``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
+``fuses_settle_and_claim`` is True); fenced and counted as above, told to the hooks once
+written. If that call fails (nothing of it recorded), the settlement is written on its
+own and the claim made on its own; when the loop stops (or its task is cancelled), a
+settlement still held is written on its own before it returns.
+
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
 delivered again (same occurrence id) once its lease runs out.
@@ -164,6 +173,21 @@ class _Counts:
         )
 
 
+_Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
+"""One occurrence's settlement to write, with the dispatch result it came from."""
+
+
+class _Carry:
+    """A full batch's settlement, not yet written: the loop writes it with the next
+    cycle's claim (one transaction), or on its own when no cycle follows."""
+
+    __slots__ = ("counts", "planned")
+
+    def __init__(self, planned: list[_Planned], counts: _Counts) -> None:
+        self.planned = planned
+        self.counts = counts
+
+
 def _warn_left_to_expiry(left: int) -> None:
     """A cycle broke off (a store error while settling): the rest waits out its lease."""
     if left:
@@ -176,6 +200,12 @@ _DEFAULT_CONFIG = SchedulerWorkerConfig()
 def _store_clock(store: ScheduleStore) -> Clock:
     clock = getattr(store, "clock", None)
     return clock if isinstance(clock, Clock) else SYSTEM_CLOCK
+
+
+def _moved(before: int | None, seen: int | None) -> bool:
+    """Another connection committed between two readings of ``data_version()`` (an
+    unknown reading counts as none)."""
+    return before is not None and seen is not None and before != seen
 
 
 def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
@@ -338,18 +368,52 @@ class SchedulerWorker:
             self._aborting.clear()
 
     def _cycle(self, stopping: Callable[[], bool]) -> CycleReport:
-        """The cycle of the thread loop and :meth:`run_once`; ``stopping`` is checked at
-        each occurrence's turn, on the helper thread."""
+        """The cycle of :meth:`run_once`; ``stopping`` is checked at each occurrence's
+        turn, on the helper thread."""
+        return self._carried_cycle(stopping)[0]
+
+    def _carried_cycle(
+        self, stopping: Callable[[], bool], carry: _Carry | None = None, keep: bool = False
+    ) -> tuple[CycleReport, _Carry | None]:
+        """The cycle of the thread loop (and of :meth:`run_once`, with neither ``carry``
+        nor ``keep``).
+
+        ``carry``: the previous cycle's settlement, still to write: written with this
+        cycle's claim (:meth:`_settle_and_claim`). ``keep``: a full batch dispatched
+        without failure to propagate, interruption or stop is not settled here but
+        returned as the next cycle's ``carry`` (the loop settles it if no cycle
+        follows)."""
         counts = _Counts()
-        batch = self._claim(counts)
+        batch = self._claim(counts, carry)
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = self._runner.run_batch(batch, turn)
-            self._settle_batch(batch, results, counts)
+            planned = self._plan_settlement(batch, results, counts)
+            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
+                return counts.report(), _Carry(planned, counts)
+            self._settle_planned(planned, counts)
             if interruption is not None:
                 raise interruption
             self._propagate(counts)
-        return counts.report()
+        return counts.report(), None
+
+    def _may_carry(
+        self,
+        batch: list[LeasedOccurrence],
+        planned: list[_Planned],
+        interruption: BaseException | None,
+        counts: _Counts,
+        stopping: Callable[[], bool],
+    ) -> bool:
+        """A full batch, dispatched without interruption, failure to propagate or stop:
+        its settlement may wait for the next claim."""
+        return (
+            bool(planned)
+            and interruption is None
+            and len(batch) >= self.config.batch_size
+            and not (self.propagate_errors and counts.failure is not None)
+            and not stopping()
+        )
 
     def _propagate(self, counts: _Counts) -> None:
         """The test mode: raise the cycle's first dispatch failure (already settled)."""
@@ -357,24 +421,36 @@ class SchedulerWorker:
             self._propagating = counts.failure
             raise counts.failure
 
-    async def _cycle_async(self, stopping: Callable[[], bool]) -> CycleReport:
-        """The same cycle on an event loop: store calls in a thread, the sink awaited."""
+    async def _cycle_async(
+        self, stopping: Callable[[], bool], carry: _Carry | None, keep: bool
+    ) -> tuple[CycleReport, _Carry | None]:
+        """The same cycle on an event loop: store calls in a thread, the sink awaited;
+        ``carry`` and ``keep`` as for :meth:`_carried_cycle`."""
         counts = _Counts()
-        batch = await asyncio.to_thread(self._claim, counts)
+        batch = await asyncio.to_thread(self._claim, counts, carry)
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = await self._runner.run_batch_async(batch, turn)
-            await asyncio.to_thread(self._settle_batch, batch, results, counts)
+            planned = self._plan_settlement(batch, results, counts)
+            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
+                return counts.report(), _Carry(planned, counts)
+            await asyncio.to_thread(self._settle_planned, planned, counts)
             if interruption is not None:
                 raise interruption
             self._propagate(counts)
-        return counts.report()
+        return counts.report(), None
 
-    def _claim(self, counts: _Counts) -> list[LeasedOccurrence]:
-        """Steps 1 and 2 of the cycle: the sweep, then the claim."""
-        if self._retention is not None:
-            self._retention.run_if_due(self.store)
-        counts.swept = self.store.dead_letter_exhausted()
+    def _claim(self, counts: _Counts, carry: _Carry | None = None) -> list[LeasedOccurrence]:
+        """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
+        previous cycle's settlement written in the same transaction)."""
+        try:
+            if self._retention is not None:
+                self._retention.run_if_due(self.store)
+            counts.swept = self.store.dead_letter_exhausted()
+        except BaseException:
+            if carry is not None:  # settle it on its own, as an unfused cycle would have
+                self._settle_planned(carry.planned, carry.counts)
+            raise
         events: list[WorkerEvent] = []
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
@@ -382,7 +458,10 @@ class SchedulerWorker:
         cfg = self.config
         try:
             with collecting_malformed() as malformed:
-                batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+                if carry is None:
+                    batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+                else:
+                    batch = self._settle_and_claim(carry)
         finally:
             events += [MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed]
             call_hooks(self.hooks, events)
@@ -392,14 +471,40 @@ class SchedulerWorker:
         self._busy = bool(batch)
         return batch
 
-    def _settle_batch(
+    def _settle_and_claim(self, carry: _Carry) -> list[LeasedOccurrence]:
+        """The previous batch's settlement and this cycle's claim in one store call.
+
+        If that call fails, nothing of it was recorded (a store that fuses them
+        applies all or nothing): the settlement is written on its own (as an unfused
+        cycle writes it; if that fails too, the batch waits out its lease), then the
+        claim is made on its own."""
+        planned, cfg = carry.planned, self.config
+        settlements = [settlement for _, settlement, _ in planned]
+        try:
+            oks, batch = self.store.settle_and_claim(
+                settlements, self.clock.now(), cfg.batch_size, cfg.lease
+            )
+        except Exception as exc:
+            log.warning(
+                "settling %d occurrence(s) with the next claim failed; settling them alone: %s",
+                len(planned),
+                error_summary(error_text(exc)),
+            )
+            self._settle_planned(planned, carry.counts)
+            return self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+        except BaseException:
+            _warn_left_to_expiry(len(planned))
+            raise
+        self._settled_batch(planned, oks, carry.counts)
+        return batch
+
+    def _plan_settlement(
         self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: _Counts
-    ) -> None:
-        """Step 4: the batch settled in one :meth:`~ScheduleStore.settle`. If the store
-        raises, nothing of the batch was recorded: every occurrence waits out its lease
-        and is delivered again (at-least-once)."""
+    ) -> list[_Planned]:
+        """Step 4's plan: the settlement of each dispatch result (those a transactional
+        sink acknowledged itself, and skipped ones, are counted here instead)."""
         now = self.clock.now()
-        planned: list[tuple[LeasedOccurrence, Settlement, DispatchResult]] = []
+        planned: list[_Planned] = []
         for occ, result in zip(batch, results, strict=True):
             if result.kind is ResultKind.FAILED and counts.failure is None:
                 counts.failure = result.exception()
@@ -411,6 +516,12 @@ class SchedulerWorker:
                 counts.add(DispatchOutcome.SKIPPED)
             else:
                 planned.append((occ, settlement, result))
+        return planned
+
+    def _settle_planned(self, planned: list[_Planned], counts: _Counts) -> None:
+        """Step 4: the batch settled in one :meth:`~ScheduleStore.settle`. If the store
+        raises, nothing of the batch was recorded: every occurrence waits out its lease
+        and is delivered again (at-least-once)."""
         if not planned:
             if counts.events:  # transactional acknowledgements only
                 call_hooks(self.hooks, counts.events)
@@ -420,6 +531,10 @@ class SchedulerWorker:
         except BaseException:
             _warn_left_to_expiry(len(planned))
             raise
+        self._settled_batch(planned, oks, counts)
+
+    def _settled_batch(self, planned: list[_Planned], oks: list[bool], counts: _Counts) -> None:
+        """A recorded settlement: each item logged and counted, then the hooks told."""
         for (occ, settlement, result), ok in zip(planned, oks, strict=True):
             counts.add(self._settled(occ, settlement, ok, result, counts))
         call_hooks(self.hooks, counts.events)
@@ -538,15 +653,16 @@ class SchedulerWorker:
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll until ``stop`` is set (forever without one), in the calling thread.
 
-        After a cycle that claimed a full batch it pauses ``min_cycle_delay`` and goes
-        again; after any other cycle it sleeps until the store's next due instant, at
-        most ``poll_interval`` at a time, waking at once when this process changes the
-        store (``store.changes``; the SQLite store on Linux and the PostgreSQL store
-        also signal other processes' commits there) and, with a store that has
-        ``data_version()`` (SQLite), noticing other processes' commits within half of
-        ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A store error is logged and backed off
-        (``poll_interval`` doubling per consecutive error, at most
-        :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
+        After a cycle that claimed a full batch it goes again at once, or after
+        ``min_cycle_delay`` while other connections write to the store (see
+        :class:`SchedulerWorkerConfig`); after any other cycle it sleeps until the
+        store's next due instant, at most ``poll_interval`` at a time, waking at once
+        when this process changes the store (``store.changes``; the SQLite store on
+        Linux and the PostgreSQL store also signal other processes' commits there) and,
+        with a store that has ``data_version()`` (SQLite), noticing other processes'
+        commits within half of ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A
+        store error is logged and backed off (``poll_interval`` doubling per consecutive
+        error, at most :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
 
         Stopping: ``stop`` is checked at each occurrence's turn. The occurrence in hand
         is finished and settled first (a hung sync sink holds the stop for up to
@@ -566,30 +682,46 @@ class SchedulerWorker:
     def _loop(self, stop: threading.Event) -> None:
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        while not stop.is_set():
-            version = changes.version() if changes is not None else 0
-            seen = self._read_data_version()
-            try:
-                report = self._cycle(stop.is_set)
-                pause = pacer.after_cycle(report.claimed)
-                if pause is not None:
-                    if pause > 0:
-                        stop.wait(pause)
-                    continue
-                plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
-                while not stop.is_set():
-                    timeout = plan.next_timeout(STOP_CHECK_S)
-                    if timeout is None:
-                        break
-                    if changes is not None:
-                        if changes.wait(version, timeout):
+        fuse = self.store.fuses_settle_and_claim
+        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
+        seen: int | None = None
+        try:
+            while not stop.is_set():
+                version = changes.version() if changes is not None else 0
+                seen, before = self._read_data_version(), seen
+                try:
+                    pending, carry = carry, None
+                    report, carry = self._carried_cycle(stop.is_set, pending, fuse)
+                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
+                    if pause is not None:
+                        if pause > 0:
+                            stop.wait(pause)
+                        continue
+                    plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
+                    while not stop.is_set():
+                        timeout = plan.next_timeout(STOP_CHECK_S)
+                        if timeout is None:
                             break
-                    elif stop.wait(timeout):
-                        break
-                    if self._committed_since(seen):
-                        break
-            except Exception as exc:
-                stop.wait(self._backed_off(pacer, exc))
+                        if changes is not None:
+                            if changes.wait(version, timeout):
+                                break
+                        elif stop.wait(timeout):
+                            break
+                        if self._committed_since(seen):
+                            break
+                except Exception as exc:
+                    stop.wait(self._backed_off(pacer, exc))
+        finally:
+            if carry is not None:  # no cycle follows: write it on its own
+                self._settle_left(carry)
+
+    def _settle_left(self, carry: _Carry) -> None:
+        """The loop ends holding a full batch's settlement: write it on its own (a
+        failure is logged; the batch then waits out its lease)."""
+        try:
+            self._settle_planned(carry.planned, carry.counts)
+        except Exception as exc:
+            log.warning("settling the last batch failed: %s", error_summary(error_text(exc)))
 
     def _next_wakeup(self) -> datetime | None:
         next_wakeup = getattr(self.store, "next_wakeup", None)
@@ -647,37 +779,48 @@ class SchedulerWorker:
     async def _loop_async(self, stop: asyncio.Event) -> None:
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        while not stop.is_set():
-            version = changes.version() if changes is not None else 0
-            seen = await asyncio.to_thread(self._read_data_version)
-            try:
-                report = await self._cycle_to_the_end(stop)
-                pause = pacer.after_cycle(report.claimed)
-                if pause is not None:
-                    if pause > 0:
-                        await wait_event(stop, pause)
-                    continue
-                hint = await asyncio.to_thread(self._next_wakeup)
-                plan = pacer.idle_plan(hint, report.claimed)
-                while not stop.is_set():
-                    timeout = plan.next_timeout(math.inf)
-                    if timeout is None:
-                        break
-                    if await wait_change_or_stop(changes, stop, version, timeout):
-                        break
-                    if await asyncio.to_thread(self._committed_since, seen):
-                        break
-            except Exception as exc:
-                await wait_event(stop, self._backed_off(pacer, exc))
+        fuse = self.store.fuses_settle_and_claim
+        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
+        seen: int | None = None
+        try:
+            while not stop.is_set():
+                version = changes.version() if changes is not None else 0
+                seen, before = await asyncio.to_thread(self._read_data_version), seen
+                try:
+                    pending, carry = carry, None
+                    report, carry = await self._cycle_to_the_end(stop, pending, fuse)
+                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
+                    if pause is not None:
+                        if pause > 0:
+                            await wait_event(stop, pause)
+                        continue
+                    hint = await asyncio.to_thread(self._next_wakeup)
+                    plan = pacer.idle_plan(hint, report.claimed)
+                    while not stop.is_set():
+                        timeout = plan.next_timeout(math.inf)
+                        if timeout is None:
+                            break
+                        if await wait_change_or_stop(changes, stop, version, timeout):
+                            break
+                        if await asyncio.to_thread(self._committed_since, seen):
+                            break
+                except Exception as exc:
+                    await wait_event(stop, self._backed_off(pacer, exc))
+        finally:
+            if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
+                await asyncio.to_thread(self._settle_left, carry)
 
-    async def _cycle_to_the_end(self, stop: asyncio.Event) -> CycleReport:
-        """One cycle that, once it has claimed, finishes even if we are cancelled."""
+    async def _cycle_to_the_end(
+        self, stop: asyncio.Event, carry: _Carry | None, keep: bool
+    ) -> tuple[CycleReport, _Carry | None]:
+        """One cycle that, once it has claimed, finishes even if we are cancelled (and
+        then settles what it would have carried)."""
         halted = False
 
         def stopping() -> bool:
             return halted or stop.is_set() or self._aborting.is_set()
 
-        cycle = asyncio.ensure_future(self._cycle_async(stopping))
+        cycle = asyncio.ensure_future(self._cycle_async(stopping, carry, keep))
         try:
             return await asyncio.shield(cycle)
         except asyncio.CancelledError:
@@ -692,6 +835,10 @@ class SchedulerWorker:
             error = None if cycle.cancelled() else cycle.exception()
             if isinstance(error, Exception):  # a KeyboardInterrupt propagates on its own
                 log.warning("cycle interrupted by cancellation failed", exc_info=error)
+            elif error is None and not cycle.cancelled():
+                left = cycle.result()[1]
+                if left is not None:  # the thread finishes it even if cancelled again
+                    await asyncio.to_thread(self._settle_left, left)
             raise
 
 

@@ -645,6 +645,107 @@ def test_the_default_settle_calls_the_single_methods_in_order(frozen: FrozenTime
     assert status(store, msgs[0].schedule_id) is ScheduleStatus.DELIVERED
 
 
+# -- settle_and_claim ------------------------------------------------------------
+
+
+def _delivered(occs: list[LeasedOccurrence]) -> list[Settlement]:
+    return [Settlement.delivered(o.message.schedule_id, o.leased_until) for o in occs]
+
+
+def test_settle_and_claim_settles_then_claims_like_the_two_calls(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msgs = [one_shot(T0 - i * S) for i in range(5)]
+    store.insert_many(msgs, 3)
+    first = store.claim_due(frozen.now(), 2, LEASE)
+    frozen.shift(S)
+    results, second = store.settle_and_claim(_delivered(first), frozen.now(), 2, LEASE)
+    assert results == [True, True]
+    assert [o.message.schedule_id for o in first] == [msgs[4].schedule_id, msgs[3].schedule_id]
+    assert [o.message.schedule_id for o in second] == [msgs[2].schedule_id, msgs[1].schedule_id]
+    assert all(o.leased_until == T0 + S + LEASE and o.attempts == 1 for o in second)
+    for o in first:
+        snap = store.inspect(o.message.schedule_id)
+        assert snap is not None and snap.status is ScheduleStatus.DELIVERED
+        assert snap.delivered_at == T0 + S and snap.leased_until is None
+    results, third = store.settle_and_claim([], frozen.now(), 10, LEASE)
+    assert results == [] and [o.message.schedule_id for o in third] == [msgs[0].schedule_id]
+
+
+def test_settle_and_claim_can_claim_what_its_settlements_freed(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """The settlements apply first: an occurrence released (or retried at once) is
+    claimable by the claim of the same call, with the attempt given back."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    version = store.changes.version()
+    release = Settlement.released(msg.schedule_id, occ.leased_until)
+    results, [again] = store.settle_and_claim([release], frozen.now(), 10, LEASE)
+    assert results == [True]
+    assert again.message.schedule_id == msg.schedule_id and again.attempts == 1
+    assert store.changes.version() == version + 1, "a waking settlement notifies, once"
+
+
+def test_settle_and_claim_fences_each_settlement_on_its_lease(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A settlement whose lease is gone (cancelled, or claimed again after the lease
+    ran out) is answered False and changes nothing; the others and the claim go on."""
+    expired, fine, cancelled, waiting = (one_shot(T0 - i * S) for i in (3, 2, 1, 0))
+    store.insert_many([cancelled, expired, fine], 3)
+    occs = {o.message.schedule_id: o for o in store.claim_due(frozen.now(), 10, LEASE)}
+    store.cancel(cancelled.schedule_id)
+    frozen.shift(LEASE)
+    [reclaimed] = store.claim_due(frozen.now(), 1, LEASE)  # the oldest lapsed lease
+    assert reclaimed.message.schedule_id == expired.schedule_id
+    store.insert(waiting, 3)
+    stale = _delivered([occs[cancelled.schedule_id], occs[expired.schedule_id]])
+    results, claimed = store.settle_and_claim(
+        [*stale, *_delivered([occs[fine.schedule_id]])], frozen.now(), 10, LEASE
+    )
+    assert results == [False, False, True]
+    assert [o.message.schedule_id for o in claimed] == [waiting.schedule_id]
+    assert status(store, cancelled.schedule_id) is ScheduleStatus.CANCELLED
+    snap = store.inspect(expired.schedule_id)
+    assert snap is not None and snap.leased_until == reclaimed.leased_until, "still claimed"
+    assert status(store, fine.schedule_id) is ScheduleStatus.DELIVERED
+
+
+@pytest.mark.parametrize("bad", ["settlement", "batch_size", "lease"])
+def test_settle_and_claim_checks_everything_before_writing(
+    store: ScheduleStore, frozen: FrozenTime, bad: str
+) -> None:
+    msgs = [one_shot(T0 - S), one_shot()]
+    store.insert_many(msgs, 3)
+    [occ] = store.claim_due(frozen.now(), 1, LEASE)
+    good = Settlement.delivered(occ.message.schedule_id, occ.leased_until)
+    items: list[Any] = [good, Settlement.failed(occ.message.schedule_id, -S, "x", occ.leased_until)]
+    args: dict[str, Any] = {"batch_size": 10, "lease": LEASE}
+    if bad != "settlement":
+        items = [good]
+        args[bad] = 0 if bad == "batch_size" else timedelta(0)
+    with pytest.raises((InvalidConfiguration, InvalidArgument)):
+        store.settle_and_claim(items, frozen.now(), args["batch_size"], args["lease"])
+    assert store.settle([good]) == [True], "the lease was untouched"
+    assert status(store, msgs[1].schedule_id) is ScheduleStatus.PENDING
+    snap = store.inspect(msgs[1].schedule_id)
+    assert snap is not None and snap.attempts == 0, "nothing was claimed"
+
+
+def test_the_default_settle_and_claim_settles_then_claims(frozen: FrozenTime) -> None:
+    store = _SinglesOnly()  # type: ignore[abstract]
+    assert not store.fuses_settle_and_claim
+    msgs = [one_shot(T0 - S), one_shot()]
+    store.insert_many(msgs, 3)
+    [occ] = store.claim_due(frozen.now(), 1, LEASE)
+    results, [nxt] = store.settle_and_claim(_delivered([occ]), frozen.now(), 10, LEASE)
+    assert results == [True] and nxt.message.schedule_id == msgs[1].schedule_id
+    assert store.calls == ["mark_delivered"]
+    assert status(store, msgs[0].schedule_id) is ScheduleStatus.DELIVERED
+
+
 # -- the sweep -------------------------------------------------------------------
 
 

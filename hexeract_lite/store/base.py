@@ -371,6 +371,40 @@ class ScheduleStore(abc.ABC):
             results.append(ok)
         return results
 
+    def settle_and_claim(
+        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[list[bool], list[LeasedOccurrence]]:
+        """:meth:`settle` ``outcomes``, then :meth:`claim_due` ``(now, batch_size,
+        lease)``: the settlements' answers and the claimed occurrences.
+
+        The same results as the two calls one after the other (the settlements apply
+        first, so an occurrence they make claimable can be claimed at once), with the
+        same checks: the settlements and the claim's arguments are all checked before
+        anything is written. The worker calls it after a full batch, to acknowledge that
+        batch and claim the next in one step.
+
+        The memory, SQLite and PostgreSQL stores apply both in one transaction (one
+        commit): all of it or, on a store error, none of it. This default
+        implementation, for a store that does not override it, calls :meth:`settle`
+        then :meth:`claim_due` (two transactions: a store error from the claim comes
+        after the settlements were recorded); the worker calls the two methods itself
+        for such a store.
+
+        .. versionadded:: 0.2.0
+        """
+        check_claim(now, batch_size, lease)
+        check_settlements(outcomes)
+        return self.settle(outcomes), self.claim_due(now, batch_size, lease)
+
+    @property
+    def fuses_settle_and_claim(self) -> bool:
+        """True when :meth:`settle_and_claim` is one transaction (the store overrides
+        it): all of it or, on a store error, none of it.
+
+        .. versionadded:: 0.2.0
+        """
+        return type(self).settle_and_claim is not ScheduleStore.settle_and_claim
+
     @abc.abstractmethod
     def dead_letter_exhausted(self) -> int:
         """The sweep, run at the start of every poll cycle; returns how many rows it moved.

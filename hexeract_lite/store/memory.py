@@ -118,31 +118,58 @@ class InMemoryScheduleStore(SettlingStore):
         now = check_claim(now, batch_size, lease)
         until = to_utc_ms(now + lease, "lease deadline")
         with self._lock:
-            due = sorted(
-                (
-                    row
-                    for row in self._rows.values()
-                    if row.scheduled_for <= now
-                    and not row.is_terminal
-                    and not row.paused
-                    and row.attempts < row.max_attempts
-                    and (row.leased_until is None or row.leased_until <= now)
-                ),
-                key=_sort_key,
-            )[:batch_size]
-            for row in due:
-                row.attempts += 1
-                row.leased_until = until
-            return [row.leased() for row in due]
+            return self._claim(now, batch_size, until)
+
+    def _claim(self, now: datetime, batch_size: int, until: datetime) -> list[LeasedOccurrence]:
+        """The claim, under the lock."""
+        due = sorted(
+            (
+                row
+                for row in self._rows.values()
+                if row.scheduled_for <= now
+                and not row.is_terminal
+                and not row.paused
+                and row.attempts < row.max_attempts
+                and (row.leased_until is None or row.leased_until <= now)
+            ),
+            key=_sort_key,
+        )[:batch_size]
+        for row in due:
+            row.attempts += 1
+            row.leased_until = until
+        return [row.leased() for row in due]
+
+    def settle_and_claim(
+        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[list[bool], list[LeasedOccurrence]]:
+        """See :meth:`ScheduleStore.settle_and_claim`: both under one hold of the lock."""
+        now = check_claim(now, batch_size, lease)
+        until = to_utc_ms(now + lease, "lease deadline")
+        checked = check_settlements(outcomes)
+        with self._lock:
+            results, woke = self._settle(checked)
+            claimed = self._claim(now, batch_size, until)
+        if woke:
+            self.changes.notify()
+        return results, claimed
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: the batch under one hold of the lock."""
         checked = check_settlements(outcomes)
         if not checked:
             return []
+        with self._lock:
+            results, woke = self._settle(checked)
+        if woke:
+            self.changes.notify()
+        return results
+
+    def _settle(self, checked: list[Settlement]) -> tuple[list[bool], bool]:
+        """The checked batch, under the lock: the answers, and whether one that applied
+        may have made work claimable."""
         results: list[bool] = []
         woke = False
-        with self._lock:
+        if checked:
             now = self._now()
             # every retry deadline first: one out of range fails the batch, unwritten
             deadlines = [
@@ -181,9 +208,7 @@ class InMemoryScheduleStore(SettlingStore):
                     row.leased_until = None
                 woke = woke or item.wakes
                 results.append(True)
-        if woke:
-            self.changes.notify()
-        return results
+        return results, woke
 
     def dead_letter_exhausted(self) -> int:
         with self._lock:

@@ -465,20 +465,51 @@ class PostgresScheduleStore(SettlingStore):
         """See :meth:`ScheduleStore.claim_due`. With ``use_database_clock`` the server's
         now is used and ``now`` is only checked. A claimed row that cannot be decoded
         is dead-lettered at once, not returned (see the module's notes)."""
+        params = self._claim_params(check_claim(now, batch_size, lease), batch_size, lease)
+        with self._connection("claim_due") as conn:
+            rows = fetch_rows(conn.execute(self._sql.claim, params))
+        return self._claimed(rows)
+
+    def settle_and_claim(
+        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[list[bool], list[LeasedOccurrence]]:
+        """See :meth:`ScheduleStore.settle_and_claim`: one transaction on one pooled
+        connection, the fenced statements of :meth:`settle` then the claim of
+        :meth:`claim_due`; on a store error none of it is recorded."""
         now = check_claim(now, batch_size, lease)
+        checked, plan = self._settle_plan(outcomes)
+        params = self._claim_params(now, batch_size, lease)
+        results = [False] * len(checked)
+        with self._connection("settle_and_claim") as conn:
+            with conn.transaction():
+                for index, statement, item_params in plan:
+                    results[index] = conn.execute(statement, item_params).rowcount == 1
+                rows = fetch_rows(conn.execute(self._sql.claim, params))
+            woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
+            if woke:
+                self._db.announce(conn)
+        if woke:
+            self.changes.notify()
+        return results, self._claimed(rows)
+
+    def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
+        """The claim's parameters (``now`` checked); starts listening first, so that no
+        change after the claim goes unheard."""
         if self._db.wants_listener:
-            self._db.start_listening()  # before the claim: no change after it goes unheard
-        params = {
+            self._db.start_listening()
+        return {
             "now": now,
             "until": to_utc_ms(now + lease, "now + lease"),
             "lease_ms": _whole_ms(lease),
             "batch_size": batch_size,
         }
-        with self._connection("claim_due") as conn:
-            rows = fetch_rows(conn.execute(self._sql.claim, params))
+
+    def _claimed(self, rows: list[tuple[Any, ...]]) -> list[LeasedOccurrence]:
+        """Claimed rows decoded after the commit; one that does not decode is
+        dead-lettered, not returned."""
         claimed: list[LeasedOccurrence] = []
         malformed: list[tuple[Sequence[Any], Exception]] = []
-        for row in rows:  # decoded after the commit
+        for row in rows:
             try:
                 claimed.append(record(row).leased())
             except Exception as exc:
@@ -518,9 +549,32 @@ class PostgresScheduleStore(SettlingStore):
         An item whose lease is no aware datetime is answered False without SQL. A
         ``retry_in`` that puts the deadline past the year 9999 raises
         :class:`InvalidConfiguration` before anything is written."""
+        checked, plan = self._settle_plan(outcomes)
+        results = [False] * len(checked)
+        if plan:
+            with self._connection("settle") as conn:
+                if len(plan) == 1:
+                    index, statement, params = plan[0]
+                    results[index] = conn.execute(statement, params).rowcount == 1
+                else:
+                    with conn.transaction():
+                        for index, statement, params in plan:
+                            results[index] = conn.execute(statement, params).rowcount == 1
+                woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
+                if woke:
+                    self._db.announce(conn)
+            if woke:
+                self.changes.notify()
+        return results
+
+    def _settle_plan(
+        self, outcomes: Sequence[Settlement]
+    ) -> tuple[list[Settlement], list[tuple[int, sql.Composed, dict[str, Any]]]]:
+        """The checked items and each one's statement and parameters, in order (a
+        ``retry_in`` past the year 9999 raises before anything is written)."""
         checked = check_settlements(outcomes)
         if not checked:
-            return []
+            return checked, []
         now = None if self._use_database_clock else self._now()
         if now is None:
             # the server's clock sets the deadlines; the range is still checked first
@@ -539,22 +593,7 @@ class PostgresScheduleStore(SettlingStore):
                 encode_retry_in=_whole_ms,
             )
         ]
-        results = [False] * len(checked)
-        if plan:
-            with self._connection("settle") as conn:
-                if len(plan) == 1:
-                    index, statement, params = plan[0]
-                    results[index] = conn.execute(statement, params).rowcount == 1
-                else:
-                    with conn.transaction():
-                        for index, statement, params in plan:
-                            results[index] = conn.execute(statement, params).rowcount == 1
-                woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
-                if woke:
-                    self._db.announce(conn)
-            if woke:
-                self.changes.notify()
-        return results
+        return checked, plan
 
     def dead_letter_exhausted(self) -> int:
         with self._connection("dead_letter_exhausted") as conn:

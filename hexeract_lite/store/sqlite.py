@@ -73,7 +73,8 @@ from .listing import (
 from .notices import malformed_dead_lettered
 from .record import ScheduleRecord, grace_ms
 from .schema import DEFAULT_TABLE, validate_table_name
-from .settle_plan import settle_plan
+from .settle_plan import PlannedSettlement, settle_plan
+from .sqlite_busy import set_busy_wait
 from .sqlite_codec import (
     COLUMN_INDEX,
     SELECT_LIST,
@@ -755,17 +756,52 @@ class SqliteScheduleStore(SettlingStore):
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
         now = check_claim(now, batch_size, lease)
+        claim = self._claim_params(now, batch_size, lease)
+        with self._write("claim_due", worker=True) as cur:
+            rows = self._claim_rows(cur, claim[0])
+        return self._claimed(rows, claim)
+
+    def settle_and_claim(
+        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[list[bool], list[LeasedOccurrence]]:
+        """See :meth:`ScheduleStore.settle_and_claim`: one ``BEGIN IMMEDIATE``
+        transaction, the fenced ``UPDATE`` of each settlement then the claim; on a
+        store error nothing of it is recorded."""
+        now = check_claim(now, batch_size, lease)
+        claim = self._claim_params(now, batch_size, lease)
+        checked, plan = self._settle_plan(outcomes)
+        results = [False] * len(checked)
+        with self._write("settle_and_claim", worker=True) as cur:
+            self._apply_settlements(cur, plan, results)
+            rows = self._claim_rows(cur, claim[0])
+        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
+            self.changes.notify()
+        return results, self._claimed(rows, claim)
+
+    def _claim_params(
+        self, now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[dict[str, Any], str, datetime]:
+        """The claim's parameters, and the lease it hands out (text, instant)."""
         until = to_utc_ms(now + lease, "lease deadline")
         until_text = format_ts(until)
-        params = {"now": format_ts(now), "until": until_text, "n": batch_size}
-        with self._write("claim_due", worker=True) as cur:
-            if self._watch_pid != os.getpid():
-                self._watch_commits(cur)
-            cur.execute(self._sql.normalise)
-            rows = cur.execute(self._sql.claim, params).fetchall()
+        return {"now": format_ts(now), "until": until_text, "n": batch_size}, until_text, until
+
+    def _claim_rows(self, cur: apsw.Cursor, params: dict[str, Any]) -> list[Any]:
+        """The claim's statements, inside the caller's write transaction."""
+        if self._watch_pid != os.getpid():
+            self._watch_commits(cur)
+        cur.execute(self._sql.normalise)
+        return cur.execute(self._sql.claim, params).fetchall()
+
+    def _claimed(
+        self, rows: list[Any], claim: tuple[dict[str, Any], str, datetime]
+    ) -> list[LeasedOccurrence]:
+        """Claimed rows decoded after the commit (the write lock is held for SQL only);
+        one that does not decode is dead-lettered, not returned."""
+        _, until_text, until = claim
         claimed: list[LeasedOccurrence] = []
         bad: list[tuple[Sequence[Any], Exception]] = []
-        for row in rows:  # decoded after the commit: the write lock is held for SQL only
+        for row in rows:
             try:
                 claimed.append(leased_from_row(row, until_text, until))
             except Exception as exc:
@@ -835,9 +871,22 @@ class SqliteScheduleStore(SettlingStore):
         """See :meth:`ScheduleStore.settle`: one ``BEGIN IMMEDIATE`` transaction, one
         fenced ``UPDATE`` per item (prepared once, cached by the connection); an item
         whose lease no stored lease can equal is answered False without SQL."""
+        checked, plan = self._settle_plan(outcomes)
+        results = [False] * len(checked)
+        if plan:
+            with self._write("settle", worker=True) as cur:
+                self._apply_settlements(cur, plan, results)
+        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
+            self.changes.notify()
+        return results
+
+    def _settle_plan(
+        self, outcomes: Sequence[Settlement]
+    ) -> tuple[list[Settlement], list[PlannedSettlement]]:
+        """The checked items and the statements' plan (:func:`.settle_plan`)."""
         checked = check_settlements(outcomes)
         if not checked:
-            return []
+            return checked, []
         plan = settle_plan(
             checked,
             self._now(),
@@ -845,18 +894,21 @@ class SqliteScheduleStore(SettlingStore):
             encode_lease=encode_lease,
             encode_instant=encode_instant,
         )
-        results = [False] * len(checked)
-        if plan:
-            statements = self._settle_sql
-            with self._write("settle", worker=True) as cur:
-                changes = cur.connection.changes
-                for index, kind, params in plan:
-                    cur.execute(statements[kind], params)
-                    if changes():
-                        results[index] = True
-        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
-            self.changes.notify()
-        return results
+        return checked, plan
+
+    def _apply_settlements(
+        self,
+        cur: apsw.Cursor,
+        plan: list[PlannedSettlement],
+        results: list[bool],
+    ) -> None:
+        """The planned fenced statements, inside the caller's write transaction."""
+        statements = self._settle_sql
+        changes = cur.connection.changes
+        for index, kind, params in plan:
+            cur.execute(statements[kind], params)
+            if changes():
+                results[index] = True
 
     def dead_letter_exhausted(self) -> int:
         self._writable("dead_letter_exhausted")
@@ -984,7 +1036,7 @@ class SqliteScheduleStore(SettlingStore):
             except apsw.Error as exc:
                 raise self._error("checkpoint", exc) from exc
             finally:
-                conn.set_busy_timeout(int(self._busy_timeout.total_seconds() * 1000))
+                set_busy_wait(conn, int(self._busy_timeout.total_seconds() * 1000))
             return not busy
 
     def vacuum(self) -> None:

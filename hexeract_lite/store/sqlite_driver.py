@@ -3,8 +3,9 @@ library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
 
 The store is written against apsw's ``Connection``/``Cursor``. With ``driver="sqlite3"``
 every connection it opens is a ``sqlite3.Connection`` (autocommit: the store runs its
-own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in :class:`~.sqlite3_shim.Sqlite3Connection`, which offers
-the part of apsw's interface the store uses and raises apsw's exception classes for
+own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in
+:class:`~.sqlite3_shim.Sqlite3Connection`, which offers the part of apsw's interface
+the store uses and raises apsw's exception classes for
 SQLite's errors (``BusyError`` for ``SQLITE_BUSY``, ``ConstraintError`` with its
 ``extendedresult``, ...; the ``sqlite3`` error chained), so the store's code is one.
 

@@ -43,6 +43,7 @@ from .schema import (
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
+from .sqlite_busy import set_busy_wait
 from .sqlite_driver import FileHold, hold_file, open_connection
 
 __all__ = [
@@ -293,7 +294,7 @@ def connect(
     try:
         if readonly:
             conn = _readable(conn, path, vfs, busy_ms, driver)
-        conn.set_busy_timeout(busy_ms)
+        set_busy_wait(conn, busy_ms)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         if not readonly:
@@ -321,7 +322,7 @@ def _readable(
     connection is open on it (none could have made one in that folder), and it is
     opened ``immutable`` instead: read without locks, as SQLite reads read-only media."""
     try:
-        conn.set_busy_timeout(busy_ms)
+        set_busy_wait(conn, busy_ms)
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
         return conn
     except apsw.ReadOnlyError as exc:
@@ -362,7 +363,7 @@ def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
     except apsw.Error:
         pass
     finally:
-        conn.set_busy_timeout(int(busy_timeout.total_seconds() * 1000))
+        set_busy_wait(conn, int(busy_timeout.total_seconds() * 1000))
 
 
 def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:

@@ -1,0 +1,63 @@
+"""Waiting for a lock another connection holds: short, jittered retries, bounded.
+
+SQLite's own busy handler (``sqlite3_busy_timeout``) sleeps 1, 2, 5, 10, 15, 20, 25,
+25, 25, 50, 50 and then 100 ms between its tries. A connection waiting for the write lock
+of a worker that takes it again and again (draining a backlog: one short transaction
+per batch) gets in only when one of those tries falls between two of the worker's
+transactions, and after its first tries it looks only every 50-100 ms: an insert could
+wait for hundreds of milliseconds. :func:`set_busy_wait` gives the store's connections
+a handler that tries again every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (random,
+so that several waiters do not move in step) until the busy timeout has passed; then the
+statement fails with ``SQLITE_BUSY`` as before. Every wait stays bounded by the busy
+timeout.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import apsw
+
+__all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "set_busy_wait"]
+
+RETRY_MIN_S = 0.0002
+"""The shortest pause between two tries to get a lock."""
+
+RETRY_MAX_S = 0.001
+"""The longest pause between two tries to get a lock."""
+
+
+class _BusyWait:
+    """The busy handler: ``tries`` is 0 at the first call of each wait (SQLite counts
+    them per wait); True means try again."""
+
+    __slots__ = ("_deadline", "_limit")
+
+    def __init__(self, limit_s: float) -> None:
+        self._limit = limit_s
+        self._deadline = 0.0
+
+    def __call__(self, tries: int) -> bool:
+        now = time.monotonic()
+        if tries == 0:
+            self._deadline = now + self._limit
+        left = self._deadline - now
+        if left <= 0:
+            return False
+        time.sleep(min(random.uniform(RETRY_MIN_S, RETRY_MAX_S), left))
+        return True
+
+
+def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
+    """Make ``conn`` wait up to ``busy_ms`` milliseconds for a lock another connection
+    holds, trying again every 0.2-1 ms; 0: do not wait (fail at once with
+    ``SQLITE_BUSY``, as ``set_busy_timeout(0)``). A connection of the standard
+    library's ``sqlite3`` (``driver="sqlite3"``), which cannot take a busy handler,
+    keeps SQLite's own back-off, bounded by the same timeout."""
+    if busy_ms <= 0:
+        conn.set_busy_timeout(0)
+    elif not hasattr(conn, "set_busy_handler"):
+        conn.set_busy_timeout(busy_ms)
+    else:
+        conn.set_busy_handler(_BusyWait(busy_ms / 1000))
