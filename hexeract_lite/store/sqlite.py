@@ -99,7 +99,7 @@ from .sqlite_schema import (
     memory_sorts,
     open_database,
 )
-from .sqlite_sql import PortableReads, SqliteStatements
+from .sqlite_sql import PortableReads, SqliteStatements, claim_rows
 from .sqlite_tx import insert_within
 from .sqlite_watch import WalWatcher
 from .stats import StoreStats
@@ -723,7 +723,7 @@ class SqliteScheduleStore(SettlingStore):
             if self._watch_pid != os.getpid():
                 self._watch_commits(cur)
             cur.execute(self._sql.normalise)
-            rows = cur.execute(self._sql.claim, params).fetchall()
+            rows = claim_rows(cur, self._sql, params)
         claimed: list[LeasedOccurrence] = []
         bad: list[tuple[Sequence[Any], Exception]] = []
         for row in rows:  # decoded after the commit: the write lock is held for SQL only
