@@ -882,6 +882,29 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
     assert "idx_scheduled_messages_leased (leased_until>? AND leased_until<?)" in claim_plan
 
 
+def test_a_wal_in_steady_use_is_reused_in_place_and_a_blown_up_one_is_cut_back(
+    db: Path, clock: ManualClock
+) -> None:
+    """journal_size_limit below the size automatic checkpoints let the WAL reach (1 MiB
+    before) truncated the WAL at every checkpoint, so most commits grew the file again
+    (each fsync then also writes the file system's journal). The WAL must never shrink
+    while inserts run one by one, and a WAL a big transaction blew up is cut back."""
+    wal = Path(f"{db}-wal")
+    with SqliteScheduleStore.open(db, clock=clock, durability="normal") as store:
+        sizes = []
+        for i in range(1500):  # several automatic checkpoints (1000 pages each)
+            store.insert(one_shot(T0 + i * S), 3)
+            sizes.append(wal.stat().st_size)
+        assert max(sizes) > 3 << 20, "the WAL went through automatic checkpoints"
+        assert sizes == sorted(sizes), "it shrank"
+        big = [one_shot(T0, payload={"pad": "x" * 2000}) for _ in range(6000)]
+        store.insert_many(big, 3)  # one transaction far beyond the limit
+        assert wal.stat().st_size > 12 << 20
+        for i in range(400):  # a checkpoint, then the WAL starts over, cut back
+            store.insert(one_shot(T0 - (i + 1) * S), 3)
+        assert wal.stat().st_size <= 8 << 20
+
+
 # -- behaviour details beyond the contract ---------------------------------------------
 
 
