@@ -37,6 +37,7 @@ from hexeract_lite.store.sqlite import (
     SqliteScheduleStore,
     default_database_path,
 )
+from hexeract_lite.store.sqlite_sql import LEASE_CHUNK
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -875,11 +876,25 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
             if step.startswith("SCAN scheduled_messages"):
                 assert "USING" in step and "INDEX" in step, (name, plan)
         assert any("INDEX" in step for step in plan), (name, plan)
-    claim_plan = " ".join(
-        str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + store._sql.claim, params)
-    )
+
+    def plan_of(sql: str) -> str:
+        return " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+    claim_plan = plan_of(store._sql.claim)
     assert "idx_scheduled_messages_due (scheduled_for<?)" in claim_plan
     assert "idx_scheduled_messages_leased (leased_until>? AND leased_until<?)" in claim_plan
+    # the claim's common case: a probe of the leased rows, then the due index alone
+    assert plan_of(store._sql.claim_fresh) == (
+        "SEARCH scheduled_messages USING INDEX idx_scheduled_messages_due (scheduled_for<?)"
+    )
+    assert plan_of(store._sql.claim_probe) == (
+        "SEARCH scheduled_messages USING INDEX idx_scheduled_messages_leased"
+        " (leased_until>? AND leased_until<?)"
+    )
+    lease = str(
+        conn.execute("EXPLAIN QUERY PLAN " + store._sql.lease(3), ("u", 1, 2, 3)).fetchall()
+    )
+    assert "USING INTEGER PRIMARY KEY (rowid=?)" in lease, lease
 
 
 def test_a_wal_in_steady_use_is_reused_in_place_and_a_blown_up_one_is_cut_back(
@@ -903,6 +918,23 @@ def test_a_wal_in_steady_use_is_reused_in_place_and_a_blown_up_one_is_cut_back(
         for i in range(400):  # a checkpoint, then the WAL starts over, cut back
             store.insert(one_shot(T0 - (i + 1) * S), 3)
         assert wal.stat().st_size <= 8 << 20
+
+
+@pytest.mark.slow
+def test_a_claim_larger_than_one_leasing_statement_leases_every_row_once(
+    store: SqliteScheduleStore,
+) -> None:
+    """The claim leases the rows it selected in UPDATEs of at most LEASE_CHUNK rowids:
+    a batch beyond SQLite's 32766 bound parameters is leased whole, in order."""
+    n = 32_800
+    assert n > 32_766 and n > LEASE_CHUNK
+    messages = [one_shot(T0 + i * timedelta(microseconds=1000)) for i in range(n + 5)]
+    store.insert_many(messages, 3)
+    now = T0 + 100 * S
+    claimed = store.claim_due(now, n, LEASE)
+    assert [o.message.schedule_id for o in claimed] == [m.schedule_id for m in messages[:n]]
+    assert all(o.attempts == 1 and o.leased_until == now + LEASE for o in claimed)
+    assert len(store.claim_due(now, n, LEASE)) == 5
 
 
 # -- behaviour details beyond the contract ---------------------------------------------

@@ -26,7 +26,11 @@ from .sqlite_codec import SELECT_LIST
 if TYPE_CHECKING:
     import apsw
 
-__all__ = ["PortableReads", "SqliteStatements", "claim_rows"]
+__all__ = ["LEASE_CHUNK", "PortableReads", "SqliteStatements", "claim_rows"]
+
+LEASE_CHUNK = 500
+"""The most rowids one leasing UPDATE names (SQLite allows 32766 bound parameters;
+a claim's batch may be larger)."""
 
 
 class SqliteStatements:
@@ -216,8 +220,9 @@ class SqliteStatements:
         )
 
     def lease(self, count: int) -> str:
-        """``UPDATE`` leasing ``count`` rowids (``?`` the lease deadline, then the
-        rowids), returning the leased rows; one text per count, built once."""
+        """``UPDATE`` leasing ``count`` rowids (at most :data:`LEASE_CHUNK`; ``?`` the
+        lease deadline, then the rowids), returning the leased rows; one text per
+        count, built once."""
         sql = self._lease_sql.get(count)
         if sql is None:
             marks = ", ".join("?" * count)
@@ -229,12 +234,16 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
     """Lease the claimable rows ``params`` selects (``now``, ``until``: instant texts,
     ``n``: at most that many) and return them as read with the statements' select
     list, in no particular order. Runs inside the caller's write transaction, whose
-    lock keeps the selection and the UPDATE one atomic step."""
+    lock keeps the selection and the UPDATEs one atomic step (one UPDATE per
+    :data:`LEASE_CHUNK` rowids, within SQLite's limit on bound parameters)."""
     pick = sql.claim if cur.execute(sql.claim_probe, params).fetchall() else sql.claim_fresh
     rowids = [row[0] for row in cur.execute(pick, params)]
-    if not rowids:
-        return []
-    return cur.execute(sql.lease(len(rowids)), (params["until"], *rowids)).fetchall()
+    until = params["until"]
+    rows: list[Any] = []
+    for start in range(0, len(rowids), LEASE_CHUNK):
+        chunk = rowids[start : start + LEASE_CHUNK]
+        rows += cur.execute(sql.lease(len(chunk)), (until, *chunk)).fetchall()
+    return rows
 
 
 class PortableReads:
