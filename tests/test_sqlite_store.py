@@ -920,6 +920,31 @@ def test_a_wal_in_steady_use_is_reused_in_place_and_a_blown_up_one_is_cut_back(
         assert wal.stat().st_size <= 8 << 20
 
 
+def test_a_claim_merges_expired_leases_with_fresh_rows_as_the_memory_store_does(
+    clock: ManualClock, db: Path
+) -> None:
+    """Fresh rows and rows whose lease or backoff expired, interleaved by scheduled_for:
+    the claim takes the oldest first across both (the probe sends it to the two-index
+    merge), the batch limit cutting across them, as the reference store does."""
+    memory = InMemoryScheduleStore(clock=clock)
+    with SqliteScheduleStore.open(db, clock=clock) as sqlite:
+        runs = []
+        for store in (memory, sqlite):
+            msgs = [one_shot(T0 + i * S) for i in range(8)]
+            store.insert_many(msgs, 5)
+            early = store.claim_due(T0 + 8 * S, 8, LEASE)  # all eight leased
+            for occ in early[::2]:  # half back in backoff, ending before the rest's lease
+                store.mark_failed(occ.message.schedule_id, S, "x", occ.leased_until)
+            store.insert_many([one_shot(T0 + i * S + S / 2) for i in range(8)], 5)
+            batches = [store.claim_due(T0 + 10 * S, 5, LEASE) for _ in range(3)]
+            runs.append(
+                [[(o.message.scheduled_for, o.attempts) for o in batch] for batch in batches]
+            )
+        assert runs[0] == runs[1]
+        assert [len(batch) for batch in runs[1]] == [5, 5, 2]
+        assert {attempts for batch in runs[1] for _, attempts in batch} == {1, 2}
+
+
 @pytest.mark.slow
 def test_a_claim_larger_than_one_leasing_statement_leases_every_row_once(
     store: SqliteScheduleStore,
