@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import datetime
 from functools import total_ordering
@@ -58,7 +57,9 @@ class OccurrenceId:
         offset = _epoch_offset_ns(scheduled_for)
         sign = b"\x01" if offset >= 0 else b"\x00"
         name = schedule_id.bytes + sign + abs(offset).to_bytes(16, "big")
-        digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
+        from hashlib import sha1  # OpenSSL loads on first use, not on import
+
+        digest = bytearray(sha1(_NAMESPACE_BYTES + name).digest()[:16])
         digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
         digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
         return cls(uuid.UUID(bytes=bytes(digest)))

@@ -37,10 +37,7 @@ from __future__ import annotations
 
 import functools
 import re
-import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
-
-from cronsim import CronSim
 
 from .errors import InvalidTrigger
 
@@ -72,6 +69,8 @@ _NOT_ZONES = frozenset({"localtime", "posixrules"})
 
 @functools.cache
 def _available_zones() -> frozenset[str]:
+    import zoneinfo
+
     return frozenset(zoneinfo.available_timezones()) - _NOT_ZONES
 
 
@@ -97,6 +96,8 @@ def _load_zone(name: str) -> tzinfo:
             f"unknown time zone {name!r}: expected an IANA name such as 'Europe/Paris'"
             " or 'UTC' (zoneinfo.available_timezones() lists them)"
         )
+    import zoneinfo  # loaded for the first zone other than UTC
+
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
@@ -149,6 +150,8 @@ def next_in_zone(rule: str, tz: tzinfo, after: datetime) -> datetime | None:
     UTC, whole seconds; None when there is none before cronsim's 50-year horizon or the
     year 9999. On UTC this is cronsim's own answer.
     """
+    from cronsim import CronSim  # loaded for the first cron rule, not on import
+
     start = after.astimezone(UTC)
     try:
         if tz is UTC:
@@ -195,6 +198,8 @@ def _next_change(tz: tzinfo, after: int, until: int, offset: int) -> int | None:
 
 def _first_match(rule: str, wall: int) -> int | None:
     """The first wall time at or after ``wall`` that ``rule`` matches, or None."""
+    from cronsim import CronSim
+
     start = _EPOCH_WALL + timedelta(seconds=wall - 1)
     try:
         found = next(CronSim(rule, start))

@@ -21,7 +21,8 @@ source (``--from``) and creates the destination's table when needed.
 Where each thing lives:
 
 - :mod:`.app`: :func:`main`, running a command and its exit code and error message;
-- :mod:`.parser`: :func:`build_parser`, the command tree;
+- :mod:`.parser`: :func:`build_parser`, the command tree (a command run builds only its own
+  part of it: :func:`~.parser.parser_for`);
 - :mod:`.options`: what the commands share in the tree (help layout, ``--conn``/
   ``--table``, ``--format``, ``--limit``, ``SCHEDULE_ID``/``--name``, the message
   arguments of ``add`` and ``ensure``);
@@ -37,41 +38,46 @@ Where each thing lives:
 
 from __future__ import annotations
 
-from ..errors import UsageError
+import importlib
+from typing import TYPE_CHECKING
+
 from .app import main
-from .args import (
-    DEFAULT_LIMIT,
-    MAX_INT_ARG,
-    TABLE_ENV,
-    Payload,
-    parse_conn_arg,
-    parse_duration,
-    parse_instant,
-    parse_name,
-    parse_payload,
-    parse_positive_int,
-    parse_schedule_id,
-    parse_sink_spec,
-    parse_table,
-    parse_target,
-)
-from .context import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Handler
-from .output import (
-    LAST_ERROR_WIDTH,
-    MALFORMED,
-    MALFORMED_REASON_WIDTH,
-    Listed,
-    format_dead_letter,
-    format_inspect,
-    format_migration,
-    format_pending,
-    format_size,
-    format_stats,
-    format_table,
-    one_line,
-    snapshot_json,
-)
-from .parser import build_parser
+
+if TYPE_CHECKING:
+    from ..errors import UsageError
+    from .args import (
+        DEFAULT_LIMIT,
+        MAX_INT_ARG,
+        TABLE_ENV,
+        Payload,
+        parse_conn_arg,
+        parse_duration,
+        parse_instant,
+        parse_name,
+        parse_payload,
+        parse_positive_int,
+        parse_schedule_id,
+        parse_sink_spec,
+        parse_table,
+        parse_target,
+    )
+    from .context import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Handler
+    from .output import (
+        LAST_ERROR_WIDTH,
+        MALFORMED,
+        MALFORMED_REASON_WIDTH,
+        Listed,
+        format_dead_letter,
+        format_inspect,
+        format_migration,
+        format_pending,
+        format_size,
+        format_stats,
+        format_table,
+        one_line,
+        snapshot_json,
+    )
+    from .parser import build_parser
 
 __all__ = [
     "main",
@@ -112,3 +118,61 @@ __all__ = [
     # defined here before errors.py had it
     "UsageError",
 ]
+
+# The names above, and the module that defines each: imported on first use (PEP 562), so
+# that a command imports only what it runs.
+_WHERE = {
+    "UsageError": "..errors",
+    "build_parser": ".parser",
+    **dict.fromkeys(("EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "Handler"), ".context"),
+    **dict.fromkeys(
+        (
+            "TABLE_ENV",
+            "DEFAULT_LIMIT",
+            "MAX_INT_ARG",
+            "Payload",
+            "parse_conn_arg",
+            "parse_duration",
+            "parse_instant",
+            "parse_name",
+            "parse_payload",
+            "parse_positive_int",
+            "parse_schedule_id",
+            "parse_sink_spec",
+            "parse_table",
+            "parse_target",
+        ),
+        ".args",
+    ),
+    **dict.fromkeys(
+        (
+            "LAST_ERROR_WIDTH",
+            "MALFORMED",
+            "MALFORMED_REASON_WIDTH",
+            "Listed",
+            "format_dead_letter",
+            "format_inspect",
+            "format_migration",
+            "format_pending",
+            "format_size",
+            "format_stats",
+            "format_table",
+            "one_line",
+            "snapshot_json",
+        ),
+        ".output",
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ..connect import DATABASE_URL_ENV, scrub
 from ..errors import InvalidArgument, SchedulerError
 from .context import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Context, Handler
-from .parser import build_parser
+from .parser import parser_for
 
 
 def _prog() -> str:
@@ -25,9 +25,10 @@ def _prog() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``hexeract`` command with ``argv`` (default: ``sys.argv[1:]``); return the
     exit code: 0 success, 1 runtime error, 2 usage error."""
-    parser = build_parser(_prog())
+    arguments = list(argv) if argv is not None else sys.argv[1:]
+    parser = parser_for(_prog(), arguments)
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = parser.parse_args(arguments)
     except SystemExit as exc:  # --help, --version, or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR if exc.code else EXIT_OK
     cmd_parser: argparse.ArgumentParser = args.cmd_parser

@@ -6,6 +6,8 @@ which each module in :mod:`hexeract_lite.cli.commands` adds its command."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +35,30 @@ class HelpFormatter(argparse.HelpFormatter):
     """Wraps descriptions to the terminal; keeps the example block's lines as written."""
 
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32)
+        super().__init__(prog, max_help_position=32, width=terminal_columns() - 2)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith(EXAMPLE_HEADER):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
+
+
+def terminal_columns() -> int:
+    """The width argparse wraps help to, as :func:`shutil.get_terminal_size` gives it
+    ($COLUMNS, else the terminal on stdout, else 80), without importing :mod:`shutil`
+    (argparse builds a formatter for every option it adds, and shutil imports the
+    compression modules)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout else 0
+        except (AttributeError, ValueError, OSError):  # closed, detached, not a terminal
+            columns = 0
+    return columns or 80
 
 
 EXAMPLE_HEADER = "example:"
@@ -51,7 +71,7 @@ def example(*lines: str) -> str:
 
 def conn_parent() -> argparse.ArgumentParser:
     """``--conn`` and ``--table``: the commands that open a database."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     group = parent.add_argument_group("database")
     group.add_argument(
         "--conn",
@@ -71,7 +91,7 @@ def conn_parent() -> argparse.ArgumentParser:
 
 def format_parent() -> argparse.ArgumentParser:
     """``--format text|json``."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     parent.add_argument(
         "--format",
         choices=("text", "json"),
@@ -83,7 +103,7 @@ def format_parent() -> argparse.ArgumentParser:
 
 def limit_parent() -> argparse.ArgumentParser:
     """``--limit N`` for the listings."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
     parent.add_argument(
         "--limit",
         type=parse_positive_int,

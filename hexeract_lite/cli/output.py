@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from .._time import rfc3339
 from ..interval import format_duration
-from ..settle import error_summary
 from ..snapshot import MalformedSchedule, ScheduleSnapshot
 
 if TYPE_CHECKING:
@@ -108,6 +107,8 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
     ``malformed`` and the reason."""
     if not snapshots:
         return "no dead-lettered schedules"
+    from ..settle import error_summary  # the retry policy and config: not for other listings
+
     return format_table(
         (
             "SCHEDULE ID",
@@ -187,6 +188,8 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
     """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
     error`` its exception line), then the traceback kept with the error, if any."""
+    from ..settle import error_summary
+
     s = snapshot
     fields = [
         ("schedule id", str(s.schedule_id)),

@@ -4,47 +4,57 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .commands import (
-    add,
-    control,
-    dead_letter,
-    ensure,
-    inspect,
-    migrate,
-    prune,
-    reschedule,
-    run_now,
-    schema,
-    stats,
-    update,
-    vacuum,
-    worker,
-)
-from .commands import list as list_
 from .options import CommandTree, HelpFormatter, example
 
 COMMANDS = (
-    list_,
-    stats,
-    prune,
-    vacuum,
-    inspect,
-    control,
-    add,
-    ensure,
-    reschedule,
-    update,
-    run_now,
-    schema,
-    migrate,
-    dead_letter,
-    worker,
+    "list",
+    "stats",
+    "prune",
+    "vacuum",
+    "inspect",
+    "control",
+    "add",
+    "ensure",
+    "reschedule",
+    "update",
+    "run_now",
+    "schema",
+    "migrate",
+    "dead_letter",
+    "worker",
 )
-"""The command modules, in the order ``hexeract scheduler --help`` lists them."""
+"""The command modules of :mod:`hexeract_lite.cli.commands`, in the order ``hexeract
+scheduler --help`` lists them."""
+
+COMMAND_MODULES = {
+    "list": "list",
+    "stats": "stats",
+    "prune": "prune",
+    "vacuum": "vacuum",
+    "inspect": "inspect",
+    "pause": "control",
+    "resume": "control",
+    "cancel": "control",
+    "add": "add",
+    "ensure": "ensure",
+    "reschedule": "reschedule",
+    "update": "update",
+    "run-now": "run_now",
+    "schema": "schema",
+    "migrate": "migrate",
+    "dead-letter": "dead_letter",
+    "worker": "worker",
+}
+"""Each ``hexeract scheduler`` command name, and the module that adds it."""
+
+
+def _command_module(name: str) -> Any:
+    return importlib.import_module(f"{__package__}.commands.{name}")
 
 
 class _VersionAction(argparse.Action):
@@ -67,8 +77,12 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
-    """The whole command tree; every command has help text and an example."""
+def build_parser(prog: str = "hexeract", command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command tree; every command has help text and an example.
+
+    With ``command`` (a name of :data:`COMMAND_MODULES`), the tree holds only the module
+    that adds that command: it parses that command's arguments, and prints its help
+    and its errors, exactly as the whole tree does."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="hexeract_lite: a persistent message scheduler in one SQLite file."
@@ -93,6 +107,16 @@ def build_parser(prog: str = "hexeract") -> argparse.ArgumentParser:
     )
     cmds = sched.add_subparsers(dest="command", metavar="COMMAND", required=True, help="what to do")
     tree = CommandTree(cmds)
-    for module in COMMANDS:
-        module.add_parser(tree)
+    modules = COMMANDS if command is None else (COMMAND_MODULES[command],)
+    for module in modules:
+        _command_module(module).add_parser(tree)
     return parser
+
+
+def parser_for(prog: str, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: only the named command's part of the tree when
+    ``argv`` starts with ``scheduler`` and a command name (nothing else in the tree can
+    show then: no other command's help, no list of choices), else the whole tree."""
+    if len(argv) >= 2 and argv[0] == "scheduler" and argv[1] in COMMAND_MODULES:
+        return build_parser(prog, argv[1])
+    return build_parser(prog)

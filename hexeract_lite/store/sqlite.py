@@ -100,7 +100,6 @@ from .sqlite_schema import (
     open_database,
 )
 from .sqlite_sql import PortableReads, SqliteStatements, claim_rows
-from .sqlite_tx import insert_within
 from .sqlite_watch import WalWatcher
 from .stats import StoreStats
 
@@ -643,6 +642,8 @@ class SqliteScheduleStore(SettlingStore):
             grace_ms(message.misfire_grace),
         )
         if connection is not None:
+            from .sqlite_tx import insert_within  # sqlite3 and settlement: not for reads
+
             insert_within(connection, self._path, self._sql, [message], [row], "insert")
             return
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
@@ -693,6 +694,8 @@ class SqliteScheduleStore(SettlingStore):
         ]
         if connection is not None:
             self._writable("insert_many")
+            from .sqlite_tx import insert_within
+
             insert_within(connection, self._path, self._sql, messages, rows, "insert_many")
             return
         try:

@@ -16,7 +16,6 @@ inotify, or the watch cannot be set, or the file is replaced, the worker's polli
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import pathlib
@@ -40,6 +39,8 @@ def _inotify() -> tuple[Callable[..., int], Callable[..., int]] | None:
     """The C library's ``inotify_init1`` and ``inotify_add_watch``; None off Linux."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # only a claiming store starts a watcher
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         init, add = libc.inotify_init1, libc.inotify_add_watch

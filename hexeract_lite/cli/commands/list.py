@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ...control import SchedulerControl
 from ...store.listing import check_glob
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 name=args.name_glob,
             )
         else:
-            rows = SchedulerControl(store).list_pending(args.limit)
+            rows = store.list_pending(args.limit)  # what SchedulerControl.list_pending runs
     if args.format == "json":
         ctx.print(dump_json([snapshot_json(s, payload=True) for s in rows]))
     elif filtered and not rows:
