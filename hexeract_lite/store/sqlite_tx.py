@@ -46,7 +46,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import apsw
 
 from ..clock import Clock
-from ..errors import DuplicateSchedule, InvalidArgument, ScheduleNotFound, StoreError
+from ..errors import (
+    DispatchError,
+    DuplicateSchedule,
+    InvalidArgument,
+    ScheduleNotFound,
+    StoreError,
+)
 from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
@@ -330,11 +336,14 @@ class _Watchdog:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._conn: apsw.Connection | None = None
+        self._guard: _TransactionGuard | None = None
         self._deadline = 0.0
         self.fired = False
         self._thread: threading.Thread | None = None
 
-    def arm(self, conn: apsw.Connection, seconds: float) -> None:
+    def arm(self, conn: apsw.Connection, seconds: float, guard: _TransactionGuard) -> None:
+        """Watch ``conn`` for ``seconds``; at the deadline ``guard`` is made inactive
+        (so that the close can roll back) and the connection closed."""
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -342,6 +351,7 @@ class _Watchdog:
                 )
                 self._thread.start()
             self._conn, self._deadline, self.fired = conn, time.monotonic() + seconds, False
+            self._guard = guard
             self._cond.notify()
 
     def disarm(self) -> bool:
@@ -363,6 +373,8 @@ class _Watchdog:
                     continue
                 conn, self.fired = self._conn, True
                 self._conn = None
+                if self._guard is not None:
+                    self._guard.active = False  # the close's own ROLLBACK is allowed
                 # under the lock: disarm() waits until the connection is closed
                 _close_from_outside(conn)
 
@@ -380,6 +392,47 @@ def _close_from_outside(conn: apsw.Connection) -> None:
             time.sleep(0.005)
         except apsw.Error:
             return
+
+
+_COMMIT = "COMMIT -- the sink's own"
+_ROLLBACK = "ROLLBACK -- the sink's own"
+"""The runner's own statements: texts a handler's statements do not share, so that
+one prepared (and cached) while :class:`_TransactionGuard` is inactive is never the
+handler's."""
+
+
+class _TransactionGuard:
+    """The authorizer of the sink's connection: while :attr:`active` (the handler
+    runs) it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay
+    allowed), so that a handler cannot end the transaction that holds its
+    acknowledgement (``commit()``, ``rollback()``, ``with conn:`` of ``sqlite3``):
+    its writes commit with the acknowledgement or not at all. A refused statement
+    fails the dispatch (:meth:`error`). Installed once per connection: an authorizer
+    runs when a statement is prepared, and the handler's transaction statements are
+    always prepared while it is active (the runner's own use other texts)."""
+
+    __slots__ = ("active", "refused")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.refused: list[str] = []
+
+    def __call__(self, op: int, arg1: str | None, *_: object) -> int:
+        if self.active and op == apsw.SQLITE_TRANSACTION:
+            self.refused.append(str(arg1))
+            return apsw.SQLITE_DENY
+        return apsw.SQLITE_OK
+
+    def error(self, cause: BaseException | None = None) -> BaseException:
+        """The dispatch's failure: the handler tried to end the sink's transaction."""
+        err = DispatchError(
+            "the transactional handler may not end the sink's transaction; it ran"
+            f" {', '.join(dict.fromkeys(self.refused))} (refused): don't call commit(),"
+            " rollback() or `with conn:` on the handler's connection; the sink commits"
+            " its writes with the acknowledgement"
+        )
+        err.__cause__ = cause
+        return err
 
 
 _STATEMENT_NAMES = {
@@ -420,6 +473,7 @@ class SqliteTransactionRunner:
         self._pid = os.getpid()
         self._watchdog = _Watchdog()
         self._inherited: list[apsw.Connection] = []
+        self._guard = _TransactionGuard()
 
     def _connection(self) -> apsw.Connection:
         if self._pid != os.getpid():  # a forked child: never touch the parent's connection
@@ -428,7 +482,9 @@ class SqliteTransactionRunner:
             self._conn, self._pid = None, os.getpid()
         if self._conn is None:
             s = self._store
-            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
+            conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
+            conn.set_authorizer(self._guard)
+            self._conn = conn
         return self._conn
 
     def close(self) -> None:
@@ -468,23 +524,31 @@ class SqliteTransactionRunner:
         except (apsw.Error, StoreError) as exc:
             self._drop()
             return DispatchResult.failed(self._error(exc))
-        self._watchdog.arm(conn, self._timeout)
+        self._watchdog.arm(conn, self._timeout, self._guard)
         committed = False
         error: BaseException | None = None
         applied = True
+        guard = self._guard
         try:
             conn.execute(statement, params)
             if conn.changes() == 0:
                 applied = False
             else:
-                returned = self._handler(occ.message, handler_connection(conn))
-                if returned is not None:
+                guard.refused.clear()
+                guard.active = True
+                try:
+                    returned = self._handler(occ.message, handler_connection(conn))
+                finally:
+                    guard.active = False
+                if guard.refused:
+                    error = guard.error()
+                elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
-                    conn.execute("COMMIT")
+                    conn.execute(_COMMIT)
                     committed = True
         except BaseException as exc:  # the handler's failure, whatever its type
-            error = exc
+            error = guard.error(exc) if guard.refused else exc
         fired = self._watchdog.disarm()
         if not committed:
             if fired:
@@ -505,7 +569,7 @@ class SqliteTransactionRunner:
     def _rollback(self, conn: apsw.Connection) -> None:
         try:
             if not conn.get_autocommit():
-                conn.execute("ROLLBACK")
+                conn.execute(_ROLLBACK)
         except apsw.Error:
             self._drop()
 
