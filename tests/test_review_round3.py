@@ -217,3 +217,76 @@ def test_a_commit_is_refused_on_a_connection_the_sink_committed_on_before(
         ScheduleStatus.DELIVERED,
         ScheduleStatus.DEAD_LETTERED,
     ]
+
+
+# -- the caller's connection with its own row shape ----------------------------------
+
+
+def _dict_rows(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+def _app_connection(store: SqliteScheduleStore, shape: str) -> Any:
+    """The app's connection on the store's file, rows shaped as the app likes them."""
+    if store.driver == "sqlite3":
+        conn: Any = sqlite3.connect(store.path, timeout=5, isolation_level=None)
+        if shape == "dict":
+            conn.row_factory = _dict_rows
+        else:
+            conn.text_factory = bytes
+    else:
+        import apsw.ext
+
+        conn = apsw.Connection(str(store.path))
+        conn.set_busy_timeout(5000)
+        conn.row_trace = apsw.ext.DataClassRowFactory()
+    conn.execute("BEGIN")
+    return conn
+
+
+@pytest.mark.parametrize("shape", ["dict", "bytes"])
+def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
+    store: SqliteScheduleStore, shape: str
+) -> None:
+    """Before: a dict row_factory (sqlite3) or a row tracer (apsw.ext's
+    DataClassRowFactory) made ensure/insert(connection=) raise a bare KeyError or
+    TypeError, and text_factory=bytes a false 'on another database'."""
+    if store.driver == "apsw" and shape == "bytes":
+        pytest.skip("apsw has no text factory")
+    name = "app.shaped"
+    first = ScheduledMessage.delay(Target.mediator(), T0 + timedelta(hours=1), "e", {}, name=name)
+    changed = ScheduledMessage.delay(
+        Target.mediator(), T0 + timedelta(hours=1), "e", {"v": 2}, name=name
+    )
+    for message, expected in ((first, "created"), (changed, "updated"), (changed, "unchanged")):
+        conn = _app_connection(store, shape)
+        try:
+            assert store.ensure(message, 3, connection=conn).value == expected
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+    snap = store.inspect(first.schedule_id)
+    assert snap is not None and snap.payload_json == '{"v":2}'
+
+
+def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Before: a handler setting row_factory/text_factory on its sqlite3 connection
+    (the sink's, kept for the next occurrences) made every later dispatch fail
+    (ValueError: invalid literal for int() ... 'changes()')."""
+    with SqliteScheduleStore.open(tmp_path / "a.db", clock=clock, driver="sqlite3") as store:
+        messages = [
+            ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "e", {"n": n})
+            for n in range(3)
+        ]
+        store.insert_many(messages, 1)
+
+        def handler(message: ScheduledMessage, conn: sqlite3.Connection) -> None:
+            conn.row_factory = _dict_rows
+            conn.text_factory = bytes
+            assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+
+        _drain(store, clock, handler)
+        statuses = [store.inspect(m.schedule_id) for m in messages]
+        assert [s.status if s else None for s in statuses] == [ScheduleStatus.DELIVERED] * 3

@@ -92,15 +92,32 @@ def _bad(what: str, problem: str) -> InvalidArgument:
     return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
 
 
+def _plain_row(cursor: object, row: Any) -> Any:
+    return row
+
+
 class _Caller:
-    """The caller's connection, checked: executes statements, maps driver errors."""
+    """The caller's connection, checked: executes statements, maps driver errors.
+
+    Rows are read as tuples of SQLite's values whatever the app set on its connection
+    (a ``sqlite3`` ``row_factory`` or ``text_factory``, an apsw ``row_trace``)."""
 
     def __init__(self, conn: Any, kind: str) -> None:
         self.conn = conn
         self.kind = kind
 
     def execute(self, sql: str, params: Any = ()) -> list[Any]:
-        return list(self.conn.execute(sql, params).fetchall())
+        cursor = self.conn.cursor()
+        if self.kind == "apsw":
+            cursor.row_trace = _plain_row  # overrides the connection's row tracer
+            return list(cursor.execute(sql, params).fetchall())
+        cursor.row_factory = None
+        text_factory, self.conn.text_factory = self.conn.text_factory, str
+        try:
+            return list(cursor.execute(sql, params).fetchall())
+        finally:
+            self.conn.text_factory = text_factory
+            cursor.close()
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         if self.kind == "apsw":
@@ -394,6 +411,15 @@ def _close_from_outside(conn: apsw.Connection) -> None:
             return
 
 
+def _plain_rows(conn: apsw.Connection) -> None:
+    """Undo a handler's ``row_factory``/``text_factory`` on the sink's ``sqlite3``
+    connection, which the runner reads and keeps for the next occurrences."""
+    raw = getattr(conn, "raw", None)
+    if isinstance(raw, sqlite3.Connection):
+        raw.row_factory = None
+        raw.text_factory = str
+
+
 _COMMIT = "COMMIT -- the sink's own"
 _ROLLBACK = "ROLLBACK -- the sink's own"
 """The runner's own statements: texts a handler's statements do not share, so that
@@ -540,6 +566,7 @@ class SqliteTransactionRunner:
                     returned = self._handler(occ.message, handler_connection(conn))
                 finally:
                     guard.active = False
+                    _plain_rows(conn)
                 if guard.refused:
                     error = guard.error()
                 elif returned is not None:
