@@ -290,3 +290,32 @@ def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
         _drain(store, clock, handler)
         statuses = [store.inspect(m.schedule_id) for m in messages]
         assert [s.status if s else None for s in statuses] == [ScheduleStatus.DELIVERED] * 3
+
+
+def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
+    """Before: a psycopg connection with ``row_factory=dict_row`` (psycopg's usual
+    dict rows) was refused as 'on another database' (its identity read as the column
+    names), and its insert read ``row[0]`` of a dict."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg.rows import dict_row
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    from . import pg
+
+    url = pg.require_server()
+    table = pg.unique_table()
+    store = PostgresScheduleStore.open(url, table=table, clock=ManualClock(T0))
+    try:
+        at = T0 + timedelta(hours=1)
+        name = "app.dict"
+        for payload, expected in (({}, "created"), ({"v": 2}, "updated"), ({"v": 2}, "unchanged")):
+            message = ScheduledMessage.delay(Target.mediator(), at, "e", payload, name=name)
+            with psycopg.connect(url, row_factory=dict_row) as conn:
+                assert store.ensure(message, 3, connection=conn).value == expected
+                assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # left as set
+        listed = [s.payload_json for s in store.list_named("app.")]
+        assert listed == ['{"v":2}'] or listed == ['{"v": 2}']
+    finally:
+        store.close()
+        pg.drop_table(url, table)
