@@ -37,6 +37,7 @@ from hexeract_lite.store.sqlite import (
     SqliteScheduleStore,
     default_database_path,
 )
+from hexeract_lite.store.sqlite_sql import LEASE_CHUNK
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -875,11 +876,90 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
             if step.startswith("SCAN scheduled_messages"):
                 assert "USING" in step and "INDEX" in step, (name, plan)
         assert any("INDEX" in step for step in plan), (name, plan)
-    claim_plan = " ".join(
-        str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + store._sql.claim, params)
-    )
+
+    def plan_of(sql: str) -> str:
+        return " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+    claim_plan = plan_of(store._sql.claim)
     assert "idx_scheduled_messages_due (scheduled_for<?)" in claim_plan
     assert "idx_scheduled_messages_leased (leased_until>? AND leased_until<?)" in claim_plan
+    # the claim's common case: a probe of the leased rows, then the due index alone
+    assert plan_of(store._sql.claim_fresh) == (
+        "SEARCH scheduled_messages USING INDEX idx_scheduled_messages_due (scheduled_for<?)"
+    )
+    assert plan_of(store._sql.claim_probe) == (
+        "SEARCH scheduled_messages USING INDEX idx_scheduled_messages_leased"
+        " (leased_until>? AND leased_until<?)"
+    )
+    lease = str(
+        conn.execute("EXPLAIN QUERY PLAN " + store._sql.lease(3), ("u", 1, 2, 3)).fetchall()
+    )
+    assert "USING INTEGER PRIMARY KEY (rowid=?)" in lease, lease
+
+
+def test_a_wal_in_steady_use_is_reused_in_place_and_a_blown_up_one_is_cut_back(
+    db: Path, clock: ManualClock
+) -> None:
+    """journal_size_limit below the size automatic checkpoints let the WAL reach (1 MiB
+    before) truncated the WAL at every checkpoint, so most commits grew the file again
+    (each fsync then also writes the file system's journal). The WAL must never shrink
+    while inserts run one by one, and a WAL a big transaction blew up is cut back."""
+    wal = Path(f"{db}-wal")
+    with SqliteScheduleStore.open(db, clock=clock, durability="normal") as store:
+        sizes = []
+        for i in range(1500):  # several automatic checkpoints (1000 pages each)
+            store.insert(one_shot(T0 + i * S), 3)
+            sizes.append(wal.stat().st_size)
+        assert max(sizes) > 3 << 20, "the WAL went through automatic checkpoints"
+        assert sizes == sorted(sizes), "it shrank"
+        big = [one_shot(T0, payload={"pad": "x" * 2000}) for _ in range(6000)]
+        store.insert_many(big, 3)  # one transaction far beyond the limit
+        assert wal.stat().st_size > 12 << 20
+        for i in range(400):  # a checkpoint, then the WAL starts over, cut back
+            store.insert(one_shot(T0 - (i + 1) * S), 3)
+        assert wal.stat().st_size <= 8 << 20
+
+
+def test_a_claim_merges_expired_leases_with_fresh_rows_as_the_memory_store_does(
+    clock: ManualClock, db: Path
+) -> None:
+    """Fresh rows and rows whose lease or backoff expired, interleaved by scheduled_for:
+    the claim takes the oldest first across both (the probe sends it to the two-index
+    merge), the batch limit cutting across them, as the reference store does."""
+    memory = InMemoryScheduleStore(clock=clock)
+    with SqliteScheduleStore.open(db, clock=clock) as sqlite:
+        runs = []
+        for store in (memory, sqlite):
+            msgs = [one_shot(T0 + i * S) for i in range(8)]
+            store.insert_many(msgs, 5)
+            early = store.claim_due(T0 + 8 * S, 8, LEASE)  # all eight leased
+            for occ in early[::2]:  # half back in backoff, ending before the rest's lease
+                store.mark_failed(occ.message.schedule_id, S, "x", occ.leased_until)
+            store.insert_many([one_shot(T0 + i * S + S / 2) for i in range(8)], 5)
+            batches = [store.claim_due(T0 + 10 * S, 5, LEASE) for _ in range(3)]
+            runs.append(
+                [[(o.message.scheduled_for, o.attempts) for o in batch] for batch in batches]
+            )
+        assert runs[0] == runs[1]
+        assert [len(batch) for batch in runs[1]] == [5, 5, 2]
+        assert {attempts for batch in runs[1] for _, attempts in batch} == {1, 2}
+
+
+@pytest.mark.slow
+def test_a_claim_larger_than_one_leasing_statement_leases_every_row_once(
+    store: SqliteScheduleStore,
+) -> None:
+    """The claim leases the rows it selected in UPDATEs of at most LEASE_CHUNK rowids:
+    a batch beyond SQLite's 32766 bound parameters is leased whole, in order."""
+    n = 32_800
+    assert n > 32_766 and n > LEASE_CHUNK
+    messages = [one_shot(T0 + i * timedelta(microseconds=1000)) for i in range(n + 5)]
+    store.insert_many(messages, 3)
+    now = T0 + 100 * S
+    claimed = store.claim_due(now, n, LEASE)
+    assert [o.message.schedule_id for o in claimed] == [m.schedule_id for m in messages[:n]]
+    assert all(o.attempts == 1 and o.leased_until == now + LEASE for o in claimed)
+    assert len(store.claim_due(now, n, LEASE)) == 5
 
 
 # -- behaviour details beyond the contract ---------------------------------------------

@@ -101,7 +101,7 @@ from .sqlite_schema import (
     memory_sorts,
     open_database,
 )
-from .sqlite_sql import PortableReads, SqliteStatements
+from .sqlite_sql import PortableReads, SqliteStatements, claim_rows
 from .sqlite_watch import WalWatcher
 from .stats import StoreStats
 
@@ -791,7 +791,7 @@ class SqliteScheduleStore(SettlingStore):
         if self._watch_pid != os.getpid():
             self._watch_commits(cur)
         cur.execute(self._sql.normalise)
-        return cur.execute(self._sql.claim, params).fetchall()
+        return claim_rows(cur, self._sql, params)
 
     def _claimed(
         self, rows: list[Any], claim: tuple[dict[str, Any], str, datetime]

@@ -5,9 +5,12 @@ name the index they walk (``INDEXED BY``), so a claim, the sweep and the wake-up
 stay O(log n) whatever SQLite's statistics say. Instants are compared as text, which
 orders them because the store keeps every live row's instants in the canonical layout
 (:data:`~hexeract_lite.store.schema.NONCANONICAL`). Every "now" is a bound parameter.
+:func:`claim_rows` runs the claim's statements in the caller's transaction.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .columns import COLUMN_NAMES
 from .schema import (
@@ -20,7 +23,14 @@ from .schema import (
 )
 from .sqlite_codec import SELECT_LIST
 
-__all__ = ["PortableReads", "SqliteStatements"]
+if TYPE_CHECKING:
+    import apsw
+
+__all__ = ["LEASE_CHUNK", "PortableReads", "SqliteStatements", "claim_rows"]
+
+LEASE_CHUNK = 500
+"""The most rowids one leasing UPDATE names (SQLite allows 32766 bound parameters;
+a claim's batch may be larger)."""
 
 
 class SqliteStatements:
@@ -40,27 +50,41 @@ class SqliteStatements:
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
         self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = ?"
-        # The claim: up to n candidates from each of two indexes (fresh rows in claim
-        # order; rows whose lease or backoff has expired), merged, the first n leased.
-        self.claim = (
-            f"UPDATE {t} SET attempts = attempts + 1, leased_until = :until"
-            " WHERE rowid IN ("
-            " SELECT rid FROM ("
-            "  SELECT * FROM ("
-            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {due}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
-            "     AND scheduled_for <= :now AND attempts < max_attempts"
-            "   ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            "  UNION ALL"
-            "  SELECT * FROM ("
-            f"   SELECT rowid AS rid, scheduled_for, schedule_id FROM {leased}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NOT NULL"
-            "     AND leased_until <= :now AND scheduled_for <= :now"
-            "     AND attempts < max_attempts"
-            "   ORDER BY scheduled_for, schedule_id LIMIT :n))"
-            " ORDER BY scheduled_for, schedule_id LIMIT :n)"
-            f" RETURNING {cols}"
+        # The claim, in three steps inside one write transaction (see claim_rows):
+        # a probe for a row whose lease or backoff has expired (normally none), the
+        # rowids to lease (fresh rows in claim order from the due index; with an
+        # expired lease, up to n candidates from each of two indexes, merged), then
+        # one UPDATE of exactly those rowids. The same selection as one UPDATE ...
+        # WHERE rowid IN (subquery) costs SQLite about twice the CPU.
+        expired = (
+            f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
+            " AND leased_until <= :now AND scheduled_for <= :now"
+            " AND attempts < max_attempts"
         )
+        self.claim_probe = f"SELECT 1 FROM {leased} WHERE {expired} LIMIT 1"
+        fresh = (
+            f"{LIVE} AND paused = 0 AND leased_until IS NULL"
+            " AND scheduled_for <= :now AND attempts < max_attempts"
+        )
+        self.claim_fresh = (
+            f"SELECT rowid FROM {due} WHERE {fresh} ORDER BY scheduled_for, schedule_id LIMIT :n"
+        )
+        self.claim = (
+            "SELECT rid FROM ("
+            " SELECT * FROM ("
+            f"  SELECT rowid AS rid, scheduled_for, schedule_id FROM {due} WHERE {fresh}"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            " UNION ALL"
+            " SELECT * FROM ("
+            f"  SELECT rowid AS rid, scheduled_for, schedule_id FROM {leased} WHERE {expired}"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :n"
+        )
+        self._lease_head = (
+            f"UPDATE {t} SET attempts = attempts + 1, leased_until = ? WHERE rowid IN ("
+        )
+        self._lease_tail = f") RETURNING {cols}"
+        self._lease_sql: dict[int, str] = {}
         # Live rows with an instant in another layout (another tool wrote it),
         # rewritten canonically (the same instant) before any comparison; the index
         # is normally empty, so this costs a claim one probe of an empty index.
@@ -194,6 +218,32 @@ class SqliteStatements:
         self.import_row = (
             f"INSERT INTO {t} ({SELECT_LIST}) VALUES ({marks}) ON CONFLICT (schedule_id) DO NOTHING"
         )
+
+    def lease(self, count: int) -> str:
+        """``UPDATE`` leasing ``count`` rowids (at most :data:`LEASE_CHUNK`; ``?`` the
+        lease deadline, then the rowids), returning the leased rows; one text per
+        count, built once."""
+        sql = self._lease_sql.get(count)
+        if sql is None:
+            marks = ", ".join("?" * count)
+            sql = self._lease_sql[count] = f"{self._lease_head}{marks}{self._lease_tail}"
+        return sql
+
+
+def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) -> list[Any]:
+    """Lease the claimable rows ``params`` selects (``now``, ``until``: instant texts,
+    ``n``: at most that many) and return them as read with the statements' select
+    list, in no particular order. Runs inside the caller's write transaction, whose
+    lock keeps the selection and the UPDATEs one atomic step (one UPDATE per
+    :data:`LEASE_CHUNK` rowids, within SQLite's limit on bound parameters)."""
+    pick = sql.claim if cur.execute(sql.claim_probe, params).fetchall() else sql.claim_fresh
+    rowids = [row[0] for row in cur.execute(pick, params)]
+    until = params["until"]
+    rows: list[Any] = []
+    for start in range(0, len(rowids), LEASE_CHUNK):
+        chunk = rowids[start : start + LEASE_CHUNK]
+        rows += cur.execute(sql.lease(len(chunk)), (until, *chunk)).fetchall()
+    return rows
 
 
 class PortableReads:
