@@ -319,3 +319,31 @@ def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
     finally:
         store.close()
         pg.drop_table(url, table)
+
+
+# -- one SQLite library per file per process ------------------------------------------
+
+
+def test_the_sinks_connection_keeps_the_file_for_its_library(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Before: closing a driver='sqlite3' store released its claim on the file while
+    the transactional sink (run with run_once) still had its sqlite3 connection open
+    on it, so an apsw store opened the file beside it (two copies of SQLite on one
+    file in one process). The claim goes once the sink's connection closes."""
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.store.sqlite_driver import shares_sqlite_with_apsw
+
+    if shares_sqlite_with_apsw():
+        pytest.skip("apsw and sqlite3 share one SQLite here: nothing to refuse")
+    db = tmp_path / "a.db"
+    store = SqliteScheduleStore.open(db, clock=clock, driver="sqlite3")
+    _one(store)
+    worker = SchedulerWorker(store, TransactionalSink(lambda m, c: None), CONFIG)
+    assert worker.run_once().delivered == 1
+    store.close()
+    with pytest.raises(InvalidConfiguration, match="driver='sqlite3'"):
+        SqliteScheduleStore.open(db, driver="apsw")
+    with worker.start():  # a worker leaving its loop closes the sink's connection
+        pass
+    SqliteScheduleStore.open(db, driver="apsw").close()

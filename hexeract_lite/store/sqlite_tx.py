@@ -50,6 +50,7 @@ from ..errors import (
     DispatchError,
     DuplicateSchedule,
     InvalidArgument,
+    InvalidConfiguration,
     ScheduleNotFound,
     StoreError,
 )
@@ -67,7 +68,13 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_driver import handler_connection, shares_sqlite_with_apsw, two_copies
+from .sqlite_driver import (
+    FileHold,
+    handler_connection,
+    hold_file,
+    shares_sqlite_with_apsw,
+    two_copies,
+)
 from .sqlite_schema import connect
 from .sqlite_sql import SqliteStatements
 
@@ -496,6 +503,7 @@ class SqliteTransactionRunner:
         sql = SqliteStatements(store.table)
         self._statements = {name: getattr(sql, attr) for name, attr in _STATEMENT_NAMES.items()}
         self._conn: apsw.Connection | None = None
+        self._hold: FileHold | None = None  # the file, for the connection's library
         self._pid = os.getpid()
         self._watchdog = _Watchdog()
         self._inherited: list[apsw.Connection] = []
@@ -504,27 +512,52 @@ class SqliteTransactionRunner:
     def _connection(self) -> apsw.Connection:
         if self._pid != os.getpid():  # a forked child: never touch the parent's connection
             if self._conn is not None:
-                self._inherited.append(self._conn)
-            self._conn, self._pid = None, os.getpid()
+                self._inherited.append(self._conn)  # its hold stays: open in the child too
+            self._conn, self._hold, self._pid = None, None, os.getpid()
         if self._conn is None:
             s = self._store
-            conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
-            conn.set_authorizer(self._guard)
-            self._conn = conn
+            # The store's claim on the file for its library lasts while this connection
+            # is open, even past the store's close (one SQLite library per file).
+            hold = hold_file(s.path, s.driver)
+            try:
+                conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
+                conn.set_authorizer(self._guard)
+            except BaseException:
+                if hold is not None:
+                    hold.release()
+                raise
+            self._conn, self._hold = conn, hold
         return self._conn
+
+    def _closed(self) -> None:
+        """The connection is closed (or given up): forget it and its claim on the file."""
+        self._conn = None
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.release()
 
     def close(self) -> None:
         """Close the runner's own connection (a later run opens another)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and self._pid == os.getpid():
-            with contextlib.suppress(apsw.Error):
-                conn.close()
+        conn = self._conn
+        if conn is None:
+            return
+        if self._pid != os.getpid():  # a forked child: the parent's, neither used nor closed
+            self._inherited.append(conn)
+            self._conn, self._hold = None, None
+            return
+        try:
+            conn.close()
+        except apsw.Error:  # in use by an abandoned handler: its claim on the file stays
+            self._conn, self._hold = None, None
+            return
+        self._closed()
 
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn = self._conn
         if conn is not None:
             with contextlib.suppress(apsw.Error):
                 conn.close(True)
+        self._closed()
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
@@ -547,7 +580,7 @@ class SqliteTransactionRunner:
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
-        except (apsw.Error, StoreError) as exc:
+        except (apsw.Error, StoreError, InvalidConfiguration) as exc:
             self._drop()
             return DispatchResult.failed(self._error(exc))
         self._watchdog.arm(conn, self._timeout, self._guard)
@@ -579,11 +612,11 @@ class SqliteTransactionRunner:
         fired = self._watchdog.disarm()
         if not committed:
             if fired:
-                self._conn = None  # the watchdog closed it, rolling back
+                self._closed()  # the watchdog closed it, rolling back
             else:
                 self._rollback(conn)
         elif fired:
-            self._conn = None
+            self._closed()
         if committed:
             return Acknowledged(settlement=settlement, applied=True)
         if not applied and error is None:
