@@ -106,7 +106,12 @@ from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore, Settlement
 from .store.notices import collecting_malformed
-from .transactional import TRANSACTIONAL_GRACE_S, Acknowledged, TransactionalSink
+from .transactional import (
+    TRANSACTIONAL_GRACE_S,
+    Acknowledged,
+    BoundTransactionalSink,
+    TransactionalSink,
+)
 from .upkeep import Retention, checkpoint_after_burst
 
 __all__ = [
@@ -646,6 +651,8 @@ class SchedulerWorker:
             self._stopper = None
         self._aborting.clear()
         self._runner.close()
+        if isinstance(self.sink, BoundTransactionalSink):
+            self.sink.close()  # its connection (and its library's claim on the file)
         self._running.release()
 
     # -- the thread loop -----------------------------------------------------------------

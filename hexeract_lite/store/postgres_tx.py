@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 
 from ..clock import Clock
 from ..errors import DuplicateSchedule, InvalidArgument, StoreError
@@ -134,6 +135,18 @@ def insert_within(
     :class:`DuplicateSchedule` for an id stored already or repeated in the batch (the
     batch undone, the caller's transaction still usable); :class:`StoreError` for a
     driver error."""
+    with _tuple_rows(connection):
+        _insert_within(store, connection, messages, params, insert_sql, what)
+
+
+def _insert_within(
+    store: PostgresScheduleStore,
+    connection: object,
+    messages: Sequence[ScheduledMessage],
+    params: dict[str, Any],
+    insert_sql: Any,
+    what: str,
+) -> None:
     conn = _check(store, connection, what)
     if not messages:
         return
@@ -159,15 +172,33 @@ def modify_within(
     savepoint; nothing committed); return the plan's answer. The connection's checks
     and errors are :func:`insert_within`'s; an unknown id: :class:`ScheduleNotFound`."""
     what = "modify"
-    conn = _check(store, connection, what)
-    with _savepoint(store, conn, what):
-        row, now = store._lock(conn, schedule_id)
-        answer, new = plan(row.copy(), now)
-        if new is not None:
-            params = {name: getattr(new, name) for name in COLUMN_NAMES}
-            conn.execute(store._sql.write_row, params)
-            conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+    with _tuple_rows(connection):
+        conn = _check(store, connection, what)
+        with _savepoint(store, conn, what):
+            row, now = store._lock(conn, schedule_id)
+            answer, new = plan(row.copy(), now)
+            if new is not None:
+                params = {name: getattr(new, name) for name in COLUMN_NAMES}
+                conn.execute(store._sql.write_row, params)
+                conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
     return answer
+
+
+@contextlib.contextmanager
+def _tuple_rows(connection: object) -> Iterator[None]:
+    """The caller's connection reads tuples while the store uses it, whatever
+    ``row_factory`` the app gave it (restored afterwards)."""
+    if isinstance(connection, psycopg.Transaction):
+        connection = connection.connection
+    if not isinstance(connection, psycopg.Connection):
+        yield  # refused by _check
+        return
+    factory = connection.row_factory
+    connection.row_factory = tuple_row
+    try:
+        yield
+    finally:
+        connection.row_factory = factory
 
 
 @contextlib.contextmanager

@@ -206,6 +206,13 @@ class Sqlite3Connection:
             return rows[0][0] if len(rows[0]) == 1 else tuple(rows[0])
         return rows
 
+    def set_authorizer(self, callback: Any) -> None:
+        """The authorizer (``sqlite3``'s own callback signature is apsw's), or None."""
+        try:
+            self.raw.set_authorizer(callback)
+        except Exception as exc:
+            _raise(exc)
+
     def interrupt(self) -> None:
         """Make the statement running now (from any thread) stop."""
         try:

@@ -46,7 +46,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import apsw
 
 from ..clock import Clock
-from ..errors import DuplicateSchedule, InvalidArgument, ScheduleNotFound, StoreError
+from ..errors import (
+    DispatchError,
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidConfiguration,
+    ScheduleNotFound,
+    StoreError,
+)
 from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
@@ -61,7 +68,13 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_driver import handler_connection, shares_sqlite_with_apsw, two_copies
+from .sqlite_driver import (
+    FileHold,
+    handler_connection,
+    hold_file,
+    shares_sqlite_with_apsw,
+    two_copies,
+)
 from .sqlite_schema import connect
 from .sqlite_sql import SqliteStatements
 
@@ -86,15 +99,32 @@ def _bad(what: str, problem: str) -> InvalidArgument:
     return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
 
 
+def _plain_row(cursor: object, row: Any) -> Any:
+    return row
+
+
 class _Caller:
-    """The caller's connection, checked: executes statements, maps driver errors."""
+    """The caller's connection, checked: executes statements, maps driver errors.
+
+    Rows are read as tuples of SQLite's values whatever the app set on its connection
+    (a ``sqlite3`` ``row_factory`` or ``text_factory``, an apsw ``row_trace``)."""
 
     def __init__(self, conn: Any, kind: str) -> None:
         self.conn = conn
         self.kind = kind
 
     def execute(self, sql: str, params: Any = ()) -> list[Any]:
-        return list(self.conn.execute(sql, params).fetchall())
+        cursor = self.conn.cursor()
+        if self.kind == "apsw":
+            cursor.row_trace = _plain_row  # overrides the connection's row tracer
+            return list(cursor.execute(sql, params).fetchall())
+        cursor.row_factory = None
+        text_factory, self.conn.text_factory = self.conn.text_factory, str
+        try:
+            return list(cursor.execute(sql, params).fetchall())
+        finally:
+            self.conn.text_factory = text_factory
+            cursor.close()
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         if self.kind == "apsw":
@@ -330,11 +360,14 @@ class _Watchdog:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._conn: apsw.Connection | None = None
+        self._guard: _TransactionGuard | None = None
         self._deadline = 0.0
         self.fired = False
         self._thread: threading.Thread | None = None
 
-    def arm(self, conn: apsw.Connection, seconds: float) -> None:
+    def arm(self, conn: apsw.Connection, seconds: float, guard: _TransactionGuard) -> None:
+        """Watch ``conn`` for ``seconds``; at the deadline ``guard`` is made inactive
+        (so that the close can roll back) and the connection closed."""
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -342,6 +375,7 @@ class _Watchdog:
                 )
                 self._thread.start()
             self._conn, self._deadline, self.fired = conn, time.monotonic() + seconds, False
+            self._guard = guard
             self._cond.notify()
 
     def disarm(self) -> bool:
@@ -363,6 +397,8 @@ class _Watchdog:
                     continue
                 conn, self.fired = self._conn, True
                 self._conn = None
+                if self._guard is not None:
+                    self._guard.active = False  # the close's own ROLLBACK is allowed
                 # under the lock: disarm() waits until the connection is closed
                 _close_from_outside(conn)
 
@@ -380,6 +416,56 @@ def _close_from_outside(conn: apsw.Connection) -> None:
             time.sleep(0.005)
         except apsw.Error:
             return
+
+
+def _plain_rows(conn: apsw.Connection) -> None:
+    """Undo a handler's ``row_factory``/``text_factory`` on the sink's ``sqlite3``
+    connection, which the runner reads and keeps for the next occurrences."""
+    raw = getattr(conn, "raw", None)
+    if isinstance(raw, sqlite3.Connection):
+        raw.row_factory = None
+        raw.text_factory = str
+
+
+_COMMIT = "COMMIT -- the sink's own"
+_ROLLBACK = "ROLLBACK -- the sink's own"
+"""The runner's own statements: texts a handler's statements do not share, so that
+one prepared (and cached) while :class:`_TransactionGuard` is inactive is never the
+handler's."""
+
+
+class _TransactionGuard:
+    """The authorizer of the sink's connection: while :attr:`active` (the handler
+    runs) it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay
+    allowed), so that a handler cannot end the transaction that holds its
+    acknowledgement (``commit()``, ``rollback()``, ``with conn:`` of ``sqlite3``):
+    its writes commit with the acknowledgement or not at all. A refused statement
+    fails the dispatch (:meth:`error`). Installed once per connection: an authorizer
+    runs when a statement is prepared, and the handler's transaction statements are
+    always prepared while it is active (the runner's own use other texts)."""
+
+    __slots__ = ("active", "refused")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.refused: list[str] = []
+
+    def __call__(self, op: int, arg1: str | None, *_: object) -> int:
+        if self.active and op == apsw.SQLITE_TRANSACTION:
+            self.refused.append(str(arg1))
+            return apsw.SQLITE_DENY
+        return apsw.SQLITE_OK
+
+    def error(self, cause: BaseException | None = None) -> BaseException:
+        """The dispatch's failure: the handler tried to end the sink's transaction."""
+        err = DispatchError(
+            "the transactional handler may not end the sink's transaction; it ran"
+            f" {', '.join(dict.fromkeys(self.refused))} (refused): don't call commit(),"
+            " rollback() or `with conn:` on the handler's connection; the sink commits"
+            " its writes with the acknowledgement"
+        )
+        err.__cause__ = cause
+        return err
 
 
 _STATEMENT_NAMES = {
@@ -417,32 +503,61 @@ class SqliteTransactionRunner:
         sql = SqliteStatements(store.table)
         self._statements = {name: getattr(sql, attr) for name, attr in _STATEMENT_NAMES.items()}
         self._conn: apsw.Connection | None = None
+        self._hold: FileHold | None = None  # the file, for the connection's library
         self._pid = os.getpid()
         self._watchdog = _Watchdog()
         self._inherited: list[apsw.Connection] = []
+        self._guard = _TransactionGuard()
 
     def _connection(self) -> apsw.Connection:
         if self._pid != os.getpid():  # a forked child: never touch the parent's connection
             if self._conn is not None:
-                self._inherited.append(self._conn)
-            self._conn, self._pid = None, os.getpid()
+                self._inherited.append(self._conn)  # its hold stays: open in the child too
+            self._conn, self._hold, self._pid = None, None, os.getpid()
         if self._conn is None:
             s = self._store
-            self._conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
+            # The store's claim on the file for its library lasts while this connection
+            # is open, even past the store's close (one SQLite library per file).
+            hold = hold_file(s.path, s.driver)
+            try:
+                conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
+                conn.set_authorizer(self._guard)
+            except BaseException:
+                if hold is not None:
+                    hold.release()
+                raise
+            self._conn, self._hold = conn, hold
         return self._conn
+
+    def _closed(self) -> None:
+        """The connection is closed (or given up): forget it and its claim on the file."""
+        self._conn = None
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.release()
 
     def close(self) -> None:
         """Close the runner's own connection (a later run opens another)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and self._pid == os.getpid():
-            with contextlib.suppress(apsw.Error):
-                conn.close()
+        conn = self._conn
+        if conn is None:
+            return
+        if self._pid != os.getpid():  # a forked child: the parent's, neither used nor closed
+            self._inherited.append(conn)
+            self._conn, self._hold = None, None
+            return
+        try:
+            conn.close()
+        except apsw.Error:  # in use by an abandoned handler: its claim on the file stays
+            self._conn, self._hold = None, None
+            return
+        self._closed()
 
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn = self._conn
         if conn is not None:
             with contextlib.suppress(apsw.Error):
                 conn.close(True)
+        self._closed()
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
@@ -465,34 +580,43 @@ class SqliteTransactionRunner:
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
-        except (apsw.Error, StoreError) as exc:
+        except (apsw.Error, StoreError, InvalidConfiguration) as exc:
             self._drop()
             return DispatchResult.failed(self._error(exc))
-        self._watchdog.arm(conn, self._timeout)
+        self._watchdog.arm(conn, self._timeout, self._guard)
         committed = False
         error: BaseException | None = None
         applied = True
+        guard = self._guard
         try:
             conn.execute(statement, params)
             if conn.changes() == 0:
                 applied = False
             else:
-                returned = self._handler(occ.message, handler_connection(conn))
-                if returned is not None:
+                guard.refused.clear()
+                guard.active = True
+                try:
+                    returned = self._handler(occ.message, handler_connection(conn))
+                finally:
+                    guard.active = False
+                    _plain_rows(conn)
+                if guard.refused:
+                    error = guard.error()
+                elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
-                    conn.execute("COMMIT")
+                    conn.execute(_COMMIT)
                     committed = True
         except BaseException as exc:  # the handler's failure, whatever its type
-            error = exc
+            error = guard.error(exc) if guard.refused else exc
         fired = self._watchdog.disarm()
         if not committed:
             if fired:
-                self._conn = None  # the watchdog closed it, rolling back
+                self._closed()  # the watchdog closed it, rolling back
             else:
                 self._rollback(conn)
         elif fired:
-            self._conn = None
+            self._closed()
         if committed:
             return Acknowledged(settlement=settlement, applied=True)
         if not applied and error is None:
@@ -505,7 +629,7 @@ class SqliteTransactionRunner:
     def _rollback(self, conn: apsw.Connection) -> None:
         try:
             if not conn.get_autocommit():
-                conn.execute("ROLLBACK")
+                conn.execute(_ROLLBACK)
         except apsw.Error:
             self._drop()
 

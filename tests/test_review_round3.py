@@ -1,0 +1,349 @@
+"""Review of issues 16 and 17 (round 3): defects found from outside, each with its test.
+
+The transactional sink's handler must not end the sink's transaction (README: "The
+handler must not commit, roll back or keep the connection"); a handler that does so
+anyway (``conn.commit()``, ``conn.rollback()``, ``with conn:`` on a ``sqlite3``
+connection, ``COMMIT``/``ROLLBACK``/``BEGIN`` statements) is refused, so that its
+writes and the acknowledgement still commit together or not at all."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from hexeract_lite import (
+    ManualClock,
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    Target,
+)
+from hexeract_lite.snapshot import ScheduleStatus
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite.transactional import TransactionalSink
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+CONFIG = SchedulerWorkerConfig(
+    lease=timedelta(seconds=60),
+    dispatch_timeout=timedelta(seconds=2),
+    retry_base_delay=timedelta(seconds=1),
+    retry_max_delay=timedelta(seconds=1),
+    jitter=False,
+)
+
+
+@pytest.fixture(params=["apsw", "sqlite3"])
+def driver(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def store(tmp_path: Path, driver: str, clock: ManualClock) -> Iterator[SqliteScheduleStore]:
+    with SqliteScheduleStore.open(tmp_path / "app.db", clock=clock, driver=driver) as s:
+        conn = _helper(s)
+        conn.execute("CREATE TABLE effects (n INTEGER, step TEXT)")
+        conn.close()
+        yield s
+
+
+def _helper(store: SqliteScheduleStore) -> Any:
+    """An autocommit connection on the store's file, of the store's library."""
+    if store.driver == "sqlite3":
+        return sqlite3.connect(store.path, timeout=5, isolation_level=None)
+    conn = apsw.Connection(str(store.path))
+    conn.set_busy_timeout(5000)
+    return conn
+
+
+def _effects(store: SqliteScheduleStore) -> list[tuple[Any, ...]]:
+    conn = _helper(store)
+    try:
+        return [tuple(row) for row in conn.execute("SELECT n, step FROM effects ORDER BY rowid")]
+    finally:
+        conn.close()
+
+
+def _drain(store: SqliteScheduleStore, clock: ManualClock, handler: Callable[..., Any]) -> int:
+    """Run the worker with ``handler`` until nothing is pending; the handler's calls."""
+    calls = 0
+
+    def counted(message: ScheduledMessage, conn: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return handler(message, conn)
+
+    worker = SchedulerWorker(store, TransactionalSink(counted), CONFIG)
+    for _ in range(10):
+        worker.run_once()
+        if not store.list_pending():
+            break
+        clock.advance(timedelta(seconds=5))
+    return calls
+
+
+def _commit(conn: Any) -> None:
+    if isinstance(conn, sqlite3.Connection):
+        conn.commit()
+    else:
+        conn.execute("COMMIT")
+
+
+def _rollback(conn: Any) -> None:
+    if isinstance(conn, sqlite3.Connection):
+        conn.rollback()
+    else:
+        conn.execute("ROLLBACK")
+
+
+def _one(store: SqliteScheduleStore, max_attempts: int = 3) -> ScheduledMessage:
+    m = ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "remind", {"n": 1})
+    store.insert(m, max_attempts)
+    return m
+
+
+def test_a_handler_that_rolls_back_and_writes_again_never_applies_its_effect(
+    store: SqliteScheduleStore, clock: ManualClock
+) -> None:
+    """Before: each attempt's write after the rollback was autocommitted outside any
+    transaction, so the effect was applied once per attempt (3 rows) and the
+    occurrence dead-lettered anyway."""
+    m = _one(store)
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        conn.execute("INSERT INTO effects VALUES (1, 'before')")
+        _rollback(conn)
+        conn.execute("INSERT INTO effects VALUES (1, 'after')")
+
+    calls = _drain(store, clock, handler)
+    assert calls == 3
+    assert _effects(store) == []
+    snap = store.inspect(m.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.DEAD_LETTERED
+    assert "may not end the sink's transaction" in (snap.last_error or "")
+
+
+def test_a_handler_that_commits_then_raises_leaves_neither_effect_nor_ack(
+    store: SqliteScheduleStore, clock: ManualClock
+) -> None:
+    """Before: the handler's commit committed its write and the acknowledgement, its
+    later exception rolled back nothing (and was logged as a lost lease)."""
+    m = _one(store, max_attempts=1)
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        conn.execute("INSERT INTO effects VALUES (1, 'before')")
+        _commit(conn)
+        conn.execute("INSERT INTO effects VALUES (1, 'after')")
+        raise RuntimeError("the handler failed after its commit")
+
+    _drain(store, clock, handler)
+    assert _effects(store) == []
+    snap = store.inspect(m.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.DEAD_LETTERED
+    assert "COMMIT" in (snap.last_error or "")
+
+
+def test_with_conn_in_a_sqlite3_handler_is_refused_with_a_clear_error(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """``with conn:`` (commit on exit) is the usual sqlite3 idiom; in a handler it would
+    commit the sink's transaction: refused, nothing applied, the error says why."""
+    with SqliteScheduleStore.open(tmp_path / "a.db", clock=clock, driver="sqlite3") as store:
+        conn = _helper(store)
+        conn.execute("CREATE TABLE effects (n INTEGER, step TEXT)")
+        conn.close()
+        m = _one(store, max_attempts=1)
+
+        def handler(message: ScheduledMessage, conn: Any) -> None:
+            with conn:
+                conn.execute("INSERT INTO effects VALUES (1, 'in with')")
+
+        _drain(store, clock, handler)
+        assert _effects(store) == []
+        snap = store.inspect(m.schedule_id)
+        assert snap is not None and snap.status is ScheduleStatus.DEAD_LETTERED
+        error = snap.last_error or ""
+        assert "may not end the sink's transaction" in error and "COMMIT" in error
+
+
+def test_savepoints_in_a_handler_still_work(store: SqliteScheduleStore, clock: ManualClock) -> None:
+    """Savepoints nest inside the sink's transaction: allowed, and the handler's rolled
+    back savepoint leaves only what it kept."""
+    m = _one(store)
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        conn.execute("INSERT INTO effects VALUES (1, 'kept')")
+        conn.execute("SAVEPOINT inner")
+        conn.execute("INSERT INTO effects VALUES (1, 'undone')")
+        conn.execute("ROLLBACK TO inner")
+        conn.execute("RELEASE inner")
+
+    assert _drain(store, clock, handler) == 1
+    assert _effects(store) == [(1, "kept")]
+    snap = store.inspect(m.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.DELIVERED
+
+
+def test_a_commit_is_refused_on_a_connection_the_sink_committed_on_before(
+    store: SqliteScheduleStore, clock: ManualClock
+) -> None:
+    """The sink's connection has run (and cached) its own COMMIT for the first
+    occurrence; the second occurrence's handler's COMMIT is still refused."""
+    first = _one(store)
+    second = ScheduledMessage.delay(Target.mediator(), T0, "remind", {"n": 2})
+    store.insert(second, 1)
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        n = message.payload["n"]
+        conn.execute("INSERT INTO effects VALUES (?, 'write')", (n,))
+        if n == 2:
+            _commit(conn)
+
+    _drain(store, clock, handler)
+    assert _effects(store) == [(1, "write")]
+    snaps = {m.schedule_id: store.inspect(m.schedule_id) for m in (first, second)}
+    assert [s.status if s else None for s in snaps.values()] == [
+        ScheduleStatus.DELIVERED,
+        ScheduleStatus.DEAD_LETTERED,
+    ]
+
+
+# -- the caller's connection with its own row shape ----------------------------------
+
+
+def _dict_rows(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+def _app_connection(store: SqliteScheduleStore, shape: str) -> Any:
+    """The app's connection on the store's file, rows shaped as the app likes them."""
+    if store.driver == "sqlite3":
+        conn: Any = sqlite3.connect(store.path, timeout=5, isolation_level=None)
+        if shape == "dict":
+            conn.row_factory = _dict_rows
+        else:
+            conn.text_factory = bytes
+    else:
+        import apsw.ext
+
+        conn = apsw.Connection(str(store.path))
+        conn.set_busy_timeout(5000)
+        conn.row_trace = apsw.ext.DataClassRowFactory()
+    conn.execute("BEGIN")
+    return conn
+
+
+@pytest.mark.parametrize("shape", ["dict", "bytes"])
+def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
+    store: SqliteScheduleStore, shape: str
+) -> None:
+    """Before: a dict row_factory (sqlite3) or a row tracer (apsw.ext's
+    DataClassRowFactory) made ensure/insert(connection=) raise a bare KeyError or
+    TypeError, and text_factory=bytes a false 'on another database'."""
+    if store.driver == "apsw" and shape == "bytes":
+        pytest.skip("apsw has no text factory")
+    name = "app.shaped"
+    first = ScheduledMessage.delay(Target.mediator(), T0 + timedelta(hours=1), "e", {}, name=name)
+    changed = ScheduledMessage.delay(
+        Target.mediator(), T0 + timedelta(hours=1), "e", {"v": 2}, name=name
+    )
+    for message, expected in ((first, "created"), (changed, "updated"), (changed, "unchanged")):
+        conn = _app_connection(store, shape)
+        try:
+            assert store.ensure(message, 3, connection=conn).value == expected
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+    snap = store.inspect(first.schedule_id)
+    assert snap is not None and snap.payload_json == '{"v":2}'
+
+
+def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Before: a handler setting row_factory/text_factory on its sqlite3 connection
+    (the sink's, kept for the next occurrences) made every later dispatch fail
+    (ValueError: invalid literal for int() ... 'changes()')."""
+    with SqliteScheduleStore.open(tmp_path / "a.db", clock=clock, driver="sqlite3") as store:
+        messages = [
+            ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "e", {"n": n})
+            for n in range(3)
+        ]
+        store.insert_many(messages, 1)
+
+        def handler(message: ScheduledMessage, conn: sqlite3.Connection) -> None:
+            conn.row_factory = _dict_rows
+            conn.text_factory = bytes
+            assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+
+        _drain(store, clock, handler)
+        statuses = [store.inspect(m.schedule_id) for m in messages]
+        assert [s.status if s else None for s in statuses] == [ScheduleStatus.DELIVERED] * 3
+
+
+def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
+    """Before: a psycopg connection with ``row_factory=dict_row`` (psycopg's usual
+    dict rows) was refused as 'on another database' (its identity read as the column
+    names), and its insert read ``row[0]`` of a dict."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg.rows import dict_row
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    from . import pg
+
+    url = pg.require_server()
+    table = pg.unique_table()
+    store = PostgresScheduleStore.open(url, table=table, clock=ManualClock(T0))
+    try:
+        at = T0 + timedelta(hours=1)
+        name = "app.dict"
+        for payload, expected in (({}, "created"), ({"v": 2}, "updated"), ({"v": 2}, "unchanged")):
+            message = ScheduledMessage.delay(Target.mediator(), at, "e", payload, name=name)
+            with psycopg.connect(url, row_factory=dict_row) as conn:
+                assert store.ensure(message, 3, connection=conn).value == expected
+                assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # left as set
+        listed = [s.payload_json for s in store.list_named("app.")]
+        assert listed == ['{"v":2}'] or listed == ['{"v": 2}']
+    finally:
+        store.close()
+        pg.drop_table(url, table)
+
+
+# -- one SQLite library per file per process ------------------------------------------
+
+
+def test_the_sinks_connection_keeps_the_file_for_its_library(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Before: closing a driver='sqlite3' store released its claim on the file while
+    the transactional sink (run with run_once) still had its sqlite3 connection open
+    on it, so an apsw store opened the file beside it (two copies of SQLite on one
+    file in one process). The claim goes once the sink's connection closes."""
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.store.sqlite_driver import shares_sqlite_with_apsw
+
+    if shares_sqlite_with_apsw():
+        pytest.skip("apsw and sqlite3 share one SQLite here: nothing to refuse")
+    db = tmp_path / "a.db"
+    store = SqliteScheduleStore.open(db, clock=clock, driver="sqlite3")
+    _one(store)
+    worker = SchedulerWorker(store, TransactionalSink(lambda m, c: None), CONFIG)
+    assert worker.run_once().delivered == 1
+    store.close()
+    with pytest.raises(InvalidConfiguration, match="driver='sqlite3'"):
+        SqliteScheduleStore.open(db, driver="apsw")
+    with worker.start():  # a worker leaving its loop closes the sink's connection
+        pass
+    SqliteScheduleStore.open(db, driver="apsw").close()
