@@ -251,3 +251,31 @@ def test_lost_lease_skips_the_handler(store: PostgresScheduleStore, clock: Manua
     assert getattr(result, "applied", None) is False
     assert called == []
     bound.close()
+
+
+@pytest.mark.parametrize("statement", ["ROLLBACK", "COMMIT", "END", "ABORT"])
+def test_a_handler_that_ends_the_transaction_with_sql_fails_and_keeps_no_later_write(
+    store: PostgresScheduleStore, pg_url: str, table: str, statement: str
+) -> None:
+    """psycopg refuses commit()/rollback() inside the sink's transaction, but not the SQL:
+    the sink notices the transaction changed under the handler and fails the dispatch,
+    rolling back what the handler wrote after it (before: after a ROLLBACK every attempt
+    autocommitted its effect row, three rows for one occurrence)."""
+    message = due(1)
+    store.insert(message, 3)
+    effect = effect_for(table)
+
+    def handler(msg: ScheduledMessage, conn: Any) -> None:
+        conn.execute(statement)
+        effect(msg, conn)
+
+    report = SchedulerWorker(store, TransactionalSink(handler), CONFIG).run_once()
+    assert report.delivered == 0
+    assert count(pg_url, f"SELECT count(*) FROM {table}_effects") == 0
+    snap = store.inspect(message.schedule_id)
+    assert snap is not None
+    if statement in ("ROLLBACK", "ABORT"):  # the acknowledgement was undone with it
+        assert snap.status is ScheduleStatus.PENDING
+        assert snap.last_error is not None and "ended the sink's transaction" in snap.last_error
+    else:  # the handler committed the acknowledgement itself, before any effect
+        assert snap.status is ScheduleStatus.DELIVERED

@@ -29,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from ..clock import Clock
-from ..errors import DuplicateSchedule, InvalidArgument, StoreError
+from ..errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
@@ -237,6 +237,17 @@ def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
             conn.close()
 
 
+def _ended(handler: object) -> DispatchError:
+    """The failure of a handler that ended the sink's transaction itself (a ``COMMIT``
+    or ``ROLLBACK`` statement: psycopg refuses only its own ``commit()``/``rollback()``
+    inside the transaction); what it wrote after that is rolled back."""
+    return DispatchError(
+        f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
+        " ROLLBACK or END run as SQL); its writes after that were rolled back. A handler"
+        " must leave the transaction to the sink"
+    )
+
+
 class _Fenced(Exception):
     """The acknowledgement matched no lease: roll back, do not call the handler."""
 
@@ -268,6 +279,10 @@ class PostgresTransactionRunner:
         if self._conn is None or self._conn.closed or self._conn.broken:
             db = self._store._db
             self._conn = conn = connect(db._conninfo, db.timeouts)
+            # Not autocommit: should the handler end the transaction with a COMMIT or
+            # ROLLBACK statement, its later writes open a new transaction (which the
+            # sink rolls back) instead of committing one by one.
+            conn.autocommit = False
             weakref.finalize(self, _close_quietly, conn, os.getpid())
         return self._conn
 
@@ -307,16 +322,24 @@ class PostgresTransactionRunner:
             return DispatchResult.failed(error)
         try:
             with conn.transaction():
-                conn.execute(
-                    "SELECT set_config('statement_timeout', %s, true),"
-                    " set_config('idle_in_transaction_session_timeout', %s, true)",
-                    [f"{ms}ms", f"{ms}ms"],
+                xid = (
+                    conn.cursor(row_factory=tuple_row)
+                    .execute(
+                        "SELECT set_config('statement_timeout', %s, true),"
+                        " set_config('idle_in_transaction_session_timeout', %s, true),"
+                        " txid_current()",
+                        [f"{ms}ms", f"{ms}ms"],
+                    )
+                    .fetchone()
                 )
                 if conn.execute(statement, params).rowcount != 1:
                     raise _Fenced()
                 returned = self._handler(occ.message, conn)
                 if returned is not None:
                     raise bad_return(self._handler, returned)
+                now_xid = conn.cursor(row_factory=tuple_row).execute("SELECT txid_current()")
+                if xid is None or now_xid.fetchone() != xid[-1:]:
+                    raise _ended(self._handler)
                 if time.monotonic() > deadline:
                     raise timed_out(self._timeout, None)
                 if settlement.wakes:
