@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ..errors import InvalidArgument, InvalidConfiguration
 from ..snapshot import ScheduleStatus
@@ -174,6 +174,18 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
         if status not in wanted:
             wanted.append(status)
     return older_than, wanted
+
+
+def prune_cut(now: datetime, older_than: timedelta) -> datetime:
+    """The instant ``older_than`` before ``now``: rows that ended before it are pruned.
+    An ``older_than`` reaching before the year 1 raises :class:`InvalidArgument`
+    naming the value."""
+    try:
+        return now - older_than
+    except OverflowError:
+        raise InvalidArgument(
+            f"older_than={older_than!r} reaches before the year 1; give a shorter duration"
+        ) from None
 
 
 def check_batch_size(batch_size: object) -> int:

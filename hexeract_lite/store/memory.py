@@ -35,6 +35,7 @@ from .listing import (
     check_batch_size,
     check_listing,
     check_prune,
+    prune_cut,
     matches,
 )
 from .record import ScheduleRecord
@@ -357,7 +358,7 @@ class InMemoryScheduleStore(SettlingStore):
         older_than, wanted = check_prune(older_than, statuses)
         check_batch_size(batch_size)
         with self._lock:
-            cut = self._now() - older_than
+            cut = prune_cut(self._now(), older_than)
             doomed = [
                 sid
                 for sid, row in self._rows.items()

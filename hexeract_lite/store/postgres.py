@@ -121,6 +121,7 @@ from .listing import (
     check_batch_size,
     check_listing,
     check_prune,
+    prune_cut,
     glob_regex,
 )
 from .notices import malformed_dead_lettered
@@ -645,7 +646,7 @@ class PostgresScheduleStore(SettlingStore):
         PostgreSQL's to reuse (autovacuum); the table's file does not shrink."""
         older_than, wanted = check_prune(older_than, statuses)
         size = check_batch_size(batch_size)
-        cut = self._now() - older_than
+        cut = prune_cut(self._now(), older_than)
         total = 0
         for status in wanted:
             count_sql, delete_sql = prune_statements(self._table, PRUNE_COLUMN[status])

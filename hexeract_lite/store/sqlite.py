@@ -68,6 +68,7 @@ from .listing import (
     check_batch_size,
     check_listing,
     check_prune,
+    prune_cut,
     sqlite_glob,
 )
 from .notices import malformed_dead_lettered
@@ -987,7 +988,7 @@ class SqliteScheduleStore(SettlingStore):
         size = check_batch_size(batch_size)
         if not dry_run:
             self._writable("prune")
-        cut = format_ts(self._now() - older_than)
+        cut = format_ts(prune_cut(self._now(), older_than))
         total = 0
         for status in wanted:
             count_sql, delete_sql = prune_sql(self._table, PRUNE_COLUMN[status])
