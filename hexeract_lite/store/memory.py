@@ -35,8 +35,8 @@ from .listing import (
     check_batch_size,
     check_listing,
     check_prune,
-    prune_cut,
     matches,
+    prune_cut,
 )
 from .record import ScheduleRecord
 from .stats import StoreStats, stats_of_records

@@ -121,8 +121,8 @@ from .listing import (
     check_batch_size,
     check_listing,
     check_prune,
-    prune_cut,
     glob_regex,
+    prune_cut,
 )
 from .notices import malformed_dead_lettered
 from .postgres_connections import (
