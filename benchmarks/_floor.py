@@ -184,6 +184,53 @@ def drain(path: str, n: int, batch: int) -> dict[str, object]:
     }
 
 
+def drain_fused(path: str, n: int, batch: int) -> dict[str, object]:
+    """The default worker's shape in raw apsw, with the store's own statements
+    (``SqliteStatements``: the normalising UPDATE, the probe, the rowids from the due
+    index, the leasing ``UPDATE ... RETURNING``, the fenced ``mark_delivered``): one
+    ``BEGIN IMMEDIATE`` transaction per cycle holds the previous batch's
+    acknowledgements and the next claim, so one commit (one fsync) per batch. No-op
+    handler, rows as tuples: the ceiling for the store's fused drain on this table."""
+    from hexeract_lite.store.sqlite_codec import COLUMN_INDEX
+    from hexeract_lite.store.sqlite_sql import SqliteStatements, claim_rows
+
+    sql = SqliteStatements(TABLE)
+    sid, lease = COLUMN_INDEX["schedule_id"], COLUMN_INDEX["leased_until"]
+    conn = connect(path)
+    cur = conn.cursor()
+    done = 0
+    cycles = 0
+    held: list[tuple[Any, ...]] = []
+    t0 = time.perf_counter()
+    while True:
+        now = utcnow()
+        params = {"now": ts(now), "until": ts(now + LEASE), "n": batch}
+        acks = [{"id": row[sid], "lease": row[lease], "now": params["now"]} for row in held]
+        cur.execute("BEGIN IMMEDIATE")
+        if acks:
+            cur.executemany(sql.mark_delivered, acks)
+        cur.execute(sql.normalise)
+        held = claim_rows(cur, sql, params) if done < n else []
+        cur.execute("COMMIT")
+        done += len(acks)
+        if not held:
+            break
+        for row in held:
+            _noop(row)
+        cycles += 1
+    elapsed = time.perf_counter() - t0
+    left = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE delivered_at IS NULL").fetchall()[0][0]
+    conn.close()
+    return {
+        "value": done / elapsed,
+        "unit": "rows/s",
+        "n": done,
+        "cycles": cycles,
+        "left": left,
+        "seconds": elapsed,
+    }
+
+
 def claim_latency(
     path: str, claims: int, batch: int = 10, durability: str = "full", statement: str = "store"
 ) -> dict[str, object]:
