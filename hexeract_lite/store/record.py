@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import attrs
@@ -20,7 +21,7 @@ from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
 from .columns import COLUMN_NAMES
 
-_SCAN_JSON = json.JSONDecoder().scan_once
+_SCAN_JSON: Callable[[str, int], tuple[object, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def load_payload(text: str) -> object:
