@@ -326,8 +326,10 @@ def _reads_without_trace(path: pathlib.Path) -> bool:
     would create both files and leave them behind (it may not delete them); a
     read-write one that writes nothing deletes them again when it closes as the last
     connection, as any SQLite connection does, and ``query_only`` refuses every write
-    it could attempt. With no ``-wal`` there is nothing to checkpoint, so closing
-    writes nothing to the database file. In rollback-journal mode (where a read-write
+    it could attempt. With no ``-wal`` there is nothing of its own to checkpoint: closing
+    writes nothing to the database file, unless another connection committed while it
+    read and closed first, in which case it copies that commit in, as any last
+    connection to close does. In rollback-journal mode (where a read-write
     reader could roll back a hot journal), or with either file present (another
     connection's), the plain read-only opening is kept."""
     try:
