@@ -779,6 +779,14 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INT32
 
 
+def check_flag(name: str, value: object) -> bool:
+    """A yes/no option must be ``True`` or ``False``: a string such as ``"no"`` read
+    from a setting is truthy, and would silently mean yes."""
+    if value is not True and value is not False:
+        raise InvalidConfiguration(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_max_attempts(max_attempts: object) -> int:
     """``max_attempts`` must be an int from 1 to 2**31 - 1."""
     if not _is_count(max_attempts):

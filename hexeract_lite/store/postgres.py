@@ -107,6 +107,7 @@ from .base import (
     SettlingStore,
     check_claim,
     check_export,
+    check_flag,
     check_limit,
     check_max_attempts,
     check_messages,
@@ -287,6 +288,9 @@ class PostgresScheduleStore(SettlingStore):
         validate_table_name(table)
         if not isinstance(clock, Clock):
             raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+        check_flag("create", create)
+        check_flag("use_database_clock", use_database_clock)
+        check_flag("listen", listen)
         check_pool_sizes(pool_min_size, pool_max_size)
         params = conninfo_params(conninfo)
         if connect_timeout is None:
@@ -312,11 +316,11 @@ class PostgresScheduleStore(SettlingStore):
             conninfo,
             table=table,
             clock=clock,
-            use_database_clock=bool(use_database_clock),
+            use_database_clock=use_database_clock,
             timeouts=timeouts,
             pool_min_size=pool_min_size,
             pool_max_size=pool_max_size,
-            listen=bool(listen),
+            listen=listen,
         )
 
     # -- plumbing ----------------------------------------------------------------

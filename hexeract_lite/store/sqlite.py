@@ -53,6 +53,7 @@ from .base import (
     SettlingStore,
     check_claim,
     check_export,
+    check_flag,
     check_limit,
     check_max_attempts,
     check_messages,
@@ -370,8 +371,8 @@ class SqliteScheduleStore(SettlingStore):
             raise InvalidConfiguration(
                 f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
             )
-        if not isinstance(readonly, bool):
-            raise InvalidConfiguration(f"readonly must be a bool, got {readonly!r}")
+        check_flag("create", create)
+        check_flag("readonly", readonly)
         db, connection, version, hold = open_database(
             path,
             table,
