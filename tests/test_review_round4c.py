@@ -3,11 +3,13 @@ delivery contract and transactional sections from outside, on every store."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from hexeract_lite.errors import InvalidConfiguration
+from hexeract_lite import InMemoryScheduleStore, ScheduledMessage, Target
+from hexeract_lite.errors import InvalidArgument, InvalidConfiguration
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from tests import pg
 
@@ -47,3 +49,21 @@ def test_postgres_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
             assert conn.execute("SELECT to_regclass(%s)", [table]).fetchone() == (None,)
     finally:
         pg.drop_table(url, table)
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+@pytest.mark.parametrize("method", ["insert", "insert_many"])
+def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: str) -> None:
+    # Code written against the SQLite store, run on the memory store in tests, got a bare
+    # TypeError (unexpected keyword argument) from insert, and InvalidArgument from ensure.
+    store = InMemoryScheduleStore()
+    message = _message()
+    arg: object = message if method == "insert" else [message]
+    with pytest.raises(InvalidArgument, match="cannot write inside an application's transaction"):
+        getattr(store, method)(arg, 3, connection=object())
+    assert store.inspect(message.schedule_id) is None
+    getattr(store, method)(arg, 3, connection=None)  # None: the usual insert
+    assert store.inspect(message.schedule_id) is not None

@@ -533,10 +533,7 @@ class ScheduleStore(abc.ABC):
 
         .. versionadded:: 0.2.0
         """
-        raise InvalidArgument(
-            f"{type(self).__name__} cannot write inside an application's transaction"
-            f" (connection= is for the SQLite and PostgreSQL stores), got {connection!r:.100}"
-        )
+        raise no_transactions(self, connection)
 
     def ensure(
         self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
@@ -777,6 +774,14 @@ MAX_INT32 = 2**31 - 1
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INT32
+
+
+def no_transactions(store: ScheduleStore, connection: object) -> InvalidArgument:
+    """The refusal of a store that cannot write inside an application's transaction."""
+    return InvalidArgument(
+        f"{type(store).__name__} cannot write inside an application's transaction"
+        f" (connection= is for the SQLite and PostgreSQL stores), got {connection!r:.100}"
+    )
 
 
 def check_flag(name: str, value: object) -> bool:

@@ -26,6 +26,7 @@ from .base import (
     check_records,
     check_schedule_id,
     check_settlements,
+    no_transactions,
     retry_deadline,
 )
 from .changes import Plan
@@ -95,10 +96,19 @@ class InMemoryScheduleStore(SettlingStore):
 
     # -- writing ---------------------------------------------------------------
 
-    def insert(self, message: ScheduledMessage, max_attempts: int) -> None:
-        self.insert_many([message], max_attempts)
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        self.insert_many([message], max_attempts, connection=connection)
 
-    def insert_many(self, messages: Sequence[ScheduledMessage], max_attempts: int) -> None:
+    def insert_many(
+        self, messages: Sequence[ScheduledMessage], max_attempts: int, *, connection: object = None
+    ) -> None:
+        """:meth:`ScheduleStore.insert_many`. ``connection``: this store has no
+        application transaction to join; anything but None is :class:`InvalidArgument`,
+        as for the SQLite and PostgreSQL stores' ``connection=`` checks."""
+        if connection is not None:
+            raise no_transactions(self, connection)
         check_max_attempts(max_attempts)
         messages = check_messages(messages)
         with self._lock:
