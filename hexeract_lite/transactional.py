@@ -27,7 +27,9 @@ every other writer of the file waits for it. Handlers must be short, local write
 never network calls. The bound is ``dispatch_timeout``: at the deadline the SQLite
 connection is interrupted and closed (which rolls back and releases the file even
 while the handler sleeps in Python); on PostgreSQL ``statement_timeout`` and
-``idle_in_transaction_session_timeout`` end the transaction on the server.
+``idle_in_transaction_session_timeout`` end a slow statement or an idle transaction on
+the server, and a watchdog terminates the sink's session at the deadline (a handler
+running short statement after short statement included).
 A handler must not commit or roll back the connection itself, nor keep it after
 returning.
 """

@@ -3,12 +3,19 @@ delivery contract and transactional sections from outside, on every store."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from hexeract_lite import InMemoryScheduleStore, ScheduledMessage, Target
+from hexeract_lite import (
+    InMemoryScheduleStore,
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    Target,
+    TransactionalSink,
+)
 from hexeract_lite.errors import InvalidArgument, InvalidConfiguration
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from tests import pg
@@ -67,3 +74,50 @@ def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: st
     assert store.inspect(message.schedule_id) is None
     getattr(store, method)(arg, 3, connection=None)  # None: the usual insert
     assert store.inspect(message.schedule_id) is not None
+
+
+def test_a_postgres_handler_running_short_statements_is_ended_at_the_deadline() -> None:
+    # statement_timeout and idle_in_transaction_session_timeout never fire for a handler
+    # that keeps running short statements: its transaction (and the scheduler row's lock)
+    # outlived dispatch_timeout, and the worker's own failure record then waited out the
+    # lock timeout and raised StoreError from run_once.
+    import psycopg
+
+    store = pg.open_scratch_store()
+    try:
+        message = _message()
+        store.insert(message, 3)
+        effect = f"{store.table}_effect"
+        url = pg.require_server()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {effect} (v int)")
+        ran: list[int] = []
+        failed: list[BaseException] = []
+
+        def handler(msg: ScheduledMessage, conn: psycopg.Connection[object]) -> None:
+            conn.execute(f"INSERT INTO {effect} VALUES (1)")
+            for i in range(50):  # 10 s of 0.2 s statements, well past the 1 s timeout
+                try:
+                    conn.execute("SELECT pg_sleep(0.2)")
+                except psycopg.Error as exc:
+                    failed.append(exc)
+                    raise
+                ran.append(i)
+
+        config = SchedulerWorkerConfig(dispatch_timeout=timedelta(seconds=1), jitter=False)
+        worker = SchedulerWorker(store, TransactionalSink(handler), config)
+        try:
+            report = worker.run_once()
+        finally:
+            with psycopg.connect(url, autocommit=True) as conn:
+                rows = conn.execute(f"SELECT count(*) FROM {effect}").fetchone()
+                conn.execute(f"DROP TABLE {effect}")
+        assert failed, "the handler's transaction was not ended at the deadline"
+        assert len(ran) < 50
+        assert report.retried == 1
+        assert rows == (0,)
+        snap = store.inspect(message.schedule_id)
+        assert snap is not None and snap.attempts == 1
+        assert snap.last_error is not None and snap.last_error.startswith("TimeoutError")
+    finally:
+        store.close()

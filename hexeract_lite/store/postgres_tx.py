@@ -10,12 +10,15 @@
   :class:`~hexeract_lite.transactional.TransactionalSink`: a transaction on a
   connection of its own holding the occurrence's fenced acknowledgement and the
   handler's writes. ``statement_timeout`` and ``idle_in_transaction_session_timeout``
-  (``SET LOCAL``, the dispatch timeout) end a slow handler's transaction on the server;
-  a handler that returns after the deadline is rolled back, never committed.
+  (``SET LOCAL``, the dispatch timeout) end a slow statement or an idle transaction on
+  the server, and at the deadline a watchdog terminates the session (``pg_terminate_backend``
+  from a pooled connection), which ends a transaction whose handler keeps running short
+  statements; a handler that returns after the deadline is rolled back, never committed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -35,6 +38,7 @@ from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
 from .changes import Plan
 from .columns import COLUMN_NAMES
+from .deadline import Watchdog
 from .postgres_connections import connect
 from .postgres_listen import channel_name
 from .settle_plan import settle_plan
@@ -50,6 +54,8 @@ from .postgres import _lease_token, _same, _whole_ms
 __all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
+
+log = logging.getLogger(__name__)
 
 _SAVEPOINT = "hexeract_lite_insert"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
@@ -248,6 +254,20 @@ def _ended(handler: object) -> DispatchError:
     )
 
 
+def _terminate(store: PostgresScheduleStore, pid: int) -> Callable[[], None]:
+    """The watchdog's action for the sink's session ``pid``: terminate it from a pooled
+    connection, which rolls its transaction back and frees its locks on the server."""
+
+    def end() -> None:
+        try:
+            with store._db.connection("ending a transactional dispatch at its deadline") as c:
+                c.execute("SELECT pg_terminate_backend(%s)", [pid])
+        except StoreError as exc:
+            log.warning("could not end the transactional dispatch's session %d: %s", pid, exc)
+
+    return end
+
+
 class _Fenced(Exception):
     """The acknowledgement matched no lease: roll back, do not call the handler."""
 
@@ -272,6 +292,7 @@ class PostgresTransactionRunner:
         self._conn: psycopg.Connection[Any] | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._watchdog = Watchdog()
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._pid != os.getpid():
@@ -320,6 +341,7 @@ class PostgresTransactionRunner:
             error = StoreError(f"transactional dispatch on {store._where}: cannot connect: {exc}")
             error.__cause__ = exc
             return DispatchResult.failed(error)
+        self._watchdog.arm(self._timeout, _terminate(store, conn.info.backend_pid))
         try:
             with conn.transaction():
                 xid = (
@@ -345,13 +367,32 @@ class PostgresTransactionRunner:
                 if settlement.wakes:
                     conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
         except _Fenced:
+            self._disarm()
             return Acknowledged(settlement=settlement, applied=False)
         except BaseException as exc:
+            fired = self._disarm()
             if conn.broken or conn.closed:
                 self._conn = None
-            if isinstance(
-                exc, psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout
-            ) or (isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline):
+            if (
+                fired
+                or isinstance(
+                    exc,
+                    psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout,
+                )
+                or (isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline)
+            ):
                 return DispatchResult.failed(timed_out(self._timeout, exc))
             return DispatchResult.failed(exc)
+        self._disarm()
         return Acknowledged(settlement=settlement, applied=True)
+
+    def _disarm(self) -> bool:
+        """Stop the deadline's watch; True if it ended the session (which the next run
+        replaces: it may have ended just after a commit)."""
+        fired = self._watchdog.disarm()
+        if fired:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+        return fired

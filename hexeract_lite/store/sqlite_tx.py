@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -58,6 +57,7 @@ from ..message import ScheduledMessage
 from ..settle import SUCCEEDED, DispatchResult, settlement_for
 from ..snapshot import LeasedOccurrence
 from .changes import Plan
+from .deadline import Watchdog
 from .settle_plan import settle_plan
 from .sqlite_codec import (
     diagnose,
@@ -354,53 +354,15 @@ def _first_duplicate(
 # -- the transactional sink ----------------------------------------------------------
 
 
-class _Watchdog:
-    """One thread per runner: interrupts and closes a connection at its deadline."""
+def _end_at_deadline(conn: apsw.Connection, guard: _TransactionGuard) -> Callable[[], None]:
+    """The watchdog's action for ``conn``: ``guard`` made inactive (so that the close
+    can roll back), then the connection interrupted and closed."""
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._conn: apsw.Connection | None = None
-        self._guard: _TransactionGuard | None = None
-        self._deadline = 0.0
-        self.fired = False
-        self._thread: threading.Thread | None = None
+    def end() -> None:
+        guard.active = False  # the close's own ROLLBACK is allowed
+        _close_from_outside(conn)
 
-    def arm(self, conn: apsw.Connection, seconds: float, guard: _TransactionGuard) -> None:
-        """Watch ``conn`` for ``seconds``; at the deadline ``guard`` is made inactive
-        (so that the close can roll back) and the connection closed."""
-        with self._cond:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._main, name="hexeract-tx-watchdog", daemon=True
-                )
-                self._thread.start()
-            self._conn, self._deadline, self.fired = conn, time.monotonic() + seconds, False
-            self._guard = guard
-            self._cond.notify()
-
-    def disarm(self) -> bool:
-        """Stop watching; True if the deadline passed (the connection was closed)."""
-        with self._cond:
-            self._conn = None
-            return self.fired
-
-    def _main(self) -> None:
-        while True:
-            with self._cond:
-                while self._conn is None:
-                    if not self._cond.wait(timeout=60):
-                        self._thread = None
-                        return
-                remaining = self._deadline - time.monotonic()
-                if remaining > 0:
-                    self._cond.wait(timeout=remaining)
-                    continue
-                conn, self.fired = self._conn, True
-                self._conn = None
-                if self._guard is not None:
-                    self._guard.active = False  # the close's own ROLLBACK is allowed
-                # under the lock: disarm() waits until the connection is closed
-                _close_from_outside(conn)
+    return end
 
 
 def _close_from_outside(conn: apsw.Connection) -> None:
@@ -505,7 +467,7 @@ class SqliteTransactionRunner:
         self._conn: apsw.Connection | None = None
         self._hold: FileHold | None = None  # the file, for the connection's library
         self._pid = os.getpid()
-        self._watchdog = _Watchdog()
+        self._watchdog = Watchdog()
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
 
@@ -583,7 +545,7 @@ class SqliteTransactionRunner:
         except (apsw.Error, StoreError, InvalidConfiguration) as exc:
             self._drop()
             return DispatchResult.failed(self._error(exc))
-        self._watchdog.arm(conn, self._timeout, self._guard)
+        self._watchdog.arm(self._timeout, _end_at_deadline(conn, self._guard))
         committed = False
         error: BaseException | None = None
         applied = True

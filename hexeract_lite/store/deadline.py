@@ -1,0 +1,71 @@
+"""A deadline for a transactional handler: one watchdog thread per runner that, once a
+dispatch outlives its ``dispatch_timeout``, ends its transaction from outside.
+
+The SQLite runner's action interrupts and closes its connection; the PostgreSQL
+runner's terminates its server session. Either way the transaction is rolled back and
+its locks freed at the deadline, whatever the handler is doing (sleeping in Python, or
+running statement after short statement, which no per-statement timeout catches).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["Watchdog"]
+
+log = logging.getLogger(__name__)
+
+
+class Watchdog:
+    """Calls an action once a dispatch's deadline passes, unless disarmed first.
+
+    :meth:`arm` starts watching (the thread starts on first use and ends after a
+    minute without work); :meth:`disarm` stops and says whether the action ran. The
+    action runs on the watchdog's thread under its lock, so :meth:`disarm` returns only
+    once a running action has finished.
+    """
+
+    def __init__(self, name: str = "hexeract-tx-watchdog") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._action: Callable[[], None] | None = None
+        self._deadline = 0.0
+        self.fired = False
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, action: Callable[[], None]) -> None:
+        """Call ``action`` in ``seconds`` unless :meth:`disarm` comes first."""
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
+                self._thread.start()
+            self._action, self._deadline, self.fired = action, time.monotonic() + seconds, False
+            self._cond.notify()
+
+    def disarm(self) -> bool:
+        """Stop watching; True if the deadline passed (the action ran)."""
+        with self._cond:
+            self._action = None
+            return self.fired
+
+    def _main(self) -> None:
+        while True:
+            with self._cond:
+                while self._action is None:
+                    if not self._cond.wait(timeout=60):
+                        self._thread = None
+                        return
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(timeout=remaining)
+                    continue
+                action, self.fired = self._action, True
+                self._action = None
+                # under the lock: disarm() waits until the action is done
+                try:
+                    action()
+                except Exception:  # the thread must outlive a failed action
+                    log.exception("the transactional dispatch's deadline action failed")
