@@ -39,6 +39,7 @@ from hexeract_lite import (
     ScheduledMessage,
     SchedulerWorker,
     SchedulerWorkerConfig,
+    ScheduleStatus,
     SqliteScheduleStore,
     Target,
     TransactionalSink,
@@ -58,8 +59,11 @@ def connect(db: Path, driver: str) -> Any:
     return conn
 
 
-def create_order(store: SqliteScheduleStore, db: Path, item: str) -> bool:
-    """One transaction: the order row and its reminder. False when it rolled back."""
+def create_order(
+    store: SqliteScheduleStore, db: Path, item: str
+) -> tuple[int, ScheduledMessage] | None:
+    """One transaction: the order row and its reminder; the order's id and its
+    reminder, or None when it rolled back (the reminder does not exist then)."""
     conn = connect(db, store.driver)
     try:
         with conn:  # BEGIN ... COMMIT, or ROLLBACK on an exception
@@ -75,10 +79,10 @@ def create_order(store: SqliteScheduleStore, db: Path, item: str) -> bool:
             store.insert(reminder, max_attempts=5, connection=conn)
             if item == FAILING:
                 raise RuntimeError(f"payment for {item} declined")
-        return True
+        return order_id, reminder
     except RuntimeError as exc:
         print(f"  order {item!r} rolled back: {exc}")
-        return False
+        return None
     finally:
         conn.close()
 
@@ -104,12 +108,22 @@ def main() -> int:
         setup.close()
 
         print("1. creating orders, each with its reminder in the same transaction")
-        committed = [item for item in ORDERS if create_order(store, db, item)]
-        pending = store.list_pending()
+        # This run's orders and reminders (the file may hold earlier runs' too).
+        made = {item: create_order(store, db, item) for item in ORDERS}
+        committed = [item for item, order in made.items() if order is not None]
+        order_ids = [order[0] for order in made.values() if order is not None]
+        reminders = [order[1].schedule_id for order in made.values() if order is not None]
+        pending = [sid for sid in reminders if store.inspect(sid) is not None]
         print(f"  {len(committed)} orders committed, {len(pending)} reminders scheduled")
         if len(pending) != len(committed):
             print("FAILED: a reminder exists without its order (or the reverse)")
             return 1
+
+        def waiting() -> bool:
+            return any(
+                (snap := store.inspect(sid)) is not None and snap.status is ScheduleStatus.PENDING
+                for sid in reminders
+            )
 
         crashed: list[str] = []
 
@@ -132,7 +146,7 @@ def main() -> int:
         )
         worker = SchedulerWorker(store, TransactionalSink(send_reminder), config)
         deadline = time.monotonic() + 20
-        while store.list_pending() and time.monotonic() < deadline:
+        while waiting() and time.monotonic() < deadline:
             worker.run_once()
             time.sleep(0.05)
         print(f"  the handler crashed once (reminder for {crashed[0]!r}) and was retried")
@@ -141,7 +155,9 @@ def main() -> int:
         check = connect(db, args.driver)
         rows = check.execute(
             "SELECT o.item, count(r.order_id) FROM orders o"
-            " LEFT JOIN reminders_sent r ON r.order_id = o.id GROUP BY o.id ORDER BY o.id"
+            " LEFT JOIN reminders_sent r ON r.order_id = o.id"
+            f" WHERE o.id IN ({', '.join('?' * len(order_ids))}) GROUP BY o.id ORDER BY o.id",
+            order_ids,
         ).fetchall()
         check.close()
         for item, sent in rows:
