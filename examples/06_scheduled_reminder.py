@@ -12,8 +12,12 @@ The Python counterpart of hexeract's ``06_scheduled_reminder`` example:
    (pending), cancel it, and show that it no longer fires.
 
 Run it on the default database (``SqliteScheduleStore.open()``), or pass
-``--db PATH``. It prints each step and exits 0 on success, 1 with the reason on a
-failure. It takes about 10 seconds.
+``--db PATH``. Its schedules live in a table of their own (``--table``, default
+``reminder_demo``): its worker claims every due schedule of its table, so on the
+default table it would also take your application's schedules and, its bus sink
+refusing their targets, spend their attempts until they are dead-lettered. It prints
+each step and exits 0 on success, 1 with the reason on a failure. It takes about 10
+seconds.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from hexeract_lite import (
 )
 
 EVERY_TWO_SECONDS = "*/2 * * * * *"
+DEMO_TABLE = "reminder_demo"
+"""The demo's own table: a worker claims every due schedule of its table."""
 QUIET_PERIOD = 3.0
 """How long to watch the cancelled schedule (more than one of its 2 s periods)."""
 
@@ -107,6 +113,7 @@ def say(started: float, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", help="the SQLite file (default: the default database)")
+    parser.add_argument("--table", default=DEMO_TABLE, help=f"the scheduler table ({DEMO_TABLE})")
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="give up after this many seconds (30)"
     )
@@ -115,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     deadline = started + args.timeout
-    with SqliteScheduleStore.open(args.db) as store:
+    with SqliteScheduleStore.open(args.db, table=args.table) as store:
         say(started, f"database: {store.path} (table {store.table})")
         control = SchedulerControl(store)
         inbox = ReminderInbox(started)

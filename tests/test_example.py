@@ -28,7 +28,7 @@ def run_example(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[
 def pending_rows(db: Path) -> list[object]:
     from hexeract_lite import SqliteScheduleStore
 
-    with SqliteScheduleStore.open(db, create=False) as store:
+    with SqliteScheduleStore.open(db, create=False, table="reminder_demo") as store:
         return list(store.list_pending())
 
 

@@ -144,3 +144,29 @@ def test_the_transactional_example_runs_twice_on_one_database(tmp_path: Path) ->
         assert "3 orders committed, 3 reminders scheduled" in result.stdout
         for item in ("book", "lamp", "chair"):
             assert f"{item}: 1 reminder(s) sent" in result.stdout
+
+
+def test_the_reminder_demo_leaves_the_applications_schedules_alone(tmp_path: Path) -> None:
+    # scripts/demo runs it on the default database, where the README's quick start keeps
+    # its schedules: its worker claimed them too, and its bus sink, refusing their
+    # targets, spent their attempts (two demo runs dead-lettered the quick start's
+    # heartbeat). It now keeps to a table of its own.
+    root = Path(__file__).resolve().parent.parent
+    db = tmp_path / "scheduler.db"
+    app = _message()
+    with SqliteScheduleStore.open(db) as store:
+        store.insert(app, 5)
+    example = str(root / "examples" / "06_scheduled_reminder.py")
+    result = subprocess.run(
+        [sys.executable, example, "--db", str(db), "--timeout", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+        check=False,
+    )
+    assert "BusSink only publishes bus targets" not in result.stderr
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        snap = store.inspect(app.schedule_id)
+    assert snap is not None
+    assert (snap.attempts, snap.last_error, snap.status.value) == (0, None, "pending")
