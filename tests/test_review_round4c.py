@@ -3,11 +3,14 @@ delivery contract and transactional sections from outside, on every store."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import apsw
 import pytest
 
 from hexeract_lite import (
@@ -170,3 +173,35 @@ def test_the_reminder_demo_leaves_the_applications_schedules_alone(tmp_path: Pat
         snap = store.inspect(app.schedule_id)
     assert snap is not None
     assert (snap.attempts, snap.last_error, snap.status.value) == (0, None, "pending")
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_an_app_connection_whose_temp_table_hides_the_stores_is_refused(
+    tmp_path: Path, driver: str
+) -> None:
+    # A TEMP table of the store's name on the caller's connection took the insert: it
+    # "succeeded", and the schedule never existed in the store (the PostgreSQL store
+    # already refuses a connection that sees another table of that name).
+    db = tmp_path / "app.db"
+    with SqliteScheduleStore.open(db, driver=driver) as store:
+        conn: Any = sqlite3.connect(db) if driver == "sqlite3" else apsw.Connection(str(db))
+        conn.execute(
+            "CREATE TEMP TABLE scheduled_messages AS SELECT * FROM main.scheduled_messages WHERE 0"
+        )
+        if driver == "apsw":
+            conn.execute("BEGIN")
+        message = _message()
+        with pytest.raises(InvalidArgument, match="TEMP table"):
+            store.insert(message, 3, connection=conn)
+        named = ScheduledMessage.delay(
+            Target.outbox(), datetime.now(UTC), "a.b", None, name="app.x"
+        )
+        with pytest.raises(InvalidArgument, match="TEMP table"):
+            store.ensure(named, 3, connection=conn)
+        if driver == "apsw":
+            conn.execute("COMMIT")
+        else:
+            conn.commit()
+        assert conn.execute("SELECT count(*) FROM temp.scheduled_messages").fetchall() == [(0,)]
+        conn.close()
+        assert store.inspect(message.schedule_id) is None

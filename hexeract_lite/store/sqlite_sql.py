@@ -38,6 +38,7 @@ class SqliteStatements:
 
     def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_table_name(table)
+        self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
         due = f"{t} INDEXED BY idx_{t}_due"
         leased = f"{t} INDEXED BY idx_{t}_leased"

@@ -159,10 +159,23 @@ def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
     return _Caller(conn, "sqlite3")
 
 
+_TEMP_SHADOW = (
+    "SELECT 1 FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE"
+)
+"""A TEMP table or view named like the store's table: the caller's statements would
+read and write it instead."""
+
+
 def _check(
-    connection: object, path: os.PathLike[str] | str, what: str, driver: str = "apsw"
+    connection: object,
+    path: os.PathLike[str] | str,
+    what: str,
+    driver: str = "apsw",
+    table: str | None = None,
 ) -> _Caller:
-    """The caller's connection, after every check (raises :class:`InvalidArgument`)."""
+    """The caller's connection, after every check (raises :class:`InvalidArgument`):
+    ``table``, when given, must name the store's table on it, not a TEMP one of that
+    name (which SQLite resolves first)."""
     if isinstance(connection, apsw.Connection):
         try:
             autocommit = connection.get_autocommit()
@@ -196,6 +209,12 @@ def _check(
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
+    if table is not None and caller.execute(_TEMP_SHADOW, (table,)):
+        raise _bad(
+            what,
+            f"sees another table {table!r}: a TEMP table of that name hides the store's"
+            f" in {path}",
+        )
     if caller.kind != driver and not shares_sqlite_with_apsw():
         if driver == "apsw":
             raise _bad(
@@ -255,7 +274,7 @@ def insert_within(
     driver error. The batch is all or nothing (a savepoint);
     the caller's transaction stays open either way, and nothing is committed.
     """
-    caller = _check(connection, path, what, driver)
+    caller = _check(connection, path, what, driver, statements.table)
     if not rows:
         return
 
@@ -321,7 +340,7 @@ def modify_within(
     The connection's checks and errors are :func:`insert_within`'s; an unknown id:
     :class:`ScheduleNotFound`; a row that cannot be decoded: :class:`StoreError`."""
     what = "modify"
-    caller = _check(connection, path, what, driver)
+    caller = _check(connection, path, what, driver, statements.table)
     with _savepoint(caller, path, what):
         rows = caller.execute(statements.select_one, (schedule_id.bytes,))
         if not rows:
