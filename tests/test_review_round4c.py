@@ -205,3 +205,42 @@ def test_an_app_connection_whose_temp_table_hides_the_stores_is_refused(
         assert conn.execute("SELECT count(*) FROM temp.scheduled_messages").fetchall() == [(0,)]
         conn.close()
         assert store.inspect(message.schedule_id) is None
+
+
+def _unix_socket_conninfo(url: str) -> str:
+    """The test server reached through its unix socket (scripts/pg-test-server's layout),
+    or a skip when there is none."""
+    import psycopg
+
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    folder = Path(f"/tmp/hexeract-pg-{params.get('port', 5432)}/run")
+    if not (folder / f".s.PGSQL.{params.get('port', 5432)}").exists():
+        pytest.skip(f"no unix socket of the test server in {folder}")
+    params["host"] = str(folder)
+    return psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("store_via", ["tcp", "unix socket"])
+def test_an_app_connection_to_the_same_database_by_another_route_is_accepted(
+    store_via: str,
+) -> None:
+    # The same database and table, reached through the unix socket by one side and TCP by
+    # the other, was refused as "on another database" (the identity compared the
+    # server's address, NULL over a socket).
+    import psycopg
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    url = pg.require_server()
+    socket = _unix_socket_conninfo(url)
+    store_url, app_url = (url, socket) if store_via == "tcp" else (socket, url)
+    table = pg.unique_table("r4c")
+    store = PostgresScheduleStore.open(store_url, table=table)
+    try:
+        message = _message()
+        with psycopg.connect(app_url) as conn:
+            store.insert(message, 3, connection=conn)
+        assert store.inspect(message.schedule_id) is not None
+    finally:
+        store.close()
+        pg.drop_table(url, table)

@@ -60,9 +60,12 @@ log = logging.getLogger(__name__)
 _SAVEPOINT = "hexeract_lite_insert"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _IDENTITY = (
-    "SELECT current_database(), inet_server_addr()::text, inet_server_port(),"
+    "SELECT current_database(), current_setting('port'), pg_postmaster_start_time(),"
     " to_regclass(%s)::oid::bigint"
 )
+"""What tells one database's table apart: the database, the server (its port and start
+instant: the same whatever the route to it, TCP from any address or a unix socket) and
+the table's oid as the connection resolves its name."""
 
 
 def _bad(what: str, problem: str) -> InvalidArgument:
@@ -78,9 +81,10 @@ def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
 _IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
-def _store_identity(store: PostgresScheduleStore) -> tuple[Any, ...]:
-    """The database, server address, port and table oid the store's connections see."""
-    found = _IDENTITIES.get(store)
+def _store_identity(store: PostgresScheduleStore, fresh: bool = False) -> tuple[Any, ...]:
+    """The :data:`_IDENTITY` the store's connections see (read again when ``fresh``:
+    a server restart changes its start instant)."""
+    found = None if fresh else _IDENTITIES.get(store)
     if found is None:
         with store._connection("insert") as conn:
             found = _IDENTITIES[store] = _identity(conn, store.table)
@@ -115,11 +119,14 @@ def _check(store: PostgresScheduleStore, connection: object, what: str) -> psyco
     except psycopg.Error as exc:
         raise _bad(what, f"cannot be used: {type(exc).__name__}: {exc}") from exc
     ours = _store_identity(store)
+    if theirs != ours:
+        ours = _store_identity(store, fresh=True)
     if theirs != ours or ours[3] is None:
         raise _bad(
             what,
             f"is on another database or sees another table {store.table!r}"
-            f" ({theirs[0]!r} at {theirs[1]}:{theirs[2]}), not the store's ({store._where})",
+            f" ({theirs[0]!r} on the server of port {theirs[1]} started {theirs[2]}),"
+            f" not the store's ({store._where})",
         )
     if read_only == "on":
         raise _bad(what, "is read-only (transaction_read_only is on)")
