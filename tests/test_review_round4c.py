@@ -24,6 +24,7 @@ from hexeract_lite import (
 from hexeract_lite.errors import InvalidArgument, InvalidConfiguration
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from tests import pg
+from tests.conftest import STORE_FACTORIES
 
 NOT_BOOLS = ["no", "false", 0, 1, None]
 
@@ -244,3 +245,27 @@ def test_an_app_connection_to_the_same_database_by_another_route_is_accepted(
     finally:
         store.close()
         pg.drop_table(url, table)
+
+
+@pytest.mark.parametrize("store_name", sorted(STORE_FACTORIES))
+@pytest.mark.parametrize("lease", [timedelta(microseconds=1), timedelta(microseconds=999)])
+def test_a_lease_shorter_than_the_stored_millisecond_is_refused(
+    store_name: str, lease: timedelta, tmp_path: Path
+) -> None:
+    # now + lease truncated to the millisecond was now itself: the lease had run out at the
+    # instant of the claim, so a second claim at that instant handed the same occurrence
+    # out again, with the same fencing token.
+    store = STORE_FACTORIES[store_name](tmp_path)
+    try:
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        message = ScheduledMessage.delay(Target.outbox(), now, "a.b", None)
+        store.insert(message, 5)
+        with pytest.raises(InvalidConfiguration, match="lease must be at least 1 ms"):
+            store.claim_due(now, 1, lease)
+        snap = store.inspect(message.schedule_id)
+        assert snap is not None and (snap.attempts, snap.leased_until) == (0, None)
+        [claimed] = store.claim_due(now, 1, timedelta(milliseconds=1))
+        assert claimed.leased_until == now + timedelta(milliseconds=1)
+        assert store.claim_due(now, 1, timedelta(milliseconds=1)) == []
+    finally:
+        store.close()

@@ -286,7 +286,8 @@ class ScheduleStore(abc.ABC):
         ``<= now``). Oldest ``scheduled_for`` first (ties by schedule id). Each
         claimed row gets ``attempts + 1`` and ``leased_until = now + lease``, so a
         crash-and-reclaim still spends the budget. ``batch_size`` must be >= 1 and
-        ``lease`` > 0 (:class:`InvalidConfiguration`).
+        ``lease`` at least 1 ms, the precision ``leased_until`` is stored at
+        (:class:`InvalidConfiguration`).
         """
 
     @abc.abstractmethod
@@ -801,14 +802,22 @@ def check_max_attempts(max_attempts: object) -> int:
     return max_attempts  # type: ignore[return-value]
 
 
+_ONE_MS = timedelta(milliseconds=1)
+
+
 def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     """Validate ``claim_due``'s arguments; return ``now`` normalised."""
     if not _is_count(batch_size):
         raise InvalidConfiguration(
             f"batch_size must be an integer from 1 to {MAX_INT32}, got {batch_size!r}"
         )
-    if not isinstance(lease, timedelta) or lease <= timedelta(0):
-        raise InvalidConfiguration(f"lease must be a positive timedelta, got {lease!r}")
+    if not isinstance(lease, timedelta) or lease < _ONE_MS:
+        # leased_until is stored at millisecond precision: a shorter lease would run out
+        # at the very instant of its claim, so the same occurrence could be claimed again
+        raise InvalidConfiguration(
+            f"lease must be at least 1 ms (leases are stored at millisecond precision),"
+            f" got {lease!r}"
+        )
     now = to_utc_ms(now, "now", InvalidConfiguration)
     try:
         now + lease
