@@ -212,8 +212,7 @@ def _check(
     if table is not None and caller.execute(_TEMP_SHADOW, (table,)):
         raise _bad(
             what,
-            f"sees another table {table!r}: a TEMP table of that name hides the store's"
-            f" in {path}",
+            f"sees another table {table!r}: a TEMP table of that name hides the store's in {path}",
         )
     if caller.kind != driver and not shares_sqlite_with_apsw():
         if driver == "apsw":
