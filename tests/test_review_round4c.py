@@ -269,3 +269,34 @@ def test_a_lease_shorter_than_the_stored_millisecond_is_refused(
         assert store.claim_due(now, 1, timedelta(milliseconds=1)) == []
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", ["order", "group", "select", "index", "table"])
+def test_a_table_name_sql_reads_as_a_keyword_is_refused_before_any_sql(
+    tmp_path: Path, name: str
+) -> None:
+    # It passed the name check, then SQLite failed with "cannot open the database ...:
+    # SQLError: near 'order': syntax error" (the file was fine, the name was not). Table
+    # names go into the SQL unquoted, as in the reference's statements.
+    with pytest.raises(InvalidConfiguration, match=rf"invalid table name '{name}': .*keyword"):
+        SqliteScheduleStore.open(tmp_path / "s.db", table=name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_table_name_sql_reads_as_a_keyword_is_refused_on_postgres_too() -> None:
+    # the same names on every store, so a table can move between them (migrate)
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    with pytest.raises(InvalidConfiguration, match=r"invalid table name 'order': .*keyword"):
+        PostgresScheduleStore.open("postgresql://nobody@127.0.0.1:1/none", table="order")
+
+
+@pytest.mark.parametrize("name", ["others", "key", "plan", "action", "user"])
+def test_a_keyword_sqlite_takes_as_a_name_stays_a_valid_table_name(
+    tmp_path: Path, name: str
+) -> None:
+    with SqliteScheduleStore.open(tmp_path / "s.db", table=name) as store:
+        message = _message()
+        store.insert(message, 3)
+        later = datetime.now(UTC) + timedelta(seconds=1)
+        assert len(store.claim_due(later, 5, timedelta(seconds=5))) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..errors import InvalidConfiguration
@@ -31,8 +32,10 @@ MAX_TABLE_NAME_BYTES = 63
 
 def validate_table_name(name: object) -> str:
     """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes
-    and does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
-    its own tables, ``sqlite_schema`` and ``sqlite_master`` among them).
+    does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
+    its own tables, ``sqlite_schema`` and ``sqlite_master`` among them), and is not a
+    word SQL reads as a keyword (``order``, ``group``, ``select``, ...), on every store
+    alike, so that a table can move between them.
 
     Checked before a table name is ever put into SQL, so it cannot inject any;
     anything else raises :class:`InvalidConfiguration` quoting the name.
@@ -50,7 +53,35 @@ def validate_table_name(name: object) -> str:
             f"invalid table name {name!r}: {len(name)} characters; at most"
             f" {MAX_TABLE_NAME_BYTES} are allowed"
         )
+    if not _sqlite_takes(name):
+        raise InvalidConfiguration(
+            f"invalid table name {name!r}: SQL reads it as a keyword (table names go into"
+            " the statements unquoted, as in the reference's)"
+        )
     return name
+
+
+@functools.cache
+def _sqlite_takes(name: str) -> bool:
+    """True when SQLite parses ``name`` (already a plain identifier) as a table name,
+    unquoted, in the kinds of statement the stores run; a reserved word such as
+    ``order`` or ``group`` it does not (``key`` or ``others`` it does)."""
+    import apsw  # not on import: the CLI loads the driver only when it needs it
+
+    conn = apsw.Connection(":memory:")
+    try:
+        for _ in conn.execute(
+            f"CREATE TABLE {name} (x INTEGER); CREATE INDEX idx_{name}_x ON {name} (x);"
+            f" INSERT INTO {name} (x) VALUES (1);"
+            f" SELECT x FROM {name} INDEXED BY idx_{name}_x WHERE x = 1;"
+            f" UPDATE {name} SET x = 2 WHERE x = 1; DELETE FROM {name} WHERE x = 2"
+        ):
+            pass
+    except apsw.SQLError:
+        return False
+    finally:
+        conn.close()
+    return True
 
 
 # -- SQLite ---------------------------------------------------------------------
