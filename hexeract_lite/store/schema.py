@@ -31,7 +31,7 @@ MAX_TABLE_NAME_BYTES = 63
 
 
 def validate_table_name(name: object) -> str:
-    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes
+    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes,
     does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
     its own tables, ``sqlite_schema`` and ``sqlite_master`` among them), and is not a
     word SQL reads as a keyword (``order``, ``group``, ``select``, ...), on every store
