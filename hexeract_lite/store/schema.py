@@ -22,6 +22,7 @@ __all__ = [
     "sqlite_noncanonical",
     "sqlite_table_ddl",
     "sqlite_unique_index_ddl",
+    "validate_sqlite_table_name",
     "validate_table_name",
 ]
 
@@ -31,11 +32,9 @@ MAX_TABLE_NAME_BYTES = 63
 
 
 def validate_table_name(name: object) -> str:
-    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes,
-    does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
-    its own tables, ``sqlite_schema`` and ``sqlite_master`` among them), and is not a
-    word SQL reads as a keyword (``order``, ``group``, ``select``, ...), on every store
-    alike, so that a table can move between them.
+    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes
+    and does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
+    its own tables, ``sqlite_schema`` and ``sqlite_master`` among them).
 
     Checked before a table name is ever put into SQL, so it cannot inject any;
     anything else raises :class:`InvalidConfiguration` quoting the name.
@@ -53,10 +52,18 @@ def validate_table_name(name: object) -> str:
             f"invalid table name {name!r}: {len(name)} characters; at most"
             f" {MAX_TABLE_NAME_BYTES} are allowed"
         )
+    return name
+
+
+def validate_sqlite_table_name(name: object) -> str:
+    """:func:`validate_table_name`, and not a word SQLite reads as a keyword (``order``,
+    ``group``, ``select``, ...): the SQLite statements name the table unquoted, as the
+    reference's do; PostgreSQL's quote it, so they take such a name."""
+    name = validate_table_name(name)
     if not _sqlite_takes(name):
         raise InvalidConfiguration(
-            f"invalid table name {name!r}: SQL reads it as a keyword (table names go into"
-            " the statements unquoted, as in the reference's)"
+            f"invalid table name {name!r} for SQLite: SQL reads it as a keyword (its"
+            " statements name the table unquoted, as the reference's do)"
         )
     return name
 
@@ -146,14 +153,14 @@ def sqlite_table_ddl(table: str) -> str:
     ``created_at`` keeps the reference's default (SQLite's clock) so the DDL stays the
     reference's; hexeract_lite itself always binds ``created_at`` from its clock.
     """
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     body = ",\n".join(f"    {column.name} {column.sqlite}" for column in COLUMNS)
     return f"CREATE TABLE IF NOT EXISTS {t} (\n{body}\n);"
 
 
 def sqlite_reference_index_ddl(table: str) -> list[str]:
     """The reference's two partial indexes, with its names and definitions."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     return [
         f"CREATE INDEX IF NOT EXISTS idx_{t}_pending ON {t} (scheduled_for)\n"
         f"    WHERE {LIVE} AND paused = 0;",
@@ -181,7 +188,7 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
     Each holds only the rows its query wants: a new row adds one entry (to ``due``)
     beyond the reference's indexes.
     """
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     return [
         f"CREATE INDEX IF NOT EXISTS idx_{t}_due ON {t} (scheduled_for, schedule_id)\n"
         f"    WHERE {LIVE} AND paused = 0 AND leased_until IS NULL;",
@@ -200,7 +207,7 @@ def sqlite_retention_index_ddl(table: str) -> list[str]:
     """Ended rows by when they ended (schema version 5): ``stats`` counts delivered and
     cancelled rows on these indexes and ``prune`` finds those older than its cut-off
     without reading any other row (dead letters have the reference's index)."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     return [
         f"CREATE INDEX IF NOT EXISTS idx_{t}_delivered ON {t} (delivered_at)\n"
         "    WHERE delivered_at IS NOT NULL;",
@@ -212,7 +219,7 @@ def sqlite_retention_index_ddl(table: str) -> list[str]:
 def sqlite_unique_index_ddl(table: str) -> list[str]:
     """hexeract_lite's unique index (schema version 3): a schedule name is unique among
     the rows that have one."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     return [
         f"CREATE UNIQUE INDEX IF NOT EXISTS idx_{t}_name ON {t} (name)\n"
         "    WHERE name IS NOT NULL;",

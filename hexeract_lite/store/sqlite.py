@@ -74,7 +74,7 @@ from .listing import (
 )
 from .notices import malformed_dead_lettered
 from .record import ScheduleRecord, grace_ms
-from .schema import DEFAULT_TABLE, validate_table_name
+from .schema import DEFAULT_TABLE, validate_sqlite_table_name
 from .settle_plan import PlannedSettlement, settle_plan
 from .sqlite_busy import set_busy_wait
 from .sqlite_codec import (
@@ -305,8 +305,9 @@ class SqliteScheduleStore(SettlingStore):
         - ``path``: the database file; None means :func:`default_database_path`, whose
           folders are created. A new file is created with owner-only permissions
           (0600 on POSIX); on any other path the folder must already exist.
-        - ``table``: the table name, ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes
-          (:class:`InvalidConfiguration` otherwise, before any SQL runs).
+        - ``table``: the table name, ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not
+          a word SQLite reads as a keyword (:class:`InvalidConfiguration` otherwise,
+          before any SQL runs).
         - ``clock``: where "now" comes from (``created_at``, ``delivered_at``, retry
           deadlines, the sweep, replay).
         - ``durability``: ``"full"`` (every commit fsynced), ``"relaxed"`` (the
@@ -355,7 +356,7 @@ class SqliteScheduleStore(SettlingStore):
         SQLite database, a read-only file or folder (unless ``readonly``), or a
         missing folder raise :class:`StoreError` naming the path, changing nothing.
         """
-        table = validate_table_name(table)
+        table = validate_sqlite_table_name(table)
         if durability not in DURABILITY:
             raise InvalidConfiguration(
                 f"durability must be 'full', 'relaxed' or 'normal', got {durability!r}"

@@ -12,7 +12,7 @@ import pathlib
 
 from ..snapshot import ScheduleStatus
 from .listing import sqlite_status_where
-from .schema import LIVE, validate_table_name
+from .schema import LIVE, validate_sqlite_table_name
 from .sqlite_codec import SELECT_LIST
 
 __all__ = ["file_sizes", "list_sql", "prune_sql", "replay_sql", "stats_sql"]
@@ -23,7 +23,7 @@ def list_sql(
 ) -> str:
     """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:n`` bound
     as the flags say; the status condition is constant text."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     where = [sqlite_status_where(status)]
     if glob:
         where.append("event_type GLOB :glob")
@@ -38,7 +38,7 @@ def list_sql(
 
 def replay_sql(table: str) -> str:
     """Replay one row if it is still dead-lettered (``:id``, ``:now``)."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     return (
         f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
         " last_error = NULL, paused = 0, dead_lettered_at = NULL"
@@ -49,7 +49,7 @@ def replay_sql(table: str) -> str:
 def stats_sql(table: str, *, indexed: bool = True) -> str:
     """One row: fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh,
     oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight (``:now`` bound)."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     pending = f"{LIVE} AND paused = 0"
     fresh = f"{pending} AND leased_until IS NULL"
     leased = f"{pending} AND leased_until IS NOT NULL"
@@ -93,7 +93,7 @@ def prune_sql(table: str, column: str) -> tuple[str, str]:
     """(count, delete a batch) of the rows whose ``column`` (an end instant, from
     :data:`~hexeract_lite.store.listing.PRUNE_COLUMN`) is before ``:cut``; ``:n`` rows
     per delete, found on the column's partial index."""
-    t = validate_table_name(table)
+    t = validate_sqlite_table_name(table)
     where = f"{column} IS NOT NULL AND {column} < :cut"
     return (
         f"SELECT count(*) FROM {t} WHERE {where}",

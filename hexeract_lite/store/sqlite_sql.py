@@ -19,7 +19,7 @@ from .schema import (
     NONCANONICAL,
     OFF_LAYOUT,
     sqlite_noncanonical,
-    validate_table_name,
+    validate_sqlite_table_name,
 )
 from .sqlite_codec import SELECT_LIST
 
@@ -37,7 +37,7 @@ class SqliteStatements:
     """Every statement of one store, built once, for one validated table name."""
 
     def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
-        t = validate_table_name(table)
+        t = validate_sqlite_table_name(table)
         self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
         due = f"{t} INDEXED BY idx_{t}_due"
@@ -255,7 +255,7 @@ class PortableReads:
     not for a worker."""
 
     def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
-        t = validate_table_name(table)
+        t = validate_sqlite_table_name(table)
         cols = select_list
 
         def canonical(column: str) -> str:
