@@ -19,6 +19,7 @@ from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
 from .store.changes import Change, EnsureResult
 from .trigger import CronExpression
+from .zoned import CRON_TZ_PREFIX
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "EnsureResult", "ReconcileReport", "SchedulerControl"]
 
@@ -338,10 +339,11 @@ class SchedulerControl:
         """Change a schedule in place (an argument left out stays as it is); True when
         a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a schedule
         that is not a cron schedule: :class:`NotChangeable`. ``cron`` may be zoned (a
-        ``CRON_TZ=`` prefix, a zoned :class:`CronExpression`, or ``tz``, which goes
-        with ``cron`` only). A new rule's next firing is its first instant after now
-        (after the firing in flight, if any). ``misfire_grace``: the new grace, None
-        for none.
+        ``CRON_TZ=`` prefix, a :class:`CronExpression`, or ``tz``, which goes with
+        ``cron`` only); a text without a zone is read on the schedule's own zone,
+        which it keeps (``tz="UTC"`` moves it to UTC). A new rule's next firing is its
+        first instant after now (after the firing in flight, if any).
+        ``misfire_grace``: the new grace, None for none.
 
         .. versionadded:: 0.2.0
         """
@@ -352,6 +354,9 @@ class SchedulerControl:
             payload_json=None if payload is ... else encode_payload(payload),
             target=target,
             cron=None if cron is None else CronExpression.parse(str(cron), tz=tz),
+            keep_zone=tz is None
+            and isinstance(cron, str)
+            and not cron.strip().startswith(CRON_TZ_PREFIX),
             max_attempts=max_attempts,
             misfire_grace=None if isinstance(misfire_grace, EllipsisType) else misfire_grace,
             set_misfire_grace=not isinstance(misfire_grace, EllipsisType),

@@ -1,0 +1,61 @@
+"""Review round 4a: defects found by exercising the README's named schedules, time
+zones, misfire grace and worker sections from outside."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from hexeract_lite import SchedulerControl, ScheduleSnapshot, ScheduleStore
+from hexeract_lite.cli import main
+
+from .conftest import FrozenTime
+
+
+def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
+    snap = store.inspect(sid)
+    assert isinstance(snap, ScheduleSnapshot)
+    return snap
+
+
+# --- update(cron=...) without a zone keeps the schedule's zone --------------------------
+
+
+def test_update_of_a_zoned_rule_without_a_zone_keeps_the_zone(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """The README's quick start declares myapp.backup.daily on Europe/Paris and its CLI
+    section updates it with ``--cron '30 3 * * *'``: "changes what you pass and keeps
+    the rest". Before, the rule silently moved to UTC (an hour off in winter)."""
+    control = SchedulerControl(store)
+    control.ensure("myapp.backup.daily", cron="0 3 * * *", tz="Europe/Paris", event_type="b")
+    sid = control.id_of("myapp.backup.daily")
+    assert control.update("myapp.backup.daily", cron="30 3 * * *", payload={"full": True})
+    snap = _snap(store, sid)
+    assert snap.trigger.expression == "CRON_TZ=Europe/Paris 30 3 * * *"
+    assert snap.scheduled_for == datetime(2026, 3, 2, 2, 30, tzinfo=UTC)  # 03:30 +01
+    # the same rule in the same zone: nothing to change
+    assert not control.update("myapp.backup.daily", cron="30 3 * * *")
+    # an explicit zone still moves it, UTC included
+    assert control.update("myapp.backup.daily", cron="30 3 * * *", tz="UTC")
+    assert _snap(store, sid).trigger.expression == "30 3 * * *"
+    assert control.update("myapp.backup.daily", cron="CRON_TZ=Asia/Tokyo 30 3 * * *")
+    assert _snap(store, sid).trigger.expression == "CRON_TZ=Asia/Tokyo 30 3 * * *"
+
+
+def test_cli_update_cron_without_tz_keeps_the_zone(
+    tmp_path: Path, frozen: FrozenTime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn = ["--conn", str(tmp_path / "s.db")]
+    name = ["--name", "myapp.backup.daily"]
+    rule = ["--cron", "0 3 * * *", "--tz", "Europe/Paris", "--event-type", "backup.run"]
+    assert main(["scheduler", "ensure", *name, *rule, *conn]) == 0
+    assert main(["scheduler", "update", *name, "--cron", "30 3 * * *", *conn]) == 0
+    capsys.readouterr()
+    assert main(["scheduler", "inspect", *name, "--format", "json", *conn]) == 0
+    shown = capsys.readouterr().out
+    assert '"trigger": "cron:CRON_TZ=Europe/Paris 30 3 * * *"' in shown
+    assert '"scheduled_for": "2026-03-02T02:30:00.000Z"' in shown
