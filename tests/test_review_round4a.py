@@ -59,3 +59,28 @@ def test_cli_update_cron_without_tz_keeps_the_zone(
     shown = capsys.readouterr().out
     assert '"trigger": "cron:CRON_TZ=Europe/Paris 30 3 * * *"' in shown
     assert '"scheduled_for": "2026-03-02T02:30:00.000Z"' in shown
+
+
+# --- the worker command's help states the real defaults ---------------------------------
+
+
+def test_worker_help_states_the_configs_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--min-cycle-delay`` said "default: 5ms" (the reference's); the default is 2 ms."""
+    from hexeract_lite import SchedulerWorkerConfig
+    from hexeract_lite.cli.args import parse_duration
+
+    assert main(["scheduler", "worker", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    defaults = SchedulerWorkerConfig()
+    for flag, field in (
+        ("--poll-interval", "poll_interval"),
+        ("--lease", "lease"),
+        ("--dispatch-timeout", "dispatch_timeout"),
+        ("--retry-base-delay", "retry_base_delay"),
+        ("--retry-max-delay", "retry_max_delay"),
+        ("--min-cycle-delay", "min_cycle_delay"),
+    ):
+        shown = text.rsplit(f"{flag} DURATION", 1)[1].split("(default: ", 1)[1].split(")", 1)[0]
+        assert parse_duration(shown) == getattr(defaults, field), flag
+    shown = text.rsplit("--batch-size N", 1)[1].split("(default: ", 1)[1].split(")", 1)[0]
+    assert int(shown) == defaults.batch_size
