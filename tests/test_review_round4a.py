@@ -84,3 +84,26 @@ def test_worker_help_states_the_configs_defaults(capsys: pytest.CaptureFixture[s
         assert parse_duration(shown) == getattr(defaults, field), flag
     shown = text.rsplit("--batch-size N", 1)[1].split("(default: ", 1)[1].split(")", 1)[0]
     assert int(shown) == defaults.batch_size
+
+
+# --- RetryPolicy.next_delay names a bad attempts value ----------------------------------
+
+
+@pytest.mark.parametrize("attempts", ["x", "3", 2.5, None, True])
+def test_next_delay_refuses_an_attempts_that_is_not_an_int(attempts: object) -> None:
+    """Before: ``"x"`` leaked int()'s bare ValueError, ``None`` a TypeError, and ``"3"``,
+    ``2.5`` and ``True`` were silently read as 3, 2 and 1."""
+    from hexeract_lite import InvalidArgument, RetryPolicy
+
+    with pytest.raises(InvalidArgument, match="attempts"):
+        RetryPolicy(jitter=False).next_delay(attempts)  # type: ignore[arg-type]
+
+
+def test_next_delay_still_counts_negative_attempts_as_zero() -> None:
+    from datetime import timedelta
+
+    from hexeract_lite import RetryPolicy
+
+    policy = RetryPolicy(jitter=False)
+    assert policy.next_delay(-3) == policy.next_delay(0) == timedelta(seconds=1)
+    assert policy.next_delay(3) == timedelta(seconds=8)
