@@ -107,3 +107,23 @@ def test_next_delay_still_counts_negative_attempts_as_zero() -> None:
     policy = RetryPolicy(jitter=False)
     assert policy.next_delay(-3) == policy.next_delay(0) == timedelta(seconds=1)
     assert policy.next_delay(3) == timedelta(seconds=8)
+
+
+# --- an interval's anchor is never rounded down ----------------------------------------
+
+
+def test_an_interval_never_fires_before_its_anchor() -> None:
+    """README: "a fraction of a millisecond rounded up (a message never fires before the
+    instant you asked for)". ``every(..., anchor=now)`` with now's microseconds fired up to a
+    millisecond early (the anchor was truncated); a delay and a cron ``first`` round up."""
+    from datetime import timedelta
+
+    from hexeract_lite import Interval, ScheduledMessage, Target
+
+    anchor = datetime(2026, 3, 1, 12, 0, 0, 500, tzinfo=UTC)
+    message = ScheduledMessage.every(Target.outbox(), timedelta(minutes=1), anchor, "e", None)
+    assert message.scheduled_for == datetime(2026, 3, 1, 12, 0, 0, 1000, tzinfo=UTC)
+    assert message.scheduled_for >= anchor
+    assert Interval.of("1m", anchor).anchor >= anchor
+    exact = datetime(2026, 3, 1, 12, 0, 0, 2000, tzinfo=UTC)
+    assert Interval.of("1m", exact).anchor == exact  # whole milliseconds stay as they are
