@@ -127,3 +127,38 @@ def test_an_interval_never_fires_before_its_anchor() -> None:
     assert Interval.of("1m", anchor).anchor >= anchor
     exact = datetime(2026, 3, 1, 12, 0, 0, 2000, tzinfo=UTC)
     assert Interval.of("1m", exact).anchor == exact  # whole milliseconds stay as they are
+
+
+# --- declaring a delivered one-shot with another instant settles on UNCHANGED -----------
+
+
+def test_a_delivered_one_shot_declared_with_another_instant_is_unchanged_at_every_start(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A delivered one-shot keeps its status and its instant (its history); before, a
+    declaration with another ``at`` reported UPDATED, and wrote the row, at every start
+    forever, since the instant it compared was never written."""
+    from datetime import timedelta
+
+    from hexeract_lite import SchedulerWorker
+    from hexeract_lite.store.base import EnsureResult
+
+    control = SchedulerControl(store)
+    at = frozen.now() + timedelta(minutes=1)
+    assert control.ensure("app.welcome", at=at, event_type="e") is EnsureResult.CREATED
+    frozen.shift(timedelta(minutes=2))
+    assert SchedulerWorker(store, lambda m: None).run_once().delivered == 1
+    sid = control.id_of("app.welcome")
+    later = frozen.now() + timedelta(days=1)
+    for _ in range(3):
+        assert control.ensure("app.welcome", at=later, event_type="e") is EnsureResult.UNCHANGED
+    snap = _snap(store, sid)
+    assert snap.status.value == "delivered" and snap.scheduled_for == at
+    # its other values are still updated, once
+    assert control.ensure("app.welcome", at=later, event_type="e", payload=1) is (
+        EnsureResult.UPDATED
+    )
+    assert control.ensure("app.welcome", at=later, event_type="e", payload=1) is (
+        EnsureResult.UNCHANGED
+    )
+    assert _snap(store, sid).status.value == "delivered"

@@ -159,7 +159,8 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
     - cancelled: stored again as declared, fresh (CREATED);
     - another trigger kind: :class:`NotChangeable` naming both;
     - same event type, payload (as JSON values), target, rule (cron, with its zone;
-      interval: period and grid) or instant (one shot), budget, misfire grace and
+      interval: period and grid) or instant (one shot; a delivered or dead-lettered one's
+      instant is its history, not compared nor changed), budget, misfire grace and
       name: UNCHANGED;
     - else the values change in place (UPDATED); a new rule's next firing is its first
       instant after now (under the lease rule); a delivered or dead-lettered row keeps
@@ -198,7 +199,7 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
             and row.max_attempts == new.max_attempts
             and row.misfire_grace_ms == new.misfire_grace_ms
             and same_rule
-            and (recurring or row.scheduled_for == message.scheduled_for)
+            and (recurring or row.is_terminal or row.scheduled_for == message.scheduled_for)
         )
         if same:
             return EnsureResult.UNCHANGED, None
