@@ -16,7 +16,7 @@ from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
 from .snapshot import MalformedSchedule, ScheduleSnapshot
-from .store.base import ScheduleStore
+from .store.base import ScheduleStore, check_max_attempts
 from .store.changes import Change, EnsureResult
 from .trigger import CronExpression
 from .zoned import CRON_TZ_PREFIX
@@ -250,18 +250,28 @@ class SchedulerControl:
         outside the group, and schedules without a name, are never touched. Each
         declared message is ensured with its ``max_attempts`` given as
         ``(message, max_attempts)`` pairs or, for a bare message,
-        :data:`DEFAULT_MAX_ATTEMPTS`.
+        :data:`DEFAULT_MAX_ATTEMPTS`. Every entry (name, group, budget) is checked
+        before anything is written.
 
         .. versionadded:: 0.2.0
         """
         check_group(group)
+        try:
+            entries = list(declared)
+        except TypeError:
+            raise InvalidArgument(
+                f"reconcile takes a list of declared schedules, got {declared!r:.100}"
+            ) from None
         items: list[tuple[ScheduledMessage, int]] = []
-        for entry in declared:
-            message, budget = entry if isinstance(entry, tuple) else (entry, DEFAULT_MAX_ATTEMPTS)
+        for entry in entries:
+            pair = entry if isinstance(entry, tuple) else (entry, DEFAULT_MAX_ATTEMPTS)
+            message = pair[0] if len(pair) == 2 else None
             if not isinstance(message, ScheduledMessage) or message.name is None:
                 raise InvalidArgument(
-                    f"reconcile takes named ScheduledMessages, got {entry!r:.200}"
+                    "reconcile takes named ScheduledMessages or (message, max_attempts)"
+                    f" pairs, got {entry!r:.200}"
                 )
+            budget = check_max_attempts(pair[1])
             if group_of(message.name) != group:
                 raise InvalidArgument(
                     f"schedule name {message.name!r} is not in group {group!r}"

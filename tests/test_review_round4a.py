@@ -162,3 +162,36 @@ def test_a_delivered_one_shot_declared_with_another_instant_is_unchanged_at_ever
         EnsureResult.UNCHANGED
     )
     assert _snap(store, sid).status.value == "delivered"
+
+
+# --- reconcile checks every entry before writing ----------------------------------------
+
+
+def _bad_entries(control: SchedulerControl) -> list[object]:
+    bad = control.declare("app.bad", cron="0 4 * * *", event_type="e")
+    return [(bad, 0), (bad, "3"), (bad,), (bad, 3, 4)]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_reconcile_with_a_bad_entry_writes_nothing(
+    store: ScheduleStore, frozen: FrozenTime, which: int
+) -> None:
+    """A bad budget or a malformed pair after good entries: before, the good ones were
+    created (or a bare ValueError from unpacking leaked) before the bad one was seen."""
+    from hexeract_lite import InvalidArgument
+
+    control = SchedulerControl(store)
+    good = control.declare("app.good", cron="0 3 * * *", event_type="e")
+    with pytest.raises(InvalidArgument):
+        control.reconcile("app", [good, _bad_entries(control)[which]])  # type: ignore[list-item]
+    assert store.inspect(control.id_of("app.good")) is None
+    assert store.inspect(control.id_of("app.bad")) is None
+
+
+def test_reconcile_of_something_not_iterable_is_invalid_argument(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    from hexeract_lite import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="reconcile"):
+        SchedulerControl(store).reconcile("app", 5)  # type: ignore[arg-type]
