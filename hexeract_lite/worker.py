@@ -72,7 +72,7 @@ import attrs
 from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, log_occurrence, take_turn
-from .errors import InvalidConfiguration
+from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
     Hook,
     MalformedDeadLettered,
@@ -774,8 +774,14 @@ class SchedulerWorker:
         before it returns (a cancellation is then re-raised). A sink raising
         :class:`KeyboardInterrupt` or :class:`SystemExit` on the loop fails its
         dispatch, the rest of the batch is released and settled, and the exception
-        propagates.
+        propagates. ``stop`` must be an :class:`asyncio.Event` (a
+        :class:`threading.Event` goes with :meth:`run`): :class:`InvalidArgument` otherwise.
         """
+        if stop is not None and not isinstance(stop, asyncio.Event):
+            raise InvalidArgument(
+                f"run_async's stop must be an asyncio.Event, got {stop!r:.100}"
+                " (a threading.Event goes with run())"
+            )
         stop = stop if stop is not None else asyncio.Event()
         self._enter(functools.partial(_set_soon, asyncio.get_running_loop(), stop))
         try:
