@@ -281,6 +281,8 @@ class SchedulerWorker:
                     f"sink must have a dispatch(message) method or be callable, got {sink!r}"
                 )
             sink = CallableSink(sink)
+        if clock is not None and not isinstance(clock, Clock):
+            raise InvalidConfiguration(f"clock must have a now() method, got clock={clock!r:.100}")
         if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise InvalidConfiguration(f"rng must have a uniform(a, b) method, got rng={rng!r}")
         if not isinstance(propagate_errors, bool):
@@ -878,6 +880,10 @@ class WorkerHandle:
         released. Returns True when the thread has ended. (``worker.abort()`` stops it
         without waiting for the occurrence in hand.)
         """
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta | None):
+            raise InvalidArgument(
+                f"stop's timeout must be seconds or a timedelta (or None), got {timeout!r:.100}"
+            )
         self._stop.set()
         changes = getattr(self.worker.store, "changes", None)
         if changes is not None:

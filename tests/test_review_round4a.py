@@ -243,3 +243,27 @@ def test_run_async_names_a_stop_that_is_not_an_event(stop: object) -> None:
     worker = SchedulerWorker(InMemoryScheduleStore(), lambda m: None)
     with pytest.raises(InvalidArgument, match=r"asyncio\.Event"):
         asyncio.run(worker.run_async(stop))  # type: ignore[arg-type]
+
+
+# --- the worker names a bad clock, and a bad stop timeout -------------------------------
+
+
+def test_a_worker_refuses_a_clock_without_now() -> None:
+    """Before: accepted, then the first cycle raised a bare AttributeError ('int' object
+    has no attribute 'now'); the SQLite and PostgreSQL stores already refuse it."""
+    from hexeract_lite import InMemoryScheduleStore, InvalidConfiguration, SchedulerWorker
+
+    with pytest.raises(InvalidConfiguration, match="clock"):
+        SchedulerWorker(InMemoryScheduleStore(), lambda m: None, clock=5)  # type: ignore[arg-type]
+
+
+def test_stop_names_a_bad_timeout() -> None:
+    from hexeract_lite import InMemoryScheduleStore, InvalidArgument, SchedulerWorker
+
+    handle = SchedulerWorker(InMemoryScheduleStore(), lambda m: None).start()
+    try:
+        with pytest.raises(InvalidArgument, match="timeout"):
+            handle.stop("x")  # type: ignore[arg-type]
+        assert handle.is_alive  # a refused stop stops nothing
+    finally:
+        assert handle.stop(10)
