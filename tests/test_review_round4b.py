@@ -1,0 +1,128 @@
+"""Review round 4b: the README's promises on hooks, upkeep, the CLI and migrate, probed
+from the outside. Each test failed before the fix it names."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import apsw
+
+from hexeract_lite import ScheduledMessage, ScheduleStatus, SqliteScheduleStore, Target
+from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
+from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
+
+# -- a slow hook never costs a claimed occurrence its lease ----------------------------------
+
+# A lease that covers the batch (2 x 0.1 s), but not the hook's 0.6 s pause.
+TIGHT = SchedulerWorkerConfig(
+    batch_size=2,
+    lease=timedelta(milliseconds=400),
+    dispatch_timeout=timedelta(milliseconds=100),
+    poll_interval=timedelta(milliseconds=20),
+    jitter=False,
+)
+
+
+class SlowOnce:
+    """A hook that pauses 0.6 s at the first Delivered event, and counts them."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, event: WorkerEvent) -> None:
+        if isinstance(event, Delivered):
+            with self.lock:
+                self.delivered += 1
+                first = self.delivered == 1
+            if first:
+                time.sleep(0.6)
+
+
+def _four_due(store: SqliteScheduleStore) -> list[ScheduledMessage]:
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(4)]
+    for msg in msgs:
+        store.insert(msg, 1)
+    return msgs
+
+
+def _all_delivered(store: SqliteScheduleStore, msgs: list[ScheduledMessage]) -> None:
+    for msg in msgs:
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None
+        assert snap.status is ScheduleStatus.DELIVERED, (snap.status, snap.last_error)
+
+
+def test_a_slow_hook_in_the_loop_never_lets_a_claimed_lease_run_out(tmp_path: Path) -> None:
+    """Before: the loop wrote a full batch's settlement with the next claim, then called the
+    hooks while that claimed batch's leases ran; a hook slower than the lease got the batch
+    skipped and, on its last attempt, dead-lettered by the sweep without any dispatch."""
+    with SqliteScheduleStore.open(tmp_path / "h.db") as store:
+        msgs = _four_due(store)
+        hook, seen = SlowOnce(), []
+        worker = SchedulerWorker(store, lambda m: seen.append(m), TIGHT, hooks=[hook])
+        with worker.start():
+            deadline = time.monotonic() + 10
+            while hook.delivered < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        _all_delivered(store, msgs)
+        assert len(seen) == 4
+
+
+def test_a_slow_hook_under_run_async_never_lets_a_claimed_lease_run_out(tmp_path: Path) -> None:
+    with SqliteScheduleStore.open(tmp_path / "a.db") as store:
+        msgs = _four_due(store)
+        hook = SlowOnce()
+
+        async def sink(message: ScheduledMessage) -> None:
+            return None
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(
+                SchedulerWorker(store, sink, TIGHT, hooks=[hook]).run_async(stop)
+            )
+            deadline = time.monotonic() + 10
+            while hook.delivered < 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            stop.set()
+            await task
+
+        asyncio.run(asyncio.wait_for(main(), 20))
+        _all_delivered(store, msgs)
+
+
+def test_a_slow_hook_on_a_malformed_row_never_lets_its_batch_mates_lease_run_out(
+    tmp_path: Path,
+) -> None:
+    """Before: the MalformedDeadLettered event was told right after the claim, while the
+    rest of the batch was leased and waiting; a slow hook got it skipped."""
+    db = tmp_path / "m.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        bad = ScheduledMessage.delay(Target.outbox(), due - timedelta(seconds=1), "bad", {})
+        good = ScheduledMessage.delay(Target.outbox(), due, "good", {})
+        store.insert(bad, 1)
+        store.insert(good, 1)
+        conn = apsw.Connection(str(db))
+        conn.execute(
+            "UPDATE scheduled_messages SET target_kind = 'email' WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        events: list[WorkerEvent] = []
+
+        def slow_on_malformed(event: WorkerEvent) -> None:
+            events.append(event)
+            if isinstance(event, MalformedDeadLettered):
+                time.sleep(0.6)
+
+        report = SchedulerWorker(store, lambda _: None, TIGHT, hooks=[slow_on_malformed]).run_once()
+        assert report.delivered == 1, report
+        _all_delivered(store, [good])
+        assert [type(e) for e in events] == [MalformedDeadLettered, Delivered], "order kept"
