@@ -11,8 +11,15 @@ from pathlib import Path
 
 import apsw
 
-from hexeract_lite import ScheduledMessage, ScheduleStatus, SqliteScheduleStore, Target
+from hexeract_lite import (
+    InMemoryScheduleStore,
+    ScheduledMessage,
+    ScheduleStatus,
+    SqliteScheduleStore,
+    Target,
+)
 from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
+from hexeract_lite.settle import error_text
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
 # -- a slow hook never costs a claimed occurrence its lease ----------------------------------
@@ -126,3 +133,34 @@ def test_a_slow_hook_on_a_malformed_row_never_lets_its_batch_mates_lease_run_out
         assert report.delivered == 1, report
         _all_delivered(store, [good])
         assert [type(e) for e in events] == [MalformedDeadLettered, Delivered], "order kept"
+
+
+# -- failures keep their story, whatever the exception ---------------------------------------
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("this exception cannot be shown")
+
+
+def test_an_exception_that_cannot_be_shown_is_still_a_failed_dispatch() -> None:
+    """Before: error_text called str() on the sink's exception, so one whose __str__ raised
+    broke the cycle (a bare ValueError out of run_once) and left the whole batch leased,
+    its delivered batch-mates unsettled and delivered again after the lease."""
+    store = InMemoryScheduleStore()
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    ok = ScheduledMessage.delay(Target.outbox(), due, "ok", {})
+    bad = ScheduledMessage.delay(Target.outbox(), due, "bad", {})
+    store.insert_many([ok, bad], 3)
+
+    def sink(message: ScheduledMessage) -> None:
+        if message.event_type == "bad":
+            raise Unprintable
+
+    report = SchedulerWorker(store, sink, TIGHT).run_once()
+    assert (report.delivered, report.retried) == (1, 1)
+    snap = store.inspect(bad.schedule_id)
+    assert snap is not None and snap.leased_until is not None  # waiting out its retry
+    assert snap.last_error is not None
+    assert snap.last_error.startswith("Unprintable: <exception str() failed>\n")
+    assert error_text(Unprintable()) == "Unprintable: <exception str() failed>"
