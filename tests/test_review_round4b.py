@@ -4,6 +4,9 @@ from the outside. Each test failed before the fix it names."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -14,6 +17,7 @@ import apsw
 from hexeract_lite import (
     InMemoryScheduleStore,
     ScheduledMessage,
+    SchedulerControl,
     ScheduleStatus,
     SqliteScheduleStore,
     Target,
@@ -164,3 +168,44 @@ def test_an_exception_that_cannot_be_shown_is_still_a_failed_dispatch() -> None:
     assert snap.last_error is not None
     assert snap.last_error.startswith("Unprintable: <exception str() failed>\n")
     assert error_text(Unprintable()) == "Unprintable: <exception str() failed>"
+
+
+# -- the command line, as a real process -----------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def hexeract(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m hexeract_lite scheduler ARGV`` of this checkout, as a real process."""
+    base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTHONPATH")}
+    base.update(PYTHONPATH=str(REPO), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "hexeract_lite", "scheduler", *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=base,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def test_dead_letter_replay_takes_a_name_as_the_readme_says(tmp_path: Path) -> None:
+    """Before: `dead-letter replay --name N` was refused (exit 2, 'N' read as a bad UUID),
+    though the README lists dead-letter replay among the commands taking --name."""
+    db = tmp_path / "n.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        SchedulerControl(store).ensure("myapp.mail.once", event_type="e", at=due, max_attempts=1)
+        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
+        assert store.stats().dead_lettered == 1
+    done = hexeract("dead-letter", "replay", "--name", "myapp.mail.once", "--conn", str(db))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("Replayed schedule ")
+    with SqliteScheduleStore.open(db) as store:
+        assert store.stats().pending == 1
+    for argv in (["--all", "--name", "myapp.mail.once"], []):
+        refused = hexeract("dead-letter", "replay", *argv, "--conn", str(db))
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    missing = hexeract("dead-letter", "replay", "--name", "myapp.nothing", "--conn", str(db))
+    assert missing.returncode == 1 and "myapp.nothing" in missing.stderr
