@@ -62,10 +62,12 @@ def replay_all(
         if not page:
             return total
         ids = [s.schedule_id for s in page if not isinstance(s, MalformedSchedule)]
-        if not ids:
-            return total  # a page of malformed rows alone: no id to go on from
-        after = ids[-1]
-        total += store.replay_dead_letters(ids)
+        known = [s.schedule_id for s in page if s.schedule_id is not None]
+        if not known:
+            return total  # not even an id could be decoded: none to go on from
+        after = known[-1]  # past the malformed rows too, never stopping at them
+        if ids:
+            total += store.replay_dead_letters(ids)
         if progress is not None:
             progress(total)
         if len(page) < size:

@@ -24,6 +24,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
 from hexeract_lite.settle import error_text
+from hexeract_lite.upkeep import replay_all
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
 # -- a slow hook never costs a claimed occurrence its lease ----------------------------------
@@ -209,3 +210,29 @@ def test_dead_letter_replay_takes_a_name_as_the_readme_says(tmp_path: Path) -> N
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     missing = hexeract("dead-letter", "replay", "--name", "myapp.nothing", "--conn", str(db))
     assert missing.returncode == 1 and "myapp.nothing" in missing.stderr
+
+
+# -- bulk replay ------------------------------------------------------------------------------
+
+
+def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path) -> None:
+    """Before: a page holding only malformed dead letters (the lowest ids, batch_size 2)
+    ended the replay, so the good dead letters after it were never replayed (0 of 3)."""
+    db = tmp_path / "r.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(5)]
+        store.insert_many(msgs, 1)
+        SchedulerWorker(store, lambda _: 1 / 0).run_once()
+        assert store.stats().dead_lettered == 5
+        lowest = sorted(msgs, key=lambda m: m.schedule_id.bytes)
+        conn = apsw.Connection(str(db))
+        for msg in lowest[:2]:
+            conn.execute(
+                "UPDATE scheduled_messages SET target_kind = 'email' WHERE schedule_id = ?",
+                (msg.schedule_id.bytes,),
+            )
+        conn.close()
+        assert replay_all(store, batch_size=2) == 3
+        stats = store.stats()
+        assert (stats.pending, stats.dead_lettered) == (3, 2), "the malformed ones left alone"
