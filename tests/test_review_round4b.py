@@ -24,6 +24,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
 from hexeract_lite.settle import error_text
+from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.upkeep import replay_all
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
@@ -236,3 +237,32 @@ def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path
         assert replay_all(store, batch_size=2) == 3
         stats = store.stats()
         assert (stats.pending, stats.dead_lettered) == (3, 2), "the malformed ones left alone"
+
+
+# -- listing a file the reference (or an older version) made, read-only ----------------------
+
+
+def test_list_schedules_reads_a_reference_file_read_only(tmp_path: Path) -> None:
+    """Before: list_schedules (and `list --status all`, `--event-type`, `--after`, and the
+    replay --all listing) selected the `name` column an older table lacks: 'SQLError: no
+    such column: name', exit 1; the plain listings read NULL for it."""
+    from tests.test_reference_compat import DEAD, DUE, REFERENCE_DDL, _insert
+
+    db = tmp_path / "hexeract.db"
+    conn = apsw.Connection(str(db))
+    conn.execute(REFERENCE_DDL)
+    _insert(conn, DUE)
+    _insert(conn, DEAD, attempts=3, last_error="boom", dead_lettered_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, create=False, readonly=True) as store:
+        rows = store.list_schedules()
+        assert [s.schedule_id for s in rows] == [DUE, DEAD]
+        assert all(isinstance(s, ScheduleSnapshot) and s.name is None for s in rows)
+        assert store.list_schedules(status="dead-lettered", event_type="rem*") == [rows[1]]
+        assert store.list_schedules(name="*") == []
+        assert store.list_schedules(after=DUE) == [rows[1]]
+    for argv in (["--status", "all"], ["--event-type", "rem*"], ["--name", "x*"]):
+        done = hexeract("list", *argv, "--conn", str(db))
+        assert done.returncode == 0, (argv, done.stderr)
+    assert db.read_bytes() == before
