@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
+import pytest
 
 from hexeract_lite import (
     InMemoryScheduleStore,
@@ -266,3 +267,32 @@ def test_list_schedules_reads_a_reference_file_read_only(tmp_path: Path) -> None
         done = hexeract("list", *argv, "--conn", str(db))
         assert done.returncode == 0, (argv, done.stderr)
     assert db.read_bytes() == before
+
+
+# -- guarantee coverage (passes before and after: the README named no test for it) ---------
+
+
+def test_propagate_errors_on_a_start_thread_settles_then_ends_the_thread_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README 'Guarantees': propagate_errors re-raises after settling on a start() thread
+    (tests/test_hooks.py runs run() on a thread of its own, never start())."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    store = InMemoryScheduleStore()
+    msg = ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {"amount": -5})
+    store.insert(msg, 3)
+
+    def charge(message: ScheduledMessage) -> None:
+        assert message.payload["amount"] > 0, "amounts are positive"
+
+    handle = SchedulerWorker(store, charge, TIGHT, propagate_errors=True).start()
+    deadline = time.monotonic() + 5
+    while handle.is_alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not handle.is_alive
+    [error] = raised
+    assert isinstance(error, AssertionError) and "amounts are positive" in str(error)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING and snap.attempts == 1
+    assert snap.last_error is not None and snap.last_error.startswith("AssertionError")
