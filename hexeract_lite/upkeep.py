@@ -132,6 +132,10 @@ class Retention:
         self.keep = keep
         self._next = 0.0
 
+    def is_due(self) -> bool:
+        """True when :meth:`run_if_due` would prune now."""
+        return time.monotonic() >= self._next
+
     def run_if_due(self, store: ScheduleStore) -> int | None:
         """Prune if it is time: how many rows went, or None (not time, or it failed)."""
         now = time.monotonic()

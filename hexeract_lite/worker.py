@@ -453,7 +453,10 @@ class SchedulerWorker:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
         previous cycle's settlement written in the same transaction)."""
         try:
-            if self._retention is not None:
+            if self._retention is not None and self._retention.is_due():
+                if carry is not None:  # settled first: a long prune must not outlast its leases
+                    held, carry = carry, None
+                    self._settle_planned(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
             counts.swept = self.store.dead_letter_exhausted()
         except BaseException:

@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -22,6 +23,7 @@ from hexeract_lite import (
     ScheduleStatus,
     SqliteScheduleStore,
     Target,
+    upkeep,
 )
 from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
 from hexeract_lite.settle import error_text
@@ -296,3 +298,34 @@ def test_propagate_errors_on_a_start_thread_settles_then_ends_the_thread_with_it
     snap = store.inspect(msg.schedule_id)
     assert snap is not None and snap.status is ScheduleStatus.PENDING and snap.attempts == 1
     assert snap.last_error is not None and snap.last_error.startswith("AssertionError")
+
+
+# -- retention never runs while a dispatched batch waits for its settlement ------------------
+
+
+class SlowPruneStore(SqliteScheduleStore):
+    """A SQLite store whose prune takes 0.6 s (a big backlog of history, say)."""
+
+    def prune(self, older_than: timedelta, **kwargs: Any) -> int:
+        time.sleep(0.6)
+        return super().prune(older_than, **kwargs)
+
+
+def test_retention_never_runs_while_a_dispatched_batch_waits_for_its_settlement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the loop held a full batch's settlement for the next claim and ran the
+    retention prune first; a prune longer than the lease fenced that settlement out (lease
+    lost), and the delivered occurrences, on their last attempt, were dead-lettered by the
+    sweep as if their worker had crashed."""
+    monkeypatch.setattr(upkeep, "RETENTION_EVERY", timedelta(0))  # prune at every cycle
+    with SlowPruneStore.open(tmp_path / "r.db") as store:
+        msgs = _four_due(store)
+        seen: list[ScheduledMessage] = []
+        worker = SchedulerWorker(store, seen.append, TIGHT, retention=timedelta(days=1))
+        with worker.start():
+            deadline = time.monotonic() + 10
+            while store.stats().pending and time.monotonic() < deadline:
+                time.sleep(0.05)
+        _all_delivered(store, msgs)
+        assert len(seen) == 4
