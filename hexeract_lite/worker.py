@@ -824,8 +824,8 @@ class SchedulerWorker:
                             break
                         if await asyncio.to_thread(self._committed_since, seen):
                             break
-                except Exception as exc:
-                    await wait_event(stop, self._backed_off(pacer, exc))
+                except Exception as exc:  # the hooks are told off the event loop
+                    await wait_event(stop, await asyncio.to_thread(self._backed_off, pacer, exc))
         finally:
             if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
                 await asyncio.to_thread(self._settle_left, carry)

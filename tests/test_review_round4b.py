@@ -25,6 +25,7 @@ from hexeract_lite import (
     Target,
     upkeep,
 )
+from hexeract_lite.errors import StoreError
 from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
 from hexeract_lite.settle import error_text
 from hexeract_lite.snapshot import ScheduleSnapshot
@@ -329,3 +330,52 @@ def test_retention_never_runs_while_a_dispatched_batch_waits_for_its_settlement(
                 time.sleep(0.05)
         _all_delivered(store, msgs)
         assert len(seen) == 4
+
+
+# -- under run_async, every hook runs off the event loop -------------------------------------
+
+
+class FailingOnceStore(InMemoryScheduleStore):
+    """An in-memory store whose first claim raises a StoreError (a locked file, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreError("database is locked")
+        return super().claim_due(now, batch_size, lease)
+
+
+def test_a_store_error_hook_under_run_async_runs_off_the_event_loop() -> None:
+    """Before: StoreErrorBackedOff was told on the event loop's thread, so a slow hook
+    blocked every other task of the application; the README says hooks run on an
+    asyncio.to_thread worker thread under run_async."""
+    store = FailingOnceStore()
+    threads: dict[str, threading.Thread] = {}
+
+    def hook(event: WorkerEvent) -> None:
+        threads.setdefault(type(event).__name__, threading.current_thread())
+
+    async def sink(message: ScheduledMessage) -> None:
+        return None
+
+    async def main() -> threading.Thread:
+        stop = asyncio.Event()
+        store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {}), 3)
+        task = asyncio.create_task(
+            SchedulerWorker(store, sink, TIGHT, hooks=[hook]).run_async(stop)
+        )
+        deadline = time.monotonic() + 5
+        while "Delivered" not in threads and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(asyncio.wait_for(main(), 10))
+    assert set(threads) == {"StoreErrorBackedOff", "Delivered"}
+    assert threads["Delivered"] is not loop_thread
+    assert threads["StoreErrorBackedOff"] is not loop_thread
