@@ -379,3 +379,25 @@ def test_a_store_error_hook_under_run_async_runs_off_the_event_loop() -> None:
     assert set(threads) == {"StoreErrorBackedOff", "Delivered"}
     assert threads["Delivered"] is not loop_thread
     assert threads["StoreErrorBackedOff"] is not loop_thread
+
+
+# -- an empty --conn is refused, never read as "the default database" ------------------------
+
+
+def test_an_empty_conn_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
+    """Before: `--conn ""` (a script's unset variable) fell back to $DATABASE_URL or the
+    default database and acted on it: here `dead-letter replay --all` replayed another
+    database's dead letter, exit 0. migrate's --from/--to already refused it."""
+    other = tmp_path / "other.db"
+    with SqliteScheduleStore.open(other) as store:
+        store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {}), 1)
+        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
+        assert store.stats().dead_lettered == 1
+    env = {"DATABASE_URL": str(other), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    for argv in (["dead-letter", "replay", "--all"], ["stats"], ["list"]):
+        done = hexeract(*argv, "--conn", "", env=env)
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert "--conn" in done.stderr and "empty" in done.stderr
+    with SqliteScheduleStore.open(other) as store:
+        assert store.stats().dead_lettered == 1
+    assert not (tmp_path / "xdg").exists()
