@@ -25,8 +25,9 @@ from hexeract_lite import (
     Target,
     upkeep,
 )
-from hexeract_lite.errors import StoreError
+from hexeract_lite.errors import InvalidMessage, MigrationError, StoreError
 from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
+from hexeract_lite.migrate import migrate
 from hexeract_lite.settle import error_text
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.upkeep import replay_all
@@ -34,18 +35,19 @@ from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
 # -- a slow hook never costs a claimed occurrence its lease ----------------------------------
 
-# A lease that covers the batch (2 x 0.1 s), but not the hook's 0.6 s pause.
+PAUSE_S = 1.5
+# A lease that covers the batch (2 x 0.25 s) with room to spare, but not a 1.5 s pause.
 TIGHT = SchedulerWorkerConfig(
     batch_size=2,
-    lease=timedelta(milliseconds=400),
-    dispatch_timeout=timedelta(milliseconds=100),
+    lease=timedelta(seconds=1),
+    dispatch_timeout=timedelta(milliseconds=250),
     poll_interval=timedelta(milliseconds=20),
     jitter=False,
 )
 
 
 class SlowOnce:
-    """A hook that pauses 0.6 s at the first Delivered event, and counts them."""
+    """A hook that pauses 1.5 s at the first Delivered event, and counts them."""
 
     def __init__(self) -> None:
         self.delivered = 0
@@ -57,7 +59,7 @@ class SlowOnce:
                 self.delivered += 1
                 first = self.delivered == 1
             if first:
-                time.sleep(0.6)
+                time.sleep(PAUSE_S)
 
 
 def _four_due(store: SqliteScheduleStore) -> list[ScheduledMessage]:
@@ -137,7 +139,7 @@ def test_a_slow_hook_on_a_malformed_row_never_lets_its_batch_mates_lease_run_out
         def slow_on_malformed(event: WorkerEvent) -> None:
             events.append(event)
             if isinstance(event, MalformedDeadLettered):
-                time.sleep(0.6)
+                time.sleep(PAUSE_S)
 
         report = SchedulerWorker(store, lambda _: None, TIGHT, hooks=[slow_on_malformed]).run_once()
         assert report.delivered == 1, report
@@ -283,7 +285,9 @@ def test_propagate_errors_on_a_start_thread_settles_then_ends_the_thread_with_it
     raised: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
     store = InMemoryScheduleStore()
-    msg = ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {"amount": -5})
+    msg = ScheduledMessage.delay(
+        Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {"amount": -5}
+    )
     store.insert(msg, 3)
 
     def charge(message: ScheduledMessage) -> None:
@@ -305,10 +309,15 @@ def test_propagate_errors_on_a_start_thread_settles_then_ends_the_thread_with_it
 
 
 class SlowPruneStore(SqliteScheduleStore):
-    """A SQLite store whose prune takes 0.6 s (a big backlog of history, say)."""
+    """A SQLite store whose second prune takes 1.5 s (a big backlog of history, say): the
+    first runs at the worker's first cycle, the second with a full batch dispatched."""
+
+    prunes = 0
 
     def prune(self, older_than: timedelta, **kwargs: Any) -> int:
-        time.sleep(0.6)
+        self.prunes += 1
+        if self.prunes == 2:
+            time.sleep(PAUSE_S)
         return super().prune(older_than, **kwargs)
 
 
@@ -364,7 +373,12 @@ def test_a_store_error_hook_under_run_async_runs_off_the_event_loop() -> None:
 
     async def main() -> threading.Thread:
         stop = asyncio.Event()
-        store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {}), 3)
+        store.insert(
+            ScheduledMessage.delay(
+                Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {}
+            ),
+            3,
+        )
         task = asyncio.create_task(
             SchedulerWorker(store, sink, TIGHT, hooks=[hook]).run_async(stop)
         )
@@ -390,7 +404,12 @@ def test_an_empty_conn_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> No
     database's dead letter, exit 0. migrate's --from/--to already refused it."""
     other = tmp_path / "other.db"
     with SqliteScheduleStore.open(other) as store:
-        store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {}), 1)
+        store.insert(
+            ScheduledMessage.delay(
+                Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {}
+            ),
+            1,
+        )
         SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
         assert store.stats().dead_lettered == 1
     env = {"DATABASE_URL": str(other), "XDG_DATA_HOME": str(tmp_path / "xdg")}
@@ -401,3 +420,41 @@ def test_an_empty_conn_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> No
     with SqliteScheduleStore.open(other) as store:
         assert store.stats().dead_lettered == 1
     assert not (tmp_path / "xdg").exists()
+
+
+# -- migrate names the row PostgreSQL refuses --------------------------------------------------
+
+
+def test_migrate_to_postgres_names_a_source_row_whose_payload_is_not_json(tmp_path: Path) -> None:
+    """Before: a row another tool wrote with a payload that is not JSON stopped the copy
+    with the server's 'invalid input syntax for type json' and no schedule id, so the
+    operator could not tell which of the page's rows to fix (and every re-run stopped there)."""
+    from tests.pg import open_scratch_store, server
+
+    if server()[0] is None:
+        pytest.skip("no PostgreSQL server (HEXERACT_TEST_POSTGRES_URL)")
+    db = tmp_path / "bad.db"
+    later = datetime.now(UTC) + timedelta(hours=1)
+    msgs = [ScheduledMessage.delay(Target.outbox(), later, "e", {"n": n}) for n in range(5)]
+    bad = sorted(msgs, key=lambda m: m.schedule_id.bytes)[3]
+    with SqliteScheduleStore.open(db) as source:
+        source.insert_many(msgs, 3)
+    conn = apsw.Connection(str(db))
+    conn.execute(
+        "UPDATE scheduled_messages SET payload = '{not json' WHERE schedule_id = ?",
+        (bad.schedule_id.bytes,),
+    )
+    conn.close()
+    dest = open_scratch_store()
+    try:
+        with (
+            SqliteScheduleStore.open(db, create=False) as source,
+            pytest.raises(MigrationError) as failed,
+        ):
+            migrate(source, dest, batch_size=2)
+        assert str(bad.schedule_id) in str(failed.value)
+        assert "JSON" in str(failed.value)
+        assert isinstance(failed.value.__cause__, InvalidMessage)
+        assert dest.stats().total == 2, "the first page stays; nothing of the failing one"
+    finally:
+        dest.close()
