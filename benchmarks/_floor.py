@@ -2,8 +2,9 @@
 
 Same file settings as the store's ``durability="full"`` (WAL, synchronous=FULL), the same
 table and indexes (``hexeract_lite.store.schema.sqlite_ddl``), statements of the same
-shape as the store's: one INSERT per row, a claim that is one ``UPDATE ... RETURNING``
-honouring every eligibility rule, a fenced acknowledgement per row. Parameters are built
+shape as the store's: one INSERT per row; for the drains, the store's own claim and
+acknowledgement statements (``SqliteStatements``); for the claim latencies, a claim that
+is one ``UPDATE ... RETURNING`` honouring every eligibility rule. Parameters are built
 before the clock starts; rows come back as plain tuples. What hexeract_lite adds on top
 (validation, value objects, the worker's loop) is what the ratios to this floor show.
 """
@@ -144,33 +145,62 @@ def _noop(row: tuple[object, ...]) -> None:
 
 
 def drain(path: str, n: int, batch: int) -> dict[str, object]:
-    """Claim ``batch`` (one statement, its own transaction), call a no-op handler per
-    row, then acknowledge the batch in one transaction (fenced per row). Until ``n``
-    rows are delivered."""
+    """What ``run_once()`` does, in raw apsw with the store's own statements: a claim of
+    ``batch`` in its own transaction, a no-op handler per row, then the batch's fenced
+    acknowledgements in one transaction. Until ``n`` rows are delivered."""
+    return _drain(path, n, batch, fused=False)
+
+
+def drain_fused(path: str, n: int, batch: int) -> dict[str, object]:
+    """The default worker's shape: each transaction holds the previous batch's
+    acknowledgements and the next claim, so one commit (one fsync) per batch. The
+    ceiling for the store's fused drain on this table."""
+    return _drain(path, n, batch, fused=True)
+
+
+def _drain(path: str, n: int, batch: int, *, fused: bool) -> dict[str, object]:
+    """The store's statements (``SqliteStatements``: the normalising ``UPDATE``, the
+    probe, the rowids from the due index, the leasing ``UPDATE ... RETURNING``, the
+    fenced ``mark_delivered`` by ``executemany``), rows as tuples, a no-op handler."""
+    from hexeract_lite.store.sqlite_codec import COLUMN_INDEX
+    from hexeract_lite.store.sqlite_sql import SqliteStatements, claim_rows
+
+    sql = SqliteStatements(TABLE)
+    sid, lease = COLUMN_INDEX["schedule_id"], COLUMN_INDEX["leased_until"]
     conn = connect(path)
-    claim = claim_sql(conn)
+    cur = conn.cursor()
     done = 0
     cycles = 0
+    held: list[tuple[Any, ...]] = []
+
+    def acknowledge(rows: list[tuple[Any, ...]]) -> None:
+        now = ts(utcnow())
+        cur.executemany(
+            sql.mark_delivered, [{"id": r[sid], "lease": r[lease], "now": now} for r in rows]
+        )
+
     t0 = time.perf_counter()
-    while done < n:
+    while True:
         now = utcnow()
-        rows = conn.execute(
-            claim, {"now": ts(now), "until": ts(now + LEASE), "n": batch}
-        ).fetchall()
-        if not rows:
+        params = {"now": ts(now), "until": ts(now + LEASE), "n": batch}
+        cur.execute("BEGIN IMMEDIATE")
+        if held:
+            acknowledge(held)
+            done += len(held)
+        cur.execute(sql.normalise)
+        held = claim_rows(cur, sql, params) if done < n else []
+        cur.execute("COMMIT")
+        if not held:
             break
-        for row in rows:
+        for row in held:
             _noop(row)
-        delivered = ts(utcnow())
-        acks = [(delivered, row[0], row[10]) for row in rows]
-        if len(acks) == 1:
-            conn.execute(ACK, acks[0])
-        else:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(ACK, acks)
-            conn.execute("COMMIT")
-        done += len(rows)
         cycles += 1
+        if not fused:
+            cur.execute("BEGIN IMMEDIATE")
+            acknowledge(held)
+            cur.execute("COMMIT")
+            done += len(held)
+            held = []
     elapsed = time.perf_counter() - t0
     left = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE delivered_at IS NULL").fetchall()[0][0]
     conn.close()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ._lazy import lazy_exports
+
 if TYPE_CHECKING:
     from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
     from .control import ReconcileReport, SchedulerControl
@@ -59,17 +61,17 @@ if TYPE_CHECKING:
 # (PEP 562), so that `import hexeract_lite` (and every `hexeract` command) pays only for
 # what it touches: the SQLite driver, asyncio and cron parsing load when needed.
 _EXPORTS = {
-    "clock": (
+    ".clock": (
         "SYSTEM_CLOCK",
         "Clock",
         "ManualClock",
         "SystemClock",
     ),
-    "control": (
+    ".control": (
         "ReconcileReport",
         "SchedulerControl",
     ),
-    "errors": (
+    ".errors": (
         "DispatchError",
         "DuplicateSchedule",
         "InvalidArgument",
@@ -84,20 +86,20 @@ _EXPORTS = {
         "StoreError",
         "UnsupportedConnection",
     ),
-    "handlers": ("EventRouterSink",),
-    "interval": ("Interval",),
-    "message": (
+    ".handlers": ("EventRouterSink",),
+    ".interval": ("Interval",),
+    ".message": (
         "MAX_PAYLOAD_BYTES",
         "ScheduledMessage",
         "Target",
     ),
-    "names": (
+    ".names": (
         "NAME_NAMESPACE",
         "name_id",
     ),
-    "occurrence": ("OccurrenceId",),
-    "retry": ("RetryPolicy",),
-    "sinks": (
+    ".occurrence": ("OccurrenceId",),
+    ".retry": ("RetryPolicy",),
+    ".sinks": (
         "BusMessage",
         "BusSink",
         "CallableSink",
@@ -105,31 +107,30 @@ _EXPORTS = {
         "ScheduleSink",
         "TargetRouterSink",
     ),
-    "snapshot": (
+    ".snapshot": (
         "LeasedOccurrence",
         "ScheduleSnapshot",
         "ScheduleStatus",
     ),
-    "store": (
+    ".store": (
         "InMemoryScheduleStore",
         "ScheduleStore",
         "Settlement",
         "SqliteScheduleStore",
     ),
-    "store.changes": ("EnsureResult",),
-    "transactional": ("TransactionalSink",),
-    "trigger": (
+    ".store.changes": ("EnsureResult",),
+    ".transactional": ("TransactionalSink",),
+    ".trigger": (
         "CronExpression",
         "Trigger",
     ),
-    "worker": (
+    ".worker": (
         "CycleReport",
         "SchedulerWorker",
         "SchedulerWorkerConfig",
         "WorkerHandle",
     ),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 
 def _version() -> str:
@@ -143,22 +144,9 @@ def _version() -> str:
         return "0+unknown"
 
 
-def __getattr__(name: str) -> object:
-    if name == "__version__":
-        value: object = _version()
-    else:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from importlib import import_module
-
-        value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__, _MODULE_OF = lazy_exports(
+    __name__, globals(), _EXPORTS, {"__version__": _version}
+)
 
 
 # A library logs, it does not print: without the application's own logging setup,

@@ -177,6 +177,8 @@ class DispatchResult:
     def took(self, duration: float) -> DispatchResult:
         """This result with ``duration`` seconds, when it was dispatched."""
         if self.kind is ResultKind.SUCCEEDED or self.kind is ResultKind.FAILED:
+            if type(self) is DispatchResult:  # the common case, without evolve's cost
+                return DispatchResult(self.kind, self.error, duration)
             return attrs.evolve(self, duration=duration)
         return self
 

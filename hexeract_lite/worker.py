@@ -663,10 +663,42 @@ class SchedulerWorker:
         with self._stop_lock:
             self._stopper = None
         self._aborting.clear()
+        self._release()
+        self._running.release()
+
+    def _release(self) -> None:
         self._runner.close()
         if isinstance(self.sink, BoundTransactionalSink):
             self.sink.close()  # its connection (and its library's claim on the file)
-        self._running.release()
+
+    def close(self) -> None:
+        """Release what the worker keeps between cycles: its dispatch thread and a
+        :class:`~hexeract_lite.transactional.TransactionalSink`'s own connection. The
+        loops (:meth:`run`, :meth:`start`, :meth:`run_async`) do it as they return;
+        after :meth:`run_once` calls, call it (or use the worker as a context manager).
+        The store is not closed. The worker stays usable: a later cycle opens them
+        again. Idempotent; while a loop runs it raises :class:`RuntimeError` (stop the
+        loop first).
+
+        .. versionadded:: 0.2.0
+        """
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError(f"{self!r} is running; stop its loop before closing it")
+        try:
+            self._release()
+        finally:
+            self._running.release()
+
+    def __enter__(self) -> SchedulerWorker:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- the thread loop -----------------------------------------------------------------
 

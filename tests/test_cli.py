@@ -952,6 +952,28 @@ def test_read_only_commands_leave_a_reference_created_file_byte_for_byte_unchang
         assert _file_state(db) == before, argv
 
 
+def test_read_only_commands_leave_no_wal_or_shm_beside_a_wal_file(cli: Cli, tmp_path: Path) -> None:
+    """A SQLITE_OPEN_READONLY reader creates `-wal`/`-shm` and may not delete them."""
+    folder = tmp_path / "wal"
+    folder.mkdir()
+    db = folder / "hexeract.db"
+    assert cli("scheduler", "add", "--conn", str(db), "--in", "1h", "--event-type", "x").code == 0
+    listed = cli("scheduler", "list", "--format", "json", "--conn", str(db))
+    schedule_id = json.loads(listed.out)[0]["schedule_id"]
+    before = _file_state(db)
+    assert before[1] == ["hexeract.db"] and before[0][18:20] == b"\x02\x02"  # WAL mode
+    for argv in (
+        ["scheduler", "list"],
+        ["scheduler", "stats"],
+        ["scheduler", "inspect", schedule_id],
+        ["scheduler", "dead-letter", "list"],
+        ["scheduler", "prune", "--dry-run", "--older-than", "1d"],
+    ):
+        result = cli(*argv, "--conn", str(db))
+        assert result.code == 0, (argv, result.err)
+        assert _file_state(db) == before, argv
+
+
 def test_open_store_readonly_goes_with_create_false_only(db: Path) -> None:
     from hexeract_lite import InvalidConfiguration
     from hexeract_lite.connect import open_store

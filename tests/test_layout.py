@@ -85,3 +85,39 @@ def test_no_import_cycle_between_modules() -> None:
         if name not in state:
             visit(name, [])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("package", ["hexeract_lite", "hexeract_lite.cli"])
+def test_lazy_exports_agree_with_all_and_the_type_checking_imports(package: str) -> None:
+    """A lazily exported name is spelled three times (the module map, ``__all__``, the
+    ``TYPE_CHECKING`` imports for type checkers): they must list the same names, and
+    each must resolve to what its module defines."""
+    import importlib
+
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    typed: set[str] = set()
+    eager: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    typed |= {alias.asname or alias.name for alias in stmt.names}
+                elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    typed.add(stmt.target.id)
+        elif isinstance(node, ast.ImportFrom) and node.module not in ("__future__", "typing"):
+            eager |= {alias.asname or alias.name for alias in node.names}
+    lazy = set(module._MODULE_OF)
+    public = set(module.__all__)
+    assert len(public) == len(module.__all__), "a name listed twice in __all__"
+    computed = {"__version__"} & public
+    assert public == lazy | (eager & public) | computed
+    assert typed == lazy | computed
+    for name in sorted(public):
+        assert name in dir(module)
+        value = getattr(module, name)
+        if name in lazy:
+            defining = importlib.import_module(module._MODULE_OF[name], package)
+            assert value is getattr(defining, name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        module.no_such_name  # noqa: B018

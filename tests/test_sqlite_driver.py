@@ -156,6 +156,40 @@ def test_a_read_only_store_on_sqlite3_never_writes(tmp_path: Path) -> None:
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_a_read_only_store_leaves_no_wal_files_and_refuses_writes_in_sql(
+    tmp_path: Path, driver: str
+) -> None:
+    db = tmp_path / "s.db"
+    with SqliteScheduleStore.open(db, driver=driver) as store:
+        store.insert(due(), 3)
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, driver=driver, readonly=True) as store:
+        assert len(store.list_pending()) == 1
+        with pytest.raises(apsw.ReadOnlyError):  # query_only, below the store's own guard
+            conn = store._conn
+            assert conn is not None
+            conn.execute("DELETE FROM scheduled_messages")
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_a_read_only_store_beside_an_open_writer_keeps_its_files(
+    tmp_path: Path, driver: str
+) -> None:
+    db = tmp_path / "s.db"
+    with SqliteScheduleStore.open(db, driver=driver) as writer:
+        writer.insert(due(), 3)
+        with SqliteScheduleStore.open(db, driver=driver, readonly=True) as reader:
+            writer.insert(due(1), 3)  # in the WAL: the reader sees it
+            assert len(reader.list_pending()) == 2
+        assert {"s.db-wal", "s.db-shm"} <= {p.name for p in tmp_path.iterdir()}
+        writer.insert(due(2), 3)
+    with SqliteScheduleStore.open(db, driver=driver, readonly=True) as reader:
+        assert len(reader.list_pending()) == 3
+
+
 def test_a_forked_child_opens_its_own_sqlite3_connection(tmp_path: Path) -> None:
     if not hasattr(os, "fork"):
         pytest.skip("no fork here")

@@ -38,9 +38,9 @@ Where each thing lives:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from .app import main
 
 if TYPE_CHECKING:
@@ -121,58 +121,40 @@ __all__ = [
 
 # The names above, and the module that defines each: imported on first use (PEP 562), so
 # that a command imports only what it runs.
-_WHERE = {
-    "UsageError": "..errors",
-    "build_parser": ".parser",
-    **dict.fromkeys(("EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "Handler"), ".context"),
-    **dict.fromkeys(
-        (
-            "TABLE_ENV",
-            "DEFAULT_LIMIT",
-            "MAX_INT_ARG",
-            "Payload",
-            "parse_conn_arg",
-            "parse_duration",
-            "parse_instant",
-            "parse_name",
-            "parse_payload",
-            "parse_positive_int",
-            "parse_schedule_id",
-            "parse_sink_spec",
-            "parse_table",
-            "parse_target",
-        ),
-        ".args",
+_EXPORTS = {
+    "..errors": ("UsageError",),
+    ".parser": ("build_parser",),
+    ".context": ("EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "Handler"),
+    ".args": (
+        "TABLE_ENV",
+        "DEFAULT_LIMIT",
+        "MAX_INT_ARG",
+        "Payload",
+        "parse_conn_arg",
+        "parse_duration",
+        "parse_instant",
+        "parse_name",
+        "parse_payload",
+        "parse_positive_int",
+        "parse_schedule_id",
+        "parse_sink_spec",
+        "parse_table",
+        "parse_target",
     ),
-    **dict.fromkeys(
-        (
-            "LAST_ERROR_WIDTH",
-            "MALFORMED",
-            "MALFORMED_REASON_WIDTH",
-            "Listed",
-            "format_dead_letter",
-            "format_inspect",
-            "format_migration",
-            "format_pending",
-            "format_size",
-            "format_stats",
-            "format_table",
-            "one_line",
-            "snapshot_json",
-        ),
-        ".output",
+    ".output": (
+        "LAST_ERROR_WIDTH",
+        "MALFORMED",
+        "MALFORMED_REASON_WIDTH",
+        "Listed",
+        "format_dead_letter",
+        "format_inspect",
+        "format_migration",
+        "format_pending",
+        "format_size",
+        "format_stats",
+        "format_table",
+        "one_line",
+        "snapshot_json",
     ),
 }
-
-
-def __getattr__(name: str) -> object:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__, _MODULE_OF = lazy_exports(__name__, globals(), _EXPORTS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import attrs
@@ -19,6 +20,20 @@ from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
 from .columns import COLUMN_NAMES
+
+_SCAN_JSON: Callable[[str, int], tuple[object, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def load_payload(text: str) -> object:
+    """``json.loads(text)`` for a stored payload, its errors included. A payload read
+    back (every claimed row has one) is almost always one JSON value and nothing
+    around it: the decoder's scanner reads that directly, without ``loads``'
+    whitespace handling; anything else gets ``json.loads`` itself."""
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except (StopIteration, TypeError, ValueError, RecursionError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -193,7 +208,7 @@ class ScheduleRecord:
         return ScheduledMessage(
             schedule_id=self.schedule_id,
             event_type=self.event_type,
-            payload=json.loads(self.payload),
+            payload=load_payload(self.payload),
             payload_json=self.payload,
             target=self.target(),
             trigger=self.trigger(),

@@ -321,7 +321,9 @@ class SqliteScheduleStore(SettlingStore):
         - ``readonly``: open the file read-only (``SQLITE_OPEN_READONLY``), for
           commands that only read: the file is never written, not even to switch it to
           WAL, adopt or upgrade its table, add an index or run ``PRAGMA optimize``, and
-          a file the user may only read opens. A missing file or table raises
+          a file the user may only read opens. No ``-wal``/``-shm`` file is left beside a
+          WAL file that had none (it is then read through a ``query_only`` connection,
+          which removes them as it closes). A missing file or table raises
           :class:`StoreError` (``create`` is not consulted); a table the reference or
           an older hexeract_lite made is read as it is. ``inspect``, the listings,
           ``next_wakeup``, ``export_records`` and ``data_version`` work; every other

@@ -21,7 +21,14 @@ from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ..trigger import Trigger
 from .columns import COLUMN_NAMES, COLUMNS, ColumnKind
-from .record import ScheduleRecord, cached_target, grace_of, rule_problem, rule_trigger
+from .record import (
+    ScheduleRecord,
+    cached_target,
+    grace_of,
+    load_payload,
+    rule_problem,
+    rule_trigger,
+)
 
 __all__ = [
     "COLUMN_INDEX",
@@ -181,7 +188,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
     message = ScheduledMessage(
         schedule_id=decode_id(row[_ID]),
         event_type=row[_EVENT_TYPE],
-        payload=json.loads(payload),
+        payload=load_payload(payload),
         payload_json=payload,
         target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
         trigger=trigger,

@@ -285,18 +285,23 @@ def connect(
     strings refused (``SQLITE_DBCONFIG_DQS_*``, as apsw.bestpractice does), the
     durability's ``synchronous``.
 
-    ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write.
-    ``driver``: ``"apsw"``, or ``"sqlite3"`` for a ``sqlite3.Connection`` behind apsw's
-    interface (:mod:`.sqlite_driver`). Errors name ``label`` (the user's path) when
+    ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write;
+    or, where that would leave ``-wal``/``-shm`` files behind, read-write with ``PRAGMA
+    query_only`` (:func:`_reads_without_trace`). ``driver``: ``"apsw"``, or
+    ``"sqlite3"`` for a ``sqlite3.Connection`` behind apsw's interface
+    (:mod:`.sqlite_driver`). Errors name ``label`` (the user's path) when
     given, else ``path``."""
     db = label or path
+    traceless = readonly and vfs is None and _reads_without_trace(path)
     try:
-        conn = open_connection(path, driver=driver, readonly=readonly, vfs=vfs)
+        conn = open_connection(path, driver=driver, readonly=readonly and not traceless, vfs=vfs)
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc
     busy_ms = int(busy_timeout.total_seconds() * 1000)
     try:
-        if readonly:
+        if traceless:
+            conn.pragma("query_only", 1)
+        elif readonly:
             conn = _readable(conn, path, vfs, busy_ms, driver)
         set_busy_wait(conn, busy_ms)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
@@ -312,6 +317,31 @@ def connect(
         conn.close()
         raise
     return conn
+
+
+def _reads_without_trace(path: pathlib.Path) -> bool:
+    """True when a read-only opening of ``path`` should be a read-write connection with
+    ``PRAGMA query_only``: the file is in WAL mode with neither ``-wal`` nor ``-shm``
+    beside it, and it and its folder are writable. A ``SQLITE_OPEN_READONLY`` reader
+    would create both files and leave them behind (it may not delete them); a
+    read-write one that writes nothing deletes them again when it closes as the last
+    connection, as any SQLite connection does, and ``query_only`` refuses every write
+    it could attempt. With no ``-wal`` there is nothing of its own to checkpoint: closing
+    writes nothing to the database file, unless another connection committed while it
+    read and closed first, in which case it copies that commit in, as any last
+    connection to close does. In rollback-journal mode (where a read-write
+    reader could roll back a hot journal), or with either file present (another
+    connection's), the plain read-only opening is kept."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    if len(header) < 20 or header[18:20] != b"\x02\x02":  # WAL read and write versions
+        return False
+    if any(os.path.lexists(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
+        return False
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
 _NO_SHARED_MEMORY = {apsw.SQLITE_READONLY_DIRECTORY, apsw.SQLITE_READONLY_CANTINIT}

@@ -1,0 +1,63 @@
+"""A stored payload read back (``store.record.load_payload``) decodes exactly as
+``json.loads`` does: the same value, or the same error, for any text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hexeract_lite.settle import SUCCEEDED, DispatchResult, ResultKind
+from hexeract_lite.store.record import load_payload
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _outcome(call: object, text: object) -> tuple[str, object]:
+    try:
+        return "value", call(text)  # type: ignore[operator]
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+@given(_json_values, st.sampled_from(["", " ", "\n", "\t "]), st.sampled_from(["", " ", "\n"]))
+def test_a_json_value_with_or_without_whitespace_decodes_as_json_loads(
+    value: object, before: str, after: str
+) -> None:
+    text = before + json.dumps(value, separators=(",", ":")) + after
+    assert _outcome(load_payload, text) == _outcome(json.loads, text)
+
+
+@given(st.text(max_size=40))
+def test_any_text_decodes_or_fails_as_json_loads(text: str) -> None:
+    assert _outcome(load_payload, text) == _outcome(json.loads, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a":1} x', '{"a":1}{"b":2}', "\ufeff{}", "NaN", "[1,", "", "  ", '"\\ud800"', "1e999"],
+)
+def test_odd_payloads_decode_or_fail_as_json_loads(text: str) -> None:
+    assert _outcome(load_payload, text) == _outcome(json.loads, text)
+
+
+def test_bytes_decode_as_json_loads() -> None:
+    assert load_payload(b'{"a": [1, 2]}') == {"a": [1, 2]}  # type: ignore[arg-type]
+
+
+def test_a_dispatch_result_with_its_duration_keeps_its_kind_and_error() -> None:
+    timed = SUCCEEDED.took(0.25)
+    assert (type(timed), timed.kind, timed.error, timed.duration) == (
+        DispatchResult,
+        ResultKind.SUCCEEDED,
+        None,
+        0.25,
+    )
+    failed = DispatchResult.failed("boom").took(1.5)
+    assert (failed.kind, failed.error, failed.duration) == (ResultKind.FAILED, "boom", 1.5)
