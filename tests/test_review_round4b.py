@@ -26,7 +26,7 @@ from hexeract_lite import (
     upkeep,
 )
 from hexeract_lite.errors import InvalidMessage, MigrationError, StoreError
-from hexeract_lite.hooks import Delivered, MalformedDeadLettered, WorkerEvent
+from hexeract_lite.hooks import Delivered, LeaseLost, MalformedDeadLettered, WorkerEvent
 from hexeract_lite.migrate import migrate
 from hexeract_lite.settle import error_text
 from hexeract_lite.snapshot import ScheduleSnapshot
@@ -458,3 +458,25 @@ def test_migrate_to_postgres_names_a_source_row_whose_payload_is_not_json(tmp_pa
         assert dest.stats().total == 2, "the first page stays; nothing of the failing one"
     finally:
         dest.close()
+
+
+def test_a_fenced_settlement_reaches_the_hooks_as_lease_lost() -> None:
+    """The fused-path test of LeaseLost now watches the log (a hooked worker does not fuse):
+    the hook event itself, on the loop a hooked worker runs."""
+    store = InMemoryScheduleStore()
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(4)]
+    store.insert_many(msgs, 3)
+    events: list[WorkerEvent] = []
+
+    def sink(message: ScheduledMessage) -> None:
+        if message.schedule_id == msgs[1].schedule_id:
+            store.cancel(message.schedule_id)  # as another process could, mid-dispatch
+
+    with SchedulerWorker(store, sink, TIGHT, hooks=[events.append]).start():
+        deadline = time.monotonic() + 5
+        while len(events) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    lost = [e for e in events if isinstance(e, LeaseLost)]
+    assert [e.message.schedule_id for e in lost] == [msgs[1].schedule_id]
+    assert len([e for e in events if isinstance(e, Delivered)]) == 3
