@@ -25,10 +25,11 @@ In the loops (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`,
 :meth:`~SchedulerWorker.run_async`; not :meth:`~SchedulerWorker.run_once`), the
 settlement of a full batch is written with the next cycle's claim, in one
 ``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
-``fuses_settle_and_claim`` is True); fenced and counted as above, told to the hooks once
-written. If that call fails (nothing of it recorded), the settlement is written on its
-own and the claim made on its own; when the loop stops (or its task is cancelled), a
-settlement still held is written on its own before it returns.
+``fuses_settle_and_claim`` is True; not for a worker with hooks, which are told only
+while no claimed lease runs); fenced and counted as above. If that call fails (nothing
+of it recorded), the settlement is written on its own and the claim made on its own;
+when the loop stops (or its task is cancelled), a settlement still held is written on
+its own before it returns.
 
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
@@ -413,9 +414,12 @@ class SchedulerWorker:
         stopping: Callable[[], bool],
     ) -> bool:
         """A full batch, dispatched without interruption, failure to propagate or stop:
-        its settlement may wait for the next claim."""
+        its settlement may wait for the next claim. Not with hooks: they are told of a
+        settlement once it is written, and, written with the next claim, that would be
+        while the new batch's leases run, so a slow hook could let them run out."""
         return (
             bool(planned)
+            and not self.hooks
             and interruption is None
             and len(batch) >= self.config.batch_size
             and not (self.propagate_errors and counts.failure is not None)
@@ -451,18 +455,21 @@ class SchedulerWorker:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
         previous cycle's settlement written in the same transaction)."""
         try:
-            if self._retention is not None:
+            if self._retention is not None and self._retention.is_due():
+                if carry is not None:  # settled first: a long prune must not outlast its leases
+                    held, carry = carry, None
+                    self._settle_planned(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
             counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
             if carry is not None:  # settle it on its own, as an unfused cycle would have
                 self._settle_planned(carry.planned, carry.counts)
             raise
-        events: list[WorkerEvent] = []
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
-            events.append(Swept(count=counts.swept))
+            call_hooks(self.hooks, [Swept(count=counts.swept)])
         cfg = self.config
+        batch: list[LeasedOccurrence] = []
         try:
             with collecting_malformed() as malformed:
                 if carry is None:
@@ -470,8 +477,13 @@ class SchedulerWorker:
                 else:
                     batch = self._settle_and_claim(carry)
         finally:
-            events += [MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed]
-            call_hooks(self.hooks, events)
+            found: list[WorkerEvent] = [
+                MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed
+            ]
+            if batch:  # told with the batch's settlement, not while its leases run
+                counts.events[:0] = found
+            else:
+                call_hooks(self.hooks, found)
         counts.claimed = len(batch)
         if self._busy and not batch:
             checkpoint_after_burst(self.store)
@@ -530,13 +542,14 @@ class SchedulerWorker:
         raises, nothing of the batch was recorded: every occurrence waits out its lease
         and is delivered again (at-least-once)."""
         if not planned:
-            if counts.events:  # transactional acknowledgements only
+            if counts.events:  # malformed rows, transactional acknowledgements
                 call_hooks(self.hooks, counts.events)
             return
         try:
             oks = self.store.settle([settlement for _, settlement, _ in planned])
         except BaseException:
             _warn_left_to_expiry(len(planned))
+            call_hooks(self.hooks, counts.events)  # what was recorded before the settlement
             raise
         self._settled_batch(planned, oks, counts)
 
@@ -851,8 +864,8 @@ class SchedulerWorker:
                             break
                         if await asyncio.to_thread(self._committed_since, seen):
                             break
-                except Exception as exc:
-                    await wait_event(stop, self._backed_off(pacer, exc))
+                except Exception as exc:  # the hooks are told off the event loop
+                    await wait_event(stop, await asyncio.to_thread(self._backed_off, pacer, exc))
         finally:
             if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
                 await asyncio.to_thread(self._settle_left, carry)

@@ -39,6 +39,7 @@ class SqliteStatements:
     def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_table_name(table)
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
+        self.select_list = cols
         due = f"{t} INDEXED BY idx_{t}_due"
         leased = f"{t} INDEXED BY idx_{t}_leased"
         self.insert = (
