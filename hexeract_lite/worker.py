@@ -193,6 +193,15 @@ class _Carry:
         self.planned = planned
         self.counts = counts
 
+    def lapses_within(self, now: datetime, pause: float) -> bool:
+        """True when a held lease ends less than ``pause`` seconds after a pause of
+        ``pause`` seconds from ``now``: holding the settlement over that pause would
+        leave it unwritten while the leases run out."""
+        if not self.planned:
+            return False
+        first = min(occ.leased_until for occ, _, _ in self.planned)
+        return now + timedelta(seconds=2 * pause) >= first
+
 
 def _warn_left_to_expiry(left: int) -> None:
     """A cycle broke off (a store error while settling): the rest waits out its lease."""
@@ -749,6 +758,7 @@ class SchedulerWorker:
                     pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                     if pause is not None:
                         if pause > 0:
+                            carry = self._before_pause(carry, pause)
                             stop.wait(pause)
                         continue
                     plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
@@ -769,13 +779,21 @@ class SchedulerWorker:
             if carry is not None:  # no cycle follows: write it on its own
                 self._settle_left(carry)
 
+    def _before_pause(self, carry: _Carry | None, pause: float) -> _Carry | None:
+        """The settlement to hold over a ``min_cycle_delay`` pause: None (written now, on
+        its own) when the held batch's leases would run out during or soon after it."""
+        if carry is not None and carry.lapses_within(self.clock.now(), pause):
+            self._settle_left(carry)
+            return None
+        return carry
+
     def _settle_left(self, carry: _Carry) -> None:
-        """The loop ends holding a full batch's settlement: write it on its own (a
-        failure is logged; the batch then waits out its lease)."""
+        """Write a held full batch's settlement on its own, when no cycle follows or a
+        pause comes first (a failure is logged; the batch then waits out its lease)."""
         try:
             self._settle_planned(carry.planned, carry.counts)
         except Exception as exc:
-            log.warning("settling the last batch failed: %s", error_summary(error_text(exc)))
+            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
 
     def _next_wakeup(self) -> datetime | None:
         next_wakeup = getattr(self.store, "next_wakeup", None)
@@ -852,6 +870,7 @@ class SchedulerWorker:
                     pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                     if pause is not None:
                         if pause > 0:
+                            carry = await asyncio.to_thread(self._before_pause, carry, pause)
                             await wait_event(stop, pause)
                         continue
                     hint = await asyncio.to_thread(self._next_wakeup)

@@ -425,3 +425,47 @@ def test_cancelling_run_async_while_a_batch_is_carried_settles_it() -> None:
     for m in msgs:
         snap = store.inspect(m.schedule_id)
         assert snap is not None and snap.leased_until is None
+
+
+@pytest.mark.parametrize("mode", ["thread", "async"])
+def test_a_pause_longer_than_the_held_leases_settles_the_batch_first(mode: str) -> None:
+    """A full batch's settlement is held for the next claim; a min_cycle_delay that
+    outlasts its leases must not leave it unwritten meanwhile (at its last attempt the
+    sweep would dead-letter a delivered occurrence as if its worker had crashed)."""
+    store = InMemoryScheduleStore()  # no data_version: it pauses after every full batch
+    now = datetime.now(UTC)
+    messages = [
+        ScheduledMessage.delay(Target.mediator(), now - timedelta(seconds=1), "x", {"i": i})
+        for i in range(2)
+    ]
+    for message in messages:
+        store.insert(message, 1)
+    delivered: list[Any] = []
+    config = SchedulerWorkerConfig(
+        batch_size=2,
+        dispatch_timeout=timedelta(milliseconds=200),
+        lease=timedelta(milliseconds=400),
+        min_cycle_delay=timedelta(milliseconds=900),
+    )
+    worker = SchedulerWorker(store, delivered.append, config)
+    if mode == "thread":
+        handle = worker.start()
+        time.sleep(0.7)  # inside the pause, past the leases
+        statuses = [store.inspect(m.schedule_id) for m in messages]
+        assert handle.stop(10)
+    else:
+
+        async def main() -> list[Any]:
+            stop = asyncio.Event()
+            task = asyncio.create_task(worker.run_async(stop))
+            await asyncio.sleep(0.7)
+            found = [store.inspect(m.schedule_id) for m in messages]
+            stop.set()
+            await asyncio.wait_for(task, 10)
+            return found
+
+        statuses = asyncio.run(main())
+    assert len(delivered) == 2
+    assert [s.status.value if s else None for s in statuses] == ["delivered", "delivered"]
+    final = [store.inspect(m.schedule_id) for m in messages]
+    assert [s.status.value if s else None for s in final] == ["delivered", "delivered"]
