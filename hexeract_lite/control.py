@@ -16,9 +16,10 @@ from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
 from .snapshot import MalformedSchedule, ScheduleSnapshot
-from .store.base import ScheduleStore
+from .store.base import ScheduleStore, check_max_attempts
 from .store.changes import Change, EnsureResult
 from .trigger import CronExpression
+from .zoned import CRON_TZ_PREFIX
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "EnsureResult", "ReconcileReport", "SchedulerControl"]
 
@@ -249,18 +250,28 @@ class SchedulerControl:
         outside the group, and schedules without a name, are never touched. Each
         declared message is ensured with its ``max_attempts`` given as
         ``(message, max_attempts)`` pairs or, for a bare message,
-        :data:`DEFAULT_MAX_ATTEMPTS`.
+        :data:`DEFAULT_MAX_ATTEMPTS`. Every entry (name, group, budget) is checked
+        before anything is written.
 
         .. versionadded:: 0.2.0
         """
         check_group(group)
+        try:
+            entries = list(declared)
+        except TypeError:
+            raise InvalidArgument(
+                f"reconcile takes a list of declared schedules, got {declared!r:.100}"
+            ) from None
         items: list[tuple[ScheduledMessage, int]] = []
-        for entry in declared:
-            message, budget = entry if isinstance(entry, tuple) else (entry, DEFAULT_MAX_ATTEMPTS)
+        for entry in entries:
+            pair = entry if isinstance(entry, tuple) else (entry, DEFAULT_MAX_ATTEMPTS)
+            message = pair[0] if len(pair) == 2 else None
             if not isinstance(message, ScheduledMessage) or message.name is None:
                 raise InvalidArgument(
-                    f"reconcile takes named ScheduledMessages, got {entry!r:.200}"
+                    "reconcile takes named ScheduledMessages or (message, max_attempts)"
+                    f" pairs, got {entry!r:.200}"
                 )
+            budget = check_max_attempts(pair[1])
             if group_of(message.name) != group:
                 raise InvalidArgument(
                     f"schedule name {message.name!r} is not in group {group!r}"
@@ -338,10 +349,11 @@ class SchedulerControl:
         """Change a schedule in place (an argument left out stays as it is); True when
         a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a schedule
         that is not a cron schedule: :class:`NotChangeable`. ``cron`` may be zoned (a
-        ``CRON_TZ=`` prefix, a zoned :class:`CronExpression`, or ``tz``, which goes
-        with ``cron`` only). A new rule's next firing is its first instant after now
-        (after the firing in flight, if any). ``misfire_grace``: the new grace, None
-        for none.
+        ``CRON_TZ=`` prefix, a :class:`CronExpression`, or ``tz``, which goes with
+        ``cron`` only); a text without a zone is read on the schedule's own zone,
+        which it keeps (``tz="UTC"`` moves it to UTC). A new rule's next firing is its
+        first instant after now (after the firing in flight, if any).
+        ``misfire_grace``: the new grace, None for none.
 
         .. versionadded:: 0.2.0
         """
@@ -352,6 +364,9 @@ class SchedulerControl:
             payload_json=None if payload is ... else encode_payload(payload),
             target=target,
             cron=None if cron is None else CronExpression.parse(str(cron), tz=tz),
+            keep_zone=tz is None
+            and isinstance(cron, str)
+            and not cron.strip().startswith(CRON_TZ_PREFIX),
             max_attempts=max_attempts,
             misfire_grace=None if isinstance(misfire_grace, EllipsisType) else misfire_grace,
             set_misfire_grace=not isinstance(misfire_grace, EllipsisType),

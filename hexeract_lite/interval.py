@@ -103,13 +103,15 @@ class Interval:
     @classmethod
     def of(cls, every: timedelta | str, anchor: datetime) -> Interval:
         """Every ``every`` (a timedelta, or a duration text such as ``"90m"``) from
-        ``anchor`` (aware; normalised to UTC milliseconds).
+        ``anchor`` (aware; normalised to UTC milliseconds, a fraction of a millisecond
+        rounded up so that the first firing is never before it).
 
         Raises :class:`InvalidTrigger` naming the value for a zero or negative interval,
         one below a millisecond or not a whole number of milliseconds, a bad duration
         text, or a naive anchor.
         """
-        return cls(_check_every(every), to_utc_ms(anchor, "anchor", InvalidTrigger))
+        anchor = to_utc_ms(anchor, "anchor", InvalidTrigger, round_up=True)
+        return cls(_check_every(every), anchor)
 
     @classmethod
     def parse(cls, text: str) -> Interval:

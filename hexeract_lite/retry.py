@@ -9,7 +9,7 @@ from typing import Protocol
 import attrs
 
 from .config import SchedulerWorkerConfig, check_duration, format_duration
-from .errors import InvalidConfiguration
+from .errors import InvalidArgument, InvalidConfiguration
 
 __all__ = ["RandomSource", "RetryPolicy"]
 
@@ -68,13 +68,16 @@ class RetryPolicy:
 
         ``capped = min(base_delay * 2**attempts, max_delay)``; with ``jitter``, a uniform
         draw from ``[0, capped]`` taken from ``rng`` (default: the :mod:`random`
-        module), else ``capped``. Negative ``attempts`` count as 0; no value overflows.
+        module), else ``capped``. Negative ``attempts`` count as 0; no value overflows;
+        an ``attempts`` that is not an int raises :class:`InvalidArgument` naming it.
         Pure apart from the draw: the same ``attempts`` and ``rng`` state give the same
         delay.
         """
+        if isinstance(attempts, bool) or not isinstance(attempts, int):
+            raise InvalidArgument(f"attempts must be an integer, got attempts={attempts!r:.100}")
         base_us = self.base_delay // _US
         max_us = self.max_delay // _US
-        exponent = min(max(int(attempts), 0), _MAX_EXPONENT)
+        exponent = min(max(attempts, 0), _MAX_EXPONENT)
         capped_us = min(base_us << exponent, max_us)
         if not self.jitter:
             return timedelta(microseconds=capped_us)

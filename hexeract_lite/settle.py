@@ -70,7 +70,10 @@ TRACEBACK_HEADER = "Traceback (most recent call last, innermost frames kept):"
 
 
 def _exception_line(error: BaseException) -> str:
-    detail = str(error)
+    try:
+        detail = str(error)
+    except Exception:  # its __str__ raised: say so, as the traceback module does
+        detail = "<exception str() failed>"
     if "\n" in detail:  # e.g. pytest's assertion detail, which shows values (the payload)
         detail = detail.split("\n", 1)[0] + " …"
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__

@@ -62,10 +62,12 @@ def replay_all(
         if not page:
             return total
         ids = [s.schedule_id for s in page if not isinstance(s, MalformedSchedule)]
-        if not ids:
-            return total  # a page of malformed rows alone: no id to go on from
-        after = ids[-1]
-        total += store.replay_dead_letters(ids)
+        known = [s.schedule_id for s in page if s.schedule_id is not None]
+        if not known:
+            return total  # not even an id could be decoded: none to go on from
+        after = known[-1]  # past the malformed rows too, never stopping at them
+        if ids:
+            total += store.replay_dead_letters(ids)
         if progress is not None:
             progress(total)
         if len(page) < size:
@@ -129,6 +131,10 @@ class Retention:
             )
         self.keep = keep
         self._next = 0.0
+
+    def is_due(self) -> bool:
+        """True when :meth:`run_if_due` would prune now."""
+        return time.monotonic() >= self._next
 
     def run_if_due(self, store: ScheduleStore) -> int | None:
         """Prune if it is time: how many rows went, or None (not time, or it failed)."""

@@ -25,10 +25,11 @@ In the loops (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`,
 :meth:`~SchedulerWorker.run_async`; not :meth:`~SchedulerWorker.run_once`), the
 settlement of a full batch is written with the next cycle's claim, in one
 ``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
-``fuses_settle_and_claim`` is True); fenced and counted as above, told to the hooks once
-written. If that call fails (nothing of it recorded), the settlement is written on its
-own and the claim made on its own; when the loop stops (or its task is cancelled), a
-settlement still held is written on its own before it returns.
+``fuses_settle_and_claim`` is True; not for a worker with hooks, which are told only
+while no claimed lease runs); fenced and counted as above. If that call fails (nothing
+of it recorded), the settlement is written on its own and the claim made on its own;
+when the loop stops (or its task is cancelled), a settlement still held is written on
+its own before it returns.
 
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
@@ -72,7 +73,7 @@ import attrs
 from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, log_occurrence, take_turn
-from .errors import InvalidConfiguration
+from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
     Hook,
     MalformedDeadLettered,
@@ -192,6 +193,15 @@ class _Carry:
         self.planned = planned
         self.counts = counts
 
+    def lapses_within(self, now: datetime, pause: float) -> bool:
+        """True when a held lease ends less than ``pause`` seconds after a pause of
+        ``pause`` seconds from ``now``: holding the settlement over that pause would
+        leave it unwritten while the leases run out."""
+        if not self.planned:
+            return False
+        first = min(occ.leased_until for occ, _, _ in self.planned)
+        return now + timedelta(seconds=2 * pause) >= first
+
 
 def _warn_left_to_expiry(left: int) -> None:
     """A cycle broke off (a store error while settling): the rest waits out its lease."""
@@ -281,6 +291,8 @@ class SchedulerWorker:
                     f"sink must have a dispatch(message) method or be callable, got {sink!r}"
                 )
             sink = CallableSink(sink)
+        if clock is not None and not isinstance(clock, Clock):
+            raise InvalidConfiguration(f"clock must have a now() method, got clock={clock!r:.100}")
         if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise InvalidConfiguration(f"rng must have a uniform(a, b) method, got rng={rng!r}")
         if not isinstance(propagate_errors, bool):
@@ -411,9 +423,12 @@ class SchedulerWorker:
         stopping: Callable[[], bool],
     ) -> bool:
         """A full batch, dispatched without interruption, failure to propagate or stop:
-        its settlement may wait for the next claim."""
+        its settlement may wait for the next claim. Not with hooks: they are told of a
+        settlement once it is written, and, written with the next claim, that would be
+        while the new batch's leases run, so a slow hook could let them run out."""
         return (
             bool(planned)
+            and not self.hooks
             and interruption is None
             and len(batch) >= self.config.batch_size
             and not (self.propagate_errors and counts.failure is not None)
@@ -449,18 +464,21 @@ class SchedulerWorker:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
         previous cycle's settlement written in the same transaction)."""
         try:
-            if self._retention is not None:
+            if self._retention is not None and self._retention.is_due():
+                if carry is not None:  # settled first: a long prune must not outlast its leases
+                    held, carry = carry, None
+                    self._settle_planned(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
             counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
             if carry is not None:  # settle it on its own, as an unfused cycle would have
                 self._settle_planned(carry.planned, carry.counts)
             raise
-        events: list[WorkerEvent] = []
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
-            events.append(Swept(count=counts.swept))
+            call_hooks(self.hooks, [Swept(count=counts.swept)])
         cfg = self.config
+        batch: list[LeasedOccurrence] = []
         try:
             with collecting_malformed() as malformed:
                 if carry is None:
@@ -468,8 +486,13 @@ class SchedulerWorker:
                 else:
                     batch = self._settle_and_claim(carry)
         finally:
-            events += [MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed]
-            call_hooks(self.hooks, events)
+            found: list[WorkerEvent] = [
+                MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed
+            ]
+            if batch:  # told with the batch's settlement, not while its leases run
+                counts.events[:0] = found
+            else:
+                call_hooks(self.hooks, found)
         counts.claimed = len(batch)
         if self._busy and not batch:
             checkpoint_after_burst(self.store)
@@ -528,13 +551,14 @@ class SchedulerWorker:
         raises, nothing of the batch was recorded: every occurrence waits out its lease
         and is delivered again (at-least-once)."""
         if not planned:
-            if counts.events:  # transactional acknowledgements only
+            if counts.events:  # malformed rows, transactional acknowledgements
                 call_hooks(self.hooks, counts.events)
             return
         try:
             oks = self.store.settle([settlement for _, settlement, _ in planned])
         except BaseException:
             _warn_left_to_expiry(len(planned))
+            call_hooks(self.hooks, counts.events)  # what was recorded before the settlement
             raise
         self._settled_batch(planned, oks, counts)
 
@@ -650,10 +674,42 @@ class SchedulerWorker:
         with self._stop_lock:
             self._stopper = None
         self._aborting.clear()
+        self._release()
+        self._running.release()
+
+    def _release(self) -> None:
         self._runner.close()
         if isinstance(self.sink, BoundTransactionalSink):
             self.sink.close()  # its connection (and its library's claim on the file)
-        self._running.release()
+
+    def close(self) -> None:
+        """Release what the worker keeps between cycles: its dispatch thread and a
+        :class:`~hexeract_lite.transactional.TransactionalSink`'s own connection. The
+        loops (:meth:`run`, :meth:`start`, :meth:`run_async`) do it as they return;
+        after :meth:`run_once` calls, call it (or use the worker as a context manager).
+        The store is not closed. The worker stays usable: a later cycle opens them
+        again. Idempotent; while a loop runs it raises :class:`RuntimeError` (stop the
+        loop first).
+
+        .. versionadded:: 0.2.0
+        """
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError(f"{self!r} is running; stop its loop before closing it")
+        try:
+            self._release()
+        finally:
+            self._running.release()
+
+    def __enter__(self) -> SchedulerWorker:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- the thread loop -----------------------------------------------------------------
 
@@ -702,6 +758,7 @@ class SchedulerWorker:
                     pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                     if pause is not None:
                         if pause > 0:
+                            carry = self._before_pause(carry, pause)
                             stop.wait(pause)
                         continue
                     plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
@@ -722,13 +779,21 @@ class SchedulerWorker:
             if carry is not None:  # no cycle follows: write it on its own
                 self._settle_left(carry)
 
+    def _before_pause(self, carry: _Carry | None, pause: float) -> _Carry | None:
+        """The settlement to hold over a ``min_cycle_delay`` pause: None (written now, on
+        its own) when the held batch's leases would run out during or soon after it."""
+        if carry is not None and carry.lapses_within(self.clock.now(), pause):
+            self._settle_left(carry)
+            return None
+        return carry
+
     def _settle_left(self, carry: _Carry) -> None:
-        """The loop ends holding a full batch's settlement: write it on its own (a
-        failure is logged; the batch then waits out its lease)."""
+        """Write a held full batch's settlement on its own, when no cycle follows or a
+        pause comes first (a failure is logged; the batch then waits out its lease)."""
         try:
             self._settle_planned(carry.planned, carry.counts)
         except Exception as exc:
-            log.warning("settling the last batch failed: %s", error_summary(error_text(exc)))
+            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
 
     def _next_wakeup(self) -> datetime | None:
         next_wakeup = getattr(self.store, "next_wakeup", None)
@@ -774,8 +839,14 @@ class SchedulerWorker:
         before it returns (a cancellation is then re-raised). A sink raising
         :class:`KeyboardInterrupt` or :class:`SystemExit` on the loop fails its
         dispatch, the rest of the batch is released and settled, and the exception
-        propagates.
+        propagates. ``stop`` must be an :class:`asyncio.Event` (a
+        :class:`threading.Event` goes with :meth:`run`): :class:`InvalidArgument` otherwise.
         """
+        if stop is not None and not isinstance(stop, asyncio.Event):
+            raise InvalidArgument(
+                f"run_async's stop must be an asyncio.Event, got {stop!r:.100}"
+                " (a threading.Event goes with run())"
+            )
         stop = stop if stop is not None else asyncio.Event()
         self._enter(functools.partial(_set_soon, asyncio.get_running_loop(), stop))
         try:
@@ -799,6 +870,7 @@ class SchedulerWorker:
                     pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                     if pause is not None:
                         if pause > 0:
+                            carry = await asyncio.to_thread(self._before_pause, carry, pause)
                             await wait_event(stop, pause)
                         continue
                     hint = await asyncio.to_thread(self._next_wakeup)
@@ -811,8 +883,8 @@ class SchedulerWorker:
                             break
                         if await asyncio.to_thread(self._committed_since, seen):
                             break
-                except Exception as exc:
-                    await wait_event(stop, self._backed_off(pacer, exc))
+                except Exception as exc:  # the hooks are told off the event loop
+                    await wait_event(stop, await asyncio.to_thread(self._backed_off, pacer, exc))
         finally:
             if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
                 await asyncio.to_thread(self._settle_left, carry)
@@ -872,6 +944,10 @@ class WorkerHandle:
         released. Returns True when the thread has ended. (``worker.abort()`` stops it
         without waiting for the occurrence in hand.)
         """
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta | None):
+            raise InvalidArgument(
+                f"stop's timeout must be seconds or a timedelta (or None), got {timeout!r:.100}"
+            )
         self._stop.set()
         changes = getattr(self.worker.store, "changes", None)
         if changes is not None:

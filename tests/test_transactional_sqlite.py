@@ -556,3 +556,57 @@ def test_hooks_see_transactional_deliveries(store: SqliteScheduleStore) -> None:
     delivered = [e for e in got if isinstance(e, Delivered)]
     assert len(delivered) == 2
     assert all(e.duration > timedelta(0) for e in delivered)
+
+
+def _open_fds_on(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path`` (Linux). Each
+    connection opens the ``-wal`` file itself; the database file's descriptor of a closed
+    connection may stay open while others hold locks on it (SQLite defers that close)."""
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        pytest.skip("no /proc/self/fd here")
+    count = 0
+    for fd in fd_dir.iterdir():
+        try:
+            if Path(fd.readlink()) == path:
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def test_close_releases_a_run_once_workers_thread_and_sink_connection(
+    store: SqliteScheduleStore, db: Path, lib: str
+) -> None:
+    def effect(message: ScheduledMessage, conn: Any) -> None:
+        conn.execute("INSERT INTO orders (item) VALUES (?)", (message.event_type,))
+
+    store.insert(due(0), 3)
+    wal = Path(f"{db.resolve()}-wal")
+    held = _open_fds_on(wal)  # the store's own connection
+    with SchedulerWorker(store, TransactionalSink(effect), CONFIG) as worker:
+        assert worker.run_once().delivered == 1
+        assert _open_fds_on(wal) > held  # the sink's connection, kept for the next
+        assert any(t.name.startswith("hexeract-sink-") for t in threading.enumerate())
+        worker.close()
+        worker.close()  # idempotent
+        assert _open_fds_on(wal) == held
+        deadline = time.monotonic() + 5
+        while any(t.name.startswith("hexeract-sink-") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the dispatch thread did not end"
+            time.sleep(0.01)
+        store.insert(due(1), 3)
+        assert worker.run_once().delivered == 1  # usable again: both reopened
+    assert _open_fds_on(wal) == held  # the with block closed them again
+    assert rows(db, "SELECT count(*) FROM orders") == 2
+
+
+def test_close_is_refused_while_the_loop_runs(store: SqliteScheduleStore) -> None:
+    worker = SchedulerWorker(store, TransactionalSink(lambda message, conn: None), CONFIG)
+    handle = worker.start()
+    try:
+        with pytest.raises(RuntimeError, match="running"):
+            worker.close()
+    finally:
+        assert handle.stop(10)
+    worker.close()

@@ -17,6 +17,7 @@ from ..store.schema import DEFAULT_TABLE
 from .args import (
     DEFAULT_LIMIT,
     TABLE_ENV,
+    parse_conn_arg,
     parse_duration,
     parse_instant,
     parse_name,
@@ -75,6 +76,7 @@ def conn_parent() -> argparse.ArgumentParser:
     group = parent.add_argument_group("database")
     group.add_argument(
         "--conn",
+        type=parse_conn_arg,  # an empty one (an unset variable) is refused, not the default
         metavar="URL",
         help="the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
         " path, or postgresql://user:password@host/db (default: $DATABASE_URL, else the"

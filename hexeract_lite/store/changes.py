@@ -31,6 +31,7 @@ from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import ScheduleStatus
 from ..trigger import CronExpression, Trigger
+from ..zoned import parse_zoned
 from .record import ScheduleRecord, grace_ms
 
 __all__ = [
@@ -74,11 +75,21 @@ class Change:
     misfire_grace: timedelta | None = None
     set_misfire_grace: bool = False
     """True: ``misfire_grace`` is the new grace (None: no grace); False: leave it."""
+    keep_zone: bool = False
+    """True: ``cron`` was given without a zone (no ``tz=``, no ``CRON_TZ=`` prefix); it is
+    read on the zone of the stored rule, which stays as it is."""
 
     @property
     def empty(self) -> bool:
         """True when it changes nothing."""
-        values = attrs.astuple(self, recurse=False)[:-1]
+        values = (
+            self.event_type,
+            self.payload_json,
+            self.target,
+            self.cron,
+            self.max_attempts,
+            self.misfire_grace,
+        )
         return not self.set_misfire_grace and all(v is None for v in values)
 
 
@@ -148,7 +159,8 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
     - cancelled: stored again as declared, fresh (CREATED);
     - another trigger kind: :class:`NotChangeable` naming both;
     - same event type, payload (as JSON values), target, rule (cron, with its zone;
-      interval: period and grid) or instant (one shot), budget, misfire grace and
+      interval: period and grid) or instant (one shot; a delivered or dead-lettered one's
+      instant is its history, not compared nor changed), budget, misfire grace and
       name: UNCHANGED;
     - else the values change in place (UPDATED); a new rule's next firing is its first
       instant after now (under the lease rule); a delivered or dead-lettered row keeps
@@ -187,7 +199,7 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
             and row.max_attempts == new.max_attempts
             and row.misfire_grace_ms == new.misfire_grace_ms
             and same_rule
-            and (recurring or row.scheduled_for == message.scheduled_for)
+            and (recurring or row.is_terminal or row.scheduled_for == message.scheduled_for)
         )
         if same:
             return EnsureResult.UNCHANGED, None
@@ -201,10 +213,17 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
     return plan
 
 
+def _in_stored_zone(cron: CronExpression, row: ScheduleRecord) -> CronExpression:
+    """``cron`` read on the zone of the row's stored rule (a cron row's)."""
+    zone, _ = parse_zoned(row.cron_expr or "")
+    return cron if zone == cron.tz else CronExpression.parse(cron.expression, tz=zone)
+
+
 def update_plan(change: Change) -> Plan[bool]:
     """The plan of ``update``: change the given fields of a non-terminal row in place;
     True when something differed. ``cron`` (zoned or not) on a schedule that is not a
-    cron schedule: :class:`NotChangeable`. A new rule's next firing is its first
+    cron schedule: :class:`NotChangeable`; a ``cron`` given without a zone
+    (``keep_zone``) keeps the stored rule's zone. A new rule's next firing is its first
     instant after now."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
@@ -228,9 +247,12 @@ def update_plan(change: Change) -> Plan[bool]:
             new.max_attempts = change.max_attempts
         if change.set_misfire_grace:
             new.misfire_grace_ms = grace_ms(change.misfire_grace)
-        if change.cron is not None and str(change.cron) != row.cron_expr:
-            new.cron_expr = str(change.cron)
-            _place(new, _next_of(Trigger.cron(change.cron), now), now)
+        cron = change.cron
+        if cron is not None and change.keep_zone:
+            cron = _in_stored_zone(cron, row)
+        if cron is not None and str(cron) != row.cron_expr:
+            new.cron_expr = str(cron)
+            _place(new, _next_of(Trigger.cron(cron), now), now)
         if new == row:
             return False, None
         return True, new

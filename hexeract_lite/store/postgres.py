@@ -75,6 +75,7 @@ and returns the rows claimed with it. Listings return a
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -157,6 +158,21 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MAX_INT4 = 2**31 - 1
+
+
+def _is_json(text: str) -> bool:
+    """Whether ``text`` parses as strict JSON (no NaN or Infinity, which JSONB refuses)."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(constant)
+
+    try:
+        json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return False
+    return True
+
+
 _ONE_MS = timedelta(milliseconds=1)
 _MALFORMED = "malformed row, dead-lettered without dispatch: "
 
@@ -869,8 +885,8 @@ class PostgresScheduleStore(SettlingStore):
         ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
         and a NUL character in a text column (:class:`InvalidMessage`) before the
         statement is sent, naming the schedule; a NUL in a payload string (``\u0000``,
-        which ``JSONB`` rejects) by the server, as :class:`InvalidMessage` naming the
-        likely schedules.
+        which ``JSONB`` rejects) or a payload that is not JSON (a row another tool wrote)
+        by the server, as :class:`InvalidMessage` naming the likely schedules.
         """
         rows = check_records(records)
         if not rows:
@@ -899,14 +915,18 @@ class PostgresScheduleStore(SettlingStore):
             cause = exc.__cause__
             if isinstance(cause, psycopg.errors.UntranslatableCharacter):
                 suspects = [str(row.schedule_id) for row in rows if "\\u0000" in row.payload]
-                detail = " ".join(str(cause).split())  # the server's lines, on one
-                raise InvalidMessage(
-                    "a payload cannot be stored in PostgreSQL's JSONB: it holds a string with"
-                    f" a NUL character (\\u0000) or another character it rejects ({detail});"
-                    f" suspects: {', '.join(suspects) or 'none found'}; none of these"
-                    f" {len(rows)} records was imported"
-                ) from cause
-            raise
+                what = "a string in it holds a NUL character (\\u0000) or another it rejects"
+            elif isinstance(cause, psycopg.errors.InvalidTextRepresentation):
+                suspects = [str(row.schedule_id) for row in rows if not _is_json(row.payload)]
+                what = "it is not JSON (a row written by another tool?)"
+            else:
+                raise
+            detail = " ".join(str(cause).split())  # the server's lines, on one
+            raise InvalidMessage(
+                f"a payload cannot be stored in PostgreSQL's JSONB: {what}"
+                f" ({detail}); suspects: {', '.join(suspects) or 'none found'}; none of these"
+                f" {len(rows)} records was imported"
+            ) from cause
         if inserted:
             self.changes.notify()
         return inserted

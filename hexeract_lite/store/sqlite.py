@@ -965,7 +965,14 @@ class SqliteScheduleStore(SettlingStore):
         """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
         ``after`` on."""
         wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
-        sql = list_sql(self._table, wanted, glob is not None, after is not None, named is not None)
+        sql = list_sql(
+            self._table,
+            wanted,
+            glob is not None,
+            after is not None,
+            named is not None,
+            self._sql.select_list,
+        )
         params: dict[str, Any] = {"n": limit}
         if named is not None:
             params["name"] = sqlite_glob(named)

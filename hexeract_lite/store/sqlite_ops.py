@@ -19,10 +19,16 @@ __all__ = ["file_sizes", "list_sql", "prune_sql", "replay_sql", "stats_sql"]
 
 
 def list_sql(
-    table: str, status: ScheduleStatus | None, glob: bool, after: bool, name: bool = False
+    table: str,
+    status: ScheduleStatus | None,
+    glob: bool,
+    after: bool,
+    name: bool = False,
+    select_list: str = SELECT_LIST,
 ) -> str:
     """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:n`` bound
-    as the flags say; the status condition is constant text."""
+    as the flags say; the status condition is constant text. ``select_list``: the
+    store's (``NULL AS <column>`` for a column an older table lacks, read-only)."""
     t = validate_sqlite_table_name(table)
     where = [sqlite_status_where(status)]
     if glob:
@@ -32,7 +38,7 @@ def list_sql(
     if after:
         where.append("schedule_id > :after")
     return (
-        f"SELECT {SELECT_LIST} FROM {t} WHERE {' AND '.join(where)} ORDER BY schedule_id LIMIT :n"
+        f"SELECT {select_list} FROM {t} WHERE {' AND '.join(where)} ORDER BY schedule_id LIMIT :n"
     )
 
 

@@ -40,6 +40,7 @@ class SqliteStatements:
         t = validate_sqlite_table_name(table)
         self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
+        self.select_list = cols
         due = f"{t} INDEXED BY idx_{t}_due"
         leased = f"{t} INDEXED BY idx_{t}_leased"
         self.insert = (

@@ -9,9 +9,9 @@ from ...control import SchedulerControl
 from ...errors import InvalidArgument
 from ...store.listing import check_glob
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
-from ..args import parse_positive_int, parse_schedule_id
+from ..args import parse_positive_int
 from ..context import EXIT_OK, Context, schedule_id
-from ..options import CommandTree, HelpFormatter, example, filter_arguments
+from ..options import CommandTree, HelpFormatter, example, filter_arguments, id_argument
 from ..output import dump_json, format_dead_letter, snapshot_json
 
 
@@ -52,13 +52,7 @@ def add_parser(tree: CommandTree) -> None:
         replay,
         into=dead_cmds,
     )
-    sub.add_argument(
-        "schedule_id",
-        nargs="?",
-        type=parse_schedule_id,
-        metavar="SCHEDULE_ID",
-        help="the schedule's UUID (or --all)",
-    )
+    id_argument(sub)
     sub.add_argument(
         "--all",
         action="store_true",
@@ -89,8 +83,11 @@ def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:
 def replay(args: argparse.Namespace, ctx: Context) -> int:
     """Replay the dead-lettered schedule, or with ``--all`` every one (matching
     ``--event-type``): attempts reset, last error cleared, due now."""
-    if args.all == (args.schedule_id is not None):
-        raise InvalidArgument("give either a SCHEDULE_ID or --all (not both, not neither)")
+    one = args.schedule_id is not None or args.schedule_name is not None
+    if args.all == one:
+        raise InvalidArgument(
+            "give a SCHEDULE_ID, --name or --all (exactly one; not both, not neither)"
+        )
     if args.event_type is not None and not args.all:
         raise InvalidArgument("--event-type only goes with --all")
     if args.all:

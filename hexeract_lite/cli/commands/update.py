@@ -27,7 +27,8 @@ def add_parser(tree: CommandTree) -> None:
     sub.add_argument(
         "--tz",
         metavar="ZONE",
-        help="with --cron: read the new rule on this IANA time zone's wall clock (default UTC)",
+        help="with --cron: read the new rule on this IANA time zone's wall clock"
+        " (default: the schedule's own zone; --tz UTC for UTC)",
     )
     sub.add_argument(
         "--misfire-grace",

@@ -72,7 +72,7 @@ def add_parser(tree: CommandTree) -> None:
         ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
         ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
         ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
-        ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 5ms)"),
+        ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
     ):
         settings.add_argument(flag, type=parse_duration, metavar="DURATION", help=help_text)
     settings.add_argument(
