@@ -93,6 +93,11 @@ class SchedulerWorkerConfig:
                 f"batch_size must be an integer >= 1, got batch_size={batch!r}"
             )
         check_duration("lease", self.lease)
+        if self.lease < timedelta(milliseconds=1):  # what claim_due refuses
+            raise InvalidConfiguration(
+                "lease must be at least 1 ms (leases are stored at millisecond precision),"
+                f" got lease={format_duration(self.lease)}"
+            )
         check_duration("retry_base_delay", self.retry_base_delay)
         check_duration("retry_max_delay", self.retry_max_delay)
         if not isinstance(self.jitter, bool):

@@ -293,3 +293,18 @@ def test_a_keyword_sqlite_takes_as_a_name_stays_a_valid_table_name(
         store.insert(message, 3)
         later = datetime.now(UTC) + timedelta(seconds=1)
         assert len(store.claim_due(later, 5, timedelta(seconds=5))) == 1
+
+
+def test_a_worker_config_refuses_a_lease_under_a_millisecond() -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.worker import SchedulerWorkerConfig
+
+    with pytest.raises(InvalidConfiguration, match="lease must be at least 1 ms"):
+        SchedulerWorkerConfig(
+            batch_size=1,
+            dispatch_timeout=timedelta(microseconds=100),
+            lease=timedelta(microseconds=500),
+        )
+    assert SchedulerWorkerConfig(
+        batch_size=1, dispatch_timeout=timedelta(microseconds=100), lease=timedelta(milliseconds=1)
+    ).lease == timedelta(milliseconds=1)
