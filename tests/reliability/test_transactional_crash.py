@@ -80,6 +80,7 @@ def _sqlite_round(
     driver: str = "apsw",
     min_kills: int = 15,
 ) -> Counter[str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     db = tmp_path / f"{mode}-{driver}.db"
     messages = _messages()
     with SqliteScheduleStore.open(db) as store:
@@ -117,8 +118,16 @@ def test_sqlite_transactional_sink_is_exactly_once_under_sigkill(
     rng = random.Random()
     tx = _sqlite_round(procs, tmp_path, "tx", rng)
     assert [occ for occ, n in tx.items() if n != 1] == []  # 0 duplicated
-    plain = _sqlite_round(procs, tmp_path, "plain", rng)
-    assert sum(n - 1 for n in plain.values()) > 0  # the plain sink duplicates
+    # The control: the plain sink duplicates once a kill lands between its effect's commit
+    # and the acknowledgement. Kills are random and the drain is short, so a round can miss
+    # that window; up to three rounds are run, enough that a sink that never duplicates
+    # (or a test that cannot see it) still fails.
+    for attempt in range(3):
+        plain = _sqlite_round(procs, tmp_path / f"plain{attempt}", "plain", rng)
+        if sum(n - 1 for n in plain.values()) > 0:
+            break
+    else:
+        raise AssertionError("the plain sink never duplicated in 3 rounds of SIGKILLs")
 
 
 @pytest.mark.slow
@@ -141,8 +150,10 @@ def test_postgres_transactional_sink_is_exactly_once_under_sigkill(
     from hexeract_lite.store.postgres import PostgresScheduleStore
 
     rng = random.Random()
-    results = {}
-    for mode in ("tx", "plain"):
+    results: dict[str, Counter[str]] = {}
+    for mode in ("tx", "plain", "plain", "plain"):  # the control: up to 3 plain rounds
+        if mode == "plain" and sum(n - 1 for n in results.get("plain", Counter()).values()) > 0:
+            break
         table = pg.unique_table("txcrash")
         messages = _messages()
         try:
