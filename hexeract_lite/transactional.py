@@ -105,6 +105,15 @@ class TransactionalSink:
                 f"TransactionalSink needs a plain function handler(message, connection),"
                 f" got {handler!r}"
             )
+        try:
+            inspect.signature(handler).bind(None, None)
+        except TypeError as exc:
+            raise InvalidConfiguration(
+                f"TransactionalSink's handler is called as handler(message, connection);"
+                f" {handler!r} cannot take those two arguments: {exc}"
+            ) from None
+        except ValueError:  # no signature to read (some builtins): it is called as is
+            pass
         self.handler = handler
 
     def dispatch(self, message: ScheduledMessage) -> None:

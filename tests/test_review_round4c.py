@@ -308,3 +308,14 @@ def test_a_worker_config_refuses_a_lease_under_a_millisecond() -> None:
     assert SchedulerWorkerConfig(
         batch_size=1, dispatch_timeout=timedelta(microseconds=100), lease=timedelta(milliseconds=1)
     ).lease == timedelta(milliseconds=1)
+
+
+def test_a_transactional_handler_that_cannot_take_message_and_connection_is_refused() -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.transactional import TransactionalSink
+
+    for bad in (lambda message: None, lambda: None, lambda a, b, c: None):
+        with pytest.raises(InvalidConfiguration, match="handler\\(message, connection\\)"):
+            TransactionalSink(bad)  # type: ignore[arg-type]
+    for good in (lambda m, c: None, lambda m, c, extra=1: None, lambda *args: None, print):
+        TransactionalSink(good)
