@@ -10,6 +10,18 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 _ZERO = timedelta(0)
 
+MIN_LEASE = timedelta(milliseconds=1)
+"""The shortest lease: ``leased_until`` is stored at millisecond precision, so a shorter
+lease would run out at the very instant of its claim and the same occurrence could be
+claimed again."""
+
+
+def lease_too_short(shown: str) -> InvalidConfiguration:
+    """The error for a lease under :data:`MIN_LEASE`, ``shown`` naming the value."""
+    return InvalidConfiguration(
+        f"lease must be at least 1 ms (leases are stored at millisecond precision), got {shown}"
+    )
+
 
 def to_utc_ms(
     value: object,

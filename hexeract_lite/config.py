@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import attrs
 
+from ._time import MIN_LEASE, lease_too_short
 from .errors import InvalidConfiguration
 
 __all__ = ["SchedulerWorkerConfig", "check_duration", "format_duration"]
@@ -93,11 +94,8 @@ class SchedulerWorkerConfig:
                 f"batch_size must be an integer >= 1, got batch_size={batch!r}"
             )
         check_duration("lease", self.lease)
-        if self.lease < timedelta(milliseconds=1):  # what claim_due refuses
-            raise InvalidConfiguration(
-                "lease must be at least 1 ms (leases are stored at millisecond precision),"
-                f" got lease={format_duration(self.lease)}"
-            )
+        if self.lease < MIN_LEASE:  # what claim_due refuses
+            raise lease_too_short(f"lease={format_duration(self.lease)}")
         check_duration("retry_base_delay", self.retry_base_delay)
         check_duration("retry_max_delay", self.retry_max_delay)
         if not isinstance(self.jitter, bool):

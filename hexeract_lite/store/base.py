@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .._time import to_utc_ms
+from .._time import MIN_LEASE, lease_too_short, to_utc_ms
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
@@ -802,22 +802,14 @@ def check_max_attempts(max_attempts: object) -> int:
     return max_attempts  # type: ignore[return-value]
 
 
-_ONE_MS = timedelta(milliseconds=1)
-
-
 def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     """Validate ``claim_due``'s arguments; return ``now`` normalised."""
     if not _is_count(batch_size):
         raise InvalidConfiguration(
             f"batch_size must be an integer from 1 to {MAX_INT32}, got {batch_size!r}"
         )
-    if not isinstance(lease, timedelta) or lease < _ONE_MS:
-        # leased_until is stored at millisecond precision: a shorter lease would run out
-        # at the very instant of its claim, so the same occurrence could be claimed again
-        raise InvalidConfiguration(
-            f"lease must be at least 1 ms (leases are stored at millisecond precision),"
-            f" got {lease!r}"
-        )
+    if not isinstance(lease, timedelta) or lease < MIN_LEASE:
+        raise lease_too_short(repr(lease))
     now = to_utc_ms(now, "now", InvalidConfiguration)
     try:
         now + lease
