@@ -31,6 +31,8 @@ the batch is settled; nothing more of the batch is dispatched.
 
 :meth:`SinkRunner.interrupt` (from any thread) gives up on the call in flight: it is
 recorded as failed, and the rest of the batch is not dispatched.
+(Over 700 lines: the three ways of dispatching share one runner's lock, timeout, helper
+thread and the run in flight that an interruption gives up on.)
 """
 
 from __future__ import annotations
