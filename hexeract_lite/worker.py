@@ -70,6 +70,7 @@ from typing import Any
 
 import attrs
 
+from ._log import package_logger
 from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, log_occurrence, take_turn
@@ -126,7 +127,7 @@ __all__ = [
     "error_text",
 ]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 
 @attrs.frozen(kw_only=True)

@@ -10,10 +10,16 @@ small codec keyed by :class:`ColumnKind` (see the stores).
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
-import attrs
-
-__all__ = ["COLUMNS", "COLUMN_NAMES", "Column", "ColumnKind", "columns_of_kind"]
+__all__ = [
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "SELECT_LIST",
+    "Column",
+    "ColumnKind",
+    "columns_of_kind",
+]
 
 
 class ColumnKind(enum.Enum):
@@ -35,9 +41,12 @@ class ColumnKind(enum.Enum):
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
 
-@attrs.frozen
-class Column:
-    """One column: its name, what it holds, whether it is required, its declarations."""
+class Column(NamedTuple):
+    """One column: its name, what it holds, whether it is required, its declarations.
+
+    A named tuple, not an attrs class: the CLI's read-only listing reads the registry
+    without importing attrs.
+    """
 
     name: str
     kind: ColumnKind
@@ -98,6 +107,9 @@ in milliseconds, NULL for none (issue 14)."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""
+
+SELECT_LIST = ", ".join(COLUMN_NAMES)
+"""Every column, in registry order, as the SQL stores' ``SELECT`` lists them."""
 
 
 def columns_of_kind(*kinds: ColumnKind, required: bool | None = None) -> tuple[str, ...]:
