@@ -65,11 +65,12 @@ def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:
     )
     try:
         rows = conn.execute(_statement(conn, table, version), {"n": limit}).fetchall()
+        conn.close()
     except apsw.Error:
         return None  # the store reads again, and names the error as it does
     finally:
-        conn.close()
-        if hold is not None:
+        conn.close()  # idempotent
+        if hold is not None:  # after the close: no lock of ours is left
             hold.release()
     cells = []
     for row in rows:
