@@ -10,7 +10,6 @@ small codec keyed by :class:`ColumnKind` (see the stores).
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
 
 __all__ = [
     "COLUMNS",
@@ -41,22 +40,42 @@ class ColumnKind(enum.Enum):
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
 
-class Column(NamedTuple):
+class Column:
     """One column: its name, what it holds, whether it is required, its declarations.
 
-    A named tuple, not an attrs class: the CLI's read-only listing reads the registry
-    without importing attrs.
+    Immutable by convention (the registry is built once). A plain class, neither attrs
+    nor a named tuple: the CLI's read-only listing reads the registry, and both cost a
+    fresh process more than this module's work.
     """
 
-    name: str
-    kind: ColumnKind
-    required: bool
-    sqlite: str
-    """The SQLite declaration after the name (type and constraints)."""
-    postgres: str
-    """The PostgreSQL declaration after the name (type and constraints)."""
-    reference: bool = True
-    """A column of the reference's table (False: hexeract_lite's own, added by an upgrade)."""
+    __slots__ = ("kind", "name", "postgres", "reference", "required", "sqlite")
+
+    def __init__(
+        self,
+        name: str,
+        kind: ColumnKind,
+        required: bool,
+        sqlite: str,
+        postgres: str,
+        reference: bool = True,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.required = required
+        self.sqlite = sqlite
+        """The SQLite declaration after the name (type and constraints)."""
+        self.postgres = postgres
+        """The PostgreSQL declaration after the name (type and constraints)."""
+        self.reference = reference
+        """A column of the reference's table (False: hexeract_lite's own, added by an
+        upgrade)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"Column(name={self.name!r}, kind={self.kind!r}, required={self.required!r},"
+            f" sqlite={self.sqlite!r}, postgres={self.postgres!r},"
+            f" reference={self.reference!r})"
+        )
 
     @property
     def sqlite_type(self) -> str:
