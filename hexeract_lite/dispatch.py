@@ -49,6 +49,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
+from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
 from .message import ScheduledMessage
@@ -58,7 +59,7 @@ from .snapshot import LeasedOccurrence
 
 __all__ = ["LoopAbandoned", "SinkRunner", "Turn", "log_occurrence", "take_turn"]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 Turn = Callable[[LeasedOccurrence], DispatchResult | None]
 """Decides an occurrence's turn: a result without dispatching it, or None: dispatch it."""

@@ -70,6 +70,7 @@ from typing import Any
 
 import attrs
 
+from ._log import package_logger
 from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import Interruption, SinkRunner, log_occurrence, take_turn
@@ -127,7 +128,7 @@ __all__ = [
     "error_text",
 ]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 
 @attrs.frozen(kw_only=True)

@@ -20,7 +20,6 @@ behaviour; splitting it would scatter one lock discipline over several files.)
 
 from __future__ import annotations
 
-import logging
 import os
 import pathlib
 import threading
@@ -34,6 +33,7 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
+from .._log import package_logger
 from .._time import format_ts, parse_ts, to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
@@ -124,7 +124,7 @@ _Sql = SqliteStatements  # the name benchmarks/claim_scale.py imports
 _BEGIN = "BEGIN IMMEDIATE"
 _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
 _RESYNC = "PRAGMA synchronous=FULL"
-_log = logging.getLogger(__name__)
+_log = package_logger(__name__)
 
 # positions in a row read with SELECT_LIST
 _ID = COLUMN_INDEX["schedule_id"]
