@@ -789,12 +789,16 @@ class SchedulerWorker:
         name = f"{threading.current_thread().name}-loop"
         resume: Resume | None = None
         interruption: Interruption = None
-        while True:
-            target = functools.partial(self._loop, stop, wake.set, resume)
-            loop = LoopThread(target, name, wake)
-            resume, interruption = self._watch(loop, interruption)
-            if resume is None:
-                break
+        try:
+            while True:
+                target = functools.partial(self._loop, stop, wake.set, resume)
+                loop = LoopThread(target, name, wake)
+                resume, interruption = self._watch(loop, interruption)
+                if resume is None:
+                    break
+        except BaseException:  # raised here, not by the loop: it must not outlive run()
+            self.abort()
+            raise
         if interruption is not None:
             raise interruption
         if loop.error is not None:

@@ -178,3 +178,23 @@ def test_an_error_the_loop_raises_propagates_from_run() -> None:
     snap = store.list_schedules()[0]
     assert snap.attempts == 1 and (snap.last_error or "").startswith("ValueError")  # type: ignore[union-attr]
     worker.run_once()  # usable again: the loop's state was left clean
+
+
+def test_keyboard_interrupt_while_idle_ends_the_loop_thread_and_propagates(
+    quiet_threads: None,
+) -> None:
+    import signal
+
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+    store = InMemoryScheduleStore()
+    sink = ThreadRecorder()
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            SchedulerWorker(store, sink, TIMEOUT).run(threading.Event())
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 2  # not held until a dispatch deadline
