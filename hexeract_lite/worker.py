@@ -5,7 +5,7 @@ One poll cycle (:meth:`SchedulerWorker.run_once`; :meth:`~SchedulerWorker.run`,
 in a loop):
 
 1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
-   last attempt.
+   last attempt (in the loops, at most once per ``poll_interval``).
 2. ``store.claim_due(now, batch_size, lease)``: claim up to ``batch_size`` due
    occurrences; each claim spends one attempt and holds the occurrence until
    ``now + lease``.
@@ -63,6 +63,7 @@ import logging
 import math
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -304,6 +305,7 @@ class SchedulerWorker:
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
         self._busy = False
+        self._next_sweep = -math.inf  # monotonic: the loops' next sweep (_sweep_due)
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
@@ -411,7 +413,7 @@ class SchedulerWorker:
         but the rest of a batch the watcher took over from an abandoned loop thread."""
         if resume is None:
             counts = _Counts()
-            batch = self._claim(counts, carry)
+            batch = self._claim(counts, carry, paced=watcher is not None)
             done: list[DispatchResult] = []
         else:
             batch, done, counts = list(resume.batch), resume.results, resume.counts
@@ -480,7 +482,7 @@ class SchedulerWorker:
         """The same cycle on an event loop: store calls in a thread, the sink awaited;
         ``carry`` and ``keep`` as for :meth:`_carried_cycle`."""
         counts = _Counts()
-        batch = await asyncio.to_thread(self._claim, counts, carry)
+        batch = await asyncio.to_thread(self._claim, counts, carry, True)
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = await self._runner.run_batch_async(batch, turn)
@@ -493,16 +495,20 @@ class SchedulerWorker:
             self._propagate(counts)
         return counts.report(), None
 
-    def _claim(self, counts: _Counts, carry: _Carry | None = None) -> list[LeasedOccurrence]:
+    def _claim(
+        self, counts: _Counts, carry: _Carry | None = None, paced: bool = False
+    ) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
-        previous cycle's settlement written in the same transaction)."""
+        previous cycle's settlement written in the same transaction). ``paced`` (the
+        loops): the sweep only when :meth:`_sweep_due`."""
         try:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
                     held, carry = carry, None
                     self._settle_planned(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
-            counts.swept = self.store.dead_letter_exhausted()
+            if not paced or self._sweep_due():
+                counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
             if carry is not None:  # settle it on its own, as an unfused cycle would have
                 self._settle_planned(carry.planned, carry.counts)
@@ -531,6 +537,17 @@ class SchedulerWorker:
             checkpoint_after_burst(self.store)
         self._busy = bool(batch)
         return batch
+
+    def _sweep_due(self) -> bool:
+        """In the loops, the sweep runs at most once per ``poll_interval``: a busy loop
+        claims every millisecond or so, and what it sweeps (occurrences a crashed
+        worker left on their last attempt, found once their lease has run out) can
+        wait that long."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return False
+        self._next_sweep = now + self.config.poll_interval.total_seconds()
+        return True
 
     def _settle_and_claim(self, carry: _Carry) -> list[LeasedOccurrence]:
         """The previous batch's settlement and this cycle's claim in one store call.

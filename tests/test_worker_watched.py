@@ -198,3 +198,30 @@ def test_keyboard_interrupt_while_idle_ends_the_loop_thread_and_propagates(
     finally:
         timer.cancel()
     assert time.monotonic() - started < 2  # not held until a dispatch deadline
+
+
+class SweepCountingStore(InMemoryScheduleStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweeps = 0
+
+    def dead_letter_exhausted(self) -> int:
+        self.sweeps += 1
+        return super().dead_letter_exhausted()
+
+
+def test_a_busy_loop_sweeps_once_per_poll_interval_run_once_every_time() -> None:
+    store = SweepCountingStore()
+    msgs = [due(i / 1000) for i in range(200, 0, -1)]
+    store.insert_many(msgs, 3)
+    sink = ThreadRecorder()
+    config = SchedulerWorkerConfig(
+        poll_interval=timedelta(seconds=30), min_cycle_delay=timedelta(0)
+    )
+    with SchedulerWorker(store, sink, config).start():
+        wait_for(lambda: len(sink.calls) == 200)
+    assert store.sweeps == 1  # 20 full cycles (and an empty one): one sweep
+    worker = SchedulerWorker(store, sink, config)
+    for _ in range(3):
+        worker.run_once()
+    assert store.sweeps == 4
