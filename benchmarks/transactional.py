@@ -62,7 +62,7 @@ def drain(folder: Path, n: int, mode: str, driver: str = "apsw") -> float:
         )
         own: Any
         if driver == "sqlite3":
-            # (the plain sink runs on the worker's dispatch thread)
+            # (the plain sink runs on the worker's loop or dispatch thread)
             own = sqlite3.connect(db, timeout=5, isolation_level=None, check_same_thread=False)
         else:
             own = apsw.Connection(str(db))
