@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TextIO
 
+from .config import check_duration
 from .errors import InvalidConfiguration
 from .snapshot import MalformedSchedule, ScheduleStatus
 from .store.base import ScheduleStore
@@ -129,6 +130,7 @@ class Retention:
             raise InvalidConfiguration(
                 f"retention must be a positive datetime.timedelta or None, got retention={keep!r}"
             )
+        check_duration("retention", keep)  # no longer than LONGEST_SETTING
         self.keep = keep
         self._next = 0.0
 
