@@ -137,3 +137,30 @@ def test_error_none_is_refused_like_settle_and_writes_nothing(
     assert store.mark_dead_lettered(sid, ValueError("boom"), lease)  # type: ignore[arg-type]
     snap = store.inspect(sid)
     assert snap is not None and snap.last_error == "boom"
+
+
+# --- 2. a negative duration on the command line ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (["prune", "--older-than", "-5d"], "-5d"),
+        (["prune", "--older-than=-5d"], "-5d"),
+        (["prune", "--older-than", "-1h30m"], "-1h30m"),
+        (["add", "--in", "-5m", "--event-type", "t.x"], "-5m"),
+        (["add", "--every", "-5m", "--event-type", "t.x"], "-5m"),
+        (["ensure", "--name", "a.b", "--every", "-5m", "--event-type", "t.x"], "-5m"),
+        (["reschedule", "--name", "a.b", "--in", "-5m"], "-5m"),
+    ],
+)
+def test_a_negative_duration_is_a_usage_error_naming_it(
+    tmp_path: Path, argv: list[str], value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``prune --older-than -5d`` said only "expected one argument" (argparse took -5d
+    for an option), without the value."""
+    db = tmp_path / "s.db"
+    assert main(["scheduler", *argv, "--conn", str(db)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"invalid duration {value!r}: a duration cannot be negative" in last, last
+    assert not db.exists()
