@@ -6,9 +6,15 @@ progress line), each checked from outside: real files, real processes, every sto
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+import os
+import select
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import apsw
 import pytest
 
 from hexeract_lite import (
@@ -25,6 +31,7 @@ from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument
 from hexeract_lite.sinks import CallableSink
 from hexeract_lite.store.base import Settlement
+from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 from .conftest import FrozenTime
 
@@ -164,3 +171,93 @@ def test_a_negative_duration_is_a_usage_error_naming_it(
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"invalid duration {value!r}: a duration cannot be negative" in last, last
     assert not db.exists()
+
+
+# --- 7. the progress line on a terminal -------------------------------------------------
+
+
+def _on_a_terminal(argv: list[str]) -> tuple[int, str]:
+    """Run ``hexeract`` in a process whose stderr is a terminal (a pty); the exit code
+    and everything written there."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "hexeract_lite", *argv],
+            stderr=slave,
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+    shown = b""
+    while select.select([master], [], [], 1)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the other end is closed: all was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.returncode, shown.decode()
+
+
+def _source_of_three(path: Path, *, last_malformed: bool) -> None:
+    with SqliteScheduleStore.open(path) as store:
+        for n in (1, 2, 3):
+            at = datetime(2030, 1, 1, tzinfo=UTC)
+            sid = uuid.UUID(int=n)
+            store.insert(
+                ScheduledMessage.delay(Target.mediator(), at, "t.x", {}, schedule_id=sid), 5
+            )
+    if last_malformed:
+        conn = apsw.Connection(str(path))
+        conn.execute(
+            "UPDATE scheduled_messages SET scheduled_for = 'garbage' WHERE schedule_id = ?",
+            (uuid.UUID(int=3).bytes,),
+        )
+        conn.close()
+
+
+def test_progress_line_ends_with_the_final_count(tmp_path: Path) -> None:
+    """The line was rewritten at most every 0.2 s, and the last count given within
+    that time was never shown: ``read: 1`` after reading 3."""
+    _source_of_three(tmp_path / "src.db", last_malformed=False)
+    code, shown = _on_a_terminal(
+        [
+            "scheduler",
+            "migrate",
+            "--from",
+            str(tmp_path / "src.db"),
+            "--to",
+            str(tmp_path / "dst.db"),
+            "--batch-size",
+            "1",
+        ]
+    )
+    assert code == 0, shown
+    last = shown.replace("\r\n", "\n").split("\n")[0].split("\r")[-1]
+    assert last.startswith("read: 3"), repr(shown)
+
+
+def test_an_error_after_progress_starts_on_a_fresh_line(tmp_path: Path) -> None:
+    """The error was printed on the progress line: ``read: 1hexeract: error: ...``."""
+    _source_of_three(tmp_path / "src.db", last_malformed=True)
+    code, shown = _on_a_terminal(
+        [
+            "scheduler",
+            "migrate",
+            "--from",
+            str(tmp_path / "src.db"),
+            "--to",
+            str(tmp_path / "dst.db"),
+            "--batch-size",
+            "1",
+        ]
+    )
+    assert code == 1
+    lines = shown.replace("\r\n", "\n").split("\n")
+    error = next(line for line in lines if "error:" in line)
+    assert error.startswith("hexeract: error: the copy stopped after 2 rows read"), repr(shown)
+    assert lines[0].split("\r")[-1].startswith("read: 2"), repr(shown)

@@ -92,12 +92,10 @@ def replay(args: argparse.Namespace, ctx: Context) -> int:
         raise InvalidArgument("--event-type only goes with --all")
     if args.all:
         check_glob(args.event_type)
-        progress = Progress("replayed")
-        with ctx.store(create=False) as store:
+        with Progress("replayed") as progress, ctx.store(create=False) as store:
             count = replay_all(
                 store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
             )
-        progress.done()
         ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
         return EXIT_OK
     with ctx.store(create=False) as store:
