@@ -18,14 +18,17 @@ import apsw
 import pytest
 
 from hexeract_lite import (
+    EnsureResult,
     InMemoryScheduleStore,
     RetryPolicy,
     ScheduledMessage,
+    SchedulerControl,
     SchedulerWorker,
     SchedulerWorkerConfig,
     ScheduleStatus,
     ScheduleStore,
     Target,
+    name_id,
 )
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument
@@ -261,3 +264,61 @@ def test_an_error_after_progress_starts_on_a_fresh_line(tmp_path: Path) -> None:
     error = next(line for line in lines if "error:" in line)
     assert error.startswith("hexeract: error: the copy stopped after 2 rows read"), repr(shown)
     assert lines[0].split("\r")[-1].startswith("read: 2"), repr(shown)
+
+
+# --- 6. ensure compares a cron rule's meaning, not its text ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stored", "declared"),
+    [
+        ("@daily", "0 0 * * *"),
+        ("0 0 * * *", "@midnight"),
+        ("0 0 * * 0", "0 0 * * 7"),
+        ("0 0 * * *", "0 0 0 * * *"),
+        ("CRON_TZ=Europe/Paris 0 3 * * *", "CRON_TZ=Europe/Paris  0  3 * * *"),
+    ],
+)
+def test_ensure_of_the_same_cron_rule_in_other_words_is_unchanged(
+    store: ScheduleStore, frozen: FrozenTime, stored: str, declared: str
+) -> None:
+    """``@daily`` stored, ``0 0 * * *`` declared was UPDATED: the row rewritten and its
+    next firing placed again (attempts and last error reset) at every start."""
+    control = SchedulerControl(store)
+    assert control.ensure("app.daily", cron=stored, event_type="t.x") is EnsureResult.CREATED
+    before = control.inspect(name_id("app.daily"))
+    assert control.ensure("app.daily", cron=declared, event_type="t.x") is EnsureResult.UNCHANGED
+    assert control.inspect(name_id("app.daily")) == before, "nothing written"
+
+
+@pytest.mark.parametrize(
+    ("stored", "declared"),
+    [
+        ("@daily", "0 0 * * 1"),
+        ("0 * * * *", "0 0-23 * * *"),  # the same hours, another daylight saving rule
+        ("@daily", "CRON_TZ=Europe/Paris @daily"),
+        ("0 0 1 * *", "0 0 1 * 1"),  # day of month OR day of week
+    ],
+)
+def test_ensure_of_another_cron_meaning_is_updated(
+    store: ScheduleStore, frozen: FrozenTime, stored: str, declared: str
+) -> None:
+    control = SchedulerControl(store)
+    control.ensure("app.rule", cron=stored, event_type="t.x")
+    assert control.ensure("app.rule", cron=declared, event_type="t.x") is EnsureResult.UPDATED
+
+
+def test_ensure_keeps_a_cron_schedules_first_firing_once_it_exists(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """``first=`` of a cron rule is its first firing when the schedule is created; a
+    later ensure with another ``first=`` (one computed from now at each start, say) is
+    UNCHANGED and moves nothing (``reschedule`` moves the next firing)."""
+    control = SchedulerControl(store)
+    first = frozen.now() + timedelta(days=2)
+    control.ensure("app.first", cron="0 * * * *", first=first, event_type="t.x")
+    again = control.ensure(
+        "app.first", cron="0 * * * *", first=first + timedelta(hours=5), event_type="t.x"
+    )
+    assert again is EnsureResult.UNCHANGED
+    assert control.inspect(name_id("app.first")).scheduled_for == first
