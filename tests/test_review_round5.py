@@ -322,3 +322,53 @@ def test_ensure_keeps_a_cron_schedules_first_firing_once_it_exists(
     )
     assert again is EnsureResult.UNCHANGED
     assert control.inspect(name_id("app.first")).scheduled_for == first
+
+
+# --- 5. PostgreSQL's JSONB and floats written with an exponent ----------------------------
+
+BIG_FLOATS = {
+    "a": 1e20,
+    "b": 1.23456789012345e25,
+    "c": [1.7976931348623157e308, -2e16],
+    "d": 1e-7,
+    "e": {"n": 10**20, "text": "1e+20"},
+}
+
+
+def test_a_payloads_floats_come_back_as_written_on_every_store(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """On PostgreSQL, ``1e20`` came back the int ``10**20`` and ``1.23456789012345e25``
+    as ``12345678901234500000000000`` (another number): JSONB's numeric drops a
+    fraction written as an exponent. The README promises JSON payloads delivered as
+    given; the memory store (the reference) and SQLite keep them."""
+    msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", BIG_FLOATS)
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.message.payload == BIG_FLOATS
+    assert repr(occ.message.payload) == repr(BIG_FLOATS), "floats stay floats, ints ints"
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.payload_json == msg.payload_json
+
+
+def test_ensure_of_a_payload_with_big_floats_is_unchanged_on_every_store(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """On PostgreSQL every ensure of such a payload was UPDATED (the stored value read
+    back differed), a write at every start."""
+    control = SchedulerControl(store)
+    args = {"cron": "@daily", "event_type": "t.x", "payload": BIG_FLOATS}
+    assert control.ensure("app.big", **args) is EnsureResult.CREATED  # type: ignore[arg-type]
+    assert control.ensure("app.big", **args) is EnsureResult.UNCHANGED  # type: ignore[arg-type]
+    control.update("app.big", payload={"x": 3e30})
+    [occ] = store.claim_due(frozen.shift(timedelta(days=1)), 10, LEASE)
+    assert repr(occ.message.payload) == repr({"x": 3e30})
+
+
+def test_a_migrated_payloads_floats_stay_floats(store: ScheduleStore, frozen: FrozenTime) -> None:
+    source = InMemoryScheduleStore()
+    msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", BIG_FLOATS)
+    source.insert(msg, 5)
+    store.import_records(source.export_records(None, 10))
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert repr(occ.message.payload) == repr(BIG_FLOATS)
