@@ -4,15 +4,20 @@ them in batches)."""
 from __future__ import annotations
 
 import argparse
+import uuid
+from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
 from ...errors import InvalidArgument
 from ...store.listing import check_glob
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
 from ..args import parse_positive_int
-from ..context import EXIT_OK, Context, schedule_id
+from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import CommandTree, HelpFormatter, example, filter_arguments, id_argument
 from ..output import dump_json, format_dead_letter, snapshot_json
+
+if TYPE_CHECKING:
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -98,8 +103,12 @@ def replay(args: argparse.Namespace, ctx: Context) -> int:
             )
         ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
         return EXIT_OK
-    with ctx.store(create=False) as store:
+
+    def act(store: ScheduleStore) -> uuid.UUID:
         sid = schedule_id(args, store)
         SchedulerControl(store).replay(sid)
+        return sid
+
+    sid = ctx.write(act, ids=target_ids(args))
     ctx.print(f"Replayed schedule {sid}.")
     return EXIT_OK
