@@ -419,7 +419,7 @@ def test_a_refused_command_leaves_an_older_file_byte_identical(
     _older_file(db, version)
     if code is None:  # ensure at= of a name stored as a cron schedule: not changeable
         code = 1
-        from tests.test_sqlite_schema import _insert
+        from tests.test_reference_compat import _insert
 
         conn = apsw.Connection(str(db))
         columns = {"trigger_kind": "cron", "cron_expr": "@daily"}
