@@ -430,3 +430,22 @@ def test_a_refused_command_leaves_an_older_file_byte_identical(
     before = {p.name: _sha(p) for p in tmp_path.iterdir()}
     assert main(["scheduler", *argv, "--conn", str(db)]) == code, capsys.readouterr().err
     assert {p.name: _sha(p) for p in tmp_path.iterdir()} == before
+
+
+# --- probing the README's command line: an upper-case M ----------------------------------
+
+
+@pytest.mark.parametrize("text", ["5M", "1h30M", "1.5M"])
+def test_an_upper_case_m_duration_is_refused_not_read_as_minutes(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--in 5M`` was read as five minutes (the text is lower-cased), where systemd,
+    whose spans the parser mimics (a bare number is seconds), reads five months."""
+    db = tmp_path / "s.db"
+    assert main(["scheduler", "add", "--in", text, "--event-type", "t.x", "--conn", str(db)]) == 2
+    assert f"invalid duration {text!r}: M is ambiguous" in capsys.readouterr().err
+    assert not db.exists()
+    from hexeract_lite.cli.args import parse_duration
+
+    assert parse_duration("5MS") == timedelta(milliseconds=5), "MS stays milliseconds"
+    assert parse_duration("5m") == timedelta(minutes=5)
