@@ -107,19 +107,18 @@ class Context:
             source = open_store(target, table=self.table, create=False, readonly=True)
         except SchedulerError:  # missing (the real open says so or creates it), unreadable
             return None
-        try:
-            records = []
-            for sid in ids:
-                after = uuid.UUID(int=sid.int - 1) if sid.int else None
-                records += [r for r in source.export_records(after, 1) if r.schedule_id == sid]
-        except Exception:  # a row another tool wrote: no rehearsal
-            return None
-        finally:
-            source.close()
         from ..store.memory import InMemoryScheduleStore
 
         copy = InMemoryScheduleStore()
-        copy.import_records(records)
+        try:
+            for sid in ids:
+                after = uuid.UUID(int=sid.int - 1) if sid.int else None
+                rows = source.export_records(after, 1)
+                copy.import_records([r for r in rows if r.schedule_id == sid])
+        except Exception:  # a row another tool wrote, that only the store reads: no copy
+            return None
+        finally:
+            source.close()
         return copy
 
 
