@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
@@ -21,12 +20,13 @@ from ..errors import (
     SchedulerError,
     UsageError,
 )
-from ..names import name_id
 from ..store.schema import DEFAULT_TABLE, validate_table_name
 from .args import TABLE_ENV
 from .output import dump_json, snapshot_json
 
 if TYPE_CHECKING:
+    import uuid
+
     from ..snapshot import ScheduleSnapshot
     from ..store.base import ScheduleStore
 
@@ -107,6 +107,8 @@ class Context:
             source = open_store(target, table=self.table, create=False, readonly=True)
         except SchedulerError:  # missing (the real open says so or creates it), unreadable
             return None
+        import uuid
+
         from ..store.memory import InMemoryScheduleStore
 
         copy = InMemoryScheduleStore()
@@ -126,7 +128,11 @@ def target_ids(args: argparse.Namespace) -> list[uuid.UUID]:
     """The schedule SCHEDULE_ID or ``--name`` names, for :meth:`Context.write`."""
     sid: uuid.UUID | None = getattr(args, "schedule_id", None)
     name: str | None = getattr(args, "schedule_name", None)
-    return [sid] if sid is not None else [name_id(name)] if name is not None else []
+    if sid is not None or name is None:
+        return [] if sid is None else [sid]
+    from ..names import name_id
+
+    return [name_id(name)]
 
 
 Handler = Callable[[argparse.Namespace, Context], int]
@@ -142,6 +148,8 @@ def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
     if name is None:
         assert sid is not None
         return sid
+    from ..names import name_id
+
     sid = name_id(name)
     if store.inspect(sid) is None:
         raise ScheduleNotFound(sid, name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
@@ -14,6 +13,8 @@ from ..options import CommandTree, id_argument
 from ..output import ts
 
 if TYPE_CHECKING:
+    import uuid
+
     from ...snapshot import ScheduleSnapshot
     from ...store.base import ScheduleStore
 

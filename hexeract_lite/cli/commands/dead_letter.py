@@ -4,7 +4,6 @@ them in batches)."""
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
@@ -17,6 +16,8 @@ from ..options import CommandTree, HelpFormatter, example, filter_arguments, id_
 from ..output import dump_json, format_dead_letter, snapshot_json
 
 if TYPE_CHECKING:
+    import uuid
+
     from ...store.base import ScheduleStore
 
 

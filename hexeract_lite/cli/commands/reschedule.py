@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..._time import rfc3339
@@ -16,6 +14,9 @@ from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
 
 if TYPE_CHECKING:
+    import uuid
+    from datetime import datetime
+
     from ...snapshot import ScheduleSnapshot
     from ...store.base import ScheduleStore
 

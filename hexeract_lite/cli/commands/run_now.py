@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
@@ -11,6 +10,8 @@ from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
 
 if TYPE_CHECKING:
+    import uuid
+
     from ...snapshot import ScheduleSnapshot
     from ...store.base import ScheduleStore
 

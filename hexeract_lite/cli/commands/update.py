@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from ...control import SchedulerControl
 from ...errors import UsageError
-from ...trigger import CronExpression
 from ..args import parse_duration, parse_payload, parse_positive_int, parse_target
 from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
 
 if TYPE_CHECKING:
+    import uuid
+
     from ...snapshot import ScheduleSnapshot
     from ...store.base import ScheduleStore
 
@@ -72,6 +72,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None:
         fields["tz"] = args.tz
     if args.cron is not None:  # a bad rule is refused before the store opens
+        from ...trigger import CronExpression
+
         CronExpression.parse(args.cron, tz=args.tz)
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
