@@ -9,9 +9,14 @@ import attrs
 from ._time import MIN_LEASE, lease_too_short
 from .errors import InvalidConfiguration
 
-__all__ = ["SchedulerWorkerConfig", "check_duration", "format_duration"]
+__all__ = ["LONGEST_SETTING", "SchedulerWorkerConfig", "check_duration", "format_duration"]
 
 _ZERO = timedelta(0)
+
+LONGEST_SETTING = timedelta(days=36500)
+"""The longest duration a worker setting takes (about 100 years): a worker adds its
+lease, delays and timeouts to now, and the sum must stay an instant a store can hold
+(before the year 10000) and a wait a thread can make."""
 
 
 def format_duration(value: timedelta) -> str:
@@ -19,8 +24,15 @@ def format_duration(value: timedelta) -> str:
     return f"{value.total_seconds():g} s"
 
 
-def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
-    """``value`` if it is a :class:`~datetime.timedelta` > 0 (>= 0 with ``allow_zero``).
+def check_duration(
+    name: str,
+    value: object,
+    *,
+    allow_zero: bool = False,
+    longest: timedelta | None = LONGEST_SETTING,
+) -> timedelta:
+    """``value`` if it is a :class:`~datetime.timedelta` > 0 (>= 0 with ``allow_zero``)
+    and no longer than ``longest`` (None: any length).
 
     Raises :class:`InvalidConfiguration` naming ``name`` and the value otherwise.
     """
@@ -29,7 +41,16 @@ def check_duration(name: str, value: object, *, allow_zero: bool = False) -> tim
     if value < _ZERO or (value == _ZERO and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise InvalidConfiguration(f"{name} must be {bound}, got {name}={format_duration(value)}")
+    if longest is not None and value > longest:
+        raise InvalidConfiguration(
+            f"{name} must be at most {longest.days} days (about 100 years),"
+            f" got {name}={_days(value)}"
+        )
     return value
+
+
+def _days(value: timedelta) -> str:
+    return str(value) if value % timedelta(days=1) else f"{value.days} days"
 
 
 @attrs.frozen(kw_only=True)
@@ -51,6 +72,9 @@ class SchedulerWorkerConfig:
     min_cycle_delay     2 ms       >= 0; the pause after a full batch while others write
     dispatch_timeout    30 s       > 0; how long one dispatch may take
     ==================  =========  ====================================================
+
+    No duration may exceed :data:`LONGEST_SETTING` (36500 days, about 100 years): the
+    worker adds them to now, and a longer one would reach past the year 9999.
 
     The lease must cover a whole batch dispatched back to back at the timeout, or
     the last occurrences of a slow batch would be skipped as expired.
@@ -101,7 +125,8 @@ class SchedulerWorkerConfig:
         if not isinstance(self.jitter, bool):
             raise InvalidConfiguration(f"jitter must be True or False, got jitter={self.jitter!r}")
         check_duration("min_cycle_delay", self.min_cycle_delay, allow_zero=True)
-        check_duration("dispatch_timeout", self.dispatch_timeout)
+        # at most the lease (checked below), which is at most LONGEST_SETTING
+        check_duration("dispatch_timeout", self.dispatch_timeout, longest=None)
         if self.retry_max_delay < self.retry_base_delay:
             raise InvalidConfiguration(
                 "retry_max_delay must be >= retry_base_delay"

@@ -179,7 +179,10 @@ class SchedulerControl:
         ``at`` (once) is given. ``misfire_grace``: see
         :attr:`ScheduledMessage.misfire_grace`. Missing (or cancelled): created. The
         same (event type, payload, target, rule with its zone, grid or instant, budget,
-        misfire grace): unchanged, nothing written. Else: updated in place; a firing in flight
+        misfire grace): unchanged, nothing written; a cron rule is compared by what it
+        means (``@daily`` is ``0 0 * * *``), and its ``first`` only places the first
+        firing of a schedule being created (another ``first`` later is unchanged and
+        moves nothing: :meth:`reschedule` does). Else: updated in place; a firing in flight
         completes under the old values and the next follows the new rule. Another
         trigger kind than stored: :class:`NotChangeable`. The id is
         :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TextIO
 
 from ._log import package_logger
+from .config import check_duration
 from .errors import InvalidConfiguration
 from .snapshot import MalformedSchedule, ScheduleStatus
 from .store.base import ScheduleStore
@@ -76,7 +77,10 @@ def replay_all(
 
 class Progress:
     """Counts and rate of a long command on a terminal's stderr, one line rewritten in
-    place (at most every 0.2 s); nothing at all when ``stream`` is not a terminal."""
+    place (at most every 0.2 s); nothing at all when ``stream`` is not a terminal.
+
+    :meth:`done` (or leaving the ``with`` block, an error included) shows the final
+    count and ends the line, so what is printed next starts on a fresh line."""
 
     def __init__(self, what: str, stream: TextIO | None = None) -> None:
         self._what = what
@@ -85,26 +89,44 @@ class Progress:
         self._started = time.monotonic()
         self._shown = 0.0
         self._wrote = False
+        self._count: int | None = None
+        self._count_shown: int | None = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.done()
 
     def __call__(self, count: int) -> None:
         """Show ``count`` done so far, and the rate."""
         if not self._live:
             return
+        self._count = count
         now = time.monotonic()
         if now - self._shown < 0.2:
             return
         self._shown = now
+        self._show(count, now)
+
+    def _show(self, count: int, now: float) -> None:
         elapsed = now - self._started
         rate = f" ({count / elapsed:,.0f}/s)" if elapsed >= 0.1 else ""
-        self._stream.write(f"\r{self._what}: {count}{rate}")
+        self._stream.write(f"\r{self._what}: {count}{rate}\033[K")
         self._stream.flush()
         self._wrote = True
+        self._count_shown = count
 
     def done(self) -> None:
-        """End the line (when anything was shown)."""
-        if self._wrote:
-            self._stream.write("\n")
-            self._stream.flush()
+        """Show the final count (when a later one than shown was given) and end the
+        line (when anything was shown). Safe to call twice."""
+        if not self._wrote:
+            return
+        if self._count is not None and self._count != self._count_shown:
+            self._show(self._count, time.monotonic())
+        self._stream.write("\n")
+        self._stream.flush()
+        self._wrote = False
 
 
 def checkpoint_after_burst(store: ScheduleStore) -> None:
@@ -129,6 +151,7 @@ class Retention:
             raise InvalidConfiguration(
                 f"retention must be a positive datetime.timedelta or None, got retention={keep!r}"
             )
+        check_duration("retention", keep)  # no longer than LONGEST_SETTING
         self.keep = keep
         self._next = 0.0
 

@@ -30,6 +30,8 @@ DEFAULT_LIMIT = 50
 """How many schedules ``list`` and ``dead-letter list`` show without ``--limit``."""
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_MONTHS = re.compile(r"\dM(?![sS])")
+"""An upper-case M unit: minutes here, but months to systemd, whose spans these mimic."""
 _DURATION_UNITS = {
     "ms": timedelta(milliseconds=1),
     "s": timedelta(seconds=1),
@@ -41,8 +43,19 @@ _DURATION_UNITS = {
 
 def parse_duration(text: str) -> timedelta:
     """``90s``, ``5m``, ``2h``, ``1d``, ``250ms``, ``1h30m``, ``0.5s``; a bare number is
-    seconds (as systemd reads it). Raises :class:`argparse.ArgumentTypeError`."""
+    seconds (as systemd reads it). Raises :class:`argparse.ArgumentTypeError` naming
+    the text (a negative one, ``-5d``, said to be negative)."""
+    if _MONTHS.search(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: M is ambiguous (systemd reads it as months);"
+            " write m for minutes, or the days (30d)"
+        )
     value = text.strip().lower()
+    if value.startswith("-") and _parses(value[1:]):
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: a duration cannot be negative; give the"
+            f" length of time, e.g. {value[1:]}"
+        )
     try:
         if re.fullmatch(r"\d+(?:\.\d+)?", value):
             return timedelta(seconds=float(value))
@@ -61,6 +74,14 @@ def parse_duration(text: str) -> timedelta:
         f"invalid duration {text!r}: write a number and a unit (ms, s, m, h, d),"
         " e.g. 90s, 5m, 2h or 1h30m"
     )
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_duration(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
 
 
 def parse_instant(text: str) -> datetime:

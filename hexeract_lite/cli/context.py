@@ -7,11 +7,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
-from ..connect import open_store
-from ..errors import InvalidArgument, ScheduleNotFound, UsageError
+from ..connect import open_store, parse_conn
+from ..errors import (
+    DuplicateSchedule,
+    InvalidArgument,
+    NotChangeable,
+    NotReplayable,
+    ScheduleNotFound,
+    SchedulerError,
+    UsageError,
+)
 from ..store.schema import DEFAULT_TABLE, validate_table_name
 from .args import TABLE_ENV
 from .output import dump_json, snapshot_json
@@ -25,6 +33,12 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+
+_REFUSALS = (InvalidArgument, ScheduleNotFound, NotChangeable, NotReplayable, DuplicateSchedule)
+"""What a command that changes a schedule refuses with, in any store."""
+
+_T = TypeVar("_T")
 
 
 class Context:
@@ -56,6 +70,69 @@ class Context:
             yield store
         finally:
             store.close()
+
+    def write(
+        self,
+        act: Callable[[ScheduleStore], _T],
+        *,
+        ids: Iterable[uuid.UUID],
+        create: bool = False,
+    ) -> _T:
+        """Run ``act`` on the store and return its answer; a command that changes
+        schedules runs through here so that a refused one leaves a SQLite file as it
+        was. On an existing SQLite file ``act`` first runs on an in-memory copy of the
+        rows ``ids`` (the store contract's reference implementation): a refusal there
+        (no such schedule, not changeable, not replayable, a duplicate, a bad value) is
+        raised before the file is opened for writing, which would upgrade an older
+        file's table. Anything else the copy raises is left to the store to decide."""
+        rehearsal = self._copy_of(ids)
+        if rehearsal is not None:
+            try:
+                act(rehearsal)
+            except _REFUSALS:
+                raise
+            except Exception:  # the store itself decides below
+                pass
+        with self.store(create=create) as store:
+            return act(store)
+
+    def _copy_of(self, ids: Iterable[uuid.UUID]) -> ScheduleStore | None:
+        """An in-memory store holding the rows ``ids`` of an existing SQLite table (read
+        read-only), or None: another database, no such file or table, or a row that
+        cannot be read (the store then decides, as without a copy)."""
+        target = parse_conn(self.conn)
+        if target.kind != "sqlite":
+            return None
+        try:
+            source = open_store(target, table=self.table, create=False, readonly=True)
+        except SchedulerError:  # missing (the real open says so or creates it), unreadable
+            return None
+        import uuid
+
+        from ..store.memory import InMemoryScheduleStore
+
+        copy = InMemoryScheduleStore()
+        try:
+            for sid in ids:
+                after = uuid.UUID(int=sid.int - 1) if sid.int else None
+                rows = source.export_records(after, 1)
+                copy.import_records([r for r in rows if r.schedule_id == sid])
+        except Exception:  # a row another tool wrote, that only the store reads: no copy
+            return None
+        finally:
+            source.close()
+        return copy
+
+
+def target_ids(args: argparse.Namespace) -> list[uuid.UUID]:
+    """The schedule SCHEDULE_ID or ``--name`` names, for :meth:`Context.write`."""
+    sid: uuid.UUID | None = getattr(args, "schedule_id", None)
+    name: str | None = getattr(args, "schedule_name", None)
+    if sid is not None or name is None:
+        return [] if sid is None else [sid]
+    from ..names import name_id
+
+    return [name_id(name)]
 
 
 Handler = Callable[[argparse.Namespace, Context], int]

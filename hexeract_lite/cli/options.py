@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,9 @@ def terminal_columns() -> int:
             columns = 0
     return columns or 80
 
+
+NEGATIVE_VALUE = re.compile(r"^-\.?\d")
+"""What a command's parser reads as a (negative) value rather than an option."""
 
 EXAMPLE_HEADER = "example:"
 
@@ -145,6 +149,11 @@ class CommandTree:
             formatter_class=HelpFormatter,
         )
         sub.set_defaults(handler=handler, cmd_parser=sub)
+        # ``--older-than -5d``: a value that starts with a minus and a digit is a value
+        # (no option here looks like one), so its parser can name it, as Python 3.13's
+        # argparse reads it; 3.11's took only plain negative numbers and said "expected
+        # one argument" without the value.
+        sub._negative_number_matcher = NEGATIVE_VALUE
         return sub
 
 

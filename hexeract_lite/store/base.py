@@ -335,13 +335,15 @@ class ScheduleStore(abc.ABC):
         Sets ``leased_until = now + retry_in`` and ``last_error = error``; attempts are
         unchanged (they were advanced at claim). ``retry_in`` must be >= 0, and
         ``now + retry_in`` no later than the year 9999 (:class:`InvalidConfiguration`
-        naming it, nothing written). False if fenced out.
+        naming it, nothing written). ``error`` None: :class:`InvalidArgument`, nothing
+        written (another object is stored as its ``str``). False if fenced out.
         """
 
     @abc.abstractmethod
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
         """Fenced: the occurrence is exhausted; set ``dead_lettered_at = now``,
-        ``last_error = error`` and clear the lease. False if fenced out."""
+        ``last_error = error`` and clear the lease. ``error`` None:
+        :class:`InvalidArgument`, nothing written. False if fenced out."""
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """Apply a batch of fenced acknowledgements; one bool per item, in order.
@@ -784,10 +786,10 @@ class SettlingStore(ScheduleStore):
     def mark_failed(
         self, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
     ) -> bool:
-        return self.settle([Settlement.failed(schedule_id, retry_in, str(error), lease)])[0]
+        return self.settle([Settlement.failed(schedule_id, retry_in, error, lease)])[0]
 
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
-        return self.settle([Settlement.dead_lettered(schedule_id, str(error), lease)])[0]
+        return self.settle([Settlement.dead_lettered(schedule_id, error, lease)])[0]
 
 
 # -- argument checks shared by every store -------------------------------------
@@ -1029,7 +1031,9 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
                 and item.error.__class__ is not str
             ):
                 if item.error is None:
-                    raise InvalidArgument(f"a {kind.value} settlement needs an error text")
+                    raise InvalidArgument(
+                        f"a {kind.value} settlement needs an error text, got error=None"
+                    )
                 changes["error"] = str(item.error)
         if kind is not item.kind:
             changes["kind"] = kind

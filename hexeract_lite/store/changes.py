@@ -30,7 +30,7 @@ from ..errors import InvalidArgument, InvalidTrigger, NotChangeable
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import ScheduleStatus
-from ..trigger import CronExpression, Trigger
+from ..trigger import MACROS, CronExpression, Trigger
 from ..zoned import parse_zoned
 from .record import ScheduleRecord, grace_ms
 
@@ -139,12 +139,18 @@ def _next_of(trigger: Trigger, now: datetime) -> datetime:
 
 def _same_rule(kind: str, stored: str | None, declared: str | None) -> bool:
     """True when the stored rule text and the declared one fire at the same instants:
-    the same text (a cron rule's text carries its ``CRON_TZ=`` zone), or for an
-    interval the same period on the same grid (an anchor a whole number of periods
-    away, as a default anchor taken from now is)."""
+    the same text, or for a cron rule the same meaning on the same zone
+    (:func:`_cron_meaning`: ``@daily`` is ``0 0 * * *``), or for an interval the same
+    period on the same grid (an anchor a whole number of periods away, as a default
+    anchor taken from now is)."""
     if stored == declared:
         return True
-    if kind != "interval" or stored is None or declared is None:
+    if stored is None or declared is None:
+        return False
+    if kind == "cron":
+        meaning = _cron_meaning(stored)
+        return meaning is not None and meaning == _cron_meaning(declared)
+    if kind != "interval":
         return False
     try:
         old, new = Interval.parse(stored), Interval.parse(declared)
@@ -153,15 +159,46 @@ def _same_rule(kind: str, stored: str | None, declared: str | None) -> bool:
     return old.every == new.every and (old.anchor - new.anchor) % old.every == timedelta(0)
 
 
+_SIM_START = datetime(2000, 1, 1)
+
+
+def _cron_meaning(text: str) -> tuple[object, ...] | None:
+    """What a stored cron rule text means: its zone, whether it fires at every real
+    hour (the daylight saving rule, from the hour field's text), and the sets of
+    seconds, minutes, hours, days, months and weekdays (Sunday as 0, never 7) that
+    cronsim reads, with its day-of-month/day-of-week rule. Two texts with the same
+    meaning fire at the same instants. None when the text cannot be read."""
+    try:
+        cron = CronExpression.parse(text)
+    except InvalidTrigger:
+        return None
+    from cronsim import CronSim  # parse imported it already
+
+    expression = cron.expression.strip()
+    rule = MACROS.get(expression.lower(), " ".join(expression.split()))
+    try:
+        sim = CronSim(rule, _SIM_START)
+        fields = (sim.seconds, sim.minutes, sim.hours, sim.days, sim.months)
+        weekdays = frozenset(
+            (day[0] % 7, day[1]) if isinstance(day, tuple) else day % 7 for day in sim.weekdays
+        )
+        day_and = bool(sim.day_and)
+    except Exception:  # another cronsim than this reads: compare the text only
+        return None
+    sets = tuple(frozenset(field) for field in fields)
+    return (cron.tz, cron.every_real_hour, *sets, weekdays, day_and)
+
+
 def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResult]:
     """The plan of ``ensure`` for a row that exists (the caller inserted otherwise).
 
     - cancelled: stored again as declared, fresh (CREATED);
     - another trigger kind: :class:`NotChangeable` naming both;
-    - same event type, payload (as JSON values), target, rule (cron, with its zone;
-      interval: period and grid) or instant (one shot; a delivered or dead-lettered one's
-      instant is its history, not compared nor changed), budget, misfire grace and
-      name: UNCHANGED;
+    - same event type, payload (as JSON values), target, rule (cron: the same meaning
+      on the same zone, ``@daily`` being ``0 0 * * *``; interval: period and grid) or
+      instant (one shot; a delivered or dead-lettered one's instant is its history,
+      not compared nor changed), budget, misfire grace and name: UNCHANGED; a cron
+      rule's first firing is not compared (it placed the first firing of the row);
     - else the values change in place (UPDATED); a new rule's next firing is its first
       instant after now (under the lease rule); a delivered or dead-lettered row keeps
       its status (a replay uses the new values).

@@ -33,11 +33,13 @@ not reach the store.
 Payloads
 --------
 ``payload`` is ``JSONB``, which keeps the JSON *value*, not its text: object keys come
-back in JSONB's order (shorter keys first, then bytewise), and numbers in PostgreSQL's
-``numeric`` form (``1e16`` comes back as ``10000000000000000``). The store returns
+back in JSONB's order (shorter keys first, then bytewise), and numbers as PostgreSQL's
+``numeric`` (a float is sent so that it stays one: ``1e20`` is stored as
+``100000000000000000000.0`` and decodes to the float ``1e20``, see
+:func:`~hexeract_lite.store.postgres_rows.jsonb_text`). The store returns
 ``payload_json`` as the compact text of the stored value, so it equals what was
-inserted whenever the payload has no object with several keys out of that order and no
-exponent-form number. Compare decoded payloads when that matters. A string holding
+inserted whenever the payload has no object with several keys out of that order; the
+decoded payload always equals the one inserted. A string holding
 NUL (``\u0000``) cannot be stored in ``JSONB`` and is rejected with
 :class:`~hexeract_lite.errors.InvalidMessage`.
 
@@ -136,7 +138,15 @@ from .postgres_connections import (
     conninfo_params,
 )
 from .postgres_ops import list_statement, prune_statements, replay_statement, stats_statement
-from .postgres_rows import TEXT_COLUMNS, decode_rows, fetch_rows, record, row_label, why
+from .postgres_rows import (
+    TEXT_COLUMNS,
+    decode_rows,
+    fetch_rows,
+    jsonb_text,
+    record,
+    row_label,
+    why,
+)
 from .postgres_schema import ensure_schema
 from .postgres_session import (
     DEFAULT_LOCK_TIMEOUT,
@@ -431,7 +441,7 @@ class PostgresScheduleStore(SettlingStore):
             max_attempts=max_attempts,
             ids=[m.schedule_id for m in messages],
             event_types=[m.event_type for m in messages],
-            payloads=[m.payload_json for m in messages],
+            payloads=[jsonb_text(m.payload_json) for m in messages],
             trigger_kinds=[m.trigger.kind for m in messages],
             cron_exprs=[m.trigger.expression for m in messages],
             scheduled_fors=[m.scheduled_for for m in messages],
@@ -825,6 +835,7 @@ class PostgresScheduleStore(SettlingStore):
                 answer, new = plan(row.copy(), now)
                 if new is not None:
                     params = {name: getattr(new, name) for name in COLUMN_NAMES}
+                    params["payload"] = jsonb_text(new.payload)
                     conn.execute(self._sql.write_row, params)
             if new is not None:
                 self._db.announce(conn)
@@ -906,6 +917,7 @@ class PostgresScheduleStore(SettlingStore):
                         " PostgreSQL text cannot store"
                     )
         params = {name: [getattr(row, name) for row in rows] for name in COLUMN_NAMES}
+        params["payload"] = [jsonb_text(row.payload) for row in rows]
         try:
             with self._connection("import_records") as conn:
                 inserted: int = conn.execute(self._sql.import_rows, params).rowcount

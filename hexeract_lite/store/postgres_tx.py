@@ -41,6 +41,7 @@ from .columns import COLUMN_NAMES
 from .deadline import Watchdog
 from .postgres_connections import connect
 from .postgres_listen import channel_name
+from .postgres_rows import jsonb_text
 from .settle_plan import settle_plan
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ def modify_within(
             answer, new = plan(row.copy(), now)
             if new is not None:
                 params = {name: getattr(new, name) for name in COLUMN_NAMES}
+                params["payload"] = jsonb_text(new.payload)
                 conn.execute(store._sql.write_row, params)
                 conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
     return answer

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from ..._time import rfc3339
 from ...clock import SYSTEM_CLOCK
@@ -17,6 +18,10 @@ from ..args import parse_name, parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, message_arguments
 from ..output import dump_json, snapshot_json
+
+if TYPE_CHECKING:
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -137,10 +142,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.name is not None and args.schedule_id is not None:
         raise UsageError("--schedule-id and --name do not go together (a name gives the id)")
     message = message_from_args(args, args.name)
-    with ctx.store(create=True) as store:
+
+    def act(store: ScheduleStore) -> ScheduleSnapshot:
         control = SchedulerControl(store)
         control.schedule(message, max_attempts=args.max_attempts)
-        snapshot = control.inspect(message.schedule_id)
+        return control.inspect(message.schedule_id)
+
+    snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
     if args.format == "json":
         ctx.print(dump_json(snapshot_json(snapshot, detail=True)))
     else:

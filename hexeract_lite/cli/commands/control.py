@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
 from ...errors import SchedulerError
 from ...snapshot import ScheduleStatus
-from ..context import EXIT_OK, Context, schedule_id
+from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import CommandTree, id_argument
 from ..output import ts
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -37,12 +44,15 @@ def add_parser(tree: CommandTree) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Pause, resume or cancel (``args.action``) the schedule; say what changed."""
-    with ctx.store(create=False) as store:
+
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, ScheduleSnapshot, bool, ScheduleSnapshot]:
         sid = schedule_id(args, store)
         control = SchedulerControl(store)
         before = control.inspect(sid)
         changed = bool(getattr(control, args.action)(sid))
-        after = control.inspect(sid)
+        return sid, before, changed, control.inspect(sid)
+
+    sid, before, changed, after = ctx.write(act, ids=target_ids(args))
     if args.action == "pause":
         if changed:
             ctx.print(f"Paused schedule {sid}.")

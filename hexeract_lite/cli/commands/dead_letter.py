@@ -4,15 +4,21 @@ them in batches)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
 from ...errors import InvalidArgument
 from ...store.listing import check_glob
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
 from ..args import parse_positive_int
-from ..context import EXIT_OK, Context, schedule_id
+from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import CommandTree, HelpFormatter, example, filter_arguments, id_argument
 from ..output import dump_json, format_dead_letter, snapshot_json
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -92,16 +98,18 @@ def replay(args: argparse.Namespace, ctx: Context) -> int:
         raise InvalidArgument("--event-type only goes with --all")
     if args.all:
         check_glob(args.event_type)
-        progress = Progress("replayed")
-        with ctx.store(create=False) as store:
+        with Progress("replayed") as progress, ctx.store(create=False) as store:
             count = replay_all(
                 store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
             )
-        progress.done()
         ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
         return EXIT_OK
-    with ctx.store(create=False) as store:
+
+    def act(store: ScheduleStore) -> uuid.UUID:
         sid = schedule_id(args, store)
         SchedulerControl(store).replay(sid)
+        return sid
+
+    sid = ctx.write(act, ids=target_ids(args))
     ctx.print(f"Replayed schedule {sid}.")
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
 from ..args import parse_name
@@ -10,6 +11,11 @@ from ..context import EXIT_OK, Context, print_change
 from ..options import CommandTree, message_arguments
 from ..output import ts
 from .add import message_from_args
+
+if TYPE_CHECKING:
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
+    from ...store.changes import EnsureResult
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -38,9 +44,12 @@ def add_parser(tree: CommandTree) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Declare the named schedule; print created, updated or unchanged."""
     message = message_from_args(args, args.name, declared=True)
-    with ctx.store(create=True) as store:
+
+    def act(store: ScheduleStore) -> tuple[EnsureResult, ScheduleSnapshot]:
         result = store.ensure(message, args.max_attempts)
-        snapshot = SchedulerControl(store).inspect(message.schedule_id)
+        return result, SchedulerControl(store).inspect(message.schedule_id)
+
+    result, snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
     text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
     print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
     return EXIT_OK

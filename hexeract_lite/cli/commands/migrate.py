@@ -100,10 +100,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     with (
         contextlib.closing(open_store(source, table=source_table, create=False)) as src,
         contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
+        Progress("read") as progress,  # ends its line before any error is printed
     ):
-        progress = Progress("read")
         report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
-    progress.done()
     if args.format == "json":
         data: dict[str, object] = {
             "source": source.display(),

@@ -58,8 +58,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.include_dead_letters:
         statuses.append("dead-lettered")
     older_than, _ = check_prune(args.older_than, statuses)  # before the store opens
-    progress = Progress("pruned")
-    with ctx.store(create=False, readonly=args.dry_run) as store:
+    with Progress("pruned") as progress, ctx.store(create=False, readonly=args.dry_run) as store:
         count = store.prune(
             older_than,
             statuses=statuses,
@@ -67,7 +66,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             dry_run=args.dry_run,
             progress=progress,
         )
-    progress.done()
     noun = "schedule" if count == 1 else "schedules"
     verb = "Would prune" if args.dry_run else "Pruned"
     ctx.print(f"{verb} {count} {noun}.")

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ..._time import rfc3339
 from ...clock import SYSTEM_CLOCK
 from ...control import SchedulerControl
 from ...errors import UsageError
 from ..args import parse_duration, parse_instant
-from ..context import EXIT_OK, Context, print_change, schedule_id
+from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
+
+if TYPE_CHECKING:
+    import uuid
+    from datetime import datetime
+
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -33,7 +41,8 @@ def add_parser(tree: CommandTree) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Move the schedule's next firing; print the new one."""
-    with ctx.store(create=False) as store:
+
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, datetime, bool, ScheduleSnapshot]:
         sid = schedule_id(args, store)
         try:
             at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
@@ -41,7 +50,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
         control = SchedulerControl(store)
         changed = control.reschedule(sid, at)
-        snapshot = control.inspect(sid)
+        return sid, at, changed, control.inspect(sid)
+
+    sid, at, changed, snapshot = ctx.write(act, ids=target_ids(args))
     result = "rescheduled" if changed else "unchanged"
     text = f"Schedule {sid}: next firing {rfc3339(at)}"
     if snapshot.leased_until is not None and snapshot.scheduled_for != at:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
-from ..context import EXIT_OK, Context, print_change, schedule_id
+from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -24,11 +31,14 @@ def add_parser(tree: CommandTree) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Make the schedule due now; say so."""
-    with ctx.store(create=False) as store:
+
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
         sid = schedule_id(args, store)
         control = SchedulerControl(store)
         changed = control.run_now(sid)
-        snapshot = control.inspect(sid)
+        return sid, changed, control.inspect(sid)
+
+    sid, changed, snapshot = ctx.write(act, ids=target_ids(args))
     if changed:
         result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
     else:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...control import SchedulerControl
 from ...errors import UsageError
 from ..args import parse_duration, parse_payload, parse_positive_int, parse_target
-from ..context import EXIT_OK, Context, print_change, schedule_id
+from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -65,11 +71,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         )
     if args.tz is not None:
         fields["tz"] = args.tz
-    with ctx.store(create=False) as store:
+    if args.cron is not None:  # a bad rule is refused before the store opens
+        from ...trigger import CronExpression
+
+        CronExpression.parse(args.cron, tz=args.tz)
+
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
         sid = schedule_id(args, store)
         control = SchedulerControl(store)
         changed = control.update(sid, **fields)
-        snapshot = control.inspect(sid)
+        return sid, changed, control.inspect(sid)
+
+    sid, changed, snapshot = ctx.write(act, ids=target_ids(args))
     result = "updated" if changed else "unchanged"
     text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
     print_change(ctx, args, snapshot, result, text)

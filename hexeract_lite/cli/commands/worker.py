@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..._log import package_logger
 from ...connect import ConnTarget, parse_conn, scrub
-from ...errors import SchedulerError, UsageError
+from ...errors import InvalidConfiguration, SchedulerError, UsageError
 from ..args import parse_duration, parse_positive_int, parse_sink_spec
 from ..context import EXIT_OK, Context
 from ..options import CommandTree
@@ -151,6 +152,12 @@ _SETTINGS = (
     "dispatch_timeout",
 )
 
+_SETTING_NAME = re.compile(r"\b(" + "|".join(_SETTINGS) + r")\b")
+
+
+def _flag(match: re.Match[str]) -> str:
+    return "--" + match.group(1).replace("_", "-")
+
 
 class _ScrubbingFormatter(logging.Formatter):
     """Formats a record, then removes any password the connection string carries."""
@@ -245,7 +252,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from ...worker import SchedulerWorker, SchedulerWorkerConfig  # asyncio: only workers need it
 
     given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
-    config = SchedulerWorkerConfig(**given)
+    try:
+        config = SchedulerWorkerConfig(**given)
+    except InvalidConfiguration as exc:  # name the flags, not the fields
+        raise UsageError(_SETTING_NAME.sub(_flag, str(exc))) from None
     sink = load_sink(args.sink, args.app_dir)
     target = parse_conn(ctx.conn)
     with _logging_to_stderr(args.log_level, target), ctx.store(create=True) as store:
