@@ -160,3 +160,29 @@ def test_a_clock_with_a_naive_now_fails_the_insert_and_writes_nothing(
             else:
                 store.insert(message, 4)
     assert _raw_rows(path) == []
+
+
+def test_a_change_wakes_a_waiting_thread_and_one_made_before_the_wait_is_seen() -> None:
+    import threading
+    import time
+
+    from hexeract_lite.store.base import ChangeSignal
+
+    signal = ChangeSignal()
+    before = signal.version()
+    signal.notify()  # nobody waits: recorded all the same
+    assert signal.wait(before, 30.0) is True
+    since = signal.version()
+    woke: list[bool] = []
+    waiting = threading.Thread(target=lambda: woke.append(signal.wait(since, 30.0)))
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the thread is inside wait()
+        with signal._mutex:
+            if signal._waiting:
+                break
+        time.sleep(0.001)
+    signal.notify()
+    waiting.join(60)
+    assert woke == [True]
+    assert signal._waiting == 0

@@ -123,6 +123,7 @@ class ChangeSignal:
         self._mutex = threading.Lock()
         self._cond = threading.Condition(self._mutex)
         self._version = 0
+        self._waiting = 0  # threads inside wait(), counted under the mutex
         start_afresh_after_fork(self)
 
     def _before_fork(self) -> bool:
@@ -134,6 +135,7 @@ class ChangeSignal:
     def _after_fork_in_child(self) -> None:
         self._mutex = threading.Lock()
         self._cond = threading.Condition(self._mutex)
+        self._waiting = 0  # the waiting threads stayed in the parent
 
     def version(self) -> int:
         """A counter that moves on every notify."""
@@ -142,9 +144,10 @@ class ChangeSignal:
 
     def notify(self) -> None:
         """Record a change and wake every waiter."""
-        with self._cond:
+        with self._mutex:
             self._version += 1
-            self._cond.notify_all()
+            if self._waiting:  # most notifies (every insert) find nobody waiting
+                self._cond.notify_all()
 
     def wait(self, since: int, timeout: float) -> bool:
         """Block until the version differs from ``since`` or ``timeout`` seconds pass.
@@ -153,7 +156,11 @@ class ChangeSignal:
         monotonic clock: it is a sleep, not a decision about what is due.)
         """
         with self._cond:
-            return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
+            self._waiting += 1
+            try:
+                return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
+            finally:
+                self._waiting -= 1
 
 
 class SettlementKind(enum.StrEnum):
