@@ -7,7 +7,6 @@ dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
@@ -148,10 +147,8 @@ __getattr__, __dir__, _MODULE_OF = lazy_exports(
     __name__, globals(), _EXPORTS, {"__version__": _version}
 )
 
-
-# A library logs, it does not print: without the application's own logging setup,
-# Python's last-resort handler would write the worker's warnings to stderr.
-logging.getLogger("hexeract_lite").addHandler(logging.NullHandler())
+# The package's logger gets its NullHandler from ._log, which every module that logs
+# imports (a command that never logs does not import logging).
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",

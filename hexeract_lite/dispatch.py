@@ -2,11 +2,15 @@
 
 :class:`SinkRunner` is the worker's dispatcher, for both of its ways of running:
 
-- :meth:`SinkRunner.run_batch` (the thread loop and ``run_once``): a whole batch is
-  handed to a helper thread at once (one hand-off per batch, not one per occurrence),
-  which calls ``dispatch`` for each occurrence in order; an awaitable it returns is run
-  to completion on a private event loop on that thread. Each call has its own
+- :meth:`SinkRunner.run_batch` (``run_once``): a whole batch is handed to a helper
+  thread at once (one hand-off per batch, not one per occurrence), which calls
+  ``dispatch`` for each occurrence in order; an awaitable it returns is run to
+  completion on a private event loop on that thread. Each call has its own
   ``dispatch_timeout``, counted from the end of the call before it.
+- :meth:`SinkRunner.run_batch_here` (the thread loop, :mod:`hexeract_lite.watched`):
+  the same calls on the loop's own thread, which another thread watches
+  (:meth:`SinkRunner.give_up_here`) with the same timeouts, so a batch costs no
+  hand-off between threads; a call given up on leaves its loop thread behind instead.
 - :meth:`SinkRunner.run_batch_async` (``run_async``): an async sink is awaited on the
   running loop under the timeout (cancelled when it runs out); a sync one runs on the
   helper thread, and an awaitable it returns is awaited on the loop within the same
@@ -27,6 +31,8 @@ the batch is settled; nothing more of the batch is dispatched.
 
 :meth:`SinkRunner.interrupt` (from any thread) gives up on the call in flight: it is
 recorded as failed, and the rest of the batch is not dispatched.
+(Over 700 lines: the three ways of dispatching share one runner's lock, timeout, helper
+thread and the run in flight that an interruption gives up on.)
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
+from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
 from .message import ScheduledMessage
@@ -50,9 +57,9 @@ from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult, mi
 from .sinks import ScheduleSink, _bad_return, _discard, is_async_sink
 from .snapshot import LeasedOccurrence
 
-__all__ = ["SinkRunner", "Turn", "log_occurrence", "take_turn"]
+__all__ = ["LoopAbandoned", "SinkRunner", "Turn", "log_occurrence", "take_turn"]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 Turn = Callable[[LeasedOccurrence], DispatchResult | None]
 """Decides an occurrence's turn: a result without dispatching it, or None: dispatch it."""
@@ -61,6 +68,14 @@ Interruption = BaseException | None
 """What stopped a batch part-way and must be raised once it is settled (or None)."""
 
 _ABANDONED_THREAD = "; its thread was abandoned and keeps running until the sink returns"
+_ABANDONED_LOG = "%s; its thread %r is abandoned and keeps running until the sink returns"
+
+
+class LoopAbandoned(BaseException):
+    """Raised on a loop thread whose batch its watcher took over (see
+    :meth:`SinkRunner.run_batch_here`): the thread ends without recording anything.
+    A BaseException, so that no ``except Exception`` on the way stops it."""
+
 
 _EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
 
@@ -242,14 +257,28 @@ class _BatchRun:
         "_sink",
         "_started",
         "_turn",
+        "_watcher",
+        "context",
         "in_flight",
         "results",
     )
 
-    def __init__(self, sink: ScheduleSink, items: Sequence[LeasedOccurrence], turn: Turn) -> None:
+    def __init__(
+        self,
+        sink: ScheduleSink,
+        items: Sequence[LeasedOccurrence],
+        turn: Turn,
+        watcher: Callable[[], None] | None = None,
+        context: object = None,
+    ) -> None:
         self._sink = sink
         self._items = items
         self._turn = turn
+        self._watcher = watcher
+        """Run on the thread that calls :meth:`run` (a watched loop): wakes the watcher
+        on :meth:`interrupt` (nothing else: it sleeps until the call's deadline)."""
+        self.context = context
+        """What the watcher needs to take the rest of the cycle over (the worker's)."""
         self._lock = threading.Lock()
         self._done = threading.Lock()
         self._done.acquire()
@@ -291,7 +320,8 @@ class _BatchRun:
                 results.append(result)
                 self.in_flight = False
                 self._started = time.monotonic()
-        self._wake()
+        if self._watcher is None:
+            self._wake()
 
     def _wake(self) -> None:
         with self._lock:
@@ -304,7 +334,34 @@ class _BatchRun:
         """From any thread: make :meth:`wait` return :data:`_Wait.INTERRUPTED` now."""
         with self._lock:
             self._interrupted = True
-        self._wake()
+        if self._watcher is not None:
+            self._watcher()
+        else:
+            self._wake()
+
+    def give_up(self, timeout: float) -> tuple[_Wait | None, float]:
+        """From the watcher of a run on a loop thread: abandon the run now if it was
+        interrupted while unfinished (:data:`_Wait.INTERRUPTED`) or if no call finished
+        within ``timeout`` seconds of the previous one (:data:`_Wait.TIMED_OUT`), as
+        :meth:`wait` would; else ``(None, seconds until that deadline)``. Once
+        abandoned, the loop thread hands nothing more to the sink and records nothing:
+        the watcher owns the rest of the batch (``results`` is final)."""
+        with self._lock:
+            if self._abandoned or len(self.results) == len(self._items):
+                return None, timeout
+            if self._interrupted:
+                self._abandoned = True
+                return _Wait.INTERRUPTED, 0.0
+            left = self._started + timeout - time.monotonic()
+            if left <= 0:
+                self._abandoned = True
+                return _Wait.TIMED_OUT, 0.0
+            return None, left
+
+    @property
+    def abandoned(self) -> bool:
+        with self._lock:
+            return self._abandoned
 
     def wait(self, timeout: float) -> _Wait:
         """Block until every item finished, until one call ran past ``timeout`` seconds,
@@ -401,11 +458,7 @@ class SinkRunner:
             dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None:
             dispatcher.close()
-            log.warning(
-                "%s; its thread %r is abandoned and keeps running until the sink returns",
-                why,
-                dispatcher.thread.name,
-            )
+            log.warning(_ABANDONED_LOG, why, dispatcher.thread.name)
 
     def close(self) -> None:
         """End the helper thread once its current call (if any) returns."""
@@ -478,6 +531,65 @@ class SinkRunner:
                 results.append(DispatchResult.failed(error))
             results += [NOT_DISPATCHED] * (len(batch) - len(results))
         return results, interruption
+
+    # -- the watched way (the thread loop)
+
+    def run_batch_here(
+        self,
+        batch: Sequence[LeasedOccurrence],
+        turn: Turn,
+        watcher: Callable[[], None],
+        context: object,
+    ) -> list[DispatchResult]:
+        """Dispatch ``batch`` on this thread, a loop thread watched from another by
+        :meth:`give_up_here` (no hand-off per batch): one result per occurrence.
+        ``watcher`` wakes the watching thread (on :meth:`interrupt`); ``context`` is
+        kept for it. Raises :class:`LoopAbandoned` when the watcher gave up on the run
+        (a call past the timeout, or an interruption): the watcher then owns the rest
+        of the batch, and this thread must end without recording anything."""
+        run = _BatchRun(self.sink, batch, turn, watcher, context)
+        with self._lock:
+            self._current = run
+        try:
+            if not self._aborting.is_set():  # else nothing of it is handed to the sink
+                run.run()
+        finally:
+            with self._lock:
+                if self._current is run:
+                    self._current = None
+        if run.abandoned:
+            raise LoopAbandoned
+        return run.results + [NOT_DISPATCHED] * (len(batch) - len(run.results))
+
+    def give_up_here(self) -> tuple[_BatchRun | None, _Wait | None, float]:
+        """For the thread watching a loop thread: the run on it given up now (and how:
+        :data:`_Wait.TIMED_OUT` or :data:`_Wait.INTERRUPTED`), or ``(run, None,
+        seconds)``: look again after that many seconds (or when woken)."""
+        with self._lock:
+            run = self._current
+        if run is None or run._watcher is None:
+            return None, None, self._timeout
+        state, left = run.give_up(self._timeout)
+        return run, state, left
+
+    def given_up_results(
+        self, run: _BatchRun, state: _Wait, thread: str, interruption: Interruption
+    ) -> list[DispatchResult]:
+        """The results of a run :meth:`give_up_here` gave up on (logged as
+        :meth:`run_batch` logs it): after a timeout, up to the call that timed out
+        (the rest is still to dispatch); after an interruption, one per item (the rest
+        released)."""
+        results = list(run.results)
+        if state is _Wait.TIMED_OUT:
+            log.warning(_ABANDONED_LOG, self._why_abandoned(timed_out=True), thread)
+            results.append(DispatchResult.failed(self._timed_out(_ABANDONED_THREAD), self._timeout))
+            return results
+        if run.in_flight:
+            log.warning(_ABANDONED_LOG, self._why_abandoned(), thread)
+            error = interruption if interruption is not None else abandoned_error()
+            results.append(DispatchResult.failed(error))
+        results += [NOT_DISPATCHED] * (len(run._items) - len(results))
+        return results
 
     # -- the asyncio way
 

@@ -9,10 +9,11 @@ from`` behind a :class:`StoreError`.
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # only for the annotation: migrate imports this module
+if TYPE_CHECKING:  # only for the annotations: migrate imports this module
+    import uuid
+
     from .migrate import MigrationReport
 
 __all__ = [

@@ -26,12 +26,12 @@ worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 import attrs
 
+from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
 from .settle import DispatchOutcome, DispatchResult
@@ -54,7 +54,7 @@ __all__ = [
     "settlement_event",
 ]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 
 @attrs.frozen(kw_only=True)

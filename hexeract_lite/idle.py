@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import time
 from datetime import datetime, timedelta
 
+from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
 from .errors import StoreError
@@ -41,7 +41,7 @@ __all__ = [
     "wait_event",
 ]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 STORE_ERROR_BACKOFF_MAX = timedelta(seconds=30)
 """The longest pause a worker's loop makes after repeated store errors."""

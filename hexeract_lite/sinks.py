@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ._log import package_logger
 from .errors import DispatchError, InvalidArgument
 from .message import ScheduledMessage
 
@@ -47,7 +47,7 @@ __all__ = [
     "is_async_sink",
 ]
 
-_log = logging.getLogger("hexeract_lite.sinks")
+_log = package_logger("hexeract_lite.sinks")
 
 
 @runtime_checkable

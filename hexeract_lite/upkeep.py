@@ -8,13 +8,13 @@ someone else is skipped (the replay is fenced on the row still being dead-letter
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TextIO
 
+from ._log import package_logger
 from .errors import InvalidConfiguration
 from .snapshot import MalformedSchedule, ScheduleStatus
 from .store.base import ScheduleStore
@@ -29,7 +29,7 @@ __all__ = [
     "replay_all",
 ]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 RETENTION_EVERY = timedelta(hours=1)
 """How often a worker with ``retention`` prunes (and once at its first cycle)."""

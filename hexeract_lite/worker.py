@@ -5,7 +5,7 @@ One poll cycle (:meth:`SchedulerWorker.run_once`; :meth:`~SchedulerWorker.run`,
 in a loop):
 
 1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
-   last attempt.
+   last attempt (in the loops, at most once per ``poll_interval``).
 2. ``store.claim_due(now, batch_size, lease)``: claim up to ``batch_size`` due
    occurrences; each claim spends one attempt and holds the occurrence until
    ``now + lease``.
@@ -63,6 +63,7 @@ import logging
 import math
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -70,9 +71,10 @@ from typing import Any
 
 import attrs
 
+from ._log import package_logger
 from .clock import SYSTEM_CLOCK, Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import SinkRunner, log_occurrence, take_turn
+from .dispatch import Interruption, SinkRunner, log_occurrence, take_turn
 from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
     Hook,
@@ -114,6 +116,7 @@ from .transactional import (
     TransactionalSink,
 )
 from .upkeep import Retention, checkpoint_after_burst
+from .watched import LoopThread, Resume, Wake
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -126,7 +129,7 @@ __all__ = [
     "error_text",
 ]
 
-log = logging.getLogger("hexeract_lite.worker")
+log = package_logger("hexeract_lite.worker")
 
 
 @attrs.frozen(kw_only=True)
@@ -302,6 +305,7 @@ class SchedulerWorker:
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
         self._busy = False
+        self._next_sweep = -math.inf  # monotonic: the loops' next sweep (_sweep_due)
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
@@ -390,7 +394,12 @@ class SchedulerWorker:
         return self._carried_cycle(stopping)[0]
 
     def _carried_cycle(
-        self, stopping: Callable[[], bool], carry: _Carry | None = None, keep: bool = False
+        self,
+        stopping: Callable[[], bool],
+        carry: _Carry | None = None,
+        keep: bool = False,
+        watcher: Callable[[], None] | None = None,
+        resume: Resume | None = None,
     ) -> tuple[CycleReport, _Carry | None]:
         """The cycle of the thread loop (and of :meth:`run_once`, with neither ``carry``
         nor ``keep``).
@@ -399,12 +408,17 @@ class SchedulerWorker:
         cycle's claim (:meth:`_settle_and_claim`). ``keep``: a full batch dispatched
         without failure to propagate, interruption or stop is not settled here but
         returned as the next cycle's ``carry`` (the loop settles it if no cycle
-        follows)."""
-        counts = _Counts()
-        batch = self._claim(counts, carry)
+        follows). ``watcher``: dispatch on this thread, a watched loop thread
+        (:mod:`hexeract_lite.watched`; else on the helper thread). ``resume``: no claim,
+        but the rest of a batch the watcher took over from an abandoned loop thread."""
+        if resume is None:
+            counts = _Counts()
+            batch = self._claim(counts, carry, paced=watcher is not None)
+            done: list[DispatchResult] = []
+        else:
+            batch, done, counts = list(resume.batch), resume.results, resume.counts
         if batch:
-            turn = functools.partial(take_turn, self.clock, stopping)
-            results, interruption = self._runner.run_batch(batch, turn)
+            results, interruption = self._dispatch(batch, done, counts, stopping, watcher)
             planned = self._plan_settlement(batch, results, counts)
             if keep and self._may_carry(batch, planned, interruption, counts, stopping):
                 return counts.report(), _Carry(planned, counts)
@@ -413,6 +427,27 @@ class SchedulerWorker:
                 raise interruption
             self._propagate(counts)
         return counts.report(), None
+
+    def _dispatch(
+        self,
+        batch: list[LeasedOccurrence],
+        done: list[DispatchResult],
+        counts: _Counts,
+        stopping: Callable[[], bool],
+        watcher: Callable[[], None] | None,
+    ) -> tuple[list[DispatchResult], Interruption]:
+        """Step 3 for the items of ``batch`` after the ``done`` ones: on the helper
+        thread, or on this one when it is a watched loop thread (``watcher``)."""
+        rest = batch[len(done) :]
+        if not rest:
+            return done, None
+        turn = functools.partial(take_turn, self.clock, stopping)
+        if watcher is None:
+            results, interruption = self._runner.run_batch(rest, turn)
+        else:
+            context = Resume(batch, done, counts)
+            results, interruption = self._runner.run_batch_here(rest, turn, watcher, context), None
+        return (done + results if done else results), interruption
 
     def _may_carry(
         self,
@@ -447,7 +482,7 @@ class SchedulerWorker:
         """The same cycle on an event loop: store calls in a thread, the sink awaited;
         ``carry`` and ``keep`` as for :meth:`_carried_cycle`."""
         counts = _Counts()
-        batch = await asyncio.to_thread(self._claim, counts, carry)
+        batch = await asyncio.to_thread(self._claim, counts, carry, True)
         if batch:
             turn = functools.partial(take_turn, self.clock, stopping)
             results, interruption = await self._runner.run_batch_async(batch, turn)
@@ -460,16 +495,20 @@ class SchedulerWorker:
             self._propagate(counts)
         return counts.report(), None
 
-    def _claim(self, counts: _Counts, carry: _Carry | None = None) -> list[LeasedOccurrence]:
+    def _claim(
+        self, counts: _Counts, carry: _Carry | None = None, paced: bool = False
+    ) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
-        previous cycle's settlement written in the same transaction)."""
+        previous cycle's settlement written in the same transaction). ``paced`` (the
+        loops): the sweep only when :meth:`_sweep_due`."""
         try:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
                     held, carry = carry, None
                     self._settle_planned(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
-            counts.swept = self.store.dead_letter_exhausted()
+            if not paced or self._sweep_due():
+                counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
             if carry is not None:  # settle it on its own, as an unfused cycle would have
                 self._settle_planned(carry.planned, carry.counts)
@@ -498,6 +537,17 @@ class SchedulerWorker:
             checkpoint_after_burst(self.store)
         self._busy = bool(batch)
         return batch
+
+    def _sweep_due(self) -> bool:
+        """In the loops, the sweep runs at most once per ``poll_interval``: a busy loop
+        claims every millisecond or so, and what it sweeps (occurrences a crashed
+        worker left on their last attempt, found once their lease has run out) can
+        wait that long."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return False
+        self._next_sweep = now + self.config.poll_interval.total_seconds()
+        return True
 
     def _settle_and_claim(self, carry: _Carry) -> list[LeasedOccurrence]:
         """The previous batch's settlement and this cycle's claim in one store call.
@@ -714,7 +764,12 @@ class SchedulerWorker:
     # -- the thread loop -----------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> None:
-        """Poll until ``stop`` is set (forever without one), in the calling thread.
+        """Poll until ``stop`` is set (forever without one); returns when the loop ends.
+
+        The loop runs on its own thread (named after the calling one, ``-loop`` added),
+        which calls the sink and the hooks; the calling thread watches it (see
+        :mod:`hexeract_lite.watched`): it gives up on a call past ``dispatch_timeout``
+        and a new loop thread goes on, and it raises what ended the loop.
 
         After a cycle that claimed a full batch it goes again at once, or after
         ``min_cycle_delay`` while other connections write to the store (see
@@ -738,23 +793,77 @@ class SchedulerWorker:
         stop = stop if stop is not None else threading.Event()
         self._enter(stop.set)
         try:
-            self._loop(stop)
+            self._watched_loop(stop)
         finally:
             self._leave()
 
-    def _loop(self, stop: threading.Event) -> None:
+    def _watched_loop(self, stop: threading.Event) -> None:
+        """:meth:`_loop` on a :class:`~.watched.LoopThread`, watched from this thread:
+        a call past its ``dispatch_timeout``, or one in flight when the worker is
+        interrupted (:meth:`abort`, a :class:`KeyboardInterrupt` here), is given up
+        on, and a new loop thread goes on with the rest of its batch."""
+        wake = Wake()
+        name = f"{threading.current_thread().name}-loop"
+        resume: Resume | None = None
+        interruption: Interruption = None
+        try:
+            while True:
+                target = functools.partial(self._loop, stop, wake.set, resume)
+                loop = LoopThread(target, name, wake)
+                resume, interruption = self._watch(loop, interruption)
+                if resume is None:
+                    break
+        except BaseException:  # raised here, not by the loop: it must not outlive run()
+            self.abort()
+            raise
+        if interruption is not None:
+            raise interruption
+        if loop.error is not None:
+            raise loop.error
+
+    def _watch(
+        self, loop: LoopThread, interruption: Interruption
+    ) -> tuple[Resume | None, Interruption]:
+        """Sleep until ``loop`` ends (None) or its batch must be taken over (the
+        :class:`~.watched.Resume` for the next loop thread); with what interrupted this
+        thread (after which the worker is aborted)."""
+        while True:
+            if loop.ended:
+                return None, interruption
+            run, state, left = self._runner.give_up_here()
+            if run is not None and state is not None:
+                taken = run.context
+                assert isinstance(taken, Resume)
+                results = self._runner.given_up_results(run, state, loop.thread.name, interruption)
+                return Resume(taken.batch, taken.results + results, taken.counts), interruption
+            try:
+                loop.wake.wait(left)
+            except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
+                if interruption is not None:
+                    raise  # a second one: stop waiting for the loop
+                interruption = exc
+                self.abort()
+
+    def _loop(
+        self,
+        stop: threading.Event,
+        watcher: Callable[[], None] | None = None,
+        resume: Resume | None = None,
+    ) -> None:
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
         fuse = self.store.fuses_settle_and_claim
         carry: _Carry | None = None  # a full batch's settlement, written with the next claim
         seen: int | None = None
         try:
-            while not stop.is_set():
+            while not stop.is_set() or resume is not None:
                 version = changes.version() if changes is not None else 0
                 seen, before = self._read_data_version(), seen
                 try:
-                    pending, carry = carry, None
-                    report, carry = self._carried_cycle(stop.is_set, pending, fuse)
+                    pending, carry, resumed, resume = carry, None, resume, None
+                    report, carry = self._carried_cycle(
+                        stop.is_set, pending, fuse, watcher, resumed
+                    )
                     pause = pacer.after_cycle(report.claimed, _moved(before, seen))
                     if pause is not None:
                         if pause > 0:
@@ -831,7 +940,7 @@ class SchedulerWorker:
 
         Store calls run off the event loop (``asyncio.to_thread``). An async sink is
         awaited on the loop under ``dispatch_timeout`` (cancelled when it runs out); a
-        synchronous sink runs on the worker's helper thread as in :meth:`run`, and an
+        synchronous sink runs on the worker's helper thread (as under :meth:`run_once`), and an
         awaitable it returns is awaited on the loop within the same timeout.
 
         Stop it by setting ``stop``, or by cancelling the task: either way the

@@ -111,6 +111,21 @@ NOT_FOR_A_LISTING = (
     "hexeract_lite.cli.commands.migrate",
 )
 
+# Nor by the plain ``scheduler list`` (text, no filter) on a SQLite file, which renders
+# the rows without the store and its value classes (hexeract_lite.cli.readonly_list).
+NOT_FOR_THE_PLAIN_LISTING = (
+    "attr",
+    "attrs",
+    "logging",
+    "uuid",
+    "json",
+    "hexeract_lite.store.sqlite",
+    "hexeract_lite.store.base",
+    "hexeract_lite.snapshot",
+    "hexeract_lite.message",
+    "hexeract_lite.trigger",
+)
+
 _CHILD = """
 import sys
 before = set(sys.modules)
@@ -143,5 +158,18 @@ def test_scheduler_list_imports_only_what_a_listing_needs(tmp_path: Path) -> Non
     )
     code, *loaded = proc.stdout.splitlines()[-1].split()
     assert code == "0", proc.stdout
-    assert "hexeract_lite.store.sqlite" in loaded  # the child did list
+    assert "a.b" in proc.stdout  # the child did list
+    assert sorted(set(NOT_FOR_A_LISTING + NOT_FOR_THE_PLAIN_LISTING) & set(loaded)) == []
+    # with a filter, the store lists
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, "scheduler", "list", "--status", "all", "--conn", str(db)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    code, *loaded = proc.stdout.splitlines()[-1].split()
+    assert code == "0", proc.stdout
+    assert "hexeract_lite.store.sqlite" in loaded
     assert sorted(set(NOT_FOR_A_LISTING) & set(loaded)) == []

@@ -92,3 +92,32 @@ def test_stores_that_do_not_claim_run_no_thread_and_close_stops_it(tmp_path: Pat
     while watchers() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert watchers() == before
+
+
+def test_a_commit_noticed_while_nobody_waits_is_looked_for_by_the_next_wait(
+    tmp_path: Path,
+) -> None:
+    """The watcher does not take the store's lock while no worker waits (a busy one's own
+    commits wake it all the time); it marks the signal stale, and the next wait looks
+    for another process's commit before it sleeps, so none is missed."""
+    db = tmp_path / "w.db"
+    with SqliteScheduleStore.open(db) as store:
+        assert store.claim_due(datetime.now(UTC), 10, timedelta(seconds=30)) == []
+        looks: list[int] = []
+        look = store.changes.look
+        assert look is not None
+
+        def counting() -> object:
+            looks.append(1)
+            return look()
+
+        store.changes.look = counting
+        version = store.changes.version()
+        _insert_from_another_process(db)  # nobody waits meanwhile
+        time.sleep(0.05)  # the watcher's rechecks are over
+        assert store.changes.version() == version  # it did not look: nobody waited
+        started = time.monotonic()
+        assert store.changes.wait(version, 5), "the stale signal was not looked at"
+        assert time.monotonic() - started < 1 and looks == [1]
+        assert not store.changes.wait(store.changes.version(), 0.05)  # looked once only
+        assert looks == [1]

@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from ..connect import DATABASE_URL_ENV, scrub
@@ -59,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        import traceback  # an unexpected error only
+
         detail = clean("".join(traceback.format_exception(exc)))
         sys.stderr.write(detail)
         return _runtime_error(parser.prog, clean(f"unexpected {type(exc).__name__}: {exc}"))

@@ -5,19 +5,23 @@ prints it as a usage error, exit 2)."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
-import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._time import to_utc_ms
 from ..connect import parse_conn
 from ..errors import InvalidArgument, InvalidMessage
-from ..message import Target
-from ..names import check_name
 from ..store.schema import validate_table_name
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ..message import Target
+
+# The modules a value needs are imported by its parser: a command imports only what its
+# own arguments use.
 
 TABLE_ENV = "HEXERACT_SCHEDULER_TABLE"
 """The environment variable giving the table name when ``--table`` is absent."""
@@ -78,6 +82,8 @@ def parse_instant(text: str) -> datetime:
 
 def parse_schedule_id(text: str) -> uuid.UUID:
     """A schedule id: a UUID in any of the spellings :class:`uuid.UUID` accepts."""
+    import uuid
+
     try:
         return uuid.UUID(text.strip())
     except ValueError:
@@ -123,6 +129,8 @@ def parse_table(text: str) -> str:
 
 def parse_target(text: str) -> Target:
     """``mediator``, ``outbox`` or ``bus:ROUTING_KEY``."""
+    from ..message import Target  # the value classes: not for the commands that only read
+
     kind, sep, key = text.partition(":")
     try:
         if kind == "bus" and sep:
@@ -148,6 +156,8 @@ class Payload:
 
 def parse_payload(text: str) -> Payload:
     """``--payload``: JSON text, ``@path`` (read the file) or ``-`` (read stdin)."""
+    import json
+
     if text == "-":
         origin, raw = "stdin", sys.stdin.read()
     elif text.startswith("@"):
@@ -191,6 +201,8 @@ def parse_sink_spec(text: str) -> str:
 
 def parse_name(text: str) -> str:
     """A schedule name (see :mod:`hexeract_lite.names`)."""
+    from ..names import check_name
+
     try:
         return check_name(text)
     except InvalidArgument as exc:

@@ -7,18 +7,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 from ..connect import open_store
 from ..errors import InvalidArgument, ScheduleNotFound, UsageError
-from ..names import name_id
 from ..store.schema import DEFAULT_TABLE, validate_table_name
 from .args import TABLE_ENV
 from .output import dump_json, snapshot_json
 
 if TYPE_CHECKING:
+    import uuid
+
     from ..snapshot import ScheduleSnapshot
     from ..store.base import ScheduleStore
 
@@ -71,6 +71,8 @@ def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
     if name is None:
         assert sid is not None
         return sid
+    from ..names import name_id
+
     sid = name_id(name)
     if store.inspect(sid) is None:
         raise ScheduleNotFound(sid, name)

@@ -11,7 +11,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..message import Target
 from ..store.listing import LIST_STATUSES
 from ..store.schema import DEFAULT_TABLE
 from .args import (
@@ -153,6 +152,8 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     """The arguments that describe a message: when (``--at``, ``--in`` when
     ``once_in``, ``--cron`` with ``--first`` and ``--tz``, ``--every`` with
     ``--first``), misfire grace, event type, payload, target, budget."""
+    from ..message import Target  # the value classes: only the commands that write need them
+
     when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
     when.add_argument(
         "--at",

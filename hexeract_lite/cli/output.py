@@ -3,19 +3,24 @@ field list. A row the store could not decode is shown as ``malformed`` with the 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
+from .._lazy import lazy_exports
 from .._time import rfc3339
-from ..interval import format_duration
-from ..snapshot import MalformedSchedule, ScheduleSnapshot
 
 if TYPE_CHECKING:
     from ..migrate import MigrationReport
+    from ..snapshot import MalformedSchedule, ScheduleSnapshot
     from ..store.stats import StoreStats
+
+    Listed: TypeAlias = ScheduleSnapshot | MalformedSchedule
+    """An item of a listing: a schedule, or a row the store could not decode."""
+
+# The value classes (attrs) are imported when a listing has items, by the functions that
+# show them: the plain ``list`` command renders its rows without them (.readonly_list).
 
 LAST_ERROR_WIDTH = 60
 """How many characters of ``last_error`` the dead-letter text listing shows."""
@@ -74,31 +79,80 @@ def ts(value: datetime | None) -> str:
     return rfc3339(value) or "-"
 
 
-Listed = ScheduleSnapshot | MalformedSchedule
-"""An item of a listing: a schedule, or a row the store could not decode."""
+def _listed() -> object:
+    from ..snapshot import MalformedSchedule, ScheduleSnapshot
+
+    return ScheduleSnapshot | MalformedSchedule
+
+
+__getattr__, __dir__, _ = lazy_exports(__name__, globals(), {}, {"Listed": _listed})
+
+PENDING_HEADERS = (
+    "SCHEDULE ID",
+    "STATUS",
+    "SCHEDULED FOR",
+    "ATTEMPTS",
+    "TRIGGER",
+    "EVENT TYPE",
+    "NAME",
+)
+"""The columns of the ``scheduler list`` text."""
+
+
+def pending_cells(
+    schedule_id: str,
+    status: str,
+    scheduled_for: datetime,
+    attempts: object,
+    max_attempts: object,
+    trigger: str,
+    event_type: str,
+    name: str | None,
+) -> tuple[str, ...]:
+    """One schedule's row of the ``scheduler list`` text, from its values (the id and
+    status as text, the trigger as its label)."""
+    return (
+        schedule_id,
+        status,
+        ts(scheduled_for),
+        f"{attempts}/{max_attempts}",
+        one_line(trigger),
+        one_line(event_type),
+        one_line(name),
+    )
+
+
+def pending_table(rows: Sequence[Sequence[str]]) -> str:
+    """The text of ``scheduler list`` from its rows (:func:`pending_cells`, or a
+    malformed row's cells)."""
+    if not rows:
+        return "no pending schedules"
+    return format_table(PENDING_HEADERS, rows)
 
 
 def format_pending(snapshots: Sequence[Listed]) -> str:
     """The text of ``scheduler list``; a malformed row shows its id, ``malformed`` and
     the reason."""
     if not snapshots:
-        return "no pending schedules"
-    return format_table(
-        ("SCHEDULE ID", "STATUS", "SCHEDULED FOR", "ATTEMPTS", "TRIGGER", "EVENT TYPE", "NAME"),
+        return pending_table(())
+    from ..snapshot import MalformedSchedule
+
+    return pending_table(
         [
             _malformed_row(s)
             if isinstance(s, MalformedSchedule)
-            else (
+            else pending_cells(
                 str(s.schedule_id),
                 s.status.value,
-                ts(s.scheduled_for),
-                f"{s.attempts}/{s.max_attempts}",
-                one_line(s.trigger.label()),
-                one_line(s.event_type),
-                one_line(s.name),
+                s.scheduled_for,
+                s.attempts,
+                s.max_attempts,
+                s.trigger.label(),
+                s.event_type,
+                s.name,
             )
             for s in snapshots
-        ],
+        ]
     )
 
 
@@ -108,6 +162,7 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
     if not snapshots:
         return "no dead-lettered schedules"
     from ..settle import error_summary  # the retry policy and config: not for other listings
+    from ..snapshot import MalformedSchedule
 
     return format_table(
         (
@@ -145,6 +200,8 @@ def snapshot_json(
     (``inspect``) the payload and the occurrence id of the next firing. A malformed
     row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
     "malformed": <reason>}``."""
+    from ..snapshot import MalformedSchedule
+
     if isinstance(snapshot, MalformedSchedule):
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
@@ -152,6 +209,8 @@ def snapshot_json(
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
     if detail or payload:
+        import json
+
         try:
             data["payload"] = json.loads(snapshot.payload_json)
         except ValueError:  # a hand-edited row: shown as stored
@@ -163,6 +222,8 @@ def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
     """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
     grace when one is set; nothing for a UTC cron rule or a one-shot without a grace
     (their listings are as they always were)."""
+    from ..interval import format_duration
+
     trigger = snapshot.trigger
     expr, interval = trigger.cron_expression, trigger.interval
     fields: dict[str, str] = {}
@@ -220,6 +281,8 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
 
 def dump_json(value: object) -> str:
     """``value`` as indented JSON text."""
+    import json  # the JSON output only
+
     return json.dumps(value, indent=2)
 
 

@@ -1,14 +1,16 @@
 """Schedule stores: the contract and its implementations.
 
-The implementations are imported on first use (PEP 562): the SQLite one needs apsw,
-the PostgreSQL one the optional psycopg.
+Every name is imported on first use (PEP 562): the SQLite store needs apsw, the
+PostgreSQL one the optional psycopg, and the contract its value classes, which a
+read-only listing by the CLI does without.
 """
 
 from typing import TYPE_CHECKING
 
-from .base import SWEEP_ERROR, ScheduleStore, Settlement, SettlementKind
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .base import SWEEP_ERROR, ScheduleStore, Settlement, SettlementKind
     from .memory import InMemoryScheduleStore
     from .postgres import PostgresScheduleStore as PostgresScheduleStore
     from .sqlite import SqliteScheduleStore
@@ -22,20 +24,11 @@ __all__ = [
     "SqliteScheduleStore",
 ]
 
-_LAZY = {
-    "InMemoryScheduleStore": "memory",
-    "SqliteScheduleStore": "sqlite",
+_EXPORTS = {
+    ".base": ("SWEEP_ERROR", "ScheduleStore", "Settlement", "SettlementKind"),
+    ".memory": ("InMemoryScheduleStore",),
+    ".sqlite": ("SqliteScheduleStore",),
     # not in __all__: `from hexeract_lite.store import *` must work without psycopg
-    "PostgresScheduleStore": "postgres",
+    ".postgres": ("PostgresScheduleStore",),
 }
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__, _MODULE_OF = lazy_exports(__name__, globals(), _EXPORTS)

@@ -123,7 +123,11 @@ class ChangeSignal:
         self._mutex = threading.Lock()
         self._cond = threading.Condition(self._mutex)
         self._version = 0
-        self._waiting = 0  # threads inside wait(), counted under the mutex
+        self._waiting = 0
+        self._stale = False
+        self.look: Callable[[], object] | None = None
+        """Set by a store that notices other processes' commits: looks for one now (and
+        notifies if it finds one); :meth:`wait` calls it first after :meth:`mark_stale`."""
         start_afresh_after_fork(self)
 
     def _before_fork(self) -> bool:
@@ -135,7 +139,7 @@ class ChangeSignal:
     def _after_fork_in_child(self) -> None:
         self._mutex = threading.Lock()
         self._cond = threading.Condition(self._mutex)
-        self._waiting = 0  # the waiting threads stayed in the parent
+        self._waiting = 0
 
     def version(self) -> int:
         """A counter that moves on every notify."""
@@ -153,14 +157,28 @@ class ChangeSignal:
         """Block until the version differs from ``since`` or ``timeout`` seconds pass.
 
         Returns True when a change happened. (``timeout`` is measured with the
-        monotonic clock: it is a sleep, not a decision about what is due.)
+        monotonic clock: it is a sleep, not a decision about what is due.) After
+        :meth:`mark_stale`, it first looks for another process's commit (:attr:`look`).
         """
+        look = self.look
+        if self._stale and look is not None:
+            self._stale = False
+            look()
         with self._cond:
             self._waiting += 1
             try:
                 return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
             finally:
                 self._waiting -= 1
+
+    def waiting(self) -> bool:
+        """True while a thread is in :meth:`wait` (a worker sleeping for work)."""
+        return self._waiting > 0
+
+    def mark_stale(self) -> None:
+        """Another process may have committed and nobody looked (nobody was waiting):
+        the next :meth:`wait` looks first."""
+        self._stale = True
 
 
 class SettlementKind(enum.StrEnum):

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import enum
 
-import attrs
-
-__all__ = ["COLUMNS", "COLUMN_NAMES", "Column", "ColumnKind", "columns_of_kind"]
+__all__ = [
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "SELECT_LIST",
+    "Column",
+    "ColumnKind",
+    "columns_of_kind",
+]
 
 
 class ColumnKind(enum.Enum):
@@ -35,19 +40,42 @@ class ColumnKind(enum.Enum):
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
 
-@attrs.frozen
 class Column:
-    """One column: its name, what it holds, whether it is required, its declarations."""
+    """One column: its name, what it holds, whether it is required, its declarations.
 
-    name: str
-    kind: ColumnKind
-    required: bool
-    sqlite: str
-    """The SQLite declaration after the name (type and constraints)."""
-    postgres: str
-    """The PostgreSQL declaration after the name (type and constraints)."""
-    reference: bool = True
-    """A column of the reference's table (False: hexeract_lite's own, added by an upgrade)."""
+    Immutable by convention (the registry is built once). A plain class, neither attrs
+    nor a named tuple: the CLI's read-only listing reads the registry, and both cost a
+    fresh process more than this module's work.
+    """
+
+    __slots__ = ("kind", "name", "postgres", "reference", "required", "sqlite")
+
+    def __init__(
+        self,
+        name: str,
+        kind: ColumnKind,
+        required: bool,
+        sqlite: str,
+        postgres: str,
+        reference: bool = True,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.required = required
+        self.sqlite = sqlite
+        """The SQLite declaration after the name (type and constraints)."""
+        self.postgres = postgres
+        """The PostgreSQL declaration after the name (type and constraints)."""
+        self.reference = reference
+        """A column of the reference's table (False: hexeract_lite's own, added by an
+        upgrade)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"Column(name={self.name!r}, kind={self.kind!r}, required={self.required!r},"
+            f" sqlite={self.sqlite!r}, postgres={self.postgres!r},"
+            f" reference={self.reference!r})"
+        )
 
     @property
     def sqlite_type(self) -> str:
@@ -98,6 +126,9 @@ in milliseconds, NULL for none (issue 14)."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""
+
+SELECT_LIST = ", ".join(COLUMN_NAMES)
+"""Every column, in registry order, as the SQL stores' ``SELECT`` lists them."""
 
 
 def columns_of_kind(*kinds: ColumnKind, required: bool | None = None) -> tuple[str, ...]:

@@ -9,14 +9,15 @@ running statement after short statement, which no per-statement timeout catches)
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
 
+from .._log import package_logger
+
 __all__ = ["Watchdog"]
 
-log = logging.getLogger(__name__)
+log = package_logger(__name__)
 
 
 class Watchdog:

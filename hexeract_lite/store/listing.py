@@ -13,13 +13,24 @@ the stores agree on every pattern).
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from ..errors import InvalidArgument, InvalidConfiguration
-from ..snapshot import ScheduleStatus
-from .base import check_limit
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ..snapshot import ScheduleStatus
+
+    PRUNABLE: tuple[ScheduleStatus, ...]
+    DEFAULT_PRUNE_STATUSES: tuple[ScheduleStatus, ...]
+    PRUNE_COLUMN: dict[ScheduleStatus, str]
+
+# The status enum lives with the value classes (attrs): this module imports it only when
+# a status is asked for, so that the CLI's arguments and its plain listing do without.
 
 __all__ = [
     "DEFAULT_PRUNE_STATUSES",
@@ -49,6 +60,8 @@ def check_status(status: object) -> ScheduleStatus | None:
     as a status, None for all; anything else raises :class:`InvalidArgument`."""
     if status is None or status == "all":
         return None
+    from ..snapshot import ScheduleStatus
+
     if isinstance(status, str):
         try:
             return ScheduleStatus(status.replace("_", "-"))
@@ -68,6 +81,8 @@ def check_glob(pattern: object, what: str = "event_type") -> str | None:
 
 def check_after(after: object) -> uuid.UUID | None:
     """A keyset cursor: a schedule id (a :class:`uuid.UUID`) or None."""
+    import uuid
+
     if after is None or isinstance(after, uuid.UUID):
         return after
     raise InvalidArgument(f"after must be a schedule id (a UUID), got after={after!r}")
@@ -79,6 +94,8 @@ def check_listing(
     """``list_schedules``' arguments, checked in this order, as ``(status, event_type
     glob, name glob, after, limit)``; the first bad one raises :class:`InvalidArgument`
     (:class:`InvalidConfiguration` for the limit) naming it. Every store calls this."""
+    from .base import check_limit
+
     return (
         check_status(status),
         check_glob(event_type),
@@ -118,6 +135,8 @@ def sqlite_glob(pattern: str) -> str:
 def _where(status: ScheduleStatus | None, paused: str, not_paused: str) -> str:
     if status is None:
         return "1 = 1"
+    from ..snapshot import ScheduleStatus
+
     if status is ScheduleStatus.PENDING:
         return f"{_LIVE} AND {not_paused}"
     if status is ScheduleStatus.PAUSED:
@@ -139,18 +158,42 @@ def postgres_status_where(status: ScheduleStatus | None) -> str:
     return _where(status, "paused = TRUE", "paused = FALSE")
 
 
-PRUNABLE = (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
-"""The statuses ``prune`` may delete: ended rows only."""
+def _prunable() -> tuple[ScheduleStatus, ...]:
+    """:data:`PRUNABLE`: the statuses ``prune`` may delete: ended rows only."""
+    from ..snapshot import ScheduleStatus
 
-DEFAULT_PRUNE_STATUSES = (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED)
-"""What ``prune`` deletes unless told: dead letters are kept until asked for."""
+    return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
 
-PRUNE_COLUMN = {
-    ScheduleStatus.DELIVERED: "delivered_at",
-    ScheduleStatus.CANCELLED: "cancelled_at",
-    ScheduleStatus.DEAD_LETTERED: "dead_lettered_at",
-}
-"""The column holding when a row of each prunable status ended."""
+
+def _default_prune_statuses() -> tuple[ScheduleStatus, ...]:
+    """:data:`DEFAULT_PRUNE_STATUSES`: what ``prune`` deletes unless told (dead letters
+    are kept until asked for)."""
+    from ..snapshot import ScheduleStatus
+
+    return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED)
+
+
+def _prune_column() -> dict[ScheduleStatus, str]:
+    """:data:`PRUNE_COLUMN`: the column holding when a row of each prunable status ended."""
+    from ..snapshot import ScheduleStatus
+
+    return {
+        ScheduleStatus.DELIVERED: "delivered_at",
+        ScheduleStatus.CANCELLED: "cancelled_at",
+        ScheduleStatus.DEAD_LETTERED: "dead_lettered_at",
+    }
+
+
+__getattr__, __dir__, _ = lazy_exports(
+    __name__,
+    globals(),
+    {},
+    {
+        "PRUNABLE": _prunable,
+        "DEFAULT_PRUNE_STATUSES": _default_prune_statuses,
+        "PRUNE_COLUMN": _prune_column,
+    },
+)
 
 
 def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[ScheduleStatus]]:
@@ -166,7 +209,7 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
     wanted: list[ScheduleStatus] = []
     for item in statuses:
         status = check_status(item)
-        if status not in PRUNABLE:
+        if status not in _prunable():
             raise InvalidArgument(
                 f"prune deletes ended rows only (delivered, cancelled, dead-lettered),"
                 f" got status {item!r}"

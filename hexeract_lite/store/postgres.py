@@ -76,7 +76,6 @@ and returns the rows claimed with it. Listings return a
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -87,6 +86,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
+from .._log import package_logger
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..connect import redact_conn
@@ -155,7 +155,7 @@ __all__ = ["PostgresScheduleStore"]
 
 _T = TypeVar("_T")
 
-_log = logging.getLogger(__name__)
+_log = package_logger(__name__)
 
 _MAX_INT4 = 2**31 - 1
 

@@ -12,7 +12,6 @@ on first use.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
+from .._log import package_logger
 from ..connect import redact_conn
 from ..errors import InvalidConfiguration, StoreError
 from .postgres_listen import ChangeListener, channel_name
@@ -34,7 +34,7 @@ from .postgres_session import DEFAULT_CONNECT_TIMEOUT, Timeouts, store_error
 
 __all__ = ["Connections", "check_pool_sizes", "conninfo_params", "connect"]
 
-_log = logging.getLogger(__name__)
+_log = package_logger(__name__)
 
 Conn = psycopg.Connection[TupleRow]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import select
 import socket
 import threading
@@ -24,9 +23,11 @@ from typing import Any
 
 import psycopg
 
+from .._log import package_logger
+
 __all__ = ["ChangeListener", "channel_name"]
 
-_log = logging.getLogger(__name__)
+_log = package_logger(__name__)
 
 _IDLE_LOOK_S = 60.0
 """The longest the listener thread sleeps without looking at its connection."""

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
+from .._log import package_logger
 from ..clock import Clock
 from ..errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ..message import ScheduledMessage
@@ -55,7 +55,7 @@ __all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
 
-log = logging.getLogger(__name__)
+log = package_logger(__name__)
 
 _SAVEPOINT = "hexeract_lite_insert"
 _NOTIFY = "SELECT pg_notify(%s, %s)"

@@ -20,7 +20,6 @@ behaviour; splitting it would scatter one lock discipline over several files.)
 
 from __future__ import annotations
 
-import logging
 import os
 import pathlib
 import threading
@@ -34,6 +33,7 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
+from .._log import package_logger
 from .._time import format_now, format_ts, parse_ts, to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
@@ -125,7 +125,7 @@ _Sql = SqliteStatements  # the name benchmarks/claim_scale.py imports
 _BEGIN = "BEGIN IMMEDIATE"
 _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
 _RESYNC = "PRAGMA synchronous=FULL"
-_log = logging.getLogger(__name__)
+_log = package_logger(__name__)
 
 # positions in a row read with SELECT_LIST
 _ID = COLUMN_INDEX["schedule_id"]
@@ -794,23 +794,38 @@ class SqliteScheduleStore(SettlingStore):
         self._watch_pid = os.getpid()
         self._seen_version = cur.execute("PRAGMA data_version").fetchall()[0][0]
         self._watcher = WalWatcher.start(self._path, self._on_wal_write)
+        if self._watcher is not None:
+            self.changes.look = self._look_for_commits
 
     def _on_wal_write(self) -> None:
         """The WAL file was written: signal :attr:`changes` once another connection's
         commit shows (``data_version`` moved); this store's own commits signal already,
         and only when they may have made work claimable. A commit shows only after its
-        writer's fsync, so the version is looked at again for a few milliseconds."""
+        writer's fsync, so the version is looked at again for a few milliseconds, each
+        time only if a worker waits for work: a busy one (whose own commits wake this
+        thread all the time) would otherwise share the store's lock with it for
+        nothing; the next wait looks first instead (:meth:`ChangeSignal.mark_stale`)."""
         for pause in _WAL_RECHECK_S:
             if pause:
                 time.sleep(pause)
-            try:
-                version = self.data_version()
-            except StoreError:  # closed, or the lock stayed busy: the poll notices later
+            if not self.changes.waiting():
+                self.changes.mark_stale()
+                continue
+            if self._look_for_commits():
                 return
-            if version != self._seen_version:
-                self._seen_version = version
-                self.changes.notify()
-                return
+
+    def _look_for_commits(self) -> bool:
+        """Notify :attr:`changes` if another connection committed since the last look;
+        True when it did (or the look failed: the poll notices later)."""
+        try:
+            version = self.data_version()
+        except StoreError:  # closed, or the lock stayed busy: the poll notices later
+            return True
+        if version == self._seen_version:
+            return False
+        self._seen_version = version
+        self.changes.notify()
+        return True
 
     def _dead_letter_malformed(self, bad: list[tuple[Sequence[Any], Exception]]) -> None:
         """A claimed row that cannot be decoded (written badly by another tool or by

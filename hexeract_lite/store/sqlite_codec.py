@@ -20,7 +20,7 @@ from ..errors import InvalidConfiguration, InvalidMessage
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ..trigger import Trigger
-from .columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from .columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
 from .record import (
     ScheduleRecord,
     cached_target,
@@ -47,8 +47,6 @@ __all__ = [
     "row_label",
 ]
 
-SELECT_LIST = ", ".join(COLUMN_NAMES)
-"""Every column, in registry order: what a row read by the store holds."""
 COLUMN_INDEX: dict[str, int] = {name: index for index, name in enumerate(COLUMN_NAMES)}
 """A column's position in a row read with :data:`SELECT_LIST`."""
 

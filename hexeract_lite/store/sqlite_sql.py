@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .columns import COLUMN_NAMES
+from .columns import COLUMN_NAMES, SELECT_LIST
 from .schema import (
     CANONICAL_TS,
     LIVE,
@@ -21,7 +21,6 @@ from .schema import (
     sqlite_noncanonical,
     validate_sqlite_table_name,
 )
-from .sqlite_codec import SELECT_LIST
 
 if TYPE_CHECKING:
     import apsw

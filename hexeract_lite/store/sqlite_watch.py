@@ -16,7 +16,6 @@ inotify, or the watch cannot be set, or the file is replaced, the worker's polli
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import pathlib
 import select
@@ -25,9 +24,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from .._log import package_logger
+
 __all__ = ["WalWatcher"]
 
-_log = logging.getLogger(__name__)
+_log = package_logger(__name__)
 
 _IN_MODIFY = 0x00000002
 _COALESCE_S = 0.002

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from ...connect import parse_conn
 from ...store.listing import check_glob
+from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, filter_arguments
@@ -46,6 +48,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     filtered = any(value is not None for value in filters)
     check_glob(args.event_type)  # before the store opens: bad input touches nothing
     check_glob(args.name_glob, "name")
+    if not filtered and args.format == "text":
+        text = _plain_listing(ctx, args.limit)
+        if text is not None:
+            ctx.print(text)
+            return EXIT_OK
     with ctx.store(create=False, readonly=True) as store:
         if filtered:
             rows = store.list_schedules(
@@ -64,3 +71,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         ctx.print(format_pending(rows))
     return EXIT_OK
+
+
+def _plain_listing(ctx: Context, limit: int) -> str | None:
+    """The text listing of a SQLite file read without the store's value classes (see
+    :mod:`..readonly_list`); None when the store must list (PostgreSQL, or a row that
+    only the store's decoding can show)."""
+    validate_table_name(ctx.table)  # as open_store checks, in its order
+    target = parse_conn(ctx.conn)
+    if target.kind != "sqlite":
+        return None
+    from ..readonly_list import pending_text
+
+    return pending_text(target, ctx.table, limit)

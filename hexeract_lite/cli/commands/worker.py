@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
+from ..._log import package_logger
 from ...connect import ConnTarget, parse_conn, scrub
 from ...errors import SchedulerError, UsageError
 from ..args import parse_duration, parse_positive_int, parse_sink_spec
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ...message import ScheduledMessage
     from ...sinks import ScheduleSink
 
-log = logging.getLogger("hexeract_lite.cli")
+log = package_logger("hexeract_lite.cli")
 
 
 def add_parser(tree: CommandTree) -> None:
