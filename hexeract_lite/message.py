@@ -137,11 +137,17 @@ def _too_deep(what: str) -> InvalidMessage:
     )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""What ``json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",",
+":"))`` uses, built once: ``json.dumps`` with any such argument builds a new encoder at
+every call."""
+
+
 def encode_payload(payload: Any) -> str:
     """The payload as compact JSON text; :class:`InvalidMessage` when it is not JSON
     (including a value nested deeper than the recursion limit)."""
     try:
-        text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(payload)
     except RecursionError:
         raise _too_deep(f"payload {_show(payload)}") from None
     except (TypeError, ValueError) as exc:

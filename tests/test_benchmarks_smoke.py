@@ -42,3 +42,25 @@ def test_quick_benchmark_runs(tmp_path: Path) -> None:
         result = doc["medians"][name]
         assert result.get("value", 0) > 0, (name, result)
     assert doc["machine"]["sqlite"]
+
+
+def test_schema_cost_runs(tmp_path: Path) -> None:
+    """``benchmarks/schema_cost.py`` (the table's cost per insert): a tiny run prints a
+    row for every table shape, with its ratio to the physical floor."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "schema_cost.py"),
+            *("--rows", "4", "--block", "2", "--batches", "2", "--per-txn", "3"),
+            *("--rounds", "1", "--sync", "off", "--clock", "cpu", "--tmpdir", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    names = [line.split("|")[1].strip() for line in rows[1:]]
+    for name in ("physical", "ref17", "t20+ref2", "t20+ref2+due", "full"):
+        assert name in names, proc.stdout
+    assert "| physical | " in proc.stdout and "1.00x" in rows[1]

@@ -148,9 +148,10 @@ class ChangeSignal:
 
     def notify(self) -> None:
         """Record a change and wake every waiter."""
-        with self._cond:
+        with self._mutex:
             self._version += 1
-            self._cond.notify_all()
+            if self._waiting:  # most notifies (every insert) find nobody waiting
+                self._cond.notify_all()
 
     def wait(self, since: int, timeout: float) -> bool:
         """Block until the version differs from ``since`` or ``timeout`` seconds pass.

@@ -34,7 +34,7 @@ from typing import Any, Self, TypeVar
 import apsw
 
 from .._log import package_logger
-from .._time import format_ts, parse_ts, to_utc_ms
+from .._time import format_now, format_ts, parse_ts, to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
     DuplicateSchedule,
@@ -73,7 +73,7 @@ from .listing import (
     sqlite_glob,
 )
 from .notices import malformed_dead_lettered
-from .record import ScheduleRecord, grace_ms
+from .record import ScheduleRecord
 from .schema import DEFAULT_TABLE, validate_sqlite_table_name
 from .settle_plan import PlannedSettlement, settle_plan
 from .sqlite_busy import set_busy_wait
@@ -86,6 +86,7 @@ from .sqlite_codec import (
     encode_lease,
     leased_from_row,
     malformed,
+    message_rows,
     record_from_row,
     row_from_record,
     row_label,
@@ -664,21 +665,7 @@ class SqliteScheduleStore(SettlingStore):
         check_max_attempts(max_attempts)
         validate_message(message)
         self._writable("insert")
-        trigger, target = message.trigger, message.target
-        row = (
-            message.schedule_id.bytes,
-            message.event_type,
-            message.payload_json,
-            trigger.kind,
-            trigger.expression,
-            format_ts(message.scheduled_for),
-            target.kind,
-            target.routing_key,
-            max_attempts,
-            format_ts(self._now()),
-            message.name,
-            grace_ms(message.misfire_grace),
-        )
+        row = message_rows((message,), max_attempts, format_now(self._clock.now()))[0]
         if connection is not None:
             from .sqlite_tx import insert_within  # sqlite3 and settlement: not for reads
 
@@ -714,24 +701,7 @@ class SqliteScheduleStore(SettlingStore):
         messages = check_messages(messages)
         if not messages and connection is None:
             return
-        created = format_ts(self._now())
-        rows = [
-            (
-                m.schedule_id.bytes,
-                m.event_type,
-                m.payload_json,
-                m.trigger.kind,
-                m.trigger.expression,
-                format_ts(m.scheduled_for),
-                m.target.kind,
-                m.target.routing_key,
-                max_attempts,
-                created,
-                m.name,
-                grace_ms(m.misfire_grace),
-            )
-            for m in messages
-        ]
+        rows = message_rows(messages, max_attempts, format_now(self._clock.now()))
         if connection is not None:
             self._writable("insert_many")
             from .sqlite_tx import insert_within

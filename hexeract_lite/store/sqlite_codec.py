@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._time import format_ts, parse_ts
@@ -41,6 +41,7 @@ __all__ = [
     "encode_lease",
     "leased_from_row",
     "malformed",
+    "message_rows",
     "record_from_row",
     "row_from_record",
     "row_label",
@@ -152,6 +153,39 @@ def row_from_record(record: ScheduleRecord) -> tuple[Any, ...]:
             )
     return tuple(encode(getattr(record, name)) for name, encode in _ENCODERS)
 
+
+def message_rows(
+    messages: Sequence[ScheduledMessage], max_attempts: int, created: str
+) -> list[tuple[Any, ...]]:
+    """The values :attr:`SqliteStatements.insert
+    <hexeract_lite.store.sqlite_sql.SqliteStatements.insert>` binds for each (validated)
+    message, in its order: id, event type, payload, trigger kind, rule text, scheduled
+    instant, target kind, routing key, ``max_attempts``, ``created`` (the stored text of
+    the insert's "now"), name, misfire grace in milliseconds. The statement writes the
+    other columns' constants (no attempt, no lease, not paused, no error)."""
+    fmt = format_ts
+    ms = _MS
+    return [
+        (
+            m.schedule_id.bytes,
+            m.event_type,
+            m.payload_json,
+            (trigger := m.trigger).kind,
+            trigger.expression,
+            fmt(m.scheduled_for),
+            (target := m.target).kind,
+            target.routing_key,
+            max_attempts,
+            created,
+            m.name,
+            None if (grace := m.misfire_grace) is None else grace // ms,
+        )
+        for m in messages
+    ]
+
+
+_MS = timedelta(milliseconds=1)
+"""``misfire_grace_ms``'s unit (as :func:`~hexeract_lite.store.record.grace_ms`)."""
 
 # positions the claim decodes by hand
 _ID = COLUMN_INDEX["schedule_id"]

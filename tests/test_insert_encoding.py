@@ -1,0 +1,188 @@
+"""What an insert writes: the stored text of instants and the row of each message."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import apsw
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hexeract_lite import InvalidConfiguration, ScheduledMessage, Target
+from hexeract_lite._time import _MAX_DAY_PREFIXES, format_now, format_ts, to_utc_ms
+from hexeract_lite.clock import ManualClock
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _fields(value: datetime) -> str:
+    """The layout spelled out field by field, independently of format_ts."""
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
+        f"{value.minute:02d}:{value.second:02d}.{value.microsecond // 1000:03d}Z"
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_format_ts_writes_every_field_of_any_utc_instant(value: datetime) -> None:
+    assert format_ts(value) == _fields(value)
+
+
+def test_format_ts_takes_a_zero_offset_zone_and_drops_the_sub_millisecond_part() -> None:
+    value = datetime(7, 1, 2, 3, 4, 5, 999_999, tzinfo=timezone(timedelta(0)))
+    assert format_ts(value) == "0007-01-02T03:04:05.999Z"
+    assert format_ts(value.replace(tzinfo=ZoneInfo("UTC"))) == "0007-01-02T03:04:05.999Z"
+    assert format_ts(datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)) == (
+        "9999-12-31T23:59:59.999Z"
+    )
+
+
+def test_format_ts_stays_right_once_more_days_than_it_remembers_went_by() -> None:
+    days = [T + timedelta(days=i, milliseconds=i) for i in range(_MAX_DAY_PREFIXES * 2 + 3)]
+    assert [format_ts(d) for d in days] == [_fields(d) for d in days]
+    assert [format_ts(d) for d in reversed(days)] == [_fields(d) for d in reversed(days)]
+
+
+def test_format_ts_still_refuses_another_offset() -> None:
+    with pytest.raises(ValueError, match="UTC"):
+        format_ts(T.astimezone(timezone(timedelta(hours=1))))
+    with pytest.raises(ValueError, match="UTC"):
+        format_ts(datetime(2026, 3, 1, 12))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        T.replace(microsecond=123_999),
+        T,
+        T.astimezone(timezone(timedelta(hours=5, minutes=30))).replace(microsecond=7_654),
+        T.astimezone(ZoneInfo("America/New_York")),
+    ],
+)
+def test_format_now_is_the_text_of_the_truncated_instant(value: datetime) -> None:
+    assert format_now(value) == format_ts(to_utc_ms(value, "clock.now()"))
+
+
+@pytest.mark.parametrize("value", [datetime(2026, 3, 1, 12), "2026-03-01", None])
+def test_format_now_names_a_bad_clock_value(value: object) -> None:
+    with pytest.raises(InvalidConfiguration, match=r"clock\.now\(\)"):
+        format_now(value)
+
+
+class _NaiveClock:
+    def now(self) -> datetime:
+        return datetime(2026, 3, 1, 12)
+
+
+def _raw_rows(path: Path) -> list[tuple[object, ...]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return [
+            tuple(row)
+            for row in conn.execute(
+                "SELECT schedule_id, event_type, payload, trigger_kind, cron_expr,"
+                " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
+                " leased_until, paused, last_error, created_at, delivered_at, cancelled_at,"
+                " dead_lettered_at, name, next_after_lease, misfire_grace_ms,"
+                " typeof(schedule_id), typeof(misfire_grace_ms), typeof(paused)"
+                " FROM scheduled_messages ORDER BY scheduled_for"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def _messages() -> list[ScheduledMessage]:
+    return [
+        ScheduledMessage.delay(Target.outbox(), T + timedelta(microseconds=1), "e.one", {"a": 1}),
+        ScheduledMessage.cron(
+            Target.bus("orders.key"),
+            "CRON_TZ=Europe/Paris 0 9 * * *",
+            T + timedelta(seconds=1),
+            "e.cron",
+            [1, "é"],
+            name="daily-report",
+            misfire_grace=timedelta(seconds=90),
+        ),
+        ScheduledMessage.every(Target.mediator(), "90m", T + timedelta(seconds=2), "e.every", None),
+    ]
+
+
+def _expected(created: str) -> list[tuple[object, ...]]:
+    one, cron, every = _messages()
+    return [
+        (one.schedule_id.bytes, "e.one", '{"a":1}', "delay", None, "2026-03-01T12:00:00.001Z",
+         "outbox", None, 0, 4, None, 0, None, created, None, None, None, None, None, None,
+         "blob", "null", "integer"),
+        (cron.schedule_id.bytes, "e.cron", '[1,"é"]', "cron", "CRON_TZ=Europe/Paris 0 9 * * *",
+         "2026-03-01T12:00:01.000Z", "bus", "orders.key", 0, 4, None, 0, None, created, None,
+         None, None, "daily-report", None, 90_000, "blob", "integer", "integer"),
+        (every.schedule_id.bytes, "e.every", "null", "interval",
+         str(every.trigger.interval), "2026-03-01T12:00:02.000Z", "mediator", None, 0, 4, None,
+         0, None, created, None, None, None, None, None, None, "blob", "null", "integer"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["insert", "insert_many"])
+def test_insert_writes_the_reference_row_of_every_kind_of_message(
+    tmp_path: Path, many: bool
+) -> None:
+    clock = ManualClock(T.replace(microsecond=456_789))
+    path = tmp_path / "s.db"
+    messages = _messages()
+    with SqliteScheduleStore.open(path, clock=clock) as store:
+        if many:
+            store.insert_many(messages, 4)
+        else:
+            for m in messages:
+                store.insert(m, 4)
+    rows = _raw_rows(path)
+    expected = _expected("2026-03-01T12:00:00.456Z")
+    for row, want, m in zip(rows, expected, messages, strict=True):
+        assert row == (m.schedule_id.bytes, *want[1:])  # ids are minted per message
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["insert", "insert_many"])
+def test_a_clock_with_a_naive_now_fails_the_insert_and_writes_nothing(
+    tmp_path: Path, many: bool
+) -> None:
+    path = tmp_path / "s.db"
+    with SqliteScheduleStore.open(path, clock=_NaiveClock()) as store:
+        message = _messages()[0]
+        with pytest.raises(InvalidConfiguration, match=r"clock\.now\(\) must be .*naive"):
+            if many:
+                store.insert_many([message], 4)
+            else:
+                store.insert(message, 4)
+    assert _raw_rows(path) == []
+
+
+def test_a_change_wakes_a_waiting_thread_and_one_made_before_the_wait_is_seen() -> None:
+    import threading
+    import time
+
+    from hexeract_lite.store.base import ChangeSignal
+
+    signal = ChangeSignal()
+    before = signal.version()
+    signal.notify()  # nobody waits: recorded all the same
+    assert signal.wait(before, 30.0) is True
+    since = signal.version()
+    woke: list[bool] = []
+    waiting = threading.Thread(target=lambda: woke.append(signal.wait(since, 30.0)))
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the thread is inside wait()
+        with signal._mutex:
+            if signal._waiting:
+                break
+        time.sleep(0.001)
+    signal.notify()
+    waiting.join(60)
+    assert woke == [True]
+    assert signal._waiting == 0
