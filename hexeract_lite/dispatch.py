@@ -9,7 +9,7 @@
   ``dispatch_timeout``, counted from the end of the call before it.
 - :meth:`SinkRunner.run_batch_here` (the thread loop, :mod:`hexeract_lite.watched`):
   the same calls on the loop's own thread, which another thread watches
-  (:meth:`SinkRunner.give_up_here`) with the same timeouts, so a batch costs no
+  (:meth:`SinkRunner.give_up`) with the same timeouts, so a batch costs no
   hand-off between threads; a call given up on leaves its loop thread behind instead.
 - :meth:`SinkRunner.run_batch_async` (``run_async``): an async sink is awaited on the
   running loop under the timeout (cancelled when it runs out); a sync one runs on the
@@ -259,6 +259,7 @@ class _BatchRun:
         "_turn",
         "_watcher",
         "context",
+        "given_up",
         "in_flight",
         "results",
     )
@@ -288,6 +289,9 @@ class _BatchRun:
         self._started = time.monotonic()
         self.in_flight = False
         """True while an item has been handed to the sink and has not returned."""
+        self.given_up: _Wait | None = None
+        """How :meth:`give_up` abandoned the run (set with the abandonment, under the
+        lock), so that a watcher interrupted right after can still take it over."""
         self.results: list[DispatchResult] = []
 
     def run(self) -> None:
@@ -351,10 +355,12 @@ class _BatchRun:
                 return None, timeout
             if self._interrupted:
                 self._abandoned = True
+                self.given_up = _Wait.INTERRUPTED
                 return _Wait.INTERRUPTED, 0.0
             left = self._started + timeout - time.monotonic()
             if left <= 0:
                 self._abandoned = True
+                self.given_up = _Wait.TIMED_OUT
                 return _Wait.TIMED_OUT, 0.0
             return None, left
 
@@ -542,7 +548,7 @@ class SinkRunner:
         context: object,
     ) -> list[DispatchResult]:
         """Dispatch ``batch`` on this thread, a loop thread watched from another by
-        :meth:`give_up_here` (no hand-off per batch): one result per occurrence.
+        :meth:`give_up` (no hand-off per batch): one result per occurrence.
         ``watcher`` wakes the watching thread (on :meth:`interrupt`); ``context`` is
         kept for it. Raises :class:`LoopAbandoned` when the watcher gave up on the run
         (a call past the timeout, or an interruption): the watcher then owns the rest
@@ -561,35 +567,47 @@ class SinkRunner:
             raise LoopAbandoned
         return run.results + [NOT_DISPATCHED] * (len(batch) - len(run.results))
 
-    def give_up_here(self) -> tuple[_BatchRun | None, _Wait | None, float]:
-        """For the thread watching a loop thread: the run on it given up now (and how:
-        :data:`_Wait.TIMED_OUT` or :data:`_Wait.INTERRUPTED`), or ``(run, None,
-        seconds)``: look again after that many seconds (or when woken)."""
-        with self._lock:
-            run = self._current
-        if run is None or run._watcher is None:
-            return None, None, self._timeout
-        state, left = run.give_up(self._timeout)
-        return run, state, left
+    def watched_run(self) -> _BatchRun | None:
+        """For the thread watching a loop thread: the run in flight on a loop thread
+        (:meth:`run_batch_here`), if any; :meth:`give_up` on it says whether to take it
+        over now."""
+        run = self._current
+        return run if run is not None and run._watcher is not None else None
 
-    def given_up_results(
-        self, run: _BatchRun, state: _Wait, thread: str, interruption: Interruption
-    ) -> list[DispatchResult]:
-        """The results of a run :meth:`give_up_here` gave up on (logged as
-        :meth:`run_batch` logs it): after a timeout, up to the call that timed out
-        (the rest is still to dispatch); after an interruption, one per item (the rest
-        released)."""
+    def give_up(self, run: _BatchRun) -> float | None:
+        """Abandon ``run`` now if it was interrupted while unfinished or its call in
+        flight ran past the timeout (then None: ``run.given_up`` says how), else the
+        seconds until its deadline: look again then (or when woken)."""
+        state, left = run.give_up(self._timeout)
+        return None if state is not None else left
+
+    @property
+    def timeout(self) -> float:
+        """``dispatch_timeout`` in seconds (the transactional grace included)."""
+        return self._timeout
+
+    def given_up_results(self, run: _BatchRun, interruption: Interruption) -> list[DispatchResult]:
+        """The results of a run abandoned by :meth:`give_up` (``run.given_up`` set):
+        after a timeout, up to the call that timed out (the rest is still to
+        dispatch); after an interruption, one per item (the rest released). Writes
+        nothing: the watcher may compute it again."""
         results = list(run.results)
-        if state is _Wait.TIMED_OUT:
-            log.warning(_ABANDONED_LOG, self._why_abandoned(timed_out=True), thread)
+        if run.given_up is _Wait.TIMED_OUT:
             results.append(DispatchResult.failed(self._timed_out(_ABANDONED_THREAD), self._timeout))
             return results
         if run.in_flight:
-            log.warning(_ABANDONED_LOG, self._why_abandoned(), thread)
             error = interruption if interruption is not None else abandoned_error()
             results.append(DispatchResult.failed(error))
         results += [NOT_DISPATCHED] * (len(run._items) - len(results))
         return results
+
+    def log_given_up(self, run: _BatchRun, thread: str) -> None:
+        """Log a call in flight that :meth:`give_up` abandoned (as :meth:`run_batch`
+        logs it)."""
+        if run.given_up is _Wait.TIMED_OUT:
+            log.warning(_ABANDONED_LOG, self._why_abandoned(timed_out=True), thread)
+        elif run.in_flight:
+            log.warning(_ABANDONED_LOG, self._why_abandoned(), thread)
 
     # -- the asyncio way
 

@@ -10,6 +10,12 @@ deadline, or the worker is interrupted while one runs, the watcher gives up on t
 thread (Python cannot stop it: it keeps running until the sink returns, then ends
 without recording anything) and a new loop thread goes on with the rest of the batch
 (:class:`Resume`), then with the loop.
+
+The watcher may be interrupted anywhere (a :class:`KeyboardInterrupt` lands between
+any two lines of it): everything it hands over is recorded before it acts on it, so
+that, called again, it carries on where it was. The rest of the loop is a
+:class:`Handover` that exactly one loop thread takes, so a thread started twice for it
+(the first start interrupted) runs it once.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from .dispatch import LoopAbandoned
 from .settle import DispatchResult
 from .snapshot import LeasedOccurrence
 
-__all__ = ["LoopThread", "Resume", "Wake"]
+__all__ = ["Handover", "LoopThread", "Resume", "Wake"]
 
 
 class Resume:
@@ -65,26 +71,64 @@ class Wake:
         return self._signal.acquire(timeout=min(max(timeout, 0.0), threading.TIMEOUT_MAX))
 
 
+class Handover:
+    """The rest of the loop for the next loop thread: ``resume`` (None: a fresh loop),
+    taken by exactly one :class:`LoopThread` (``owner``). ``source``: the abandoned run
+    it came from; ``launched``: a loop thread's start returned."""
+
+    __slots__ = ("_lock", "launched", "owner", "resume", "source")
+
+    def __init__(self, resume: Resume | None = None, source: object = None) -> None:
+        self._lock = threading.Lock()
+        self.resume = resume
+        self.source = source
+        self.launched = False
+        self.owner: LoopThread | None = None
+
+    def take(self, loop: LoopThread) -> bool:
+        """Make ``loop`` the owner unless another thread took it first."""
+        with self._lock:
+            if self.owner is not None:
+                return False
+            self.owner = loop
+            return True
+
+
 class LoopThread:
-    """A daemon thread running ``target`` (the loop); ``wake`` is set when it ends.
+    """A daemon thread running ``target(resume)`` (the loop) once it has taken
+    ``handover``; ``wake`` is set when it has taken it and when it ends.
 
     ``error``: what ended it, if anything did (re-raised by the watcher). A thread whose
     batch the watcher took over (:class:`~.dispatch.LoopAbandoned`) ends silently and
-    does not set ``wake``: the watcher has moved on to its successor.
+    does not set ``wake``: the watcher has moved on to its successor. A thread that
+    finds ``handover`` taken ends at once.
     """
 
-    __slots__ = ("ended", "error", "thread", "wake")
+    __slots__ = ("ended", "error", "handover", "thread", "wake")
 
-    def __init__(self, target: Callable[[], None], name: str, wake: Wake) -> None:
+    def __init__(
+        self,
+        target: Callable[[Resume | None], None],
+        name: str,
+        wake: Wake,
+        handover: Handover,
+    ) -> None:
         self.ended = False
         self.error: BaseException | None = None
         self.wake = wake
+        self.handover = handover
         self.thread = threading.Thread(target=self._main, args=(target,), name=name, daemon=True)
+
+    def start(self) -> None:
+        """Start the thread (a second LoopThread for the same handover is harmless)."""
         self.thread.start()
 
-    def _main(self, target: Callable[[], None]) -> None:
+    def _main(self, target: Callable[[Resume | None], None]) -> None:
+        if not self.handover.take(self):
+            return
+        self.wake.set()
         try:
-            target()
+            target(self.handover.resume)
         except LoopAbandoned:
             return
         except BaseException as exc:  # handed to the watcher, which raises it

@@ -116,7 +116,7 @@ from .transactional import (
     TransactionalSink,
 )
 from .upkeep import Retention, checkpoint_after_burst
-from .watched import LoopThread, Resume, Wake
+from .watched import Handover, LoopThread, Resume, Wake
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -229,6 +229,18 @@ def _moved(before: int | None, seen: int | None) -> bool:
 def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
         loop.call_soon_threadsafe(event.set)
+
+
+class _Watch:
+    """What the watcher of a thread loop has handed over so far (kept across an
+    interruption of the watcher): the current :class:`~.watched.Handover` and the
+    run in flight it last looked at."""
+
+    __slots__ = ("handover", "run")
+
+    def __init__(self) -> None:
+        self.handover = Handover()
+        self.run: Any = None
 
 
 class SchedulerWorker:
@@ -800,49 +812,73 @@ class SchedulerWorker:
     def _watched_loop(self, stop: threading.Event) -> None:
         """:meth:`_loop` on a :class:`~.watched.LoopThread`, watched from this thread:
         a call past its ``dispatch_timeout``, or one in flight when the worker is
-        interrupted (:meth:`abort`, a :class:`KeyboardInterrupt` here), is given up
-        on, and a new loop thread goes on with the rest of its batch."""
+        interrupted (:meth:`abort`, or any exception raised in this thread, such as a
+        :class:`KeyboardInterrupt`, wherever it lands), is given up on, and a new loop
+        thread goes on with the rest of its batch. After an interruption it still
+        waits for the loop to settle and end, then raises it; a second one is raised
+        at once (the loop, aborted, ends on its own)."""
         wake = Wake()
         name = f"{threading.current_thread().name}-loop"
-        resume: Resume | None = None
+        target = functools.partial(self._loop, stop, wake.set)
+        watch = _Watch()
         interruption: Interruption = None
-        try:
-            while True:
-                target = functools.partial(self._loop, stop, wake.set, resume)
-                loop = LoopThread(target, name, wake)
-                resume, interruption = self._watch(loop, interruption)
-                if resume is None:
-                    break
-        except BaseException:  # raised here, not by the loop: it must not outlive run()
-            self.abort()
-            raise
+        while True:
+            try:
+                loop = self._watch(watch, target, name, wake, interruption)
+                break
+            except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
+                if interruption is not None:
+                    self.abort()
+                    raise  # a second one: stop waiting for the loop
+                interruption = exc
+                self.abort()
         if interruption is not None:
             raise interruption
         if loop.error is not None:
             raise loop.error
 
     def _watch(
-        self, loop: LoopThread, interruption: Interruption
-    ) -> tuple[Resume | None, Interruption]:
-        """Sleep until ``loop`` ends (None) or its batch must be taken over (the
-        :class:`~.watched.Resume` for the next loop thread); with what interrupted this
-        thread (after which the worker is aborted)."""
+        self,
+        watch: _Watch,
+        target: Callable[[Resume | None], None],
+        name: str,
+        wake: Wake,
+        interruption: Interruption,
+    ) -> LoopThread:
+        """Until the loop ends (returned): start the loop thread of the current
+        handover, sleep until the deadline of its call in flight, and take its batch
+        over (a new :class:`~.watched.Handover`) when that call ran past it or was
+        interrupted. Interrupted anywhere, it carries on from ``watch`` when called
+        again."""
+        runner = self._runner
         while True:
-            if loop.ended:
-                return None, interruption
-            run, state, left = self._runner.give_up_here()
-            if run is not None and state is not None:
-                taken = run.context
+            handover, run = watch.handover, watch.run
+            if run is not None and run.given_up is not None and handover.source is not run:
+                taken = run.context  # abandoned: the rest of its batch goes to a new thread
                 assert isinstance(taken, Resume)
-                results = self._runner.given_up_results(run, state, loop.thread.name, interruption)
-                return Resume(taken.batch, taken.results + results, taken.counts), interruption
-            try:
-                loop.wake.wait(left)
-            except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
-                if interruption is not None:
-                    raise  # a second one: stop waiting for the loop
-                interruption = exc
-                self.abort()
+                results = taken.results + runner.given_up_results(run, interruption)
+                watch.handover = Handover(Resume(taken.batch, results, taken.counts), run)
+                abandoned = handover.owner
+                runner.log_given_up(run, name if abandoned is None else abandoned.thread.name)
+                continue
+            loop = handover.owner
+            if loop is None:  # not started, or not yet running
+                if not handover.launched:
+                    LoopThread(target, name, wake, handover).start()
+                    handover.launched = True
+                wake.wait(STOP_CHECK_S)  # set when it has taken the handover
+                continue
+            if loop.ended:
+                return loop
+            left = runner.timeout
+            run = runner.watched_run()
+            if run is not None:
+                watch.run = run
+                given = runner.give_up(run)
+                if given is None:
+                    continue  # abandoned: taken over above
+                left = given
+            wake.wait(left)
 
     def _loop(
         self,

@@ -1,0 +1,145 @@
+"""Review round 6a: the thread loop on its own thread, watched from run()'s caller,
+attacked from outside (real stores, threads, signals and processes)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hexeract_lite import (
+    InMemoryScheduleStore,
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    Target,
+)
+
+TIMEOUT = SchedulerWorkerConfig(
+    dispatch_timeout=timedelta(milliseconds=200),
+    poll_interval=timedelta(milliseconds=20),
+    jitter=False,
+)
+
+
+def due(seconds_ago: float) -> ScheduledMessage:
+    at = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    return ScheduledMessage.delay(Target.outbox(), at, "e", {"ago": seconds_ago})
+
+
+class Hanging:
+    """A sink whose ``hang`` messages wait for ``release`` (at most 10 s)."""
+
+    def __init__(self, *hang: ScheduledMessage) -> None:
+        self.hang = {m.schedule_id for m in hang}
+        self.release = threading.Event()
+        self.calls: list[object] = []
+
+    def dispatch(self, message: ScheduledMessage) -> None:
+        self.calls.append(message.schedule_id)
+        if message.schedule_id in self.hang:
+            self.release.wait(10)
+
+
+@pytest.fixture
+def main_thread_only() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+
+
+@pytest.fixture
+def ctrl_c_while_logging_abandoned(main_thread_only: None) -> Iterator[None]:
+    """A real SIGINT raised while the watcher (the main thread) logs the call it has
+    just given up on: the KeyboardInterrupt lands outside its wait."""
+
+    class CtrlC(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if threading.current_thread() is threading.main_thread() and (
+                "abandoned" in record.getMessage()
+            ):
+                signal.raise_signal(signal.SIGINT)
+
+    logger = logging.getLogger("hexeract_lite.worker")
+    handler = CtrlC(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_ctrl_c_while_the_watcher_hands_a_timed_out_batch_over_still_settles_it(
+    ctrl_c_while_logging_abandoned: None,
+) -> None:
+    store = InMemoryScheduleStore()
+    hung, rest = due(2), due(1)
+    store.insert_many([hung, rest], 3)
+    sink = Hanging(hung)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            SchedulerWorker(store, sink, TIMEOUT).run()
+    finally:
+        sink.release.set()
+    failed, released = store.inspect(hung.schedule_id), store.inspect(rest.schedule_id)
+    assert failed is not None and released is not None
+    assert failed.attempts == 1  # settled (retry), not left leased to lease expiry:
+    assert (failed.last_error or "").startswith("TimeoutError")
+    assert (released.attempts, released.leased_until) == (0, None)  # released
+    assert sink.calls == [hung.schedule_id]
+
+
+@pytest.mark.parametrize("where", ["start", "wait"])
+def test_ctrl_c_while_the_watcher_starts_the_next_loop_thread_still_settles_once(
+    main_thread_only: None, where: str
+) -> None:
+    """A real SIGINT raised as the watcher starts the loop thread that goes on with a
+    timed-out batch: in Thread.start before the thread runs ("start"), or while start
+    waits for it to run ("wait"). The rest of the batch is settled, once."""
+    store = InMemoryScheduleStore()
+    hung, rest = due(2), due(1)
+    store.insert_many([hung, rest], 3)
+    sink = Hanging(hung)
+    starts: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        if event != "call" or starts:
+            return
+        code = frame.f_code  # type: ignore[attr-defined]
+        caller = frame.f_back  # type: ignore[attr-defined]
+        if where == "start" and code.co_name == "start" and "threading" in code.co_filename:
+            thread = frame.f_locals.get("self")  # type: ignore[attr-defined]
+            if isinstance(thread, threading.Thread) and sink.calls:  # the successor
+                starts.append(thread.name)
+                signal.raise_signal(signal.SIGINT)
+        elif (
+            where == "wait"
+            and code.co_name == "wait"
+            and caller is not None
+            and caller.f_code.co_name == "start"
+            and sink.calls
+        ):
+            starts.append("wait")
+            signal.raise_signal(signal.SIGINT)
+
+    import sys
+
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            SchedulerWorker(store, sink, TIMEOUT).run()
+    finally:
+        sys.setprofile(None)
+        sink.release.set()
+    assert starts  # the signal was raised where meant
+    failed, other = store.inspect(hung.schedule_id), store.inspect(rest.schedule_id)
+    assert failed is not None and other is not None
+    assert failed.attempts == 1 and (failed.last_error or "").startswith("TimeoutError")
+    assert sink.calls.count(rest.schedule_id) <= 1
+    if rest.schedule_id in sink.calls:
+        assert other.status.value == "delivered"
+    else:
+        assert (other.attempts, other.leased_until) == (0, None)  # released
