@@ -335,13 +335,17 @@ class _BatchRun:
         self._done.release()
 
     def interrupt(self) -> None:
-        """From any thread: make :meth:`wait` return :data:`_Wait.INTERRUPTED` now."""
+        """From any thread: make :meth:`wait` return :data:`_Wait.INTERRUPTED` now (or
+        the watcher's :meth:`give_up`). A watched run's flag is set without its lock:
+        from a signal handler, the watching thread may hold it (in :meth:`give_up`),
+        which then sees the flag at its next look, woken by ``watcher``."""
+        if self._watcher is not None:
+            self._interrupted = True
+            self._watcher()
+            return
         with self._lock:
             self._interrupted = True
-        if self._watcher is not None:
-            self._watcher()
-        else:
-            self._wake()
+        self._wake()
 
     def give_up(self, timeout: float) -> tuple[_Wait | None, float]:
         """From the watcher of a run on a loop thread: abandon the run now if it was

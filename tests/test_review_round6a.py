@@ -143,3 +143,54 @@ def test_ctrl_c_while_the_watcher_starts_the_next_loop_thread_still_settles_once
         assert other.status.value == "delivered"
     else:
         assert (other.attempts, other.leased_until) == (0, None)  # released
+
+
+_ABORT_IN_HANDLER = r"""
+import signal, sys, threading, time
+from datetime import UTC, datetime, timedelta
+from hexeract_lite import InMemoryScheduleStore, ScheduledMessage, SchedulerWorker
+from hexeract_lite import SchedulerWorkerConfig, Target
+
+store = InMemoryScheduleStore()
+store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {}), 3)
+release = threading.Event()
+config = SchedulerWorkerConfig(dispatch_timeout=timedelta(milliseconds=200))
+worker = SchedulerWorker(store, lambda message: release.wait(5), config)
+signal.signal(signal.SIGUSR1, lambda signum, frame: worker.abort())
+raised = []
+
+def profile(frame, event, arg):
+    # the signal arrives while the watcher (this thread) looks at the deadline of
+    # the call in flight, inside the run's lock
+    if event == "c_call" and frame.f_code.co_name == "give_up" and not raised:
+        raised.append(1)
+        signal.raise_signal(signal.SIGUSR1)
+
+sys.setprofile(profile)
+worker.run()
+sys.setprofile(None)
+release.set()
+snap = store.list_schedules()[0]
+print("returned", bool(raised), snap.attempts, (snap.last_error or "").split(":")[0])
+"""
+
+
+def test_abort_from_a_signal_handler_while_run_in_the_main_thread_checks_a_deadline() -> None:
+    """README: abort() is safe from a signal handler. With run() in the main thread the
+    handler runs on the watcher, which may be inside a run's lock at that moment."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _ABORT_IN_HANDLER],
+            capture_output=True,
+            text=True,
+            timeout=8,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("run() deadlocked: abort() from the signal handler never returned")
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    assert words[:3] == ["returned", "True", "1"]  # the signal came; the call failed once
+    assert words[3] in ("DispatchError", "TimeoutError")  # abandoned or timed out: settled
