@@ -9,8 +9,10 @@
   ``dispatch_timeout``, counted from the end of the call before it.
 - :meth:`SinkRunner.run_batch_here` (the thread loop, :mod:`hexeract_lite.watched`):
   the same calls on the loop's own thread, which another thread watches
-  (:meth:`SinkRunner.give_up`) with the same timeouts, so a batch costs no
-  hand-off between threads; a call given up on leaves its loop thread behind instead.
+  (:meth:`SinkRunner.give_up`), so a batch costs no hand-off between threads; each
+  call's ``dispatch_timeout`` counts from when it is handed to the sink (the loop's own
+  code before it is never a timed-out dispatch); a call given up on leaves its loop
+  thread behind instead.
 - :meth:`SinkRunner.run_batch_async` (``run_async``): an async sink is awaited on the
   running loop under the timeout (cancelled when it runs out); a sync one runs on the
   helper thread, and an awaitable it returns is awaited on the loop within the same
@@ -249,6 +251,7 @@ class _BatchRun:
 
     __slots__ = (
         "_abandoned",
+        "_call_started",
         "_done",
         "_interrupted",
         "_items",
@@ -287,6 +290,8 @@ class _BatchRun:
         self._abandoned = False
         self._interrupted = False
         self._started = time.monotonic()
+        self._call_started = self._started
+        """When the call in flight was handed to the sink (its deadline, watched)."""
         self.in_flight = False
         """True while an item has been handed to the sink and has not returned."""
         self.given_up: _Wait | None = None
@@ -304,11 +309,12 @@ class _BatchRun:
             except BaseException as exc:  # e.g. a clock that fails: this item fails
                 result = DispatchResult.failed(exc)
             if result is None:
+                began = time.monotonic()
                 with lock:
                     if self._abandoned:
                         return  # given up before this item was handed to the sink
                     self.in_flight = True
-                began = time.monotonic()
+                    self._call_started = began
                 try:
                     if in_transaction is not None:  # a transactional sink acknowledges itself
                         result = in_transaction(occ)
@@ -349,9 +355,10 @@ class _BatchRun:
 
     def give_up(self, timeout: float) -> tuple[_Wait | None, float]:
         """From the watcher of a run on a loop thread: abandon the run now if it was
-        interrupted while unfinished (:data:`_Wait.INTERRUPTED`) or if no call finished
-        within ``timeout`` seconds of the previous one (:data:`_Wait.TIMED_OUT`), as
-        :meth:`wait` would; else ``(None, seconds until that deadline)``. Once
+        interrupted while unfinished (:data:`_Wait.INTERRUPTED`) or if the call in
+        flight has not returned within ``timeout`` seconds of being handed to the sink
+        (:data:`_Wait.TIMED_OUT`); else ``(None, seconds until that deadline)`` (with
+        no call in flight, ``timeout``: a call handed over meanwhile ends later). Once
         abandoned, the loop thread hands nothing more to the sink and records nothing:
         the watcher owns the rest of the batch (``results`` is final)."""
         with self._lock:
@@ -361,7 +368,9 @@ class _BatchRun:
                 self._abandoned = True
                 self.given_up = _Wait.INTERRUPTED
                 return _Wait.INTERRUPTED, 0.0
-            left = self._started + timeout - time.monotonic()
+            if not self.in_flight:  # the loop's own code (a turn, a log handler) is slow
+                return None, timeout
+            left = self._call_started + timeout - time.monotonic()
             if left <= 0:
                 self._abandoned = True
                 self.given_up = _Wait.TIMED_OUT

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -194,3 +195,42 @@ def test_abort_from_a_signal_handler_while_run_in_the_main_thread_checks_a_deadl
     words = done.stdout.split()
     assert words[:3] == ["returned", "True", "1"]  # the signal came; the call failed once
     assert words[3] in ("DispatchError", "TimeoutError")  # abandoned or timed out: settled
+
+
+def test_a_loop_thread_slow_before_it_calls_the_sink_is_not_a_timed_out_dispatch() -> None:
+    """dispatch_timeout bounds the sink's call. A loop thread held up before it hands
+    the occurrence to the sink (here a slow log handler on its 'dispatching' record)
+    used to be given up on at the deadline: the occurrence was recorded as a
+    TimeoutError ('its thread ... keeps running until the sink returns'), an attempt
+    spent, though the sink never saw it."""
+    store = InMemoryScheduleStore()
+    slow, other = due(2), due(1)
+    store.insert_many([slow, other], 3)
+    sink = Hanging()
+    held: list[str] = []
+
+    class SlowHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "dispatching" in record.getMessage() and str(slow.schedule_id) in (
+                record.getMessage()
+            ):
+                held.append(threading.current_thread().name)
+                time.sleep(0.5)  # past dispatch_timeout (0.2 s), before the sink is called
+
+    logger = logging.getLogger("hexeract_lite.worker")
+    handler, level = SlowHandler(logging.DEBUG), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        with SchedulerWorker(store, sink, TIMEOUT).start() as handle:
+            deadline = time.monotonic() + 5
+            while len(sink.calls) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert not handle.is_alive and held
+    snap = store.inspect(slow.schedule_id)
+    assert snap is not None
+    assert (snap.status.value, snap.attempts, snap.last_error) == ("delivered", 1, None)
+    assert sorted(map(str, sink.calls)) == sorted([str(slow.schedule_id), str(other.schedule_id)])
