@@ -341,6 +341,8 @@ class SchedulerWorker:
         self._runner = SinkRunner(self.sink, timeout, self._aborting)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
+        self._loop_thread = threading.local()
+        """``on`` is True on the thread loop's own threads (see :meth:`in_loop_thread`)."""
         self._stopper: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
@@ -886,6 +888,7 @@ class SchedulerWorker:
         watcher: Callable[[], None] | None = None,
         resume: Resume | None = None,
     ) -> None:
+        self._loop_thread.on = True
         changes = self._changes
         pacer = Pacer(self.clock, self.config, self._data_version is not None)
         fuse = self.store.fuses_settle_and_claim
@@ -955,6 +958,11 @@ class SchedulerWorker:
     def _committed_since(self, seen: int | None) -> bool:
         """With a ``data_version()`` store: did any connection commit since ``seen``."""
         return self._data_version is not None and self._read_data_version() != seen
+
+    def in_loop_thread(self) -> bool:
+        """True on a thread of this worker's thread loop (a sink or hook called by
+        :meth:`run` or :meth:`start`): waiting there for the loop to end never ends."""
+        return getattr(self._loop_thread, "on", False) is True
 
     def start(self, *, name: str = "hexeract-worker") -> WorkerHandle:
         """Run :meth:`run` on a new daemon thread; the handle stops it.
@@ -1087,7 +1095,8 @@ class WorkerHandle:
 
         The occurrence in hand is finished and settled first, the rest of its batch
         released. Returns True when the thread has ended. (``worker.abort()`` stops it
-        without waiting for the occurrence in hand.)
+        without waiting for the occurrence in hand.) Called from the worker's own sink
+        or hook, it only asks, and returns False: the loop stops once they return.
         """
         if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta | None):
             raise InvalidArgument(
@@ -1099,7 +1108,7 @@ class WorkerHandle:
             changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
         if isinstance(timeout, timedelta):
             timeout = timeout.total_seconds()
-        if self.thread.ident != threading.get_ident():
+        if self.thread.ident != threading.get_ident() and not self.worker.in_loop_thread():
             self.thread.join(timeout)
         return not self.thread.is_alive()
 

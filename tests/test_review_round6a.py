@@ -19,6 +19,8 @@ from hexeract_lite import (
     SchedulerWorkerConfig,
     Target,
 )
+from hexeract_lite.hooks import Delivered, WorkerEvent
+from hexeract_lite.worker import WorkerHandle
 
 TIMEOUT = SchedulerWorkerConfig(
     dispatch_timeout=timedelta(milliseconds=200),
@@ -234,3 +236,44 @@ def test_a_loop_thread_slow_before_it_calls_the_sink_is_not_a_timed_out_dispatch
     assert snap is not None
     assert (snap.status.value, snap.attempts, snap.last_error) == ("delivered", 1, None)
     assert sorted(map(str, sink.calls)) == sorted([str(slow.schedule_id), str(other.schedule_id)])
+
+
+@pytest.mark.parametrize("where", ["hook", "sink"])
+def test_handle_stop_from_the_workers_own_hook_or_sink_returns_and_the_worker_stops(
+    where: str,
+) -> None:
+    """A hook ran on start()'s thread, where stop() does not wait for itself (False at
+    once); hooks and the sink now run on the loop thread, where stop() waited for the
+    loop to end, which waited for the hook: for ever."""
+    store = InMemoryScheduleStore()
+    first, second = due(2), due(1)
+    store.insert_many([first, second], 3)
+    handles: list[WorkerHandle] = []
+    returned: list[bool] = []
+    ready = threading.Event()
+
+    def stop_here() -> None:
+        ready.wait(2)
+        if not returned:
+            returned.append(handles[0].stop())
+
+    def hook(event: WorkerEvent) -> None:
+        if where == "hook" and isinstance(event, Delivered):
+            stop_here()
+
+    def sink(message: ScheduledMessage) -> None:
+        if where == "sink":
+            stop_here()
+
+    config = SchedulerWorkerConfig(batch_size=1, dispatch_timeout=timedelta(seconds=5))
+    handles.append(SchedulerWorker(store, sink, config, hooks=[hook]).start())
+    ready.set()
+    handles[0].thread.join(3)
+    alive = handles[0].is_alive
+    if alive:  # unblock the test process: the stop that waits cannot be undone
+        handles[0].worker.abort()
+    assert not alive and returned == [False]
+    snap = store.inspect(first.schedule_id)
+    assert snap is not None and snap.status.value == "delivered"  # the call in hand finished
+    rest = store.inspect(second.schedule_id)
+    assert rest is not None and rest.attempts == 0  # never claimed, or released
