@@ -342,7 +342,7 @@ class SchedulerWorker:
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
         self._loop_thread = threading.local()
-        """``on`` is True on the thread loop's own threads (see :meth:`in_loop_thread`)."""
+        """``on`` is True on the thread loop's own threads (see :meth:`_in_loop_thread`)."""
         self._stopper: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
@@ -959,7 +959,7 @@ class SchedulerWorker:
         """With a ``data_version()`` store: did any connection commit since ``seen``."""
         return self._data_version is not None and self._read_data_version() != seen
 
-    def in_loop_thread(self) -> bool:
+    def _in_loop_thread(self) -> bool:
         """True on a thread of this worker's thread loop (a sink or hook called by
         :meth:`run` or :meth:`start`): waiting there for the loop to end never ends."""
         return getattr(self._loop_thread, "on", False) is True
@@ -1108,7 +1108,7 @@ class WorkerHandle:
             changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
         if isinstance(timeout, timedelta):
             timeout = timeout.total_seconds()
-        if self.thread.ident != threading.get_ident() and not self.worker.in_loop_thread():
+        if self.thread.ident != threading.get_ident() and not self.worker._in_loop_thread():
             self.thread.join(timeout)
         return not self.thread.is_alive()
 
