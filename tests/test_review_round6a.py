@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -277,3 +279,34 @@ def test_handle_stop_from_the_workers_own_hook_or_sink_returns_and_the_worker_st
     assert snap is not None and snap.status.value == "delivered"  # the call in hand finished
     rest = store.inspect(second.schedule_id)
     assert rest is not None and rest.attempts == 0  # never claimed, or released
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux only")
+def test_a_commit_shown_while_the_waiter_looks_is_not_missed(tmp_path: Path) -> None:
+    """The next wait after a stale mark looks first, then counts itself as waiting. A
+    commit that shows after its look, and whose WAL rechecks all fell before it
+    counted itself, was marked stale again and nobody looked: the waiter slept its
+    whole timeout (a worker: until its data_version poll)."""
+    from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+    db = tmp_path / "w.db"
+    with SqliteScheduleStore.open(db) as store, SqliteScheduleStore.open(db) as other:
+        assert store.claim_due(datetime.now(UTC), 10, timedelta(seconds=30)) == []
+        look = store.changes.look
+        assert look is not None
+        commits: list[int] = []
+
+        def look_then_another_commits() -> object:
+            found = look()
+            if not commits:
+                commits.append(1)
+                other.insert(due(0), 3)  # another connection commits right after the look
+                time.sleep(0.1)  # its WAL write's rechecks (15 ms) are over
+            return found
+
+        store.changes.look = look_then_another_commits
+        store.changes.mark_stale()
+        version = store.changes.version()
+        started = time.monotonic()
+        assert store.changes.wait(version, 1.5), "the commit was not signalled"
+        assert time.monotonic() - started < 1 and commits == [1]

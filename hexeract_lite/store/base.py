@@ -161,14 +161,16 @@ class ChangeSignal:
         :meth:`mark_stale`, it first looks for another process's commit (:attr:`look`).
         """
         look = self.look
-        if self._stale and look is not None:
-            self._stale = False
-            look()
         with self._cond:
-            self._waiting += 1
-            try:
+            self._waiting += 1  # first: a commit noticed during the look is looked at
+        try:
+            if self._stale and look is not None:
+                self._stale = False
+                look()
+            with self._cond:
                 return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
-            finally:
+        finally:
+            with self._cond:
                 self._waiting -= 1
 
     def waiting(self) -> bool:
