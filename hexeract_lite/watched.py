@@ -4,7 +4,7 @@
 :class:`LoopThread` that calls the sink itself, so a batch costs no hand-off between
 threads (on a machine whose idle cores sleep, waking another thread for every batch
 cost as much as the batch's own Python). The calling thread watches it: it sleeps until
-the deadline of the call in flight (``dispatch_timeout`` after the previous call ended),
+the deadline of the call in flight (``dispatch_timeout`` after it was handed to the sink),
 and is woken only when the loop ends or is interrupted. When a call runs past its
 deadline, or the worker is interrupted while one runs, the watcher gives up on the loop
 thread (Python cannot stop it: it keeps running until the sink returns, then ends
