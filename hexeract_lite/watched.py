@@ -20,6 +20,7 @@ that, called again, it carries on where it was. The rest of the loop is a
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -96,7 +97,9 @@ class Handover:
 
 class LoopThread:
     """A daemon thread running ``target(resume)`` (the loop) once it has taken
-    ``handover``; ``wake`` is set when it has taken it and when it ends.
+    ``handover``, in a copy of ``context`` (that of the thread that called ``run()``,
+    as ``asyncio.to_thread`` does for ``run_async``'s hooks); ``wake`` is set when it
+    has taken it and when it ends.
 
     ``error``: what ended it, if anything did (re-raised by the watcher). A thread whose
     batch the watcher took over (:class:`~.dispatch.LoopAbandoned`) ends silently and
@@ -104,7 +107,7 @@ class LoopThread:
     finds ``handover`` taken ends at once.
     """
 
-    __slots__ = ("ended", "error", "handover", "thread", "wake")
+    __slots__ = ("context", "ended", "error", "handover", "thread", "wake")
 
     def __init__(
         self,
@@ -112,11 +115,13 @@ class LoopThread:
         name: str,
         wake: Wake,
         handover: Handover,
+        context: contextvars.Context,
     ) -> None:
         self.ended = False
         self.error: BaseException | None = None
         self.wake = wake
         self.handover = handover
+        self.context = context.copy()  # a context runs on one thread at a time
         self.thread = threading.Thread(target=self._main, args=(target,), name=name, daemon=True)
 
     def start(self) -> None:
@@ -128,7 +133,7 @@ class LoopThread:
             return
         self.wake.set()
         try:
-            target(self.handover.resume)
+            self.context.run(target, self.handover.resume)
         except LoopAbandoned:
             return
         except BaseException as exc:  # handed to the watcher, which raises it

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import math
@@ -822,11 +823,12 @@ class SchedulerWorker:
         wake = Wake()
         name = f"{threading.current_thread().name}-loop"
         target = functools.partial(self._loop, stop, wake.set)
+        context = contextvars.copy_context()  # hooks ran in this thread's context
         watch = _Watch()
         interruption: Interruption = None
         while True:
             try:
-                loop = self._watch(watch, target, name, wake, interruption)
+                loop = self._watch(watch, (target, name, wake, context), interruption)
                 break
             except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
                 if interruption is not None:
@@ -842,9 +844,7 @@ class SchedulerWorker:
     def _watch(
         self,
         watch: _Watch,
-        target: Callable[[Resume | None], None],
-        name: str,
-        wake: Wake,
+        loops: tuple[Callable[[Resume | None], None], str, Wake, contextvars.Context],
         interruption: Interruption,
     ) -> LoopThread:
         """Until the loop ends (returned): start the loop thread of the current
@@ -852,7 +852,7 @@ class SchedulerWorker:
         over (a new :class:`~.watched.Handover`) when that call ran past it or was
         interrupted. Interrupted anywhere, it carries on from ``watch`` when called
         again."""
-        runner = self._runner
+        runner, (target, name, wake, context) = self._runner, loops
         while True:
             handover, run = watch.handover, watch.run
             if run is not None and run.given_up is not None and handover.source is not run:
@@ -866,7 +866,7 @@ class SchedulerWorker:
             loop = handover.owner
             if loop is None:  # not started, or not yet running
                 if not handover.launched:
-                    LoopThread(target, name, wake, handover).start()
+                    LoopThread(target, name, wake, handover, context).start()
                     handover.launched = True
                 wake.wait(STOP_CHECK_S)  # set when it has taken the handover
                 continue

@@ -310,3 +310,31 @@ def test_a_commit_shown_while_the_waiter_looks_is_not_missed(tmp_path: Path) -> 
         started = time.monotonic()
         assert store.changes.wait(version, 1.5), "the commit was not signalled"
         assert time.monotonic() - started < 1 and commits == [1]
+
+
+def test_hooks_and_the_loop_see_the_context_of_the_thread_that_called_run() -> None:
+    """Hooks ran on run()'s calling thread, in its contextvars context (a tracing span,
+    structlog's bound values): they still see it on the loop thread, as run_async's
+    hooks do on asyncio.to_thread."""
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+    store = InMemoryScheduleStore()
+    store.insert(due(1), 3)
+    seen: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def hook(event: WorkerEvent) -> None:
+        if isinstance(event, Delivered):
+            seen.append(("hook", var.get()))
+            stop.set()
+
+    def sink(message: ScheduledMessage) -> None:
+        seen.append(("sink", var.get()))
+
+    token = var.set("caller")
+    try:
+        SchedulerWorker(store, sink, TIMEOUT, hooks=[hook]).run(stop)
+    finally:
+        var.reset(token)
+    assert seen == [("sink", "caller"), ("hook", "caller")]
