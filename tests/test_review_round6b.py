@@ -201,3 +201,22 @@ def test_a_payload_whose_repr_raises_is_refused_as_invalid_message(
     with pytest.raises(InvalidMessage, match="payload is not JSON-serialisable") as info:
         encode_payload(payload)
     assert shown in str(info.value)
+
+
+# --- 5. negative zero: JSONB's numeric has none -----------------------------------------
+
+
+def test_ensure_of_a_payload_with_negative_zero_is_unchanged_on_every_store(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """PostgreSQL stores ``-0.0`` as ``0.0`` (numeric has no negative zero), so ensure
+    compared ``-0.0`` with ``0.0`` as text and said UPDATED, a write at every start (the
+    fault the exponent-form floats had); update in place wrote it again each time."""
+    control = SchedulerControl(store)
+    args: dict[str, Any] = {"cron": "@daily", "event_type": "t.x", "payload": {"z": -0.0}}
+    assert control.ensure("app.zero", **args) is EnsureResult.CREATED
+    assert control.ensure("app.zero", **args) is EnsureResult.UNCHANGED
+    assert control.update("app.zero", payload={"z": [-0.0]})
+    assert not control.update("app.zero", payload={"z": [-0.0]})
+    snap = control.inspect(name_id("app.zero"))
+    assert snap is not None and json.loads(snap.payload_json) == {"z": [0.0]}
