@@ -4,7 +4,6 @@ every store where a store is involved."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import threading
@@ -112,8 +111,9 @@ json_values = st.recursive(
     | st.integers(min_value=-(10**40), max_value=10**40)
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -220,3 +220,41 @@ def test_ensure_of_a_payload_with_negative_zero_is_unchanged_on_every_store(
     assert not control.update("app.zero", payload={"z": [-0.0]})
     snap = control.inspect(name_id("app.zero"))
     assert snap is not None and json.loads(snap.payload_json) == {"z": [0.0]}
+
+
+def test_a_deeply_nested_payloads_big_floats_stay_floats_on_every_store(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """jsonb_text rewrote the payload recursively (two frames a level): a float written
+    with an exponent a few hundred levels down, which the payload's own encoding takes,
+    hit the recursion limit and was sent as it was, so PostgreSQL gave back the int."""
+    from hexeract_lite import ScheduledMessage, Target
+
+    payload: Any = {"f": 1e20, "s": "1e+20"}
+    for _ in range(600):
+        payload = [payload]
+    msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", payload)
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, timedelta(seconds=30))
+    inner = occ.message.payload
+    for _ in range(600):
+        [inner] = inner
+    assert repr(inner) == repr({"f": 1e20, "s": "1e+20"})
+
+
+@pytest.mark.parametrize(
+    ("text", "sent"),
+    [
+        ('{"a":1e+20}', '{"a":100000000000000000000.0}'),
+        ('["1e+20",1E20,-2.5e+16]', '["1e+20",100000000000000000000.0,-25000000000000000.0]'),
+        ('{"k\\"1e+5":"x\\\\",  "v": 1.5e3}', '{"k\\"1e+5":"x\\\\",  "v": 1500.0}'),
+        ("[1e-7,100000000000000000000,0.5]", "[1e-7,100000000000000000000,0.5]"),
+        ('{"a1e+5": 5}', '{"a1e+5": 5}'),
+        ("[1e400]", "[1e400]"),
+        ("[0.000001e+1, 0e5]", "[1e-05, 0.0]"),
+        ('["\u2028\\n\\\\\\"1e+9", 2e+0]', '["\u2028\\n\\\\\\"1e+9", 2.0]'),
+    ],
+)
+def test_jsonb_text_rewrites_only_exponent_form_numbers(text: str, sent: str) -> None:
+    assert jsonb_text(text) == sent
+    assert json.loads(sent) == json.loads(text) or text == "[1e400]"
