@@ -258,3 +258,56 @@ def test_a_deeply_nested_payloads_big_floats_stay_floats_on_every_store(
 def test_jsonb_text_rewrites_only_exponent_form_numbers(text: str, sent: str) -> None:
     assert jsonb_text(text) == sent
     assert json.loads(sent) == json.loads(text) or text == "[1e400]"
+
+
+def _typed(value: Any) -> Any:
+    """A JSON value as comparable data: types kept (1 is not 1.0), object keys in
+    order, negative zero as zero (PostgreSQL's numeric has none)."""
+    if isinstance(value, float):
+        return ("float", value.hex() if value else "0x0.0p+0")
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return (type(value).__name__, value)
+    if isinstance(value, list):
+        return [_typed(item) for item in value]
+    return sorted((key, _typed(item)) for key, item in value.items())
+
+
+finite_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e16, -2e16, 1.7976931348623157e308, 5e-324, 1e-7, 123456789.0])
+    | st.text(alphabet=st.sampled_from("ae+-1.0E\"\\ \u00e9\u2028x"), max_size=8),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    max_leaves=12,
+)
+
+
+@pytest.fixture(scope="module")
+def pg_store() -> Any:
+    from tests.pg import open_scratch_store, server
+
+    if server()[0] is None:
+        pytest.skip("no PostgreSQL server")
+    store = open_scratch_store()
+    yield store
+    store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(finite_json, min_size=1, max_size=15))
+def test_postgres_gives_back_every_payload_as_written(pg_store: Any, payloads: list[Any]) -> None:
+    """Through the real server: every JSON value (floats of any exponent, ints as big
+    as floats, strings full of digits and exponents, nesting) comes back the same
+    value of the same types."""
+    from hexeract_lite import ScheduledMessage, Target
+
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    messages = [ScheduledMessage.delay(Target.mediator(), at, "t.x", p) for p in payloads]
+    pg_store.insert_many(messages, 5)
+    for message, payload in zip(messages, payloads, strict=True):
+        snap = pg_store.inspect(message.schedule_id)
+        assert snap is not None
+        assert _typed(json.loads(snap.payload_json)) == _typed(payload)
