@@ -312,3 +312,15 @@ def test_postgres_gives_back_every_payload_as_written(pg_store: Any, payloads: l
         snap = pg_store.inspect(message.schedule_id)
         assert snap is not None
         assert _typed(json.loads(snap.payload_json)) == _typed(payload)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(finite_json, st.sampled_from([None, 0, 2]), st.booleans())
+def test_jsonb_text_reads_any_layout_of_json(
+    payload: Any, indent: int | None, escaped: bool
+) -> None:
+    """An imported row's payload text may be laid out otherwise (spaces, newlines,
+    escaped non-ASCII): only its exponent-form numbers change."""
+    text = json.dumps(payload, indent=indent, ensure_ascii=escaped)
+    sent = jsonb_text(text)
+    assert repr(json.loads(sent)) == repr(json.loads(text))
