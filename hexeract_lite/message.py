@@ -123,11 +123,23 @@ class Target:
 
 def _show(value: object) -> str:
     """``repr(value)`` cut to 200 characters, for an error message; a value nested too
-    deeply for ``repr`` is shown to a few levels (``[[[[[[...]]]]]]``)."""
+    deeply for ``repr`` is shown to a few levels (``[[[[[[...]]]]]]``), and one whose
+    ``repr`` raises (an int past Python's digit limit, an object's own ``__repr__``)
+    by its type."""
     try:
         return f"{value!r:.200}"
     except RecursionError:
+        pass
+    except Exception:
+        return _unshown(value)
+    try:
         return f"{reprlib.repr(value):.200}"
+    except Exception:
+        return _unshown(value)
+
+
+def _unshown(value: object) -> str:
+    return f"<{type(value).__name__} that repr() cannot show>"
 
 
 def _too_deep(what: str) -> InvalidMessage:

@@ -94,7 +94,16 @@ class Change:
 
 
 def _canonical(payload_json: str) -> str:
-    return json.dumps(json.loads(payload_json), sort_keys=True, separators=(",", ":"))
+    """The payload's JSON value as comparable text: keys sorted, and a negative zero
+    read as zero (PostgreSQL's ``numeric`` has no negative zero: ``-0.0`` comes back
+    ``0.0``, which must not read as a change at every ``ensure``)."""
+    value = json.loads(payload_json, parse_float=_unsigned_zero)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _unsigned_zero(text: str) -> float:
+    value = float(text)
+    return value if value else 0.0
 
 
 def _is_leased(row: ScheduleRecord, now: datetime) -> bool:

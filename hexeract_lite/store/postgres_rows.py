@@ -10,6 +10,7 @@ years 1-9999 such as ``'infinity'``), naming the column.
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -119,6 +120,9 @@ def _load_leniently(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]] | None:
 _EXPONENT_FORM = re.compile(r"\d[eE]\+?\d")
 """A number written with a non-negative exponent (``1e+20``, ``1.5E3``)."""
 
+_STRING_OR_BIG = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?[eE]\+?\d+', re.DOTALL)
+"""A JSON string (kept as it is), or a number written with a non-negative exponent."""
+
 
 def jsonb_text(payload_json: str) -> str:
     """The payload text to bind for the ``JSONB`` column: the same JSON value, with
@@ -128,31 +132,24 @@ def jsonb_text(payload_json: str) -> str:
     exponent (``json.dumps`` writes floats from 1e16 up that way) is stored without a
     fraction: read back it would be an int, ``10**20`` for ``1e20``, and for most
     such floats not even an equal number (``1.23456789012345e25`` comes back
-    ``12345678901234500000000000``). Such a float is sent as its exact integer value
-    with ``.0``, which ``numeric`` keeps, so it decodes to the same float. Any other
-    text (the common case, checked by a scan) is sent as it is."""
+    ``12345678901234500000000000``). Such a number (outside strings, at any depth) is
+    sent as the float JSON reads it, written as its exact integer value with ``.0``,
+    which ``numeric`` keeps, so it decodes to the same float; one too big for a float
+    is sent as it is (the server decides). Any other text is sent as it is."""
     if not _EXPONENT_FORM.search(payload_json):
         return payload_json
-    try:
-        return _float_kept(json.loads(payload_json))
-    except (ValueError, RecursionError, OverflowError):  # the server decides, as before
-        return payload_json
+    return _STRING_OR_BIG.sub(_float_kept, payload_json)
 
 
-def _float_kept(value: object) -> str:
-    if isinstance(value, float):
-        text = repr(value)
-        if "e+" in text:
-            return f"{int(value)}.0"  # OverflowError for inf: the caller keeps the text
-        if text in ("inf", "-inf", "nan"):
-            raise ValueError(text)
-        return text
-    if isinstance(value, dict):
-        items = (json.dumps(key) + ":" + _float_kept(item) for key, item in value.items())
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_float_kept(item) for item in value) + "]"
-    return json.dumps(value)
+def _float_kept(match: re.Match[str]) -> str:
+    token = match.group()
+    if token.startswith('"'):
+        return token
+    value = float(token)
+    if math.isinf(value):
+        return token
+    text = repr(value)
+    return f"{int(value)}.0" if "e+" in text else text
 
 
 def _canonical_json(text: str) -> str:
