@@ -539,17 +539,34 @@ class SinkRunner:
             results += run.results
             if state is _Wait.FINISHED:
                 break
-            if state is _Wait.TIMED_OUT:
-                self._drop_dispatcher(self._why_abandoned(timed_out=True))
-                timed_out = self._timed_out(_ABANDONED_THREAD)
-                results.append(DispatchResult.failed(timed_out, self._timeout))
-                continue
-            if run.in_flight:
-                self._drop_dispatcher(self._why_abandoned())
-                error = interruption if interruption is not None else abandoned_error()
-                results.append(DispatchResult.failed(error))
-            results += [NOT_DISPATCHED] * (len(batch) - len(results))
+            why = self._thread_lost(run, state)
+            if why is not None:
+                self._drop_dispatcher(why)
+            results += self._given_up_tail(run, state, interruption)
         return results, interruption
+
+    def _thread_lost(self, run: _BatchRun, state: _Wait) -> str | None:
+        """Why the thread running ``run`` is left behind now that it was given up on
+        (``state``): a call ran past the timeout, or one was in flight at the
+        interruption; None when no call was in flight (the thread is free)."""
+        if state is _Wait.TIMED_OUT:
+            return self._why_abandoned(timed_out=True)
+        return self._why_abandoned() if run.in_flight else None
+
+    def _given_up_tail(
+        self, run: _BatchRun, state: _Wait, interruption: Interruption
+    ) -> list[DispatchResult]:
+        """The results that follow ``run.results`` once ``run`` was given up on
+        (``state``): after a timeout, the call that ran past it, failed (the rest of
+        its items is still to dispatch); after an interruption, the call in flight,
+        failed, then every item left, released undispatched."""
+        if state is _Wait.TIMED_OUT:
+            return [DispatchResult.failed(self._timed_out(_ABANDONED_THREAD), self._timeout)]
+        tail: list[DispatchResult] = []
+        if run.in_flight:
+            error = interruption if interruption is not None else abandoned_error()
+            tail.append(DispatchResult.failed(error))
+        return tail + [NOT_DISPATCHED] * (len(run._items) - len(run.results) - len(tail))
 
     # -- the watched way (the thread loop)
 
@@ -604,23 +621,16 @@ class SinkRunner:
         after a timeout, up to the call that timed out (the rest is still to
         dispatch); after an interruption, one per item (the rest released). Writes
         nothing: the watcher may compute it again."""
-        results = list(run.results)
-        if run.given_up is _Wait.TIMED_OUT:
-            results.append(DispatchResult.failed(self._timed_out(_ABANDONED_THREAD), self._timeout))
-            return results
-        if run.in_flight:
-            error = interruption if interruption is not None else abandoned_error()
-            results.append(DispatchResult.failed(error))
-        results += [NOT_DISPATCHED] * (len(run._items) - len(results))
-        return results
+        assert run.given_up is not None
+        return run.results + self._given_up_tail(run, run.given_up, interruption)
 
     def log_given_up(self, run: _BatchRun, thread: str) -> None:
         """Log a call in flight that :meth:`give_up` abandoned (as :meth:`run_batch`
         logs it)."""
-        if run.given_up is _Wait.TIMED_OUT:
-            log.warning(_ABANDONED_LOG, self._why_abandoned(timed_out=True), thread)
-        elif run.in_flight:
-            log.warning(_ABANDONED_LOG, self._why_abandoned(), thread)
+        assert run.given_up is not None
+        why = self._thread_lost(run, run.given_up)
+        if why is not None:
+            log.warning(_ABANDONED_LOG, why, thread)
 
     # -- the asyncio way
 
