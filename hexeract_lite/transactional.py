@@ -128,25 +128,7 @@ class TransactionalSink:
     ) -> BoundTransactionalSink:
         """The sink as a worker on ``store`` runs it. Raises
         :class:`InvalidConfiguration` for a store that has no shared transactions."""
-        from .store.sqlite import SqliteScheduleStore
-
-        runner: Any
-        if isinstance(store, SqliteScheduleStore):
-            from .store.sqlite_tx import SqliteTransactionRunner
-
-            runner = SqliteTransactionRunner(store, self.handler, clock, policy, timeout)
-        else:
-            try:
-                from .store.postgres import PostgresScheduleStore
-            except ImportError:  # pragma: no cover - psycopg not installed
-                PostgresScheduleStore = None  # type: ignore[assignment,misc]
-            if PostgresScheduleStore is None or not isinstance(store, PostgresScheduleStore):
-                raise InvalidConfiguration(
-                    f"a TransactionalSink needs a SQLite or PostgreSQL store, got {store!r}"
-                )
-            from .store.postgres_tx import PostgresTransactionRunner
-
-            runner = PostgresTransactionRunner(store, self.handler, clock, policy, timeout)
+        runner = store.transaction_runner(self.handler, clock, policy, timeout)
         return BoundTransactionalSink(self, runner)
 
     def __repr__(self) -> str:

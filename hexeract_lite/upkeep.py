@@ -132,11 +132,8 @@ class Progress:
 def checkpoint_after_burst(store: ScheduleStore) -> None:
     """A burst of work just ended: a store with ``checkpoint()`` (SQLite) folds its WAL
     into the file, so the WAL does not stay at megabytes; an error is logged only."""
-    checkpoint = getattr(store, "checkpoint", None)
-    if not callable(checkpoint):
-        return
     try:
-        checkpoint()
+        store.checkpoint()
     except Exception:
         log.warning("checkpoint after a burst failed", exc_info=True)
 

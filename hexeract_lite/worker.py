@@ -73,7 +73,7 @@ from typing import Any
 import attrs
 
 from ._log import package_logger
-from .clock import SYSTEM_CLOCK, Clock
+from .clock import Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import Interruption, SinkRunner, log_occurrence, take_turn
 from .errors import InvalidArgument, InvalidConfiguration
@@ -216,11 +216,6 @@ def _warn_left_to_expiry(left: int) -> None:
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
 
 
-def _store_clock(store: ScheduleStore) -> Clock:
-    clock = getattr(store, "clock", None)
-    return clock if isinstance(clock, Clock) else SYSTEM_CLOCK
-
-
 def _moved(before: int | None, seen: int | None) -> bool:
     """Another connection committed between two readings of ``data_version()`` (an
     unknown reading counts as none)."""
@@ -324,15 +319,15 @@ class SchedulerWorker:
         self.store = store
         self.sink: ScheduleSink = sink  # type: ignore[assignment]
         self.config = config
-        self.clock: Clock = clock if clock is not None else _store_clock(store)
+        self.clock: Clock = clock if clock is not None else store.clock
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
-        data_version = getattr(store, "data_version", None)
-        self._data_version: Callable[[], int] | None = (
-            data_version if callable(data_version) else None
+        self._data_version: Callable[[], int | None] | None = (
+            store.data_version
+            if type(store).data_version is not ScheduleStore.data_version
+            else None
         )
-        changes = getattr(store, "changes", None)
-        self._changes: ChangeSignal | None = changes if isinstance(changes, ChangeSignal) else None
+        self._changes: ChangeSignal = store.changes
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
         if isinstance(self.sink, TransactionalSink):
@@ -944,14 +939,14 @@ class SchedulerWorker:
             log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
 
     def _next_wakeup(self) -> datetime | None:
-        next_wakeup = getattr(self.store, "next_wakeup", None)
-        return next_wakeup() if callable(next_wakeup) else None
+        return self.store.next_wakeup()
 
     def _read_data_version(self) -> int | None:
         if self._data_version is None:
             return None
         try:
-            return int(self._data_version())
+            version = self._data_version()
+            return None if version is None else int(version)
         except Exception:  # unknown: the next comparison differs and a cycle runs
             return None
 
@@ -1103,9 +1098,7 @@ class WorkerHandle:
                 f"stop's timeout must be seconds or a timedelta (or None), got {timeout!r:.100}"
             )
         self._stop.set()
-        changes = getattr(self.worker.store, "changes", None)
-        if changes is not None:
-            changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
+        self.worker.store.changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
         if isinstance(timeout, timedelta):
             timeout = timeout.total_seconds()
         if self.thread.ident != threading.get_ident() and not self.worker._in_loop_thread():

@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 import attrs
 
 from .._time import MIN_LEASE, lease_too_short, to_utc_ms
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
@@ -750,6 +751,47 @@ class ScheduleStore(abc.ABC):
         import raises :class:`NotImplementedError` (the default).
         """
         raise NotImplementedError(f"{type(self).__name__} cannot import records")
+
+    # -- optional capabilities (each with a default for a store without it) --
+
+    @property
+    def clock(self) -> Clock:
+        """Where the store reads "now" from. The default is the system clock."""
+        return SYSTEM_CLOCK
+
+    def data_version(self) -> int | None:
+        """A number that changes when another connection commits to the database, or
+        None when the store cannot tell (the default). A worker polls it to notice
+        other processes' changes within its poll interval."""
+        return None
+
+    def checkpoint(self) -> bool:
+        """Fold the store's write-ahead log into its file; True if it did. The default
+        does nothing (False)."""
+        return False
+
+    def vacuum(self) -> None:
+        """Give the database's free pages back to the file system. A store without it
+        raises :class:`InvalidArgument` (the default)."""
+        raise InvalidArgument(
+            f"vacuum is for SQLite files ({type(self).__name__} has none); PostgreSQL's"
+            " autovacuum reclaims space itself"
+        )
+
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+    ) -> Any:
+        """What runs a :class:`~hexeract_lite.transactional.TransactionalSink`'s handler
+        and the acknowledgement in one transaction on this store's database (an object
+        with ``run(occurrence) -> DispatchResult`` and ``close()``). A store without
+        shared transactions raises :class:`InvalidConfiguration` (the default)."""
+        raise InvalidConfiguration(
+            f"a TransactionalSink needs a SQLite or PostgreSQL store, got {self!r}"
+        )
 
     # -- lifetime ------------------------------------------------------------
 

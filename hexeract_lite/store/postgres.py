@@ -630,6 +630,17 @@ class PostgresScheduleStore(SettlingStore):
         with self._connection("dead_letter_exhausted") as conn:
             return conn.execute(self._sql.sweep, self._params(error=SWEEP_ERROR)).rowcount
 
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+    ) -> Any:
+        from .postgres_tx import PostgresTransactionRunner
+
+        return PostgresTransactionRunner(self, handler, clock, policy, timeout)
+
     def next_wakeup(self) -> datetime | None:
         with self._connection("next_wakeup") as conn:
             row = conn.execute(self._sql.next_wakeup).fetchone()

@@ -927,6 +927,17 @@ class SqliteScheduleStore(SettlingStore):
             cur.execute(self._sql.normalise)
         return False
 
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+    ) -> Any:
+        from .sqlite_tx import SqliteTransactionRunner
+
+        return SqliteTransactionRunner(self, handler, clock, policy, timeout)
+
     def next_wakeup(self) -> datetime | None:
         sql = self._sql.next_wakeup
         if self._normalise_if_needed():

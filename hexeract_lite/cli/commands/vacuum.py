@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ...errors import InvalidArgument
 from ..context import EXIT_OK, Context
 from ..options import CommandTree
 from ..output import format_size
@@ -30,13 +29,8 @@ def add_parser(tree: CommandTree) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Vacuum the SQLite file; print its size before and after."""
     with ctx.store(create=False) as store:
-        vacuum = getattr(store, "vacuum", None)
-        if not callable(vacuum):
-            raise InvalidArgument(
-                "vacuum is for SQLite files; PostgreSQL's autovacuum reclaims space itself"
-            )
         before = store.stats().file_bytes
-        vacuum()
+        store.vacuum()
         after = store.stats().file_bytes
     ctx.print(f"Vacuumed: {format_size(before)} -> {format_size(after)}.")
     return EXIT_OK
