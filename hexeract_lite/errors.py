@@ -9,12 +9,10 @@ from`` behind a :class:`StoreError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # only for the annotations: migrate imports this module
+if TYPE_CHECKING:
     import uuid
-
-    from .migrate import MigrationReport
 
 __all__ = [
     "DispatchError",
@@ -153,6 +151,25 @@ class StoreError(SchedulerError, OSError):
     """
 
 
+class MigrationCounts(Protocol):
+    """What a :class:`~hexeract_lite.migrate.MigrationReport` counts."""
+
+    @property
+    def read(self) -> int:
+        """Rows read from the source."""
+        ...
+
+    @property
+    def copied(self) -> int:
+        """Rows written to the destination."""
+        ...
+
+    @property
+    def skipped(self) -> int:
+        """Rows read but not copied: their id was already in the destination."""
+        ...
+
+
 class MigrationError(SchedulerError, RuntimeError):
     """:func:`hexeract_lite.migrate.migrate` stopped part-way.
 
@@ -163,6 +180,6 @@ class MigrationError(SchedulerError, RuntimeError):
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, message: str, report: MigrationReport) -> None:
+    def __init__(self, message: str, report: MigrationCounts) -> None:
         super().__init__(message)
         self.report = report

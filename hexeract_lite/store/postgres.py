@@ -91,7 +91,6 @@ from psycopg import sql
 from .._log import package_logger
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
-from ..connect import redact_conn
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
@@ -102,6 +101,7 @@ from ..errors import (
     StoreError,
 )
 from ..message import ScheduledMessage
+from ..redact import redact_conn
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,

@@ -27,8 +27,8 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from .._log import package_logger
-from ..connect import redact_conn
 from ..errors import InvalidConfiguration, StoreError
+from ..redact import redact_conn
 from .postgres_listen import ChangeListener, channel_name
 from .postgres_session import DEFAULT_CONNECT_TIMEOUT, Timeouts, store_error
 
