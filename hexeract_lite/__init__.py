@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .names import NAME_NAMESPACE, name_id
     from .occurrence import OccurrenceId
     from .retry import RetryPolicy
+    from .settle import Settlement
     from .sinks import (
         BusMessage,
         BusSink,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
         TargetRouterSink,
     )
     from .snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
-    from .store import InMemoryScheduleStore, ScheduleStore, Settlement, SqliteScheduleStore
+    from .store import InMemoryScheduleStore, ScheduleStore, SqliteScheduleStore
     from .store.changes import EnsureResult
     from .transactional import TransactionalSink
     from .trigger import CronExpression, Trigger

@@ -34,9 +34,8 @@ import attrs
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
-from .settle import DispatchOutcome, DispatchResult
+from .settle import DispatchOutcome, DispatchResult, Settlement
 from .snapshot import LeasedOccurrence
-from .store.base import Settlement
 
 __all__ = [
     "DeadLettered",

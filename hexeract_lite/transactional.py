@@ -40,15 +40,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from .clock import Clock
 from .errors import DispatchError, InvalidConfiguration
 from .message import ScheduledMessage
 from .retry import RetryPolicy
-from .settle import DispatchResult, ResultKind
+from .settle import Acknowledged, DispatchResult
 from .snapshot import LeasedOccurrence
-from .store.base import ScheduleStore, Settlement
+from .store.base import ScheduleStore
 
 __all__ = ["Acknowledged", "BoundTransactionalSink", "TransactionalSink"]
 
@@ -57,16 +55,6 @@ TRANSACTIONAL_GRACE_S = 5.0
 that stops itself at the timeout before it abandons the thread."""
 
 Handler = Callable[[ScheduledMessage, Any], object]
-
-
-@attrs.frozen(kw_only=True)
-class Acknowledged(DispatchResult):
-    """A dispatch whose acknowledgement was already recorded in the handler's
-    transaction (``applied``), or fenced out (not applied: the lease was lost)."""
-
-    kind: ResultKind = ResultKind.SUCCEEDED
-    settlement: Settlement
-    applied: bool
 
 
 def bad_return(handler: object, value: object) -> DispatchError:

@@ -98,9 +98,11 @@ from .message import ScheduledMessage
 from .retry import RandomSource, RetryPolicy
 from .settle import (
     MAX_ERROR_CHARS,
+    Acknowledged,
     DispatchOutcome,
     DispatchResult,
     ResultKind,
+    Settlement,
     error_summary,
     error_text,
     outcome_of,
@@ -108,14 +110,9 @@ from .settle import (
 )
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
-from .store.base import ChangeSignal, ScheduleStore, Settlement
+from .store.base import ChangeSignal, ScheduleStore
 from .store.notices import collecting_malformed
-from .transactional import (
-    TRANSACTIONAL_GRACE_S,
-    Acknowledged,
-    BoundTransactionalSink,
-    TransactionalSink,
-)
+from .transactional import TRANSACTIONAL_GRACE_S, BoundTransactionalSink, TransactionalSink
 from .upkeep import Retention, checkpoint_after_burst
 from .watched import Handover, LoopThread, Resume, Wake
 

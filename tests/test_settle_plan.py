@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from hexeract_lite import InvalidConfiguration
-from hexeract_lite.store.base import Settlement, SettlementKind, check_settlements
+from hexeract_lite.settle import Settlement, SettlementKind
+from hexeract_lite.store.base import check_settlements
 from hexeract_lite.store.settle_plan import PlannedSettlement, settle_plan
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -28,8 +28,8 @@ from hexeract_lite import (
     ScheduleStore,
     Target,
 )
+from hexeract_lite.settle import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
-from hexeract_lite.store.base import Settlement, SettlementKind
 
 from .conftest import T0, FrozenTime
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .base import SWEEP_ERROR, ScheduleStore, Settlement, SettlementKind
+    from ..settle import Settlement, SettlementKind
+    from .base import SWEEP_ERROR, ScheduleStore
     from .memory import InMemoryScheduleStore
     from .postgres import PostgresScheduleStore as PostgresScheduleStore
     from .sqlite import SqliteScheduleStore

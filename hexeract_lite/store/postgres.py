@@ -102,11 +102,10 @@ from ..errors import (
 )
 from ..message import ScheduledMessage
 from ..redact import redact_conn
+from ..settle import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
-    Settlement,
-    SettlementKind,
     SettlingStore,
     check_claim,
     check_export,

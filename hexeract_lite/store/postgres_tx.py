@@ -324,7 +324,8 @@ class PostgresTransactionRunner:
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ..transactional import Acknowledged, bad_return, timed_out
+        from ..settle import Acknowledged
+        from ..transactional import bad_return, timed_out
 
         store = self._store
         now = self._clock.now()

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from .base import Settlement, SettlementKind, retry_deadline
+from ..settle import Settlement, SettlementKind
+from .base import retry_deadline
 
 __all__ = ["PlannedSettlement", "settle_plan"]
 

@@ -45,11 +45,10 @@ from ..errors import (
     StoreError,
 )
 from ..message import ScheduledMessage, validate_message
+from ..settle import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
-    Settlement,
-    SettlementKind,
     SettlingStore,
     check_claim,
     check_export,

@@ -541,7 +541,8 @@ class SqliteTransactionRunner:
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ..transactional import Acknowledged, bad_return, timed_out
+        from ..settle import Acknowledged
+        from ..transactional import bad_return, timed_out
 
         now = self._clock.now()
         settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
