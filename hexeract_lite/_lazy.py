@@ -1,10 +1,11 @@
-"""Lazy package exports (PEP 562), shared by the packages whose names load on first use.
+"""Lazy package exports (PEP 562), from one table per package.
 
-A package lists each public name with the module that defines it; :func:`lazy_exports`
-gives it the module-level ``__getattr__`` and ``__dir__`` that import that module when the
-name is first read (and keep the value, so later reads are plain globals). The package
-still spells ``__all__`` and its ``TYPE_CHECKING`` imports out for type checkers;
-``tests/test_layout.py`` checks the three lists agree.
+A package lists each public name once, in ``_EXPORTS``, with the module that defines it.
+:func:`lazy_exports` gives the package its ``__all__`` and the module-level ``__getattr__``
+and ``__dir__`` that import that module when the name is first read (and keep the value,
+so later reads are plain globals). Type checkers read the package's ``__init__.pyi``,
+which :func:`render_stub` writes from the same table (:func:`write_stubs`
+writes every package's stub; ``tests/test_layout.py`` checks they are current).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 from typing import Any
+
+PACKAGES = ("hexeract_lite", "hexeract_lite.cli")
+"""The packages whose names load on first use."""
 
 
 def lazy_exports(
@@ -21,11 +25,12 @@ def lazy_exports(
     computed: Mapping[str, Callable[[], object]] | None = None,
 ) -> tuple[Callable[[str], object], Callable[[], list[str]], dict[str, str]]:
     """``(__getattr__, __dir__, name -> module)`` for ``package`` (its ``__name__``)
-    whose globals are ``namespace``: ``modules`` maps a module path relative to the
-    package (``".errors"``, ``"..errors"``) to the names it defines; ``computed`` maps a
-    name to a function giving its value (``__version__``)."""
+    whose globals are ``namespace``, and its ``__all__``: ``modules`` maps a module path
+    relative to the package (``".errors"``, ``"..errors"``) to the names it defines;
+    ``computed`` maps a name to a function giving its value (``__version__``)."""
     where = {name: module for module, names in modules.items() for name in names}
     made = dict(computed or {})
+    namespace["__all__"] = [*where, *made]
 
     def __getattr__(name: str) -> object:
         if name in made:
@@ -38,6 +43,36 @@ def lazy_exports(
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *namespace.get("__all__", ()), *where, *made})
+        return sorted({*namespace, *where, *made})
 
     return __getattr__, __dir__, where
+
+
+def render_stub(package: str) -> str:
+    """The ``__init__.pyi`` of ``package``: its exports as type checkers see them."""
+    module = import_module(package)
+    exports: Mapping[str, Iterable[str]] = module._EXPORTS
+    computed: Mapping[str, str] = module.__dict__.get("_COMPUTED_TYPES", {})
+    lines = [f"# Generated from {package}._EXPORTS by hexeract_lite._lazy.write_stubs().", ""]
+    for where, names in sorted(exports.items()):
+        lines.extend(f"from {where} import {name} as {name}" for name in names)
+    lines.append("")
+    lines.extend(f"{name}: {kind}" for name, kind in computed.items())
+    lines.append("__all__ = [")
+    lines.extend(f'    "{n}",' for names in exports.values() for n in (*names,))
+    lines.extend(f'    "{name}",' for name in computed)
+    lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def stub_path(package: str) -> str:
+    """Where ``package``'s stub lives, beside its ``__init__.py``."""
+    file = import_module(package).__file__ or ""
+    return file[: -len(".py")] + ".pyi"
+
+
+def write_stubs() -> None:
+    """Write every lazily exporting package's stub from its table."""
+    for name in PACKAGES:
+        with open(stub_path(name), "w", encoding="utf-8") as out:
+            out.write(render_stub(name))

@@ -34,7 +34,8 @@ import attrs
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
-from .settle import DispatchOutcome, DispatchResult, Settlement
+from .settle import DispatchOutcome, DispatchResult
+from .settlement import Settlement
 from .snapshot import LeasedOccurrence
 
 __all__ = [

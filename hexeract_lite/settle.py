@@ -31,20 +31,21 @@ from __future__ import annotations
 import enum
 import os
 import traceback
-import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
-from .retry import RandomSource, RetryPolicy
+from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
+
+if TYPE_CHECKING:
+    from .retry import RandomSource, RetryPolicy
 
 __all__ = [
     "LEASE_EXPIRED",
-    "Settlement",
-    "SettlementKind",
     "Acknowledged",
     "MAX_ERROR_CHARS",
     "MAX_HEAD_CHARS",
@@ -59,94 +60,6 @@ __all__ = [
     "outcome_of",
     "settlement_for",
 ]
-
-
-class SettlementKind(enum.StrEnum):
-    """Which acknowledgement a :class:`Settlement` stands for."""
-
-    DELIVERED = "delivered"
-    """``mark_delivered``."""
-    RESCHEDULE = "reschedule"
-    """``reschedule(next)``."""
-    FAILED = "failed"
-    """``mark_failed(retry_in, error)``."""
-    DEAD_LETTERED = "dead_lettered"
-    """``mark_dead_lettered(error)``."""
-    RELEASED = "released"
-    """Given back undispatched: the claim's attempt is returned, the lease cleared."""
-
-
-@attrs.frozen
-class Settlement:
-    """One fenced acknowledgement, as a value, for ``store.settle``.
-
-    Build it with the constructor of its kind, whose arguments are those of the
-    single-acknowledgement method of the same name, in the same order:
-
-    - ``Settlement.delivered(schedule_id, lease)``: ``mark_delivered``;
-    - ``Settlement.reschedule(schedule_id, next, lease)``: ``reschedule``;
-    - ``Settlement.failed(schedule_id, retry_in, error, lease)``: ``mark_failed``;
-    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``.
-
-    ``lease`` is the ``leased_until`` the claim returned (the fencing token). Nothing
-    is checked when the value is built; ``store.settle`` checks every item
-    of a batch before it writes anything, with the single methods' rules.
-
-    .. versionadded:: 0.1.0
-    """
-
-    kind: SettlementKind
-    schedule_id: uuid.UUID
-    lease: datetime
-    next: datetime | None = None
-    """For ``reschedule``: the instant the schedule fires next."""
-    retry_in: timedelta | None = None
-    """For ``failed``: how long to wait before the occurrence is claimable again."""
-    error: str | None = None
-    """For ``failed`` and ``dead_lettered``: the ``last_error`` to record."""
-
-    @classmethod
-    def delivered(cls, schedule_id: uuid.UUID, lease: datetime) -> Settlement:
-        """The dispatch succeeded: set ``delivered_at`` and clear the lease."""
-        return cls(SettlementKind.DELIVERED, schedule_id, lease)
-
-    @classmethod
-    def reschedule(cls, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> Settlement:
-        """A cron occurrence was delivered: the schedule fires next at ``next``."""
-        return cls(SettlementKind.RESCHEDULE, schedule_id, lease, next=next)
-
-    @classmethod
-    def failed(
-        cls, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
-    ) -> Settlement:
-        """The dispatch failed with budget left: retry no sooner than ``now + retry_in``."""
-        return cls(SettlementKind.FAILED, schedule_id, lease, retry_in=retry_in, error=error)
-
-    @classmethod
-    def dead_lettered(cls, schedule_id: uuid.UUID, error: str, lease: datetime) -> Settlement:
-        """The occurrence is exhausted: dead-letter the schedule with ``error``."""
-        return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error)
-
-    @classmethod
-    def released(cls, schedule_id: uuid.UUID, lease: datetime) -> Settlement:
-        """The worker is stopping and never dispatched the occurrence: give it back.
-
-        ``attempts`` goes back by the one the claim spent (never below 0) and the lease
-        is cleared, so the occurrence is claimable again at once under the same id;
-        ``scheduled_for`` and ``last_error`` are kept. (Rescheduling it instead would
-        zero the attempt budget, and a poison occurrence under a restart loop would
-        never reach ``max_attempts``.)
-        """
-        return cls(SettlementKind.RELEASED, schedule_id, lease)
-
-    @property
-    def wakes(self) -> bool:
-        """True for the kinds that can make work claimable (``reschedule``, ``failed``,
-        ``released``): a store notifies ``store.changes`` once one applied."""
-        return self.kind in _WAKING
-
-
-_WAKING = frozenset({SettlementKind.RESCHEDULE, SettlementKind.FAILED, SettlementKind.RELEASED})
 
 
 MAX_ERROR_CHARS = 4000

@@ -102,12 +102,12 @@ from .settle import (
     DispatchOutcome,
     DispatchResult,
     ResultKind,
-    Settlement,
     error_summary,
     error_text,
     outcome_of,
     settlement_for,
 )
+from .settlement import Settlement
 from .sinks import CallableSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore

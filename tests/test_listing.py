@@ -19,7 +19,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument
-from hexeract_lite.settle import Settlement
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.upkeep import replay_all
 

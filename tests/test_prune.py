@@ -20,7 +20,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument, StoreError
-from hexeract_lite.settle import Settlement
+from hexeract_lite.settlement import Settlement
 
 from .conftest import T0, FrozenTime
 

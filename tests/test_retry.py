@@ -19,12 +19,11 @@ from hexeract_lite.settle import (
     SUCCEEDED,
     DispatchOutcome,
     DispatchResult,
-    Settlement,
-    SettlementKind,
     error_text,
     outcome_of,
     settlement_for,
 )
+from hexeract_lite.settlement import Settlement, SettlementKind
 
 S = timedelta(seconds=1)
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -32,7 +32,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument
-from hexeract_lite.settle import Settlement
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.sinks import CallableSink
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 

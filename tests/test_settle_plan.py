@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hexeract_lite import InvalidConfiguration
-from hexeract_lite.settle import Settlement, SettlementKind
+from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store.base import check_settlements
 from hexeract_lite.store.settle_plan import PlannedSettlement, settle_plan
 

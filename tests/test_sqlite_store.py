@@ -28,7 +28,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
-from hexeract_lite.settle import Settlement
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from hexeract_lite.store.base import ScheduleStore
 from hexeract_lite.store.schema import sqlite_ddl

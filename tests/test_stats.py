@@ -10,7 +10,7 @@ import pytest
 
 from hexeract_lite import ScheduledMessage, ScheduleStore, SqliteScheduleStore, Target
 from hexeract_lite.cli import main
-from hexeract_lite.settle import Settlement
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.store.stats import StoreStats, stats_of_records
 
 from .conftest import T0, FrozenTime

@@ -28,7 +28,7 @@ from hexeract_lite import (
     ScheduleStore,
     Target,
 )
-from hexeract_lite.settle import Settlement, SettlementKind
+from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
 
 from .conftest import T0, FrozenTime

@@ -27,7 +27,8 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.control import SchedulerControl
-from hexeract_lite.settle import Settlement, error_summary
+from hexeract_lite.settle import error_summary
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.sinks import CallableSink
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import (

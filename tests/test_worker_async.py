@@ -330,7 +330,7 @@ def test_a_hung_sync_sink_times_out_in_async_mode_too() -> None:
 
 
 def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
-    from hexeract_lite.settle import Settlement
+    from hexeract_lite.settlement import Settlement
 
     class Counting(InMemoryScheduleStore):
         def __init__(self) -> None:

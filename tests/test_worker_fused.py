@@ -32,7 +32,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.clock import SYSTEM_CLOCK
 from hexeract_lite.idle import SHARED_FOR_S, Pacer
-from hexeract_lite.settle import Settlement
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.snapshot import LeasedOccurrence
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 

@@ -41,90 +41,13 @@ Where each thing lives:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
-from .app import main
 
-if TYPE_CHECKING:
-    from ..errors import UsageError
-    from .args import (
-        DEFAULT_LIMIT,
-        MAX_INT_ARG,
-        TABLE_ENV,
-        Payload,
-        parse_conn_arg,
-        parse_duration,
-        parse_instant,
-        parse_name,
-        parse_payload,
-        parse_positive_int,
-        parse_schedule_id,
-        parse_sink_spec,
-        parse_table,
-        parse_target,
-    )
-    from .context import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Handler
-    from .output import (
-        LAST_ERROR_WIDTH,
-        MALFORMED,
-        MALFORMED_REASON_WIDTH,
-        Listed,
-        format_dead_letter,
-        format_inspect,
-        format_migration,
-        format_pending,
-        format_size,
-        format_stats,
-        format_table,
-        one_line,
-        snapshot_json,
-    )
-    from .parser import build_parser
-
-__all__ = [
-    "main",
-    "build_parser",
-    "EXIT_OK",
-    "EXIT_ERROR",
-    "EXIT_USAGE",
-    "Handler",
-    # argument values
-    "TABLE_ENV",
-    "DEFAULT_LIMIT",
-    "MAX_INT_ARG",
-    "Payload",
-    "parse_conn_arg",
-    "parse_duration",
-    "parse_instant",
-    "parse_name",
-    "parse_payload",
-    "parse_positive_int",
-    "parse_schedule_id",
-    "parse_sink_spec",
-    "parse_table",
-    "parse_target",
-    # output
-    "LAST_ERROR_WIDTH",
-    "MALFORMED",
-    "MALFORMED_REASON_WIDTH",
-    "Listed",
-    "format_dead_letter",
-    "format_inspect",
-    "format_migration",
-    "format_pending",
-    "format_size",
-    "format_stats",
-    "format_table",
-    "one_line",
-    "snapshot_json",
-    # defined here before errors.py had it
-    "UsageError",
-]
-
-# The names above, and the module that defines each: imported on first use (PEP 562), so
+# Every public name, once, and the module that defines it (it makes __all__ and the
+# type checkers' __init__.pyi): imported on first use (PEP 562), so
 # that a command imports only what it runs.
 _EXPORTS = {
+    ".app": ("main",),
     "..errors": ("UsageError",),
     ".parser": ("build_parser",),
     ".context": ("EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "Handler"),

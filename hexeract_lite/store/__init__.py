@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ..settle import Settlement, SettlementKind
+    from ..settlement import Settlement, SettlementKind
     from .base import SWEEP_ERROR, ScheduleStore
     from .memory import InMemoryScheduleStore
     from .postgres import PostgresScheduleStore as PostgresScheduleStore

@@ -77,7 +77,7 @@ from ..message import (
     encode_payload,
     validate_message,
 )
-from ..settle import Settlement, SettlementKind
+from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression
 from .changes import (

@@ -12,7 +12,7 @@ from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
 from ..message import ScheduledMessage
-from ..settle import Settlement, SettlementKind
+from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,

@@ -102,7 +102,7 @@ from ..errors import (
 )
 from ..message import ScheduledMessage
 from ..redact import redact_conn
-from ..settle import Settlement, SettlementKind
+from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..settle import Settlement, SettlementKind
+from ..settlement import Settlement, SettlementKind
 from .base import retry_deadline
 
 __all__ = ["PlannedSettlement", "settle_plan"]

@@ -45,7 +45,7 @@ from ..errors import (
     StoreError,
 )
 from ..message import ScheduledMessage, validate_message
-from ..settle import Settlement, SettlementKind
+from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import (
     SWEEP_ERROR,
