@@ -109,7 +109,7 @@ class CronExpression:
 def _parse_zoned_cached(text: str, tz: str | None) -> CronExpression:
     zone, expression = parse_zoned(text)
     if tz is not None:
-        if zone != DEFAULT_ZONE and tz != zone:
+        if expression is not text and tz != zone:  # a CRON_TZ= prefix, UTC included
             raise InvalidTrigger(
                 f"cron expression {text!r} names zone {zone!r} and tz={tz!r} another;"
                 " give the zone once"

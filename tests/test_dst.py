@@ -646,6 +646,8 @@ def test_a_zoned_text_is_refused_by_the_utc_parser() -> None:
         ("CRON_TZ=Europe/Paris", None, "no expression"),
         ("CRON_TZ=Europe/Paris 61 9 * * 1", None, "61 9 * * 1"),
         ("CRON_TZ=Europe/Paris 0 9 * * 1", "Asia/Tokyo", "give the zone once"),
+        ("CRON_TZ=UTC 0 9 * * *", "Europe/Paris", "give the zone once"),
+        ("CRON_TZ=Europe/Paris 0 9 * * *", "UTC", "give the zone once"),
     ],
 )
 def test_bad_zones_are_refused_naming_the_value(text: str, tz: str | None, needle: str) -> None:
