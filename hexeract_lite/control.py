@@ -244,7 +244,9 @@ class SchedulerControl:
             target, at, event_type, payload, name=name, misfire_grace=misfire_grace
         )
 
-    def reconcile(self, group: str, declared: Iterable[ScheduledMessage]) -> ReconcileReport:
+    def reconcile(
+        self, group: str, declared: Iterable[ScheduledMessage | tuple[ScheduledMessage, int]]
+    ) -> ReconcileReport:
         """Ensure every declared schedule and cancel the group's others.
 
         ``group`` is the part of a name before its first dot (see

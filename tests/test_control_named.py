@@ -58,6 +58,19 @@ def test_reconcile_touches_only_its_group(control: SchedulerControl) -> None:
     assert control.inspect(name_id("app.old")).status is ScheduleStatus.CANCELLED
 
 
+def test_reconcile_takes_message_and_budget_pairs(control: SchedulerControl) -> None:
+    # mypy --strict checks this call's types (the annotation accepts pairs)
+    report = control.reconcile(
+        "app",
+        [
+            (control.declare("app.a", cron="0 2 * * *", event_type="a"), 3),
+            control.declare("app.b", cron="0 3 * * *", event_type="b"),
+        ],
+    )
+    assert report.ensured == {"app.a": EnsureResult.CREATED, "app.b": EnsureResult.CREATED}
+    assert control.inspect(name_id("app.a")).max_attempts == 3
+
+
 @pytest.mark.parametrize(
     ("group", "names", "match"),
     [
