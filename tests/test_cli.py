@@ -200,6 +200,29 @@ def test_version(cli: Cli) -> None:
         ),
         (["scheduler", "worker", "--sink", "no-colon"], "expected MODULE:ATTR"),
         (["scheduler", "schema", "--dialect", "oracle"], "invalid choice"),
+        # a duration out of range names the flag and the text as typed
+        (["scheduler", "prune", "--older-than", "0s"], "--older-than: invalid duration '0s'"),
+        (["scheduler", "add", "--every", "0s", "--event-type", "x"], "--every: invalid duration"),
+        (
+            ["scheduler", "add", "--every", "1.5ms", "--event-type", "x"],
+            "--every: invalid duration '1.5ms': a schedule stores whole milliseconds",
+        ),
+        (
+            ["scheduler", "add", "--in", "1m", "--misfire-grace", "0.5ms", "--event-type", "x"],
+            "--misfire-grace: invalid duration '0.5ms'",
+        ),
+        (
+            ["scheduler", "update", ANY_ID, "--misfire-grace", "0.5ms"],
+            "--misfire-grace: invalid duration '0.5ms'",
+        ),
+        (
+            ["scheduler", "add", "--in", "99999999d", "--event-type", "x"],
+            "--in '99999999d' reaches past the year 9999",
+        ),
+        (
+            ["scheduler", "add", "--every", "99999999d", "--event-type", "x"],
+            "--every '99999999d' reaches past the year 9999",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_an_argparse_message(

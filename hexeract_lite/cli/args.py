@@ -41,10 +41,27 @@ _DURATION_UNITS = {
 }
 
 
-def parse_duration(text: str) -> timedelta:
+class Duration(timedelta):
+    """A duration from the command line: a :class:`~datetime.timedelta` that keeps the
+    text it was typed as (:attr:`text`), for error messages."""
+
+    text: str
+
+    def __new__(cls, value: timedelta, text: str) -> Duration:
+        """``value``, remembering ``text``."""
+        made = super().__new__(cls, value.days, value.seconds, value.microseconds)
+        made.text = text
+        return made
+
+
+def parse_duration(text: str) -> Duration:
     """``90s``, ``5m``, ``2h``, ``1d``, ``250ms``, ``1h30m``, ``0.5s``; a bare number is
     seconds (as systemd reads it). Raises :class:`argparse.ArgumentTypeError` naming
     the text (a negative one, ``-5d``, said to be negative)."""
+    return Duration(_duration(text), text)
+
+
+def _duration(text: str) -> timedelta:
     if _MONTHS.search(text):
         raise argparse.ArgumentTypeError(
             f"invalid duration {text!r}: M is ambiguous (systemd reads it as months);"
@@ -74,6 +91,33 @@ def parse_duration(text: str) -> timedelta:
         f"invalid duration {text!r}: write a number and a unit (ms, s, m, h, d),"
         " e.g. 90s, 5m, 2h or 1h30m"
     )
+
+
+def parse_positive_duration(text: str) -> Duration:
+    """:func:`parse_duration`, more than zero: ``0s`` is refused naming the text."""
+    value = parse_duration(text)
+    if value <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be more than 0")
+    return value
+
+
+def parse_stored_duration(text: str) -> Duration:
+    """:func:`parse_duration` in whole milliseconds, the precision a schedule stores
+    (an interval, a misfire grace): ``1.5ms`` is refused naming the text."""
+    value = parse_duration(text)
+    if value.microseconds % 1000:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: a schedule stores whole milliseconds"
+        )
+    return value
+
+
+def parse_interval(text: str) -> Duration:
+    """An interval's period: :func:`parse_stored_duration`, more than zero."""
+    value = parse_stored_duration(text)
+    if value <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be more than 0")
+    return value
 
 
 def _parses(text: str) -> bool:

@@ -20,10 +20,12 @@ from .args import (
     parse_conn_arg,
     parse_duration,
     parse_instant,
+    parse_interval,
     parse_name,
     parse_payload,
     parse_positive_int,
     parse_schedule_id,
+    parse_stored_duration,
     parse_table,
     parse_target,
 )
@@ -186,14 +188,14 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     )
     when.add_argument(
         "--every",
-        type=parse_duration,
+        type=parse_interval,
         metavar="DURATION",
         help="fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
         " first one period from now (or at --first)",
     )
     sub.add_argument(
         "--misfire-grace",
-        type=parse_duration,
+        type=parse_stored_duration,
         metavar="DURATION",
         help="how late a firing may be found and still be delivered (e.g. 10m); later, a"
         " one-shot is dead-lettered with the reason and a recurring schedule skips to its"

@@ -14,7 +14,7 @@ from ...control import SchedulerControl, default_grid_anchor
 from ...errors import InvalidArgument, UsageError
 from ...message import ScheduledMessage
 from ...trigger import CronExpression
-from ..args import parse_name, parse_schedule_id
+from ..args import Duration, parse_name, parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, message_arguments
 from ..output import dump_json, snapshot_json
@@ -87,7 +87,7 @@ def message_from_args(
             else:
                 anchor = now + args.every
         except OverflowError:
-            raise UsageError(f"--every {args.every} reaches past the year 9999") from None
+            raise UsageError(f"--every {args.every.text!r} reaches past the year 9999") from None
         return ScheduledMessage.every(
             args.target,
             args.every,
@@ -121,11 +121,12 @@ def message_from_args(
             name=name,
             misfire_grace=args.misfire_grace,
         )
-    in_: timedelta | None = getattr(args, "in_", None)
+    in_: Duration | None = getattr(args, "in_", None)
     try:
         at = args.at if args.at is not None or in_ is None else now + in_
     except OverflowError:
-        raise UsageError(f"--in {in_} reaches past the year 9999") from None
+        assert in_ is not None  # only a delay from now can overflow
+        raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
     return ScheduledMessage.delay(
         args.target,
         at,

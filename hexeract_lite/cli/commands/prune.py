@@ -7,7 +7,7 @@ import argparse
 
 from ...store.listing import check_prune
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress
-from ..args import parse_duration, parse_positive_int
+from ..args import parse_positive_duration, parse_positive_int
 from ..context import EXIT_OK, Context
 from ..options import CommandTree
 
@@ -35,7 +35,7 @@ def add_parser(tree: CommandTree) -> None:
     sub.add_argument(
         "--older-than",
         required=True,
-        type=parse_duration,
+        type=parse_positive_duration,
         metavar="DURATION",
         help="how long ago a schedule must have ended (e.g. 30d, 12h)",
     )

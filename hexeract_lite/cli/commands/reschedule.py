@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         try:
             at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
         except OverflowError:
-            raise UsageError(f"--in {args.in_} reaches past the year 9999") from None
+            raise UsageError(f"--in {args.in_.text!r} reaches past the year 9999") from None
         control = SchedulerControl(store)
         changed = control.reschedule(sid, at)
         return sid, at, changed, control.inspect(sid)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...control import SchedulerControl
 from ...errors import UsageError
-from ..args import parse_duration, parse_payload, parse_positive_int, parse_target
+from ..args import parse_payload, parse_positive_int, parse_stored_duration, parse_target
 from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
 from ..options import CommandTree, id_argument
 
@@ -38,7 +38,7 @@ def add_parser(tree: CommandTree) -> None:
     )
     sub.add_argument(
         "--misfire-grace",
-        type=parse_duration,
+        type=parse_stored_duration,
         metavar="DURATION",
         help="the new misfire grace (e.g. 10m)",
     )
