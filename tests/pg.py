@@ -3,7 +3,7 @@
 The server is the one ``HEXERACT_TEST_POSTGRES_URL`` names (``scripts/test`` starts one
 with ``scripts/pg-test-server`` and sets it). When the variable is unset, the server
 ``scripts/pg-test-server`` starts by default (127.0.0.1:54329) is tried, so that
-``scripts/pg-test-server && pytest`` just works.
+``scripts/pg-test-server start && pytest`` just works.
 
 No server: PostgreSQL tests are skipped, with the reason, except in CI (``CI=true``),
 where they fail: CI must exercise the PostgreSQL store, and a silently skipped suite
@@ -69,7 +69,7 @@ def server() -> tuple[str | None, str]:
         return DEFAULT_URL, ""
     return None, (
         f"no PostgreSQL server: {URL_ENV} is not set and {why}"
-        " (run scripts/pg-test-server, which installs and starts one)"
+        " (run scripts/pg-test-server start, which installs and starts one)"
     )
 
 
