@@ -20,6 +20,7 @@ _EXPORTS = {
         "ManualClock",
         "SystemClock",
     ),
+    ".connect": ("open_store",),
     ".control": (
         "ReconcileReport",
         "SchedulerControl",

@@ -4,6 +4,7 @@ from .clock import SYSTEM_CLOCK as SYSTEM_CLOCK
 from .clock import Clock as Clock
 from .clock import ManualClock as ManualClock
 from .clock import SystemClock as SystemClock
+from .connect import open_store as open_store
 from .control import ReconcileReport as ReconcileReport
 from .control import SchedulerControl as SchedulerControl
 from .errors import DispatchError as DispatchError
@@ -56,6 +57,7 @@ __all__ = [
     "Clock",
     "ManualClock",
     "SystemClock",
+    "open_store",
     "ReconcileReport",
     "SchedulerControl",
     "DispatchError",

@@ -28,12 +28,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidConfiguration, SchedulerError, StoreError, UnsupportedConnection
 from .redact import passwords, redact_conn, scrub
-from .store.schema import validate_table_name
+from .store.schema import DEFAULT_TABLE, validate_table_name
 
 if TYPE_CHECKING:
     from .store.base import ScheduleStore
@@ -180,31 +180,42 @@ def parse_conn(conn: str | None) -> ConnTarget:
 
 
 def open_store(
-    conn: str | ConnTarget | None,
+    url: str | ConnTarget | None = None,
     *,
-    table: str,
-    create: bool,
+    table: str | None = None,
+    create: bool | None = None,
     clock: Clock = SYSTEM_CLOCK,
     readonly: bool = False,
+    **options: Any,
 ) -> ScheduleStore:
-    """Open the store ``conn`` names, on table ``table`` (validated first).
+    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does: a
+    ``sqlite:///`` URL, a plain path, a ``postgresql://`` URL, or None for the
+    ``DATABASE_URL`` environment variable and then the default database (see
+    :func:`parse_conn`). ``table`` defaults to ``scheduled_messages``; it is validated
+    before anything is opened.
 
-    ``create=False`` is for commands that read or repair: a missing SQLite file (or
-    table) raises :class:`StoreError` ``no database at <path>`` and nothing is created.
-    With ``create=True`` the file and the table are created as needed (and, for the
-    default database only, its folders). ``readonly=True`` is for commands that only
-    read (it needs ``create=False``, else :class:`InvalidConfiguration`): a SQLite file
-    is opened read-only and never written.
+    ``create`` (default: not ``readonly``) creates the SQLite file (for the default
+    database, its folders too) and the table when missing; ``create=False`` raises
+    :class:`StoreError` ``no database at <path>`` instead and creates nothing.
+    ``readonly=True`` (with ``create=False``, else :class:`InvalidConfiguration`) opens
+    a SQLite file read-only: it is never written. ``options`` go to the store's own
+    ``open`` (:meth:`SqliteScheduleStore.open <hexeract_lite.SqliteScheduleStore.open>`:
+    ``durability``, ``busy_timeout``, ...; ``PostgresScheduleStore.open``: the pool
+    sizes, timeouts, ...).
 
-    PostgreSQL URLs are served by ``PostgresScheduleStore.open(url, table=...,
-    clock=..., create=...)``, imported only then; without psycopg installed this
-    raises :class:`StoreError` naming the ``postgres`` extra. Errors never carry the
-    password.
+    PostgreSQL needs the ``postgres`` extra (without psycopg: :class:`StoreError`
+    naming it). Errors never carry the password.
+
+    .. versionadded:: 0.3.0
     """
+    if table is None:
+        table = DEFAULT_TABLE
     validate_table_name(table)
+    if create is None:
+        create = not readonly
     if readonly and create:
         raise InvalidConfiguration("open_store: readonly=True goes with create=False only")
-    target = conn if isinstance(conn, ConnTarget) else parse_conn(conn)
+    target = url if isinstance(url, ConnTarget) else parse_conn(url)
     if target.kind == "sqlite":
         from .store.sqlite import SqliteScheduleStore
 
@@ -212,7 +223,7 @@ def open_store(
         # path's folder must exist (a typo must not grow a directory tree).
         path = None if target.source == "default" else target.path
         return SqliteScheduleStore.open(
-            path, table=table, clock=clock, create=create, readonly=readonly
+            path, table=table, clock=clock, create=create, readonly=readonly, **options
         )
     assert target.url is not None
     try:
@@ -227,7 +238,9 @@ def open_store(
     # The driver's errors may quote the URL: re-raise them scrubbed, unchained, so no
     # traceback or message can show the password.
     try:
-        return PostgresScheduleStore.open(target.url, table=table, clock=clock, create=create)
+        return PostgresScheduleStore.open(
+            target.url, table=table, clock=clock, create=create, **options
+        )
     except StoreError as exc:
         raise StoreError(scrub(str(exc), target)) from None
     except SchedulerError:
