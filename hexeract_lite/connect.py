@@ -13,6 +13,9 @@ Accepted spellings:
 - ``postgres://...`` and ``postgresql://...`` (libpq URLs), served by
   :class:`hexeract_lite.store.postgres.PostgresScheduleStore`, which needs the
   ``postgres`` extra.
+- a libpq keyword/value string, ``host=db.internal dbname=app user=app`` (its first
+  keyword one libpq knows), served by the PostgreSQL store too: such a string never
+  names a file.
 
 ``None`` means the ``DATABASE_URL`` environment variable, and when that is unset or
 empty, the default database (:func:`hexeract_lite.store.sqlite.default_database_path`).
@@ -57,6 +60,17 @@ POSTGRES_EXTRA_HINT = (
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _POSTGRES_SCHEMES = ("postgres", "postgresql")
+# libpq's keyword/value form, ``host=db.internal dbname=app ...``: its first keyword
+_LIBPQ_KV_RE = re.compile(
+    r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|require_auth|channel_binding"
+    r"|connect_timeout|client_encoding|options|application_name|fallback_application_name"
+    r"|keepalives|keepalives_idle|keepalives_interval|keepalives_count|tcp_user_timeout"
+    r"|replication|gssencmode|sslmode|requiressl|sslcompression|sslcert|sslkey|sslpassword"
+    r"|sslcertmode|sslrootcert|sslcrl|sslcrldir|sslsni|requirepeer|ssl_min_protocol_version"
+    r"|ssl_max_protocol_version|krbsrvname|gsslib|gssdelegation|service"
+    r"|target_session_attrs|load_balance_hosts)\s*=",
+    re.IGNORECASE,
+)
 
 
 class ConnTarget:
@@ -157,6 +171,8 @@ def parse_conn(conn: str | None) -> ConnTarget:
         return ConnTarget(kind="sqlite", path=_default_path(), source="default")
     match = _SCHEME_RE.match(conn)
     if match is None:
+        if _LIBPQ_KV_RE.match(conn):
+            return ConnTarget(kind="postgres", url=conn, source=source)
         return ConnTarget(kind="sqlite", path=Path(conn).expanduser(), source=source)
     scheme = match.group(1).lower()
     if scheme == "sqlite":
@@ -175,7 +191,7 @@ def parse_conn(conn: str | None) -> ConnTarget:
     raise UnsupportedConnection(
         f"unsupported connection scheme {scheme!r}{where} in {redact_conn(conn)!r}:"
         " use sqlite:///absolute/path.db, sqlite://relative/path.db, a plain file path,"
-        " or postgresql://..."
+        " postgresql://... or a libpq 'host=... dbname=...' string"
     )
 
 

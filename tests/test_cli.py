@@ -733,6 +733,30 @@ def test_parse_conn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             parse_conn(bad)
 
 
+@pytest.mark.parametrize(
+    "conn",
+    [
+        "host=db.internal dbname=app user=app password=hunter2",
+        "dbname=app",
+        "  PORT = 5433 host=x",
+        "service=scheduler",
+    ],
+)
+def test_a_libpq_keyword_value_string_is_a_postgresql_connection(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conn: str
+) -> None:
+    target = parse_conn(conn)
+    assert (target.kind, target.url, target.path) == ("postgres", conn, None)
+    assert "hunter2" not in target.display()
+    # from $DATABASE_URL, through a command: it never becomes a file in the working directory
+    monkeypatch.setenv("DATABASE_URL", conn + " connect_timeout=1 port=1 host=127.0.0.1")
+    result = cli("scheduler", "add", "--event-type", "e", "--in", "1m")
+    assert result.code == 1 and "hunter2" not in result.err
+    assert list(tmp_path.iterdir()) == []
+    # a file whose name merely contains '=' is still a path
+    assert parse_conn("backup=1.db").kind == "sqlite"
+
+
 # -- the worker's arguments ---------------------------------------------------------------
 
 

@@ -84,8 +84,9 @@ def conn_parent() -> argparse.ArgumentParser:
         type=parse_conn_arg,  # an empty one (an unset variable) is refused, not the default
         metavar="URL",
         help="the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
-        " path, or postgresql://user:password@host/db (default: $DATABASE_URL, else the"
-        " default database in the user data directory)",
+        " path, postgresql://user:password@host/db or a libpq 'host=... dbname=...'"
+        " string (default: $DATABASE_URL, else the default database in the user data"
+        " directory)",
     )
     group.add_argument(
         "--table",
