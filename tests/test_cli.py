@@ -516,6 +516,29 @@ def test_inspect_text(cli: Cli, db: Path) -> None:
     assert re.fullmatch(r"[0-9a-f-]{36}", fields["occurrence id"])
 
 
+def test_inspect_shows_an_error_kept_on_a_delivered_schedule_as_before_delivery(
+    cli: Cli, db: Path
+) -> None:
+    sid = add(cli, db, "--at", "2020-01-01T00:00:00Z")
+    with SqliteScheduleStore.open(db) as store:
+        now = datetime.now(UTC)
+        [occ] = store.claim_due(now, 1, timedelta(minutes=1))
+        assert store.mark_failed(
+            sid, timedelta(0), "ValueError: the first try failed", occ.leased_until
+        )
+        [occ] = store.claim_due(now + timedelta(seconds=1), 1, timedelta(minutes=1))
+        assert store.mark_delivered(sid, occ.leased_until)
+    result = cli("scheduler", "inspect", str(sid), "--conn", str(db))
+    fields = dict(re.split(r"  +", line, maxsplit=1) for line in result.out.splitlines())
+    assert fields["status"] == "delivered"
+    assert fields["error before delivery"] == "ValueError: the first try failed"
+    assert "last error" not in fields
+    shown = json.loads(
+        cli("scheduler", "inspect", str(sid), "--conn", str(db), "--format", "json").out
+    )
+    assert shown["last_error"] == "ValueError: the first try failed"  # JSON keeps the column
+
+
 def test_not_found_is_exit_1(cli: Cli, db: Path) -> None:
     add(cli, db)
     for argv in READERS:

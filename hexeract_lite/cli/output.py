@@ -248,7 +248,9 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
     """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
-    error`` its exception line), then the traceback kept with the error, if any."""
+    error`` its exception line), then the traceback kept with the error, if any. A
+    delivered schedule keeps the error of an attempt that failed before the delivery
+    (the store never clears it on delivery): it is shown as ``error before delivery``."""
     from ..settle import error_summary
 
     s = snapshot
@@ -264,7 +266,10 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         ("leased until", ts(s.leased_until)),
-        ("last error", one_line(error_summary(s.last_error))),
+        (
+            "error before delivery" if s.delivered_at is not None else "last error",
+            one_line(error_summary(s.last_error)),
+        ),
         ("created at", ts(s.created_at)),
         ("delivered at", ts(s.delivered_at)),
         ("cancelled at", ts(s.cancelled_at)),

@@ -57,6 +57,10 @@ def add_parser(tree: CommandTree) -> None:
         [conn],
         replay,
         into=dead_cmds,
+        description="Replay a dead-lettered schedule, or all of them: attempts reset, last"
+        " error cleared, due now. A replayed one-shot fires as a new occurrence (its"
+        " scheduled time becomes now, so its occurrence id is new): a consumer that"
+        " deduplicated the failed firing still receives the replay.",
     )
     id_argument(sub)
     sub.add_argument(

@@ -19,6 +19,11 @@ def add_parser(tree: CommandTree) -> None:
         ["hexeract scheduler inspect 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b --format json"],
         [conn, fmt],
         run,
+        description="Show one schedule, every field. 'occurrence id' is the id of its current"
+        " firing (derived from the schedule id and 'scheduled for'), the one a consumer"
+        " deduplicates on. A delivered schedule whose earlier attempt failed shows that"
+        " failure as 'error before delivery'; 'last error' is the failure the schedule is"
+        " waiting out or was dead-lettered with.",
     )
     id_argument(sub)
 
