@@ -19,6 +19,7 @@ from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore, check_max_attempts
 from .store.changes import Change, EnsureResult
 from .trigger import CronExpression
+from .upcoming import check_upcoming, upcoming_firings
 from .zoned import CRON_TZ_PREFIX
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "EnsureResult", "ReconcileReport", "SchedulerControl"]
@@ -386,6 +387,28 @@ class SchedulerControl:
         .. versionadded:: 0.2.0
         """
         return self.store.run_now(self._existing(id_or_name))
+
+    def upcoming(
+        self,
+        id_or_name: uuid.UUID | str,
+        *,
+        count: int = 10,
+        until: datetime | timedelta | None = None,
+    ) -> list[datetime]:
+        """The instants (UTC) of the schedule's next ``count`` firings, in order, none
+        after ``until`` (an aware instant, or a duration from the store clock's now),
+        as the worker will make them: none for a paused or ended schedule; an overdue
+        firing first (it fires on a worker's next cycle), unless it is later than its
+        misfire grace; a retry at its backoff's end; the rule's instants on its zone's
+        wall clock or its interval's grid after that (see
+        :func:`hexeract_lite.upcoming.upcoming_firings`). Unknown schedule:
+        :class:`ScheduleNotFound`; a bad ``count`` or ``until``: :class:`InvalidArgument`.
+
+        .. versionadded:: 0.3.0
+        """
+        now = self.store.clock.now()
+        count, end = check_upcoming(count, until, now)
+        return upcoming_firings(self.inspect(self._existing(id_or_name)), now, count, end)
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         """Pending and paused schedules, soonest first, at most ``limit``; a row the

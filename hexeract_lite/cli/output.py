@@ -79,6 +79,27 @@ def ts(value: datetime | None) -> str:
     return rfc3339(value) or "-"
 
 
+def zone_of(snapshot: ScheduleSnapshot) -> str:
+    """The zone a schedule's rule reads its wall clock on (``UTC`` unless a zoned cron)."""
+    cron = snapshot.trigger.cron_expression
+    return "UTC" if cron is None else cron.tz
+
+
+def local_ts(value: datetime, zone: str) -> str:
+    """An instant on ``zone``'s wall clock: ``2026-12-02 08:30:00 CET`` (milliseconds
+    shown when there are any)."""
+    from ..zoned import load_zone
+
+    local = value.astimezone(load_zone(zone))
+    ms = f".{local.microsecond // 1000:03d}" if local.microsecond else ""
+    return f"{local:%Y-%m-%d %H:%M:%S}{ms} {local.tzname()}"
+
+
+def format_upcoming(instants: Sequence[datetime], zone: str) -> str:
+    """The text of ``scheduler next``: each firing in UTC and on ``zone``'s wall clock."""
+    return "\n".join(f"{ts(at)}  {local_ts(at, zone)}" for at in instants)
+
+
 def _listed() -> object:
     from ..snapshot import MalformedSchedule, ScheduleSnapshot
 
@@ -263,6 +284,11 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("trigger", one_line(s.trigger.label())),
         *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
         ("scheduled for", ts(s.scheduled_for)),
+        *(
+            [("scheduled for (local)", local_ts(s.scheduled_for, zone_of(s)))]
+            if zone_of(s) != "UTC"
+            else []
+        ),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         ("leased until", ts(s.leased_until)),
