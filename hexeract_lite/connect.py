@@ -222,7 +222,7 @@ def open_store(
     PostgreSQL needs the ``postgres`` extra (without psycopg: :class:`StoreError`
     naming it). Errors never carry the password.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     if table is None:
         table = DEFAULT_TABLE

@@ -404,7 +404,7 @@ class SchedulerControl:
         :func:`hexeract_lite.upcoming.upcoming_firings`). Unknown schedule:
         :class:`ScheduleNotFound`; a bad ``count`` or ``until``: :class:`InvalidArgument`.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         now = self.store.clock.now()
         count, end = check_upcoming(count, until, now)
