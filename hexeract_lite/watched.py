@@ -1,81 +1,47 @@
-"""The thread loop's own thread, watched from the thread that called ``run()``.
+"""``run()``'s loop on a thread of its own, watched from the thread that called it.
 
-:meth:`~hexeract_lite.worker.SchedulerWorker.run` runs its loop on a
-:class:`LoopThread` that calls the sink itself, so a batch costs no hand-off between
-threads (on a machine whose idle cores sleep, waking another thread for every batch
-cost as much as the batch's own Python). The calling thread watches it: it sleeps until
-the deadline of the call in flight (``dispatch_timeout`` after it was handed to the sink),
-and is woken only when the loop ends or is interrupted. When a call runs past its
-deadline, or the worker is interrupted while one runs, the watcher gives up on the loop
-thread (Python cannot stop it: it keeps running until the sink returns, then ends
-without recording anything) and a new loop thread goes on with the rest of the batch
-(:class:`Resume`), then with the loop.
+:func:`run_watched` drives a worker's loop (:mod:`hexeract_lite.engine`) on a
+:class:`LoopThread` that calls the sink itself (:meth:`~.dispatch.SinkRunner.run_here`),
+so a batch costs no hand-off between threads. The calling thread watches it: it
+sleeps until the deadline of the call in flight (``dispatch_timeout`` after the
+hand-over of the occurrence to the sink), and is woken only when the loop ends or is
+interrupted. When a call runs past its deadline, or the worker is interrupted while
+one runs, the watcher gives up on the loop thread (it keeps running until the sink
+returns, then ends without recording anything) and a new loop thread carries the rest
+of the batch on, then the loop: the loop is a suspended generator, which any thread
+can drive on.
 
 The watcher may be interrupted anywhere (a :class:`KeyboardInterrupt` lands between
-any two lines of it): everything it hands over is recorded before it acts on it, so
-that, called again, it carries on where it was. The rest of the loop is a
-:class:`Handover` that exactly one loop thread takes, so a thread started twice for it
-(the first start interrupted) runs it once.
+any two lines of it): it interrupts the loop like ``abort()``, waits for it to settle
+and end, then raises the interruption (a second one is raised at once). Everything it
+hands over is recorded before it acts on it, so that, called again, it carries on
+where it was: the rest of the loop is a :class:`Handover` that exactly one loop thread
+takes, so a thread started twice for it (the first start interrupted) runs it once.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from .dispatch import LoopAbandoned
+from .dispatch import BatchRun, Interruption, LoopAbandoned, SinkRunner, Wake
+from .engine import Dispatch, Steps, drive
+from .idle import STOP_CHECK_S
 from .settle import DispatchResult
-from .snapshot import LeasedOccurrence
+from .store.base import ChangeSignal
 
-__all__ = ["Handover", "LoopThread", "Resume", "Wake"]
+__all__ = ["Handover", "LoopThread", "run_watched"]
 
-
-class Resume:
-    """A cycle part-way through its batch: the claimed ``batch``, the ``results`` of
-    its first items (the rest is still to dispatch), the cycle's counts (the
-    worker's)."""
-
-    __slots__ = ("batch", "counts", "results")
-
-    def __init__(
-        self, batch: Sequence[LeasedOccurrence], results: list[DispatchResult], counts: Any
-    ) -> None:
-        self.batch = batch
-        self.results = results
-        self.counts = counts
-
-
-class Wake:
-    """A signal one thread waits for and any thread gives: :meth:`set` makes the
-    pending (or next) :meth:`wait` return True at once. On a bare lock, so that an
-    interruption raised while waiting (a :class:`KeyboardInterrupt`) carries no frame
-    outside hexeract_lite (``last_error`` then shows its line alone, as for the
-    helper thread's wait)."""
-
-    __slots__ = ("_guard", "_signal")
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._signal = threading.Lock()
-        self._signal.acquire()
-
-    def set(self) -> None:
-        """Give the signal (from any thread; once given, more calls add nothing)."""
-        with self._guard:
-            if self._signal.locked():
-                self._signal.release()
-
-    def wait(self, timeout: float) -> bool:
-        """Up to ``timeout`` seconds; True when set (the signal is used up)."""
-        return self._signal.acquire(timeout=min(max(timeout, 0.0), threading.TIMEOUT_MAX))
+Resume = tuple[Dispatch, list[DispatchResult]]
+"""A batch part-way: its request, and the results of its first items."""
 
 
 class Handover:
-    """The rest of the loop for the next loop thread: ``resume`` (None: a fresh loop),
-    taken by exactly one :class:`LoopThread` (``owner``). ``source``: the abandoned run
-    it came from; ``launched``: a loop thread's start returned."""
+    """The rest of the loop for the next loop thread: ``resume`` (None: from its
+    start), taken by exactly one :class:`LoopThread` (``owner``). ``source``: the run
+    given up on that it came from; ``launched``: a loop thread's start returned."""
 
     __slots__ = ("_lock", "launched", "owner", "resume", "source")
 
@@ -96,15 +62,13 @@ class Handover:
 
 
 class LoopThread:
-    """A daemon thread running ``target(resume)`` (the loop) once it has taken
-    ``handover``, in a copy of ``context`` (that of the thread that called ``run()``,
-    as ``asyncio.to_thread`` does for ``run_async``'s hooks); ``wake`` is set when it
-    has taken it and when it ends.
+    """A daemon thread running ``target(resume)`` once it has taken ``handover``, in a
+    copy of ``context`` (that of the thread that called ``run()``); ``wake`` is set
+    when it has taken it and when it ends.
 
-    ``error``: what ended it, if anything did (re-raised by the watcher). A thread whose
-    batch the watcher took over (:class:`~.dispatch.LoopAbandoned`) ends silently and
-    does not set ``wake``: the watcher has moved on to its successor. A thread that
-    finds ``handover`` taken ends at once.
+    ``error``: what ended it, if anything did (raised by the watcher). A thread given
+    up on (:class:`~.dispatch.LoopAbandoned`) ends silently without setting ``wake``;
+    one that finds ``handover`` taken ends at once.
     """
 
     __slots__ = ("context", "ended", "error", "handover", "thread", "wake")
@@ -124,10 +88,6 @@ class LoopThread:
         self.context = context.copy()  # a context runs on one thread at a time
         self.thread = threading.Thread(target=self._main, args=(target,), name=name, daemon=True)
 
-    def start(self) -> None:
-        """Start the thread (a second LoopThread for the same handover is harmless)."""
-        self.thread.start()
-
     def _main(self, target: Callable[[Resume | None], None]) -> None:
         if not self.handover.take(self):
             return
@@ -140,3 +100,105 @@ class LoopThread:
             self.error = exc
         self.ended = True
         self.wake.set()
+
+
+def run_watched(
+    steps: Steps[None],
+    runner: SinkRunner,
+    stop: threading.Event,
+    changes: ChangeSignal,
+    abort: Callable[[], None],
+    on_loop_thread: Callable[[], None],
+) -> None:
+    """Drive ``steps`` on loop threads watched from this one (see the module
+    docstring) until the loop ends; raise what ended it, or an interruption of this
+    thread (after ``abort()``, once the loop has ended). ``on_loop_thread`` is called
+    first on each loop thread."""
+    wake = Wake()
+
+    def dispatch(request: Dispatch, done: list[DispatchResult] | None = None) -> Any:
+        done = done or []
+        rest = request.batch[len(done) :]
+        if rest:
+            done = done + runner.run_here(rest, request.turn, wake, (request, done))
+        return done, None
+
+    def target(resume: Resume | None) -> None:
+        on_loop_thread()
+        drive(steps, dispatch, stop, changes, None if resume is None else dispatch(*resume))
+
+    watch = _Watch(runner, target, f"{threading.current_thread().name}-loop", wake)
+    interruption: Interruption = None
+    while True:
+        try:
+            loop = watch.until_ended(interruption)
+            break
+        except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
+            abort()
+            if interruption is not None:
+                raise  # a second one: stop waiting for the loop
+            interruption = exc
+    if interruption is not None:
+        raise interruption
+    if loop.error is not None:
+        raise loop.error
+
+
+def _resume_of(run: BatchRun) -> Resume:
+    resume: Resume = run.context  # type: ignore[assignment]  # as run_here was given it
+    return resume
+
+
+class _Watch:
+    """What the watcher has handed over so far (kept across its interruptions): the
+    current :class:`Handover` and the run in flight it last looked at."""
+
+    __slots__ = ("context", "handover", "name", "run", "runner", "target", "wake")
+
+    def __init__(
+        self,
+        runner: SinkRunner,
+        target: Callable[[Resume | None], None],
+        name: str,
+        wake: Wake,
+    ) -> None:
+        self.runner, self.target, self.name, self.wake = runner, target, name, wake
+        self.context = contextvars.copy_context()  # hooks run in this thread's context
+        self.handover = Handover()
+        self.run: BatchRun | None = None
+
+    def until_ended(self, interruption: Interruption) -> LoopThread:
+        """Start the loop thread of the current handover, sleep until the deadline of
+        its call in flight, and hand its batch over to a new one when that call ran
+        past it or was interrupted; return the loop thread once the loop has ended."""
+        runner = self.runner
+        while True:
+            handover, run = self.handover, self.run
+            if run is not None and run.given_up is not None and handover.source is not run:
+                request, done = _resume_of(run)
+                results = done + run.results + runner.given_up_results(run, interruption)
+                self.handover = Handover((request, results), run)
+                why = runner.thread_lost(run)
+                if why is not None:
+                    gone = handover.owner
+                    runner.log_abandoned(why, self.name if gone is None else gone.thread.name)
+                continue
+            loop = handover.owner
+            if loop is None:  # not started, or not yet running
+                if not handover.launched:
+                    loop = LoopThread(self.target, self.name, self.wake, handover, self.context)
+                    loop.thread.start()
+                    handover.launched = True
+                self.wake.wait(STOP_CHECK_S)  # set when it has taken the handover
+                continue
+            if loop.ended:
+                return loop
+            left = runner.timeout
+            run = runner.current
+            if run is not None:
+                self.run = run
+                given = run.give_up(runner.timeout)
+                if given is None:
+                    continue  # given up on: handed over above
+                left = given
+            self.wake.wait(left)

@@ -58,13 +58,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import logging
 import math
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -75,7 +73,8 @@ import attrs
 from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import Interruption, SinkRunner, log_occurrence, take_turn
+from .dispatch import SinkRunner, log_occurrence, take_turn
+from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive
 from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
     Hook,
@@ -87,13 +86,7 @@ from .hooks import (
     check_hooks,
     settlement_event,
 )
-from .idle import (
-    STOP_CHECK_S,
-    STORE_ERROR_BACKOFF_MAX,
-    Pacer,
-    wait_change_or_stop,
-    wait_event,
-)
+from .idle import STOP_CHECK_S, STORE_ERROR_BACKOFF_MAX, Pacer
 from .message import ScheduledMessage
 from .retry import RandomSource, RetryPolicy
 from .settle import (
@@ -108,13 +101,13 @@ from .settle import (
     outcome_of,
     settlement_for,
 )
-from .sinks import CallableSink, ScheduleSink
+from .sinks import CallableSink, OccurrenceSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore
 from .store.notices import collecting_malformed
-from .transactional import TRANSACTIONAL_GRACE_S, BoundTransactionalSink, TransactionalSink
+from .transactional import TRANSACTIONAL_GRACE_S, TransactionalSink
 from .upkeep import Retention, checkpoint_after_burst
-from .watched import Handover, LoopThread, Resume, Wake
+from .watched import run_watched
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -213,27 +206,9 @@ def _warn_left_to_expiry(left: int) -> None:
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
 
 
-def _moved(before: int | None, seen: int | None) -> bool:
-    """Another connection committed between two readings of ``data_version()`` (an
-    unknown reading counts as none)."""
-    return before is not None and seen is not None and before != seen
-
-
 def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
         loop.call_soon_threadsafe(event.set)
-
-
-class _Watch:
-    """What the watcher of a thread loop has handed over so far (kept across an
-    interruption of the watcher): the current :class:`~.watched.Handover` and the
-    run in flight it last looked at."""
-
-    __slots__ = ("handover", "run")
-
-    def __init__(self) -> None:
-        self.handover = Handover()
-        self.run: Any = None
 
 
 class SchedulerWorker:
@@ -309,8 +284,6 @@ class SchedulerWorker:
             )
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
-        self._busy = False
-        self._next_sweep = -math.inf  # monotonic: the loops' next sweep (_sweep_due)
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
@@ -319,11 +292,7 @@ class SchedulerWorker:
         self.clock: Clock = clock if clock is not None else store.clock
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
-        self._data_version: Callable[[], int | None] | None = (
-            store.data_version
-            if type(store).data_version is not ScheduleStore.data_version
-            else None
-        )
+        self._pacer = Pacer(self.clock, config)
         self._changes: ChangeSignal = store.changes
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
@@ -386,75 +355,88 @@ class SchedulerWorker:
     def run_once(self) -> CycleReport:
         """Run exactly one poll cycle (see the module docstring) and report its counts.
 
-        Store errors propagate (nothing is retried here); :meth:`run` is the loop that
-        backs off and carries on. With ``propagate_errors``, a failed dispatch's
-        exception is raised once the batch is settled.
+        The batch is dispatched on the worker's dispatch thread, this thread watching
+        each call's ``dispatch_timeout``. Store errors propagate (nothing is retried
+        here); :meth:`run` is the loop that backs off and carries on. With
+        ``propagate_errors``, a failed dispatch's exception is raised once the batch is
+        settled.
         """
         try:
-            return self._cycle(self._aborting.is_set)
+            return self._run_cycle(self._aborting.is_set)
         finally:
             self._aborting.clear()
 
-    def _cycle(self, stopping: Callable[[], bool]) -> CycleReport:
-        """The cycle of :meth:`run_once`; ``stopping`` is checked at each occurrence's
-        turn, on the helper thread."""
-        return self._carried_cycle(stopping)[0]
+    def _run_cycle(self, stopping: Callable[[], bool]) -> CycleReport:
+        """One unpaced cycle on this thread; ``stopping`` is read at each turn."""
+        stop = threading.Event()  # a cycle neither waits nor pauses
+        steps = self._cycle(stopping, None, keep=False, paced=False)
+        return drive(steps, self._dispatch_handed_off, stop, self._changes)[0]
 
-    def _carried_cycle(
-        self,
-        stopping: Callable[[], bool],
-        carry: _Carry | None = None,
-        keep: bool = False,
-        watcher: Callable[[], None] | None = None,
-        resume: Resume | None = None,
-    ) -> tuple[CycleReport, _Carry | None]:
-        """The cycle of the thread loop (and of :meth:`run_once`, with neither ``carry``
-        nor ``keep``).
+    def _dispatch_handed_off(
+        self, request: Dispatch
+    ) -> tuple[list[DispatchResult], BaseException | None]:
+        return self._runner.run_batch(request.batch, request.turn)
+
+    def _cycle(
+        self, stopping: Callable[[], bool], carry: _Carry | None, *, keep: bool, paced: bool
+    ) -> Steps[tuple[CycleReport, _Carry | None]]:
+        """One cycle as the requests of :mod:`hexeract_lite.engine`: its report, and
+        the settlement it holds for the next claim.
 
         ``carry``: the previous cycle's settlement, still to write: written with this
-        cycle's claim (:meth:`_settle_and_claim`). ``keep``: a full batch dispatched
+        cycle's claim (``store.settle_and_claim``). ``keep``: a full batch dispatched
         without failure to propagate, interruption or stop is not settled here but
         returned as the next cycle's ``carry`` (the loop settles it if no cycle
-        follows). ``watcher``: dispatch on this thread, a watched loop thread
-        (:mod:`hexeract_lite.watched`; else on the helper thread). ``resume``: no claim,
-        but the rest of a batch the watcher took over from an abandoned loop thread."""
-        if resume is None:
-            counts = _Counts()
-            batch = self._claim(counts, carry, paced=watcher is not None)
-            done: list[DispatchResult] = []
-        else:
-            batch, done, counts = list(resume.batch), resume.results, resume.counts
-        if batch:
-            results, interruption = self._dispatch(batch, done, counts, stopping, watcher)
-            planned = self._plan_settlement(batch, results, counts)
-            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
-                return counts.report(), _Carry(planned, counts)
-            self._settle_planned(planned, counts)
-            if interruption is not None:
-                raise interruption
-            self._propagate(counts)
+        follows). ``paced``: the sweep only when the pacer says it is due."""
+        counts = _Counts()
+        batch = yield Call(self._claim, counts, carry, paced)
+        if not batch:
+            return counts.report(), None
+        results, interruption = yield Dispatch(
+            batch, functools.partial(take_turn, self.clock, stopping)
+        )
+        planned = self._plan_settlement(batch, results, counts)
+        if keep and self._may_carry(batch, planned, interruption, counts, stopping):
+            return counts.report(), _Carry(planned, counts)
+        yield Call(self._settle_planned, planned, counts)
+        if interruption is not None:
+            raise interruption
+        if self.propagate_errors and counts.failure is not None:
+            self._propagating = counts.failure
+            raise counts.failure
         return counts.report(), None
 
-    def _dispatch(
-        self,
-        batch: list[LeasedOccurrence],
-        done: list[DispatchResult],
-        counts: _Counts,
-        stopping: Callable[[], bool],
-        watcher: Callable[[], None] | None,
-    ) -> tuple[list[DispatchResult], Interruption]:
-        """Step 3 for the items of ``batch`` after the ``done`` ones: on the helper
-        thread, or on this one when it is a watched loop thread (``watcher``)."""
-        rest = batch[len(done) :]
-        if not rest:
-            return done, None
-        turn = functools.partial(take_turn, self.clock, stopping)
-        if watcher is None:
-            results, interruption = self._runner.run_batch(rest, turn)
-        else:
-            context = Resume(batch, done, counts)
-            results, interruption = self._runner.run_batch_here(rest, turn, watcher, context), None
-        return (done + results if done else results), interruption
+    def _loop(self, stopping: Callable[[], bool], look_every: float) -> Steps[None]:
+        """The loop of :meth:`run`, :meth:`start` and :meth:`run_async`, paced by the
+        :class:`~hexeract_lite.idle.Pacer`; an idle loop looks at ``stopping`` at
+        least every ``look_every`` seconds."""
+        pacer, changes = self._pacer, self._changes
+        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
+        while not stopping():
+            version = changes.version()
+            pacer.observe((yield Call(self._data_version)))
+            try:
+                held, carry = carry, None
+                report, carry = yield from self._cycle(stopping, held, keep=True, paced=True)
+                pause = pacer.after_cycle(report.claimed)
+                if pause is not None:
+                    if carry is not None and carry.lapses_within(self.clock.now(), pause):
+                        held, carry = carry, None  # written now, not after its leases
+                        yield Call(self._settle_held, held)
+                    if pause > 0:
+                        yield Pause(pause)
+                    continue
+                plan = pacer.idle_plan((yield Call(self.store.next_wakeup)), report.claimed)
+                while not stopping():
+                    timeout = plan.next_timeout(look_every)
+                    if timeout is None or (yield Wait(version, timeout)):
+                        break
+                    if pacer.committed_since((yield Call(self._data_version))):
+                        break
+            except Exception as exc:
+                yield Pause((yield Call(self._backed_off, exc)))
+        if carry is not None:  # no cycle follows: write it on its own
+            yield Call(self._settle_held, carry)
 
     def _may_carry(
         self,
@@ -477,60 +459,41 @@ class SchedulerWorker:
             and not stopping()
         )
 
-    def _propagate(self, counts: _Counts) -> None:
-        """The test mode: raise the cycle's first dispatch failure (already settled)."""
-        if self.propagate_errors and counts.failure is not None:
-            self._propagating = counts.failure
-            raise counts.failure
-
-    async def _cycle_async(
-        self, stopping: Callable[[], bool], carry: _Carry | None, keep: bool
-    ) -> tuple[CycleReport, _Carry | None]:
-        """The same cycle on an event loop: store calls in a thread, the sink awaited;
-        ``carry`` and ``keep`` as for :meth:`_carried_cycle`."""
-        counts = _Counts()
-        batch = await asyncio.to_thread(self._claim, counts, carry, True)
-        if batch:
-            turn = functools.partial(take_turn, self.clock, stopping)
-            results, interruption = await self._runner.run_batch_async(batch, turn)
-            planned = self._plan_settlement(batch, results, counts)
-            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
-                return counts.report(), _Carry(planned, counts)
-            await asyncio.to_thread(self._settle_planned, planned, counts)
-            if interruption is not None:
-                raise interruption
-            self._propagate(counts)
-        return counts.report(), None
-
-    def _claim(
-        self, counts: _Counts, carry: _Carry | None = None, paced: bool = False
-    ) -> list[LeasedOccurrence]:
+    def _claim(self, counts: _Counts, carry: _Carry | None, paced: bool) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
-        previous cycle's settlement written in the same transaction). ``paced`` (the
-        loops): the sweep only when :meth:`_sweep_due`."""
+        previous cycle's settlement written in the same ``store.settle_and_claim``).
+        ``paced`` (the loops): the sweep only when the pacer says it is due."""
         try:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
                     held, carry = carry, None
                     self._settle_planned(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
-            if not paced or self._sweep_due():
+            if not paced or self._pacer.sweep_due():
                 counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
-            if carry is not None:  # settle it on its own, as an unfused cycle would have
+            if carry is not None:  # the claim will not come: settle it now
                 self._settle_planned(carry.planned, carry.counts)
             raise
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
             call_hooks(self.hooks, [Swept(count=counts.swept)])
-        cfg = self.config
+        cfg, now = self.config, self.clock.now()
         batch: list[LeasedOccurrence] = []
         try:
             with collecting_malformed() as malformed:
                 if carry is None:
-                    batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+                    batch = self.store.claim_due(now, cfg.batch_size, cfg.lease)
                 else:
-                    batch = self._settle_and_claim(carry)
+                    planned = carry.planned
+                    try:
+                        oks, batch = self.store.settle_and_claim(
+                            [s for _, s, _ in planned], now, cfg.batch_size, cfg.lease
+                        )
+                    except BaseException:
+                        _warn_left_to_expiry(len(planned))
+                        raise
+                    self._settled_batch(planned, oks, carry.counts)
         finally:
             found: list[WorkerEvent] = [
                 MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed
@@ -540,47 +503,8 @@ class SchedulerWorker:
             else:
                 call_hooks(self.hooks, found)
         counts.claimed = len(batch)
-        if self._busy and not batch:
+        if self._pacer.burst_ended(len(batch)):
             checkpoint_after_burst(self.store)
-        self._busy = bool(batch)
-        return batch
-
-    def _sweep_due(self) -> bool:
-        """In the loops, the sweep runs at most once per ``poll_interval``: a busy loop
-        claims every millisecond or so, and what it sweeps (occurrences a crashed
-        worker left on their last attempt, found once their lease has run out) can
-        wait that long."""
-        now = time.monotonic()
-        if now < self._next_sweep:
-            return False
-        self._next_sweep = now + self.config.poll_interval.total_seconds()
-        return True
-
-    def _settle_and_claim(self, carry: _Carry) -> list[LeasedOccurrence]:
-        """The previous batch's settlement and this cycle's claim in one store call.
-
-        If that call fails, nothing of it was recorded (a store that fuses them
-        applies all or nothing): the settlement is written on its own (as an unfused
-        cycle writes it; if that fails too, the batch waits out its lease), then the
-        claim is made on its own."""
-        planned, cfg = carry.planned, self.config
-        settlements = [settlement for _, settlement, _ in planned]
-        try:
-            oks, batch = self.store.settle_and_claim(
-                settlements, self.clock.now(), cfg.batch_size, cfg.lease
-            )
-        except Exception as exc:
-            log.warning(
-                "settling %d occurrence(s) with the next claim failed; settling them alone: %s",
-                len(planned),
-                error_summary(error_text(exc)),
-            )
-            self._settle_planned(planned, carry.counts)
-            return self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
-        except BaseException:
-            _warn_left_to_expiry(len(planned))
-            raise
-        self._settled_batch(planned, oks, carry.counts)
         return batch
 
     def _plan_settlement(
@@ -676,15 +600,32 @@ class SchedulerWorker:
             self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
         return outcome
 
-    def _backed_off(self, pacer: Pacer, exc: Exception) -> float:
+    def _backed_off(self, exc: Exception) -> float:
         """A store error in the loop: re-raise the test mode's failure, else the
         back-off in seconds (told to the hooks)."""
         if exc is self._propagating:
             self._propagating = None
             raise exc
-        delay = pacer.after_error(exc)
+        delay = self._pacer.after_error(exc)
         call_hooks(self.hooks, [StoreErrorBackedOff(error=exc, backoff=timedelta(seconds=delay))])
         return delay
+
+    def _settle_held(self, carry: _Carry) -> None:
+        """Write a held full batch's settlement on its own, when no cycle follows or a
+        pause comes first (a failure is logged; the batch then waits out its lease)."""
+        try:
+            self._settle_planned(carry.planned, carry.counts)
+        except Exception as exc:
+            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
+
+    def _data_version(self) -> int | None:
+        """The store's ``data_version()``; None when it cannot tell or fails (then the
+        next comparison differs and a cycle runs)."""
+        try:
+            version = self.store.data_version()
+        except Exception:
+            return None
+        return None if version is None else int(version)
 
     def _log(
         self,
@@ -716,8 +657,7 @@ class SchedulerWorker:
         if stopper is not None:
             stopper()
         self._runner.interrupt()
-        if self._changes is not None:
-            self._changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
+        self._changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
 
     def _enter(self, stopper: Callable[[], None]) -> None:
         if not self._running.acquire(blocking=False):
@@ -736,7 +676,7 @@ class SchedulerWorker:
 
     def _release(self) -> None:
         self._runner.close()
-        if isinstance(self.sink, BoundTransactionalSink):
+        if isinstance(self.sink, OccurrenceSink):
             self.sink.close()  # its connection (and its library's claim on the file)
 
     def close(self) -> None:
@@ -768,7 +708,7 @@ class SchedulerWorker:
     ) -> None:
         self.close()
 
-    # -- the thread loop -----------------------------------------------------------------
+    # -- the loops -----------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll until ``stop`` is set (forever without one); returns when the loop ends.
@@ -784,7 +724,7 @@ class SchedulerWorker:
         store's next due instant, at most ``poll_interval`` at a time, waking at once
         when this process changes the store (``store.changes``; the SQLite store on
         Linux and the PostgreSQL store also signal other processes' commits there) and,
-        with a store that has ``data_version()`` (SQLite), noticing other processes'
+        with a store whose ``data_version()`` tells (SQLite), noticing other processes'
         commits within half of ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A
         store error is logged and backed off (``poll_interval`` doubling per consecutive
         error, at most :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
@@ -800,156 +740,13 @@ class SchedulerWorker:
         stop = stop if stop is not None else threading.Event()
         self._enter(stop.set)
         try:
-            self._watched_loop(stop)
+            steps = self._loop(stop.is_set, STOP_CHECK_S)
+            run_watched(steps, self._runner, stop, self._changes, self.abort, self._mark_loop)
         finally:
             self._leave()
 
-    def _watched_loop(self, stop: threading.Event) -> None:
-        """:meth:`_loop` on a :class:`~.watched.LoopThread`, watched from this thread:
-        a call past its ``dispatch_timeout``, or one in flight when the worker is
-        interrupted (:meth:`abort`, or any exception raised in this thread, such as a
-        :class:`KeyboardInterrupt`, wherever it lands), is given up on, and a new loop
-        thread goes on with the rest of its batch. After an interruption it still
-        waits for the loop to settle and end, then raises it; a second one is raised
-        at once (the loop, aborted, ends on its own)."""
-        wake = Wake()
-        name = f"{threading.current_thread().name}-loop"
-        target = functools.partial(self._loop, stop, wake.set)
-        context = contextvars.copy_context()  # hooks ran in this thread's context
-        watch = _Watch()
-        interruption: Interruption = None
-        while True:
-            try:
-                loop = self._watch(watch, (target, name, wake, context), interruption)
-                break
-            except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
-                if interruption is not None:
-                    self.abort()
-                    raise  # a second one: stop waiting for the loop
-                interruption = exc
-                self.abort()
-        if interruption is not None:
-            raise interruption
-        if loop.error is not None:
-            raise loop.error
-
-    def _watch(
-        self,
-        watch: _Watch,
-        loops: tuple[Callable[[Resume | None], None], str, Wake, contextvars.Context],
-        interruption: Interruption,
-    ) -> LoopThread:
-        """Until the loop ends (returned): start the loop thread of the current
-        handover, sleep until the deadline of its call in flight, and take its batch
-        over (a new :class:`~.watched.Handover`) when that call ran past it or was
-        interrupted. Interrupted anywhere, it carries on from ``watch`` when called
-        again."""
-        runner, (target, name, wake, context) = self._runner, loops
-        while True:
-            handover, run = watch.handover, watch.run
-            if run is not None and run.given_up is not None and handover.source is not run:
-                taken = run.context  # abandoned: the rest of its batch goes to a new thread
-                assert isinstance(taken, Resume)
-                results = taken.results + runner.given_up_results(run, interruption)
-                watch.handover = Handover(Resume(taken.batch, results, taken.counts), run)
-                abandoned = handover.owner
-                runner.log_given_up(run, name if abandoned is None else abandoned.thread.name)
-                continue
-            loop = handover.owner
-            if loop is None:  # not started, or not yet running
-                if not handover.launched:
-                    LoopThread(target, name, wake, handover, context).start()
-                    handover.launched = True
-                wake.wait(STOP_CHECK_S)  # set when it has taken the handover
-                continue
-            if loop.ended:
-                return loop
-            left = runner.timeout
-            run = runner.watched_run()
-            if run is not None:
-                watch.run = run
-                given = runner.give_up(run)
-                if given is None:
-                    continue  # abandoned: taken over above
-                left = given
-            wake.wait(left)
-
-    def _loop(
-        self,
-        stop: threading.Event,
-        watcher: Callable[[], None] | None = None,
-        resume: Resume | None = None,
-    ) -> None:
+    def _mark_loop(self) -> None:
         self._loop_thread.on = True
-        changes = self._changes
-        pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        fuse = self.store.fuses_settle_and_claim
-        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
-        seen: int | None = None
-        try:
-            while not stop.is_set() or resume is not None:
-                version = changes.version() if changes is not None else 0
-                seen, before = self._read_data_version(), seen
-                try:
-                    pending, carry, resumed, resume = carry, None, resume, None
-                    report, carry = self._carried_cycle(
-                        stop.is_set, pending, fuse, watcher, resumed
-                    )
-                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
-                    if pause is not None:
-                        if pause > 0:
-                            carry = self._before_pause(carry, pause)
-                            stop.wait(pause)
-                        continue
-                    plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
-                    while not stop.is_set():
-                        timeout = plan.next_timeout(STOP_CHECK_S)
-                        if timeout is None:
-                            break
-                        if changes is not None:
-                            if changes.wait(version, timeout):
-                                break
-                        elif stop.wait(timeout):
-                            break
-                        if self._committed_since(seen):
-                            break
-                except Exception as exc:
-                    stop.wait(self._backed_off(pacer, exc))
-        finally:
-            if carry is not None:  # no cycle follows: write it on its own
-                self._settle_left(carry)
-
-    def _before_pause(self, carry: _Carry | None, pause: float) -> _Carry | None:
-        """The settlement to hold over a ``min_cycle_delay`` pause: None (written now, on
-        its own) when the held batch's leases would run out during or soon after it."""
-        if carry is not None and carry.lapses_within(self.clock.now(), pause):
-            self._settle_left(carry)
-            return None
-        return carry
-
-    def _settle_left(self, carry: _Carry) -> None:
-        """Write a held full batch's settlement on its own, when no cycle follows or a
-        pause comes first (a failure is logged; the batch then waits out its lease)."""
-        try:
-            self._settle_planned(carry.planned, carry.counts)
-        except Exception as exc:
-            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
-
-    def _next_wakeup(self) -> datetime | None:
-        return self.store.next_wakeup()
-
-    def _read_data_version(self) -> int | None:
-        if self._data_version is None:
-            return None
-        try:
-            version = self._data_version()
-            return None if version is None else int(version)
-        except Exception:  # unknown: the next comparison differs and a cycle runs
-            return None
-
-    def _committed_since(self, seen: int | None) -> bool:
-        """With a ``data_version()`` store: did any connection commit since ``seen``."""
-        return self._data_version is not None and self._read_data_version() != seen
 
     def _in_loop_thread(self) -> bool:
         """True on a thread of this worker's thread loop (a sink or hook called by
@@ -969,15 +766,13 @@ class SchedulerWorker:
         thread.start()
         return handle
 
-    # -- asyncio -------------------------------------------------------------------------
-
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """The :meth:`run` loop as a coroutine, for asyncio applications.
 
-        Store calls run off the event loop (``asyncio.to_thread``). An async sink is
-        awaited on the loop under ``dispatch_timeout`` (cancelled when it runs out); a
-        synchronous sink runs on the worker's helper thread (as under :meth:`run_once`), and an
-        awaitable it returns is awaited on the loop within the same timeout.
+        Store calls and hooks run off the event loop (``asyncio.to_thread``). An async
+        sink is awaited on the loop under ``dispatch_timeout`` (cancelled when it runs
+        out); a synchronous sink runs on the worker's dispatch thread, and an awaitable
+        it returns is awaited on the loop within the same timeout.
 
         Stop it by setting ``stop``, or by cancelling the task: either way the
         occurrence in hand is finished and settled and the rest of the batch released
@@ -995,75 +790,11 @@ class SchedulerWorker:
         stop = stop if stop is not None else asyncio.Event()
         self._enter(functools.partial(_set_soon, asyncio.get_running_loop(), stop))
         try:
-            await self._loop_async(stop)
+            driver = AsyncDriver(self._runner, stop, self._changes)
+            aborting = self._aborting.is_set
+            await driver.drive(self._loop(lambda: driver.stopping() or aborting(), math.inf))
         finally:
             self._leave()
-
-    async def _loop_async(self, stop: asyncio.Event) -> None:
-        changes = self._changes
-        pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        fuse = self.store.fuses_settle_and_claim
-        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
-        seen: int | None = None
-        try:
-            while not stop.is_set():
-                version = changes.version() if changes is not None else 0
-                seen, before = await asyncio.to_thread(self._read_data_version), seen
-                try:
-                    pending, carry = carry, None
-                    report, carry = await self._cycle_to_the_end(stop, pending, fuse)
-                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
-                    if pause is not None:
-                        if pause > 0:
-                            carry = await asyncio.to_thread(self._before_pause, carry, pause)
-                            await wait_event(stop, pause)
-                        continue
-                    hint = await asyncio.to_thread(self._next_wakeup)
-                    plan = pacer.idle_plan(hint, report.claimed)
-                    while not stop.is_set():
-                        timeout = plan.next_timeout(math.inf)
-                        if timeout is None:
-                            break
-                        if await wait_change_or_stop(changes, stop, version, timeout):
-                            break
-                        if await asyncio.to_thread(self._committed_since, seen):
-                            break
-                except Exception as exc:  # the hooks are told off the event loop
-                    await wait_event(stop, await asyncio.to_thread(self._backed_off, pacer, exc))
-        finally:
-            if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
-                await asyncio.to_thread(self._settle_left, carry)
-
-    async def _cycle_to_the_end(
-        self, stop: asyncio.Event, carry: _Carry | None, keep: bool
-    ) -> tuple[CycleReport, _Carry | None]:
-        """One cycle that, once it has claimed, finishes even if we are cancelled (and
-        then settles what it would have carried)."""
-        halted = False
-
-        def stopping() -> bool:
-            return halted or stop.is_set() or self._aborting.is_set()
-
-        cycle = asyncio.ensure_future(self._cycle_async(stopping, carry, keep))
-        try:
-            return await asyncio.shield(cycle)
-        except asyncio.CancelledError:
-            halted = True
-            while not cycle.done():
-                try:
-                    await asyncio.shield(cycle)
-                except asyncio.CancelledError:
-                    continue
-                except Exception:
-                    break
-            error = None if cycle.cancelled() else cycle.exception()
-            if isinstance(error, Exception):  # a KeyboardInterrupt propagates on its own
-                log.warning("cycle interrupted by cancellation failed", exc_info=error)
-            elif error is None and not cycle.cancelled():
-                left = cycle.result()[1]
-                if left is not None:  # the thread finishes it even if cancelled again
-                    await asyncio.to_thread(self._settle_left, left)
-            raise
 
 
 class WorkerHandle:

@@ -751,7 +751,7 @@ def test_released_occurrences_are_counted(frozen: FrozenTime) -> None:
     store.insert_many([one_shot(T0 - S), one_shot(T0)], 5)
     stop = threading.Event()
     worker = SchedulerWorker(store, Recorder(lambda m: stop.set()))
-    assert worker._cycle(stop.is_set) == CycleReport(claimed=2, delivered=1, released=1)
+    assert worker._run_cycle(stop.is_set) == CycleReport(claimed=2, delivered=1, released=1)
 
 
 class FlakyStore(InMemoryScheduleStore):
