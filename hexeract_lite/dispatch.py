@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
+from .ledger import log_occurrence
 from .message import ScheduledMessage
 from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult, missed_result
 from .sinks import OccurrenceSink, ScheduleSink, _bad_return, _discard, is_async_sink
@@ -57,7 +58,6 @@ __all__ = [
     "SinkRunner",
     "Turn",
     "Wake",
-    "log_occurrence",
     "take_turn",
 ]
 
@@ -77,48 +77,6 @@ class LoopAbandoned(BaseException):
     """Raised on a dispatching thread whose run its watcher gave up on: the thread
     ends without recording anything. A BaseException, so that no ``except
     Exception`` on the way stops it."""
-
-
-_EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
-
-
-def log_occurrence(
-    clock: Clock,
-    level: int,
-    template: str,
-    occ: LeasedOccurrence,
-    *,
-    exc_info: BaseException | None = None,
-    **fields: object,
-) -> None:
-    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``, and
-    the traceback of ``exc_info`` when given. The occurrence id (a SHA-1) is only
-    derived when the level is enabled."""
-    if not log.isEnabledFor(level):
-        return
-    msg = occ.message
-    lag = (clock.now() - msg.scheduled_for).total_seconds()
-    data: dict[str, object] = {
-        "schedule_id": str(msg.schedule_id),
-        "occurrence_id": str(msg.occurrence_id()),
-        "attempt": occ.attempts,
-        "max_attempts": occ.max_attempts,
-        "lag": lag,
-        "event_type": msg.event_type,
-        **fields,
-    }
-    text = template % data if "%(" in template else template
-    log.log(
-        level,
-        "schedule %s occurrence %s attempt %d lag %.3fs: %s",
-        data["schedule_id"],
-        data["occurrence_id"],
-        occ.attempts,
-        lag,
-        text,
-        extra={k: data[k] for k in _EXTRA},
-        exc_info=exc_info,
-    )
 
 
 def take_turn(

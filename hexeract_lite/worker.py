@@ -59,12 +59,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import math
 import random
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
@@ -73,7 +72,7 @@ import attrs
 from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import SinkRunner, log_occurrence, take_turn
+from .dispatch import SinkRunner, take_turn
 from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive
 from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
@@ -84,21 +83,17 @@ from .hooks import (
     WorkerEvent,
     call_hooks,
     check_hooks,
-    settlement_event,
 )
 from .idle import STOP_CHECK_S, STORE_ERROR_BACKOFF_MAX, Pacer
+from .ledger import Counts, Held, Ledger, Planned, warn_left_to_expiry
 from .message import ScheduledMessage
 from .retry import RandomSource, RetryPolicy
 from .settle import (
     MAX_ERROR_CHARS,
-    Acknowledged,
     DispatchOutcome,
     DispatchResult,
-    ResultKind,
     Settlement,
-    error_summary,
     error_text,
-    outcome_of,
     settlement_for,
 )
 from .sinks import CallableSink, OccurrenceSink, ScheduleSink
@@ -144,63 +139,19 @@ class CycleReport:
     released: int = 0
 
 
-class _Counts:
-    __slots__ = ("claimed", "events", "failure", "outcomes", "swept")
-
-    def __init__(self) -> None:
-        self.swept = 0
-        self.claimed = 0
-        self.outcomes: dict[DispatchOutcome, int] = dict.fromkeys(DispatchOutcome, 0)
-        self.events: list[WorkerEvent] = []
-        self.failure: BaseException | None = None
-        """The first failed dispatch's exception (re-raised with ``propagate_errors``)."""
-
-    def add(self, outcome: DispatchOutcome) -> None:
-        self.outcomes[outcome] += 1
-
-    def report(self) -> CycleReport:
-        o = self.outcomes
-        return CycleReport(
-            swept=self.swept,
-            claimed=self.claimed,
-            delivered=o[DispatchOutcome.DELIVERED],
-            rescheduled=o[DispatchOutcome.RESCHEDULED],
-            retried=o[DispatchOutcome.RETRIED],
-            dead_lettered=o[DispatchOutcome.DEAD_LETTERED],
-            lease_lost=o[DispatchOutcome.LEASE_LOST],
-            skipped=o[DispatchOutcome.SKIPPED],
-            released=o[DispatchOutcome.RELEASED],
-        )
-
-
-_Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
-"""One occurrence's settlement to write, with the dispatch result it came from."""
-
-
-class _Carry:
-    """A full batch's settlement, not yet written: the loop writes it with the next
-    cycle's claim (one transaction), or on its own when no cycle follows."""
-
-    __slots__ = ("counts", "planned")
-
-    def __init__(self, planned: list[_Planned], counts: _Counts) -> None:
-        self.planned = planned
-        self.counts = counts
-
-    def lapses_within(self, now: datetime, pause: float) -> bool:
-        """True when a held lease ends less than ``pause`` seconds after a pause of
-        ``pause`` seconds from ``now``: holding the settlement over that pause would
-        leave it unwritten while the leases run out."""
-        if not self.planned:
-            return False
-        first = min(occ.leased_until for occ, _, _ in self.planned)
-        return now + timedelta(seconds=2 * pause) >= first
-
-
-def _warn_left_to_expiry(left: int) -> None:
-    """A cycle broke off (a store error while settling): the rest waits out its lease."""
-    if left:
-        log.warning("%d claimed occurrence(s) left to lease expiry", left)
+def _report(counts: Counts) -> CycleReport:
+    o = counts.outcomes
+    return CycleReport(
+        swept=counts.swept,
+        claimed=counts.claimed,
+        delivered=o[DispatchOutcome.DELIVERED],
+        rescheduled=o[DispatchOutcome.RESCHEDULED],
+        retried=o[DispatchOutcome.RETRIED],
+        dead_lettered=o[DispatchOutcome.DEAD_LETTERED],
+        lease_lost=o[DispatchOutcome.LEASE_LOST],
+        skipped=o[DispatchOutcome.SKIPPED],
+        released=o[DispatchOutcome.RELEASED],
+    )
 
 
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
@@ -293,6 +244,7 @@ class SchedulerWorker:
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
         self._pacer = Pacer(self.clock, config)
+        self._ledger = Ledger(store, self.clock, self._retry, self._rng, self.hooks)
         self._changes: ChangeSignal = store.changes
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
@@ -345,8 +297,10 @@ class SchedulerWorker:
         store fenced the acknowledgement out)."""
         settlement = self.failure_settlement(occurrence, error)
         [ok] = self.store.settle([settlement])
-        counts = _Counts()
-        outcome = self._settled(occurrence, settlement, ok, DispatchResult.failed(error), counts)
+        counts = Counts()
+        outcome = self._ledger.record(
+            occurrence, settlement, ok, DispatchResult.failed(error), counts
+        )
         call_hooks(self.hooks, counts.events)
         return outcome
 
@@ -378,8 +332,8 @@ class SchedulerWorker:
         return self._runner.run_batch(request.batch, request.turn)
 
     def _cycle(
-        self, stopping: Callable[[], bool], carry: _Carry | None, *, keep: bool, paced: bool
-    ) -> Steps[tuple[CycleReport, _Carry | None]]:
+        self, stopping: Callable[[], bool], carry: Held | None, *, keep: bool, paced: bool
+    ) -> Steps[tuple[CycleReport, Held | None]]:
         """One cycle as the requests of :mod:`hexeract_lite.engine`: its report, and
         the settlement it holds for the next claim.
 
@@ -388,30 +342,30 @@ class SchedulerWorker:
         without failure to propagate, interruption or stop is not settled here but
         returned as the next cycle's ``carry`` (the loop settles it if no cycle
         follows). ``paced``: the sweep only when the pacer says it is due."""
-        counts = _Counts()
+        counts = Counts()
         batch = yield Call(self._claim, counts, carry, paced)
         if not batch:
-            return counts.report(), None
+            return _report(counts), None
         results, interruption = yield Dispatch(
             batch, functools.partial(take_turn, self.clock, stopping)
         )
-        planned = self._plan_settlement(batch, results, counts)
+        planned = self._ledger.plan(batch, results, counts)
         if keep and self._may_carry(batch, planned, interruption, counts, stopping):
-            return counts.report(), _Carry(planned, counts)
-        yield Call(self._settle_planned, planned, counts)
+            return _report(counts), Held(planned, counts)
+        yield Call(self._ledger.write, planned, counts)
         if interruption is not None:
             raise interruption
         if self.propagate_errors and counts.failure is not None:
             self._propagating = counts.failure
             raise counts.failure
-        return counts.report(), None
+        return _report(counts), None
 
     def _loop(self, stopping: Callable[[], bool], look_every: float) -> Steps[None]:
         """The loop of :meth:`run`, :meth:`start` and :meth:`run_async`, paced by the
         :class:`~hexeract_lite.idle.Pacer`; an idle loop looks at ``stopping`` at
         least every ``look_every`` seconds."""
         pacer, changes = self._pacer, self._changes
-        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
+        carry: Held | None = None  # a full batch's settlement, written with the next claim
         while not stopping():
             version = changes.version()
             pacer.observe((yield Call(self._data_version)))
@@ -422,7 +376,7 @@ class SchedulerWorker:
                 if pause is not None:
                     if carry is not None and carry.lapses_within(self.clock.now(), pause):
                         held, carry = carry, None  # written now, not after its leases
-                        yield Call(self._settle_held, held)
+                        yield Call(self._ledger.write_held, held)
                     if pause > 0:
                         yield Pause(pause)
                     continue
@@ -436,14 +390,14 @@ class SchedulerWorker:
             except Exception as exc:
                 yield Pause((yield Call(self._backed_off, exc)))
         if carry is not None:  # no cycle follows: write it on its own
-            yield Call(self._settle_held, carry)
+            yield Call(self._ledger.write_held, carry)
 
     def _may_carry(
         self,
         batch: list[LeasedOccurrence],
-        planned: list[_Planned],
+        planned: list[Planned],
         interruption: BaseException | None,
-        counts: _Counts,
+        counts: Counts,
         stopping: Callable[[], bool],
     ) -> bool:
         """A full batch, dispatched without interruption, failure to propagate or stop:
@@ -459,7 +413,7 @@ class SchedulerWorker:
             and not stopping()
         )
 
-    def _claim(self, counts: _Counts, carry: _Carry | None, paced: bool) -> list[LeasedOccurrence]:
+    def _claim(self, counts: Counts, carry: Held | None, paced: bool) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
         previous cycle's settlement written in the same ``store.settle_and_claim``).
         ``paced`` (the loops): the sweep only when the pacer says it is due."""
@@ -467,13 +421,13 @@ class SchedulerWorker:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
                     held, carry = carry, None
-                    self._settle_planned(held.planned, held.counts)
+                    self._ledger.write(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
             if not paced or self._pacer.sweep_due():
                 counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
             if carry is not None:  # the claim will not come: settle it now
-                self._settle_planned(carry.planned, carry.counts)
+                self._ledger.write(carry.planned, carry.counts)
             raise
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
@@ -491,9 +445,9 @@ class SchedulerWorker:
                             [s for _, s, _ in planned], now, cfg.batch_size, cfg.lease
                         )
                     except BaseException:
-                        _warn_left_to_expiry(len(planned))
+                        warn_left_to_expiry(len(planned))
                         raise
-                    self._settled_batch(planned, oks, carry.counts)
+                    self._ledger.written(planned, oks, carry.counts)
         finally:
             found: list[WorkerEvent] = [
                 MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed
@@ -507,99 +461,6 @@ class SchedulerWorker:
             checkpoint_after_burst(self.store)
         return batch
 
-    def _plan_settlement(
-        self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: _Counts
-    ) -> list[_Planned]:
-        """Step 4's plan: the settlement of each dispatch result (those a transactional
-        sink acknowledged itself, and skipped ones, are counted here instead)."""
-        now = self.clock.now()
-        planned: list[_Planned] = []
-        for occ, result in zip(batch, results, strict=True):
-            if result.kind is ResultKind.FAILED and counts.failure is None:
-                counts.failure = result.exception()
-            if isinstance(result, Acknowledged):  # recorded with the handler's writes
-                counts.add(self._settled(occ, result.settlement, result.applied, result, counts))
-                continue
-            settlement = settlement_for(occ, result, now, self._retry, self._rng)
-            if settlement is None:
-                counts.add(DispatchOutcome.SKIPPED)
-            else:
-                planned.append((occ, settlement, result))
-        return planned
-
-    def _settle_planned(self, planned: list[_Planned], counts: _Counts) -> None:
-        """Step 4: the batch settled in one :meth:`~ScheduleStore.settle`. If the store
-        raises, nothing of the batch was recorded: every occurrence waits out its lease
-        and is delivered again (at-least-once)."""
-        if not planned:
-            if counts.events:  # malformed rows, transactional acknowledgements
-                call_hooks(self.hooks, counts.events)
-            return
-        try:
-            oks = self.store.settle([settlement for _, settlement, _ in planned])
-        except BaseException:
-            _warn_left_to_expiry(len(planned))
-            call_hooks(self.hooks, counts.events)  # what was recorded before the settlement
-            raise
-        self._settled_batch(planned, oks, counts)
-
-    def _settled_batch(self, planned: list[_Planned], oks: list[bool], counts: _Counts) -> None:
-        """A recorded settlement: each item logged and counted, then the hooks told."""
-        for (occ, settlement, result), ok in zip(planned, oks, strict=True):
-            counts.add(self._settled(occ, settlement, ok, result, counts))
-        call_hooks(self.hooks, counts.events)
-
-    def _settled(
-        self,
-        occ: LeasedOccurrence,
-        settlement: Settlement,
-        ok: bool,
-        result: DispatchResult,
-        counts: _Counts,
-    ) -> DispatchOutcome:
-        """Log one recorded settlement, note its hook event and return its outcome."""
-        outcome = outcome_of(settlement, ok)
-        if self.hooks:
-            counts.events.append(
-                settlement_event(occ, settlement, outcome, result, self.clock.now())
-            )
-        raised = result.error if isinstance(result.error, BaseException) else None
-        if raised is not None and raised.__traceback__ is None:
-            raised = None  # made by the worker (a timeout, say): no traceback to show
-        if outcome is DispatchOutcome.LEASE_LOST:
-            self._log(
-                logging.WARNING,
-                "lease lost: could not record %(wanted)s; another worker owns the occurrence now",
-                occ,
-                wanted=outcome_of(settlement).value,
-            )
-        elif outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
-            if log.isEnabledFor(logging.DEBUG):
-                note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
-                self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
-        elif outcome is DispatchOutcome.RETRIED:
-            assert settlement.retry_in is not None
-            self._log(
-                logging.WARNING,
-                "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
-                " %(retry_in).3f s: %(error)s",
-                occ,
-                exc_info=raised,
-                error=error_summary(settlement.error),
-                retry_in=settlement.retry_in.total_seconds(),
-            )
-        elif outcome is DispatchOutcome.DEAD_LETTERED:
-            self._log(
-                logging.ERROR,
-                "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
-                occ,
-                exc_info=raised,
-                error=error_summary(settlement.error),
-            )
-        else:
-            self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
-        return outcome
-
     def _backed_off(self, exc: Exception) -> float:
         """A store error in the loop: re-raise the test mode's failure, else the
         back-off in seconds (told to the hooks)."""
@@ -610,14 +471,6 @@ class SchedulerWorker:
         call_hooks(self.hooks, [StoreErrorBackedOff(error=exc, backoff=timedelta(seconds=delay))])
         return delay
 
-    def _settle_held(self, carry: _Carry) -> None:
-        """Write a held full batch's settlement on its own, when no cycle follows or a
-        pause comes first (a failure is logged; the batch then waits out its lease)."""
-        try:
-            self._settle_planned(carry.planned, carry.counts)
-        except Exception as exc:
-            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
-
     def _data_version(self) -> int | None:
         """The store's ``data_version()``; None when it cannot tell or fails (then the
         next comparison differs and a cycle runs)."""
@@ -626,17 +479,6 @@ class SchedulerWorker:
         except Exception:
             return None
         return None if version is None else int(version)
-
-    def _log(
-        self,
-        level: int,
-        template: str,
-        occ: LeasedOccurrence,
-        *,
-        exc_info: BaseException | None = None,
-        **fields: object,
-    ) -> None:
-        log_occurrence(self.clock, level, template, occ, exc_info=exc_info, **fields)
 
     # -- stopping ------------------------------------------------------------------------
 
