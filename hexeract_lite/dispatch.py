@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import inspect
 import logging
 import queue
@@ -116,7 +115,7 @@ def abandoned_error() -> DispatchError:
 # -- calling the sink --------------------------------------------------------------------
 
 
-async def _await_value(value: Awaitable[object]) -> object:
+async def _completed(value: Awaitable[object]) -> object:
     return await value
 
 
@@ -125,65 +124,9 @@ def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
     result: object = sink.dispatch(message)
     if result is not None and inspect.isawaitable(result):
         # A coroutine from a sync run: run it to completion here, on a private loop.
-        result = asyncio.run(_await_value(result))
+        result = asyncio.run(_completed(result))
     if result is not None:
         raise _bad_return("sink", sink, result)
-
-
-def _call_raw(sink: ScheduleSink, message: ScheduledMessage) -> object:
-    """On the dispatch thread, for the asyncio path: an awaitable goes back to the loop."""
-    return sink.dispatch(message)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _notify_loop(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        loop.call_soon_threadsafe(_resolve, fut)
-
-
-_PENDING, _COMPLETED, _ABANDONED = 0, 1, 2
-
-
-class _Job:
-    """One sink call handed to a dispatch thread (the asyncio path); ``on_done`` tells
-    the loop when it finished."""
-
-    __slots__ = ("_fn", "_on_done", "_state", "_state_lock", "error", "result")
-
-    def __init__(self, fn: Callable[[], object], on_done: Callable[[], None]) -> None:
-        self._fn = fn
-        self._on_done = on_done
-        self._state_lock = threading.Lock()
-        self._state = _PENDING
-        self.result: object = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        result: object = None
-        error: BaseException | None = None
-        try:
-            result = self._fn()
-        except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
-            error = exc
-        with self._state_lock:
-            if self._state == _ABANDONED:
-                _discard(result)
-                return
-            self.result, self.error = result, error
-            self._state = _COMPLETED
-        self._on_done()
-
-    def abandon(self) -> bool:
-        """Give up on the call unless it already finished; True when abandoned."""
-        with self._state_lock:
-            if self._state == _COMPLETED:
-                return False
-            self._state = _ABANDONED
-            return True
 
 
 # -- the synchronous way -----------------------------------------------------------------
@@ -357,7 +300,7 @@ class BatchRun:
                 self.given_up = GivenUp.INTERRUPTED
 
 
-def _helper_main(jobs: queue.SimpleQueue[_Job | BatchRun | None]) -> None:
+def _helper_main(jobs: queue.SimpleQueue[BatchRun | None]) -> None:
     while True:
         job = jobs.get()
         if job is None:
@@ -370,7 +313,7 @@ class _Dispatcher:
     """A daemon thread running batches and sink calls one at a time."""
 
     def __init__(self, owner: object, name: str) -> None:
-        self._jobs: queue.SimpleQueue[_Job | BatchRun | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[BatchRun | None] = queue.SimpleQueue()
         self.thread = threading.Thread(
             target=_helper_main, args=(self._jobs,), name=name, daemon=True
         )
@@ -378,7 +321,7 @@ class _Dispatcher:
         # When the owner goes away the thread ends too (the finalizer holds no owner).
         self._close = weakref.finalize(owner, self._jobs.put, None)
 
-    def submit(self, job: _Job | BatchRun) -> None:
+    def submit(self, job: BatchRun) -> None:
         self._jobs.put(job)
 
     def close(self) -> None:
@@ -541,7 +484,10 @@ class SinkRunner:
         """Dispatch ``batch`` from the running loop: one result per occurrence, and the
         exception to raise once the batch is settled (:class:`KeyboardInterrupt` or
         :class:`SystemExit` from the sink, or the cancellation of this task), after
-        which nothing more is dispatched."""
+        which nothing more is dispatched. A synchronous sink's batch goes to
+        :meth:`run_batch`, in a thread that watches the dispatch thread."""
+        if not self.is_async:
+            return await asyncio.to_thread(self.run_batch, batch, turn)
         results: list[DispatchResult] = []
         interruption: Interruption = None
         for occ in batch:
@@ -554,14 +500,7 @@ class SinkRunner:
                     result = DispatchResult.failed(exc)
             if result is None:
                 began = time.monotonic()
-                if self.acks is not None:  # bounded by the sink itself
-                    try:
-                        done = await asyncio.to_thread(self.acks.dispatch_occurrence, occ)
-                        result = done
-                    except asyncio.CancelledError as exc:
-                        result, interruption = DispatchResult.failed(exc), exc
-                else:
-                    result, interruption = await self._dispatch_async(occ.message)
+                result, interruption = await self._dispatch_async(occ.message)
                 result = result.took(time.monotonic() - began)
             results.append(result)
         return results, interruption
@@ -569,38 +508,28 @@ class SinkRunner:
     async def _dispatch_async(
         self, message: ScheduledMessage
     ) -> tuple[DispatchResult, Interruption]:
-        loop = asyncio.get_running_loop()
         started = time.monotonic()  # the loop's time() is time.monotonic() too
         budget = asyncio.timeout_at(started + self.timeout)
-        on_loop = self.is_async
         result: object = None
         try:
             async with budget:
-                with self._lock:
-                    self._budget, self._loop = budget, loop
+                self._budget, self._loop = budget, asyncio.get_running_loop()
                 if self._aborting.is_set():
                     return NOT_DISPATCHED, None
-                if self.is_async:
-                    result = self.sink.dispatch(message)
-                else:
-                    error, result = await self._call_in_thread(loop, message)
-                    if error is not None:
-                        return DispatchResult.failed(error), None  # raised on the dispatch thread
+                result = self.sink.dispatch(message)
                 if result is not None and inspect.isawaitable(result):
-                    on_loop = True
-                    result = await result
+                    pending: Awaitable[object] = result
+                    result = await pending
         except TimeoutError as exc:
             if not budget.expired():
                 return DispatchResult.failed(exc), None  # the sink's own TimeoutError
             if self._aborting.is_set():
                 return DispatchResult.failed(abandoned_error()), None
-            if on_loop:  # (a call abandoned on the dispatch thread was logged as such)
-                log.warning(
-                    "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
-                    self.timeout,
-                )
-                return DispatchResult.failed(self._timed_out("; it was cancelled")), None
-            return DispatchResult.failed(self._timed_out(_ABANDONED_THREAD)), None
+            log.warning(
+                "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
+                self.timeout,
+            )
+            return DispatchResult.failed(self._timed_out("; it was cancelled")), None
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -611,46 +540,24 @@ class SinkRunner:
         except BaseException as exc:
             return DispatchResult.failed(exc), None
         finally:
-            with self._lock:
-                self._budget = None
+            self._budget = None
         if result is not None:
             _discard(result)
             return DispatchResult.failed(_bad_return("sink", self.sink, result)), None
         over = time.monotonic() - started - self.timeout
-        if on_loop and over > 0:
-            return DispatchResult.failed(self._blocked(over)), None
+        if over > 0:
+            log.warning(
+                "a sink blocked the event loop %.3f s past dispatch_timeout (%g s)",
+                over,
+                self.timeout,
+            )
+            error = TimeoutError(
+                f"the sink blocked the event loop for {over:.3f} s past dispatch_timeout"
+                f" ({self.timeout:g} s), so it could not be cancelled in time; not counted as"
+                " delivered"
+            )
+            return DispatchResult.failed(error), None
         return SUCCEEDED, None
-
-    def _blocked(self, over: float) -> TimeoutError:
-        log.warning(
-            "a sink blocked the event loop %.3f s past dispatch_timeout (%g s)", over, self.timeout
-        )
-        return TimeoutError(
-            f"the sink blocked the event loop for {over:.3f} s past dispatch_timeout"
-            f" ({self.timeout:g} s), so it could not be cancelled in time; not counted as"
-            " delivered"
-        )
-
-    async def _call_in_thread(
-        self, loop: asyncio.AbstractEventLoop, message: ScheduledMessage
-    ) -> tuple[BaseException | None, object]:
-        """Run a sync sink on the dispatch thread: ``(what it raised, None)`` or ``(None,
-        what it returned)``. Cancelled (at the timeout): the call is abandoned."""
-        fut: asyncio.Future[None] = loop.create_future()
-        job = _Job(
-            functools.partial(_call_raw, self.sink, message),
-            on_done=functools.partial(_notify_loop, loop, fut),
-        )
-        self._get_dispatcher().submit(job)
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if job.abandon():
-                self._drop_dispatcher(self._why_abandoned())
-            else:
-                _discard(job.result)
-            raise
-        return job.error, job.result
 
     def _why_abandoned(self, *, timed_out: bool = False) -> str:
         if not timed_out and self._aborting.is_set():
