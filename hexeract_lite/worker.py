@@ -1,8 +1,8 @@
 """SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them.
 
 One poll cycle (:meth:`SchedulerWorker.run_once`; :meth:`~SchedulerWorker.run`,
-:meth:`~SchedulerWorker.start` and :meth:`~SchedulerWorker.run_async` run the same one
-in a loop):
+:meth:`~SchedulerWorker.start` and :meth:`~SchedulerWorker.run_async` run it in a loop,
+:mod:`hexeract_lite.engine`):
 
 1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
    last attempt (in the loops, at most once per ``poll_interval``).
@@ -10,48 +10,35 @@ in a loop):
    occurrences; each claim spends one attempt and holds the occurrence until
    ``now + lease``.
 3. Each claimed occurrence, in order, at its turn (:mod:`hexeract_lite.dispatch`): its
-   lease has already run out (earlier dispatches took that long): **skipped**, another
-   worker may own it now; the worker is stopping: not dispatched; else dispatched to
-   the sink under ``dispatch_timeout``.
-4. The whole batch is settled in one ``store.settle(...)`` (one transaction), by the
-   rule of :func:`hexeract_lite.settle.settlement_for`: delivered, rescheduled (cron, interval),
-   retried after the :class:`~hexeract_lite.retry.RetryPolicy` delay, dead-lettered
-   (exhausted), or **released** when it was not dispatched (the claim's attempt given
-   back, claimable again at once). Each item is fenced by the claim's
-   ``leased_until``; an item the store answers False for (another worker owns the
-   occurrence now) is logged and counted as ``lease_lost``, never retried.
+   lease has already run out: **skipped**, another worker may own it now; the worker
+   is stopping: not dispatched; else dispatched to the sink under ``dispatch_timeout``
+   (counted from the hand-over of the occurrence to the sink).
+4. The whole batch is settled in one ``store.settle(...)`` by the rule of
+   :func:`hexeract_lite.settle.settlement_for` (:mod:`hexeract_lite.ledger`):
+   delivered, rescheduled, retried after the :class:`~hexeract_lite.retry.RetryPolicy`
+   delay, dead-lettered (exhausted), or **released** when it was not dispatched (the
+   claim's attempt given back). Each item is fenced by the claim's ``leased_until``;
+   one the store answers False for is counted as ``lease_lost``, never retried.
 
-In the loops (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`,
-:meth:`~SchedulerWorker.run_async`; not :meth:`~SchedulerWorker.run_once`), the
-settlement of a full batch is written with the next cycle's claim, in one
-``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
-``fuses_settle_and_claim`` is True; not for a worker with hooks, which are told only
-while no claimed lease runs); fenced and counted as above. If that call fails (nothing
-of it recorded), the settlement is written on its own and the claim made on its own;
-when the loop stops (or its task is cancelled), a settlement still held is written on
-its own before it returns.
+In the loops, the settlement of a full batch is written with the next cycle's claim, in
+one ``store.settle_and_claim(...)`` (not for a worker with hooks, which are told only
+while no claimed lease runs); when the loop stops, or would pause past the held
+leases, a settlement still held is written on its own.
 
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
 delivered again (same occurrence id) once its lease runs out.
 
-A sink that raises (whatever the exception, ``CancelledError`` included), does not
-return within ``dispatch_timeout``, returns anything but ``None`` (see
-:mod:`hexeract_lite.sinks`), or, as an async sink, blocks the event loop past
-``dispatch_timeout``, is a failed dispatch, never a dead worker; only a
-``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop then also ends
-:meth:`~SchedulerWorker.run_async`, once the batch is settled. ``last_error`` records
-``"<ExceptionType>: <message>"`` and a bounded traceback
-(:func:`~hexeract_lite.settle.error_text`), and the log record carries the traceback.
-A sync sink still running at the timeout is abandoned on its thread (Python cannot
-kill a thread; see :mod:`hexeract_lite.dispatch`); an async sink is cancelled.
+A sink that raises (whatever the exception), does not return within
+``dispatch_timeout``, returns anything but ``None`` (see :mod:`hexeract_lite.sinks`),
+or, as an async sink, blocks the event loop past ``dispatch_timeout``, is a failed
+dispatch, never a dead worker; only a ``KeyboardInterrupt`` or ``SystemExit`` raised on
+the event loop also ends :meth:`~SchedulerWorker.run_async`, once the batch is settled.
+``last_error`` records ``"<ExceptionType>: <message>"`` and a bounded traceback
+(:func:`~hexeract_lite.settle.error_text`). A sync sink still running at the timeout is
+abandoned on its thread (Python cannot kill a thread); an async sink is cancelled.
 
-Hooks (:mod:`hexeract_lite.hooks`) hear of every settlement once its batch is settled.
-(Over 700 lines: the four ways of running a cycle share the
-stop/abort state, which splitting would spread over modules.)
-
-Logging goes to the ``hexeract_lite.worker`` logger (schedule id, occurrence id,
-attempt and lag in every record, also as ``extra`` fields); nothing is printed.
+Logging goes to the ``hexeract_lite.worker`` logger; nothing is printed.
 """
 
 from __future__ import annotations
@@ -324,12 +311,8 @@ class SchedulerWorker:
         """One unpaced cycle on this thread; ``stopping`` is read at each turn."""
         stop = threading.Event()  # a cycle neither waits nor pauses
         steps = self._cycle(stopping, None, keep=False, paced=False)
-        return drive(steps, self._dispatch_handed_off, stop, self._changes)[0]
-
-    def _dispatch_handed_off(
-        self, request: Dispatch
-    ) -> tuple[list[DispatchResult], BaseException | None]:
-        return self._runner.run_batch(request.batch, request.turn)
+        handed_off = self._runner.run_batch
+        return drive(steps, lambda r: handed_off(r.batch, r.turn), stop, self._changes)[0]
 
     def _cycle(
         self, stopping: Callable[[], bool], carry: Held | None, *, keep: bool, paced: bool
