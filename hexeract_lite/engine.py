@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .dispatch import Interruption, LoopAbandoned, SinkRunner, Turn
 from .settle import DispatchResult
@@ -42,39 +42,29 @@ class Call:
     __slots__ = ("args", "fn")
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        self.fn = fn
-        self.args = args
+        self.fn, self.args = fn, args
 
 
-class Dispatch:
-    """Dispatch ``batch``, each occurrence at its ``turn``: ``(results, interruption)``
+class Dispatch(NamedTuple):
+    """Dispatch ``batch``, each occurrence at its ``turn``; ``(results, interruption)``
     is sent back."""
 
-    __slots__ = ("batch", "turn")
-
-    def __init__(self, batch: Sequence[LeasedOccurrence], turn: Turn) -> None:
-        self.batch = batch
-        self.turn = turn
+    batch: Sequence[LeasedOccurrence]
+    turn: Turn
 
 
-class Wait:
+class Wait(NamedTuple):
     """Sleep up to ``timeout`` seconds for ``store.changes`` to move past ``version``
     (True is sent back) or for the loop to stop (False)."""
 
-    __slots__ = ("timeout", "version")
-
-    def __init__(self, version: int, timeout: float) -> None:
-        self.version = version
-        self.timeout = timeout
+    version: int
+    timeout: float
 
 
-class Pause:
+class Pause(NamedTuple):
     """Sleep ``seconds``, or until the loop stops."""
 
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    seconds: float
 
 
 Request = Call | Dispatch | Wait | Pause

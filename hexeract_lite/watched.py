@@ -127,12 +127,36 @@ def run_watched(
         on_loop_thread()
         drive(steps, dispatch, stop, changes, None if resume is None else dispatch(*resume))
 
-    watch = _Watch(runner, target, f"{threading.current_thread().name}-loop", wake)
+    name = f"{threading.current_thread().name}-loop"
+    context = contextvars.copy_context()  # hooks run in this thread's context
+    handover, run = Handover(), None  # what was handed over, and the run last looked at
     interruption: Interruption = None
     while True:
         try:
-            loop = watch.until_ended(interruption)
-            break
+            if run is not None and run.given_up is not None and handover.source is not run:
+                request, done = _resume_of(run)  # given up on: the rest to a new thread
+                results = done + run.results + runner.given_up_results(run, interruption)
+                handover, gone = Handover((request, results), run), handover.owner
+                why = runner.thread_lost(run)
+                if why is not None:
+                    runner.log_abandoned(why, name if gone is None else gone.thread.name)
+                continue
+            loop = handover.owner
+            if loop is None:  # not started, or not yet running
+                if not handover.launched:
+                    LoopThread(target, name, wake, handover, context).thread.start()
+                    handover.launched = True
+                wake.wait(STOP_CHECK_S)  # set when it has taken the handover
+                continue
+            if loop.ended:
+                break
+            run, left = runner.current, runner.timeout
+            if run is not None and run.given_up is None:
+                given = run.give_up(runner.timeout)
+                if given is None:
+                    continue  # given up on: handed over above
+                left = given
+            wake.wait(left)
         except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
             abort()
             if interruption is not None:
@@ -147,58 +171,3 @@ def run_watched(
 def _resume_of(run: BatchRun) -> Resume:
     resume: Resume = run.context  # type: ignore[assignment]  # as run_here was given it
     return resume
-
-
-class _Watch:
-    """What the watcher has handed over so far (kept across its interruptions): the
-    current :class:`Handover` and the run in flight it last looked at."""
-
-    __slots__ = ("context", "handover", "name", "run", "runner", "target", "wake")
-
-    def __init__(
-        self,
-        runner: SinkRunner,
-        target: Callable[[Resume | None], None],
-        name: str,
-        wake: Wake,
-    ) -> None:
-        self.runner, self.target, self.name, self.wake = runner, target, name, wake
-        self.context = contextvars.copy_context()  # hooks run in this thread's context
-        self.handover = Handover()
-        self.run: BatchRun | None = None
-
-    def until_ended(self, interruption: Interruption) -> LoopThread:
-        """Start the loop thread of the current handover, sleep until the deadline of
-        its call in flight, and hand its batch over to a new one when that call ran
-        past it or was interrupted; return the loop thread once the loop has ended."""
-        runner = self.runner
-        while True:
-            handover, run = self.handover, self.run
-            if run is not None and run.given_up is not None and handover.source is not run:
-                request, done = _resume_of(run)
-                results = done + run.results + runner.given_up_results(run, interruption)
-                self.handover = Handover((request, results), run)
-                why = runner.thread_lost(run)
-                if why is not None:
-                    gone = handover.owner
-                    runner.log_abandoned(why, self.name if gone is None else gone.thread.name)
-                continue
-            loop = handover.owner
-            if loop is None:  # not started, or not yet running
-                if not handover.launched:
-                    loop = LoopThread(self.target, self.name, self.wake, handover, self.context)
-                    loop.thread.start()
-                    handover.launched = True
-                self.wake.wait(STOP_CHECK_S)  # set when it has taken the handover
-                continue
-            if loop.ended:
-                return loop
-            left = runner.timeout
-            run = runner.current
-            if run is not None:
-                self.run = run
-                given = run.give_up(runner.timeout)
-                if given is None:
-                    continue  # given up on: handed over above
-                left = given
-            self.wake.wait(left)
