@@ -196,5 +196,5 @@ async def _wait_change_or_stop(
     finally:
         stopper.cancel()
         if not waiter.done():
-            changes.notify()  # let the helper thread go now; a spurious wake is harmless
+            changes.notify()  # let the waiting thread go now; a spurious wake is harmless
     return waiter.done() and not waiter.cancelled() and waiter.result() is True

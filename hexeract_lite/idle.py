@@ -40,6 +40,7 @@ __all__ = [
     "IdlePlan",
     "Pacer",
 ]
+
 log = package_logger("hexeract_lite.worker")
 
 STORE_ERROR_BACKOFF_MAX = timedelta(seconds=30)
@@ -49,24 +50,23 @@ STOP_CHECK_S = 0.1
 """An idle thread loop looks at its ``stop`` event at least this often."""
 
 COMMIT_CHECKS_PER_POLL = 2
-"""An idle worker on a ``data_version()`` store checks it this often per
+"""An idle worker on a tracked store checks its ``data_version()`` this often per
 ``poll_interval``, so another process's commit is noticed within half of it even
-where the store cannot signal it sooner (the SQLite store does on Linux: see
-:mod:`hexeract_lite.store.sqlite_watch`)."""
+where the store cannot signal it sooner on ``store.changes``."""
 
 SHARED_FOR_S = 1.0
-"""After a draining worker on a ``data_version()`` store sees another connection's
+"""After a draining worker on a tracked store sees another connection's
 commit, it pauses ``min_cycle_delay`` after each full batch for this long."""
 
 FULL_CYCLE_EVERY_S = 5.0
-"""With a ``data_version()`` store, an idle worker still runs a full cycle this often."""
+"""On a tracked store, an idle worker still runs a full cycle this often."""
 
 
 class IdlePlan:
     """When an idle worker should look again.
 
     It sleeps until ``hint`` (the store's next due instant, or None), at most ``poll``
-    seconds at a time. With ``tracks_commits`` (a store with ``data_version()``) it
+    seconds at a time. With ``tracks_commits`` (a tracked store) it
     wakes :data:`COMMIT_CHECKS_PER_POLL` times per ``poll`` to compare the version, and
     runs a full cycle only when something changed, the hint is reached, or
     :data:`FULL_CYCLE_EVERY_S` passed; without, it runs a full cycle every ``poll``.

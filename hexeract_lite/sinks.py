@@ -60,7 +60,7 @@ class ScheduleSink(Protocol):
     """Delivers a due message: ``dispatch(message)``, sync or async.
 
     Return ``None`` (or be an ``async def`` that returns ``None``) on success; raise on
-    failure. The worker calls a synchronous ``dispatch`` on a helper thread so that it
+    failure. The worker calls a synchronous ``dispatch`` on a watched thread so that it
     can give up after ``dispatch_timeout``; it awaits an asynchronous one. Expect the
     same occurrence more than once and deduplicate on
     ``message.occurrence_id()``.
