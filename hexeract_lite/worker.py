@@ -349,9 +349,11 @@ class SchedulerWorker:
         least every ``look_every`` seconds."""
         pacer, changes = self._pacer, self._changes
         carry: Held | None = None  # a full batch's settlement, written with the next claim
-        while not stopping():
+        while True:
             version = changes.version()
             pacer.observe((yield Call(self._data_version)))
+            if stopping():
+                break
             try:
                 held, carry = carry, None
                 report, carry = yield from self._cycle(stopping, held, keep=True, paced=True)
