@@ -13,11 +13,12 @@ dispatches (:meth:`SinkRunner.run_here`) and the thread that called ``run()`` wa
 interrupted while one runs, the watcher gives up on the run: Python cannot kill a
 thread, so the dispatching thread is **abandoned** (it keeps running until the sink
 returns, then ends without recording anything) and the rest of the batch goes on on a
-new thread. A sink that can hang must tolerate one call overlapping the next.
+new thread. A sink that can hang must tolerate one call overlapping the next. An
+awaitable a synchronous sink returns is run to completion on its thread.
 
 :meth:`SinkRunner.run_batch_async` (``run_async``) awaits an async sink on the running
-loop under the timeout (cancelled when it runs out); a sync one runs on the dispatch
-thread, and an awaitable it returns is awaited on the loop within the same timeout.
+loop under the timeout (cancelled when it runs out); a sync sink's batch goes to
+:meth:`SinkRunner.run_batch`, from a thread of the loop's executor.
 
 Before each call, the occurrence's *turn* (:func:`take_turn`) decides whether it is
 dispatched at all. Every occurrence gets one :class:`~.settle.DispatchResult`; a

@@ -598,8 +598,8 @@ class SchedulerWorker:
 
         Store calls and hooks run off the event loop (``asyncio.to_thread``). An async
         sink is awaited on the loop under ``dispatch_timeout`` (cancelled when it runs
-        out); a synchronous sink runs on the worker's dispatch thread, and an awaitable
-        it returns is awaited on the loop within the same timeout.
+        out); a synchronous sink's batch runs on the worker's dispatch thread, watched
+        from a thread (as under :meth:`run_once`).
 
         Stop it by setting ``stop``, or by cancelling the task: either way the
         occurrence in hand is finished and settled and the rest of the batch released
