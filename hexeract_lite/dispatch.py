@@ -363,21 +363,16 @@ class SinkRunner:
                 self._dispatcher = _Dispatcher(self, f"hexeract-sink-{id(self):x}")
             return self._dispatcher
 
-    def _drop_dispatcher(self, why: str) -> None:
-        """Leave the dispatch thread to the call it is stuck in; the next call gets a
-        fresh one."""
+    def close(self, why: str | None = None) -> None:
+        """End the dispatch thread once its current call (if any) returns; with ``why``
+        it is left to a call it is stuck in (logged), and the next batch gets a fresh
+        one."""
         with self._lock:
             dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None:
             dispatcher.close()
-            log.warning(_ABANDONED_LOG, why, dispatcher.thread.name)
-
-    def close(self) -> None:
-        """End the dispatch thread once its current call (if any) returns."""
-        with self._lock:
-            dispatcher, self._dispatcher = self._dispatcher, None
-        if dispatcher is not None:
-            dispatcher.close()
+            if why is not None:
+                self.log_abandoned(why, dispatcher.thread.name)
 
     def _timed_out(self, how: str = "") -> TimeoutError:
         return TimeoutError(
@@ -429,7 +424,7 @@ class SinkRunner:
                 break
             why = self.thread_lost(run)
             if why is not None:
-                self._drop_dispatcher(why)
+                self.close(why)
             results += self.given_up_results(run, interruption)
         return results, interruption
 
@@ -456,9 +451,11 @@ class SinkRunner:
         """Why the thread of ``run``, given up on, is left behind: a call ran past the
         timeout, or one was in flight at the interruption; None when no call was in
         flight (the thread is free)."""
-        if run.given_up is GivenUp.TIMED_OUT:
-            return self._why_abandoned(timed_out=True)
-        return self._why_abandoned() if run.in_flight else None
+        if run.given_up is GivenUp.INTERRUPTED and not run.in_flight:
+            return None
+        if run.given_up is GivenUp.INTERRUPTED and self._aborting.is_set():
+            return "a dispatch was abandoned: the worker is aborting"
+        return f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
 
     def log_abandoned(self, why: str, thread: str) -> None:
         """Log that ``thread`` is left to a call given up on (``why``)."""
@@ -559,8 +556,3 @@ class SinkRunner:
             )
             return DispatchResult.failed(error), None
         return SUCCEEDED, None
-
-    def _why_abandoned(self, *, timed_out: bool = False) -> str:
-        if not timed_out and self._aborting.is_set():
-            return "a dispatch was abandoned: the worker is aborting"
-        return f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
