@@ -9,7 +9,7 @@ flight. Under :meth:`~hexeract_lite.SchedulerWorker.run_once` the calling thread
 the watcher and the batch runs on the runner's dispatch thread
 (:meth:`SinkRunner.run_batch`); under ``run()`` and ``start()`` the loop's own thread
 dispatches (:meth:`SinkRunner.run_here`) and the thread that called ``run()`` watches
-(:mod:`hexeract_lite.watched`). When a call runs past its deadline, or the worker is
+(:mod:`hexeract_lite.engine`). When a call runs past its deadline, or the worker is
 interrupted while one runs, the watcher gives up on the run: Python cannot kill a
 thread, so the dispatching thread is **abandoned** (it keeps running until the sink
 returns, then ends without recording anything) and the rest of the batch goes on on a

@@ -60,7 +60,7 @@ from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, take_turn
-from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive
+from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive, run_watched
 from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
     Hook,
@@ -89,7 +89,6 @@ from .store.base import ChangeSignal, ScheduleStore
 from .store.notices import collecting_malformed
 from .transactional import TRANSACTIONAL_GRACE_S, TransactionalSink
 from .upkeep import Retention, checkpoint_after_burst
-from .watched import run_watched
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -542,7 +541,7 @@ class SchedulerWorker:
 
         The loop runs on its own thread (named after the calling one, ``-loop`` added),
         which calls the sink and the hooks; the calling thread watches it (see
-        :mod:`hexeract_lite.watched`): it gives up on a call past ``dispatch_timeout``
+        :mod:`hexeract_lite.engine`): it gives up on a call past ``dispatch_timeout``
         and a new loop thread goes on, and it raises what ended the loop.
 
         After a cycle that claimed a full batch it goes again at once, or after
