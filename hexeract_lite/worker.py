@@ -309,30 +309,30 @@ class SchedulerWorker:
     def _run_cycle(self, stopping: Callable[[], bool]) -> CycleReport:
         """One unpaced cycle on this thread; ``stopping`` is read at each turn."""
         stop = threading.Event()  # a cycle neither waits nor pauses
-        steps = self._cycle(stopping, None, keep=False, paced=False)
+        steps = self._cycle(stopping, None, looping=False)
         handed_off = self._runner.run_batch
         return drive(steps, lambda r: handed_off(r.batch, r.turn), stop, self._changes)[0]
 
     def _cycle(
-        self, stopping: Callable[[], bool], carry: Held | None, *, keep: bool, paced: bool
+        self, stopping: Callable[[], bool], carry: Held | None, *, looping: bool
     ) -> Steps[tuple[CycleReport, Held | None]]:
         """One cycle as the requests of :mod:`hexeract_lite.engine`: its report, and
         the settlement it holds for the next claim.
 
         ``carry``: the previous cycle's settlement, still to write: written with this
-        cycle's claim (``store.settle_and_claim``). ``keep``: a full batch dispatched
-        without failure to propagate, interruption or stop is not settled here but
-        returned as the next cycle's ``carry`` (the loop settles it if no cycle
-        follows). ``paced``: the sweep only when the pacer says it is due."""
+        cycle's claim (``store.settle_and_claim``). ``looping`` (a cycle of a loop): the
+        sweep only when the pacer says it is due, and a full batch dispatched without
+        failure to propagate, interruption or stop is not settled here but returned as
+        the next cycle's ``carry`` (the loop settles it if no cycle follows)."""
         counts = Counts()
-        batch = yield Call(self._claim, counts, carry, paced)
+        batch = yield Call(self._claim, counts, carry, looping)
         if not batch:
             return _report(counts), None
         results, interruption = yield Dispatch(
             batch, functools.partial(take_turn, self.clock, stopping)
         )
         planned = self._ledger.plan(batch, results, counts)
-        if keep and self._may_carry(batch, planned, interruption, counts, stopping):
+        if looping and self._may_carry(batch, planned, interruption, counts, stopping):
             return _report(counts), Held(planned, counts)
         yield Call(self._ledger.write, planned, counts)
         if interruption is not None:
@@ -355,7 +355,7 @@ class SchedulerWorker:
                 break
             try:
                 held, carry = carry, None
-                report, carry = yield from self._cycle(stopping, held, keep=True, paced=True)
+                report, carry = yield from self._cycle(stopping, held, looping=True)
                 pause = pacer.after_cycle(report.claimed)
                 if pause is not None:
                     if carry is not None and carry.lapses_within(self.clock.now(), pause):
