@@ -82,9 +82,9 @@ class SchedulerWorkerConfig:
     ``min_cycle_delay`` paces the drain of a backlog while the store is shared: after a
     cycle that claimed a full batch, the worker pauses that long before the next one
     if another connection wrote to the store lately, and goes on at once otherwise.
-    On a store with ``data_version()`` (SQLite) "lately" means within the last
-    second (:data:`~hexeract_lite.idle.SHARED_FOR_S`) before the cycle; a store
-    without it (memory, PostgreSQL) pauses after every full batch. The default, 2 ms
+    On a store whose ``data_version()`` tells (SQLite) "lately" means within the last
+    second (:data:`~hexeract_lite.idle.SHARED_FOR_S`) before the cycle; on another
+    (memory, PostgreSQL) the worker pauses after every full batch. The default, 2 ms
     (the reference pauses 5 ms after every full batch), leaves SQLite's write lock
     free often enough that other processes writing to the same file (other workers,
     inserts, SQLite tools) get it within a few milliseconds; a worker draining a file

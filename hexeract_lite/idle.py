@@ -1,23 +1,26 @@
-"""The idle plan: what a worker's loop does between cycles.
+"""The pacing of a worker's loop: the decisions it makes between cycles, without I/O.
 
-Shared by the thread loop (:meth:`~hexeract_lite.SchedulerWorker.run`) and the asyncio
-loop (:meth:`~hexeract_lite.SchedulerWorker.run_async`), which differ only in how they
-wait. :class:`Pacer` decides, after each cycle:
+:class:`Pacer` is told what each cycle found and decides what comes next:
 
 - a cycle that claimed a full batch (more is probably waiting): go again after
-  ``min_cycle_delay``, or at once while no other connection writes to the store (a
-  store with ``data_version()``: see :meth:`Pacer.after_cycle`);
+  ``min_cycle_delay``, or at once while no other connection writes to the store (see
+  :meth:`Pacer.after_cycle`);
 - any other cycle: the backlog is drained; sleep by an :class:`IdlePlan` until the
   store's ``next_wakeup()`` hint, at most ``poll_interval`` at a time, waking at once on
   ``store.changes``;
 - a cycle that raised: back off, ``poll_interval`` doubling per consecutive error, at
-  most :data:`STORE_ERROR_BACKOFF_MAX`.
+  most :data:`STORE_ERROR_BACKOFF_MAX`;
+- the sweep of a loop's cycle runs at most once per ``poll_interval``
+  (:meth:`Pacer.sweep_due`), and the store's write-ahead log is checkpointed when a
+  burst of claims ends (:meth:`Pacer.burst_ended`).
+
+A store whose ``data_version()`` returns a number (SQLite's) is *tracked*: the loop
+reads it before each cycle (:meth:`Pacer.observe`), and an idle loop compares it a few
+times per ``poll_interval`` to notice other processes' commits.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import time
 from datetime import datetime, timedelta
@@ -27,7 +30,6 @@ from .clock import Clock
 from .config import SchedulerWorkerConfig
 from .errors import StoreError
 from .settle import error_summary, error_text
-from .store.base import ChangeSignal
 
 __all__ = [
     "COMMIT_CHECKS_PER_POLL",
@@ -37,8 +39,6 @@ __all__ = [
     "STORE_ERROR_BACKOFF_MAX",
     "IdlePlan",
     "Pacer",
-    "wait_change_or_stop",
-    "wait_event",
 ]
 
 log = package_logger("hexeract_lite.worker")
@@ -50,24 +50,23 @@ STOP_CHECK_S = 0.1
 """An idle thread loop looks at its ``stop`` event at least this often."""
 
 COMMIT_CHECKS_PER_POLL = 2
-"""An idle worker on a ``data_version()`` store checks it this often per
+"""An idle worker on a tracked store checks its ``data_version()`` this often per
 ``poll_interval``, so another process's commit is noticed within half of it even
-where the store cannot signal it sooner (the SQLite store does on Linux: see
-:mod:`hexeract_lite.store.sqlite_watch`)."""
+where the store cannot signal it sooner on ``store.changes``."""
 
 SHARED_FOR_S = 1.0
-"""After a draining worker on a ``data_version()`` store sees another connection's
+"""After a draining worker on a tracked store sees another connection's
 commit, it pauses ``min_cycle_delay`` after each full batch for this long."""
 
 FULL_CYCLE_EVERY_S = 5.0
-"""With a ``data_version()`` store, an idle worker still runs a full cycle this often."""
+"""On a tracked store, an idle worker still runs a full cycle this often."""
 
 
 class IdlePlan:
     """When an idle worker should look again.
 
     It sleeps until ``hint`` (the store's next due instant, or None), at most ``poll``
-    seconds at a time. With ``tracks_commits`` (a store with ``data_version()``) it
+    seconds at a time. With ``tracks_commits`` (a tracked store) it
     wakes :data:`COMMIT_CHECKS_PER_POLL` times per ``poll`` to compare the version, and
     runs a full cycle only when something changed, the hint is reached, or
     :data:`FULL_CYCLE_EVERY_S` passed; without, it runs a full cycle every ``poll``.
@@ -102,46 +101,66 @@ class IdlePlan:
 
 
 class Pacer:
-    """The decisions of one loop between its cycles (see the module docstring)."""
+    """The decisions of one worker between its cycles (see the module docstring)."""
 
     __slots__ = (
+        "_busy",
         "_clock",
         "_config",
         "_failures",
+        "_moved",
+        "_next_sweep",
         "_overdue",
         "_poll",
+        "_seen",
         "_shared_until",
-        "_tracks_commits",
     )
 
-    def __init__(self, clock: Clock, config: SchedulerWorkerConfig, tracks_commits: bool) -> None:
+    def __init__(self, clock: Clock, config: SchedulerWorkerConfig) -> None:
         self._clock = clock
         self._config = config
         self._poll = config.poll_interval.total_seconds()
-        self._tracks_commits = tracks_commits
         self._failures = 0
         self._overdue = 0
         self._shared_until = -math.inf
+        self._next_sweep = -math.inf
+        self._busy = False
+        self._seen: int | None = None
+        self._moved = False
 
-    def after_cycle(self, claimed: int, others_wrote: bool = False) -> float | None:
+    @property
+    def tracks_commits(self) -> bool:
+        """The store's last ``data_version()`` was a number."""
+        return self._seen is not None
+
+    def observe(self, version: int | None) -> None:
+        """The store's ``data_version()`` before a cycle (None: it cannot tell)."""
+        before, self._seen = self._seen, version
+        self._moved = before is not None and version is not None and before != version
+
+    def committed_since(self, version: int | None) -> bool:
+        """A tracked store's ``data_version()`` now reads ``version``: did another
+        connection commit since the cycle (an unknown reading counts as one)."""
+        return self._seen is not None and version != self._seen
+
+    def after_cycle(self, claimed: int) -> float | None:
         """A cycle that claimed ``claimed`` worked: the pause in seconds before the next
         one when the batch was full, or None: go idle (:meth:`idle_plan`).
 
         The pause is ``min_cycle_delay``, which leaves the store's write lock free for
-        other writers. With ``tracks_commits`` (a store with ``data_version()``) it is
-        made only while others write: for :data:`SHARED_FOR_S` after a cycle around
-        which another connection committed (``others_wrote``); otherwise the next
-        cycle follows at once."""
+        other writers. On a tracked store it is made only while others write: for
+        :data:`SHARED_FOR_S` after a cycle around which another connection committed;
+        otherwise the next cycle follows at once."""
         if self._failures:
             log.info("the store answers again after %d error(s)", self._failures)
             self._failures = 0
         if claimed < self._config.batch_size:
             return None
         pause = self._config.min_cycle_delay.total_seconds()
-        if not self._tracks_commits or not pause:
+        if self._seen is None or not pause:
             return pause
         now = time.monotonic()
-        if others_wrote:
+        if self._moved:
             self._shared_until = now + SHARED_FOR_S
         return pause if now < self._shared_until else 0.0
 
@@ -157,7 +176,23 @@ class Pacer:
             self._overdue += 1
             if self._overdue >= 2:
                 hint = None
-        return IdlePlan(self._clock, hint, self._poll, self._tracks_commits)
+        return IdlePlan(self._clock, hint, self._poll, self._seen is not None)
+
+    def sweep_due(self) -> bool:
+        """The sweep runs at most once per ``poll_interval``: a busy loop claims every
+        millisecond or so, and what it sweeps (occurrences a crashed worker left on
+        their last attempt, found once their lease has run out) can wait that long."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return False
+        self._next_sweep = now + self._poll
+        return True
+
+    def burst_ended(self, claimed: int) -> bool:
+        """A claim of ``claimed`` occurrences: True when it found none after one that
+        found some (the moment to checkpoint the store's log)."""
+        ended, self._busy = self._busy and not claimed, bool(claimed)
+        return ended
 
     def after_error(self, exc: Exception) -> float:
         """A cycle raised ``exc``: log it, and return the backoff in seconds."""
@@ -181,31 +216,3 @@ class Pacer:
                 exc_info=exc,
             )
         return delay
-
-
-# -- how the asyncio loop waits ----------------------------------------------------------
-
-
-async def wait_event(event: asyncio.Event, timeout: float) -> None:
-    """Wait until ``event`` is set or ``timeout`` seconds pass."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)
-
-
-async def wait_change_or_stop(
-    changes: ChangeSignal | None, stop: asyncio.Event, version: int, timeout: float
-) -> bool:
-    """Wait up to ``timeout`` seconds for ``changes`` to move past ``version`` (True)
-    or for ``stop`` (False), without blocking the loop."""
-    if changes is None:
-        await wait_event(stop, timeout)
-        return False
-    waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if not waiter.done():
-            changes.notify()  # let the helper thread go now; a spurious wake is harmless
-    return waiter.done() and not waiter.cancelled() and waiter.result() is True

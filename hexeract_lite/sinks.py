@@ -28,7 +28,7 @@ import inspect
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -36,12 +36,17 @@ from ._log import package_logger
 from .errors import DispatchError, InvalidArgument
 from .message import ScheduledMessage
 
+if TYPE_CHECKING:
+    from .settle import DispatchResult
+    from .snapshot import LeasedOccurrence
+
 __all__ = [
     "BusMessage",
     "BusSink",
     "BusTransport",
     "CallableSink",
     "InProcessBus",
+    "OccurrenceSink",
     "ScheduleSink",
     "TargetRouterSink",
     "is_async_sink",
@@ -55,7 +60,7 @@ class ScheduleSink(Protocol):
     """Delivers a due message: ``dispatch(message)``, sync or async.
 
     Return ``None`` (or be an ``async def`` that returns ``None``) on success; raise on
-    failure. The worker calls a synchronous ``dispatch`` on a helper thread so that it
+    failure. The worker calls a synchronous ``dispatch`` on a watched thread so that it
     can give up after ``dispatch_timeout``; it awaits an asynchronous one. Expect the
     same occurrence more than once and deduplicate on
     ``message.occurrence_id()``.
@@ -66,6 +71,30 @@ class ScheduleSink(Protocol):
     def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
         """Deliver ``message``; raise to make the worker retry it."""
         ...
+
+
+class OccurrenceSink:
+    """A sink the worker hands the whole leased occurrence to, which settles it itself.
+
+    The worker calls :meth:`dispatch_occurrence` instead of ``dispatch`` (always from a
+    thread, never on an event loop) and records the result it returns; :meth:`close`
+    when the worker releases its resources. A
+    :class:`~hexeract_lite.transactional.TransactionalSink`, once bound to a worker,
+    is one: it runs its handler and the acknowledgement in one transaction.
+    """
+
+    is_async = False
+
+    def dispatch(self, message: ScheduledMessage) -> None:
+        """Not used by the worker (:meth:`dispatch_occurrence` is)."""
+        raise DispatchError(f"{self!r} dispatches leased occurrences, not bare messages")
+
+    def dispatch_occurrence(self, occurrence: LeasedOccurrence) -> DispatchResult:
+        """Dispatch ``occurrence`` and record its settlement; never raises."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the sink holds (a later dispatch opens it again)."""
 
 
 def is_async_sink(sink: object) -> bool:

@@ -45,6 +45,7 @@ from .errors import DispatchError, InvalidConfiguration
 from .message import ScheduledMessage
 from .retry import RetryPolicy
 from .settle import Acknowledged, DispatchResult
+from .sinks import OccurrenceSink
 from .snapshot import LeasedOccurrence
 from .store.base import ScheduleStore
 
@@ -123,11 +124,9 @@ class TransactionalSink:
         return f"TransactionalSink({self.handler!r})"
 
 
-class BoundTransactionalSink:
+class BoundTransactionalSink(OccurrenceSink):
     """A :class:`TransactionalSink` bound to one worker's store: the worker calls
-    :meth:`dispatch_occurrence` for each occurrence (on its helper thread)."""
-
-    is_async = False
+    :meth:`dispatch_occurrence` for each occurrence, from a thread."""
 
     def __init__(self, sink: TransactionalSink, runner: Any) -> None:
         self.sink = sink

@@ -1,8 +1,8 @@
 """SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them.
 
 One poll cycle (:meth:`SchedulerWorker.run_once`; :meth:`~SchedulerWorker.run`,
-:meth:`~SchedulerWorker.start` and :meth:`~SchedulerWorker.run_async` run the same one
-in a loop):
+:meth:`~SchedulerWorker.start` and :meth:`~SchedulerWorker.run_async` run it in a loop,
+:mod:`hexeract_lite.engine`):
 
 1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
    last attempt (in the loops, at most once per ``poll_interval``).
@@ -10,63 +10,47 @@ in a loop):
    occurrences; each claim spends one attempt and holds the occurrence until
    ``now + lease``.
 3. Each claimed occurrence, in order, at its turn (:mod:`hexeract_lite.dispatch`): its
-   lease has already run out (earlier dispatches took that long): **skipped**, another
-   worker may own it now; the worker is stopping: not dispatched; else dispatched to
-   the sink under ``dispatch_timeout``.
-4. The whole batch is settled in one ``store.settle(...)`` (one transaction), by the
-   rule of :func:`hexeract_lite.settle.settlement_for`: delivered, rescheduled (cron, interval),
-   retried after the :class:`~hexeract_lite.retry.RetryPolicy` delay, dead-lettered
-   (exhausted), or **released** when it was not dispatched (the claim's attempt given
-   back, claimable again at once). Each item is fenced by the claim's
-   ``leased_until``; an item the store answers False for (another worker owns the
-   occurrence now) is logged and counted as ``lease_lost``, never retried.
+   lease has already run out: **skipped**, another worker may own it now; the worker
+   is stopping: not dispatched; else dispatched to the sink under ``dispatch_timeout``
+   (counted from the hand-over of the occurrence to the sink).
+4. The whole batch is settled in one ``store.settle(...)`` by the rule of
+   :func:`hexeract_lite.settle.settlement_for` (:mod:`hexeract_lite.ledger`):
+   delivered, rescheduled, retried after the :class:`~hexeract_lite.retry.RetryPolicy`
+   delay, dead-lettered (exhausted), or **released** when it was not dispatched (the
+   claim's attempt given back). Each item is fenced by the claim's ``leased_until``;
+   one the store answers False for is counted as ``lease_lost``, never retried.
 
-In the loops (:meth:`~SchedulerWorker.run`, :meth:`~SchedulerWorker.start`,
-:meth:`~SchedulerWorker.run_async`; not :meth:`~SchedulerWorker.run_once`), the
-settlement of a full batch is written with the next cycle's claim, in one
-``store.settle_and_claim(...)`` (one transaction, one commit, on a store whose
-``fuses_settle_and_claim`` is True; not for a worker with hooks, which are told only
-while no claimed lease runs); fenced and counted as above. If that call fails (nothing
-of it recorded), the settlement is written on its own and the claim made on its own;
-when the loop stops (or its task is cancelled), a settlement still held is written on
-its own before it returns.
+In the loops, the settlement of a full batch is written with the next cycle's claim, in
+one ``store.settle_and_claim(...)`` (not for a worker with hooks, which are told only
+while no claimed lease runs); when the loop stops, or would pause past the held
+leases, a settlement still held is written on its own.
 
 Delivery is at least once: a crash between a dispatch and the batch's settlement (or
 a settlement that fails) records nothing of the batch, and every occurrence of it is
 delivered again (same occurrence id) once its lease runs out.
 
-A sink that raises (whatever the exception, ``CancelledError`` included), does not
-return within ``dispatch_timeout``, returns anything but ``None`` (see
-:mod:`hexeract_lite.sinks`), or, as an async sink, blocks the event loop past
-``dispatch_timeout``, is a failed dispatch, never a dead worker; only a
-``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop then also ends
-:meth:`~SchedulerWorker.run_async`, once the batch is settled. ``last_error`` records
-``"<ExceptionType>: <message>"`` and a bounded traceback
-(:func:`~hexeract_lite.settle.error_text`), and the log record carries the traceback.
-A sync sink still running at the timeout is abandoned on its thread (Python cannot
-kill a thread; see :mod:`hexeract_lite.dispatch`); an async sink is cancelled.
+A sink that raises (whatever the exception), does not return within
+``dispatch_timeout``, returns anything but ``None`` (see :mod:`hexeract_lite.sinks`),
+or, as an async sink, blocks the event loop past ``dispatch_timeout``, is a failed
+dispatch, never a dead worker; only a ``KeyboardInterrupt`` or ``SystemExit`` raised on
+the event loop also ends :meth:`~SchedulerWorker.run_async`, once the batch is settled.
+``last_error`` records ``"<ExceptionType>: <message>"`` and a bounded traceback
+(:func:`~hexeract_lite.settle.error_text`). A sync sink still running at the timeout is
+abandoned on its thread (Python cannot kill a thread); an async sink is cancelled.
 
-Hooks (:mod:`hexeract_lite.hooks`) hear of every settlement once its batch is settled.
-(Over 700 lines: the four ways of running a cycle share the
-stop/abort state, which splitting would spread over modules.)
-
-Logging goes to the ``hexeract_lite.worker`` logger (schedule id, occurrence id,
-attempt and lag in every record, also as ``extra`` fields); nothing is printed.
+Logging goes to the ``hexeract_lite.worker`` logger; nothing is printed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
-import logging
 import math
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
@@ -75,7 +59,8 @@ import attrs
 from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import Interruption, SinkRunner, log_occurrence, take_turn
+from .dispatch import SinkRunner, take_turn
+from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive, run_watched
 from .errors import InvalidArgument, InvalidConfiguration
 from .hooks import (
     Hook,
@@ -85,36 +70,25 @@ from .hooks import (
     WorkerEvent,
     call_hooks,
     check_hooks,
-    settlement_event,
 )
-from .idle import (
-    STOP_CHECK_S,
-    STORE_ERROR_BACKOFF_MAX,
-    Pacer,
-    wait_change_or_stop,
-    wait_event,
-)
+from .idle import STOP_CHECK_S, STORE_ERROR_BACKOFF_MAX, Pacer
+from .ledger import Counts, Held, Ledger, Planned, warn_left_to_expiry
 from .message import ScheduledMessage
 from .retry import RandomSource, RetryPolicy
 from .settle import (
     MAX_ERROR_CHARS,
-    Acknowledged,
     DispatchOutcome,
     DispatchResult,
-    ResultKind,
-    error_summary,
     error_text,
-    outcome_of,
     settlement_for,
 )
 from .settlement import Settlement
-from .sinks import CallableSink, ScheduleSink
+from .sinks import CallableSink, OccurrenceSink, ScheduleSink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore
 from .store.notices import collecting_malformed
-from .transactional import TRANSACTIONAL_GRACE_S, BoundTransactionalSink, TransactionalSink
+from .transactional import TRANSACTIONAL_GRACE_S, TransactionalSink
 from .upkeep import Retention, checkpoint_after_burst
-from .watched import Handover, LoopThread, Resume, Wake
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -151,89 +125,27 @@ class CycleReport:
     released: int = 0
 
 
-class _Counts:
-    __slots__ = ("claimed", "events", "failure", "outcomes", "swept")
-
-    def __init__(self) -> None:
-        self.swept = 0
-        self.claimed = 0
-        self.outcomes: dict[DispatchOutcome, int] = dict.fromkeys(DispatchOutcome, 0)
-        self.events: list[WorkerEvent] = []
-        self.failure: BaseException | None = None
-        """The first failed dispatch's exception (re-raised with ``propagate_errors``)."""
-
-    def add(self, outcome: DispatchOutcome) -> None:
-        self.outcomes[outcome] += 1
-
-    def report(self) -> CycleReport:
-        o = self.outcomes
-        return CycleReport(
-            swept=self.swept,
-            claimed=self.claimed,
-            delivered=o[DispatchOutcome.DELIVERED],
-            rescheduled=o[DispatchOutcome.RESCHEDULED],
-            retried=o[DispatchOutcome.RETRIED],
-            dead_lettered=o[DispatchOutcome.DEAD_LETTERED],
-            lease_lost=o[DispatchOutcome.LEASE_LOST],
-            skipped=o[DispatchOutcome.SKIPPED],
-            released=o[DispatchOutcome.RELEASED],
-        )
-
-
-_Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
-"""One occurrence's settlement to write, with the dispatch result it came from."""
-
-
-class _Carry:
-    """A full batch's settlement, not yet written: the loop writes it with the next
-    cycle's claim (one transaction), or on its own when no cycle follows."""
-
-    __slots__ = ("counts", "planned")
-
-    def __init__(self, planned: list[_Planned], counts: _Counts) -> None:
-        self.planned = planned
-        self.counts = counts
-
-    def lapses_within(self, now: datetime, pause: float) -> bool:
-        """True when a held lease ends less than ``pause`` seconds after a pause of
-        ``pause`` seconds from ``now``: holding the settlement over that pause would
-        leave it unwritten while the leases run out."""
-        if not self.planned:
-            return False
-        first = min(occ.leased_until for occ, _, _ in self.planned)
-        return now + timedelta(seconds=2 * pause) >= first
-
-
-def _warn_left_to_expiry(left: int) -> None:
-    """A cycle broke off (a store error while settling): the rest waits out its lease."""
-    if left:
-        log.warning("%d claimed occurrence(s) left to lease expiry", left)
+def _report(counts: Counts) -> CycleReport:
+    o = counts.outcomes
+    return CycleReport(
+        swept=counts.swept,
+        claimed=counts.claimed,
+        delivered=o[DispatchOutcome.DELIVERED],
+        rescheduled=o[DispatchOutcome.RESCHEDULED],
+        retried=o[DispatchOutcome.RETRIED],
+        dead_lettered=o[DispatchOutcome.DEAD_LETTERED],
+        lease_lost=o[DispatchOutcome.LEASE_LOST],
+        skipped=o[DispatchOutcome.SKIPPED],
+        released=o[DispatchOutcome.RELEASED],
+    )
 
 
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
 
 
-def _moved(before: int | None, seen: int | None) -> bool:
-    """Another connection committed between two readings of ``data_version()`` (an
-    unknown reading counts as none)."""
-    return before is not None and seen is not None and before != seen
-
-
 def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
         loop.call_soon_threadsafe(event.set)
-
-
-class _Watch:
-    """What the watcher of a thread loop has handed over so far (kept across an
-    interruption of the watcher): the current :class:`~.watched.Handover` and the
-    run in flight it last looked at."""
-
-    __slots__ = ("handover", "run")
-
-    def __init__(self) -> None:
-        self.handover = Handover()
-        self.run: Any = None
 
 
 class SchedulerWorker:
@@ -309,8 +221,6 @@ class SchedulerWorker:
             )
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
-        self._busy = False
-        self._next_sweep = -math.inf  # monotonic: the loops' next sweep (_sweep_due)
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
@@ -319,11 +229,8 @@ class SchedulerWorker:
         self.clock: Clock = clock if clock is not None else store.clock
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
-        self._data_version: Callable[[], int | None] | None = (
-            store.data_version
-            if type(store).data_version is not ScheduleStore.data_version
-            else None
-        )
+        self._pacer = Pacer(self.clock, config)
+        self._ledger = Ledger(store, self.clock, self._retry, self._rng, self.hooks)
         self._changes: ChangeSignal = store.changes
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
@@ -376,8 +283,10 @@ class SchedulerWorker:
         store fenced the acknowledgement out)."""
         settlement = self.failure_settlement(occurrence, error)
         [ok] = self.store.settle([settlement])
-        counts = _Counts()
-        outcome = self._settled(occurrence, settlement, ok, DispatchResult.failed(error), counts)
+        counts = Counts()
+        outcome = self._ledger.record(
+            occurrence, settlement, ok, DispatchResult.failed(error), counts
+        )
         call_hooks(self.hooks, counts.events)
         return outcome
 
@@ -386,82 +295,93 @@ class SchedulerWorker:
     def run_once(self) -> CycleReport:
         """Run exactly one poll cycle (see the module docstring) and report its counts.
 
-        Store errors propagate (nothing is retried here); :meth:`run` is the loop that
-        backs off and carries on. With ``propagate_errors``, a failed dispatch's
-        exception is raised once the batch is settled.
+        The batch is dispatched on the worker's dispatch thread, this thread watching
+        each call's ``dispatch_timeout``. Store errors propagate (nothing is retried
+        here); :meth:`run` is the loop that backs off and carries on. With
+        ``propagate_errors``, a failed dispatch's exception is raised once the batch is
+        settled.
         """
         try:
-            return self._cycle(self._aborting.is_set)
+            return self._run_cycle(self._aborting.is_set)
         finally:
             self._aborting.clear()
 
-    def _cycle(self, stopping: Callable[[], bool]) -> CycleReport:
-        """The cycle of :meth:`run_once`; ``stopping`` is checked at each occurrence's
-        turn, on the helper thread."""
-        return self._carried_cycle(stopping)[0]
+    def _run_cycle(self, stopping: Callable[[], bool]) -> CycleReport:
+        """One unpaced cycle on this thread; ``stopping`` is read at each turn."""
+        stop = threading.Event()  # a cycle neither waits nor pauses
+        steps = self._cycle(stopping, None, looping=False)
+        handed_off = self._runner.run_batch
+        return drive(steps, lambda r: handed_off(r.batch, r.turn), stop, self._changes)[0]
 
-    def _carried_cycle(
-        self,
-        stopping: Callable[[], bool],
-        carry: _Carry | None = None,
-        keep: bool = False,
-        watcher: Callable[[], None] | None = None,
-        resume: Resume | None = None,
-    ) -> tuple[CycleReport, _Carry | None]:
-        """The cycle of the thread loop (and of :meth:`run_once`, with neither ``carry``
-        nor ``keep``).
+    def _cycle(
+        self, stopping: Callable[[], bool], carry: Held | None, *, looping: bool
+    ) -> Steps[tuple[CycleReport, Held | None]]:
+        """One cycle as the requests of :mod:`hexeract_lite.engine`: its report, and
+        the settlement it holds for the next claim.
 
         ``carry``: the previous cycle's settlement, still to write: written with this
-        cycle's claim (:meth:`_settle_and_claim`). ``keep``: a full batch dispatched
-        without failure to propagate, interruption or stop is not settled here but
-        returned as the next cycle's ``carry`` (the loop settles it if no cycle
-        follows). ``watcher``: dispatch on this thread, a watched loop thread
-        (:mod:`hexeract_lite.watched`; else on the helper thread). ``resume``: no claim,
-        but the rest of a batch the watcher took over from an abandoned loop thread."""
-        if resume is None:
-            counts = _Counts()
-            batch = self._claim(counts, carry, paced=watcher is not None)
-            done: list[DispatchResult] = []
-        else:
-            batch, done, counts = list(resume.batch), resume.results, resume.counts
-        if batch:
-            results, interruption = self._dispatch(batch, done, counts, stopping, watcher)
-            planned = self._plan_settlement(batch, results, counts)
-            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
-                return counts.report(), _Carry(planned, counts)
-            self._settle_planned(planned, counts)
-            if interruption is not None:
-                raise interruption
-            self._propagate(counts)
-        return counts.report(), None
+        cycle's claim (``store.settle_and_claim``). ``looping`` (a cycle of a loop): the
+        sweep only when the pacer says it is due, and a full batch dispatched without
+        failure to propagate, interruption or stop is not settled here but returned as
+        the next cycle's ``carry`` (the loop settles it if no cycle follows)."""
+        counts = Counts()
+        batch = yield Call(self._claim, counts, carry, looping)
+        if not batch:
+            return _report(counts), None
+        results, interruption = yield Dispatch(
+            batch, functools.partial(take_turn, self.clock, stopping)
+        )
+        planned = self._ledger.plan(batch, results, counts)
+        if looping and self._may_carry(batch, planned, interruption, counts, stopping):
+            return _report(counts), Held(planned, counts)
+        yield Call(self._ledger.write, planned, counts)
+        if interruption is not None:
+            raise interruption
+        if self.propagate_errors and counts.failure is not None:
+            self._propagating = counts.failure
+            raise counts.failure
+        return _report(counts), None
 
-    def _dispatch(
-        self,
-        batch: list[LeasedOccurrence],
-        done: list[DispatchResult],
-        counts: _Counts,
-        stopping: Callable[[], bool],
-        watcher: Callable[[], None] | None,
-    ) -> tuple[list[DispatchResult], Interruption]:
-        """Step 3 for the items of ``batch`` after the ``done`` ones: on the helper
-        thread, or on this one when it is a watched loop thread (``watcher``)."""
-        rest = batch[len(done) :]
-        if not rest:
-            return done, None
-        turn = functools.partial(take_turn, self.clock, stopping)
-        if watcher is None:
-            results, interruption = self._runner.run_batch(rest, turn)
-        else:
-            context = Resume(batch, done, counts)
-            results, interruption = self._runner.run_batch_here(rest, turn, watcher, context), None
-        return (done + results if done else results), interruption
+    def _loop(self, stopping: Callable[[], bool], look_every: float) -> Steps[None]:
+        """The loop of :meth:`run`, :meth:`start` and :meth:`run_async`, paced by the
+        :class:`~hexeract_lite.idle.Pacer`; an idle loop looks at ``stopping`` at
+        least every ``look_every`` seconds."""
+        pacer, changes = self._pacer, self._changes
+        carry: Held | None = None  # a full batch's settlement, written with the next claim
+        while True:
+            version = changes.version()
+            pacer.observe((yield Call(self._data_version)))
+            if stopping():
+                break
+            try:
+                held, carry = carry, None
+                report, carry = yield from self._cycle(stopping, held, looping=True)
+                pause = pacer.after_cycle(report.claimed)
+                if pause is not None:
+                    if carry is not None and carry.lapses_within(self.clock.now(), pause):
+                        held, carry = carry, None  # written now, not after its leases
+                        yield Call(self._ledger.write_held, held)
+                    if pause > 0:
+                        yield Pause(pause)
+                    continue
+                plan = pacer.idle_plan((yield Call(self.store.next_wakeup)), report.claimed)
+                while not stopping():
+                    timeout = plan.next_timeout(look_every)
+                    if timeout is None or (yield Wait(version, timeout)):
+                        break
+                    if pacer.committed_since((yield Call(self._data_version))):
+                        break
+            except Exception as exc:
+                yield Pause((yield Call(self._backed_off, exc)))
+        if carry is not None:  # no cycle follows: write it on its own
+            yield Call(self._ledger.write_held, carry)
 
     def _may_carry(
         self,
         batch: list[LeasedOccurrence],
-        planned: list[_Planned],
+        planned: list[Planned],
         interruption: BaseException | None,
-        counts: _Counts,
+        counts: Counts,
         stopping: Callable[[], bool],
     ) -> bool:
         """A full batch, dispatched without interruption, failure to propagate or stop:
@@ -477,60 +397,41 @@ class SchedulerWorker:
             and not stopping()
         )
 
-    def _propagate(self, counts: _Counts) -> None:
-        """The test mode: raise the cycle's first dispatch failure (already settled)."""
-        if self.propagate_errors and counts.failure is not None:
-            self._propagating = counts.failure
-            raise counts.failure
-
-    async def _cycle_async(
-        self, stopping: Callable[[], bool], carry: _Carry | None, keep: bool
-    ) -> tuple[CycleReport, _Carry | None]:
-        """The same cycle on an event loop: store calls in a thread, the sink awaited;
-        ``carry`` and ``keep`` as for :meth:`_carried_cycle`."""
-        counts = _Counts()
-        batch = await asyncio.to_thread(self._claim, counts, carry, True)
-        if batch:
-            turn = functools.partial(take_turn, self.clock, stopping)
-            results, interruption = await self._runner.run_batch_async(batch, turn)
-            planned = self._plan_settlement(batch, results, counts)
-            if keep and self._may_carry(batch, planned, interruption, counts, stopping):
-                return counts.report(), _Carry(planned, counts)
-            await asyncio.to_thread(self._settle_planned, planned, counts)
-            if interruption is not None:
-                raise interruption
-            self._propagate(counts)
-        return counts.report(), None
-
-    def _claim(
-        self, counts: _Counts, carry: _Carry | None = None, paced: bool = False
-    ) -> list[LeasedOccurrence]:
+    def _claim(self, counts: Counts, carry: Held | None, paced: bool) -> list[LeasedOccurrence]:
         """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
-        previous cycle's settlement written in the same transaction). ``paced`` (the
-        loops): the sweep only when :meth:`_sweep_due`."""
+        previous cycle's settlement written in the same ``store.settle_and_claim``).
+        ``paced`` (the loops): the sweep only when the pacer says it is due."""
         try:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
                     held, carry = carry, None
-                    self._settle_planned(held.planned, held.counts)
+                    self._ledger.write(held.planned, held.counts)
                 self._retention.run_if_due(self.store)
-            if not paced or self._sweep_due():
+            if not paced or self._pacer.sweep_due():
                 counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
-            if carry is not None:  # settle it on its own, as an unfused cycle would have
-                self._settle_planned(carry.planned, carry.counts)
+            if carry is not None:  # the claim will not come: settle it now
+                self._ledger.write(carry.planned, carry.counts)
             raise
         if counts.swept:
             log.warning("sweep dead-lettered %d occurrence(s) left exhausted", counts.swept)
             call_hooks(self.hooks, [Swept(count=counts.swept)])
-        cfg = self.config
+        cfg, now = self.config, self.clock.now()
         batch: list[LeasedOccurrence] = []
         try:
             with collecting_malformed() as malformed:
                 if carry is None:
-                    batch = self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
+                    batch = self.store.claim_due(now, cfg.batch_size, cfg.lease)
                 else:
-                    batch = self._settle_and_claim(carry)
+                    planned = carry.planned
+                    try:
+                        oks, batch = self.store.settle_and_claim(
+                            [s for _, s, _ in planned], now, cfg.batch_size, cfg.lease
+                        )
+                    except BaseException:
+                        warn_left_to_expiry(len(planned))
+                        raise
+                    self._ledger.written(planned, oks, carry.counts)
         finally:
             found: list[WorkerEvent] = [
                 MalformedDeadLettered(schedule=s, reason=r) for s, r in malformed
@@ -540,162 +441,28 @@ class SchedulerWorker:
             else:
                 call_hooks(self.hooks, found)
         counts.claimed = len(batch)
-        if self._busy and not batch:
+        if self._pacer.burst_ended(len(batch)):
             checkpoint_after_burst(self.store)
-        self._busy = bool(batch)
         return batch
 
-    def _sweep_due(self) -> bool:
-        """In the loops, the sweep runs at most once per ``poll_interval``: a busy loop
-        claims every millisecond or so, and what it sweeps (occurrences a crashed
-        worker left on their last attempt, found once their lease has run out) can
-        wait that long."""
-        now = time.monotonic()
-        if now < self._next_sweep:
-            return False
-        self._next_sweep = now + self.config.poll_interval.total_seconds()
-        return True
-
-    def _settle_and_claim(self, carry: _Carry) -> list[LeasedOccurrence]:
-        """The previous batch's settlement and this cycle's claim in one store call.
-
-        If that call fails, nothing of it was recorded (a store that fuses them
-        applies all or nothing): the settlement is written on its own (as an unfused
-        cycle writes it; if that fails too, the batch waits out its lease), then the
-        claim is made on its own."""
-        planned, cfg = carry.planned, self.config
-        settlements = [settlement for _, settlement, _ in planned]
-        try:
-            oks, batch = self.store.settle_and_claim(
-                settlements, self.clock.now(), cfg.batch_size, cfg.lease
-            )
-        except Exception as exc:
-            log.warning(
-                "settling %d occurrence(s) with the next claim failed; settling them alone: %s",
-                len(planned),
-                error_summary(error_text(exc)),
-            )
-            self._settle_planned(planned, carry.counts)
-            return self.store.claim_due(self.clock.now(), cfg.batch_size, cfg.lease)
-        except BaseException:
-            _warn_left_to_expiry(len(planned))
-            raise
-        self._settled_batch(planned, oks, carry.counts)
-        return batch
-
-    def _plan_settlement(
-        self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: _Counts
-    ) -> list[_Planned]:
-        """Step 4's plan: the settlement of each dispatch result (those a transactional
-        sink acknowledged itself, and skipped ones, are counted here instead)."""
-        now = self.clock.now()
-        planned: list[_Planned] = []
-        for occ, result in zip(batch, results, strict=True):
-            if result.kind is ResultKind.FAILED and counts.failure is None:
-                counts.failure = result.exception()
-            if isinstance(result, Acknowledged):  # recorded with the handler's writes
-                counts.add(self._settled(occ, result.settlement, result.applied, result, counts))
-                continue
-            settlement = settlement_for(occ, result, now, self._retry, self._rng)
-            if settlement is None:
-                counts.add(DispatchOutcome.SKIPPED)
-            else:
-                planned.append((occ, settlement, result))
-        return planned
-
-    def _settle_planned(self, planned: list[_Planned], counts: _Counts) -> None:
-        """Step 4: the batch settled in one :meth:`~ScheduleStore.settle`. If the store
-        raises, nothing of the batch was recorded: every occurrence waits out its lease
-        and is delivered again (at-least-once)."""
-        if not planned:
-            if counts.events:  # malformed rows, transactional acknowledgements
-                call_hooks(self.hooks, counts.events)
-            return
-        try:
-            oks = self.store.settle([settlement for _, settlement, _ in planned])
-        except BaseException:
-            _warn_left_to_expiry(len(planned))
-            call_hooks(self.hooks, counts.events)  # what was recorded before the settlement
-            raise
-        self._settled_batch(planned, oks, counts)
-
-    def _settled_batch(self, planned: list[_Planned], oks: list[bool], counts: _Counts) -> None:
-        """A recorded settlement: each item logged and counted, then the hooks told."""
-        for (occ, settlement, result), ok in zip(planned, oks, strict=True):
-            counts.add(self._settled(occ, settlement, ok, result, counts))
-        call_hooks(self.hooks, counts.events)
-
-    def _settled(
-        self,
-        occ: LeasedOccurrence,
-        settlement: Settlement,
-        ok: bool,
-        result: DispatchResult,
-        counts: _Counts,
-    ) -> DispatchOutcome:
-        """Log one recorded settlement, note its hook event and return its outcome."""
-        outcome = outcome_of(settlement, ok)
-        if self.hooks:
-            counts.events.append(
-                settlement_event(occ, settlement, outcome, result, self.clock.now())
-            )
-        raised = result.error if isinstance(result.error, BaseException) else None
-        if raised is not None and raised.__traceback__ is None:
-            raised = None  # made by the worker (a timeout, say): no traceback to show
-        if outcome is DispatchOutcome.LEASE_LOST:
-            self._log(
-                logging.WARNING,
-                "lease lost: could not record %(wanted)s; another worker owns the occurrence now",
-                occ,
-                wanted=outcome_of(settlement).value,
-            )
-        elif outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
-            if log.isEnabledFor(logging.DEBUG):
-                note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
-                self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
-        elif outcome is DispatchOutcome.RETRIED:
-            assert settlement.retry_in is not None
-            self._log(
-                logging.WARNING,
-                "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
-                " %(retry_in).3f s: %(error)s",
-                occ,
-                exc_info=raised,
-                error=error_summary(settlement.error),
-                retry_in=settlement.retry_in.total_seconds(),
-            )
-        elif outcome is DispatchOutcome.DEAD_LETTERED:
-            self._log(
-                logging.ERROR,
-                "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
-                occ,
-                exc_info=raised,
-                error=error_summary(settlement.error),
-            )
-        else:
-            self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
-        return outcome
-
-    def _backed_off(self, pacer: Pacer, exc: Exception) -> float:
+    def _backed_off(self, exc: Exception) -> float:
         """A store error in the loop: re-raise the test mode's failure, else the
         back-off in seconds (told to the hooks)."""
         if exc is self._propagating:
             self._propagating = None
             raise exc
-        delay = pacer.after_error(exc)
+        delay = self._pacer.after_error(exc)
         call_hooks(self.hooks, [StoreErrorBackedOff(error=exc, backoff=timedelta(seconds=delay))])
         return delay
 
-    def _log(
-        self,
-        level: int,
-        template: str,
-        occ: LeasedOccurrence,
-        *,
-        exc_info: BaseException | None = None,
-        **fields: object,
-    ) -> None:
-        log_occurrence(self.clock, level, template, occ, exc_info=exc_info, **fields)
+    def _data_version(self) -> int | None:
+        """The store's ``data_version()``; None when it cannot tell or fails (then the
+        next comparison differs and a cycle runs)."""
+        try:
+            version = self.store.data_version()
+        except Exception:
+            return None
+        return None if version is None else int(version)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -716,8 +483,7 @@ class SchedulerWorker:
         if stopper is not None:
             stopper()
         self._runner.interrupt()
-        if self._changes is not None:
-            self._changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
+        self._changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
 
     def _enter(self, stopper: Callable[[], None]) -> None:
         if not self._running.acquire(blocking=False):
@@ -736,7 +502,7 @@ class SchedulerWorker:
 
     def _release(self) -> None:
         self._runner.close()
-        if isinstance(self.sink, BoundTransactionalSink):
+        if isinstance(self.sink, OccurrenceSink):
             self.sink.close()  # its connection (and its library's claim on the file)
 
     def close(self) -> None:
@@ -768,14 +534,14 @@ class SchedulerWorker:
     ) -> None:
         self.close()
 
-    # -- the thread loop -----------------------------------------------------------------
+    # -- the loops -----------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll until ``stop`` is set (forever without one); returns when the loop ends.
 
         The loop runs on its own thread (named after the calling one, ``-loop`` added),
         which calls the sink and the hooks; the calling thread watches it (see
-        :mod:`hexeract_lite.watched`): it gives up on a call past ``dispatch_timeout``
+        :mod:`hexeract_lite.engine`): it gives up on a call past ``dispatch_timeout``
         and a new loop thread goes on, and it raises what ended the loop.
 
         After a cycle that claimed a full batch it goes again at once, or after
@@ -784,7 +550,7 @@ class SchedulerWorker:
         store's next due instant, at most ``poll_interval`` at a time, waking at once
         when this process changes the store (``store.changes``; the SQLite store on
         Linux and the PostgreSQL store also signal other processes' commits there) and,
-        with a store that has ``data_version()`` (SQLite), noticing other processes'
+        with a store whose ``data_version()`` tells (SQLite), noticing other processes'
         commits within half of ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A
         store error is logged and backed off (``poll_interval`` doubling per consecutive
         error, at most :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
@@ -800,156 +566,13 @@ class SchedulerWorker:
         stop = stop if stop is not None else threading.Event()
         self._enter(stop.set)
         try:
-            self._watched_loop(stop)
+            steps = self._loop(stop.is_set, STOP_CHECK_S)
+            run_watched(steps, self._runner, stop, self._changes, self.abort, self._mark_loop)
         finally:
             self._leave()
 
-    def _watched_loop(self, stop: threading.Event) -> None:
-        """:meth:`_loop` on a :class:`~.watched.LoopThread`, watched from this thread:
-        a call past its ``dispatch_timeout``, or one in flight when the worker is
-        interrupted (:meth:`abort`, or any exception raised in this thread, such as a
-        :class:`KeyboardInterrupt`, wherever it lands), is given up on, and a new loop
-        thread goes on with the rest of its batch. After an interruption it still
-        waits for the loop to settle and end, then raises it; a second one is raised
-        at once (the loop, aborted, ends on its own)."""
-        wake = Wake()
-        name = f"{threading.current_thread().name}-loop"
-        target = functools.partial(self._loop, stop, wake.set)
-        context = contextvars.copy_context()  # hooks ran in this thread's context
-        watch = _Watch()
-        interruption: Interruption = None
-        while True:
-            try:
-                loop = self._watch(watch, (target, name, wake, context), interruption)
-                break
-            except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
-                if interruption is not None:
-                    self.abort()
-                    raise  # a second one: stop waiting for the loop
-                interruption = exc
-                self.abort()
-        if interruption is not None:
-            raise interruption
-        if loop.error is not None:
-            raise loop.error
-
-    def _watch(
-        self,
-        watch: _Watch,
-        loops: tuple[Callable[[Resume | None], None], str, Wake, contextvars.Context],
-        interruption: Interruption,
-    ) -> LoopThread:
-        """Until the loop ends (returned): start the loop thread of the current
-        handover, sleep until the deadline of its call in flight, and take its batch
-        over (a new :class:`~.watched.Handover`) when that call ran past it or was
-        interrupted. Interrupted anywhere, it carries on from ``watch`` when called
-        again."""
-        runner, (target, name, wake, context) = self._runner, loops
-        while True:
-            handover, run = watch.handover, watch.run
-            if run is not None and run.given_up is not None and handover.source is not run:
-                taken = run.context  # abandoned: the rest of its batch goes to a new thread
-                assert isinstance(taken, Resume)
-                results = taken.results + runner.given_up_results(run, interruption)
-                watch.handover = Handover(Resume(taken.batch, results, taken.counts), run)
-                abandoned = handover.owner
-                runner.log_given_up(run, name if abandoned is None else abandoned.thread.name)
-                continue
-            loop = handover.owner
-            if loop is None:  # not started, or not yet running
-                if not handover.launched:
-                    LoopThread(target, name, wake, handover, context).start()
-                    handover.launched = True
-                wake.wait(STOP_CHECK_S)  # set when it has taken the handover
-                continue
-            if loop.ended:
-                return loop
-            left = runner.timeout
-            run = runner.watched_run()
-            if run is not None:
-                watch.run = run
-                given = runner.give_up(run)
-                if given is None:
-                    continue  # abandoned: taken over above
-                left = given
-            wake.wait(left)
-
-    def _loop(
-        self,
-        stop: threading.Event,
-        watcher: Callable[[], None] | None = None,
-        resume: Resume | None = None,
-    ) -> None:
+    def _mark_loop(self) -> None:
         self._loop_thread.on = True
-        changes = self._changes
-        pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        fuse = self.store.fuses_settle_and_claim
-        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
-        seen: int | None = None
-        try:
-            while not stop.is_set() or resume is not None:
-                version = changes.version() if changes is not None else 0
-                seen, before = self._read_data_version(), seen
-                try:
-                    pending, carry, resumed, resume = carry, None, resume, None
-                    report, carry = self._carried_cycle(
-                        stop.is_set, pending, fuse, watcher, resumed
-                    )
-                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
-                    if pause is not None:
-                        if pause > 0:
-                            carry = self._before_pause(carry, pause)
-                            stop.wait(pause)
-                        continue
-                    plan = pacer.idle_plan(self._next_wakeup(), report.claimed)
-                    while not stop.is_set():
-                        timeout = plan.next_timeout(STOP_CHECK_S)
-                        if timeout is None:
-                            break
-                        if changes is not None:
-                            if changes.wait(version, timeout):
-                                break
-                        elif stop.wait(timeout):
-                            break
-                        if self._committed_since(seen):
-                            break
-                except Exception as exc:
-                    stop.wait(self._backed_off(pacer, exc))
-        finally:
-            if carry is not None:  # no cycle follows: write it on its own
-                self._settle_left(carry)
-
-    def _before_pause(self, carry: _Carry | None, pause: float) -> _Carry | None:
-        """The settlement to hold over a ``min_cycle_delay`` pause: None (written now, on
-        its own) when the held batch's leases would run out during or soon after it."""
-        if carry is not None and carry.lapses_within(self.clock.now(), pause):
-            self._settle_left(carry)
-            return None
-        return carry
-
-    def _settle_left(self, carry: _Carry) -> None:
-        """Write a held full batch's settlement on its own, when no cycle follows or a
-        pause comes first (a failure is logged; the batch then waits out its lease)."""
-        try:
-            self._settle_planned(carry.planned, carry.counts)
-        except Exception as exc:
-            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
-
-    def _next_wakeup(self) -> datetime | None:
-        return self.store.next_wakeup()
-
-    def _read_data_version(self) -> int | None:
-        if self._data_version is None:
-            return None
-        try:
-            version = self._data_version()
-            return None if version is None else int(version)
-        except Exception:  # unknown: the next comparison differs and a cycle runs
-            return None
-
-    def _committed_since(self, seen: int | None) -> bool:
-        """With a ``data_version()`` store: did any connection commit since ``seen``."""
-        return self._data_version is not None and self._read_data_version() != seen
 
     def _in_loop_thread(self) -> bool:
         """True on a thread of this worker's thread loop (a sink or hook called by
@@ -969,15 +592,13 @@ class SchedulerWorker:
         thread.start()
         return handle
 
-    # -- asyncio -------------------------------------------------------------------------
-
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
         """The :meth:`run` loop as a coroutine, for asyncio applications.
 
-        Store calls run off the event loop (``asyncio.to_thread``). An async sink is
-        awaited on the loop under ``dispatch_timeout`` (cancelled when it runs out); a
-        synchronous sink runs on the worker's helper thread (as under :meth:`run_once`), and an
-        awaitable it returns is awaited on the loop within the same timeout.
+        Store calls and hooks run off the event loop (``asyncio.to_thread``). An async
+        sink is awaited on the loop under ``dispatch_timeout`` (cancelled when it runs
+        out); a synchronous sink's batch runs on the worker's dispatch thread, watched
+        from a thread (as under :meth:`run_once`).
 
         Stop it by setting ``stop``, or by cancelling the task: either way the
         occurrence in hand is finished and settled and the rest of the batch released
@@ -995,75 +616,11 @@ class SchedulerWorker:
         stop = stop if stop is not None else asyncio.Event()
         self._enter(functools.partial(_set_soon, asyncio.get_running_loop(), stop))
         try:
-            await self._loop_async(stop)
+            driver = AsyncDriver(self._runner, stop, self._changes)
+            aborting = self._aborting.is_set
+            await driver.drive(self._loop(lambda: driver.stopping() or aborting(), math.inf))
         finally:
             self._leave()
-
-    async def _loop_async(self, stop: asyncio.Event) -> None:
-        changes = self._changes
-        pacer = Pacer(self.clock, self.config, self._data_version is not None)
-        fuse = self.store.fuses_settle_and_claim
-        carry: _Carry | None = None  # a full batch's settlement, written with the next claim
-        seen: int | None = None
-        try:
-            while not stop.is_set():
-                version = changes.version() if changes is not None else 0
-                seen, before = await asyncio.to_thread(self._read_data_version), seen
-                try:
-                    pending, carry = carry, None
-                    report, carry = await self._cycle_to_the_end(stop, pending, fuse)
-                    pause = pacer.after_cycle(report.claimed, _moved(before, seen))
-                    if pause is not None:
-                        if pause > 0:
-                            carry = await asyncio.to_thread(self._before_pause, carry, pause)
-                            await wait_event(stop, pause)
-                        continue
-                    hint = await asyncio.to_thread(self._next_wakeup)
-                    plan = pacer.idle_plan(hint, report.claimed)
-                    while not stop.is_set():
-                        timeout = plan.next_timeout(math.inf)
-                        if timeout is None:
-                            break
-                        if await wait_change_or_stop(changes, stop, version, timeout):
-                            break
-                        if await asyncio.to_thread(self._committed_since, seen):
-                            break
-                except Exception as exc:  # the hooks are told off the event loop
-                    await wait_event(stop, await asyncio.to_thread(self._backed_off, pacer, exc))
-        finally:
-            if carry is not None:  # no cycle follows (the thread finishes it if cancelled)
-                await asyncio.to_thread(self._settle_left, carry)
-
-    async def _cycle_to_the_end(
-        self, stop: asyncio.Event, carry: _Carry | None, keep: bool
-    ) -> tuple[CycleReport, _Carry | None]:
-        """One cycle that, once it has claimed, finishes even if we are cancelled (and
-        then settles what it would have carried)."""
-        halted = False
-
-        def stopping() -> bool:
-            return halted or stop.is_set() or self._aborting.is_set()
-
-        cycle = asyncio.ensure_future(self._cycle_async(stopping, carry, keep))
-        try:
-            return await asyncio.shield(cycle)
-        except asyncio.CancelledError:
-            halted = True
-            while not cycle.done():
-                try:
-                    await asyncio.shield(cycle)
-                except asyncio.CancelledError:
-                    continue
-                except Exception:
-                    break
-            error = None if cycle.cancelled() else cycle.exception()
-            if isinstance(error, Exception):  # a KeyboardInterrupt propagates on its own
-                log.warning("cycle interrupted by cancellation failed", exc_info=error)
-            elif error is None and not cycle.cancelled():
-                left = cycle.result()[1]
-                if left is not None:  # the thread finishes it even if cancelled again
-                    await asyncio.to_thread(self._settle_left, left)
-            raise
 
 
 class WorkerHandle:

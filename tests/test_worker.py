@@ -497,6 +497,35 @@ def test_each_dispatch_of_a_batch_has_its_own_timeout() -> None:
     assert time.monotonic() - started >= 0.45
 
 
+def test_run_once_counts_dispatch_timeout_from_the_hand_over_to_the_sink() -> None:
+    """The dispatch thread held up before it hands an occurrence to the sink (a slow
+    log handler on its 'dispatching' record) is not a timed-out dispatch."""
+    store = InMemoryScheduleStore()
+    slow, other = one_shot(now() - 2 * S), one_shot(now() - S)
+    store.insert_many([slow, other], 3)
+    sink = Recorder()
+
+    class SlowHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "dispatching" in record.getMessage() and str(slow.schedule_id) in (
+                record.getMessage()
+            ):
+                time.sleep(0.4)  # past dispatch_timeout, before the sink is called
+
+    logger = logging.getLogger("hexeract_lite.worker")
+    handler, level = SlowHandler(logging.DEBUG), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    cfg = SchedulerWorkerConfig(dispatch_timeout=timedelta(milliseconds=200))
+    try:
+        with SchedulerWorker(store, sink, cfg) as worker:
+            assert worker.run_once() == CycleReport(claimed=2, delivered=2)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert [m.schedule_id for m in sink.messages] == [slow.schedule_id, other.schedule_id]
+
+
 def test_a_hung_dispatch_fails_alone_and_the_rest_of_its_batch_goes_on(
     quiet_threads: None,
 ) -> None:
@@ -752,7 +781,7 @@ def test_released_occurrences_are_counted(frozen: FrozenTime) -> None:
     store.insert_many([one_shot(T0 - S), one_shot(T0)], 5)
     stop = threading.Event()
     worker = SchedulerWorker(store, Recorder(lambda m: stop.set()))
-    assert worker._cycle(stop.is_set) == CycleReport(claimed=2, delivered=1, released=1)
+    assert worker._run_cycle(stop.is_set) == CycleReport(claimed=2, delivered=1, released=1)
 
 
 class FlakyStore(InMemoryScheduleStore):

@@ -3,7 +3,8 @@
 ``store.settle_and_claim`` (one transaction on the memory, SQLite and PostgreSQL stores) replaces
 the settle of a full batch and the claim after it; these tests check that nothing of a
 batch is lost or doubled when that call fails, when the loop stops in between, when the
-lease is lost in between, and that a store without the fused call is driven as before.
+lease is lost in between, and that a store on the contract's default (settle, then claim)
+is driven by the same calls.
 Also: the pacing of a drain (``min_cycle_delay`` only while others write).
 """
 
@@ -72,15 +73,14 @@ class Seen:
 
 
 class Recording(InMemoryScheduleStore):
-    """The memory store, recording which worker calls it gets; ``fail_fused`` and
-    ``fail_settle`` make that many of those calls raise StoreError first (nothing of
-    a failed call is applied)."""
+    """The memory store, recording which worker calls it gets; ``fail_fused`` makes
+    that many ``settle_and_claim`` calls raise StoreError first (nothing of a failed
+    call is applied)."""
 
-    def __init__(self, fail_fused: int = 0, fail_settle: int = 0) -> None:
+    def __init__(self, fail_fused: int = 0) -> None:
         super().__init__()
         self.calls: list[str] = []
         self.fail_fused = fail_fused
-        self.fail_settle = fail_settle
 
     def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
         self.calls.append("claim_due")
@@ -88,9 +88,6 @@ class Recording(InMemoryScheduleStore):
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         self.calls.append(f"settle {len(outcomes)}")
-        if self.fail_settle > 0:
-            self.fail_settle -= 1
-            raise StoreError("disk I/O error (settle)")
         return super().settle(outcomes)
 
     def settle_and_claim(
@@ -144,7 +141,7 @@ def test_the_loop_settles_each_full_batch_with_the_next_claim() -> None:
     assert all(call == "claim_due" for call in store.calls[4:]), "then idle"
 
 
-def test_the_loop_drives_a_store_without_the_fused_call_as_before() -> None:
+def test_the_loop_drives_a_store_on_the_contracts_settle_then_claim() -> None:
     store = Unfused()
     assert not store.fuses_settle_and_claim and Recording().fuses_settle_and_claim
     msgs = backlog(25)
@@ -160,35 +157,13 @@ def test_the_loop_drives_a_store_without_the_fused_call_as_before() -> None:
     ]
 
 
-def test_a_failed_fused_call_settles_the_batch_alone_then_claims(
+def test_a_failed_settle_and_claim_leaves_the_batch_to_be_redelivered_after_its_lease(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Nothing of a failed call is recorded. At least once: the batch keeps its lease,
+    is claimed again once it runs out and delivered again under the same ids; the loop
+    backs off and goes on."""
     store = Recording(fail_fused=1)
-    msgs = backlog(20)
-    with caplog.at_level(logging.WARNING, logger="hexeract_lite.worker"):
-        sink = drain(store, msgs)
-    assert sorted(sink.ids) == sorted(m.schedule_id for m in msgs), "nothing delivered twice"
-    assert statuses(store, msgs) == [ScheduleStatus.DELIVERED] * 20
-    assert (
-        store.calls[:5]
-        == [
-            "claim_due",
-            "settle_and_claim 10",  # fails: nothing applied
-            "settle 10",  # the first batch on its own
-            "claim_due",  # then the claim on its own
-            "settle_and_claim 10",  # the second batch, fused again
-        ][:5]
-    )
-    [warning] = [r for r in caplog.records if "settling them alone" in r.getMessage()]
-    assert "disk I/O error (fused)" in warning.getMessage()
-
-
-def test_when_settling_alone_fails_too_the_batch_is_redelivered_after_its_lease(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """At least once: the batch keeps its lease, is claimed again once it runs out and
-    delivered again under the same ids; the loop backs off and goes on."""
-    store = Recording(fail_fused=1, fail_settle=1)
     msgs = backlog(4)
     store.insert_many(msgs, 3)
     sink = Seen(len(msgs))
@@ -323,19 +298,28 @@ def test_a_fused_call_that_fails_on_sqlite_records_nothing(tmp_path: Any) -> Non
 
 def test_a_drain_pauses_only_while_other_connections_write() -> None:
     cfg = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(milliseconds=2))
-    pacer = Pacer(SYSTEM_CLOCK, cfg, tracks_commits=True)
+    pacer = Pacer(SYSTEM_CLOCK, cfg)
+    pacer.observe(7)
+    assert pacer.tracks_commits, "data_version() told a number"
     assert pacer.after_cycle(9) is None, "not a full batch: idle"
     assert pacer.after_cycle(10) == 0.0, "nobody else writes: at once"
-    assert pacer.after_cycle(10, others_wrote=True) == 0.002
+    pacer.observe(8)  # another connection committed
+    assert pacer.after_cycle(10) == 0.002
+    pacer.observe(8)
     assert pacer.after_cycle(10) == 0.002, f"for {SHARED_FOR_S} s after their last commit"
 
 
 def test_a_store_without_data_version_pauses_after_every_full_batch() -> None:
     cfg = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(milliseconds=2))
-    pacer = Pacer(SYSTEM_CLOCK, cfg, tracks_commits=False)
+    pacer = Pacer(SYSTEM_CLOCK, cfg)
+    pacer.observe(None)
+    assert not pacer.tracks_commits
     assert pacer.after_cycle(10) == 0.002
     zero = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(0))
-    assert Pacer(SYSTEM_CLOCK, zero, tracks_commits=True).after_cycle(10, True) == 0.0
+    shared = Pacer(SYSTEM_CLOCK, zero)
+    shared.observe(1)
+    shared.observe(2)
+    assert shared.after_cycle(10) == 0.0
     assert math.isfinite(SHARED_FOR_S) and SHARED_FOR_S > 0
 
 

@@ -1,4 +1,4 @@
-"""The thread loop on its own thread, watched from run()'s caller (hexeract_lite.watched).
+"""The thread loop on its own thread, watched from run()'s caller (hexeract_lite.engine).
 
 run() dispatches on its loop thread (no hand-off per batch); the calling thread sleeps
 until the deadline of the call in flight. These tests hold the promises that the helper

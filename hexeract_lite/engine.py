@@ -1,0 +1,372 @@
+"""The loop engine: a worker's cycles as a generator of requests, and its two drivers.
+
+The worker writes its loop (and :meth:`~hexeract_lite.SchedulerWorker.run_once`'s
+single cycle) once, as a generator (:data:`Steps`) that decides everything and does no
+I/O itself: it yields a request for each thing to do and is sent back what came of it.
+
+- :class:`Call`: run ``fn(*args)`` (a store call, the hooks) and send back its result,
+  or throw its exception into the generator;
+- :class:`Dispatch`: dispatch a claimed batch; send back ``(results, interruption)``;
+- :class:`Wait`: sleep up to ``timeout`` seconds for ``store.changes`` to move past
+  ``version`` or the loop to stop; send back True when the store changed;
+- :class:`Pause`: sleep ``seconds``, or until the loop stops.
+
+The sync driver, :func:`drive`, carries the requests out on the calling thread.
+``run_once()`` drives its cycle on the caller's thread and hands the batch to the
+dispatch thread (:meth:`~.dispatch.SinkRunner.run_batch`). ``run()`` and ``start()``
+drive the loop on a :class:`LoopThread` that calls the sink itself
+(:meth:`~.dispatch.SinkRunner.run_here`), so a batch costs no hand-off between
+threads, while the thread that called ``run()`` watches it (:func:`run_watched`): it
+sleeps until the deadline of the call in flight (``dispatch_timeout`` after the
+hand-over of the occurrence to the sink), and is woken only when the loop ends or is
+interrupted. When a call runs past its deadline, or the worker is interrupted while
+one runs, the watcher gives up on the loop thread (it keeps running until the sink
+returns, then ends without recording anything) and a new loop thread carries the rest
+of the batch on, then the loop: the loop is a suspended generator, which any thread
+can drive on.
+
+The watcher may be interrupted anywhere (a :class:`KeyboardInterrupt` lands between
+any two lines of it): it interrupts the loop like ``abort()``, waits for it to settle
+and end, then raises the interruption (a second one is raised at once). Everything it
+hands over is recorded before it acts on it, so that, called again, it carries on
+where it was: the rest of the loop is a :class:`Handover` that exactly one loop thread
+takes, so a thread started twice for it (the first start interrupted) runs it once.
+
+The async driver, :class:`AsyncDriver` (``run_async()``), carries the requests out from
+an event loop: calls in a thread, the sink awaited, and a cancellation of its task
+turned into a stop (the cycle in hand finishes and is settled, then the cancellation
+is raised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from .dispatch import BatchRun, Interruption, LoopAbandoned, SinkRunner, Turn, Wake
+from .idle import STOP_CHECK_S
+from .settle import DispatchResult
+from .snapshot import LeasedOccurrence
+from .store.base import ChangeSignal
+
+__all__ = [
+    "AsyncDriver",
+    "Call",
+    "Dispatch",
+    "Handover",
+    "LoopThread",
+    "Pause",
+    "Steps",
+    "Wait",
+    "drive",
+    "run_watched",
+]
+
+_T = TypeVar("_T")
+
+
+class Call:
+    """Run ``fn(*args)``; its result is sent back, its exception thrown in."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.fn, self.args = fn, args
+
+
+class Dispatch(NamedTuple):
+    """Dispatch ``batch``, each occurrence at its ``turn``; ``(results, interruption)``
+    is sent back."""
+
+    batch: Sequence[LeasedOccurrence]
+    turn: Turn
+
+
+class Wait(NamedTuple):
+    """Sleep up to ``timeout`` seconds for ``store.changes`` to move past ``version``
+    (True is sent back) or for the loop to stop (False)."""
+
+    version: int
+    timeout: float
+
+
+class Pause(NamedTuple):
+    """Sleep ``seconds``, or until the loop stops."""
+
+    seconds: float
+
+
+Request = Call | Dispatch | Wait | Pause
+Steps = Generator[Request, Any, _T]
+"""A worker's loop or cycle: the requests it yields, what it returns."""
+
+Dispatcher = Callable[[Dispatch], tuple[list[DispatchResult], Interruption]]
+
+
+def drive(
+    steps: Steps[_T],
+    dispatch: Dispatcher,
+    stop: threading.Event,
+    changes: ChangeSignal,
+    value: object = None,
+) -> _T:
+    """Carry out ``steps``' requests on this thread, ``value`` sent first, until it
+    returns (its value) or raises. ``dispatch`` runs a :class:`Dispatch`. A
+    :class:`~.dispatch.LoopAbandoned` from it ends the drive and leaves ``steps``
+    suspended, for another thread to drive on."""
+    error: BaseException | None = None
+    while True:
+        try:
+            request = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration as end:
+            result: _T = end.value
+            return result
+        value = error = None
+        try:
+            if type(request) is Call:
+                value = request.fn(*request.args)
+            elif type(request) is Dispatch:
+                value = dispatch(request)
+            elif type(request) is Wait:
+                value = changes.wait(request.version, request.timeout)
+            else:
+                assert type(request) is Pause
+                stop.wait(request.seconds)
+        except LoopAbandoned:
+            raise
+        except BaseException as exc:  # thrown into the steps, as if raised there
+            error = exc
+
+
+Resume = tuple[Dispatch, list[DispatchResult]]
+"""A batch part-way: its request, and the results of its first items."""
+
+
+class Handover:
+    """The rest of the loop for the next loop thread: ``resume`` (None: from its
+    start), taken by exactly one :class:`LoopThread` (``owner``). ``source``: the run
+    given up on that it came from; ``launched``: a loop thread's start returned."""
+
+    __slots__ = ("_lock", "launched", "owner", "resume", "source")
+
+    def __init__(self, resume: Resume | None = None, source: object = None) -> None:
+        self._lock = threading.Lock()
+        self.resume = resume
+        self.source = source
+        self.launched = False
+        self.owner: LoopThread | None = None
+
+    def take(self, loop: LoopThread) -> bool:
+        """Make ``loop`` the owner unless another thread took it first."""
+        with self._lock:
+            if self.owner is not None:
+                return False
+            self.owner = loop
+            return True
+
+
+class LoopThread:
+    """A daemon thread running ``target(resume)`` once it has taken ``handover``, in a
+    copy of ``context`` (that of the thread that called ``run()``); ``wake`` is set
+    when it has taken it and when it ends.
+
+    ``error``: what ended it, if anything did (raised by the watcher). A thread given
+    up on (:class:`~.dispatch.LoopAbandoned`) ends silently without setting ``wake``;
+    one that finds ``handover`` taken ends at once.
+    """
+
+    __slots__ = ("context", "ended", "error", "handover", "thread", "wake")
+
+    def __init__(
+        self,
+        target: Callable[[Resume | None], None],
+        name: str,
+        wake: Wake,
+        handover: Handover,
+        context: contextvars.Context,
+    ) -> None:
+        self.ended = False
+        self.error: BaseException | None = None
+        self.wake = wake
+        self.handover = handover
+        self.context = context.copy()  # a context runs on one thread at a time
+        self.thread = threading.Thread(target=self._main, args=(target,), name=name, daemon=True)
+
+    def _main(self, target: Callable[[Resume | None], None]) -> None:
+        if not self.handover.take(self):
+            return
+        self.wake.set()
+        try:
+            self.context.run(target, self.handover.resume)
+        except LoopAbandoned:
+            return
+        except BaseException as exc:  # handed to the watcher, which raises it
+            self.error = exc
+        self.ended = True
+        self.wake.set()
+
+
+def run_watched(
+    steps: Steps[None],
+    runner: SinkRunner,
+    stop: threading.Event,
+    changes: ChangeSignal,
+    abort: Callable[[], None],
+    on_loop_thread: Callable[[], None],
+) -> None:
+    """Drive ``steps`` on loop threads watched from this one (see the module
+    docstring) until the loop ends; raise what ended it, or an interruption of this
+    thread (after ``abort()``, once the loop has ended). ``on_loop_thread`` is called
+    first on each loop thread."""
+    wake = Wake()
+
+    def dispatch(request: Dispatch, done: list[DispatchResult] | None = None) -> Any:
+        done = done or []
+        rest = request.batch[len(done) :]
+        if rest:
+            done = done + runner.run_here(rest, request.turn, wake, (request, done))
+        return done, None
+
+    def target(resume: Resume | None) -> None:
+        on_loop_thread()
+        drive(steps, dispatch, stop, changes, None if resume is None else dispatch(*resume))
+
+    name = f"{threading.current_thread().name}-loop"
+    context = contextvars.copy_context()  # hooks run in this thread's context
+    handover, run = Handover(), None  # what was handed over, and the run last looked at
+    interruption: Interruption = None
+    while True:
+        try:
+            if run is not None and run.given_up is not None and handover.source is not run:
+                request, done = _resume_of(run)  # given up on: the rest to a new thread
+                results = done + run.results + runner.given_up_results(run, interruption)
+                handover, gone = Handover((request, results), run), handover.owner
+                why = runner.thread_lost(run)
+                if why is not None:
+                    runner.log_abandoned(why, name if gone is None else gone.thread.name)
+                continue
+            loop = handover.owner
+            if loop is None:  # not started, or not yet running
+                if not handover.launched:
+                    LoopThread(target, name, wake, handover, context).thread.start()
+                    handover.launched = True
+                wake.wait(STOP_CHECK_S)  # set when it has taken the handover
+                continue
+            if loop.ended:
+                break
+            run, left = runner.current, runner.timeout
+            if run is not None and run.given_up is None:
+                given = run.give_up(runner.timeout)
+                if given is None:
+                    continue  # given up on: handed over above
+                left = given
+            wake.wait(left)
+        except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
+            abort()
+            if interruption is not None:
+                raise  # a second one: stop waiting for the loop
+            interruption = exc
+    if interruption is not None:
+        raise interruption
+    if loop.error is not None:
+        raise loop.error
+
+
+def _resume_of(run: BatchRun) -> Resume:
+    resume: Resume = run.context  # type: ignore[assignment]  # as run_here was given it
+    return resume
+
+
+class AsyncDriver:
+    """Carries out a loop's requests from the running event loop (:meth:`drive`).
+
+    A :class:`Call` runs in a thread (``asyncio.to_thread``, so in a copy of the
+    task's context) and a :class:`Dispatch` by
+    :meth:`~.dispatch.SinkRunner.run_batch_async`; both are finished even when the
+    task is cancelled meanwhile. A cancellation sets ``halted`` (which the loop's
+    ``stopping`` reads), ends a :class:`Wait` or :class:`Pause` at once, and is raised
+    once the steps have returned.
+    """
+
+    __slots__ = ("_cancelled", "_changes", "_runner", "_stop", "halted")
+
+    def __init__(self, runner: SinkRunner, stop: asyncio.Event, changes: ChangeSignal) -> None:
+        self._runner = runner
+        self._stop = stop
+        self._changes = changes
+        self._cancelled: asyncio.CancelledError | None = None
+        self.halted = False
+
+    def stopping(self) -> bool:
+        """True once the loop should stop: cancelled, or ``stop`` set."""
+        return self.halted or self._stop.is_set()
+
+    async def drive(self, steps: Steps[None]) -> None:
+        """Carry out ``steps``' requests until it returns; then raise a cancellation
+        that came meanwhile."""
+        value: object = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration:
+                break
+            value = error = None
+            try:
+                if type(request) is Call:
+                    value = await self._finish(asyncio.to_thread(request.fn, *request.args))
+                elif type(request) is Dispatch:
+                    value = await self._finish(
+                        self._runner.run_batch_async(request.batch, request.turn)
+                    )
+                elif self.halted:
+                    value = False
+                elif type(request) is Wait:
+                    value = await _wait_change_or_stop(
+                        self._changes, self._stop, request.version, request.timeout
+                    )
+                else:
+                    assert type(request) is Pause
+                    await _wait_event(self._stop, request.seconds)
+            except asyncio.CancelledError as exc:  # in a wait: stop
+                self._cancelled, self.halted, value = exc, True, False
+            except BaseException as exc:  # thrown into the steps, as if raised there
+                error = exc
+        if self._cancelled is not None:
+            raise self._cancelled
+
+    async def _finish(self, work: Awaitable[_T]) -> _T:
+        """Await ``work`` to its end, however often this task is cancelled meanwhile."""
+        task = asyncio.ensure_future(work)
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError as exc:
+                if task.done() and task.cancelled():
+                    raise
+                self._cancelled, self.halted = exc, True
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+
+
+async def _wait_change_or_stop(
+    changes: ChangeSignal, stop: asyncio.Event, version: int, timeout: float
+) -> bool:
+    """Up to ``timeout`` seconds for ``changes`` to move past ``version`` (True) or for
+    ``stop`` (False), without blocking the loop."""
+    waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not waiter.done():
+            changes.notify()  # let the waiting thread go now; a spurious wake is harmless
+    return waiter.done() and not waiter.cancelled() and waiter.result() is True

@@ -1,0 +1,256 @@
+"""The ledger of a batch: each claimed occurrence's settlement planned, written in one
+store call, logged, counted and told to the hooks.
+
+:meth:`Ledger.plan` turns dispatch results into settlements by the rule of
+:func:`hexeract_lite.settle.settlement_for`; :meth:`Ledger.write` writes them in one
+``store.settle(...)`` (or the worker writes them with its next claim, in one
+``store.settle_and_claim(...)``, then calls :meth:`Ledger.written`). Each item is fenced
+by the claim's ``leased_until``; an item the store answers False for (another worker
+owns the occurrence now) is logged and counted as ``lease_lost``, never retried. If the
+store raises, nothing of the batch was recorded: every occurrence waits out its lease
+and is delivered again (at least once).
+
+Log records go to the ``hexeract_lite.worker`` logger, with the schedule id,
+occurrence id, attempt and lag in the text and as ``extra`` fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from ._log import package_logger
+from .clock import Clock
+from .hooks import Hook, WorkerEvent, call_hooks, settlement_event
+from .retry import RandomSource, RetryPolicy
+from .settle import (
+    Acknowledged,
+    DispatchOutcome,
+    DispatchResult,
+    ResultKind,
+    error_summary,
+    error_text,
+    outcome_of,
+    settlement_for,
+)
+from .settlement import Settlement
+from .snapshot import LeasedOccurrence
+from .store.base import ScheduleStore
+
+__all__ = ["Counts", "Held", "Ledger", "Planned", "log_occurrence", "warn_left_to_expiry"]
+
+log = package_logger("hexeract_lite.worker")
+
+_EXTRA = ("schedule_id", "occurrence_id", "attempt", "lag")
+
+
+def log_occurrence(
+    clock: Clock,
+    level: int,
+    template: str,
+    occ: LeasedOccurrence,
+    *,
+    exc_info: BaseException | None = None,
+    **fields: object,
+) -> None:
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``, and
+    the traceback of ``exc_info`` when given. The occurrence id (a SHA-1) is only
+    derived when the level is enabled."""
+    if not log.isEnabledFor(level):
+        return
+    msg = occ.message
+    lag = (clock.now() - msg.scheduled_for).total_seconds()
+    data: dict[str, object] = {
+        "schedule_id": str(msg.schedule_id),
+        "occurrence_id": str(msg.occurrence_id()),
+        "attempt": occ.attempts,
+        "max_attempts": occ.max_attempts,
+        "lag": lag,
+        "event_type": msg.event_type,
+        **fields,
+    }
+    text = template % data if "%(" in template else template
+    log.log(
+        level,
+        "schedule %s occurrence %s attempt %d lag %.3fs: %s",
+        data["schedule_id"],
+        data["occurrence_id"],
+        occ.attempts,
+        lag,
+        text,
+        extra={k: data[k] for k in _EXTRA},
+        exc_info=exc_info,
+    )
+
+
+class Counts:
+    """What one cycle found: the sweep's count, the claim's, each outcome's, the hook
+    events to tell, and the first failed dispatch's exception."""
+
+    __slots__ = ("claimed", "events", "failure", "outcomes", "swept")
+
+    def __init__(self) -> None:
+        self.swept = 0
+        self.claimed = 0
+        self.outcomes: dict[DispatchOutcome, int] = dict.fromkeys(DispatchOutcome, 0)
+        self.events: list[WorkerEvent] = []
+        self.failure: BaseException | None = None
+
+    def add(self, outcome: DispatchOutcome) -> None:
+        """Count one ``outcome``."""
+        self.outcomes[outcome] += 1
+
+
+Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
+"""One occurrence's settlement to write, with the dispatch result it came from."""
+
+
+class Held:
+    """A full batch's settlement, not yet written: the loop writes it with the next
+    cycle's claim (one call), or on its own when no cycle follows."""
+
+    __slots__ = ("counts", "planned")
+
+    def __init__(self, planned: list[Planned], counts: Counts) -> None:
+        self.planned = planned
+        self.counts = counts
+
+    def lapses_within(self, now: datetime, pause: float) -> bool:
+        """True when a held lease ends less than ``pause`` seconds after a pause of
+        ``pause`` seconds from ``now``: holding the settlement over that pause would
+        leave it unwritten while the leases run out."""
+        first = min(occ.leased_until for occ, _, _ in self.planned)
+        return now + timedelta(seconds=2 * pause) >= first
+
+
+def warn_left_to_expiry(left: int) -> None:
+    """A settlement failed: the batch waits out its lease."""
+    if left:
+        log.warning("%d claimed occurrence(s) left to lease expiry", left)
+
+
+class Ledger:
+    """Plans, writes and records the settlements of a worker's batches."""
+
+    __slots__ = ("_clock", "_hooks", "_retry", "_rng", "_store")
+
+    def __init__(
+        self,
+        store: ScheduleStore,
+        clock: Clock,
+        retry: RetryPolicy,
+        rng: RandomSource,
+        hooks: tuple[Hook, ...],
+    ) -> None:
+        self._store, self._clock, self._retry, self._rng = store, clock, retry, rng
+        self._hooks = hooks
+
+    def plan(
+        self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: Counts
+    ) -> list[Planned]:
+        """The settlement of each dispatch result (those an occurrence sink recorded
+        itself, and skipped ones, are counted here instead)."""
+        now = self._clock.now()
+        planned: list[Planned] = []
+        for occ, result in zip(batch, results, strict=True):
+            if result.kind is ResultKind.FAILED and counts.failure is None:
+                counts.failure = result.exception()
+            if isinstance(result, Acknowledged):  # recorded with the handler's writes
+                counts.add(self.record(occ, result.settlement, result.applied, result, counts))
+                continue
+            settlement = settlement_for(occ, result, now, self._retry, self._rng)
+            if settlement is None:
+                counts.add(DispatchOutcome.SKIPPED)
+            else:
+                planned.append((occ, settlement, result))
+        return planned
+
+    def write(self, planned: list[Planned], counts: Counts) -> None:
+        """Write ``planned`` in one ``store.settle(...)``, then record it."""
+        if not planned:
+            if counts.events:  # malformed rows, acknowledgements of an occurrence sink
+                call_hooks(self._hooks, counts.events)
+            return
+        try:
+            oks = self._store.settle([settlement for _, settlement, _ in planned])
+        except BaseException:
+            warn_left_to_expiry(len(planned))
+            call_hooks(self._hooks, counts.events)  # what was recorded before the settlement
+            raise
+        self.written(planned, oks, counts)
+
+    def write_held(self, held: Held) -> None:
+        """Write a held batch's settlement on its own (a failure is logged; the batch
+        then waits out its lease)."""
+        try:
+            self.write(held.planned, held.counts)
+        except Exception as exc:
+            log.warning("settling the held batch failed: %s", error_summary(error_text(exc)))
+
+    def written(self, planned: list[Planned], oks: list[bool], counts: Counts) -> None:
+        """A recorded settlement: each item logged and counted, then the hooks told."""
+        for (occ, settlement, result), ok in zip(planned, oks, strict=True):
+            counts.add(self.record(occ, settlement, ok, result, counts))
+        call_hooks(self._hooks, counts.events)
+
+    def record(
+        self,
+        occ: LeasedOccurrence,
+        settlement: Settlement,
+        ok: bool,
+        result: DispatchResult,
+        counts: Counts,
+    ) -> DispatchOutcome:
+        """Log one recorded settlement, note its hook event and return its outcome."""
+        outcome = outcome_of(settlement, ok)
+        if self._hooks:
+            counts.events.append(
+                settlement_event(occ, settlement, outcome, result, self._clock.now())
+            )
+        raised = result.error if isinstance(result.error, BaseException) else None
+        if raised is not None and raised.__traceback__ is None:
+            raised = None  # made by the worker (a timeout, say): no traceback to show
+        if outcome is DispatchOutcome.LEASE_LOST:
+            self._log(
+                logging.WARNING,
+                "lease lost: could not record %(wanted)s; another worker owns the occurrence now",
+                occ,
+                wanted=outcome_of(settlement).value,
+            )
+        elif outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
+            if log.isEnabledFor(logging.DEBUG):
+                note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
+                self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
+        elif outcome is DispatchOutcome.RETRIED:
+            assert settlement.retry_in is not None
+            self._log(
+                logging.WARNING,
+                "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
+                " %(retry_in).3f s: %(error)s",
+                occ,
+                exc_info=raised,
+                error=error_summary(settlement.error),
+                retry_in=settlement.retry_in.total_seconds(),
+            )
+        elif outcome is DispatchOutcome.DEAD_LETTERED:
+            self._log(
+                logging.ERROR,
+                "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
+                occ,
+                exc_info=raised,
+                error=error_summary(settlement.error),
+            )
+        else:
+            self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
+        return outcome
+
+    def _log(
+        self,
+        level: int,
+        template: str,
+        occ: LeasedOccurrence,
+        *,
+        exc_info: BaseException | None = None,
+        **fields: object,
+    ) -> None:
+        log_occurrence(self._clock, level, template, occ, exc_info=exc_info, **fields)
