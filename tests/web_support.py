@@ -168,3 +168,49 @@ def call(
     headers_out = {k.decode().lower(): v.decode() for k, v in start.get("headers", [])}
     payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return Response(start["status"], headers_out, payload)
+
+
+class MovableClock:
+    """A clock a test sets: ``now`` is whatever ``at`` holds."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+
+def fill_history(path: Path, now: datetime) -> None:
+    """Add a day of history to the file: one-shot schedules delivered (and a few
+    dead-lettered) in each of the last 24 hours, and some cron and interval schedules
+    for the timeline."""
+    clock = MovableClock(now)
+    with SqliteScheduleStore.open(path, clock=clock) as store:
+        control = SchedulerControl(store)
+        for hours_ago in range(23, -1, -1):
+            clock.at = now - timedelta(hours=hours_ago, minutes=7)
+            deliveries = 3 + (hours_ago * 7) % 11
+            failures = 1 if hours_ago % 5 == 2 else 0
+            for i in range(deliveries + failures):
+                control.schedule(
+                    ScheduledMessage.delay(
+                        Target.outbox(), clock.at, f"order.shipped.{i % 3}", {"order": i}
+                    ),
+                    max_attempts=1,
+                )
+            for n, leased in enumerate(store.claim_due(clock.at, 100, timedelta(seconds=30))):
+                sid = leased.message.schedule_id
+                if n < failures:
+                    error = "TimeoutError: the mail relay did not answer in 30s\n  (traceback)"
+                    assert store.mark_dead_lettered(sid, error, leased.leased_until)
+                else:
+                    assert store.mark_delivered(sid, leased.leased_until)
+        clock.at = now
+        for name, cron, zone in [
+            ("billing.invoices.nightly", "0 2 * * *", "UTC"),
+            ("billing.reminders.weekday", "30 8 * * 1-5", "Europe/Paris"),
+            ("ops.backup.hourly", "15 * * * *", "UTC"),
+            ("ops.report.tokyo", "0 9 * * *", "Asia/Tokyo"),
+        ]:
+            control.ensure(name, event_type=name.rsplit(".", 1)[0], cron=cron, tz=zone)
+        control.ensure("ops.heartbeat", event_type="ops.heartbeat", every="2h")

@@ -310,7 +310,7 @@ def _instant(text: str) -> datetime:
 
 
 class _Headers:
-    """Adds the Content Security Policy, ``nosniff``, ``no-referrer`` and the
+    """Adds the Content Security Policy, ``nosniff``, ``same-origin`` referrers and the
     ``Server-Timing`` of the request to every response."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -329,7 +329,7 @@ class _Headers:
                     *message.get("headers", []),
                     (b"content-security-policy", _CSP.encode()),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
+                    (b"referrer-policy", b"same-origin"),
                     (b"cache-control", b"no-store"),
                     (b"server-timing", f"app;dur={ms:.1f}".encode()),
                 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 
 from ...errors import StoreError, UsageError
 from ..args import parse_positive_int
@@ -109,5 +110,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", lifespan="off"
         )
-        uvicorn.Server(config).run()
+        # uvicorn re-raises the signal that stopped it once it has shut down: SIGTERM
+        # then ends the process here, as SIGINT does, through the store's close
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            uvicorn.Server(config).run()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return EXIT_OK
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_OK)
