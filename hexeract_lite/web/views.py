@@ -258,7 +258,8 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
 
 
 def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
-    """The newest :data:`PAGE_SIZE` dead letters, most recently dead-lettered first."""
+    """The newest :data:`PAGE_SIZE` dead letters, most recently dead-lettered first
+    (``more``: there may be older ones; the overview counts them all)."""
     rows = []
     for item in store.list_dead_letter(PAGE_SIZE):
         if isinstance(item, MalformedSchedule):
@@ -275,7 +276,7 @@ def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
                 "error": error_summary(item.last_error),
             }
         )
-    return {"rows": rows, "total": store.stats().dead_lettered}
+    return {"rows": rows, "more": len(rows) == PAGE_SIZE}
 
 
 # -- timeline -------------------------------------------------------------------------
