@@ -289,7 +289,8 @@ _TOP = 26
 
 def timeline_page(store: ScheduleStore, window: str) -> dict[str, Any]:
     """The next firings of the soonest pending schedules over ``window`` (a key of
-    :data:`WINDOWS`) as SVG lanes: one per schedule, a mark per firing."""
+    :data:`WINDOWS`) as SVG lanes: one per schedule, a mark per firing; past
+    :data:`TIMELINE_PER_SCHEDULE` of them, a band from the last mark to the end."""
     span = WINDOWS[window]
     now = store.clock.now()
     end = now + span
@@ -306,22 +307,30 @@ def timeline_page(store: ScheduleStore, window: str) -> dict[str, Any]:
         firings = upcoming_firings(item, now, TIMELINE_PER_SCHEDULE + 1, end)
         if not firings:
             continue
-        total += len(firings)
+        total += min(len(firings), TIMELINE_PER_SCHEDULE)
         y = _TOP + len(lanes) * _LANE_H
+        xs = [round(_LABEL_W + plot_w * (at - now) / span, 1) for at in firings]
         marks = [
-            {
-                "x": round(_LABEL_W + plot_w * (at - now) / span, 1),
-                "title": ts(at),
-            }
-            for at in firings[:TIMELINE_PER_SCHEDULE]
+            {"x": x, "title": ts(at)}
+            for x, at in zip(xs[:TIMELINE_PER_SCHEDULE], firings, strict=False)
         ]
+        band = None
+        if len(firings) > TIMELINE_PER_SCHEDULE:  # the rest drawn as a band to the end
+            drawn = firings[:TIMELINE_PER_SCHEDULE]
+            period = (drawn[-1] - drawn[0]) / (len(drawn) - 1)
+            band = {
+                "x": xs[TIMELINE_PER_SCHEDULE - 1],
+                "w": round(_LABEL_W + plot_w - xs[TIMELINE_PER_SCHEDULE - 1], 1),
+                "title": f"{TIMELINE_PER_SCHEDULE} firings drawn; more after"
+                f" {ts(drawn[-1])}, about every {_lag(period)}",
+            }
         lanes.append(
             {
                 "id": str(item.schedule_id),
                 "label": item.name or item.event_type,
                 "y": y,
                 "marks": marks,
-                "more": len(firings) > TIMELINE_PER_SCHEDULE,
+                "band": band,
             }
         )
     step = timedelta(hours=3) if span <= timedelta(hours=24) else timedelta(days=1)
@@ -343,6 +352,7 @@ def timeline_page(store: ScheduleStore, window: str) -> dict[str, Any]:
         "lanes": lanes,
         "ticks": ticks,
         "total": total,
+        "capped": any(lane["band"] for lane in lanes),
         "width": TIMELINE_WIDTH,
         "height": height,
         "label_w": _LABEL_W,
