@@ -16,7 +16,7 @@ import apsw
 import pytest
 
 from hexeract_lite.store.sqlite import SqliteScheduleStore
-from tests.web_support import HOSTILE_NAME, call, filled_file, web_or_skip
+from tests.web_support import HOSTILE_NAME, call, fill, filled_file, web_or_skip
 
 web_or_skip()
 
@@ -300,3 +300,42 @@ def test_importing_the_package_does_not_import_the_console() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _memory_store() -> Any:
+    from hexeract_lite.store.memory import InMemoryScheduleStore
+
+    return InMemoryScheduleStore()
+
+
+def _postgres_store() -> Any:
+    from tests.pg import open_scratch_store
+
+    return open_scratch_store()
+
+
+@pytest.mark.parametrize(
+    "opener",
+    [
+        pytest.param(_memory_store, id="memory"),
+        pytest.param(_postgres_store, id="postgres", marks=pytest.mark.postgres),
+    ],
+)
+def test_every_page_and_action_on_the_other_stores(opener: Any) -> None:
+    store = opener()
+    try:
+        ids = fill(store)
+        app = create_app(store, allow_actions=True)
+        for page in _pages(ids):
+            response = call(app, "GET", page)
+            assert response.status == 200, (page, response.text[:500])
+            assert "<script>window" not in response.text and "\u202e" not in response.text
+        overview = call(app, "GET", "/").text
+        assert _count(overview, "dead-lettered") == "4"
+        assert 'data-total="failed">4<' in overview
+        csrf = _csrf(app, "/dead-letters")
+        sid = ids["dead"][0]
+        assert call(app, "POST", f"/schedules/{sid}/replay", form={"csrf": csrf}).status == 303
+        assert store.inspect(sid).status.value == "pending"
+    finally:
+        store.close()

@@ -40,7 +40,7 @@ __all__ = [
 HOUR = timedelta(hours=1)
 _END_COLUMNS = ("delivered_at", "dead_lettered_at")
 
-DEAD_LETTER_CAP = 5000
+DEAD_LETTER_CAP = 1000
 """How many of the newest dead letters a store without an hourly query is read for."""
 
 RUNS_UNAVAILABLE = (
