@@ -189,6 +189,9 @@ def test_every_page_in_a_browser_reads_only(
         assert "⟨U+202E⟩gnp.exe" in page.locator("#payload").inner_text()
         assert "<script>window.__pwned=1</script>" in page.locator("#traceback").inner_text()
         assert "\u202e" not in page.content()
+        page.wait_for_selector("#live[data-refreshed]", timeout=15000)  # a refresh keeps...
+        assert page.locator("#traceback-details").get_attribute("open") is not None  # ...it open
+        _not_pwned(page)
         page.screenshot(path=str(SCREENSHOTS / "schedule-hostile.png"), full_page=True)
 
         page.goto(url + "/dead-letters")
