@@ -339,3 +339,19 @@ def test_every_page_and_action_on_the_other_stores(opener: Any) -> None:
         assert store.inspect(sid).status.value == "pending"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "conn",
+    [
+        "postgresql://alice:s3cr3t-Pa55w0rd@127.0.0.1:1/app",
+        "host=127.0.0.1 port=1 user=alice password=s3cr3t-Pa55w0rd",
+    ],
+    ids=["url", "libpq"],
+)
+def test_ui_never_prints_a_password(conn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from hexeract_lite.cli import main
+
+    assert main(["scheduler", "ui", "--conn", conn]) == 1
+    out, err = capsys.readouterr()
+    assert err.strip() and "s3cr3t-Pa55w0rd" not in out + err
