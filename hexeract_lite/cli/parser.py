@@ -28,6 +28,7 @@ COMMANDS = (
     "migrate",
     "dead_letter",
     "worker",
+    "ui",
 )
 """The command modules of :mod:`hexeract_lite.cli.commands`, in the order ``hexeract
 scheduler --help`` lists them."""
@@ -51,6 +52,7 @@ COMMAND_MODULES = {
     "migrate": "migrate",
     "dead-letter": "dead_letter",
     "worker": "worker",
+    "ui": "ui",
 }
 """Each ``hexeract scheduler`` command name, and the module that adds it."""
 

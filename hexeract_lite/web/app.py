@@ -1,0 +1,373 @@
+"""The console's ASGI application: :func:`create_app`.
+
+Pages (``GET``): ``/`` the overview, ``/schedules`` (``status``, ``group``, ``name``,
+``event_type`` filters, ``after`` for the next page), ``/schedules/{id}``,
+``/dead-letters``, ``/timeline?window=24h|7d``. A request carrying the header
+``X-Hexeract-Fragment: 1`` gets only the page's live part, which the page's script
+fetches every :data:`REFRESH_SECONDS` to refresh itself. Every response carries a
+``Server-Timing: app;dur=<ms>`` header and a Content Security Policy that allows no
+script, style or image but the console's own files.
+
+Actions (``POST``, only with ``allow_actions``; else 403): ``/schedules/{id}/pause``,
+``resume``, ``cancel``, ``run-now``, ``replay``, ``reschedule`` (form field ``at``, an
+ISO 8601 instant with its offset) and ``/dead-letters/replay-all``, each with the
+form field ``csrf`` (the token every page's forms carry; a missing or wrong one is
+refused with 403, as is a request from another origin). All of them go through
+:class:`~hexeract_lite.control.SchedulerControl` (replay-all through
+:func:`~hexeract_lite.upkeep.replay_all`); a refused one (not changeable, not
+replayable) shows its message with status 409.
+
+With ``token``, every request must carry it: ``Authorization: Bearer <token>``, or the
+``hexeract_ui_token`` cookie, which a first visit to any page with ``?token=<token>``
+sets (HttpOnly, SameSite=Strict) before redirecting to the same page without it.
+Anything else gets 401.
+
+Every value that came from a user (names, event types, payloads, errors) is escaped by
+the templates (Jinja2 autoescape) after :func:`~.views.shown` made its invisible
+characters visible; error messages are scrubbed of passwords
+(:func:`~hexeract_lite.redact.scrub`); no connection string is ever shown.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+import urllib.parse
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .._time import parse_ts
+from ..control import SchedulerControl
+from ..errors import InvalidArgument, InvalidConfiguration, ScheduleNotFound, SchedulerError
+from ..redact import scrub
+from ..upkeep import replay_all
+from . import views
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from ..store.base import ScheduleStore
+
+__all__ = ["REFRESH_SECONDS", "TOKEN_COOKIE", "create_app"]
+
+REFRESH_SECONDS = 5
+"""How often a page refreshes its live part."""
+TOKEN_COOKIE = "hexeract_ui_token"
+"""The cookie that carries the access token after a ``?token=`` visit."""
+
+_HERE = Path(__file__).parent
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+    " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_ACTIONS = ("pause", "resume", "cancel", "run-now", "replay", "reschedule")
+_DONE = {
+    "pause": "Paused.",
+    "resume": "Resumed.",
+    "cancel": "Cancelled.",
+    "run-now": "Due now: a worker fires it on its next cycle.",
+    "replay": "Replayed: pending, due now.",
+    "reschedule": "Rescheduled.",
+    "unchanged": "Nothing to do: it was already so.",
+}
+"""The notices an action's redirect may name (``?done=``): fixed texts, never a value."""
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["shown"] = views.shown
+    return env
+
+
+def create_app(
+    store: ScheduleStore, *, allow_actions: bool = False, token: str | None = None
+) -> Starlette:
+    """The console over ``store``, as an ASGI application a Starlette or FastAPI
+    application can mount (``app.mount("/scheduler", create_app(store))``); links
+    follow the mount's path.
+
+    ``allow_actions``: serve the actions (see the module docstring); without it the
+    console only reads, and a read-only store (``readonly=True``) is enough. With it,
+    a read-only store raises :class:`InvalidConfiguration`. ``token``: a non-empty
+    text every request must carry. The store stays the caller's: the app never closes
+    it.
+
+    .. versionadded:: 0.3.0
+    """
+    if allow_actions and getattr(store, "readonly", False):
+        raise InvalidConfiguration("allow_actions=True needs a store opened for writing")
+    if token is not None and (not isinstance(token, str) or not token):
+        raise InvalidConfiguration("token must be a non-empty text (or None)")
+    console = _Console(store, allow_actions)
+    routes = [
+        Route("/", console.page(console.overview)),
+        Route("/schedules", console.page(console.schedules)),
+        Route("/schedules/{sid}", console.page(console.schedule)),
+        Route("/dead-letters", console.page(console.dead_letters)),
+        Route("/timeline", console.page(console.timeline)),
+        Route("/schedules/{sid}/{action}", console.act, methods=["POST"]),
+        Route("/dead-letters/replay-all", console.replay_all, methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=_HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(_Headers)
+    if token is not None:
+        app.add_middleware(_TokenGate, token=token)
+    return app
+
+
+_Page = Callable[[Request], tuple[str, dict[str, Any]]]
+
+
+class _Console:
+    """The pages and actions over one store."""
+
+    def __init__(self, store: ScheduleStore, allow_actions: bool) -> None:
+        self.store = store
+        self.control = SchedulerControl(store)
+        self.allow_actions = allow_actions
+        self.csrf = secrets.token_urlsafe(32)
+        self.env = _environment()
+
+    # -- pages ----------------------------------------------------------------------
+
+    def page(self, view: _Page) -> Callable[[Request], Awaitable[Response]]:
+        """An endpoint rendering ``view``'s template (only its live part for a
+        fragment request), the store read in a worker thread."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                name, context = await run_in_threadpool(view, request)
+            except (InvalidArgument, ScheduleNotFound, ValueError) as exc:
+                return self._problem(request, 404 if isinstance(exc, LookupError) else 400, exc)
+            except SchedulerError as exc:
+                return self._problem(request, 500, exc)
+            fragment = request.headers.get("x-hexeract-fragment") == "1"
+            return HTMLResponse(self._render(request, name, context, fragment=fragment))
+
+        return endpoint
+
+    def _render(
+        self, request: Request, name: str, context: dict[str, Any], *, fragment: bool = False
+    ) -> str:
+        template = self.env.get_template(name)
+        done = request.query_params.get("done", "")
+        full = {
+            "base": request.scope.get("root_path", "").rstrip("/"),
+            "csrf": self.csrf,
+            "actions": self.allow_actions,
+            "refresh": REFRESH_SECONDS,
+            "notice": _DONE.get(done),
+            "path": request.url.path,
+            **context,
+        }
+        if fragment and "live" in template.blocks:
+            return "".join(template.blocks["live"](template.new_context(full)))
+        return template.render(full)
+
+    def _problem(self, request: Request, status: int, exc: Exception) -> Response:
+        message = scrub(str(exc), None)
+        body = self._render(request, "problem.html", {"status": status, "message": message})
+        return HTMLResponse(body, status_code=status)
+
+    def overview(self, request: Request) -> tuple[str, dict[str, Any]]:
+        return "overview.html", views.overview_page(self.store)
+
+    def schedules(self, request: Request) -> tuple[str, dict[str, Any]]:
+        q = request.query_params
+        after = q.get("after") or None
+        filters = {k: q.get(k, "").strip() for k in ("status", "group", "name", "event_type")}
+        context = views.schedules_page(
+            self.store,
+            status=filters["status"] or None,
+            group=filters["group"] or None,
+            name=filters["name"] or None,
+            event_type=filters["event_type"] or None,
+            after=None if after is None else _uuid(after),
+        )
+        query = urllib.parse.urlencode({k: v for k, v in filters.items() if v})
+        return "schedules.html", {**context, "filters": filters, "query": query}
+
+    def schedule(self, request: Request) -> tuple[str, dict[str, Any]]:
+        return "schedule.html", views.schedule_page(self.store, _uuid(request.path_params["sid"]))
+
+    def dead_letters(self, request: Request) -> tuple[str, dict[str, Any]]:
+        replayed = request.query_params.get("replayed", "")
+        context = views.dead_letters_page(self.store)
+        return "dead_letters.html", {
+            **context,
+            "replayed": int(replayed) if replayed.isdigit() else None,
+        }
+
+    def timeline(self, request: Request) -> tuple[str, dict[str, Any]]:
+        window = request.query_params.get("window", "24h")
+        if window not in views.WINDOWS:
+            raise InvalidArgument(f"window must be one of {', '.join(views.WINDOWS)}")
+        return "timeline.html", views.timeline_page(self.store, window)
+
+    # -- actions --------------------------------------------------------------------
+
+    async def _form(self, request: Request) -> dict[str, str] | Response:
+        """The POST's form, or the response refusing it (actions off, another
+        origin, a wrong CSRF token)."""
+        if not self.allow_actions:
+            return PlainTextResponse("actions are off (start with --allow-actions)", 403)
+        origin = request.headers.get("origin")
+        if origin is not None and urllib.parse.urlsplit(origin).netloc != request.url.netloc:
+            return PlainTextResponse("refused: the request came from another origin", 403)
+        body = (await request.body()).decode("utf-8", "replace")
+        form = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
+        if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
+            return PlainTextResponse("refused: missing or wrong CSRF token", 403)
+        return form
+
+    async def act(self, request: Request) -> Response:
+        """``POST /schedules/{id}/{action}``: the action through SchedulerControl,
+        then back to the schedule's page with a notice."""
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        action = request.path_params["action"]
+        if action not in _ACTIONS:
+            return PlainTextResponse(f"unknown action {action!r}", 404)
+        try:
+            sid = _uuid(request.path_params["sid"])
+            changed = await run_in_threadpool(self._do, action, sid, form)
+        except (SchedulerError, ValueError) as exc:
+            status = 404 if isinstance(exc, LookupError) else 409
+            return self._problem(request, status, exc)
+        base = request.scope.get("root_path", "").rstrip("/")
+        done = action if changed else "unchanged"
+        return RedirectResponse(f"{base}/schedules/{sid}?done={done}", status_code=303)
+
+    def _do(self, action: str, sid: uuid.UUID, form: dict[str, str]) -> bool:
+        c = self.control
+        if action == "replay":
+            c.replay(sid)
+            return True
+        if action == "reschedule":
+            return c.reschedule(sid, _instant(form.get("at", "")))
+        do: dict[str, Callable[[uuid.UUID], bool]] = {
+            "pause": c.pause,
+            "resume": c.resume,
+            "cancel": c.cancel,
+            "run-now": c.run_now,
+        }
+        return do[action](sid)
+
+    async def replay_all(self, request: Request) -> Response:
+        """``POST /dead-letters/replay-all``: every dead letter replayed, in batches."""
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        try:
+            count = await run_in_threadpool(replay_all, self.store)
+        except SchedulerError as exc:
+            return self._problem(request, 409, exc)
+        base = request.scope.get("root_path", "").rstrip("/")
+        return RedirectResponse(f"{base}/dead-letters?replayed={count}", status_code=303)
+
+
+def _uuid(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise InvalidArgument(f"not a schedule id: {text!r:.80}") from None
+
+
+def _instant(text: str) -> datetime:
+    """An ISO 8601 instant with its offset (``Z`` or ``+01:00``)."""
+    try:
+        at = parse_ts(text.strip())
+    except ValueError:
+        at = None
+    if at is None:
+        try:
+            at = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise InvalidArgument(f"not an instant: {text!r:.80}") from None
+    if at.tzinfo is None:
+        raise InvalidArgument(f"the instant {text!r:.80} has no offset (add Z or +01:00)")
+    return at
+
+
+class _Headers:
+    """Adds the Content Security Policy, ``nosniff``, ``same-origin`` referrers and the
+    ``Server-Timing`` of the request to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                ms = (time.perf_counter() - started) * 1000
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"content-security-policy", _CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                    (b"cache-control", b"no-store"),
+                    (b"server-timing", f"app;dur={ms:.1f}".encode()),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+class _TokenGate:
+    """Lets through only requests carrying the token (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        given = request.query_params.get("token")
+        if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+            rest = urllib.parse.urlencode(
+                [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            )
+            target = request.url.path + ("?" + rest if rest else "")
+            response: Response = RedirectResponse(target, 303)
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            await response(scope, receive, send)
+            return
+        bearer = request.headers.get("authorization", "")
+        carried = bearer[7:] if bearer.lower().startswith("bearer ") else ""
+        carried = carried or request.cookies.get(TOKEN_COOKIE, "")
+        if carried and hmac.compare_digest(carried.encode(), self.token.encode()):
+            await self.app(scope, receive, send)
+            return
+        await PlainTextResponse(
+            "this console needs its access token: open it once with ?token=<token>,"
+            " or send Authorization: Bearer <token>",
+            401,
+        )(scope, receive, send)
