@@ -530,3 +530,11 @@ def test_the_dst_tables_are_the_oracles() -> None:
     from tests.test_dst import transition_day_table
 
     assert transition_day_table() in (DOCS / "concepts/time-zones.md").read_text(encoding="utf-8")
+
+
+def test_the_snapshot_table_has_every_field() -> None:
+    from hexeract_lite import ScheduleSnapshot
+
+    text = (DOCS / "reference/api/stores.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"`(\w+)`", "\n".join(re.findall(r"^\| (`.*?) \|", text, re.M))))
+    assert {f.name for f in attrs.fields(ScheduleSnapshot)} <= listed
