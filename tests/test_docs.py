@@ -445,12 +445,7 @@ def test_the_configuration_page_has_every_worker_setting() -> None:
 
 
 def test_the_cli_reference_is_generated_with_every_command() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "cli_reference", DOCS / "_build_hooks" / "cli_reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    cli_reference: Any = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli_reference)
+    cli_reference = _build_hook("cli_reference")
     from hexeract_lite.cli.parser import COMMAND_MODULES
 
     page = cli_reference.on_page_markdown((DOCS / "reference/cli.md").read_text())
@@ -538,3 +533,36 @@ def test_the_snapshot_table_has_every_field() -> None:
     text = (DOCS / "reference/api/stores.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"`(\w+)`", "\n".join(re.findall(r"^\| (`.*?) \|", text, re.M))))
     assert {f.name for f in attrs.fields(ScheduleSnapshot)} <= listed
+
+
+def _build_hook(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, DOCS / "_build_hooks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docstrings_render_as_markdown() -> None:
+    import inspect
+
+    import hexeract_lite.hooks
+
+    rst = _build_hook("rst_docstrings")
+    text = rst.markdown(inspect.cleandoc(hexeract_lite.hooks.__doc__ or ""))
+    assert "| `MalformedDeadLettered` | a claim met a row it cannot decode" in text
+    assert "rescheduled: ``next`` is its next instant) |" in text  # a continued row
+    assert ":class:" not in text
+    assert rst.markdown(".. versionadded:: 0.2.0") == "*Added in version 0.2.0.*"
+    assert rst.markdown("See :meth:`~hexeract_lite.SchedulerWorker.run_once`.") == (
+        "See `run_once`."
+    )
+    assert rst.markdown("Like this::\n\n    x = 1\n\nDone.").splitlines() == [
+        "Like this:",
+        "",
+        "```python",
+        "x = 1",
+        "```",
+        "",
+        "Done.",
+    ]

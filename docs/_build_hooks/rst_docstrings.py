@@ -31,22 +31,36 @@ def _role(match: re.Match[str]) -> str:
 
 
 def _table(rows: list[str]) -> list[str]:
-    rule = rows[0]
-    starts = [m.start() for m in re.finditer(r"=+", rule)]
+    """A simple table's lines (rules included) as a Markdown table. A cell may overflow
+    into the next column's space when two spaces still follow it; a line whose first
+    column is blank continues the row above."""
+    starts = [m.start() for m in re.finditer(r"=+", rows[0])]
 
     def cells(line: str) -> list[str]:
+        parts = re.split(r"\s{2,}", line.strip(), maxsplit=len(starts) - 1)
+        if len(parts) == len(starts) and line[: starts[1]].strip():
+            return parts
         bounds = [*starts[1:], max(len(line), starts[-1]) + 1]
         return [line[a:b].strip() for a, b in zip(starts, bounds, strict=True)]
 
-    body = [r for r in rows if not _RULE.match(r)]
-    out = ["| " + " | ".join(cells(body[0])) + " |", "|" + " --- |" * len(starts)]
-    out += ["| " + " | ".join(cells(r)) + " |" for r in body[1:]]
+    table: list[list[str]] = []
+    for line in rows:
+        if _RULE.match(line):
+            continue
+        row = cells(line)
+        if table and not line[: starts[1]].strip():
+            table[-1] = [
+                f"{a} {b}".strip() for a, b in zip(table[-1], row, strict=True)
+            ]
+        else:
+            table.append(row)
+    out = ["| " + " | ".join(table[0]) + " |", "|" + " --- |" * len(starts)]
+    out += ["| " + " | ".join(row) + " |" for row in table[1:]]
     return out
 
 
 def markdown(text: str) -> str:
     """The docstring ``text`` in Markdown."""
-    text = _ROLE.sub(_role, text)
     lines = text.splitlines()
     out: list[str] = []
     i = 0
@@ -90,7 +104,7 @@ def markdown(text: str) -> str:
             continue
         out.append(line)
         i += 1
-    return "\n".join(out)
+    return _ROLE.sub(_role, "\n".join(out))
 
 
 class RstDocstrings(griffe.Extension):
