@@ -4,7 +4,8 @@ reStructuredText constructs; render them as Markdown for mkdocstrings.
 - ``:class:`X```, ``:meth:`~a.B.m```, ... become code spans (``X``, ``m``);
 - ``.. versionadded:: V`` / ``.. versionchanged:: V`` become an italic line;
 - a paragraph ending in ``::`` followed by an indented block becomes a fenced block;
-- a simple table (``====  ====`` rules) becomes a Markdown table.
+- a simple table (``====  ====`` rules) becomes a Markdown table;
+- a parameter's default naming a private module constant shows the constant's value.
 """
 
 from __future__ import annotations
@@ -111,6 +112,18 @@ class RstDocstrings(griffe.Extension):
     """Rewrite every docstring of the loaded package as Markdown."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
-        """Rewrite ``obj``'s docstring."""
+        """Rewrite ``obj``'s docstring; show a default that names a private constant
+        (``config=_DEFAULT_CONFIG``) as the constant's value."""
         if obj.docstring is not None:
             obj.docstring.value = markdown(obj.docstring.value)
+        if isinstance(obj, griffe.Function):
+            for parameter in obj.parameters:
+                name = str(parameter.default) if parameter.default is not None else ""
+                constant = (
+                    obj.module.members.get(name) if name.startswith("_") else None
+                )
+                if (
+                    isinstance(constant, griffe.Attribute)
+                    and constant.value is not None
+                ):
+                    parameter.default = constant.value
