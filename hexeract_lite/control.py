@@ -107,6 +107,30 @@ class SchedulerControl:
         self.store.insert_many(messages, max_attempts)
         return [m.schedule_id for m in messages]
 
+    async def schedule_async(
+        self, message: ScheduledMessage, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> uuid.UUID:
+        """:meth:`schedule` for asyncio code: the store call (a commit, which on SQLite
+        waits for an fsync) runs on a worker thread (``asyncio.to_thread``), so the event
+        loop goes on meanwhile. Same result and errors as :meth:`schedule`.
+
+        .. versionadded:: 0.3.0
+        """
+        import asyncio  # loaded by asyncio code only: `import hexeract_lite` stays light
+
+        return await asyncio.to_thread(self.schedule, message, max_attempts=max_attempts)
+
+    async def schedule_many_async(
+        self, messages: Sequence[ScheduledMessage], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> list[uuid.UUID]:
+        """:meth:`schedule_many` on a worker thread, as :meth:`schedule_async` does.
+
+        .. versionadded:: 0.3.0
+        """
+        import asyncio
+
+        return await asyncio.to_thread(self.schedule_many, messages, max_attempts=max_attempts)
+
     def inspect(self, schedule_id: ScheduleIdLike) -> ScheduleSnapshot:
         """The schedule's current snapshot; unknown id: :class:`ScheduleNotFound`.
 
