@@ -136,7 +136,7 @@ class ConnTarget:
 
 
 def _default_path() -> Path:
-    from .store.sqlite import default_database_path
+    from .store.sqlite.store import default_database_path
 
     return Path(default_database_path())
 
@@ -206,7 +206,7 @@ def open_store(
         raise InvalidConfiguration("open_store: readonly=True goes with create=False only")
     target = conn if isinstance(conn, ConnTarget) else parse_conn(conn)
     if target.kind == "sqlite":
-        from .store.sqlite import SqliteScheduleStore
+        from .store.sqlite.store import SqliteScheduleStore
 
         # None lets the store create the default database's folders; an explicit
         # path's folder must exist (a typo must not grow a directory tree).
@@ -216,7 +216,7 @@ def open_store(
         )
     assert target.url is not None
     try:
-        from .store.postgres import PostgresScheduleStore
+        from .store.postgres.store import PostgresScheduleStore
     except ImportError as exc:
         missing = exc.name or ""
         if missing.startswith(("psycopg", "psycopg_pool")):

@@ -53,7 +53,7 @@ COMMIT_CHECKS_PER_POLL = 2
 """An idle worker on a ``data_version()`` store checks it this often per
 ``poll_interval``, so another process's commit is noticed within half of it even
 where the store cannot signal it sooner (the SQLite store does on Linux: see
-:mod:`hexeract_lite.store.sqlite_watch`)."""
+:mod:`hexeract_lite.store.sqlite.notify`)."""
 
 SHARED_FOR_S = 1.0
 """After a draining worker on a ``data_version()`` store sees another connection's

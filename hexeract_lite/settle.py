@@ -33,13 +33,16 @@ import os
 import traceback
 import uuid
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
-from .retry import RandomSource, RetryPolicy
 from .snapshot import LeasedOccurrence
+
+if TYPE_CHECKING:
+    from .retry import RandomSource, RetryPolicy
 
 __all__ = [
     "LEASE_EXPIRED",

@@ -5,13 +5,13 @@ fresh process pays for every module it imports: the store and its value classes
 (attrs) cost more than the listing itself. :func:`pending_text` opens the file as
 :meth:`SqliteScheduleStore.open(readonly=True)
 <hexeract_lite.store.sqlite.SqliteScheduleStore.open>` does (the same
-:func:`~hexeract_lite.store.sqlite_schema.open_database`), runs the statement
+:func:`~hexeract_lite.store.sqlite.schema.open_database`), runs the statement
 :meth:`~hexeract_lite.store.sqlite.SqliteScheduleStore.list_pending` would run, and
 renders each row with :func:`~hexeract_lite.cli.output.pending_cells`, the function
 the store's snapshots are rendered with.
 
 It vouches only for rows it can read exactly as the store's decoding would
-(:func:`~hexeract_lite.store.sqlite_codec.record_from_row`, then the snapshot): on
+(:func:`~hexeract_lite.store.sqlite.codec.record_from_row`, then the snapshot): on
 any other row (one the store would show as ``malformed``, or a value it would not
 read as stored) it returns None and the command lists through the store, so the
 output is the same either way. A cron or interval rule, or a bus target, is decoded
@@ -30,9 +30,9 @@ from .._time import parse_ts
 from ..connect import ConnTarget
 from ..store.columns import COLUMN_NAMES, COLUMNS, ColumnKind
 from ..store.schema import validate_sqlite_table_name
-from ..store.sqlite_driver import check_driver
-from ..store.sqlite_schema import SCHEMA_VERSION, open_database
-from ..store.sqlite_sql import PortableReads, SqliteStatements
+from ..store.sqlite.driver import check_driver
+from ..store.sqlite.schema import SCHEMA_VERSION, open_database
+from ..store.sqlite.statements import PortableReads, SqliteStatements
 from .output import pending_cells, pending_table
 
 __all__ = ["pending_text"]

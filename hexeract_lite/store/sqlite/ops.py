@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pathlib
 
-from ..snapshot import ScheduleStatus
-from .listing import sqlite_status_where
-from .schema import LIVE, validate_sqlite_table_name
-from .sqlite_codec import SELECT_LIST
+from ...snapshot import ScheduleStatus
+from ..listing import sqlite_status_where
+from ..schema import LIVE, validate_sqlite_table_name
+from .codec import SELECT_LIST
 
 __all__ = ["file_sizes", "list_sql", "prune_sql", "replay_sql", "stats_sql"]
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .._log import package_logger
+from ..._log import package_logger
 
 __all__ = ["WalWatcher"]
 

@@ -10,10 +10,10 @@ from typing import LiteralString
 
 from psycopg import sql
 
-from ..snapshot import ScheduleStatus
-from .listing import postgres_status_where
-from .postgres_rows import select_list
-from .postgres_schema import LEASED_PREDICATE, UNLEASED_PREDICATE
+from ...snapshot import ScheduleStatus
+from ..listing import postgres_status_where
+from .codec import select_list
+from .schema import LEASED_PREDICATE, UNLEASED_PREDICATE
 
 __all__ = ["list_statement", "prune_statements", "replay_statement", "stats_statement"]
 

@@ -17,8 +17,8 @@ import attrs
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from ..errors import InvalidConfiguration, StoreError
-from ..redact import scrub
+from ...errors import InvalidConfiguration, StoreError
+from ...redact import scrub
 
 __all__ = ["Timeouts", "seconds_text", "store_error"]
 

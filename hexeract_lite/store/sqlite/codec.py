@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._time import format_ts, parse_ts
-from ..errors import InvalidConfiguration, InvalidMessage
-from ..message import ScheduledMessage, Target
-from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
-from ..trigger import Trigger
-from .columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
-from .record import (
+from ..._time import format_ts, parse_ts
+from ...errors import InvalidConfiguration, InvalidMessage
+from ...message import ScheduledMessage, Target
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ...trigger import Trigger
+from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
+from ..record import (
     ScheduleRecord,
     cached_target,
     grace_of,
@@ -158,7 +158,7 @@ def message_rows(
     messages: Sequence[ScheduledMessage], max_attempts: int, created: str
 ) -> list[tuple[Any, ...]]:
     """The values :attr:`SqliteStatements.insert
-    <hexeract_lite.store.sqlite_sql.SqliteStatements.insert>` binds for each (validated)
+    <hexeract_lite.store.sqlite.statements.SqliteStatements.insert>` binds for each (validated)
     message, in its order: id, event type, payload, trigger kind, rule text, scheduled
     instant, target kind, routing key, ``max_attempts``, ``created`` (the stored text of
     the insert's "now"), name, misfire grace in milliseconds. The statement writes the

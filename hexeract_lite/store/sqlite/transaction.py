@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import apsw
 
-from ..clock import Clock
-from ..errors import (
+from ...clock import Clock
+from ...errors import (
     DispatchError,
     DuplicateSchedule,
     InvalidArgument,
@@ -53,13 +53,13 @@ from ..errors import (
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage
-from ..settle import SUCCEEDED, DispatchResult, settlement_for
-from ..snapshot import LeasedOccurrence
-from .changes import Plan
-from .deadline import Watchdog
-from .settle_plan import settle_plan
-from .sqlite_codec import (
+from ...message import ScheduledMessage
+from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...snapshot import LeasedOccurrence
+from ..changes import Plan
+from ..deadline import Watchdog
+from ..settle_plan import settle_plan
+from .codec import (
     diagnose,
     encode_id,
     encode_instant,
@@ -68,19 +68,19 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_driver import (
+from .driver import (
     FileHold,
     handler_connection,
     hold_file,
     shares_sqlite_with_apsw,
     two_copies,
 )
-from .sqlite_schema import connect
-from .sqlite_sql import SqliteStatements
+from .schema import connect
+from .statements import SqliteStatements
 
 if TYPE_CHECKING:
-    from ..retry import RetryPolicy
-    from .sqlite import SqliteScheduleStore
+    from ...retry import RetryPolicy
+    from .store import SqliteScheduleStore
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
@@ -541,8 +541,8 @@ class SqliteTransactionRunner:
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ..settle import Acknowledged
-        from ..transactional import bad_return, timed_out
+        from ...settle import Acknowledged
+        from ...transactional import bad_return, timed_out
 
         now = self._clock.now()
         settlement = settlement_for(occ, SUCCEEDED, now, self._policy)

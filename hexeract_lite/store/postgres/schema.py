@@ -44,9 +44,9 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
-from .columns import COLUMNS
-from .schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
+from ...errors import StoreError
+from ..columns import COLUMNS
+from ..schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
 
 if TYPE_CHECKING:
     import psycopg

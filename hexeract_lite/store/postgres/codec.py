@@ -21,12 +21,12 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import Format
 
-from .._time import to_utc_ms
-from ..errors import InvalidMessage
-from ..message import Target
-from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from .columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
-from .record import ScheduleRecord, rule_problem
+from ..._time import to_utc_ms
+from ...errors import InvalidMessage
+from ...message import Target
+from ...snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
+from ..record import ScheduleRecord, rule_problem
 
 __all__ = [
     "ARRAY_TYPES",

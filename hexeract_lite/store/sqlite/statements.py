@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .columns import COLUMN_NAMES, SELECT_LIST
-from .schema import (
+from ..columns import COLUMN_NAMES, SELECT_LIST
+from ..schema import (
     CANONICAL_TS,
     LIVE,
     NONCANONICAL,

@@ -4,7 +4,7 @@ library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
 The store is written against apsw's ``Connection``/``Cursor``. With ``driver="sqlite3"``
 every connection it opens is a ``sqlite3.Connection`` (autocommit: the store runs its
 own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in
-:class:`~.sqlite3_shim.Sqlite3Connection`, which offers the part of apsw's interface
+:class:`~.shim.Sqlite3Connection`, which offers the part of apsw's interface
 the store uses and raises apsw's exception classes for
 SQLite's errors (``BusyError`` for ``SQLITE_BUSY``, ``ConstraintError`` with its
 ``extendedresult``, ...; the ``sqlite3`` error chained), so the store's code is one.
@@ -27,7 +27,7 @@ from typing import Any
 
 import apsw
 
-from ..errors import InvalidConfiguration
+from ...errors import InvalidConfiguration
 
 __all__ = [
     "DRIVERS",
@@ -156,7 +156,7 @@ def open_connection(
     """A connection on the existing file ``path`` with ``driver``: read-write (never
     created), ``readonly`` (``SQLITE_OPEN_READONLY``) or ``immutable`` (read without
     locks). Raises apsw's errors either way. Typed as apsw's: a
-    :class:`~.sqlite3_shim.Sqlite3Connection` offers the part of it the store uses."""
+    :class:`~.shim.Sqlite3Connection` offers the part of it the store uses."""
     if driver == "apsw":
         if immutable:
             return apsw.Connection(
@@ -166,7 +166,7 @@ def open_connection(
             )
         flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
         return apsw.Connection(str(path), flags=flags, vfs=vfs)
-    from .sqlite3_shim import open_sqlite3
+    from .shim import open_sqlite3
 
     return open_sqlite3(path, readonly=readonly, immutable=immutable)
 
@@ -176,7 +176,7 @@ def handler_connection(conn: object) -> Any:
     ``sqlite3.Connection`` itself, or the ``apsw.Connection``."""
     import sys
 
-    shim = sys.modules.get(f"{__package__}.sqlite3_shim")  # loaded by any sqlite3 store
+    shim = sys.modules.get(f"{__package__}.shim")  # loaded by any sqlite3 store
     if shim is not None and isinstance(conn, shim.Sqlite3Connection):
         return conn.raw
     return conn

@@ -11,8 +11,8 @@ safe from many threads; several processes share the file through WAL and
 ``BEGIN IMMEDIATE`` write transactions, and a claim selects and leases its rows in one
 such transaction, so a live lease is never handed out twice.
 
-Beside it: :mod:`.sqlite_schema` (opening a file, schema versions and upgrades),
-:mod:`.sqlite_sql` (the statements), :mod:`.sqlite_codec` (rows <-> records).
+Beside it: :mod:`.schema` (opening a file, schema versions and upgrades),
+:mod:`.statements` (the statements), :mod:`.codec` (rows <-> records).
 (Over 700 lines: the store class is the contract's ~20 methods, each a short
 transaction, plus the class's own documentation of durability, read-only and fork
 behaviour; splitting it would scatter one lock discipline over several files.)
@@ -33,10 +33,10 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
-from .._log import package_logger
-from .._time import format_now, format_ts, parse_ts, to_utc_ms
-from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import (
+from ..._log import package_logger
+from ..._time import format_now, format_ts, parse_ts, to_utc_ms
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import (
     DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
@@ -44,10 +44,10 @@ from ..errors import (
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage, validate_message
-from ..settle import Settlement, SettlementKind
-from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from .base import (
+from ...message import ScheduledMessage, validate_message
+from ...settle import Settlement, SettlementKind
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ..base import (
     SWEEP_ERROR,
     SettlingStore,
     check_claim,
@@ -60,10 +60,10 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
-from .changes import Plan
-from .columns import COLUMN_NAMES
-from .fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
-from .listing import (
+from ..changes import Plan
+from ..columns import COLUMN_NAMES
+from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
+from ..listing import (
     PRUNE_COLUMN,
     check_batch_size,
     check_listing,
@@ -71,12 +71,12 @@ from .listing import (
     prune_cut,
     sqlite_glob,
 )
-from .notices import malformed_dead_lettered
-from .record import ScheduleRecord
-from .schema import DEFAULT_TABLE, validate_sqlite_table_name
-from .settle_plan import PlannedSettlement, settle_plan
-from .sqlite_busy import set_busy_wait
-from .sqlite_codec import (
+from ..notices import malformed_dead_lettered
+from ..record import ScheduleRecord
+from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
+from ..settle_plan import PlannedSettlement, settle_plan
+from ..stats import StoreStats
+from .codec import (
     COLUMN_INDEX,
     SELECT_LIST,
     diagnose,
@@ -90,9 +90,10 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_driver import FileHold, check_driver
-from .sqlite_ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
-from .sqlite_schema import (
+from .driver import FileHold, check_driver
+from .notify import WalWatcher
+from .ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
+from .schema import (
     APP_NAME,
     DATABASE_FILE_NAME,
     DURABILITY,
@@ -103,9 +104,8 @@ from .sqlite_schema import (
     memory_sorts,
     open_database,
 )
-from .sqlite_sql import PortableReads, SqliteStatements, claim_rows
-from .sqlite_watch import WalWatcher
-from .stats import StoreStats
+from .session import set_busy_wait
+from .statements import PortableReads, SqliteStatements, claim_rows
 
 _WAL_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
 """When another connection's commit may show after a write to the WAL file."""
@@ -118,8 +118,6 @@ __all__ = [
     "SqliteScheduleStore",
     "default_database_path",
 ]
-
-_Sql = SqliteStatements  # the name benchmarks/claim_scale.py imports
 
 _BEGIN = "BEGIN IMMEDIATE"
 _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
@@ -273,7 +271,7 @@ class SqliteScheduleStore(SettlingStore):
         )
         self._current = version == SCHEMA_VERSION
         self._reopen = False
-        # started by the first claim in each process (see .sqlite_watch)
+        # started by the first claim in each process (see .notify)
         self._watcher: WalWatcher | None = None
         self._watch_pid = 0
         self._seen_version: object = None
@@ -335,7 +333,7 @@ class SqliteScheduleStore(SettlingStore):
           whose own connections are ``sqlite3.Connection`` s: ``insert(...,
           connection=)`` and :class:`~hexeract_lite.transactional.TransactionalSink`
           then take and give ``sqlite3`` connections). One library per file per process
-          (see :mod:`.sqlite_driver`): opening a file this process has open with the
+          (see :mod:`.driver`): opening a file this process has open with the
           other one raises :class:`InvalidConfiguration`, as does a SQLite older than
           3.35 or a ``vfs`` with ``"sqlite3"``.
 
@@ -345,7 +343,7 @@ class SqliteScheduleStore(SettlingStore):
         creating the same file at once all end up sharing the one that got there
         first; where the file system has no hard links the name is claimed atomically
         instead and the table is built in place (see
-        :func:`~hexeract_lite.store.sqlite_schema.create_database`).
+        :func:`~hexeract_lite.store.sqlite.schema.create_database`).
 
         A table the Rust reference created (no version recorded) is adopted: its rows
         are kept, hexeract_lite's indexes are added and timestamp text is normalised
@@ -660,13 +658,13 @@ class SqliteScheduleStore(SettlingStore):
         """See :meth:`ScheduleStore.insert`. ``connection``: an ``apsw.Connection`` or
         ``sqlite3.Connection`` on this file with a transaction open: the row is written
         inside that transaction and exists once the caller commits (see
-        :func:`~hexeract_lite.store.sqlite_tx.insert_within`)."""
+        :func:`~hexeract_lite.store.sqlite.transaction.insert_within`)."""
         check_max_attempts(max_attempts)
         validate_message(message)
         self._writable("insert")
         row = message_rows((message,), max_attempts, format_now(self._clock.now()))[0]
         if connection is not None:
-            from .sqlite_tx import insert_within  # sqlite3 and settlement: not for reads
+            from .transaction import insert_within  # sqlite3 and settlement: not for reads
 
             insert_within(
                 connection, self._path, self._sql, [message], [row], "insert", self._driver
@@ -703,7 +701,7 @@ class SqliteScheduleStore(SettlingStore):
         rows = message_rows(messages, max_attempts, format_now(self._clock.now()))
         if connection is not None:
             self._writable("insert_many")
-            from .sqlite_tx import insert_within
+            from .transaction import insert_within
 
             insert_within(
                 connection, self._path, self._sql, messages, rows, "insert_many", self._driver
@@ -788,7 +786,7 @@ class SqliteScheduleStore(SettlingStore):
     def _watch_commits(self, cur: apsw.Cursor) -> None:
         """Once per process, at the first claim (under the store's lock): signal
         :attr:`changes` whenever another connection commits, noticed as a write to the
-        WAL file (:class:`~.sqlite_watch.WalWatcher`), so an idle worker wakes at once
+        WAL file (:class:`~.notify.WalWatcher`), so an idle worker wakes at once
         for other processes' commits. Stores that only enqueue or read run no thread."""
         self._watch_pid = os.getpid()
         self._seen_version = cur.execute("PRAGMA data_version").fetchall()[0][0]
@@ -933,7 +931,7 @@ class SqliteScheduleStore(SettlingStore):
         policy: Any,
         timeout: float,
     ) -> Any:
-        from .sqlite_tx import SqliteTransactionRunner
+        from .transaction import SqliteTransactionRunner
 
         return SqliteTransactionRunner(self, handler, clock, policy, timeout)
 
@@ -1226,11 +1224,11 @@ class SqliteScheduleStore(SettlingStore):
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
-        as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite_tx.modify_within`)."""
+        as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite.transaction.modify_within`)."""
         sid = check_schedule_id(schedule_id)
         self._writable("modify")
         now = self._now()
-        from .sqlite_tx import modify_within
+        from .transaction import modify_within
 
         return modify_within(connection, self._path, self._sql, sid, plan, now, self._driver)
 

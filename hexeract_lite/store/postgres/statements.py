@@ -11,9 +11,9 @@ from typing import LiteralString
 
 from psycopg import sql
 
-from .columns import COLUMNS, ColumnKind
-from .postgres_rows import ARRAY_TYPES, select_list
-from .postgres_schema import (
+from ..columns import COLUMNS, ColumnKind
+from .codec import ARRAY_TYPES, select_list
+from .schema import (
     LEASED_PREDICATE,
     PENDING_PREDICATE,
     RECLAIM_KEY,

@@ -9,7 +9,7 @@ table, and ``FOR UPDATE SKIP LOCKED`` keeps them from ever handing out the same
 occurrence twice while its lease holds. Needs the ``postgres`` extra (psycopg 3 and
 psycopg_pool): ``pip install 'hexeract_lite[postgres]'``.
 
-The table is the reference's PostgreSQL layout (:mod:`.postgres_schema`), so a table
+The table is the reference's PostgreSQL layout (:mod:`.schema`), so a table
 written by the reference's Rust store is readable here and the other way round.
 
 Time
@@ -36,7 +36,7 @@ Payloads
 back in JSONB's order (shorter keys first, then bytewise), and numbers as PostgreSQL's
 ``numeric`` (a float is sent so that it stays one: ``1e20`` is stored as
 ``100000000000000000000.0`` and decodes to the float ``1e20``, see
-:func:`~hexeract_lite.store.postgres_rows.jsonb_text`). The store returns
+:func:`~hexeract_lite.store.postgres.codec.jsonb_text`). The store returns
 ``payload_json`` as the compact text of the stored value, so it equals what was
 inserted whenever the payload has no object with several keys out of that order; the
 decoded payload always equals the one inserted. A string holding
@@ -63,7 +63,7 @@ Other processes' changes
 After a commit that may make work claimable, a store sends a ``NOTIFY`` on its
 table's channel; a store that claims listens on it (one extra connection, from its
 first claim on) and signals :attr:`~PostgresScheduleStore.changes`, which an idle
-worker waits on. See :mod:`.postgres_listen` and ``open(listen=...)``.
+worker waits on. See :mod:`.notify` and ``open(listen=...)``.
 
 Malformed rows
 --------------
@@ -88,10 +88,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from .._log import package_logger
-from .._time import to_utc_ms
-from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import (
+from ..._log import package_logger
+from ..._time import to_utc_ms
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import (
     DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
@@ -100,11 +100,11 @@ from ..errors import (
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage
-from ..redact import redact_conn
-from ..settle import Settlement, SettlementKind
-from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from .base import (
+from ...message import ScheduledMessage
+from ...redact import redact_conn
+from ...settle import Settlement, SettlementKind
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ..base import (
     SWEEP_ERROR,
     SettlingStore,
     check_claim,
@@ -117,9 +117,9 @@ from .base import (
     check_schedule_id,
     check_settlements,
 )
-from .changes import Plan
-from .columns import COLUMN_NAMES
-from .listing import (
+from ..changes import Plan
+from ..columns import COLUMN_NAMES
+from ..listing import (
     PRUNE_COLUMN,
     check_batch_size,
     check_listing,
@@ -127,17 +127,12 @@ from .listing import (
     glob_regex,
     prune_cut,
 )
-from .notices import malformed_dead_lettered
-from .postgres_connections import (
-    Conn,
-    Connections,
-    check_pool_sizes,
-    connect,
-    conninfo_connect_timeout,
-    conninfo_params,
-)
-from .postgres_ops import list_statement, prune_statements, replay_statement, stats_statement
-from .postgres_rows import (
+from ..notices import malformed_dead_lettered
+from ..record import ScheduleRecord, grace_ms
+from ..schema import DEFAULT_TABLE, validate_table_name
+from ..settle_plan import settle_plan
+from ..stats import StoreStats
+from .codec import (
     TEXT_COLUMNS,
     decode_rows,
     fetch_rows,
@@ -146,19 +141,24 @@ from .postgres_rows import (
     row_label,
     why,
 )
-from .postgres_schema import ensure_schema
-from .postgres_session import (
+from .connections import (
+    Conn,
+    Connections,
+    check_pool_sizes,
+    connect,
+    conninfo_connect_timeout,
+    conninfo_params,
+)
+from .ops import list_statement, prune_statements, replay_statement, stats_statement
+from .schema import ensure_schema
+from .session import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_POOL_TIMEOUT,
     DEFAULT_STATEMENT_TIMEOUT,
     Timeouts,
     store_error,
 )
-from .postgres_sql import Statements
-from .record import ScheduleRecord, grace_ms
-from .schema import DEFAULT_TABLE, validate_table_name
-from .settle_plan import settle_plan
-from .stats import StoreStats
+from .statements import Statements
 
 __all__ = ["PostgresScheduleStore"]
 
@@ -281,7 +281,7 @@ class PostgresScheduleStore(SettlingStore):
         ``postgres://...``) or ``key=value`` string.
 
         ``create=True`` creates the table and its indexes when the table is missing
-        (:func:`~hexeract_lite.store.postgres_schema.postgres_ddl`), and upgrades an
+        (:func:`~hexeract_lite.store.postgres.schema.postgres_ddl`), and upgrades an
         existing table of an older schema version (one the reference created gets
         hexeract_lite's indexes), under advisory locks so that workers starting
         together do not race. With ``create=False`` nothing is written: a missing table
@@ -305,7 +305,7 @@ class PostgresScheduleStore(SettlingStore):
         the module's notes on clock skew. ``listen``: from its first claim on, the
         store holds one more connection that ``LISTEN`` s for other processes' changes
         and signals :attr:`changes`, so an idle worker wakes at once (see
-        :mod:`~hexeract_lite.store.postgres_listen`); ``False`` (for a pooler in
+        :mod:`~hexeract_lite.store.postgres.notify`); ``False`` (for a pooler in
         transaction mode, which cannot ``LISTEN``) leaves the worker to its polling.
         Every argument is checked before anything connects
         (:class:`InvalidConfiguration` naming it and the value).
@@ -420,7 +420,7 @@ class PostgresScheduleStore(SettlingStore):
         self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
     ) -> None:
         """``connection``: a ``psycopg`` connection (or transaction) on this database:
-        written inside its transaction (:func:`.postgres_tx.insert_within`)."""
+        written inside its transaction (:func:`.transaction.insert_within`)."""
         self.insert_many([message], max_attempts, connection=connection)
 
     def insert_many(
@@ -450,7 +450,7 @@ class PostgresScheduleStore(SettlingStore):
             graces=[grace_ms(m.misfire_grace) for m in messages],
         )
         if connection is not None:
-            from .postgres_tx import insert_within
+            from .transaction import insert_within
 
             insert_within(self, connection, messages, params, self._sql.insert, "insert")
             return
@@ -636,7 +636,7 @@ class PostgresScheduleStore(SettlingStore):
         policy: Any,
         timeout: float,
     ) -> Any:
-        from .postgres_tx import PostgresTransactionRunner
+        from .transaction import PostgresTransactionRunner
 
         return PostgresTransactionRunner(self, handler, clock, policy, timeout)
 
@@ -856,8 +856,8 @@ class PostgresScheduleStore(SettlingStore):
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``psycopg``
         connection, the row locked ``FOR UPDATE``
-        (:func:`~hexeract_lite.store.postgres_tx.modify_within`)."""
-        from .postgres_tx import modify_within
+        (:func:`~hexeract_lite.store.postgres.transaction.modify_within`)."""
+        from .transaction import modify_within
 
         return modify_within(self, connection, check_schedule_id(schedule_id), plan)
 

@@ -30,27 +30,27 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from .._log import package_logger
-from ..clock import Clock
-from ..errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
-from ..message import ScheduledMessage
-from ..settle import SUCCEEDED, DispatchResult, settlement_for
-from ..snapshot import LeasedOccurrence
-from .changes import Plan
-from .columns import COLUMN_NAMES
-from .deadline import Watchdog
-from .postgres_connections import connect
-from .postgres_listen import channel_name
-from .postgres_rows import jsonb_text
-from .settle_plan import settle_plan
+from ..._log import package_logger
+from ...clock import Clock
+from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
+from ...message import ScheduledMessage
+from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...snapshot import LeasedOccurrence
+from ..changes import Plan
+from ..columns import COLUMN_NAMES
+from ..deadline import Watchdog
+from ..settle_plan import settle_plan
+from .codec import jsonb_text
+from .connections import connect
+from .notify import channel_name
 
 if TYPE_CHECKING:
-    from ..retry import RetryPolicy
-    from .postgres import PostgresScheduleStore
+    from ...retry import RetryPolicy
+    from .store import PostgresScheduleStore
 
 import contextlib
 
-from .postgres import _lease_token, _same, _whole_ms
+from .store import _lease_token, _same, _whole_ms
 
 __all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
 
@@ -283,7 +283,7 @@ class _Fenced(Exception):
 
 class PostgresTransactionRunner:
     """Runs a transactional handler for one occurrence at a time on PostgreSQL (see
-    :class:`~hexeract_lite.store.sqlite_tx.SqliteTransactionRunner` for the results)."""
+    :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the results)."""
 
     def __init__(
         self,
@@ -324,8 +324,8 @@ class PostgresTransactionRunner:
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ..settle import Acknowledged
-        from ..transactional import bad_return, timed_out
+        from ...settle import Acknowledged
+        from ...transactional import bad_return, timed_out
 
         store = self._store
         now = self._clock.now()

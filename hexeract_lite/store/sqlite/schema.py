@@ -32,10 +32,10 @@ from datetime import timedelta
 
 import apsw
 
-from .._time import format_ts, parse_ts
-from ..errors import InvalidConfiguration, StoreError
-from .columns import COLUMNS, ColumnKind
-from .schema import (
+from ..._time import format_ts, parse_ts
+from ...errors import InvalidConfiguration, StoreError
+from ..columns import COLUMNS, ColumnKind
+from ..schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
@@ -43,8 +43,8 @@ from .schema import (
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
-from .sqlite_busy import set_busy_wait
-from .sqlite_driver import FileHold, hold_file, open_connection
+from .driver import FileHold, hold_file, open_connection
+from .session import set_busy_wait
 
 __all__ = [
     "APP_NAME",
@@ -134,7 +134,7 @@ def open_database(
     driver: str = "apsw",
 ) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
     """Every step of opening, in order: the absolute path, this process's claim on the
-    file for ``driver`` (:func:`~.sqlite_driver.hold_file`, before any connection), the
+    file for ``driver`` (:func:`~.driver.hold_file`, before any connection), the
     file created when it is missing (``create``), the configured connection, the table
     checked and (unless ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA
     optimize``. Returns the path, the connection, the table's version and the claim
@@ -289,7 +289,7 @@ def connect(
     or, where that would leave ``-wal``/``-shm`` files behind, read-write with ``PRAGMA
     query_only`` (:func:`_reads_without_trace`). ``driver``: ``"apsw"``, or
     ``"sqlite3"`` for a ``sqlite3.Connection`` behind apsw's interface
-    (:mod:`.sqlite_driver`). Errors name ``label`` (the user's path) when
+    (:mod:`.driver`). Errors name ``label`` (the user's path) when
     given, else ``path``."""
     db = label or path
     traceless = readonly and vfs is None and _reads_without_trace(path)
