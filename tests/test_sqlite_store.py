@@ -868,7 +868,15 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
         "cancel": store._sql.cancel,
         "select_one": store._sql.select_one,
     }
-    params = {"now": "x", "until": "y", "n": 10, "error": "e", "id": b"i", "lease": "l"}
+    params = {
+        "now": "x",
+        "until": "y",
+        "n": 10,
+        "limit": 10,
+        "error": "e",
+        "id": b"i",
+        "lease": "l",
+    }
     for name, sql in statements.items():
         wanted = {k: params[k] for k in set(re.findall(r":(\w+)", sql))}
         bind: Any = wanted if wanted else (b"i",) if "?" in sql else ()

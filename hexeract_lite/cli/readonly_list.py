@@ -64,7 +64,7 @@ def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:
         readonly=True,
     )
     try:
-        rows = conn.execute(_statement(conn, table, version), {"n": limit}).fetchall()
+        rows = conn.execute(_statement(conn, table, version), {"limit": limit}).fetchall()
         conn.close()
     except apsw.Error:
         return None  # the store reads again, and names the error as it does

@@ -26,7 +26,7 @@ def list_sql(
     name: bool = False,
     select_list: str = SELECT_LIST,
 ) -> str:
-    """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:n`` bound
+    """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:limit`` bound
     as the flags say; the status condition is constant text. ``select_list``: the
     store's (``NULL AS <column>`` for a column an older table lacks, read-only)."""
     t = validate_sqlite_table_name(table)
@@ -38,7 +38,8 @@ def list_sql(
     if after:
         where.append("schedule_id > :after")
     return (
-        f"SELECT {select_list} FROM {t} WHERE {' AND '.join(where)} ORDER BY schedule_id LIMIT :n"
+        f"SELECT {select_list} FROM {t} WHERE {' AND '.join(where)}"
+        " ORDER BY schedule_id LIMIT :limit"
     )
 
 

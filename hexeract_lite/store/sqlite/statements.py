@@ -49,8 +49,8 @@ class SqliteStatements:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?)"
         )
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
-        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
-        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = ?"
+        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = :id"
+        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = :id"
         # The claim, in three steps inside one write transaction (see claim_rows):
         # a probe for a row whose lease or backoff has expired (normally none), the
         # rowids to lease (fresh rows in claim order from the due index; with an
@@ -166,15 +166,15 @@ class SqliteStatements:
             f"UPDATE {t} SET paused = :paused"
             f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
         )
-        # a live lease is kept (:lease is the row's own value then, else NULL): the
-        # dispatch in flight may still acknowledge
+        # a live lease is kept (:keep): the dispatch in flight may still acknowledge
         self.resume_realign = (
             f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
-            " leased_until = :lease, paused = 0 WHERE schedule_id = :id"
+            " leased_until = CASE WHEN :keep THEN leased_until END, paused = 0"
+            " WHERE schedule_id = :id"
         )
         self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
         self.replay = (
-            f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+            f"UPDATE {t} SET scheduled_for = :at, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
             " WHERE schedule_id = :id"
         )
@@ -196,24 +196,24 @@ class SqliteStatements:
             " SELECT * FROM ("
             f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_pending"
             f"  WHERE {LIVE} AND paused = 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :limit)"
             " UNION ALL"
             " SELECT * FROM ("
             f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_paused"
             f"  WHERE {LIVE} AND paused <> 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
-            " ORDER BY scheduled_for, schedule_id LIMIT :n"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :limit))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :limit"
         )
         self.list_dead_letter = (
             f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
             " WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
         )
         # copying rows (migrate): both pages read the primary key's index in order (no
         # sort, O(limit) per page); an import inserts every column as given
-        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :n"
+        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :limit"
         self.export_after = (
-            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :n"
+            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :limit"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
@@ -263,11 +263,11 @@ class PortableReads:
 
         self.list_pending = (
             f"SELECT {cols} FROM {t} WHERE {LIVE}"
-            f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :n"
+            f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :limit"
         )
         self.list_dead_letter = (
             f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
         )
         self.next_wakeup = (
             "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("

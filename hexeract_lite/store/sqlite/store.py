@@ -25,7 +25,7 @@ import pathlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -38,46 +38,31 @@ from ..._time import format_now, format_ts, parse_ts, to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
     DuplicateSchedule,
-    InvalidArgument,
     InvalidConfiguration,
-    NotReplayable,
-    ScheduleNotFound,
     StoreError,
 )
 from ...message import ScheduledMessage, validate_message
-from ...settle import Settlement, SettlementKind
-from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ...settle import Settlement
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ..base import (
     SWEEP_ERROR,
-    SettlingStore,
-    check_claim,
-    check_export,
     check_flag,
-    check_limit,
     check_max_attempts,
     check_messages,
     check_records,
     check_schedule_id,
-    check_settlements,
 )
 from ..changes import Plan
 from ..columns import COLUMN_NAMES
 from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
 from ..listing import (
-    PRUNE_COLUMN,
-    check_batch_size,
-    check_listing,
-    check_prune,
-    prune_cut,
     sqlite_glob,
 )
-from ..notices import malformed_dead_lettered
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
-from ..stats import StoreStats
+from ..sql.store import SqlScheduleStore
 from .codec import (
-    COLUMN_INDEX,
     SELECT_LIST,
     diagnose,
     encode_id,
@@ -104,7 +89,7 @@ from .schema import (
     memory_sorts,
     open_database,
 )
-from .session import set_busy_wait
+from .session import SqliteSession, set_busy_wait
 from .statements import PortableReads, SqliteStatements, claim_rows
 
 _WAL_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
@@ -124,18 +109,10 @@ _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
 _RESYNC = "PRAGMA synchronous=FULL"
 _log = package_logger(__name__)
 
-# positions in a row read with SELECT_LIST
-_ID = COLUMN_INDEX["schedule_id"]
-_LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 
 _INHERITED: list[object] = []
 """Connections a forked child inherited: never used and never closed (SQLite forbids
 either across a fork), kept here so that garbage collection does not close them."""
-
-
-def _claim_order(occurrence: LeasedOccurrence) -> tuple[datetime, bytes]:
-    message = occurrence.message
-    return (message.scheduled_for, message.schedule_id.bytes)
 
 
 def _is_duplicate(exc: BaseException) -> bool:
@@ -151,16 +128,6 @@ class _DuplicateKey(Exception):
     """Raised inside a write transaction when an insert hits the primary key."""
 
 
-_STATEMENT_KIND = {
-    SettlementKind.DELIVERED: "mark_delivered",
-    SettlementKind.RESCHEDULE: "reschedule",
-    SettlementKind.FAILED: "mark_failed",
-    SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
-    SettlementKind.RELEASED: "release",
-}
-"""Each settlement kind's statement (an attribute of :class:`SqliteStatements`)."""
-
-
 def _select_list(connection: apsw.Connection, table: str) -> str:
     """:data:`SELECT_LIST`, with ``NULL AS <column>`` for each column the table lacks
     (an older table, read-only: it is not upgraded)."""
@@ -174,7 +141,7 @@ def _select_list(connection: apsw.Connection, table: str) -> str:
 _T = TypeVar("_T")
 
 
-class SqliteScheduleStore(SettlingStore):
+class SqliteScheduleStore(SqlScheduleStore):
     """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
 
     Build it with :meth:`open`. One store object is safe to use from several threads:
@@ -228,6 +195,8 @@ class SqliteScheduleStore(SettlingStore):
     .. versionadded:: 0.1.0
     """
 
+    _sql: SqliteStatements
+
     def __init__(
         self,
         *,
@@ -261,9 +230,6 @@ class SqliteScheduleStore(SettlingStore):
         # read-only on an older table: NULL for the columns of ours it lacks yet
         select_list = _select_list(connection, table) if readonly else SELECT_LIST
         self._sql = SqliteStatements(table, select_list)
-        self._settle_sql = {
-            kind: getattr(self._sql, name) for kind, name in _STATEMENT_KIND.items()
-        }
         # read-only on a table that may lack our indexes or hold instants in another
         # layout (which only a writer may rewrite): listings that need neither
         self._portable: PortableReads | None = (
@@ -564,9 +530,12 @@ class SqliteScheduleStore(SettlingStore):
         return StoreError(f"{what} on {self._path} failed: {type(exc).__name__}: {exc}")
 
     @contextmanager
-    def _write(self, what: str, *, worker: bool = False) -> Iterator[apsw.Cursor]:
-        """One ``BEGIN IMMEDIATE`` transaction under the store's lock; rolled back on
-        any exception, apsw errors raised as :class:`StoreError`.
+    def _write(
+        self, what: str, *, worker: bool = False, atomic: bool = True
+    ) -> Iterator[SqliteSession]:
+        """One ``BEGIN IMMEDIATE`` transaction under the store's lock (whatever
+        ``atomic`` says); rolled back on any exception, apsw errors raised as
+        :class:`StoreError`.
 
         ``worker``: one of the worker's own transactions (claims, acknowledgements, the
         sweep), which ``durability="relaxed"`` commits without waiting for fsync."""
@@ -574,13 +543,14 @@ class SqliteScheduleStore(SettlingStore):
         with self._lock:
             cur = self._live_cursor()
             begin = self._begin_worker if worker else _BEGIN
+            tx = SqliteSession(cur)
             try:
                 try:
                     cur.execute(begin)
                 except apsw.Error as exc:
                     raise self._error(what, exc) from exc
                 try:
-                    yield cur
+                    yield tx
                     cur.execute("COMMIT")
                 except BaseException as exc:
                     self._rollback()
@@ -593,6 +563,8 @@ class SqliteScheduleStore(SettlingStore):
                 resynced = begin is not _BEGIN_UNSYNCED or self._resync()
         if not resynced:  # pragma: no cover - a broken connection fails its next call
             _log.warning("could not restore synchronous=FULL on %s", self._path)
+        if tx.woken:
+            self.changes.notify()
 
     def _resync(self) -> bool:
         """Back to ``synchronous=FULL`` after a worker transaction under "relaxed";
@@ -623,32 +595,40 @@ class SqliteScheduleStore(SettlingStore):
             except apsw.Error as exc:
                 raise self._error(what, exc) from exc
 
-    def _malformed(self, row: Sequence[Any], exc: Exception) -> StoreError:
-        why = diagnose(row) or f"{type(exc).__name__}: {exc}"
+    def _encode_id(self, schedule_id: uuid.UUID) -> bytes:
+        return schedule_id.bytes
+
+    def _encode_instant(self, instant: datetime) -> str:
+        return format_ts(instant)
+
+    def _decode(self, row: Sequence[Any]) -> ScheduleRecord:
+        return record_from_row(row)
+
+    def _why(self, row: Sequence[Any], exc: BaseException) -> str:
+        return diagnose(row) or f"{type(exc).__name__}: {exc}"
+
+    def _label(self, row: Sequence[Any]) -> str:
+        return row_label(row)
+
+    def _malformed_item(self, row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
+        return malformed(row, exc)
+
+    def _row_params(self, record: ScheduleRecord) -> tuple[Any, ...]:
+        values = row_from_record(record)
+        return (*values[1:], values[0])
+
+    def _export_error(self, row: Sequence[Any], exc: BaseException) -> StoreError:
+        return StoreError(
+            f"cannot export the row with schedule_id {row_label(row)} of {self._table}"
+            f" in {self._path}: {self._why(row, exc)}"
+        )
+
+    def _malformed(self, row: Sequence[Any], exc: BaseException) -> StoreError:
+        why = self._why(row, exc)
         return StoreError(
             f"schedule {row_label(row)} in the table {self._table} of {self._path} is"
             f" malformed: {why}"
         )
-
-    def _records(self, rows: list[Any]) -> list[ScheduleRecord]:
-        """Rows as records (ids and instants decoded); a malformed row: StoreError."""
-        records = []
-        for row in rows:
-            try:
-                records.append(record_from_row(row))
-            except Exception as exc:
-                raise self._malformed(row, exc) from exc
-        return records
-
-    def _listing(self, rows: list[Any]) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """Rows as snapshots; a row that does not decode as a MalformedSchedule."""
-        listed: list[ScheduleSnapshot | MalformedSchedule] = []
-        for row in rows:
-            try:
-                listed.append(record_from_row(row).snapshot())
-            except Exception as exc:
-                listed.append(malformed(row, exc))
-        return listed
 
     # -- writing -------------------------------------------------------------------------
 
@@ -708,8 +688,8 @@ class SqliteScheduleStore(SettlingStore):
             )
             return
         try:
-            with self._write("insert_many") as cur:
-                cur.executemany(self._sql.insert, rows)
+            with self._write("insert_many") as tx:
+                tx.cur.executemany(self._sql.insert, rows)
         except _DuplicateKey as exc:
             raise self._first_duplicate(messages) from exc.__cause__
         self.changes.notify()
@@ -719,36 +699,12 @@ class SqliteScheduleStore(SettlingStore):
         seen: set[uuid.UUID] = set()
         for m in messages:
             sid = m.schedule_id
-            if sid in seen or self._read("insert_many", self._sql.exists, (sid.bytes,)):
+            if sid in seen or self._read("insert_many", self._sql.exists, {"id": sid.bytes}):
                 return DuplicateSchedule(sid)
             seen.add(sid)
         return StoreError(f"insert_many on {self._path}: a duplicate id vanished")
 
     # -- the worker's side ---------------------------------------------------------------------
-
-    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
-        now = check_claim(now, batch_size, lease)
-        claim = self._claim_params(now, batch_size, lease)
-        with self._write("claim_due", worker=True) as cur:
-            rows = self._claim_rows(cur, claim[0])
-        return self._claimed(rows, claim)
-
-    def settle_and_claim(
-        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
-    ) -> tuple[list[bool], list[LeasedOccurrence]]:
-        """See :meth:`ScheduleStore.settle_and_claim`: one ``BEGIN IMMEDIATE``
-        transaction, the fenced ``UPDATE`` of each settlement then the claim; on a
-        store error nothing of it is recorded."""
-        now = check_claim(now, batch_size, lease)
-        claim = self._claim_params(now, batch_size, lease)
-        checked, plan = self._settle_plan(outcomes)
-        results = [False] * len(checked)
-        with self._write("settle_and_claim", worker=True) as cur:
-            self._apply_settlements(cur, plan, results)
-            rows = self._claim_rows(cur, claim[0])
-        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
-            self.changes.notify()
-        return results, self._claimed(rows, claim)
 
     def _claim_params(
         self, now: datetime, batch_size: int, lease: timedelta
@@ -758,30 +714,18 @@ class SqliteScheduleStore(SettlingStore):
         until_text = format_ts(until)
         return {"now": format_ts(now), "until": until_text, "n": batch_size}, until_text, until
 
-    def _claim_rows(self, cur: apsw.Cursor, params: dict[str, Any]) -> list[Any]:
+    def _claim_rows(self, tx: Any, claim: tuple[dict[str, Any], str, datetime]) -> list[Any]:
         """The claim's statements, inside the caller's write transaction."""
+        cur = tx.cur
         if self._watch_pid != os.getpid():
             self._watch_commits(cur)
         cur.execute(self._sql.normalise)
-        return claim_rows(cur, self._sql, params)
+        return claim_rows(cur, self._sql, claim[0])
 
-    def _claimed(
-        self, rows: list[Any], claim: tuple[dict[str, Any], str, datetime]
-    ) -> list[LeasedOccurrence]:
-        """Claimed rows decoded after the commit (the write lock is held for SQL only);
-        one that does not decode is dead-lettered, not returned."""
-        _, until_text, until = claim
-        claimed: list[LeasedOccurrence] = []
-        bad: list[tuple[Sequence[Any], Exception]] = []
-        for row in rows:
-            try:
-                claimed.append(leased_from_row(row, until_text, until))
-            except Exception as exc:
-                bad.append((row, exc))
-        if bad:
-            self._dead_letter_malformed(bad)
-        claimed.sort(key=_claim_order)
-        return claimed
+    def _leased(
+        self, row: Sequence[Any], claim: tuple[dict[str, Any], str, datetime]
+    ) -> LeasedOccurrence:
+        return leased_from_row(row, claim[1], claim[2])
 
     def _watch_commits(self, cur: apsw.Cursor) -> None:
         """Once per process, at the first claim (under the store's lock): signal
@@ -824,78 +768,14 @@ class SqliteScheduleStore(SettlingStore):
         self.changes.notify()
         return True
 
-    def _dead_letter_malformed(self, bad: list[tuple[Sequence[Any], Exception]]) -> None:
-        """A claimed row that cannot be decoded (written badly by another tool or by
-        hand) is never dispatched: it is dead-lettered at once, its last_error naming
-        the column, so the rows claimed with it go on and an operator can see it. If
-        that write fails, the row keeps its lease and the next claim after it tries
-        again; the healthy rows are returned either way."""
-        now = format_ts(self._now())
-        reasons = [(row, diagnose(row) or f"{type(exc).__name__}: {exc}") for row, exc in bad]
-        try:
-            with self._write("claim_due", worker=True) as cur:
-                for row, why in reasons:
-                    params = {
-                        "id": row[_ID],
-                        "lease": row[_LEASED_UNTIL],
-                        "now": now,
-                        "error": f"malformed row, dead-lettered without dispatch: {why}",
-                    }
-                    cur.execute(self._sql.mark_dead_lettered, params)
-        except StoreError as exc:
-            _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
-            return
-        for row, why in reasons:
-            _log.error(
-                "schedule %s in %s is malformed and was dead-lettered: %s",
-                row_label(row),
-                self._table,
-                why,
-            )
-            malformed_dead_lettered(row_label(row), why)
-
-    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`: one ``BEGIN IMMEDIATE`` transaction, one
-        fenced ``UPDATE`` per item (prepared once, cached by the connection); an item
-        whose lease no stored lease can equal is answered False without SQL."""
-        checked, plan = self._settle_plan(outcomes)
-        results = [False] * len(checked)
-        if plan:
-            with self._write("settle", worker=True) as cur:
-                self._apply_settlements(cur, plan, results)
-        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
-            self.changes.notify()
-        return results
-
-    def _settle_plan(
-        self, outcomes: Sequence[Settlement]
-    ) -> tuple[list[Settlement], list[PlannedSettlement]]:
-        """The checked items and the statements' plan (:func:`.settle_plan`)."""
-        checked = check_settlements(outcomes)
-        if not checked:
-            return checked, []
-        plan = settle_plan(
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
+        return settle_plan(
             checked,
             self._now(),
             encode_id=encode_id,
             encode_lease=encode_lease,
             encode_instant=encode_instant,
         )
-        return checked, plan
-
-    def _apply_settlements(
-        self,
-        cur: apsw.Cursor,
-        plan: list[PlannedSettlement],
-        results: list[bool],
-    ) -> None:
-        """The planned fenced statements, inside the caller's write transaction."""
-        statements = self._settle_sql
-        changes = cur.connection.changes
-        for index, kind, params in plan:
-            cur.execute(statements[kind], params)
-            if changes():
-                results[index] = True
 
     def dead_letter_exhausted(self) -> int:
         self._writable("dead_letter_exhausted")
@@ -905,10 +785,9 @@ class SqliteScheduleStore(SettlingStore):
         [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)
         if not work:
             return 0
-        with self._write("dead_letter_exhausted", worker=True) as cur:
-            cur.execute(self._sql.normalise)
-            cur.execute(self._sql.sweep, params)
-            return cur.connection.changes()
+        with self._write("dead_letter_exhausted", worker=True) as tx:
+            tx.execute(self._sql.normalise)
+            return tx.execute(self._sql.sweep, params)
 
     def _normalise_if_needed(self) -> bool:
         """Rewrite live rows' instants that another tool wrote in another layout (a
@@ -920,9 +799,80 @@ class SqliteScheduleStore(SettlingStore):
             return False
         if self._readonly:
             return True
-        with self._write("normalise", worker=True) as cur:
-            cur.execute(self._sql.normalise)
+        with self._write("normalise", worker=True) as tx:
+            tx.execute(self._sql.normalise)
         return False
+
+    def _list_pending_statement(self) -> str:
+        if self._normalise_if_needed():
+            assert self._portable is not None
+            return self._portable.list_pending
+        return self._sql.list_pending
+
+    def _list_dead_letter_statement(self) -> str:
+        if self._portable is not None and not self._current:
+            return self._portable.list_dead_letter
+        return self._sql.list_dead_letter
+
+    def _list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+    ) -> tuple[str, dict[str, Any]]:
+        select_list = self._sql.select_list
+        sql = list_sql(
+            self._table, status, glob is not None, after is not None, name is not None, select_list
+        )
+        params: dict[str, Any] = {"limit": limit}
+        if name is not None:
+            params["name"] = sqlite_glob(name)
+        if glob is not None:
+            params["glob"] = sqlite_glob(glob)
+        if after is not None:
+            params["after"] = after.bytes
+        return sql, params
+
+    def _prune_statements(self, column: str) -> tuple[str, str]:
+        return prune_sql(self._table, column)
+
+    def _after_prune(self) -> None:
+        """Free pages back to the file system (``PRAGMA incremental_vacuum``, with
+        incremental auto-vacuum: every file this version creates; older files need
+        :meth:`vacuum` once), and the WAL checkpointed and truncated."""
+        with self._lock:
+            cur = self._live_cursor()
+            try:
+                cur.execute("PRAGMA incremental_vacuum").fetchall()
+                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error as exc:
+                raise self._error("prune", exc) from exc
+
+    def _replay_statements(
+        self, ids: list[uuid.UUID], now: datetime
+    ) -> list[tuple[str, dict[str, Any]]]:
+        sql, at = replay_sql(self._table), format_ts(now)
+        return [(sql, {"id": sid.bytes, "now": at}) for sid in ids]
+
+    def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
+        now = self._now()
+        params = {"now": format_ts(now)}
+        try:
+            [row] = self._read("stats", stats_sql(self._table), params)
+        except StoreError as exc:
+            if "no such index" not in str(exc):
+                raise
+            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
+        row = list(row)
+        for index in (7, 9):  # the oldest due instants
+            row[index] = None if row[index] is None else parse_ts(row[index])
+        return now, row
+
+    def _stats_extra(self) -> dict[str, Any]:
+        file_bytes, wal_bytes = file_sizes(self._path)
+        return {"file_bytes": file_bytes, "wal_bytes": wal_bytes}
 
     def transaction_runner(
         self,
@@ -944,84 +894,7 @@ class SqliteScheduleStore(SettlingStore):
         candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
         return min(candidates, default=None)
 
-    # -- upkeep (issue 15) ---------------------------------------------------------------
-
-    def list_schedules(
-        self,
-        *,
-        status: ScheduleStatus | str | None = None,
-        event_type: str | None = None,
-        after: uuid.UUID | None = None,
-        limit: int = 50,
-        name: str | None = None,
-    ) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
-        ``after`` on."""
-        wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
-        sql = list_sql(
-            self._table,
-            wanted,
-            glob is not None,
-            after is not None,
-            named is not None,
-            self._sql.select_list,
-        )
-        params: dict[str, Any] = {"n": limit}
-        if named is not None:
-            params["name"] = sqlite_glob(named)
-        if glob is not None:
-            params["glob"] = sqlite_glob(glob)
-        if after is not None:
-            params["after"] = after.bytes
-        return self._listing(self._read("list_schedules", sql, params))
-
-    def prune(
-        self,
-        older_than: timedelta,
-        *,
-        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
-        batch_size: int = 500,
-        dry_run: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """See :meth:`ScheduleStore.prune`: one ``BEGIN IMMEDIATE`` per batch; then the
-        free pages go back to the file system (``PRAGMA incremental_vacuum``, with
-        incremental auto-vacuum: every file this version creates; older files need
-        :meth:`vacuum` once) and the WAL is checkpointed and truncated."""
-        older_than, wanted = check_prune(older_than, statuses)
-        size = check_batch_size(batch_size)
-        if not dry_run:
-            self._writable("prune")
-        cut = format_ts(prune_cut(self._now(), older_than))
-        total = 0
-        for status in wanted:
-            count_sql, delete_sql = prune_sql(self._table, PRUNE_COLUMN[status])
-            if dry_run:
-                [(n,)] = self._read("prune", count_sql, {"cut": cut})
-                total += n
-                continue
-            while True:
-                with self._write("prune") as cur:
-                    cur.execute(delete_sql, {"cut": cut, "n": size})
-                    deleted = cur.connection.changes()
-                total += deleted
-                if progress is not None and deleted:
-                    progress(total)
-                if deleted < size:
-                    break
-        if total and not dry_run:
-            self._release_space()
-        return total
-
-    def _release_space(self) -> None:
-        """Free pages back to the file system, and the WAL checkpointed and truncated."""
-        with self._lock:
-            cur = self._live_cursor()
-            try:
-                cur.execute("PRAGMA incremental_vacuum").fetchall()
-                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            except apsw.Error as exc:
-                raise self._error("prune", exc) from exc
+    # -- upkeep ---------------------------------------------------------------------------
 
     def checkpoint(self) -> bool:
         """Fold the WAL into the file and truncate it (``PRAGMA wal_checkpoint(TRUNCATE)``)
@@ -1058,170 +931,6 @@ class SqliteScheduleStore(SettlingStore):
             except apsw.Error as exc:
                 raise self._error("vacuum", exc) from exc
 
-    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
-        """See :meth:`ScheduleStore.replay_dead_letters`: one ``BEGIN IMMEDIATE``."""
-        checked = [check_schedule_id(sid) for sid in ids]
-        if not checked:
-            return 0
-        now = format_ts(self._now())
-        sql = replay_sql(self._table)
-        count = 0
-        with self._write("replay") as cur:
-            for sid in checked:
-                cur.execute(sql, {"id": sid.bytes, "now": now})
-                count += cur.connection.changes()
-        if count:
-            self.changes.notify()
-        return count
-
-    def stats(self) -> StoreStats:
-        """See :meth:`ScheduleStore.stats`: partial-index counts, plus the sizes of the
-        file and its WAL."""
-        now = self._now()
-        params = {"now": format_ts(now)}
-        try:
-            [row] = self._read("stats", stats_sql(self._table), params)
-        except StoreError as exc:
-            if "no such index" not in str(exc):
-                raise
-            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
-        (fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh) = row[:8]
-        (due_leased, oldest_leased, backoff, in_flight) = row[8:]
-        oldest = min((parse_ts(t) for t in (oldest_fresh, oldest_leased) if t), default=None)
-        file_bytes, wal_bytes = file_sizes(self._path)
-        return StoreStats(
-            at=now,
-            pending=fresh + leased,
-            paused=paused,
-            delivered=delivered,
-            cancelled=cancelled,
-            dead_lettered=dead,
-            due=due_fresh + due_leased,
-            in_flight=in_flight,
-            in_backoff=backoff,
-            oldest_due_lag=None if oldest is None else now - oldest,
-            next_wakeup=self.next_wakeup(),
-            file_bytes=file_bytes,
-            wal_bytes=wal_bytes,
-        )
-
-    # -- control -------------------------------------------------------------------------
-
-    def _require(self, cur: apsw.Cursor, sid: uuid.UUID) -> None:
-        """Inside a write: raise ScheduleNotFound unless the row exists."""
-        if not cur.execute(self._sql.exists, (sid.bytes,)).fetchall():
-            raise ScheduleNotFound(sid)
-
-    def cancel(self, schedule_id: uuid.UUID) -> bool:
-        sid = check_schedule_id(schedule_id)
-        params = {"id": sid.bytes, "now": format_ts(self._now())}
-        with self._write("cancel") as cur:
-            cur.execute(self._sql.cancel, params)
-            if cur.connection.changes():
-                return True
-            self._require(cur, sid)
-            return False
-
-    def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
-        sid = check_schedule_id(schedule_id)
-        params = {"id": sid.bytes, "paused": 1 if paused else 0}
-        with self._write("set_paused") as cur:
-            cur.execute(self._sql.set_paused, params)
-            changed = cur.connection.changes() > 0
-            if not changed:
-                self._require(cur, sid)
-        if changed:
-            self.changes.notify()
-        return changed
-
-    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        if next is not None:
-            next = to_utc_ms(next, "next", InvalidArgument)
-        sid = check_schedule_id(schedule_id)
-        now = self._now()
-        with self._write("resume") as cur:
-            rows = cur.execute(self._sql.select_one, (sid.bytes,)).fetchall()
-            if not rows:
-                raise ScheduleNotFound(sid)
-            [record] = self._records(rows)
-            resumes, next = record.resume_plan(next, now)
-            if not resumes:
-                return False
-            if next is not None:
-                # a live lease stays, as stored: the dispatch in flight may still ack
-                live = record.live_lease(now) is not None
-                params = {
-                    "id": sid.bytes,
-                    "next": format_ts(next),
-                    "lease": rows[0][_LEASED_UNTIL] if live else None,
-                }
-                cur.execute(self._sql.resume_realign, params)
-            else:
-                cur.execute(self._sql.resume_flag, {"id": sid.bytes})
-        self.changes.notify()
-        return True
-
-    def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
-        sid = check_schedule_id(schedule_id)
-        rows = self._read("inspect", self._sql.select_one, (sid.bytes,))
-        if not rows:
-            return None
-        try:
-            return record_from_row(rows[0]).snapshot()
-        except Exception as exc:
-            raise self._malformed(rows[0], exc) from exc
-
-    # -- admin -----------------------------------------------------------------------
-
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_pending`. A row that cannot be decoded is a
-        :class:`MalformedSchedule` in its place (naming the column)."""
-        check_limit(limit)
-        sql = self._sql.list_pending
-        if self._normalise_if_needed():
-            assert self._portable is not None
-            sql = self._portable.list_pending
-        return self._listing(self._read("list_pending", sql, {"n": limit}))
-
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_dead_letter`. A row that cannot be decoded is
-        a :class:`MalformedSchedule` in its place (naming the column)."""
-        check_limit(limit)
-        sql = self._sql.list_dead_letter
-        if self._portable is not None and not self._current:
-            sql = self._portable.list_dead_letter
-        return self._listing(self._read("list_dead_letter", sql, {"n": limit}))
-
-    def replay(self, schedule_id: uuid.UUID) -> None:
-        sid = check_schedule_id(schedule_id)
-        params = {"id": sid.bytes, "now": format_ts(self._now())}
-        with self._write("replay") as cur:
-            rows = cur.execute(self._sql.select_one, (sid.bytes,)).fetchall()
-            if not rows:
-                raise ScheduleNotFound(sid)
-            status = self._records(rows)[0].status()
-            if status is not ScheduleStatus.DEAD_LETTERED:
-                raise NotReplayable(sid, status)
-            cur.execute(self._sql.replay, params)
-        self.changes.notify()
-
-    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_record`: read, plan and write back in one
-        ``BEGIN IMMEDIATE`` transaction."""
-        sid = check_schedule_id(schedule_id)
-        with self._write("modify") as cur:
-            rows = cur.execute(self._sql.select_one, (sid.bytes,)).fetchall()
-            if not rows:
-                raise ScheduleNotFound(sid)
-            [record] = self._records(rows)
-            answer, new = plan(record.copy(), self._now())
-            if new is not None:
-                values = row_from_record(new)
-                cur.execute(self._sql.write_row, (*values[1:], values[0]))
-        if new is not None:
-            self.changes.notify()
-        return answer
-
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
         as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite.transaction.modify_within`)."""
@@ -1232,40 +941,7 @@ class SqliteScheduleStore(SettlingStore):
 
         return modify_within(connection, self._path, self._sql, sid, plan, now, self._driver)
 
-    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
-        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
-        :class:`StoreError` naming it."""
-        if not isinstance(prefix, str):
-            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
-        params = {"prefix": prefix, "length": len(prefix)}
-        rows = self._read("list_named", self._sql.list_named, params)
-        return [record.snapshot() for record in self._records(rows)]
-
     # -- copying rows between stores (hexeract scheduler migrate) ---------------------
-
-    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
-        """See :meth:`ScheduleStore.export_records`: one read of the primary key.
-
-        A row that cannot be read as a record (a schedule id that is not 16 bytes, a
-        timestamp that is not one) raises :class:`StoreError` naming it and the column:
-        a copy never silently leaves a row behind."""
-        after = check_export(after, limit)
-        if after is None:
-            rows = self._read("export_records", self._sql.export_first, {"n": limit})
-        else:
-            params = {"after": after.bytes, "n": limit}
-            rows = self._read("export_records", self._sql.export_after, params)
-        records = []
-        for row in rows:
-            try:
-                records.append(record_from_row(row))
-            except Exception as exc:
-                why = diagnose(row) or f"{type(exc).__name__}: {exc}"
-                raise StoreError(
-                    f"cannot export the row with schedule_id {row_label(row)} of {self._table}"
-                    f" in {self._path}: {why}"
-                ) from exc
-        return records
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
         """See :meth:`ScheduleStore.import_records`: the rows whose id is absent are
@@ -1274,7 +950,8 @@ class SqliteScheduleStore(SettlingStore):
         rows = [row_from_record(record) for record in check_records(records)]
         if not rows:
             return 0
-        with self._write("import_records") as cur:
+        with self._write("import_records") as tx:
+            cur = tx.cur
             conn = cur.connection
             before = conn.total_changes()
             cur.executemany(self._sql.import_row, rows)

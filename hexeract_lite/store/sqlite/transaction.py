@@ -341,7 +341,7 @@ def modify_within(
     what = "modify"
     caller = _check(connection, path, what, driver, statements.table)
     with _savepoint(caller, path, what):
-        rows = caller.execute(statements.select_one, (schedule_id.bytes,))
+        rows = caller.execute(statements.select_one, {"id": schedule_id.bytes})
         if not rows:
             raise ScheduleNotFound(schedule_id)
         try:
@@ -363,7 +363,7 @@ def _first_duplicate(
     seen: set[object] = set()
     for m in messages:
         sid = m.schedule_id
-        if sid in seen or caller.execute(statements.exists, (sid.bytes,)):
+        if sid in seen or caller.execute(statements.exists, {"id": sid.bytes}):
             return DuplicateSchedule(sid)
         seen.add(sid)
     return StoreError("insert: a duplicate id or name vanished")
