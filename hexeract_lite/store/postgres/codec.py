@@ -14,7 +14,7 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, LiteralString
 
 import psycopg
@@ -160,17 +160,34 @@ def _instant(value: datetime | None) -> datetime | None:
     return None if value is None else to_utc_ms(value, "timestamp")
 
 
-def _same(value: Any) -> Any:
+def same(value: Any) -> Any:
+    """Return ``value`` as it is: psycopg binds UUIDs and aware datetimes itself."""
     return value
 
 
+def lease_token(lease: datetime) -> datetime | None:
+    """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
+    which no lease this store hands out can equal."""
+    if isinstance(lease, datetime) and lease.utcoffset() is not None:
+        return lease
+    return None
+
+
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def whole_ms(delta: timedelta) -> int:
+    """A non-negative duration in whole milliseconds (rounded down)."""
+    return delta // _ONE_MS
+
+
 _DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
-    _K.ID: _same,
-    _K.TEXT: _same,
+    _K.ID: same,
+    _K.TEXT: same,
     _K.JSON: _canonical_json,
     _K.INSTANT: _instant,
-    _K.INT: _same,
-    _K.BIGINT: _same,
+    _K.INT: same,
+    _K.BIGINT: same,
     _K.BOOL: bool,
 }
 _ROW_DECODERS = tuple(_DECODERS[column.kind] for column in COLUMNS)

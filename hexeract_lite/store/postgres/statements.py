@@ -175,14 +175,14 @@ class Statements:
         )
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
         # resume never clears a live lease: the dispatch in flight still acknowledges
-        self.realign = q(
+        self.resume_realign = q(
             "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
-            " leased_until = CASE WHEN leased_until > %(now_value)s THEN leased_until END,"
+            " leased_until = CASE WHEN %(keep)s THEN leased_until END,"
             " paused = FALSE WHERE schedule_id = %(id)s"
         )
-        self.unpause = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
+        self.resume_flag = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
         self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(now_value)s, attempts = 0, leased_until = NULL,"
+            "UPDATE {t} SET scheduled_for = %(at)s, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
             " next_after_lease = NULL WHERE schedule_id = %(id)s"
         )
@@ -207,7 +207,7 @@ class Statements:
             "SELECT {cols} FROM {t} WHERE name IS NOT NULL AND {not_terminal}"
             ' AND left(name, %(length)s) = %(prefix)s ORDER BY name COLLATE "C"'
         )
-        self.inspect = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
+        self.select_one = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
         self.list_pending = q(
             "SELECT {cols} FROM {t} WHERE {not_terminal}"
             " ORDER BY scheduled_for, schedule_id LIMIT %(limit)s"

@@ -79,8 +79,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -93,52 +93,42 @@ from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
     DuplicateSchedule,
-    InvalidArgument,
     InvalidConfiguration,
     InvalidMessage,
-    NotReplayable,
     ScheduleNotFound,
     StoreError,
 )
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...settle import Settlement, SettlementKind
-from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ..base import (
     SWEEP_ERROR,
-    SettlingStore,
-    check_claim,
-    check_export,
     check_flag,
-    check_limit,
     check_max_attempts,
     check_messages,
     check_records,
     check_schedule_id,
-    check_settlements,
 )
 from ..changes import Plan
 from ..columns import COLUMN_NAMES
 from ..listing import (
-    PRUNE_COLUMN,
-    check_batch_size,
-    check_listing,
-    check_prune,
     glob_regex,
-    prune_cut,
 )
-from ..notices import malformed_dead_lettered
 from ..record import ScheduleRecord, grace_ms
 from ..schema import DEFAULT_TABLE, validate_table_name
-from ..settle_plan import settle_plan
-from ..stats import StoreStats
+from ..settle_plan import PlannedSettlement, settle_plan
+from ..sql.store import Session, SqlScheduleStore
 from .codec import (
     TEXT_COLUMNS,
-    decode_rows,
     fetch_rows,
     jsonb_text,
+    lease_token,
+    malformed,
     record,
     row_label,
+    same,
+    whole_ms,
     why,
 )
 from .connections import (
@@ -155,6 +145,7 @@ from .session import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_POOL_TIMEOUT,
     DEFAULT_STATEMENT_TIMEOUT,
+    PostgresSession,
     Timeouts,
     store_error,
 )
@@ -182,32 +173,10 @@ def _is_json(text: str) -> bool:
     return True
 
 
-_ONE_MS = timedelta(milliseconds=1)
-_MALFORMED = "malformed row, dead-lettered without dispatch: "
-
-
-def _same(value: Any) -> Any:
-    """Return ``value`` as it is: psycopg binds UUIDs and aware datetimes itself."""
-    return value
-
-
-def _lease_token(lease: datetime) -> datetime | None:
-    """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
-    which no lease this store hands out can equal."""
-    if isinstance(lease, datetime) and lease.utcoffset() is not None:
-        return lease
-    return None
-
-
-def _whole_ms(delta: timedelta) -> int:
-    """A non-negative duration in whole milliseconds (rounded down)."""
-    return delta // _ONE_MS
-
-
 # -- the store ----------------------------------------------------------------------
 
 
-class PostgresScheduleStore(SettlingStore):
+class PostgresScheduleStore(SqlScheduleStore):
     """Schedules in a PostgreSQL table, shared by every worker that can reach it.
 
     Open it with :meth:`open`; close it (or use it as a context manager) to release its
@@ -240,13 +209,6 @@ class PostgresScheduleStore(SettlingStore):
         self._use_database_clock = use_database_clock
         self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
-        self._settle_statements = {
-            SettlementKind.DELIVERED: self._sql.mark_delivered,
-            SettlementKind.RESCHEDULE: self._sql.reschedule,
-            SettlementKind.FAILED: self._sql.mark_failed,
-            SettlementKind.DEAD_LETTERED: self._sql.mark_dead_lettered,
-            SettlementKind.RELEASED: self._sql.release,
-        }
         self._db = Connections(
             conninfo,
             table=table,
@@ -371,37 +333,6 @@ class PostgresScheduleStore(SettlingStore):
     def _now(self) -> datetime:
         return to_utc_ms(self._clock.now(), "clock.now()")
 
-    def _connection(self, action: str) -> AbstractContextManager[Conn]:
-        """A pooled connection; driver errors become :class:`StoreError`."""
-        return self._db.connection(action)
-
-    def _params(self, **values: Any) -> dict[str, Any]:
-        """Statement parameters, with ``now`` from the store's clock when it is used."""
-        if not self._use_database_clock:
-            values.setdefault("now", self._now())
-        return values
-
-    def _malformed(self, row: Sequence[Any], exc: BaseException) -> StoreError:
-        return StoreError(
-            f"schedule {row_label(row)} in table {self._table!r} at {self._where} is"
-            f" malformed: {why(row, exc)}"
-        )
-
-    def _lock(self, conn: Conn, schedule_id: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
-        """Lock a row for this transaction; its record and the statement's now."""
-        rows = fetch_rows(conn.execute(self._sql.lock_row, self._params(id=schedule_id)))
-        if not rows:
-            raise ScheduleNotFound(schedule_id)
-        row = rows[0]
-        now = to_utc_ms(row[-1], "now")
-        try:
-            return record(row), now
-        except Exception as exc:
-            raise self._malformed(row, exc) from exc
-
-    def _missing(self, conn: Conn, schedule_id: uuid.UUID) -> bool:
-        return conn.execute(self._sql.exists, {"id": schedule_id}).fetchone() is None
-
     def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
         """``now + retry_in`` (the client clock's now in database-clock mode, for the
         check only); past the year 9999: :class:`InvalidConfiguration`."""
@@ -413,6 +344,122 @@ class PostgresScheduleStore(SettlingStore):
                 f"retry_in {retry_in!r} puts the retry deadline past the year 9999"
                 f" (now={start.isoformat()})"
             ) from None
+
+    # -- the SQL base's hooks ------------------------------------------------------
+
+    def _connection(self, action: str) -> AbstractContextManager[Conn]:
+        """A pooled connection; driver errors become :class:`StoreError`."""
+        return self._db.connection(action)
+
+    @contextmanager
+    def _write(self, what: str, *, worker: bool = False, atomic: bool = True) -> Iterator[Session]:
+        """A transaction on one pooled connection (with ``atomic=False``, the
+        statements in autocommit); after it, the ``NOTIFY`` and the change signal
+        :meth:`Session.wake` asked for."""
+        with self._connection(what) as conn:
+            tx = PostgresSession(conn)
+            if atomic:
+                with conn.transaction():
+                    yield tx
+            else:
+                yield tx
+            if tx.others:
+                self._db.announce(conn)
+        if tx.woken:
+            self.changes.notify()
+
+    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
+        with self._connection(what) as conn:
+            return fetch_rows(conn.execute(statement, params))
+
+    def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self._use_database_clock:
+            params.setdefault("now", self._now())
+        return params
+
+    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
+        """The row locked ``FOR UPDATE`` and the statement's now (the server's with
+        ``use_database_clock``)."""
+        rows = tx.fetch(self._sql.lock_row, self._with_now({"id": sid}))
+        if not rows:
+            raise ScheduleNotFound(sid)
+        row = rows[0]
+        return self._record(row), to_utc_ms(row[-1], "now")
+
+    def _encode_id(self, schedule_id: uuid.UUID) -> uuid.UUID:
+        return schedule_id
+
+    def _encode_instant(self, instant: datetime) -> datetime:
+        return instant
+
+    def _decode(self, row: Sequence[Any]) -> ScheduleRecord:
+        return record(row)
+
+    def _why(self, row: Sequence[Any], exc: BaseException) -> str:
+        return why(row, exc)
+
+    def _label(self, row: Sequence[Any]) -> str:
+        return row_label(row)
+
+    def _malformed_item(self, row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
+        return malformed(row, exc)
+
+    def _malformed(self, row: Sequence[Any], exc: BaseException) -> StoreError:
+        return StoreError(
+            f"schedule {row_label(row)} in table {self._table!r} at {self._where} is"
+            f" malformed: {why(row, exc)}"
+        )
+
+    def _row_params(self, new: ScheduleRecord) -> dict[str, Any]:
+        params = {name: getattr(new, name) for name in COLUMN_NAMES}
+        params["payload"] = jsonb_text(new.payload)
+        return params
+
+    def _claim_rows(self, tx: Any, claim: dict[str, Any]) -> list[Any]:
+        rows: list[Any] = tx.fetch(self._sql.claim, claim)
+        return rows
+
+    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
+        return record(row).leased()
+
+    def _list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+    ) -> tuple[Any, dict[str, Any]]:
+        statement = list_statement(
+            self._table, status, glob is not None, after is not None, name is not None
+        )
+        params: dict[str, Any] = {"limit": limit}
+        if name is not None:
+            params["name_regex"] = glob_regex(name)
+        if glob is not None:
+            params["regex"] = glob_regex(glob)
+        if after is not None:
+            params["after"] = after
+        return statement, params
+
+    def _prune_statements(self, column: str) -> tuple[Any, Any]:
+        return prune_statements(self._table, column)
+
+    def _replay_statements(
+        self, ids: list[uuid.UUID], now: datetime
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        return [(replay_statement(self._table), {"ids": ids, "now": now})]
+
+    def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
+        if self._stats_sql is None:
+            now: sql.Composable = (
+                sql.SQL("date_trunc('milliseconds', statement_timestamp())")
+                if self._use_database_clock
+                else sql.Placeholder("now")
+            )
+            self._stats_sql = stats_statement(self._table, now)
+        [row] = self._read("stats", self._stats_sql, self._with_now({}))
+        return to_utc_ms(row[0], "now"), row[1:]
 
     # -- writing ---------------------------------------------------------------------
 
@@ -436,18 +483,20 @@ class PostgresScheduleStore(SettlingStore):
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             self._raise_first_duplicate(messages)
-        params = self._params(
-            max_attempts=max_attempts,
-            ids=[m.schedule_id for m in messages],
-            event_types=[m.event_type for m in messages],
-            payloads=[jsonb_text(m.payload_json) for m in messages],
-            trigger_kinds=[m.trigger.kind for m in messages],
-            cron_exprs=[m.trigger.expression for m in messages],
-            scheduled_fors=[m.scheduled_for for m in messages],
-            target_kinds=[m.target.kind for m in messages],
-            routing_keys=[m.target.routing_key for m in messages],
-            names=[m.name for m in messages],
-            graces=[grace_ms(m.misfire_grace) for m in messages],
+        params = self._with_now(
+            dict(
+                max_attempts=max_attempts,
+                ids=[m.schedule_id for m in messages],
+                event_types=[m.event_type for m in messages],
+                payloads=[jsonb_text(m.payload_json) for m in messages],
+                trigger_kinds=[m.trigger.kind for m in messages],
+                cron_exprs=[m.trigger.expression for m in messages],
+                scheduled_fors=[m.scheduled_for for m in messages],
+                target_kinds=[m.target.kind for m in messages],
+                routing_keys=[m.target.routing_key for m in messages],
+                names=[m.name for m in messages],
+                graces=[grace_ms(m.misfire_grace) for m in messages],
+            )
         )
         if connection is not None:
             from .transaction import insert_within
@@ -491,37 +540,6 @@ class PostgresScheduleStore(SettlingStore):
 
     # -- worker ------------------------------------------------------------------------
 
-    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
-        """See :meth:`ScheduleStore.claim_due`. With ``use_database_clock`` the server's
-        now is used and ``now`` is only checked. A claimed row that cannot be decoded
-        is dead-lettered at once, not returned (see the module's notes)."""
-        params = self._claim_params(check_claim(now, batch_size, lease), batch_size, lease)
-        with self._connection("claim_due") as conn:
-            rows = fetch_rows(conn.execute(self._sql.claim, params))
-        return self._claimed(rows)
-
-    def settle_and_claim(
-        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
-    ) -> tuple[list[bool], list[LeasedOccurrence]]:
-        """See :meth:`ScheduleStore.settle_and_claim`: one transaction on one pooled
-        connection, the fenced statements of :meth:`settle` then the claim of
-        :meth:`claim_due`; on a store error none of it is recorded."""
-        now = check_claim(now, batch_size, lease)
-        checked, plan = self._settle_plan(outcomes)
-        params = self._claim_params(now, batch_size, lease)
-        results = [False] * len(checked)
-        with self._connection("settle_and_claim") as conn:
-            with conn.transaction():
-                for index, statement, item_params in plan:
-                    results[index] = conn.execute(statement, item_params).rowcount == 1
-                rows = fetch_rows(conn.execute(self._sql.claim, params))
-            woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
-            if woke:
-                self._db.announce(conn)
-        if woke:
-            self.changes.notify()
-        return results, self._claimed(rows)
-
     def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
         """The claim's parameters (``now`` checked); starts listening first, so that no
         change after the claim goes unheard."""
@@ -530,104 +548,31 @@ class PostgresScheduleStore(SettlingStore):
         return {
             "now": now,
             "until": to_utc_ms(now + lease, "now + lease"),
-            "lease_ms": _whole_ms(lease),
+            "lease_ms": whole_ms(lease),
             "batch_size": batch_size,
         }
 
-    def _claimed(self, rows: list[tuple[Any, ...]]) -> list[LeasedOccurrence]:
-        """Claimed rows decoded after the commit; one that does not decode is
-        dead-lettered, not returned."""
-        claimed: list[LeasedOccurrence] = []
-        malformed: list[tuple[Sequence[Any], Exception]] = []
-        for row in rows:
-            try:
-                claimed.append(record(row).leased())
-            except Exception as exc:
-                malformed.append((row, exc))
-        if malformed:
-            self._dead_letter_malformed(malformed)
-        claimed.sort(key=lambda o: (o.message.scheduled_for, o.message.schedule_id.bytes))
-        return claimed
-
-    def _dead_letter_malformed(self, malformed: list[tuple[Sequence[Any], Exception]]) -> None:
-        """Dead-letter claimed rows that cannot be decoded, fenced by the lease the claim
-        just gave them, ``last_error`` naming the column. If that write fails, each keeps
-        its lease and the next claim after it tries again; the healthy rows are
-        returned either way."""
-        reasons = [(row, why(row, exc)) for row, exc in malformed]
-        base = self._params()
-        try:
-            with self._connection("claim_due") as conn, conn.transaction():
-                for row, reason in reasons:
-                    params = {**base, "id": row[0], "lease": row[10], "error": _MALFORMED + reason}
-                    conn.execute(self._sql.mark_dead_lettered, params)
-        except StoreError as exc:
-            _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
-            return
-        for row, reason in reasons:
-            _log.error(
-                "schedule %s in %s is malformed and was dead-lettered: %s",
-                row_label(row),
-                self._table,
-                reason,
-            )
-            malformed_dead_lettered(row_label(row), reason)
-
-    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`: one transaction on one pooled connection
-        (one statement when the batch holds one item), the fenced statements in order.
-        An item whose lease is no aware datetime is answered False without SQL. A
-        ``retry_in`` that puts the deadline past the year 9999 raises
-        :class:`InvalidConfiguration` before anything is written."""
-        checked, plan = self._settle_plan(outcomes)
-        results = [False] * len(checked)
-        if plan:
-            with self._connection("settle") as conn:
-                if len(plan) == 1:
-                    index, statement, params = plan[0]
-                    results[index] = conn.execute(statement, params).rowcount == 1
-                else:
-                    with conn.transaction():
-                        for index, statement, params in plan:
-                            results[index] = conn.execute(statement, params).rowcount == 1
-                woke = any(ok and item.wakes for ok, item in zip(results, checked, strict=True))
-                if woke:
-                    self._db.announce(conn)
-            if woke:
-                self.changes.notify()
-        return results
-
-    def _settle_plan(
-        self, outcomes: Sequence[Settlement]
-    ) -> tuple[list[Settlement], list[tuple[int, sql.Composed, dict[str, Any]]]]:
-        """The checked items and each one's statement and parameters, in order (a
-        ``retry_in`` past the year 9999 raises before anything is written)."""
-        checked = check_settlements(outcomes)
-        if not checked:
-            return checked, []
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
+        """Each item's statement parameters, in order; with ``use_database_clock`` the
+        server's clock sets the deadlines, but a ``retry_in`` past the year 9999 is
+        still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
         if now is None:
-            # the server's clock sets the deadlines; the range is still checked first
             for item in checked:
                 if item.kind is SettlementKind.FAILED and item.retry_in is not None:
                     self._retry_deadline(None, item.retry_in)
-        statements = self._settle_statements
-        plan = [
-            (index, statements[kind], params)
-            for index, kind, params in settle_plan(
-                checked,
-                now,
-                encode_id=_same,
-                encode_lease=_lease_token,
-                encode_instant=_same,
-                encode_retry_in=_whole_ms,
-            )
-        ]
-        return checked, plan
+        return settle_plan(
+            checked,
+            now,
+            encode_id=same,
+            encode_lease=lease_token,
+            encode_instant=same,
+            encode_retry_in=whole_ms,
+        )
 
     def dead_letter_exhausted(self) -> int:
         with self._connection("dead_letter_exhausted") as conn:
-            return conn.execute(self._sql.sweep, self._params(error=SWEEP_ERROR)).rowcount
+            return conn.execute(self._sql.sweep, self._with_now({"error": SWEEP_ERROR})).rowcount
 
     def transaction_runner(
         self,
@@ -645,214 +590,6 @@ class PostgresScheduleStore(SettlingStore):
             row = conn.execute(self._sql.next_wakeup).fetchone()
         return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
 
-    # -- upkeep (issue 15) -------------------------------------------------------------
-
-    def list_schedules(
-        self,
-        *,
-        status: ScheduleStatus | str | None = None,
-        event_type: str | None = None,
-        after: uuid.UUID | None = None,
-        limit: int = 50,
-        name: str | None = None,
-    ) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
-        ``after`` on."""
-        wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
-        statement = list_statement(
-            self._table, wanted, glob is not None, after is not None, named is not None
-        )
-        params: dict[str, Any] = {"limit": limit}
-        if named is not None:
-            params["name_regex"] = glob_regex(named)
-        if glob is not None:
-            params["regex"] = glob_regex(glob)
-        if after is not None:
-            params["after"] = after
-        with self._connection("list_schedules") as conn:
-            rows = fetch_rows(conn.execute(statement, params))
-        return decode_rows(rows)
-
-    def prune(
-        self,
-        older_than: timedelta,
-        *,
-        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
-        batch_size: int = 500,
-        dry_run: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """See :meth:`ScheduleStore.prune`: one transaction per batch. The space is
-        PostgreSQL's to reuse (autovacuum); the table's file does not shrink."""
-        older_than, wanted = check_prune(older_than, statuses)
-        size = check_batch_size(batch_size)
-        cut = prune_cut(self._now(), older_than)
-        total = 0
-        for status in wanted:
-            count_sql, delete_sql = prune_statements(self._table, PRUNE_COLUMN[status])
-            if dry_run:
-                with self._connection("prune") as conn:
-                    row = conn.execute(count_sql, {"cut": cut}).fetchone()
-                total += int(row[0]) if row is not None else 0
-                continue
-            while True:
-                with self._connection("prune") as conn, conn.transaction():
-                    deleted = conn.execute(delete_sql, {"cut": cut, "n": size}).rowcount
-                total += deleted
-                if progress is not None and deleted:
-                    progress(total)
-                if deleted < size:
-                    break
-        return total
-
-    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
-        """See :meth:`ScheduleStore.replay_dead_letters`: one ``UPDATE``."""
-        checked = [check_schedule_id(sid) for sid in ids]
-        if not checked:
-            return 0
-        with self._connection("replay") as conn, conn.transaction():
-            now = self._now()
-            cur = conn.execute(replay_statement(self._table), {"ids": checked, "now": now})
-            count = cur.rowcount
-        if count:
-            self._db.announce_after("replay")
-            self.changes.notify()
-        return count
-
-    def stats(self) -> StoreStats:
-        """See :meth:`ScheduleStore.stats`: counts on the partial indexes, one statement."""
-        if self._stats_sql is None:
-            now: sql.Composable = (
-                sql.SQL("date_trunc('milliseconds', statement_timestamp())")
-                if self._use_database_clock
-                else sql.Placeholder("now")
-            )
-            self._stats_sql = stats_statement(self._table, now)
-        with self._connection("stats") as conn:
-            row = conn.execute(self._stats_sql, self._params()).fetchone()
-        assert row is not None
-        at = to_utc_ms(row[0], "now")
-        fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh = row[1:9]
-        due_leased, oldest_leased, backoff, in_flight = row[9:]
-        oldest = min((t for t in (oldest_fresh, oldest_leased) if t is not None), default=None)
-        return StoreStats(
-            at=at,
-            pending=fresh + leased,
-            paused=paused,
-            delivered=delivered,
-            cancelled=cancelled,
-            dead_lettered=dead,
-            due=due_fresh + due_leased,
-            in_flight=in_flight,
-            in_backoff=backoff,
-            oldest_due_lag=None if oldest is None else at - oldest,
-            next_wakeup=self.next_wakeup(),
-        )
-
-    # -- control -----------------------------------------------------------------------
-
-    def cancel(self, schedule_id: uuid.UUID) -> bool:
-        check_schedule_id(schedule_id)
-        with self._connection("cancel") as conn:
-            if conn.execute(self._sql.cancel, self._params(id=schedule_id)).rowcount == 1:
-                return True
-            if self._missing(conn, schedule_id):
-                raise ScheduleNotFound(schedule_id)
-            return False
-
-    def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
-        check_schedule_id(schedule_id)
-        params = {"id": schedule_id, "paused": bool(paused)}
-        with self._connection("set_paused") as conn:
-            changed = conn.execute(self._sql.set_paused, params).rowcount == 1
-            if not changed and self._missing(conn, schedule_id):
-                raise ScheduleNotFound(schedule_id)
-            if changed and not paused:
-                self._db.announce(conn)
-        if changed:
-            self.changes.notify()
-        return changed
-
-    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        """See :meth:`ScheduleStore.resume`. A live lease (a dispatch in flight) is kept
-        on both paths, so its acknowledgement still applies."""
-        check_schedule_id(schedule_id)
-        if next is not None:
-            next = to_utc_ms(next, "next", InvalidArgument)
-        with self._connection("resume") as conn, conn.transaction():
-            row, now = self._lock(conn, schedule_id)
-            resumes, next = row.resume_plan(next, now)
-            if not resumes:
-                return False
-            if next is not None:
-                params = {"id": schedule_id, "next": next, "now_value": now}
-                conn.execute(self._sql.realign, params)
-            else:
-                conn.execute(self._sql.unpause, {"id": schedule_id})
-        self._db.announce_after("resume")
-        self.changes.notify()
-        return True
-
-    def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
-        """See :meth:`ScheduleStore.inspect`. A row that cannot be decoded raises
-        :class:`StoreError` naming the schedule and the column."""
-        check_schedule_id(schedule_id)
-        with self._connection("inspect") as conn:
-            rows = fetch_rows(conn.execute(self._sql.inspect, {"id": schedule_id}))
-        if not rows:
-            return None
-        try:
-            return record(rows[0]).snapshot()
-        except Exception as exc:
-            raise self._malformed(rows[0], exc) from exc
-
-    # -- admin -------------------------------------------------------------------------
-
-    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_pending`; a row that cannot be decoded is a
-        :class:`MalformedSchedule` in its place."""
-        check_limit(limit)
-        with self._connection("list_pending") as conn:
-            rows = fetch_rows(conn.execute(self._sql.list_pending, {"limit": limit}))
-        return decode_rows(rows)
-
-    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_dead_letter`; a row that cannot be decoded is a
-        :class:`MalformedSchedule` in its place."""
-        check_limit(limit)
-        with self._connection("list_dead_letter") as conn:
-            rows = fetch_rows(conn.execute(self._sql.list_dead_letter, {"limit": limit}))
-        return decode_rows(rows)
-
-    def replay(self, schedule_id: uuid.UUID) -> None:
-        check_schedule_id(schedule_id)
-        with self._connection("replay") as conn, conn.transaction():
-            row, now = self._lock(conn, schedule_id)
-            status = row.status()
-            if status is not ScheduleStatus.DEAD_LETTERED:
-                raise NotReplayable(schedule_id, status)
-            conn.execute(self._sql.replay, {"id": schedule_id, "now_value": now})
-        self._db.announce_after("replay")
-        self.changes.notify()
-
-    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_record`: the row locked ``FOR UPDATE`` and
-        written back in one transaction."""
-        check_schedule_id(schedule_id)
-        with self._connection("modify") as conn:
-            with conn.transaction():
-                row, now = self._lock(conn, schedule_id)
-                answer, new = plan(row.copy(), now)
-                if new is not None:
-                    params = {name: getattr(new, name) for name in COLUMN_NAMES}
-                    params["payload"] = jsonb_text(new.payload)
-                    conn.execute(self._sql.write_row, params)
-            if new is not None:
-                self._db.announce(conn)
-        if new is not None:
-            self.changes.notify()
-        return answer
-
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``psycopg``
         connection, the row locked ``FOR UPDATE``
@@ -861,42 +598,7 @@ class PostgresScheduleStore(SettlingStore):
 
         return modify_within(self, connection, check_schedule_id(schedule_id), plan)
 
-    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
-        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
-        :class:`StoreError` naming it."""
-        if not isinstance(prefix, str):
-            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
-        params = {"prefix": prefix, "length": len(prefix)}
-        with self._connection("list_named") as conn:
-            rows = fetch_rows(conn.execute(self._sql.list_named, params))
-        snapshots = []
-        for found in rows:
-            try:
-                snapshots.append(record(found).snapshot())
-            except Exception as exc:
-                raise self._malformed(found, exc) from exc
-        return snapshots
-
     # -- copying rows between stores ---------------------------------------------------
-
-    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
-        """See :meth:`ScheduleStore.export_records`. The payload comes back as the
-        compact text of the stored JSONB value (see the module's notes on payloads).
-        A row that cannot be decoded raises :class:`StoreError` naming it."""
-        after = check_export(after, limit)
-        with self._connection("export_records") as conn:
-            if after is None:
-                cur = conn.execute(self._sql.export_first, {"limit": limit})
-            else:
-                cur = conn.execute(self._sql.export_after, {"after": after, "limit": limit})
-            rows = fetch_rows(cur)
-        records = []
-        for row in rows:
-            try:
-                records.append(record(row))
-            except Exception as exc:
-                raise self._malformed(row, exc) from exc
-        return records
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
         r"""See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT

@@ -77,7 +77,7 @@ class Session(Protocol):
     def execute(self, statement: Any, params: Any = ()) -> int:
         """Run a statement; the number of rows it changed."""
 
-    def fetch(self, statement: Any, params: Any = ()) -> list[Row]:
+    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; every row of its result."""
 
     def wake(self, others: bool = True) -> None:
@@ -108,7 +108,7 @@ class SqlScheduleStore(SettlingStore):
         what :meth:`Session.wake` asked for is done."""
 
     @abc.abstractmethod
-    def _read(self, what: str, statement: Any, params: Any) -> list[Row]:
+    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
         """The rows of one read-only statement."""
 
     @abc.abstractmethod
@@ -157,7 +157,7 @@ class SqlScheduleStore(SettlingStore):
         """What :meth:`_claim_rows` and :meth:`_leased` need for one claim."""
 
     @abc.abstractmethod
-    def _claim_rows(self, tx: Any, claim: Any) -> list[Row]:
+    def _claim_rows(self, tx: Any, claim: Any) -> list[Any]:
         """Lease the claimable rows inside ``tx``; the leased rows, in any order."""
 
     @abc.abstractmethod
@@ -289,15 +289,20 @@ class SqlScheduleStore(SettlingStore):
     ) -> None:
         """The planned statements inside ``tx``; wakes waiters when an item that makes
         work claimable applied."""
+        statement = self._settle_statement
+        for index, kind, params in plan:
+            if tx.execute(statement(kind), params):
+                results[index] = True
+        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
+            tx.wake()
+
+    def _settle_statement(self, kind: SettlementKind) -> Any:
+        """The fenced statement of a settlement kind."""
         statements = self._settle_sql
         if statements is None:
             statements = {k: getattr(self._sql, name) for k, name in _STATEMENT_OF.items()}
             self._settle_sql = statements
-        for index, kind, params in plan:
-            if tx.execute(statements[kind], params):
-                results[index] = True
-        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
-            tx.wake()
+        return statements[kind]
 
     def _claimed(self, rows: list[Row], claim: Any) -> list[LeasedOccurrence]:
         """Claimed rows decoded after the commit; one that does not decode is

@@ -40,7 +40,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import apsw
 
@@ -79,12 +79,37 @@ from .schema import connect
 from .statements import SqliteStatements
 
 if TYPE_CHECKING:
+    import pathlib
+    from datetime import timedelta
+
     from ...retry import RetryPolicy
-    from .store import SqliteScheduleStore
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
 _T = TypeVar("_T")
+
+
+class StoreSide(Protocol):
+    """What the transactional sink uses of the store (the store passes itself)."""
+
+    @property
+    def path(self) -> pathlib.Path: ...
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def driver(self) -> str: ...
+
+    @property
+    def durability(self) -> str: ...
+
+    @property
+    def busy_timeout(self) -> timedelta: ...
+
+    @property
+    def vfs(self) -> str | None: ...
+
 
 _SAVEPOINT = "hexeract_lite_insert"
 
@@ -469,7 +494,7 @@ class SqliteTransactionRunner:
 
     def __init__(
         self,
-        store: SqliteScheduleStore,
+        store: StoreSide,
         handler: Callable[[ScheduledMessage, Any], object],
         clock: Clock,
         policy: RetryPolicy,
