@@ -94,7 +94,7 @@ def check_listing(
     """``list_schedules``' arguments, checked in this order, as ``(status, event_type
     glob, name glob, after, limit)``; the first bad one raises :class:`InvalidArgument`
     (:class:`InvalidConfiguration` for the limit) naming it. Every store calls this."""
-    from .base import check_limit
+    from .checks import check_limit
 
     return (
         check_status(status),

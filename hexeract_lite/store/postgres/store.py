@@ -102,15 +102,15 @@ from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...settle import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
-from ..base import (
-    SWEEP_ERROR,
+from ..base import SWEEP_ERROR
+from ..changes import Plan
+from ..checks import (
     check_flag,
     check_max_attempts,
     check_messages,
     check_records,
     check_schedule_id,
 )
-from ..changes import Plan
 from ..columns import COLUMN_NAMES
 from ..listing import (
     glob_regex,

@@ -28,8 +28,8 @@ from ..._log import package_logger
 from ...errors import InvalidArgument, NotReplayable, ScheduleNotFound, StoreError
 from ...settle import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from ..base import (
-    SettlingStore,
+from ..base import SettlingStore
+from ..checks import (
     check_claim,
     check_export,
     check_limit,
@@ -520,6 +520,11 @@ class SqlScheduleStore(SettlingStore):
         return total
 
     # -- copying rows between stores --------------------------------------------
+
+    @property
+    def copies_records(self) -> bool:
+        """True: :meth:`export_records` and :meth:`import_records` are implemented."""
+        return True
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
         """See :meth:`ScheduleStore.export_records`: one read of the primary key. A row

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import pathlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,15 +43,15 @@ from ...errors import (
 from ...message import ScheduledMessage, validate_message
 from ...settle import Settlement
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
-from ..base import (
-    SWEEP_ERROR,
+from ..base import SWEEP_ERROR
+from ..changes import Plan
+from ..checks import (
     check_flag,
     check_max_attempts,
     check_messages,
     check_records,
     check_schedule_id,
 )
-from ..changes import Plan
 from ..columns import COLUMN_NAMES
 from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
 from ..listing import (
@@ -75,8 +74,9 @@ from .codec import (
     row_from_record,
     row_label,
 )
+from .connections import Connections, DuplicateKey, is_duplicate
 from .driver import FileHold, check_driver
-from .notify import WalWatcher
+from .notify import CommitWatch
 from .ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
 from .schema import (
     APP_NAME,
@@ -84,16 +84,13 @@ from .schema import (
     DURABILITY,
     META_TABLE,
     SCHEMA_VERSION,
-    connect,
     default_database_path,
-    memory_sorts,
     open_database,
 )
 from .session import SqliteSession, set_busy_wait
 from .statements import PortableReads, SqliteStatements, claim_rows
 
-_WAL_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
-"""When another connection's commit may show after a write to the WAL file."""
+_log = package_logger(__name__)
 
 __all__ = [
     "APP_NAME",
@@ -103,29 +100,6 @@ __all__ = [
     "SqliteScheduleStore",
     "default_database_path",
 ]
-
-_BEGIN = "BEGIN IMMEDIATE"
-_BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
-_RESYNC = "PRAGMA synchronous=FULL"
-_log = package_logger(__name__)
-
-
-_INHERITED: list[object] = []
-"""Connections a forked child inherited: never used and never closed (SQLite forbids
-either across a fork), kept here so that garbage collection does not close them."""
-
-
-def _is_duplicate(exc: BaseException) -> bool:
-    """A primary-key violation: the schedule id exists already (or the unique name,
-    which SQLite may check first: a named schedule's id is its name's)."""
-    return isinstance(exc, apsw.ConstraintError) and (
-        getattr(exc, "extendedresult", None)
-        in (apsw.SQLITE_CONSTRAINT_PRIMARYKEY, apsw.SQLITE_CONSTRAINT_UNIQUE)
-    )
-
-
-class _DuplicateKey(Exception):
-    """Raised inside a write transaction when an insert hits the primary key."""
 
 
 def _select_list(connection: apsw.Connection, table: str) -> str:
@@ -214,19 +188,24 @@ class SqliteScheduleStore(SqlScheduleStore):
     ) -> None:
         """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
         super().__init__()
-        self._driver = driver
-        self._hold = hold  # this process's claim on the file for the driver
-        self._conn: apsw.Connection | None = connection
-        self._cursor: apsw.Cursor | None = connection.cursor()
         self._path = path
         self._table = table
         self._clock = clock
-        self._busy_timeout = busy_timeout
-        self._durability = durability
-        self._vfs = vfs
         self._readonly = readonly
-        # "relaxed": the worker's transactions begin with synchronous=NORMAL
-        self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else _BEGIN
+        lock: threading.Lock | PidCheckingLock | None = None
+        if not AT_FORK_HOOKS:  # pragma: no cover - no os.register_at_fork: check the pid
+            lock = PidCheckingLock(self._forget_connection)
+        self._db = Connections(
+            connection,
+            path=path,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            vfs=vfs,
+            readonly=readonly,
+            driver=driver,
+            hold=hold,
+            lock=lock,
+        )
         # read-only on an older table: NULL for the columns of ours it lacks yet
         select_list = _select_list(connection, table) if readonly else SELECT_LIST
         self._sql = SqliteStatements(table, select_list)
@@ -236,17 +215,11 @@ class SqliteScheduleStore(SqlScheduleStore):
             PortableReads(table, select_list) if readonly else None
         )
         self._current = version == SCHEMA_VERSION
-        self._reopen = False
         # started by the first claim in each process (see .notify)
-        self._watcher: WalWatcher | None = None
+        self._watch: CommitWatch | None = None
         self._watch_pid = 0
-        self._seen_version: object = None
-        self._lock: threading.Lock | PidCheckingLock
         if AT_FORK_HOOKS:
-            self._lock = threading.Lock()
             start_afresh_after_fork(self)
-        else:  # pragma: no cover - no os.register_at_fork (nor fork): check the pid
-            self._lock = PidCheckingLock(self._forget_connection)
 
     # -- opening -------------------------------------------------------------------
 
@@ -382,22 +355,22 @@ class SqliteScheduleStore(SqlScheduleStore):
     @property
     def durability(self) -> str:
         """``"full"``, ``"relaxed"`` or ``"normal"``, as opened (see the class docstring)."""
-        return self._durability
+        return self._db.durability
 
     @property
     def busy_timeout(self) -> timedelta:
         """How long a write waits for another connection's write lock, as opened."""
-        return self._busy_timeout
+        return self._db.busy_timeout
 
     @property
     def vfs(self) -> str | None:
         """The SQLite VFS the file was opened with (None: the default one)."""
-        return self._vfs
+        return self._db.vfs
 
     @property
     def driver(self) -> str:
         """``"apsw"`` or ``"sqlite3"``: the SQLite library of the store's connections."""
-        return self._driver
+        return self._db.driver
 
     @property
     def readonly(self) -> bool:
@@ -406,21 +379,10 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.stop()
-        with self._lock:
-            conn, self._conn, self._cursor = self._conn, None, None
-            self._reopen = False
-            hold, self._hold = self._hold, None
-            try:
-                if conn is not None:
-                    conn.close()
-            except apsw.Error as exc:
-                raise self._error("close", exc) from exc
-            finally:
-                if hold is not None:  # after the close: no lock of ours is left
-                    hold.release()
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
+        self._db.close()
 
     def __enter__(self) -> Self:
         return self
@@ -464,7 +426,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         """In the forking thread: wait (bounded) for a call in flight, so that no
         transaction of this store is open at the fork (see :mod:`.fork`)."""
         assert isinstance(self._lock, type(threading.Lock()))
-        return hold(self._lock, self._busy_timeout.total_seconds() + 10)
+        return hold(self._lock, self._db.busy_timeout.total_seconds() + 10)
 
     def _after_fork_in_parent(self) -> None:
         assert isinstance(self._lock, type(threading.Lock()))
@@ -473,35 +435,22 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _after_fork_in_child(self) -> None:
         """In a child made by fork(), before it runs anything else: a fresh lock and no
         connection yet (the next call opens the child's own)."""
-        self._lock = threading.Lock()
+        self._db.lock = threading.Lock()
         self._forget_connection()
 
     def _forget_connection(self) -> None:
-        """Drop the inherited connection without using or closing it; the next call
-        opens the store's own (:meth:`_live_cursor`)."""
-        if self._conn is not None:
-            _INHERITED.append((self._conn, self._cursor))
-            self._conn, self._cursor = None, None
-            self._reopen = True
+        self._db.forget()
 
-    def _reconnect(self) -> apsw.Cursor:
-        """The child's own connection to the same file, configured as the parent's
-        (the schema was checked when the parent opened the store)."""
-        conn = connect(
-            self._path,
-            self._durability,
-            self._busy_timeout,
-            self._vfs,
-            readonly=self._readonly,
-            driver=self._driver,
-        )
-        try:
-            memory_sorts(conn)
-        except apsw.Error as exc:
-            conn.close()
-            raise self._error("reopening after fork", exc) from exc
-        self._conn, self._cursor, self._reopen = conn, conn.cursor(), False
-        return self._cursor
+    @property
+    def _lock(self) -> threading.Lock | PidCheckingLock:
+        """The lock the store's calls take turns on."""
+        return self._db.lock
+
+    @property
+    def _conn(self) -> apsw.Connection | None:
+        """The store's connection (None once closed, or in a forked child before its
+        first call)."""
+        return self._db.conn
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -509,91 +458,27 @@ class SqliteScheduleStore(SqlScheduleStore):
         return to_utc_ms(self._clock.now(), "clock.now()")
 
     def _live_cursor(self) -> apsw.Cursor:
-        """The connection's cursor (under the lock): opened afresh in a forked child."""
-        if self._cursor is None:
-            if self._reopen:
-                return self._reconnect()
-            raise StoreError(f"the store on {self._path} is closed")
-        return self._cursor
+        return self._db.live_cursor()
 
     def _writable(self, what: str) -> None:
-        if self._readonly:
-            raise StoreError(f"{what} on {self._path}: the store was opened read-only")
+        self._db.writable(what)
 
     def _error(self, what: str, exc: apsw.Error) -> StoreError:
-        if isinstance(exc, apsw.BusyError | apsw.LockedError):
-            seconds = self._busy_timeout.total_seconds()
-            return StoreError(
-                f"{what} on {self._path}: the database stayed locked by another connection"
-                f" for longer than the busy timeout ({seconds:g} s): {exc}"
-            )
-        return StoreError(f"{what} on {self._path} failed: {type(exc).__name__}: {exc}")
+        return self._db.error(what, exc)
 
     @contextmanager
     def _write(
         self, what: str, *, worker: bool = False, atomic: bool = True
     ) -> Iterator[SqliteSession]:
-        """One ``BEGIN IMMEDIATE`` transaction under the store's lock (whatever
-        ``atomic`` says); rolled back on any exception, apsw errors raised as
-        :class:`StoreError`.
-
-        ``worker``: one of the worker's own transactions (claims, acknowledgements, the
-        sweep), which ``durability="relaxed"`` commits without waiting for fsync."""
-        self._writable(what)
-        with self._lock:
-            cur = self._live_cursor()
-            begin = self._begin_worker if worker else _BEGIN
-            tx = SqliteSession(cur)
-            try:
-                try:
-                    cur.execute(begin)
-                except apsw.Error as exc:
-                    raise self._error(what, exc) from exc
-                try:
-                    yield tx
-                    cur.execute("COMMIT")
-                except BaseException as exc:
-                    self._rollback()
-                    if _is_duplicate(exc):
-                        raise _DuplicateKey() from exc
-                    if isinstance(exc, apsw.Error):
-                        raise self._error(what, exc) from exc
-                    raise
-            finally:
-                resynced = begin is not _BEGIN_UNSYNCED or self._resync()
-        if not resynced:  # pragma: no cover - a broken connection fails its next call
-            _log.warning("could not restore synchronous=FULL on %s", self._path)
+        """One ``BEGIN IMMEDIATE`` transaction (whatever ``atomic`` says; see
+        :meth:`.connections.Connections.transaction`)."""
+        with self._db.transaction(what, worker) as tx:
+            yield tx
         if tx.woken:
             self.changes.notify()
 
-    def _resync(self) -> bool:
-        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed";
-        False if that failed (logged by the caller, outside the lock)."""
-        conn = self._conn
-        if conn is not None:
-            try:
-                conn.execute(_RESYNC)
-            except apsw.Error:  # pragma: no cover
-                return False
-        return True
-
-    def _rollback(self) -> None:
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            if not conn.get_autocommit():
-                conn.execute("ROLLBACK")
-        except apsw.Error:
-            pass  # SQLite already rolled back (or the connection is broken); nothing applied
-
     def _read(self, what: str, sql: str, params: Any) -> list[Any]:
-        with self._lock:
-            cur = self._live_cursor()
-            try:
-                return cur.execute(sql, params).fetchall()
-            except apsw.Error as exc:
-                raise self._error(what, exc) from exc
+        return self._db.read(what, sql, params)
 
     def _encode_id(self, schedule_id: uuid.UUID) -> bytes:
         return schedule_id.bytes
@@ -647,7 +532,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             from .transaction import insert_within  # sqlite3 and settlement: not for reads
 
             insert_within(
-                connection, self._path, self._sql, [message], [row], "insert", self._driver
+                connection, self._path, self._sql, [message], [row], "insert", self.driver
             )
             return
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
@@ -657,8 +542,8 @@ class SqliteScheduleStore(SqlScheduleStore):
             try:
                 cur.execute(self._sql.insert_one, row)
             except BaseException as exc:
-                self._rollback()
-                if _is_duplicate(exc):
+                self._db.rollback()
+                if is_duplicate(exc):
                     raise DuplicateSchedule(message.schedule_id) from exc
                 if isinstance(exc, apsw.Error):
                     raise self._error("insert", exc) from exc
@@ -684,13 +569,13 @@ class SqliteScheduleStore(SqlScheduleStore):
             from .transaction import insert_within
 
             insert_within(
-                connection, self._path, self._sql, messages, rows, "insert_many", self._driver
+                connection, self._path, self._sql, messages, rows, "insert_many", self.driver
             )
             return
         try:
             with self._write("insert_many") as tx:
                 tx.cur.executemany(self._sql.insert, rows)
-        except _DuplicateKey as exc:
+        except DuplicateKey as exc:
             raise self._first_duplicate(messages) from exc.__cause__
         self.changes.notify()
 
@@ -717,8 +602,10 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _claim_rows(self, tx: Any, claim: tuple[dict[str, Any], str, datetime]) -> list[Any]:
         """The claim's statements, inside the caller's write transaction."""
         cur = tx.cur
-        if self._watch_pid != os.getpid():
-            self._watch_commits(cur)
+        if self._watch_pid != os.getpid():  # once per process, at the first claim
+            self._watch_pid = os.getpid()
+            version = cur.execute("PRAGMA data_version").fetchall()[0][0]
+            self._watch = CommitWatch.start(self._path, self.changes, self.data_version, version)
         cur.execute(self._sql.normalise)
         return claim_rows(cur, self._sql, claim[0])
 
@@ -726,47 +613,6 @@ class SqliteScheduleStore(SqlScheduleStore):
         self, row: Sequence[Any], claim: tuple[dict[str, Any], str, datetime]
     ) -> LeasedOccurrence:
         return leased_from_row(row, claim[1], claim[2])
-
-    def _watch_commits(self, cur: apsw.Cursor) -> None:
-        """Once per process, at the first claim (under the store's lock): signal
-        :attr:`changes` whenever another connection commits, noticed as a write to the
-        WAL file (:class:`~.notify.WalWatcher`), so an idle worker wakes at once
-        for other processes' commits. Stores that only enqueue or read run no thread."""
-        self._watch_pid = os.getpid()
-        self._seen_version = cur.execute("PRAGMA data_version").fetchall()[0][0]
-        self._watcher = WalWatcher.start(self._path, self._on_wal_write)
-        if self._watcher is not None:
-            self.changes.look = self._look_for_commits
-
-    def _on_wal_write(self) -> None:
-        """The WAL file was written: signal :attr:`changes` once another connection's
-        commit shows (``data_version`` moved); this store's own commits signal already,
-        and only when they may have made work claimable. A commit shows only after its
-        writer's fsync, so the version is looked at again for a few milliseconds, each
-        time only if a worker waits for work: a busy one (whose own commits wake this
-        thread all the time) would otherwise share the store's lock with it for
-        nothing; the next wait looks first instead (:meth:`ChangeSignal.mark_stale`)."""
-        for pause in _WAL_RECHECK_S:
-            if pause:
-                time.sleep(pause)
-            if not self.changes.waiting():
-                self.changes.mark_stale()
-                continue
-            if self._look_for_commits():
-                return
-
-    def _look_for_commits(self) -> bool:
-        """Notify :attr:`changes` if another connection committed since the last look;
-        True when it did (or the look failed: the poll notices later)."""
-        try:
-            version = self.data_version()
-        except StoreError:  # closed, or the lock stayed busy: the poll notices later
-            return True
-        if version == self._seen_version:
-            return False
-        self._seen_version = version
-        self.changes.notify()
-        return True
 
     def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
         return settle_plan(
@@ -914,7 +760,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             except apsw.Error as exc:
                 raise self._error("checkpoint", exc) from exc
             finally:
-                set_busy_wait(conn, int(self._busy_timeout.total_seconds() * 1000))
+                set_busy_wait(conn, int(self._db.busy_timeout.total_seconds() * 1000))
             return not busy
 
     def vacuum(self) -> None:
@@ -939,7 +785,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         now = self._now()
         from .transaction import modify_within
 
-        return modify_within(connection, self._path, self._sql, sid, plan, now, self._driver)
+        return modify_within(connection, self._path, self._sql, sid, plan, now, self.driver)
 
     # -- copying rows between stores (hexeract scheduler migrate) ---------------------
 
