@@ -53,7 +53,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
@@ -638,7 +638,7 @@ class ScheduleStore(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the store's resources. The default does nothing."""
 
-    def __enter__(self) -> ScheduleStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -82,7 +82,6 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
@@ -139,7 +138,6 @@ from .connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
-from .ops import list_statement, prune_statements, replay_statement, stats_statement
 from .schema import ensure_schema
 from .session import (
     DEFAULT_LOCK_TIMEOUT,
@@ -149,7 +147,13 @@ from .session import (
     Timeouts,
     store_error,
 )
-from .statements import Statements
+from .statements import (
+    Statements,
+    list_statement,
+    prune_statements,
+    replay_statement,
+    stats_statement,
+)
 
 __all__ = ["PostgresScheduleStore"]
 
@@ -329,9 +333,6 @@ class PostgresScheduleStore(SqlScheduleStore):
 
     def __repr__(self) -> str:
         return f"PostgresScheduleStore({self._where!r}, table={self._table!r})"
-
-    def _now(self) -> datetime:
-        return to_utc_ms(self._clock.now(), "clock.now()")
 
     def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
         """``now + retry_in`` (the client clock's now in database-clock mode, for the
@@ -665,14 +666,3 @@ class PostgresScheduleStore(SqlScheduleStore):
     def closed(self) -> bool:
         """True once :meth:`close` ran."""
         return self._db.closed
-
-    def __enter__(self) -> PostgresScheduleStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..._log import package_logger
+from ..._time import to_utc_ms
+from ...clock import Clock
 from ...errors import InvalidArgument, NotReplayable, ScheduleNotFound, StoreError
 from ...settle import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
@@ -92,6 +94,7 @@ class SqlScheduleStore(SettlingStore):
     """The dialect's statements."""
 
     _table: str
+    _clock: Clock
     _settle_sql: dict[SettlementKind, Any] | None = None
 
     # -- the hooks a dialect supplies ---------------------------------------------
@@ -111,9 +114,9 @@ class SqlScheduleStore(SettlingStore):
     def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
         """The rows of one read-only statement."""
 
-    @abc.abstractmethod
     def _now(self) -> datetime:
-        """The store's now (UTC, ms)."""
+        """The store's now (UTC, ms), from its clock."""
+        return to_utc_ms(self._clock.now(), "clock.now()")
 
     @abc.abstractmethod
     def _encode_id(self, schedule_id: uuid.UUID) -> Any:
@@ -367,8 +370,6 @@ class SqlScheduleStore(SettlingStore):
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         """See :meth:`ScheduleStore.resume`. A live lease (a dispatch in flight) is kept
         on both paths, so its acknowledgement still applies."""
-        from ..._time import to_utc_ms
-
         sid = check_schedule_id(schedule_id)
         if next is not None:
             next = to_utc_ms(next, "next", InvalidArgument)

@@ -18,7 +18,7 @@ from ...errors import StoreError
 from ..fork import PidCheckingLock
 from .driver import FileHold
 from .schema import connect, memory_sorts
-from .session import SqliteSession
+from .session import SqliteSession, set_busy_wait
 
 __all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate"]
 
@@ -161,6 +161,36 @@ class Connections:
                 return cur.execute(sql, params).fetchall()
             except apsw.Error as exc:
                 raise self.error(what, exc) from exc
+
+    def run(self, what: str, *statements: str) -> list[Any]:
+        """Run ``statements`` one after the other under the lock (outside a
+        transaction: pragmas); the last one's rows."""
+        with self.lock:
+            cur = self.live_cursor()
+            rows: list[Any] = []
+            try:
+                for statement in statements:
+                    rows = cur.execute(statement).fetchall()
+            except apsw.Error as exc:
+                raise self.error(what, exc) from exc
+            return rows
+
+    def checkpoint(self) -> bool:
+        """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting for another connection
+        (False when one was busy)."""
+        with self.lock:
+            cur = self.live_cursor()
+            conn = cur.connection
+            conn.set_busy_timeout(0)
+            try:
+                [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.BusyError:
+                return False
+            except apsw.Error as exc:
+                raise self.error("checkpoint", exc) from exc
+            finally:
+                set_busy_wait(conn, int(self.busy_timeout.total_seconds() * 1000))
+            return not busy
 
     def close(self) -> None:
         """Close the connection and release the file; later calls raise. Idempotent."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import pathlib
 import threading
+from datetime import timedelta
 from typing import Any
 
 import apsw
@@ -34,6 +35,7 @@ __all__ = [
     "MIN_SQLITE3",
     "FileHold",
     "check_driver",
+    "check_open",
     "check_sqlite3_version",
     "handler_connection",
     "hold_file",
@@ -78,6 +80,39 @@ def check_sqlite3_version(version: tuple[int, ...]) -> None:
             f"driver='sqlite3' needs SQLite {need} or newer (UPDATE ... RETURNING); the"
             f" standard library's sqlite3 runs SQLite {have}: use driver='apsw'"
         )
+
+
+def check_open(
+    durability: object,
+    busy_timeout: object,
+    clock: object,
+    driver: object,
+    vfs: str | None,
+    create: object,
+    readonly: object,
+) -> str:
+    """Check :meth:`SqliteScheduleStore.open
+    <hexeract_lite.store.sqlite.SqliteScheduleStore.open>`'s arguments before anything
+    is opened (:class:`InvalidConfiguration` naming the first bad one); the driver."""
+    from ...clock import Clock
+    from ..checks import check_flag
+
+    if durability not in ("full", "relaxed", "normal"):
+        raise InvalidConfiguration(
+            f"durability must be 'full', 'relaxed' or 'normal', got {durability!r}"
+        )
+    if not isinstance(busy_timeout, timedelta) or busy_timeout < timedelta(0):
+        raise InvalidConfiguration(f"busy_timeout must be a timedelta >= 0, got {busy_timeout!r}")
+    if not isinstance(clock, Clock):
+        raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+    checked = check_driver(driver, vfs)
+    if vfs is not None and vfs not in apsw.vfs_names():
+        raise InvalidConfiguration(
+            f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
+        )
+    check_flag("create", create)
+    check_flag("readonly", readonly)
+    return checked
 
 
 def check_driver(driver: object, vfs: str | None) -> str:

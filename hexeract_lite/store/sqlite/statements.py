@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..columns import COLUMN_NAMES, SELECT_LIST
+from ..listing import sqlite_glob, sqlite_status_where
 from ..schema import (
     CANONICAL_TS,
     LIVE,
@@ -23,9 +24,26 @@ from ..schema import (
 )
 
 if TYPE_CHECKING:
+    import pathlib
+    import uuid
+
     import apsw
 
-__all__ = ["LEASE_CHUNK", "PortableReads", "SqliteStatements", "claim_rows"]
+    from ...snapshot import ScheduleStatus
+
+__all__ = [
+    "LEASE_CHUNK",
+    "PortableReads",
+    "SqliteStatements",
+    "claim_rows",
+    "file_sizes",
+    "list_query",
+    "list_sql",
+    "present_columns",
+    "prune_sql",
+    "replay_sql",
+    "stats_sql",
+]
 
 LEASE_CHUNK = 500
 """The most rowids one leasing UPDATE names (SQLite allows 32766 bound parameters;
@@ -275,3 +293,129 @@ class PortableReads:
             f" strftime({CANONICAL_TS}, leased_until) AS l"
             f" FROM {t} WHERE {LIVE} AND paused = 0)"
         )
+
+
+# -- upkeep: listing by id, replay, stats, prune ----------------------------------
+
+
+def list_sql(
+    table: str,
+    status: ScheduleStatus | None,
+    glob: bool,
+    after: bool,
+    name: bool = False,
+    select_list: str = SELECT_LIST,
+) -> str:
+    """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:limit`` bound
+    as the flags say; the status condition is constant text. ``select_list``: the
+    store's (``NULL AS <column>`` for a column an older table lacks, read-only)."""
+    t = validate_sqlite_table_name(table)
+    where = [sqlite_status_where(status)]
+    if glob:
+        where.append("event_type GLOB :glob")
+    if name:
+        where.append("name GLOB :name")
+    if after:
+        where.append("schedule_id > :after")
+    return (
+        f"SELECT {select_list} FROM {t} WHERE {' AND '.join(where)}"
+        " ORDER BY schedule_id LIMIT :limit"
+    )
+
+
+def replay_sql(table: str) -> str:
+    """Replay one row if it is still dead-lettered (``:id``, ``:now``)."""
+    t = validate_sqlite_table_name(table)
+    return (
+        f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+        " last_error = NULL, paused = 0, dead_lettered_at = NULL"
+        " WHERE schedule_id = :id AND dead_lettered_at IS NOT NULL"
+    )
+
+
+def stats_sql(table: str, *, indexed: bool = True) -> str:
+    """One row: fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh,
+    oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight (``:now`` bound)."""
+    t = validate_sqlite_table_name(table)
+    pending = f"{LIVE} AND paused = 0"
+    fresh = f"{pending} AND leased_until IS NULL"
+    leased = f"{pending} AND leased_until IS NOT NULL"
+    # The planner would count fresh rows on the reference's pending index, reading each
+    # row for its lease; the due index holds exactly them (a count reads it alone).
+    due = f"{t} INDEXED BY idx_{t}_due" if indexed else t
+    held = f"{t} INDEXED BY idx_{t}_leased" if indexed else t
+    return (
+        "SELECT"
+        f" (SELECT count(*) FROM {due} WHERE {fresh}),"
+        f" (SELECT count(*) FROM {held} WHERE {leased}),"
+        f" (SELECT count(*) FROM {t} WHERE {LIVE} AND paused <> 0),"
+        f" (SELECT count(*) FROM {t} WHERE delivered_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE cancelled_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE dead_lettered_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {due} WHERE {fresh} AND scheduled_for <= :now),"
+        f" (SELECT min(scheduled_for) FROM {due} WHERE {fresh} AND scheduled_for <= :now),"
+        f" (SELECT count(*) FROM {held} WHERE {leased} AND leased_until <= :now"
+        " AND scheduled_for <= :now),"
+        f" (SELECT min(scheduled_for) FROM {held} WHERE {leased} AND leased_until <= :now"
+        " AND scheduled_for <= :now),"
+        f" (SELECT count(*) FROM {held} WHERE {leased} AND leased_until > :now"
+        " AND last_error IS NOT NULL),"
+        f" (SELECT count(*) FROM {held} WHERE {leased} AND leased_until > :now"
+        " AND last_error IS NULL)"
+    )
+
+
+def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
+    """The size in bytes of the database file and of its WAL (None: no such file)."""
+    sizes: list[int | None] = []
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            sizes.append(candidate.stat().st_size)
+        except OSError:
+            sizes.append(None)
+    return sizes[0], sizes[1]
+
+
+def prune_sql(table: str, column: str) -> tuple[str, str]:
+    """(count, delete a batch) of the rows whose ``column`` (an end instant, from
+    :data:`~hexeract_lite.store.listing.PRUNE_COLUMN`) is before ``:cut``; ``:n`` rows
+    per delete, found on the column's partial index."""
+    t = validate_sqlite_table_name(table)
+    where = f"{column} IS NOT NULL AND {column} < :cut"
+    return (
+        f"SELECT count(*) FROM {t} WHERE {where}",
+        f"DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {where} LIMIT :n)",
+    )
+
+
+def present_columns(connection: apsw.Connection, table: str) -> str:
+    """:data:`SELECT_LIST`, with ``NULL AS <column>`` for each column the table lacks
+    (an older table, read-only: it is not upgraded)."""
+    try:
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+    except Exception:  # pragma: no cover - the table was just checked
+        return SELECT_LIST
+    return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
+
+
+def list_query(
+    table: str,
+    select_list: str,
+    status: ScheduleStatus | None,
+    glob: str | None,
+    name: str | None,
+    after: uuid.UUID | None,
+    limit: int,
+) -> tuple[str, dict[str, Any]]:
+    """``list_schedules``' statement (:func:`list_sql`) and its parameters."""
+    sql = list_sql(
+        table, status, glob is not None, after is not None, name is not None, select_list
+    )
+    params: dict[str, Any] = {"limit": limit}
+    if name is not None:
+        params["name"] = sqlite_glob(name)
+    if glob is not None:
+        params["glob"] = sqlite_glob(glob)
+    if after is not None:
+        params["after"] = after.bytes
+    return sql, params

@@ -6,16 +6,12 @@ On top of the reference's two indexes the store adds five partial indexes of its
 (see :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`) so that a claim, the
 sweep and the wake-up hint stay O(log n) however many rows wait or back off.
 
-Concurrency: one apsw connection per store, used under a lock, so one store object is
-safe from many threads; several processes share the file through WAL and
-``BEGIN IMMEDIATE`` write transactions, and a claim selects and leases its rows in one
-such transaction, so a live lease is never handed out twice.
-
-Beside it: :mod:`.schema` (opening a file, schema versions and upgrades),
-:mod:`.statements` (the statements), :mod:`.codec` (rows <-> records).
-(Over 700 lines: the store class is the contract's ~20 methods, each a short
-transaction, plus the class's own documentation of durability, read-only and fork
-behaviour; splitting it would scatter one lock discipline over several files.)
+The contract's shared method bodies are
+:class:`~hexeract_lite.store.sql.store.SqlScheduleStore`'s; beside this module:
+:mod:`.schema` (opening a file, schema versions and upgrades), :mod:`.statements`,
+:mod:`.codec` (rows <-> records), :mod:`.connections` (the connection, its lock and
+transactions), :mod:`.notify` (other processes' commits), :mod:`.transaction`
+(transactions shared with the application).
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import apsw
@@ -37,26 +32,20 @@ from ..._time import format_now, format_ts, parse_ts, to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
     DuplicateSchedule,
-    InvalidConfiguration,
     StoreError,
 )
 from ...message import ScheduledMessage, validate_message
 from ...settle import Settlement
-from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR
 from ..changes import Plan
 from ..checks import (
-    check_flag,
     check_max_attempts,
     check_messages,
     check_records,
     check_schedule_id,
 )
-from ..columns import COLUMN_NAMES
 from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
-from ..listing import (
-    sqlite_glob,
-)
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
@@ -75,41 +64,25 @@ from .codec import (
     row_label,
 )
 from .connections import Connections, DuplicateKey, is_duplicate
-from .driver import FileHold, check_driver
+from .driver import FileHold, check_open
 from .notify import CommitWatch
-from .ops import file_sizes, list_sql, prune_sql, replay_sql, stats_sql
-from .schema import (
-    APP_NAME,
-    DATABASE_FILE_NAME,
-    DURABILITY,
-    META_TABLE,
-    SCHEMA_VERSION,
-    default_database_path,
-    open_database,
+from .schema import SCHEMA_VERSION, default_database_path, open_database
+from .session import SqliteSession
+from .statements import (
+    PortableReads,
+    SqliteStatements,
+    claim_rows,
+    file_sizes,
+    list_query,
+    present_columns,
+    prune_sql,
+    replay_sql,
+    stats_sql,
 )
-from .session import SqliteSession, set_busy_wait
-from .statements import PortableReads, SqliteStatements, claim_rows
 
 _log = package_logger(__name__)
 
-__all__ = [
-    "APP_NAME",
-    "DATABASE_FILE_NAME",
-    "META_TABLE",
-    "SCHEMA_VERSION",
-    "SqliteScheduleStore",
-    "default_database_path",
-]
-
-
-def _select_list(connection: apsw.Connection, table: str) -> str:
-    """:data:`SELECT_LIST`, with ``NULL AS <column>`` for each column the table lacks
-    (an older table, read-only: it is not upgraded)."""
-    try:
-        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-    except apsw.Error:  # pragma: no cover - the table was just checked
-        return SELECT_LIST
-    return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
+__all__ = ["SqliteScheduleStore", "default_database_path"]
 
 
 _T = TypeVar("_T")
@@ -121,9 +94,7 @@ class SqliteScheduleStore(SqlScheduleStore):
     Build it with :meth:`open`. One store object is safe to use from several threads:
     it has one connection, used under a lock, so its calls take turns. Several stores
     (in threads or processes) may open the same file and claim from it at once, and a
-    live lease is never handed out twice; they take turns on SQLite's write lock
-    instead. Throughput is the same either way; a thread whose inserts must not wait
-    behind another thread's claims and acknowledgements may open its own store. Every
+    live lease is never handed out twice; they take turns on SQLite's write lock. Every
     write is one short ``BEGIN IMMEDIATE`` transaction: all or nothing. Every instant
     comes from ``clock`` and is bound as a parameter; no SQL reads SQLite's own clock.
 
@@ -145,11 +116,8 @@ class SqliteScheduleStore(SqlScheduleStore):
       those transactions only). A power cut or OS crash may therefore roll back the
       last claims, acknowledgements and sweeps committed since the last fsynced commit
       (any later insert or control change, from any connection, fsyncs the log and with
-      it everything committed before it), never an insert or a control change. What
-      that costs is redeliveries, never a loss: a lost claim leaves the occurrence
-      claimable (an attempt is not counted), a lost acknowledgement leaves it leased,
-      and it is delivered again, with the same occurrence id, once the lease runs out;
-      a lost sweep is swept again. At-least-once holds.
+      it everything committed before it), never an insert or a control change: a lost
+      claim or acknowledgement is a redelivery once the lease runs out, never a loss.
     - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
       any kind, inserts included, may roll back in a power cut or OS crash.
 
@@ -207,7 +175,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             lock=lock,
         )
         # read-only on an older table: NULL for the columns of ours it lacks yet
-        select_list = _select_list(connection, table) if readonly else SELECT_LIST
+        select_list = present_columns(connection, table) if readonly else SELECT_LIST
         self._sql = SqliteStatements(table, select_list)
         # read-only on a table that may lack our indexes or hold instants in another
         # layout (which only a writer may rewrite): listings that need neither
@@ -294,23 +262,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         missing folder raise :class:`StoreError` naming the path, changing nothing.
         """
         table = validate_sqlite_table_name(table)
-        if durability not in DURABILITY:
-            raise InvalidConfiguration(
-                f"durability must be 'full', 'relaxed' or 'normal', got {durability!r}"
-            )
-        if not isinstance(busy_timeout, timedelta) or busy_timeout < timedelta(0):
-            raise InvalidConfiguration(
-                f"busy_timeout must be a timedelta >= 0, got {busy_timeout!r}"
-            )
-        if not isinstance(clock, Clock):
-            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        driver = check_driver(driver, vfs)
-        if vfs is not None and vfs not in apsw.vfs_names():
-            raise InvalidConfiguration(
-                f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
-            )
-        check_flag("create", create)
-        check_flag("readonly", readonly)
+        driver = check_open(durability, busy_timeout, clock, driver, vfs, create, readonly)
         db, connection, version, hold = open_database(
             path,
             table,
@@ -384,17 +336,6 @@ class SqliteScheduleStore(SqlScheduleStore):
             watch.stop()
         self._db.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"SqliteScheduleStore({str(self._path)!r}, table={self._table!r})"
 
@@ -411,12 +352,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         within its poll interval. Its own commits do not move it (they notify
         :attr:`changes`).
         """
-        with self._lock:
-            cur = self._live_cursor()
-            try:
-                value = cur.execute("PRAGMA data_version").fetchall()[0][0]
-            except apsw.Error as exc:
-                raise self._error("data_version", exc) from exc
+        [(value,)] = self._db.run("data_version", "PRAGMA data_version")
         assert isinstance(value, int)
         return value
 
@@ -454,17 +390,8 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _now(self) -> datetime:
-        return to_utc_ms(self._clock.now(), "clock.now()")
-
-    def _live_cursor(self) -> apsw.Cursor:
-        return self._db.live_cursor()
-
     def _writable(self, what: str) -> None:
         self._db.writable(what)
-
-    def _error(self, what: str, exc: apsw.Error) -> StoreError:
-        return self._db.error(what, exc)
 
     @contextmanager
     def _write(
@@ -486,17 +413,14 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _encode_instant(self, instant: datetime) -> str:
         return format_ts(instant)
 
-    def _decode(self, row: Sequence[Any]) -> ScheduleRecord:
-        return record_from_row(row)
+    _decode = staticmethod(record_from_row)
 
     def _why(self, row: Sequence[Any], exc: BaseException) -> str:
         return diagnose(row) or f"{type(exc).__name__}: {exc}"
 
-    def _label(self, row: Sequence[Any]) -> str:
-        return row_label(row)
+    _label = staticmethod(row_label)
 
-    def _malformed_item(self, row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
-        return malformed(row, exc)
+    _malformed_item = staticmethod(malformed)
 
     def _row_params(self, record: ScheduleRecord) -> tuple[Any, ...]:
         values = row_from_record(record)
@@ -538,7 +462,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
         with self._lock:
-            cur = self._live_cursor()
+            cur = self._db.live_cursor()
             try:
                 cur.execute(self._sql.insert_one, row)
             except BaseException as exc:
@@ -546,7 +470,7 @@ class SqliteScheduleStore(SqlScheduleStore):
                 if is_duplicate(exc):
                     raise DuplicateSchedule(message.schedule_id) from exc
                 if isinstance(exc, apsw.Error):
-                    raise self._error("insert", exc) from exc
+                    raise self._db.error("insert", exc) from exc
                 raise
         self.changes.notify()
 
@@ -668,18 +592,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[str, dict[str, Any]]:
-        select_list = self._sql.select_list
-        sql = list_sql(
-            self._table, status, glob is not None, after is not None, name is not None, select_list
-        )
-        params: dict[str, Any] = {"limit": limit}
-        if name is not None:
-            params["name"] = sqlite_glob(name)
-        if glob is not None:
-            params["glob"] = sqlite_glob(glob)
-        if after is not None:
-            params["after"] = after.bytes
-        return sql, params
+        return list_query(self._table, self._sql.select_list, status, glob, name, after, limit)
 
     def _prune_statements(self, column: str) -> tuple[str, str]:
         return prune_sql(self._table, column)
@@ -688,13 +601,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         """Free pages back to the file system (``PRAGMA incremental_vacuum``, with
         incremental auto-vacuum: every file this version creates; older files need
         :meth:`vacuum` once), and the WAL checkpointed and truncated."""
-        with self._lock:
-            cur = self._live_cursor()
-            try:
-                cur.execute("PRAGMA incremental_vacuum").fetchall()
-                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            except apsw.Error as exc:
-                raise self._error("prune", exc) from exc
+        self._db.run("prune", "PRAGMA incremental_vacuum", "PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _replay_statements(
         self, ids: list[uuid.UUID], now: datetime
@@ -747,35 +654,15 @@ class SqliteScheduleStore(SqlScheduleStore):
         without waiting: when another connection reads or writes at that moment it gives
         up at once and returns False (the next burst's end tries again). The worker calls
         it when a burst of work ends. A read-only store does nothing (False)."""
-        if self._readonly:
-            return False
-        with self._lock:
-            cur = self._live_cursor()
-            conn = cur.connection
-            conn.set_busy_timeout(0)
-            try:
-                [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            except apsw.BusyError:
-                return False
-            except apsw.Error as exc:
-                raise self._error("checkpoint", exc) from exc
-            finally:
-                set_busy_wait(conn, int(self._db.busy_timeout.total_seconds() * 1000))
-            return not busy
+        return not self._readonly and self._db.checkpoint()
 
     def vacuum(self) -> None:
         """Rebuild the file with incremental auto-vacuum (what older files lack, so that
         :meth:`prune` can give space back), returning every free page; then checkpoint
         and truncate the WAL. Takes the write lock for as long as the copy takes."""
         self._writable("vacuum")
-        with self._lock:
-            cur = self._live_cursor()
-            try:
-                cur.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                cur.execute("VACUUM")
-                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            except apsw.Error as exc:
-                raise self._error("vacuum", exc) from exc
+        incremental = "PRAGMA auto_vacuum = INCREMENTAL"
+        self._db.run("vacuum", incremental, "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)")
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
