@@ -111,7 +111,7 @@ NOT_FOR_A_LISTING = (
 )
 
 # Nor by the plain ``scheduler list`` (text, no filter) on a SQLite file, which renders
-# the rows without the store and its value classes (hexeract_lite.cli.readonly_list).
+# the rows without the store and its value classes (hexeract_lite.store.sqlite.plain).
 NOT_FOR_THE_PLAIN_LISTING = (
     "attr",
     "attrs",

@@ -66,6 +66,7 @@ from .codec import (
 from .connections import Connections, DuplicateKey, is_duplicate
 from .driver import FileHold, check_open
 from .notify import CommitWatch
+from .plain import readonly_pending
 from .schema import SCHEMA_VERSION, default_database_path, open_database
 from .session import SqliteSession
 from .statements import (
@@ -574,9 +575,10 @@ class SqliteScheduleStore(SqlScheduleStore):
         return False
 
     def _list_pending_statement(self) -> str:
-        if self._normalise_if_needed():
-            assert self._portable is not None
-            return self._portable.list_pending
+        if self._portable is not None:  # read-only: what the plain listing reads
+            probe = lambda sql: self._read("normalise", sql, ())  # noqa: E731
+            return readonly_pending(self._sql, self._portable, self._current, probe)
+        self._normalise_if_needed()
         return self._sql.list_pending
 
     def _list_dead_letter_statement(self) -> str:
