@@ -1,4 +1,4 @@
-"""Listing filters (issue 15): a status, an event-type glob, keyset pages by id.
+"""Listing filters: a status, an event-type glob, keyset pages by id.
 
 ``store.list_schedules(status=..., event_type=..., after=..., limit=...)`` walks the
 schedules in schedule id order (byte order, :class:`uuid.UUID` order) so a million

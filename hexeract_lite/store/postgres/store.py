@@ -1,78 +1,20 @@
-r"""PostgresScheduleStore: the store contract on a PostgreSQL server.
+"""PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract.
 
-(Over 700 lines: the store class is the contract's ~20 methods, each short; its
-statements, row decoding, connections, session bounds and LISTEN live in the
-``postgres_*`` modules beside it.)
-
-For deployments that outgrow one machine: many workers, on many hosts, claim from one
-table, and ``FOR UPDATE SKIP LOCKED`` keeps them from ever handing out the same
-occurrence twice while its lease holds. Needs the ``postgres`` extra (psycopg 3 and
-psycopg_pool): ``pip install 'hexeract_lite[postgres]'``.
-
-The table is the reference's PostgreSQL layout (:mod:`.schema`), so a table
-written by the reference's Rust store is readable here and the other way round.
-
-Time
-----
-As on SQLite, "now" comes from the store's ``clock`` (the application host's clock)
-and is bound as a parameter; SQL never reads the server's clock, so ``time-machine``
-and :class:`~hexeract_lite.clock.ManualClock` drive the store in tests.
-
-**Clock skew.** Workers on several hosts each stamp leases and decide what is due with
-their *own* clock. Hosts whose clocks disagree by ``d`` disagree by ``d`` on when an
-occurrence is due and when a lease has expired: a host running ahead may reclaim an
-occurrence whose lease another host still thinks it holds (a duplicate delivery, which
-at-least-once permits but which costs work), and fencing then rejects the slower
-worker's acknowledgement. Keep hosts NTP-synchronised and leases much longer than the
-skew, or open the store with ``use_database_clock=True``: every instant the store
-stamps or compares then comes from the server (``statement_timestamp()`` truncated to
-milliseconds), one clock for every host. In that mode ``claim_due`` ignores the
-``now`` it is given (it is still checked), and a frozen or manual client clock does
-not reach the store.
-
-Payloads
---------
-``payload`` is ``JSONB``, which keeps the JSON *value*, not its text: object keys come
-back in JSONB's order (shorter keys first, then bytewise), and numbers as PostgreSQL's
-``numeric`` (a float is sent so that it stays one: ``1e20`` is stored as
-``100000000000000000000.0`` and decodes to the float ``1e20``, see
-:func:`~hexeract_lite.store.postgres.codec.jsonb_text`). The store returns
-``payload_json`` as the compact text of the stored value, so it equals what was
-inserted whenever the payload has no object with several keys out of that order; the
-decoded payload always equals the one inserted. A string holding
-NUL (``\u0000``) cannot be stored in ``JSONB`` and is rejected with
-:class:`~hexeract_lite.errors.InvalidMessage`.
-
-Waits
------
-Every wait is bounded (see :meth:`PostgresScheduleStore.open`): connecting, getting
-a pooled connection, waiting for a lock another session holds, and a statement as a
-whole. Running out raises :class:`~hexeract_lite.errors.StoreError` saying which
-bound ran out and how long it was.
-
-Processes
----------
-A store used in a child made by ``os.fork()`` (``multiprocessing``'s default on
-Linux, pre-fork servers, ``ProcessPoolExecutor``) does not touch the connections it
-inherited: they belong to the parent, which goes on using them. The child abandons
-them (never closing them, which would end the parent's sessions) and connects afresh
-on its first call.
-
-Other processes' changes
-------------------------
-After a commit that may make work claimable, a store sends a ``NOTIFY`` on its
-table's channel; a store that claims listens on it (one extra connection, from its
-first claim on) and signals :attr:`~PostgresScheduleStore.changes`, which an idle
-worker waits on. See :mod:`.notify` and ``open(listen=...)``.
-
-Malformed rows
---------------
-A row another tool or a hand edit wrote in a shape no schedule has (an unparseable
-cron expression, an unknown kind, an instant outside the years 1-9999) is never
-dispatched: a claim dead-letters it at once, with a ``last_error`` naming the column,
-and returns the rows claimed with it. Listings return a
-:class:`~hexeract_lite.snapshot.MalformedSchedule` in its place; ``inspect`` raises
-:class:`~hexeract_lite.errors.StoreError` naming the schedule and the column.
+The table is the reference's PostgreSQL layout (:mod:`.schema`). Claims lock their rows
+``FOR UPDATE SKIP LOCKED``, so workers on many hosts never hand out a live lease twice.
+"Now" is the store's ``clock``, bound as a parameter, or with ``use_database_clock``
+the server's ``statement_timestamp()`` at millisecond precision. Every wait is bounded
+(see :meth:`PostgresScheduleStore.open`); running out raises
+:class:`~hexeract_lite.errors.StoreError` naming the bound. ``payload`` is ``JSONB``:
+the decoded payload equals the one inserted; ``payload_json`` is the compact text of
+the stored value (see :func:`~hexeract_lite.store.postgres.codec.jsonb_text`); a string
+holding NUL is refused with :class:`~hexeract_lite.errors.InvalidMessage`. In a child
+made by ``os.fork()`` the store abandons the inherited connections and connects
+afresh. After a commit that may make work claimable it sends a ``NOTIFY`` on its
+table's channel (:mod:`.notify`). A claimed row that cannot be decoded is
+dead-lettered, not dispatched; listings show it as a
+:class:`~hexeract_lite.snapshot.MalformedSchedule`, ``inspect`` raises
+:class:`~hexeract_lite.errors.StoreError`.
 """
 
 from __future__ import annotations
@@ -267,8 +209,10 @@ class PostgresScheduleStore(SqlScheduleStore):
         - ``statement_timeout``: one statement, lock waits included (30 s).
 
         ``pool_min_size``/``pool_max_size`` bound the connection pool the store's
-        threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: see
-        the module's notes on clock skew. ``listen``: from its first claim on, the
+        threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: every
+        instant the store stamps or compares comes from the server, one clock for all
+        hosts; ``claim_due`` then only checks the ``now`` it is given, and a frozen or
+        manual client clock does not reach the store. ``listen``: from its first claim on, the
         store holds one more connection that ``LISTEN`` s for other processes' changes
         and signals :attr:`changes`, so an idle worker wakes at once (see
         :mod:`~hexeract_lite.store.postgres.notify`); ``False`` (for a pooler in
