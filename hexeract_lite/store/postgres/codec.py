@@ -24,7 +24,7 @@ from psycopg.pq import Format
 from ..._time import to_utc_ms
 from ...errors import InvalidMessage
 from ...message import Target
-from ...snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ...snapshot import MalformedSchedule, ScheduleStatus
 from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
 from ..record import ScheduleRecord, rule_problem
 
@@ -32,7 +32,6 @@ __all__ = [
     "ARRAY_TYPES",
     "TEXT_COLUMNS",
     "Unreadable",
-    "decode_rows",
     "diagnose",
     "fetch_rows",
     "record",
@@ -269,15 +268,3 @@ def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
         reason=why(row, exc),
         status=_status(row),
     )
-
-
-def decode_rows(rows: Sequence[Sequence[Any]]) -> list[ScheduleSnapshot | MalformedSchedule]:
-    """Rows as snapshots; a row that cannot be decoded as a :class:`MalformedSchedule`
-    in its place."""
-    out: list[ScheduleSnapshot | MalformedSchedule] = []
-    for row in rows:
-        try:
-            out.append(record(row).snapshot())
-        except Exception as exc:
-            out.append(malformed(row, exc))
-    return out
