@@ -329,11 +329,12 @@ class SqlScheduleStore(SettlingStore):
         row keeps its lease and the next claim after it tries again; the healthy rows
         are returned either way."""
         reasons = [(row, self._why(row, exc)) for row, exc in bad]
+        now = self._with_now({})  # one reading of the clock for the batch
         try:
             with self._write("claim_due", worker=True) as tx:
                 for row, why in reasons:
                     params = {"id": row[_ID], "lease": row[_LEASED_UNTIL], "error": MALFORMED + why}
-                    tx.execute(self._sql.mark_dead_lettered, self._with_now(params))
+                    tx.execute(self._sql.mark_dead_lettered, {**now, **params})
         except StoreError as exc:
             _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
             return
