@@ -32,11 +32,20 @@ __all__ = [
     "ARRAY_TYPES",
     "TEXT_COLUMNS",
     "Unreadable",
+    "decode",
     "diagnose",
+    "encode_id",
+    "encode_instant",
     "fetch_rows",
+    "jsonb_text",
+    "lease_token",
+    "malformed",
     "record",
     "row_label",
+    "same",
     "select_list",
+    "whole_ms",
+    "why",
 ]
 
 _K = ColumnKind
@@ -172,6 +181,10 @@ def lease_token(lease: datetime) -> datetime | None:
     return None
 
 
+encode_id = same
+encode_instant = same
+"""psycopg binds ids and instants as they are."""
+
 _ONE_MS = timedelta(milliseconds=1)
 
 
@@ -201,6 +214,10 @@ def record(row: Sequence[Any]) -> ScheduleRecord:
         if values[index] is None:
             raise ValueError(f"{COLUMN_NAMES[index]} is NULL")
     return ScheduleRecord(*values)
+
+
+decode = record
+"""The codec's name for :func:`record`."""
 
 
 def row_label(row: Sequence[Any]) -> str:

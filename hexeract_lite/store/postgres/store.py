@@ -42,7 +42,7 @@ from ...errors import (
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...settle import Settlement, SettlementKind
-from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR
 from ..changes import Plan
 from ..checks import (
@@ -60,17 +60,15 @@ from ..record import ScheduleRecord, grace_ms
 from ..schema import DEFAULT_TABLE, validate_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.store import Session, SqlScheduleStore
+from . import codec
 from .codec import (
     TEXT_COLUMNS,
     fetch_rows,
     jsonb_text,
     lease_token,
-    malformed,
     record,
-    row_label,
     same,
     whole_ms,
-    why,
 )
 from .connections import (
     Conn,
@@ -165,6 +163,8 @@ class PostgresScheduleStore(SqlScheduleStore):
             signal=self.changes.notify,
         )
         self._where = self._db.where
+        self._codec = codec
+        self._place = f"table {table!r} at {self._where}"
 
     @classmethod
     def open(
@@ -330,30 +330,6 @@ class PostgresScheduleStore(SqlScheduleStore):
             raise ScheduleNotFound(sid)
         row = rows[0]
         return self._record(row), to_utc_ms(row[-1], "now")
-
-    def _encode_id(self, schedule_id: uuid.UUID) -> uuid.UUID:
-        return schedule_id
-
-    def _encode_instant(self, instant: datetime) -> datetime:
-        return instant
-
-    def _decode(self, row: Sequence[Any]) -> ScheduleRecord:
-        return record(row)
-
-    def _why(self, row: Sequence[Any], exc: BaseException) -> str:
-        return why(row, exc)
-
-    def _label(self, row: Sequence[Any]) -> str:
-        return row_label(row)
-
-    def _malformed_item(self, row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
-        return malformed(row, exc)
-
-    def _malformed(self, row: Sequence[Any], exc: BaseException) -> StoreError:
-        return StoreError(
-            f"schedule {row_label(row)} in table {self._table!r} at {self._where} is"
-            f" malformed: {why(row, exc)}"
-        )
 
     def _row_params(self, new: ScheduleRecord) -> dict[str, Any]:
         params = {name: getattr(new, name) for name in COLUMN_NAMES}

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..changes import Plan
     from ..settle_plan import PlannedSettlement
 
-__all__ = ["Row", "Session", "SqlScheduleStore"]
+__all__ = ["Codec", "Row", "Session", "SqlScheduleStore"]
 
 _T = TypeVar("_T")
 _log = package_logger(__name__)
@@ -73,6 +73,29 @@ _STATEMENT_OF = {
 """Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
 
 
+class Codec(Protocol):
+    """A dialect's row codec (a module satisfies it): how values are bound and how a
+    :data:`Row` decodes."""
+
+    def encode_id(self, schedule_id: uuid.UUID, /) -> Any:
+        """A schedule id as bound."""
+
+    def encode_instant(self, instant: datetime, /) -> Any:
+        """An instant as bound."""
+
+    def decode(self, row: Row, /) -> ScheduleRecord:
+        """A row as a record; raises on a value that does not decode."""
+
+    def why(self, row: Row, exc: BaseException, /) -> str:
+        """Why ``row`` did not decode: the column, else the exception."""
+
+    def row_label(self, row: Row, /) -> str:
+        """The row's schedule id as text, for a message."""
+
+    def malformed(self, row: Row, exc: BaseException, /) -> MalformedSchedule:
+        """What a listing returns in place of a row that does not decode."""
+
+
 class Session(Protocol):
     """One connection inside one transaction (or one statement), as a SQL store uses it."""
 
@@ -92,6 +115,12 @@ class SqlScheduleStore(SettlingStore):
 
     _sql: Any
     """The dialect's statements."""
+
+    _codec: Codec
+    """The dialect's row codec."""
+
+    _place: str
+    """Where the table is, for messages (``the table t of /path``)."""
 
     _table: str
     _clock: Clock
@@ -117,34 +146,6 @@ class SqlScheduleStore(SettlingStore):
     def _now(self) -> datetime:
         """The store's now (UTC, ms), from its clock."""
         return to_utc_ms(self._clock.now(), "clock.now()")
-
-    @abc.abstractmethod
-    def _encode_id(self, schedule_id: uuid.UUID) -> Any:
-        """A schedule id as bound."""
-
-    @abc.abstractmethod
-    def _encode_instant(self, instant: datetime) -> Any:
-        """An instant as bound."""
-
-    @abc.abstractmethod
-    def _decode(self, row: Row) -> ScheduleRecord:
-        """A row as a record; raises on a value that does not decode."""
-
-    @abc.abstractmethod
-    def _why(self, row: Row, exc: BaseException) -> str:
-        """Why ``row`` did not decode: the column, else the exception."""
-
-    @abc.abstractmethod
-    def _label(self, row: Row) -> str:
-        """The row's schedule id as text, for a message."""
-
-    @abc.abstractmethod
-    def _malformed_item(self, row: Row, exc: BaseException) -> MalformedSchedule:
-        """What a listing returns in place of a row that does not decode."""
-
-    @abc.abstractmethod
-    def _malformed(self, row: Row, exc: BaseException) -> StoreError:
-        """The error for a row that must decode (inspect, a change, a named listing)."""
 
     @abc.abstractmethod
     def _row_params(self, record: ScheduleRecord) -> Any:
@@ -193,13 +194,13 @@ class SqlScheduleStore(SettlingStore):
     def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with ``now`` (the store's now, encoded) for a statement that
         stamps or compares it."""
-        params["now"] = self._encode_instant(self._now())
+        params["now"] = self._codec.encode_instant(self._now())
         return params
 
     def _locked_row(self, tx: Session, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
         """Inside ``tx``: the row's record (locked for the transaction where the engine
         locks rows) and the now to decide by. Unknown id: :class:`ScheduleNotFound`."""
-        rows = tx.fetch(self._sql.select_one, {"id": self._encode_id(sid)})
+        rows = tx.fetch(self._sql.select_one, {"id": self._codec.encode_id(sid)})
         if not rows:
             raise ScheduleNotFound(sid)
         return self._record(rows[0]), self._now()
@@ -212,6 +213,13 @@ class SqlScheduleStore(SettlingStore):
 
     def _list_dead_letter_statement(self) -> Any:
         return self._sql.list_dead_letter
+
+    def _malformed(self, row: Row, exc: BaseException) -> StoreError:
+        """The error for a row that must decode (inspect, a change, a named listing)."""
+        why = self._codec.why(row, exc)
+        return StoreError(
+            f"schedule {self._codec.row_label(row)} in {self._place} is malformed: {why}"
+        )
 
     def _export_error(self, row: Row, exc: BaseException) -> StoreError:
         return self._malformed(row, exc)
@@ -227,13 +235,13 @@ class SqlScheduleStore(SettlingStore):
 
     def _record(self, row: Row) -> ScheduleRecord:
         try:
-            return self._decode(row)
+            return self._codec.decode(row)
         except Exception as exc:
             raise self._malformed(row, exc) from exc
 
     def _snapshot(self, row: Row) -> ScheduleSnapshot:
         try:
-            return self._decode(row).snapshot()
+            return self._codec.decode(row).snapshot()
         except Exception as exc:
             raise self._malformed(row, exc) from exc
 
@@ -241,9 +249,9 @@ class SqlScheduleStore(SettlingStore):
         listed: list[ScheduleSnapshot | MalformedSchedule] = []
         for row in rows:
             try:
-                listed.append(self._decode(row).snapshot())
+                listed.append(self._codec.decode(row).snapshot())
             except Exception as exc:
-                listed.append(self._malformed_item(row, exc))
+                listed.append(self._codec.malformed(row, exc))
         return listed
 
     # -- the worker's side --------------------------------------------------------
@@ -328,7 +336,7 @@ class SqlScheduleStore(SettlingStore):
         claim gave it, its ``last_error`` naming the column. If that write fails, the
         row keeps its lease and the next claim after it tries again; the healthy rows
         are returned either way."""
-        reasons = [(row, self._why(row, exc)) for row, exc in bad]
+        reasons = [(row, self._codec.why(row, exc)) for row, exc in bad]
         now = self._with_now({})  # one reading of the clock for the batch
         try:
             with self._write("claim_due", worker=True) as tx:
@@ -339,7 +347,7 @@ class SqlScheduleStore(SettlingStore):
             _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
             return
         for row, why in reasons:
-            label = self._label(row)
+            label = self._codec.row_label(row)
             _log.error(
                 "schedule %s in %s is malformed and was dead-lettered: %s", label, self._table, why
             )
@@ -349,7 +357,7 @@ class SqlScheduleStore(SettlingStore):
 
     def cancel(self, schedule_id: uuid.UUID) -> bool:
         sid = check_schedule_id(schedule_id)
-        key = {"id": self._encode_id(sid)}
+        key = {"id": self._codec.encode_id(sid)}
         with self._write("cancel", atomic=False) as tx:
             if tx.execute(self._sql.cancel, self._with_now(dict(key))):
                 return True
@@ -359,7 +367,7 @@ class SqlScheduleStore(SettlingStore):
 
     def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
         sid = check_schedule_id(schedule_id)
-        key = {"id": self._encode_id(sid)}
+        key = {"id": self._codec.encode_id(sid)}
         with self._write("set_paused", atomic=False) as tx:
             changed = tx.execute(self._sql.set_paused, {**key, "paused": bool(paused)}) > 0
             if not changed and not tx.fetch(self._sql.exists, key):
@@ -379,10 +387,10 @@ class SqlScheduleStore(SettlingStore):
             resumes, next = record.resume_plan(next, now)
             if not resumes:
                 return False
-            key = self._encode_id(sid)
+            key = self._codec.encode_id(sid)
             if next is not None:
                 live = record.live_lease(now) is not None
-                params = {"id": key, "next": self._encode_instant(next), "keep": live}
+                params = {"id": key, "next": self._codec.encode_instant(next), "keep": live}
                 tx.execute(self._sql.resume_realign, params)
             else:
                 tx.execute(self._sql.resume_flag, {"id": key})
@@ -396,7 +404,7 @@ class SqlScheduleStore(SettlingStore):
             status = record.status()
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(sid, status)
-            params = {"id": self._encode_id(sid), "at": self._encode_instant(now)}
+            params = {"id": self._codec.encode_id(sid), "at": self._codec.encode_instant(now)}
             tx.execute(self._sql.replay, params)
             tx.wake()
 
@@ -429,7 +437,7 @@ class SqlScheduleStore(SettlingStore):
 
     def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
         sid = check_schedule_id(schedule_id)
-        rows = self._read("inspect", self._sql.select_one, {"id": self._encode_id(sid)})
+        rows = self._read("inspect", self._sql.select_one, {"id": self._codec.encode_id(sid)})
         return self._snapshot(rows[0]) if rows else None
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
@@ -501,7 +509,7 @@ class SqlScheduleStore(SettlingStore):
         size = check_batch_size(batch_size)
         if not dry_run:
             self._writable("prune")
-        cut = self._encode_instant(prune_cut(self._now(), older_than))
+        cut = self._codec.encode_instant(prune_cut(self._now(), older_than))
         total = 0
         for status in wanted:
             count_sql, delete_sql = self._prune_statements(PRUNE_COLUMN[status])
@@ -536,12 +544,12 @@ class SqlScheduleStore(SettlingStore):
         if after is None:
             rows = self._read("export_records", self._sql.export_first, {"limit": limit})
         else:
-            params = {"after": self._encode_id(after), "limit": limit}
+            params = {"after": self._codec.encode_id(after), "limit": limit}
             rows = self._read("export_records", self._sql.export_after, params)
         records = []
         for row in rows:
             try:
-                records.append(self._decode(row))
+                records.append(self._codec.decode(row))
             except Exception as exc:
                 raise self._export_error(row, exc) from exc
         return records

@@ -34,6 +34,7 @@ __all__ = [
     "COLUMN_INDEX",
     "SELECT_LIST",
     "decode_id",
+    "decode",
     "decode_instant",
     "diagnose",
     "encode_id",
@@ -45,6 +46,7 @@ __all__ = [
     "record_from_row",
     "row_from_record",
     "row_label",
+    "why",
 ]
 
 COLUMN_INDEX: dict[str, int] = {name: index for index, name in enumerate(COLUMN_NAMES)}
@@ -286,6 +288,15 @@ def diagnose(row: Sequence[Any]) -> str:
     return ""
 
 
+def why(row: Sequence[Any], exc: BaseException) -> str:
+    """Why a row did not decode: the column :func:`diagnose` names, else the exception."""
+    return diagnose(row) or f"{type(exc).__name__}: {exc}"
+
+
+decode = record_from_row
+"""The codec's name for :func:`record_from_row`."""
+
+
 def row_label(row: Sequence[Any]) -> str:
     """The row's schedule id for a message: its UUID text, or a repr of what is there."""
     try:
@@ -317,6 +328,6 @@ def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
     return MalformedSchedule(
         schedule_id=schedule_id,
         raw_id=row_label(row),
-        reason=diagnose(row) or f"{type(exc).__name__}: {exc}",
+        reason=why(row, exc),
         status=_raw_status(row),
     )

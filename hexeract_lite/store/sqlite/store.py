@@ -50,16 +50,14 @@ from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.store import SqlScheduleStore
+from . import codec
 from .codec import (
     SELECT_LIST,
-    diagnose,
     encode_id,
     encode_instant,
     encode_lease,
     leased_from_row,
-    malformed,
     message_rows,
-    record_from_row,
     row_from_record,
     row_label,
 )
@@ -184,6 +182,8 @@ class SqliteScheduleStore(SqlScheduleStore):
             PortableReads(table, select_list) if readonly else None
         )
         self._current = version == SCHEMA_VERSION
+        self._codec = codec
+        self._place = f"the table {table} of {path}"
         # started by the first claim in each process (see .notify)
         self._watch: CommitWatch | None = None
         self._watch_pid = 0
@@ -408,21 +408,6 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _read(self, what: str, sql: str, params: Any) -> list[Any]:
         return self._db.read(what, sql, params)
 
-    def _encode_id(self, schedule_id: uuid.UUID) -> bytes:
-        return schedule_id.bytes
-
-    def _encode_instant(self, instant: datetime) -> str:
-        return format_ts(instant)
-
-    _decode = staticmethod(record_from_row)
-
-    def _why(self, row: Sequence[Any], exc: BaseException) -> str:
-        return diagnose(row) or f"{type(exc).__name__}: {exc}"
-
-    _label = staticmethod(row_label)
-
-    _malformed_item = staticmethod(malformed)
-
     def _row_params(self, record: ScheduleRecord) -> tuple[Any, ...]:
         values = row_from_record(record)
         return (*values[1:], values[0])
@@ -430,14 +415,7 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _export_error(self, row: Sequence[Any], exc: BaseException) -> StoreError:
         return StoreError(
             f"cannot export the row with schedule_id {row_label(row)} of {self._table}"
-            f" in {self._path}: {self._why(row, exc)}"
-        )
-
-    def _malformed(self, row: Sequence[Any], exc: BaseException) -> StoreError:
-        why = self._why(row, exc)
-        return StoreError(
-            f"schedule {row_label(row)} in the table {self._table} of {self._path} is"
-            f" malformed: {why}"
+            f" in {self._path}: {codec.why(row, exc)}"
         )
 
     # -- writing -------------------------------------------------------------------------
