@@ -2,13 +2,15 @@
 
 A SQL store is a dialect: its statements (an object with the attributes this class
 names: ``select_one``, ``exists``, ``cancel``, ``set_paused``, ``resume_realign``,
-``resume_flag``, ``replay``, ``write_row``, ``list_named``, ``export_first``,
-``export_after``, the fenced acknowledgements ``mark_delivered``, ``reschedule``,
-``mark_failed``, ``mark_dead_lettered`` and ``release``), its row codec, and how it runs
-a statement or a transaction (:class:`Session`). Every method body that is the same on
-every engine is here; a subclass supplies the hooks below (each one states what it
-must do) and the methods that differ by nature: opening, inserting, the claim's SQL,
-the sweep, the wake-up hint, transactions shared with the application.
+``resume_flag``, ``replay``, ``write_row``, ``list_pending``, ``list_dead_letter``,
+``list_named``, ``export_first``, ``export_after``, the fenced acknowledgements
+``mark_delivered``, ``reschedule``, ``mark_failed``, ``mark_dead_lettered`` and
+``release``), its row codec (:class:`Codec`), and how it runs a statement or a
+transaction (:meth:`SqlScheduleStore._write` and its :class:`Session`). Every method
+body that is the same on every engine is here; a subclass supplies the hooks below
+(each one states what it must do) and the methods that differ by nature: opening,
+inserting, importing, the claim's SQL, the sweep, the wake-up hint, transactions
+shared with the application.
 
 Statements bind named parameters: ``id`` (the encoded schedule id), ``now``, ``at``,
 ``next``, ``keep``, ``paused``, ``lease``, ``error``, ``limit``, ``prefix``,
