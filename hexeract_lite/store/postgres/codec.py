@@ -22,11 +22,9 @@ from psycopg import sql
 from psycopg.pq import Format
 
 from ..._time import to_utc_ms
-from ...errors import InvalidMessage
-from ...message import Target
 from ...snapshot import MalformedSchedule, ScheduleStatus
 from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
-from ..record import ScheduleRecord, rule_problem
+from ..record import ScheduleRecord, message_problem
 
 __all__ = [
     "ARRAY_TYPES",
@@ -243,17 +241,12 @@ def diagnose(row: Sequence[Any]) -> str:
                 json.loads(value)
             except (TypeError, ValueError) as exc:
                 return f"payload is not JSON: {exc}"
-    problem = rule_problem(row[_INDEX["trigger_kind"]], row[_INDEX["cron_expr"]])
-    if problem:
-        return problem
-    target_kind, key = row[_INDEX["target_kind"]], row[_INDEX["target_routing_key"]]
-    if target_kind not in ("mediator", "outbox", "bus"):
-        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
-    try:
-        Target(target_kind, key)
-    except (InvalidMessage, TypeError) as exc:
-        return f"target_routing_key: {exc}"
-    return ""
+    return message_problem(
+        row[_INDEX["trigger_kind"]],
+        row[_INDEX["cron_expr"]],
+        row[_INDEX["target_kind"]],
+        row[_INDEX["target_routing_key"]],
+    )
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:

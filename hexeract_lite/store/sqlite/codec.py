@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..._time import format_ts, parse_ts
-from ...errors import InvalidConfiguration, InvalidMessage
-from ...message import ScheduledMessage, Target
+from ...errors import InvalidConfiguration
+from ...message import ScheduledMessage
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ...trigger import Trigger
 from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
@@ -26,7 +26,7 @@ from ..record import (
     cached_target,
     grace_of,
     load_payload,
-    rule_problem,
+    message_problem,
     rule_trigger,
 )
 
@@ -275,17 +275,12 @@ def diagnose(row: Sequence[Any]) -> str:
                 return f"{name} is not an integer: {value!r:.60}"
         elif not isinstance(value, str):
             return f"{name} is not text: {value!r:.60}"
-    problem = rule_problem(row[_I["trigger_kind"]], row[_I["cron_expr"]])
-    if problem:
-        return problem
-    target_kind = row[_I["target_kind"]]
-    if target_kind not in ("mediator", "outbox", "bus"):
-        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
-    try:
-        Target(target_kind, row[_I["target_routing_key"]])
-    except (InvalidMessage, TypeError) as exc:
-        return f"target_routing_key: {exc}"
-    return ""
+    return message_problem(
+        row[_I["trigger_kind"]],
+        row[_I["cron_expr"]],
+        row[_I["target_kind"]],
+        row[_I["target_routing_key"]],
+    )
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:
