@@ -162,8 +162,8 @@ def _drain(path: str, n: int, batch: int, *, fused: bool) -> dict[str, object]:
     """The store's statements (``SqliteStatements``: the normalising ``UPDATE``, the
     probe, the rowids from the due index, the leasing ``UPDATE ... RETURNING``, the
     fenced ``mark_delivered`` by ``executemany``), rows as tuples, a no-op handler."""
-    from hexeract_lite.store.sqlite_codec import COLUMN_INDEX
-    from hexeract_lite.store.sqlite_sql import SqliteStatements, claim_rows
+    from hexeract_lite.store.sqlite.codec import COLUMN_INDEX
+    from hexeract_lite.store.sqlite.statements import SqliteStatements, claim_rows
 
     sql = SqliteStatements(TABLE)
     sid, lease = COLUMN_INDEX["schedule_id"], COLUMN_INDEX["leased_until"]

@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hexeract_lite._time import format_ts
 from hexeract_lite.store.schema import LIVE, REFERENCE_COLUMNS
-from hexeract_lite.store.sqlite import SqliteScheduleStore, _Sql
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite.store.sqlite.statements import SqliteStatements
 
 TABLE = "scheduled_messages"
 LEASE = timedelta(minutes=5)
@@ -174,7 +175,7 @@ def measure(path: Path, claims: int, durability: str) -> dict[str, list[float]]:
         extra = other_costs(store)
     return {
         "claim": samples,
-        "store_sql": time_sql_claims(path, min(claims, 50), _Sql(TABLE).claim),
+        "store_sql": time_sql_claims(path, min(claims, 50), SqliteStatements(TABLE).claim),
         "reference": time_sql_claims(path, min(claims, 50), REFERENCE_CLAIM),
         **{name: [value] for name, value in extra.items()},
     }

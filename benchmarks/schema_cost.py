@@ -63,7 +63,7 @@ from hexeract_lite.store.schema import (  # noqa: E402
     sqlite_unique_index_ddl,
 )
 from hexeract_lite.store.sqlite import SqliteScheduleStore  # noqa: E402
-from hexeract_lite.store.sqlite_sql import SqliteStatements  # noqa: E402
+from hexeract_lite.store.sqlite.statements import SqliteStatements  # noqa: E402
 
 T = "scheduled_messages"
 REF17_DDL = f"""

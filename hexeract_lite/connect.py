@@ -150,7 +150,7 @@ class ConnTarget:
 
 
 def _default_path() -> Path:
-    from .store.sqlite import default_database_path
+    from .store.sqlite.store import default_database_path
 
     return Path(default_database_path())
 
@@ -233,7 +233,7 @@ def open_store(
         raise InvalidConfiguration("open_store: readonly=True goes with create=False only")
     target = url if isinstance(url, ConnTarget) else parse_conn(url)
     if target.kind == "sqlite":
-        from .store.sqlite import SqliteScheduleStore
+        from .store.sqlite.store import SqliteScheduleStore
 
         # None lets the store create the default database's folders; an explicit
         # path's folder must exist (a typo must not grow a directory tree).
@@ -243,7 +243,7 @@ def open_store(
         )
     assert target.url is not None
     try:
-        from .store.postgres import PostgresScheduleStore
+        from .store.postgres.store import PostgresScheduleStore
     except ImportError as exc:
         missing = exc.name or ""
         if missing.startswith(("psycopg", "psycopg_pool")):

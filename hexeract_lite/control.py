@@ -16,8 +16,9 @@ from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
 from .snapshot import MalformedSchedule, ScheduleSnapshot
-from .store.base import ScheduleStore, check_max_attempts
+from .store.base import ScheduleStore
 from .store.changes import Change, EnsureResult
+from .store.checks import check_max_attempts
 from .trigger import CronExpression
 from .upcoming import check_upcoming, upcoming_firings
 from .zoned import CRON_TZ_PREFIX

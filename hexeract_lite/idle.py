@@ -52,7 +52,8 @@ STOP_CHECK_S = 0.1
 COMMIT_CHECKS_PER_POLL = 2
 """An idle worker on a tracked store checks its ``data_version()`` this often per
 ``poll_interval``, so another process's commit is noticed within half of it even
-where the store cannot signal it sooner on ``store.changes``."""
+where the store cannot signal it sooner (the SQLite store does on Linux: see
+:mod:`hexeract_lite.store.sqlite.notify`)."""
 
 SHARED_FOR_S = 1.0
 """After a draining worker on a tracked store sees another connection's

@@ -68,10 +68,6 @@ class MigrationReport:
         return {"read": self.read, "copied": self.copied, "skipped": self.skipped}
 
 
-def _overrides(store: ScheduleStore, name: str) -> bool:
-    return getattr(type(store), name) is not getattr(ScheduleStore, name)
-
-
 def migrate(
     source: ScheduleStore,
     dest: ScheduleStore,
@@ -95,9 +91,9 @@ def migrate(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")
     # Checked before the first page, so a store that cannot take part copies nothing.
-    if not _overrides(source, "export_records"):
+    if not source.copies_records:
         raise InvalidConfiguration(f"cannot migrate from {source!r}: it has no export_records")
-    if not _overrides(dest, "import_records"):
+    if not dest.copies_records:
         raise InvalidConfiguration(f"cannot migrate to {dest!r}: it has no import_records")
     after: uuid.UUID | None = None
     read = copied = 0

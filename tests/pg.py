@@ -93,7 +93,7 @@ def drop_table(url: str, table: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from hexeract_lite.store.postgres_schema import META_TABLE
+    from hexeract_lite.store.postgres.schema import META_TABLE
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))

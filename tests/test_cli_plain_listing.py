@@ -1,5 +1,5 @@
 """``hexeract scheduler list`` (text, no filter) on a SQLite file reads its rows without
-the store's value classes (:mod:`hexeract_lite.cli.readonly_list`): its output must be
+the store's value classes (:mod:`hexeract_lite.store.sqlite.plain`): its output must be
 what the store's own listing renders, byte for byte, on every kind of table and row,
 and it must fall back to the store for any row it cannot vouch for."""
 
@@ -17,10 +17,11 @@ import pytest
 
 from hexeract_lite import ScheduledMessage, Target
 from hexeract_lite.cli import main
+from hexeract_lite.cli.commands.list import pending_text
 from hexeract_lite.cli.output import format_pending
-from hexeract_lite.cli.readonly_list import _uuid_text, pending_text
 from hexeract_lite.connect import parse_conn
 from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite.store.sqlite.plain import uuid_text
 from tests.test_reference_compat import make_reference_db
 
 T0 = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)
@@ -284,4 +285,4 @@ def test_errors_are_the_stores(
 @pytest.mark.parametrize("seed", range(200))
 def test_ids_are_spelled_as_uuid_spells_them(seed: int) -> None:
     raw = os.urandom(16) if seed else bytes(16)
-    assert _uuid_text(raw) == str(uuid.UUID(bytes=raw))
+    assert uuid_text(raw) == str(uuid.UUID(bytes=raw))

@@ -101,7 +101,6 @@ NOT_FOR_A_LISTING = (
     "sqlite3",  # transactional inserts on a sqlite3 connection
     "zoneinfo",  # zones other than UTC
     "hexeract_lite.control",
-    "hexeract_lite.settle",
     "hexeract_lite.retry",
     "hexeract_lite.config",
     "hexeract_lite.worker",
@@ -112,14 +111,14 @@ NOT_FOR_A_LISTING = (
 )
 
 # Nor by the plain ``scheduler list`` (text, no filter) on a SQLite file, which renders
-# the rows without the store and its value classes (hexeract_lite.cli.readonly_list).
+# the rows without the store and its value classes (hexeract_lite.store.sqlite.plain).
 NOT_FOR_THE_PLAIN_LISTING = (
     "attr",
     "attrs",
     "logging",
     "uuid",
     "json",
-    "hexeract_lite.store.sqlite",
+    "hexeract_lite.store.sqlite.store",
     "hexeract_lite.store.base",
     "hexeract_lite.snapshot",
     "hexeract_lite.message",
@@ -171,5 +170,5 @@ def test_scheduler_list_imports_only_what_a_listing_needs(tmp_path: Path) -> Non
     )
     code, *loaded = proc.stdout.splitlines()[-1].split()
     assert code == "0", proc.stdout
-    assert "hexeract_lite.store.sqlite" in loaded
+    assert "hexeract_lite.store.sqlite.store" in loaded
     assert sorted(set(NOT_FOR_A_LISTING) & set(loaded)) == []

@@ -40,11 +40,13 @@ def test_a_long_module_states_why_at_its_top(name: str) -> None:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package modules ``name`` imports at module level (not inside functions or
-    ``if TYPE_CHECKING:``), which is what can make an import cycle."""
+    """The package modules ``name`` imports, counting every import statement (inside
+    functions and under ``if TYPE_CHECKING:`` too): each is a dependency between the
+    two modules, and a cycle of them is a layering fault even where Python would
+    load it."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")

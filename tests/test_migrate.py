@@ -356,6 +356,10 @@ def test_migrate_checks_its_arguments() -> None:
         export_records = ScheduleStore.export_records
         import_records = ScheduleStore.import_records
 
+        @property
+        def copies_records(self) -> bool:
+            return False
+
     with pytest.raises(InvalidConfiguration, match="no export_records"):
         migrate(Bare(), InMemoryScheduleStore())
     with pytest.raises(InvalidConfiguration, match="no import_records"):

@@ -25,7 +25,7 @@ from hexeract_lite import (
 from hexeract_lite.cli import main
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.store.sqlite import SqliteScheduleStore
-from hexeract_lite.store.sqlite_schema import META_TABLE, SCHEMA_VERSION
+from hexeract_lite.store.sqlite.schema import META_TABLE, SCHEMA_VERSION
 from hexeract_lite.worker import SchedulerWorker
 
 from . import pg
@@ -226,8 +226,8 @@ def test_postgres_version_3_is_refused_without_create_and_upgraded_with_it() -> 
     import psycopg
 
     from hexeract_lite.store.postgres import PostgresScheduleStore
-    from hexeract_lite.store.postgres_schema import META_TABLE as PG_META
-    from hexeract_lite.store.postgres_schema import SCHEMA_VERSION as PG_VERSION
+    from hexeract_lite.store.postgres.schema import META_TABLE as PG_META
+    from hexeract_lite.store.postgres.schema import SCHEMA_VERSION as PG_VERSION
 
     url = pg.require_server()
     table = pg.unique_table()

@@ -35,7 +35,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
-from hexeract_lite.store.postgres_schema import (
+from hexeract_lite.store.postgres.schema import (
     INDEXES,
     POSTGRES_COLUMNS,
     UNIQUE_INDEXES,
@@ -91,7 +91,7 @@ def test_the_package_imports_without_psycopg() -> None:
     code = (
         "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
         "import hexeract_lite, hexeract_lite.store\n"
-        "from hexeract_lite.store.postgres_schema import postgres_ddl; postgres_ddl()\n"
+        "from hexeract_lite.store.postgres.schema import postgres_ddl; postgres_ddl()\n"
         "try:\n"
         "    from hexeract_lite.store import PostgresScheduleStore\n"
         "except ImportError:\n"

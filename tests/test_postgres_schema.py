@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hexeract_lite import ScheduledMessage, ScheduleStatus, StoreError, Target
-from hexeract_lite.store.postgres_schema import (
+from hexeract_lite.store.postgres.schema import (
     INDEXES,
     META_TABLE,
     SCHEMA_VERSION,
@@ -52,7 +52,7 @@ def test_the_ddl_digest_is_pinned_to_the_schema_version() -> None:
     assert PINNED_DDL_DIGESTS.get(SCHEMA_VERSION) == digest, (
         f"postgres_ddl() has sha256 {digest}, but the digest pinned for SCHEMA_VERSION"
         f" {SCHEMA_VERSION} is {PINNED_DDL_DIGESTS.get(SCHEMA_VERSION)}. A DDL change"
-        " needs all three: SCHEMA_VERSION + 1 in hexeract_lite/store/postgres_schema.py;"
+        " needs all three: SCHEMA_VERSION + 1 in hexeract_lite/store/postgres/schema.py;"
         " an upgrade step for it at the end of _UPGRADES (idempotent, with its own index"
         " definitions, tested from the previous layout); and the new digest pinned here"
         " under the new version (keep the old ones)."

@@ -85,7 +85,7 @@ def test_prune_5000_delivered(store: ScheduleStore, frozen: FrozenTime, tmp_path
     assert before.delivered == 5001
     sqlite = isinstance(store, SqliteScheduleStore)
     if sqlite:
-        store._release_space()  # type: ignore[attr-defined]  # a fair "before": WAL folded in
+        store._after_prune()  # type: ignore[attr-defined]  # a fair "before": WAL folded in
         size_before = os.path.getsize(store.path)  # type: ignore[attr-defined]
 
     assert store.prune(DAY, dry_run=True) == 5001

@@ -332,7 +332,7 @@ def test_the_sinks_connection_keeps_the_file_for_its_library(
     on it, so an apsw store opened the file beside it (two copies of SQLite on one
     file in one process). The claim goes once the sink's connection closes."""
     from hexeract_lite import InvalidConfiguration
-    from hexeract_lite.store.sqlite_driver import shares_sqlite_with_apsw
+    from hexeract_lite.store.sqlite.driver import shares_sqlite_with_apsw
 
     if shares_sqlite_with_apsw():
         pytest.skip("apsw and sqlite3 share one SQLite here: nothing to refuse")

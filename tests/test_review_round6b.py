@@ -19,7 +19,7 @@ from hexeract_lite import EnsureResult, SchedulerControl, ScheduleStore, name_id
 from hexeract_lite._time import format_now, format_ts, to_utc_ms
 from hexeract_lite.errors import InvalidConfiguration, InvalidMessage
 from hexeract_lite.message import encode_payload
-from hexeract_lite.store.postgres_rows import jsonb_text
+from hexeract_lite.store.postgres.codec import jsonb_text
 
 from .conftest import FrozenTime
 

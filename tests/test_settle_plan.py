@@ -11,7 +11,7 @@ import pytest
 
 from hexeract_lite import InvalidConfiguration
 from hexeract_lite.settlement import Settlement, SettlementKind
-from hexeract_lite.store.base import check_settlements
+from hexeract_lite.store.checks import check_settlements
 from hexeract_lite.store.settle_plan import PlannedSettlement, settle_plan
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

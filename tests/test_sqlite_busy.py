@@ -11,7 +11,7 @@ import apsw
 import pytest
 
 from hexeract_lite import ScheduledMessage, SqliteScheduleStore, StoreError, Target
-from hexeract_lite.store.sqlite_busy import RETRY_MAX_S, set_busy_wait
+from hexeract_lite.store.sqlite.session import RETRY_MAX_S, set_busy_wait
 
 
 def message() -> ScheduledMessage:

@@ -21,7 +21,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.store.sqlite import SqliteScheduleStore
-from hexeract_lite.store.sqlite_driver import (
+from hexeract_lite.store.sqlite.driver import (
     MIN_SQLITE3,
     check_sqlite3_version,
     shares_sqlite_with_apsw,

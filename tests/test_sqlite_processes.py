@@ -288,7 +288,7 @@ def test_a_forked_child_completes_its_first_call_while_a_parent_thread_holds_the
     the fork waits for the call in flight (register_at_fork), or the child starts from
     a fresh lock (the pid check where register_at_fork is missing); either way the
     child opens its own connection and what it writes the parent reads."""
-    import hexeract_lite.store.sqlite as module
+    import hexeract_lite.store.sqlite.store as module
 
     if detection == "pid check":
         monkeypatch.setattr(module, "AT_FORK_HOOKS", False)

@@ -55,7 +55,7 @@ def test_the_sqlite_ddl_is_pinned_to_the_schema_version() -> None:
     digest = hashlib.sha256(sqlite_ddl().encode()).hexdigest()
     assert SQLITE_DDL_DIGESTS.get(SCHEMA_VERSION) == digest, (
         "sqlite_ddl() changed without a new schema version. Bump SCHEMA_VERSION in"
-        " hexeract_lite/store/sqlite_schema.py, add the upgrade step from the old layout"
+        " hexeract_lite/store/sqlite/schema.py, add the upgrade step from the old layout"
         " to UPGRADES (and a test that opens a file in the old layout), then pin the new"
         f" digest here: {SCHEMA_VERSION + 1}: {digest!r}"
     )

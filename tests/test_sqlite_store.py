@@ -38,7 +38,7 @@ from hexeract_lite.store.sqlite import (
     SqliteScheduleStore,
     default_database_path,
 )
-from hexeract_lite.store.sqlite_sql import LEASE_CHUNK
+from hexeract_lite.store.sqlite.statements import LEASE_CHUNK
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -363,7 +363,7 @@ def test_a_new_file_appears_complete_and_failures_leave_nothing(
 ) -> None:
     """A new database is built under a temporary name and linked into place whole, so
     a failed creation leaves no file and no temporary behind."""
-    import hexeract_lite.store.sqlite_schema as module
+    import hexeract_lite.store.sqlite.schema as module
 
     db = tmp_path / "new.db"
 
@@ -772,7 +772,7 @@ def test_a_claim_decodes_rows_as_the_record_path_does(db: Path, clock: ManualClo
     Trigger values, the lease parsed once); they equal the record path's, for every
     trigger and target, a lease the row carries in another layout, and instants in
     SQLite's datetime() form."""
-    from hexeract_lite.store.sqlite_codec import SELECT_LIST, record_from_row
+    from hexeract_lite.store.sqlite.codec import SELECT_LIST, record_from_row
 
     msgs = [
         one_shot(T0 - 5 * S, payload={"x": [1, "é", None, 2.5]}),
@@ -868,7 +868,15 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
         "cancel": store._sql.cancel,
         "select_one": store._sql.select_one,
     }
-    params = {"now": "x", "until": "y", "n": 10, "error": "e", "id": b"i", "lease": "l"}
+    params = {
+        "now": "x",
+        "until": "y",
+        "n": 10,
+        "limit": 10,
+        "error": "e",
+        "id": b"i",
+        "lease": "l",
+    }
     for name, sql in statements.items():
         wanted = {k: params[k] for k in set(re.findall(r":(\w+)", sql))}
         bind: Any = wanted if wanted else (b"i",) if "?" in sql else ()

@@ -117,7 +117,7 @@ def test_the_stats_counts_read_partial_indexes(tmp_path: Path) -> None:
     """No count scans the table (which holds the ended rows)."""
     import apsw
 
-    from hexeract_lite.store.sqlite_ops import stats_sql
+    from hexeract_lite.store.sqlite.statements import stats_sql
 
     db = tmp_path / "p.db"
     SqliteScheduleStore.open(db).close()

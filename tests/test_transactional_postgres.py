@@ -27,7 +27,7 @@ from . import pg
 psycopg = pytest.importorskip("psycopg")
 
 from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
-from hexeract_lite.store.postgres_listen import channel_name  # noqa: E402
+from hexeract_lite.store.postgres.notify import channel_name  # noqa: E402
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 CONFIG = SchedulerWorkerConfig(

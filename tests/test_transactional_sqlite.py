@@ -30,7 +30,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.snapshot import ScheduleStatus
 from hexeract_lite.store.sqlite import SqliteScheduleStore
-from hexeract_lite.store.sqlite_tx import shares_sqlite_with_apsw
+from hexeract_lite.store.sqlite.transaction import shares_sqlite_with_apsw
 from hexeract_lite.transactional import TransactionalSink
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

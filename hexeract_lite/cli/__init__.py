@@ -28,9 +28,6 @@ Where each thing lives:
   arguments of ``add`` and ``ensure``);
 - :mod:`.args`: the argument value parsers (``parse_duration``, ``parse_instant``, ...);
 - :mod:`.output`: the text tables, JSON objects and ``inspect`` field list;
-- :mod:`.readonly_list`: the plain ``list`` (text, no filter) of a SQLite file, read
-  without the store's value classes and rendered by :mod:`.output` (a row only the
-  store can show makes it list through the store);
 - :mod:`.context`: what a handler gets (the connection, table and output), the exit codes;
 - :mod:`.commands`: one module per command, its options and its handler: ``list``,
   ``stats``, ``prune``, ``vacuum``, ``inspect``, ``control`` (pause, resume, cancel),

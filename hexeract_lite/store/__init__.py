@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from ..settlement import Settlement, SettlementKind
     from .base import SWEEP_ERROR, ScheduleStore
     from .memory import InMemoryScheduleStore
-    from .postgres import PostgresScheduleStore as PostgresScheduleStore
-    from .sqlite import SqliteScheduleStore
+    from .postgres.store import PostgresScheduleStore as PostgresScheduleStore
+    from .sqlite.store import SqliteScheduleStore
 
 __all__ = [
     "SWEEP_ERROR",

@@ -2,9 +2,8 @@
 
 The in-memory store (:mod:`hexeract_lite.store.memory`) is the reference
 implementation of this text; one contract suite (``tests/test_store_contract.py``)
-runs against every store. (Over 700 lines: the contract is one class whose docstrings
-are the specification every store follows, plus the argument checks all stores share;
-split, a store's author would read it in several places.)
+runs against every store; the argument checks all stores share are in
+:mod:`hexeract_lite.store.checks`.
 
 Vocabulary
 ----------
@@ -50,36 +49,26 @@ descending, then by schedule id.
 from __future__ import annotations
 
 import abc
-import json
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
-import attrs
-
-from .._time import MIN_LEASE, lease_too_short, to_utc_ms
+from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
-    InvalidMessage,
     NotReplayable,
 )
 from ..message import (
     ScheduledMessage,
-    Target,
-    _check_event_type,
-    check_grace,
-    encode_payload,
     validate_message,
 )
 from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from ..trigger import CronExpression
 from .changes import (
     Change,
     EnsureResult,
@@ -89,9 +78,16 @@ from .changes import (
     run_now_plan,
     update_plan,
 )
-from .columns import ColumnKind, columns_of_kind
-from .fork import hold, start_afresh_after_fork
+from .checks import (
+    check_change,
+    check_claim,
+    check_max_attempts,
+    check_schedule_id,
+    check_settlements,
+    no_transactions,
+)
 from .record import ScheduleRecord
+from .signal import ChangeSignal
 from .stats import StoreStats
 
 _T = TypeVar("_T")
@@ -108,80 +104,6 @@ __all__ = [
 
 SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
 """The ``last_error`` the sweep records on the rows it dead-letters."""
-
-
-class ChangeSignal:
-    """Wakes a sleeping worker when this process changes something it may claim.
-
-    Stores call :meth:`notify` after an insert, replay, resume, reschedule or failure
-    commits. A worker remembers :meth:`version` before it looks for work and then
-    :meth:`wait` s on it, so a change in between is never missed. (Changes made by
-    *other processes* are the store's to notice, e.g. by polling
-    ``PRAGMA data_version``.)
-    """
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._cond = threading.Condition(self._mutex)
-        self._version = 0
-        self._waiting = 0
-        self._stale = False
-        self.look: Callable[[], object] | None = None
-        """Set by a store that notices other processes' commits: looks for one now (and
-        notifies if it finds one); :meth:`wait` calls it first after :meth:`mark_stale`."""
-        start_afresh_after_fork(self)
-
-    def _before_fork(self) -> bool:
-        return hold(self._mutex, 10)
-
-    def _after_fork_in_parent(self) -> None:
-        self._mutex.release()
-
-    def _after_fork_in_child(self) -> None:
-        self._mutex = threading.Lock()
-        self._cond = threading.Condition(self._mutex)
-        self._waiting = 0
-
-    def version(self) -> int:
-        """A counter that moves on every notify."""
-        with self._cond:
-            return self._version
-
-    def notify(self) -> None:
-        """Record a change and wake every waiter."""
-        with self._mutex:
-            self._version += 1
-            if self._waiting:  # most notifies (every insert) find nobody waiting
-                self._cond.notify_all()
-
-    def wait(self, since: int, timeout: float) -> bool:
-        """Block until the version differs from ``since`` or ``timeout`` seconds pass.
-
-        Returns True when a change happened. (``timeout`` is measured with the
-        monotonic clock: it is a sleep, not a decision about what is due.) After
-        :meth:`mark_stale`, it first looks for another process's commit (:attr:`look`).
-        """
-        look = self.look
-        with self._cond:
-            self._waiting += 1  # first: a commit noticed during the look is looked at
-        try:
-            if self._stale and look is not None:
-                self._stale = False
-                look()
-            with self._cond:
-                return self._cond.wait_for(lambda: self._version != since, max(timeout, 0.0))
-        finally:
-            with self._cond:
-                self._waiting -= 1
-
-    def waiting(self) -> bool:
-        """True while a thread is in :meth:`wait` (a worker sleeping for work)."""
-        return self._waiting > 0
-
-    def mark_stale(self) -> None:
-        """Another process may have committed and nobody looked (nobody was waiting):
-        the next :meth:`wait` looks first."""
-        self._stale = True
 
 
 class ScheduleStore(abc.ABC):
@@ -553,7 +475,7 @@ class ScheduleStore(abc.ABC):
         check_schedule_id(schedule_id)
         return self.modify_record(schedule_id, run_now_plan())
 
-    # -- health (issue 15) ----------------------------------------------------
+    # -- health ---------------------------------------------------------------
 
     def list_schedules(
         self,
@@ -667,6 +589,12 @@ class ScheduleStore(abc.ABC):
     # -- optional capabilities (each with a default for a store without it) --
 
     @property
+    def copies_records(self) -> bool:
+        """True when the store implements :meth:`export_records` and
+        :meth:`import_records`, through which ``migrate`` copies. The default is False."""
+        return False
+
+    @property
     def clock(self) -> Clock:
         """Where the store reads "now" from. The default is the system clock."""
         return SYSTEM_CLOCK
@@ -710,7 +638,7 @@ class ScheduleStore(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the store's resources. The default does nothing."""
 
-    def __enter__(self) -> ScheduleStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -747,252 +675,3 @@ class SettlingStore(ScheduleStore):
 
     def mark_dead_lettered(self, schedule_id: uuid.UUID, error: str, lease: datetime) -> bool:
         return self.settle([Settlement.dead_lettered(schedule_id, error, lease)])[0]
-
-
-# -- argument checks shared by every store -------------------------------------
-
-
-MAX_INT32 = 2**31 - 1
-"""The largest attempt budget and batch size: the reference's INTEGER columns hold int32."""
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INT32
-
-
-def no_transactions(store: ScheduleStore, connection: object) -> InvalidArgument:
-    """The refusal of a store that cannot write inside an application's transaction."""
-    return InvalidArgument(
-        f"{type(store).__name__} cannot write inside an application's transaction"
-        f" (connection= is for the SQLite and PostgreSQL stores), got {connection!r:.100}"
-    )
-
-
-def check_flag(name: str, value: object) -> bool:
-    """A yes/no option must be ``True`` or ``False``: a string such as ``"no"`` read
-    from a setting is truthy, and would silently mean yes."""
-    if value is not True and value is not False:
-        raise InvalidConfiguration(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def check_max_attempts(max_attempts: object) -> int:
-    """``max_attempts`` must be an int from 1 to 2**31 - 1."""
-    if not _is_count(max_attempts):
-        raise InvalidConfiguration(
-            f"max_attempts must be an integer from 1 to {MAX_INT32}, got {max_attempts!r}"
-        )
-    return max_attempts  # type: ignore[return-value]
-
-
-def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
-    """Validate ``claim_due``'s arguments; return ``now`` normalised."""
-    if not _is_count(batch_size):
-        raise InvalidConfiguration(
-            f"batch_size must be an integer from 1 to {MAX_INT32}, got {batch_size!r}"
-        )
-    if not isinstance(lease, timedelta) or lease < MIN_LEASE:
-        raise lease_too_short(repr(lease))
-    now = to_utc_ms(now, "now", InvalidConfiguration)
-    try:
-        now + lease
-    except OverflowError:
-        raise InvalidConfiguration(
-            f"lease {lease!r} from now={now.isoformat()} is past the year 9999"
-        ) from None
-    return now
-
-
-_LONGEST = datetime.max.replace(tzinfo=UTC) - datetime.min.replace(tzinfo=UTC)
-"""The span of every instant a store can hold: a longer delay is past the year 9999
-from any now."""
-
-
-def check_retry_in(retry_in: object) -> timedelta:
-    """``retry_in`` must be a timedelta >= 0 and no longer than the span of the
-    instants a store holds (:func:`retry_deadline` checks it against ``now``)."""
-    if not isinstance(retry_in, timedelta) or retry_in < timedelta(0):
-        raise InvalidConfiguration(f"retry_in must be a timedelta >= 0, got {retry_in!r}")
-    if retry_in > _LONGEST:
-        raise InvalidConfiguration(f"retry_in {retry_in!r} puts the retry past the year 9999")
-    return retry_in
-
-
-def retry_deadline(now: datetime, retry_in: timedelta) -> datetime:
-    """``now + retry_in`` at millisecond precision: the instant a failed occurrence is
-    claimable again. Past the year 9999: :class:`InvalidConfiguration` naming
-    ``retry_in`` (a store computes every deadline of a batch before it writes)."""
-    try:
-        return to_utc_ms(now + retry_in, "retry deadline")
-    except OverflowError:
-        raise InvalidConfiguration(
-            f"retry_in {retry_in!r} from now={now.isoformat()} is past the year 9999"
-        ) from None
-
-
-def check_limit(limit: object) -> int:
-    """A listing limit must be an int >= 1."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidConfiguration(f"limit must be an integer >= 1, got {limit!r}")
-    return limit
-
-
-def check_messages(messages: Iterable[ScheduledMessage]) -> list[ScheduledMessage]:
-    """Every item must be a valid ScheduledMessage (:func:`validate_message`).
-
-    Returns the messages as a list, so a generator is read once and inserted whole.
-    """
-    if isinstance(messages, (str, bytes, ScheduledMessage)):
-        raise InvalidMessage(f"expected a sequence of ScheduledMessage, got {messages!r:.200}")
-    return [validate_message(message) for message in messages]
-
-
-def check_export(after: object, limit: object) -> uuid.UUID | None:
-    """Validate ``export_records``' arguments; return ``after``."""
-    if after is not None and not isinstance(after, uuid.UUID):
-        raise InvalidArgument(f"after must be a uuid.UUID or None, got {after!r}")
-    check_limit(limit)
-    return after
-
-
-_RECORD_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=True)
-_RECORD_OPTIONAL_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=False)
-_RECORD_INTS = columns_of_kind(ColumnKind.INT)
-_RECORD_OPTIONAL_BIGINTS = columns_of_kind(ColumnKind.BIGINT, required=False)
-_RECORD_FLAGS = columns_of_kind(ColumnKind.BOOL)
-_RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
-_RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
-
-
-def _record_instant(value: object, sid: uuid.UUID, name: str) -> datetime:
-    if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
-        return value  # already what a store holds (the common case, from another store)
-    try:
-        return to_utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
-    except OverflowError:
-        raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}") from None
-
-
-def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
-    """Validate ``import_records``' argument: ScheduleRecords whose fields have their
-    column's type, ``attempts`` and ``max_attempts`` >= 0. Returns them with every
-    instant normalised to UTC milliseconds (a record that needed it is a copy; a naive
-    instant is refused, as everywhere). Raises :class:`InvalidConfiguration` naming the
-    schedule id and the field."""
-    checked: list[ScheduleRecord] = []
-    for record in records:
-        if not isinstance(record, ScheduleRecord) or not isinstance(record.schedule_id, uuid.UUID):
-            raise InvalidConfiguration(f"expected ScheduleRecord, got {record!r:.200}")
-        sid = record.schedule_id
-        for name in _RECORD_TEXT:
-            value = getattr(record, name)
-            if not isinstance(value, str):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_OPTIONAL_TEXT:
-            value = getattr(record, name)
-            if value is not None and not isinstance(value, str):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_INTS:
-            value = getattr(record, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_OPTIONAL_BIGINTS:
-            value = getattr(record, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
-            ):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_FLAGS:
-            value = getattr(record, name)
-            if not isinstance(value, bool):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        changes: dict[str, Any] = {}
-        for name in (*_RECORD_INSTANTS, *_RECORD_OPTIONAL_INSTANTS):
-            value = getattr(record, name)
-            if value is None and name in _RECORD_OPTIONAL_INSTANTS:
-                continue
-            instant = _record_instant(value, sid, name)
-            if instant is not value:
-                changes[name] = instant
-        checked.append(attrs.evolve(record, **changes) if changes else record)
-    return checked
-
-
-def check_change(change: object) -> Change:
-    """Validate an ``update``'s :class:`Change` field by field; return it with the
-    payload as compact JSON text."""
-    if not isinstance(change, Change):
-        raise InvalidArgument(f"expected a Change, got {change!r:.200}")
-    if change.event_type is not None:
-        _check_event_type(change.event_type)
-    if change.target is not None and not isinstance(change.target, Target):
-        raise InvalidArgument(f"target must be a Target, got {change.target!r:.200}")
-    if change.max_attempts is not None:
-        check_max_attempts(change.max_attempts)
-    if change.cron is not None and not isinstance(change.cron, CronExpression):
-        raise InvalidArgument(f"cron must be a CronExpression, got {change.cron!r:.200}")
-    if change.set_misfire_grace:
-        check_grace(change.misfire_grace)
-    if change.payload_json is not None:
-        try:
-            text = encode_payload(json.loads(change.payload_json))
-        except ValueError as exc:
-            raise InvalidMessage(f"payload_json is not JSON: {exc}") from exc
-        if text != change.payload_json:
-            change = attrs.evolve(change, payload_json=text)
-    return change
-
-
-def check_schedule_id(schedule_id: object) -> uuid.UUID:
-    """A schedule id argument must be a :class:`uuid.UUID`."""
-    if not isinstance(schedule_id, uuid.UUID):
-        raise InvalidArgument(f"schedule_id must be a uuid.UUID, got {schedule_id!r}")
-    return schedule_id
-
-
-def _settlement_next(value: object) -> datetime:
-    if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
-        return value  # already UTC milliseconds (what a worker computes)
-    return to_utc_ms(value, "next", InvalidArgument)
-
-
-def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
-    """Validate ``settle``'s argument with the single methods' rules; return the items
-    ready to apply: ``kind`` a :class:`SettlementKind`, ``next`` in UTC milliseconds,
-    ``error`` a str (an item that needed it is a copy). Raises before anything is
-    written (see :meth:`ScheduleStore.settle`)."""
-    if isinstance(outcomes, Settlement) or not isinstance(outcomes, Sequence):
-        raise InvalidArgument(f"settle takes a sequence of Settlement, got {outcomes!r:.200}")
-    checked: list[Settlement] = []
-    for item in outcomes:
-        if not isinstance(item, Settlement):
-            raise InvalidArgument(f"expected Settlement, got {item!r:.200}")
-        check_schedule_id(item.schedule_id)
-        kind = item.kind
-        if kind.__class__ is not SettlementKind:
-            try:
-                kind = SettlementKind(kind)
-            except ValueError:
-                raise InvalidArgument(f"unknown settlement kind {kind!r:.100}") from None
-        changes: dict[str, Any] = {}
-        if kind is SettlementKind.RESCHEDULE:
-            nxt = _settlement_next(item.next)
-            if nxt is not item.next:
-                changes["next"] = nxt
-        else:
-            if kind is SettlementKind.FAILED:
-                check_retry_in(item.retry_in)
-            if (
-                kind is not SettlementKind.DELIVERED
-                and kind is not SettlementKind.RELEASED
-                and item.error.__class__ is not str
-            ):
-                if item.error is None:
-                    raise InvalidArgument(
-                        f"a {kind.value} settlement needs an error text, got error=None"
-                    )
-                changes["error"] = str(item.error)
-        if kind is not item.kind:
-            changes["kind"] = kind
-        checked.append(attrs.evolve(item, **changes) if changes else item)
-    return checked

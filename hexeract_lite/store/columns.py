@@ -111,18 +111,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("dead_lettered_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ"),
     # hexeract_lite's own columns (nullable, so the reference's statements still work):
     # the schedule's name, unique among rows that have one (a unique index, not a
-    # column constraint, so that an upgrade can add it), issue 13
+    # column constraint, so that an upgrade can add it)
     Column("name", _K.TEXT, False, "TEXT", "TEXT", reference=False),
     # the next firing, set by a change made while a firing was in flight: the fenced
-    # acknowledgement of that firing moves the schedule here instead (issue 13)
+    # acknowledgement of that firing moves the schedule here instead
     Column("next_after_lease", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ", reference=False),
-    # the schedule's misfire grace in milliseconds, NULL for none (issue 14)
+    # the schedule's misfire grace in milliseconds, NULL for none
     Column("misfire_grace_ms", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
 )
 """The reference's columns, in its order, then hexeract_lite's own (``reference`` False).
 (``created_at``'s default reads the database's clock only because the reference's DDL
 does; hexeract_lite always binds it.) ``misfire_grace_ms``: a schedule's misfire grace
-in milliseconds, NULL for none (issue 14)."""
+in milliseconds, NULL for none."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""

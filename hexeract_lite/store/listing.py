@@ -1,4 +1,4 @@
-"""Listing filters (issue 15): a status, an event-type glob, keyset pages by id.
+"""Listing filters: a status, an event-type glob, keyset pages by id.
 
 ``store.list_schedules(status=..., event_type=..., after=..., limit=...)`` walks the
 schedules in schedule id order (byte order, :class:`uuid.UUID` order) so a million
@@ -94,7 +94,7 @@ def check_listing(
     """``list_schedules``' arguments, checked in this order, as ``(status, event_type
     glob, name glob, after, limit)``; the first bad one raises :class:`InvalidArgument`
     (:class:`InvalidConfiguration` for the limit) naming it. Every store calls this."""
-    from .base import check_limit
+    from .checks import check_limit
 
     return (
         check_status(status),

@@ -14,9 +14,9 @@ from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, Schedule
 from ..message import ScheduledMessage
 from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from .base import (
-    SWEEP_ERROR,
-    SettlingStore,
+from .base import SWEEP_ERROR, SettlingStore
+from .changes import Plan
+from .checks import (
     check_claim,
     check_export,
     check_limit,
@@ -28,7 +28,6 @@ from .base import (
     no_transactions,
     retry_deadline,
 )
-from .changes import Plan
 from .fork import hold, start_afresh_after_fork
 from .listing import (
     PRUNE_COLUMN,
@@ -425,6 +424,11 @@ class InMemoryScheduleStore(SettlingStore):
             return [row.snapshot() for row in rows]
 
     # -- copying rows between stores -------------------------------------------
+
+    @property
+    def copies_records(self) -> bool:
+        """True: :meth:`export_records` and :meth:`import_records` are implemented."""
+        return True
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
         after = check_export(after, limit)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from ..errors import InvalidTrigger
+from ..errors import InvalidMessage, InvalidTrigger
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
@@ -95,6 +95,22 @@ def rule_problem(trigger_kind: object, cron_expr: object) -> str:
         rule_trigger(str(trigger_kind), cron_expr)
     except InvalidTrigger as exc:
         return f"cron_expr: {exc}"
+    return ""
+
+
+def message_problem(
+    trigger_kind: object, cron_expr: object, target_kind: object, routing_key: object
+) -> str:
+    """Why a row's trigger or target columns do not decode ('' when they do)."""
+    problem = rule_problem(trigger_kind, cron_expr)
+    if problem:
+        return problem
+    if target_kind not in ("mediator", "outbox", "bus"):
+        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
+    try:
+        Target(target_kind, routing_key)  # type: ignore[arg-type]
+    except (InvalidMessage, TypeError) as exc:
+        return f"target_routing_key: {exc}"
     return ""
 
 

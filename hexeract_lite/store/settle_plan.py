@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..settlement import Settlement, SettlementKind
-from .base import retry_deadline
+from .checks import retry_deadline
 
 __all__ = ["PlannedSettlement", "settle_plan"]
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from ...connect import parse_conn
+from ...connect import ConnTarget, parse_conn
 from ...store.listing import check_glob
 from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, filter_arguments
-from ..output import dump_json, format_pending, snapshot_json
+from ..output import dump_json, format_pending, pending_cells, pending_table, snapshot_json
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -74,13 +74,38 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _plain_listing(ctx: Context, limit: int) -> str | None:
-    """The text listing of a SQLite file read without the store's value classes (see
-    :mod:`..readonly_list`); None when the store must list (PostgreSQL, or a row that
-    only the store's decoding can show)."""
+    """The text listing of a SQLite file read without the store's value classes;
+    None when the store must list (PostgreSQL, or a row that only the store's decoding
+    can show)."""
     validate_table_name(ctx.table)  # as open_store checks, in its order
     target = parse_conn(ctx.conn)
     if target.kind != "sqlite":
         return None
-    from ..readonly_list import pending_text
-
     return pending_text(target, ctx.table, limit)
+
+
+def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:
+    """The text of ``scheduler list --limit <limit>`` for the SQLite file ``target``
+    names, read as a read-only store's ``list_pending`` reads it
+    (:mod:`hexeract_lite.store.sqlite.plain`), or None when a row needs the store's
+    decoding. Raises what :func:`~hexeract_lite.connect.open_store` raises opening it
+    read-only (:class:`~hexeract_lite.errors.StoreError` for a missing file or
+    table, ...)."""
+    from ...store.schema import validate_sqlite_table_name
+    from ...store.sqlite.driver import check_driver
+    from ...store.sqlite.plain import plain_pending, read_pending
+
+    table = validate_sqlite_table_name(table)
+    check_driver("apsw", None)
+    # the default database's folders are the store's to find (it never creates them
+    # when reading): None, as open_store passes it
+    rows = read_pending(None if target.source == "default" else target.path, table, limit)
+    if rows is None:
+        return None
+    cells = []
+    for row in rows:
+        values = plain_pending(row)
+        if values is None:
+            return None
+        cells.append(pending_cells(*values))
+    return pending_table(cells)

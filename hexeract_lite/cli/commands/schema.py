@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ddl = sqlite_ddl(ctx.table)
     else:
         try:
-            from ...store.postgres_schema import postgres_ddl
+            from ...store.postgres.schema import postgres_ddl
         except ImportError as exc:
             raise StoreError(
                 f"this build of hexeract_lite has no PostgreSQL schema ({exc})"

@@ -3,7 +3,7 @@
 :class:`Connections` owns everything of a store that talks to the server: the pool
 its threads share (with the store's bounds on waiting set on every connection), the
 ``NOTIFY`` it sends after a change and the ``LISTEN`` ing thread
-(:mod:`.postgres_listen`), and what happens to them in a child made by ``os.fork()``:
+(:mod:`.notify`), and what happens to them in a child made by ``os.fork()``:
 the child abandons the parent's pool and listener without touching them (their locks
 may be held by a parent thread that does not exist in the child; their sockets are
 the parent's, and closing them would end the parent's sessions) and connects afresh
@@ -26,11 +26,11 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-from .._log import package_logger
-from ..errors import InvalidConfiguration, StoreError
-from ..redact import redact_conn
-from .postgres_listen import ChangeListener, channel_name
-from .postgres_session import DEFAULT_CONNECT_TIMEOUT, Timeouts, store_error
+from ..._log import package_logger
+from ...errors import InvalidConfiguration, StoreError
+from ...redact import redact_conn
+from .notify import ChangeListener, channel_name
+from .session import DEFAULT_CONNECT_TIMEOUT, Timeouts, store_error
 
 __all__ = ["Connections", "check_pool_sizes", "conninfo_params", "connect"]
 

@@ -40,12 +40,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import apsw
 
-from ..clock import Clock
-from ..errors import (
+from ...clock import Clock
+from ...errors import (
     DispatchError,
     DuplicateSchedule,
     InvalidArgument,
@@ -53,13 +53,13 @@ from ..errors import (
     ScheduleNotFound,
     StoreError,
 )
-from ..message import ScheduledMessage
-from ..settle import SUCCEEDED, DispatchResult, settlement_for
-from ..snapshot import LeasedOccurrence
-from .changes import Plan
-from .deadline import Watchdog
-from .settle_plan import settle_plan
-from .sqlite_codec import (
+from ...message import ScheduledMessage
+from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...snapshot import LeasedOccurrence
+from ..changes import Plan
+from ..deadline import Watchdog
+from ..settle_plan import settle_plan
+from .codec import (
     diagnose,
     encode_id,
     encode_instant,
@@ -68,23 +68,48 @@ from .sqlite_codec import (
     row_from_record,
     row_label,
 )
-from .sqlite_driver import (
+from .driver import (
     FileHold,
     handler_connection,
     hold_file,
     shares_sqlite_with_apsw,
     two_copies,
 )
-from .sqlite_schema import connect
-from .sqlite_sql import SqliteStatements
+from .schema import connect
+from .statements import SqliteStatements
 
 if TYPE_CHECKING:
-    from ..retry import RetryPolicy
-    from .sqlite import SqliteScheduleStore
+    import pathlib
+    from datetime import timedelta
+
+    from ...retry import RetryPolicy
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
 _T = TypeVar("_T")
+
+
+class StoreSide(Protocol):
+    """What the transactional sink uses of the store (the store passes itself)."""
+
+    @property
+    def path(self) -> pathlib.Path: ...
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def driver(self) -> str: ...
+
+    @property
+    def durability(self) -> str: ...
+
+    @property
+    def busy_timeout(self) -> timedelta: ...
+
+    @property
+    def vfs(self) -> str | None: ...
+
 
 _SAVEPOINT = "hexeract_lite_insert"
 
@@ -341,7 +366,7 @@ def modify_within(
     what = "modify"
     caller = _check(connection, path, what, driver, statements.table)
     with _savepoint(caller, path, what):
-        rows = caller.execute(statements.select_one, (schedule_id.bytes,))
+        rows = caller.execute(statements.select_one, {"id": schedule_id.bytes})
         if not rows:
             raise ScheduleNotFound(schedule_id)
         try:
@@ -363,7 +388,7 @@ def _first_duplicate(
     seen: set[object] = set()
     for m in messages:
         sid = m.schedule_id
-        if sid in seen or caller.execute(statements.exists, (sid.bytes,)):
+        if sid in seen or caller.execute(statements.exists, {"id": sid.bytes}):
             return DuplicateSchedule(sid)
         seen.add(sid)
     return StoreError("insert: a duplicate id or name vanished")
@@ -469,7 +494,7 @@ class SqliteTransactionRunner:
 
     def __init__(
         self,
-        store: SqliteScheduleStore,
+        store: StoreSide,
         handler: Callable[[ScheduledMessage, Any], object],
         clock: Clock,
         policy: RetryPolicy,
@@ -541,8 +566,8 @@ class SqliteTransactionRunner:
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ..settle import Acknowledged
-        from ..transactional import bad_return, timed_out
+        from ...settle import Acknowledged
+        from ...transactional import bad_return, timed_out
 
         now = self._clock.now()
         settlement = settlement_for(occ, SUCCEEDED, now, self._policy)

@@ -32,10 +32,10 @@ from datetime import timedelta
 
 import apsw
 
-from .._time import format_ts, parse_ts
-from ..errors import InvalidConfiguration, StoreError
-from .columns import COLUMNS, ColumnKind
-from .schema import (
+from ..._time import format_ts, parse_ts
+from ...errors import InvalidConfiguration, StoreError
+from ..columns import COLUMNS, ColumnKind
+from ..schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
@@ -43,8 +43,8 @@ from .schema import (
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
-from .sqlite_busy import set_busy_wait
-from .sqlite_driver import FileHold, hold_file, open_connection
+from .driver import FileHold, hold_file, open_connection
+from .session import set_busy_wait
 
 __all__ = [
     "APP_NAME",
@@ -90,10 +90,9 @@ WAL_SIZE_LIMIT = 8 << 20
 """``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
 truncated to at most this many bytes. Above what SQLite's automatic checkpoints let it
 reach (1000 pages of 4 KiB plus one transaction), so a WAL in steady use is reused in
-place and only one that a long transaction or a held reader blew up is cut back: a
-limit below that size truncated it at every checkpoint, and most later commits then
-grew the file, which makes each commit's fsync also write the file system's journal
-(about 1.7x the time per commit at ``durability="full"``)."""
+place and only one that a long transaction or a held reader blew up is cut back (a
+WAL that grows at each commit makes each commit's fsync also write the file system's
+journal)."""
 NAMED_COLUMNS = ("name", "next_after_lease")
 """The columns step 2 → 3 adds."""
 GRACE_COLUMNS = ("misfire_grace_ms",)
@@ -134,7 +133,7 @@ def open_database(
     driver: str = "apsw",
 ) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
     """Every step of opening, in order: the absolute path, this process's claim on the
-    file for ``driver`` (:func:`~.sqlite_driver.hold_file`, before any connection), the
+    file for ``driver`` (:func:`~.driver.hold_file`, before any connection), the
     file created when it is missing (``create``), the configured connection, the table
     checked and (unless ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA
     optimize``. Returns the path, the connection, the table's version and the claim
@@ -289,7 +288,7 @@ def connect(
     or, where that would leave ``-wal``/``-shm`` files behind, read-write with ``PRAGMA
     query_only`` (:func:`_reads_without_trace`). ``driver``: ``"apsw"``, or
     ``"sqlite3"`` for a ``sqlite3.Connection`` behind apsw's interface
-    (:mod:`.sqlite_driver`). Errors name ``label`` (the user's path) when
+    (:mod:`.driver`). Errors name ``label`` (the user's path) when
     given, else ``path``."""
     db = label or path
     traceless = readonly and vfs is None and _reads_without_trace(path)
@@ -599,7 +598,7 @@ def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
 
 
 def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
-    """2 → 3: named schedules (issue 13): the nullable ``name`` and
+    """2 → 3: named schedules: the nullable ``name`` and
     ``next_after_lease`` columns (each added unless the table has it: a table created
     at this version already does), and the unique index on ``name`` over the rows that
     have one. Nullable without a default: the reference's statements, which name their
@@ -610,7 +609,7 @@ def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
 
 
 def _upgrade_to_4(conn: apsw.Connection, table: str) -> None:
-    """3 → 4: the misfire grace (issue 14): the nullable ``misfire_grace_ms`` column,
+    """3 → 4: the misfire grace: the nullable ``misfire_grace_ms`` column,
     added unless the table has it (a table created at this version already does). The
     reference's statements never name it; its inserts leave it NULL (no grace)."""
     _add_columns(conn, table, GRACE_COLUMNS)

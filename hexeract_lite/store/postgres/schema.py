@@ -44,9 +44,9 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
-from .columns import COLUMNS
-from .schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
+from ...errors import StoreError
+from ..columns import COLUMNS
+from ..schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
 
 if TYPE_CHECKING:
     import psycopg
@@ -230,7 +230,7 @@ def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
-    """2 → 3: named schedules (issue 13): the nullable ``name`` and
+    """2 → 3: named schedules: the nullable ``name`` and
     ``next_after_lease`` columns, and a unique index on ``name`` over the rows that
     have one. Nullable without a default: the reference's statements, which name
     their columns, work on the table as before."""
@@ -243,7 +243,7 @@ def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_4(conn: psycopg.Connection[Any], table: str) -> None:
-    """3 → 4: the misfire grace (issue 14): the nullable ``misfire_grace_ms BIGINT``
+    """3 → 4: the misfire grace: the nullable ``misfire_grace_ms BIGINT``
     column (NULL: no grace). The reference's statements never name it; its inserts
     leave it NULL."""
     qtable = quote_ident(table)

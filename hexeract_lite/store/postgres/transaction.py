@@ -24,37 +24,61 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from .._log import package_logger
-from ..clock import Clock
-from ..errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
-from ..message import ScheduledMessage
-from ..settle import SUCCEEDED, DispatchResult, settlement_for
-from ..snapshot import LeasedOccurrence
-from .changes import Plan
-from .columns import COLUMN_NAMES
-from .deadline import Watchdog
-from .postgres_connections import connect
-from .postgres_listen import channel_name
-from .postgres_rows import jsonb_text
-from .settle_plan import settle_plan
+from ..._log import package_logger
+from ...clock import Clock
+from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
+from ...message import ScheduledMessage
+from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...snapshot import LeasedOccurrence
+from ..changes import Plan
+from ..deadline import Watchdog
+from .connections import connect
+from .notify import channel_name
+from .session import PostgresSession
 
 if TYPE_CHECKING:
-    from ..retry import RetryPolicy
-    from .postgres import PostgresScheduleStore
+    from contextlib import AbstractContextManager
+    from datetime import datetime
+
+    from ...retry import RetryPolicy
+    from ...settlement import Settlement, SettlementKind
+    from ..record import ScheduleRecord
+    from ..settle_plan import PlannedSettlement
+    from .connections import Conn, Connections
 
 import contextlib
-
-from .postgres import _lease_token, _same, _whole_ms
 
 __all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
+
+
+class StoreSide(Protocol):
+    """What a shared transaction uses of the store (the store passes itself)."""
+
+    _sql: Any
+    _db: Connections
+    _where: str
+
+    @property
+    def table(self) -> str: ...
+
+    def _connection(self, action: str) -> AbstractContextManager[Conn]: ...
+
+    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]: ...
+
+    def _row_params(self, new: ScheduleRecord) -> dict[str, Any]: ...
+
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
+
+    def _settle_statement(self, kind: SettlementKind) -> Any: ...
+
 
 log = package_logger(__name__)
 
@@ -82,7 +106,7 @@ def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
 _IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
-def _store_identity(store: PostgresScheduleStore, fresh: bool = False) -> tuple[Any, ...]:
+def _store_identity(store: StoreSide, fresh: bool = False) -> tuple[Any, ...]:
     """The :data:`_IDENTITY` the store's connections see (read again when ``fresh``:
     a server restart changes its start instant)."""
     found = None if fresh else _IDENTITIES.get(store)
@@ -92,7 +116,7 @@ def _store_identity(store: PostgresScheduleStore, fresh: bool = False) -> tuple[
     return found
 
 
-def _check(store: PostgresScheduleStore, connection: object, what: str) -> psycopg.Connection[Any]:
+def _check(store: StoreSide, connection: object, what: str) -> psycopg.Connection[Any]:
     if isinstance(connection, psycopg.Transaction):
         connection = connection.connection
     if not isinstance(connection, psycopg.Connection):
@@ -135,7 +159,7 @@ def _check(store: PostgresScheduleStore, connection: object, what: str) -> psyco
 
 
 def insert_within(
-    store: PostgresScheduleStore,
+    store: StoreSide,
     connection: object,
     messages: Sequence[ScheduledMessage],
     params: dict[str, Any],
@@ -154,7 +178,7 @@ def insert_within(
 
 
 def _insert_within(
-    store: PostgresScheduleStore,
+    store: StoreSide,
     connection: object,
     messages: Sequence[ScheduledMessage],
     params: dict[str, Any],
@@ -178,7 +202,7 @@ def _insert_within(
 
 
 def modify_within(
-    store: PostgresScheduleStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+    store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
     """Lock the row of ``schedule_id`` (``FOR UPDATE``) through the caller's
     connection, run ``plan`` on it and write back the record it returns, with a
@@ -189,12 +213,10 @@ def modify_within(
     with _tuple_rows(connection):
         conn = _check(store, connection, what)
         with _savepoint(store, conn, what):
-            row, now = store._lock(conn, schedule_id)
+            row, now = store._locked_row(PostgresSession(conn), schedule_id)
             answer, new = plan(row.copy(), now)
             if new is not None:
-                params = {name: getattr(new, name) for name in COLUMN_NAMES}
-                params["payload"] = jsonb_text(new.payload)
-                conn.execute(store._sql.write_row, params)
+                conn.execute(store._sql.write_row, store._row_params(new))
                 conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
     return answer
 
@@ -217,9 +239,7 @@ def _tuple_rows(connection: object) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _savepoint(
-    store: PostgresScheduleStore, conn: psycopg.Connection[Any], what: str
-) -> Iterator[None]:
+def _savepoint(store: StoreSide, conn: psycopg.Connection[Any], what: str) -> Iterator[None]:
     """The body in a savepoint of the caller's transaction: released when it ends,
     rolled back to when it raises (read-only: :class:`InvalidArgument`; a driver
     error: :class:`StoreError`)."""
@@ -263,7 +283,7 @@ def _ended(handler: object) -> DispatchError:
     )
 
 
-def _terminate(store: PostgresScheduleStore, pid: int) -> Callable[[], None]:
+def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
     """The watchdog's action for the sink's session ``pid``: terminate it from a pooled
     connection, which rolls its transaction back and frees its locks on the server."""
 
@@ -283,11 +303,11 @@ class _Fenced(Exception):
 
 class PostgresTransactionRunner:
     """Runs a transactional handler for one occurrence at a time on PostgreSQL (see
-    :class:`~hexeract_lite.store.sqlite_tx.SqliteTransactionRunner` for the results)."""
+    :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the results)."""
 
     def __init__(
         self,
-        store: PostgresScheduleStore,
+        store: StoreSide,
         handler: Callable[[ScheduledMessage, Any], object],
         clock: Clock,
         policy: RetryPolicy,
@@ -324,25 +344,18 @@ class PostgresTransactionRunner:
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ..settle import Acknowledged
-        from ..transactional import bad_return, timed_out
+        from ...settle import Acknowledged
+        from ...transactional import bad_return, timed_out
 
         store = self._store
         now = self._clock.now()
         settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
         assert settlement is not None
-        plan = settle_plan(
-            [settlement],
-            None if store.uses_database_clock else store._now(),
-            encode_id=_same,
-            encode_lease=_lease_token,
-            encode_instant=_same,
-            encode_retry_in=_whole_ms,
-        )
+        plan = store._settle_plan([settlement])
         if not plan:
             return Acknowledged(settlement=settlement, applied=False)
         [(_, kind, params)] = plan
-        statement = store._settle_statements[kind]
+        statement = store._settle_statement(kind)
         ms = max(1, int(self._timeout * 1000))
         deadline = time.monotonic() + self._timeout
         try:

@@ -15,18 +15,18 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._time import format_ts, parse_ts
-from ..errors import InvalidConfiguration, InvalidMessage
-from ..message import ScheduledMessage, Target
-from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
-from ..trigger import Trigger
-from .columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
-from .record import (
+from ..._time import format_ts, parse_ts
+from ...errors import InvalidConfiguration
+from ...message import ScheduledMessage
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ...trigger import Trigger
+from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
+from ..record import (
     ScheduleRecord,
     cached_target,
     grace_of,
     load_payload,
-    rule_problem,
+    message_problem,
     rule_trigger,
 )
 
@@ -34,6 +34,7 @@ __all__ = [
     "COLUMN_INDEX",
     "SELECT_LIST",
     "decode_id",
+    "decode",
     "decode_instant",
     "diagnose",
     "encode_id",
@@ -45,6 +46,7 @@ __all__ = [
     "record_from_row",
     "row_from_record",
     "row_label",
+    "why",
 ]
 
 COLUMN_INDEX: dict[str, int] = {name: index for index, name in enumerate(COLUMN_NAMES)}
@@ -158,7 +160,7 @@ def message_rows(
     messages: Sequence[ScheduledMessage], max_attempts: int, created: str
 ) -> list[tuple[Any, ...]]:
     """The values :attr:`SqliteStatements.insert
-    <hexeract_lite.store.sqlite_sql.SqliteStatements.insert>` binds for each (validated)
+    <hexeract_lite.store.sqlite.statements.SqliteStatements.insert>` binds for each (validated)
     message, in its order: id, event type, payload, trigger kind, rule text, scheduled
     instant, target kind, routing key, ``max_attempts``, ``created`` (the stored text of
     the insert's "now"), name, misfire grace in milliseconds. The statement writes the
@@ -273,17 +275,21 @@ def diagnose(row: Sequence[Any]) -> str:
                 return f"{name} is not an integer: {value!r:.60}"
         elif not isinstance(value, str):
             return f"{name} is not text: {value!r:.60}"
-    problem = rule_problem(row[_I["trigger_kind"]], row[_I["cron_expr"]])
-    if problem:
-        return problem
-    target_kind = row[_I["target_kind"]]
-    if target_kind not in ("mediator", "outbox", "bus"):
-        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
-    try:
-        Target(target_kind, row[_I["target_routing_key"]])
-    except (InvalidMessage, TypeError) as exc:
-        return f"target_routing_key: {exc}"
-    return ""
+    return message_problem(
+        row[_I["trigger_kind"]],
+        row[_I["cron_expr"]],
+        row[_I["target_kind"]],
+        row[_I["target_routing_key"]],
+    )
+
+
+def why(row: Sequence[Any], exc: BaseException) -> str:
+    """Why a row did not decode: the column :func:`diagnose` names, else the exception."""
+    return diagnose(row) or f"{type(exc).__name__}: {exc}"
+
+
+decode = record_from_row
+"""The codec's name for :func:`record_from_row`."""
 
 
 def row_label(row: Sequence[Any]) -> str:
@@ -317,6 +323,6 @@ def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
     return MalformedSchedule(
         schedule_id=schedule_id,
         raw_id=row_label(row),
-        reason=diagnose(row) or f"{type(exc).__name__}: {exc}",
+        reason=why(row, exc),
         status=_raw_status(row),
     )

@@ -14,30 +14,36 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, LiteralString
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import Format
 
-from .._time import to_utc_ms
-from ..errors import InvalidMessage
-from ..message import Target
-from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from .columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
-from .record import ScheduleRecord, rule_problem
+from ..._time import to_utc_ms
+from ...snapshot import MalformedSchedule, ScheduleStatus
+from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
+from ..record import ScheduleRecord, message_problem
 
 __all__ = [
     "ARRAY_TYPES",
     "TEXT_COLUMNS",
     "Unreadable",
-    "decode_rows",
+    "decode",
     "diagnose",
+    "encode_id",
+    "encode_instant",
     "fetch_rows",
+    "jsonb_text",
+    "lease_token",
+    "malformed",
     "record",
     "row_label",
+    "same",
     "select_list",
+    "whole_ms",
+    "why",
 ]
 
 _K = ColumnKind
@@ -160,17 +166,38 @@ def _instant(value: datetime | None) -> datetime | None:
     return None if value is None else to_utc_ms(value, "timestamp")
 
 
-def _same(value: Any) -> Any:
+def same(value: Any) -> Any:
+    """Return ``value`` as it is: psycopg binds UUIDs and aware datetimes itself."""
     return value
 
 
+def lease_token(lease: datetime) -> datetime | None:
+    """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
+    which no lease this store hands out can equal."""
+    if isinstance(lease, datetime) and lease.utcoffset() is not None:
+        return lease
+    return None
+
+
+encode_id = same
+encode_instant = same
+"""psycopg binds ids and instants as they are."""
+
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def whole_ms(delta: timedelta) -> int:
+    """A non-negative duration in whole milliseconds (rounded down)."""
+    return delta // _ONE_MS
+
+
 _DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
-    _K.ID: _same,
-    _K.TEXT: _same,
+    _K.ID: same,
+    _K.TEXT: same,
     _K.JSON: _canonical_json,
     _K.INSTANT: _instant,
-    _K.INT: _same,
-    _K.BIGINT: _same,
+    _K.INT: same,
+    _K.BIGINT: same,
     _K.BOOL: bool,
 }
 _ROW_DECODERS = tuple(_DECODERS[column.kind] for column in COLUMNS)
@@ -185,6 +212,10 @@ def record(row: Sequence[Any]) -> ScheduleRecord:
         if values[index] is None:
             raise ValueError(f"{COLUMN_NAMES[index]} is NULL")
     return ScheduleRecord(*values)
+
+
+decode = record
+"""The codec's name for :func:`record`."""
 
 
 def row_label(row: Sequence[Any]) -> str:
@@ -210,17 +241,12 @@ def diagnose(row: Sequence[Any]) -> str:
                 json.loads(value)
             except (TypeError, ValueError) as exc:
                 return f"payload is not JSON: {exc}"
-    problem = rule_problem(row[_INDEX["trigger_kind"]], row[_INDEX["cron_expr"]])
-    if problem:
-        return problem
-    target_kind, key = row[_INDEX["target_kind"]], row[_INDEX["target_routing_key"]]
-    if target_kind not in ("mediator", "outbox", "bus"):
-        return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
-    try:
-        Target(target_kind, key)
-    except (InvalidMessage, TypeError) as exc:
-        return f"target_routing_key: {exc}"
-    return ""
+    return message_problem(
+        row[_INDEX["trigger_kind"]],
+        row[_INDEX["cron_expr"]],
+        row[_INDEX["target_kind"]],
+        row[_INDEX["target_routing_key"]],
+    )
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:
@@ -252,15 +278,3 @@ def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
         reason=why(row, exc),
         status=_status(row),
     )
-
-
-def decode_rows(rows: Sequence[Sequence[Any]]) -> list[ScheduleSnapshot | MalformedSchedule]:
-    """Rows as snapshots; a row that cannot be decoded as a :class:`MalformedSchedule`
-    in its place."""
-    out: list[ScheduleSnapshot | MalformedSchedule] = []
-    for row in rows:
-        try:
-            out.append(record(row).snapshot())
-        except Exception as exc:
-            out.append(malformed(row, exc))
-    return out

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .columns import COLUMN_NAMES, SELECT_LIST
-from .schema import (
+from ..columns import COLUMN_NAMES, SELECT_LIST
+from ..listing import sqlite_glob, sqlite_status_where
+from ..schema import (
     CANONICAL_TS,
     LIVE,
     NONCANONICAL,
@@ -23,9 +24,26 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
+    import pathlib
+    import uuid
+
     import apsw
 
-__all__ = ["LEASE_CHUNK", "PortableReads", "SqliteStatements", "claim_rows"]
+    from ...snapshot import ScheduleStatus
+
+__all__ = [
+    "LEASE_CHUNK",
+    "PortableReads",
+    "SqliteStatements",
+    "claim_rows",
+    "file_sizes",
+    "list_query",
+    "list_sql",
+    "present_columns",
+    "prune_sql",
+    "replay_sql",
+    "stats_sql",
+]
 
 LEASE_CHUNK = 500
 """The most rowids one leasing UPDATE names (SQLite allows 32766 bound parameters;
@@ -49,14 +67,14 @@ class SqliteStatements:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?)"
         )
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
-        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = ?"
-        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = ?"
+        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = :id"
+        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = :id"
         # The claim, in three steps inside one write transaction (see claim_rows):
         # a probe for a row whose lease or backoff has expired (normally none), the
         # rowids to lease (fresh rows in claim order from the due index; with an
         # expired lease, up to n candidates from each of two indexes, merged), then
-        # one UPDATE of exactly those rowids. The same selection as one UPDATE ...
-        # WHERE rowid IN (subquery) costs SQLite about twice the CPU.
+        # one UPDATE of exactly those rowids (cheaper for SQLite than one UPDATE ...
+        # WHERE rowid IN (subquery) of the same selection).
         expired = (
             f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
             " AND leased_until <= :now AND scheduled_for <= :now"
@@ -166,15 +184,15 @@ class SqliteStatements:
             f"UPDATE {t} SET paused = :paused"
             f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
         )
-        # a live lease is kept (:lease is the row's own value then, else NULL): the
-        # dispatch in flight may still acknowledge
+        # a live lease is kept (:keep): the dispatch in flight may still acknowledge
         self.resume_realign = (
             f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
-            " leased_until = :lease, paused = 0 WHERE schedule_id = :id"
+            " leased_until = CASE WHEN :keep THEN leased_until END, paused = 0"
+            " WHERE schedule_id = :id"
         )
         self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
         self.replay = (
-            f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+            f"UPDATE {t} SET scheduled_for = :at, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
             " WHERE schedule_id = :id"
         )
@@ -196,24 +214,24 @@ class SqliteStatements:
             " SELECT * FROM ("
             f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_pending"
             f"  WHERE {LIVE} AND paused = 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :n)"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :limit)"
             " UNION ALL"
             " SELECT * FROM ("
             f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_paused"
             f"  WHERE {LIVE} AND paused <> 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :n))"
-            " ORDER BY scheduled_for, schedule_id LIMIT :n"
+            "  ORDER BY scheduled_for, schedule_id LIMIT :limit))"
+            " ORDER BY scheduled_for, schedule_id LIMIT :limit"
         )
         self.list_dead_letter = (
             f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
             " WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
         )
         # copying rows (migrate): both pages read the primary key's index in order (no
         # sort, O(limit) per page); an import inserts every column as given
-        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :n"
+        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :limit"
         self.export_after = (
-            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :n"
+            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :limit"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
@@ -263,11 +281,11 @@ class PortableReads:
 
         self.list_pending = (
             f"SELECT {cols} FROM {t} WHERE {LIVE}"
-            f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :n"
+            f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :limit"
         )
         self.list_dead_letter = (
             f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :n"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
         )
         self.next_wakeup = (
             "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
@@ -275,3 +293,129 @@ class PortableReads:
             f" strftime({CANONICAL_TS}, leased_until) AS l"
             f" FROM {t} WHERE {LIVE} AND paused = 0)"
         )
+
+
+# -- upkeep: listing by id, replay, stats, prune ----------------------------------
+
+
+def list_sql(
+    table: str,
+    status: ScheduleStatus | None,
+    glob: bool,
+    after: bool,
+    name: bool = False,
+    select_list: str = SELECT_LIST,
+) -> str:
+    """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:limit`` bound
+    as the flags say; the status condition is constant text. ``select_list``: the
+    store's (``NULL AS <column>`` for a column an older table lacks, read-only)."""
+    t = validate_sqlite_table_name(table)
+    where = [sqlite_status_where(status)]
+    if glob:
+        where.append("event_type GLOB :glob")
+    if name:
+        where.append("name GLOB :name")
+    if after:
+        where.append("schedule_id > :after")
+    return (
+        f"SELECT {select_list} FROM {t} WHERE {' AND '.join(where)}"
+        " ORDER BY schedule_id LIMIT :limit"
+    )
+
+
+def replay_sql(table: str) -> str:
+    """Replay one row if it is still dead-lettered (``:id``, ``:now``)."""
+    t = validate_sqlite_table_name(table)
+    return (
+        f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+        " last_error = NULL, paused = 0, dead_lettered_at = NULL"
+        " WHERE schedule_id = :id AND dead_lettered_at IS NOT NULL"
+    )
+
+
+def stats_sql(table: str, *, indexed: bool = True) -> str:
+    """One row: fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh,
+    oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight (``:now`` bound)."""
+    t = validate_sqlite_table_name(table)
+    pending = f"{LIVE} AND paused = 0"
+    fresh = f"{pending} AND leased_until IS NULL"
+    leased = f"{pending} AND leased_until IS NOT NULL"
+    # The planner would count fresh rows on the reference's pending index, reading each
+    # row for its lease; the due index holds exactly them (a count reads it alone).
+    due = f"{t} INDEXED BY idx_{t}_due" if indexed else t
+    held = f"{t} INDEXED BY idx_{t}_leased" if indexed else t
+    return (
+        "SELECT"
+        f" (SELECT count(*) FROM {due} WHERE {fresh}),"
+        f" (SELECT count(*) FROM {held} WHERE {leased}),"
+        f" (SELECT count(*) FROM {t} WHERE {LIVE} AND paused <> 0),"
+        f" (SELECT count(*) FROM {t} WHERE delivered_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE cancelled_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {t} WHERE dead_lettered_at IS NOT NULL),"
+        f" (SELECT count(*) FROM {due} WHERE {fresh} AND scheduled_for <= :now),"
+        f" (SELECT min(scheduled_for) FROM {due} WHERE {fresh} AND scheduled_for <= :now),"
+        f" (SELECT count(*) FROM {held} WHERE {leased} AND leased_until <= :now"
+        " AND scheduled_for <= :now),"
+        f" (SELECT min(scheduled_for) FROM {held} WHERE {leased} AND leased_until <= :now"
+        " AND scheduled_for <= :now),"
+        f" (SELECT count(*) FROM {held} WHERE {leased} AND leased_until > :now"
+        " AND last_error IS NOT NULL),"
+        f" (SELECT count(*) FROM {held} WHERE {leased} AND leased_until > :now"
+        " AND last_error IS NULL)"
+    )
+
+
+def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
+    """The size in bytes of the database file and of its WAL (None: no such file)."""
+    sizes: list[int | None] = []
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            sizes.append(candidate.stat().st_size)
+        except OSError:
+            sizes.append(None)
+    return sizes[0], sizes[1]
+
+
+def prune_sql(table: str, column: str) -> tuple[str, str]:
+    """(count, delete a batch) of the rows whose ``column`` (an end instant, from
+    :data:`~hexeract_lite.store.listing.PRUNE_COLUMN`) is before ``:cut``; ``:n`` rows
+    per delete, found on the column's partial index."""
+    t = validate_sqlite_table_name(table)
+    where = f"{column} IS NOT NULL AND {column} < :cut"
+    return (
+        f"SELECT count(*) FROM {t} WHERE {where}",
+        f"DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {where} LIMIT :n)",
+    )
+
+
+def present_columns(connection: apsw.Connection, table: str) -> str:
+    """:data:`SELECT_LIST`, with ``NULL AS <column>`` for each column the table lacks
+    (an older table, read-only: it is not upgraded)."""
+    try:
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+    except Exception:  # pragma: no cover - the table was just checked
+        return SELECT_LIST
+    return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
+
+
+def list_query(
+    table: str,
+    select_list: str,
+    status: ScheduleStatus | None,
+    glob: str | None,
+    name: str | None,
+    after: uuid.UUID | None,
+    limit: int,
+) -> tuple[str, dict[str, Any]]:
+    """``list_schedules``' statement (:func:`list_sql`) and its parameters."""
+    sql = list_sql(
+        table, status, glob is not None, after is not None, name is not None, select_list
+    )
+    params: dict[str, Any] = {"limit": limit}
+    if name is not None:
+        params["name"] = sqlite_glob(name)
+    if glob is not None:
+        params["glob"] = sqlite_glob(glob)
+    if after is not None:
+        params["after"] = after.bytes
+    return sql, params

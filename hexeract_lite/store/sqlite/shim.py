@@ -1,5 +1,5 @@
 """The standard library's ``sqlite3`` behind the part of apsw's interface the SQLite
-store uses (see :mod:`.sqlite_driver`), loaded only by a store opened with
+store uses (see :mod:`.driver`), loaded only by a store opened with
 ``driver="sqlite3"`` so that the apsw default never imports ``sqlite3``."""
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def _close_cursors(raw: sqlite3.Connection) -> None:
 
 
 def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
-    """:func:`~.sqlite_driver.open_connection` for ``driver="sqlite3"``."""
+    """:func:`~.driver.open_connection` for ``driver="sqlite3"``."""
     mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
     try:
         raw = sqlite3.connect(

@@ -1,4 +1,6 @@
-"""Waiting for a lock another connection holds: short, jittered retries, bounded.
+"""A SQLite connection's session: how it waits for a lock, and a transaction's cursor.
+
+Waiting for a lock another connection holds: short, jittered retries, bounded.
 
 SQLite's own busy handler (``sqlite3_busy_timeout``) sleeps 1, 2, 5, 10, 15, 20, 25,
 25, 25, 50, 50 and then 100 ms between its tries. A connection waiting for the write lock
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 import apsw
 
-__all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "set_busy_wait"]
+__all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "SqliteSession", "set_busy_wait"]
 
 RETRY_MIN_S = 0.0002
 """The shortest pause between two tries to get a lock."""
@@ -61,3 +64,29 @@ def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
         conn.set_busy_timeout(busy_ms)
     else:
         conn.set_busy_handler(_BusyWait(busy_ms / 1000))
+
+
+class SqliteSession:
+    """A write transaction's cursor as the SQL base uses it
+    (:class:`~hexeract_lite.store.sql.store.Session`)."""
+
+    __slots__ = ("cur", "woken")
+
+    def __init__(self, cur: apsw.Cursor) -> None:
+        self.cur = cur
+        self.woken = False
+
+    def execute(self, statement: str, params: Any = ()) -> int:
+        """Run a statement; the rows it changed."""
+        cur = self.cur
+        cur.execute(statement, params)
+        return cur.connection.changes()
+
+    def fetch(self, statement: str, params: Any = ()) -> list[Any]:
+        """Run a statement; its rows."""
+        return self.cur.execute(statement, params).fetchall()
+
+    def wake(self, others: bool = True) -> None:
+        """Notify the store's change signal after the commit (other processes notice
+        the commit themselves)."""
+        self.woken = True

@@ -4,7 +4,7 @@ library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
 The store is written against apsw's ``Connection``/``Cursor``. With ``driver="sqlite3"``
 every connection it opens is a ``sqlite3.Connection`` (autocommit: the store runs its
 own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in
-:class:`~.sqlite3_shim.Sqlite3Connection`, which offers the part of apsw's interface
+:class:`~.shim.Sqlite3Connection`, which offers the part of apsw's interface
 the store uses and raises apsw's exception classes for
 SQLite's errors (``BusyError`` for ``SQLITE_BUSY``, ``ConstraintError`` with its
 ``extendedresult``, ...; the ``sqlite3`` error chained), so the store's code is one.
@@ -23,17 +23,19 @@ from __future__ import annotations
 import os
 import pathlib
 import threading
+from datetime import timedelta
 from typing import Any
 
 import apsw
 
-from ..errors import InvalidConfiguration
+from ...errors import InvalidConfiguration
 
 __all__ = [
     "DRIVERS",
     "MIN_SQLITE3",
     "FileHold",
     "check_driver",
+    "check_open",
     "check_sqlite3_version",
     "handler_connection",
     "hold_file",
@@ -78,6 +80,39 @@ def check_sqlite3_version(version: tuple[int, ...]) -> None:
             f"driver='sqlite3' needs SQLite {need} or newer (UPDATE ... RETURNING); the"
             f" standard library's sqlite3 runs SQLite {have}: use driver='apsw'"
         )
+
+
+def check_open(
+    durability: object,
+    busy_timeout: object,
+    clock: object,
+    driver: object,
+    vfs: str | None,
+    create: object,
+    readonly: object,
+) -> str:
+    """Check :meth:`SqliteScheduleStore.open
+    <hexeract_lite.store.sqlite.SqliteScheduleStore.open>`'s arguments before anything
+    is opened (:class:`InvalidConfiguration` naming the first bad one); the driver."""
+    from ...clock import Clock
+    from ..checks import check_flag
+
+    if durability not in ("full", "relaxed", "normal"):
+        raise InvalidConfiguration(
+            f"durability must be 'full', 'relaxed' or 'normal', got {durability!r}"
+        )
+    if not isinstance(busy_timeout, timedelta) or busy_timeout < timedelta(0):
+        raise InvalidConfiguration(f"busy_timeout must be a timedelta >= 0, got {busy_timeout!r}")
+    if not isinstance(clock, Clock):
+        raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+    checked = check_driver(driver, vfs)
+    if vfs is not None and vfs not in apsw.vfs_names():
+        raise InvalidConfiguration(
+            f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
+        )
+    check_flag("create", create)
+    check_flag("readonly", readonly)
+    return checked
 
 
 def check_driver(driver: object, vfs: str | None) -> str:
@@ -156,7 +191,7 @@ def open_connection(
     """A connection on the existing file ``path`` with ``driver``: read-write (never
     created), ``readonly`` (``SQLITE_OPEN_READONLY``) or ``immutable`` (read without
     locks). Raises apsw's errors either way. Typed as apsw's: a
-    :class:`~.sqlite3_shim.Sqlite3Connection` offers the part of it the store uses."""
+    :class:`~.shim.Sqlite3Connection` offers the part of it the store uses."""
     if driver == "apsw":
         if immutable:
             return apsw.Connection(
@@ -166,7 +201,7 @@ def open_connection(
             )
         flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
         return apsw.Connection(str(path), flags=flags, vfs=vfs)
-    from .sqlite3_shim import open_sqlite3
+    from .shim import open_sqlite3
 
     return open_sqlite3(path, readonly=readonly, immutable=immutable)
 
@@ -176,7 +211,7 @@ def handler_connection(conn: object) -> Any:
     ``sqlite3.Connection`` itself, or the ``apsw.Connection``."""
     import sys
 
-    shim = sys.modules.get(f"{__package__}.sqlite3_shim")  # loaded by any sqlite3 store
+    shim = sys.modules.get(f"{__package__}.shim")  # loaded by any sqlite3 store
     if shim is not None and isinstance(conn, shim.Sqlite3Connection):
         return conn.raw
     return conn

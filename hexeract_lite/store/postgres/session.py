@@ -17,10 +17,11 @@ import attrs
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from ..errors import InvalidConfiguration, StoreError
-from ..redact import scrub
+from ...errors import InvalidConfiguration, StoreError
+from ...redact import scrub
+from .codec import fetch_rows
 
-__all__ = ["Timeouts", "seconds_text", "store_error"]
+__all__ = ["PostgresSession", "Timeouts", "seconds_text", "store_error"]
 
 _MAX_MS = 2**31 - 1
 """The server's largest timeout setting, in milliseconds (about 24.8 days)."""
@@ -123,3 +124,29 @@ def store_error(
     else:
         detail = scrub(str(exc), conninfo).strip()
     return StoreError(f"{prefix}: {detail}")
+
+
+class PostgresSession:
+    """A pooled connection inside one transaction (or one statement) as the SQL base
+    uses it (:class:`~hexeract_lite.store.sql.store.Session`)."""
+
+    __slots__ = ("conn", "others", "woken")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.woken = False
+        self.others = False
+
+    def execute(self, statement: Any, params: Any = ()) -> int:
+        """Run a statement; the rows it changed."""
+        return self.conn.execute(statement, params).rowcount
+
+    def fetch(self, statement: Any, params: Any = ()) -> list[tuple[Any, ...]]:
+        """Run a statement; its rows (a value the driver cannot load as its text)."""
+        return fetch_rows(self.conn.execute(statement, params))
+
+    def wake(self, others: bool = True) -> None:
+        """After the commit: notify the store's change signal and, with ``others``,
+        the listeners of other processes (``NOTIFY``)."""
+        self.woken = True
+        self.others = self.others or others

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from .._log import package_logger
+from ..._log import package_logger
 
 __all__ = ["ChangeListener", "channel_name"]
 

@@ -24,9 +24,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from .._log import package_logger
+from ..._log import package_logger
+from ...errors import StoreError
+from ..signal import ChangeSignal
 
-__all__ = ["WalWatcher"]
+__all__ = ["CommitWatch", "WalWatcher"]
 
 _log = package_logger(__name__)
 
@@ -118,3 +120,70 @@ class WalWatcher:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._pid = -1
+
+
+_RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
+"""When another connection's commit may show after a write to the WAL file."""
+
+
+class CommitWatch:
+    """Signals a store's :class:`ChangeSignal` when another connection commits, noticed
+    as a write to the WAL file (:class:`WalWatcher`), so an idle worker wakes at once
+    for other processes' commits. A store starts one at its first claim in a process;
+    stores that only enqueue or read run no thread."""
+
+    def __init__(self, changes: ChangeSignal, data_version: Callable[[], int], seen: int) -> None:
+        self._changes = changes
+        self._data_version = data_version
+        self._seen = seen
+        self._watcher: WalWatcher | None = None
+
+    @classmethod
+    def start(
+        cls,
+        db: pathlib.Path,
+        changes: ChangeSignal,
+        data_version: Callable[[], int],
+        seen: int,
+    ) -> CommitWatch:
+        """Watch ``db``'s WAL; ``seen``: the ``data_version`` now."""
+        watch = cls(changes, data_version, seen)
+        watch._watcher = WalWatcher.start(db, watch._on_wal_write)
+        if watch._watcher is not None:
+            changes.look = watch.look
+        return watch
+
+    def stop(self) -> None:
+        """End the thread, if one runs."""
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    def _on_wal_write(self) -> None:
+        """The WAL file was written: signal once another connection's commit shows
+        (``data_version`` moved); the store's own commits signal already, and only when
+        they may have made work claimable. A commit shows only after its writer's
+        fsync, so the version is looked at again for a few milliseconds, each time only
+        if a worker waits for work: a busy one (whose own commits wake this thread all
+        the time) would otherwise share the store's lock with it for nothing; the next
+        wait looks first instead (:meth:`ChangeSignal.mark_stale`)."""
+        for pause in _RECHECK_S:
+            if pause:
+                time.sleep(pause)
+            if not self._changes.waiting():
+                self._changes.mark_stale()
+                continue
+            if self.look():
+                return
+
+    def look(self) -> bool:
+        """Notify if another connection committed since the last look; True when it did
+        (or the look failed: the poll notices later)."""
+        try:
+            version = self._data_version()
+        except StoreError:  # closed, or the lock stayed busy: the poll notices later
+            return True
+        if version == self._seen:
+            return False
+        self._seen = version
+        self._changes.notify()
+        return True

@@ -1,0 +1,18 @@
+"""The PostgreSQL store: :class:`PostgresScheduleStore` (needs the ``postgres`` extra).
+
+The name loads on first use, so that the schema module (the DDL the CLI prints)
+imports without psycopg.
+"""
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .store import PostgresScheduleStore
+
+__all__ = ["PostgresScheduleStore"]
+
+__getattr__, __dir__, _MODULE_OF = lazy_exports(
+    __name__, globals(), {".store": ("PostgresScheduleStore",)}
+)

@@ -1,0 +1,588 @@
+"""PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract.
+
+The table is the reference's PostgreSQL layout (:mod:`.schema`). Claims lock their rows
+``FOR UPDATE SKIP LOCKED``, so workers on many hosts never hand out a live lease twice.
+"Now" is the store's ``clock``, bound as a parameter, or with ``use_database_clock``
+the server's ``statement_timestamp()`` at millisecond precision. Every wait is bounded
+(see :meth:`PostgresScheduleStore.open`); running out raises
+:class:`~hexeract_lite.errors.StoreError` naming the bound. ``payload`` is ``JSONB``:
+the decoded payload equals the one inserted; ``payload_json`` is the compact text of
+the stored value (see :func:`~hexeract_lite.store.postgres.codec.jsonb_text`); a string
+holding NUL is refused with :class:`~hexeract_lite.errors.InvalidMessage`. In a child
+made by ``os.fork()`` the store abandons the inherited connections and connects
+afresh. After a commit that may make work claimable it sends a ``NOTIFY`` on its
+table's channel (:mod:`.notify`). A claimed row that cannot be decoded is
+dead-lettered, not dispatched; listings show it as a
+:class:`~hexeract_lite.snapshot.MalformedSchedule`, ``inspect`` raises
+:class:`~hexeract_lite.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from ..._log import package_logger
+from ..._time import to_utc_ms
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import (
+    DuplicateSchedule,
+    InvalidConfiguration,
+    InvalidMessage,
+    ScheduleNotFound,
+    StoreError,
+)
+from ...message import ScheduledMessage
+from ...redact import redact_conn
+from ...settlement import Settlement, SettlementKind
+from ...snapshot import LeasedOccurrence, ScheduleStatus
+from ..base import SWEEP_ERROR
+from ..changes import Plan
+from ..checks import (
+    check_flag,
+    check_max_attempts,
+    check_messages,
+    check_records,
+    check_schedule_id,
+)
+from ..columns import COLUMN_NAMES
+from ..listing import (
+    glob_regex,
+)
+from ..record import ScheduleRecord, grace_ms
+from ..schema import DEFAULT_TABLE, validate_table_name
+from ..settle_plan import PlannedSettlement, settle_plan
+from ..sql.store import Session, SqlScheduleStore
+from . import codec
+from .codec import (
+    TEXT_COLUMNS,
+    fetch_rows,
+    jsonb_text,
+    lease_token,
+    record,
+    same,
+    whole_ms,
+)
+from .connections import (
+    Conn,
+    Connections,
+    check_pool_sizes,
+    connect,
+    conninfo_connect_timeout,
+    conninfo_params,
+)
+from .schema import ensure_schema
+from .session import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_POOL_TIMEOUT,
+    DEFAULT_STATEMENT_TIMEOUT,
+    PostgresSession,
+    Timeouts,
+    store_error,
+)
+from .statements import (
+    Statements,
+    list_statement,
+    prune_statements,
+    replay_statement,
+    stats_statement,
+)
+
+__all__ = ["PostgresScheduleStore"]
+
+_T = TypeVar("_T")
+
+_log = package_logger(__name__)
+
+_MAX_INT4 = 2**31 - 1
+
+
+def _is_json(text: str) -> bool:
+    """Whether ``text`` parses as strict JSON (no NaN or Infinity, which JSONB refuses)."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(constant)
+
+    try:
+        json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return False
+    return True
+
+
+# -- the store ----------------------------------------------------------------------
+
+
+class PostgresScheduleStore(SqlScheduleStore):
+    """Schedules in a PostgreSQL table, shared by every worker that can reach it.
+
+    Open it with :meth:`open`; close it (or use it as a context manager) to release its
+    connection pool. Safe to share between threads: each operation borrows a
+    connection from the pool and runs as one statement or one short transaction.
+
+    Errors from the driver or the server are raised as
+    :class:`~hexeract_lite.errors.StoreError`, chained to the original; no message
+    ever shows the connection's password.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        table: str,
+        clock: Clock,
+        use_database_clock: bool,
+        timeouts: Timeouts,
+        pool_min_size: int,
+        pool_max_size: int,
+        listen: bool = True,
+    ) -> None:
+        """Use :meth:`open`: it checks the arguments and the table first."""
+        super().__init__()
+        self._table = table
+        self._clock = clock
+        self._use_database_clock = use_database_clock
+        self._stats_sql: sql.Composed | None = None
+        self._sql = Statements(table, use_database_clock)
+        self._db = Connections(
+            conninfo,
+            table=table,
+            timeouts=timeouts,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+            listen=listen,
+            signal=self.changes.notify,
+        )
+        self._where = self._db.where
+        self._codec = codec
+        self._place = f"table {table!r} at {self._where}"
+
+    @classmethod
+    def open(
+        cls,
+        conninfo: str,
+        *,
+        table: str = DEFAULT_TABLE,
+        clock: Clock = SYSTEM_CLOCK,
+        create: bool = True,
+        pool_min_size: int = 1,
+        pool_max_size: int = 10,
+        use_database_clock: bool = False,
+        connect_timeout: timedelta | None = None,
+        pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
+        lock_timeout: timedelta = DEFAULT_LOCK_TIMEOUT,
+        statement_timeout: timedelta = DEFAULT_STATEMENT_TIMEOUT,
+        listen: bool = True,
+    ) -> PostgresScheduleStore:
+        """Connect to the server at ``conninfo`` and use ``table`` there.
+
+        ``conninfo`` is a libpq URL (``postgresql://user:password@host:5432/db``,
+        ``postgres://...``) or ``key=value`` string.
+
+        ``create=True`` creates the table and its indexes when the table is missing
+        (:func:`~hexeract_lite.store.postgres.schema.postgres_ddl`), and upgrades an
+        existing table of an older schema version (one the reference created gets
+        hexeract_lite's indexes), under advisory locks so that workers starting
+        together do not race. With ``create=False`` nothing is written: a missing table
+        is a :class:`StoreError`, an older one is used as it is when it has every
+        column (one without version 3's ``name`` and ``next_after_lease`` is a
+        :class:`StoreError` naming them). Either way a table lacking a column of the
+        reference's layout, or of a schema version newer than this code, is a
+        :class:`StoreError`.
+
+        Bounds on waiting, each a :class:`~datetime.timedelta`:
+
+        - ``connect_timeout``: connecting to the server (whole seconds, at least 2 s,
+          libpq's least; default: the ``connect_timeout`` of ``conninfo``, else 10 s);
+        - ``pool_timeout``: waiting for a free pooled connection (10 s), which is also
+          how long a call waits while the server cannot be reached;
+        - ``lock_timeout``: waiting for a lock another session holds (5 s);
+        - ``statement_timeout``: one statement, lock waits included (30 s).
+
+        ``pool_min_size``/``pool_max_size`` bound the connection pool the store's
+        threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: every
+        instant the store stamps or compares comes from the server, one clock for all
+        hosts; ``claim_due`` then only checks the ``now`` it is given, and a frozen or
+        manual client clock does not reach the store. ``listen``: from its first claim on, the
+        store holds one more connection that ``LISTEN`` s for other processes' changes
+        and signals :attr:`changes`, so an idle worker wakes at once (see
+        :mod:`~hexeract_lite.store.postgres.notify`); ``False`` (for a pooler in
+        transaction mode, which cannot ``LISTEN``) leaves the worker to its polling.
+        Every argument is checked before anything connects
+        (:class:`InvalidConfiguration` naming it and the value).
+        """
+        validate_table_name(table)
+        if not isinstance(clock, Clock):
+            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+        check_flag("create", create)
+        check_flag("use_database_clock", use_database_clock)
+        check_flag("listen", listen)
+        check_pool_sizes(pool_min_size, pool_max_size)
+        params = conninfo_params(conninfo)
+        if connect_timeout is None:
+            connect_timeout = conninfo_connect_timeout(params)
+        timeouts = Timeouts.checked(
+            connect=connect_timeout,
+            pool=pool_timeout,
+            lock=lock_timeout,
+            statement=statement_timeout,
+        )
+        where = redact_conn(conninfo)
+        try:
+            with connect(conninfo, timeouts) as conn:
+                ensure_schema(conn, table, create=create, where=where)
+        except psycopg.Error as exc:
+            raise store_error(
+                f"cannot open table {table!r} at {where}",
+                exc,
+                conninfo=conninfo,
+                timeouts=timeouts,
+            ) from exc
+        return cls(
+            conninfo,
+            table=table,
+            clock=clock,
+            use_database_clock=use_database_clock,
+            timeouts=timeouts,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+            listen=listen,
+        )
+
+    # -- plumbing ----------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from (unused with ``use_database_clock``)."""
+        return self._clock
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table
+
+    @property
+    def uses_database_clock(self) -> bool:
+        """True when instants come from the server's clock, not :attr:`clock`."""
+        return self._use_database_clock
+
+    def __repr__(self) -> str:
+        return f"PostgresScheduleStore({self._where!r}, table={self._table!r})"
+
+    def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
+        """``now + retry_in`` (the client clock's now in database-clock mode, for the
+        check only); past the year 9999: :class:`InvalidConfiguration`."""
+        start = now if now is not None else self._now()
+        try:
+            return to_utc_ms(start + retry_in, "retry deadline")
+        except OverflowError:
+            raise InvalidConfiguration(
+                f"retry_in {retry_in!r} puts the retry deadline past the year 9999"
+                f" (now={start.isoformat()})"
+            ) from None
+
+    # -- the SQL base's hooks ------------------------------------------------------
+
+    def _connection(self, action: str) -> AbstractContextManager[Conn]:
+        """A pooled connection; driver errors become :class:`StoreError`."""
+        return self._db.connection(action)
+
+    @contextmanager
+    def _write(self, what: str, *, worker: bool = False, atomic: bool = True) -> Iterator[Session]:
+        """A transaction on one pooled connection (with ``atomic=False``, the
+        statements in autocommit); after it, the ``NOTIFY`` and the change signal
+        :meth:`Session.wake` asked for."""
+        with self._connection(what) as conn:
+            tx = PostgresSession(conn)
+            if atomic:
+                with conn.transaction():
+                    yield tx
+            else:
+                yield tx
+            if tx.others:
+                self._db.announce(conn)
+        if tx.woken:
+            self.changes.notify()
+
+    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
+        with self._connection(what) as conn:
+            return fetch_rows(conn.execute(statement, params))
+
+    def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self._use_database_clock:
+            params.setdefault("now", self._now())
+        return params
+
+    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
+        """The row locked ``FOR UPDATE`` and the statement's now (the server's with
+        ``use_database_clock``)."""
+        rows = tx.fetch(self._sql.lock_row, self._with_now({"id": sid}))
+        if not rows:
+            raise ScheduleNotFound(sid)
+        row = rows[0]
+        return self._record(row), to_utc_ms(row[-1], "now")
+
+    def _row_params(self, new: ScheduleRecord) -> dict[str, Any]:
+        params = {name: getattr(new, name) for name in COLUMN_NAMES}
+        params["payload"] = jsonb_text(new.payload)
+        return params
+
+    def _claim_rows(self, tx: Any, claim: dict[str, Any]) -> list[Any]:
+        rows: list[Any] = tx.fetch(self._sql.claim, claim)
+        return rows
+
+    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
+        return record(row).leased()
+
+    def _list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+    ) -> tuple[Any, dict[str, Any]]:
+        statement = list_statement(
+            self._table, status, glob is not None, after is not None, name is not None
+        )
+        params: dict[str, Any] = {"limit": limit}
+        if name is not None:
+            params["name_regex"] = glob_regex(name)
+        if glob is not None:
+            params["regex"] = glob_regex(glob)
+        if after is not None:
+            params["after"] = after
+        return statement, params
+
+    def _prune_statements(self, column: str) -> tuple[Any, Any]:
+        return prune_statements(self._table, column)
+
+    def _replay_statements(
+        self, ids: list[uuid.UUID], now: datetime
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        return [(replay_statement(self._table), {"ids": ids, "now": now})]
+
+    def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
+        if self._stats_sql is None:
+            now: sql.Composable = (
+                sql.SQL("date_trunc('milliseconds', statement_timestamp())")
+                if self._use_database_clock
+                else sql.Placeholder("now")
+            )
+            self._stats_sql = stats_statement(self._table, now)
+        [row] = self._read("stats", self._stats_sql, self._with_now({}))
+        return to_utc_ms(row[0], "now"), row[1:]
+
+    # -- writing ---------------------------------------------------------------------
+
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """``connection``: a ``psycopg`` connection (or transaction) on this database:
+        written inside its transaction (:func:`.transaction.insert_within`)."""
+        self.insert_many([message], max_attempts, connection=connection)
+
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        check_max_attempts(max_attempts)
+        messages = check_messages(messages)
+        if not messages and connection is None:
+            return
+        if connection is None and len({m.schedule_id for m in messages}) != len(messages):
+            self._raise_first_duplicate(messages)
+        params = self._with_now(
+            dict(
+                max_attempts=max_attempts,
+                ids=[m.schedule_id for m in messages],
+                event_types=[m.event_type for m in messages],
+                payloads=[jsonb_text(m.payload_json) for m in messages],
+                trigger_kinds=[m.trigger.kind for m in messages],
+                cron_exprs=[m.trigger.expression for m in messages],
+                scheduled_fors=[m.scheduled_for for m in messages],
+                target_kinds=[m.target.kind for m in messages],
+                routing_keys=[m.target.routing_key for m in messages],
+                names=[m.name for m in messages],
+                graces=[grace_ms(m.misfire_grace) for m in messages],
+            )
+        )
+        if connection is not None:
+            from .transaction import insert_within
+
+            insert_within(self, connection, messages, params, self._sql.insert, "insert")
+            return
+        try:
+            with self._connection("insert") as conn:
+                if len(messages) == 1:  # one statement: nothing to undo on a duplicate
+                    if conn.execute(self._sql.insert, params).fetchone() is None:
+                        raise DuplicateSchedule(messages[0].schedule_id)
+                else:
+                    with conn.transaction():
+                        inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
+                        if len(inserted) != len(messages):
+                            for message in messages:
+                                if message.schedule_id not in inserted:
+                                    raise DuplicateSchedule(message.schedule_id)
+                self._db.announce(conn)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.errors.UntranslatableCharacter):
+                raise InvalidMessage(
+                    "payload cannot be stored in PostgreSQL's JSONB: it holds a string with"
+                    f" a NUL character (\\u0000) or another character it rejects ({cause})"
+                ) from cause
+            raise
+        self.changes.notify()
+
+    def _raise_first_duplicate(self, messages: Sequence[ScheduledMessage]) -> None:
+        """Raise for the first message, in order, whose id is stored or seen earlier in
+        the batch (the in-memory store's rule). Only runs when the batch repeats an id."""
+        ids = [m.schedule_id for m in messages]
+        with self._connection("insert") as conn:
+            stored = {row[0] for row in conn.execute(self._sql.existing, {"ids": ids})}
+        seen: set[uuid.UUID] = set()
+        for sid in ids:
+            if sid in stored or sid in seen:
+                raise DuplicateSchedule(sid)
+            seen.add(sid)
+
+    # -- worker ------------------------------------------------------------------------
+
+    def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
+        """The claim's parameters (``now`` checked); starts listening first, so that no
+        change after the claim goes unheard."""
+        if self._db.wants_listener:
+            self._db.start_listening()
+        return {
+            "now": now,
+            "until": to_utc_ms(now + lease, "now + lease"),
+            "lease_ms": whole_ms(lease),
+            "batch_size": batch_size,
+        }
+
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
+        """Each item's statement parameters, in order; with ``use_database_clock`` the
+        server's clock sets the deadlines, but a ``retry_in`` past the year 9999 is
+        still refused before anything is written."""
+        now = None if self._use_database_clock else self._now()
+        if now is None:
+            for item in checked:
+                if item.kind is SettlementKind.FAILED and item.retry_in is not None:
+                    self._retry_deadline(None, item.retry_in)
+        return settle_plan(
+            checked,
+            now,
+            encode_id=same,
+            encode_lease=lease_token,
+            encode_instant=same,
+            encode_retry_in=whole_ms,
+        )
+
+    def dead_letter_exhausted(self) -> int:
+        with self._connection("dead_letter_exhausted") as conn:
+            return conn.execute(self._sql.sweep, self._with_now({"error": SWEEP_ERROR})).rowcount
+
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+    ) -> Any:
+        from .transaction import PostgresTransactionRunner
+
+        return PostgresTransactionRunner(self, handler, clock, policy, timeout)
+
+    def next_wakeup(self) -> datetime | None:
+        with self._connection("next_wakeup") as conn:
+            row = conn.execute(self._sql.next_wakeup).fetchone()
+        return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
+
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: through the caller's ``psycopg``
+        connection, the row locked ``FOR UPDATE``
+        (:func:`~hexeract_lite.store.postgres.transaction.modify_within`)."""
+        from .transaction import modify_within
+
+        return modify_within(self, connection, check_schedule_id(schedule_id), plan)
+
+    # -- copying rows between stores ---------------------------------------------------
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        r"""See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
+        (schedule_id) DO NOTHING`` statement.
+
+        What PostgreSQL cannot hold is refused and nothing of the batch is written:
+        ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
+        and a NUL character in a text column (:class:`InvalidMessage`) before the
+        statement is sent, naming the schedule; a NUL in a payload string (``\u0000``,
+        which ``JSONB`` rejects) or a payload that is not JSON (a row another tool wrote)
+        by the server, as :class:`InvalidMessage` naming the likely schedules.
+        """
+        rows = check_records(records)
+        if not rows:
+            return 0
+        for row in rows:
+            for name in ("attempts", "max_attempts"):
+                if getattr(row, name) > _MAX_INT4:
+                    raise InvalidConfiguration(
+                        f"record {row.schedule_id}: {name} must be at most {_MAX_INT4} on"
+                        f" PostgreSQL, got {getattr(row, name)}"
+                    )
+            for name in TEXT_COLUMNS:
+                value = getattr(row, name)
+                if value is not None and "\x00" in value:
+                    raise InvalidMessage(
+                        f"record {row.schedule_id}: {name} holds a NUL character, which"
+                        " PostgreSQL text cannot store"
+                    )
+        params = {name: [getattr(row, name) for row in rows] for name in COLUMN_NAMES}
+        params["payload"] = [jsonb_text(row.payload) for row in rows]
+        try:
+            with self._connection("import_records") as conn:
+                inserted: int = conn.execute(self._sql.import_rows, params).rowcount
+                if inserted:
+                    self._db.announce(conn)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.errors.UntranslatableCharacter):
+                suspects = [str(row.schedule_id) for row in rows if "\\u0000" in row.payload]
+                what = "a string in it holds a NUL character (\\u0000) or another it rejects"
+            elif isinstance(cause, psycopg.errors.InvalidTextRepresentation):
+                suspects = [str(row.schedule_id) for row in rows if not _is_json(row.payload)]
+                what = "it is not JSON (a row written by another tool?)"
+            else:
+                raise
+            detail = " ".join(str(cause).split())  # the server's lines, on one
+            raise InvalidMessage(
+                f"a payload cannot be stored in PostgreSQL's JSONB: {what}"
+                f" ({detail}); suspects: {', '.join(suspects) or 'none found'}; none of these"
+                f" {len(rows)} records was imported"
+            ) from cause
+        if inserted:
+            self.changes.notify()
+        return inserted
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool; later calls raise :class:`StoreError`. Idempotent."""
+        self._db.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._db.closed

@@ -1,0 +1,1 @@
+"""The SQL stores' shared base: :class:`.store.SqlScheduleStore`."""

@@ -1,0 +1,557 @@
+"""SqlScheduleStore: the store contract written once over SQL.
+
+A SQL store is a dialect: its statements (an object with the attributes this class
+names: ``select_one``, ``exists``, ``cancel``, ``set_paused``, ``resume_realign``,
+``resume_flag``, ``replay``, ``write_row``, ``list_pending``, ``list_dead_letter``,
+``list_named``, ``export_first``, ``export_after``, the fenced acknowledgements
+``mark_delivered``, ``reschedule``, ``mark_failed``, ``mark_dead_lettered`` and
+``release``), its row codec (:class:`Codec`), and how it runs a statement or a
+transaction (:meth:`SqlScheduleStore._write` and its :class:`Session`). Every method
+body that is the same on every engine is here; a subclass supplies the hooks below
+(each one states what it must do) and the methods that differ by nature: opening,
+inserting, importing, the claim's SQL, the sweep, the wake-up hint, transactions
+shared with the application.
+
+Statements bind named parameters: ``id`` (the encoded schedule id), ``now``, ``at``,
+``next``, ``keep``, ``paused``, ``lease``, ``error``, ``limit``, ``prefix``,
+``length``, ``after``, ``cut``, ``n``.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ..._log import package_logger
+from ..._time import to_utc_ms
+from ...clock import Clock
+from ...errors import InvalidArgument, NotReplayable, ScheduleNotFound, StoreError
+from ...settlement import Settlement, SettlementKind
+from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from ..base import SettlingStore
+from ..checks import (
+    check_claim,
+    check_export,
+    check_limit,
+    check_schedule_id,
+    check_settlements,
+)
+from ..listing import PRUNE_COLUMN, check_batch_size, check_listing, check_prune, prune_cut
+from ..notices import malformed_dead_lettered
+from ..record import ScheduleRecord
+from ..stats import StoreStats
+
+if TYPE_CHECKING:
+    from ..changes import Plan
+    from ..settle_plan import PlannedSettlement
+
+__all__ = ["Codec", "Row", "Session", "SqlScheduleStore"]
+
+_T = TypeVar("_T")
+_log = package_logger(__name__)
+
+Row = Sequence[Any]
+"""A row as the driver returns it, every column in registry order
+(:data:`~hexeract_lite.store.columns.COLUMN_NAMES`)."""
+
+MALFORMED = "malformed row, dead-lettered without dispatch: "
+"""The start of the ``last_error`` of a claimed row that could not be decoded."""
+
+_ID = 0
+_LEASED_UNTIL = 10
+"""Positions of ``schedule_id`` and ``leased_until`` in a :data:`Row`."""
+
+_STATEMENT_OF = {
+    SettlementKind.DELIVERED: "mark_delivered",
+    SettlementKind.RESCHEDULE: "reschedule",
+    SettlementKind.FAILED: "mark_failed",
+    SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
+    SettlementKind.RELEASED: "release",
+}
+"""Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
+
+
+class Codec(Protocol):
+    """A dialect's row codec (a module satisfies it): how values are bound and how a
+    :data:`Row` decodes."""
+
+    def encode_id(self, schedule_id: uuid.UUID, /) -> Any:
+        """A schedule id as bound."""
+
+    def encode_instant(self, instant: datetime, /) -> Any:
+        """An instant as bound."""
+
+    def decode(self, row: Row, /) -> ScheduleRecord:
+        """A row as a record; raises on a value that does not decode."""
+
+    def why(self, row: Row, exc: BaseException, /) -> str:
+        """Why ``row`` did not decode: the column, else the exception."""
+
+    def row_label(self, row: Row, /) -> str:
+        """The row's schedule id as text, for a message."""
+
+    def malformed(self, row: Row, exc: BaseException, /) -> MalformedSchedule:
+        """What a listing returns in place of a row that does not decode."""
+
+
+class Session(Protocol):
+    """One connection inside one transaction (or one statement), as a SQL store uses it."""
+
+    def execute(self, statement: Any, params: Any = ()) -> int:
+        """Run a statement; the number of rows it changed."""
+
+    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
+        """Run a statement; every row of its result."""
+
+    def wake(self, others: bool = True) -> None:
+        """Once the transaction commits, notify :attr:`ScheduleStore.changes` (and,
+        with ``others``, the other processes that wait on this table)."""
+
+
+class SqlScheduleStore(SettlingStore):
+    """The contract's method bodies, once, for every SQL engine (see the module)."""
+
+    _sql: Any
+    """The dialect's statements."""
+
+    _codec: Codec
+    """The dialect's row codec."""
+
+    _place: str
+    """Where the table is, for messages (``the table t of /path``)."""
+
+    _table: str
+    _clock: Clock
+    _settle_sql: dict[SettlementKind, Any] | None = None
+
+    # -- the hooks a dialect supplies ---------------------------------------------
+
+    @abc.abstractmethod
+    def _write(
+        self, what: str, *, worker: bool = False, atomic: bool = True
+    ) -> AbstractContextManager[Session]:
+        """A write transaction, committed when the block ends, rolled back when it
+        raises; driver errors as :class:`StoreError` naming ``what``. ``worker``: one of
+        the worker's own transactions (claims, acknowledgements); ``atomic=False``: the
+        block runs statements that need no transaction around them (one statement, or
+        a check after it), which an engine may run in autocommit. After the commit,
+        what :meth:`Session.wake` asked for is done."""
+
+    @abc.abstractmethod
+    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
+        """The rows of one read-only statement."""
+
+    def _now(self) -> datetime:
+        """The store's now (UTC, ms), from its clock."""
+        return to_utc_ms(self._clock.now(), "clock.now()")
+
+    @abc.abstractmethod
+    def _row_params(self, record: ScheduleRecord) -> Any:
+        """The parameters of ``write_row`` for ``record``."""
+
+    @abc.abstractmethod
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
+        """The batch's fenced statements (:func:`~hexeract_lite.store.settle_plan.settle_plan`
+        with the dialect's encoders)."""
+
+    @abc.abstractmethod
+    def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
+        """What :meth:`_claim_rows` and :meth:`_leased` need for one claim."""
+
+    @abc.abstractmethod
+    def _claim_rows(self, tx: Any, claim: Any) -> list[Any]:
+        """Lease the claimable rows inside ``tx``; the leased rows, in any order."""
+
+    @abc.abstractmethod
+    def _leased(self, row: Row, claim: Any) -> LeasedOccurrence:
+        """A claimed row as the occurrence to dispatch; raises when it does not decode."""
+
+    @abc.abstractmethod
+    def _list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+    ) -> tuple[Any, dict[str, Any]]:
+        """``list_schedules``' statement and parameters."""
+
+    @abc.abstractmethod
+    def _prune_statements(self, column: str) -> tuple[Any, Any]:
+        """(count, delete ``n`` rows) of the rows whose end ``column`` is before ``cut``."""
+
+    @abc.abstractmethod
+    def _replay_statements(self, ids: list[uuid.UUID], now: datetime) -> list[tuple[Any, Any]]:
+        """The statements replaying those of ``ids`` still dead-lettered."""
+
+    @abc.abstractmethod
+    def _stats_row(self) -> tuple[datetime, Row]:
+        """The stats statement's now and its twelve counts (see ``stats``)."""
+
+    def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with ``now`` (the store's now, encoded) for a statement that
+        stamps or compares it."""
+        params["now"] = self._codec.encode_instant(self._now())
+        return params
+
+    def _locked_row(self, tx: Session, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
+        """Inside ``tx``: the row's record (locked for the transaction where the engine
+        locks rows) and the now to decide by. Unknown id: :class:`ScheduleNotFound`."""
+        rows = tx.fetch(self._sql.select_one, {"id": self._codec.encode_id(sid)})
+        if not rows:
+            raise ScheduleNotFound(sid)
+        return self._record(rows[0]), self._now()
+
+    def _writable(self, what: str) -> None:
+        """Raise :class:`StoreError` when the store cannot write."""
+
+    def _list_pending_statement(self) -> Any:
+        return self._sql.list_pending
+
+    def _list_dead_letter_statement(self) -> Any:
+        return self._sql.list_dead_letter
+
+    def _malformed(self, row: Row, exc: BaseException) -> StoreError:
+        """The error for a row that must decode (inspect, a change, a named listing)."""
+        why = self._codec.why(row, exc)
+        return StoreError(
+            f"schedule {self._codec.row_label(row)} in {self._place} is malformed: {why}"
+        )
+
+    def _export_error(self, row: Row, exc: BaseException) -> StoreError:
+        return self._malformed(row, exc)
+
+    def _stats_extra(self) -> dict[str, Any]:
+        """More fields of :class:`StoreStats` (file sizes)."""
+        return {}
+
+    def _after_prune(self) -> None:
+        """After a prune deleted rows (give the space back)."""
+
+    # -- decoding ----------------------------------------------------------------
+
+    def _record(self, row: Row) -> ScheduleRecord:
+        try:
+            return self._codec.decode(row)
+        except Exception as exc:
+            raise self._malformed(row, exc) from exc
+
+    def _snapshot(self, row: Row) -> ScheduleSnapshot:
+        try:
+            return self._codec.decode(row).snapshot()
+        except Exception as exc:
+            raise self._malformed(row, exc) from exc
+
+    def _listing(self, rows: list[Row]) -> list[ScheduleSnapshot | MalformedSchedule]:
+        listed: list[ScheduleSnapshot | MalformedSchedule] = []
+        for row in rows:
+            try:
+                listed.append(self._codec.decode(row).snapshot())
+            except Exception as exc:
+                listed.append(self._codec.malformed(row, exc))
+        return listed
+
+    # -- the worker's side --------------------------------------------------------
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> list[LeasedOccurrence]:
+        now = check_claim(now, batch_size, lease)
+        claim = self._claim_params(now, batch_size, lease)
+        with self._write("claim_due", worker=True, atomic=False) as tx:
+            rows = self._claim_rows(tx, claim)
+        return self._claimed(rows, claim)
+
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
+        """See :meth:`ScheduleStore.settle`: one transaction, one fenced statement per
+        item; an item whose lease no stored lease can equal is answered False without
+        SQL."""
+        checked = check_settlements(outcomes)
+        plan = self._settle_plan(checked) if checked else []
+        results = [False] * len(checked)
+        if plan:
+            with self._write("settle", worker=True, atomic=len(plan) > 1) as tx:
+                self._apply(tx, plan, checked, results)
+        return results
+
+    def settle_and_claim(
+        self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[list[bool], list[LeasedOccurrence]]:
+        """See :meth:`ScheduleStore.settle_and_claim`: one transaction, the fenced
+        statements of :meth:`settle` then the claim; on a store error none of it is
+        recorded."""
+        now = check_claim(now, batch_size, lease)
+        claim = self._claim_params(now, batch_size, lease)
+        checked = check_settlements(outcomes)
+        plan = self._settle_plan(checked) if checked else []
+        results = [False] * len(checked)
+        with self._write("settle_and_claim", worker=True) as tx:
+            self._apply(tx, plan, checked, results)
+            rows = self._claim_rows(tx, claim)
+        return results, self._claimed(rows, claim)
+
+    def _apply(
+        self,
+        tx: Session,
+        plan: list[PlannedSettlement],
+        checked: list[Settlement],
+        results: list[bool],
+    ) -> None:
+        """The planned statements inside ``tx``; wakes waiters when an item that makes
+        work claimable applied."""
+        statement = self._settle_statement
+        for index, kind, params in plan:
+            if tx.execute(statement(kind), params):
+                results[index] = True
+        if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
+            tx.wake()
+
+    def _settle_statement(self, kind: SettlementKind) -> Any:
+        """The fenced statement of a settlement kind."""
+        statements = self._settle_sql
+        if statements is None:
+            statements = {k: getattr(self._sql, name) for k, name in _STATEMENT_OF.items()}
+            self._settle_sql = statements
+        return statements[kind]
+
+    def _claimed(self, rows: list[Row], claim: Any) -> list[LeasedOccurrence]:
+        """Claimed rows decoded after the commit; one that does not decode is
+        dead-lettered, not returned."""
+        claimed: list[LeasedOccurrence] = []
+        bad: list[tuple[Row, Exception]] = []
+        for row in rows:
+            try:
+                claimed.append(self._leased(row, claim))
+            except Exception as exc:
+                bad.append((row, exc))
+        if bad:
+            self._dead_letter_malformed(bad)
+        claimed.sort(key=lambda o: (o.message.scheduled_for, o.message.schedule_id.bytes))
+        return claimed
+
+    def _dead_letter_malformed(self, bad: list[tuple[Row, Exception]]) -> None:
+        """A claimed row that cannot be decoded (written badly by another tool or by
+        hand) is never dispatched: it is dead-lettered at once, fenced by the lease the
+        claim gave it, its ``last_error`` naming the column. If that write fails, the
+        row keeps its lease and the next claim after it tries again; the healthy rows
+        are returned either way."""
+        reasons = [(row, self._codec.why(row, exc)) for row, exc in bad]
+        now = self._with_now({})  # one reading of the clock for the batch
+        try:
+            with self._write("claim_due", worker=True) as tx:
+                for row, why in reasons:
+                    params = {"id": row[_ID], "lease": row[_LEASED_UNTIL], "error": MALFORMED + why}
+                    tx.execute(self._sql.mark_dead_lettered, {**now, **params})
+        except StoreError as exc:
+            _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
+            return
+        for row, why in reasons:
+            label = self._codec.row_label(row)
+            _log.error(
+                "schedule %s in %s is malformed and was dead-lettered: %s", label, self._table, why
+            )
+            malformed_dead_lettered(label, why)
+
+    # -- control -------------------------------------------------------------------
+
+    def cancel(self, schedule_id: uuid.UUID) -> bool:
+        sid = check_schedule_id(schedule_id)
+        key = {"id": self._codec.encode_id(sid)}
+        with self._write("cancel", atomic=False) as tx:
+            if tx.execute(self._sql.cancel, self._with_now(dict(key))):
+                return True
+            if not tx.fetch(self._sql.exists, key):
+                raise ScheduleNotFound(sid)
+            return False
+
+    def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
+        sid = check_schedule_id(schedule_id)
+        key = {"id": self._codec.encode_id(sid)}
+        with self._write("set_paused", atomic=False) as tx:
+            changed = tx.execute(self._sql.set_paused, {**key, "paused": bool(paused)}) > 0
+            if not changed and not tx.fetch(self._sql.exists, key):
+                raise ScheduleNotFound(sid)
+            if changed:
+                tx.wake(others=not paused)
+        return changed
+
+    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
+        """See :meth:`ScheduleStore.resume`. A live lease (a dispatch in flight) is kept
+        on both paths, so its acknowledgement still applies."""
+        sid = check_schedule_id(schedule_id)
+        if next is not None:
+            next = to_utc_ms(next, "next", InvalidArgument)
+        with self._write("resume") as tx:
+            record, now = self._locked_row(tx, sid)
+            resumes, next = record.resume_plan(next, now)
+            if not resumes:
+                return False
+            key = self._codec.encode_id(sid)
+            if next is not None:
+                live = record.live_lease(now) is not None
+                params = {"id": key, "next": self._codec.encode_instant(next), "keep": live}
+                tx.execute(self._sql.resume_realign, params)
+            else:
+                tx.execute(self._sql.resume_flag, {"id": key})
+            tx.wake()
+        return True
+
+    def replay(self, schedule_id: uuid.UUID) -> None:
+        sid = check_schedule_id(schedule_id)
+        with self._write("replay") as tx:
+            record, now = self._locked_row(tx, sid)
+            status = record.status()
+            if status is not ScheduleStatus.DEAD_LETTERED:
+                raise NotReplayable(sid, status)
+            params = {"id": self._codec.encode_id(sid), "at": self._codec.encode_instant(now)}
+            tx.execute(self._sql.replay, params)
+            tx.wake()
+
+    def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
+        """See :meth:`ScheduleStore.replay_dead_letters`: one transaction."""
+        checked = [check_schedule_id(sid) for sid in ids]
+        if not checked:
+            return 0
+        count = 0
+        with self._write("replay") as tx:
+            for statement, params in self._replay_statements(checked, self._now()):
+                count += tx.execute(statement, params)
+            if count:
+                tx.wake()
+        return count
+
+    def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_record`: the row read (locked where the
+        engine locks rows), planned and written back in one transaction."""
+        sid = check_schedule_id(schedule_id)
+        with self._write("modify") as tx:
+            record, now = self._locked_row(tx, sid)
+            answer, new = plan(record.copy(), now)
+            if new is not None:
+                tx.execute(self._sql.write_row, self._row_params(new))
+                tx.wake()
+        return answer
+
+    # -- reading -------------------------------------------------------------------
+
+    def inspect(self, schedule_id: uuid.UUID) -> ScheduleSnapshot | None:
+        sid = check_schedule_id(schedule_id)
+        rows = self._read("inspect", self._sql.select_one, {"id": self._codec.encode_id(sid)})
+        return self._snapshot(rows[0]) if rows else None
+
+    def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        check_limit(limit)
+        statement = self._list_pending_statement()
+        return self._listing(self._read("list_pending", statement, {"limit": limit}))
+
+    def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        check_limit(limit)
+        statement = self._list_dead_letter_statement()
+        return self._listing(self._read("list_dead_letter", statement, {"limit": limit}))
+
+    def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
+        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
+        :class:`StoreError` naming it."""
+        if not isinstance(prefix, str):
+            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
+        params = {"prefix": prefix, "length": len(prefix)}
+        rows = self._read("list_named", self._sql.list_named, params)
+        return [self._snapshot(row) for row in rows]
+
+    def list_schedules(
+        self,
+        *,
+        status: ScheduleStatus | str | None = None,
+        event_type: str | None = None,
+        after: uuid.UUID | None = None,
+        limit: int = 50,
+        name: str | None = None,
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
+        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
+        ``after`` on."""
+        wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
+        statement, params = self._list_query(wanted, glob, named, after, limit)
+        return self._listing(self._read("list_schedules", statement, params))
+
+    def stats(self) -> StoreStats:
+        """See :meth:`ScheduleStore.stats`: counts on the partial indexes, one statement."""
+        at, row = self._stats_row()
+        (fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh) = row[:8]
+        (due_leased, oldest_leased, backoff, in_flight) = row[8:12]
+        oldest = min((t for t in (oldest_fresh, oldest_leased) if t is not None), default=None)
+        return StoreStats(
+            at=at,
+            pending=fresh + leased,
+            paused=paused,
+            delivered=delivered,
+            cancelled=cancelled,
+            dead_lettered=dead,
+            due=due_fresh + due_leased,
+            in_flight=in_flight,
+            in_backoff=backoff,
+            oldest_due_lag=None if oldest is None else at - oldest,
+            next_wakeup=self.next_wakeup(),
+            **self._stats_extra(),
+        )
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Iterable[ScheduleStatus | str] = ("delivered", "cancelled"),
+        batch_size: int = 500,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`ScheduleStore.prune`: one transaction per batch."""
+        older_than, wanted = check_prune(older_than, statuses)
+        size = check_batch_size(batch_size)
+        if not dry_run:
+            self._writable("prune")
+        cut = self._codec.encode_instant(prune_cut(self._now(), older_than))
+        total = 0
+        for status in wanted:
+            count_sql, delete_sql = self._prune_statements(PRUNE_COLUMN[status])
+            if dry_run:
+                [(n, *_)] = self._read("prune", count_sql, {"cut": cut})
+                total += int(n)
+                continue
+            while True:
+                with self._write("prune") as tx:
+                    deleted = tx.execute(delete_sql, {"cut": cut, "n": size})
+                total += deleted
+                if progress is not None and deleted:
+                    progress(total)
+                if deleted < size:
+                    break
+        if total and not dry_run:
+            self._after_prune()
+        return total
+
+    # -- copying rows between stores --------------------------------------------
+
+    @property
+    def copies_records(self) -> bool:
+        """True: :meth:`export_records` and :meth:`import_records` are implemented."""
+        return True
+
+    def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
+        """See :meth:`ScheduleStore.export_records`: one read of the primary key. A row
+        that cannot be read as a record raises :class:`StoreError` naming it and the
+        column: a copy never silently leaves a row behind."""
+        after = check_export(after, limit)
+        if after is None:
+            rows = self._read("export_records", self._sql.export_first, {"limit": limit})
+        else:
+            params = {"after": self._codec.encode_id(after), "limit": limit}
+            rows = self._read("export_records", self._sql.export_after, params)
+        records = []
+        for row in rows:
+            try:
+                records.append(self._codec.decode(row))
+            except Exception as exc:
+                raise self._export_error(row, exc) from exc
+        return records

@@ -1,0 +1,235 @@
+"""The SQLite store's connection: one per store, used under a lock, so that one store
+object is safe from many threads; its transactions, reads and errors; and a forked
+child's own connection, opened on its first call."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import apsw
+
+from ..._log import package_logger
+from ...errors import StoreError
+from ..fork import PidCheckingLock
+from .driver import FileHold
+from .schema import connect, memory_sorts
+from .session import SqliteSession, set_busy_wait
+
+__all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate"]
+
+BEGIN = "BEGIN IMMEDIATE"
+_BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
+_RESYNC = "PRAGMA synchronous=FULL"
+_log = package_logger(__name__)
+
+_INHERITED: list[object] = []
+"""Connections a forked child inherited: never used and never closed (SQLite forbids
+either across a fork), kept here so that garbage collection does not close them."""
+
+
+def is_duplicate(exc: BaseException) -> bool:
+    """A primary-key violation: the schedule id exists already (or the unique name,
+    which SQLite may check first: a named schedule's id is its name's)."""
+    return isinstance(exc, apsw.ConstraintError) and (
+        getattr(exc, "extendedresult", None)
+        in (apsw.SQLITE_CONSTRAINT_PRIMARYKEY, apsw.SQLITE_CONSTRAINT_UNIQUE)
+    )
+
+
+class DuplicateKey(Exception):
+    """Raised out of a write transaction when an insert hit the primary key."""
+
+
+class Connections:
+    """The store's connection to ``path`` and the lock its calls take turns on."""
+
+    def __init__(
+        self,
+        connection: apsw.Connection,
+        *,
+        path: pathlib.Path,
+        durability: str,
+        busy_timeout: timedelta,
+        vfs: str | None,
+        readonly: bool,
+        driver: str,
+        hold: FileHold | None,
+        lock: threading.Lock | PidCheckingLock | None = None,
+    ) -> None:
+        self.conn: apsw.Connection | None = connection
+        self.cursor: apsw.Cursor | None = connection.cursor()
+        self.path = path
+        self.durability = durability
+        self.busy_timeout = busy_timeout
+        self.vfs = vfs
+        self.readonly = readonly
+        self.driver = driver
+        self._hold = hold  # this process's claim on the file for the driver
+        self.lock: threading.Lock | PidCheckingLock = lock or threading.Lock()
+        # "relaxed": the worker's transactions begin with synchronous=NORMAL
+        self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else BEGIN
+        self._reopen = False
+
+    def live_cursor(self) -> apsw.Cursor:
+        """The connection's cursor (under the lock): opened afresh in a forked child."""
+        if self.cursor is None:
+            if self._reopen:
+                return self._reconnect()
+            raise StoreError(f"the store on {self.path} is closed")
+        return self.cursor
+
+    def writable(self, what: str) -> None:
+        """Raise :class:`StoreError` when the store was opened read-only."""
+        if self.readonly:
+            raise StoreError(f"{what} on {self.path}: the store was opened read-only")
+
+    def error(self, what: str, exc: apsw.Error) -> StoreError:
+        """An apsw error as the :class:`StoreError` naming ``what`` and the file."""
+        if isinstance(exc, apsw.BusyError | apsw.LockedError):
+            seconds = self.busy_timeout.total_seconds()
+            return StoreError(
+                f"{what} on {self.path}: the database stayed locked by another connection"
+                f" for longer than the busy timeout ({seconds:g} s): {exc}"
+            )
+        return StoreError(f"{what} on {self.path} failed: {type(exc).__name__}: {exc}")
+
+    @contextmanager
+    def transaction(self, what: str, worker: bool) -> Iterator[SqliteSession]:
+        """One ``BEGIN IMMEDIATE`` transaction under the lock; rolled back on any
+        exception, apsw errors raised as :class:`StoreError`, a primary-key violation
+        as :class:`DuplicateKey`. ``worker``: one of the worker's own transactions
+        (claims, acknowledgements, the sweep), which ``durability="relaxed"`` commits
+        without waiting for fsync."""
+        self.writable(what)
+        with self.lock:
+            cur = self.live_cursor()
+            begin = self._begin_worker if worker else BEGIN
+            tx = SqliteSession(cur)
+            try:
+                try:
+                    cur.execute(begin)
+                except apsw.Error as exc:
+                    raise self.error(what, exc) from exc
+                try:
+                    yield tx
+                    cur.execute("COMMIT")
+                except BaseException as exc:
+                    self.rollback()
+                    if is_duplicate(exc):
+                        raise DuplicateKey() from exc
+                    if isinstance(exc, apsw.Error):
+                        raise self.error(what, exc) from exc
+                    raise
+            finally:
+                resynced = begin is not _BEGIN_UNSYNCED or self._resync()
+        if not resynced:  # pragma: no cover - a broken connection fails its next call
+            _log.warning("could not restore synchronous=FULL on %s", self.path)
+
+    def _resync(self) -> bool:
+        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed";
+        False if that failed (logged by the caller, outside the lock)."""
+        conn = self.conn
+        if conn is not None:
+            try:
+                conn.execute(_RESYNC)
+            except apsw.Error:  # pragma: no cover
+                return False
+        return True
+
+    def rollback(self) -> None:
+        """Roll back the transaction in progress, if any (errors ignored: SQLite may
+        have rolled it back already)."""
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            if not conn.get_autocommit():
+                conn.execute("ROLLBACK")
+        except apsw.Error:
+            pass  # SQLite already rolled back (or the connection is broken); nothing applied
+
+    def read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
+        """The rows of one statement, under the lock."""
+        with self.lock:
+            cur = self.live_cursor()
+            try:
+                return cur.execute(sql, params).fetchall()
+            except apsw.Error as exc:
+                raise self.error(what, exc) from exc
+
+    def run(self, what: str, *statements: str) -> list[Any]:
+        """Run ``statements`` one after the other under the lock (outside a
+        transaction: pragmas); the last one's rows."""
+        with self.lock:
+            cur = self.live_cursor()
+            rows: list[Any] = []
+            try:
+                for statement in statements:
+                    rows = cur.execute(statement).fetchall()
+            except apsw.Error as exc:
+                raise self.error(what, exc) from exc
+            return rows
+
+    def checkpoint(self) -> bool:
+        """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting for another connection
+        (False when one was busy)."""
+        with self.lock:
+            cur = self.live_cursor()
+            conn = cur.connection
+            conn.set_busy_timeout(0)
+            try:
+                [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.BusyError:
+                return False
+            except apsw.Error as exc:
+                raise self.error("checkpoint", exc) from exc
+            finally:
+                set_busy_wait(conn, int(self.busy_timeout.total_seconds() * 1000))
+            return not busy
+
+    def close(self) -> None:
+        """Close the connection and release the file; later calls raise. Idempotent."""
+        with self.lock:
+            conn, self.conn, self.cursor = self.conn, None, None
+            self._reopen = False
+            hold, self._hold = self._hold, None
+            try:
+                if conn is not None:
+                    conn.close()
+            except apsw.Error as exc:
+                raise self.error("close", exc) from exc
+            finally:
+                if hold is not None:  # after the close: no lock of ours is left
+                    hold.release()
+
+    def forget(self) -> None:
+        """In a forked child: drop the inherited connection without using or closing it;
+        the next call opens the child's own (:meth:`live_cursor`)."""
+        if self.conn is not None:
+            _INHERITED.append((self.conn, self.cursor))
+            self.conn, self.cursor = None, None
+            self._reopen = True
+
+    def _reconnect(self) -> apsw.Cursor:
+        """The child's own connection to the same file, configured as the parent's
+        (the schema was checked when the parent opened the store)."""
+        conn = connect(
+            self.path,
+            self.durability,
+            self.busy_timeout,
+            self.vfs,
+            readonly=self.readonly,
+            driver=self.driver,
+        )
+        try:
+            memory_sorts(conn)
+        except apsw.Error as exc:
+            conn.close()
+            raise self.error("reopening after fork", exc) from exc
+        self.conn, self.cursor, self._reopen = conn, conn.cursor(), False
+        return self.cursor

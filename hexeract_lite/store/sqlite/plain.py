@@ -1,0 +1,160 @@
+"""The pending listing of a SQLite file as plain values, without the value classes.
+
+What :meth:`~hexeract_lite.store.sqlite.SqliteScheduleStore.list_pending` of a store
+opened with ``readonly=True`` reads (:func:`readonly_pending` chooses its statement for
+both), for a caller that renders the rows itself and pays for every module it imports
+(the CLI's plain ``scheduler list``). :func:`plain_pending` vouches only for a row it
+reads exactly as the store's decoding would; for any other row it returns None and
+the caller lists through the store. A cron or interval rule, or a bus target, is
+decoded by the store's own functions (importing them then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import apsw
+
+from ..._time import parse_ts
+from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from .schema import SCHEMA_VERSION, open_database
+from .statements import PortableReads, SqliteStatements, present_columns
+
+__all__ = ["plain_pending", "read_pending", "readonly_pending", "uuid_text"]
+
+_I = {name: index for index, name in enumerate(COLUMN_NAMES)}
+_INSTANTS = tuple((_I[c.name], c.required) for c in COLUMNS if c.kind is ColumnKind.INSTANT)
+_ENDED = (_I["delivered_at"], _I["cancelled_at"], _I["dead_lettered_at"])
+_BUSY_TIMEOUT = timedelta(seconds=5)  # SqliteScheduleStore.open's default
+
+PlainPending = tuple[str, str, datetime, Any, Any, str, str, "str | None"]
+"""A pending row's id, status, scheduled instant, attempts, budget, trigger label,
+event type and name."""
+
+
+def readonly_pending(
+    sql: SqliteStatements,
+    portable: PortableReads,
+    current: bool,
+    read: Callable[[str], list[Any]],
+) -> str:
+    """The pending listing's statement for a reader that may not rewrite the table: the
+    portable one on an older table (``current`` False) or on one holding instants in
+    another layout (``read`` runs a probe), else the indexed one."""
+    if not current or read(sql.any_noncanonical):
+        return portable.list_pending
+    return sql.list_pending
+
+
+def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
+    """The rows a read-only store's ``list_pending(limit)`` reads from ``table`` in the
+    file ``path`` (None: the default database), opened as ``SqliteScheduleStore.open(
+    path, table=table, readonly=True)`` opens it (its errors too); None when reading
+    failed (the store reads again, and names the error as it does)."""
+    _db, conn, version, hold = open_database(
+        path,
+        table,
+        durability="full",
+        busy_timeout=_BUSY_TIMEOUT,
+        create=False,
+        vfs=None,
+        readonly=True,
+    )
+    try:
+        columns = present_columns(conn, table)
+        sql = SqliteStatements(table, columns)
+        portable = PortableReads(table, columns)
+        statement = readonly_pending(
+            sql, portable, version == SCHEMA_VERSION, lambda q: conn.execute(q).fetchall()
+        )
+        rows = conn.execute(statement, {"limit": limit}).fetchall()
+        conn.close()
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()  # idempotent
+        if hold is not None:  # after the close: no lock of ours is left
+            hold.release()
+    return rows
+
+
+def plain_pending(row: Sequence[Any]) -> PlainPending | None:
+    """The row's values as the store's snapshot shows them, or None when this reading
+    cannot vouch for them."""
+    if len(row) != len(COLUMN_NAMES):
+        return None
+    sid = row[_I["schedule_id"]]
+    if not isinstance(sid, bytes) or len(sid) != 16:
+        return None
+    instants = {}
+    for index, required in _INSTANTS:
+        value = row[index]
+        if value is None and not required:
+            continue
+        if not isinstance(value, str):
+            return None
+        try:
+            instants[index] = parse_ts(value)
+        except (ValueError, TypeError, OverflowError):
+            return None
+    if any(row[i] is not None for i in _ENDED):
+        return None  # a listing of pending schedules holds none
+    event_type, name = row[_I["event_type"]], row[_I["name"]]
+    if not isinstance(event_type, str) or not (name is None or isinstance(name, str)):
+        return None
+    grace = row[_I["misfire_grace_ms"]]
+    if grace is not None:
+        try:
+            timedelta(milliseconds=grace)
+        except (TypeError, ValueError, OverflowError):
+            return None
+    trigger = _trigger_label(row[_I["trigger_kind"]], row[_I["cron_expr"]])
+    if trigger is None or not _target_ok(row[_I["target_kind"]], row[_I["target_routing_key"]]):
+        return None
+    return (
+        uuid_text(sid),
+        "paused" if row[_I["paused"]] else "pending",
+        instants[_I["scheduled_for"]],
+        row[_I["attempts"]],
+        row[_I["max_attempts"]],
+        trigger,
+        event_type,
+        name,
+    )
+
+
+def _trigger_label(kind: object, expression: object) -> str | None:
+    """The trigger's label as the record's trigger shows it (a kind other than cron or
+    interval is a delay there); None when the rule does not decode."""
+    if kind not in ("cron", "interval"):
+        return "delay"
+    from ..record import rule_trigger
+
+    try:
+        rule = rule_trigger(kind, expression)  # type: ignore[arg-type]
+    except Exception:
+        return None
+    return None if rule is None else rule.label()
+
+
+def _target_ok(kind: object, routing_key: object) -> bool:
+    """Whether the record's target decodes (a mediator or the outbox, without a key,
+    always does; any other pair is checked by the store's own function)."""
+    if kind in ("mediator", "outbox") and routing_key is None:
+        return True
+    from ..record import cached_target
+
+    try:
+        cached_target(kind, routing_key)
+    except Exception:
+        return False
+    return True
+
+
+def uuid_text(raw: bytes) -> str:
+    """``str(uuid.UUID(bytes=raw))``, without importing :mod:`uuid` (which imports
+    :mod:`platform`)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

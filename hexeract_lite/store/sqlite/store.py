@@ -1,0 +1,674 @@
+"""SqliteScheduleStore: the store contract on one SQLite file, shared with hexeract.
+
+The table is the reference's (hexeract-scheduler-sql) column for column, so a database
+written by the Rust framework opens here and the rows written here are rows it reads.
+On top of the reference's two indexes the store adds five partial indexes of its own
+(see :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`) so that a claim, the
+sweep and the wake-up hint stay O(log n) however many rows wait or back off.
+
+The contract's shared method bodies are
+:class:`~hexeract_lite.store.sql.store.SqlScheduleStore`'s; beside this module:
+:mod:`.schema` (opening a file, schema versions and upgrades), :mod:`.statements`,
+:mod:`.codec` (rows <-> records), :mod:`.connections` (the connection, its lock and
+transactions), :mod:`.notify` (other processes' commits), :mod:`.transaction`
+(transactions shared with the application).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, Self, TypeVar
+
+import apsw
+
+from ..._log import package_logger
+from ..._time import format_now, format_ts, parse_ts, to_utc_ms
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import (
+    DuplicateSchedule,
+    StoreError,
+)
+from ...message import ScheduledMessage, validate_message
+from ...settlement import Settlement
+from ...snapshot import LeasedOccurrence, ScheduleStatus
+from ..base import SWEEP_ERROR
+from ..changes import Plan
+from ..checks import (
+    check_max_attempts,
+    check_messages,
+    check_records,
+    check_schedule_id,
+)
+from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
+from ..record import ScheduleRecord
+from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
+from ..settle_plan import PlannedSettlement, settle_plan
+from ..sql.store import SqlScheduleStore
+from . import codec
+from .codec import (
+    SELECT_LIST,
+    encode_id,
+    encode_instant,
+    encode_lease,
+    leased_from_row,
+    message_rows,
+    row_from_record,
+    row_label,
+)
+from .connections import Connections, DuplicateKey, is_duplicate
+from .driver import FileHold, check_open
+from .notify import CommitWatch
+from .plain import readonly_pending
+from .schema import SCHEMA_VERSION, default_database_path, open_database
+from .session import SqliteSession
+from .statements import (
+    PortableReads,
+    SqliteStatements,
+    claim_rows,
+    file_sizes,
+    list_query,
+    present_columns,
+    prune_sql,
+    replay_sql,
+    stats_sql,
+)
+
+_log = package_logger(__name__)
+
+__all__ = ["SqliteScheduleStore", "default_database_path"]
+
+
+_T = TypeVar("_T")
+
+
+class SqliteScheduleStore(SqlScheduleStore):
+    """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
+
+    Build it with :meth:`open`. One store object is safe to use from several threads:
+    it has one connection, used under a lock, so its calls take turns. Several stores
+    (in threads or processes) may open the same file and claim from it at once, and a
+    live lease is never handed out twice; they take turns on SQLite's write lock. Every
+    write is one short ``BEGIN IMMEDIATE`` transaction: all or nothing. Every instant
+    comes from ``clock`` and is bound as a parameter; no SQL reads SQLite's own clock.
+
+    Rows are read and written exactly in the layout of hexeract's
+    ``hexeract-scheduler-sql`` (see :mod:`hexeract_lite.store.schema`); a claimed row
+    that cannot be decoded is dead-lettered with a ``last_error`` naming the column,
+    and a listing shows it as a :class:`~hexeract_lite.snapshot.MalformedSchedule`.
+
+    Durability (``open(durability=...)``); every mode is safe against an application
+    crash (WAL: a committed transaction is in the file), and none ever corrupts it:
+
+    - ``"full"`` (the default): ``PRAGMA synchronous=FULL``, every commit waits for
+      fsync. A power cut or OS crash loses nothing that was committed.
+    - ``"relaxed"``: the application's writes (``insert``, ``insert_many``,
+      ``import_records``, ``cancel``, ``set_paused``, ``resume``, ``replay``) commit
+      with fsync as under ``"full"``; the worker's own transactions (``claim_due``,
+      ``settle`` and the single acknowledgements, the sweep, the rewriting of instants
+      another tool wrote) commit without waiting for it (``synchronous=NORMAL`` for
+      those transactions only). A power cut or OS crash may therefore roll back the
+      last claims, acknowledgements and sweeps committed since the last fsynced commit
+      (any later insert or control change, from any connection, fsyncs the log and with
+      it everything committed before it), never an insert or a control change: a lost
+      claim or acknowledgement is a redelivery once the lease runs out, never a loss.
+    - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
+      any kind, inserts included, may roll back in a power cut or OS crash.
+
+    Processes: ``fork()`` (``multiprocessing``'s ``fork`` start method, pre-fork
+    servers) waits for the store's call in flight, if any (bounded by
+    ``busy_timeout``), so that no transaction is open at the fork. The child's store
+    opens its own connection on its first call, with a fresh lock; the inherited
+    connection is left untouched (SQLite forbids using or closing a connection across
+    a fork), and the parent's store goes on as before. A store cannot be pickled (to a
+    ``spawn``/``forkserver`` child or a ``ProcessPoolExecutor`` task): open one in
+    each process instead.
+
+    Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
+    full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
+    naming the file, with the apsw error chained; the failed operation applied nothing.
+
+    .. versionadded:: 0.1.0
+    """
+
+    _sql: SqliteStatements
+
+    def __init__(
+        self,
+        *,
+        connection: apsw.Connection,
+        path: pathlib.Path,
+        table: str,
+        clock: Clock,
+        busy_timeout: timedelta,
+        durability: str = "full",
+        vfs: str | None = None,
+        readonly: bool = False,
+        version: int = SCHEMA_VERSION,
+        driver: str = "apsw",
+        hold: FileHold | None = None,
+    ) -> None:
+        """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
+        super().__init__()
+        self._path = path
+        self._table = table
+        self._clock = clock
+        self._readonly = readonly
+        lock: threading.Lock | PidCheckingLock | None = None
+        if not AT_FORK_HOOKS:  # pragma: no cover - no os.register_at_fork: check the pid
+            lock = PidCheckingLock(self._forget_connection)
+        self._db = Connections(
+            connection,
+            path=path,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            vfs=vfs,
+            readonly=readonly,
+            driver=driver,
+            hold=hold,
+            lock=lock,
+        )
+        # read-only on an older table: NULL for the columns of ours it lacks yet
+        select_list = present_columns(connection, table) if readonly else SELECT_LIST
+        self._sql = SqliteStatements(table, select_list)
+        # read-only on a table that may lack our indexes or hold instants in another
+        # layout (which only a writer may rewrite): listings that need neither
+        self._portable: PortableReads | None = (
+            PortableReads(table, select_list) if readonly else None
+        )
+        self._current = version == SCHEMA_VERSION
+        self._codec = codec
+        self._place = f"the table {table} of {path}"
+        # started by the first claim in each process (see .notify)
+        self._watch: CommitWatch | None = None
+        self._watch_pid = 0
+        if AT_FORK_HOOKS:
+            start_afresh_after_fork(self)
+
+    # -- opening -------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        table: str = DEFAULT_TABLE,
+        clock: Clock = SYSTEM_CLOCK,
+        durability: str = "full",
+        busy_timeout: timedelta = timedelta(seconds=5),
+        create: bool = True,
+        vfs: str | None = None,
+        readonly: bool = False,
+        driver: str = "apsw",
+    ) -> Self:
+        """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
+
+        - ``path``: the database file; None means :func:`default_database_path`, whose
+          folders are created. A new file is created with owner-only permissions
+          (0600 on POSIX); on any other path the folder must already exist.
+        - ``table``: the table name, ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not
+          a word SQLite reads as a keyword (:class:`InvalidConfiguration` otherwise,
+          before any SQL runs).
+        - ``clock``: where "now" comes from (``created_at``, ``delivered_at``, retry
+          deadlines, the sweep, replay).
+        - ``durability``: ``"full"`` (every commit fsynced), ``"relaxed"`` (the
+          application's writes fsynced, the worker's claims and acknowledgements not)
+          or ``"normal"`` (``synchronous=NORMAL``); see the class docstring.
+        - ``busy_timeout``: how long an operation waits for another connection's write
+          lock before it fails with :class:`StoreError`.
+        - ``create``: when False, a missing file or a missing table raises
+          :class:`StoreError` (``no database at <path>``) and nothing is created; a
+          table hexeract (or an older hexeract_lite) created is still adopted.
+        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``) to open the
+          file with; None, the default one. For fault injection and special storage.
+        - ``readonly``: open the file read-only (``SQLITE_OPEN_READONLY``), for
+          commands that only read: the file is never written, not even to switch it to
+          WAL, adopt or upgrade its table, add an index or run ``PRAGMA optimize``, and
+          a file the user may only read opens. No ``-wal``/``-shm`` file is left beside a
+          WAL file that had none (it is then read through a ``query_only`` connection,
+          which removes them as it closes). A missing file or table raises
+          :class:`StoreError` (``create`` is not consulted); a table the reference or
+          an older hexeract_lite made is read as it is. ``inspect``, the listings,
+          ``next_wakeup``, ``export_records`` and ``data_version`` work; every other
+          method raises :class:`StoreError` saying the store is read-only.
+        - ``driver``: the SQLite library of every connection the store opens:
+          ``"apsw"`` (the default) or ``"sqlite3"`` (the standard library's, for an app
+          whose own connections are ``sqlite3.Connection`` s: ``insert(...,
+          connection=)`` and :class:`~hexeract_lite.transactional.TransactionalSink`
+          then take and give ``sqlite3`` connections). One library per file per process
+          (see :mod:`.driver`): opening a file this process has open with the
+          other one raises :class:`InvalidConfiguration`, as does a SQLite older than
+          3.35 or a ``vfs`` with ``"sqlite3"``.
+
+        A new database is built under a temporary name beside ``path`` and linked into
+        place only once complete: other processes never see a half-made file, and a
+        failed creation (full disk, I/O error) leaves nothing. Several processes
+        creating the same file at once all end up sharing the one that got there
+        first; where the file system has no hard links the name is claimed atomically
+        instead and the table is built in place (see
+        :func:`~hexeract_lite.store.sqlite.schema.create_database`).
+
+        A table the Rust reference created (no version recorded) is adopted: its rows
+        are kept, hexeract_lite's indexes are added and timestamp text is normalised
+        to ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction; an older version is
+        upgraded the same way. A table whose recorded version is newer than
+        :data:`SCHEMA_VERSION`, or that is not a scheduler table, is refused before
+        anything in the file changes. A path that is a folder, a file that is not a
+        SQLite database, a read-only file or folder (unless ``readonly``), or a
+        missing folder raise :class:`StoreError` naming the path, changing nothing.
+        """
+        table = validate_sqlite_table_name(table)
+        driver = check_open(durability, busy_timeout, clock, driver, vfs, create, readonly)
+        db, connection, version, hold = open_database(
+            path,
+            table,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            create=create and not readonly,
+            vfs=vfs,
+            readonly=readonly,
+            driver=driver,
+        )
+        return cls(
+            connection=connection,
+            path=db,
+            table=table,
+            clock=clock,
+            busy_timeout=busy_timeout,
+            durability=durability,
+            vfs=vfs,
+            readonly=readonly,
+            version=version,
+            driver=driver,
+            hold=hold,
+        )
+
+    # -- properties and lifetime -----------------------------------------------------
+
+    @property
+    def path(self) -> pathlib.Path:
+        """The database file (absolute)."""
+        return self._path
+
+    @property
+    def table(self) -> str:
+        """The scheduler table's name."""
+        return self._table
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    @property
+    def durability(self) -> str:
+        """``"full"``, ``"relaxed"`` or ``"normal"``, as opened (see the class docstring)."""
+        return self._db.durability
+
+    @property
+    def busy_timeout(self) -> timedelta:
+        """How long a write waits for another connection's write lock, as opened."""
+        return self._db.busy_timeout
+
+    @property
+    def vfs(self) -> str | None:
+        """The SQLite VFS the file was opened with (None: the default one)."""
+        return self._db.vfs
+
+    @property
+    def driver(self) -> str:
+        """``"apsw"`` or ``"sqlite3"``: the SQLite library of the store's connections."""
+        return self._db.driver
+
+    @property
+    def readonly(self) -> bool:
+        """True when opened with ``readonly=True``: the store never writes."""
+        return self._readonly
+
+    def close(self) -> None:
+        """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
+        self._db.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteScheduleStore({str(self._path)!r}, table={self._table!r})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self!r} cannot be pickled (to a spawned process or a process pool): open"
+            " the store in each process with SqliteScheduleStore.open(path)"
+        )
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes when another connection commits to the file.
+
+        Cheap (no disk read); a worker polls it to notice other processes' inserts
+        within its poll interval. Its own commits do not move it (they notify
+        :attr:`changes`).
+        """
+        [(value,)] = self._db.run("data_version", "PRAGMA data_version")
+        assert isinstance(value, int)
+        return value
+
+    # -- a forked child ------------------------------------------------------------------
+
+    def _before_fork(self) -> bool:
+        """In the forking thread: wait (bounded) for a call in flight, so that no
+        transaction of this store is open at the fork (see :mod:`.fork`)."""
+        assert isinstance(self._lock, type(threading.Lock()))
+        return hold(self._lock, self._db.busy_timeout.total_seconds() + 10)
+
+    def _after_fork_in_parent(self) -> None:
+        assert isinstance(self._lock, type(threading.Lock()))
+        self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        """In a child made by fork(), before it runs anything else: a fresh lock and no
+        connection yet (the next call opens the child's own)."""
+        self._db.lock = threading.Lock()
+        self._forget_connection()
+
+    def _forget_connection(self) -> None:
+        self._db.forget()
+
+    @property
+    def _lock(self) -> threading.Lock | PidCheckingLock:
+        """The lock the store's calls take turns on."""
+        return self._db.lock
+
+    @property
+    def _conn(self) -> apsw.Connection | None:
+        """The store's connection (None once closed, or in a forked child before its
+        first call)."""
+        return self._db.conn
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _writable(self, what: str) -> None:
+        self._db.writable(what)
+
+    @contextmanager
+    def _write(
+        self, what: str, *, worker: bool = False, atomic: bool = True
+    ) -> Iterator[SqliteSession]:
+        """One ``BEGIN IMMEDIATE`` transaction (whatever ``atomic`` says; see
+        :meth:`.connections.Connections.transaction`)."""
+        with self._db.transaction(what, worker) as tx:
+            yield tx
+        if tx.woken:
+            self.changes.notify()
+
+    def _read(self, what: str, sql: str, params: Any) -> list[Any]:
+        return self._db.read(what, sql, params)
+
+    def _row_params(self, record: ScheduleRecord) -> tuple[Any, ...]:
+        values = row_from_record(record)
+        return (*values[1:], values[0])
+
+    def _export_error(self, row: Sequence[Any], exc: BaseException) -> StoreError:
+        return StoreError(
+            f"cannot export the row with schedule_id {row_label(row)} of {self._table}"
+            f" in {self._path}: {codec.why(row, exc)}"
+        )
+
+    # -- writing -------------------------------------------------------------------------
+
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """See :meth:`ScheduleStore.insert`. ``connection``: an ``apsw.Connection`` or
+        ``sqlite3.Connection`` on this file with a transaction open: the row is written
+        inside that transaction and exists once the caller commits (see
+        :func:`~hexeract_lite.store.sqlite.transaction.insert_within`)."""
+        check_max_attempts(max_attempts)
+        validate_message(message)
+        self._writable("insert")
+        row = message_rows((message,), max_attempts, format_now(self._clock.now()))[0]
+        if connection is not None:
+            from .transaction import insert_within  # sqlite3 and settlement: not for reads
+
+            insert_within(
+                connection, self._path, self._sql, [message], [row], "insert", self.driver
+            )
+            return
+        # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
+        # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
+        with self._lock:
+            cur = self._db.live_cursor()
+            try:
+                cur.execute(self._sql.insert_one, row)
+            except BaseException as exc:
+                self._db.rollback()
+                if is_duplicate(exc):
+                    raise DuplicateSchedule(message.schedule_id) from exc
+                if isinstance(exc, apsw.Error):
+                    raise self._db.error("insert", exc) from exc
+                raise
+        self.changes.notify()
+
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        """See :meth:`ScheduleStore.insert_many`; ``connection`` as for :meth:`insert`
+        (the batch is all or nothing inside the caller's transaction)."""
+        check_max_attempts(max_attempts)
+        messages = check_messages(messages)
+        if not messages and connection is None:
+            return
+        rows = message_rows(messages, max_attempts, format_now(self._clock.now()))
+        if connection is not None:
+            self._writable("insert_many")
+            from .transaction import insert_within
+
+            insert_within(
+                connection, self._path, self._sql, messages, rows, "insert_many", self.driver
+            )
+            return
+        try:
+            with self._write("insert_many") as tx:
+                tx.cur.executemany(self._sql.insert, rows)
+        except DuplicateKey as exc:
+            raise self._first_duplicate(messages) from exc.__cause__
+        self.changes.notify()
+
+    def _first_duplicate(self, messages: Sequence[ScheduledMessage]) -> Exception:
+        """After a rolled-back batch: the first id that repeats or already exists."""
+        seen: set[uuid.UUID] = set()
+        for m in messages:
+            sid = m.schedule_id
+            if sid in seen or self._read("insert_many", self._sql.exists, {"id": sid.bytes}):
+                return DuplicateSchedule(sid)
+            seen.add(sid)
+        return StoreError(f"insert_many on {self._path}: a duplicate id vanished")
+
+    # -- the worker's side ---------------------------------------------------------------------
+
+    def _claim_params(
+        self, now: datetime, batch_size: int, lease: timedelta
+    ) -> tuple[dict[str, Any], str, datetime]:
+        """The claim's parameters, and the lease it hands out (text, instant)."""
+        until = to_utc_ms(now + lease, "lease deadline")
+        until_text = format_ts(until)
+        return {"now": format_ts(now), "until": until_text, "n": batch_size}, until_text, until
+
+    def _claim_rows(self, tx: Any, claim: tuple[dict[str, Any], str, datetime]) -> list[Any]:
+        """The claim's statements, inside the caller's write transaction."""
+        cur = tx.cur
+        if self._watch_pid != os.getpid():  # once per process, at the first claim
+            self._watch_pid = os.getpid()
+            version = cur.execute("PRAGMA data_version").fetchall()[0][0]
+            self._watch = CommitWatch.start(self._path, self.changes, self.data_version, version)
+        cur.execute(self._sql.normalise)
+        return claim_rows(cur, self._sql, claim[0])
+
+    def _leased(
+        self, row: Sequence[Any], claim: tuple[dict[str, Any], str, datetime]
+    ) -> LeasedOccurrence:
+        return leased_from_row(row, claim[1], claim[2])
+
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
+        return settle_plan(
+            checked,
+            self._now(),
+            encode_id=encode_id,
+            encode_lease=encode_lease,
+            encode_instant=encode_instant,
+        )
+
+    def dead_letter_exhausted(self) -> int:
+        self._writable("dead_letter_exhausted")
+        params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
+        # Every poll cycle runs this; almost always there is nothing to do, and a read
+        # says so without taking the write lock (other processes' claims go on).
+        [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)
+        if not work:
+            return 0
+        with self._write("dead_letter_exhausted", worker=True) as tx:
+            tx.execute(self._sql.normalise)
+            return tx.execute(self._sql.sweep, params)
+
+    def _normalise_if_needed(self) -> bool:
+        """Rewrite live rows' instants that another tool wrote in another layout (a
+        read when there are none, which is the normal case). A read-only store cannot:
+        it says whether there are any (True: its reads must not trust text order)."""
+        if self._readonly and not self._current:
+            return True  # an older table: our index to ask may not exist
+        if not self._read("normalise", self._sql.any_noncanonical, ()):
+            return False
+        if self._readonly:
+            return True
+        with self._write("normalise", worker=True) as tx:
+            tx.execute(self._sql.normalise)
+        return False
+
+    def _list_pending_statement(self) -> str:
+        if self._portable is not None:  # read-only: what the plain listing reads
+            probe = lambda sql: self._read("normalise", sql, ())  # noqa: E731
+            return readonly_pending(self._sql, self._portable, self._current, probe)
+        self._normalise_if_needed()
+        return self._sql.list_pending
+
+    def _list_dead_letter_statement(self) -> str:
+        if self._portable is not None and not self._current:
+            return self._portable.list_dead_letter
+        return self._sql.list_dead_letter
+
+    def _list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+    ) -> tuple[str, dict[str, Any]]:
+        return list_query(self._table, self._sql.select_list, status, glob, name, after, limit)
+
+    def _prune_statements(self, column: str) -> tuple[str, str]:
+        return prune_sql(self._table, column)
+
+    def _after_prune(self) -> None:
+        """Free pages back to the file system (``PRAGMA incremental_vacuum``, with
+        incremental auto-vacuum: every file this version creates; older files need
+        :meth:`vacuum` once), and the WAL checkpointed and truncated."""
+        self._db.run("prune", "PRAGMA incremental_vacuum", "PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _replay_statements(
+        self, ids: list[uuid.UUID], now: datetime
+    ) -> list[tuple[str, dict[str, Any]]]:
+        sql, at = replay_sql(self._table), format_ts(now)
+        return [(sql, {"id": sid.bytes, "now": at}) for sid in ids]
+
+    def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
+        now = self._now()
+        params = {"now": format_ts(now)}
+        try:
+            [row] = self._read("stats", stats_sql(self._table), params)
+        except StoreError as exc:
+            if "no such index" not in str(exc):
+                raise
+            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
+        row = list(row)
+        for index in (7, 9):  # the oldest due instants
+            row[index] = None if row[index] is None else parse_ts(row[index])
+        return now, row
+
+    def _stats_extra(self) -> dict[str, Any]:
+        file_bytes, wal_bytes = file_sizes(self._path)
+        return {"file_bytes": file_bytes, "wal_bytes": wal_bytes}
+
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+    ) -> Any:
+        from .transaction import SqliteTransactionRunner
+
+        return SqliteTransactionRunner(self, handler, clock, policy, timeout)
+
+    def next_wakeup(self) -> datetime | None:
+        sql = self._sql.next_wakeup
+        if self._normalise_if_needed():
+            assert self._portable is not None
+            sql = self._portable.next_wakeup
+        [(fresh, leased)] = self._read("next_wakeup", sql, ())
+        candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
+        return min(candidates, default=None)
+
+    # -- upkeep ---------------------------------------------------------------------------
+
+    def checkpoint(self) -> bool:
+        """Fold the WAL into the file and truncate it (``PRAGMA wal_checkpoint(TRUNCATE)``)
+        without waiting: when another connection reads or writes at that moment it gives
+        up at once and returns False (the next burst's end tries again). The worker calls
+        it when a burst of work ends. A read-only store does nothing (False)."""
+        return not self._readonly and self._db.checkpoint()
+
+    def vacuum(self) -> None:
+        """Rebuild the file with incremental auto-vacuum (what older files lack, so that
+        :meth:`prune` can give space back), returning every free page; then checkpoint
+        and truncate the WAL. Takes the write lock for as long as the copy takes."""
+        self._writable("vacuum")
+        incremental = "PRAGMA auto_vacuum = INCREMENTAL"
+        self._db.run("vacuum", incremental, "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
+        as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite.transaction.modify_within`)."""
+        sid = check_schedule_id(schedule_id)
+        self._writable("modify")
+        now = self._now()
+        from .transaction import modify_within
+
+        return modify_within(connection, self._path, self._sql, sid, plan, now, self.driver)
+
+    # -- copying rows between stores (hexeract scheduler migrate) ---------------------
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        """See :meth:`ScheduleStore.import_records`: the rows whose id is absent are
+        inserted as given (every column, instants as the reference's text), in one
+        ``BEGIN IMMEDIATE`` transaction."""
+        rows = [row_from_record(record) for record in check_records(records)]
+        if not rows:
+            return 0
+        with self._write("import_records") as tx:
+            cur = tx.cur
+            conn = cur.connection
+            before = conn.total_changes()
+            cur.executemany(self._sql.import_row, rows)
+            inserted = conn.total_changes() - before
+        if inserted:
+            self.changes.notify()
+        return inserted
