@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 from typing import Any
 
-PACKAGES = ("hexeract_lite", "hexeract_lite.cli")
+PACKAGES = (
+    "hexeract_lite",
+    "hexeract_lite.cli",
+    "hexeract_lite.store",
+    "hexeract_lite.store.sqlite",
+    "hexeract_lite.store.postgres",
+)
 """The packages whose names load on first use."""
 
 
@@ -23,14 +29,20 @@ def lazy_exports(
     namespace: dict[str, Any],
     modules: Mapping[str, Iterable[str]],
     computed: Mapping[str, Callable[[], object]] | None = None,
+    *,
+    optional: Iterable[str] = (),
 ) -> tuple[Callable[[str], object], Callable[[], list[str]], dict[str, str]]:
     """``(__getattr__, __dir__, name -> module)`` for ``package`` (its ``__name__``)
-    whose globals are ``namespace``, and its ``__all__``: ``modules`` maps a module path
-    relative to the package (``".errors"``, ``"..errors"``) to the names it defines;
-    ``computed`` maps a name to a function giving its value (``__version__``)."""
+    whose globals are ``namespace``: ``modules`` maps a module path relative to the
+    package (``".errors"``, ``"..errors"``) to the names it defines; ``computed`` maps a
+    name to a function giving its value (``__version__``). A package's ``__all__`` is
+    every name but the ``optional`` ones (those of an optional extra, which a star
+    import must not need), unless the module defines its own."""
     where = {name: module for module, names in modules.items() for name in names}
     made = dict(computed or {})
-    namespace["__all__"] = [*where, *made]
+    left_out = set(optional)
+    if "__path__" in namespace:  # a package: its table is its public names
+        namespace.setdefault("__all__", [n for n in [*where, *made] if n not in left_out])
 
     def __getattr__(name: str) -> object:
         if name in made:
@@ -53,14 +65,14 @@ def render_stub(package: str) -> str:
     module = import_module(package)
     exports: Mapping[str, Iterable[str]] = module._EXPORTS
     computed: Mapping[str, str] = module.__dict__.get("_COMPUTED_TYPES", {})
+    public = list(module.__all__)
     lines = [f"# Generated from {package}._EXPORTS by hexeract_lite._lazy.write_stubs().", ""]
     for where, names in sorted(exports.items()):
         lines.extend(f"from {where} import {name} as {name}" for name in names)
     lines.append("")
     lines.extend(f"{name}: {kind}" for name, kind in computed.items())
     lines.append("__all__ = [")
-    lines.extend(f'    "{n}",' for names in exports.values() for n in (*names,))
-    lines.extend(f'    "{name}",' for name in computed)
+    lines.extend(f'    "{name}",' for name in public)
     lines.append("]")
     return "\n".join(lines) + "\n"
 

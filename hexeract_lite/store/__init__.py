@@ -5,31 +5,18 @@ PostgreSQL one the optional psycopg, and the contract its value classes, which a
 read-only listing by the CLI does without.
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
-if TYPE_CHECKING:
-    from ..settlement import Settlement, SettlementKind
-    from .base import SWEEP_ERROR, ScheduleStore
-    from .memory import InMemoryScheduleStore
-    from .postgres.store import PostgresScheduleStore as PostgresScheduleStore
-    from .sqlite.store import SqliteScheduleStore
-
-__all__ = [
-    "SWEEP_ERROR",
-    "InMemoryScheduleStore",
-    "ScheduleStore",
-    "Settlement",
-    "SettlementKind",
-    "SqliteScheduleStore",
-]
-
+# Every public name, once, and the module that defines it (it makes __all__ and the
+# type checkers' __init__.pyi). PostgresScheduleStore is left out of __all__:
+# `from hexeract_lite.store import *` must work without psycopg.
 _EXPORTS = {
-    ".base": ("SWEEP_ERROR", "ScheduleStore", "Settlement", "SettlementKind"),
+    ".base": ("SWEEP_ERROR", "ScheduleStore"),
+    "..settlement": ("Settlement", "SettlementKind"),
     ".memory": ("InMemoryScheduleStore",),
-    ".sqlite": ("SqliteScheduleStore",),
-    # not in __all__: `from hexeract_lite.store import *` must work without psycopg
-    ".postgres": ("PostgresScheduleStore",),
+    ".sqlite.store": ("SqliteScheduleStore",),
+    ".postgres.store": ("PostgresScheduleStore",),
 }
-__getattr__, __dir__, _MODULE_OF = lazy_exports(__name__, globals(), _EXPORTS)
+__getattr__, __dir__, _MODULE_OF = lazy_exports(
+    __name__, globals(), _EXPORTS, optional=("PostgresScheduleStore",)
+)

@@ -4,15 +4,9 @@ The name loads on first use, so that the schema module (the DDL the CLI prints)
 imports without psycopg.
 """
 
-from typing import TYPE_CHECKING
-
 from ..._lazy import lazy_exports
 
-if TYPE_CHECKING:
-    from .store import PostgresScheduleStore
-
-__all__ = ["PostgresScheduleStore"]
-
-__getattr__, __dir__, _MODULE_OF = lazy_exports(
-    __name__, globals(), {".store": ("PostgresScheduleStore",)}
-)
+# Every public name, once, and the module that defines it (it makes __all__ and the
+# type checkers' __init__.pyi).
+_EXPORTS = {".store": ("PostgresScheduleStore",)}
+__getattr__, __dir__, _MODULE_OF = lazy_exports(__name__, globals(), _EXPORTS)
