@@ -429,8 +429,8 @@ class ScheduleStore(abc.ABC):
             else:
                 return EnsureResult.CREATED
             return self.modify_record(message.schedule_id, plan)
-        if type(self).modify_within is ScheduleStore.modify_within:
-            return ScheduleStore.modify_within(self, connection, message.schedule_id, plan)
+        if not self.shares_transactions:
+            raise no_transactions(self, connection)
         insert: Callable[..., None] = self.insert  # this store's takes connection=
         try:
             insert(message, max_attempts, connection=connection)
@@ -592,6 +592,13 @@ class ScheduleStore(abc.ABC):
     def copies_records(self) -> bool:
         """True when the store implements :meth:`export_records` and
         :meth:`import_records`, through which ``migrate`` copies. The default is False."""
+        return False
+
+    @property
+    def shares_transactions(self) -> bool:
+        """True when ``insert``, ``insert_many`` and :meth:`ensure` take an application's
+        ``connection=`` and :meth:`modify_within` writes inside its transaction. The
+        default is False (they refuse a connection with :class:`InvalidArgument`)."""
         return False
 
     @property

@@ -538,6 +538,12 @@ class SqlScheduleStore(SettlingStore):
         """True: :meth:`export_records` and :meth:`import_records` are implemented."""
         return True
 
+    @property
+    def shares_transactions(self) -> bool:
+        """True: ``insert``, ``insert_many``, ``ensure`` and ``modify_within`` take the
+        application's ``connection=``."""
+        return True
+
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
         """See :meth:`ScheduleStore.export_records`: one read of the primary key. A row
         that cannot be read as a record raises :class:`StoreError` naming it and the
