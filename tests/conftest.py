@@ -14,12 +14,21 @@ import time_machine
 
 os.environ["TZ"] = "UTC"
 time.tzset()
-
-from hexeract_lite import InMemoryScheduleStore, ScheduleStore  # noqa: E402
+from hexeract_lite import InMemoryScheduleStore, SchedulerWorkerConfig, ScheduleStore  # noqa: E402
 from hexeract_lite.store.sqlite import SqliteScheduleStore  # noqa: E402
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 """The instant frozen-clock tests start at."""
+
+TIGHT = SchedulerWorkerConfig(
+    batch_size=2,
+    lease=timedelta(seconds=1),
+    dispatch_timeout=timedelta(milliseconds=250),
+    poll_interval=timedelta(milliseconds=20),
+    jitter=False,
+)
+"""A real-time worker config whose lease covers a batch (2 x 0.25 s) with room to spare,
+but not a pause of :data:`tests.test_hooks.PAUSE_S`."""
 
 
 class FrozenTime:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import apsw
@@ -11,9 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hexeract_lite import InvalidConfiguration, ScheduledMessage, Target
+from hexeract_lite import (
+    InvalidConfiguration,
+    ScheduledMessage,
+    Target,
+)
 from hexeract_lite._time import _MAX_DAY_PREFIXES, format_now, format_ts, to_utc_ms
 from hexeract_lite.clock import ManualClock
+from hexeract_lite.errors import InvalidMessage
+from hexeract_lite.message import encode_payload
+from hexeract_lite.store.postgres_rows import jsonb_text
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -186,3 +196,116 @@ def test_a_change_wakes_a_waiting_thread_and_one_made_before_the_wait_is_seen() 
     waiting.join(60)
     assert woke == [True]
     assert signal._waiting == 0
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _json_dumps(payload: Any) -> tuple[str, str]:
+    try:
+        return "ok", json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        return "refused", str(exc)
+
+
+def _encode(payload: Any) -> tuple[str, str]:
+    try:
+        return "ok", encode_payload(payload)
+    except InvalidMessage as exc:
+        cause = exc.__cause__ or exc.__context__
+        assert cause is not None, "the encoder's error is chained"
+        assert str(cause) in str(exc) or "not JSON" in str(exc)
+        return "refused", str(cause)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@given(json_values)
+def test_encode_payload_is_compact_strict_json_dumps(payload: Any) -> None:
+    assert _encode(payload) == _json_dumps(payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        math.nan,
+        {"x": [math.inf]},
+        -math.inf,
+        {1.5: "float key"},
+        {(1, 2): "tuple key"},
+        {"s": {1, 2}},
+        b"bytes",
+        {"é\u2028\ud7ff": "\U0001f600"},
+    ],
+    ids=["nan", "nested-inf", "-inf", "float-key", "tuple-key", "set", "bytes", "unicode"],
+)
+def test_encode_payload_refuses_and_names_what_json_dumps_refuses(payload: Any) -> None:
+    assert _encode(payload) == _json_dumps(payload)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@given(json_values)
+def test_jsonb_text_is_the_same_json_value(payload: Any) -> None:
+    """Whatever the payload, the text bound for JSONB decodes to the payload (floats
+    stay floats, ints ints, strings unchanged), and a payload without an exponent-form
+    number is sent as it is."""
+    try:
+        text = encode_payload(payload)
+    except InvalidMessage:
+        return
+    sent = jsonb_text(text)
+    assert repr(json.loads(sent)) == repr(json.loads(text))
+    if "e+" not in text and "E" not in text and "e" not in text:
+        assert sent == text
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr here")
+
+
+@pytest.mark.parametrize(
+    ("payload", "shown"),
+    [
+        (10**5000, "<int that repr() cannot show>"),
+        ({"n": [10**5000]}, "<dict that repr() cannot show>"),
+        ([_BadRepr()], "<list that repr() cannot show>"),
+    ],
+    ids=["huge-int", "nested-huge-int", "object-whose-repr-raises"],
+)
+def test_a_payload_whose_repr_raises_is_refused_as_invalid_message(
+    payload: Any, shown: str
+) -> None:
+    """The error message's ``repr`` of the payload raised in its place: a bare
+    ValueError ('Exceeds the limit (4300 digits)') or the object's own exception
+    escaped instead of InvalidMessage."""
+    with pytest.raises(InvalidMessage, match="payload is not JSON-serialisable") as info:
+        encode_payload(payload)
+    assert shown in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "sent"),
+    [
+        ('{"a":1e+20}', '{"a":100000000000000000000.0}'),
+        ('["1e+20",1E20,-2.5e+16]', '["1e+20",100000000000000000000.0,-25000000000000000.0]'),
+        ('{"k\\"1e+5":"x\\\\",  "v": 1.5e3}', '{"k\\"1e+5":"x\\\\",  "v": 1500.0}'),
+        ("[1e-7,100000000000000000000,0.5]", "[1e-7,100000000000000000000,0.5]"),
+        ('{"a1e+5": 5}', '{"a1e+5": 5}'),
+        ("[1e400]", "[1e400]"),
+        ("[0.000001e+1, 0e5]", "[1e-05, 0.0]"),
+        ('["\u2028\\n\\\\\\"1e+9", 2e+0]', '["\u2028\\n\\\\\\"1e+9", 2.0]'),
+    ],
+)
+def test_jsonb_text_rewrites_only_exponent_form_numbers(text: str, sent: str) -> None:
+    assert jsonb_text(text) == sent
+    assert json.loads(sent) == json.loads(text) or text == "[1e400]"

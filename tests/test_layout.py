@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,16 @@ def test_no_import_cycle_between_modules() -> None:
         if name not in state:
             visit(name, [])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_test_file_is_named_after_a_review_round() -> None:
+    """A test file is named after the behaviour it tests, so a reader finds it."""
+    named = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+        if re.search(r"review_round|round\d", path.name)
+    ]
+    assert named == []
 
 
 @pytest.mark.parametrize("package", ["hexeract_lite", "hexeract_lite.cli"])

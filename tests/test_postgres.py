@@ -49,6 +49,7 @@ from .test_state_machine import StoresAgree
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
+
 from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -654,3 +655,29 @@ def test_a_killed_worker_s_occurrences_are_reclaimed_after_its_lease(
         for m in msgs[:20]:
             snap = s.inspect(m.schedule_id)
             assert snap is not None and snap.status is ScheduleStatus.DELIVERED
+
+
+NOT_BOOLS = ["no", "false", 0, 1, None]
+
+
+@pytest.mark.parametrize("flag", ["create", "use_database_clock", "listen"])
+@pytest.mark.parametrize("value", NOT_BOOLS)
+def test_postgres_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
+    flag: str, value: object
+) -> None:
+    # create="no" created the table; use_database_clock="no" turned the server's clock on.
+    import psycopg
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    url = pg.require_server()
+    table = pg.unique_table("r4c")
+    try:
+        with pytest.raises(
+            InvalidConfiguration, match=rf"{flag} must be True or False, got {value!r}"
+        ):
+            PostgresScheduleStore.open(url, table=table, **{flag: value})  # type: ignore[arg-type]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT to_regclass(%s)", [table]).fetchone() == (None,)
+    finally:
+        pg.drop_table(url, table)

@@ -4,8 +4,12 @@ recurring and (by default) dead-lettered rows untouched; on every store."""
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -17,12 +21,15 @@ from hexeract_lite import (
     ScheduleStore,
     SqliteScheduleStore,
     Target,
+    upkeep,
 )
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument, StoreError
 from hexeract_lite.settle import Settlement
+from hexeract_lite.worker import SchedulerWorker
 
-from .conftest import T0, FrozenTime
+from .conftest import T0, TIGHT, FrozenTime
+from .test_hooks import PAUSE_S, _all_delivered, _four_due
 
 S = timedelta(seconds=1)
 DAY = timedelta(days=1)
@@ -258,7 +265,6 @@ def test_stats_on_a_read_only_file_without_the_new_indexes(tmp_path: Path) -> No
 
 def test_the_worker_checkpoints_the_wal_when_a_burst_ends(tmp_path: Path) -> None:
     """Issue 15: a 4.2 MB WAL stayed while the file was open after 5,000 deliveries."""
-    from datetime import UTC, datetime
 
     from hexeract_lite import SchedulerWorker, SchedulerWorkerConfig
 
@@ -278,3 +284,63 @@ def test_the_worker_checkpoints_the_wal_when_a_burst_ends(tmp_path: Path) -> Non
         grown = wal.stat().st_size  # the cycle that claimed nothing ended the burst
         assert grown == 0, grown
         assert store.stats().delivered == 3000
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hexeract_lite", "scheduler", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_prune_older_than_before_year_one_is_a_usage_error_naming_the_value(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "s.db")
+    assert _cli("add", "--conn", db, "--in", "5m", "--event-type", "a.b").returncode == 0
+    done = _cli("prune", "--conn", db, "--older-than", "99999999d", "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "OverflowError" not in done.stderr
+    assert "older_than" in done.stderr
+
+
+def test_store_prune_older_than_before_year_one_raises_invalid_argument() -> None:
+    store = InMemoryScheduleStore()
+    with pytest.raises(InvalidArgument, match="older_than"):
+        store.prune(timedelta(days=99_999_999))
+
+
+class SlowPruneStore(SqliteScheduleStore):
+    """A SQLite store whose second prune takes 1.5 s (a big backlog of history, say): the
+    first runs at the worker's first cycle, the second with a full batch dispatched."""
+
+    prunes = 0
+
+    def prune(self, older_than: timedelta, **kwargs: Any) -> int:
+        self.prunes += 1
+        if self.prunes == 2:
+            time.sleep(PAUSE_S)
+        return super().prune(older_than, **kwargs)
+
+
+def test_retention_never_runs_while_a_dispatched_batch_waits_for_its_settlement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the loop held a full batch's settlement for the next claim and ran the
+    retention prune first; a prune longer than the lease fenced that settlement out (lease
+    lost), and the delivered occurrences, on their last attempt, were dead-lettered by the
+    sweep as if their worker had crashed."""
+    monkeypatch.setattr(upkeep, "RETENTION_EVERY", timedelta(0))  # prune at every cycle
+    with SlowPruneStore.open(tmp_path / "r.db") as store:
+        msgs = _four_due(store)
+        seen: list[ScheduledMessage] = []
+        worker = SchedulerWorker(store, seen.append, TIGHT, retention=timedelta(days=1))
+        with worker.start():
+            deadline = time.monotonic() + 10
+            while store.stats().pending and time.monotonic() < deadline:
+                time.sleep(0.05)
+        _all_delivered(store, msgs)
+        assert len(seen) == 4

@@ -229,3 +229,23 @@ def test_error_text() -> None:
     assert error_text("plain") == "plain"
     long = error_text("x" * (MAX_ERROR_CHARS + 10))
     assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
+
+
+@pytest.mark.parametrize("attempts", ["x", "3", 2.5, None, True])
+def test_next_delay_refuses_an_attempts_that_is_not_an_int(attempts: object) -> None:
+    """Before: ``"x"`` leaked int()'s bare ValueError, ``None`` a TypeError, and ``"3"``,
+    ``2.5`` and ``True`` were silently read as 3, 2 and 1."""
+    from hexeract_lite import InvalidArgument, RetryPolicy
+
+    with pytest.raises(InvalidArgument, match="attempts"):
+        RetryPolicy(jitter=False).next_delay(attempts)  # type: ignore[arg-type]
+
+
+def test_next_delay_counts_negative_attempts_as_zero() -> None:
+    from datetime import timedelta
+
+    from hexeract_lite import RetryPolicy
+
+    policy = RetryPolicy(jitter=False)
+    assert policy.next_delay(-3) == policy.next_delay(0) == timedelta(seconds=1)
+    assert policy.next_delay(3) == timedelta(seconds=8)

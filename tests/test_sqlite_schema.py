@@ -13,7 +13,14 @@ from typing import Any
 import apsw
 import pytest
 
-from hexeract_lite import ManualClock, ScheduledMessage, StoreError, Target
+from hexeract_lite import (
+    ManualClock,
+    ScheduledMessage,
+    StoreError,
+    Target,
+    name_id,
+)
+from hexeract_lite.cli import main
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
 from hexeract_lite.store.schema import (
     LIVE,
@@ -638,3 +645,66 @@ def test_a_file_the_user_may_only_read_opens_read_only(tmp_path: Path) -> None:
     finally:
         folder.chmod(0o700)
         shutil.rmtree(folder)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+UNKNOWN = "01a22fd1-6d1d-7acb-a025-718301d4b44b"
+
+
+PENDING = str(uuid.UUID(int=1))
+
+
+REFUSED = [
+    (["pause", UNKNOWN], 1),
+    (["resume", UNKNOWN], 1),
+    (["cancel", UNKNOWN], 1),
+    (["pause", "--name", "nope.x"], 1),
+    (["reschedule", UNKNOWN, "--in", "5m"], 1),
+    (["update", UNKNOWN, "--payload", "{}"], 1),
+    (["update", PENDING, "--cron", "@daily"], 1),  # a delay schedule has no rule
+    (["update", PENDING, "--cron", "bad"], 2),
+    (["run-now", "--name", "nope.x"], 1),
+    (["dead-letter", "replay", PENDING], 1),  # pending: not replayable
+    (["add", "--in", "1m", "--event-type", "t.x", "--schedule-id", PENDING], 1),
+    (["ensure", "--name", "a.b", "--at", "2030-01-01T00:00:00Z", "--event-type", "t.x"], None),
+]
+
+
+def _older_file(path: Path, version: str) -> None:
+
+    if version == "5":
+        _v5_file(path)
+    else:
+        _old_v1_file(path, "version 3" if version == "3" else "spaced", version=int(version))
+
+
+@pytest.mark.parametrize("version", ["1", "3", "5"])
+@pytest.mark.parametrize(("argv", "code"), REFUSED)
+def test_a_refused_command_leaves_an_older_file_byte_identical(
+    tmp_path: Path,
+    version: str,
+    argv: list[str],
+    code: int | None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Refused with exit 1 (no such schedule, not changeable, not replayable, a
+    duplicate) or 2 (a bad rule found after opening), these commands had opened the
+    file for writing first, which upgraded its table to this version's schema."""
+    db = tmp_path / "old.db"
+    _older_file(db, version)
+    if code is None:  # ensure at= of a name stored as a cron schedule: not changeable
+        code = 1
+        from tests.test_reference_compat import _insert
+
+        conn = apsw.Connection(str(db))
+        columns = {"trigger_kind": "cron", "cron_expr": "@daily"}
+        if version != "1":  # the name column came with version 3
+            columns["name"] = "a.b"
+        _insert(conn, name_id("a.b"), created_at="2026-03-01T10:00:00.000Z", **columns)
+        conn.close()
+    before = {p.name: _sha(p) for p in tmp_path.iterdir()}
+    assert main(["scheduler", *argv, "--conn", str(db)]) == code, capsys.readouterr().err
+    assert {p.name: _sha(p) for p in tmp_path.iterdir()} == before

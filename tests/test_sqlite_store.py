@@ -1028,3 +1028,46 @@ def test_a_repr_names_the_file(store: SqliteScheduleStore) -> None:
 
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("the store's tests assume POSIX paths")
+
+
+NOT_BOOLS = ["no", "false", 0, 1, None]
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+@pytest.mark.parametrize("flag", ["create", "readonly"])
+@pytest.mark.parametrize("value", NOT_BOOLS)
+def test_sqlite_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
+    tmp_path: Path, flag: str, value: object
+) -> None:
+    # create="no" (a string read from a setting) was truthy: it created the file.
+    db = tmp_path / "s.db"
+    with pytest.raises(InvalidConfiguration, match=rf"{flag} must be True or False, got {value!r}"):
+        SqliteScheduleStore.open(db, **{flag: value})  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["order", "group", "select", "index", "table"])
+def test_a_table_name_sql_reads_as_a_keyword_is_refused_before_any_sql(
+    tmp_path: Path, name: str
+) -> None:
+    # It passed the name check, then SQLite failed with "cannot open the database ...:
+    # SQLError: near 'order': syntax error" (the file was fine, the name was not). The
+    # SQLite statements name the table unquoted, as the reference's do (PostgreSQL's quote
+    # it and take such a name).
+    with pytest.raises(InvalidConfiguration, match=rf"invalid table name '{name}' .*keyword"):
+        SqliteScheduleStore.open(tmp_path / "s.db", table=name)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["others", "key", "plan", "action", "user"])
+def test_a_keyword_sqlite_takes_as_a_name_stays_a_valid_table_name(
+    tmp_path: Path, name: str
+) -> None:
+    with SqliteScheduleStore.open(tmp_path / "s.db", table=name) as store:
+        message = _message()
+        store.insert(message, 3)
+        later = datetime.now(UTC) + timedelta(seconds=1)
+        assert len(store.claim_due(later, 5, timedelta(seconds=5))) == 1

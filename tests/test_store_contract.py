@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,6 +31,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.settle import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
+from tests.conftest import STORE_FACTORIES
 
 from .conftest import T0, FrozenTime
 
@@ -1232,3 +1234,77 @@ def test_released_gives_back_the_claims_attempt(store: ScheduleStore, frozen: Fr
     assert store.settle([Settlement.released(msg.schedule_id, second.leased_until)]) == [False]
     [again] = store.claim_due(frozen.now(), 10, LEASE)
     assert again.attempts == 2 and again.occurrence_id() == first.occurrence_id()
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+@pytest.mark.parametrize("method", ["insert", "insert_many"])
+def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: str) -> None:
+    # Code written against the SQLite store, run on the memory store in tests, got a bare
+    # TypeError (unexpected keyword argument) from insert, and InvalidArgument from ensure.
+    store = InMemoryScheduleStore()
+    message = _message()
+    arg: object = message if method == "insert" else [message]
+    with pytest.raises(InvalidArgument, match="cannot write inside an application's transaction"):
+        getattr(store, method)(arg, 3, connection=object())
+    assert store.inspect(message.schedule_id) is None
+    getattr(store, method)(arg, 3, connection=None)  # None: the usual insert
+    assert store.inspect(message.schedule_id) is not None
+
+
+@pytest.mark.parametrize("store_name", sorted(STORE_FACTORIES))
+@pytest.mark.parametrize("lease", [timedelta(microseconds=1), timedelta(microseconds=999)])
+def test_a_lease_shorter_than_the_stored_millisecond_is_refused(
+    store_name: str, lease: timedelta, tmp_path: Path
+) -> None:
+    # now + lease truncated to the millisecond was now itself: the lease had run out at the
+    # instant of the claim, so a second claim at that instant handed the same occurrence
+    # out again, with the same fencing token.
+    store = STORE_FACTORIES[store_name](tmp_path)
+    try:
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        message = ScheduledMessage.delay(Target.outbox(), now, "a.b", None)
+        store.insert(message, 5)
+        with pytest.raises(InvalidConfiguration, match="lease must be at least 1 ms"):
+            store.claim_due(now, 1, lease)
+        snap = store.inspect(message.schedule_id)
+        assert snap is not None and (snap.attempts, snap.leased_until) == (0, None)
+        [claimed] = store.claim_due(now, 1, timedelta(milliseconds=1))
+        assert claimed.leased_until == now + timedelta(milliseconds=1)
+        assert store.claim_due(now, 1, timedelta(milliseconds=1)) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["failed", "dead_lettered"])
+def test_error_none_is_refused_like_settle_and_writes_nothing(
+    store: ScheduleStore, frozen: FrozenTime, kind: str
+) -> None:
+    """``mark_failed(..., error=None)`` stored the text "None" as last_error, while
+    ``settle([Settlement.failed(..., None, ...)])`` refused it: the single method now
+    does what its settlement does, on every store."""
+    msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", {})
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    sid, lease = msg.schedule_id, occ.leased_until
+    with pytest.raises(InvalidArgument, match="error=None"):
+        if kind == "failed":
+            store.mark_failed(sid, timedelta(seconds=1), None, lease)  # type: ignore[arg-type]
+        else:
+            store.mark_dead_lettered(sid, None, lease)  # type: ignore[arg-type]
+    item = (
+        Settlement.failed(sid, timedelta(seconds=1), None, lease)  # type: ignore[arg-type]
+        if kind == "failed"
+        else Settlement.dead_lettered(sid, None, lease)  # type: ignore[arg-type]
+    )
+    with pytest.raises(InvalidArgument, match="error=None"):
+        store.settle([item])
+    snap = store.inspect(sid)
+    assert snap is not None and snap.last_error is None and snap.leased_until == lease
+    assert snap.status is ScheduleStatus.PENDING
+    # a non-str error is still recorded as its text
+    assert store.mark_dead_lettered(sid, ValueError("boom"), lease)  # type: ignore[arg-type]
+    snap = store.inspect(sid)
+    assert snap is not None and snap.last_error == "boom"

@@ -13,13 +13,13 @@ import pytest
 from hexeract_lite import (
     InMemoryScheduleStore,
     ScheduledMessage,
+    ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
     Target,
 )
 from hexeract_lite.settle import error_summary
 from hexeract_lite.sinks import CallableSink
-from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
 T = TypeVar("T")
@@ -519,3 +519,49 @@ def test_abort_abandons_a_sync_sink_on_the_helper_thread_in_async_mode() -> None
     assert snap.last_error is not None and "the dispatch was abandoned" in snap.last_error
     released = snapshot(store, second)
     assert (released.attempts, released.leased_until) == (0, None)
+
+
+_RUN_ASYNC_WITH_A_THREADING_EVENT = """
+import asyncio, threading
+from hexeract_lite import InMemoryScheduleStore, InvalidArgument, SchedulerWorker
+
+async def main():
+    worker = SchedulerWorker(InMemoryScheduleStore(), lambda m: None)
+    try:
+        await asyncio.wait_for(worker.run_async(threading.Event()), 5)
+    except InvalidArgument as exc:
+        print("refused:", exc)
+    except TimeoutError:
+        print("ran")
+
+asyncio.run(main())
+"""
+
+
+def test_run_async_with_a_threading_event_is_refused_not_a_blocked_loop() -> None:
+    """``worker.run(stop)`` takes a threading.Event; handing the same one to
+    ``run_async`` blocked the event loop for good (``stop.wait()`` called on the loop
+    with no timeout), so not even ``wait_for`` could end it. Run in a child process:
+    before the fix it never returned."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_ASYNC_WITH_A_THREADING_EVENT],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused: run_async's stop must be an asyncio.Event" in done.stdout
+
+
+@pytest.mark.parametrize("stop", [5, "x"])
+def test_run_async_names_a_stop_that_is_not_an_event(stop: object) -> None:
+    import asyncio
+
+    from hexeract_lite import InMemoryScheduleStore, InvalidArgument, SchedulerWorker
+
+    worker = SchedulerWorker(InMemoryScheduleStore(), lambda m: None)
+    with pytest.raises(InvalidArgument, match=r"asyncio\.Event"):
+        asyncio.run(worker.run_async(stop))  # type: ignore[arg-type]

@@ -23,10 +23,10 @@ from hexeract_lite import (
     SchedulerWorker,
     SchedulerWorkerConfig,
     Target,
+    TransactionalSink,
 )
 from hexeract_lite.snapshot import ScheduleStatus
 from hexeract_lite.store.sqlite import SqliteScheduleStore
-from hexeract_lite.transactional import TransactionalSink
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 CONFIG = SchedulerWorkerConfig(
@@ -292,35 +292,6 @@ def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
         assert [s.status if s else None for s in statuses] == [ScheduleStatus.DELIVERED] * 3
 
 
-def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
-    """Before: a psycopg connection with ``row_factory=dict_row`` (psycopg's usual
-    dict rows) was refused as 'on another database' (its identity read as the column
-    names), and its insert read ``row[0]`` of a dict."""
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg.rows import dict_row
-
-    from hexeract_lite.store.postgres import PostgresScheduleStore
-
-    from . import pg
-
-    url = pg.require_server()
-    table = pg.unique_table()
-    store = PostgresScheduleStore.open(url, table=table, clock=ManualClock(T0))
-    try:
-        at = T0 + timedelta(hours=1)
-        name = "app.dict"
-        for payload, expected in (({}, "created"), ({"v": 2}, "updated"), ({"v": 2}, "unchanged")):
-            message = ScheduledMessage.delay(Target.mediator(), at, "e", payload, name=name)
-            with psycopg.connect(url, row_factory=dict_row) as conn:
-                assert store.ensure(message, 3, connection=conn).value == expected
-                assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # left as set
-        listed = [s.payload_json for s in store.list_named("app.")]
-        assert listed == ['{"v":2}'] or listed == ['{"v": 2}']
-    finally:
-        store.close()
-        pg.drop_table(url, table)
-
-
 # -- one SQLite library per file per process ------------------------------------------
 
 
@@ -347,3 +318,14 @@ def test_the_sinks_connection_keeps_the_file_for_its_library(
     with worker.start():  # a worker leaving its loop closes the sink's connection
         pass
     SqliteScheduleStore.open(db, driver="apsw").close()
+
+
+def test_a_transactional_handler_that_cannot_take_message_and_connection_is_refused() -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.transactional import TransactionalSink
+
+    for bad in (lambda message: None, lambda: None, lambda a, b, c: None):
+        with pytest.raises(InvalidConfiguration, match="handler\\(message, connection\\)"):
+            TransactionalSink(bad)  # type: ignore[arg-type]
+    for good in (lambda m, c: None, lambda m, c, extra=1: None, lambda *args: None, print):
+        TransactionalSink(good)
