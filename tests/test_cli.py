@@ -993,7 +993,8 @@ def test_open_store_readonly_goes_with_create_false_only(db: Path) -> None:
 
 
 def test_worker_help_states_the_configs_defaults(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--min-cycle-delay`` said "default: 5ms" (the reference's); the default is 2 ms."""
+    """Each duration flag's help shows the config's own default, in words parse_duration reads
+    back, and --batch-size its default count."""
     from hexeract_lite.cli.args import parse_duration
 
     assert main(["scheduler", "worker", "--help"]) == 0
@@ -1029,8 +1030,8 @@ SINK = "tests.cli_sinks:record"
 def test_worker_duration_past_the_year_9999_is_a_usage_error_naming_it(
     tmp_path: Path, flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--lease 9999999d`` was accepted: the worker then logged a traceback at every
-    backoff (claim_due refused the lease) and never exited."""
+    """A worker setting so long that now plus it is past the year 9999 is a usage error naming
+    the flag, before the file is opened or created."""
     db = tmp_path / "w.db"
     argv = ["scheduler", "worker", "--sink", SINK, "--conn", str(db), flag, "9999999d"]
     if flag == "--retry-base-delay":
@@ -1067,8 +1068,8 @@ def test_worker_dispatch_timeout_too_long_for_any_lease_is_a_usage_error(
 def test_a_negative_duration_is_a_usage_error_naming_it(
     tmp_path: Path, argv: list[str], value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``prune --older-than -5d`` said only "expected one argument" (argparse took -5d
-    for an option), without the value."""
+    """A negative duration is a usage error that names the value (where argparse alone would
+    take ``-5d`` for an option), before the file is created."""
     db = tmp_path / "s.db"
     assert main(["scheduler", *argv, "--conn", str(db)]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -1080,8 +1081,8 @@ def test_a_negative_duration_is_a_usage_error_naming_it(
 def test_an_upper_case_m_duration_is_refused_not_read_as_minutes(
     tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--in 5M`` was read as five minutes (the text is lower-cased), where systemd,
-    whose spans the parser mimics (a bare number is seconds), reads five months."""
+    """``M`` is ambiguous (systemd, whose spans the parser follows, reads months): refused,
+    never read as minutes; ``MS`` stays milliseconds."""
     db = tmp_path / "s.db"
     assert main(["scheduler", "add", "--in", text, "--event-type", "t.x", "--conn", str(db)]) == 2
     assert f"invalid duration {text!r}: M is ambiguous" in capsys.readouterr().err

@@ -463,8 +463,9 @@ def hexeract(*argv: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_dead_letter_replay_takes_a_name_as_the_readme_says(tmp_path: Path) -> None:
-    """Before: `dead-letter replay --name N` was refused (exit 2, 'N' read as a bad UUID),
-    though the README lists dead-letter replay among the commands taking --name."""
+    """``dead-letter replay --name N`` replays the named schedule (the README lists it among
+    the commands taking --name); --name with --all, or neither, is a usage error; an unknown
+    name exits 1, naming it."""
     db = tmp_path / "n.db"
     with SqliteScheduleStore.open(db) as store:
         due = datetime.now(UTC) - timedelta(seconds=1)
@@ -484,9 +485,8 @@ def test_dead_letter_replay_takes_a_name_as_the_readme_says(tmp_path: Path) -> N
 
 
 def test_an_empty_conn_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
-    """Before: `--conn ""` (a script's unset variable) fell back to $DATABASE_URL or the
-    default database and acted on it: here `dead-letter replay --all` replayed another
-    database's dead letter, exit 0. migrate's --from/--to already refused it."""
+    """``--conn ""`` (a script's unset variable) is a usage error, never read as $DATABASE_URL
+    or the default database: nothing is opened, changed or created."""
     other = tmp_path / "other.db"
     with SqliteScheduleStore.open(other) as store:
         store.insert(

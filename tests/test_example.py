@@ -74,10 +74,9 @@ def _message() -> ScheduledMessage:
 
 
 def test_the_reminder_demo_leaves_the_applications_schedules_alone(tmp_path: Path) -> None:
-    # scripts/demo runs it on the default database, where the README's quick start keeps
-    # its schedules: its worker claimed them too, and its bus sink, refusing their
-    # targets, spent their attempts (two demo runs dead-lettered the quick start's
-    # heartbeat). It now keeps to a table of its own.
+    """scripts/demo runs the example on the default database, where the README's quick start
+    keeps its schedules: the demo keeps to a table of its own and leaves them unclaimed,
+    their attempts unspent."""
     root = Path(__file__).resolve().parent.parent
     db = tmp_path / "scheduler.db"
     app = _message()

@@ -50,9 +50,8 @@ def test_the_transactional_benchmark_runs() -> None:
 
 
 def test_the_transactional_example_runs_twice_on_one_database(tmp_path: Path) -> None:
-    # Its docstring offers --db PATH; a second run on the same file reported
-    # "FAILED: orders [...] do not match the committed ones" (it checked every order and
-    # every pending schedule in the file, not the ones it made).
+    """Its docstring offers --db PATH: a second run on the same file checks the orders and
+    reminders it made, not every row of the file."""
     root = Path(__file__).resolve().parent.parent
     db = tmp_path / "orders.db"
     for run in (1, 2):

@@ -441,9 +441,9 @@ def _all_delivered(store: SqliteScheduleStore, msgs: list[ScheduledMessage]) -> 
 
 
 def test_a_slow_hook_in_the_loop_never_lets_a_claimed_lease_run_out(tmp_path: Path) -> None:
-    """Before: the loop wrote a full batch's settlement with the next claim, then called the
-    hooks while that claimed batch's leases ran; a hook slower than the lease got the batch
-    skipped and, on its last attempt, dead-lettered by the sweep without any dispatch."""
+    """The loop calls the hooks while no claimed batch waits on its lease: a hook slower than
+    the lease costs no occurrence its dispatch (nor, on its last attempt, a dead letter from
+    the sweep)."""
     with SqliteScheduleStore.open(tmp_path / "h.db") as store:
         msgs = _four_due(store)
         hook, seen = SlowOnce(), []
@@ -482,8 +482,8 @@ def test_a_slow_hook_under_run_async_never_lets_a_claimed_lease_run_out(tmp_path
 def test_a_slow_hook_on_a_malformed_row_never_lets_its_batch_mates_lease_run_out(
     tmp_path: Path,
 ) -> None:
-    """Before: the MalformedDeadLettered event was told right after the claim, while the
-    rest of the batch was leased and waiting; a slow hook got it skipped."""
+    """The MalformedDeadLettered event is told once the rest of its batch is dispatched: a slow
+    hook on it lets no batch-mate's lease run out, and the events keep their order."""
     db = tmp_path / "m.db"
     with SqliteScheduleStore.open(db) as store:
         due = datetime.now(UTC) - timedelta(seconds=1)
@@ -513,8 +513,8 @@ def test_a_slow_hook_on_a_malformed_row_never_lets_its_batch_mates_lease_run_out
 def test_propagate_errors_on_a_start_thread_settles_then_ends_the_thread_with_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """README 'Guarantees': propagate_errors re-raises after settling on a start() thread
-    (tests/test_hooks.py runs run() on a thread of its own, never start())."""
+    """README 'Guarantees': propagate_errors re-raises after settling, on a start() thread too:
+    the thread ends with the sink's error, the occurrence settled as a retry."""
     raised: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
     store = InMemoryScheduleStore()
@@ -553,9 +553,9 @@ class FailingOnceStore(InMemoryScheduleStore):
 
 
 def test_a_store_error_hook_under_run_async_runs_off_the_event_loop() -> None:
-    """Before: StoreErrorBackedOff was told on the event loop's thread, so a slow hook
-    blocked every other task of the application; the README says hooks run on an
-    asyncio.to_thread worker thread under run_async."""
+    """Under run_async every hook runs on an asyncio.to_thread worker thread, as the README
+    says, StoreErrorBackedOff included: a slow hook never blocks the application's event
+    loop."""
     store = FailingOnceStore()
     threads: dict[str, threading.Thread] = {}
 
@@ -590,8 +590,8 @@ def test_a_store_error_hook_under_run_async_runs_off_the_event_loop() -> None:
 
 
 def test_a_fenced_settlement_reaches_the_hooks_as_lease_lost() -> None:
-    """The fused-path test of LeaseLost now watches the log (a hooked worker does not fuse):
-    the hook event itself, on the loop a hooked worker runs."""
+    """A settlement fenced out (the schedule cancelled mid-dispatch, as another process could)
+    reaches the hooks as LeaseLost, the batch-mates as Delivered."""
     store = InMemoryScheduleStore()
     due = datetime.now(UTC) - timedelta(seconds=1)
     msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(4)]

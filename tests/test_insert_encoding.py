@@ -285,9 +285,8 @@ class _BadRepr:
 def test_a_payload_whose_repr_raises_is_refused_as_invalid_message(
     payload: Any, shown: str
 ) -> None:
-    """The error message's ``repr`` of the payload raised in its place: a bare
-    ValueError ('Exceeds the limit (4300 digits)') or the object's own exception
-    escaped instead of InvalidMessage."""
+    """A payload whose repr() raises (an int past the digit limit, an object's own __repr__) is
+    refused as InvalidMessage like any payload that is not JSON, a placeholder shown for it."""
     with pytest.raises(InvalidMessage, match="payload is not JSON-serialisable") as info:
         encode_payload(payload)
     assert shown in str(info.value)

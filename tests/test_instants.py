@@ -159,7 +159,8 @@ def test_occurrence_ids_of_instants_near_the_ends_of_time_derive() -> None:
 
 
 def _plain_format_ts(value: datetime) -> str:
-    """``format_ts`` as it was before the day-prefix cache (210cdd1)."""
+    """``format_ts`` written plainly with %-formatting: what the day-prefix cached one must
+    equal."""
     if value.tzinfo is not UTC and value.utcoffset() != timedelta(0):
         raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
     return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031 - the old text
@@ -217,8 +218,8 @@ def test_format_now_refuses_what_to_utc_ms_refuses(value: object) -> None:
 
 
 def test_format_ts_is_right_across_many_days_and_threads() -> None:
-    """Far more days than the cache holds, from several threads at once (it is
-    cleared while others read it): every text is the old one."""
+    """Far more days than the day-prefix cache holds, from several threads at once (it is
+    cleared while others read it): every text is the plain formatting's."""
     start = datetime(1999, 12, 25, 23, 59, 59, 999999, tzinfo=UTC)
     days = [start + timedelta(days=d, microseconds=d * 7919) for d in range(0, 4000, 3)]
     bad: list[datetime] = []

@@ -144,8 +144,8 @@ def test_no_instant_after_year_9999_is_none() -> None:
 
 def test_an_interval_never_fires_before_its_anchor() -> None:
     """README: "a fraction of a millisecond rounded up (a message never fires before the
-    instant you asked for)". ``every(..., anchor=now)`` with now's microseconds fired up to a
-    millisecond early (the anchor was truncated); a delay and a cron ``first`` round up."""
+    instant you asked for)": an interval's anchor rounds up to the millisecond, as a delay's
+    instant and a cron ``first`` do."""
     from datetime import timedelta
 
     from hexeract_lite import Interval, ScheduledMessage, Target

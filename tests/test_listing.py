@@ -247,8 +247,8 @@ def test_cli_list_by_name(
 
 
 def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path) -> None:
-    """Before: a page holding only malformed dead letters (the lowest ids, batch_size 2)
-    ended the replay, so the good dead letters after it were never replayed (0 of 3)."""
+    """Bulk replay goes on past a page holding only malformed dead letters (left alone): every
+    good dead letter after it is replayed."""
     db = tmp_path / "r.db"
     with SqliteScheduleStore.open(db) as store:
         due = datetime.now(UTC) - timedelta(seconds=1)

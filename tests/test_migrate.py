@@ -667,9 +667,9 @@ def test_the_hexeract_script_migrates(tmp_path: Path, clock: ManualClock) -> Non
 
 
 def test_migrate_to_postgres_names_a_source_row_whose_payload_is_not_json(tmp_path: Path) -> None:
-    """Before: a row another tool wrote with a payload that is not JSON stopped the copy
-    with the server's 'invalid input syntax for type json' and no schedule id, so the
-    operator could not tell which of the page's rows to fix (and every re-run stopped there)."""
+    """A source row whose payload is not JSON (written by another tool) stops the copy with a
+    MigrationError naming its schedule id, so the operator knows which row to fix; the pages
+    before it stay copied."""
     from tests.pg import open_scratch_store, server
 
     if server()[0] is None:
@@ -746,8 +746,8 @@ def _source_of_three(path: Path, *, last_malformed: bool) -> None:
 
 
 def test_progress_line_ends_with_the_final_count(tmp_path: Path) -> None:
-    """The line was rewritten at most every 0.2 s, and the last count given within
-    that time was never shown: ``read: 1`` after reading 3."""
+    """On a terminal, the progress line's last text is the final count, however soon after the
+    previous rewrite it came."""
     _source_of_three(tmp_path / "src.db", last_malformed=False)
     code, shown = _on_a_terminal(
         [
@@ -767,7 +767,8 @@ def test_progress_line_ends_with_the_final_count(tmp_path: Path) -> None:
 
 
 def test_an_error_after_progress_starts_on_a_fresh_line(tmp_path: Path) -> None:
-    """The error was printed on the progress line: ``read: 1hexeract: error: ...``."""
+    """An error after the progress line starts on a line of its own, the progress line keeping
+    its last count."""
     _source_of_three(tmp_path / "src.db", last_malformed=True)
     code, shown = _on_a_terminal(
         [

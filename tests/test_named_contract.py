@@ -323,9 +323,9 @@ def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
 def test_a_delivered_one_shot_declared_with_another_instant_is_unchanged_at_every_start(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """A delivered one-shot keeps its status and its instant (its history); before, a
-    declaration with another ``at`` reported UPDATED, and wrote the row, at every start
-    forever, since the instant it compared was never written."""
+    """A delivered one-shot keeps its status and its instant (its history): declared again with
+    another ``at`` it is UNCHANGED at every start, nothing written; its other values are
+    still updated, once."""
     from datetime import timedelta
 
     from hexeract_lite.store.base import EnsureResult
@@ -360,8 +360,8 @@ def _bad_entries(control: SchedulerControl) -> list[object]:
 def test_reconcile_with_a_bad_entry_writes_nothing(
     store: ScheduleStore, frozen: FrozenTime, which: int
 ) -> None:
-    """A bad budget or a malformed pair after good entries: before, the good ones were
-    created (or a bare ValueError from unpacking leaked) before the bad one was seen."""
+    """reconcile checks every entry (a bad budget, a malformed pair) before it writes: one bad
+    entry after good ones is InvalidArgument, and nothing is created."""
     from hexeract_lite import InvalidArgument
 
     control = SchedulerControl(store)
@@ -394,8 +394,8 @@ def test_reconcile_of_something_not_iterable_is_invalid_argument(
 def test_ensure_of_the_same_cron_rule_in_other_words_is_unchanged(
     store: ScheduleStore, frozen: FrozenTime, stored: str, declared: str
 ) -> None:
-    """``@daily`` stored, ``0 0 * * *`` declared was UPDATED: the row rewritten and its
-    next firing placed again (attempts and last error reset) at every start."""
+    """ensure compares a cron rule's meaning, not its text: the same rule in other words is
+    UNCHANGED, nothing written (no next firing placed again, no attempts reset)."""
     control = SchedulerControl(store)
     assert control.ensure("app.daily", cron=stored, event_type="t.x") is EnsureResult.CREATED
     before = control.inspect(name_id("app.daily"))

@@ -92,10 +92,9 @@ BIG_FLOATS = {
 def test_a_payloads_floats_come_back_as_written_on_every_store(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """On PostgreSQL, ``1e20`` came back the int ``10**20`` and ``1.23456789012345e25``
-    as ``12345678901234500000000000`` (another number): JSONB's numeric drops a
-    fraction written as an exponent. The README promises JSON payloads delivered as
-    given; the memory store (the reference) and SQLite keep them."""
+    """The README promises JSON payloads delivered as given, on every store: floats stay floats
+    and ints ints, even where PostgreSQL's JSONB numeric would drop the fraction of a float
+    written with an exponent (``1e20``)."""
     msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", BIG_FLOATS)
     store.insert(msg, 5)
     [occ] = store.claim_due(frozen.now(), 10, LEASE)
@@ -108,8 +107,8 @@ def test_a_payloads_floats_come_back_as_written_on_every_store(
 def test_ensure_of_a_payload_with_big_floats_is_unchanged_on_every_store(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """On PostgreSQL every ensure of such a payload was UPDATED (the stored value read
-    back differed), a write at every start."""
+    """ensure of a payload with exponent-form floats, declared again, is UNCHANGED: what the
+    store reads back compares equal, no write at every start."""
     control = SchedulerControl(store)
     args = {"cron": "@daily", "event_type": "t.x", "payload": BIG_FLOATS}
     assert control.ensure("app.big", **args) is EnsureResult.CREATED  # type: ignore[arg-type]
@@ -131,9 +130,8 @@ def test_a_migrated_payloads_floats_stay_floats(store: ScheduleStore, frozen: Fr
 def test_ensure_of_a_payload_with_negative_zero_is_unchanged_on_every_store(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """PostgreSQL stores ``-0.0`` as ``0.0`` (numeric has no negative zero), so ensure
-    compared ``-0.0`` with ``0.0`` as text and said UPDATED, a write at every start (the
-    fault the exponent-form floats had); update in place wrote it again each time."""
+    """PostgreSQL's numeric has no negative zero (``-0.0`` is stored as ``0.0``): ensure and
+    update of a payload holding ``-0.0`` still find it unchanged when declared again."""
     control = SchedulerControl(store)
     args: dict[str, Any] = {"cron": "@daily", "event_type": "t.x", "payload": {"z": -0.0}}
     assert control.ensure("app.zero", **args) is EnsureResult.CREATED
@@ -147,9 +145,9 @@ def test_ensure_of_a_payload_with_negative_zero_is_unchanged_on_every_store(
 def test_a_deeply_nested_payloads_big_floats_stay_floats_on_every_store(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """jsonb_text rewrote the payload recursively (two frames a level): a float written
-    with an exponent a few hundred levels down, which the payload's own encoding takes,
-    hit the recursion limit and was sent as it was, so PostgreSQL gave back the int."""
+    """A float written with an exponent hundreds of levels deep in a payload (which the
+    payload's own encoding takes) still comes back a float: no depth limit of the JSONB
+    rewrite sends it unchanged."""
     from hexeract_lite import ScheduledMessage, Target
 
     payload: Any = {"f": 1e20, "s": "1e+20"}

@@ -665,7 +665,8 @@ NOT_BOOLS = ["no", "false", 0, 1, None]
 def test_postgres_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
     flag: str, value: object
 ) -> None:
-    # create="no" created the table; use_database_clock="no" turned the server's clock on.
+    """A flag that is not a bool is refused, never read as truthy (``create="no"`` would create
+    the table, ``use_database_clock="no"`` turn the server's clock on): nothing is created."""
     import psycopg
 
     from hexeract_lite.store.postgres import PostgresScheduleStore

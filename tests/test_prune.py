@@ -329,10 +329,9 @@ class SlowPruneStore(SqliteScheduleStore):
 def test_retention_never_runs_while_a_dispatched_batch_waits_for_its_settlement(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before: the loop held a full batch's settlement for the next claim and ran the
-    retention prune first; a prune longer than the lease fenced that settlement out (lease
-    lost), and the delivered occurrences, on their last attempt, were dead-lettered by the
-    sweep as if their worker had crashed."""
+    """The retention prune never runs while a dispatched batch waits for its settlement: a
+    prune longer than the lease fences no settlement out, and nothing delivered is
+    dead-lettered by the sweep as if its worker had crashed."""
     monkeypatch.setattr(upkeep, "RETENTION_EVERY", timedelta(0))  # prune at every cycle
     with SlowPruneStore.open(tmp_path / "r.db") as store:
         msgs = _four_due(store)

@@ -460,10 +460,9 @@ def test_the_reference_default_still_fills_created_at(tmp_path: Path) -> None:
 
 
 def test_list_schedules_reads_a_reference_file_read_only(tmp_path: Path) -> None:
-    """Before: list_schedules (and `list --status all`, `--event-type`, `--after`, and the
-    replay --all listing) selected the `name` column an older table lacks: 'SQLError: no
-    such column: name', exit 1; the plain listings read NULL for it."""
-
+    """list_schedules and the listings of the CLI (``--status all``, ``--event-type``,
+    ``--name``) read a reference table, which has no ``name`` column, read-only: each name
+    is None and the file is unchanged."""
     db = tmp_path / "hexeract.db"
     conn = apsw.Connection(str(db))
     conn.execute(REFERENCE_DDL)

@@ -674,7 +674,6 @@ REFUSED = [
 
 
 def _older_file(path: Path, version: str) -> None:
-
     if version == "5":
         _v5_file(path)
     else:
@@ -690,9 +689,9 @@ def test_a_refused_command_leaves_an_older_file_byte_identical(
     code: int | None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Refused with exit 1 (no such schedule, not changeable, not replayable, a
-    duplicate) or 2 (a bad rule found after opening), these commands had opened the
-    file for writing first, which upgraded its table to this version's schema."""
+    """A command refused with exit 1 (no such schedule, not changeable, not replayable, a
+    duplicate) or 2 (a bad rule found after opening) leaves a file of an older version
+    byte-identical: its table is not upgraded."""
     db = tmp_path / "old.db"
     _older_file(db, version)
     if code is None:  # ensure at= of a name stored as a cron schedule: not changeable

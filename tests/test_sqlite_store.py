@@ -1042,7 +1042,8 @@ def _message() -> ScheduledMessage:
 def test_sqlite_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
     tmp_path: Path, flag: str, value: object
 ) -> None:
-    # create="no" (a string read from a setting) was truthy: it created the file.
+    """A flag that is not a bool (``create="no"``, a string read from a setting) is refused,
+    never read as truthy: nothing is created."""
     db = tmp_path / "s.db"
     with pytest.raises(InvalidConfiguration, match=rf"{flag} must be True or False, got {value!r}"):
         SqliteScheduleStore.open(db, **{flag: value})  # type: ignore[arg-type]
@@ -1053,10 +1054,9 @@ def test_sqlite_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
 def test_a_table_name_sql_reads_as_a_keyword_is_refused_before_any_sql(
     tmp_path: Path, name: str
 ) -> None:
-    # It passed the name check, then SQLite failed with "cannot open the database ...:
-    # SQLError: near 'order': syntax error" (the file was fine, the name was not). The
-    # SQLite statements name the table unquoted, as the reference's do (PostgreSQL's quote
-    # it and take such a name).
+    """A table name SQLite reads as a keyword is refused by the name check, before any SQL: the
+    SQLite statements name the table unquoted, as the reference's do (PostgreSQL's quote it
+    and take such a name)."""
     with pytest.raises(InvalidConfiguration, match=rf"invalid table name '{name}' .*keyword"):
         SqliteScheduleStore.open(tmp_path / "s.db", table=name)
     assert list(tmp_path.iterdir()) == []

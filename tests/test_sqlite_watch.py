@@ -135,10 +135,9 @@ def due(seconds_ago: float) -> ScheduledMessage:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux only")
 def test_a_commit_shown_while_the_waiter_looks_is_not_missed(tmp_path: Path) -> None:
-    """The next wait after a stale mark looks first, then counts itself as waiting. A
-    commit that shows after its look, and whose WAL rechecks all fell before it
-    counted itself, was marked stale again and nobody looked: the waiter slept its
-    whole timeout (a worker: until its data_version poll)."""
+    """The next wait after a stale mark looks first, then counts itself as waiting: a commit
+    that shows after that look, with its WAL rechecks over before the waiter counts itself,
+    still wakes it well before its timeout."""
     from hexeract_lite.store.sqlite import SqliteScheduleStore
 
     db = tmp_path / "w.db"

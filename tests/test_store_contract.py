@@ -1242,8 +1242,9 @@ def _message() -> ScheduledMessage:
 
 @pytest.mark.parametrize("method", ["insert", "insert_many"])
 def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: str) -> None:
-    # Code written against the SQLite store, run on the memory store in tests, got a bare
-    # TypeError (unexpected keyword argument) from insert, and InvalidArgument from ensure.
+    """The in-memory store refuses ``connection=`` on insert and insert_many as on ensure
+    (InvalidArgument, not a bare TypeError), writing nothing; ``connection=None`` is the
+    usual insert."""
     store = InMemoryScheduleStore()
     message = _message()
     arg: object = message if method == "insert" else [message]
@@ -1259,9 +1260,9 @@ def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: st
 def test_a_lease_shorter_than_the_stored_millisecond_is_refused(
     store_name: str, lease: timedelta, tmp_path: Path
 ) -> None:
-    # now + lease truncated to the millisecond was now itself: the lease had run out at the
-    # instant of the claim, so a second claim at that instant handed the same occurrence
-    # out again, with the same fencing token.
+    """now + a lease under a millisecond, stored to the millisecond, would be now itself (a
+    second claim at that instant would hand the occurrence out again with the same fencing
+    token): refused on every store, nothing written."""
     store = STORE_FACTORIES[store_name](tmp_path)
     try:
         now = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -1282,9 +1283,9 @@ def test_a_lease_shorter_than_the_stored_millisecond_is_refused(
 def test_error_none_is_refused_like_settle_and_writes_nothing(
     store: ScheduleStore, frozen: FrozenTime, kind: str
 ) -> None:
-    """``mark_failed(..., error=None)`` stored the text "None" as last_error, while
-    ``settle([Settlement.failed(..., None, ...)])`` refused it: the single method now
-    does what its settlement does, on every store."""
+    """``mark_failed`` and ``mark_dead_lettered`` with ``error=None`` are refused as ``settle``
+    refuses their settlements, on every store, writing nothing; a non-str error is recorded
+    as its text."""
     msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", {})
     store.insert(msg, 5)
     [occ] = store.claim_due(frozen.now(), 10, LEASE)

@@ -1,10 +1,11 @@
-"""Review of issues 16 and 17 (round 3): defects found from outside, each with its test.
+"""What a transactional sink's handler may do with the sink's connection, on SQLite.
 
-The transactional sink's handler must not end the sink's transaction (README: "The
-handler must not commit, roll back or keep the connection"); a handler that does so
-anyway (``conn.commit()``, ``conn.rollback()``, ``with conn:`` on a ``sqlite3``
-connection, ``COMMIT``/``ROLLBACK``/``BEGIN`` statements) is refused, so that its
-writes and the acknowledgement still commit together or not at all."""
+The handler must not end the sink's transaction (README: "The handler must not commit,
+roll back or keep the connection"): ``conn.commit()``, ``conn.rollback()``, ``with conn:``
+on a ``sqlite3`` connection and ``COMMIT``/``ROLLBACK``/``BEGIN`` statements are refused,
+so that its writes and the acknowledgement still commit together or not at all.
+Savepoints and the shape of its rows are the handler's own; the sink's connection keeps
+its library's claim on the file."""
 
 from __future__ import annotations
 
@@ -116,9 +117,8 @@ def _one(store: SqliteScheduleStore, max_attempts: int = 3) -> ScheduledMessage:
 def test_a_handler_that_rolls_back_and_writes_again_never_applies_its_effect(
     store: SqliteScheduleStore, clock: ManualClock
 ) -> None:
-    """Before: each attempt's write after the rollback was autocommitted outside any
-    transaction, so the effect was applied once per attempt (3 rows) and the
-    occurrence dead-lettered anyway."""
+    """A handler's rollback is refused: its writes after it never commit on their own (each
+    attempt rolls back whole) and the occurrence dead-letters with the reason."""
     m = _one(store)
 
     def handler(message: ScheduledMessage, conn: Any) -> None:
@@ -137,8 +137,8 @@ def test_a_handler_that_rolls_back_and_writes_again_never_applies_its_effect(
 def test_a_handler_that_commits_then_raises_leaves_neither_effect_nor_ack(
     store: SqliteScheduleStore, clock: ManualClock
 ) -> None:
-    """Before: the handler's commit committed its write and the acknowledgement, its
-    later exception rolled back nothing (and was logged as a lost lease)."""
+    """A handler's commit is refused, so its writes and the acknowledgement still commit
+    together or not at all: a later exception leaves neither."""
     m = _one(store, max_attempts=1)
 
     def handler(message: ScheduledMessage, conn: Any) -> None:
@@ -248,9 +248,9 @@ def _app_connection(store: SqliteScheduleStore, shape: str) -> Any:
 def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
     store: SqliteScheduleStore, shape: str
 ) -> None:
-    """Before: a dict row_factory (sqlite3) or a row tracer (apsw.ext's
-    DataClassRowFactory) made ensure/insert(connection=) raise a bare KeyError or
-    TypeError, and text_factory=bytes a false 'on another database'."""
+    """ensure and insert(connection=) work through the app's connection whatever its row shape:
+    a dict row_factory or text_factory=bytes (sqlite3), a row tracer (apsw.ext's
+    DataClassRowFactory)."""
     if store.driver == "apsw" and shape == "bytes":
         pytest.skip("apsw has no text factory")
     name = "app.shaped"
@@ -272,9 +272,8 @@ def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
 def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Before: a handler setting row_factory/text_factory on its sqlite3 connection
-    (the sink's, kept for the next occurrences) made every later dispatch fail
-    (ValueError: invalid literal for int() ... 'changes()')."""
+    """A handler that sets row_factory and text_factory on the sink's sqlite3 connection (kept
+    for the next occurrences) does not break the later dispatches."""
     with SqliteScheduleStore.open(tmp_path / "a.db", clock=clock, driver="sqlite3") as store:
         messages = [
             ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "e", {"n": n})
@@ -298,10 +297,10 @@ def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
 def test_the_sinks_connection_keeps_the_file_for_its_library(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Before: closing a driver='sqlite3' store released its claim on the file while
-    the transactional sink (run with run_once) still had its sqlite3 connection open
-    on it, so an apsw store opened the file beside it (two copies of SQLite on one
-    file in one process). The claim goes once the sink's connection closes."""
+    """A driver='sqlite3' store's claim on its file lasts while the transactional sink's
+    sqlite3 connection (run_once's) is open on it, after the store closes: an apsw store is
+    refused beside it (two copies of SQLite on one file in one process) until the sink's
+    connection closes."""
     from hexeract_lite import InvalidConfiguration
     from hexeract_lite.store.sqlite_driver import shares_sqlite_with_apsw
 

@@ -283,9 +283,8 @@ def test_a_handler_that_ends_the_transaction_with_sql_fails_and_keeps_no_later_w
 
 
 def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
-    """Before: a psycopg connection with ``row_factory=dict_row`` (psycopg's usual
-    dict rows) was refused as 'on another database' (its identity read as the column
-    names), and its insert read ``row[0]`` of a dict."""
+    """ensure(connection=) works through a psycopg connection with ``row_factory=dict_row``
+    (psycopg's usual dict rows) and leaves its row factory as set."""
     psycopg = pytest.importorskip("psycopg")
     from psycopg.rows import dict_row
 
@@ -316,10 +315,9 @@ def _message() -> ScheduledMessage:
 
 
 def test_a_postgres_handler_running_short_statements_is_ended_at_the_deadline() -> None:
-    # statement_timeout and idle_in_transaction_session_timeout never fire for a handler
-    # that keeps running short statements: its transaction (and the scheduler row's lock)
-    # outlived dispatch_timeout, and the worker's own failure record then waited out the
-    # lock timeout and raised StoreError from run_once.
+    """A handler that keeps running short statements (which statement_timeout and
+    idle_in_transaction_session_timeout never end) is still ended at dispatch_timeout: its
+    writes roll back, the attempt is a TimeoutError, and run_once returns."""
     import psycopg
 
     store = pg.open_scratch_store()
@@ -379,9 +377,8 @@ def _unix_socket_conninfo(url: str) -> str:
 def test_an_app_connection_to_the_same_database_by_another_route_is_accepted(
     store_via: str,
 ) -> None:
-    # The same database and table, reached through the unix socket by one side and TCP by
-    # the other, was refused as "on another database" (the identity compared the
-    # server's address, NULL over a socket).
+    """The same database and table, reached through the unix socket by one side and over TCP by
+    the other, is accepted as the store's."""
     import psycopg
 
     from hexeract_lite.store.postgres import PostgresScheduleStore

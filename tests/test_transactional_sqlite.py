@@ -620,9 +620,9 @@ def _message() -> ScheduledMessage:
 def test_an_app_connection_whose_temp_table_hides_the_stores_is_refused(
     tmp_path: Path, driver: str
 ) -> None:
-    # A TEMP table of the store's name on the caller's connection took the insert: it
-    # "succeeded", and the schedule never existed in the store (the PostgreSQL store
-    # already refuses a connection that sees another table of that name).
+    """A TEMP table of the store's name on the caller's connection would take the insert in the
+    store's place: refused, as the PostgreSQL store refuses a connection that sees another
+    table of that name."""
     db = tmp_path / "app.db"
     with SqliteScheduleStore.open(db, driver=driver) as store:
         conn: Any = sqlite3.connect(db) if driver == "sqlite3" else apsw.Connection(str(db))

@@ -1029,8 +1029,8 @@ def test_keyboard_interrupt_in_run_settles_the_batch_then_propagates(quiet_threa
 
 
 def test_a_worker_refuses_a_clock_without_now() -> None:
-    """Before: accepted, then the first cycle raised a bare AttributeError ('int' object
-    has no attribute 'now'); the SQLite and PostgreSQL stores already refuse it."""
+    """A clock without ``now`` is InvalidConfiguration when the worker is built, as the SQLite
+    and PostgreSQL stores refuse it."""
     from hexeract_lite import InMemoryScheduleStore, InvalidConfiguration, SchedulerWorker
 
     with pytest.raises(InvalidConfiguration, match="clock"):
@@ -1055,9 +1055,8 @@ class Unprintable(Exception):
 
 
 def test_an_exception_that_cannot_be_shown_is_still_a_failed_dispatch() -> None:
-    """Before: error_text called str() on the sink's exception, so one whose __str__ raised
-    broke the cycle (a bare ValueError out of run_once) and left the whole batch leased,
-    its delivered batch-mates unsettled and delivered again after the lease."""
+    """A sink exception whose __str__ raises is still a failed dispatch, recorded with a
+    placeholder text; its batch-mates are settled."""
     store = InMemoryScheduleStore()
     due = datetime.now(UTC) - timedelta(seconds=1)
     ok = ScheduledMessage.delay(Target.outbox(), due, "ok", {})

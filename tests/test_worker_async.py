@@ -539,10 +539,9 @@ asyncio.run(main())
 
 
 def test_run_async_with_a_threading_event_is_refused_not_a_blocked_loop() -> None:
-    """``worker.run(stop)`` takes a threading.Event; handing the same one to
-    ``run_async`` blocked the event loop for good (``stop.wait()`` called on the loop
-    with no timeout), so not even ``wait_for`` could end it. Run in a child process:
-    before the fix it never returned."""
+    """run_async refuses the threading.Event run() takes: waiting on it would block the event
+    loop for good, past wait_for's reach. Run in a child process, so a blocked loop fails by
+    the timeout."""
     import subprocess
     import sys
 

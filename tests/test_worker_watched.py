@@ -394,11 +394,9 @@ def test_abort_from_a_signal_handler_while_run_in_the_main_thread_checks_a_deadl
 
 
 def test_a_loop_thread_slow_before_it_calls_the_sink_is_not_a_timed_out_dispatch() -> None:
-    """dispatch_timeout bounds the sink's call. A loop thread held up before it hands
-    the occurrence to the sink (here a slow log handler on its 'dispatching' record)
-    used to be given up on at the deadline: the occurrence was recorded as a
-    TimeoutError ('its thread ... keeps running until the sink returns'), an attempt
-    spent, though the sink never saw it."""
+    """dispatch_timeout bounds the sink's call only: a loop thread held up before it hands the
+    occurrence to the sink (here a slow log handler on its 'dispatching' record) is not a
+    timed-out dispatch, and no attempt is spent on it."""
     store = InMemoryScheduleStore()
     slow, other = due(2), due(1)
     store.insert_many([slow, other], 3)
@@ -436,9 +434,8 @@ def test_a_loop_thread_slow_before_it_calls_the_sink_is_not_a_timed_out_dispatch
 def test_handle_stop_from_the_workers_own_hook_or_sink_returns_and_the_worker_stops(
     where: str,
 ) -> None:
-    """A hook ran on start()'s thread, where stop() does not wait for itself (False at
-    once); hooks and the sink now run on the loop thread, where stop() waited for the
-    loop to end, which waited for the hook: for ever."""
+    """stop() from the worker's own hook or sink (both run on the loop thread) returns False at
+    once, never waiting for itself, and the worker stops."""
     store = InMemoryScheduleStore()
     first, second = due(2), due(1)
     store.insert_many([first, second], 3)
@@ -474,9 +471,9 @@ def test_handle_stop_from_the_workers_own_hook_or_sink_returns_and_the_worker_st
 
 
 def test_hooks_and_the_loop_see_the_context_of_the_thread_that_called_run() -> None:
-    """Hooks ran on run()'s calling thread, in its contextvars context (a tracing span,
-    structlog's bound values): they still see it on the loop thread, as run_async's
-    hooks do on asyncio.to_thread."""
+    """Hooks and the sink run on the loop thread in the contextvars context of the thread that
+    called run() (a tracing span, structlog's bound values), as run_async's hooks do on
+    asyncio.to_thread."""
     import contextvars
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")

@@ -319,9 +319,9 @@ def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
 def test_update_of_a_zoned_rule_without_a_zone_keeps_the_zone(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """The README's quick start declares myapp.backup.daily on Europe/Paris and its CLI
-    section updates it with ``--cron '30 3 * * *'``: "changes what you pass and keeps
-    the rest". Before, the rule silently moved to UTC (an hour off in winter)."""
+    """The README's quick start declares myapp.backup.daily on Europe/Paris and its CLI section
+    updates it with ``--cron '30 3 * * *'``: "changes what you pass and keeps the rest". The
+    zone stays; an explicit zone, UTC included, moves it."""
     control = SchedulerControl(store)
     control.ensure("myapp.backup.daily", cron="0 3 * * *", tz="Europe/Paris", event_type="b")
     sid = control.id_of("myapp.backup.daily")
