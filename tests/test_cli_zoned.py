@@ -1,5 +1,5 @@
 """``scheduler add --tz / --every`` and how ``inspect`` and ``list`` show zones and
-intervals (issue 14)."""
+intervals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15: failures keep their story, hooks, and the test mode (propagate_errors).
+"""Failures keep their story, hooks, and the test mode (propagate_errors).
 
 Hooks and the test mode on the three ways a worker runs: run_once (sync), the thread
 loop (run / start) and run_async.
@@ -86,7 +86,8 @@ def _recurse_too(depth: int) -> None:
 
 
 def test_last_error_keeps_the_traceback_but_never_the_payload_and_inspect_shows_it() -> None:
-    """Issue 15: last_error held only 'RuntimeError: cannot handle fail.me'."""
+    """last_error holds the assertion's whole story, not only 'RuntimeError: cannot
+    handle fail.me'."""
     store = InMemoryScheduleStore()
     msg = due(store)
     SchedulerWorker(store, handler_that_asserts, FAST).run_once()

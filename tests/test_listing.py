@@ -1,4 +1,4 @@
-"""Issue 15: listing filters with keyset pages, and bulk replay of dead letters."""
+"""Listing filters with keyset pages, and bulk replay of dead letters."""
 
 from __future__ import annotations
 

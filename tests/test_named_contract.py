@@ -1,4 +1,4 @@
-"""The store contract for named schedules and changes in place (issue 13), on every
+"""The store contract for named schedules and changes in place, on every
 store: ensure, update, move (reschedule), run_now, list_named, and the lease rule
 (a change during a firing in flight: that firing completes under the old values, the
 next follows the new rule)."""

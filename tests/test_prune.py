@@ -1,4 +1,4 @@
-"""Issue 15: retention. 5,000 delivered one-shots pruned, the file shrinks; live,
+"""Retention. 5,000 delivered one-shots pruned, the file shrinks; live,
 recurring and (by default) dead-lettered rows untouched; on every store."""
 
 from __future__ import annotations
@@ -264,7 +264,8 @@ def test_stats_on_a_read_only_file_without_the_new_indexes(tmp_path: Path) -> No
 
 
 def test_the_worker_checkpoints_the_wal_when_a_burst_ends(tmp_path: Path) -> None:
-    """Issue 15: a 4.2 MB WAL stayed while the file was open after 5,000 deliveries."""
+    """The WAL does not stay at megabytes while the file is open after 5,000
+    deliveries."""
 
     from hexeract_lite import SchedulerWorker, SchedulerWorkerConfig
 

@@ -172,8 +172,9 @@ def _old_v1_file(path: Path, layout: str, version: int = 1) -> list[uuid.UUID]:
 def test_a_file_in_an_old_version_1_layout_is_upgraded_and_claims_work(
     tmp_path: Path, layout: str
 ) -> None:
-    """Issue 11: the rename of idx_<t>_spaced kept version 1, and every claim names
-    idx_<t>_noncanonical with INDEXED BY: such a file failed every claim."""
+    """A version-1 file in an older index layout (idx_<t>_spaced) is upgraded to this
+    version's indexes, idx_<t>_noncanonical included, which every claim names with
+    INDEXED BY: its claims work and the old index is gone."""
     db = tmp_path / "old.db"
     ids = _old_v1_file(db, layout)
     clock = ManualClock(T0)
@@ -365,7 +366,7 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
 
 
 def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None:
-    """2 → 3 (issue 13): the rows stay, ``name`` and ``next_after_lease`` are added
+    """2 → 3: the rows stay, ``name`` and ``next_after_lease`` are added
     (nullable) with the unique index on names; a read-only open of the version-2 file
     reads it without them and leaves it as it was."""
     db = tmp_path / "v3.db"
@@ -399,7 +400,7 @@ def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None
 
 
 def test_a_version_3_file_is_upgraded_to_the_misfire_grace(tmp_path: Path) -> None:
-    """3 → 4 (issue 14): a file at version 3 (named schedules, no ``misfire_grace_ms``)
+    """3 → 4: a file at version 3 (named schedules, no ``misfire_grace_ms``)
     keeps its rows, names and index and gains the column; a read-only open reads it
     with no grace and leaves it as it was."""
     db = tmp_path / "v3.db"
@@ -440,8 +441,8 @@ def _fingerprint(path: Path) -> tuple[bytes, int, list[str]]:
 
 
 def test_a_foreign_table_is_refused_before_the_file_changes(tmp_path: Path) -> None:
-    """Issue 12.7: the file used to be switched to WAL first (header bytes 18-19,
-    -wal and -shm left beside it)."""
+    """A table that is not a scheduler's is refused before the file is touched: not
+    switched to WAL first (header bytes 18-19 unchanged, no -wal or -shm beside it)."""
     folder = tmp_path / "foreign"
     folder.mkdir()
     db = folder / "app.db"

@@ -682,8 +682,8 @@ LISTED_BADLY = {
 def test_one_malformed_row_does_not_break_a_listing(
     db: Path, clock: ManualClock, case: str
 ) -> None:
-    """Issue 12.8: a paused row with an instant no worker will ever claim made
-    list_pending fail whole, for ever. The other rows are listed; the bad one is a
+    """A paused row with an instant no worker will ever claim does not make
+    list_pending fail whole: the other rows are listed; the bad one is a
     MalformedSchedule in its place naming the column; inspect names row and column."""
     column, value = LISTED_BADLY[case]
     bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 + S, "e", {})
@@ -737,7 +737,7 @@ def test_a_malformed_dead_letter_is_marked_in_its_listing(db: Path, clock: Manua
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_a_retry_past_the_year_9999_from_now_is_refused_before_writing(db: Path, kind: str) -> None:
-    """Issue 11: a retry_in shorter than the span of instants can still end past 9999
+    """A retry_in shorter than the span of instants can still end past 9999
     from the store's now (here 9000 years from 2026): InvalidConfiguration naming it,
     and the batch, checked first, writes nothing."""
     from hexeract_lite import InvalidConfiguration

@@ -227,7 +227,7 @@ class StoresAgree(RuleBasedStateMachine):
     def replay(self, sid: uuid.UUID) -> None:
         self.both(lambda s: s.replay(sid))
 
-    # -- named schedules and changes in place (issue 13) -------------------------
+    # -- named schedules and changes in place -------------------------------------
 
     @rule(
         target=schedules,

@@ -378,7 +378,8 @@ def test_mark_failed_rejects_a_negative_delay(store: ScheduleStore, frozen: Froz
 def test_mark_failed_refuses_a_retry_past_the_year_9999_naming_it(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """Issue 11: ``timedelta.max`` used to escape as a raw OverflowError."""
+    """``timedelta.max`` is InvalidConfiguration naming retry_in, never a raw
+    OverflowError."""
     msg = one_shot()
     store.insert(msg, 5)
     [occ] = store.claim_due(frozen.now(), 10, LEASE)
@@ -935,7 +936,7 @@ RESUMES: dict[str, tuple[Callable[[], ScheduledMessage], datetime | None]] = {
 def test_pause_then_resume_keep_the_live_lease_so_the_dispatch_in_flight_acks(
     store: ScheduleStore, frozen: FrozenTime, path: str, ack: str
 ) -> None:
-    """Issue 12.3: a control operation never clears a live lease. A pause and a resume
+    """A control operation never clears a live lease. A pause and a resume
     while a worker dispatches must not fence its acknowledgement out: a failure still
     records its error and retry, a success still applies."""
     make, explicit = RESUMES[path]

@@ -1,4 +1,4 @@
-"""Issue 16 on PostgreSQL: enqueue inside the caller's psycopg transaction, and the
+"""The transactional API on PostgreSQL: enqueue inside the caller's psycopg transaction, and the
 transactional sink whose handler's writes commit with the acknowledgement."""
 
 from __future__ import annotations
@@ -260,8 +260,8 @@ def test_a_handler_that_ends_the_transaction_with_sql_fails_and_keeps_no_later_w
 ) -> None:
     """psycopg refuses commit()/rollback() inside the sink's transaction, but not the SQL:
     the sink notices the transaction changed under the handler and fails the dispatch,
-    rolling back what the handler wrote after it (before: after a ROLLBACK every attempt
-    autocommitted its effect row, three rows for one occurrence)."""
+    rolling back what the handler wrote after it (no attempt autocommits its effect
+    row after a ROLLBACK)."""
     message = due(1)
     store.insert(message, 3)
     effect = effect_for(table)

@@ -1,4 +1,4 @@
-"""Issue 16 on SQLite: enqueue inside the caller's transaction (apsw and sqlite3), and
+"""The transactional API on SQLite: enqueue inside the caller's transaction (apsw and sqlite3), and
 the transactional sink whose handler's writes commit with the acknowledgement.
 
 A sqlite3 caller uses a store opened with ``driver="sqlite3"`` (unless apsw and sqlite3

@@ -368,7 +368,7 @@ def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
     assert snaps[2] is not None and snaps[2].status is ScheduleStatus.DELIVERED
 
 
-# -- BaseException from a sink, a blocked loop, abort (issue 12.6) ---------------------------
+# -- BaseException from a sink, a blocked loop, abort ----------------------------------------
 
 
 def snapshot(store: ScheduleStore, msg: ScheduledMessage) -> ScheduleSnapshot:

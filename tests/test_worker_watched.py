@@ -1,10 +1,10 @@
 """The thread loop on its own thread, watched from run()'s caller (hexeract_lite.watched).
 
 run() dispatches on its loop thread (no hand-off per batch); the calling thread sleeps
-until the deadline of the call in flight. These tests hold the promises that the helper
-thread used to keep: a hung call times out and the rest of its batch and the loop go on
-(on a new loop thread), the abandoned thread records nothing when its call returns, a
-stop waits for the call in hand at most dispatch_timeout, and no thread is left behind.
+until the deadline of the call in flight. A hung call times out and the rest of its
+batch and the loop go on (on a new loop thread), the abandoned thread records nothing
+when its call returns, a stop waits for the call in hand at most dispatch_timeout, and
+no thread is left behind.
 """
 
 from __future__ import annotations

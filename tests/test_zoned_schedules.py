@@ -1,4 +1,4 @@
-"""Zoned cron and interval schedules on every store's worker path (issue 14).
+"""Zoned cron and interval schedules on every store's worker path.
 
 The DST proof of ``tests/test_dst.py`` checks the engine against a brute-force oracle;
 here the same oracle checks what a worker delivers: schedules inserted on each store
