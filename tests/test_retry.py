@@ -239,13 +239,3 @@ def test_next_delay_refuses_an_attempts_that_is_not_an_int(attempts: object) -> 
 
     with pytest.raises(InvalidArgument, match="attempts"):
         RetryPolicy(jitter=False).next_delay(attempts)  # type: ignore[arg-type]
-
-
-def test_next_delay_counts_negative_attempts_as_zero() -> None:
-    from datetime import timedelta
-
-    from hexeract_lite import RetryPolicy
-
-    policy = RetryPolicy(jitter=False)
-    assert policy.next_delay(-3) == policy.next_delay(0) == timedelta(seconds=1)
-    assert policy.next_delay(3) == timedelta(seconds=8)
