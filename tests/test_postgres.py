@@ -625,7 +625,7 @@ def test_a_killed_worker_s_occurrences_are_reclaimed_after_its_lease(
     with PostgresScheduleStore.open(pg_url, table=table) as s:
         s.insert_many(msgs, 3)
     victim_out = tmp_path / "victim.txt"
-    victim = _spawn(pg_url, table, victim_out, "--hold", "--batch", "40", "--lease", "2")
+    victim = _spawn(pg_url, table, victim_out, "--hold", "--batch", "40", "--lease", "1")
     procs: list[subprocess.Popen[bytes]] = []
     try:
         _wait_for([Path(f"{victim_out}.held")], 60)

@@ -457,14 +457,14 @@ def test_slow_handler_is_stopped_at_the_timeout(
         effect(msg, conn)
         try:
             if how == "sleeps":
-                time.sleep(1.5)
+                time.sleep(0.6)  # twice dispatch_timeout
             elif how == "sleeps with a cursor open":  # its statement is still running
                 cursor = conn.execute(
                     "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
                     " WHERE i < 1000000) SELECT i FROM r"
                 )
                 cursor.fetchone()
-                time.sleep(1.5)
+                time.sleep(0.6)  # twice dispatch_timeout
             else:
                 conn.execute(
                     "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
