@@ -46,13 +46,13 @@ T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 TIGHT = SchedulerWorkerConfig(
     batch_size=2,
-    lease=timedelta(seconds=1),
+    lease=timedelta(milliseconds=600),
     dispatch_timeout=timedelta(milliseconds=250),
     poll_interval=timedelta(milliseconds=20),
     jitter=False,
 )
-"""A real-time worker config whose lease covers a batch (2 x 0.25 s) with room to spare,
-but not a pause of :data:`tests.test_hooks.PAUSE_S`."""
+"""A real-time worker config whose lease covers a batch (2 x 0.25 s), but not a pause of
+:data:`tests.test_hooks.PAUSE_S`."""
 
 
 class FrozenTime:

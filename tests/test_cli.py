@@ -22,6 +22,8 @@ import pytest
 
 from hexeract_lite import (
     ScheduledMessage,
+    SchedulerControl,
+    SchedulerWorker,
     SchedulerWorkerConfig,
     ScheduleSnapshot,
     ScheduleStatus,
@@ -47,6 +49,7 @@ from hexeract_lite.connect import (
 from hexeract_lite.snapshot import MalformedSchedule
 from hexeract_lite.store.sqlite import SqliteScheduleStore, default_database_path
 
+from .conftest import TIGHT
 from .test_migrate import _source_of_three
 
 ANY_ID = "0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"
@@ -1103,3 +1106,52 @@ def test_a_command_on_a_row_only_the_store_can_read_is_decided_by_the_store(
     assert main(["scheduler", "cancel", str(uuid.UUID(int=3)), "--conn", str(db)]) == 1
     assert "is malformed: scheduled_for is not a timestamp" in capsys.readouterr().err
     assert main(["scheduler", "cancel", str(uuid.UUID(int=2)), "--conn", str(db)]) == 0
+
+
+def test_dead_letter_replay_takes_a_name_as_the_readme_says(cli: Cli, tmp_path: Path) -> None:
+    """``dead-letter replay --name N`` replays the named schedule (the README lists it among
+    the commands taking --name); --name with --all, or neither, is a usage error; an unknown
+    name exits 1, naming it."""
+    db = tmp_path / "n.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        SchedulerControl(store).ensure("myapp.mail.once", event_type="e", at=due, max_attempts=1)
+        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
+        assert store.stats().dead_lettered == 1
+    done = cli("scheduler", "dead-letter", "replay", "--name", "myapp.mail.once", "--conn", str(db))
+    assert (done.code, done.err) == (0, "")
+    assert done.out.startswith("Replayed schedule ")
+    with SqliteScheduleStore.open(db) as store:
+        assert store.stats().pending == 1
+    for argv in (["--all", "--name", "myapp.mail.once"], []):
+        refused = cli("scheduler", "dead-letter", "replay", *argv, "--conn", str(db))
+        assert refused.code == 2 and "Traceback" not in refused.err, refused.err
+    replay = ["scheduler", "dead-letter", "replay"]
+    missing = cli(*replay, "--name", "myapp.nothing", "--conn", str(db))
+    assert missing.code == 1 and "myapp.nothing" in missing.err
+
+
+def test_an_empty_conn_is_a_usage_error_and_writes_nothing(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--conn ""`` (a script's unset variable) is a usage error, never read as $DATABASE_URL
+    or the default database: nothing is opened, changed or created."""
+    other = tmp_path / "other.db"
+    with SqliteScheduleStore.open(other) as store:
+        store.insert(
+            ScheduledMessage.delay(
+                Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {}
+            ),
+            1,
+        )
+        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
+        assert store.stats().dead_lettered == 1
+    monkeypatch.setenv("DATABASE_URL", str(other))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    for argv in (["dead-letter", "replay", "--all"], ["stats"], ["list"]):
+        done = cli("scheduler", *argv, "--conn", "")
+        assert done.code == 2, (argv, done.out, done.err)
+        assert "--conn" in done.err and "empty" in done.err
+    with SqliteScheduleStore.open(other) as store:
+        assert store.stats().dead_lettered == 1
+    assert not (tmp_path / "xdg").exists()

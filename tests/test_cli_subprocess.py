@@ -16,25 +16,19 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from hexeract_lite import (
-    ScheduledMessage,
-    SchedulerControl,
     ScheduleSnapshot,
     ScheduleStatus,
     SqliteScheduleStore,
-    Target,
     __version__,
 )
-from hexeract_lite.worker import SchedulerWorker
 
 from .cli_sinks import LOG_ENV
-from .conftest import TIGHT
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the virtualenv's bin, where pip put the scripts
@@ -445,63 +439,3 @@ def test_worker_on_postgres(env: Env) -> None:
         assert [line["schedule_id"] for line in env.sink_lines()] == [str(sid)]
     finally:
         drop_table(url, table)
-
-
-def hexeract(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m hexeract_lite scheduler ARGV`` of this checkout, as a real process."""
-    base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTHONPATH")}
-    base.update(PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "hexeract_lite", "scheduler", *argv],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=base,
-        cwd=REPO,
-        check=False,
-    )
-
-
-def test_dead_letter_replay_takes_a_name_as_the_readme_says(tmp_path: Path) -> None:
-    """``dead-letter replay --name N`` replays the named schedule (the README lists it among
-    the commands taking --name); --name with --all, or neither, is a usage error; an unknown
-    name exits 1, naming it."""
-    db = tmp_path / "n.db"
-    with SqliteScheduleStore.open(db) as store:
-        due = datetime.now(UTC) - timedelta(seconds=1)
-        SchedulerControl(store).ensure("myapp.mail.once", event_type="e", at=due, max_attempts=1)
-        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
-        assert store.stats().dead_lettered == 1
-    done = hexeract("dead-letter", "replay", "--name", "myapp.mail.once", "--conn", str(db))
-    assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout.startswith("Replayed schedule ")
-    with SqliteScheduleStore.open(db) as store:
-        assert store.stats().pending == 1
-    for argv in (["--all", "--name", "myapp.mail.once"], []):
-        refused = hexeract("dead-letter", "replay", *argv, "--conn", str(db))
-        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
-    missing = hexeract("dead-letter", "replay", "--name", "myapp.nothing", "--conn", str(db))
-    assert missing.returncode == 1 and "myapp.nothing" in missing.stderr
-
-
-def test_an_empty_conn_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
-    """``--conn ""`` (a script's unset variable) is a usage error, never read as $DATABASE_URL
-    or the default database: nothing is opened, changed or created."""
-    other = tmp_path / "other.db"
-    with SqliteScheduleStore.open(other) as store:
-        store.insert(
-            ScheduledMessage.delay(
-                Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {}
-            ),
-            1,
-        )
-        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
-        assert store.stats().dead_lettered == 1
-    env = {"DATABASE_URL": str(other), "XDG_DATA_HOME": str(tmp_path / "xdg")}
-    for argv in (["dead-letter", "replay", "--all"], ["stats"], ["list"]):
-        done = hexeract(*argv, "--conn", "", env=env)
-        assert done.returncode == 2, (argv, done.stdout, done.stderr)
-        assert "--conn" in done.stderr and "empty" in done.stderr
-    with SqliteScheduleStore.open(other) as store:
-        assert store.stats().dead_lettered == 1
-    assert not (tmp_path / "xdg").exists()

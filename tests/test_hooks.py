@@ -407,11 +407,12 @@ def test_propagate_errors_must_be_a_bool() -> None:
         SchedulerWorker(InMemoryScheduleStore(), lambda _: None, propagate_errors=1)  # type: ignore[arg-type]
 
 
-PAUSE_S = 1.5
+PAUSE_S = 0.9
+"""A pause half as long again as :data:`tests.conftest.TIGHT`'s lease."""
 
 
 class SlowOnce:
-    """A hook that pauses 1.5 s at the first Delivered event, and counts them."""
+    """A hook that pauses :data:`PAUSE_S` at the first Delivered event, and counts them."""
 
     def __init__(self) -> None:
         self.delivered = 0

@@ -289,7 +289,7 @@ def test_the_worker_checkpoints_the_wal_when_a_burst_ends(tmp_path: Path) -> Non
 
 
 class SlowPruneStore(SqliteScheduleStore):
-    """A SQLite store whose second prune takes 1.5 s (a big backlog of history, say): the
+    """A SQLite store whose second prune takes PAUSE_S (a big backlog of history, say): the
     first runs at the worker's first cycle, the second with a full batch dispatched."""
 
     prunes = 0

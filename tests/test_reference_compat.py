@@ -23,9 +23,8 @@ from hexeract_lite import (
     SqliteScheduleStore,
     Target,
 )
+from hexeract_lite.cli import main
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION
-
-from .test_cli_subprocess import hexeract
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -459,7 +458,9 @@ def test_the_reference_default_still_fills_created_at(tmp_path: Path) -> None:
     assert TS.fullmatch(str(created))
 
 
-def test_list_schedules_reads_a_reference_file_read_only(tmp_path: Path) -> None:
+def test_list_schedules_reads_a_reference_file_read_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """list_schedules and the listings of the CLI (``--status all``, ``--event-type``,
     ``--name``) read a reference table, which has no ``name`` column, read-only: each name
     is None and the file is unchanged."""
@@ -478,6 +479,6 @@ def test_list_schedules_reads_a_reference_file_read_only(tmp_path: Path) -> None
         assert store.list_schedules(name="*") == []
         assert store.list_schedules(after=DUE) == [rows[1]]
     for argv in (["--status", "all"], ["--event-type", "rem*"], ["--name", "x*"]):
-        done = hexeract("list", *argv, "--conn", str(db))
-        assert done.returncode == 0, (argv, done.stderr)
+        code = main(["scheduler", "list", *argv, "--conn", str(db)])
+        assert code == 0, (argv, capsys.readouterr().err)
     assert db.read_bytes() == before
