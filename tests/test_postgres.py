@@ -32,6 +32,7 @@ from hexeract_lite import (
     ManualClock,
     ScheduledMessage,
     ScheduleStatus,
+    ScheduleStore,
     StoreError,
     Target,
 )
@@ -518,16 +519,10 @@ def test_stores_opening_a_new_table_together_do_not_race(pg_url: str, table: str
 
 
 class PostgresAgrees(StoresAgree):
-    """The SQLite machine's rules and invariants, with PostgreSQL as the store under test.
+    """The SQLite machine's rules and invariants, with PostgreSQL as the store under test."""
 
-    The rules use the machine's ``sqlite`` attribute, so the PostgreSQL store takes that
-    place (the SQLite store the base class opens is closed at once).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sqlite.close()
-        self.sqlite = pg.open_scratch_store(clock=self.clock, pool_min_size=0)  # type: ignore[assignment]
+    def open_store(self) -> ScheduleStore:
+        return pg.open_scratch_store(clock=self.clock, pool_min_size=0)
 
 
 @pytest.mark.postgres
