@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from hexeract_lite import (
     ScheduledMessage,
     Target,
 )
-from hexeract_lite._time import _MAX_DAY_PREFIXES, format_now, format_ts, to_utc_ms
+from hexeract_lite._time import format_now, format_ts, to_utc_ms
 from hexeract_lite.clock import ManualClock
 from hexeract_lite.errors import InvalidMessage
 from hexeract_lite.message import encode_payload
@@ -29,20 +30,6 @@ from hexeract_lite.store.sqlite import SqliteScheduleStore
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def _fields(value: datetime) -> str:
-    """The layout spelled out field by field, independently of format_ts."""
-    return (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
-        f"{value.minute:02d}:{value.second:02d}.{value.microsecond // 1000:03d}Z"
-    )
-
-
-@settings(max_examples=500, deadline=None)
-@given(st.datetimes(timezones=st.just(UTC)))
-def test_format_ts_writes_every_field_of_any_utc_instant(value: datetime) -> None:
-    assert format_ts(value) == _fields(value)
-
-
 def test_format_ts_takes_a_zero_offset_zone_and_drops_the_sub_millisecond_part() -> None:
     value = datetime(7, 1, 2, 3, 4, 5, 999_999, tzinfo=timezone(timedelta(0)))
     assert format_ts(value) == "0007-01-02T03:04:05.999Z"
@@ -50,32 +37,6 @@ def test_format_ts_takes_a_zero_offset_zone_and_drops_the_sub_millisecond_part()
     assert format_ts(datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)) == (
         "9999-12-31T23:59:59.999Z"
     )
-
-
-def test_format_ts_stays_right_once_more_days_than_it_remembers_went_by() -> None:
-    days = [T + timedelta(days=i, milliseconds=i) for i in range(_MAX_DAY_PREFIXES * 2 + 3)]
-    assert [format_ts(d) for d in days] == [_fields(d) for d in days]
-    assert [format_ts(d) for d in reversed(days)] == [_fields(d) for d in reversed(days)]
-
-
-def test_format_ts_still_refuses_another_offset() -> None:
-    with pytest.raises(ValueError, match="UTC"):
-        format_ts(T.astimezone(timezone(timedelta(hours=1))))
-    with pytest.raises(ValueError, match="UTC"):
-        format_ts(datetime(2026, 3, 1, 12))
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        T.replace(microsecond=123_999),
-        T,
-        T.astimezone(timezone(timedelta(hours=5, minutes=30))).replace(microsecond=7_654),
-        T.astimezone(ZoneInfo("America/New_York")),
-    ],
-)
-def test_format_now_is_the_text_of_the_truncated_instant(value: datetime) -> None:
-    assert format_now(value) == format_ts(to_utc_ms(value, "clock.now()"))
 
 
 @pytest.mark.parametrize("value", [datetime(2026, 3, 1, 12), "2026-03-01", None])
@@ -308,3 +269,84 @@ def test_a_payload_whose_repr_raises_is_refused_as_invalid_message(
 def test_jsonb_text_rewrites_only_exponent_form_numbers(text: str, sent: str) -> None:
     assert jsonb_text(text) == sent
     assert json.loads(sent) == json.loads(text) or text == "[1e400]"
+
+
+def _plain_format_ts(value: datetime) -> str:
+    """``format_ts`` written plainly with %-formatting: what the day-prefix cached one must
+    equal."""
+    if value.tzinfo is not UTC and value.utcoffset() != timedelta(0):
+        raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031 - the old text
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond // 1000,
+    )
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[str, str]:
+    try:
+        return "ok", fn(*args)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+_UTC_LIKE = [UTC, timezone(timedelta(0)), ZoneInfo("UTC"), ZoneInfo("Europe/London")]
+
+
+_ZONES = [*_UTC_LIKE, None, timezone(timedelta(hours=5, minutes=30)), ZoneInfo("America/New_York")]
+
+
+instants = st.datetimes(
+    min_value=datetime(1, 1, 1),
+    max_value=datetime(9999, 12, 31, 23, 59, 59, 999999),
+)
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@given(instants, st.sampled_from(_ZONES))
+def test_format_ts_is_the_plain_formatting_for_every_instant(naive: datetime, zone: Any) -> None:
+    value = naive if zone is None else naive.replace(tzinfo=zone)
+    assert _outcome(format_ts, value) == _outcome(_plain_format_ts, value)
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@given(instants, st.sampled_from(_ZONES))
+def test_format_now_is_the_plain_formatting_for_every_instant(naive: datetime, zone: Any) -> None:
+    value = naive if zone is None else naive.replace(tzinfo=zone)
+    old = _outcome(lambda v: _plain_format_ts(to_utc_ms(v, "clock.now()")), value)
+    assert _outcome(format_now, value) == old
+
+
+@pytest.mark.parametrize("value", [None, "2030-01-01T00:00:00Z", 5, datetime(2030, 1, 1)])
+def test_format_now_refuses_what_to_utc_ms_refuses(value: object) -> None:
+    with pytest.raises(InvalidConfiguration) as got:
+        format_now(value)
+    with pytest.raises(InvalidConfiguration) as want:
+        to_utc_ms(value, "clock.now()")
+    assert str(got.value) == str(want.value)
+
+
+def test_format_ts_is_right_across_many_days_and_threads() -> None:
+    """Far more days than the day-prefix cache holds, from several threads at once (it is
+    cleared while others read it): every text is the plain formatting's."""
+    start = datetime(1999, 12, 25, 23, 59, 59, 999999, tzinfo=UTC)
+    days = [start + timedelta(days=d, microseconds=d * 7919) for d in range(0, 4000, 3)]
+    bad: list[datetime] = []
+
+    def work(offset: int) -> None:
+        for _ in range(3):
+            for value in days[offset::4] + days[::-7]:
+                if format_ts(value) != _plain_format_ts(value):
+                    bad.append(value)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert bad == []

@@ -5,15 +5,10 @@ no UTC equivalent is the package's own error naming it."""
 from __future__ import annotations
 
 import argparse
-import threading
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from hexeract_lite import (
     InMemoryScheduleStore,
@@ -26,7 +21,7 @@ from hexeract_lite import (
     Target,
     Trigger,
 )
-from hexeract_lite._time import format_now, format_ts, to_utc_ms
+from hexeract_lite._time import to_utc_ms
 from hexeract_lite.cli import parse_instant
 
 from .conftest import T0, FrozenTime
@@ -156,84 +151,3 @@ def test_occurrence_ids_of_instants_near_the_ends_of_time_derive() -> None:
     early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))
     late = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14)))
     assert OccurrenceId.derive(sid, early) != OccurrenceId.derive(sid, late)
-
-
-def _plain_format_ts(value: datetime) -> str:
-    """``format_ts`` written plainly with %-formatting: what the day-prefix cached one must
-    equal."""
-    if value.tzinfo is not UTC and value.utcoffset() != timedelta(0):
-        raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
-    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031 - the old text
-        value.year,
-        value.month,
-        value.day,
-        value.hour,
-        value.minute,
-        value.second,
-        value.microsecond // 1000,
-    )
-
-
-def _outcome(fn: Any, *args: Any) -> tuple[str, str]:
-    try:
-        return "ok", fn(*args)
-    except Exception as exc:
-        return type(exc).__name__, str(exc)
-
-
-_UTC_LIKE = [UTC, timezone(timedelta(0)), ZoneInfo("UTC"), ZoneInfo("Europe/London")]
-
-
-_ZONES = [*_UTC_LIKE, None, timezone(timedelta(hours=5, minutes=30)), ZoneInfo("America/New_York")]
-
-
-instants = st.datetimes(
-    min_value=datetime(1, 1, 1),
-    max_value=datetime(9999, 12, 31, 23, 59, 59, 999999),
-)
-
-
-@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
-@given(instants, st.sampled_from(_ZONES))
-def test_format_ts_is_the_plain_formatting_for_every_instant(naive: datetime, zone: Any) -> None:
-    value = naive if zone is None else naive.replace(tzinfo=zone)
-    assert _outcome(format_ts, value) == _outcome(_plain_format_ts, value)
-
-
-@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
-@given(instants, st.sampled_from(_ZONES))
-def test_format_now_is_the_plain_formatting_for_every_instant(naive: datetime, zone: Any) -> None:
-    value = naive if zone is None else naive.replace(tzinfo=zone)
-    old = _outcome(lambda v: _plain_format_ts(to_utc_ms(v, "clock.now()")), value)
-    assert _outcome(format_now, value) == old
-
-
-@pytest.mark.parametrize("value", [None, "2030-01-01T00:00:00Z", 5, datetime(2030, 1, 1)])
-def test_format_now_refuses_what_to_utc_ms_refuses(value: object) -> None:
-    with pytest.raises(InvalidConfiguration) as got:
-        format_now(value)
-    with pytest.raises(InvalidConfiguration) as want:
-        to_utc_ms(value, "clock.now()")
-    assert str(got.value) == str(want.value)
-
-
-def test_format_ts_is_right_across_many_days_and_threads() -> None:
-    """Far more days than the day-prefix cache holds, from several threads at once (it is
-    cleared while others read it): every text is the plain formatting's."""
-    start = datetime(1999, 12, 25, 23, 59, 59, 999999, tzinfo=UTC)
-    days = [start + timedelta(days=d, microseconds=d * 7919) for d in range(0, 4000, 3)]
-    bad: list[datetime] = []
-
-    def work(offset: int) -> None:
-        for _ in range(3):
-            for value in days[offset::4] + days[::-7]:
-                if format_ts(value) != _plain_format_ts(value):
-                    bad.append(value)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
-    assert bad == []
