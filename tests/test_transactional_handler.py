@@ -244,15 +244,15 @@ def _app_connection(store: SqliteScheduleStore, shape: str) -> Any:
     return conn
 
 
-@pytest.mark.parametrize("shape", ["dict", "bytes"])
+@pytest.mark.parametrize(
+    ("driver", "shape"), [("apsw", "row tracer"), ("sqlite3", "dict"), ("sqlite3", "bytes")]
+)
 def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
     store: SqliteScheduleStore, shape: str
 ) -> None:
     """ensure and insert(connection=) work through the app's connection whatever its row shape:
     a dict row_factory or text_factory=bytes (sqlite3), a row tracer (apsw.ext's
     DataClassRowFactory)."""
-    if store.driver == "apsw" and shape == "bytes":
-        pytest.skip("apsw has no text factory")
     name = "app.shaped"
     first = ScheduledMessage.delay(Target.mediator(), T0 + timedelta(hours=1), "e", {}, name=name)
     changed = ScheduledMessage.delay(
