@@ -133,13 +133,10 @@ def due(seconds_ago: float) -> ScheduledMessage:
     return ScheduledMessage.delay(Target.outbox(), at, "e", {"ago": seconds_ago})
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux only")
 def test_a_commit_shown_while_the_waiter_looks_is_not_missed(tmp_path: Path) -> None:
     """The next wait after a stale mark looks first, then counts itself as waiting: a commit
     that shows after that look, with its WAL rechecks over before the waiter counts itself,
     still wakes it well before its timeout."""
-    from hexeract_lite.store.sqlite import SqliteScheduleStore
-
     db = tmp_path / "w.db"
     with SqliteScheduleStore.open(db) as store, SqliteScheduleStore.open(db) as other:
         assert store.claim_due(datetime.now(UTC), 10, timedelta(seconds=30)) == []
