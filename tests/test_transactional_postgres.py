@@ -333,7 +333,7 @@ def test_a_postgres_handler_running_short_statements_is_ended_at_the_deadline() 
 
         def handler(msg: ScheduledMessage, conn: psycopg.Connection[object]) -> None:
             conn.execute(f"INSERT INTO {effect} VALUES (1)")
-            for i in range(50):  # 10 s of 0.2 s statements, well past the 1 s timeout
+            for i in range(50):  # 10 s of 0.2 s statements, well past the 0.5 s timeout
                 try:
                     conn.execute("SELECT pg_sleep(0.2)")
                 except psycopg.Error as exc:
@@ -341,7 +341,7 @@ def test_a_postgres_handler_running_short_statements_is_ended_at_the_deadline() 
                     raise
                 ran.append(i)
 
-        config = SchedulerWorkerConfig(dispatch_timeout=timedelta(seconds=1), jitter=False)
+        config = SchedulerWorkerConfig(dispatch_timeout=timedelta(seconds=0.5), jitter=False)
         worker = SchedulerWorker(store, TransactionalSink(handler), config)
         try:
             report = worker.run_once()
