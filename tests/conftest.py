@@ -1,8 +1,10 @@
-"""Shared fixtures: frozen time, and the store factories the contract suite runs on."""
+"""Shared fixtures: frozen time, the store factories the contract suite runs on, and
+temporary files in memory."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,11 +17,42 @@ import time_machine
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from hexeract_lite import InMemoryScheduleStore, ScheduleStore  # noqa: E402
+RAM_TMP = Path("/dev/shm")
+RAM_TMP_MIN_FREE = 2 << 30
+
+
+def _temporary_files_in_memory() -> None:
+    """Put the tests' temporary files (``tmp_path``, and every child process's) in a
+    RAM-backed folder when there is one with room: what the tests check never depends on
+    an fsync reaching a disk (the test PostgreSQL server runs with fsync off for the same
+    reason), and SQLite's fsyncs to a real disk would be most of the suite's waiting. An
+    explicit ``TMPDIR`` is kept."""
+    if os.environ.get("TMPDIR") or not RAM_TMP.is_dir() or not os.access(RAM_TMP, os.W_OK):
+        return
+    free = os.statvfs(RAM_TMP)
+    if free.f_bavail * free.f_frsize < RAM_TMP_MIN_FREE:
+        return
+    os.environ["TMPDIR"] = str(RAM_TMP)
+    tempfile.tempdir = str(RAM_TMP)
+
+
+_temporary_files_in_memory()
+
+from hexeract_lite import InMemoryScheduleStore, SchedulerWorkerConfig, ScheduleStore  # noqa: E402
 from hexeract_lite.store.sqlite import SqliteScheduleStore  # noqa: E402
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 """The instant frozen-clock tests start at."""
+
+TIGHT = SchedulerWorkerConfig(
+    batch_size=2,
+    lease=timedelta(milliseconds=600),
+    dispatch_timeout=timedelta(milliseconds=250),
+    poll_interval=timedelta(milliseconds=20),
+    jitter=False,
+)
+"""A real-time worker config whose lease covers a batch (2 x 0.25 s), but not a pause of
+:data:`tests.test_hooks.PAUSE_S`."""
 
 
 class FrozenTime:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -88,6 +89,12 @@ def unique_table(prefix: str = "t") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:20]}"
 
 
+_ADMIN: dict[tuple[int, str], Any] = {}
+"""One autocommit connection per process and server for dropping scratch tables (a
+connection each time was most of a drop's cost)."""
+_ADMIN_LOCK = threading.Lock()
+
+
 def drop_table(url: str, table: str) -> None:
     """Drop ``table`` (and its indexes) if it exists, and forget its schema version."""
     import psycopg
@@ -95,13 +102,25 @@ def drop_table(url: str, table: str) -> None:
 
     from hexeract_lite.store.postgres.schema import META_TABLE
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    def drop(conn: Any) -> None:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
         if conn.execute("SELECT to_regclass(%s)", [META_TABLE]).fetchone() != (None,):
             conn.execute(
                 sql.SQL("DELETE FROM {} WHERE table_name = %s").format(sql.Identifier(META_TABLE)),
                 [table],
             )
+
+    key = (os.getpid(), url)
+    with _ADMIN_LOCK:
+        conn = _ADMIN.get(key)
+        if conn is not None and not conn.closed:
+            try:
+                drop(conn)
+                return
+            except psycopg.OperationalError:  # the server went away since: reconnect
+                conn.close()
+        _ADMIN[key] = conn = psycopg.connect(url, autocommit=True)
+        drop(conn)
 
 
 def open_scratch_store(

@@ -20,7 +20,16 @@ import apsw
 import attrs
 import pytest
 
-from hexeract_lite import ScheduledMessage, Target, __version__
+from hexeract_lite import (
+    ScheduledMessage,
+    SchedulerControl,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    ScheduleSnapshot,
+    ScheduleStatus,
+    Target,
+    __version__,
+)
 from hexeract_lite.cli import (
     build_parser,
     format_dead_letter,
@@ -37,8 +46,11 @@ from hexeract_lite.connect import (
     redact_conn,
     scrub,
 )
-from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
+from hexeract_lite.snapshot import MalformedSchedule
 from hexeract_lite.store.sqlite import SqliteScheduleStore, default_database_path
+
+from .conftest import TIGHT
+from .test_migrate import _source_of_three
 
 ANY_ID = "0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"
 
@@ -1051,3 +1063,165 @@ def test_open_store_readonly_goes_with_create_false_only(db: Path) -> None:
     with pytest.raises(InvalidConfiguration, match="readonly"):
         open_store(str(db), table="t", create=True, readonly=True)
     assert not db.exists()
+
+
+def test_worker_help_states_the_configs_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each duration flag's help shows the config's own default, in words parse_duration reads
+    back, and --batch-size its default count."""
+    from hexeract_lite.cli.args import parse_duration
+
+    assert main(["scheduler", "worker", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    defaults = SchedulerWorkerConfig()
+    for flag, field in (
+        ("--poll-interval", "poll_interval"),
+        ("--lease", "lease"),
+        ("--dispatch-timeout", "dispatch_timeout"),
+        ("--retry-base-delay", "retry_base_delay"),
+        ("--retry-max-delay", "retry_max_delay"),
+        ("--min-cycle-delay", "min_cycle_delay"),
+    ):
+        shown = text.rsplit(f"{flag} DURATION", 1)[1].split("(default: ", 1)[1].split(")", 1)[0]
+        assert parse_duration(shown) == getattr(defaults, field), flag
+    shown = text.rsplit("--batch-size N", 1)[1].split("(default: ", 1)[1].split(")", 1)[0]
+    assert int(shown) == defaults.batch_size
+
+
+SINK = "tests.cli_sinks:record"
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--lease",
+        "--poll-interval",
+        "--retry-base-delay",
+        "--retry-max-delay",
+        "--min-cycle-delay",
+    ],
+)
+def test_worker_duration_past_the_year_9999_is_a_usage_error_naming_it(
+    tmp_path: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker setting so long that now plus it is past the year 9999 is a usage error naming
+    the flag, before the file is opened or created."""
+    db = tmp_path / "w.db"
+    argv = ["scheduler", "worker", "--sink", SINK, "--conn", str(db), flag, "9999999d"]
+    if flag == "--retry-base-delay":
+        argv += ["--retry-max-delay", "9999999d"]
+    assert main(argv) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in last and "9999999 days" in last
+    assert not db.exists(), "nothing written"
+
+
+def test_worker_dispatch_timeout_too_long_for_any_lease_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "w.db"
+    argv = ["scheduler", "worker", "--sink", SINK, "--conn", str(db)]
+    assert main([*argv, "--dispatch-timeout", "9999999d", "--lease", "99999999d"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--lease must be at most" in last and "99999999 days" in last
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (["prune", "--older-than", "-5d"], "-5d"),
+        (["prune", "--older-than=-5d"], "-5d"),
+        (["prune", "--older-than", "-1h30m"], "-1h30m"),
+        (["add", "--in", "-5m", "--event-type", "t.x"], "-5m"),
+        (["add", "--every", "-5m", "--event-type", "t.x"], "-5m"),
+        (["ensure", "--name", "a.b", "--every", "-5m", "--event-type", "t.x"], "-5m"),
+        (["reschedule", "--name", "a.b", "--in", "-5m"], "-5m"),
+    ],
+)
+def test_a_negative_duration_is_a_usage_error_naming_it(
+    tmp_path: Path, argv: list[str], value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A negative duration is a usage error that names the value (where argparse alone would
+    take ``-5d`` for an option), before the file is created."""
+    db = tmp_path / "s.db"
+    assert main(["scheduler", *argv, "--conn", str(db)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"invalid duration {value!r}: a duration cannot be negative" in last, last
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("text", ["5M", "1h30M", "1.5M"])
+def test_an_upper_case_m_duration_is_refused_not_read_as_minutes(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``M`` is ambiguous (systemd, whose spans the parser follows, reads months): refused,
+    never read as minutes; ``MS`` stays milliseconds."""
+    db = tmp_path / "s.db"
+    assert main(["scheduler", "add", "--in", text, "--event-type", "t.x", "--conn", str(db)]) == 2
+    assert f"invalid duration {text!r}: M is ambiguous" in capsys.readouterr().err
+    assert not db.exists()
+    from hexeract_lite.cli.args import parse_duration
+
+    assert parse_duration("5MS") == timedelta(milliseconds=5), "MS stays milliseconds"
+    assert parse_duration("5m") == timedelta(minutes=5)
+
+
+def test_a_command_on_a_row_only_the_store_can_read_is_decided_by_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The in-memory rehearsal of a change skips a row it cannot copy: the store's own
+    answer (here: the row is malformed) is what the command says."""
+    db = tmp_path / "m.db"
+    _source_of_three(db, last_malformed=True)
+    assert main(["scheduler", "cancel", str(uuid.UUID(int=3)), "--conn", str(db)]) == 1
+    assert "is malformed: scheduled_for is not a timestamp" in capsys.readouterr().err
+    assert main(["scheduler", "cancel", str(uuid.UUID(int=2)), "--conn", str(db)]) == 0
+
+
+def test_dead_letter_replay_takes_a_name_as_the_readme_says(cli: Cli, tmp_path: Path) -> None:
+    """``dead-letter replay --name N`` replays the named schedule (the README lists it among
+    the commands taking --name); --name with --all, or neither, is a usage error; an unknown
+    name exits 1, naming it."""
+    db = tmp_path / "n.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        SchedulerControl(store).ensure("myapp.mail.once", event_type="e", at=due, max_attempts=1)
+        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
+        assert store.stats().dead_lettered == 1
+    done = cli("scheduler", "dead-letter", "replay", "--name", "myapp.mail.once", "--conn", str(db))
+    assert (done.code, done.err) == (0, "")
+    assert done.out.startswith("Replayed schedule ")
+    with SqliteScheduleStore.open(db) as store:
+        assert store.stats().pending == 1
+    for argv in (["--all", "--name", "myapp.mail.once"], []):
+        refused = cli("scheduler", "dead-letter", "replay", *argv, "--conn", str(db))
+        assert refused.code == 2 and "Traceback" not in refused.err, refused.err
+    replay = ["scheduler", "dead-letter", "replay"]
+    missing = cli(*replay, "--name", "myapp.nothing", "--conn", str(db))
+    assert missing.code == 1 and "myapp.nothing" in missing.err
+
+
+def test_an_empty_conn_is_a_usage_error_and_writes_nothing(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--conn ""`` (a script's unset variable) is a usage error, never read as $DATABASE_URL
+    or the default database: nothing is opened, changed or created."""
+    other = tmp_path / "other.db"
+    with SqliteScheduleStore.open(other) as store:
+        store.insert(
+            ScheduledMessage.delay(
+                Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {}
+            ),
+            1,
+        )
+        SchedulerWorker(store, lambda _: 1 / 0, TIGHT).run_once()
+        assert store.stats().dead_lettered == 1
+    monkeypatch.setenv("DATABASE_URL", str(other))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    for argv in (["dead-letter", "replay", "--all"], ["stats"], ["list"]):
+        done = cli("scheduler", *argv, "--conn", "")
+        assert done.code == 2, (argv, done.out, done.err)
+        assert "--conn" in done.err and "empty" in done.err
+    with SqliteScheduleStore.open(other) as store:
+        assert store.stats().dead_lettered == 1
+    assert not (tmp_path / "xdg").exists()

@@ -21,8 +21,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from hexeract_lite import ScheduleSnapshot, ScheduleStatus, __version__
-from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite import (
+    ScheduleSnapshot,
+    ScheduleStatus,
+    SqliteScheduleStore,
+    __version__,
+)
 
 from .cli_sinks import LOG_ENV
 

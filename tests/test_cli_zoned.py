@@ -1,5 +1,5 @@
 """``scheduler add --tz / --every`` and how ``inspect`` and ``list`` show zones and
-intervals (issue 14)."""
+intervals."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 
 from hexeract_lite.cli import main
 from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+from .conftest import FrozenTime
 
 
 @pytest.fixture(autouse=True)
@@ -118,3 +120,18 @@ def test_bad_rules_are_refused_and_nothing_is_written(
     code, _, err = add(capsys, db, *extra)
     assert code != 0 and needle in err, err
     assert rows(db) == 0
+
+
+def test_cli_update_cron_without_tz_keeps_the_zone(
+    tmp_path: Path, frozen: FrozenTime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn = ["--conn", str(tmp_path / "s.db")]
+    name = ["--name", "myapp.backup.daily"]
+    rule = ["--cron", "0 3 * * *", "--tz", "Europe/Paris", "--event-type", "backup.run"]
+    assert main(["scheduler", "ensure", *name, *rule, *conn]) == 0
+    assert main(["scheduler", "update", *name, "--cron", "30 3 * * *", *conn]) == 0
+    capsys.readouterr()
+    assert main(["scheduler", "inspect", *name, "--format", "json", *conn]) == 0
+    shown = capsys.readouterr().out
+    assert '"trigger": "cron:CRON_TZ=Europe/Paris 30 3 * * *"' in shown
+    assert '"scheduled_for": "2026-03-02T02:30:00.000Z"' in shown

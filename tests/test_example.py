@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
+from hexeract_lite import (
+    ScheduledMessage,
+    Target,
+)
+from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "06_scheduled_reminder.py"
@@ -60,3 +67,32 @@ def test_the_reminder_example_fails_loudly_and_cleans_up(tmp_path: Path) -> None
     assert result.returncode == 1
     assert "FAILED: timed out waiting for the one-shot and two recurring reminders" in result.stderr
     assert pending_rows(db) == []
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+def test_the_reminder_demo_leaves_the_applications_schedules_alone(tmp_path: Path) -> None:
+    """scripts/demo runs the example on the default database, where the README's quick start
+    keeps its schedules: the demo keeps to a table of its own and leaves them unclaimed,
+    their attempts unspent."""
+    root = Path(__file__).resolve().parent.parent
+    db = tmp_path / "scheduler.db"
+    app = _message()
+    with SqliteScheduleStore.open(db) as store:
+        store.insert(app, 5)
+    example = str(root / "examples" / "06_scheduled_reminder.py")
+    result = subprocess.run(
+        [sys.executable, example, "--db", str(db), "--timeout", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+        check=False,
+    )
+    assert "BusSink only publishes bus targets" not in result.stderr
+    with SqliteScheduleStore.open(db, readonly=True) as store:
+        snap = store.inspect(app.schedule_id)
+    assert snap is not None
+    assert (snap.attempts, snap.last_error, snap.status.value) == (0, None, "pending")

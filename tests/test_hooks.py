@@ -1,4 +1,4 @@
-"""Issue 15: failures keep their story, hooks, and the test mode (propagate_errors).
+"""Failures keep their story, hooks, and the test mode (propagate_errors).
 
 Hooks and the test mode on the three ways a worker runs: run_once (sync), the thread
 loop (run / start) and run_async.
@@ -32,6 +32,7 @@ from hexeract_lite.hooks import (
     DeadLettered,
     Delivered,
     Failed,
+    LeaseLost,
     MalformedDeadLettered,
     Released,
     StoreErrorBackedOff,
@@ -41,6 +42,8 @@ from hexeract_lite.hooks import (
 from hexeract_lite.settle import MAX_ERROR_CHARS, TRACEBACK_HEADER, error_summary, error_text
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
+
+from .conftest import TIGHT
 
 FAST = SchedulerWorkerConfig(poll_interval=timedelta(milliseconds=20), jitter=False)
 SECRET = "payload-secret-4f2a"
@@ -83,7 +86,8 @@ def _recurse_too(depth: int) -> None:
 
 
 def test_last_error_keeps_the_traceback_but_never_the_payload_and_inspect_shows_it() -> None:
-    """Issue 15: last_error held only 'RuntimeError: cannot handle fail.me'."""
+    """last_error holds the assertion's whole story, not only 'RuntimeError: cannot
+    handle fail.me'."""
     store = InMemoryScheduleStore()
     msg = due(store)
     SchedulerWorker(store, handler_that_asserts, FAST).run_once()
@@ -401,3 +405,209 @@ def test_propagate_errors_run_async(kind: str) -> None:
 def test_propagate_errors_must_be_a_bool() -> None:
     with pytest.raises(InvalidConfiguration, match="propagate_errors"):
         SchedulerWorker(InMemoryScheduleStore(), lambda _: None, propagate_errors=1)  # type: ignore[arg-type]
+
+
+PAUSE_S = 0.9
+"""A pause half as long again as :data:`tests.conftest.TIGHT`'s lease."""
+
+
+class SlowOnce:
+    """A hook that pauses :data:`PAUSE_S` at the first Delivered event, and counts them."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, event: WorkerEvent) -> None:
+        if isinstance(event, Delivered):
+            with self.lock:
+                self.delivered += 1
+                first = self.delivered == 1
+            if first:
+                time.sleep(PAUSE_S)
+
+
+def _four_due(store: SqliteScheduleStore) -> list[ScheduledMessage]:
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(4)]
+    for msg in msgs:
+        store.insert(msg, 1)
+    return msgs
+
+
+def _all_delivered(store: SqliteScheduleStore, msgs: list[ScheduledMessage]) -> None:
+    for msg in msgs:
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None
+        assert snap.status is ScheduleStatus.DELIVERED, (snap.status, snap.last_error)
+
+
+def test_a_slow_hook_in_the_loop_never_lets_a_claimed_lease_run_out(tmp_path: Path) -> None:
+    """The loop calls the hooks while no claimed batch waits on its lease: a hook slower than
+    the lease costs no occurrence its dispatch (nor, on its last attempt, a dead letter from
+    the sweep)."""
+    with SqliteScheduleStore.open(tmp_path / "h.db") as store:
+        msgs = _four_due(store)
+        hook, seen = SlowOnce(), []
+        worker = SchedulerWorker(store, lambda m: seen.append(m), TIGHT, hooks=[hook])
+        with worker.start():
+            deadline = time.monotonic() + 10
+            while hook.delivered < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        _all_delivered(store, msgs)
+        assert len(seen) == 4
+
+
+def test_a_slow_hook_under_run_async_never_lets_a_claimed_lease_run_out(tmp_path: Path) -> None:
+    with SqliteScheduleStore.open(tmp_path / "a.db") as store:
+        msgs = _four_due(store)
+        hook = SlowOnce()
+
+        async def sink(message: ScheduledMessage) -> None:
+            return None
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(
+                SchedulerWorker(store, sink, TIGHT, hooks=[hook]).run_async(stop)
+            )
+            deadline = time.monotonic() + 10
+            while hook.delivered < 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            stop.set()
+            await task
+
+        asyncio.run(asyncio.wait_for(main(), 20))
+        _all_delivered(store, msgs)
+
+
+def test_a_slow_hook_on_a_malformed_row_never_lets_its_batch_mates_lease_run_out(
+    tmp_path: Path,
+) -> None:
+    """The MalformedDeadLettered event is told once the rest of its batch is dispatched: a slow
+    hook on it lets no batch-mate's lease run out, and the events keep their order."""
+    db = tmp_path / "m.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        bad = ScheduledMessage.delay(Target.outbox(), due - timedelta(seconds=1), "bad", {})
+        good = ScheduledMessage.delay(Target.outbox(), due, "good", {})
+        store.insert(bad, 1)
+        store.insert(good, 1)
+        conn = apsw.Connection(str(db))
+        conn.execute(
+            "UPDATE scheduled_messages SET target_kind = 'email' WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        events: list[WorkerEvent] = []
+
+        def slow_on_malformed(event: WorkerEvent) -> None:
+            events.append(event)
+            if isinstance(event, MalformedDeadLettered):
+                time.sleep(PAUSE_S)
+
+        report = SchedulerWorker(store, lambda _: None, TIGHT, hooks=[slow_on_malformed]).run_once()
+        assert report.delivered == 1, report
+        _all_delivered(store, [good])
+        assert [type(e) for e in events] == [MalformedDeadLettered, Delivered], "order kept"
+
+
+def test_propagate_errors_on_a_start_thread_settles_then_ends_the_thread_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README 'Guarantees': propagate_errors re-raises after settling, on a start() thread too:
+    the thread ends with the sink's error, the occurrence settled as a retry."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    store = InMemoryScheduleStore()
+    msg = ScheduledMessage.delay(
+        Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {"amount": -5}
+    )
+    store.insert(msg, 3)
+
+    def charge(message: ScheduledMessage) -> None:
+        assert message.payload["amount"] > 0, "amounts are positive"
+
+    handle = SchedulerWorker(store, charge, TIGHT, propagate_errors=True).start()
+    deadline = time.monotonic() + 5
+    while handle.is_alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not handle.is_alive
+    [error] = raised
+    assert isinstance(error, AssertionError) and "amounts are positive" in str(error)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING and snap.attempts == 1
+    assert snap.last_error is not None and snap.last_error.startswith("AssertionError")
+
+
+class FailingOnceStore(InMemoryScheduleStore):
+    """An in-memory store whose first claim raises a StoreError (a locked file, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def claim_due(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreError("database is locked")
+        return super().claim_due(now, batch_size, lease)
+
+
+def test_a_store_error_hook_under_run_async_runs_off_the_event_loop() -> None:
+    """Under run_async every hook runs on an asyncio.to_thread worker thread, as the README
+    says, StoreErrorBackedOff included: a slow hook never blocks the application's event
+    loop."""
+    store = FailingOnceStore()
+    threads: dict[str, threading.Thread] = {}
+
+    def hook(event: WorkerEvent) -> None:
+        threads.setdefault(type(event).__name__, threading.current_thread())
+
+    async def sink(message: ScheduledMessage) -> None:
+        return None
+
+    async def main() -> threading.Thread:
+        stop = asyncio.Event()
+        store.insert(
+            ScheduledMessage.delay(
+                Target.outbox(), datetime.now(UTC) - timedelta(seconds=1), "e", {}
+            ),
+            3,
+        )
+        task = asyncio.create_task(
+            SchedulerWorker(store, sink, TIGHT, hooks=[hook]).run_async(stop)
+        )
+        deadline = time.monotonic() + 5
+        while "Delivered" not in threads and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(asyncio.wait_for(main(), 10))
+    assert set(threads) == {"StoreErrorBackedOff", "Delivered"}
+    assert threads["Delivered"] is not loop_thread
+    assert threads["StoreErrorBackedOff"] is not loop_thread
+
+
+def test_a_fenced_settlement_reaches_the_hooks_as_lease_lost() -> None:
+    """A settlement fenced out (the schedule cancelled mid-dispatch, as another process could)
+    reaches the hooks as LeaseLost, the batch-mates as Delivered."""
+    store = InMemoryScheduleStore()
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(4)]
+    store.insert_many(msgs, 3)
+    events: list[WorkerEvent] = []
+
+    def sink(message: ScheduledMessage) -> None:
+        if message.schedule_id == msgs[1].schedule_id:
+            store.cancel(message.schedule_id)  # as another process could, mid-dispatch
+
+    with SchedulerWorker(store, sink, TIGHT, hooks=[events.append]).start():
+        deadline = time.monotonic() + 5
+        while len(events) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    lost = [e for e in events if isinstance(e, LeaseLost)]
+    assert [e.message.schedule_id for e in lost] == [msgs[1].schedule_id]
+    assert len([e for e in events if isinstance(e, Delivered)]) == 3

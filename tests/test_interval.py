@@ -140,3 +140,20 @@ def test_no_instant_after_year_9999_is_none() -> None:
     rule = Interval.of(timedelta(days=365), datetime(9999, 1, 1, tzinfo=UTC))
     assert rule.next_after(datetime(9999, 6, 1, tzinfo=UTC)) is None
     assert rule.next_after(datetime(9998, 6, 1, tzinfo=UTC)) == datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def test_an_interval_never_fires_before_its_anchor() -> None:
+    """README: "a fraction of a millisecond rounded up (a message never fires before the
+    instant you asked for)": an interval's anchor rounds up to the millisecond, as a delay's
+    instant and a cron ``first`` do."""
+    from datetime import timedelta
+
+    from hexeract_lite import Interval, ScheduledMessage, Target
+
+    anchor = datetime(2026, 3, 1, 12, 0, 0, 500, tzinfo=UTC)
+    message = ScheduledMessage.every(Target.outbox(), timedelta(minutes=1), anchor, "e", None)
+    assert message.scheduled_for == datetime(2026, 3, 1, 12, 0, 0, 1000, tzinfo=UTC)
+    assert message.scheduled_for >= anchor
+    assert Interval.of("1m", anchor).anchor >= anchor
+    exact = datetime(2026, 3, 1, 12, 0, 0, 2000, tzinfo=UTC)
+    assert Interval.of("1m", exact).anchor == exact  # whole milliseconds stay as they are

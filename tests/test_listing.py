@@ -1,16 +1,18 @@
-"""Issue 15: listing filters with keyset pages, and bulk replay of dead letters."""
+"""Listing filters with keyset pages, and bulk replay of dead letters."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import apsw
 import pytest
 
 from hexeract_lite import (
+    InMemoryScheduleStore,
     ScheduledMessage,
     ScheduleStatus,
     ScheduleStore,
@@ -22,6 +24,7 @@ from hexeract_lite.errors import InvalidArgument
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.upkeep import replay_all
+from hexeract_lite.worker import SchedulerWorker
 
 from .conftest import T0, FrozenTime
 
@@ -208,7 +211,6 @@ def test_progress_shows_on_a_terminal_only() -> None:
 
 
 def test_migrate_reports_progress(tmp_path: Path) -> None:
-    from hexeract_lite import InMemoryScheduleStore
     from hexeract_lite.migrate import migrate
 
     source, dest = InMemoryScheduleStore(), InMemoryScheduleStore()
@@ -242,3 +244,26 @@ def test_cli_list_by_name(
     assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["schedule_id"] for r in rows] == [str(named.schedule_id)]
+
+
+def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path) -> None:
+    """Bulk replay goes on past a page holding only malformed dead letters (left alone): every
+    good dead letter after it is replayed."""
+    db = tmp_path / "r.db"
+    with SqliteScheduleStore.open(db) as store:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        msgs = [ScheduledMessage.delay(Target.outbox(), due, "e", {"n": n}) for n in range(5)]
+        store.insert_many(msgs, 1)
+        SchedulerWorker(store, lambda _: 1 / 0).run_once()
+        assert store.stats().dead_lettered == 5
+        lowest = sorted(msgs, key=lambda m: m.schedule_id.bytes)
+        conn = apsw.Connection(str(db))
+        for msg in lowest[:2]:
+            conn.execute(
+                "UPDATE scheduled_messages SET target_kind = 'email' WHERE schedule_id = ?",
+                (msg.schedule_id.bytes,),
+            )
+        conn.close()
+        assert replay_all(store, batch_size=2) == 3
+        stats = store.stats()
+        assert (stats.pending, stats.dead_lettered) == (3, 2), "the malformed ones left alone"

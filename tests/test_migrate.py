@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import uuid
@@ -31,15 +32,20 @@ from hexeract_lite import (
     ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
+    SqliteScheduleStore,
     StoreError,
     Target,
 )
 from hexeract_lite.cli import main
-from hexeract_lite.errors import InvalidArgument, InvalidConfiguration, InvalidMessage
-from hexeract_lite.migrate import MigrationError, MigrationReport, migrate
+from hexeract_lite.errors import (
+    InvalidArgument,
+    InvalidConfiguration,
+    InvalidMessage,
+    MigrationError,
+)
+from hexeract_lite.migrate import MigrationReport, migrate
 from hexeract_lite.store.base import SWEEP_ERROR
 from hexeract_lite.store.record import ScheduleRecord
-from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 from . import pg
 from .conftest import T0
@@ -662,3 +668,126 @@ def test_the_hexeract_script_migrates(tmp_path: Path, clock: ManualClock) -> Non
         SqliteScheduleStore.open(tmp_path / "b.db", table="moved", create=False) as b,
     ):
         assert snapshots(b, ids) == snapshots(a, ids)
+
+
+def test_migrate_to_postgres_names_a_source_row_whose_payload_is_not_json(tmp_path: Path) -> None:
+    """A source row whose payload is not JSON (written by another tool) stops the copy with a
+    MigrationError naming its schedule id, so the operator knows which row to fix; the pages
+    before it stay copied."""
+    from tests.pg import open_scratch_store, server
+
+    if server()[0] is None:
+        pytest.skip("no PostgreSQL server (HEXERACT_TEST_POSTGRES_URL)")
+    db = tmp_path / "bad.db"
+    later = datetime.now(UTC) + timedelta(hours=1)
+    msgs = [ScheduledMessage.delay(Target.outbox(), later, "e", {"n": n}) for n in range(5)]
+    bad = sorted(msgs, key=lambda m: m.schedule_id.bytes)[3]
+    with SqliteScheduleStore.open(db) as source:
+        source.insert_many(msgs, 3)
+    conn = apsw.Connection(str(db))
+    conn.execute(
+        "UPDATE scheduled_messages SET payload = '{not json' WHERE schedule_id = ?",
+        (bad.schedule_id.bytes,),
+    )
+    conn.close()
+    dest = open_scratch_store()
+    try:
+        with (
+            SqliteScheduleStore.open(db, create=False) as source,
+            pytest.raises(MigrationError) as failed,
+        ):
+            migrate(source, dest, batch_size=2)
+        assert str(bad.schedule_id) in str(failed.value)
+        assert "JSON" in str(failed.value)
+        assert isinstance(failed.value.__cause__, InvalidMessage)
+        assert dest.stats().total == 2, "the first page stays; nothing of the failing one"
+    finally:
+        dest.close()
+
+
+def _on_a_terminal(argv: list[str]) -> tuple[int, str]:
+    """Run ``hexeract`` in a process whose stderr is a terminal (a pty); the exit code
+    and everything written there."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "hexeract_lite", *argv],
+            stderr=slave,
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+    shown = b""
+    while select.select([master], [], [], 1)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the other end is closed: all was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.returncode, shown.decode()
+
+
+def _source_of_three(path: Path, *, last_malformed: bool) -> None:
+    with SqliteScheduleStore.open(path) as store:
+        for n in (1, 2, 3):
+            at = datetime(2030, 1, 1, tzinfo=UTC)
+            sid = uuid.UUID(int=n)
+            store.insert(
+                ScheduledMessage.delay(Target.mediator(), at, "t.x", {}, schedule_id=sid), 5
+            )
+    if last_malformed:
+        conn = apsw.Connection(str(path))
+        conn.execute(
+            "UPDATE scheduled_messages SET scheduled_for = 'garbage' WHERE schedule_id = ?",
+            (uuid.UUID(int=3).bytes,),
+        )
+        conn.close()
+
+
+def test_progress_line_ends_with_the_final_count(tmp_path: Path) -> None:
+    """On a terminal, the progress line's last text is the final count, however soon after the
+    previous rewrite it came."""
+    _source_of_three(tmp_path / "src.db", last_malformed=False)
+    code, shown = _on_a_terminal(
+        [
+            "scheduler",
+            "migrate",
+            "--from",
+            str(tmp_path / "src.db"),
+            "--to",
+            str(tmp_path / "dst.db"),
+            "--batch-size",
+            "1",
+        ]
+    )
+    assert code == 0, shown
+    last = shown.replace("\r\n", "\n").split("\n")[0].split("\r")[-1]
+    assert last.startswith("read: 3"), repr(shown)
+
+
+def test_an_error_after_progress_starts_on_a_fresh_line(tmp_path: Path) -> None:
+    """An error after the progress line starts on a line of its own, the progress line keeping
+    its last count."""
+    _source_of_three(tmp_path / "src.db", last_malformed=True)
+    code, shown = _on_a_terminal(
+        [
+            "scheduler",
+            "migrate",
+            "--from",
+            str(tmp_path / "src.db"),
+            "--to",
+            str(tmp_path / "dst.db"),
+            "--batch-size",
+            "1",
+        ]
+    )
+    assert code == 1
+    lines = shown.replace("\r\n", "\n").split("\n")
+    error = next(line for line in lines if "error:" in line)
+    assert error.startswith("hexeract: error: the copy stopped after 2 rows read"), repr(shown)
+    assert lines[0].split("\r")[-1].startswith("read: 2"), repr(shown)

@@ -1,4 +1,4 @@
-"""Misfire grace (issue 14): a firing found later than its schedule's grace is not
+"""Misfire grace: a firing found later than its schedule's grace is not
 delivered. A one-shot is dead-lettered with the reason (listed, replayable); a recurring
 schedule skips the stale firing and goes on at its next instant. No grace: delivered
 late, once (as before). Also the ``misfire_grace_ms`` column's schema step on SQLite

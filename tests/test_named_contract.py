@@ -1,4 +1,4 @@
-"""The store contract for named schedules and changes in place (issue 13), on every
+"""The store contract for named schedules and changes in place, on every
 store: ensure, update, move (reschedule), run_now, list_named, and the lease rule
 (a change during a firing in flight: that firing completes under the old values, the
 next follows the new rule)."""
@@ -11,17 +11,21 @@ from datetime import datetime, timedelta
 import pytest
 
 from hexeract_lite import (
+    EnsureResult,
     InvalidArgument,
     InvalidMessage,
     ScheduledMessage,
     ScheduleNotFound,
+    SchedulerControl,
+    SchedulerWorker,
+    ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
     Target,
+    name_id,
 )
 from hexeract_lite.errors import NotChangeable
-from hexeract_lite.names import name_id
-from hexeract_lite.store.base import Change, EnsureResult
+from hexeract_lite.store.base import Change
 from hexeract_lite.trigger import CronExpression
 
 from .conftest import T0, FrozenTime
@@ -308,3 +312,125 @@ def test_list_named_lists_a_groups_live_schedules_by_name(
     assert [s.name for s in store.list_named("app.")] == ["app.a"]
     assert [s.name for s in store.list_named("app%.")] == ["app%.z"]
     assert [s.name for s in store.list_named("app_.")] == ["app_.y"]
+
+
+def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
+    snap = store.inspect(sid)
+    assert isinstance(snap, ScheduleSnapshot)
+    return snap
+
+
+def test_a_delivered_one_shot_declared_with_another_instant_is_unchanged_at_every_start(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A delivered one-shot keeps its status and its instant (its history): declared again with
+    another ``at`` it is UNCHANGED at every start, nothing written; its other values are
+    still updated, once."""
+    from datetime import timedelta
+
+    from hexeract_lite.store.base import EnsureResult
+
+    control = SchedulerControl(store)
+    at = frozen.now() + timedelta(minutes=1)
+    assert control.ensure("app.welcome", at=at, event_type="e") is EnsureResult.CREATED
+    frozen.shift(timedelta(minutes=2))
+    assert SchedulerWorker(store, lambda m: None).run_once().delivered == 1
+    sid = control.id_of("app.welcome")
+    later = frozen.now() + timedelta(days=1)
+    for _ in range(3):
+        assert control.ensure("app.welcome", at=later, event_type="e") is EnsureResult.UNCHANGED
+    snap = _snap(store, sid)
+    assert snap.status.value == "delivered" and snap.scheduled_for == at
+    # its other values are still updated, once
+    assert control.ensure("app.welcome", at=later, event_type="e", payload=1) is (
+        EnsureResult.UPDATED
+    )
+    assert control.ensure("app.welcome", at=later, event_type="e", payload=1) is (
+        EnsureResult.UNCHANGED
+    )
+    assert _snap(store, sid).status.value == "delivered"
+
+
+def _bad_entries(control: SchedulerControl) -> list[object]:
+    bad = control.declare("app.bad", cron="0 4 * * *", event_type="e")
+    return [(bad, 0), (bad, "3"), (bad,), (bad, 3, 4)]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_reconcile_with_a_bad_entry_writes_nothing(
+    store: ScheduleStore, frozen: FrozenTime, which: int
+) -> None:
+    """reconcile checks every entry (a bad budget, a malformed pair) before it writes: one bad
+    entry after good ones is InvalidArgument, and nothing is created."""
+    from hexeract_lite import InvalidArgument
+
+    control = SchedulerControl(store)
+    good = control.declare("app.good", cron="0 3 * * *", event_type="e")
+    with pytest.raises(InvalidArgument):
+        control.reconcile("app", [good, _bad_entries(control)[which]])  # type: ignore[list-item]
+    assert store.inspect(control.id_of("app.good")) is None
+    assert store.inspect(control.id_of("app.bad")) is None
+
+
+def test_reconcile_of_something_not_iterable_is_invalid_argument(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    from hexeract_lite import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="reconcile"):
+        SchedulerControl(store).reconcile("app", 5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("stored", "declared"),
+    [
+        ("@daily", "0 0 * * *"),
+        ("0 0 * * *", "@midnight"),
+        ("0 0 * * 0", "0 0 * * 7"),
+        ("0 0 * * *", "0 0 0 * * *"),
+        ("CRON_TZ=Europe/Paris 0 3 * * *", "CRON_TZ=Europe/Paris  0  3 * * *"),
+    ],
+)
+def test_ensure_of_the_same_cron_rule_in_other_words_is_unchanged(
+    store: ScheduleStore, frozen: FrozenTime, stored: str, declared: str
+) -> None:
+    """ensure compares a cron rule's meaning, not its text: the same rule in other words is
+    UNCHANGED, nothing written (no next firing placed again, no attempts reset)."""
+    control = SchedulerControl(store)
+    assert control.ensure("app.daily", cron=stored, event_type="t.x") is EnsureResult.CREATED
+    before = control.inspect(name_id("app.daily"))
+    assert control.ensure("app.daily", cron=declared, event_type="t.x") is EnsureResult.UNCHANGED
+    assert control.inspect(name_id("app.daily")) == before, "nothing written"
+
+
+@pytest.mark.parametrize(
+    ("stored", "declared"),
+    [
+        ("@daily", "0 0 * * 1"),
+        ("0 * * * *", "0 0-23 * * *"),  # the same hours, another daylight saving rule
+        ("@daily", "CRON_TZ=Europe/Paris @daily"),
+        ("0 0 1 * *", "0 0 1 * 1"),  # day of month OR day of week
+    ],
+)
+def test_ensure_of_another_cron_meaning_is_updated(
+    store: ScheduleStore, frozen: FrozenTime, stored: str, declared: str
+) -> None:
+    control = SchedulerControl(store)
+    control.ensure("app.rule", cron=stored, event_type="t.x")
+    assert control.ensure("app.rule", cron=declared, event_type="t.x") is EnsureResult.UPDATED
+
+
+def test_ensure_keeps_a_cron_schedules_first_firing_once_it_exists(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """``first=`` of a cron rule is its first firing when the schedule is created; a
+    later ensure with another ``first=`` (one computed from now at each start, say) is
+    UNCHANGED and moves nothing (``reschedule`` moves the next firing)."""
+    control = SchedulerControl(store)
+    first = frozen.now() + timedelta(days=2)
+    control.ensure("app.first", cron="0 * * * *", first=first, event_type="t.x")
+    again = control.ensure(
+        "app.first", cron="0 * * * *", first=first + timedelta(hours=5), event_type="t.x"
+    )
+    assert again is EnsureResult.UNCHANGED
+    assert control.inspect(name_id("app.first")).scheduled_for == first

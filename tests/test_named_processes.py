@@ -1,8 +1,8 @@
-"""Issue 13's proof: an app that registers its recurring schedules at every start, run
-as ten processes (six at once), leaves exactly three rows; its second version (one rule
-changed, one added, one removed) reconciles to exactly the new set, and schedules added
-from the shell (unnamed, or named in another group) are left alone. On SQLite and on
-PostgreSQL, with real processes."""
+"""Named schedules across processes: an app that registers its recurring schedules at every
+start, run as ten processes (six at once), leaves exactly three rows; its second version
+(one rule changed, one added, one removed) reconciles to exactly the new set, and
+schedules added from the shell (unnamed, or named in another group) are left alone. On
+SQLite and on PostgreSQL, with real processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Named schedules (issue 13) with zones, intervals and misfire grace (issue 14), on
+"""Named schedules with zones, intervals and misfire grace, on
 every store: ensure passes them through and compares them (a changed zone, period or
 grace is an update; the same is unchanged), update accepts a zoned rule and a grace,
 and a recurring interval schedule in flight follows the lease rule like a cron one."""
@@ -123,7 +123,7 @@ def test_an_interval_in_flight_follows_the_lease_rule(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
     """An interval schedule is recurring: a change or run-now while a firing is in
-    flight goes to the firing after it (it used to be refused like a one-shot's)."""
+    flight goes to the firing after it (not refused as a one-shot's is)."""
     msg = ScheduledMessage.every(Target.mediator(), "1h", T0, "c", {}, name="app.tick")
     store.ensure(msg, 3)
     [occ] = store.claim_due(T0, 5, LEASE)

@@ -32,6 +32,7 @@ from hexeract_lite import (
     ManualClock,
     ScheduledMessage,
     ScheduleStatus,
+    ScheduleStore,
     StoreError,
     Target,
 )
@@ -48,6 +49,7 @@ from .conftest import T0
 from .test_state_machine import StoresAgree
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
 
 from hexeract_lite.store.postgres import PostgresScheduleStore  # noqa: E402
 
@@ -517,16 +519,10 @@ def test_stores_opening_a_new_table_together_do_not_race(pg_url: str, table: str
 
 
 class PostgresAgrees(StoresAgree):
-    """The SQLite machine's rules and invariants, with PostgreSQL as the store under test.
+    """The SQLite machine's rules and invariants, with PostgreSQL as the store under test."""
 
-    The rules use the machine's ``sqlite`` attribute, so the PostgreSQL store takes that
-    place (the SQLite store the base class opens is closed at once).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sqlite.close()
-        self.sqlite = pg.open_scratch_store(clock=self.clock, pool_min_size=0)  # type: ignore[assignment]
+    def open_store(self) -> ScheduleStore:
+        return pg.open_scratch_store(clock=self.clock, pool_min_size=0)
 
 
 @pytest.mark.postgres
@@ -624,7 +620,7 @@ def test_a_killed_worker_s_occurrences_are_reclaimed_after_its_lease(
     with PostgresScheduleStore.open(pg_url, table=table) as s:
         s.insert_many(msgs, 3)
     victim_out = tmp_path / "victim.txt"
-    victim = _spawn(pg_url, table, victim_out, "--hold", "--batch", "40", "--lease", "2")
+    victim = _spawn(pg_url, table, victim_out, "--hold", "--batch", "40", "--lease", "1")
     procs: list[subprocess.Popen[bytes]] = []
     try:
         _wait_for([Path(f"{victim_out}.held")], 60)
@@ -654,3 +650,30 @@ def test_a_killed_worker_s_occurrences_are_reclaimed_after_its_lease(
         for m in msgs[:20]:
             snap = s.inspect(m.schedule_id)
             assert snap is not None and snap.status is ScheduleStatus.DELIVERED
+
+
+NOT_BOOLS = ["no", "false", 0, 1, None]
+
+
+@pytest.mark.parametrize("flag", ["create", "use_database_clock", "listen"])
+@pytest.mark.parametrize("value", NOT_BOOLS)
+def test_postgres_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
+    flag: str, value: object
+) -> None:
+    """A flag that is not a bool is refused, never read as truthy (``create="no"`` would create
+    the table, ``use_database_clock="no"`` turn the server's clock on): nothing is created."""
+    import psycopg
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    url = pg.require_server()
+    table = pg.unique_table("r4c")
+    try:
+        with pytest.raises(
+            InvalidConfiguration, match=rf"{flag} must be True or False, got {value!r}"
+        ):
+            PostgresScheduleStore.open(url, table=table, **{flag: value})  # type: ignore[arg-type]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT to_regclass(%s)", [table]).fetchone() == (None,)
+    finally:
+        pg.drop_table(url, table)

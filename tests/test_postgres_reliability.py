@@ -1,4 +1,4 @@
-"""PostgreSQL store: what an adversarial review broke (issues 11 and 12), on a real server.
+"""PostgreSQL store under adversity, on a real server.
 
 - a malformed row among healthy ones: dead-lettered with the column named, the
   others delivered; listings show it in its place, ``inspect`` names it;

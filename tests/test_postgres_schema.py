@@ -289,7 +289,7 @@ def _version_2_ddl(table: str) -> bytes:
 
 @pytest.mark.postgres
 def test_a_version_2_table_is_upgraded_to_named_schedules(pg_url: str, table: str) -> None:
-    """2 → 3 (issue 13): ``name`` and ``next_after_lease`` added (nullable), the unique
+    """2 → 3: ``name`` and ``next_after_lease`` added (nullable), the unique
     name index made, the rows kept; the reference's insert still works after."""
     now = datetime.now(UTC)
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -327,7 +327,7 @@ def test_a_version_2_table_is_upgraded_to_named_schedules(pg_url: str, table: st
 
 @pytest.mark.postgres
 def test_a_version_3_table_is_upgraded_to_the_misfire_grace(pg_url: str, table: str) -> None:
-    """3 → 4 (issue 14): a table at version 3 (named schedules, no ``misfire_grace_ms``)
+    """3 → 4: a table at version 3 (named schedules, no ``misfire_grace_ms``)
     is refused with create=False naming the column, then upgraded with create=True:
     rows and names kept, the grace stored, the reference's insert still works."""
     now = datetime.now(UTC)

@@ -1,11 +1,13 @@
-"""Issue 15: retention. 5,000 delivered one-shots pruned, the file shrinks; live,
+"""Retention. 5,000 delivered one-shots pruned, the file shrinks; live,
 recurring and (by default) dead-lettered rows untouched; on every store."""
 
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -17,12 +19,15 @@ from hexeract_lite import (
     ScheduleStore,
     SqliteScheduleStore,
     Target,
+    upkeep,
 )
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument, StoreError
 from hexeract_lite.settlement import Settlement
+from hexeract_lite.worker import SchedulerWorker
 
-from .conftest import T0, FrozenTime
+from .conftest import T0, TIGHT, FrozenTime
+from .test_hooks import PAUSE_S, _all_delivered, _four_due
 
 S = timedelta(seconds=1)
 DAY = timedelta(days=1)
@@ -118,6 +123,7 @@ def test_prune_5000_delivered(store: ScheduleStore, frozen: FrozenTime, tmp_path
     [
         (timedelta(0), ["delivered"], "older_than"),
         (-DAY, ["delivered"], "older_than"),
+        (timedelta(days=99_999_999), ["delivered"], "older_than"),  # before the year 1
         (30, ["delivered"], "older_than=30"),
         (DAY, ["pending"], "'pending'"),
         (DAY, ["paused"], "'paused'"),
@@ -182,6 +188,8 @@ def test_cli_prune_refuses_bad_input_and_writes_nothing(
     assert "--older-than: invalid duration '0s': must be more than 0" in capsys.readouterr().err
     assert main([*base, "--older-than", "soon"]) == 2
     assert "'soon'" in capsys.readouterr().err
+    assert main([*base, "--older-than", "99999999d", "--dry-run"]) == 2  # before the year 1
+    assert "older_than" in capsys.readouterr().err
     assert (
         main(["scheduler", "prune", "--conn", str(tmp_path / "none.db"), "--older-than", "1d"]) != 0
     )
@@ -257,8 +265,8 @@ def test_stats_on_a_read_only_file_without_the_new_indexes(tmp_path: Path) -> No
 
 
 def test_the_worker_checkpoints_the_wal_when_a_burst_ends(tmp_path: Path) -> None:
-    """Issue 15: a 4.2 MB WAL stayed while the file was open after 5,000 deliveries."""
-    from datetime import UTC, datetime
+    """The WAL does not stay at megabytes while the file is open after 5,000
+    deliveries."""
 
     from hexeract_lite import SchedulerWorker, SchedulerWorkerConfig
 
@@ -278,3 +286,35 @@ def test_the_worker_checkpoints_the_wal_when_a_burst_ends(tmp_path: Path) -> Non
         grown = wal.stat().st_size  # the cycle that claimed nothing ended the burst
         assert grown == 0, grown
         assert store.stats().delivered == 3000
+
+
+class SlowPruneStore(SqliteScheduleStore):
+    """A SQLite store whose second prune takes PAUSE_S (a big backlog of history, say): the
+    first runs at the worker's first cycle, the second with a full batch dispatched."""
+
+    prunes = 0
+
+    def prune(self, older_than: timedelta, **kwargs: Any) -> int:
+        self.prunes += 1
+        if self.prunes == 2:
+            time.sleep(PAUSE_S)
+        return super().prune(older_than, **kwargs)
+
+
+def test_retention_never_runs_while_a_dispatched_batch_waits_for_its_settlement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retention prune never runs while a dispatched batch waits for its settlement: a
+    prune longer than the lease fences no settlement out, and nothing delivered is
+    dead-lettered by the sweep as if its worker had crashed."""
+    monkeypatch.setattr(upkeep, "RETENTION_EVERY", timedelta(0))  # prune at every cycle
+    with SlowPruneStore.open(tmp_path / "r.db") as store:
+        msgs = _four_due(store)
+        seen: list[ScheduledMessage] = []
+        worker = SchedulerWorker(store, seen.append, TIGHT, retention=timedelta(days=1))
+        with worker.start():
+            deadline = time.monotonic() + 10
+            while store.stats().pending and time.monotonic() < deadline:
+                time.sleep(0.05)
+        _all_delivered(store, msgs)
+        assert len(seen) == 4

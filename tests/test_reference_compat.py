@@ -20,9 +20,11 @@ from hexeract_lite import (
     ScheduledMessage,
     ScheduleSnapshot,
     ScheduleStatus,
+    SqliteScheduleStore,
     Target,
 )
-from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
+from hexeract_lite.cli import main
+from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -454,3 +456,29 @@ def test_the_reference_default_still_fills_created_at(tmp_path: Path) -> None:
     [(created,)] = conn.execute("SELECT created_at FROM scheduled_messages").fetchall()
     conn.close()
     assert TS.fullmatch(str(created))
+
+
+def test_list_schedules_reads_a_reference_file_read_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """list_schedules and the listings of the CLI (``--status all``, ``--event-type``,
+    ``--name``) read a reference table, which has no ``name`` column, read-only: each name
+    is None and the file is unchanged."""
+    db = tmp_path / "hexeract.db"
+    conn = apsw.Connection(str(db))
+    conn.execute(REFERENCE_DDL)
+    _insert(conn, DUE)
+    _insert(conn, DEAD, attempts=3, last_error="boom", dead_lettered_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, create=False, readonly=True) as store:
+        rows = store.list_schedules()
+        assert [s.schedule_id for s in rows] == [DUE, DEAD]
+        assert all(isinstance(s, ScheduleSnapshot) and s.name is None for s in rows)
+        assert store.list_schedules(status="dead-lettered", event_type="rem*") == [rows[1]]
+        assert store.list_schedules(name="*") == []
+        assert store.list_schedules(after=DUE) == [rows[1]]
+    for argv in (["--status", "all"], ["--event-type", "rem*"], ["--name", "x*"]):
+        code = main(["scheduler", "list", *argv, "--conn", str(db)])
+        assert code == 0, (argv, capsys.readouterr().err)
+    assert db.read_bytes() == before

@@ -228,3 +228,13 @@ def test_error_text() -> None:
     assert error_text("plain") == "plain"
     long = error_text("x" * (MAX_ERROR_CHARS + 10))
     assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
+
+
+@pytest.mark.parametrize("attempts", ["x", "3", 2.5, None, True])
+def test_next_delay_refuses_an_attempts_that_is_not_an_int(attempts: object) -> None:
+    """attempts must be an int: a str, a float, None or a bool is InvalidArgument naming it,
+    never coerced."""
+    from hexeract_lite import InvalidArgument, RetryPolicy
+
+    with pytest.raises(InvalidArgument, match="attempts"):
+        RetryPolicy(jitter=False).next_delay(attempts)  # type: ignore[arg-type]

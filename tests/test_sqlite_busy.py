@@ -19,11 +19,16 @@ def message() -> ScheduledMessage:
 
 
 def hold_with_one_gap(
-    db: Path, first: float, gap: float, then: float, ready: threading.Event
+    db: Path,
+    first: float,
+    gap: float,
+    then: float,
+    ready: threading.Event,
+    release: threading.Event | None = None,
 ) -> None:
     """Another connection holds the write lock for ``first`` seconds, lets it go for
-    ``gap`` seconds, then holds it again for ``then`` seconds (a writer that takes the
-    lock back to back)."""
+    ``gap`` seconds, then holds it again for ``then`` seconds, or until ``release`` is set
+    (a writer that takes the lock back to back)."""
     conn = apsw.Connection(str(db))
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -33,7 +38,7 @@ def hold_with_one_gap(
         time.sleep(gap)
         conn.set_busy_timeout(5000)
         conn.execute("BEGIN IMMEDIATE")
-        time.sleep(then)
+        (release or threading.Event()).wait(then)
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -48,15 +53,16 @@ def test_a_writer_gets_the_lock_in_a_short_gap_between_another_writers_transacti
     get in."""
     db = tmp_path / "gap.db"
     with SqliteScheduleStore.open(db, busy_timeout=timedelta(seconds=1)) as store:
-        ready = threading.Event()
+        ready, release = threading.Event(), threading.Event()
         holder = threading.Thread(
-            target=hold_with_one_gap, args=(db, 0.14, 0.004, 1.5, ready), daemon=True
+            target=hold_with_one_gap, args=(db, 0.14, 0.004, 1.5, ready, release), daemon=True
         )
         holder.start()
         assert ready.wait(5)
         msg = message()
-        store.insert(msg, 3)  # before: StoreError after the 1 s busy timeout
+        store.insert(msg, 3)  # missing the gap: StoreError after the 1 s busy timeout
         assert store.inspect(msg.schedule_id) is not None
+        release.set()  # until now the holder would have kept the lock past the busy timeout
         holder.join(5)
 
 

@@ -215,7 +215,7 @@ def test_several_stores_in_threads_of_one_process(tmp_path: Path) -> None:
     assert sorted(claimed) == sorted(m.schedule_id for m in msgs)
 
 
-# -- a store used in a forked child (issue 12.4) --------------------------------------
+# -- a store used in a forked child ----------------------------------------------------
 
 FORK = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods(), reason="no fork() on this platform"
@@ -283,11 +283,11 @@ def _held_for(lock: Any, seconds: float) -> threading.Thread:
 def test_a_forked_child_completes_its_first_call_while_a_parent_thread_holds_the_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, detection: str
 ) -> None:
-    """Issue 12.4: a parent thread inside a store call when the process forks left the
-    child's copy of the store's lock held for ever: the child's first call hung. Now
-    the fork waits for the call in flight (register_at_fork), or the child starts from
-    a fresh lock (the pid check where register_at_fork is missing); either way the
-    child opens its own connection and what it writes the parent reads."""
+    """A parent thread inside a store call when the process forks leaves the child's
+    copy of the store's lock free: the fork waits for the call in flight
+    (register_at_fork), or the child starts from a fresh lock (the pid check where
+    register_at_fork is missing); either way the child opens its own connection and
+    what it writes the parent reads."""
     import hexeract_lite.store.sqlite.store as module
 
     if detection == "pid check":
@@ -407,7 +407,7 @@ def test_a_store_cannot_be_pickled_and_says_what_to_do(tmp_path: Path) -> None:
         pickle.dumps(store)
 
 
-# -- creating one file from many places without hard links (issue 11) ---------------------
+# -- creating one file from many places without hard links ------------------------------
 
 
 def _ids(listed: list[ScheduleSnapshot | MalformedSchedule]) -> list[uuid.UUID]:
@@ -444,8 +444,9 @@ def _open_and_insert_at_once(db: Path, count: int) -> list[uuid.UUID]:
 def test_creators_without_hard_links_all_end_up_on_one_file_with_the_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_links: str
 ) -> None:
-    """Without hard links the file used to be published by exists() then os.replace():
-    two creators could both replace, and one then wrote to an unlinked file."""
+    """Without hard links, publishing the file by exists() then os.replace() would let
+    two creators both replace, one then writing to an unlinked file: every creator
+    ends on the one file, nothing lost."""
     if no_links == "os.link fails":
 
         def link(*args: object, **kwargs: object) -> None:

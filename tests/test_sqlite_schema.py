@@ -13,7 +13,14 @@ from typing import Any
 import apsw
 import pytest
 
-from hexeract_lite import ManualClock, ScheduledMessage, StoreError, Target
+from hexeract_lite import (
+    ManualClock,
+    ScheduledMessage,
+    StoreError,
+    Target,
+    name_id,
+)
+from hexeract_lite.cli import main
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
 from hexeract_lite.store.schema import (
     LIVE,
@@ -165,8 +172,9 @@ def _old_v1_file(path: Path, layout: str, version: int = 1) -> list[uuid.UUID]:
 def test_a_file_in_an_old_version_1_layout_is_upgraded_and_claims_work(
     tmp_path: Path, layout: str
 ) -> None:
-    """Issue 11: the rename of idx_<t>_spaced kept version 1, and every claim names
-    idx_<t>_noncanonical with INDEXED BY: such a file failed every claim."""
+    """A version-1 file in an older index layout (idx_<t>_spaced) is upgraded to this
+    version's indexes, idx_<t>_noncanonical included, which every claim names with
+    INDEXED BY: its claims work and the old index is gone."""
     db = tmp_path / "old.db"
     ids = _old_v1_file(db, layout)
     clock = ManualClock(T0)
@@ -358,7 +366,7 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
 
 
 def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None:
-    """2 → 3 (issue 13): the rows stay, ``name`` and ``next_after_lease`` are added
+    """2 → 3: the rows stay, ``name`` and ``next_after_lease`` are added
     (nullable) with the unique index on names; a read-only open of the version-2 file
     reads it without them and leaves it as it was."""
     db = tmp_path / "v3.db"
@@ -392,7 +400,7 @@ def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None
 
 
 def test_a_version_3_file_is_upgraded_to_the_misfire_grace(tmp_path: Path) -> None:
-    """3 → 4 (issue 14): a file at version 3 (named schedules, no ``misfire_grace_ms``)
+    """3 → 4: a file at version 3 (named schedules, no ``misfire_grace_ms``)
     keeps its rows, names and index and gains the column; a read-only open reads it
     with no grace and leaves it as it was."""
     db = tmp_path / "v3.db"
@@ -433,8 +441,8 @@ def _fingerprint(path: Path) -> tuple[bytes, int, list[str]]:
 
 
 def test_a_foreign_table_is_refused_before_the_file_changes(tmp_path: Path) -> None:
-    """Issue 12.7: the file used to be switched to WAL first (header bytes 18-19,
-    -wal and -shm left beside it)."""
+    """A table that is not a scheduler's is refused before the file is touched: not
+    switched to WAL first (header bytes 18-19 unchanged, no -wal or -shm beside it)."""
     folder = tmp_path / "foreign"
     folder.mkdir()
     db = folder / "app.db"
@@ -638,3 +646,65 @@ def test_a_file_the_user_may_only_read_opens_read_only(tmp_path: Path) -> None:
     finally:
         folder.chmod(0o700)
         shutil.rmtree(folder)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+UNKNOWN = "01a22fd1-6d1d-7acb-a025-718301d4b44b"
+
+
+PENDING = str(uuid.UUID(int=1))
+
+
+REFUSED = [
+    (["pause", UNKNOWN], 1),
+    (["resume", UNKNOWN], 1),
+    (["cancel", UNKNOWN], 1),
+    (["pause", "--name", "nope.x"], 1),
+    (["reschedule", UNKNOWN, "--in", "5m"], 1),
+    (["update", UNKNOWN, "--payload", "{}"], 1),
+    (["update", PENDING, "--cron", "@daily"], 1),  # a delay schedule has no rule
+    (["update", PENDING, "--cron", "bad"], 2),
+    (["run-now", "--name", "nope.x"], 1),
+    (["dead-letter", "replay", PENDING], 1),  # pending: not replayable
+    (["add", "--in", "1m", "--event-type", "t.x", "--schedule-id", PENDING], 1),
+    (["ensure", "--name", "a.b", "--at", "2030-01-01T00:00:00Z", "--event-type", "t.x"], None),
+]
+
+
+def _older_file(path: Path, version: str) -> None:
+    if version == "5":
+        _v5_file(path)
+    else:
+        _old_v1_file(path, "version 3" if version == "3" else "spaced", version=int(version))
+
+
+@pytest.mark.parametrize("version", ["1", "3", "5"])
+@pytest.mark.parametrize(("argv", "code"), REFUSED)
+def test_a_refused_command_leaves_an_older_file_byte_identical(
+    tmp_path: Path,
+    version: str,
+    argv: list[str],
+    code: int | None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A command refused with exit 1 (no such schedule, not changeable, not replayable, a
+    duplicate) or 2 (a bad rule found after opening) leaves a file of an older version
+    byte-identical: its table is not upgraded."""
+    db = tmp_path / "old.db"
+    _older_file(db, version)
+    if code is None:  # ensure at= of a name stored as a cron schedule: not changeable
+        code = 1
+        from tests.test_reference_compat import _insert
+
+        conn = apsw.Connection(str(db))
+        columns = {"trigger_kind": "cron", "cron_expr": "@daily"}
+        if version != "1":  # the name column came with version 3
+            columns["name"] = "a.b"
+        _insert(conn, name_id("a.b"), created_at="2026-03-01T10:00:00.000Z", **columns)
+        conn.close()
+    before = {p.name: _sha(p) for p in tmp_path.iterdir()}
+    assert main(["scheduler", *argv, "--conn", str(db)]) == code, capsys.readouterr().err
+    assert {p.name: _sha(p) for p in tmp_path.iterdir()} == before

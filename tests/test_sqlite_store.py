@@ -682,8 +682,8 @@ LISTED_BADLY = {
 def test_one_malformed_row_does_not_break_a_listing(
     db: Path, clock: ManualClock, case: str
 ) -> None:
-    """Issue 12.8: a paused row with an instant no worker will ever claim made
-    list_pending fail whole, for ever. The other rows are listed; the bad one is a
+    """A paused row with an instant no worker will ever claim does not make
+    list_pending fail whole: the other rows are listed; the bad one is a
     MalformedSchedule in its place naming the column; inspect names row and column."""
     column, value = LISTED_BADLY[case]
     bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 + S, "e", {})
@@ -737,7 +737,7 @@ def test_a_malformed_dead_letter_is_marked_in_its_listing(db: Path, clock: Manua
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_a_retry_past_the_year_9999_from_now_is_refused_before_writing(db: Path, kind: str) -> None:
-    """Issue 11: a retry_in shorter than the span of instants can still end past 9999
+    """A retry_in shorter than the span of instants can still end past 9999
     from the store's now (here 9000 years from 2026): InvalidConfiguration naming it,
     and the batch, checked first, writes nothing."""
     from hexeract_lite import InvalidConfiguration
@@ -1036,3 +1036,46 @@ def test_a_repr_names_the_file(store: SqliteScheduleStore) -> None:
 
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("the store's tests assume POSIX paths")
+
+
+NOT_BOOLS = ["no", "false", 0, 1, None]
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+@pytest.mark.parametrize("flag", ["create", "readonly"])
+@pytest.mark.parametrize("value", NOT_BOOLS)
+def test_sqlite_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
+    tmp_path: Path, flag: str, value: object
+) -> None:
+    """A flag that is not a bool (``create="no"``, a string read from a setting) is refused,
+    never read as truthy: nothing is created."""
+    db = tmp_path / "s.db"
+    with pytest.raises(InvalidConfiguration, match=rf"{flag} must be True or False, got {value!r}"):
+        SqliteScheduleStore.open(db, **{flag: value})  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["order", "group", "select", "index", "table"])
+def test_a_table_name_sql_reads_as_a_keyword_is_refused_before_any_sql(
+    tmp_path: Path, name: str
+) -> None:
+    """A table name SQLite reads as a keyword is refused by the name check, before any SQL: the
+    SQLite statements name the table unquoted, as the reference's do (PostgreSQL's quote it
+    and take such a name)."""
+    with pytest.raises(InvalidConfiguration, match=rf"invalid table name '{name}' .*keyword"):
+        SqliteScheduleStore.open(tmp_path / "s.db", table=name)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["others", "key", "plan", "action", "user"])
+def test_a_keyword_sqlite_takes_as_a_name_stays_a_valid_table_name(
+    tmp_path: Path, name: str
+) -> None:
+    with SqliteScheduleStore.open(tmp_path / "s.db", table=name) as store:
+        message = _message()
+        store.insert(message, 3)
+        later = datetime.now(UTC) + timedelta(seconds=1)
+        assert len(store.claim_due(later, 5, timedelta(seconds=5))) == 1

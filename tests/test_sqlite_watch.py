@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from hexeract_lite import ScheduledMessage, SchedulerWorker, SchedulerWorkerConfig, Target
+from hexeract_lite import (
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    Target,
+)
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 pytestmark = pytest.mark.skipif(
@@ -121,3 +126,35 @@ def test_a_commit_noticed_while_nobody_waits_is_looked_for_by_the_next_wait(
         assert time.monotonic() - started < 1 and looks == [1]
         assert not store.changes.wait(store.changes.version(), 0.05)  # looked once only
         assert looks == [1]
+
+
+def due(seconds_ago: float) -> ScheduledMessage:
+    at = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    return ScheduledMessage.delay(Target.outbox(), at, "e", {"ago": seconds_ago})
+
+
+def test_a_commit_shown_while_the_waiter_looks_is_not_missed(tmp_path: Path) -> None:
+    """The next wait after a stale mark looks first, then counts itself as waiting: a commit
+    that shows after that look, with its WAL rechecks over before the waiter counts itself,
+    still wakes it well before its timeout."""
+    db = tmp_path / "w.db"
+    with SqliteScheduleStore.open(db) as store, SqliteScheduleStore.open(db) as other:
+        assert store.claim_due(datetime.now(UTC), 10, timedelta(seconds=30)) == []
+        look = store.changes.look
+        assert look is not None
+        commits: list[int] = []
+
+        def look_then_another_commits() -> object:
+            found = look()
+            if not commits:
+                commits.append(1)
+                other.insert(due(0), 3)  # another connection commits right after the look
+                time.sleep(0.1)  # its WAL write's rechecks (15 ms) are over
+            return found
+
+        store.changes.look = look_then_another_commits
+        store.changes.mark_stale()
+        version = store.changes.version()
+        started = time.monotonic()
+        assert store.changes.wait(version, 1.5), "the commit was not signalled"
+        assert time.monotonic() - started < 1 and commits == [1]

@@ -76,18 +76,20 @@ class StoresAgree(RuleBasedStateMachine):
         self.clock = ManualClock(T0)
         self.tmp = Path(tempfile.mkdtemp(prefix="hexeract-sm-"))
         self.memory = InMemoryScheduleStore(clock=self.clock)
-        self.sqlite = SqliteScheduleStore.open(
-            self.tmp / "sm.db", clock=self.clock, durability="normal"
-        )
+        self.store = self.open_store()
         self.known: set[uuid.UUID] = set()
 
+    def open_store(self) -> ScheduleStore:
+        """The store under test, compared with the in-memory reference."""
+        return SqliteScheduleStore.open(self.tmp / "sm.db", clock=self.clock, durability="normal")
+
     def teardown(self) -> None:
-        self.sqlite.close()
+        self.store.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def both(self, op: Callable[[ScheduleStore], Any]) -> Any:
         expected = _outcome(lambda: op(self.memory))
-        actual = _outcome(lambda: op(self.sqlite))
+        actual = _outcome(lambda: op(self.store))
         assert actual == expected
         return expected[1] if expected[0] == "ok" else None
 
@@ -227,7 +229,7 @@ class StoresAgree(RuleBasedStateMachine):
     def replay(self, sid: uuid.UUID) -> None:
         self.both(lambda s: s.replay(sid))
 
-    # -- named schedules and changes in place (issue 13) -------------------------
+    # -- named schedules and changes in place -------------------------------------
 
     @rule(
         target=schedules,
@@ -302,10 +304,10 @@ class StoresAgree(RuleBasedStateMachine):
     @invariant()
     def same_state(self) -> None:
         for sid in self.known:
-            assert self.sqlite.inspect(sid) == self.memory.inspect(sid)
-        assert self.sqlite.list_pending(1000) == self.memory.list_pending(1000)
-        assert self.sqlite.list_dead_letter(1000) == self.memory.list_dead_letter(1000)
-        assert self.sqlite.next_wakeup() == self.memory.next_wakeup()
+            assert self.store.inspect(sid) == self.memory.inspect(sid)
+        assert self.store.list_pending(1000) == self.memory.list_pending(1000)
+        assert self.store.list_dead_letter(1000) == self.memory.list_dead_letter(1000)
+        assert self.store.next_wakeup() == self.memory.next_wakeup()
 
 
 StoresAgree.TestCase.settings = settings(

@@ -1,4 +1,4 @@
-"""Issue 15: store.stats() on every store, and ``hexeract scheduler stats``."""
+"""store.stats() on every store, and ``hexeract scheduler stats``."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,6 +31,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
+from tests.conftest import STORE_FACTORIES
 
 from .conftest import T0, FrozenTime
 
@@ -376,7 +378,8 @@ def test_mark_failed_rejects_a_negative_delay(store: ScheduleStore, frozen: Froz
 def test_mark_failed_refuses_a_retry_past_the_year_9999_naming_it(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:
-    """Issue 11: ``timedelta.max`` used to escape as a raw OverflowError."""
+    """``timedelta.max`` is InvalidConfiguration naming retry_in, never a raw
+    OverflowError."""
     msg = one_shot()
     store.insert(msg, 5)
     [occ] = store.claim_due(frozen.now(), 10, LEASE)
@@ -933,7 +936,7 @@ RESUMES: dict[str, tuple[Callable[[], ScheduledMessage], datetime | None]] = {
 def test_pause_then_resume_keep_the_live_lease_so_the_dispatch_in_flight_acks(
     store: ScheduleStore, frozen: FrozenTime, path: str, ack: str
 ) -> None:
-    """Issue 12.3: a control operation never clears a live lease. A pause and a resume
+    """A control operation never clears a live lease. A pause and a resume
     while a worker dispatches must not fence its acknowledgement out: a failure still
     records its error and retry, a success still applies."""
     make, explicit = RESUMES[path]
@@ -1232,3 +1235,78 @@ def test_released_gives_back_the_claims_attempt(store: ScheduleStore, frozen: Fr
     assert store.settle([Settlement.released(msg.schedule_id, second.leased_until)]) == [False]
     [again] = store.claim_due(frozen.now(), 10, LEASE)
     assert again.attempts == 2 and again.occurrence_id() == first.occurrence_id()
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+@pytest.mark.parametrize("method", ["insert", "insert_many"])
+def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: str) -> None:
+    """The in-memory store refuses ``connection=`` on insert and insert_many as on ensure
+    (InvalidArgument, not a bare TypeError), writing nothing; ``connection=None`` is the
+    usual insert."""
+    store = InMemoryScheduleStore()
+    message = _message()
+    arg: object = message if method == "insert" else [message]
+    with pytest.raises(InvalidArgument, match="cannot write inside an application's transaction"):
+        getattr(store, method)(arg, 3, connection=object())
+    assert store.inspect(message.schedule_id) is None
+    getattr(store, method)(arg, 3, connection=None)  # None: the usual insert
+    assert store.inspect(message.schedule_id) is not None
+
+
+@pytest.mark.parametrize("store_name", sorted(STORE_FACTORIES))
+@pytest.mark.parametrize("lease", [timedelta(microseconds=1), timedelta(microseconds=999)])
+def test_a_lease_shorter_than_the_stored_millisecond_is_refused(
+    store_name: str, lease: timedelta, tmp_path: Path
+) -> None:
+    """now + a lease under a millisecond, stored to the millisecond, would be now itself (a
+    second claim at that instant would hand the occurrence out again with the same fencing
+    token): refused on every store, nothing written."""
+    store = STORE_FACTORIES[store_name](tmp_path)
+    try:
+        now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+        message = ScheduledMessage.delay(Target.outbox(), now, "a.b", None)
+        store.insert(message, 5)
+        with pytest.raises(InvalidConfiguration, match="lease must be at least 1 ms"):
+            store.claim_due(now, 1, lease)
+        snap = store.inspect(message.schedule_id)
+        assert snap is not None and (snap.attempts, snap.leased_until) == (0, None)
+        [claimed] = store.claim_due(now, 1, timedelta(milliseconds=1))
+        assert claimed.leased_until == now + timedelta(milliseconds=1)
+        assert store.claim_due(now, 1, timedelta(milliseconds=1)) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["failed", "dead_lettered"])
+def test_error_none_is_refused_like_settle_and_writes_nothing(
+    store: ScheduleStore, frozen: FrozenTime, kind: str
+) -> None:
+    """``mark_failed`` and ``mark_dead_lettered`` with ``error=None`` are refused as ``settle``
+    refuses their settlements, on every store, writing nothing; a non-str error is recorded
+    as its text."""
+    msg = ScheduledMessage.delay(Target.mediator(), frozen.now(), "t.x", {})
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    sid, lease = msg.schedule_id, occ.leased_until
+    with pytest.raises(InvalidArgument, match="error=None"):
+        if kind == "failed":
+            store.mark_failed(sid, timedelta(seconds=1), None, lease)  # type: ignore[arg-type]
+        else:
+            store.mark_dead_lettered(sid, None, lease)  # type: ignore[arg-type]
+    item = (
+        Settlement.failed(sid, timedelta(seconds=1), None, lease)  # type: ignore[arg-type]
+        if kind == "failed"
+        else Settlement.dead_lettered(sid, None, lease)  # type: ignore[arg-type]
+    )
+    with pytest.raises(InvalidArgument, match="error=None"):
+        store.settle([item])
+    snap = store.inspect(sid)
+    assert snap is not None and snap.last_error is None and snap.leased_until == lease
+    assert snap.status is ScheduleStatus.PENDING
+    # a non-str error is still recorded as its text
+    assert store.mark_dead_lettered(sid, ValueError("boom"), lease)  # type: ignore[arg-type]
+    snap = store.inspect(sid)
+    assert snap is not None and snap.last_error == "boom"

@@ -1,4 +1,4 @@
-"""Issue 16 on PostgreSQL: enqueue inside the caller's psycopg transaction, and the
+"""The transactional API on PostgreSQL: enqueue inside the caller's psycopg transaction, and the
 transactional sink whose handler's writes commit with the acknowledgement."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -259,8 +260,8 @@ def test_a_handler_that_ends_the_transaction_with_sql_fails_and_keeps_no_later_w
 ) -> None:
     """psycopg refuses commit()/rollback() inside the sink's transaction, but not the SQL:
     the sink notices the transaction changed under the handler and fails the dispatch,
-    rolling back what the handler wrote after it (before: after a ROLLBACK every attempt
-    autocommitted its effect row, three rows for one occurrence)."""
+    rolling back what the handler wrote after it (no attempt autocommits its effect
+    row after a ROLLBACK)."""
     message = due(1)
     store.insert(message, 3)
     effect = effect_for(table)
@@ -279,3 +280,119 @@ def test_a_handler_that_ends_the_transaction_with_sql_fails_and_keeps_no_later_w
         assert snap.last_error is not None and "ended the sink's transaction" in snap.last_error
     else:  # the handler committed the acknowledgement itself, before any effect
         assert snap.status is ScheduleStatus.DELIVERED
+
+
+def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
+    """ensure(connection=) works through a psycopg connection with ``row_factory=dict_row``
+    (psycopg's usual dict rows) and leaves its row factory as set."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg.rows import dict_row
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    from . import pg
+
+    url = pg.require_server()
+    table = pg.unique_table()
+    store = PostgresScheduleStore.open(url, table=table, clock=ManualClock(T0))
+    try:
+        at = T0 + timedelta(hours=1)
+        name = "app.dict"
+        for payload, expected in (({}, "created"), ({"v": 2}, "updated"), ({"v": 2}, "unchanged")):
+            message = ScheduledMessage.delay(Target.mediator(), at, "e", payload, name=name)
+            with psycopg.connect(url, row_factory=dict_row) as conn:
+                assert store.ensure(message, 3, connection=conn).value == expected
+                assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # left as set
+        listed = [s.payload_json for s in store.list_named("app.")]
+        assert listed == ['{"v":2}'] or listed == ['{"v": 2}']
+    finally:
+        store.close()
+        pg.drop_table(url, table)
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+def test_a_postgres_handler_running_short_statements_is_ended_at_the_deadline() -> None:
+    """A handler that keeps running short statements (which statement_timeout and
+    idle_in_transaction_session_timeout never end) is still ended at dispatch_timeout: its
+    writes roll back, the attempt is a TimeoutError, and run_once returns."""
+    import psycopg
+
+    store = pg.open_scratch_store()
+    try:
+        message = _message()
+        store.insert(message, 3)
+        effect = f"{store.table}_effect"
+        url = pg.require_server()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {effect} (v int)")
+        ran: list[int] = []
+        failed: list[BaseException] = []
+
+        def handler(msg: ScheduledMessage, conn: psycopg.Connection[object]) -> None:
+            conn.execute(f"INSERT INTO {effect} VALUES (1)")
+            for i in range(50):  # 10 s of 0.2 s statements, well past the 0.5 s timeout
+                try:
+                    conn.execute("SELECT pg_sleep(0.2)")
+                except psycopg.Error as exc:
+                    failed.append(exc)
+                    raise
+                ran.append(i)
+
+        config = SchedulerWorkerConfig(dispatch_timeout=timedelta(seconds=0.5), jitter=False)
+        worker = SchedulerWorker(store, TransactionalSink(handler), config)
+        try:
+            report = worker.run_once()
+        finally:
+            with psycopg.connect(url, autocommit=True) as conn:
+                rows = conn.execute(f"SELECT count(*) FROM {effect}").fetchone()
+                conn.execute(f"DROP TABLE {effect}")
+        assert failed, "the handler's transaction was not ended at the deadline"
+        assert len(ran) < 50
+        assert report.retried == 1
+        assert rows == (0,)
+        snap = store.inspect(message.schedule_id)
+        assert snap is not None and snap.attempts == 1
+        assert snap.last_error is not None and snap.last_error.startswith("TimeoutError")
+    finally:
+        store.close()
+
+
+def _unix_socket_conninfo(url: str) -> str:
+    """The test server reached through its unix socket (scripts/pg-test-server's layout),
+    or a skip when there is none."""
+    import psycopg
+
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    folder = Path(f"/tmp/hexeract-pg-{params.get('port', 5432)}/run")
+    if not (folder / f".s.PGSQL.{params.get('port', 5432)}").exists():
+        pytest.skip(f"no unix socket of the test server in {folder}")
+    params["host"] = str(folder)
+    return psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("store_via", ["tcp", "unix socket"])
+def test_an_app_connection_to_the_same_database_by_another_route_is_accepted(
+    store_via: str,
+) -> None:
+    """The same database and table, reached through the unix socket by one side and over TCP by
+    the other, is accepted as the store's."""
+    import psycopg
+
+    from hexeract_lite.store.postgres import PostgresScheduleStore
+
+    url = pg.require_server()
+    socket = _unix_socket_conninfo(url)
+    store_url, app_url = (url, socket) if store_via == "tcp" else (socket, url)
+    table = pg.unique_table("r4c")
+    store = PostgresScheduleStore.open(store_url, table=table)
+    try:
+        message = _message()
+        with psycopg.connect(app_url) as conn:
+            store.insert(message, 3, connection=conn)
+        assert store.inspect(message.schedule_id) is not None
+    finally:
+        store.close()
+        pg.drop_table(url, table)

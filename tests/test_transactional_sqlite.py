@@ -1,4 +1,4 @@
-"""Issue 16 on SQLite: enqueue inside the caller's transaction (apsw and sqlite3), and
+"""The transactional API on SQLite: enqueue inside the caller's transaction (apsw and sqlite3), and
 the transactional sink whose handler's writes commit with the acknowledgement.
 
 A sqlite3 caller uses a store opened with ``driver="sqlite3"`` (unless apsw and sqlite3
@@ -20,6 +20,7 @@ import pytest
 
 from hexeract_lite import (
     DuplicateSchedule,
+    InMemoryScheduleStore,
     InvalidArgument,
     InvalidConfiguration,
     ManualClock,
@@ -27,11 +28,11 @@ from hexeract_lite import (
     SchedulerWorker,
     SchedulerWorkerConfig,
     Target,
+    TransactionalSink,
 )
 from hexeract_lite.snapshot import ScheduleStatus
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from hexeract_lite.store.sqlite.transaction import shares_sqlite_with_apsw
-from hexeract_lite.transactional import TransactionalSink
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 CONFIG = SchedulerWorkerConfig(
@@ -456,14 +457,14 @@ def test_slow_handler_is_stopped_at_the_timeout(
         effect(msg, conn)
         try:
             if how == "sleeps":
-                time.sleep(1.5)
+                time.sleep(0.6)  # twice dispatch_timeout
             elif how == "sleeps with a cursor open":  # its statement is still running
                 cursor = conn.execute(
                     "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
                     " WHERE i < 1000000) SELECT i FROM r"
                 )
                 cursor.fetchone()
-                time.sleep(1.5)
+                time.sleep(0.6)  # twice dispatch_timeout
             else:
                 conn.execute(
                     "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
@@ -512,7 +513,6 @@ def test_lost_lease_rolls_back_and_skips_the_handler(
 
 
 def test_sink_refuses_other_stores_and_async_handlers() -> None:
-    from hexeract_lite import InMemoryScheduleStore
 
     with pytest.raises(InvalidConfiguration, match="SQLite or PostgreSQL"):
         SchedulerWorker(InMemoryScheduleStore(), TransactionalSink(effect), CONFIG)
@@ -610,3 +610,39 @@ def test_close_is_refused_while_the_loop_runs(store: SqliteScheduleStore) -> Non
     finally:
         assert handle.stop(10)
     worker.close()
+
+
+def _message() -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_an_app_connection_whose_temp_table_hides_the_stores_is_refused(
+    tmp_path: Path, driver: str
+) -> None:
+    """A TEMP table of the store's name on the caller's connection would take the insert in the
+    store's place: refused, as the PostgreSQL store refuses a connection that sees another
+    table of that name."""
+    db = tmp_path / "app.db"
+    with SqliteScheduleStore.open(db, driver=driver) as store:
+        conn: Any = sqlite3.connect(db) if driver == "sqlite3" else apsw.Connection(str(db))
+        conn.execute(
+            "CREATE TEMP TABLE scheduled_messages AS SELECT * FROM main.scheduled_messages WHERE 0"
+        )
+        if driver == "apsw":
+            conn.execute("BEGIN")
+        message = _message()
+        with pytest.raises(InvalidArgument, match="TEMP table"):
+            store.insert(message, 3, connection=conn)
+        named = ScheduledMessage.delay(
+            Target.outbox(), datetime.now(UTC), "a.b", None, name="app.x"
+        )
+        with pytest.raises(InvalidArgument, match="TEMP table"):
+            store.ensure(named, 3, connection=conn)
+        if driver == "apsw":
+            conn.execute("COMMIT")
+        else:
+            conn.commit()
+        assert conn.execute("SELECT count(*) FROM temp.scheduled_messages").fetchall() == [(0,)]
+        conn.close()
+        assert store.inspect(message.schedule_id) is None

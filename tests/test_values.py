@@ -263,14 +263,6 @@ def test_payload_and_event_type_with_lone_surrogates_are_refused() -> None:
         Target.bus("a\x00b")
 
 
-def test_format_ts_refuses_a_non_utc_datetime() -> None:
-    from hexeract_lite._time import format_ts
-
-    assert format_ts(T) == "2026-03-01T12:00:00.000Z"
-    with pytest.raises(ValueError, match="UTC"):
-        format_ts(T.astimezone(timezone(timedelta(hours=1))))
-
-
 def test_next_due_rejects_naive_arguments() -> None:
     expr = CronExpression.parse("@hourly")
     with pytest.raises(InvalidTrigger, match="now"):

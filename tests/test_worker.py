@@ -20,27 +20,25 @@ import pytest
 from hexeract_lite import (
     InMemoryScheduleStore,
     InvalidConfiguration,
+    RetryPolicy,
     ScheduledMessage,
+    SchedulerControl,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
+    SqliteScheduleStore,
     StoreError,
     Target,
 )
-from hexeract_lite.control import SchedulerControl
-from hexeract_lite.settle import error_summary
+from hexeract_lite.errors import InvalidArgument
+from hexeract_lite.settle import error_summary, error_text
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.sinks import CallableSink
-from hexeract_lite.snapshot import ScheduleSnapshot
-from hexeract_lite.worker import (
-    MAX_ERROR_CHARS,
-    CycleReport,
-    DispatchOutcome,
-    SchedulerWorker,
-    SchedulerWorkerConfig,
-    error_text,
-)
+from hexeract_lite.worker import MAX_ERROR_CHARS, CycleReport, DispatchOutcome
 
-from .conftest import T0, FrozenTime
+from .conftest import T0, TIGHT, FrozenTime
 
 S = timedelta(seconds=1)
 MS = timedelta(milliseconds=1)
@@ -930,7 +928,6 @@ def test_min_cycle_delay_paces_full_batches() -> None:
 def test_sqlite_commits_from_another_connection_are_noticed_within_the_poll(
     tmp_path: Any,
 ) -> None:
-    from hexeract_lite import SqliteScheduleStore
 
     db = tmp_path / "shared.db"
     sink = Recorder()
@@ -952,7 +949,7 @@ def test_sqlite_commits_from_another_connection_are_noticed_within_the_poll(
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_the_worker_reads_the_stores_clock_by_default(kind: str, tmp_path: Any) -> None:
-    from hexeract_lite import ManualClock, SqliteScheduleStore
+    from hexeract_lite import ManualClock
 
     later = datetime(2100, 1, 1, tzinfo=UTC)  # far past the system clock
     clock = ManualClock(later)
@@ -1059,3 +1056,95 @@ def test_keyboard_interrupt_in_run_settles_the_batch_then_propagates(quiet_threa
     for m in msgs[1:]:
         s = snap(store, m)
         assert (s.status, s.attempts, s.leased_until) == (ScheduleStatus.PENDING, 0, None)
+
+
+def test_a_worker_refuses_a_clock_without_now() -> None:
+    """A clock without ``now`` is InvalidConfiguration when the worker is built, as the SQLite
+    and PostgreSQL stores refuse it."""
+    from hexeract_lite import InMemoryScheduleStore, InvalidConfiguration, SchedulerWorker
+
+    with pytest.raises(InvalidConfiguration, match="clock"):
+        SchedulerWorker(InMemoryScheduleStore(), lambda m: None, clock=5)  # type: ignore[arg-type]
+
+
+def test_stop_names_a_bad_timeout() -> None:
+    from hexeract_lite import InMemoryScheduleStore, InvalidArgument, SchedulerWorker
+
+    handle = SchedulerWorker(InMemoryScheduleStore(), lambda m: None).start()
+    try:
+        with pytest.raises(InvalidArgument, match="timeout"):
+            handle.stop("x")  # type: ignore[arg-type]
+        assert handle.is_alive  # a refused stop stops nothing
+    finally:
+        assert handle.stop(10)
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("this exception cannot be shown")
+
+
+def test_an_exception_that_cannot_be_shown_is_still_a_failed_dispatch() -> None:
+    """A sink exception whose __str__ raises is still a failed dispatch, recorded with a
+    placeholder text; its batch-mates are settled."""
+    store = InMemoryScheduleStore()
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    ok = ScheduledMessage.delay(Target.outbox(), due, "ok", {})
+    bad = ScheduledMessage.delay(Target.outbox(), due, "bad", {})
+    store.insert_many([ok, bad], 3)
+
+    def sink(message: ScheduledMessage) -> None:
+        if message.event_type == "bad":
+            raise Unprintable
+
+    report = SchedulerWorker(store, sink, TIGHT).run_once()
+    assert (report.delivered, report.retried) == (1, 1)
+    snap = store.inspect(bad.schedule_id)
+    assert snap is not None and snap.leased_until is not None  # waiting out its retry
+    assert snap.last_error is not None
+    assert snap.last_error.startswith("Unprintable: <exception str() failed>\n")
+    assert error_text(Unprintable()) == "Unprintable: <exception str() failed>"
+
+
+def test_a_worker_config_refuses_a_lease_under_a_millisecond() -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.worker import SchedulerWorkerConfig
+
+    with pytest.raises(InvalidConfiguration, match="lease must be at least 1 ms"):
+        SchedulerWorkerConfig(
+            batch_size=1,
+            dispatch_timeout=timedelta(microseconds=100),
+            lease=timedelta(microseconds=500),
+        )
+    assert SchedulerWorkerConfig(
+        batch_size=1, dispatch_timeout=timedelta(microseconds=100), lease=timedelta(milliseconds=1)
+    ).lease == timedelta(milliseconds=1)
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["poll_interval", "lease", "retry_base_delay", "retry_max_delay", "min_cycle_delay"],
+)
+def test_config_refuses_a_duration_past_the_year_9999_naming_it(field: str) -> None:
+    huge = timedelta(days=9999999)
+    fields = {field: huge}
+    if field == "retry_base_delay":
+        fields["retry_max_delay"] = huge
+    with pytest.raises(InvalidArgument, match=rf"{field} .*9999999 days"):
+        SchedulerWorkerConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_config_takes_the_longest_setting_exactly() -> None:
+    longest = timedelta(days=36500)
+    config = SchedulerWorkerConfig(lease=longest, retry_max_delay=longest, poll_interval=longest)
+    assert config.lease == longest
+    with pytest.raises(InvalidArgument, match="lease"):
+        SchedulerWorkerConfig(lease=longest + timedelta(milliseconds=1))
+
+
+def test_retry_policy_and_retention_refuse_a_duration_past_the_year_9999() -> None:
+    huge = timedelta(days=9999999)
+    with pytest.raises(InvalidArgument, match=r"max_delay.*9999999 days"):
+        RetryPolicy(max_delay=huge)
+    with pytest.raises(InvalidArgument, match=r"retention.*9999999 days"):
+        SchedulerWorker(InMemoryScheduleStore(), CallableSink(lambda m: None), retention=huge)

@@ -13,13 +13,13 @@ import pytest
 from hexeract_lite import (
     InMemoryScheduleStore,
     ScheduledMessage,
+    ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
     Target,
 )
 from hexeract_lite.settle import error_summary
 from hexeract_lite.sinks import CallableSink
-from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
 T = TypeVar("T")
@@ -368,7 +368,7 @@ def test_the_async_worker_settles_each_batch_in_one_store_call() -> None:
     assert snaps[2] is not None and snaps[2].status is ScheduleStatus.DELIVERED
 
 
-# -- BaseException from a sink, a blocked loop, abort (issue 12.6) ---------------------------
+# -- BaseException from a sink, a blocked loop, abort ----------------------------------------
 
 
 def snapshot(store: ScheduleStore, msg: ScheduledMessage) -> ScheduleSnapshot:
@@ -519,3 +519,48 @@ def test_abort_abandons_a_sync_sink_on_the_helper_thread_in_async_mode() -> None
     assert snap.last_error is not None and "the dispatch was abandoned" in snap.last_error
     released = snapshot(store, second)
     assert (released.attempts, released.leased_until) == (0, None)
+
+
+_RUN_ASYNC_WITH_A_THREADING_EVENT = """
+import asyncio, threading
+from hexeract_lite import InMemoryScheduleStore, InvalidArgument, SchedulerWorker
+
+async def main():
+    worker = SchedulerWorker(InMemoryScheduleStore(), lambda m: None)
+    try:
+        await asyncio.wait_for(worker.run_async(threading.Event()), 5)
+    except InvalidArgument as exc:
+        print("refused:", exc)
+    except TimeoutError:
+        print("ran")
+
+asyncio.run(main())
+"""
+
+
+def test_run_async_with_a_threading_event_is_refused_not_a_blocked_loop() -> None:
+    """run_async refuses the threading.Event run() takes: waiting on it would block the event
+    loop for good, past wait_for's reach. Run in a child process, so a blocked loop fails by
+    the timeout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_ASYNC_WITH_A_THREADING_EVENT],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused: run_async's stop must be an asyncio.Event" in done.stdout
+
+
+@pytest.mark.parametrize("stop", [5, "x"])
+def test_run_async_names_a_stop_that_is_not_an_event(stop: object) -> None:
+    import asyncio
+
+    from hexeract_lite import InMemoryScheduleStore, InvalidArgument, SchedulerWorker
+
+    worker = SchedulerWorker(InMemoryScheduleStore(), lambda m: None)
+    with pytest.raises(InvalidArgument, match=r"asyncio\.Event"):
+        asyncio.run(worker.run_async(stop))  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Zoned cron and interval schedules on every store's worker path (issue 14).
+"""Zoned cron and interval schedules on every store's worker path.
 
 The DST proof of ``tests/test_dst.py`` checks the engine against a brute-force oracle;
 here the same oracle checks what a worker delivers: schedules inserted on each store
@@ -20,12 +20,14 @@ from hexeract_lite import (
     InvalidMessage,
     InvalidTrigger,
     ScheduledMessage,
+    SchedulerControl,
+    ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
     StoreError,
     Target,
 )
-from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
+from hexeract_lite.snapshot import MalformedSchedule
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from hexeract_lite.trigger import CronExpression, Trigger
 from hexeract_lite.worker import SchedulerWorker
@@ -306,3 +308,31 @@ def test_a_reader_that_knows_only_utc_cron_refuses_interval_and_zoned_texts() ->
     assert zoned.expression == "CRON_TZ=Europe/Paris 0 9 * * 1-5"
     with pytest.raises((CronSimError, ValueError)):
         CronSim(zoned.expression, T0)
+
+
+def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
+    snap = store.inspect(sid)
+    assert isinstance(snap, ScheduleSnapshot)
+    return snap
+
+
+def test_update_of_a_zoned_rule_without_a_zone_keeps_the_zone(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """The README's quick start declares myapp.backup.daily on Europe/Paris and its CLI section
+    updates it with ``--cron '30 3 * * *'``: "changes what you pass and keeps the rest". The
+    zone stays; an explicit zone, UTC included, moves it."""
+    control = SchedulerControl(store)
+    control.ensure("myapp.backup.daily", cron="0 3 * * *", tz="Europe/Paris", event_type="b")
+    sid = control.id_of("myapp.backup.daily")
+    assert control.update("myapp.backup.daily", cron="30 3 * * *", payload={"full": True})
+    snap = _snap(store, sid)
+    assert snap.trigger.expression == "CRON_TZ=Europe/Paris 30 3 * * *"
+    assert snap.scheduled_for == datetime(2026, 3, 2, 2, 30, tzinfo=UTC)  # 03:30 +01
+    # the same rule in the same zone: nothing to change
+    assert not control.update("myapp.backup.daily", cron="30 3 * * *")
+    # an explicit zone still moves it, UTC included
+    assert control.update("myapp.backup.daily", cron="30 3 * * *", tz="UTC")
+    assert _snap(store, sid).trigger.expression == "30 3 * * *"
+    assert control.update("myapp.backup.daily", cron="CRON_TZ=Asia/Tokyo 30 3 * * *")
+    assert _snap(store, sid).trigger.expression == "CRON_TZ=Asia/Tokyo 30 3 * * *"

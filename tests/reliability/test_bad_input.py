@@ -1088,7 +1088,7 @@ def test_a_malformed_row_is_named_by_inspect_and_marked_in_listings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], corruption: str
 ) -> None:
     """inspect raises a StoreError naming the row; a listing shows the healthy rows and
-    marks the bad one (issue 12.8: one bad row used to fail the whole listing)."""
+    marks the bad one (one bad row never fails the whole listing)."""
     db = tmp_path / "s.db"
     bad, good = _corrupt_db(db, corruption, datetime.now(UTC))
     column = CORRUPTIONS[corruption][0]

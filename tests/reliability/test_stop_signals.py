@@ -1,5 +1,5 @@
 """Stop signals: a worker told to stop twice never spends the budget of what it did not
-dispatch (issue 12.2), and a SIGKILL on the last attempt is still swept as a crash.
+dispatch, and a SIGKILL on the last attempt is still swept as a crash.
 
 A real ``python -m hexeract_lite scheduler worker`` process on a ``tmp_path`` SQLite
 file holds a batch of 10 due occurrences (``max_attempts=1``) while its sink hangs in

@@ -1,4 +1,4 @@
-"""Issue 16's crash proof: workers SIGKILLed at random while a transactional sink
+"""The transactional sink's crash proof: workers SIGKILLed at random while a transactional sink
 writes one effect row per occurrence: every occurrence has exactly one effect row
 (0 lost, 0 duplicated); the plain sink (effect committed on its own, then the
 acknowledgement) in the same test shows duplicates. SQLite with several workers on

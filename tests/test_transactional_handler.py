@@ -1,10 +1,11 @@
-"""Review of issues 16 and 17 (round 3): defects found from outside, each with its test.
+"""What a transactional sink's handler may do with the sink's connection, on SQLite.
 
-The transactional sink's handler must not end the sink's transaction (README: "The
-handler must not commit, roll back or keep the connection"); a handler that does so
-anyway (``conn.commit()``, ``conn.rollback()``, ``with conn:`` on a ``sqlite3``
-connection, ``COMMIT``/``ROLLBACK``/``BEGIN`` statements) is refused, so that its
-writes and the acknowledgement still commit together or not at all."""
+The handler must not end the sink's transaction (README: "The handler must not commit,
+roll back or keep the connection"): ``conn.commit()``, ``conn.rollback()``, ``with conn:``
+on a ``sqlite3`` connection and ``COMMIT``/``ROLLBACK``/``BEGIN`` statements are refused,
+so that its writes and the acknowledgement still commit together or not at all.
+Savepoints and the shape of its rows are the handler's own; the sink's connection keeps
+its library's claim on the file."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from hexeract_lite import (
     SchedulerWorker,
     SchedulerWorkerConfig,
     Target,
+    TransactionalSink,
 )
 from hexeract_lite.snapshot import ScheduleStatus
 from hexeract_lite.store.sqlite import SqliteScheduleStore
-from hexeract_lite.transactional import TransactionalSink
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 CONFIG = SchedulerWorkerConfig(
@@ -116,9 +117,8 @@ def _one(store: SqliteScheduleStore, max_attempts: int = 3) -> ScheduledMessage:
 def test_a_handler_that_rolls_back_and_writes_again_never_applies_its_effect(
     store: SqliteScheduleStore, clock: ManualClock
 ) -> None:
-    """Before: each attempt's write after the rollback was autocommitted outside any
-    transaction, so the effect was applied once per attempt (3 rows) and the
-    occurrence dead-lettered anyway."""
+    """A handler's rollback is refused: its writes after it never commit on their own (each
+    attempt rolls back whole) and the occurrence dead-letters with the reason."""
     m = _one(store)
 
     def handler(message: ScheduledMessage, conn: Any) -> None:
@@ -137,8 +137,8 @@ def test_a_handler_that_rolls_back_and_writes_again_never_applies_its_effect(
 def test_a_handler_that_commits_then_raises_leaves_neither_effect_nor_ack(
     store: SqliteScheduleStore, clock: ManualClock
 ) -> None:
-    """Before: the handler's commit committed its write and the acknowledgement, its
-    later exception rolled back nothing (and was logged as a lost lease)."""
+    """A handler's commit is refused, so its writes and the acknowledgement still commit
+    together or not at all: a later exception leaves neither."""
     m = _one(store, max_attempts=1)
 
     def handler(message: ScheduledMessage, conn: Any) -> None:
@@ -244,15 +244,15 @@ def _app_connection(store: SqliteScheduleStore, shape: str) -> Any:
     return conn
 
 
-@pytest.mark.parametrize("shape", ["dict", "bytes"])
+@pytest.mark.parametrize(
+    ("driver", "shape"), [("apsw", "row tracer"), ("sqlite3", "dict"), ("sqlite3", "bytes")]
+)
 def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
     store: SqliteScheduleStore, shape: str
 ) -> None:
-    """Before: a dict row_factory (sqlite3) or a row tracer (apsw.ext's
-    DataClassRowFactory) made ensure/insert(connection=) raise a bare KeyError or
-    TypeError, and text_factory=bytes a false 'on another database'."""
-    if store.driver == "apsw" and shape == "bytes":
-        pytest.skip("apsw has no text factory")
+    """ensure and insert(connection=) work through the app's connection whatever its row shape:
+    a dict row_factory or text_factory=bytes (sqlite3), a row tracer (apsw.ext's
+    DataClassRowFactory)."""
     name = "app.shaped"
     first = ScheduledMessage.delay(Target.mediator(), T0 + timedelta(hours=1), "e", {}, name=name)
     changed = ScheduledMessage.delay(
@@ -272,9 +272,8 @@ def test_ensure_through_a_connection_whose_rows_are_shaped_by_the_app(
 def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Before: a handler setting row_factory/text_factory on its sqlite3 connection
-    (the sink's, kept for the next occurrences) made every later dispatch fail
-    (ValueError: invalid literal for int() ... 'changes()')."""
+    """A handler that sets row_factory and text_factory on the sink's sqlite3 connection (kept
+    for the next occurrences) does not break the later dispatches."""
     with SqliteScheduleStore.open(tmp_path / "a.db", clock=clock, driver="sqlite3") as store:
         messages = [
             ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "e", {"n": n})
@@ -292,45 +291,16 @@ def test_a_handler_that_shapes_its_rows_does_not_break_the_sink(
         assert [s.status if s else None for s in statuses] == [ScheduleStatus.DELIVERED] * 3
 
 
-def test_ensure_through_a_psycopg_connection_with_dict_rows() -> None:
-    """Before: a psycopg connection with ``row_factory=dict_row`` (psycopg's usual
-    dict rows) was refused as 'on another database' (its identity read as the column
-    names), and its insert read ``row[0]`` of a dict."""
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg.rows import dict_row
-
-    from hexeract_lite.store.postgres import PostgresScheduleStore
-
-    from . import pg
-
-    url = pg.require_server()
-    table = pg.unique_table()
-    store = PostgresScheduleStore.open(url, table=table, clock=ManualClock(T0))
-    try:
-        at = T0 + timedelta(hours=1)
-        name = "app.dict"
-        for payload, expected in (({}, "created"), ({"v": 2}, "updated"), ({"v": 2}, "unchanged")):
-            message = ScheduledMessage.delay(Target.mediator(), at, "e", payload, name=name)
-            with psycopg.connect(url, row_factory=dict_row) as conn:
-                assert store.ensure(message, 3, connection=conn).value == expected
-                assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # left as set
-        listed = [s.payload_json for s in store.list_named("app.")]
-        assert listed == ['{"v":2}'] or listed == ['{"v": 2}']
-    finally:
-        store.close()
-        pg.drop_table(url, table)
-
-
 # -- one SQLite library per file per process ------------------------------------------
 
 
 def test_the_sinks_connection_keeps_the_file_for_its_library(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Before: closing a driver='sqlite3' store released its claim on the file while
-    the transactional sink (run with run_once) still had its sqlite3 connection open
-    on it, so an apsw store opened the file beside it (two copies of SQLite on one
-    file in one process). The claim goes once the sink's connection closes."""
+    """A driver='sqlite3' store's claim on its file lasts while the transactional sink's
+    sqlite3 connection (run_once's) is open on it, after the store closes: an apsw store is
+    refused beside it (two copies of SQLite on one file in one process) until the sink's
+    connection closes."""
     from hexeract_lite import InvalidConfiguration
     from hexeract_lite.store.sqlite.driver import shares_sqlite_with_apsw
 
@@ -347,3 +317,14 @@ def test_the_sinks_connection_keeps_the_file_for_its_library(
     with worker.start():  # a worker leaving its loop closes the sink's connection
         pass
     SqliteScheduleStore.open(db, driver="apsw").close()
+
+
+def test_a_transactional_handler_that_cannot_take_message_and_connection_is_refused() -> None:
+    from hexeract_lite import InvalidConfiguration
+    from hexeract_lite.transactional import TransactionalSink
+
+    for bad in (lambda message: None, lambda: None, lambda a, b, c: None):
+        with pytest.raises(InvalidConfiguration, match="handler\\(message, connection\\)"):
+            TransactionalSink(bad)  # type: ignore[arg-type]
+    for good in (lambda m, c: None, lambda m, c, extra=1: None, lambda *args: None, print):
+        TransactionalSink(good)
