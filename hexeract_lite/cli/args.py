@@ -93,31 +93,31 @@ def _duration(text: str) -> timedelta:
     )
 
 
-def parse_positive_duration(text: str) -> Duration:
-    """:func:`parse_duration`, more than zero: ``0s`` is refused naming the text."""
+def _checked_duration(text: str, *, positive: bool, whole_ms: bool) -> Duration:
     value = parse_duration(text)
-    if value <= timedelta(0):
+    if positive and value <= timedelta(0):
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be more than 0")
-    return value
-
-
-def parse_stored_duration(text: str) -> Duration:
-    """:func:`parse_duration` in whole milliseconds, the precision a schedule stores
-    (an interval, a misfire grace): ``1.5ms`` is refused naming the text."""
-    value = parse_duration(text)
-    if value.microseconds % 1000:
+    if whole_ms and value.microseconds % 1000:
         raise argparse.ArgumentTypeError(
             f"invalid duration {text!r}: a schedule stores whole milliseconds"
         )
     return value
 
 
+def parse_positive_duration(text: str) -> Duration:
+    """:func:`parse_duration`, more than zero: ``0s`` is refused naming the text."""
+    return _checked_duration(text, positive=True, whole_ms=False)
+
+
+def parse_stored_duration(text: str) -> Duration:
+    """:func:`parse_duration` in whole milliseconds, the precision a schedule stores
+    (a misfire grace): ``1.5ms`` is refused naming the text."""
+    return _checked_duration(text, positive=False, whole_ms=True)
+
+
 def parse_interval(text: str) -> Duration:
-    """An interval's period: :func:`parse_stored_duration`, more than zero."""
-    value = parse_stored_duration(text)
-    if value <= timedelta(0):
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be more than 0")
-    return value
+    """An interval's period: whole milliseconds, more than zero."""
+    return _checked_duration(text, positive=True, whole_ms=True)
 
 
 def _parses(text: str) -> bool:
