@@ -556,8 +556,8 @@ def test_cli_missing_source_is_exit_1_and_creates_nothing(cli: Cli, tmp_path: Pa
         (["--from", "a.db"], "the following arguments are required: --to"),
         (["--from", "a.db", "--to", "b.db", "--to-table", "x-y"], "invalid table name"),
         (
-            ["--from", "a.db", "--to", "mysql://root:hunter2@db/app"],
-            "unsupported connection scheme 'mysql'",
+            ["--from", "a.db", "--to", "oracle://root:hunter2@db/app"],
+            "unsupported connection scheme 'oracle'",
         ),
     ],
 )

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..settlement import Settlement, SettlementKind
     from .base import SWEEP_ERROR, ScheduleStore
     from .memory import InMemoryScheduleStore
+    from .mysql.store import MysqlScheduleStore as MysqlScheduleStore
     from .postgres.store import PostgresScheduleStore as PostgresScheduleStore
     from .sqlite.store import SqliteScheduleStore
 
@@ -31,5 +32,6 @@ _EXPORTS = {
     ".sqlite": ("SqliteScheduleStore",),
     # not in __all__: `from hexeract_lite.store import *` must work without psycopg
     ".postgres": ("PostgresScheduleStore",),
+    ".mysql": ("MysqlScheduleStore",),
 }
 __getattr__, __dir__, _MODULE_OF = lazy_exports(__name__, globals(), _EXPORTS)
