@@ -41,7 +41,7 @@ from hexeract_lite.store.base import SWEEP_ERROR
 from hexeract_lite.store.record import ScheduleRecord
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
-from . import pg
+from . import mysql, pg
 from .conftest import T0
 
 LEASE = timedelta(minutes=5)
@@ -177,6 +177,7 @@ KINDS = [
     "memory",
     "sqlite",
     pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
 ]
 
 Opener = Callable[[str, ManualClock], ScheduleStore]
@@ -193,6 +194,8 @@ def open_store(tmp_path: Path) -> Iterator[Opener]:
             store = InMemoryScheduleStore(clock=clock)
         elif kind == "sqlite":
             store = SqliteScheduleStore.open(tmp_path / f"s{len(opened)}.db", clock=clock)
+        elif kind == "mysql":
+            store = mysql.open_scratch_store(clock=clock)
         else:
             store = pg.open_scratch_store(clock=clock)
         opened.append(store)
@@ -421,6 +424,37 @@ def test_sqlite_to_postgres_and_back_keeps_every_state(tmp_path: Path, clock: Ma
         assert claims[0] == claims[1] == claims[2] and len(claims[0]) == 3
         assert [s.dead_letter_exhausted() for s in (source, middle, back)] == [0, 0, 0]
         assert [s.list_dead_letter() for s in (middle, back)] == [source.list_dead_letter()] * 2
+
+
+@pytest.mark.mysql
+@pytest.mark.postgres
+def test_sqlite_to_mysql_to_postgres_and_back_keeps_every_row(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    with (
+        SqliteScheduleStore.open(tmp_path / "source.db", clock=clock) as source,
+        mysql.open_scratch_store(clock=clock) as first,
+        pg.open_scratch_store(clock=clock) as second,
+        mysql.open_scratch_store(clock=clock) as third,
+        SqliteScheduleStore.open(tmp_path / "back.db", clock=clock) as back,
+    ):
+        ids = populate(source, clock)
+        assert migrate(source, first, batch_size=5) == MigrationReport(read=12, copied=12)
+        check_states(first, ids)
+        assert migrate(first, second) == MigrationReport(read=12, copied=12)
+        assert migrate(second, third) == MigrationReport(read=12, copied=12)
+        assert migrate(third, back) == MigrationReport(read=12, copied=12)
+        assert migrate(source, first) == MigrationReport(read=12, copied=0)
+        for store in (first, second, third, back):
+            assert snapshots(store, ids) == snapshots(source, ids)
+            assert dump(store) == dump(source)
+        assert first.next_wakeup() == back.next_wakeup() == source.next_wakeup()
+        later = T0 + timedelta(minutes=10)
+        clock.set(later)
+        claims = [
+            [o.occurrence_id() for o in s.claim_due(later, 100, LEASE)] for s in (source, first)
+        ]
+        assert claims[0] == claims[1] and len(claims[0]) == 3
 
 
 @pytest.mark.postgres

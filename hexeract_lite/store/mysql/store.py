@@ -368,8 +368,9 @@ class MysqlScheduleStore(SqlScheduleStore):
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
         """See :meth:`ScheduleStore.import_records`: in one transaction, the ids already
         stored are locked and left alone, the others inserted with every column as
-        given. ``attempts``/``max_attempts`` above 2**31 - 1 are refused
-        (:class:`InvalidConfiguration`) before anything is written."""
+        given (an id repeated in the batch: its first record). ``attempts`` or
+        ``max_attempts`` above 2**31 - 1 are refused (:class:`InvalidConfiguration`)
+        before anything is written."""
         rows = check_records(records)
         if not rows:
             return 0
@@ -383,7 +384,11 @@ class MysqlScheduleStore(SqlScheduleStore):
         with self._write("import_records") as tx:
             ids = tuple(row.schedule_id.bytes for row in rows)
             stored = {bytes(r[0]) for r in tx.fetch(self._sql.existing, {"ids": ids})}
-            fresh = [record_params(row) for row in rows if row.schedule_id.bytes not in stored]
+            fresh = []
+            for row in rows:  # an id stored, or seen earlier in the batch, is left alone
+                if row.schedule_id.bytes not in stored:
+                    stored.add(row.schedule_id.bytes)
+                    fresh.append(record_params(row))
             if fresh:
                 with tx.conn.cursor() as cur:
                     cur.executemany(self._sql.import_row, fresh)
