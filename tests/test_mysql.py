@@ -37,7 +37,7 @@ from .test_state_machine import StoresAgree
 pymysql = pytest.importorskip("pymysql", reason="the mysql extra is not installed")
 
 from hexeract_lite.store.mysql import MysqlScheduleStore  # noqa: E402
-from hexeract_lite.store.mysql.schema import SCHEMA_VERSION, reference_ddl  # noqa: E402
+from hexeract_lite.store.mysql.schema import SCHEMA_VERSION, mysql_ddl, reference_ddl  # noqa: E402
 
 pytestmark = pytest.mark.mysql
 
@@ -161,6 +161,15 @@ def test_the_reference_table_is_upgraded_and_stays_writable_by_reference_sql(
         url, "SELECT version FROM hexeract_lite_schema WHERE table_name = %s", [table]
     )
     assert version == SCHEMA_VERSION
+
+
+def test_the_printed_ddl_makes_a_table_the_store_opens(url: str, table: str) -> None:
+    ddl = mysql_ddl(table)
+    for statement in filter(None, (part.strip() for part in ddl.split(";\n"))):
+        sql(url, statement)
+    with MysqlScheduleStore.open(url, table=table, create=False) as store:
+        store.insert(due(), 3)
+        assert len(store.claim_due(T0, 10, LEASE)) == 1
 
 
 def test_create_false_writes_nothing_and_a_newer_version_is_refused(url: str, table: str) -> None:
