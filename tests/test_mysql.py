@@ -348,3 +348,36 @@ def test_mysql_store_agrees_with_the_memory_store(url: str) -> None:
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+def test_a_slow_statement_is_cut_at_the_statement_timeout(url: str, table: str) -> None:
+    with MysqlScheduleStore.open(
+        url, table=table, statement_timeout=timedelta(milliseconds=300)
+    ) as s:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"statement timeout \(0\.3 s\)"):
+            s._read("stats", f"SELECT SLEEP(5) FROM {table} UNION SELECT SLEEP(5)", None)
+        assert time.monotonic() - started < 3
+        assert s.stats().pending == 0  # the connection is usable again
+
+
+def test_a_server_that_stops_answering_is_a_bounded_wait(url: str, table: str) -> None:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    port = listener.getsockname()[1]
+    silent = url.replace(f":{urllib_port(url)}/", f":{port}/")
+    started = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        MysqlScheduleStore.open(silent, table=table, connect_timeout=timedelta(seconds=1))
+    assert time.monotonic() - started < 5
+    assert "hexeract-test-only" not in str(info.value)
+    listener.close()
+
+
+def urllib_port(url: str) -> int:
+    import urllib.parse
+
+    port = urllib.parse.urlsplit(url).port
+    assert port is not None
+    return port

@@ -74,9 +74,12 @@ def connect(params: dict[str, Any], timeouts: Timeouts) -> tuple[Conn[Any], bool
         autocommit=True,
         client_flag=CLIENT.FOUND_ROWS,
         connect_timeout=timeouts.connect.total_seconds(),
-        read_timeout=timeouts.read.total_seconds(),
+        # the server's greeting and the login are part of connecting: bounded by the
+        # connect timeout, then every read by the read timeout
+        read_timeout=timeouts.connect.total_seconds(),
         write_timeout=timeouts.read.total_seconds(),
     )
+    conn._read_timeout = timeouts.read.total_seconds()  # type: ignore[attr-defined]  # per read
     try:
         mariadb = "mariadb" in str(conn.get_server_info()).lower()  # type: ignore[no-untyped-call]
         with conn.cursor() as cur:

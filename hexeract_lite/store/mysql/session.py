@@ -1,6 +1,7 @@
 """How long the MySQL store waits, and what it says when it gave up.
 
-Every wait is bounded: connecting (``connect_timeout``), reading or writing on the
+Every wait is bounded: connecting, the server's greeting and the login
+(``connect_timeout``), reading or writing on the
 socket (``read_timeout``, which also bounds a server that stopped answering), waiting
 for a free pooled connection (``pool_timeout``), waiting for a row lock another session
 holds (``innodb_lock_wait_timeout``, whole seconds) and a read statement as a whole
