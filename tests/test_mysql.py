@@ -381,3 +381,31 @@ def urllib_port(url: str) -> int:
     port = urllib.parse.urlsplit(url).port
     assert port is not None
     return port
+
+
+@pytest.mark.parametrize("how", ["sleeps", "runs SQL"])
+def test_a_slow_transactional_handler_is_rolled_back_at_the_deadline(
+    store: MysqlScheduleStore, url: str, table: str, how: str
+) -> None:
+    _effects(url, table)
+
+    def handler(msg: ScheduledMessage, conn: Any) -> None:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table}_effects VALUES (%s, 1)", [str(msg.schedule_id)])
+            if how == "runs SQL":
+                cur.execute("SELECT SLEEP(3)")
+        if how == "sleeps":
+            time.sleep(0.8)
+
+    message = due()
+    store.insert(message, 3)
+    config = SchedulerWorkerConfig(
+        lease=timedelta(seconds=60), dispatch_timeout=timedelta(seconds=0.4)
+    )
+    started = time.monotonic()
+    report = SchedulerWorker(store, TransactionalSink(handler), config).run_once()
+    assert report.retried == 1 and time.monotonic() - started < 2.5
+    assert sql(url, f"SELECT count(*) FROM {table}_effects") == [(0,)]
+    snap = store.inspect(message.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING
+    assert snap.last_error is not None and "Timeout" in snap.last_error
