@@ -74,8 +74,8 @@ def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime)
     }
 
 
-def _duplicate(exc: BaseException) -> bool:
-    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+def _duplicate(exc: StoreError) -> bool:
+    cause = exc.__cause__
     return isinstance(cause, pymysql.IntegrityError) and cause.args[0] == _DUPLICATE_KEY
 
 
@@ -274,13 +274,12 @@ class MysqlScheduleStore(SqlScheduleStore):
 
             insert_within(self, connection, messages, rows)
             return
+        if len({m.schedule_id for m in messages}) != len(messages):
+            raise self._first_duplicate(messages)
         try:
-            with self._write("insert") as tx:
-                if len(set(m.schedule_id for m in messages)) != len(messages):
-                    raise pymysql.IntegrityError(_DUPLICATE_KEY, "repeated in the batch")
-                with tx.conn.cursor() as cur:
-                    cur.executemany(self._sql.insert, rows)
-        except (StoreError, pymysql.IntegrityError) as exc:
+            with self._write("insert") as tx, tx.conn.cursor() as cur:
+                cur.executemany(self._sql.insert, rows)
+        except StoreError as exc:
             if not _duplicate(exc):
                 raise
             raise self._first_duplicate(messages) from exc
