@@ -20,6 +20,7 @@ PACKAGES = (
     "hexeract_lite.store",
     "hexeract_lite.store.sqlite",
     "hexeract_lite.store.postgres",
+    "hexeract_lite.store.mysql",
 )
 """The packages whose names load on first use."""
 

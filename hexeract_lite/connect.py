@@ -13,6 +13,9 @@ Accepted spellings:
 - ``postgres://...`` and ``postgresql://...`` (libpq URLs), served by
   :class:`hexeract_lite.store.postgres.PostgresScheduleStore`, which needs the
   ``postgres`` extra.
+- ``mysql://user:password@host:3306/db`` (``mariadb://`` alike), served by
+  :class:`hexeract_lite.store.mysql.MysqlScheduleStore`, which needs the ``mysql``
+  extra;
 - a libpq keyword/value string, ``host=db.internal dbname=app user=app`` (its first
   keyword one libpq knows), served by the PostgreSQL store too: such a string never
   names a file.
@@ -57,9 +60,11 @@ DATABASE_URL_ENV = "DATABASE_URL"
 POSTGRES_EXTRA_HINT = (
     "PostgreSQL support needs the 'postgres' extra: pip install 'hexeract_lite[postgres]'"
 )
+MYSQL_EXTRA_HINT = "MySQL support needs the 'mysql' extra: pip install 'hexeract_lite[mysql]'"
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _POSTGRES_SCHEMES = ("postgres", "postgresql")
+_MYSQL_SCHEMES = ("mysql", "mariadb")
 # libpq's keyword/value form, ``host=db.internal dbname=app ...``: its first keyword
 _LIBPQ_KV_RE = re.compile(
     r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|require_auth|channel_binding"
@@ -76,7 +81,8 @@ _LIBPQ_KV_RE = re.compile(
 class ConnTarget:
     """A parsed connection string (immutable; equal when every field is).
 
-    ``kind`` is ``"sqlite"`` (``path`` is set) or ``"postgres"`` (``url`` is set).
+    ``kind`` is ``"sqlite"`` (``path`` is set), ``"postgres"`` or ``"mysql"`` (``url``
+    is set).
     ``source`` says where it came from: ``"argument"``, ``"DATABASE_URL"`` or
     ``"default"``.
     """
@@ -84,7 +90,7 @@ class ConnTarget:
     # Written out rather than made with attrs: every ``hexeract`` command parses its
     # connection string, and the read-only ones do not otherwise import attrs.
     __slots__ = ("kind", "path", "source", "url")
-    kind: Literal["sqlite", "postgres"]
+    kind: Literal["sqlite", "postgres", "mysql"]
     path: Path | None
     url: str | None
     source: str
@@ -92,7 +98,7 @@ class ConnTarget:
     def __init__(
         self,
         *,
-        kind: Literal["sqlite", "postgres"],
+        kind: Literal["sqlite", "postgres", "mysql"],
         path: Path | None = None,
         url: str | None = None,
         source: str = "argument",
@@ -142,8 +148,8 @@ class ConnTarget:
         return redact_conn(self.url or "")
 
     def password(self) -> str | None:
-        """The password embedded in a PostgreSQL URL, if any (for :func:`scrub`)."""
-        if self.kind != "postgres" or not self.url:
+        """The password embedded in a server's URL, if any (for :func:`scrub`)."""
+        if self.kind == "sqlite" or not self.url:
             return None
         found = passwords(self.url)
         return found[0] if found else None
@@ -187,11 +193,13 @@ def parse_conn(conn: str | None) -> ConnTarget:
         return ConnTarget(kind="sqlite", path=Path(rest), source=source)
     if scheme in _POSTGRES_SCHEMES:
         return ConnTarget(kind="postgres", url=conn, source=source)
+    if scheme in _MYSQL_SCHEMES:
+        return ConnTarget(kind="mysql", url=conn, source=source)
     where = "" if source == "argument" else f" (from ${source})"
     raise UnsupportedConnection(
         f"unsupported connection scheme {scheme!r}{where} in {redact_conn(conn)!r}:"
         " use sqlite:///absolute/path.db, sqlite://relative/path.db, a plain file path,"
-        " postgresql://... or a libpq 'host=... dbname=...' string"
+        " postgresql://..., mysql://... or a libpq 'host=... dbname=...' string"
     )
 
 
@@ -242,6 +250,8 @@ def open_store(
             path, table=table, clock=clock, create=create, readonly=readonly, **options
         )
     assert target.url is not None
+    if target.kind == "mysql":
+        return _open_mysql(target, table=table, clock=clock, create=create, **options)
     try:
         from .store.postgres.store import PostgresScheduleStore
     except ImportError as exc:
@@ -257,6 +267,29 @@ def open_store(
         return PostgresScheduleStore.open(
             target.url, table=table, clock=clock, create=create, **options
         )
+    except StoreError as exc:
+        raise StoreError(scrub(str(exc), target)) from None
+    except SchedulerError:
+        raise
+    except Exception as exc:
+        raise StoreError(
+            scrub(f"cannot open {target.display()}: {type(exc).__name__}: {exc}", target)
+        ) from None
+
+
+def _open_mysql(target: ConnTarget, **options: Any) -> ScheduleStore:
+    """The MySQL store of ``target``; errors scrubbed of the password, unchained."""
+    assert target.url is not None
+    try:
+        from .store.mysql.store import MysqlScheduleStore
+    except ImportError as exc:
+        if (exc.name or "").startswith("pymysql"):
+            raise StoreError(MYSQL_EXTRA_HINT) from None
+        raise StoreError(
+            f"this build of hexeract_lite cannot open MySQL databases ({exc})"
+        ) from None
+    try:
+        return MysqlScheduleStore.open(target.url, **options)
     except StoreError as exc:
         raise StoreError(scrub(str(exc), target)) from None
     except SchedulerError:

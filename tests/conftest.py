@@ -116,6 +116,19 @@ if _pg is not None:
     STORE_FACTORIES["postgres"] = _pg
 
 
+def _mysql_factory() -> StoreFactory | None:
+    try:
+        from tests.mysql import mysql_store_factory
+    except ImportError:
+        return None
+    return mysql_store_factory()
+
+
+_my = _mysql_factory()
+if _my is not None:
+    STORE_FACTORIES["mysql"] = _my
+
+
 @pytest.fixture(params=sorted(STORE_FACTORIES))
 def store(
     request: pytest.FixtureRequest, tmp_path: Path, frozen: FrozenTime

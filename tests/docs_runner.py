@@ -11,7 +11,8 @@
 - ``sh``: runs ``code`` with ``bash -euo pipefail``;
 - ``skip``: nothing (a block needing a server the tests do not have).
 
-A ``postgres`` step runs with ``DATABASE_URL`` set to ``HEXERACT_DOCS_POSTGRES_URL``.
+A ``postgres`` step runs with ``DATABASE_URL`` set to ``HEXERACT_DOCS_POSTGRES_URL``, a
+``mysql`` one to ``HEXERACT_DOCS_MYSQL_URL``.
 The first failing step ends the run with exit status 1, naming the step.
 """
 
@@ -39,6 +40,8 @@ def main(argv: list[str]) -> int:
         saved = os.environ.get("DATABASE_URL")
         if step.get("postgres"):
             os.environ["DATABASE_URL"] = os.environ["HEXERACT_DOCS_POSTGRES_URL"]
+        if step.get("mysql"):
+            os.environ["DATABASE_URL"] = os.environ["HEXERACT_DOCS_MYSQL_URL"]
         try:
             if step["kind"] == "file":
                 path = Path(step["path"].lstrip("/"))

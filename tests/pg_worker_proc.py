@@ -1,4 +1,4 @@
-"""A worker process for the PostgreSQL contention tests: claim, record, acknowledge.
+"""A worker process for the server stores' contention tests: claim, record, acknowledge.
 
     python -m tests.pg_worker_proc URL TABLE OUT [--batch N] [--lease S] [--hold]
                                    [--go PATH] [--ready PATH] [--deadline S]
@@ -6,7 +6,8 @@
 Each claimed occurrence is appended to OUT as ``<schedule id> <attempts>``, written
 with one unbuffered ``os.write`` on an ``O_APPEND`` descriptor *before* it is
 acknowledged, so a process killed with SIGKILL leaves a record of every occurrence it
-was handed. The process opens its own store (its own connections), touches ``--ready``
+was handed. The process opens its own store (:func:`~hexeract_lite.open_store`:
+PostgreSQL or MySQL, by the URL; its own connections), touches ``--ready``
 once connected, waits for ``--go`` to exist, then drains: it claims until the table
 has no non-terminal row left (``next_wakeup()`` is None) or ``--deadline`` passes.
 ``--hold`` claims one batch, records it, never acknowledges and waits to be killed.
@@ -21,8 +22,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from hexeract_lite import open_store
 from hexeract_lite.clock import SYSTEM_CLOCK
-from hexeract_lite.store.postgres import PostgresScheduleStore
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lease = timedelta(seconds=args.lease)
     out = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with PostgresScheduleStore.open(args.url, table=args.table, create=False) as store:
+    with open_store(args.url, table=args.table, create=False) as store:
         if args.ready is not None:
             args.ready.touch()
         stop_at = time.monotonic() + args.deadline

@@ -276,9 +276,9 @@ def test_domain_rejections_are_usage_errors(cli: Cli, db: Path) -> None:
 
 
 def test_unsupported_scheme_is_a_usage_error_naming_it(cli: Cli) -> None:
-    result = cli("scheduler", "list", "--conn", "mysql://root:hunter2@db/app")
+    result = cli("scheduler", "list", "--conn", "oracle://root:hunter2@db/app")
     assert result.code == 2
-    assert "unsupported connection scheme 'mysql'" in result.err
+    assert "unsupported connection scheme 'oracle'" in result.err
     assert "hunter2" not in result.err + result.out
 
 
@@ -763,7 +763,7 @@ def test_parse_conn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert (parse_conn(None).path, parse_conn(None).source) == (Path("/env.db"), "DATABASE_URL")
     monkeypatch.setenv("DATABASE_URL", "")
     assert parse_conn(None).source == "default"
-    for bad in ("mysql://h/db", "sqlite://", "sqlite:///", "postgresql+psycopg://h/db"):
+    for bad in ("oracle://h/db", "sqlite://", "sqlite:///", "postgresql+psycopg://h/db"):
         with pytest.raises(UnsupportedConnection):
             parse_conn(bad)
 

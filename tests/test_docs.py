@@ -13,7 +13,9 @@ fence has a ``title="path"`` is a file the reader creates: it is written there, 
 on the line before its fence, ``<!-- not-run: reason -->``; a Python one is still
 compiled, and every name it imports from hexeract_lite must exist. A block marked
 ``<!-- requires: postgres -->`` runs with ``DATABASE_URL`` naming a fresh schema of the
-test PostgreSQL server (skipped without one, except in CI).
+test PostgreSQL server (skipped without one, except in CI); one marked
+``<!-- requires: mysql -->`` with ``DATABASE_URL`` naming the test MySQL server (its
+``scheduled_messages`` table dropped before and after the page).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ DOCS = ROOT / "docs"
 RUNNER = Path(__file__).resolve().parent / "docs_runner.py"
 NOT_RUN = re.compile(r"<!--\s*not-run:\s*(?P<reason>.*?)\s*-->")
 REQUIRES_POSTGRES = re.compile(r"<!--\s*requires:\s*postgres\s*-->")
+REQUIRES_MYSQL = re.compile(r"<!--\s*requires:\s*mysql\s*-->")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
 RUN_LANGS = {"python": "python", "sh": "sh", "bash": "sh"}
 SHOWN_LANGS = {"text"}
@@ -75,6 +78,8 @@ class Block:
     """The ``title="..."`` of its fence: the file the reader writes it to."""
     postgres: bool = False
     """Marked ``<!-- requires: postgres -->``."""
+    mysql: bool = False
+    """Marked ``<!-- requires: mysql -->``."""
     file: str = "README.md"
 
     @property
@@ -124,6 +129,7 @@ def fenced_blocks(markdown: str, file: str = "README.md") -> list[Block]:
                 lang=lang,
                 title=title.group("title") if title else None,
                 postgres=bool(REQUIRES_POSTGRES.fullmatch(comment)),
+                mysql=bool(REQUIRES_MYSQL.fullmatch(comment)),
                 file=file,
             )
         )
@@ -276,9 +282,13 @@ ALL_BLOCKS = [
 ]
 
 
-def _step(block: Block, postgres: bool) -> dict[str, object]:
+def _step(block: Block, postgres: bool, mysql: bool = True) -> dict[str, object]:
     kind = "file" if block.title else RUN_LANGS.get(block.lang, "skip")
-    if block.not_run is not None or (block.postgres and not postgres):
+    if (
+        block.not_run is not None
+        or (block.postgres and not postgres)
+        or (block.mysql and not mysql)
+    ):
         kind = "skip"
     return {
         "kind": kind,
@@ -286,6 +296,7 @@ def _step(block: Block, postgres: bool) -> dict[str, object]:
         "path": block.title or "",
         "where": block.id,
         "postgres": block.postgres,
+        "mysql": block.mysql,
     }
 
 
@@ -315,19 +326,22 @@ instant, a subprocess), so they overlap well even on two cores."""
 
 
 def _run_page(
-    page: str, folder: Path, postgres_url: str | None
+    page: str, folder: Path, postgres_url: str | None, mysql_url: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     blocks = PAGE_BLOCKS[page]
     folder.mkdir(parents=True)
     steps = folder / "steps.json"
     steps.write_text(
-        json.dumps([_step(b, postgres_url is not None) for b in blocks]), encoding="utf-8"
+        json.dumps([_step(b, postgres_url is not None, mysql_url is not None) for b in blocks]),
+        encoding="utf-8",
     )
     home = folder / "home"
     home.mkdir()
     env = _env(home)
     if postgres_url is not None:
         env["HEXERACT_DOCS_POSTGRES_URL"] = postgres_url
+    if mysql_url is not None:
+        env["HEXERACT_DOCS_MYSQL_URL"] = mysql_url
     return subprocess.run(
         [sys.executable, "-W", "error", str(RUNNER), str(steps)],
         cwd=folder,
@@ -343,7 +357,7 @@ def page_runs(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
     """Every selected page's run, started at once, :data:`PAGE_PROCESSES` at a time."""
-    from tests import pg
+    from tests import mysql, pg
 
     pages: list[str] = [
         str(item.callspec.params["page"])
@@ -355,6 +369,11 @@ def page_runs(
     )
     if server is None and pg.in_ci():
         pytest.fail(f"CI must run the PostgreSQL blocks of the docs: {why}")
+    my_server, my_why = (
+        mysql.server() if any(b.mysql for p in pages for b in PAGE_BLOCKS[p]) else ("", "")
+    )
+    if my_server is None and pg.in_ci():
+        pytest.fail(f"CI must run the MySQL blocks of the docs: {my_why}")
     root = tmp_path_factory.mktemp("docs")
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(PAGE_PROCESSES) as pool:
         runs = {}
@@ -362,7 +381,12 @@ def page_runs(
             url = None
             if server and any(b.postgres for b in PAGE_BLOCKS[page]):
                 url = stack.enter_context(_postgres_schema(server))
-            runs[page] = pool.submit(_run_page, page, root / f"page{n}", url)
+            my_url = None
+            if my_server and any(b.mysql for b in PAGE_BLOCKS[page]):
+                my_url = my_server
+                mysql.drop_table(my_server, "scheduled_messages")
+                stack.callback(mysql.drop_table, my_server, "scheduled_messages")
+            runs[page] = pool.submit(_run_page, page, root / f"page{n}", url, my_url)
         yield runs
         for run in runs.values():
             run.result()  # the schemas are dropped once their pages are done

@@ -60,8 +60,8 @@ def test_each_error_is_a_scheduler_error_and_its_builtin(
 
 
 def test_unsupported_connection_names_the_scheme() -> None:
-    with pytest.raises(errors.UnsupportedConnection, match="'mysql'") as info:
-        connect.parse_conn("mysql://user:secret@host/db")
+    with pytest.raises(errors.UnsupportedConnection, match="'oracle'") as info:
+        connect.parse_conn("oracle://user:secret@host/db")
     assert "secret" not in str(info.value)
 
 

@@ -84,7 +84,8 @@ def conn_parent() -> argparse.ArgumentParser:
         type=parse_conn_arg,  # an empty one (an unset variable) is refused, not the default
         metavar="URL",
         help="the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
-        " path, postgresql://user:password@host/db or a libpq 'host=... dbname=...'"
+        " path, postgresql://user:password@host/db, mysql://user:password@host/db or a"
+        " libpq 'host=... dbname=...'"
         " string (default: $DATABASE_URL, else the default database in the user data"
         " directory)",
     )

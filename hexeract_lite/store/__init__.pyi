@@ -5,6 +5,7 @@ from ..settlement import SettlementKind as SettlementKind
 from .base import SWEEP_ERROR as SWEEP_ERROR
 from .base import ScheduleStore as ScheduleStore
 from .memory import InMemoryScheduleStore as InMemoryScheduleStore
+from .mysql.store import MysqlScheduleStore as MysqlScheduleStore
 from .postgres.store import PostgresScheduleStore as PostgresScheduleStore
 from .sqlite.store import SqliteScheduleStore as SqliteScheduleStore
 

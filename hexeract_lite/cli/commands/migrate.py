@@ -47,7 +47,7 @@ def add_parser(tree: CommandTree) -> None:
         type=parse_conn_arg,
         metavar="URL",
         help="the database to copy from, spelled as --conn (sqlite:///path.db, a file path,"
-        " postgresql://...); it must exist",
+        " postgresql://..., mysql://...); it must exist",
     )
     sub.add_argument(
         "--to",

@@ -25,9 +25,9 @@ def add_parser(tree: CommandTree) -> None:
     )
     schema.add_argument(
         "--dialect",
-        choices=("sqlite", "postgres"),
+        choices=("sqlite", "postgres", "mysql"),
         default="sqlite",
-        help="sqlite (the default) or postgres",
+        help="sqlite (the default), postgres or mysql",
     )
     schema.add_argument(
         "--table",
@@ -43,6 +43,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from ...store.schema import sqlite_ddl
 
         ddl = sqlite_ddl(ctx.table)
+    elif args.dialect == "mysql":
+        from ...store.mysql.schema import mysql_ddl
+
+        ddl = mysql_ddl(ctx.table)
     else:
         try:
             from ...store.postgres.schema import postgres_ddl

@@ -202,10 +202,15 @@ class SqlScheduleStore(SettlingStore):
     def _locked_row(self, tx: Session, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
         """Inside ``tx``: the row's record (locked for the transaction where the engine
         locks rows) and the now to decide by. Unknown id: :class:`ScheduleNotFound`."""
-        rows = tx.fetch(self._sql.select_one, {"id": self._codec.encode_id(sid)})
+        rows = tx.fetch(self._lock_statement(), {"id": self._codec.encode_id(sid)})
         if not rows:
             raise ScheduleNotFound(sid)
         return self._record(rows[0]), self._now()
+
+    def _lock_statement(self) -> Any:
+        """The statement :meth:`_locked_row` reads one row by ``id`` with (``select_one``:
+        an engine that locks rows returns one that locks it)."""
+        return self._sql.select_one
 
     def _writable(self, what: str) -> None:
         """Raise :class:`StoreError` when the store cannot write."""

@@ -1,0 +1,136 @@
+"""How long the MySQL store waits, and what it says when it gave up.
+
+Every wait is bounded: connecting, the server's greeting and the login
+(``connect_timeout``), reading or writing on the
+socket (``read_timeout``, which also bounds a server that stopped answering), waiting
+for a free pooled connection (``pool_timeout``), waiting for a row lock another session
+holds (``innodb_lock_wait_timeout``, whole seconds) and a read statement as a whole
+(MariaDB's ``max_statement_time``, MySQL's ``max_execution_time``).
+:func:`store_error` turns the driver's error into a
+:class:`~hexeract_lite.errors.StoreError` saying which bound ran out.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import attrs
+import pymysql
+
+from ...errors import InvalidConfiguration, StoreError
+from ...redact import scrub
+
+__all__ = ["MysqlSession", "PoolTimeout", "Timeouts", "store_error"]
+
+_LOCK_WAIT = 1205
+_STATEMENT_TIME = (1969, 3024)  # MariaDB's max_statement_time, MySQL's max_execution_time
+_DEADLOCK = 1213
+
+
+ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+"""Every session reads committed rows and takes no gap locks (so a claim's range never
+blocks an insert)."""
+
+
+class PoolTimeout(Exception):
+    """No pooled connection came free within the pool timeout."""
+
+
+def _check(name: str, value: object, least: timedelta) -> timedelta:
+    if not isinstance(value, timedelta) or value < least or value > timedelta(days=24):
+        raise InvalidConfiguration(
+            f"{name} must be a timedelta from {least.total_seconds():g} s to 24 days, got {value!r}"
+        )
+    return value
+
+
+def _seconds(value: timedelta) -> str:
+    return f"{value.total_seconds():g} s"
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    """The store's bounds on waiting (see the module), checked when built."""
+
+    connect: timedelta
+    read: timedelta
+    pool: timedelta
+    lock: timedelta
+    statement: timedelta
+
+    @classmethod
+    def checked(cls, **values: object) -> Timeouts:
+        """Each a :class:`timedelta` (``lock``: whole seconds, at least 1 s; the others
+        at least 1 ms); anything else raises :class:`InvalidConfiguration` naming it."""
+        ms = timedelta(milliseconds=1)
+        checked = {
+            name: _check(f"{name}_timeout", value, timedelta(seconds=1) if name == "lock" else ms)
+            for name, value in values.items()
+        }
+        return cls(**checked)
+
+    def session_sql(self, mariadb: bool) -> str:
+        """The ``SET SESSION`` statement of a new connection (its isolation level is
+        set apart: :data:`ISOLATION`)."""
+        lock = max(1, round(self.lock.total_seconds()))
+        if mariadb:
+            limit = f"max_statement_time = {self.statement.total_seconds():.3f}"
+        else:
+            limit = f"max_execution_time = {max(1, self.statement // timedelta(milliseconds=1))}"
+        return (
+            f"SET SESSION time_zone = '+00:00', innodb_lock_wait_timeout = {lock}, {limit},"
+            " sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ENGINE_SUBSTITUTION'"
+        )
+
+
+def store_error(prefix: str, exc: BaseException, *, url: str, timeouts: Timeouts) -> StoreError:
+    """``<prefix>: <what went wrong>`` for a driver error: which bound ran out when one
+    did; never the password."""
+    code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else None
+    if code == _LOCK_WAIT:
+        detail = (
+            f"waited longer than the lock timeout ({_seconds(timeouts.lock)}) for a lock"
+            " held by another session"
+        )
+    elif code in _STATEMENT_TIME:
+        detail = (
+            f"the statement ran longer than the statement timeout"
+            f" ({_seconds(timeouts.statement)}) and was cancelled"
+        )
+    elif code == _DEADLOCK:
+        detail = "deadlock with another session; the transaction was rolled back"
+    elif isinstance(exc, PoolTimeout):
+        detail = (
+            f"waited longer than the pool timeout ({_seconds(timeouts.pool)}) for a"
+            " connection: every pooled connection is busy"
+        )
+    else:
+        detail = scrub(f"{type(exc).__name__}: {exc}", url).strip()
+    return StoreError(f"{prefix}: {detail}")
+
+
+class MysqlSession:
+    """A connection inside one transaction (or one statement), as the SQL base uses it
+    (:class:`~hexeract_lite.store.sql.store.Session`)."""
+
+    __slots__ = ("conn", "woken")
+
+    def __init__(self, conn: pymysql.Connection[Any]) -> None:
+        self.conn = conn
+        self.woken = False
+
+    def execute(self, statement: Any, params: Any = ()) -> int:
+        """Run a statement; the rows it matched (the connection counts found rows)."""
+        with self.conn.cursor() as cur:
+            return int(cur.execute(statement, params or None))
+
+    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
+        """Run a statement; its rows."""
+        with self.conn.cursor() as cur:
+            cur.execute(statement, params or None)
+            return list(cur.fetchall())
+
+    def wake(self, others: bool = True) -> None:
+        """After the commit: notify the store's change signal (other processes poll)."""
+        self.woken = True

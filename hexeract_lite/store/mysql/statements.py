@@ -1,0 +1,200 @@
+"""Every SQL statement of the MySQL store, built once per table.
+
+Parameters are PyMySQL's ``%(name)s``; instants are bound from the store's clock
+(SQL reads no clock). MySQL evaluates an UPDATE's assignments left to right, each
+seeing the ones before it: every statement that reads ``next_after_lease`` clears it
+last. The claim is three statements in one transaction (MySQL has no ``UPDATE ...
+RETURNING``): :attr:`Statements.claim_fresh` and :attr:`Statements.claim_expired`
+select and lock (``FOR UPDATE SKIP LOCKED``) due rows on the generated columns'
+indexes, :attr:`Statements.lease` leases the first ``batch_size`` and consumes an
+attempt, :attr:`Statements.leased` reselects them.
+"""
+
+from __future__ import annotations
+
+from ...snapshot import ScheduleStatus
+from ..columns import COLUMN_NAMES, SELECT_LIST
+from ..listing import postgres_status_where
+
+__all__ = [
+    "Statements",
+    "list_statement",
+    "prune_statements",
+    "replay_statement",
+    "stats_statement",
+]
+
+NOT_TERMINAL = "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_at IS NULL"
+
+
+class Statements:
+    """Every statement of one store (the SQL base's names, and the claim's)."""
+
+    def __init__(self, table: str) -> None:
+        t = f"`{table}`"
+        cols = SELECT_LIST
+        fence = f" WHERE schedule_id = %(id)s AND leased_until = %(lease)s AND {NOT_TERMINAL}"
+        self.insert = (
+            f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
+            " scheduled_for, target_kind, target_routing_key, max_attempts, created_at, name,"
+            " misfire_grace_ms) VALUES (%(id)s, %(event_type)s, %(payload)s, %(trigger_kind)s,"
+            " %(cron_expr)s, %(scheduled_for)s, %(target_kind)s, %(routing_key)s,"
+            " %(max_attempts)s, %(now)s, %(name)s, %(grace)s)"
+        )
+        self.import_row = (
+            f"INSERT INTO {t} ({cols}) VALUES ("
+            + ", ".join(f"%({name})s" for name in COLUMN_NAMES)
+            + ")"
+        )
+        self.existing = f"SELECT schedule_id FROM {t} WHERE schedule_id IN %(ids)s FOR UPDATE"
+        self.claim_fresh = (
+            f"SELECT schedule_id, scheduled_for FROM {t} WHERE hxl_due <= %(now)s"
+            " AND attempts < max_attempts ORDER BY hxl_due, schedule_id"
+            " LIMIT %(batch_size)s FOR UPDATE SKIP LOCKED"
+        )
+        self.claim_expired = (
+            f"SELECT schedule_id, scheduled_for FROM {t} WHERE hxl_reclaim <= %(now)s"
+            " AND attempts < max_attempts ORDER BY scheduled_for, schedule_id"
+            " LIMIT %(batch_size)s FOR UPDATE SKIP LOCKED"
+        )
+        self.lease = (
+            f"UPDATE {t} SET attempts = attempts + 1, leased_until = %(until)s"
+            " WHERE schedule_id IN %(ids)s"
+        )
+        self.leased = f"SELECT {cols} FROM {t} WHERE schedule_id IN %(ids)s"
+        self.mark_delivered = (
+            f"UPDATE {t} SET delivered_at = CASE WHEN next_after_lease IS NULL THEN %(now)s END,"
+            " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
+            " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
+            " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            " leased_until = NULL, next_after_lease = NULL" + fence
+        )
+        self.reschedule = (
+            f"UPDATE {t} SET scheduled_for = COALESCE(next_after_lease, %(next)s),"
+            " attempts = 0, last_error = NULL, leased_until = NULL, next_after_lease = NULL" + fence
+        )
+        self.mark_failed = (
+            f"UPDATE {t} SET last_error = %(error)s, leased_until = %(until)s" + fence
+        )
+        self.mark_dead_lettered = (
+            f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error = %(error)s,"
+            " leased_until = NULL" + fence
+        )
+        self.release = (
+            f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
+        )
+        self.sweep = (
+            f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error = %(error)s,"
+            " leased_until = NULL WHERE hxl_exhausted <= %(now)s"
+        )
+        self.sweep_probe = f"SELECT 1 FROM {t} WHERE hxl_exhausted <= %(now)s LIMIT 1"
+        self.next_wakeup = (
+            f"SELECT (SELECT MIN(hxl_due) FROM {t}), (SELECT MIN(hxl_reclaim) FROM {t})"
+        )
+        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = %(id)s"
+        self.cancel = (
+            f"UPDATE {t} SET cancelled_at = %(now)s, leased_until = NULL"
+            f" WHERE schedule_id = %(id)s AND {NOT_TERMINAL}"
+        )
+        self.set_paused = (
+            f"UPDATE {t} SET paused = %(paused)s"
+            f" WHERE schedule_id = %(id)s AND {NOT_TERMINAL} AND paused <> %(paused)s"
+        )
+        self.lock_row = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE"
+        # resume never clears a live lease: the dispatch in flight still acknowledges
+        self.resume_realign = (
+            f"UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
+            " leased_until = CASE WHEN %(keep)s THEN leased_until END, paused = 0"
+            " WHERE schedule_id = %(id)s"
+        )
+        self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = %(id)s"
+        self.replay = (
+            f"UPDATE {t} SET scheduled_for = %(at)s, attempts = 0, leased_until = NULL,"
+            " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
+            " WHERE schedule_id = %(id)s"
+        )
+        self.write_row = (
+            f"UPDATE {t} SET "
+            + ", ".join(f"{name} = %({name})s" for name in COLUMN_NAMES[1:])
+            + " WHERE schedule_id = %(schedule_id)s"
+        )
+        # a group's names: the prefix compared byte for byte (not LIKE, whose wildcards
+        # a name may hold, and not the collation, which pads spaces)
+        self.list_named = (
+            f"SELECT {cols} FROM {t} WHERE name IS NOT NULL AND {NOT_TERMINAL}"
+            " AND CAST(LEFT(name, %(length)s) AS BINARY) = CAST(%(prefix)s AS BINARY)"
+            " ORDER BY CAST(name AS BINARY)"
+        )
+        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s"
+        self.list_pending = (
+            f"SELECT {cols} FROM {t} WHERE {NOT_TERMINAL}"
+            " ORDER BY scheduled_for, schedule_id LIMIT %(limit)s"
+        )
+        self.list_dead_letter = (
+            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT %(limit)s"
+        )
+        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT %(limit)s"
+        self.export_after = (
+            f"SELECT {cols} FROM {t} WHERE schedule_id > %(after)s"
+            " ORDER BY schedule_id LIMIT %(limit)s"
+        )
+
+
+def list_statement(
+    table: str, status: ScheduleStatus | None, glob: bool, after: bool, name: bool
+) -> str:
+    """A page of the listing in schedule id order (``regex``, ``name_regex``,
+    ``after``, ``limit`` bound as the flags say)."""
+    where = [postgres_status_where(status)]
+    if glob:
+        where.append("event_type REGEXP %(regex)s")
+    if name:
+        where.append("name REGEXP %(name_regex)s")
+    if after:
+        where.append("schedule_id > %(after)s")
+    return (
+        f"SELECT {SELECT_LIST} FROM `{table}` WHERE {' AND '.join(where)}"
+        " ORDER BY schedule_id LIMIT %(limit)s"
+    )
+
+
+def replay_statement(table: str) -> str:
+    """Replay the rows of ``ids`` still dead-lettered, at ``now``."""
+    return (
+        f"UPDATE `{table}` SET scheduled_for = %(now)s, attempts = 0, leased_until = NULL,"
+        " last_error = NULL, paused = 0, dead_lettered_at = NULL"
+        " WHERE schedule_id IN %(ids)s AND dead_lettered_at IS NOT NULL"
+    )
+
+
+def stats_statement(table: str) -> str:
+    """One row: fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh,
+    oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight."""
+    t = f"`{table}`"
+    counts = (
+        "count(*) FROM {t} WHERE hxl_due IS NOT NULL",
+        "count(*) FROM {t} WHERE hxl_reclaim IS NOT NULL",
+        "count(*) FROM {t} WHERE " + NOT_TERMINAL + " AND paused = 1",
+        "count(*) FROM {t} WHERE delivered_at IS NOT NULL",
+        "count(*) FROM {t} WHERE cancelled_at IS NOT NULL",
+        "count(*) FROM {t} WHERE dead_lettered_at IS NOT NULL",
+        "count(*) FROM {t} WHERE hxl_due <= %(now)s",
+        "min(hxl_due) FROM {t} WHERE hxl_due <= %(now)s",
+        "count(*) FROM {t} WHERE hxl_reclaim <= %(now)s",
+        "min(scheduled_for) FROM {t} WHERE hxl_reclaim <= %(now)s",
+        "count(*) FROM {t} WHERE hxl_reclaim IS NOT NULL AND leased_until > %(now)s"
+        " AND last_error IS NOT NULL",
+        "count(*) FROM {t} WHERE hxl_reclaim IS NOT NULL AND leased_until > %(now)s"
+        " AND last_error IS NULL",
+    )
+    return "SELECT " + ", ".join(f"(SELECT {c.format(t=t)})" for c in counts)
+
+
+def prune_statements(table: str, column: str) -> tuple[str, str]:
+    """(count, delete ``n``) of the rows whose ``column`` (an end instant) is before
+    ``cut``, found on the column's index."""
+    where = f"{column} IS NOT NULL AND {column} < %(cut)s"
+    count = f"SELECT count(*) FROM `{table}` WHERE {where}"
+    delete = f"DELETE FROM `{table}` WHERE {where} ORDER BY {column} LIMIT %(n)s"
+    return count, delete

@@ -1,0 +1,407 @@
+"""MysqlScheduleStore: the store contract on a MySQL 8 or MariaDB 10.6+ table.
+
+The table is the reference's MySQL layout plus this project's extensions
+(:mod:`.schema`). A claim selects and locks the due rows ``FOR UPDATE SKIP LOCKED``,
+leases them and consumes an attempt, then reselects them, in one transaction, so
+workers on many hosts never hand out a live lease twice. "Now" is the store's
+``clock``, bound as a parameter. Every wait is bounded (:meth:`MysqlScheduleStore.open`).
+Other processes' changes are seen by polling (MySQL has no ``LISTEN``); this process's
+own changes wake its workers at once. A claimed row that cannot be decoded is
+dead-lettered, not dispatched; listings show it as a
+:class:`~hexeract_lite.snapshot.MalformedSchedule`, ``inspect`` raises
+:class:`~hexeract_lite.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pymysql
+
+from ..._time import to_utc_ms
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import DuplicateSchedule, InvalidConfiguration, StoreError
+from ...message import ScheduledMessage
+from ...redact import redact_conn
+from ...settlement import Settlement
+from ...snapshot import LeasedOccurrence, ScheduleStatus
+from ..base import SWEEP_ERROR
+from ..changes import Plan
+from ..checks import check_flag, check_max_attempts, check_messages, check_records
+from ..listing import glob_regex
+from ..record import ScheduleRecord, grace_ms
+from ..schema import DEFAULT_TABLE, validate_table_name
+from ..settle_plan import PlannedSettlement, settle_plan
+from ..sql.store import SqlScheduleStore
+from . import codec
+from .codec import encode_id, encode_instant, encode_lease, record_params
+from .connections import Connections, connect, url_params
+from .schema import ensure_schema
+from .session import MysqlSession, Timeouts, store_error
+from .statements import (
+    Statements,
+    list_statement,
+    prune_statements,
+    replay_statement,
+    stats_statement,
+)
+
+__all__ = ["MysqlScheduleStore"]
+
+_T = TypeVar("_T")
+_DUPLICATE_KEY = 1062
+_MAX_INT = 2**31 - 1
+
+
+def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime) -> dict[str, Any]:
+    return {
+        "id": message.schedule_id.bytes,
+        "event_type": message.event_type,
+        "payload": message.payload_json,
+        "trigger_kind": message.trigger.kind,
+        "cron_expr": message.trigger.expression,
+        "scheduled_for": encode_instant(message.scheduled_for),
+        "target_kind": message.target.kind,
+        "routing_key": message.target.routing_key,
+        "max_attempts": max_attempts,
+        "now": now,
+        "name": message.name,
+        "grace": grace_ms(message.misfire_grace),
+    }
+
+
+def _duplicate(exc: StoreError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, pymysql.IntegrityError) and cause.args[0] == _DUPLICATE_KEY
+
+
+class MysqlScheduleStore(SqlScheduleStore):
+    """Schedules in a MySQL or MariaDB table, shared by every worker that can reach it.
+
+    Open it with :meth:`open`; close it (or use it as a context manager) to release its
+    connections. Safe to share between threads: each operation borrows a pooled
+    connection and runs as one statement or one short transaction. Errors of the
+    driver or the server are raised as :class:`~hexeract_lite.errors.StoreError`,
+    chained to the original; no message shows the password.
+    """
+
+    def __init__(self, url: str, *, table: str, clock: Clock, timeouts: Timeouts, pool: int):
+        """Use :meth:`open`: it checks the arguments and the table first."""
+        super().__init__()
+        self._table = table
+        self._clock = clock
+        self._sql = Statements(table)
+        self._db = Connections(url, table=table, timeouts=timeouts, pool_max_size=pool)
+        self._where = self._db.where
+        self._codec = codec
+        self._place = f"table {table!r} at {self._where}"
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        table: str = DEFAULT_TABLE,
+        clock: Clock = SYSTEM_CLOCK,
+        create: bool = True,
+        pool_max_size: int = 10,
+        connect_timeout: timedelta = timedelta(seconds=10),
+        read_timeout: timedelta = timedelta(seconds=60),
+        pool_timeout: timedelta = timedelta(seconds=10),
+        lock_timeout: timedelta = timedelta(seconds=5),
+        statement_timeout: timedelta = timedelta(seconds=30),
+    ) -> MysqlScheduleStore:
+        """Connect to the server at ``url`` (``mysql://user:password@host:3306/db``,
+        ``mariadb://...``) and use ``table`` there.
+
+        ``create=True`` creates the table (the reference's layout, then ours) when it
+        is missing and adds what an older table lacks (the reference's own gets our
+        columns and indexes), under a named lock; ``create=False`` writes nothing: a
+        missing table, or one lacking a column of ours, is a :class:`StoreError`.
+
+        Bounds on waiting, each a :class:`~datetime.timedelta`: ``connect_timeout``
+        (10 s); ``read_timeout`` (60 s: a server that stops answering mid-statement);
+        ``pool_timeout`` (10 s: a free pooled connection); ``lock_timeout`` (5 s,
+        whole seconds: a row lock another session holds); ``statement_timeout`` (30 s:
+        one read statement). ``pool_max_size`` (10) bounds the connections in use at
+        once. Every argument is checked before anything connects
+        (:class:`InvalidConfiguration` naming it and the value).
+        """
+        validate_table_name(table)
+        if not isinstance(clock, Clock):
+            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+        check_flag("create", create)
+        if (
+            isinstance(pool_max_size, bool)
+            or not isinstance(pool_max_size, int)
+            or pool_max_size < 1
+        ):
+            raise InvalidConfiguration(
+                f"pool_max_size must be an integer >= 1, got {pool_max_size!r}"
+            )
+        timeouts = Timeouts.checked(
+            connect=connect_timeout,
+            read=read_timeout,
+            pool=pool_timeout,
+            lock=lock_timeout,
+            statement=statement_timeout,
+        )
+        params = url_params(url)
+        where = redact_conn(url)
+        try:
+            conn, _ = connect(params, timeouts)
+            try:
+                wait = max(1, round(timeouts.lock.total_seconds()))
+                ensure_schema(conn, table, create=create, where=where, lock_wait=wait)
+            finally:
+                conn.close()
+        except pymysql.MySQLError as exc:
+            raise store_error(
+                f"cannot open table {table!r} at {where}", exc, url=url, timeouts=timeouts
+            ) from exc
+        return cls(url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size)
+
+    # -- plumbing ----------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table
+
+    def __repr__(self) -> str:
+        return f"MysqlScheduleStore({self._where!r}, table={self._table!r})"
+
+    @contextmanager
+    def _write(
+        self, what: str, *, worker: bool = False, atomic: bool = True
+    ) -> Iterator[MysqlSession]:
+        """A transaction on one pooled connection (``atomic=False`` outside the worker:
+        the statements in autocommit); after the commit, the change signal."""
+        with self._db.connection(what) as conn:
+            tx = MysqlSession(conn)
+            if atomic or worker:
+                conn.begin()
+                yield tx
+                conn.commit()
+            else:
+                yield tx
+        if tx.woken:
+            self.changes.notify()
+
+    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
+        with self._db.connection(what) as conn:
+            return MysqlSession(conn).fetch(statement, params)
+
+    def _lock_statement(self) -> Any:
+        return self._sql.lock_row
+
+    def _row_params(self, record: ScheduleRecord) -> dict[str, Any]:
+        return record_params(record)
+
+    def _list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+    ) -> tuple[Any, dict[str, Any]]:
+        statement = list_statement(
+            self._table, status, glob is not None, after is not None, name is not None
+        )
+        params: dict[str, Any] = {"limit": limit}
+        if glob is not None:
+            params["regex"] = "(?s)" + glob_regex(glob)
+        if name is not None:
+            params["name_regex"] = "(?s)" + glob_regex(name)
+        if after is not None:
+            params["after"] = after.bytes
+        return statement, params
+
+    def _prune_statements(self, column: str) -> tuple[Any, Any]:
+        return prune_statements(self._table, column)
+
+    def _replay_statements(self, ids: list[uuid.UUID], now: datetime) -> list[tuple[Any, Any]]:
+        params = {"ids": tuple(sid.bytes for sid in ids), "now": encode_instant(now)}
+        return [(replay_statement(self._table), params)]
+
+    def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
+        now = self._now()
+        [row] = self._read("stats", stats_statement(self._table), {"now": encode_instant(now)})
+        row = [int(v) if i not in (7, 9) else v for i, v in enumerate(row)]
+        for index in (7, 9):
+            if row[index] is not None:
+                row[index] = row[index].replace(tzinfo=UTC)
+        return now, row
+
+    # -- writing -------------------------------------------------------------------
+
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """``connection``: a ``pymysql`` connection on this database with a transaction
+        open: the row is written inside it (:func:`.transaction.insert_within`)."""
+        self.insert_many([message], max_attempts, connection=connection)
+
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        check_max_attempts(max_attempts)
+        if max_attempts > _MAX_INT:
+            raise InvalidConfiguration(
+                f"max_attempts must be at most {_MAX_INT}, got {max_attempts}"
+            )
+        messages = check_messages(messages)
+        if not messages and connection is None:
+            return
+        now = encode_instant(self._now())
+        rows = [_message_params(m, max_attempts, now) for m in messages]
+        if connection is not None:
+            from .transaction import insert_within
+
+            insert_within(self, connection, messages, rows)
+            return
+        if len({m.schedule_id for m in messages}) != len(messages):
+            raise self._first_duplicate(messages)
+        try:
+            with self._write("insert") as tx, tx.conn.cursor() as cur:
+                cur.executemany(self._sql.insert, rows)
+        except StoreError as exc:
+            if not _duplicate(exc):
+                raise
+            raise self._first_duplicate(messages) from exc
+        self.changes.notify()
+
+    def _first_duplicate(self, messages: Sequence[ScheduledMessage]) -> Exception:
+        """After a rolled-back batch: the first id that repeats or is stored (a unique
+        name held by another schedule is said as such)."""
+        seen: set[uuid.UUID] = set()
+        for m in messages:
+            sid = m.schedule_id
+            if sid in seen or self._read("insert", self._sql.exists, {"id": sid.bytes}):
+                return DuplicateSchedule(sid)
+            seen.add(sid)
+        return StoreError(f"insert on {self._place}: a unique name is held by another schedule")
+
+    # -- worker ----------------------------------------------------------------------
+
+    def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
+        until = to_utc_ms(now + lease, "now + lease")
+        return {
+            "now": encode_instant(now),
+            "until": encode_instant(until),
+            "batch_size": batch_size,
+        }
+
+    def _claim_rows(self, tx: Any, claim: dict[str, Any]) -> list[Any]:
+        """Select and lock the due rows, lease the first ``batch_size``, reselect them."""
+        found = tx.fetch(self._sql.claim_fresh, claim) + tx.fetch(self._sql.claim_expired, claim)
+        if not found:
+            return []
+        found.sort(key=lambda row: (row[1], row[0]))
+        ids = tuple(row[0] for row in found[: claim["batch_size"]])
+        tx.execute(self._sql.lease, {"until": claim["until"], "ids": ids})
+        rows: list[Any] = tx.fetch(self._sql.leased, {"ids": ids})
+        return rows
+
+    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
+        return codec.decode(row).leased()
+
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
+        return settle_plan(
+            checked,
+            self._now(),
+            encode_id=encode_id,
+            encode_lease=encode_lease,
+            encode_instant=encode_instant,
+        )
+
+    def dead_letter_exhausted(self) -> int:
+        params = {"now": encode_instant(self._now()), "error": SWEEP_ERROR}
+        # every poll cycle runs this: a read says when there is nothing to do, without
+        # taking row locks
+        if not self._read("dead_letter_exhausted", self._sql.sweep_probe, params):
+            return 0
+        with self._write("dead_letter_exhausted", worker=True) as tx:
+            return tx.execute(self._sql.sweep, params)
+
+    def next_wakeup(self) -> datetime | None:
+        [row] = self._read("next_wakeup", self._sql.next_wakeup, None)
+        found = [value.replace(tzinfo=UTC) for value in row if value is not None]
+        return to_utc_ms(min(found), "next_wakeup") if found else None
+
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+    ) -> Any:
+        from .transaction import MysqlTransactionRunner
+
+        return MysqlTransactionRunner(self, handler, clock, policy, timeout)
+
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: through the caller's ``pymysql``
+        connection, the row locked ``FOR UPDATE`` (:func:`.transaction.modify_within`)."""
+        from ..checks import check_schedule_id
+        from .transaction import modify_within
+
+        return modify_within(self, connection, check_schedule_id(schedule_id), plan)
+
+    # -- copying rows between stores ---------------------------------------------------
+
+    def import_records(self, records: Sequence[ScheduleRecord]) -> int:
+        """See :meth:`ScheduleStore.import_records`: in one transaction, the ids already
+        stored are locked and left alone, the others inserted with every column as
+        given (an id repeated in the batch: its first record). ``attempts`` or
+        ``max_attempts`` above 2**31 - 1 are refused (:class:`InvalidConfiguration`)
+        before anything is written."""
+        rows = check_records(records)
+        if not rows:
+            return 0
+        for row in rows:
+            for name in ("attempts", "max_attempts"):
+                if getattr(row, name) > _MAX_INT:
+                    raise InvalidConfiguration(
+                        f"record {row.schedule_id}: {name} must be at most {_MAX_INT} on"
+                        f" MySQL, got {getattr(row, name)}"
+                    )
+        with self._write("import_records") as tx:
+            ids = tuple(row.schedule_id.bytes for row in rows)
+            stored = {bytes(r[0]) for r in tx.fetch(self._sql.existing, {"ids": ids})}
+            fresh = []
+            for row in rows:  # an id stored, or seen earlier in the batch, is left alone
+                if row.schedule_id.bytes not in stored:
+                    stored.add(row.schedule_id.bytes)
+                    fresh.append(record_params(row))
+            if fresh:
+                with tx.conn.cursor() as cur:
+                    cur.executemany(self._sql.import_row, fresh)
+        if fresh:
+            self.changes.notify()
+        return len(fresh)
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the pooled connections; later calls raise :class:`StoreError`. Idempotent."""
+        self._db.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._db.closed

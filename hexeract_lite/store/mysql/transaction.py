@@ -1,0 +1,279 @@
+"""Transactions the application shares with the MySQL store.
+
+- :func:`insert_within`: ``store.insert(..., connection=conn)`` and ``insert_many``
+  write the schedules through the caller's ``pymysql`` connection inside its open
+  transaction, under a savepoint (the batch is all or nothing). Nothing is committed
+  here: the schedules exist once the caller commits, and never if it rolls back.
+  Workers see them at their next poll.
+- :func:`modify_within`: the same for a change to one schedule (the row locked
+  ``FOR UPDATE``).
+- :class:`MysqlTransactionRunner`: the MySQL side of
+  :class:`~hexeract_lite.transactional.TransactionalSink`: one transaction on a
+  connection of its own holds the occurrence's fenced acknowledgement and the
+  handler's writes. At the dispatch deadline a watchdog kills the session
+  (``KILL CONNECTION`` from a pooled connection), which rolls its transaction back; a
+  handler that returns after the deadline is rolled back, never committed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import pymysql
+from pymysql.constants import SERVER_STATUS
+
+from ..._log import package_logger
+from ...errors import DuplicateSchedule, InvalidArgument, StoreError
+from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ..changes import Plan
+from ..deadline import Watchdog
+from .session import MysqlSession
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ...clock import Clock
+    from ...message import ScheduledMessage
+    from ...retry import RetryPolicy
+    from ...settlement import Settlement, SettlementKind
+    from ...snapshot import LeasedOccurrence
+    from ..record import ScheduleRecord
+    from ..settle_plan import PlannedSettlement
+    from ..signal import ChangeSignal
+    from .connections import Connections
+
+__all__ = ["MysqlTransactionRunner", "insert_within", "modify_within"]
+
+_T = TypeVar("_T")
+_log = package_logger(__name__)
+_SAVEPOINT = "hexeract_lite_insert"
+_IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"
+
+
+class StoreSide(Protocol):
+    """What a shared transaction uses of the store (the store passes itself)."""
+
+    _sql: Any
+    _db: Connections
+    _where: str
+
+    changes: ChangeSignal
+
+    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]: ...
+
+    def _row_params(self, record: ScheduleRecord) -> dict[str, Any]: ...
+
+    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
+
+    def _settle_statement(self, kind: SettlementKind) -> Any: ...
+
+
+def _bad(what: str, problem: str) -> InvalidArgument:
+    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
+
+
+def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connection[Any]:
+    """The caller's connection, when it is open, in a transaction, on the store's
+    server and database."""
+    if not isinstance(connection, pymysql.Connection):
+        raise InvalidArgument(
+            f"{what}: connection must be a pymysql.Connection on {store._where},"
+            f" got {connection!r:.100}"
+        )
+    if not connection.open:
+        raise _bad(what, "is closed")
+    status: int = connection.server_status  # type: ignore[attr-defined]
+    in_tx = status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+    if connection.get_autocommit() and not in_tx:
+        raise _bad(
+            what,
+            "is in autocommit mode with no open transaction; call conn.begin() first so"
+            " that the schedule commits with your writes",
+        )
+    try:
+        theirs = MysqlSession(connection).fetch(_IDENTITY)[0]
+    except pymysql.MySQLError as exc:
+        raise _bad(what, f"cannot be used: {type(exc).__name__}: {exc}") from exc
+    with store._db.connection(what) as conn:
+        ours = MysqlSession(conn).fetch(_IDENTITY)[0]
+    if tuple(theirs) != tuple(ours):
+        raise _bad(
+            what,
+            f"is on another server or database ({theirs[0]!r} on {theirs[1]}:{theirs[2]}),"
+            f" not the store's ({store._where})",
+        )
+    return connection
+
+
+@contextmanager
+def _savepoint(store: StoreSide, conn: pymysql.Connection[Any], what: str) -> Iterator[None]:
+    """The body in a savepoint of the caller's transaction, rolled back to when it raises."""
+    tx = MysqlSession(conn)
+    try:
+        tx.execute(f"SAVEPOINT {_SAVEPOINT}")
+    except pymysql.MySQLError as exc:
+        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield
+        tx.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+    except BaseException as exc:
+        with suppress(pymysql.MySQLError):
+            tx.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        if isinstance(exc, pymysql.MySQLError):
+            raise StoreError(
+                f"{what} on {store._where} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        raise
+
+
+def insert_within(
+    store: StoreSide,
+    connection: object,
+    messages: Sequence[ScheduledMessage],
+    rows: list[dict[str, Any]],
+) -> None:
+    """Insert ``messages`` (bound as ``rows``) through the caller's connection, inside
+    its transaction. Raises :class:`InvalidArgument` for a connection that is closed,
+    on another database, or in autocommit mode with no transaction;
+    :class:`DuplicateSchedule` for an id stored already or repeated in the batch (the
+    batch undone, the caller's transaction still usable)."""
+    conn = _check(store, connection, "insert")
+    if not messages:
+        return
+    seen: set[uuid.UUID] = set()
+    for m in messages:
+        if m.schedule_id in seen:
+            raise DuplicateSchedule(m.schedule_id)
+        seen.add(m.schedule_id)
+    try:
+        with _savepoint(store, conn, "insert"), conn.cursor() as cur:
+            cur.executemany(store._sql.insert, rows)
+    except StoreError as exc:
+        if not isinstance(exc.__cause__, pymysql.IntegrityError):
+            raise
+        for m in messages:
+            if MysqlSession(conn).fetch(store._sql.exists, {"id": m.schedule_id.bytes}):
+                raise DuplicateSchedule(m.schedule_id) from exc
+        raise
+
+
+def modify_within(
+    store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+) -> _T:
+    """Lock the row of ``schedule_id`` through the caller's connection, run ``plan``
+    and write back the record it returns, inside the caller's transaction; return the
+    plan's answer. Checks and errors as :func:`insert_within`; an unknown id:
+    :class:`~hexeract_lite.errors.ScheduleNotFound`."""
+    conn = _check(store, connection, "modify")
+    with _savepoint(store, conn, "modify"):
+        tx = MysqlSession(conn)
+        record, now = store._locked_row(tx, schedule_id)
+        answer, new = plan(record.copy(), now)
+        if new is not None:
+            tx.execute(store._sql.write_row, store._row_params(new))
+    return answer
+
+
+class _Fenced(Exception):
+    """The acknowledgement matched no lease: roll back, do not call the handler."""
+
+
+class MysqlTransactionRunner:
+    """Runs a transactional handler for one occurrence at a time on MySQL (see
+    :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the
+    results)."""
+
+    def __init__(
+        self,
+        store: StoreSide,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: RetryPolicy,
+        timeout: float,
+    ) -> None:
+        self._store = store
+        self._handler = handler
+        self._clock = clock
+        self._policy = policy
+        self._timeout = timeout
+        self._conn: pymysql.Connection[Any] | None = None
+        self._pid = os.getpid()
+        self._watchdog = Watchdog()
+
+    def _connection(self) -> pymysql.Connection[Any]:
+        if self._pid != os.getpid():
+            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
+        if self._conn is None or not self._conn.open:
+            self._conn = self._store._db.new()
+        return self._conn
+
+    def close(self) -> None:
+        """Close the runner's own connection (a later run opens another)."""
+        conn, self._conn = self._conn, None
+        if conn is not None and self._pid == os.getpid():
+            with suppress(Exception):
+                conn.close()
+
+    def _kill(self, thread_id: int) -> Callable[[], None]:
+        def end() -> None:
+            try:
+                with self._store._db.connection("ending a transactional dispatch") as c:
+                    MysqlSession(c).execute(f"KILL CONNECTION {int(thread_id)}")
+            except StoreError as exc:
+                _log.warning("could not end the transactional dispatch's session: %s", exc)
+
+        return end
+
+    def run(self, occ: LeasedOccurrence) -> DispatchResult:
+        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
+        from ...settle import Acknowledged
+        from ...transactional import bad_return, timed_out
+
+        store = self._store
+        settlement = settlement_for(occ, SUCCEEDED, self._clock.now(), self._policy)
+        assert settlement is not None
+        plan = store._settle_plan([settlement])
+        if not plan:
+            return Acknowledged(settlement=settlement, applied=False)
+        [(_, kind, params)] = plan
+        statement = store._settle_statement(kind)
+        deadline = time.monotonic() + self._timeout
+        try:
+            conn = self._connection()
+        except pymysql.MySQLError as exc:
+            error = StoreError(f"transactional dispatch on {store._where}: cannot connect: {exc}")
+            error.__cause__ = exc
+            return DispatchResult.failed(error)
+        thread: int = conn.thread_id()  # type: ignore[no-untyped-call]
+        self._watchdog.arm(self._timeout, self._kill(thread))
+        try:
+            conn.begin()
+            if MysqlSession(conn).execute(statement, params) != 1:
+                raise _Fenced()
+            returned = self._handler(occ.message, conn)
+            if returned is not None:
+                raise bad_return(self._handler, returned)
+            if time.monotonic() > deadline:
+                raise timed_out(self._timeout, None)
+            conn.commit()
+        except BaseException as exc:
+            fired = self._watchdog.disarm()
+            with suppress(Exception):
+                conn.rollback()
+            if fired or not conn.open:
+                self.close()
+            if isinstance(exc, _Fenced):
+                return Acknowledged(settlement=settlement, applied=False)
+            if fired:
+                return DispatchResult.failed(timed_out(self._timeout, exc))
+            return DispatchResult.failed(exc)
+        if self._watchdog.disarm():
+            self.close()
+        if settlement.wakes:
+            store.changes.notify()
+        return Acknowledged(settlement=settlement, applied=True)

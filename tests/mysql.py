@@ -1,0 +1,123 @@
+"""Finding the MySQL/MariaDB server the tests run against, and fresh tables on it.
+
+The server is the one ``HEXERACT_TEST_MYSQL_URL`` names (``scripts/test`` starts one
+with ``scripts/mysql-test-server`` and sets it). When the variable is unset, the server
+``scripts/mysql-test-server`` starts by default (127.0.0.1:33069) is tried. No server:
+the MySQL tests are skipped, with the reason, except in CI (``CI=true``), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.pg import in_ci
+
+if TYPE_CHECKING:
+    from hexeract_lite.clock import Clock
+    from hexeract_lite.store.base import ScheduleStore
+    from hexeract_lite.store.mysql import MysqlScheduleStore
+
+URL_ENV = "HEXERACT_TEST_MYSQL_URL"
+DEFAULT_URL = "mysql://hexeract:hexeract-test-only@127.0.0.1:33069/hexeract_test"
+
+
+def raw_connect(url: str, **extra: Any) -> Any:
+    """A plain PyMySQL connection to ``url`` (autocommit unless told otherwise)."""
+    import pymysql
+
+    from hexeract_lite.store.mysql.connections import url_params
+
+    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 3, "charset": "utf8mb4"}
+    options.update(extra)
+    return pymysql.connect(**url_params(url), **options)
+
+
+@cache
+def server() -> tuple[str | None, str]:
+    """``(url, "")`` for the server to use, or ``(None, why there is none)``."""
+    try:
+        import pymysql
+    except ImportError:
+        return None, "PyMySQL is not installed (pip install -e '.[mysql]')"
+    url = os.environ.get(URL_ENV, "").strip()
+    if url:
+        return url, ""
+    try:
+        raw_connect(DEFAULT_URL).close()
+    except pymysql.MySQLError as exc:
+        return None, (
+            f"no MySQL server: {URL_ENV} is not set and 127.0.0.1:33069 does not answer"
+            f" ({type(exc).__name__}; run scripts/mysql-test-server start)"
+        )
+    return DEFAULT_URL, ""
+
+
+def require_server() -> str:
+    """The server's URL; skips the calling test when there is none (fails it in CI)."""
+    url, why = server()
+    if url is None:
+        if in_ci():
+            pytest.fail(f"CI=true but MySQL tests cannot run: {why}", pytrace=False)
+        pytest.skip(why)
+    return url
+
+
+def unique_table(prefix: str = "m") -> str:
+    """A table name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+def drop_table(url: str, table: str) -> None:
+    """Drop ``table`` if it exists, and forget its schema version."""
+    conn = raw_connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS hexeract_lite_schema (table_name"
+                " VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL)"
+            )
+            cur.execute("DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
+    finally:
+        conn.close()
+
+
+def open_scratch_store(
+    table: str | None = None, *, clock: Clock | None = None, **options: Any
+) -> MysqlScheduleStore:
+    """A store on a fresh table of the test server; closing it drops the table."""
+    from hexeract_lite.clock import SYSTEM_CLOCK
+    from hexeract_lite.store.mysql import MysqlScheduleStore
+
+    url = require_server()
+    name = table or unique_table()
+
+    class ScratchStore(MysqlScheduleStore):
+        def close(self) -> None:
+            if not self.closed:
+                super().close()
+                drop_table(url, name)
+
+    store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
+    assert isinstance(store, ScratchStore)
+    return store
+
+
+def mysql_store_factory() -> Callable[[Path], ScheduleStore] | None:
+    """The contract suite's factory for the MySQL store, or None without a server (in
+    CI a factory whose tests fail, saying why)."""
+    url, _why = server()
+    if url is None and not in_ci():
+        return None
+
+    def factory(tmp_path: Path) -> ScheduleStore:
+        return open_scratch_store()
+
+    return factory

@@ -1,0 +1,410 @@
+"""The MySQL/MariaDB store on a real server: its schema and ladder, its URLs, bounded
+waits, malformed rows, transactions shared with the application, and the state machine
+against the in-memory reference. (The contract suite runs it through conftest.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from hexeract_lite import (
+    DuplicateSchedule,
+    InvalidArgument,
+    ManualClock,
+    ScheduledMessage,
+    SchedulerWorker,
+    SchedulerWorkerConfig,
+    ScheduleStatus,
+    ScheduleStore,
+    StoreError,
+    Target,
+    open_store,
+)
+from hexeract_lite.connect import parse_conn
+from hexeract_lite.snapshot import MalformedSchedule
+from hexeract_lite.transactional import TransactionalSink
+
+from . import mysql
+from .test_state_machine import StoresAgree
+
+pymysql = pytest.importorskip("pymysql", reason="the mysql extra is not installed")
+
+from hexeract_lite.store.mysql import MysqlScheduleStore  # noqa: E402
+from hexeract_lite.store.mysql.schema import SCHEMA_VERSION, mysql_ddl, reference_ddl  # noqa: E402
+
+pytestmark = pytest.mark.mysql
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+CONFIG = SchedulerWorkerConfig(
+    lease=timedelta(seconds=60),
+    dispatch_timeout=timedelta(seconds=2),
+    retry_base_delay=timedelta(seconds=1),
+)
+
+
+@pytest.fixture
+def url() -> str:
+    return mysql.require_server()
+
+
+@pytest.fixture
+def table(url: str) -> Iterator[str]:
+    name = mysql.unique_table("my")
+    yield name
+    mysql.drop_table(url, name)
+    conn = mysql.raw_connect(url)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {name}_effects")
+    conn.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def store(url: str, table: str, clock: ManualClock) -> Iterator[MysqlScheduleStore]:
+    with MysqlScheduleStore.open(url, table=table, clock=clock) as s:
+        yield s
+
+
+def due(n: int = 0) -> ScheduledMessage:
+    return ScheduledMessage.delay(Target.mediator(), T0 - timedelta(seconds=1), "remind", {"n": n})
+
+
+def sql(url: str, statement: str, args: Any = None) -> list[Any]:
+    conn = mysql.raw_connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement, args)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+# -- URLs, passwords, the extra -------------------------------------------------------
+
+
+def test_mysql_and_mariadb_urls_open_the_mysql_store(url: str, table: str) -> None:
+    assert parse_conn("mysql://u:p@h/db").kind == "mysql"
+    assert parse_conn("mariadb://u:p@h/db").kind == "mysql"
+    with open_store(url, table=table) as store:
+        assert isinstance(store, MysqlScheduleStore)
+        assert "hexeract-test-only" not in repr(store)
+
+
+def test_a_wrong_password_is_never_shown(url: str) -> None:
+    bad = url.replace("hexeract-test-only", "s3cret-pw")
+    with pytest.raises(StoreError) as info:
+        open_store(bad, connect_timeout=timedelta(seconds=3))
+    assert "s3cret-pw" not in str(info.value) and info.value.__cause__ is None
+
+
+def test_without_pymysql_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    for name in [n for n in sys.modules if n.startswith(("pymysql", "hexeract_lite.store.mysql."))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pymysql", None)
+    with pytest.raises(StoreError, match=r"'mysql' extra"):
+        open_store("mysql://u:secret@127.0.0.1:1/db")
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ("mysql://u:pw@h", "names no database"),
+        ("mysql://u:pw@h/db?sslmode=on", "unknown parameter 'sslmode'"),
+    ],
+)
+def test_bad_urls_are_refused_naming_the_fault(bad: str, needle: str) -> None:
+    with pytest.raises(Exception, match=needle) as info:
+        MysqlScheduleStore.open(bad)
+    assert "pw" not in str(info.value).replace("pw@", "")
+
+
+# -- the schema -------------------------------------------------------------------------
+
+
+def test_the_reference_table_is_upgraded_and_stays_writable_by_reference_sql(
+    url: str, table: str
+) -> None:
+    sql(url, reference_ddl(table))
+    sid = uuid.uuid4()
+    columns = (
+        "schedule_id, event_type, payload, trigger_kind, scheduled_for, target_kind, max_attempts"
+    )
+    with pytest.raises(StoreError, match="lacks the column"):
+        MysqlScheduleStore.open(url, table=table, create=False)
+    with MysqlScheduleStore.open(url, table=table) as store:
+        # the reference's own insert, naming its columns, still works after the upgrade
+        sql(
+            url,
+            f"INSERT INTO {table} ({columns}) VALUES (%s, 'ev', '{{}}', 'delay',"
+            " '2026-03-01 11:00:00', 'mediator', 3)",
+            [sid.bytes],
+        )
+        snap = store.inspect(sid)
+        assert snap is not None and snap.status is ScheduleStatus.PENDING
+        [occ] = store.claim_due(T0, 10, LEASE)
+        assert occ.message.schedule_id == sid and occ.attempts == 1
+    [(version,)] = sql(
+        url, "SELECT version FROM hexeract_lite_schema WHERE table_name = %s", [table]
+    )
+    assert version == SCHEMA_VERSION
+
+
+def test_the_printed_ddl_makes_a_table_the_store_opens(url: str, table: str) -> None:
+    ddl = mysql_ddl(table)
+    for statement in filter(None, (part.strip() for part in ddl.split(";\n"))):
+        sql(url, statement)
+    with MysqlScheduleStore.open(url, table=table, create=False) as store:
+        store.insert(due(), 3)
+        assert len(store.claim_due(T0, 10, LEASE)) == 1
+
+
+def test_create_false_writes_nothing_and_a_newer_version_is_refused(url: str, table: str) -> None:
+    with pytest.raises(StoreError, match="no table"):
+        MysqlScheduleStore.open(url, table=table, create=False)
+    assert not sql(url, "SHOW TABLES LIKE %s", [table])
+    MysqlScheduleStore.open(url, table=table).close()
+    MysqlScheduleStore.open(url, table=table, create=False).close()
+    sql(url, "UPDATE hexeract_lite_schema SET version = 99 WHERE table_name = %s", [table])
+    with pytest.raises(StoreError, match="schema version 99, newer"):
+        MysqlScheduleStore.open(url, table=table)
+
+
+# -- bounded waits, malformed rows ----------------------------------------------------
+
+
+def test_a_held_row_lock_is_a_bounded_wait_naming_the_bound(
+    url: str, table: str, clock: ManualClock
+) -> None:
+    with MysqlScheduleStore.open(
+        url, table=table, clock=clock, lock_timeout=timedelta(seconds=1)
+    ) as s:
+        message = due()
+        s.insert(message, 3)
+        holder = mysql.raw_connect(url, autocommit=False)
+        with holder.cursor() as cur:
+            cur.execute(f"SELECT 1 FROM {table} FOR UPDATE")
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"lock timeout \(1 s\)"):
+            s.cancel(message.schedule_id)
+        assert time.monotonic() - started < 5
+        # the claim skips the locked row instead of waiting
+        assert s.claim_due(T0, 10, LEASE) == []
+        holder.rollback()
+        holder.close()
+        assert s.cancel(message.schedule_id)
+
+
+def test_a_pool_that_is_all_busy_is_a_bounded_wait(url: str, table: str) -> None:
+    with MysqlScheduleStore.open(
+        url, table=table, pool_max_size=1, pool_timeout=timedelta(milliseconds=200)
+    ) as s:
+        with s._db.connection("hold"):
+            errors: list[Exception] = []
+            t = threading.Thread(target=lambda: errors.append(_raises(s.stats)))
+            t.start()
+            t.join(5)
+        assert "pool timeout (0.2 s)" in str(errors[0])
+
+
+def _raises(call: Any) -> Exception:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_a_malformed_row_is_dead_lettered_alone(
+    store: MysqlScheduleStore, url: str, table: str
+) -> None:
+    good = [due(n) for n in range(3)]
+    bad = due(9)
+    store.insert_many([*good, bad], 3)
+    sql(
+        url,
+        f"UPDATE {table} SET cron_expr = 'not a rule', trigger_kind = 'cron'"
+        " WHERE schedule_id = %s",
+        [bad.schedule_id.bytes],
+    )
+    listed = store.list_pending()
+    assert sum(isinstance(item, MalformedSchedule) for item in listed) == 1
+    with pytest.raises(StoreError, match=str(bad.schedule_id)):
+        store.inspect(bad.schedule_id)
+    seen: list[ScheduledMessage] = []
+    report = SchedulerWorker(store, seen.append, CONFIG).run_once()
+    assert sorted(m.schedule_id for m in seen) == sorted(m.schedule_id for m in good)
+    assert report.delivered == 3
+    [dead] = store.list_dead_letter()
+    assert isinstance(dead, MalformedSchedule) and dead.schedule_id == bad.schedule_id
+    assert dead.status is ScheduleStatus.DEAD_LETTERED
+
+
+# -- transactions shared with the application ------------------------------------------
+
+
+def test_insert_within_the_callers_transaction_commits_or_rolls_back_with_it(
+    store: MysqlScheduleStore, url: str
+) -> None:
+    kept, dropped = due(1), due(2)
+    conn = mysql.raw_connect(url, autocommit=False)
+    store.insert(kept, 3, connection=conn)
+    assert store.inspect(kept.schedule_id) is None  # not before the commit
+    conn.commit()
+    assert store.inspect(kept.schedule_id) is not None
+    store.insert_many([dropped], 3, connection=conn)
+    with pytest.raises(DuplicateSchedule):
+        store.insert(kept, 3, connection=conn)  # undoes only itself
+    conn.rollback()
+    assert store.inspect(dropped.schedule_id) is None
+    conn.close()
+
+
+def test_bad_connections_are_refused(store: MysqlScheduleStore, url: str) -> None:
+    auto = mysql.raw_connect(url)
+    with pytest.raises(InvalidArgument, match="autocommit"):
+        store.insert(due(), 3, connection=auto)
+    auto.close()
+    with pytest.raises(InvalidArgument, match="is closed"):
+        store.insert(due(), 3, connection=auto)
+    with pytest.raises(InvalidArgument, match=r"pymysql\.Connection"):
+        store.insert(due(), 3, connection=object())
+
+
+def test_modify_within_changes_a_schedule_in_the_callers_transaction(
+    store: MysqlScheduleStore, url: str
+) -> None:
+    message = due()
+    store.insert(message, 3)
+    conn = mysql.raw_connect(url, autocommit=False)
+
+    def plan(record: Any, now: datetime) -> tuple[str, Any]:
+        record.event_type = "changed"
+        return "ok", record
+
+    assert store.modify_within(conn, message.schedule_id, plan) == "ok"
+    conn.commit()
+    conn.close()
+    snap = store.inspect(message.schedule_id)
+    assert snap is not None and snap.event_type == "changed"
+
+
+def _effects(url: str, table: str) -> None:
+    sql(url, f"CREATE TABLE {table}_effects (occurrence VARCHAR(64) PRIMARY KEY, n INT)")
+
+
+def test_the_sink_commits_effect_and_ack_together_or_neither(
+    store: MysqlScheduleStore, url: str, table: str
+) -> None:
+    _effects(url, table)
+
+    def handler(msg: ScheduledMessage, conn: Any) -> None:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table}_effects VALUES (%s, %s)", [str(msg.schedule_id), 1])
+        if msg.payload == {"n": 9}:
+            raise RuntimeError("handler broke")
+
+    store.insert_many([due(1), due(2), due(9)], 3)
+    report = SchedulerWorker(store, TransactionalSink(handler), CONFIG).run_once()
+    assert (report.claimed, report.delivered, report.retried) == (3, 2, 1)
+    assert sql(url, f"SELECT count(*) FROM {table}_effects") == [(2,)]
+    statuses = sorted(str(s.status) for s in store.list_schedules(status=None))
+    assert statuses.count(str(ScheduleStatus.DELIVERED)) == 2
+
+
+# -- the state machine, MySQL against the in-memory reference -----------------------------
+
+
+class MysqlAgrees(StoresAgree):
+    """The SQLite machine's rules and invariants, with MySQL as the store under test."""
+
+    def open_store(self) -> ScheduleStore:
+        return mysql.open_scratch_store(clock=self.clock)
+
+
+@pytest.mark.slow
+def test_mysql_store_agrees_with_the_memory_store(url: str) -> None:
+    run_state_machine_as_test(
+        MysqlAgrees,
+        settings=settings(
+            max_examples=30,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+
+
+def test_a_slow_statement_is_cut_at_the_statement_timeout(url: str, table: str) -> None:
+    with MysqlScheduleStore.open(
+        url, table=table, statement_timeout=timedelta(milliseconds=300)
+    ) as s:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"statement timeout \(0\.3 s\)"):
+            s._read("stats", f"SELECT SLEEP(5) FROM {table} UNION SELECT SLEEP(5)", None)
+        assert time.monotonic() - started < 3
+        assert s.stats().pending == 0  # the connection is usable again
+
+
+def test_a_server_that_stops_answering_is_a_bounded_wait(url: str, table: str) -> None:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    port = listener.getsockname()[1]
+    silent = url.replace(f":{urllib_port(url)}/", f":{port}/")
+    started = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        MysqlScheduleStore.open(silent, table=table, connect_timeout=timedelta(seconds=1))
+    assert time.monotonic() - started < 5
+    assert "hexeract-test-only" not in str(info.value)
+    listener.close()
+
+
+def urllib_port(url: str) -> int:
+    import urllib.parse
+
+    port = urllib.parse.urlsplit(url).port
+    assert port is not None
+    return port
+
+
+@pytest.mark.parametrize("how", ["sleeps", "runs SQL"])
+def test_a_slow_transactional_handler_is_rolled_back_at_the_deadline(
+    store: MysqlScheduleStore, url: str, table: str, how: str
+) -> None:
+    _effects(url, table)
+
+    def handler(msg: ScheduledMessage, conn: Any) -> None:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table}_effects VALUES (%s, 1)", [str(msg.schedule_id)])
+            if how == "runs SQL":
+                cur.execute("SELECT SLEEP(3)")
+        if how == "sleeps":
+            time.sleep(0.8)
+
+    message = due()
+    store.insert(message, 3)
+    config = SchedulerWorkerConfig(
+        lease=timedelta(seconds=60), dispatch_timeout=timedelta(seconds=0.4)
+    )
+    started = time.monotonic()
+    report = SchedulerWorker(store, TransactionalSink(handler), config).run_once()
+    assert report.retried == 1 and time.monotonic() - started < 2.5
+    assert sql(url, f"SELECT count(*) FROM {table}_effects") == [(0,)]
+    snap = store.inspect(message.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING
+    assert snap.last_error is not None and "Timeout" in snap.last_error
