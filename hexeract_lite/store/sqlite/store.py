@@ -438,6 +438,7 @@ class SqliteScheduleStore(SqlScheduleStore):
                 connection, self._path, self._sql, [message], [row], "insert", self.driver
             )
             return
+        self._db.outside_sink("insert")
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
         with self._lock:
