@@ -270,6 +270,93 @@ def test_a_new_database_is_private_even_with_a_permissive_umask(db: Path) -> Non
         os.umask(old)
 
 
+@pytest.mark.skipif(not POSIX, reason="POSIX permissions")
+def test_the_default_folders_are_private_even_with_a_permissive_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    old = os.umask(0)
+    try:
+        with SqliteScheduleStore.open() as store:
+            made = [store.path.parent, *store.path.parent.parents]
+    finally:
+        os.umask(old)
+    made = [folder for folder in made if folder == home or home in folder.parents]
+    assert [f.name for f in made] == ["hexeract_lite", "share", ".local", "home"]
+    for folder in made:
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX special files")
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_path_that_is_not_a_regular_file_is_refused_at_once(
+    tmp_path: Path, kind: str, readonly: bool
+) -> None:
+    import socket
+
+    path = tmp_path / "special.db"
+    held: list[socket.socket] = []
+    if kind == "fifo":
+        os.mkfifo(path)
+        expected = "a FIFO"
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        held.append(sock)
+        expected = "a socket"
+    else:
+        path = Path("/dev/null")
+        expected = "a character device"
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            SqliteScheduleStore.open(path, readonly=readonly, create=not readonly).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive() and kind == "fifo":  # unblock the hung open for the test's end
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    for sock in held:
+        sock.close()
+    assert not thread.is_alive(), "the opening hung"
+    [error] = errors
+    assert isinstance(error, StoreError)
+    assert f"it is {expected}, not a regular file" in str(error) and str(path) in str(error)
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [("sqlite:///{tmp}/x.db", "x.db"), ("sqlite:////{tmp}/y.db", "y.db")],
+)
+def test_open_accepts_a_sqlite_url(tmp_path: Path, url: str, name: str) -> None:
+    conn = url.format(tmp=str(tmp_path).lstrip("/"))
+    with SqliteScheduleStore.open(conn) as store:
+        assert store.path == tmp_path / name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+@pytest.mark.parametrize(
+    "conn",
+    ["postgresql://app:hunter2@db/app", "host=db.internal dbname=app password=hunter2"],
+)
+def test_open_refuses_another_databases_connection_string(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conn: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidConfiguration, match="not a SQLite path") as caught:
+        SqliteScheduleStore.open(conn)
+    assert "hunter2" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def _as_another_user(action: Callable[[], object]) -> str:
     """Run ``action`` in a child process that cannot override file permissions (root
     drops to ``nobody``); return ``ok`` or ``<ErrorType>: <message>``."""

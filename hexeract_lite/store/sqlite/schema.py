@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import stat
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -181,12 +182,18 @@ def memory_sorts(conn: apsw.Connection) -> None:
 
 def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Path:
     """The absolute database path, after the checks that need no SQL (default folders are
-    made here when ``create``)."""
+    made here when ``create``, each missing one 0700).
+
+    A ``sqlite://`` URL is read as :func:`hexeract_lite.connect.parse_conn` reads it; any
+    other connection string (``postgresql://...``, libpq ``host=... dbname=...``) raises
+    :class:`InvalidConfiguration`: it never names a file. A path that exists but is not
+    a regular file (a FIFO, a socket, a device) raises :class:`StoreError` at once,
+    before anything opens it."""
     if path is None:
         db = default_database_path()
         if create and not db.parent.is_dir():
             try:
-                db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _make_private_folders(db.parent)
             except OSError as exc:
                 raise StoreError(
                     f"cannot create the folder {db.parent} for the database {db}: {exc}"
@@ -194,17 +201,73 @@ def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Pat
     else:
         if not isinstance(path, str | os.PathLike):
             raise InvalidConfiguration(f"path must be a str or os.PathLike, got {path!r}")
+        if isinstance(path, str) and ("://" in path or "=" in path):
+            path = _path_of_url(path)
         db = pathlib.Path(os.fsdecode(os.fspath(path)))
     db = db.absolute()
     if db.is_dir():
         raise StoreError(f"cannot open the database {db}: it is a directory")
-    if db.exists():
+    try:
+        mode = db.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise StoreError(f"cannot open the database {db}: {exc.strerror or exc}") from exc
+    if mode is not None:
+        if not stat.S_ISREG(mode):
+            raise StoreError(
+                f"cannot open the database {db}: it is {_file_kind(mode)}, not a regular file"
+            )
         return db
     if not create:
         raise StoreError(f"no database at {db}")
     if not db.parent.is_dir():
         raise StoreError(f"cannot create the database {db}: the folder {db.parent} does not exist")
     return db
+
+
+def _path_of_url(conn: str) -> pathlib.Path:
+    """The file a ``sqlite://`` URL names; :class:`InvalidConfiguration` for a connection
+    string of another database."""
+    from ...connect import parse_conn
+    from ...redact import redact_conn
+
+    try:
+        target = parse_conn(conn)
+    except InvalidConfiguration as exc:
+        raise InvalidConfiguration(f"cannot open a SQLite database from {exc}") from None
+    if target.kind != "sqlite" or target.path is None:
+        raise InvalidConfiguration(
+            f"{redact_conn(conn)!r} is a {target.kind} connection string, not a SQLite path:"
+            " open it with hexeract_lite.open_store"
+        )
+    return target.path
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a file"
+
+
+def _make_private_folders(folder: pathlib.Path) -> None:
+    """Create ``folder`` and each missing parent with mode 0700 (``Path.mkdir(parents=
+    True)`` gives the parents the umask's mode, 0777 under umask 000)."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for each in reversed(missing):
+        with suppress(FileExistsError):
+            each.mkdir(mode=0o700)
 
 
 def create_database(
@@ -331,11 +394,18 @@ def _reads_without_trace(path: pathlib.Path) -> bool:
     connection to close does. In rollback-journal mode (where a read-write
     reader could roll back a hot journal), or with either file present (another
     connection's), the plain read-only opening is kept."""
-    try:
-        with open(path, "rb") as file:
-            header = file.read(20)
+    try:  # O_NONBLOCK: a FIFO put in the file's place must not block the read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        header = os.read(fd, 20)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     if len(header) < 20 or header[18:20] != b"\x02\x02":  # WAL read and write versions
         return False
     if any(os.path.lexists(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
