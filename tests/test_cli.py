@@ -1051,3 +1051,53 @@ def test_open_store_readonly_goes_with_create_false_only(db: Path) -> None:
     with pytest.raises(InvalidConfiguration, match="readonly"):
         open_store(str(db), table="t", create=True, readonly=True)
     assert not db.exists()
+
+
+def _not_utf8(db: Path, sid: uuid.UUID, column: str = "event_type") -> None:
+    conn = apsw.Connection(str(db))
+    conn.execute(
+        f"UPDATE scheduled_messages SET {column} = CAST(x'6576ff' AS TEXT) WHERE schedule_id = ?",
+        (sid.bytes,),
+    )
+    conn.close()
+
+
+def test_a_row_whose_text_is_not_utf8_is_operable_from_the_cli(cli: Cli, db: Path) -> None:
+    """Listed and inspected as malformed, paused and cancelled; never a traceback."""
+    sid, other = add(cli, db), add(cli, db)
+    _not_utf8(db, sid)
+    reason = "event_type is not UTF-8 text: b'ev\\xff'"
+    listed = cli("scheduler", "list", "--conn", str(db))
+    assert listed.code == 0 and f"{sid}  malformed  {reason}" in listed.out
+    assert str(other) in listed.out
+    as_json = cli("scheduler", "list", "--conn", str(db), "--format", "json")
+    assert as_json.code == 0
+    items = as_json.json()
+    assert isinstance(items, list)
+    [odd] = [item for item in items if item["schedule_id"] == str(sid)]
+    assert odd["malformed"] == reason
+    inspected = cli("scheduler", "inspect", str(sid), "--conn", str(db))
+    assert inspected.code == 1 and "malformed" in inspected.err and reason in inspected.err
+    assert "Traceback" not in inspected.err and "Unexpected" not in inspected.err
+    paused = cli("scheduler", "pause", str(sid), "--conn", str(db))
+    assert paused.code == 0, paused.err
+    assert paused.out.startswith(f"Paused schedule {sid} (its row is malformed: {reason})")
+    cancelled = cli("scheduler", "cancel", str(sid), "--conn", str(db))
+    assert cancelled.code == 0, cancelled.err
+    assert cancelled.out.startswith(f"Cancelled schedule {sid} (its row is malformed")
+    again = cli("scheduler", "cancel", str(sid), "--conn", str(db))
+    assert again.code == 0 and "nothing to cancel" in again.out
+    listed = cli("scheduler", "list", "--conn", str(db))
+    assert str(sid) not in listed.out and str(other) in listed.out
+
+
+def test_replaying_a_dead_letter_whose_text_is_not_utf8_names_the_column(
+    cli: Cli, db: Path
+) -> None:
+    sid = dead_letter(db)
+    _not_utf8(db, sid, "payload")
+    dead = cli("scheduler", "dead-letter", "list", "--conn", str(db))
+    assert dead.code == 0 and f"{sid}  malformed  payload is not UTF-8 text" in dead.out
+    replayed = cli("scheduler", "dead-letter", "replay", str(sid), "--conn", str(db))
+    assert replayed.code == 1 and "payload is not UTF-8 text" in replayed.err
+    assert "Traceback" not in replayed.err

@@ -756,6 +756,65 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         assert store.list_pending() == []
 
 
+NOT_UTF8 = ("event_type", "payload", "last_error", "name", "cron_expr")
+"""TEXT columns a claimable row may hold bytes in that are not UTF-8."""
+
+
+def _raw_of(db: Path, driver: str) -> Any:
+    """An autocommit connection on ``db`` of the library a ``driver`` store uses."""
+    if driver == "sqlite3":
+        import sqlite3
+
+        return sqlite3.connect(db, isolation_level=None)
+    return raw(db)
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+@pytest.mark.parametrize("column", NOT_UTF8)
+def test_a_row_whose_text_is_not_utf8_is_dead_lettered_and_spares_its_batch(
+    db: Path, clock: ManualClock, column: str, driver: str
+) -> None:
+    bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 - 10 * S, "e", {}, name="nightly")
+    good = [one_shot(T0 - i * S) for i in range(3)]
+    with SqliteScheduleStore.open(db, clock=clock, driver=driver) as store:
+        store.insert_many([bad, *good], 3)
+        conn = _raw_of(db, driver)
+        conn.execute(
+            f"UPDATE scheduled_messages SET {column} = CAST(x'6576ff' AS TEXT)"
+            " WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        listed = store.list_pending()
+        assert len(listed) == 4, "the healthy rows are listed too"
+        [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+        assert odd.schedule_id == bad.schedule_id
+        assert odd.reason.startswith(f"{column} is not UTF-8 text"), odd.reason
+        with pytest.raises(StoreError, match=f"{bad.schedule_id}.*{column} is not UTF-8"):
+            store.inspect(bad.schedule_id)
+        claimed = store.claim_due(T0, 10, LEASE)
+        assert sorted(c.message.schedule_id for c in claimed) == sorted(m.schedule_id for m in good)
+        conn = _raw_of(db, driver)
+        [(dead_at, error)] = conn.execute(
+            "SELECT dead_lettered_at, CAST(last_error AS BLOB) FROM scheduled_messages"
+            " WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        ).fetchall()
+        conn.close()
+        assert dead_at == "2026-03-01T12:00:00.000Z"
+        assert f"malformed row, dead-lettered without dispatch: {column} is not UTF-8" in (
+            error.decode()
+        )
+        dead = store.list_dead_letter()
+        assert [item.schedule_id for item in dead] == [bad.schedule_id]
+        if column != "last_error":  # the dead-lettering wrote a new one
+            assert isinstance(dead[0], MalformedSchedule)
+            assert dead[0].status is ScheduleStatus.DEAD_LETTERED
+        for occ in claimed:
+            assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
+        assert store.list_pending() == []
+
+
 LISTED_BADLY = {
     "leap second": ("scheduled_for", "2026-06-30T23:59:60.000Z"),
     "february 30": ("scheduled_for", "2099-02-30T00:00:00.000Z"),

@@ -29,6 +29,7 @@ from ..record import (
     message_problem,
     rule_trigger,
 )
+from .salvage import SalvagedRow, undecodable
 
 __all__ = [
     "COLUMN_INDEX",
@@ -141,6 +142,8 @@ _INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT)
 def record_from_row(row: Sequence[Any]) -> ScheduleRecord:
     """A row of ``SELECT`` :data:`SELECT_LIST` as a record (ids and instants decoded).
     A value that does not decode raises (ValueError, TypeError): see :func:`diagnose`."""
+    if type(row) is SalvagedRow:
+        raise ValueError(undecodable(row))
     return ScheduleRecord(*[decode(value) for decode, value in zip(_DECODERS, row, strict=True)])
 
 
@@ -211,6 +214,8 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
     ``record_from_row(row).leased()`` builds, without the record in between (the
     claim's hot path). Shared Target and cron Trigger values, the lease parsed once per
     claim (``until`` is its text). A row that does not decode raises."""
+    if type(row) is SalvagedRow:
+        raise ValueError(undecodable(row))
     scheduled_for = parse_ts(row[_SCHEDULED_FOR])
     parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
     lease_text = row[_LEASED_UNTIL]
@@ -248,7 +253,10 @@ def diagnose(row: Sequence[Any]) -> str:
 
     Checks each column by its kind (ids, instants, JSON, integers and flags), then the
     values the message needs (trigger kind and cron expression, target kind and key).
+    A text value that is not UTF-8 (:mod:`.salvage`) is named first.
     """
+    if problem := undecodable(row):
+        return problem
     for column, value in zip(COLUMNS, row, strict=True):
         name, kind = column.name, column.kind
         if value is None:

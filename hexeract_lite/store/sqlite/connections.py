@@ -19,6 +19,7 @@ from ..._log import package_logger
 from ...errors import InvalidArgument, StoreError
 from ..fork import PidCheckingLock
 from .driver import FileHold
+from .salvage import fetch_rows
 from .schema import connect, memory_sorts
 from .session import SqliteSession, set_busy_wait
 
@@ -120,7 +121,7 @@ class Connections:
                 " written"
             )
 
-    def error(self, what: str, exc: apsw.Error) -> StoreError:
+    def error(self, what: str, exc: apsw.Error | UnicodeDecodeError) -> StoreError:
         """An apsw error as the :class:`StoreError` naming ``what`` and the file."""
         if isinstance(exc, apsw.BusyError | apsw.LockedError):
             seconds = self.busy_timeout.total_seconds()
@@ -155,7 +156,7 @@ class Connections:
                     self.rollback()
                     if is_duplicate(exc):
                         raise DuplicateKey() from exc
-                    if isinstance(exc, apsw.Error):
+                    if isinstance(exc, apsw.Error | UnicodeDecodeError):
                         raise self.error(what, exc) from exc
                     raise
             finally:
@@ -191,8 +192,8 @@ class Connections:
         with self.lock:
             cur = self.live_cursor()
             try:
-                return cur.execute(sql, params).fetchall()
-            except apsw.Error as exc:
+                return fetch_rows(cur, sql, params)
+            except (apsw.Error, UnicodeDecodeError) as exc:
                 raise self.error(what, exc) from exc
 
     def run(self, what: str, *statements: str) -> list[Any]:

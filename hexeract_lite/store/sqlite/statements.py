@@ -22,6 +22,7 @@ from ..schema import (
     sqlite_noncanonical,
     validate_sqlite_table_name,
 )
+from .salvage import fetch_rows
 
 if TYPE_CHECKING:
     import pathlib
@@ -261,7 +262,12 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
     rows: list[Any] = []
     for start in range(0, len(rowids), LEASE_CHUNK):
         chunk = rowids[start : start + LEASE_CHUNK]
-        rows += cur.execute(sql.lease(len(chunk)), (until, *chunk)).fetchall()
+        try:
+            rows += cur.execute(sql.lease(len(chunk)), (until, *chunk)).fetchall()
+        except UnicodeDecodeError:  # leased all the same: read them back, salvaged
+            marks = ", ".join("?" * len(chunk))
+            again = f"SELECT {SELECT_LIST} FROM {sql.table} WHERE rowid IN ({marks})"
+            rows += fetch_rows(cur, again, chunk)
     return rows
 
 
