@@ -1101,3 +1101,21 @@ def test_replaying_a_dead_letter_whose_text_is_not_utf8_names_the_column(
     replayed = cli("scheduler", "dead-letter", "replay", str(sid), "--conn", str(db))
     assert replayed.code == 1 and "payload is not UTF-8 text" in replayed.err
     assert "Traceback" not in replayed.err
+
+
+@pytest.mark.parametrize("payload", ['{"a":NaN}', '{"a":1e999}'])
+def test_json_output_is_strict_json_whatever_the_stored_payload(
+    cli: Cli, db: Path, payload: str
+) -> None:
+    sid = add(cli, db)
+    conn = apsw.Connection(str(db))
+    conn.execute(
+        "UPDATE scheduled_messages SET payload = ? WHERE schedule_id = ?", (payload, sid.bytes)
+    )
+    conn.close()
+    for argv in (["list"], ["inspect", str(sid)]):
+        result = cli("scheduler", *argv, "--conn", str(db), "--format", "json")
+        assert result.code == 0, result.err
+        strict = json.loads(result.out, parse_constant=lambda name: pytest.fail(name))
+        [item] = strict if isinstance(strict, list) else [strict]
+        assert item["payload"] == payload, "shown as the stored text, not as a number"

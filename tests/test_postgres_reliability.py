@@ -120,6 +120,34 @@ def test_a_malformed_row_is_dead_lettered_and_its_batch_mates_are_returned(
         assert store.mark_delivered(occurrence.message.schedule_id, occurrence.leased_until)
 
 
+@pytest.mark.parametrize("number", ["1" + "0" * 400 + ".5", "-" + "9" * 320 + ".25"])
+def test_a_payload_number_beyond_a_float_is_malformed(
+    store: PostgresScheduleStore, pg_url: str, table: str, number: str
+) -> None:
+    """JSONB keeps any number (NaN it refuses; ``1e999`` it keeps as the integer it is,
+    which Python reads exactly); Python would read these as infinity, which the API
+    never writes: the row is malformed, never delivered as inf."""
+    bad, good = one_shot(T0 - timedelta(seconds=2)), one_shot(T0 - timedelta(seconds=1))
+    store.insert_many([bad, good], 3)
+    payload = f'{{"a": {number}}}'
+    _sql(
+        pg_url,
+        "UPDATE {t} SET payload = %s::jsonb WHERE schedule_id = %s",
+        table,
+        payload,
+        bad.schedule_id,
+    )
+    listed = store.list_pending()
+    [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+    assert odd.schedule_id == bad.schedule_id and "beyond the range of a float" in odd.reason
+    claimed = store.claim_due(T0, 10, LEASE)
+    assert [c.message.schedule_id for c in claimed] == [good.schedule_id]
+    [(error,)] = _sql(
+        pg_url, "SELECT last_error FROM {t} WHERE schedule_id = %s", table, bad.schedule_id
+    )
+    assert error.startswith("malformed row, dead-lettered without dispatch: payload is not JSON")
+
+
 def test_a_worker_delivers_the_healthy_rows_of_a_batch_with_a_malformed_one(
     store: PostgresScheduleStore, pg_url: str, table: str, clock: ManualClock
 ) -> None:

@@ -815,6 +815,31 @@ def test_a_row_whose_text_is_not_utf8_is_dead_lettered_and_spares_its_batch(
         assert store.list_pending() == []
 
 
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+@pytest.mark.parametrize("payload", ['{"a":NaN}', '{"a":-Infinity}', '{"a":1e999}'])
+def test_a_payload_that_is_not_strict_json_is_dead_lettered(
+    db: Path, clock: ManualClock, payload: str, driver: str
+) -> None:
+    """Python's json reads NaN and overflows to infinity; the API writes neither: such
+    a payload another tool wrote is malformed, never delivered as nan or inf."""
+    bad, good = one_shot(T0 - S), one_shot(T0)
+    with SqliteScheduleStore.open(db, clock=clock, driver=driver) as store:
+        store.insert_many([bad, good], 3)
+        conn = _raw_of(db, driver)
+        conn.execute(
+            "UPDATE scheduled_messages SET payload = ? WHERE schedule_id = ?",
+            (payload, bad.schedule_id.bytes),
+        )
+        conn.close()
+        claimed = store.claim_due(T0, 10, LEASE)
+        assert [c.message.schedule_id for c in claimed] == [good.schedule_id]
+        [dead] = store.list_dead_letter()
+        assert isinstance(dead, ScheduleSnapshot) and dead.last_error is not None
+        assert dead.last_error.startswith(
+            "malformed row, dead-lettered without dispatch: payload is not JSON"
+        ), dead.last_error
+
+
 LISTED_BADLY = {
     "leap second": ("scheduled_for", "2026-06-30T23:59:60.000Z"),
     "february 30": ("scheduled_for", "2099-02-30T00:00:00.000Z"),

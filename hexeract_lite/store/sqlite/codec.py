@@ -9,7 +9,6 @@ with ``SELECT`` :data:`SELECT_LIST` (every column, in registry order).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -275,7 +274,7 @@ def diagnose(row: Sequence[Any]) -> str:
                 return f"{name} is not a timestamp: {value!r:.60}"
         elif kind is ColumnKind.JSON:
             try:
-                json.loads(value)
+                load_payload(value)
             except (TypeError, ValueError, RecursionError) as exc:
                 return f"{name} is not JSON: {exc}"
         elif kind in (ColumnKind.INT, ColumnKind.BIGINT, ColumnKind.BOOL):
