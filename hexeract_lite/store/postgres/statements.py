@@ -158,8 +158,8 @@ class Statements:
             "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
         self.sweep = q(
-            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
-            " leased_until = NULL"
+            "UPDATE {t} SET dead_lettered_at = {now}, leased_until = NULL, last_error ="
+            " CASE WHEN last_error IS NULL THEN %(error)s ELSE %(kept)s || last_error END"
             " WHERE {pending} AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= {now})"
         )

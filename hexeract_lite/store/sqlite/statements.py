@@ -150,7 +150,8 @@ class SqliteStatements:
         )
         self.sweep = (
             f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
-            " SET dead_lettered_at = :now, last_error = :error, leased_until = NULL"
+            " SET dead_lettered_at = :now, leased_until = NULL,"
+            " last_error = CASE WHEN last_error IS NULL THEN :error ELSE :kept || last_error END"
             f" WHERE {sweepable}"
         )
         # Run before the sweep's write transaction, which it usually spares: is there
