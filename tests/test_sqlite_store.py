@@ -11,6 +11,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -1207,3 +1208,42 @@ def test_a_repr_names_the_file(store: SqliteScheduleStore) -> None:
 
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("the store's tests assume POSIX paths")
+
+
+def _race_ensure_against_prune(
+    declare: ScheduleStore, pruner: ScheduleStore, seconds: float
+) -> int:
+    """ensure + cancel of one name, over and over, while another store object prunes
+    cancelled rows as a worker does, for ``seconds``; how many rounds ran (none may
+    fail)."""
+    msg = ScheduledMessage.cron(Target.outbox(), "0 9 * * *", None, "tick", {}, name="race.me")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def prune() -> None:
+        while not stop.is_set():
+            try:
+                pruner.prune(timedelta(milliseconds=1))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=prune, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + seconds
+    rounds = 0
+    try:
+        while time.monotonic() < deadline and not errors:
+            declare.ensure(msg, 3)
+            assert declare.cancel(msg.schedule_id), "the schedule ensure returned is there"
+            rounds += 1
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not errors, errors
+    return rounds
+
+
+def test_ensure_racing_a_pruning_worker_never_fails(db: Path) -> None:
+    with SqliteScheduleStore.open(db) as declare, SqliteScheduleStore.open(db) as pruner:
+        assert _race_ensure_against_prune(declare, pruner, 1.5) > 50

@@ -58,7 +58,6 @@ from typing import Any, Self, TypeVar
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
-    DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
     NotReplayable,
@@ -74,6 +73,7 @@ from .changes import (
     EnsureResult,
     Plan,
     ensure_plan,
+    ensure_rounds,
     move_plan,
     run_now_plan,
     update_plan,
@@ -432,24 +432,21 @@ class ScheduleStore(abc.ABC):
         if message.name is None:
             raise InvalidArgument(f"ensure needs a named message, got {message.schedule_id}")
         plan = ensure_plan(message, max_attempts)
+        sid = message.schedule_id
         if connection is None:
-            try:
-                self.insert(message, max_attempts)
-            except DuplicateSchedule:
-                pass
-            else:
-                return EnsureResult.CREATED
-            return self.modify_record(message.schedule_id, plan)
+            return ensure_rounds(
+                message,
+                lambda: self.insert(message, max_attempts),
+                lambda: self.modify_record(sid, plan),
+            )
         if type(self).modify_within is ScheduleStore.modify_within:
-            return ScheduleStore.modify_within(self, connection, message.schedule_id, plan)
+            return ScheduleStore.modify_within(self, connection, sid, plan)
         insert: Callable[..., None] = self.insert  # this store's takes connection=
-        try:
-            insert(message, max_attempts, connection=connection)
-        except DuplicateSchedule:
-            pass
-        else:
-            return EnsureResult.CREATED
-        return self.modify_within(connection, message.schedule_id, plan)
+        return ensure_rounds(
+            message,
+            lambda: insert(message, max_attempts, connection=connection),
+            lambda: self.modify_within(connection, sid, plan),
+        )
 
     def update_schedule(self, schedule_id: uuid.UUID, change: Change) -> bool:
         """Change a non-terminal schedule in place (None fields stay); True when a value
