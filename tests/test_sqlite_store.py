@@ -1046,6 +1046,7 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
         "n": 10,
         "limit": 10,
         "error": "e",
+        "kept": "k",
         "id": b"i",
         "lease": "l",
     }
