@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
@@ -197,7 +198,7 @@ _LOCK = threading.Lock()
 def abandon_hooks(thread: threading.Thread) -> bool:
     """Give up on ``thread``'s hook calls, if it still makes them (True): when the hook
     in hand returns, the thread calls no other and raises
-    :class:`~hexeract_lite.dispatch.LoopAbandoned`."""
+    :class:`~hexeract_lite._abandon.LoopAbandoned`."""
     with _LOCK:
         if thread.ident is None or thread.ident not in _RUNNING:
             return False
@@ -215,8 +216,6 @@ def _abandoned(ident: int, leaving: bool) -> None:
             return
         _ABANDONED.discard(ident)
         _RUNNING.pop(ident, None)
-    from .dispatch import LoopAbandoned  # not at import: dispatch uses the hooks
-
     raise LoopAbandoned()
 
 
