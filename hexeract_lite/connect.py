@@ -32,10 +32,10 @@ error text that may quote it (a driver's message) through :func:`scrub`.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._conn import LIBPQ_KV_RE, POSTGRES_SCHEMES, SCHEME_RE, sqlite_url_path
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidConfiguration, SchedulerError, StoreError, UnsupportedConnection
 from .redact import passwords, redact_conn, scrub
@@ -62,20 +62,7 @@ POSTGRES_EXTRA_HINT = (
 )
 MYSQL_EXTRA_HINT = "MySQL support needs the 'mysql' extra: pip install 'hexeract_lite[mysql]'"
 
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
-_POSTGRES_SCHEMES = ("postgres", "postgresql")
 _MYSQL_SCHEMES = ("mysql", "mariadb")
-# libpq's keyword/value form, ``host=db.internal dbname=app ...``: its first keyword
-_LIBPQ_KV_RE = re.compile(
-    r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|require_auth|channel_binding"
-    r"|connect_timeout|client_encoding|options|application_name|fallback_application_name"
-    r"|keepalives|keepalives_idle|keepalives_interval|keepalives_count|tcp_user_timeout"
-    r"|replication|gssencmode|sslmode|requiressl|sslcompression|sslcert|sslkey|sslpassword"
-    r"|sslcertmode|sslrootcert|sslcrl|sslcrldir|sslsni|requirepeer|ssl_min_protocol_version"
-    r"|ssl_max_protocol_version|krbsrvname|gsslib|gssdelegation|service"
-    r"|target_session_attrs|load_balance_hosts)\s*=",
-    re.IGNORECASE,
-)
 
 
 class ConnTarget:
@@ -175,23 +162,15 @@ def parse_conn(conn: str | None) -> ConnTarget:
         source = DATABASE_URL_ENV
     if conn is None:
         return ConnTarget(kind="sqlite", path=_default_path(), source="default")
-    match = _SCHEME_RE.match(conn)
+    match = SCHEME_RE.match(conn)
     if match is None:
-        if _LIBPQ_KV_RE.match(conn):
+        if LIBPQ_KV_RE.match(conn):
             return ConnTarget(kind="postgres", url=conn, source=source)
         return ConnTarget(kind="sqlite", path=Path(conn).expanduser(), source=source)
     scheme = match.group(1).lower()
     if scheme == "sqlite":
-        rest = conn[match.end() :]
-        if rest.startswith("/"):
-            rest = "/" + rest.lstrip("/")  # sqlite:///abs and sqlite:////abs alike
-        if not rest or rest == "/":
-            raise UnsupportedConnection(
-                f"the sqlite URL {redact_conn(conn)!r} names no file"
-                " (write sqlite:///absolute/path.db or sqlite://relative/path.db)"
-            )
-        return ConnTarget(kind="sqlite", path=Path(rest), source=source)
-    if scheme in _POSTGRES_SCHEMES:
+        return ConnTarget(kind="sqlite", path=sqlite_url_path(conn, match), source=source)
+    if scheme in POSTGRES_SCHEMES:
         return ConnTarget(kind="postgres", url=conn, source=source)
     if scheme in _MYSQL_SCHEMES:
         return ConnTarget(kind="mysql", url=conn, source=source)

@@ -43,6 +43,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
+from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
@@ -71,12 +72,6 @@ Interruption = BaseException | None
 
 _ABANDONED_THREAD = "; its thread was abandoned and keeps running until the sink returns"
 _ABANDONED_LOG = "%s; its thread %r is abandoned and keeps running until the sink returns"
-
-
-class LoopAbandoned(BaseException):
-    """Raised on a dispatching thread whose run its watcher gave up on: the thread
-    ends without recording anything. A BaseException, so that no ``except
-    Exception`` on the way stops it."""
 
 
 def take_turn(

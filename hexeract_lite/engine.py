@@ -44,10 +44,12 @@ import asyncio
 import contextlib
 import contextvars
 import threading
+import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from .dispatch import BatchRun, Interruption, LoopAbandoned, SinkRunner, Turn, Wake
+from .hooks import abandon_hooks, hooks_running_since
 from .idle import STOP_CHECK_S
 from .settle import DispatchResult
 from .snapshot import LeasedOccurrence
@@ -239,6 +241,7 @@ def run_watched(
     context = contextvars.copy_context()  # hooks run in this thread's context
     handover, run = Handover(), None  # what was handed over, and the run last looked at
     interruption: Interruption = None
+    stopped: float | None = None  # when the stop was first seen
     while True:
         try:
             if run is not None and run.given_up is not None and handover.source is not run:
@@ -264,6 +267,17 @@ def run_watched(
                 if given is None:
                     continue  # given up on: handed over above
                 left = given
+            elif stop.is_set():
+                stopped = time.monotonic() if stopped is None else stopped
+                hook_left = _hooks_left(loop, stopped, runner.timeout)
+                if hook_left is None:
+                    runner.log_abandoned(
+                        f"a hook did not return within dispatch_timeout ({runner.timeout:g} s)"
+                        " of the stop",
+                        loop.thread.name,
+                    )
+                    return  # everything was recorded before the hooks were told
+                left = min(left, hook_left)
             wake.wait(left)
         except BaseException as exc:  # e.g. KeyboardInterrupt: as abort(), then raised
             abort()
@@ -274,6 +288,19 @@ def run_watched(
         raise interruption
     if loop.error is not None:
         raise loop.error
+
+
+def _hooks_left(loop: LoopThread, stopped: float, timeout: float) -> float | None:
+    """Seconds until the watcher gives up on the hooks ``loop`` calls (``timeout``
+    after the later of their start and the stop); ``timeout`` when it calls none. At
+    the deadline: None, once they are given up on (:func:`~.hooks.abandon_hooks`)."""
+    since = hooks_running_since(loop.thread)
+    if since is None:
+        return timeout
+    left = max(since, stopped) + timeout - time.monotonic()
+    if left > 0:
+        return left
+    return None if abandon_hooks(loop.thread) else timeout
 
 
 def _resume_of(run: BatchRun) -> Resume:

@@ -22,15 +22,22 @@ change what is delivered or settled: a hook that raises is logged (with its
 traceback, on the ``hexeract_lite.worker`` logger) and the next hook is called; a slow
 hook only delays the worker's next cycle. Hooks run on the thread that settles (the
 worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``).
+Once the loop of :meth:`~hexeract_lite.SchedulerWorker.run` (or ``start()``) is asked
+to stop, a hook still running ``dispatch_timeout`` later is given up on as a hung sink
+is: the loop ends, and its thread keeps running until the hook returns, then ends
+without calling the rest (:func:`hooks_running_since`, :func:`abandon_hooks`).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 import attrs
 
+from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
@@ -49,8 +56,10 @@ __all__ = [
     "StoreErrorBackedOff",
     "Swept",
     "WorkerEvent",
+    "abandon_hooks",
     "call_hooks",
     "check_hooks",
+    "hooks_running_since",
     "settlement_event",
 ]
 
@@ -169,15 +178,73 @@ def check_hooks(hooks: Iterable[Hook] | None) -> tuple[Hook, ...]:
     return checked
 
 
+_RUNNING: dict[int, float] = {}
+"""Thread ident -> when (monotonic) the hooks that thread is calling started."""
+
+_ABANDONED: set[int] = set()
+"""Threads whose hook calls a watcher gave up on."""
+
+
+def hooks_running_since(thread: threading.Thread) -> float | None:
+    """When (``time.monotonic()``) ``thread`` started calling the hooks it is calling
+    now; None when it calls none."""
+    ident = thread.ident
+    return None if ident is None else _RUNNING.get(ident)
+
+
+_LOCK = threading.Lock()
+
+
+def abandon_hooks(thread: threading.Thread) -> bool:
+    """Give up on ``thread``'s hook calls, if it still makes them (True): when the hook
+    in hand returns, the thread calls no other and raises
+    :class:`~hexeract_lite._abandon.LoopAbandoned`."""
+    with _LOCK:
+        if thread.ident is None or thread.ident not in _RUNNING:
+            return False
+        _ABANDONED.add(thread.ident)
+        return True
+
+
+def _abandoned(ident: int, leaving: bool) -> None:
+    """Raise LoopAbandoned when a watcher gave up on this thread's hooks (``leaving``:
+    and stop telling when they started)."""
+    with _LOCK:
+        if leaving:
+            _RUNNING.pop(ident, None)
+        if ident not in _ABANDONED:
+            return
+        _ABANDONED.discard(ident)
+        _RUNNING.pop(ident, None)
+    raise LoopAbandoned()
+
+
 def call_hooks(hooks: Sequence[Hook], events: Iterable[WorkerEvent]) -> None:
     """Call every hook with every event, in order; a hook's exception is logged with
-    its traceback and goes no further."""
-    for event in events:
-        for hook in hooks:
-            try:
-                hook(event)
-            except Exception:
-                log.exception("hook %r raised on %s; ignored", hook, type(event).__name__)
+    its traceback and goes no further. While they run, :func:`hooks_running_since`
+    tells when they started."""
+    if not hooks:
+        return
+    ident = threading.get_ident()
+    outer = ident not in _RUNNING
+    if outer:
+        _RUNNING[ident] = time.monotonic()
+    done = False
+    try:
+        for event in events:
+            for hook in hooks:
+                try:
+                    hook(event)
+                except Exception:
+                    log.exception("hook %r raised on %s; ignored", hook, type(event).__name__)
+                if ident in _ABANDONED:
+                    _abandoned(ident, False)
+        done = True
+    finally:
+        if outer and done:
+            _abandoned(ident, True)
+        elif outer:
+            _RUNNING.pop(ident, None)
 
 
 def settlement_event(

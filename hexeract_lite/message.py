@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ._json import strict_loads
 from ._time import to_utc_ms
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidArgument, InvalidMessage
@@ -216,10 +217,6 @@ def check_grace(grace: object) -> timedelta | None:
     return grace
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
 def validate_message(message: object) -> ScheduledMessage:
     """Check every field of a message before it is written; return it.
 
@@ -276,7 +273,7 @@ def validate_message(message: object) -> ScheduledMessage:
             f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
         )
     try:
-        decoded = json.loads(text, parse_constant=_reject_constant)
+        decoded = strict_loads(text)
     except RecursionError:
         raise _too_deep(f"payload_json {text!r:.100}") from None
     except ValueError as exc:

@@ -1170,11 +1170,12 @@ def test_a_command_on_a_row_only_the_store_can_read_is_decided_by_the_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The in-memory rehearsal of a change skips a row it cannot copy: the store's own
-    answer (here: the row is malformed) is what the command says."""
+    answer (here: the malformed row is cancelled, and said to be malformed) is what the
+    command says."""
     db = tmp_path / "m.db"
     _source_of_three(db, last_malformed=True)
-    assert main(["scheduler", "cancel", str(uuid.UUID(int=3)), "--conn", str(db)]) == 1
-    assert "is malformed: scheduled_for is not a timestamp" in capsys.readouterr().err
+    assert main(["scheduler", "cancel", str(uuid.UUID(int=3)), "--conn", str(db)]) == 0
+    assert "(its row is malformed: scheduled_for is not a timestamp" in capsys.readouterr().out
     assert main(["scheduler", "cancel", str(uuid.UUID(int=2)), "--conn", str(db)]) == 0
 
 
@@ -1225,3 +1226,71 @@ def test_an_empty_conn_is_a_usage_error_and_writes_nothing(
     with SqliteScheduleStore.open(other) as store:
         assert store.stats().dead_lettered == 1
     assert not (tmp_path / "xdg").exists()
+
+
+def _not_utf8(db: Path, sid: uuid.UUID, column: str = "event_type") -> None:
+    conn = apsw.Connection(str(db))
+    conn.execute(
+        f"UPDATE scheduled_messages SET {column} = CAST(x'6576ff' AS TEXT) WHERE schedule_id = ?",
+        (sid.bytes,),
+    )
+    conn.close()
+
+
+def test_a_row_whose_text_is_not_utf8_is_operable_from_the_cli(cli: Cli, db: Path) -> None:
+    """Listed and inspected as malformed, paused and cancelled; never a traceback."""
+    sid, other = add(cli, db), add(cli, db)
+    _not_utf8(db, sid)
+    reason = "event_type is not UTF-8 text: b'ev\\xff'"
+    listed = cli("scheduler", "list", "--conn", str(db))
+    assert listed.code == 0 and f"{sid}  malformed  {reason}" in listed.out
+    assert str(other) in listed.out
+    as_json = cli("scheduler", "list", "--conn", str(db), "--format", "json")
+    assert as_json.code == 0
+    items = as_json.json()
+    assert isinstance(items, list)
+    [odd] = [item for item in items if item["schedule_id"] == str(sid)]
+    assert odd["malformed"] == reason
+    inspected = cli("scheduler", "inspect", str(sid), "--conn", str(db))
+    assert inspected.code == 1 and "malformed" in inspected.err and reason in inspected.err
+    assert "Traceback" not in inspected.err and "Unexpected" not in inspected.err
+    paused = cli("scheduler", "pause", str(sid), "--conn", str(db))
+    assert paused.code == 0, paused.err
+    assert paused.out.startswith(f"Paused schedule {sid} (its row is malformed: {reason})")
+    cancelled = cli("scheduler", "cancel", str(sid), "--conn", str(db))
+    assert cancelled.code == 0, cancelled.err
+    assert cancelled.out.startswith(f"Cancelled schedule {sid} (its row is malformed")
+    again = cli("scheduler", "cancel", str(sid), "--conn", str(db))
+    assert again.code == 0 and "nothing to cancel" in again.out
+    listed = cli("scheduler", "list", "--conn", str(db))
+    assert str(sid) not in listed.out and str(other) in listed.out
+
+
+def test_replaying_a_dead_letter_whose_text_is_not_utf8_names_the_column(
+    cli: Cli, db: Path
+) -> None:
+    sid = dead_letter(db)
+    _not_utf8(db, sid, "payload")
+    dead = cli("scheduler", "dead-letter", "list", "--conn", str(db))
+    assert dead.code == 0 and f"{sid}  malformed  payload is not UTF-8 text" in dead.out
+    replayed = cli("scheduler", "dead-letter", "replay", str(sid), "--conn", str(db))
+    assert replayed.code == 1 and "payload is not UTF-8 text" in replayed.err
+    assert "Traceback" not in replayed.err
+
+
+@pytest.mark.parametrize("payload", ['{"a":NaN}', '{"a":1e999}'])
+def test_json_output_is_strict_json_whatever_the_stored_payload(
+    cli: Cli, db: Path, payload: str
+) -> None:
+    sid = add(cli, db)
+    conn = apsw.Connection(str(db))
+    conn.execute(
+        "UPDATE scheduled_messages SET payload = ? WHERE schedule_id = ?", (payload, sid.bytes)
+    )
+    conn.close()
+    for argv in (["list"], ["inspect", str(sid)]):
+        result = cli("scheduler", *argv, "--conn", str(db), "--format", "json")
+        assert result.code == 0, result.err
+        strict = json.loads(result.out, parse_constant=lambda name: pytest.fail(name))
+        [item] = strict if isinstance(strict, list) else [strict]
+        assert item["payload"] == payload, "shown as the stored text, not as a number"

@@ -611,3 +611,46 @@ def test_a_fenced_settlement_reaches_the_hooks_as_lease_lost() -> None:
     lost = [e for e in events if isinstance(e, LeaseLost)]
     assert [e.message.schedule_id for e in lost] == [msgs[1].schedule_id]
     assert len([e for e in events if isinstance(e, Delivered)]) == 3
+
+
+@pytest.mark.parametrize("how", ["stop", "with"])
+def test_a_blocked_hook_is_given_up_on_when_the_worker_stops(
+    store: ScheduleStore, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hook that blocks holds a stop no longer than dispatch_timeout, as a hung sink
+    does: stop() and leaving ``with worker.start()`` return, the hook's thread is left
+    to it and ends when it returns, calling no other hook."""
+    config = SchedulerWorkerConfig(
+        poll_interval=timedelta(milliseconds=20),
+        jitter=False,
+        dispatch_timeout=timedelta(milliseconds=300),
+    )
+    entered, release = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def blocking(event: object) -> None:
+        seen.append(event)
+        if isinstance(event, Delivered) and len(seen) == 1:
+            entered.set()
+            release.wait(30)
+
+    msgs = [due(store) for _ in range(2)]
+    worker = SchedulerWorker(store, lambda _: None, config, hooks=[blocking])
+    handle = worker.start()
+    try:
+        assert entered.wait(10), "the hook was called"
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="hexeract_lite.worker"):
+            if how == "stop":
+                assert handle.stop() is True
+            else:
+                handle.__exit__(None, None, None)
+        took = time.monotonic() - started
+        assert not handle.is_alive
+        assert 0.25 <= took < 5, took
+        assert "a hook did not return within dispatch_timeout (0.3 s)" in caplog.text
+        assert all(snap(store, m).status is ScheduleStatus.DELIVERED for m in msgs)
+    finally:
+        release.set()
+    time.sleep(0.2)
+    assert len(seen) == 1, "the abandoned thread calls no other hook"

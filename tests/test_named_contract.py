@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,30 @@ def test_ensure_creates_then_leaves_alone(store: ScheduleStore, frozen: FrozenTi
     assert store.ensure(again, 3) is EnsureResult.UNCHANGED
     assert snap_of(store, msg.schedule_id) == snap, "nothing written"
     assert len(store.list_pending()) == 1
+
+
+def test_ensure_creates_afresh_a_cancelled_row_pruned_under_it(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """The insert meets the cancelled row, a prune deletes it before ensure reads it
+    back: the schedule is created afresh, no ScheduleNotFound."""
+    msg = daily()
+    store.ensure(msg, 3)
+    assert store.cancel(msg.schedule_id)
+    frozen.shift(2 * HOUR)
+    modify = store.modify_record
+    pruned: list[int] = []
+
+    def prune_first(sid: uuid.UUID, plan: Any) -> Any:
+        if not pruned:
+            pruned.append(store.prune(HOUR))
+        return modify(sid, plan)
+
+    store.modify_record = prune_first  # type: ignore[method-assign,assignment]
+    assert store.ensure(msg, 3) is EnsureResult.CREATED
+    assert pruned == [1]
+    snap = snap_of(store, msg.schedule_id)
+    assert snap.status is ScheduleStatus.PENDING and snap.name == msg.name
 
 
 def test_ensure_compares_payloads_as_json_values(store: ScheduleStore, frozen: FrozenTime) -> None:

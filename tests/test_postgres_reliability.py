@@ -29,6 +29,7 @@ from hexeract_lite import (
     ScheduledMessage,
     SchedulerWorker,
     ScheduleStatus,
+    ScheduleStore,
     Settlement,
     StoreError,
     Target,
@@ -118,6 +119,34 @@ def test_a_malformed_row_is_dead_lettered_and_its_batch_mates_are_returned(
     assert "not a cron" in error
     for occurrence in claimed:  # the healthy ones are acknowledged as usual
         assert store.mark_delivered(occurrence.message.schedule_id, occurrence.leased_until)
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400 + ".5", "-" + "9" * 320 + ".25"])
+def test_a_payload_number_beyond_a_float_is_malformed(
+    store: PostgresScheduleStore, pg_url: str, table: str, number: str
+) -> None:
+    """JSONB keeps any number (NaN it refuses; ``1e999`` it keeps as the integer it is,
+    which Python reads exactly); Python would read these as infinity, which the API
+    never writes: the row is malformed, never delivered as inf."""
+    bad, good = one_shot(T0 - timedelta(seconds=2)), one_shot(T0 - timedelta(seconds=1))
+    store.insert_many([bad, good], 3)
+    payload = f'{{"a": {number}}}'
+    _sql(
+        pg_url,
+        "UPDATE {t} SET payload = %s::jsonb WHERE schedule_id = %s",
+        table,
+        payload,
+        bad.schedule_id,
+    )
+    listed = store.list_pending()
+    [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+    assert odd.schedule_id == bad.schedule_id and "beyond the range of a float" in odd.reason
+    claimed = store.claim_due(T0, 10, LEASE)
+    assert [c.message.schedule_id for c in claimed] == [good.schedule_id]
+    [(error,)] = _sql(
+        pg_url, "SELECT last_error FROM {t} WHERE schedule_id = %s", table, bad.schedule_id
+    )
+    assert error.startswith("malformed row, dead-lettered without dispatch: payload is not JSON")
 
 
 def test_a_worker_delivers_the_healthy_rows_of_a_batch_with_a_malformed_one(
@@ -564,3 +593,47 @@ def test_connections_notice_a_vanished_host_in_bounded_time(pg_url: str, table: 
         store._db.connection("probe") as conn,
     ):
         assert conn.info.get_parameters()["keepalives_idle"] == "7"
+
+
+def _race_ensure_against_prune(
+    declare: ScheduleStore, pruner: ScheduleStore, seconds: float
+) -> int:
+    """ensure + cancel of one name, over and over, while another store object prunes
+    cancelled rows as a worker does, for ``seconds``; how many rounds ran (none may
+    fail)."""
+    msg = ScheduledMessage.cron(Target.outbox(), "0 9 * * *", None, "tick", {}, name="race.me")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def prune() -> None:
+        while not stop.is_set():
+            try:
+                pruner.prune(timedelta(milliseconds=1))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=prune, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + seconds
+    rounds = 0
+    try:
+        while time.monotonic() < deadline and not errors:
+            declare.ensure(msg, 3)
+            assert declare.cancel(msg.schedule_id), "the schedule ensure returned is there"
+            rounds += 1
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not errors, errors
+    return rounds
+
+
+def test_ensure_racing_a_pruning_worker_never_fails(pg_url: str, table: str) -> None:
+    """A pruning DELETE that picked the cancelled row must not delete it once ensure
+    declared it again (READ COMMITTED re-checks the delete's own condition)."""
+    with (
+        PostgresScheduleStore.open(pg_url, table=table) as declare,
+        PostgresScheduleStore.open(pg_url, table=table) as pruner,
+    ):
+        assert _race_ensure_against_prune(declare, pruner, 1.5) > 50

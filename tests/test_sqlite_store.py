@@ -11,6 +11,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -268,6 +269,93 @@ def test_a_new_database_is_private_even_with_a_permissive_umask(db: Path) -> Non
                 assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     finally:
         os.umask(old)
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX permissions")
+def test_the_default_folders_are_private_even_with_a_permissive_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    old = os.umask(0)
+    try:
+        with SqliteScheduleStore.open() as store:
+            made = [store.path.parent, *store.path.parent.parents]
+    finally:
+        os.umask(old)
+    made = [folder for folder in made if folder == home or home in folder.parents]
+    assert [f.name for f in made] == ["hexeract_lite", "share", ".local", "home"]
+    for folder in made:
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX special files")
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_path_that_is_not_a_regular_file_is_refused_at_once(
+    tmp_path: Path, kind: str, readonly: bool
+) -> None:
+    import socket
+
+    path = tmp_path / "special.db"
+    held: list[socket.socket] = []
+    if kind == "fifo":
+        os.mkfifo(path)
+        expected = "a FIFO"
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        held.append(sock)
+        expected = "a socket"
+    else:
+        path = Path("/dev/null")
+        expected = "a character device"
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            SqliteScheduleStore.open(path, readonly=readonly, create=not readonly).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive() and kind == "fifo":  # unblock the hung open for the test's end
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    for sock in held:
+        sock.close()
+    assert not thread.is_alive(), "the opening hung"
+    [error] = errors
+    assert isinstance(error, StoreError)
+    assert f"it is {expected}, not a regular file" in str(error) and str(path) in str(error)
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [("sqlite:///{tmp}/x.db", "x.db"), ("sqlite:////{tmp}/y.db", "y.db")],
+)
+def test_open_accepts_a_sqlite_url(tmp_path: Path, url: str, name: str) -> None:
+    conn = url.format(tmp=str(tmp_path).lstrip("/"))
+    with SqliteScheduleStore.open(conn) as store:
+        assert store.path == tmp_path / name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+@pytest.mark.parametrize(
+    "conn",
+    ["postgresql://app:hunter2@db/app", "host=db.internal dbname=app password=hunter2"],
+)
+def test_open_refuses_another_databases_connection_string(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conn: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidConfiguration, match="not a SQLite path") as caught:
+        SqliteScheduleStore.open(conn)
+    assert "hunter2" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _as_another_user(action: Callable[[], object]) -> str:
@@ -669,6 +757,90 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         assert store.list_pending() == []
 
 
+NOT_UTF8 = ("event_type", "payload", "last_error", "name", "cron_expr")
+"""TEXT columns a claimable row may hold bytes in that are not UTF-8."""
+
+
+def _raw_of(db: Path, driver: str) -> Any:
+    """An autocommit connection on ``db`` of the library a ``driver`` store uses."""
+    if driver == "sqlite3":
+        import sqlite3
+
+        return sqlite3.connect(db, isolation_level=None)
+    return raw(db)
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+@pytest.mark.parametrize("column", NOT_UTF8)
+def test_a_row_whose_text_is_not_utf8_is_dead_lettered_and_spares_its_batch(
+    db: Path, clock: ManualClock, column: str, driver: str
+) -> None:
+    bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 - 10 * S, "e", {}, name="nightly")
+    good = [one_shot(T0 - i * S) for i in range(3)]
+    with SqliteScheduleStore.open(db, clock=clock, driver=driver) as store:
+        store.insert_many([bad, *good], 3)
+        conn = _raw_of(db, driver)
+        conn.execute(
+            f"UPDATE scheduled_messages SET {column} = CAST(x'6576ff' AS TEXT)"
+            " WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        listed = store.list_pending()
+        assert len(listed) == 4, "the healthy rows are listed too"
+        [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+        assert odd.schedule_id == bad.schedule_id
+        assert odd.reason.startswith(f"{column} is not UTF-8 text"), odd.reason
+        with pytest.raises(StoreError, match=f"{bad.schedule_id}.*{column} is not UTF-8"):
+            store.inspect(bad.schedule_id)
+        claimed = store.claim_due(T0, 10, LEASE)
+        assert sorted(c.message.schedule_id for c in claimed) == sorted(m.schedule_id for m in good)
+        conn = _raw_of(db, driver)
+        [(dead_at, error)] = conn.execute(
+            "SELECT dead_lettered_at, CAST(last_error AS BLOB) FROM scheduled_messages"
+            " WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        ).fetchall()
+        conn.close()
+        assert dead_at == "2026-03-01T12:00:00.000Z"
+        assert f"malformed row, dead-lettered without dispatch: {column} is not UTF-8" in (
+            error.decode()
+        )
+        dead = store.list_dead_letter()
+        assert [item.schedule_id for item in dead] == [bad.schedule_id]
+        if column != "last_error":  # the dead-lettering wrote a new one
+            assert isinstance(dead[0], MalformedSchedule)
+            assert dead[0].status is ScheduleStatus.DEAD_LETTERED
+        for occ in claimed:
+            assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
+        assert store.list_pending() == []
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+@pytest.mark.parametrize("payload", ['{"a":NaN}', '{"a":-Infinity}', '{"a":1e999}'])
+def test_a_payload_that_is_not_strict_json_is_dead_lettered(
+    db: Path, clock: ManualClock, payload: str, driver: str
+) -> None:
+    """Python's json reads NaN and overflows to infinity; the API writes neither: such
+    a payload another tool wrote is malformed, never delivered as nan or inf."""
+    bad, good = one_shot(T0 - S), one_shot(T0)
+    with SqliteScheduleStore.open(db, clock=clock, driver=driver) as store:
+        store.insert_many([bad, good], 3)
+        conn = _raw_of(db, driver)
+        conn.execute(
+            "UPDATE scheduled_messages SET payload = ? WHERE schedule_id = ?",
+            (payload, bad.schedule_id.bytes),
+        )
+        conn.close()
+        claimed = store.claim_due(T0, 10, LEASE)
+        assert [c.message.schedule_id for c in claimed] == [good.schedule_id]
+        [dead] = store.list_dead_letter()
+        assert isinstance(dead, ScheduleSnapshot) and dead.last_error is not None
+        assert dead.last_error.startswith(
+            "malformed row, dead-lettered without dispatch: payload is not JSON"
+        ), dead.last_error
+
+
 LISTED_BADLY = {
     "leap second": ("scheduled_for", "2026-06-30T23:59:60.000Z"),
     "february 30": ("scheduled_for", "2099-02-30T00:00:00.000Z"),
@@ -874,6 +1046,7 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
         "n": 10,
         "limit": 10,
         "error": "e",
+        "kept": "k",
         "id": b"i",
         "lease": "l",
     }
@@ -1079,3 +1252,42 @@ def test_a_keyword_sqlite_takes_as_a_name_stays_a_valid_table_name(
         store.insert(message, 3)
         later = datetime.now(UTC) + timedelta(seconds=1)
         assert len(store.claim_due(later, 5, timedelta(seconds=5))) == 1
+
+
+def _race_ensure_against_prune(
+    declare: ScheduleStore, pruner: ScheduleStore, seconds: float
+) -> int:
+    """ensure + cancel of one name, over and over, while another store object prunes
+    cancelled rows as a worker does, for ``seconds``; how many rounds ran (none may
+    fail)."""
+    msg = ScheduledMessage.cron(Target.outbox(), "0 9 * * *", None, "tick", {}, name="race.me")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def prune() -> None:
+        while not stop.is_set():
+            try:
+                pruner.prune(timedelta(milliseconds=1))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=prune, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + seconds
+    rounds = 0
+    try:
+        while time.monotonic() < deadline and not errors:
+            declare.ensure(msg, 3)
+            assert declare.cancel(msg.schedule_id), "the schedule ensure returned is there"
+            rounds += 1
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not errors, errors
+    return rounds
+
+
+def test_ensure_racing_a_pruning_worker_never_fails(db: Path) -> None:
+    with SqliteScheduleStore.open(db) as declare, SqliteScheduleStore.open(db) as pruner:
+        assert _race_ensure_against_prune(declare, pruner, 1.5) > 50

@@ -31,6 +31,7 @@ from hexeract_lite import (
 )
 from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
+from hexeract_lite.store.base import SWEEP_KEPT
 from tests.conftest import STORE_FACTORIES
 
 from .conftest import T0, FrozenTime
@@ -767,6 +768,29 @@ def test_sweep_dead_letters_exhausted_rows_without_a_live_lease(
     assert snap.last_error == SWEEP_ERROR
     assert snap.dead_lettered_at == T0 + LEASE and snap.leased_until is None
     assert store.dead_letter_exhausted() == 0
+
+
+def test_sweep_keeps_the_last_error_when_the_budget_was_lowered_in_backoff(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A schedule in retry backoff whose max_attempts is lowered to the attempts made is
+    swept, and its last_error still tells the handler's error and traceback."""
+    from hexeract_lite.store.changes import Change
+
+    msg = one_shot()
+    store.insert(msg, 5)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    real = "ValueError: the handler's own error\ntraceback\n  File handler.py, line 3"
+    assert store.settle([Settlement.failed(msg.schedule_id, 10 * S, real, occ.leased_until)])
+    assert store.update_schedule(msg.schedule_id, Change(max_attempts=1))
+    frozen.shift(10 * S)
+    assert store.dead_letter_exhausted() == 1
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.DEAD_LETTERED
+    assert snap.last_error is not None
+    first, rest = snap.last_error.split("\n", 1)
+    assert first == SWEEP_KEPT.rstrip("\n") and rest == real
+    assert "crashed worker" not in first.split("(")[0]
 
 
 def test_sweep_leaves_rows_with_budget_paused_and_terminal_rows(

@@ -396,3 +396,35 @@ def test_an_app_connection_to_the_same_database_by_another_route_is_accepted(
     finally:
         store.close()
         pg.drop_table(url, table)
+
+
+@pytest.mark.parametrize("kind", ["TABLE", "VIEW"])
+def test_handler_temp_table_named_like_the_store_table_is_refused(
+    store: PostgresScheduleStore, pg_url: str, table: str, clock: ManualClock, kind: str
+) -> None:
+    """A TEMP table of the store's name, made by a handler on the sink's session, would
+    hide the store's table from every later acknowledgement: the dispatch that makes
+    one fails, naming it, and the next ones deliver."""
+    first, second = due(1), due(2)
+    store.insert(first, 3)
+    effect = effect_for(table)
+    calls: list[str] = []
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        calls.append(str(message.schedule_id))
+        if len(calls) == 1:
+            body = "(x integer)" if kind == "TABLE" else "AS SELECT 1 AS x"
+            conn.execute(f'CREATE TEMP {kind} "{table}" {body}')
+        effect(message, conn)
+
+    worker = SchedulerWorker(store, TransactionalSink(handler), CONFIG)
+    report = worker.run_once()
+    assert (report.claimed, report.retried) == (1, 1)
+    snap = store.inspect(first.schedule_id)
+    assert snap is not None and snap.last_error is not None
+    assert "TEMP" in snap.last_error and table in snap.last_error
+    store.insert(second, 3)
+    clock.advance(timedelta(seconds=5))
+    report = worker.run_once()
+    assert (report.claimed, report.delivered) == (2, 2)
+    assert count(pg_url, f"SELECT count(*) FROM {table}_effects") == 2

@@ -646,3 +646,63 @@ def test_an_app_connection_whose_temp_table_hides_the_stores_is_refused(
         assert conn.execute("SELECT count(*) FROM temp.scheduled_messages").fetchall() == [(0,)]
         conn.close()
         assert store.inspect(message.schedule_id) is None
+
+
+def test_store_write_without_connection_inside_the_handler_is_refused_at_once(
+    store: SqliteScheduleStore, db: Path, lib: str
+) -> None:
+    """The sink's transaction holds the write lock: the store's own connection would wait
+    out the busy timeout; the write is refused at once, naming ``connection=``."""
+    store.insert(due(1), 3)
+    errors: list[BaseException] = []
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        started = time.monotonic()
+        try:
+            store.insert(due(2), 3)
+        except InvalidArgument as exc:
+            errors.append(exc)
+            assert time.monotonic() - started < 1
+            raise
+        store.insert(due(3), 3, connection=conn)  # not reached
+
+    worker = SchedulerWorker(store, TransactionalSink(handler), CONFIG)
+    report = worker.run_once()
+    assert (report.claimed, report.retried) == (1, 1)
+    [error] = errors
+    assert "connection=" in str(error) and "transactional handler" in str(error)
+    assert rows(db) == 1
+    # outside a handler the store writes as ever
+    store.insert(due(4), 3)
+    assert rows(db) == 2
+
+
+@pytest.mark.parametrize("kind", ["TABLE", "VIEW"])
+def test_handler_temp_table_named_like_the_store_table_is_refused(
+    store: SqliteScheduleStore, db: Path, clock: ManualClock, kind: str, lib: str
+) -> None:
+    """A TEMP table of the store's name, made by a handler on the sink's connection,
+    would hide the store's table from every later acknowledgement: the dispatch that
+    makes one fails, naming it, and the next ones deliver."""
+    first, second = due(1), due(2)
+    store.insert(first, 3)
+    calls: list[str] = []
+
+    def handler(message: ScheduledMessage, conn: Any) -> None:
+        calls.append(str(message.schedule_id))
+        if len(calls) == 1:
+            body = "(x INTEGER)" if kind == "TABLE" else "AS SELECT 1 AS x"
+            conn.execute(f"CREATE TEMP {kind} scheduled_messages {body}")
+        effect(message, conn)
+
+    worker = SchedulerWorker(store, TransactionalSink(handler), CONFIG)
+    report = worker.run_once()
+    assert (report.claimed, report.retried) == (1, 1)
+    snap = store.inspect(first.schedule_id)
+    assert snap is not None and snap.last_error is not None
+    assert "TEMP" in snap.last_error and "scheduled_messages" in snap.last_error
+    store.insert(second, 3)
+    clock.advance(timedelta(seconds=5))
+    report = worker.run_once()
+    assert (report.claimed, report.delivered) == (2, 2)
+    assert rows(db, "SELECT count(*) FROM effects") == 2

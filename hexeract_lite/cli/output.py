@@ -231,11 +231,11 @@ def snapshot_json(
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
     if detail or payload:
-        import json
+        from .._json import strict_loads
 
         try:
-            data["payload"] = json.loads(snapshot.payload_json)
-        except ValueError:  # a hand-edited row: shown as stored
+            data["payload"] = strict_loads(snapshot.payload_json)
+        except ValueError:  # a hand-edited row (not strict JSON): shown as stored text
             data["payload"] = snapshot.payload_json
     return data
 
@@ -315,7 +315,7 @@ def dump_json(value: object) -> str:
     """``value`` as indented JSON text."""
     import json  # the JSON output only
 
-    return json.dumps(value, indent=2)
+    return json.dumps(value, indent=2, allow_nan=False)
 
 
 def format_migration(report: MigrationReport) -> str:

@@ -58,7 +58,6 @@ from typing import Any, Self, TypeVar
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
-    DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
     NotReplayable,
@@ -74,6 +73,7 @@ from .changes import (
     EnsureResult,
     Plan,
     ensure_plan,
+    ensure_rounds,
     move_plan,
     run_now_plan,
     update_plan,
@@ -94,6 +94,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "SWEEP_ERROR",
+    "SWEEP_KEPT",
     "Change",
     "ChangeSignal",
     "EnsureResult",
@@ -103,7 +104,15 @@ __all__ = [
 ]
 
 SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
-"""The ``last_error`` the sweep records on the rows it dead-letters."""
+"""The ``last_error`` the sweep records on the rows it dead-letters that had none."""
+
+SWEEP_KEPT = (
+    "attempts exhausted with none in flight (the last one's worker crashed, or max_attempts"
+    " was lowered to the attempts made); dead-lettered by the sweeper; the last error:\n"
+)
+"""What the sweep puts before the ``last_error`` a row it dead-letters had already (a
+schedule in retry backoff whose ``max_attempts`` was lowered, or one whose worker
+crashed after an earlier failure): the handler's own error and traceback are kept."""
 
 
 class ScheduleStore(abc.ABC):
@@ -275,8 +284,10 @@ class ScheduleStore(abc.ABC):
         """The sweep, run at the start of every poll cycle; returns how many rows it moved.
 
         Dead-letters every non-terminal, non-paused row with ``attempts >=
-        max_attempts`` and no live lease (a worker crashed on the last attempt), with
-        ``last_error =`` :data:`SWEEP_ERROR`, ``dead_lettered_at = now``, lease cleared.
+        max_attempts`` and no live lease (a worker crashed on the last attempt, or
+        ``max_attempts`` was lowered), with ``last_error =`` :data:`SWEEP_ERROR` when it
+        had none, else :data:`SWEEP_KEPT` followed by the one it had; ``dead_lettered_at
+        = now``, lease cleared.
         """
 
     @abc.abstractmethod
@@ -421,24 +432,21 @@ class ScheduleStore(abc.ABC):
         if message.name is None:
             raise InvalidArgument(f"ensure needs a named message, got {message.schedule_id}")
         plan = ensure_plan(message, max_attempts)
+        sid = message.schedule_id
         if connection is None:
-            try:
-                self.insert(message, max_attempts)
-            except DuplicateSchedule:
-                pass
-            else:
-                return EnsureResult.CREATED
-            return self.modify_record(message.schedule_id, plan)
+            return ensure_rounds(
+                message,
+                lambda: self.insert(message, max_attempts),
+                lambda: self.modify_record(sid, plan),
+            )
         if not self.shares_transactions:
             raise no_transactions(self, connection)
         insert: Callable[..., None] = self.insert  # this store's takes connection=
-        try:
-            insert(message, max_attempts, connection=connection)
-        except DuplicateSchedule:
-            pass
-        else:
-            return EnsureResult.CREATED
-        return self.modify_within(connection, message.schedule_id, plan)
+        return ensure_rounds(
+            message,
+            lambda: insert(message, max_attempts, connection=connection),
+            lambda: self.modify_within(connection, sid, plan),
+        )
 
     def update_schedule(self, schedule_id: uuid.UUID, change: Change) -> bool:
         """Change a non-terminal schedule in place (None fields stay); True when a value

@@ -26,7 +26,14 @@ from typing import TypeVar
 
 import attrs
 
-from ..errors import InvalidArgument, InvalidTrigger, NotChangeable
+from ..errors import (
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidTrigger,
+    NotChangeable,
+    ScheduleNotFound,
+    StoreError,
+)
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
 from ..snapshot import ScheduleStatus
@@ -39,6 +46,7 @@ __all__ = [
     "EnsureResult",
     "Plan",
     "ensure_plan",
+    "ensure_rounds",
     "move_plan",
     "run_now_plan",
     "update_plan",
@@ -196,6 +204,37 @@ def _cron_meaning(text: str) -> tuple[object, ...] | None:
         return None
     sets = tuple(frozenset(field) for field in fields)
     return (cron.tz, cron.every_real_hour, *sets, weekdays, day_and)
+
+
+ENSURE_ROUNDS = 8
+"""How many times :func:`ensure_rounds` inserts again after the row it met was deleted."""
+
+
+def ensure_rounds(
+    message: ScheduledMessage,
+    insert: Callable[[], None],
+    modify: Callable[[], EnsureResult],
+) -> EnsureResult:
+    """``ensure``'s steps: ``insert`` the row (CREATED), or, when one exists
+    (:class:`DuplicateSchedule`), ``modify`` it by :func:`ensure_plan`. The row the
+    insert met may be deleted (pruned) before ``modify`` reads it back: then the insert
+    is tried again. Each round needs someone else to insert and delete the row in
+    between, so rounds are few; after :data:`ENSURE_ROUNDS`, :class:`StoreError`."""
+    for _ in range(ENSURE_ROUNDS):
+        try:
+            insert()
+        except DuplicateSchedule:
+            pass
+        else:
+            return EnsureResult.CREATED
+        try:
+            return modify()
+        except ScheduleNotFound:
+            continue
+    raise StoreError(
+        f"ensure of {message.name!r} ({message.schedule_id}): the row was deleted between"
+        f" its insert and its update {ENSURE_ROUNDS} times in a row; try again"
+    )
 
 
 def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResult]:

@@ -14,7 +14,7 @@ from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, Schedule
 from ..message import ScheduledMessage
 from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
-from .base import SWEEP_ERROR, SettlingStore
+from .base import SWEEP_ERROR, SWEEP_KEPT, SettlingStore
 from .changes import Plan
 from .checks import (
     check_claim,
@@ -231,7 +231,8 @@ class InMemoryScheduleStore(SettlingStore):
                     and (row.leased_until is None or row.leased_until <= now)
                 ):
                     row.dead_lettered_at = now
-                    row.last_error = SWEEP_ERROR
+                    last = row.last_error
+                    row.last_error = SWEEP_ERROR if last is None else SWEEP_KEPT + last
                     row.leased_until = None
                     count += 1
             return count

@@ -7,13 +7,13 @@ in-memory store and the SQL stores derive status, snapshots and messages the sam
 from __future__ import annotations
 
 import functools
-import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import attrs
 
+from .._json import STRICT_DECODER, strict_loads
 from ..errors import InvalidMessage, InvalidTrigger
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
@@ -21,19 +21,20 @@ from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
 from .columns import COLUMN_NAMES
 
-_SCAN_JSON: Callable[[str, int], tuple[object, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_SCAN_JSON: Callable[[str, int], tuple[object, int]] = STRICT_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def load_payload(text: str) -> object:
-    """``json.loads(text)`` for a stored payload, its errors included. A payload read
+    """:func:`~hexeract_lite._json.strict_loads` for a stored payload, its errors
+    included (NaN, the infinities and numbers beyond a float are refused). A payload read
     back (every claimed row has one) is almost always one JSON value and nothing
     around it: the decoder's scanner reads that directly, without ``loads``'
     whitespace handling; anything else gets ``json.loads`` itself."""
     try:
         value, end = _SCAN_JSON(text, 0)
     except (StopIteration, TypeError, ValueError, RecursionError):
-        return json.loads(text)
-    return value if end == len(text) else json.loads(text)
+        return strict_loads(text)
+    return value if end == len(text) else strict_loads(text)
 
 
 @functools.lru_cache(maxsize=1024)

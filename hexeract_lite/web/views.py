@@ -17,6 +17,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .._json import strict_loads
 from ..cli.output import local_ts, ts, zone_of
 from ..control import SchedulerControl
 from ..settle import error_summary
@@ -208,7 +209,7 @@ def schedules_page(
 
 def _pretty(payload_json: str) -> str:
     try:
-        return json.dumps(json.loads(payload_json), indent=2, ensure_ascii=False, sort_keys=True)
+        return json.dumps(strict_loads(payload_json), indent=2, ensure_ascii=False, sort_keys=True)
     except ValueError:
         return payload_json
 

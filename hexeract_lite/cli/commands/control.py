@@ -42,17 +42,44 @@ def add_parser(tree: CommandTree) -> None:
         id_argument(sub)
 
 
+class _Malformed(Exception):
+    """The schedule's row does not decode: whether the action applied, and why."""
+
+    def __init__(self, sid: uuid.UUID, changed: bool, reason: str) -> None:
+        super().__init__(reason)
+        self.sid, self.changed, self.reason = sid, changed, reason
+
+
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Pause, resume or cancel (``args.action``) the schedule; say what changed."""
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, ScheduleSnapshot, bool, ScheduleSnapshot]:
+        from ...store.sql.store import MalformedRowError
+
         sid = schedule_id(args, store)
         control = SchedulerControl(store)
-        before = control.inspect(sid)
+        try:
+            before = control.inspect(sid)
+        except MalformedRowError as exc:
+            if args.action == "resume":
+                raise  # resuming computes the next firing from the row: it must decode
+            changed = bool(getattr(control, args.action)(sid))  # plain SQL: it applies
+            raise _Malformed(sid, changed, exc.reason) from None
         changed = bool(getattr(control, args.action)(sid))
         return sid, before, changed, control.inspect(sid)
 
-    sid, before, changed, after = ctx.write(act, ids=target_ids(args))
+    try:
+        sid, before, changed, after = ctx.write(act, ids=target_ids(args))
+    except _Malformed as odd:
+        done = {"pause": "Paused", "cancel": "Cancelled"}[args.action]
+        if odd.changed:
+            ctx.print(f"{done} schedule {odd.sid} (its row is malformed: {odd.reason}).")
+        else:
+            ctx.print(
+                f"Schedule {odd.sid} is not live or already {done.lower()}; nothing to"
+                f" {args.action} (its row is malformed: {odd.reason})."
+            )
+        return EXIT_OK
     if args.action == "pause":
         if changed:
             ctx.print(f"Paused schedule {sid}.")

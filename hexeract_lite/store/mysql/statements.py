@@ -84,7 +84,8 @@ class Statements:
             f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
         self.sweep = (
-            f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error = %(error)s,"
+            f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error ="
+            " CASE WHEN last_error IS NULL THEN %(error)s ELSE CONCAT(%(kept)s, last_error) END,"
             " leased_until = NULL WHERE hxl_exhausted <= %(now)s"
         )
         self.sweep_probe = f"SELECT 1 FROM {t} WHERE hxl_exhausted <= %(now)s LIMIT 1"

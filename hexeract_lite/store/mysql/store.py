@@ -24,12 +24,12 @@ import pymysql
 
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import DuplicateSchedule, InvalidConfiguration, StoreError
+from ...errors import DuplicateSchedule, InvalidConfiguration, InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
-from ..base import SWEEP_ERROR
+from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import check_flag, check_max_attempts, check_messages, check_records
 from ..listing import glob_regex
@@ -72,6 +72,44 @@ def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime)
         "name": message.name,
         "grace": grace_ms(message.misfire_grace),
     }
+
+
+MAX_JSON_DEPTH = 32
+"""The deepest payload the store takes: MariaDB's JSON functions (the column's check)
+stop at 32 levels of arrays and objects (MySQL 8 at 100)."""
+
+
+def json_depth(text: str) -> int:
+    """How deeply arrays and objects nest in the JSON ``text`` (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _check_depth(messages: Sequence[ScheduledMessage]) -> None:
+    for message in messages:
+        text = message.payload_json
+        opened = text.count("[") + text.count("{")  # at most this deep: most payloads stop here
+        if opened > MAX_JSON_DEPTH and (depth := json_depth(text)) > MAX_JSON_DEPTH:
+            raise InvalidMessage(
+                f"the payload of schedule {message.schedule_id} nests {depth} levels deep;"
+                f" MySQL/MariaDB JSON takes at most {MAX_JSON_DEPTH}"
+            )
 
 
 def _duplicate(exc: StoreError) -> bool:
@@ -265,6 +303,7 @@ class MysqlScheduleStore(SqlScheduleStore):
                 f"max_attempts must be at most {_MAX_INT}, got {max_attempts}"
             )
         messages = check_messages(messages)
+        _check_depth(messages)
         if not messages and connection is None:
             return
         now = encode_instant(self._now())
@@ -330,7 +369,7 @@ class MysqlScheduleStore(SqlScheduleStore):
         )
 
     def dead_letter_exhausted(self) -> int:
-        params = {"now": encode_instant(self._now()), "error": SWEEP_ERROR}
+        params = {"now": encode_instant(self._now()), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
         # every poll cycle runs this: a read says when there is nothing to do, without
         # taking row locks
         if not self._read("dead_letter_exhausted", self._sql.sweep_probe, params):

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import Format
 
+from ..._json import strict_loads
 from ..._time import to_utc_ms
 from ...snapshot import MalformedSchedule, ScheduleStatus
 from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
@@ -159,7 +160,7 @@ def _float_kept(match: re.Match[str]) -> str:
 
 
 def _canonical_json(text: str) -> str:
-    return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(strict_loads(text), ensure_ascii=False, separators=(",", ":"))
 
 
 def _instant(value: datetime | None) -> datetime | None:
@@ -238,7 +239,7 @@ def diagnose(row: Sequence[Any]) -> str:
             return f"{column.name} is not a timestamp Python can hold: {str(value)!r:.60}"
         if column.kind is _K.JSON:
             try:
-                json.loads(value)
+                strict_loads(value)
             except (TypeError, ValueError) as exc:
                 return f"payload is not JSON: {exc}"
     return message_problem(

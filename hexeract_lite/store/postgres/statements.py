@@ -158,8 +158,8 @@ class Statements:
             "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
         self.sweep = q(
-            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
-            " leased_until = NULL"
+            "UPDATE {t} SET dead_lettered_at = {now}, leased_until = NULL, last_error ="
+            " CASE WHEN last_error IS NULL THEN %(error)s ELSE %(kept)s || last_error END"
             " WHERE {pending} AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= {now})"
         )
@@ -301,13 +301,17 @@ def stats_statement(table: str, now: sql.Composable) -> sql.Composed:
 
 def prune_statements(table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
     """(count, delete a batch) of the rows whose ``column`` (an end instant) is before
-    ``%(cut)s``; ``%(n)s`` rows per delete, found on the column's partial index."""
+    ``%(cut)s``; ``%(n)s`` rows per delete, found on the column's partial index. The
+    delete repeats the condition outside the batch's subquery: a row another
+    transaction changed meanwhile (a cancelled schedule declared again) is checked
+    again as it is now, under READ COMMITTED, and kept."""
     names = {"t": sql.Identifier(table), "c": sql.Identifier(column)}
     where: LiteralString = "{c} IS NOT NULL AND {c} < %(cut)s"
     count = sql.SQL("SELECT count(*) FROM {t} WHERE " + where).format(**names)
     delete = sql.SQL(
         "DELETE FROM {t} WHERE schedule_id IN (SELECT schedule_id FROM {t} WHERE "
         + where
-        + " LIMIT %(n)s)"
+        + " LIMIT %(n)s) AND "
+        + where
     ).format(**names)
     return count, delete

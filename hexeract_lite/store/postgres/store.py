@@ -43,7 +43,7 @@ from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...settlement import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, ScheduleStatus
-from ..base import SWEEP_ERROR
+from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import (
     check_flag,
@@ -493,7 +493,8 @@ class PostgresScheduleStore(SqlScheduleStore):
 
     def dead_letter_exhausted(self) -> int:
         with self._connection("dead_letter_exhausted") as conn:
-            return conn.execute(self._sql.sweep, self._with_now({"error": SWEEP_ERROR})).rowcount
+            params = self._with_now({"error": SWEEP_ERROR, "kept": SWEEP_KEPT})
+            return conn.execute(self._sql.sweep, params).rowcount
 
     def transaction_runner(
         self,

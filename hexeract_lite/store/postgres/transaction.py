@@ -106,6 +106,20 @@ def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
 _IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
+_AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
+"""After the handler: its transaction is still the sink's, and the table's name still
+resolves to the store's table (not to a TEMP table the handler made)."""
+
+
+def _shadowed(store: StoreSide) -> DispatchError:
+    return DispatchError(
+        f"the transactional handler created a TEMP table or view named {store.table!r} on"
+        f" the sink's session: it would hide the store's table ({store._where}) from every"
+        " later acknowledgement; its writes and the acknowledgement were rolled back (name"
+        " TEMP tables otherwise)"
+    )
+
+
 def _store_identity(store: StoreSide, fresh: bool = False) -> tuple[Any, ...]:
     """The :data:`_IDENTITY` the store's connections see (read again when ``fresh``:
     a server restart changes its start instant)."""
@@ -382,9 +396,15 @@ class PostgresTransactionRunner:
                 returned = self._handler(occ.message, conn)
                 if returned is not None:
                     raise bad_return(self._handler, returned)
-                now_xid = conn.cursor(row_factory=tuple_row).execute("SELECT txid_current()")
-                if xid is None or now_xid.fetchone() != xid[-1:]:
+                after = (
+                    conn.cursor(row_factory=tuple_row)
+                    .execute(_AFTER_HANDLER, [store.table])
+                    .fetchone()
+                )
+                if xid is None or after is None or after[0] != xid[-1]:
                     raise _ended(self._handler)
+                if after[1] != _store_identity(store)[3]:
+                    raise _shadowed(store)
                 if time.monotonic() > deadline:
                     raise timed_out(self._timeout, None)
                 if settlement.wakes:

@@ -58,6 +58,16 @@ Row = Sequence[Any]
 """A row as the driver returns it, every column in registry order
 (:data:`~hexeract_lite.store.columns.COLUMN_NAMES`)."""
 
+
+class MalformedRowError(StoreError):
+    """A row that does not decode was asked for whole; :attr:`reason` names the
+    column. The pure SQL changes (cancel, pause) still apply to it."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 MALFORMED = "malformed row, dead-lettered without dispatch: "
 """The start of the ``last_error`` of a claimed row that could not be decoded."""
 
@@ -224,8 +234,8 @@ class SqlScheduleStore(SettlingStore):
     def _malformed(self, row: Row, exc: BaseException) -> StoreError:
         """The error for a row that must decode (inspect, a change, a named listing)."""
         why = self._codec.why(row, exc)
-        return StoreError(
-            f"schedule {self._codec.row_label(row)} in {self._place} is malformed: {why}"
+        return MalformedRowError(
+            f"schedule {self._codec.row_label(row)} in {self._place} is malformed: {why}", why
         )
 
     def _export_error(self, row: Row, exc: BaseException) -> StoreError:

@@ -9,7 +9,6 @@ with ``SELECT`` :data:`SELECT_LIST` (every column, in registry order).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -29,6 +28,7 @@ from ..record import (
     message_problem,
     rule_trigger,
 )
+from .salvage import SalvagedRow, undecodable
 
 __all__ = [
     "COLUMN_INDEX",
@@ -141,6 +141,8 @@ _INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT)
 def record_from_row(row: Sequence[Any]) -> ScheduleRecord:
     """A row of ``SELECT`` :data:`SELECT_LIST` as a record (ids and instants decoded).
     A value that does not decode raises (ValueError, TypeError): see :func:`diagnose`."""
+    if type(row) is SalvagedRow:
+        raise ValueError(undecodable(row))
     return ScheduleRecord(*[decode(value) for decode, value in zip(_DECODERS, row, strict=True)])
 
 
@@ -211,6 +213,8 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
     ``record_from_row(row).leased()`` builds, without the record in between (the
     claim's hot path). Shared Target and cron Trigger values, the lease parsed once per
     claim (``until`` is its text). A row that does not decode raises."""
+    if type(row) is SalvagedRow:
+        raise ValueError(undecodable(row))
     scheduled_for = parse_ts(row[_SCHEDULED_FOR])
     parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
     lease_text = row[_LEASED_UNTIL]
@@ -248,7 +252,10 @@ def diagnose(row: Sequence[Any]) -> str:
 
     Checks each column by its kind (ids, instants, JSON, integers and flags), then the
     values the message needs (trigger kind and cron expression, target kind and key).
+    A text value that is not UTF-8 (:mod:`.salvage`) is named first.
     """
+    if problem := undecodable(row):
+        return problem
     for column, value in zip(COLUMNS, row, strict=True):
         name, kind = column.name, column.kind
         if value is None:
@@ -267,7 +274,7 @@ def diagnose(row: Sequence[Any]) -> str:
                 return f"{name} is not a timestamp: {value!r:.60}"
         elif kind is ColumnKind.JSON:
             try:
-                json.loads(value)
+                load_payload(value)
             except (TypeError, ValueError, RecursionError) as exc:
                 return f"{name} is not JSON: {exc}"
         elif kind in (ColumnKind.INT, ColumnKind.BIGINT, ColumnKind.BOOL):

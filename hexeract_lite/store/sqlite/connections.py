@@ -4,23 +4,26 @@ child's own connection, opened on its first call."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
 import apsw
 
 from ..._log import package_logger
-from ...errors import StoreError
+from ...errors import InvalidArgument, StoreError
 from ..fork import PidCheckingLock
 from .driver import FileHold
+from .salvage import fetch_rows
 from .schema import connect, memory_sorts
 from .session import SqliteSession, set_busy_wait
 
-__all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate"]
+__all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
 
 BEGIN = "BEGIN IMMEDIATE"
 _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
@@ -30,6 +33,23 @@ _log = package_logger(__name__)
 _INHERITED: list[object] = []
 """Connections a forked child inherited: never used and never closed (SQLite forbids
 either across a fork), kept here so that garbage collection does not close them."""
+
+
+_SINK_FILE: ContextVar[str | None] = ContextVar("hexeract_lite_sink_file", default=None)
+"""The file whose write lock the transactional handler running in this context holds
+(through the sink's own transaction), else None."""
+
+
+@contextmanager
+def sink_transaction(path: pathlib.Path) -> Iterator[None]:
+    """Mark the code inside as a transactional handler holding ``path``'s write lock:
+    the store's own write transactions on that file refuse at once (they would wait
+    for that lock until the busy timeout)."""
+    token = _SINK_FILE.set(os.path.realpath(path))
+    try:
+        yield
+    finally:
+        _SINK_FILE.reset(token)
 
 
 def is_duplicate(exc: BaseException) -> bool:
@@ -88,7 +108,20 @@ class Connections:
         if self.readonly:
             raise StoreError(f"{what} on {self.path}: the store was opened read-only")
 
-    def error(self, what: str, exc: apsw.Error) -> StoreError:
+    def outside_sink(self, what: str) -> None:
+        """Raise :class:`InvalidArgument` when called by a transactional handler whose
+        transaction holds this file's write lock."""
+        held = _SINK_FILE.get()
+        if held is not None and held == os.path.realpath(self.path):
+            raise InvalidArgument(
+                f"{what} on {self.path} inside a transactional handler: the sink's"
+                " transaction holds the database's write lock, so the store's own"
+                " connection cannot write until it ends; pass connection= (the"
+                " handler's connection) to write within that transaction; nothing was"
+                " written"
+            )
+
+    def error(self, what: str, exc: apsw.Error | UnicodeDecodeError) -> StoreError:
         """An apsw error as the :class:`StoreError` naming ``what`` and the file."""
         if isinstance(exc, apsw.BusyError | apsw.LockedError):
             seconds = self.busy_timeout.total_seconds()
@@ -106,6 +139,7 @@ class Connections:
         (claims, acknowledgements, the sweep), which ``durability="relaxed"`` commits
         without waiting for fsync."""
         self.writable(what)
+        self.outside_sink(what)
         with self.lock:
             cur = self.live_cursor()
             begin = self._begin_worker if worker else BEGIN
@@ -122,7 +156,7 @@ class Connections:
                     self.rollback()
                     if is_duplicate(exc):
                         raise DuplicateKey() from exc
-                    if isinstance(exc, apsw.Error):
+                    if isinstance(exc, apsw.Error | UnicodeDecodeError):
                         raise self.error(what, exc) from exc
                     raise
             finally:
@@ -158,8 +192,8 @@ class Connections:
         with self.lock:
             cur = self.live_cursor()
             try:
-                return cur.execute(sql, params).fetchall()
-            except apsw.Error as exc:
+                return fetch_rows(cur, sql, params)
+            except (apsw.Error, UnicodeDecodeError) as exc:
                 raise self.error(what, exc) from exc
 
     def run(self, what: str, *statements: str) -> list[Any]:

@@ -71,7 +71,7 @@ def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
         )
         rows = conn.execute(statement, {"limit": limit}).fetchall()
         conn.close()
-    except apsw.Error:
+    except (apsw.Error, UnicodeDecodeError):  # the store reads a non-UTF-8 row salvaged
         return None
     finally:
         conn.close()  # idempotent

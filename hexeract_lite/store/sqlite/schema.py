@@ -1,4 +1,5 @@
-"""Opening a SQLite file for the store: paths, creation, connections, schema versions.
+"""Opening a SQLite file for the store: creation, connections, schema versions (the path
+checks are in :mod:`.paths`).
 
 :meth:`SqliteScheduleStore.open <hexeract_lite.store.sqlite.SqliteScheduleStore.open>`
 runs these steps in order: :func:`check_path`, :func:`create_database` when the file
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import stat
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -33,7 +35,7 @@ from datetime import timedelta
 import apsw
 
 from ..._time import format_ts, parse_ts
-from ...errors import InvalidConfiguration, StoreError
+from ...errors import StoreError
 from ..columns import COLUMNS, ColumnKind
 from ..schema import (
     REFERENCE_COLUMNS,
@@ -44,6 +46,7 @@ from ..schema import (
     sqlite_unique_index_ddl,
 )
 from .driver import FileHold, hold_file, open_connection
+from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
 from .session import set_busy_wait
 
 __all__ = [
@@ -64,10 +67,6 @@ __all__ = [
     "optimize",
 ]
 
-APP_NAME = "hexeract_lite"
-"""The platformdirs application name of the default database's folder."""
-DATABASE_FILE_NAME = "scheduler.db"
-"""The file name of the default database."""
 SCHEMA_VERSION = 6
 """The schema version this code writes and understands.
 
@@ -111,14 +110,6 @@ DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
 _INSTANT_COLUMNS = tuple(
     c.name for c in COLUMNS if c.kind is ColumnKind.INSTANT and c.reference
 )  # step 1's: the reference's instants (the table has no others yet)
-
-
-def default_database_path() -> pathlib.Path:
-    """``<user data dir>/hexeract_lite/scheduler.db`` (platformdirs), e.g.
-    ``~/.local/share/hexeract_lite/scheduler.db`` on Linux."""
-    import platformdirs  # imported when needed: most openings name their file
-
-    return pathlib.Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATABASE_FILE_NAME
 
 
 def open_database(
@@ -177,34 +168,6 @@ def memory_sorts(conn: apsw.Connection) -> None:
 
 
 # -- the file ------------------------------------------------------------------------
-
-
-def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Path:
-    """The absolute database path, after the checks that need no SQL (default folders are
-    made here when ``create``)."""
-    if path is None:
-        db = default_database_path()
-        if create and not db.parent.is_dir():
-            try:
-                db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot create the folder {db.parent} for the database {db}: {exc}"
-                ) from exc
-    else:
-        if not isinstance(path, str | os.PathLike):
-            raise InvalidConfiguration(f"path must be a str or os.PathLike, got {path!r}")
-        db = pathlib.Path(os.fsdecode(os.fspath(path)))
-    db = db.absolute()
-    if db.is_dir():
-        raise StoreError(f"cannot open the database {db}: it is a directory")
-    if db.exists():
-        return db
-    if not create:
-        raise StoreError(f"no database at {db}")
-    if not db.parent.is_dir():
-        raise StoreError(f"cannot create the database {db}: the folder {db.parent} does not exist")
-    return db
 
 
 def create_database(
@@ -331,11 +294,18 @@ def _reads_without_trace(path: pathlib.Path) -> bool:
     connection to close does. In rollback-journal mode (where a read-write
     reader could roll back a hot journal), or with either file present (another
     connection's), the plain read-only opening is kept."""
-    try:
-        with open(path, "rb") as file:
-            header = file.read(20)
+    try:  # O_NONBLOCK: a FIFO put in the file's place must not block the read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        header = os.read(fd, 20)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     if len(header) < 20 or header[18:20] != b"\x02\x02":  # WAL read and write versions
         return False
     if any(os.path.lexists(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):

@@ -22,6 +22,8 @@ from typing import Any
 
 import apsw
 
+from .salvage import fetch_rows
+
 __all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "SqliteSession", "set_busy_wait"]
 
 RETRY_MIN_S = 0.0002
@@ -83,8 +85,9 @@ class SqliteSession:
         return cur.connection.changes()
 
     def fetch(self, statement: str, params: Any = ()) -> list[Any]:
-        """Run a statement; its rows."""
-        return self.cur.execute(statement, params).fetchall()
+        """Run a statement; its rows (a row whose text is not UTF-8 salvaged: see
+        :func:`~.salvage.fetch_rows`)."""
+        return fetch_rows(self.cur, statement, params)
 
     def wake(self, others: bool = True) -> None:
         """Notify the store's change signal after the commit (other processes notice

@@ -23,6 +23,10 @@ _DQS = (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL)
 # -- sqlite3 behind apsw's interface ------------------------------------------------------
 
 
+_NOT_UTF8 = "Could not decode to UTF-8"
+"""The start of ``sqlite3``'s error for a TEXT value that is not UTF-8."""
+
+
 def _apsw_error(exc: BaseException) -> BaseException:
     """The apsw exception for a ``sqlite3`` one (the same SQLite result code)."""
     if isinstance(exc, sqlite3.ProgrammingError):
@@ -33,6 +37,8 @@ def _apsw_error(exc: BaseException) -> BaseException:
             return apsw.ThreadingViolationError(text)
     if not isinstance(exc, sqlite3.Error):
         return exc
+    if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(_NOT_UTF8):
+        return UnicodeDecodeError("utf-8", b"", 0, 0, str(exc))  # as apsw raises it
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code > 0:
         error: BaseException = apsw.exception_for(code)

@@ -22,6 +22,7 @@ from ..schema import (
     sqlite_noncanonical,
     validate_sqlite_table_name,
 )
+from .salvage import fetch_rows
 
 if TYPE_CHECKING:
     import pathlib
@@ -149,7 +150,8 @@ class SqliteStatements:
         )
         self.sweep = (
             f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
-            " SET dead_lettered_at = :now, last_error = :error, leased_until = NULL"
+            " SET dead_lettered_at = :now, leased_until = NULL,"
+            " last_error = CASE WHEN last_error IS NULL THEN :error ELSE :kept || last_error END"
             f" WHERE {sweepable}"
         )
         # Run before the sweep's write transaction, which it usually spares: is there
@@ -261,7 +263,12 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
     rows: list[Any] = []
     for start in range(0, len(rowids), LEASE_CHUNK):
         chunk = rowids[start : start + LEASE_CHUNK]
-        rows += cur.execute(sql.lease(len(chunk)), (until, *chunk)).fetchall()
+        try:
+            rows += cur.execute(sql.lease(len(chunk)), (until, *chunk)).fetchall()
+        except UnicodeDecodeError:  # leased all the same: read them back, salvaged
+            marks = ", ".join("?" * len(chunk))
+            again = f"SELECT {SELECT_LIST} FROM {sql.table} WHERE rowid IN ({marks})"
+            rows += fetch_rows(cur, again, chunk)
     return rows
 
 

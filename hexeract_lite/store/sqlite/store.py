@@ -37,7 +37,7 @@ from ...errors import (
 from ...message import ScheduledMessage, validate_message
 from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
-from ..base import SWEEP_ERROR
+from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import (
     check_max_attempts,
@@ -438,6 +438,7 @@ class SqliteScheduleStore(SqlScheduleStore):
                 connection, self._path, self._sql, [message], [row], "insert", self.driver
             )
             return
+        self._db.outside_sink("insert")
         # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
         # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
         with self._lock:
@@ -528,7 +529,7 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     def dead_letter_exhausted(self) -> int:
         self._writable("dead_letter_exhausted")
-        params = {"now": format_ts(self._now()), "error": SWEEP_ERROR}
+        params = {"now": format_ts(self._now()), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
         # Every poll cycle runs this; almost always there is nothing to do, and a read
         # says so without taking the write lock (other processes' claims go on).
         [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)

@@ -68,6 +68,7 @@ from .codec import (
     row_from_record,
     row_label,
 )
+from .connections import sink_transaction
 from .driver import (
     FileHold,
     handler_connection,
@@ -254,6 +255,15 @@ def _check(
             " with driver='apsw'",
         )
     return caller
+
+
+def _shadowed(table: str, path: os.PathLike[str] | str) -> DispatchError:
+    return DispatchError(
+        f"the transactional handler created a TEMP table or view named {table!r} on the"
+        f" sink's connection: it would hide the store's table in {path} from every later"
+        " acknowledgement; its writes and the acknowledgement were rolled back (name"
+        " TEMP tables otherwise)"
+    )
 
 
 def _is_readonly(exc: BaseException) -> bool:
@@ -449,16 +459,20 @@ class _TransactionGuard:
     runs when a statement is prepared, and the handler's transaction statements are
     always prepared while it is active (the runner's own use other texts)."""
 
-    __slots__ = ("active", "refused")
+    __slots__ = ("active", "refused", "temp_changed")
 
     def __init__(self) -> None:
         self.active = False
         self.refused: list[str] = []
+        self.temp_changed = False  # the handler created or altered a TEMP table or view
 
     def __call__(self, op: int, arg1: str | None, *_: object) -> int:
-        if self.active and op == apsw.SQLITE_TRANSACTION:
-            self.refused.append(str(arg1))
-            return apsw.SQLITE_DENY
+        if self.active:
+            if op == apsw.SQLITE_TRANSACTION:
+                self.refused.append(str(arg1))
+                return apsw.SQLITE_DENY
+            if op in _TEMP_DDL or (op == apsw.SQLITE_ALTER_TABLE and arg1 == "temp"):
+                self.temp_changed = True
         return apsw.SQLITE_OK
 
     def error(self, cause: BaseException | None = None) -> BaseException:
@@ -471,6 +485,9 @@ class _TransactionGuard:
         )
         err.__cause__ = cause
         return err
+
+
+_TEMP_DDL = frozenset({apsw.SQLITE_CREATE_TEMP_TABLE, apsw.SQLITE_CREATE_TEMP_VIEW})
 
 
 _STATEMENT_NAMES = {
@@ -600,14 +617,18 @@ class SqliteTransactionRunner:
                 applied = False
             else:
                 guard.refused.clear()
+                guard.temp_changed = False
                 guard.active = True
                 try:
-                    returned = self._handler(occ.message, handler_connection(conn))
+                    with sink_transaction(self._store.path):
+                        returned = self._handler(occ.message, handler_connection(conn))
                 finally:
                     guard.active = False
                     _plain_rows(conn)
                 if guard.refused:
                     error = guard.error()
+                elif guard.temp_changed and conn.execute(_TEMP_SHADOW, (self._store.table,)):
+                    error = _shadowed(self._store.table, self._store.path)
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:

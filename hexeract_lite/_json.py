@@ -1,0 +1,36 @@
+"""Strict JSON reading: what the API writes, and nothing else.
+
+Python's ``json`` reads ``NaN``, ``Infinity`` and ``-Infinity``, and a number too large
+for a float (``1e999``) as infinity; none of them is JSON, and the API refuses to write
+them (``allow_nan=False``). :func:`strict_loads` refuses them too, with a ValueError
+naming the value, so that a payload another tool wrote that way is malformed rather
+than delivered as ``nan``/``inf`` or printed as invalid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+__all__ = ["STRICT_DECODER", "strict_loads"]
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text:.40} is beyond the range of a float")
+    return value
+
+
+STRICT_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+"""A decoder refusing NaN, the infinities and numbers that overflow a float."""
+
+
+def strict_loads(text: str | bytes) -> object:
+    """``json.loads(text)`` for strict JSON (see the module), its other errors and its
+    handling of bytes included; raises ValueError for a value that is not JSON."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
