@@ -12,8 +12,9 @@ children are then told to stop. The same harness drives:
 - ``floor-pg``: raw psycopg, the reference's one-statement claim of 10 (``FOR UPDATE
   SKIP LOCKED`` under an ``UPDATE ... RETURNING``, its own transaction), a no-op per
   row, then the 10 fenced acknowledgements by ``executemany`` in one transaction;
-- ``procrastinate``: ``App.run_worker(wait=False, concurrency=1)`` with a no-op
-  synchronous task (the worker returns once the queue is empty).
+- ``procrastinate``: ``App.run_worker_async(wait=False, concurrency=1)`` with a no-op
+  synchronous task, its app (connection pool) open before the go (the worker returns
+  once the queue is empty).
 
 ``sqlite_drain`` can also run another process inserting meanwhile (``writer``: the
 contention writer of ``_contention``), and then reports that writer's insert p99.
@@ -87,8 +88,19 @@ _CHILD = textwrap.dedent(
         def noop(i):
             return None
 
-        def work():
-            app.run_worker(wait=False, concurrency=1, install_signal_handlers=False)
+        async def drain():
+            async with app.open_async():  # the pool is open before "ready"
+                await app.check_connection_async()
+                print("ready", flush=True)
+                sys.stdin.readline()
+                await app.run_worker_async(
+                    wait=False, concurrency=1, install_signal_handlers=False
+                )
+
+        import asyncio
+        asyncio.run(drain())
+        sys.stdin.readline()
+        raise SystemExit(0)
     else:
         raise SystemExit(f"kind {kind!r}")
     print("ready", flush=True)
