@@ -183,7 +183,19 @@ def drain(
         "expected": n,
         "workers": workers,
         "seconds": elapsed,
+        **(_default_figures() if kind.startswith("hexeract") else {}),
     }
+
+
+def _default_figures() -> dict[str, object]:
+    """The default config's settings the hexeract workers ran with."""
+    from types import SimpleNamespace
+
+    from _hexeract import _config_figures
+
+    from hexeract_lite.worker import SchedulerWorkerConfig
+
+    return _config_figures(SimpleNamespace(config=SchedulerWorkerConfig()))
 
 
 def _sqlite_left(path: str) -> Callable[[], int]:
@@ -248,4 +260,5 @@ def sqlite_drain(
         "drain_rows_per_s": gone / elapsed,
         "drained_all": gone >= first,
         "writer": writer,
+        **_default_figures(),
     }
