@@ -36,12 +36,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from _targets import Raw, paired_ratio, targets, targets_text
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 
-PEERS = ("huey", "apscheduler", "persistqueue")
-PEER_TITLES = {"huey": "huey", "apscheduler": "APScheduler", "persistqueue": "persist-queue"}
+PEERS = ("huey", "apscheduler", "persistqueue", "procrastinate")
+PEER_TITLES = {
+    "huey": "huey",
+    "apscheduler": "APScheduler",
+    "persistqueue": "persist-queue",
+    "procrastinate": "Procrastinate",
+}
+POSTGRES_URL = "HEXERACT_TEST_POSTGRES_URL"
 
 # -- the measurements ------------------------------------------------------------------
 
@@ -63,6 +71,8 @@ class Bench:
     better: str = "higher"  # or "lower"
     floor: str | None = None  # the floor bench this row is compared with
     physical: str | None = None  # the physical-floor bench this row is compared with
+    reference: str | None = None  # the reference-floor bench this row is compared with
+    needs: str | None = None  # "postgres": run only when a server is given
     vs_peers: bool = True  # show the x huey etc. columns for this row
     timeout: float = 900.0
 
@@ -74,6 +84,7 @@ GROUPS = {
     "enqueue": ("enqueue, one per call", "rows/s"),
     "insert_many": ("insert_many", "rows/s"),
     "drain": ("drain 10k due (claim → no-op handler → ack)", "rows/s"),
+    "pg_drain": ("PostgreSQL drain 10k due, worker processes", "rows/s"),
     "claim": ("claim latency (claim of 10)", "µs"),
     "contention": ("another process's insert p99 while a worker drains", "ms"),
     "lag": ("dispatch lag, idle worker in run()", "ms"),
@@ -109,6 +120,8 @@ def _benches() -> list[Bench]:
         # enqueue one by one
         _b("enqueue/physical", "physical floor: 1 INSERT per txn, 6-column table",
            "_physical.enqueue", enq, quick=q_enq, prep=None),
+        _b("enqueue/reference", "reference floor: its insert, 1 per txn, its 17-column table",
+           "_reference.enqueue", enq, quick=q_enq, prep=None),
         _b("enqueue/floor", "raw apsw, 1 INSERT per txn", "_floor.enqueue", enq, quick=q_enq,
            physical="enqueue/physical"),
         _b("enqueue/hexeract", "hexeract store.insert(msg, 5)", "_hexeract.enqueue", enq,
@@ -125,6 +138,8 @@ def _benches() -> list[Bench]:
         # bulk
         _b("insert_many/physical-1000", "physical floor: executemany, 1000 per txn",
            "_physical.insert_many", {**many, "per_txn": 1000}, quick=q_many, prep=None),
+        _b("insert_many/reference-1000", "reference floor: executemany of its insert, 1000 per txn",
+           "_reference.insert_many", {**many, "per_txn": 1000}, quick=q_many, prep=None),
         _b("insert_many/floor-100", "raw apsw executemany, 100 per txn", "_floor.insert_many",
            {**many, "per_txn": 100}, quick=q_many),
         _b("insert_many/floor-1000", "raw apsw executemany, 1000 per txn", "_floor.insert_many",
@@ -138,6 +153,10 @@ def _benches() -> list[Bench]:
         # drain
         _b("drain/physical-10", "physical floor: claim 10 + ack 10, 6-column table",
            "_physical.drain", {**d10k, "batch": 10}, quick=q_d, prep=due10k),
+        _b("drain/reference-10", "reference floor: its claim 10 + its mark_delivered 10",
+           "_reference.drain", {**d10k, "batch": 10}, quick=q_d, prep=None),
+        _b("drain/reference-10fused", "reference floor: its acks + its next claim in 1 txn",
+           "_reference.drain", {**d10k, "batch": 10, "fused": True}, quick=q_d, prep=None),
         _b("drain/floor-1", "raw apsw, claim 1 + ack 1", "_floor.drain", {**d10k, "batch": 1},
            quick=q_d, prep=due10k),
         _b("drain/floor-10", "raw apsw, claim 10 + ack 10 (1 txn each)", "_floor.drain",
@@ -155,10 +174,18 @@ def _benches() -> list[Bench]:
            floor="drain/floor-100"),
         _b("drain/hexeract-10run", "hexeract run() thread, batch 10, min_cycle_delay 0",
            "_hexeract.drain", {**d10k, "batch": 10, "mode": "run", "min_cycle_delay": 0.0},
-           quick=q_d, prep=due10k, floor="drain/floor-10fused", physical="drain/physical-10"),
+           quick=q_d, prep=due10k, floor="drain/floor-10fused", physical="drain/physical-10",
+           reference="drain/reference-10fused"),
         _b("drain/hexeract-10default", "hexeract run() thread, default SchedulerWorkerConfig()",
            "_hexeract.drain", {**d10k, "batch": None, "mode": "run"}, quick=q_d, prep=due10k,
-           floor="drain/floor-10fused", physical="drain/physical-10"),
+           floor="drain/floor-10fused", physical="drain/physical-10",
+           reference="drain/reference-10fused"),
+        _b("drain/hexeract-1proc", "hexeract, 1 worker process, default config",
+           "_multi.sqlite_drain", {**d10k, "workers": 1}, quick=q_d, prep=due10k,
+           reference="drain/reference-10fused"),
+        _b("drain/hexeract-4proc", "hexeract, 4 worker processes on one file, default config",
+           "_multi.sqlite_drain", {**d10k, "workers": 4}, quick=q_d, prep=due10k,
+           floor="drain/hexeract-1proc", reference="drain/reference-10fused"),
         _b("drain/huey", "huey dequeue + execute, 1 thread (deletes before running)",
            "_peers.huey_drain", d10k, quick=q_d, prep=None, floor="drain/floor-1"),
         _b("drain/apscheduler", "APScheduler 3 BackgroundScheduler, 1 thread (deletes first)",
@@ -166,6 +193,24 @@ def _benches() -> list[Bench]:
         _b("drain/persistqueue", "persist-queue get + ack", "_peers.pq_drain", d10k, quick=q_d,
            prep=None,
            floor="drain/floor-1"),
+        # PostgreSQL: worker processes on one server (skipped without one)
+        *[_b(f"pg_drain/{system}-{k}", f"{label}, {k} worker process{'es' if k > 1 else ''}",
+             "_pg.drain", {"n": 10_000, "workers": k, "system": system}, quick={"n": 2000},
+             prep=None, needs="postgres",
+             floor=None if system == "floor" else f"pg_drain/floor-{k}", timeout=1800.0)
+          for k in (1, 4)
+          for system, label in (("floor", "raw psycopg FOR UPDATE SKIP LOCKED, claim 10 + ack 10"),
+                                ("hexeract", "hexeract run(), default config"),
+                                ("procrastinate", "Procrastinate run_worker, no-op task"))],
+        _b("claim/hexeract-pg-none", "hexeract PostgreSQL claim_due, 2k due rows",
+           "_pg.claim_latency", {"claims": 300, "fresh": 2000, "held": 0},
+           quick={"claims": 100}, prep=None, needs="postgres", **lat),
+        _b("claim/hexeract-pg-held50k", "hexeract PostgreSQL claim_due, 2k due + 50k leased",
+           "_pg.claim_latency", {"claims": 300, "fresh": 2000, "held": 50_000},
+           quick={"claims": 100}, prep=None, needs="postgres", **lat),
+        _b("lag/hexeract-pg-otherprocess", "hexeract PostgreSQL, inserted by another process",
+           "_pg.dispatch_lag", {"count": 200}, quick={"count": 20}, prep=None,
+           needs="postgres", **lat),
         # claim latency
         _b("claim/floor-10k", "raw apsw claim, 10k due rows", "_floor.claim_latency", cl,
            quick=q_cl, prep=due10k, **lat),
@@ -227,6 +272,9 @@ def _benches() -> list[Bench]:
            "min_cycle_delay 0; other process: stdlib sqlite3, timeout=5",
            "_contention.contention", {**cont, "writer": "sqlite3", "min_cycle_delay": 0.0},
            quick=q_cont, prep=due40k, vs_peers=False, **lat),
+        _b("contention/hexeract-4proc", "4 worker processes drain; other process: hexeract insert",
+           "_multi.sqlite_drain", {"n": 40_000, "workers": 4, **cont}, quick=q_cont,
+           prep=due40k, vs_peers=False, **lat),
         # idle CPU, memory
         _b("idle/hexeract", "hexeract run(), 10k rows due tomorrow", "_hexeract.idle_cpu",
            {"seconds": 30.0}, quick={"seconds": 5.0}, prep=(10_000, False, 0), **lat),
@@ -248,7 +296,26 @@ def _benches() -> list[Bench]:
     ]  # fmt: skip
 
 
-BENCHES = _benches()
+# the floors every SQLite throughput row of a group is compared with, unless it says
+FLOORS = {
+    "enqueue": ("enqueue/physical", "enqueue/reference"),
+    "insert_many": ("insert_many/physical-1000", "insert_many/reference-1000"),
+    "drain": ("drain/physical-10", "drain/reference-10"),
+}
+
+
+def _with_floors(benches: list[Bench]) -> list[Bench]:
+    """Every throughput row reports both ratios: x physical and x reference floor."""
+    for b in benches:
+        physical, reference = FLOORS.get(b.group, (None, None))
+        if b.physical is None and b.name != physical and b.system != "physical":
+            b.physical = physical
+        if b.reference is None and b.system not in ("physical", "reference"):
+            b.reference = reference
+    return benches
+
+
+BENCHES = _with_floors(_benches())
 
 # -- running ---------------------------------------------------------------------------
 
@@ -383,28 +450,6 @@ def median_result(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-Raw = dict[str, list[dict[str, Any]]]
-
-
-def paired_ratio(raw: Raw, a: str, b: str) -> float | None:
-    """value(a) / value(b): the median over rounds of the per-round ratio.
-
-    Round r of ``a`` and round r of ``b`` ran minutes apart at most (same group, same
-    round), so pairing them cancels most of a shared machine's drift between rounds;
-    the ratio of the two medians is the fallback when no round has both.
-    """
-    pairs = [
-        x["value"] / y["value"]
-        for x, y in zip(raw.get(a, []), raw.get(b, []), strict=False)
-        if isinstance(x.get("value"), int | float)
-        and isinstance(y.get("value"), int | float)
-        and y["value"]
-    ]
-    if pairs:
-        return float(statistics.median(pairs))
-    return None
-
-
 def speedup(bench: Bench, raw: Raw, ref: str | None) -> float | None:
     """How much better ``bench`` is than ``ref`` (>1: faster / cheaper)."""
     if ref is None:
@@ -430,7 +475,7 @@ def fmt_value(bench: Bench, res: dict[str, Any]) -> str:
         if "skipped" in res:
             return "n/a"
         return "error"
-    if bench.group == "lag":
+    if bench.group == "lag" and "p50_ms" in res:
         return f"p50 {fmt_num(res['p50_ms'])} / p99 {fmt_num(res['p99_ms'])}"
     if bench.group == "rss":
         return f"{fmt_num(res['value'])} (+{fmt_num(res.get('delta_mb', 0.0))})"
@@ -449,7 +494,7 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) ->
         if b.system in PEERS and "value" in medians.get(b.name, {}):
             peer_rows.setdefault((b.group, b.system), b.name)
     peers = [p for p in PEERS if any(s == p for _, s in peer_rows)]
-    head = ["measurement", "system", "value", "spread", "x floor", "x physical"]
+    head = ["measurement", "system", "value", "spread", "x floor", "x physical", "x ref floor"]
     head += [f"x {PEER_TITLES[p]}" for p in peers]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in benches:
@@ -461,8 +506,11 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) ->
         cells.append("" if spread is None else f"{spread:.0%}")
         cells.append(fmt_ratio(speedup(b, raw, b.floor)) if value else "")
         cells.append(fmt_ratio(speedup(b, raw, b.physical)) if value else "")
+        cells.append(fmt_ratio(speedup(b, raw, b.reference)) if value else "")
         for p in peers:
-            ref_name = peer_rows.get((b.group, p))
+            variant = b.name.partition("-")[2]
+            same = f"{b.group}/{p}-{variant}"
+            ref_name = same if variant and same in medians else peer_rows.get((b.group, p))
             if value and ref_name and b.system != p and b.vs_peers:
                 cells.append(fmt_ratio(speedup(b, raw, ref_name)))
             else:
@@ -471,204 +519,21 @@ def table(benches: list[Bench], medians: dict[str, dict[str, Any]], raw: Raw) ->
     return "\n".join(lines)
 
 
-def targets(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]]:
-    """Issue 7's and issue 17's targets: ratios paired by round, absolute figures from
-    the medians."""
+def postgres_server() -> dict[str, str]:
+    """The PostgreSQL server the PostgreSQL rows use (``HEXERACT_TEST_POSTGRES_URL``):
+    its URL and a line naming its version, or why there is none."""
+    url = os.environ.get(POSTGRES_URL)
+    if not url:
+        return {"server": f"none ({POSTGRES_URL} is not set: the PostgreSQL rows are skipped)"}
+    try:
+        import psycopg
 
-    def v(name: str, key: str = "value") -> float | None:
-        value = medians.get(name, {}).get(key)
-        return value if isinstance(value, int | float) else None
-
-    out: list[dict[str, Any]] = []
-
-    def add(text: str, measured: float | None, ok: bool | None, shown: str) -> None:
-        out.append({"issue": 7, "target": text, "measured": measured, "met": ok, "shown": shown})
-
-    def ratio(a: str, b: str) -> float | None:
-        return paired_ratio(raw, a, b)
-
-    r = ratio("enqueue/hexeract", "enqueue/floor")
-    add(
-        "enqueue one by one ≥ 0.9x floor",
-        r,
-        None if r is None else r >= 0.9,
-        "" if r is None else f"{r:.2f}x",
-    )
-    m = v("insert_many/hexeract-1000")
-    add(
-        "insert_many ≥ 100k rows/s",
-        m,
-        None if m is None else m >= 100_000,
-        "" if m is None else f"{m:,.0f} rows/s",
-    )
-    for name in ("drain/hexeract-10", "drain/hexeract-10run", "drain/hexeract-10default"):
-        r = ratio(name, "drain/floor-10")
-        extra = ""
-        if r is not None:
-            hu, ap = ratio(name, "drain/huey"), ratio(name, "drain/apscheduler")
-            extra = (
-                f"{r:.2f}x floor-10"
-                + (f", {hu:.1f}x huey" if hu else "")
-                + (f", {ap:.1f}x APScheduler" if ap else "")
-            )
-        add(
-            f"drain batch 10 ≥ 0.6x floor claim10+ack10 [{name}]",
-            r,
-            None if r is None else r >= 0.6,
-            extra,
-        )
-    for tag, note in (("nosync-", "durability=normal, index work"), ("", "durability=full")):
-        r = ratio(f"claim/hexeract-{tag}1M", f"claim/hexeract-{tag}10k")
-        add(
-            f"claim at 1M ≤ 2x claim at 10k [{note}]",
-            r,
-            None if r is None else r <= 2,
-            "" if r is None else f"{r:.2f}x the cost",
-        )
-        r = ratio(f"claim/hexeract-{tag}backoff", f"claim/hexeract-{tag}10k")
-        add(
-            f"claim with 100k in backoff ≤ 2x none [{note}]",
-            r,
-            None if r is None else r <= 2,
-            "" if r is None else f"{r:.2f}x the cost",
-        )
-    for name, limit in (
-        ("lag/hexeract-future", 10.0),
-        ("lag/hexeract-now", 10.0),
-        ("lag/hexeract-otherprocess", 100.0),
-    ):
-        p99 = v(name, "p99_ms")
-        add(
-            f"dispatch lag p99 ≤ {limit:g} ms [{name}]",
-            p99,
-            None if p99 is None else p99 <= limit,
-            "" if p99 is None else f"{p99:.1f} ms",
-        )
-    c = v("idle/hexeract")
-    add(
-        "idle worker < 1 % of a core",
-        c,
-        None if c is None else c < 1.0,
-        "" if c is None else f"{c:.2f} %",
-    )
-    a, b = v("rss/hexeract-10k"), v("rss/hexeract-1M")
-    d = None if a is None or b is None else b - a
-    add(
-        "RSS at 1M ≤ RSS at 10k + 10 MB",
-        d,
-        None if d is None else d <= 10.0,
-        "" if d is None else f"{b:.1f} vs {a:.1f} MiB ({d:+.1f})",
-    )
-    return out + targets_17(medians, raw)
-
-
-def targets_17(medians: dict[str, dict[str, Any]], raw: Raw) -> list[dict[str, Any]]:
-    """Issue 17's targets ("fast by default"), mostly against the physical floor."""
-    out: list[dict[str, Any]] = []
-
-    def add(text: str, measured: float | None, ok: bool | None, shown: str) -> None:
-        out.append({"issue": 17, "target": text, "measured": measured, "met": ok, "shown": shown})
-
-    def at_least(text: str, a: str, b: str, limit: float, also: tuple[str, ...] = ()) -> None:
-        """Throughput of ``a`` ≥ ``limit`` x that of ``b``; ``also``: other references
-        whose ratio is shown alongside."""
-        r = paired_ratio(raw, a, b)
-        shown = "" if r is None else f"{r:.2f}x"
-        for ref in also:
-            x = paired_ratio(raw, a, ref)
-            if x is not None:
-                shown += f" ({x:.2f}x {ref.split('/')[1]})"
-        add(text, r, None if r is None else r >= limit, shown)
-
-    def at_most(text: str, a: str, b: str, limit: float) -> None:
-        """Cost (time) of ``a`` ≤ ``limit`` x that of ``b``."""
-        r = paired_ratio(raw, a, b)
-        va, vb = medians.get(a, {}).get("value"), medians.get(b, {}).get("value")
-        shown = "" if r is None else f"{r:.2f}x the time"
-        if r is not None and isinstance(va, int | float) and isinstance(vb, int | float):
-            shown += f" ({va:.0f} vs {vb:.0f} ms)"
-        add(text, r, None if r is None else r <= limit, shown)
-
-    at_least(
-        "drain 10k, default config ≥ 0.6x physical floor-10 [drain/hexeract-10default]",
-        "drain/hexeract-10default",
-        "drain/physical-10",
-        0.6,
-        also=("drain/floor-10",),
-    )
-    at_least(
-        "drain 10k, default config ≥ 2x huey's consumer [drain/hexeract-10default]",
-        "drain/hexeract-10default",
-        "drain/huey",
-        2.0,
-    )
-    at_least(
-        "drain, run_once() loop, batch 10 ≥ 0.7x physical floor-10 [drain/hexeract-10]",
-        "drain/hexeract-10",
-        "drain/physical-10",
-        0.7,
-        also=("drain/floor-10",),
-    )
-    at_least(
-        "enqueue one by one ≥ 0.95x physical one-row insert [enqueue/hexeract]",
-        "enqueue/hexeract",
-        "enqueue/physical",
-        0.95,
-        also=("enqueue/floor",),
-    )
-    at_least(
-        "insert_many, 1000 per call ≥ 0.9x physical executemany [insert_many/hexeract-1000]",
-        "insert_many/hexeract-1000",
-        "insert_many/physical-1000",
-        0.9,
-        also=("insert_many/floor-1000",),
-    )
-    at_most(
-        "import hexeract_lite (fresh process) ≤ huey's import",
-        "startup/hexeract-import",
-        "startup/huey-import",
-        1.0,
-    )
-    at_most(
-        "hexeract scheduler list on 10k rows, whole process ≤ 2x minimal apsw script",
-        "startup/hexeract-list",
-        "startup/floor-list",
-        2.0,
-    )
-    c = medians.get("idle/hexeract", {}).get("value")
-    c = c if isinstance(c, int | float) else None
-    add(
-        "idle worker CPU < 1 % of a core",
-        c,
-        None if c is None else c < 1.0,
-        "" if c is None else f"{c:.2f} %",
-    )
-    p99 = medians.get("lag/hexeract-otherprocess", {}).get("p99_ms")
-    p99 = p99 if isinstance(p99, int | float) else None
-    add(
-        "dispatch lag p99, inserted by another process, default config ≤ 20 ms",
-        p99,
-        None if p99 is None else p99 <= 20.0,
-        "" if p99 is None else f"{p99:.1f} ms",
-    )
-    for text in (
-        "PostgreSQL claim of 10 with 50k leased or in backoff ≤ 2x none",
-        "PostgreSQL dispatch lag p99, inserted by another process ≤ 20 ms",
-    ):
-        add(text, None, None, "not in run.py (PostgreSQL)")
-    return out
-
-
-def targets_text(rows: list[dict[str, Any]]) -> str:
-    blocks = []
-    for issue in sorted({row.get("issue", 7) for row in rows}):
-        lines = [f"| issue {issue} target | measured | |", "|---|---|---|"]
-        for row in rows:
-            if row.get("issue", 7) == issue:
-                mark = {True: "met", False: "MISSED", None: "not measured"}[row["met"]]
-                lines.append(f"| {row['target']} | {row['shown']} | {mark} |")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            version = conn.info.server_version
+    except Exception as exc:  # the rows would fail one by one: say it once
+        return {"server": f"none ({POSTGRES_URL} unreachable, {type(exc).__name__}: the"
+                " PostgreSQL rows are skipped)"}  # fmt: skip
+    return {"url": url, "server": f"PostgreSQL {version // 10000}.{version % 10000}"}
 
 
 def machine_line(m: dict[str, Any]) -> str:
@@ -676,6 +541,7 @@ def machine_line(m: dict[str, Any]) -> str:
         f"{m['cpu']}, {m['cores']} cores; {m['os']}; Python {m['python']};"
         f" SQLite {m['sqlite']}; apsw {m['apsw']}; fsync of 4 KiB {m['fsync_us']:.0f} µs"
         + (f" at start, {m['fsync_us_end']:.0f} µs at end" if m.get("fsync_us_end") else "")
+        + (f"; server: {m['postgres']}" if m.get("postgres") else "")
         + f"; 1-min load average {m['loadavg_1m']} at start"
         + (
             f", {m['loadavg_during'][0]:.1f}-{m['loadavg_during'][1]:.1f} during the run"
@@ -707,7 +573,12 @@ def select(patterns: list[str] | None) -> list[Bench]:
         raise SystemExit(f"--only {','.join(wanted)}: no such measurement (see --list)")
     # keep the floors a selected row is compared with
     names = {b.name for b in chosen}
-    extra = {ref for b in chosen for ref in (b.floor, b.physical) if ref and ref not in names}
+    extra = {
+        ref
+        for b in chosen
+        for ref in (b.floor, b.physical, b.reference)
+        if ref and ref not in names
+    }
     return [b for b in BENCHES if b.name in names or b.name in extra]
 
 
@@ -773,12 +644,19 @@ def main(argv: list[str] | None = None) -> int:
     import _common
 
     benches = select(args.only)
+    postgres = postgres_server()
+    if not postgres.get("url"):
+        skipped = [b for b in benches if b.needs == "postgres"]
+        benches = [b for b in benches if b.needs != "postgres"]
+        if skipped:
+            log(f"PostgreSQL rows skipped ({len(skipped)}): {postgres['server']}")
     rounds = args.rounds or (1 if args.quick else 5)
     workdir = Path(tempfile.mkdtemp(prefix="hexeract-bench-", dir=args.tmpdir))
     started = datetime.now(UTC)
     try:
         machine = _common.machine(workdir)
         machine.update(checkout())
+        machine["postgres"] = postgres["server"]
         log(f"machine: {machine_line(machine)}")
         log(f"{len(benches)} measurements x {rounds} rounds{' (quick)' if args.quick else ''}")
         templates = Templates(workdir)

@@ -7,6 +7,7 @@ hexeract_lite and its floor, and writes the JSON it promises.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,58 @@ def test_quick_benchmark_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| measurement |" in proc.stdout
     doc = json.loads(out.read_text())
-    for name in ("enqueue/floor", "enqueue/hexeract", "claim/floor-10k", "claim/hexeract-10k"):
+    for name in (
+        "enqueue/floor",
+        "enqueue/hexeract",
+        "enqueue/physical",
+        "enqueue/reference",
+        "claim/floor-10k",
+        "claim/hexeract-10k",
+    ):
         result = doc["medians"][name]
         assert result.get("value", 0) > 0, (name, result)
     assert doc["machine"]["sqlite"]
+    assert "| issue 30 target |" in proc.stdout
+
+
+def _run(tmp_path: Path, only: str, env: dict[str, str]) -> tuple[str, str, dict[str, object]]:
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "run.py"),
+            *("--quick", "--only", only, "--tmpdir", str(tmp_path), "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc: dict[str, object] = json.loads(out.read_text())
+    return proc.stdout, proc.stderr, doc
+
+
+def test_the_postgres_rows_are_skipped_without_a_server(tmp_path: Path) -> None:
+    """Without ``HEXERACT_TEST_POSTGRES_URL`` the PostgreSQL rows are left out, with a
+    line saying so, and their targets read "not measured"."""
+    env = {k: v for k, v in os.environ.items() if k != "HEXERACT_TEST_POSTGRES_URL"}
+    stdout, stderr, doc = _run(tmp_path, "pg_drain,lag/hexeract-pg-otherprocess", env)
+    assert "PostgreSQL rows skipped (7)" in stderr
+    assert "HEXERACT_TEST_POSTGRES_URL is not set" in stdout
+    assert doc["medians"] == {}
+    line = next(x for x in stdout.splitlines() if "≥ 2x Procrastinate [pg_drain/hexeract-4" in x)
+    assert line.endswith("| not measured |")
+
+
+@pytest.mark.skipif(not os.environ.get("HEXERACT_TEST_POSTGRES_URL"), reason="no PostgreSQL server")
+def test_a_postgres_row_runs(tmp_path: Path) -> None:
+    """The cheapest PostgreSQL row measures a claim on the server it is given."""
+    stdout, _, doc = _run(tmp_path, "claim/hexeract-pg-none", dict(os.environ))
+    medians = doc["medians"]
+    assert isinstance(medians, dict)
+    assert medians["claim/hexeract-pg-none"]["value"] > 0, medians
+    assert "server: PostgreSQL" in stdout
 
 
 def test_schema_cost_runs(tmp_path: Path) -> None:
