@@ -87,6 +87,7 @@ from .checks import (
     no_transactions,
 )
 from .record import ScheduleRecord
+from .runs import SWEEP_ERROR, RunLogContract
 from .signal import ChangeSignal
 from .stats import StoreStats
 
@@ -102,14 +103,13 @@ __all__ = [
     "SettlementKind",
 ]
 
-SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
-"""The ``last_error`` the sweep records on the rows it dead-letters."""
 
-
-class ScheduleStore(abc.ABC):
+class ScheduleStore(abc.ABC, RunLogContract):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
-    Subclasses call ``super().__init__()`` so that :attr:`changes` exists.
+    Subclasses call ``super().__init__()`` so that :attr:`changes` exists. The run log's
+    methods (``keeps_runs``, ``runs``, ``run_counts``, ``prune_runs``) are
+    :class:`~hexeract_lite.store.runs.RunLogContract`'s.
 
     .. versionadded:: 0.1.0
     """
@@ -635,7 +635,7 @@ class ScheduleStore(abc.ABC):
 
     # -- lifetime ------------------------------------------------------------
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release the store's resources. The default does nothing."""
 
     def __enter__(self) -> Self:

@@ -40,6 +40,7 @@ from ..schema import (
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
     sqlite_retention_index_ddl,
+    sqlite_runs_ddl,
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
@@ -68,7 +69,7 @@ APP_NAME = "hexeract_lite"
 """The platformdirs application name of the default database's folder."""
 DATABASE_FILE_NAME = "scheduler.db"
 """The file name of the default database."""
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -85,6 +86,8 @@ SCHEMA_VERSION = 6
 - 6: ``idx_<table>_noncanonical`` filtered by the cheap
   :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 to 5 evaluated
   ``strftime`` in its WHERE on every claim and acknowledgement).
+- 7: the run log ``<table>_runs`` and its indexes
+  (:func:`~hexeract_lite.store.schema.sqlite_runs_ddl`).
 """
 WAL_SIZE_LIMIT = 8 << 20
 """``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
@@ -638,6 +641,13 @@ def _upgrade_to_6(conn: apsw.Connection, table: str) -> None:
     _as_defined(conn, ddl)
 
 
+def _upgrade_to_7(conn: apsw.Connection, table: str) -> None:
+    """6 → 7: the run log beside the table. A table of its own: the reference's
+    statements and workers never name it."""
+    for ddl in sqlite_runs_ddl(table):
+        conn.execute(ddl)
+
+
 def _index_name(ddl: str) -> str:
     match = _INDEX_NAME.match(ddl)
     assert match is not None, ddl
@@ -663,6 +673,7 @@ UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_4,
     _upgrade_to_5,
     _upgrade_to_6,
+    _upgrade_to_7,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

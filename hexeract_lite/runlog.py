@@ -1,0 +1,168 @@
+"""The run log: one record per dispatch attempt and per firing that was settled
+without a dispatch, written by the store in the transaction that settles it.
+
+A worker attaches a :class:`RunRecord` to each :class:`~hexeract_lite.settlement.Settlement`
+it writes (``Settlement.run``); a store that keeps a run log (``store.keeps_runs``)
+records it with the settlement, in the same transaction, as ``lease_lost`` when the
+settlement was fenced out (the row's lease no longer matched: another worker owns
+the occurrence now). A store adds ``swept`` records itself, for the rows its sweep
+dead-letters. A store without a run log records nothing and answers ``runs()`` with
+an empty list.
+
+Outcomes (:class:`RunOutcome`): ``delivered`` (the sink succeeded, whether the
+schedule then ended or moved to its next firing), ``failed`` (the sink failed; the
+occurrence waits out its retry delay), ``timed_out`` (the same, for a call that ran
+past ``dispatch_timeout``), ``dead_lettered`` (the last attempt failed, or timed out),
+``released`` (not dispatched: the worker was stopping), ``skipped`` (not dispatched:
+found later than its misfire grace), ``lease_lost`` and ``swept``. An occurrence
+whose lease ran out before its turn in the batch is neither dispatched nor settled,
+and leaves no record.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import socket
+import uuid
+from datetime import datetime, timedelta
+
+import attrs
+
+from .occurrence import OccurrenceId
+
+__all__ = ["RunOutcome", "RunRecord", "RunStamp", "this_worker"]
+
+
+class RunOutcome(enum.StrEnum):
+    """What became of one run (see the module)."""
+
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    DEAD_LETTERED = "dead_lettered"
+    RELEASED = "released"
+    SKIPPED = "skipped"
+    LEASE_LOST = "lease_lost"
+    SWEPT = "swept"
+
+
+def _outcome(value: RunOutcome | str) -> RunOutcome:
+    return RunOutcome(value)
+
+
+@attrs.frozen(kw_only=True)
+class RunRecord:
+    """One run of a schedule: a dispatch attempt, or a firing settled without one.
+
+    - ``schedule_id``, ``scheduled_for`` and ``attempt``: the occurrence and which of
+      its attempts this was (:attr:`occurrence_id` is derived from the first two);
+    - ``started``: when the sink was called (None: not dispatched); ``finished``: when
+      the call returned, or when the firing was settled without one;
+    - ``lag``: ``started`` (else ``finished``) minus ``scheduled_for``; ``duration``:
+      how long the sink took (None: not dispatched);
+    - ``host`` and ``pid``: the worker's;
+    - ``error``: the first line of the failure (the full text stays in the schedule's
+      ``last_error``), None for a delivery.
+
+    .. versionadded:: 0.1.0
+    """
+
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    attempt: int
+    started: datetime | None
+    finished: datetime
+    outcome: RunOutcome = attrs.field(converter=_outcome)
+    lag: timedelta
+    duration: timedelta | None
+    host: str
+    pid: int
+    error: str | None = None
+
+    @property
+    def occurrence_id(self) -> OccurrenceId:
+        """The occurrence's id: ``OccurrenceId.derive(schedule_id, scheduled_for)``."""
+        return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
+
+    def as_json(self) -> dict[str, object]:
+        """The record as JSON values (instants RFC 3339, durations in seconds)."""
+        from ._time import rfc3339
+
+        return {
+            "schedule_id": str(self.schedule_id),
+            "occurrence_id": str(self.occurrence_id),
+            "scheduled_for": rfc3339(self.scheduled_for),
+            "attempt": self.attempt,
+            "started": None if self.started is None else rfc3339(self.started),
+            "finished": rfc3339(self.finished),
+            "outcome": self.outcome.value,
+            "lag_s": self.lag.total_seconds(),
+            "duration_s": None if self.duration is None else self.duration.total_seconds(),
+            "host": self.host,
+            "pid": self.pid,
+            "error": self.error,
+        }
+
+
+_HOST = socket.gethostname()
+
+
+def this_worker() -> tuple[str, int]:
+    """(host name, process id) of the calling process (the pid read at each call, so a
+    forked child names itself)."""
+    return _HOST, os.getpid()
+
+
+def _ms(instant: datetime) -> datetime:
+    """``instant`` cut to the millisecond, as the stores keep instants."""
+    return instant.replace(microsecond=instant.microsecond // 1000 * 1000)
+
+
+class RunStamp:
+    """One batch's reading of the clocks and the worker's identity, from which each of
+    its :class:`RunRecord` is made: ``now`` (the wall clock) and ``mono``
+    (``time.monotonic()``) read together once the batch's turns are over."""
+
+    __slots__ = ("host", "mono", "now", "pid")
+
+    def __init__(self, now: datetime, mono: float) -> None:
+        self.now = _ms(now)
+        self.mono = mono
+        self.host, self.pid = this_worker()
+
+    def record(
+        self,
+        schedule_id: uuid.UUID,
+        scheduled_for: datetime,
+        attempt: int,
+        outcome: RunOutcome,
+        began: float | None,
+        duration: float | None,
+        error: str | None,
+    ) -> RunRecord:
+        """The run of one occurrence: dispatched at ``began`` (monotonic) for
+        ``duration`` seconds, or (``began`` None) settled without a dispatch now."""
+        now = self.now
+        took = None if duration is None else timedelta(seconds=duration)
+        if began is None or took is None:
+            started = None
+            finished = now
+            lag = now - scheduled_for
+        else:
+            started = _ms(now - timedelta(seconds=self.mono - began))
+            finished = _ms(started + took)
+            lag = started - scheduled_for
+        return RunRecord(
+            schedule_id=schedule_id,
+            scheduled_for=scheduled_for,
+            attempt=attempt,
+            started=started,
+            finished=finished,
+            outcome=outcome,
+            lag=lag,
+            duration=took,
+            host=self.host,
+            pid=self.pid,
+            error=error,
+        )
