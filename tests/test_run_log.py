@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def one_shot(at: object = T0) -> ScheduledMessage:
     return ScheduledMessage.delay(Target.outbox(), at, "ev", {"n": 1})  # type: ignore[arg-type]
 
 
-def failing_once() -> tuple[list[int], object]:
+def failing_once() -> tuple[list[int], Callable[[ScheduledMessage], None]]:
     calls: list[int] = []
 
     def sink(message: ScheduledMessage) -> None:
