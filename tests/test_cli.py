@@ -276,6 +276,7 @@ def test_unsupported_scheme_is_a_usage_error_naming_it(cli: Cli) -> None:
 READERS = [
     ["scheduler", "list"],
     ["scheduler", "list", "--format", "json"],
+    ["scheduler", "runs"],
     ["scheduler", "inspect", ANY_ID],
     ["scheduler", "pause", ANY_ID],
     ["scheduler", "resume", ANY_ID],
@@ -1013,6 +1014,7 @@ def test_read_only_commands_leave_a_reference_created_file_byte_for_byte_unchang
     for argv in (
         ["scheduler", "list"],
         ["scheduler", "list", "--format", "json"],
+        ["scheduler", "runs"],
         ["scheduler", "inspect", str(DUE)],
         ["scheduler", "dead-letter", "list"],
     ):
