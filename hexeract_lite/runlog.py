@@ -1,7 +1,7 @@
 """The run log: one record per dispatch attempt and per firing that was settled
 without a dispatch, written by the store in the transaction that settles it.
 
-A worker attaches a :class:`RunRecord` to each :class:`~hexeract_lite.settlement.Settlement`
+A worker attaches a :class:`RunEntry` to each :class:`~hexeract_lite.settlement.Settlement`
 it writes (``Settlement.run``); a store that keeps a run log (``store.keeps_runs``)
 records it with the settlement, in the same transaction, as ``lease_lost`` when the
 settlement was fenced out (the row's lease no longer matched: another worker owns
@@ -26,12 +26,13 @@ import os
 import socket
 import uuid
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import attrs
 
 from .occurrence import OccurrenceId
 
-__all__ = ["RunOutcome", "RunRecord", "RunStamp", "this_worker"]
+__all__ = ["RunEntry", "RunOutcome", "RunRecord", "RunStamp", "this_worker"]
 
 
 class RunOutcome(enum.StrEnum):
@@ -47,8 +48,23 @@ class RunOutcome(enum.StrEnum):
     SWEPT = "swept"
 
 
-def _outcome(value: RunOutcome | str) -> RunOutcome:
-    return RunOutcome(value)
+class RunEntry(NamedTuple):
+    """A run as a worker hands it to a store with a settlement (a plain tuple: one is
+    made per occurrence on the worker's hot path). The fields are
+    :class:`RunRecord`'s; instants and ``lag`` may be finer than the millisecond,
+    which the stores keep."""
+
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    attempt: int
+    started: datetime | None
+    finished: datetime
+    outcome: RunOutcome
+    lag: timedelta
+    duration: timedelta | None
+    host: str
+    pid: int
+    error: str | None
 
 
 @attrs.frozen(kw_only=True)
@@ -73,12 +89,31 @@ class RunRecord:
     attempt: int
     started: datetime | None
     finished: datetime
-    outcome: RunOutcome = attrs.field(converter=_outcome)
+    outcome: RunOutcome
     lag: timedelta
     duration: timedelta | None
     host: str
     pid: int
     error: str | None = None
+
+    @classmethod
+    def of(cls, entry: RunEntry) -> RunRecord:
+        """The record of ``entry``, its instants and lag cut to the millisecond as the
+        stores keep them."""
+        started = entry.started
+        return cls(
+            schedule_id=entry.schedule_id,
+            scheduled_for=entry.scheduled_for,
+            attempt=entry.attempt,
+            started=None if started is None else _ms(started),
+            finished=_ms(entry.finished),
+            outcome=entry.outcome,
+            lag=entry.lag // _MS * _MS,
+            duration=entry.duration,
+            host=entry.host,
+            pid=entry.pid,
+            error=entry.error,
+        )
 
     @property
     def occurrence_id(self) -> OccurrenceId:
@@ -106,6 +141,7 @@ class RunRecord:
 
 
 _HOST = socket.gethostname()
+_MS = timedelta(milliseconds=1)
 
 
 def this_worker() -> tuple[str, int]:
@@ -121,13 +157,13 @@ def _ms(instant: datetime) -> datetime:
 
 class RunStamp:
     """One batch's reading of the clocks and the worker's identity, from which each of
-    its :class:`RunRecord` is made: ``now`` (the wall clock) and ``mono``
+    its :class:`RunEntry` is made: ``now`` (the wall clock) and ``mono``
     (``time.monotonic()``) read together once the batch's turns are over."""
 
     __slots__ = ("host", "mono", "now", "pid")
 
     def __init__(self, now: datetime, mono: float) -> None:
-        self.now = _ms(now)
+        self.now = now
         self.mono = mono
         self.host, self.pid = this_worker()
 
@@ -140,29 +176,36 @@ class RunStamp:
         began: float | None,
         duration: float | None,
         error: str | None,
-    ) -> RunRecord:
+    ) -> RunEntry:
         """The run of one occurrence: dispatched at ``began`` (monotonic) for
         ``duration`` seconds, or (``began`` None) settled without a dispatch now."""
         now = self.now
         took = None if duration is None else timedelta(seconds=duration)
         if began is None or took is None:
-            started = None
-            finished = now
-            lag = now - scheduled_for
-        else:
-            started = _ms(now - timedelta(seconds=self.mono - began))
-            finished = _ms(started + took)
-            lag = started - scheduled_for
-        return RunRecord(
-            schedule_id=schedule_id,
-            scheduled_for=scheduled_for,
-            attempt=attempt,
-            started=started,
-            finished=finished,
-            outcome=outcome,
-            lag=lag,
-            duration=took,
-            host=self.host,
-            pid=self.pid,
-            error=error,
+            return RunEntry(
+                schedule_id,
+                scheduled_for,
+                attempt,
+                None,
+                now,
+                outcome,
+                now - scheduled_for,
+                took,
+                self.host,
+                self.pid,
+                error,
+            )
+        started = now - timedelta(seconds=self.mono - began)
+        return RunEntry(
+            schedule_id,
+            scheduled_for,
+            attempt,
+            started,
+            started + took,
+            outcome,
+            started - scheduled_for,
+            took,
+            self.host,
+            self.pid,
+            error,
         )

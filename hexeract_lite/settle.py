@@ -38,7 +38,7 @@ import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
-from .runlog import RunOutcome, RunRecord, RunStamp
+from .runlog import RunEntry, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
 
@@ -277,7 +277,7 @@ def _run(
     result: DispatchResult,
     outcome: RunOutcome,
     error: str | None,
-) -> RunRecord | None:
+) -> RunEntry | None:
     if stamp is None:
         return None
     msg = occurrence.message

@@ -20,7 +20,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.occurrence import OccurrenceId
-from hexeract_lite.runlog import RunOutcome, RunRecord
+from hexeract_lite.runlog import RunEntry, RunOutcome
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.store.base import ScheduleStore
 from hexeract_lite.store.memory import InMemoryScheduleStore
@@ -106,17 +106,18 @@ def test_a_fenced_out_settlement_is_recorded_as_lease_lost(
     msg = one_shot()
     store.insert(msg, 3)
     [occ] = store.claim_due(T0, 10, 30 * S)
-    run = RunRecord(
-        schedule_id=msg.schedule_id,
-        scheduled_for=T0,
-        attempt=1,
-        started=T0,
-        finished=T0,
-        outcome=RunOutcome.DELIVERED,
-        lag=timedelta(0),
-        duration=timedelta(milliseconds=3),
-        host="h",
-        pid=1,
+    run = RunEntry(
+        msg.schedule_id,
+        T0,
+        1,
+        T0,
+        T0,
+        RunOutcome.DELIVERED,
+        timedelta(0),
+        timedelta(milliseconds=3),
+        "h",
+        1,
+        None,
     )
     stale = occ.leased_until - S
     assert store.settle([Settlement.delivered(msg.schedule_id, stale, run=run)]) == [False]

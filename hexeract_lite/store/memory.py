@@ -12,7 +12,7 @@ from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
 from ..message import ScheduledMessage
-from ..runlog import RunOutcome, RunRecord
+from ..runlog import RunEntry, RunOutcome, RunRecord
 from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import SWEEP_ERROR, SettlingStore
@@ -76,7 +76,7 @@ class InMemoryScheduleStore(SettlingStore):
         super().__init__()
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
-        self._runs: list[RunRecord] = []  # in the order recorded
+        self._runs: list[RunEntry] = []  # in the order recorded
         self._lock = threading.Lock()
         start_afresh_after_fork(self)
 
@@ -268,10 +268,11 @@ class InMemoryScheduleStore(SettlingStore):
     ) -> list[RunRecord]:
         sid, limit, wanted, start = check_runs_query(schedule_id, limit, outcome, since)
         with self._lock:
-            order = sorted(enumerate(self._runs), key=lambda p: (p[1].finished, p[0]), reverse=True)
+            order = [(RunRecord.of(run), index) for index, run in enumerate(self._runs)]
+        order.sort(key=lambda p: (p[0].finished, p[1]), reverse=True)
         found = [
             run
-            for _, run in order
+            for run, _ in order
             if (sid is None or run.schedule_id == sid)
             and (wanted is None or run.outcome is wanted)
             and (start is None or run.finished >= start)
@@ -284,8 +285,9 @@ class InMemoryScheduleStore(SettlingStore):
         counts: dict[tuple[datetime, RunOutcome], int] = {}
         with self._lock:
             for run in self._runs:
-                if start <= run.finished < end:
-                    key = (hour_of(run.finished), run.outcome)
+                finished = RunRecord.of(run).finished
+                if start <= finished < end:
+                    key = (hour_of(finished), run.outcome)
                     counts[key] = counts.get(key, 0) + 1
         return [(hour, outcome, n) for (hour, outcome), n in sorted(counts.items())]
 
@@ -293,7 +295,7 @@ class InMemoryScheduleStore(SettlingStore):
         check_run_age(older_than)
         with self._lock:
             cut = prune_cut(self._now(), older_than)
-            kept = [run for run in self._runs if run.finished >= cut]
+            kept = [run for run in self._runs if RunRecord.of(run).finished >= cut]
             count = len(self._runs) - len(kept)
             if not dry_run:
                 self._runs = kept

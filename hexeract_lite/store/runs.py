@@ -2,7 +2,7 @@
 
 :class:`~hexeract_lite.store.base.ScheduleStore` inherits :class:`RunLogContract`. A
 store that keeps a run log (:attr:`~RunLogContract.keeps_runs`) records the
-:class:`~hexeract_lite.runlog.RunRecord` a settlement carries (``Settlement.run``) in
+:class:`~hexeract_lite.runlog.RunEntry` a settlement carries (``Settlement.run``) in
 the transaction that applies the settlement, as ``lease_lost`` when the settlement is
 fenced out, and a ``swept`` record for each row its sweep dead-letters. One that does
 not records nothing, answers :meth:`~RunLogContract.runs` and
@@ -15,11 +15,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-import attrs
-
 from .._time import to_utc_ms
 from ..errors import InvalidArgument
-from ..runlog import RunOutcome, RunRecord, this_worker
+from ..runlog import RunEntry, RunOutcome, RunRecord, this_worker
 from ..settlement import Settlement
 from .checks import check_limit, check_schedule_id
 
@@ -73,37 +71,37 @@ def check_run_counts(since: datetime, until: datetime) -> tuple[datetime, dateti
     return start, end
 
 
-def recorded_runs(checked: Sequence[Settlement], results: Iterable[bool]) -> list[RunRecord]:
+def recorded_runs(checked: Sequence[Settlement], results: Iterable[bool]) -> list[RunEntry]:
     """The runs a settled batch records: each item's run, as ``lease_lost`` when the
     item was fenced out (``results`` False)."""
-    runs: list[RunRecord] = []
+    runs: list[RunEntry] = []
     for item, ok in zip(checked, results, strict=True):
         run = item.run
         if run is None:
             continue
         if not ok and run.outcome is not RunOutcome.LEASE_LOST:
-            run = attrs.evolve(run, outcome=RunOutcome.LEASE_LOST)
+            run = run._replace(outcome=RunOutcome.LEASE_LOST)
         runs.append(run)
     return runs
 
 
 def swept_run(
     schedule_id: uuid.UUID, scheduled_for: datetime, attempt: int, now: datetime
-) -> RunRecord:
-    """The record of a row the sweep dead-lettered at ``now`` (by this process)."""
+) -> RunEntry:
+    """The run of a row the sweep dead-lettered at ``now`` (by this process)."""
     host, pid = this_worker()
-    return RunRecord(
-        schedule_id=schedule_id,
-        scheduled_for=scheduled_for,
-        attempt=attempt,
-        started=None,
-        finished=now,
-        outcome=RunOutcome.SWEPT,
-        lag=now - scheduled_for,
-        duration=None,
-        host=host,
-        pid=pid,
-        error=SWEEP_ERROR,
+    return RunEntry(
+        schedule_id,
+        scheduled_for,
+        attempt,
+        None,
+        now,
+        RunOutcome.SWEPT,
+        now - scheduled_for,
+        None,
+        host,
+        pid,
+        SWEEP_ERROR,
     )
 
 

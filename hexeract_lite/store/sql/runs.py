@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...runlog import RunOutcome, RunRecord
+from ...runlog import RunEntry, RunOutcome, RunRecord
 
 __all__ = ["RUN_COLUMNS", "RunStatements"]
 
@@ -116,7 +116,7 @@ class RunStatements:
         )
         return statement, params
 
-    def row(self, run: RunRecord) -> tuple[Any, ...]:
+    def row(self, run: RunEntry) -> tuple[Any, ...]:
         """The values :attr:`insert` binds for ``run``."""
         instant = self._encode_instant
         started = run.started
