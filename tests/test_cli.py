@@ -1020,7 +1020,10 @@ def test_read_only_commands_leave_a_reference_created_file_byte_for_byte_unchang
     ):
         result = cli(*argv, "--conn", str(db))
         assert result.code == 0, (argv, result.err)
-        assert str(DUE) in result.out or str(DEAD) in result.out, (argv, result.out)
+        if argv[1] == "runs":  # the reference's table has no run log
+            assert result.out == "No runs recorded.\n"
+        else:
+            assert str(DUE) in result.out or str(DEAD) in result.out, (argv, result.out)
         assert _file_state(db) == before, argv
 
 
