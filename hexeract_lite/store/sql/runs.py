@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...runlog import RunEntry, RunOutcome, RunRecord
+from ...runlog import RunEntry, RunOutcome, RunRecord, this_worker
 
 __all__ = ["RUN_COLUMNS", "RunStatements"]
 
@@ -134,6 +134,25 @@ class RunStatements:
             run.pid,
             run.error,
         )
+
+    def malformed(
+        self, sid: Any, scheduled: Any, attempts: Any, now: datetime, error: str
+    ) -> RunEntry | None:
+        """The ``dead_lettered`` run of a claimed row that did not decode, from its raw
+        id, ``scheduled_for`` and ``attempts``; None when those do not decode either
+        (the row is dead-lettered all the same, without a run)."""
+        try:
+            schedule_id = self._decode_id(sid)
+            scheduled_for = self._decode_instant(scheduled)
+            attempt = int(attempts)
+        except Exception:
+            return None
+        host, pid = this_worker()
+        lag = now - scheduled_for
+        return RunEntry(
+            schedule_id, scheduled_for, attempt, None, now, RunOutcome.DEAD_LETTERED, lag,
+            None, host, pid, error.split("\n", 1)[0],
+        )  # fmt: skip
 
     def decode(self, row: Any) -> RunRecord:
         """A row of :meth:`select` as a record."""

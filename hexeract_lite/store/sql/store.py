@@ -75,8 +75,11 @@ _PRUNE_BATCH = 500
 """Run records deleted per transaction by ``prune_runs``."""
 
 _ID = 0
+_SCHEDULED_FOR = 5
+_ATTEMPTS = 8
 _LEASED_UNTIL = 10
-"""Positions of ``schedule_id`` and ``leased_until`` in a :data:`Row`."""
+"""Positions of ``schedule_id``, ``scheduled_for``, ``attempts`` and ``leased_until`` in
+a :data:`Row` (:data:`~hexeract_lite.store.columns.COLUMN_NAMES` order)."""
 
 _STATEMENT_OF = {
     SettlementKind.DELIVERED: "mark_delivered",
@@ -369,12 +372,24 @@ class SqlScheduleStore(SettlingStore):
         row keeps its lease and the next claim after it tries again; the healthy rows
         are returned either way."""
         reasons = [(row, self._codec.why(row, exc)) for row, exc in bad]
-        now = self._with_now({})  # one reading of the clock for the batch
+        instant = self._now()  # one reading of the clock for the batch
+        now = {"now": self._codec.encode_instant(instant)}
+        runs = self._run_sql
         try:
             with self._write("claim_due", worker=True) as tx:
+                recorded: list[tuple[Any, ...]] = []
                 for row, why in reasons:
-                    params = {"id": row[_ID], "lease": row[_LEASED_UNTIL], "error": MALFORMED + why}
-                    tx.execute(self._sql.mark_dead_lettered, {**now, **params})
+                    error = MALFORMED + why
+                    params = {"id": row[_ID], "lease": row[_LEASED_UNTIL], "error": error}
+                    applied = tx.execute(self._sql.mark_dead_lettered, {**now, **params})
+                    if applied and runs is not None:
+                        entry = runs.malformed(
+                            row[_ID], row[_SCHEDULED_FOR], row[_ATTEMPTS], instant, error
+                        )
+                        if entry is not None:
+                            recorded.append(runs.row(entry))
+                if recorded:
+                    self._insert_runs(tx, recorded)
         except StoreError as exc:
             _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
             return
