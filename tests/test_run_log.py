@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -216,3 +217,51 @@ def test_a_timed_out_attempt_is_recorded_as_timed_out() -> None:
     assert run.outcome is RunOutcome.TIMED_OUT
     assert run.error is not None and run.error.startswith("TimeoutError")
     assert run.duration is not None and run.duration >= timedelta(milliseconds=50)
+
+
+def test_the_run_and_its_settlement_commit_together(tmp_path: Path) -> None:
+    """When the run cannot be written, the settlement is not either: the occurrence
+    keeps its lease (and is delivered again once it runs out)."""
+    import apsw
+
+    from hexeract_lite import StoreError
+
+    db = tmp_path / "x.db"
+    store = SqliteScheduleStore.open(db)
+    msg = one_shot(T0)
+    store.insert(msg, 3)
+    [occ] = store.claim_due(T0 + S, 10, 30 * S)
+    raw = apsw.Connection(str(db))
+    raw.execute("DROP TABLE scheduled_messages_runs")
+    raw.close()
+    run = RunEntry(msg.schedule_id, T0, 1, T0, T0, RunOutcome.DELIVERED, S, S, "h", 1, None)
+    with pytest.raises(StoreError):
+        store.settle([Settlement.delivered(msg.schedule_id, occ.leased_until, run=run)])
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status.value == "pending"
+    assert snap.leased_until == occ.leased_until, "nothing of the batch was recorded"
+    store.close()
+
+
+def test_the_run_log_reads_use_its_indexes(tmp_path: Path) -> None:
+    import apsw
+
+    from hexeract_lite.runlog import RunOutcome as O
+    from hexeract_lite.store.sqlite.runs import run_statements
+
+    db = tmp_path / "x.db"
+    SqliteScheduleStore.open(db).close()
+    conn = apsw.Connection(str(db))
+    runs = run_statements("scheduled_messages")
+
+    def plan(statement: str, params: dict[str, object]) -> str:
+        rows = conn.execute(f"EXPLAIN QUERY PLAN {statement}", params).fetchall()
+        return " ".join(str(row[-1]) for row in rows)
+
+    by_schedule = plan(*runs.select(uuid.uuid4(), None, None, 50))
+    assert "idx_scheduled_messages_runs_schedule" in by_schedule and "TEMP" not in by_schedule
+    newest = plan(*runs.select(None, O.FAILED, T0, 50))
+    assert "idx_scheduled_messages_runs_finished" in newest and "TEMP B-TREE" not in newest
+    counts = plan(runs.counts, runs.count_params(T0, T0 + S))
+    assert "idx_scheduled_messages_runs_finished" in counts
+    conn.close()
