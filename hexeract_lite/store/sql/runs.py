@@ -118,21 +118,20 @@ class RunStatements:
 
     def row(self, run: RunEntry) -> tuple[Any, ...]:
         """The values :attr:`insert` binds for ``run``."""
+        sid, scheduled, attempt, started, finished, outcome, lag, took, host, pid, error = run
         instant = self._encode_instant
-        started = run.started
-        duration = run.duration
         return (
-            self._encode_id(run.schedule_id),
-            instant(run.scheduled_for),
-            run.attempt,
+            self._encode_id(sid),
+            instant(scheduled),
+            attempt,
             None if started is None else instant(started),
-            instant(run.finished),
-            run.outcome.value,
-            run.lag // _MS,
-            None if duration is None else duration / _MS,
-            run.host,
-            run.pid,
-            run.error,
+            instant(finished),
+            outcome.value,
+            lag // _MS,
+            None if took is None else took / _MS,
+            host,
+            pid,
+            error,
         )
 
     def malformed(
