@@ -265,3 +265,17 @@ def test_the_run_log_reads_use_its_indexes(tmp_path: Path) -> None:
     counts = plan(runs.counts, runs.count_params(T0, T0 + S))
     assert "idx_scheduled_messages_runs_finished" in counts
     conn.close()
+
+
+def test_a_run_log_dropped_by_another_tool_is_made_again_at_open(tmp_path: Path) -> None:
+    import apsw
+
+    db = tmp_path / "x.db"
+    SqliteScheduleStore.open(db).close()
+    raw = apsw.Connection(str(db))
+    raw.execute("DROP TABLE scheduled_messages_runs")
+    raw.close()
+    with SqliteScheduleStore.open(db) as store:
+        store.insert(one_shot(), 1)
+        assert SchedulerWorker(store, lambda m: None).run_once().delivered == 1
+        assert len(store.runs()) == 1

@@ -381,6 +381,8 @@ def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
     """The indexes of :data:`INDEXES` that ``table`` lacks (a table dropped and made
     again by another tool keeps a stale version record, but not our indexes)."""
     names = [postgres_index_name(table, suffix) for suffix, _, _ in INDEXES + UNIQUE_INDEXES]
+    runs = runs_table_name(table)  # and the run log's (gone with its table)
+    names += [postgres_index_name(runs, "finished"), postgres_index_name(runs, "schedule")]
     rows = conn.execute(
         "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(quote_ident(name)) IS NULL",
         [names],

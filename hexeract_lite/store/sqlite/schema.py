@@ -498,7 +498,7 @@ def ensure_schema(
             # (the mode can only be chosen before the first table is created).
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
-        if exists and version == SCHEMA_VERSION:
+        if exists and version == SCHEMA_VERSION and _has_runs(conn, table):
             return SCHEMA_VERSION  # the common case: a read, no write lock
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -508,7 +508,10 @@ def ensure_schema(
                 conn.execute(sqlite_table_ddl(table))
                 for ddl in sqlite_reference_index_ddl(table):
                     conn.execute(ddl)
-            for step in UPGRADES[version or 0 :]:
+            start = version or 0
+            if start == SCHEMA_VERSION and not _has_runs(conn, table):
+                start = 6  # its run log dropped by another tool: made again
+            for step in UPGRADES[start:]:
                 step(conn, table)
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {META_TABLE} ("
@@ -528,6 +531,14 @@ def ensure_schema(
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc
     return SCHEMA_VERSION
+
+
+def _has_runs(conn: apsw.Connection, table: str) -> bool:
+    """True when the run log of ``table`` exists (a read)."""
+    rows = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (f"{table}_runs",)
+    ).fetchall()
+    return bool(rows)
 
 
 def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
