@@ -32,7 +32,7 @@ import attrs
 
 from .occurrence import OccurrenceId
 
-__all__ = ["RunEntry", "RunOutcome", "RunRecord", "RunStamp", "this_worker"]
+__all__ = ["RunEntry", "RunOutcome", "RunRecord", "RunStamp", "delivered_run", "this_worker"]
 
 
 class RunOutcome(enum.StrEnum):
@@ -153,6 +153,21 @@ def this_worker() -> tuple[str, int]:
 def _ms(instant: datetime) -> datetime:
     """``instant`` cut to the millisecond, as the stores keep instants."""
     return instant.replace(microsecond=instant.microsecond // 1000 * 1000)
+
+
+def delivered_run(
+    schedule_id: uuid.UUID, scheduled_for: datetime, attempt: int, began: float, now: datetime
+) -> RunEntry:
+    """The ``delivered`` run of a dispatch that began at ``began`` (monotonic) and
+    ended now (``now`` on the wall clock): a transactional handler's, recorded in its
+    own transaction."""
+    import time
+
+    stamp = RunStamp(now, time.monotonic())
+    duration = stamp.mono - began
+    return stamp.record(
+        schedule_id, scheduled_for, attempt, RunOutcome.DELIVERED, began, duration, None
+    )
 
 
 class RunStamp:

@@ -245,7 +245,7 @@ class SchedulerWorker:
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
         if isinstance(self.sink, TransactionalSink):
-            self.sink = self.sink.bind(store, self.clock, self._retry, timeout)
+            self.sink = self.sink.bind(store, self.clock, self._retry, timeout, run_log=run_log)
             # the sink stops its own handler at the timeout; this is the backstop
             timeout += TRANSACTIONAL_GRACE_S
         self._runner = SinkRunner(self.sink, timeout, self._aborting)

@@ -279,3 +279,23 @@ def test_a_run_log_dropped_by_another_tool_is_made_again_at_open(tmp_path: Path)
         store.insert(one_shot(), 1)
         assert SchedulerWorker(store, lambda m: None).run_once().delivered == 1
         assert len(store.runs()) == 1
+
+
+def test_a_transactional_handlers_delivery_is_recorded_in_its_transaction(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    from hexeract_lite import TransactionalSink
+
+    if isinstance(store, InMemoryScheduleStore):
+        pytest.skip("no shared transactions")
+    seen: list[object] = []
+    store.insert(one_shot(), 3)
+    frozen.shift(S)
+    worker = SchedulerWorker(store, TransactionalSink(lambda m, conn: seen.append(m)))
+    assert worker.run_once().delivered == 1
+    [run] = store.runs()
+    assert run.outcome is RunOutcome.DELIVERED and run.attempt == 1 and run.started is not None
+    store.insert(one_shot(), 3)
+    off = SchedulerWorker(store, TransactionalSink(lambda m, conn: None), run_log=False)
+    assert off.run_once().delivered == 1
+    assert len(store.runs()) == 1, "run_log=False: none"

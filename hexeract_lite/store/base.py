@@ -624,11 +624,15 @@ class ScheduleStore(abc.ABC, RunLogContract):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         """What runs a :class:`~hexeract_lite.transactional.TransactionalSink`'s handler
         and the acknowledgement in one transaction on this store's database (an object
-        with ``run(occurrence) -> DispatchResult`` and ``close()``). A store without
-        shared transactions raises :class:`InvalidConfiguration` (the default)."""
+        with ``run(occurrence) -> DispatchResult`` and ``close()``), recording the
+        delivery's run in that transaction too when ``run_log`` and the store keeps a
+        run log. A store without shared transactions raises
+        :class:`InvalidConfiguration` (the default)."""
         raise InvalidConfiguration(
             f"a TransactionalSink needs a SQLite or PostgreSQL store, got {self!r}"
         )

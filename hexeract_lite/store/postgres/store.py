@@ -522,10 +522,13 @@ class PostgresScheduleStore(SqlScheduleStore):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         from .transaction import PostgresTransactionRunner
 
-        return PostgresTransactionRunner(self, handler, clock, policy, timeout)
+        runs = self._run_sql if run_log else None
+        return PostgresTransactionRunner(self, handler, clock, policy, timeout, runs=runs)
 
     def next_wakeup(self) -> datetime | None:
         with self._connection("next_wakeup") as conn:

@@ -627,10 +627,13 @@ class SqliteScheduleStore(SqlScheduleStore):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         from .transaction import SqliteTransactionRunner
 
-        return SqliteTransactionRunner(self, handler, clock, policy, timeout)
+        runs = self._run_sql if run_log else None
+        return SqliteTransactionRunner(self, handler, clock, policy, timeout, runs=runs)
 
     def next_wakeup(self) -> datetime | None:
         sql = self._sql.next_wakeup
