@@ -160,7 +160,7 @@ class Ledger:
         itself, and skipped ones, are counted here instead). With the run log on, each
         settlement carries its run (:class:`~hexeract_lite.runlog.RunStamp`)."""
         now = self._clock.now()
-        stamp = RunStamp(now, time.monotonic()) if self._run_log else None
+        stamp = self.stamp(now)
         planned: list[Planned] = []
         for occ, result in zip(batch, results, strict=True):
             if result.kind is ResultKind.FAILED and counts.failure is None:
@@ -174,6 +174,10 @@ class Ledger:
             else:
                 planned.append((occ, settlement, result))
         return planned
+
+    def stamp(self, now: datetime) -> RunStamp | None:
+        """The run stamp of settlements made at ``now``; None with the run log off."""
+        return RunStamp(now, time.monotonic()) if self._run_log else None
 
     def write(self, planned: list[Planned], counts: Counts) -> None:
         """Write ``planned`` in one ``store.settle(...)``, then record it."""

@@ -281,7 +281,9 @@ class SchedulerWorker:
         time, is left as it is.
         """
         result = DispatchResult.failed(error)
-        settlement = settlement_for(occurrence, result, self.clock.now(), self._retry, self._rng)
+        now = self.clock.now()
+        stamp = self._ledger.stamp(now)  # its run: not dispatched here, settled now
+        settlement = settlement_for(occurrence, result, now, self._retry, self._rng, stamp)
         assert settlement is not None  # a failure always records something
         return settlement
 

@@ -299,3 +299,15 @@ def test_a_transactional_handlers_delivery_is_recorded_in_its_transaction(
     off = SchedulerWorker(store, TransactionalSink(lambda m, conn: None), run_log=False)
     assert off.run_once().delivered == 1
     assert len(store.runs()) == 1, "run_log=False: none"
+
+
+def test_on_failure_records_its_run(store: ScheduleStore, frozen: FrozenTime) -> None:
+    store.insert(one_shot(), 3)
+    worker = SchedulerWorker(store, lambda m: None)
+    [occ] = store.claim_due(T0, 10, 30 * S)
+    worker.on_failure(occ, "gave up")
+    worker.on_failure(occ, "again")  # fenced out: its lease moved on
+    assert [(r.outcome, r.error) for r in store.runs()] == [
+        (RunOutcome.LEASE_LOST, "again"),
+        (RunOutcome.FAILED, "gave up"),
+    ], "newest first: at the same instant, the one recorded last"
