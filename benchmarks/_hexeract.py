@@ -36,9 +36,10 @@ def _messages(n: int, start: datetime) -> list[Any]:
     ]
 
 
-def _worker(store: Any, sink: Any, **config: Any) -> Any:
+def _worker(store: Any, sink: Any, run_log: bool = True, **config: Any) -> Any:
     """A worker with the default config but for ``config``; a batch larger than the
-    default lease allows (batch_size * dispatch_timeout <= lease) gets a longer lease."""
+    default lease allows (batch_size * dispatch_timeout <= lease) gets a longer lease.
+    ``run_log=False``: the worker records no runs."""
     from hexeract_lite.sinks import CallableSink
     from hexeract_lite.worker import SchedulerWorker, SchedulerWorkerConfig
 
@@ -46,7 +47,10 @@ def _worker(store: Any, sink: Any, **config: Any) -> Any:
     batch = config.get("batch_size", defaults.batch_size)
     if "lease" not in config and defaults.dispatch_timeout * batch > defaults.lease:
         config["lease"] = defaults.dispatch_timeout * batch
-    return SchedulerWorker(store, CallableSink(sink), SchedulerWorkerConfig(**config))
+    worker_config = SchedulerWorkerConfig(**config)
+    if run_log:
+        return SchedulerWorker(store, CallableSink(sink), worker_config)
+    return SchedulerWorker(store, CallableSink(sink), worker_config, run_log=False)
 
 
 def _config_figures(worker: Any) -> dict[str, object]:
@@ -111,9 +115,15 @@ def insert_many(path: str, n: int, batch: int) -> dict[str, object]:
 
 
 def drain(
-    path: str, n: int, batch: int | None, mode: str, min_cycle_delay: float | None = None
+    path: str,
+    n: int,
+    batch: int | None,
+    mode: str,
+    min_cycle_delay: float | None = None,
+    run_log: bool = True,
 ) -> dict[str, object]:
-    """Deliver ``n`` due rows with one worker and a no-op sink.
+    """Deliver ``n`` due rows with one worker and a no-op sink (``run_log=False``: a
+    worker that records no runs).
 
     ``batch=None`` and no ``min_cycle_delay``: the default ``SchedulerWorkerConfig()``,
     nothing set (the result records the batch size and delays it had).
@@ -135,7 +145,7 @@ def drain(
     config: dict[str, Any] = {} if batch is None else {"batch_size": batch}
     if min_cycle_delay is not None:
         config["min_cycle_delay"] = timedelta(seconds=min_cycle_delay)
-    worker = _worker(store, sink, **config)
+    worker = _worker(store, sink, run_log, **config)
     cycles = 0
     delivered = 0
     if mode == "run_once":

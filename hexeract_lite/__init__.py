@@ -53,6 +53,10 @@ _EXPORTS = {
     ),
     ".occurrence": ("OccurrenceId",),
     ".retry": ("RetryPolicy",),
+    ".runlog": (
+        "RunOutcome",
+        "RunRecord",
+    ),
     ".sinks": (
         "BusMessage",
         "BusSink",

@@ -29,6 +29,8 @@ from .names import NAME_NAMESPACE as NAME_NAMESPACE
 from .names import name_id as name_id
 from .occurrence import OccurrenceId as OccurrenceId
 from .retry import RetryPolicy as RetryPolicy
+from .runlog import RunOutcome as RunOutcome
+from .runlog import RunRecord as RunRecord
 from .settlement import Settlement as Settlement
 from .sinks import BusMessage as BusMessage
 from .sinks import BusSink as BusSink
@@ -82,6 +84,8 @@ __all__ = [
     "name_id",
     "OccurrenceId",
     "RetryPolicy",
+    "RunOutcome",
+    "RunRecord",
     "BusMessage",
     "BusSink",
     "CallableSink",

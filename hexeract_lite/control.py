@@ -15,6 +15,7 @@ from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
+from .runlog import RunOutcome, RunRecord
 from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
 from .store.changes import Change, EnsureResult
@@ -434,6 +435,28 @@ class SchedulerControl:
         now = self.store.clock.now()
         count, end = check_upcoming(count, until, now)
         return upcoming_firings(self.inspect(self._existing(id_or_name)), now, count, end)
+
+    def runs(
+        self,
+        id_or_name: uuid.UUID | str | None = None,
+        *,
+        limit: int = 50,
+        outcome: RunOutcome | str | None = None,
+        since: datetime | timedelta | None = None,
+    ) -> list[RunRecord]:
+        """The run log, newest first (:meth:`ScheduleStore.runs
+        <hexeract_lite.store.runs.RunLogContract.runs>`): at most ``limit`` records, of
+        one schedule (an id, or the name of a schedule that exists) or of all, of one
+        ``outcome`` (:class:`~hexeract_lite.runlog.RunOutcome` or its value), finished
+        at or after ``since`` (an aware instant, or a duration back from the store
+        clock's now). A store without a run log has none. Reads only.
+
+        .. versionadded:: 0.2.0
+        """
+        sid = None if id_or_name is None else self._existing(id_or_name)
+        if isinstance(since, timedelta):
+            since = self.store.clock.now() - since
+        return self.store.runs(sid, limit=limit, outcome=outcome, since=since)
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
         """Pending and paused schedules, soonest first, at most ``limit``; a row the

@@ -49,7 +49,14 @@ from .clock import Clock
 from .errors import DispatchError
 from .ledger import log_occurrence
 from .message import ScheduledMessage
-from .settle import LEASE_EXPIRED, NOT_DISPATCHED, SUCCEEDED, DispatchResult, missed_result
+from .settle import (
+    LEASE_EXPIRED,
+    NOT_DISPATCHED,
+    SUCCEEDED,
+    DispatchResult,
+    ResultKind,
+    missed_result,
+)
 from .sinks import OccurrenceSink, ScheduleSink, _bad_return, _discard, is_async_sink
 from .snapshot import LeasedOccurrence
 
@@ -174,13 +181,13 @@ class BatchRun:
 
     __slots__ = (
         "_acks",
-        "_call_started",
         "_interrupted",
         "_items",
         "_lock",
         "_sink",
         "_turn",
         "_wake_at_end",
+        "call_started",
         "context",
         "given_up",
         "in_flight",
@@ -206,7 +213,7 @@ class BatchRun:
         self.context = context
         self._lock = threading.Lock()
         self._interrupted = False
-        self._call_started = 0.0
+        self.call_started = 0.0
         self.in_flight = False
         self.given_up: GivenUp | None = None
         self.results: list[DispatchResult] = []
@@ -231,7 +238,7 @@ class BatchRun:
                     if self.given_up is not None:
                         return  # given up before this item was handed to the sink
                     self.in_flight = True
-                    self._call_started = began
+                    self.call_started = began
                 try:
                     if acks is not None:
                         result = acks.dispatch_occurrence(occ)
@@ -240,7 +247,7 @@ class BatchRun:
                         result = SUCCEEDED
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     result = DispatchResult.failed(exc)
-                result = result.took(time.monotonic() - began)
+                result = result.took(time.monotonic() - began, began)
             with lock:
                 if self.given_up is not None:
                     return  # the watcher gave up on this call and took the rest elsewhere
@@ -283,7 +290,7 @@ class BatchRun:
                 return None
             if not self.in_flight:  # the thread's own code (a turn, a log handler) is slow
                 return timeout
-            left = self._call_started + timeout - time.monotonic()
+            left = self.call_started + timeout - time.monotonic()
             if left > 0:
                 return left
             self.given_up = GivenUp.TIMED_OUT
@@ -462,7 +469,8 @@ class SinkRunner:
         after an interruption, the call in flight, failed, then every item left,
         released undispatched. Writes nothing: the watcher may compute it again."""
         if run.given_up is GivenUp.TIMED_OUT:
-            return [DispatchResult.failed(self._timed_out(_ABANDONED_THREAD), self.timeout)]
+            late = self._timed_out(_ABANDONED_THREAD)
+            return [DispatchResult(ResultKind.FAILED, late, self.timeout, run.call_started, True)]
         tail: list[DispatchResult] = []
         if run.in_flight:
             error = interruption if interruption is not None else abandoned_error()
@@ -494,7 +502,7 @@ class SinkRunner:
             if result is None:
                 began = time.monotonic()
                 result, interruption = await self._dispatch_async(occ.message)
-                result = result.took(time.monotonic() - began)
+                result = result.took(time.monotonic() - began, began)
             results.append(result)
         return results, interruption
 
@@ -522,7 +530,7 @@ class SinkRunner:
                 "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
                 self.timeout,
             )
-            return DispatchResult.failed(self._timed_out("; it was cancelled")), None
+            return DispatchResult.timeout(self._timed_out("; it was cancelled")), None
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -549,5 +557,5 @@ class SinkRunner:
                 f" ({self.timeout:g} s), so it could not be cancelled in time; not counted as"
                 " delivered"
             )
-            return DispatchResult.failed(error), None
+            return DispatchResult.timeout(error), None
         return SUCCEEDED, None

@@ -10,6 +10,9 @@ owns the occurrence now) is logged and counted as ``lease_lost``, never retried.
 store raises, nothing of the batch was recorded: every occurrence waits out its lease
 and is delivered again (at least once).
 
+With the run log on (the default), each settlement carries the run it records
+(:mod:`hexeract_lite.runlog`), written by the store in the same transaction.
+
 Log records go to the ``hexeract_lite.worker`` logger, with the schedule id,
 occurrence id, attempt and lag in the text and as ``extra`` fields.
 """
@@ -17,12 +20,14 @@ occurrence id, attempt and lag in the text and as ``extra`` fields.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta
 
 from ._log import package_logger
 from .clock import Clock
 from .hooks import Hook, WorkerEvent, call_hooks, settlement_event
 from .retry import RandomSource, RetryPolicy
+from .runlog import RunStamp
 from .settle import (
     Acknowledged,
     DispatchOutcome,
@@ -132,7 +137,7 @@ def warn_left_to_expiry(left: int) -> None:
 class Ledger:
     """Plans, writes and records the settlements of a worker's batches."""
 
-    __slots__ = ("_clock", "_hooks", "_retry", "_rng", "_store")
+    __slots__ = ("_clock", "_hooks", "_retry", "_rng", "_run_log", "_store")
 
     def __init__(
         self,
@@ -141,16 +146,21 @@ class Ledger:
         retry: RetryPolicy,
         rng: RandomSource,
         hooks: tuple[Hook, ...],
+        *,
+        run_log: bool = True,
     ) -> None:
         self._store, self._clock, self._retry, self._rng = store, clock, retry, rng
         self._hooks = hooks
+        self._run_log = run_log and store.keeps_runs
 
     def plan(
         self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: Counts
     ) -> list[Planned]:
         """The settlement of each dispatch result (those an occurrence sink recorded
-        itself, and skipped ones, are counted here instead)."""
+        itself, and skipped ones, are counted here instead). With the run log on, each
+        settlement carries its run (:class:`~hexeract_lite.runlog.RunStamp`)."""
         now = self._clock.now()
+        stamp = self.stamp(now)
         planned: list[Planned] = []
         for occ, result in zip(batch, results, strict=True):
             if result.kind is ResultKind.FAILED and counts.failure is None:
@@ -158,12 +168,16 @@ class Ledger:
             if isinstance(result, Acknowledged):  # recorded with the handler's writes
                 counts.add(self.record(occ, result.settlement, result.applied, result, counts))
                 continue
-            settlement = settlement_for(occ, result, now, self._retry, self._rng)
+            settlement = settlement_for(occ, result, now, self._retry, self._rng, stamp)
             if settlement is None:
                 counts.add(DispatchOutcome.SKIPPED)
             else:
                 planned.append((occ, settlement, result))
         return planned
+
+    def stamp(self, now: datetime) -> RunStamp | None:
+        """The run stamp of settlements made at ``now``; None with the run log off."""
+        return RunStamp(now, time.monotonic()) if self._run_log else None
 
     def write(self, planned: list[Planned], counts: Counts) -> None:
         """Write ``planned`` in one ``store.settle(...)``, then record it."""

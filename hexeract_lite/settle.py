@@ -38,6 +38,7 @@ import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
+from .runlog import RunEntry, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
 
@@ -162,29 +163,40 @@ class ResultKind(enum.Enum):
 @attrs.frozen
 class DispatchResult:
     """The result of one occurrence's turn: its :class:`ResultKind`, for a failure the
-    error (an exception or a text), and how long a dispatch took."""
+    error (an exception or a text), how long a dispatch took and when it began."""
 
     kind: ResultKind
     error: BaseException | str | None = None
     duration: float | None = attrs.field(default=None, eq=False)
     """Seconds the sink took (None: not dispatched, or not measured)."""
+    began: float | None = attrs.field(default=None, eq=False)
+    """``time.monotonic()`` when the sink was called (None: not dispatched, or not
+    measured)."""
+    timed_out: bool = attrs.field(default=False, eq=False)
+    """A failure because the call ran past ``dispatch_timeout``."""
 
     @classmethod
     def failed(cls, error: BaseException | str, duration: float | None = None) -> DispatchResult:
         """A failed dispatch with ``error``."""
         return cls(ResultKind.FAILED, error, duration)
 
+    @classmethod
+    def timeout(cls, error: BaseException, duration: float | None = None) -> DispatchResult:
+        """A dispatch that failed by running past ``dispatch_timeout``."""
+        return cls(ResultKind.FAILED, error, duration, timed_out=True)
+
     def exception(self) -> BaseException:
         """The error as an exception to raise (a text becomes a DispatchError)."""
         error = self.error
         return error if isinstance(error, BaseException) else DispatchError(str(error or ""))
 
-    def took(self, duration: float) -> DispatchResult:
-        """This result with ``duration`` seconds, when it was dispatched."""
+    def took(self, duration: float, began: float | None = None) -> DispatchResult:
+        """This result with ``duration`` seconds from ``began`` (``time.monotonic()``),
+        when it was dispatched."""
         if self.kind is ResultKind.SUCCEEDED or self.kind is ResultKind.FAILED:
             if type(self) is DispatchResult:  # the common case, without evolve's cost
-                return DispatchResult(self.kind, self.error, duration)
-            return attrs.evolve(self, duration=duration)
+                return DispatchResult(self.kind, self.error, duration, began, self.timed_out)
+            return attrs.evolve(self, duration=duration, began=began)
         return self
 
 
@@ -217,37 +229,67 @@ def settlement_for(
     now: datetime,
     policy: RetryPolicy,
     rng: RandomSource | None = None,
+    stamp: RunStamp | None = None,
 ) -> Settlement | None:
     """The settlement of ``occurrence`` after ``result`` (see the module docstring).
 
     ``now`` is the instant a cron schedule's next one is counted from; ``policy`` and
     ``rng`` draw a retry delay (a fresh draw at each call when the policy has jitter).
-    None for :data:`LEASE_EXPIRED`: there is nothing to record.
+    None for :data:`LEASE_EXPIRED`: there is nothing to record. With ``stamp``, the
+    settlement carries its run (:mod:`hexeract_lite.runlog`) for the store's run log.
     """
     msg = occurrence.message
     kind = result.kind
+    sid, lease = msg.schedule_id, occurrence.leased_until
     if kind is ResultKind.SUCCEEDED:
+        run = _run(stamp, occurrence, result, RunOutcome.DELIVERED, None)
         nxt = msg.trigger.next_due(now, msg.scheduled_for)
         if nxt is None:
-            return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
-        return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
+            return Settlement.delivered(sid, lease, run=run)
+        return Settlement.reschedule(sid, nxt, lease, run=run)
     if kind is ResultKind.FAILED:
         text = error_text(result.error if result.error is not None else "")
         if occurrence.attempts >= occurrence.max_attempts:
-            return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
+            run = _run(stamp, occurrence, result, RunOutcome.DEAD_LETTERED, text)
+            return Settlement.dead_lettered(sid, text, lease, run=run)
+        outcome = RunOutcome.TIMED_OUT if result.timed_out else RunOutcome.FAILED
+        run = _run(stamp, occurrence, result, outcome, text)
         delay = policy.next_delay(occurrence.attempts, rng)
-        return Settlement.failed(msg.schedule_id, delay, text, occurrence.leased_until)
+        return Settlement.failed(sid, delay, text, lease, run=run)
     if kind is ResultKind.MISSED:
+        text = error_text(result.error if result.error is not None else "missed")
+        run = _run(stamp, occurrence, result, RunOutcome.SKIPPED, text)
         if msg.trigger.is_recurring:  # skip the stale firing, go on at the next instant
             nxt = msg.trigger.next_due(now, msg.scheduled_for)
             if nxt is not None:
-                return Settlement.reschedule(msg.schedule_id, nxt, occurrence.leased_until)
-            return Settlement.delivered(msg.schedule_id, occurrence.leased_until)
-        text = error_text(result.error if result.error is not None else "missed")
-        return Settlement.dead_lettered(msg.schedule_id, text, occurrence.leased_until)
+                return Settlement.reschedule(sid, nxt, lease, run=run)
+            return Settlement.delivered(sid, lease, run=run)
+        return Settlement.dead_lettered(sid, text, lease, run=run)
     if kind is ResultKind.NOT_DISPATCHED:
-        return Settlement.released(msg.schedule_id, occurrence.leased_until)
+        run = _run(stamp, occurrence, result, RunOutcome.RELEASED, None)
+        return Settlement.released(sid, lease, run=run)
     return None
+
+
+def _run(
+    stamp: RunStamp | None,
+    occurrence: LeasedOccurrence,
+    result: DispatchResult,
+    outcome: RunOutcome,
+    error: str | None,
+) -> RunEntry | None:
+    if stamp is None:
+        return None
+    msg = occurrence.message
+    return stamp.record(
+        msg.schedule_id,
+        msg.scheduled_for,
+        occurrence.attempts,
+        outcome,
+        result.began,
+        result.duration,
+        None if error is None else error.split("\n", 1)[0],
+    )
 
 
 class DispatchOutcome(enum.StrEnum):

@@ -6,8 +6,12 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from .runlog import RunEntry
 
 __all__ = ["Settlement", "SettlementKind"]
 
@@ -55,31 +59,55 @@ class Settlement:
     """For ``failed``: how long to wait before the occurrence is claimable again."""
     error: str | None = None
     """For ``failed`` and ``dead_lettered``: the ``last_error`` to record."""
+    run: RunEntry | None = attrs.field(default=None, eq=False, kw_only=True)
+    """The run to record with it in the store's run log (None: none); a store records
+    it as ``lease_lost`` when the settlement is fenced out."""
 
     @classmethod
-    def delivered(cls, schedule_id: uuid.UUID, lease: datetime) -> Settlement:
+    def delivered(
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+    ) -> Settlement:
         """The dispatch succeeded: set ``delivered_at`` and clear the lease."""
-        return cls(SettlementKind.DELIVERED, schedule_id, lease)
+        return cls(SettlementKind.DELIVERED, schedule_id, lease, run=run)
 
     @classmethod
-    def reschedule(cls, schedule_id: uuid.UUID, next: datetime, lease: datetime) -> Settlement:
+    def reschedule(
+        cls,
+        schedule_id: uuid.UUID,
+        next: datetime,
+        lease: datetime,
+        *,
+        run: RunEntry | None = None,
+    ) -> Settlement:
         """A cron occurrence was delivered: the schedule fires next at ``next``."""
-        return cls(SettlementKind.RESCHEDULE, schedule_id, lease, next=next)
+        return cls(SettlementKind.RESCHEDULE, schedule_id, lease, next=next, run=run)
 
     @classmethod
     def failed(
-        cls, schedule_id: uuid.UUID, retry_in: timedelta, error: str, lease: datetime
+        cls,
+        schedule_id: uuid.UUID,
+        retry_in: timedelta,
+        error: str,
+        lease: datetime,
+        *,
+        run: RunEntry | None = None,
     ) -> Settlement:
         """The dispatch failed with budget left: retry no sooner than ``now + retry_in``."""
-        return cls(SettlementKind.FAILED, schedule_id, lease, retry_in=retry_in, error=error)
+        return cls(
+            SettlementKind.FAILED, schedule_id, lease, retry_in=retry_in, error=error, run=run
+        )
 
     @classmethod
-    def dead_lettered(cls, schedule_id: uuid.UUID, error: str, lease: datetime) -> Settlement:
+    def dead_lettered(
+        cls, schedule_id: uuid.UUID, error: str, lease: datetime, *, run: RunEntry | None = None
+    ) -> Settlement:
         """The occurrence is exhausted: dead-letter the schedule with ``error``."""
-        return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error)
+        return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error, run=run)
 
     @classmethod
-    def released(cls, schedule_id: uuid.UUID, lease: datetime) -> Settlement:
+    def released(
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+    ) -> Settlement:
         """The worker is stopping and never dispatched the occurrence: give it back.
 
         ``attempts`` goes back by the one the claim spent (never below 0) and the lease
@@ -88,7 +116,7 @@ class Settlement:
         zero the attempt budget, and a poison occurrence under a restart loop would
         never reach ``max_attempts``.)
         """
-        return cls(SettlementKind.RELEASED, schedule_id, lease)
+        return cls(SettlementKind.RELEASED, schedule_id, lease, run=run)
 
     @property
     def wakes(self) -> bool:

@@ -113,11 +113,18 @@ class TransactionalSink:
         )
 
     def bind(
-        self, store: ScheduleStore, clock: Clock, policy: RetryPolicy, timeout: float
+        self,
+        store: ScheduleStore,
+        clock: Clock,
+        policy: RetryPolicy,
+        timeout: float,
+        *,
+        run_log: bool = True,
     ) -> BoundTransactionalSink:
-        """The sink as a worker on ``store`` runs it. Raises
-        :class:`InvalidConfiguration` for a store that has no shared transactions."""
-        runner = store.transaction_runner(self.handler, clock, policy, timeout)
+        """The sink as a worker on ``store`` runs it (``run_log``: each delivery's run
+        recorded in the handler's transaction). Raises :class:`InvalidConfiguration`
+        for a store that has no shared transactions."""
+        runner = store.transaction_runner(self.handler, clock, policy, timeout, run_log=run_log)
         return BoundTransactionalSink(self, runner)
 
     def __repr__(self) -> str:

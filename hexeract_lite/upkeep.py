@@ -140,7 +140,8 @@ def checkpoint_after_burst(store: ScheduleStore) -> None:
 
 class Retention:
     """A worker's ``retention=``: delivered and cancelled rows that ended more than
-    ``keep`` ago are pruned at the worker's first cycle and then every
+    ``keep`` ago, and run records that finished more than ``keep`` ago, are pruned at
+    the worker's first cycle and then every
     :data:`RETENTION_EVERY`; an error is logged and tried again next time."""
 
     def __init__(self, keep: object) -> None:
@@ -164,9 +165,12 @@ class Retention:
         self._next = now + RETENTION_EVERY.total_seconds()
         try:
             count = store.prune(self.keep)
+            runs = store.prune_runs(self.keep)
         except Exception:
             log.warning("retention: pruning rows older than %s failed", self.keep, exc_info=True)
             return None
         if count:
             log.info("retention: pruned %d row(s) that ended more than %s ago", count, self.keep)
+        if runs:
+            log.info("retention: pruned %d run record(s) older than %s", runs, self.keep)
         return count

@@ -174,7 +174,12 @@ class SchedulerWorker:
       in a handler fails the test.
     - ``retention``: off (None) by default; a timedelta prunes delivered and cancelled
       rows that ended longer ago than that, at the first cycle and then hourly
-      (:class:`~hexeract_lite.upkeep.Retention`; dead letters are kept).
+      (:class:`~hexeract_lite.upkeep.Retention`; dead letters are kept), and the run
+      log's records older than that.
+    - ``run_log``: True (the default) records every dispatch attempt, and every firing
+      settled without one, in the store's run log (:mod:`hexeract_lite.runlog`), in
+      the transaction that settles it; False records none (a store without a run log
+      records none either way).
 
     Raises :class:`InvalidConfiguration` for a bad config, store, sink or rng.
 
@@ -198,6 +203,7 @@ class SchedulerWorker:
         hooks: Iterable[Hook] | None = None,
         propagate_errors: bool = False,
         retention: timedelta | None = None,
+        run_log: bool = True,
     ) -> None:
         if not isinstance(config, SchedulerWorkerConfig):
             raise InvalidConfiguration(
@@ -219,6 +225,8 @@ class SchedulerWorker:
             raise InvalidConfiguration(
                 f"propagate_errors must be True or False, got propagate_errors={propagate_errors!r}"
             )
+        if not isinstance(run_log, bool):
+            raise InvalidConfiguration(f"run_log must be True or False, got run_log={run_log!r}")
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
         self.propagate_errors = propagate_errors
@@ -230,12 +238,14 @@ class SchedulerWorker:
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
         self._pacer = Pacer(self.clock, config)
-        self._ledger = Ledger(store, self.clock, self._retry, self._rng, self.hooks)
+        self._ledger = Ledger(
+            store, self.clock, self._retry, self._rng, self.hooks, run_log=run_log
+        )
         self._changes: ChangeSignal = store.changes
         self._aborting = threading.Event()
         timeout = config.dispatch_timeout.total_seconds()
         if isinstance(self.sink, TransactionalSink):
-            self.sink = self.sink.bind(store, self.clock, self._retry, timeout)
+            self.sink = self.sink.bind(store, self.clock, self._retry, timeout, run_log=run_log)
             # the sink stops its own handler at the timeout; this is the backstop
             timeout += TRANSACTIONAL_GRACE_S
         self._runner = SinkRunner(self.sink, timeout, self._aborting)
@@ -271,7 +281,9 @@ class SchedulerWorker:
         time, is left as it is.
         """
         result = DispatchResult.failed(error)
-        settlement = settlement_for(occurrence, result, self.clock.now(), self._retry, self._rng)
+        now = self.clock.now()
+        stamp = self._ledger.stamp(now)  # its run: not dispatched here, settled now
+        settlement = settlement_for(occurrence, result, now, self._retry, self._rng, stamp)
         assert settlement is not None  # a failure always records something
         return settlement
 

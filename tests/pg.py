@@ -96,14 +96,18 @@ _ADMIN_LOCK = threading.Lock()
 
 
 def drop_table(url: str, table: str) -> None:
-    """Drop ``table`` (and its indexes) if it exists, and forget its schema version."""
+    """Drop ``table`` and its run log (and their indexes) if they exist, and forget its
+    schema version."""
     import psycopg
     from psycopg import sql
 
-    from hexeract_lite.store.postgres.schema import META_TABLE
+    from hexeract_lite.store.postgres.schema import META_TABLE, runs_table_name
 
     def drop(conn: Any) -> None:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(runs_table_name(table)))
+        )
         if conn.execute("SELECT to_regclass(%s)", [META_TABLE]).fetchone() != (None,):
             conn.execute(
                 sql.SQL("DELETE FROM {} WHERE table_name = %s").format(sql.Identifier(META_TABLE)),

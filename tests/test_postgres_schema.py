@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from hexeract_lite import ScheduledMessage, ScheduleStatus, StoreError, Target
+from hexeract_lite import ScheduledMessage, SchedulerWorker, ScheduleStatus, StoreError, Target
+from hexeract_lite.runlog import RunOutcome
 from hexeract_lite.store.postgres.schema import (
     INDEXES,
     META_TABLE,
@@ -27,6 +28,7 @@ from hexeract_lite.store.postgres.schema import (
     postgres_ddl,
     postgres_index_name,
     reference_ddl,
+    runs_table_name,
 )
 
 from . import pg
@@ -43,6 +45,7 @@ PINNED_DDL_DIGESTS = {
     3: "1a50dd8eeabc455195f2b9f04259a788abbea40a94e0009357b9b5b8bbee99d9",  # name
     4: "e7ba021c5b65546c02768471a2d6915369254e8d44399ec83e3dac6d016fcc07",  # misfire_grace_ms
     5: "a0441b81dc2f53975369d63abfc909ad2a05e78432b95d9294c8049b71f937b1",  # retention indexes
+    6: "acde8355fe03b89397ce2255826d9cc64328b9ece2db96b445e827e48de0aca4",  # the run log
 }
 """sha256 of ``postgres_ddl()`` (the default table) at each schema version."""
 
@@ -367,6 +370,42 @@ def test_a_version_3_table_is_upgraded_to_the_misfire_grace(pg_url: str, table: 
     with PostgresScheduleStore.open(pg_url, table=table, create=False) as store:
         snap = store.inspect(later)
         assert snap is not None and snap.name is None and snap.misfire_grace is None
+
+
+@pytest.mark.postgres
+def test_a_version_5_table_is_upgraded_to_the_run_log(pg_url: str, table: str) -> None:
+    """5 → 6: a table without the run log is used as it is with create=False (no runs
+    recorded or read), then upgraded: the runs table made, the worker's runs recorded;
+    the reference's statements keep working on the upgraded table and never touch it."""
+    PostgresScheduleStore.open(pg_url, table=table).close()
+    runs = runs_table_name(table)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{runs}"'.encode())
+        conn.execute(f"UPDATE {META_TABLE} SET version = 5 WHERE table_name = %s".encode(), [table])
+        old = _ref_insert(conn, table, at=datetime.now(UTC) - timedelta(seconds=1))
+    with PostgresScheduleStore.open(pg_url, table=table, create=False) as store:
+        assert not store.keeps_runs and store.runs() == []
+        assert SchedulerWorker(store, lambda message: None).run_once().delivered == 1
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == 5
+        assert conn.execute("SELECT to_regclass(%s)", [f'"{runs}"']).fetchone() == (None,)
+        again = _ref_insert(conn, table, at=datetime.now(UTC) - timedelta(seconds=1))
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        assert store.keeps_runs
+        assert SchedulerWorker(store, lambda message: None).run_once().delivered == 1
+        [run] = store.runs()
+        assert run.schedule_id == again and run.outcome is RunOutcome.DELIVERED
+        assert store.runs(old) == []
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == SCHEMA_VERSION
+        _ref_insert(conn, table, at=datetime.now(UTC) - timedelta(seconds=1))
+        claimed = conn.execute(_ref(REFERENCE["claim"], table), ["30 seconds", 10]).fetchall()
+        assert len(claimed) == 1, "the reference's claim on the upgraded table"
+        [(count,)] = conn.execute(f'SELECT count(*) FROM "{runs}"'.encode()).fetchall()
+        assert count == 1, "the reference's statements never write the run log"
+        conn.execute(f'DROP TABLE "{runs}"'.encode())  # another tool drops it
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        assert store.runs() == [], "made again at open"
 
 
 @pytest.mark.postgres

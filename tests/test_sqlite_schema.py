@@ -16,11 +16,13 @@ import pytest
 from hexeract_lite import (
     ManualClock,
     ScheduledMessage,
+    SchedulerWorker,
     StoreError,
     Target,
     name_id,
 )
 from hexeract_lite.cli import main
+from hexeract_lite.runlog import RunOutcome
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
 from hexeract_lite.store.schema import (
     LIVE,
@@ -54,6 +56,7 @@ SQLITE_DDL_DIGESTS = {
     4: "890d2d57d60372ce42fae63653b32bfd7e8719bc5011b7d59fe9479d8997603b",  # misfire_grace_ms
     5: "dd1f6b0ebfa705791484d4a2e6b9e1bde21fea27216523a6f38e1713bbfc4939",  # retention indexes
     6: "25ab3bc6a7d1d530e1e3f5a333d9ec5a71013d857f4b1acb0d81bd9be8c4d632",  # cheap noncanon
+    7: "c09a34faf4510cd42336495567d18bec11baac44955d220a1ed95cfa9dfd2c7c",  # the run log
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -286,6 +289,44 @@ def test_text_that_is_no_instant_never_makes_the_store_write(tmp_path: Path) -> 
     conn.close()
 
 
+# -- a file version 6 wrote ----------------------------------------------------------------
+
+
+def _v6_file(path: Path) -> list[uuid.UUID]:
+    """A file as version 6 left it (no run log), with two due rows."""
+    SqliteScheduleStore.open(path).close()
+    conn = apsw.Connection(str(path))
+    conn.execute(f"DROP TABLE {TABLE}_runs")
+    conn.execute(f"UPDATE {META_TABLE} SET version = 6 WHERE table_name = ?", (TABLE,))
+    ids = [uuid.UUID(int=n) for n in (1, 2)]
+    for sid in ids:
+        _insert(conn, sid, created_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    return ids
+
+
+def test_a_version_6_file_is_upgraded_to_the_run_log(tmp_path: Path) -> None:
+    db = tmp_path / "v6.db"
+    ids = _v6_file(db)
+    assert f"{TABLE}_runs" not in _names(db, "table")
+    with SqliteScheduleStore.open(db, readonly=True) as reader:
+        assert not reader.keeps_runs and reader.runs() == [], "read-only: no run log yet"
+    assert _version(db) == 6
+    clock = ManualClock(T0)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        assert store.keeps_runs
+        worker = SchedulerWorker(store, lambda message: None, clock=clock)
+        assert worker.run_once().delivered == 2
+        runs = store.runs()
+        assert sorted(r.schedule_id for r in runs) == ids
+        assert {r.outcome for r in runs} == {RunOutcome.DELIVERED}
+    assert _version(db) == SCHEMA_VERSION
+    fresh = tmp_path / "fresh.db"
+    SqliteScheduleStore.open(fresh).close()
+    assert _names(db) == _names(fresh), "every index as a new file has it"
+    assert _names(db, "table") == _names(fresh, "table")
+
+
 def _reference_statements() -> dict[str, str]:
     lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
     return dict(line.split("\t", 1) for line in lines if line.strip())
@@ -295,7 +336,7 @@ def _reference_statements() -> dict[str, str]:
     not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
 )
 @pytest.mark.parametrize(
-    "start", ["reference", "old version 1", "version 2", "version 3", "version 5"]
+    "start", ["reference", "old version 1", "version 2", "version 3", "version 5", "version 6"]
 )
 def test_the_references_own_statements_work_on_an_upgraded_table(
     tmp_path: Path, start: str
@@ -312,8 +353,8 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         _old_v1_file(db, "version 2", version=2)
     elif start == "version 3":
         _old_v1_file(db, "version 3", version=3)
-    elif start == "version 5":
-        _v5_file(db)
+    elif start in ("version 5", "version 6"):
+        (_v5_file if start == "version 5" else _v6_file)(db)
         conn = apsw.Connection(str(db))
         conn.execute(f"DELETE FROM {TABLE}")
         conn.close()
@@ -363,6 +404,12 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         assert store.inspect(uuid.UUID(bytes=a)) is not None
         listed = {s.schedule_id.bytes for s in store.list_pending() if s.schedule_id}
         assert not listed & {a, b}, "delivered and cancelled"
+        assert store.runs() == [], "the reference's statements never touch the run log"
+        # and a worker of ours on the same file records runs beside them
+        c = uuid.uuid4()
+        store.insert(ScheduledMessage.delay(Target.outbox(), T0, "ev", {}, schedule_id=c), 3)
+        assert SchedulerWorker(store, lambda message: None).run_once().delivered == 1
+        assert [r.schedule_id for r in store.runs()] == [c]
 
 
 def test_a_version_2_file_is_upgraded_to_named_schedules(tmp_path: Path) -> None:

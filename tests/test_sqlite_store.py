@@ -752,6 +752,15 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         conn.close()
         assert dead_at == "2026-03-01T12:00:00.000Z" and leased is None
         assert column in str(error) and "malformed" in str(error)
+        # its run is recorded with the dead letter, unless the fields a run needs are
+        # what does not decode
+        runs = store.runs(bad.schedule_id)
+        if column == "scheduled_for":
+            assert runs == []
+        else:
+            [run] = runs
+            assert run.outcome.value == "dead_lettered" and run.attempt == 1
+            assert run.error is not None and run.error.startswith("malformed row")
         for occ in claimed:
             assert store.mark_delivered(occ.message.schedule_id, occ.leased_until)
         assert store.list_pending() == []

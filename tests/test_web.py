@@ -78,8 +78,12 @@ def test_every_page_answers_and_the_overview_counts_are_the_stores(
         ("in-backoff", stats.in_backoff),
     ]:
         assert _count(html, key) == str(value), key
-    assert 'data-total="failed">4<' in html  # the three dead letters and the hostile one
+    # the run log's counts: the three dead letters and the hostile one, one delivery
+    runs = readonly.runs(limit=100)
+    assert sum(r.outcome.value == "dead_lettered" for r in runs) == 4
+    assert 'data-total="failed">4<' in html
     assert 'data-total="delivered">1<' in html
+    assert "dispatch attempts in the run log" in html
 
 
 def test_the_pages_show_what_the_store_holds(
@@ -91,7 +95,16 @@ def test_the_pages_show_what_the_store_holds(
     assert "every day at 08:30 (Europe/Paris wall clock)" in page
     assert page.count("<li><time") == 10
     assert "CET</small>" in page
-    assert "no run log" in page
+    assert "No runs recorded for this schedule yet." in page, "the cron never fired"
+    dead = ids["dead"][0]
+    [run] = readonly.runs(dead)
+    page = call(app, "GET", f"/schedules/{dead}").text
+    rows = re.findall(r'<tr data-outcome="([a-z_]+)">', page)
+    assert rows == ["dead_lettered"] == [run.outcome.value]
+    assert f"<td>{run.attempt}</td>" in page and f"{run.host}:{run.pid}" in page
+    assert "RuntimeError: &lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    delivered = call(app, "GET", f"/schedules/{ids['delivered']}").text
+    assert re.findall(r'<tr data-outcome="([a-z_]+)">', delivered) == ["delivered"]
     listing = call(app, "GET", "/schedules?status=paused").text
     assert str(ids["paused"]) in listing and str(ids["cron"]) not in listing
     dead = call(app, "GET", "/dead-letters").text
@@ -333,6 +346,9 @@ def test_every_page_and_action_on_the_other_stores(opener: Any) -> None:
         overview = call(app, "GET", "/").text
         assert _count(overview, "dead-lettered") == "4"
         assert 'data-total="failed">4<' in overview
+        assert 'data-total="delivered">1<' in overview, "from the run log"
+        dead = call(app, "GET", f"/schedules/{ids['dead'][0]}").text
+        assert re.findall(r'<tr data-outcome="([a-z_]+)">', dead) == ["dead_lettered"]
         csrf = _csrf(app, "/dead-letters")
         sid = ids["dead"][0]
         assert call(app, "POST", f"/schedules/{sid}/replay", form={"csrf": csrf}).status == 303

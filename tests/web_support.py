@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hexeract_lite import ScheduledMessage, SchedulerControl, Target
+from hexeract_lite import ScheduledMessage, SchedulerControl, SchedulerWorker, Target
 from hexeract_lite.store.base import ScheduleStore
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
@@ -86,18 +86,18 @@ def fill(store: ScheduleStore, now: datetime | None = None) -> dict[str, Any]:
                 max_attempts=1,
             )
         )
-    claimed = store.claim_due(now, 10, timedelta(seconds=30))
-    for leased in claimed:
-        error = (
-            f'RuntimeError: {HOSTILE}\nTraceback (most recent call last):\n  File "x.py"\n{HOSTILE}'
-        )
-        assert store.mark_dead_lettered(leased.message.schedule_id, error, leased.leased_until)
     ids["dead"] = dead
     done = control.schedule(
         ScheduledMessage.delay(Target.mediator(), now - timedelta(seconds=1), "done.one", None)
     )
-    [leased] = store.claim_due(now, 10, timedelta(seconds=30))
-    assert store.mark_delivered(done, leased.leased_until)
+
+    def sink(message: ScheduledMessage) -> None:  # every one fails but done.one
+        if message.schedule_id != done:
+            raise RuntimeError(HOSTILE)
+
+    # the worker settles them, so the run log has their runs
+    report = SchedulerWorker(store, sink, clock=MovableClock(now)).run_once()
+    assert (report.dead_lettered, report.delivered) == (4, 1)
     ids["delivered"] = done
     gone = control.schedule(
         ScheduledMessage.delay(Target.mediator(), now + timedelta(days=1), "gone.one", None)
@@ -180,10 +180,18 @@ class MovableClock:
         return self.at
 
 
+def _failing(ids: set[Any]) -> Any:
+    def sink(message: ScheduledMessage) -> None:
+        if message.schedule_id in ids:
+            raise TimeoutError("the mail relay did not answer in 30s")
+
+    return sink
+
+
 def fill_history(path: Path, now: datetime) -> None:
     """Add a day of history to the file: one-shot schedules delivered (and a few
-    dead-lettered) in each of the last 24 hours, and some cron and interval schedules
-    for the timeline."""
+    dead-lettered) by a worker in each of the last 24 hours, so the run log has their
+    runs, and some cron and interval schedules for the timeline."""
     clock = MovableClock(now)
     with SqliteScheduleStore.open(path, clock=clock) as store:
         control = SchedulerControl(store)
@@ -191,20 +199,17 @@ def fill_history(path: Path, now: datetime) -> None:
             clock.at = now - timedelta(hours=hours_ago, minutes=7)
             deliveries = 3 + (hours_ago * 7) % 11
             failures = 1 if hours_ago % 5 == 2 else 0
-            for i in range(deliveries + failures):
+            ids = [
                 control.schedule(
                     ScheduledMessage.delay(
                         Target.outbox(), clock.at, f"order.shipped.{i % 3}", {"order": i}
                     ),
                     max_attempts=1,
                 )
-            for n, leased in enumerate(store.claim_due(clock.at, 100, timedelta(seconds=30))):
-                sid = leased.message.schedule_id
-                if n < failures:
-                    error = "TimeoutError: the mail relay did not answer in 30s\n  (traceback)"
-                    assert store.mark_dead_lettered(sid, error, leased.leased_until)
-                else:
-                    assert store.mark_delivered(sid, leased.leased_until)
+                for i in range(deliveries + failures)
+            ]
+            failing = set(ids[:failures])
+            SchedulerWorker(store, _failing(failing), clock=clock).run_once()
         clock.at = now
         for name, cron, zone in [
             ("billing.invoices.nightly", "0 2 * * *", "UTC"),

@@ -87,6 +87,7 @@ from .checks import (
     no_transactions,
 )
 from .record import ScheduleRecord
+from .runs import SWEEP_ERROR, SWEEP_KEPT, RunLogContract
 from .signal import ChangeSignal
 from .stats import StoreStats
 
@@ -103,22 +104,13 @@ __all__ = [
     "SettlementKind",
 ]
 
-SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
-"""The ``last_error`` the sweep records on the rows it dead-letters that had none."""
 
-SWEEP_KEPT = (
-    "attempts exhausted with none in flight (the last one's worker crashed, or max_attempts"
-    " was lowered to the attempts made); dead-lettered by the sweeper; the last error:\n"
-)
-"""What the sweep puts before the ``last_error`` a row it dead-letters had already (a
-schedule in retry backoff whose ``max_attempts`` was lowered, or one whose worker
-crashed after an earlier failure): the handler's own error and traceback are kept."""
-
-
-class ScheduleStore(abc.ABC):
+class ScheduleStore(abc.ABC, RunLogContract):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
-    Subclasses call ``super().__init__()`` so that :attr:`changes` exists.
+    Subclasses call ``super().__init__()`` so that :attr:`changes` exists. The run log's
+    methods (``keeps_runs``, ``runs``, ``run_counts``, ``prune_runs``) are
+    :class:`~hexeract_lite.store.runs.RunLogContract`'s.
 
     .. versionadded:: 0.1.0
     """
@@ -639,18 +631,22 @@ class ScheduleStore(abc.ABC):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         """What runs a :class:`~hexeract_lite.transactional.TransactionalSink`'s handler
         and the acknowledgement in one transaction on this store's database (an object
-        with ``run(occurrence) -> DispatchResult`` and ``close()``). A store without
-        shared transactions raises :class:`InvalidConfiguration` (the default)."""
+        with ``run(occurrence) -> DispatchResult`` and ``close()``), recording the
+        delivery's run in that transaction too when ``run_log`` and the store keeps a
+        run log. A store without shared transactions raises
+        :class:`InvalidConfiguration` (the default)."""
         raise InvalidConfiguration(
             f"a TransactionalSink needs a SQLite or PostgreSQL store, got {self!r}"
         )
 
     # -- lifetime ------------------------------------------------------------
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release the store's resources. The default does nothing."""
 
     def __enter__(self) -> Self:

@@ -12,6 +12,7 @@ from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
 from ..message import ScheduledMessage
+from ..runlog import RunEntry, RunOutcome, RunRecord
 from ..settlement import Settlement, SettlementKind
 from ..snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .base import SWEEP_ERROR, SWEEP_KEPT, SettlingStore
@@ -38,6 +39,15 @@ from .listing import (
     prune_cut,
 )
 from .record import ScheduleRecord
+from .runs import (
+    RunCount,
+    check_run_age,
+    check_run_counts,
+    check_runs_query,
+    hour_of,
+    recorded_runs,
+    swept_run,
+)
 from .stats import StoreStats, stats_of_records
 
 _T = TypeVar("_T")
@@ -66,6 +76,7 @@ class InMemoryScheduleStore(SettlingStore):
         super().__init__()
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
+        self._runs: list[RunEntry] = []  # in the order recorded
         self._lock = threading.Lock()
         start_afresh_after_fork(self)
 
@@ -217,6 +228,7 @@ class InMemoryScheduleStore(SettlingStore):
                     row.leased_until = None
                 woke = woke or item.wakes
                 results.append(True)
+            self._runs.extend(recorded_runs(checked, results))
         return results, woke
 
     def dead_letter_exhausted(self) -> int:
@@ -235,7 +247,60 @@ class InMemoryScheduleStore(SettlingStore):
                     row.last_error = SWEEP_ERROR if last is None else SWEEP_KEPT + last
                     row.leased_until = None
                     count += 1
+                    self._runs.append(
+                        swept_run(row.schedule_id, row.scheduled_for, row.attempts, now)
+                    )
             return count
+
+    # -- the run log -------------------------------------------------------------
+
+    @property
+    def keeps_runs(self) -> bool:
+        """True: this store keeps a run log."""
+        return True
+
+    def runs(
+        self,
+        schedule_id: uuid.UUID | None = None,
+        *,
+        limit: int = 50,
+        outcome: RunOutcome | str | None = None,
+        since: datetime | None = None,
+    ) -> list[RunRecord]:
+        sid, limit, wanted, start = check_runs_query(schedule_id, limit, outcome, since)
+        with self._lock:
+            order = [(RunRecord.of(run), index) for index, run in enumerate(self._runs)]
+        order.sort(key=lambda p: (p[0].finished, p[1]), reverse=True)
+        found = [
+            run
+            for run, _ in order
+            if (sid is None or run.schedule_id == sid)
+            and (wanted is None or run.outcome is wanted)
+            and (start is None or run.finished >= start)
+        ]
+        return found[:limit]
+
+    def run_counts(self, since: datetime, until: datetime) -> list[RunCount]:
+        start, end = check_run_counts(since, until)
+        start = hour_of(start)
+        counts: dict[tuple[datetime, RunOutcome], int] = {}
+        with self._lock:
+            for run in self._runs:
+                finished = RunRecord.of(run).finished
+                if start <= finished < end:
+                    key = (hour_of(finished), run.outcome)
+                    counts[key] = counts.get(key, 0) + 1
+        return [(hour, outcome, n) for (hour, outcome), n in sorted(counts.items())]
+
+    def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
+        check_run_age(older_than)
+        with self._lock:
+            cut = prune_cut(self._now(), older_than)
+            kept = [run for run in self._runs if RunRecord.of(run).finished >= cut]
+            count = len(self._runs) - len(kept)
+            if not dry_run:
+                self._runs = kept
+        return count
 
     # -- control ---------------------------------------------------------------
 

@@ -19,6 +19,7 @@ __all__ = [
     "sqlite_extra_index_ddl",
     "sqlite_reference_index_ddl",
     "sqlite_retention_index_ddl",
+    "sqlite_runs_ddl",
     "sqlite_noncanonical",
     "sqlite_table_ddl",
     "sqlite_unique_index_ddl",
@@ -226,15 +227,42 @@ def sqlite_unique_index_ddl(table: str) -> list[str]:
     ]
 
 
+def sqlite_runs_ddl(table: str) -> list[str]:
+    """The run log beside ``table`` (schema version 7): ``<table>_runs``, one row per
+    dispatch attempt or firing settled without one, with its indexes by ``finished``
+    (the newest first, per hour, pruning) and by schedule. The reference never reads
+    it."""
+    t = validate_sqlite_table_name(table)
+    return [
+        f"CREATE TABLE IF NOT EXISTS {t}_runs (\n"
+        "    run_id INTEGER PRIMARY KEY,\n"
+        "    schedule_id BLOB NOT NULL,\n"
+        "    scheduled_for TEXT NOT NULL,\n"
+        "    attempt INTEGER NOT NULL,\n"
+        "    started TEXT,\n"
+        "    finished TEXT NOT NULL,\n"
+        "    outcome TEXT NOT NULL,\n"
+        "    lag_ms INTEGER NOT NULL,\n"
+        "    duration_ms REAL,\n"
+        "    host TEXT NOT NULL,\n"
+        "    pid INTEGER NOT NULL,\n"
+        "    error TEXT\n"
+        ");",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_runs_finished ON {t}_runs (finished);",
+        f"CREATE INDEX IF NOT EXISTS idx_{t}_runs_schedule ON {t}_runs (schedule_id, finished);",
+    ]
+
+
 def sqlite_ddl(table: str = DEFAULT_TABLE) -> str:
     """The whole SQLite schema of ``table``: the reference's table and two indexes, then
-    hexeract_lite's extra indexes. Idempotent (``IF NOT EXISTS``); the CLI's ``schema``
-    command prints it."""
+    hexeract_lite's extra indexes and its run log. Idempotent (``IF NOT EXISTS``); the
+    CLI's ``schema`` command prints it."""
     statements = [
         sqlite_table_ddl(table),
         *sqlite_reference_index_ddl(table),
         *sqlite_extra_index_ddl(table),
         *sqlite_unique_index_ddl(table),
         *sqlite_retention_index_ddl(table),
+        *sqlite_runs_ddl(table),
     ]
     return "\n".join(statements) + "\n"

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from .._json import strict_loads
 from ..cli.output import local_ts, ts, zone_of
 from ..control import SchedulerControl
+from ..runlog import RunRecord
 from ..settle import error_summary
 from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from ..upcoming import upcoming_firings
-from .history import RUNS_UNAVAILABLE, hourly_counts, runs_for
+from .history import NO_RUNS_YET, RUNS_UNAVAILABLE, hourly_counts, runs_for
 from .words import trigger_words
 
 if TYPE_CHECKING:
@@ -70,6 +71,25 @@ def _when(at: datetime | None, zone: str) -> dict[str, str]:
     if at is None:
         return {"utc": "-", "local": "-", "iso": ""}
     return {"utc": ts(at), "local": local_ts(at, zone), "iso": ts(at)}
+
+
+def _seconds(delta: timedelta | None) -> str:
+    return "-" if delta is None else f"{delta.total_seconds():.3f}s"
+
+
+def _run_row(run: RunRecord) -> dict[str, object]:
+    """A run as the schedule page's runs table shows it."""
+    return {
+        "finished": ts(run.finished),
+        "scheduled_for": ts(run.scheduled_for),
+        "attempt": run.attempt,
+        "outcome": run.outcome.value,
+        "started": ts(run.started) if run.started is not None else "-",
+        "lag": _seconds(run.lag),
+        "duration": _seconds(run.duration),
+        "worker": f"{run.host}:{run.pid}",
+        "error": run.error,
+    }
 
 
 def _lag(delta: timedelta | None) -> str:
@@ -135,6 +155,7 @@ def _chart(store: ScheduleStore, now: datetime) -> dict[str, Any]:
         "total_failed": sum(counts.failed),
         "capped": counts.capped,
         "source": counts.source,
+        "failed_label": "dead-lettered" if counts.delivered is None else "failed",
     }
 
 
@@ -221,7 +242,7 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
     snap = control.inspect(schedule_id)
     zone = zone_of(snap)
     firings = control.upcoming(schedule_id, count=10)
-    runs = runs_for(store, schedule_id)
+    runs = [_run_row(run) for run in runs_for(store, schedule_id)]
     status = snap.status
     return {
         "s": snap,
@@ -242,7 +263,7 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
             ("dead-lettered", _when(snap.dead_lettered_at, zone)),
         ],
         "runs": runs,
-        "runs_note": None if runs else RUNS_UNAVAILABLE,
+        "runs_note": None if runs else NO_RUNS_YET if store.keeps_runs else RUNS_UNAVAILABLE,
         "can": {
             "pause": status is ScheduleStatus.PENDING,
             "resume": status is ScheduleStatus.PAUSED,

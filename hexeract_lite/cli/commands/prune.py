@@ -29,8 +29,9 @@ def add_parser(tree: CommandTree) -> None:
         " ago, in batches of --batch-size rows per transaction so workers are never held"
         " up for long. Never touches a pending or paused schedule (a recurring one"
         " included). On SQLite the space goes back to the file system (files created by"
-        " older versions need `hexeract scheduler vacuum` once). Prints how many were"
-        " deleted; --dry-run only counts them.",
+        " older versions need `hexeract scheduler vacuum` once). Also deletes the run"
+        " log's records that finished more than --runs-older-than ago (default: the same"
+        " age as --older-than). Prints how many were deleted; --dry-run only counts them.",
     )
     sub.add_argument(
         "--older-than",
@@ -38,6 +39,12 @@ def add_parser(tree: CommandTree) -> None:
         type=parse_positive_duration,
         metavar="DURATION",
         help="how long ago a schedule must have ended (e.g. 30d, 12h)",
+    )
+    sub.add_argument(
+        "--runs-older-than",
+        type=parse_positive_duration,
+        metavar="DURATION",
+        help="how long ago a run must have finished (default: --older-than)",
     )
     sub.add_argument(
         "--include-dead-letters", action="store_true", help="also delete old dead letters"
@@ -66,7 +73,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             dry_run=args.dry_run,
             progress=progress,
         )
+        runs = store.prune_runs(args.runs_older_than or older_than, dry_run=args.dry_run)
     noun = "schedule" if count == 1 else "schedules"
     verb = "Would prune" if args.dry_run else "Pruned"
     ctx.print(f"{verb} {count} {noun}.")
+    if runs:  # a store without a run log, or with nothing old in it: one line, as before
+        ctx.print(f"{verb} {runs} run record{'' if runs == 1 else 's'}.")
     return EXIT_OK

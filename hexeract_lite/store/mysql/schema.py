@@ -9,7 +9,7 @@ paused flag, with its two indexes ``idx_<table>_pending`` on ``(scheduled_for)``
 both are whole). The table is ``utf8mb4`` with the binary collation, so names and event
 types compare byte for byte, as on SQLite and PostgreSQL.
 
-hexeract_lite's extensions (:data:`SCHEMA_VERSION` 1, one ALTER) are nullable columns
+hexeract_lite's extensions (version 1, one ALTER) are nullable columns
 the reference never names: ``name`` (unique among rows that have one),
 ``next_after_lease``, ``misfire_grace_ms``, and three ``VIRTUAL`` generated columns
 that stand in for PostgreSQL's partial indexes, each indexed and NULL outside its set,
@@ -21,6 +21,7 @@ again) and ``hxl_exhausted`` (a pending row out of attempts); plus indexes on
 recorded in :data:`META_TABLE`; one without a record (the reference's) is version 0.
 Opening with ``create=True`` adds what is missing under a named lock (``GET_LOCK``);
 every step adds only what the table lacks, so running it again changes nothing.
+Version 2 (:data:`SCHEMA_VERSION`) adds the run log, ``<table>_runs``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import StoreError
 from ..columns import COLUMNS
 from ..schema import DEFAULT_TABLE, validate_table_name
+from .runs import runs_ddl, runs_table_name
 
 if TYPE_CHECKING:
     import pymysql
@@ -46,7 +48,7 @@ __all__ = [
     "reference_ddl",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code writes and understands."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -162,7 +164,7 @@ def mysql_ddl(table: str = DEFAULT_TABLE) -> str:
     missing)."""
     validate_table_name(table)
     alter = ",\n    ".join(_additions(table, set(), set()))
-    return reference_ddl(table) + f"ALTER TABLE {_q(table)}\n    {alter};\n"
+    return reference_ddl(table) + f"ALTER TABLE {_q(table)}\n    {alter};\n" + runs_ddl(table)
 
 
 def _lock_name(table: str) -> str:
@@ -221,7 +223,15 @@ def ensure_schema(
     columns, indexes, version = _state(conn, table)
     _check(table, where, columns, version, create)
     if not create or (
-        columns and version == SCHEMA_VERSION and not _additions(table, columns, indexes)
+        columns
+        and version == SCHEMA_VERSION
+        and not _additions(table, columns, indexes)
+        and _one(
+            conn,
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
+            " AND table_name = %s",
+            [runs_table_name(table)],
+        )
     ):
         return version or 0
     got = _one(conn, "SELECT GET_LOCK(%s, %s)", [_lock_name(table), lock_wait])
@@ -239,6 +249,7 @@ def ensure_schema(
             clauses = _additions(table, columns, indexes)
             if clauses:
                 cur.execute(f"ALTER TABLE {_q(table)} " + ", ".join(clauses))
+            cur.execute(runs_ddl(table))
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {META_TABLE} (table_name VARCHAR(64) NOT NULL"
                 " PRIMARY KEY, version INT NOT NULL) ENGINE=InnoDB"

@@ -27,6 +27,7 @@ from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import DuplicateSchedule, InvalidConfiguration, InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
+from ...runlog import this_worker
 from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR, SWEEP_KEPT
@@ -40,7 +41,8 @@ from ..sql.store import SqlScheduleStore
 from . import codec
 from .codec import encode_id, encode_instant, encode_lease, record_params
 from .connections import Connections, connect, url_params
-from .schema import ensure_schema
+from .runs import RUNS_VERSION, run_statements, sweep_runs
+from .schema import SCHEMA_VERSION, ensure_schema
 from .session import MysqlSession, Timeouts, store_error
 from .statements import (
     Statements,
@@ -127,12 +129,24 @@ class MysqlScheduleStore(SqlScheduleStore):
     chained to the original; no message shows the password.
     """
 
-    def __init__(self, url: str, *, table: str, clock: Clock, timeouts: Timeouts, pool: int):
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str,
+        clock: Clock,
+        timeouts: Timeouts,
+        pool: int,
+        version: int = SCHEMA_VERSION,
+    ):
         """Use :meth:`open`: it checks the arguments and the table first."""
         super().__init__()
         self._table = table
         self._clock = clock
         self._sql = Statements(table)
+        if version >= RUNS_VERSION:
+            self._run_sql = run_statements(table)
+            self._sweep_runs = sweep_runs(table)
         self._db = Connections(url, table=table, timeouts=timeouts, pool_max_size=pool)
         self._where = self._db.where
         self._codec = codec
@@ -194,14 +208,16 @@ class MysqlScheduleStore(SqlScheduleStore):
             conn, _ = connect(params, timeouts)
             try:
                 wait = max(1, round(timeouts.lock.total_seconds()))
-                ensure_schema(conn, table, create=create, where=where, lock_wait=wait)
+                version = ensure_schema(conn, table, create=create, where=where, lock_wait=wait)
             finally:
                 conn.close()
         except pymysql.MySQLError as exc:
             raise store_error(
                 f"cannot open table {table!r} at {where}", exc, url=url, timeouts=timeouts
             ) from exc
-        return cls(url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size)
+        return cls(
+            url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size, version=version
+        )
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -375,6 +391,9 @@ class MysqlScheduleStore(SqlScheduleStore):
         if not self._read("dead_letter_exhausted", self._sql.sweep_probe, params):
             return 0
         with self._write("dead_letter_exhausted", worker=True) as tx:
+            if self._run_sql is not None:  # the swept rows' runs, before they leave the index
+                host, pid = this_worker()
+                tx.execute(self._sweep_runs, {**params, "host": host, "pid": pid})
             return tx.execute(self._sql.sweep, params)
 
     def next_wakeup(self) -> datetime | None:
@@ -388,10 +407,13 @@ class MysqlScheduleStore(SqlScheduleStore):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         from .transaction import MysqlTransactionRunner
 
-        return MysqlTransactionRunner(self, handler, clock, policy, timeout)
+        runs = self._run_sql if run_log else None
+        return MysqlTransactionRunner(self, handler, clock, policy, timeout, runs)
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``pymysql``

@@ -29,6 +29,7 @@ from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
 from ...errors import DuplicateSchedule, InvalidArgument, StoreError
+from ...runlog import delivered_run
 from ...settle import SUCCEEDED, DispatchResult, settlement_for
 from ..changes import Plan
 from ..deadline import Watchdog
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ..record import ScheduleRecord
     from ..settle_plan import PlannedSettlement
     from ..signal import ChangeSignal
+    from ..sql.runs import RunStatements
     from .connections import Connections
 
 __all__ = ["MysqlTransactionRunner", "insert_within", "modify_within"]
@@ -195,12 +197,14 @@ class MysqlTransactionRunner:
         clock: Clock,
         policy: RetryPolicy,
         timeout: float,
+        runs: RunStatements | None = None,
     ) -> None:
         self._store = store
         self._handler = handler
         self._clock = clock
         self._policy = policy
         self._timeout = timeout
+        self._runs = runs  # the run log's statements: the delivery's run goes in too
         self._conn: pymysql.Connection[Any] | None = None
         self._pid = os.getpid()
         self._watchdog = Watchdog()
@@ -255,11 +259,18 @@ class MysqlTransactionRunner:
             conn.begin()
             if MysqlSession(conn).execute(statement, params) != 1:
                 raise _Fenced()
+            began = time.monotonic()
             returned = self._handler(occ.message, conn)
             if returned is not None:
                 raise bad_return(self._handler, returned)
             if time.monotonic() > deadline:
                 raise timed_out(self._timeout, None)
+            if self._runs is not None:
+                msg = occ.message
+                entry = delivered_run(
+                    msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
+                )
+                MysqlSession(conn).execute(self._runs.insert, self._runs.row(entry))
             conn.commit()
         except BaseException as exc:
             fired = self._watchdog.disarm()

@@ -26,6 +26,9 @@ Indexes (all partial, so each holds only the rows its query can want):
   ``idx_<table>_exhausted`` on ``(leased_until)`` over pending rows out of attempts
   (the sweep).
 
+The run log (version 6) is a table of its own beside it, ``<table>_runs``
+(:func:`postgres_runs_ddl`), indexed by ``finished`` and by schedule.
+
 Versions
 --------
 A table's schema version is recorded in the table :data:`META_TABLE`
@@ -61,11 +64,13 @@ __all__ = [
     "ensure_schema",
     "postgres_ddl",
     "postgres_index_name",
+    "postgres_runs_ddl",
     "quote_ident",
     "reference_ddl",
+    "runs_table_name",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this code writes and understands (see the module's notes)."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -161,6 +166,43 @@ def _index_ddl(
     return text
 
 
+def runs_table_name(table: str) -> str:
+    """``<table>_runs``, kept within PostgreSQL's 63-byte identifier limit (a longer
+    one is cut and made unique with a hash of the full table name)."""
+    name = f"{table}_runs"
+    if len(name.encode()) <= MAX_TABLE_NAME_BYTES:
+        return name
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    room = MAX_TABLE_NAME_BYTES - len(f"_{digest}_runs".encode())
+    return f"{table[:room]}_{digest}_runs"
+
+
+def postgres_runs_ddl(table: str) -> str:
+    """The runs table and its indexes (by ``finished``, and by schedule), idempotently."""
+    name = runs_table_name(table)
+    runs = quote_ident(name)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {runs} (\n"
+        "    run_id        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,\n"
+        "    schedule_id   UUID NOT NULL,\n"
+        "    scheduled_for TIMESTAMPTZ NOT NULL,\n"
+        "    attempt       INTEGER NOT NULL,\n"
+        "    started       TIMESTAMPTZ,\n"
+        "    finished      TIMESTAMPTZ NOT NULL,\n"
+        "    outcome       TEXT NOT NULL,\n"
+        "    lag_ms        BIGINT NOT NULL,\n"
+        "    duration_ms   DOUBLE PRECISION,\n"
+        "    host          TEXT NOT NULL,\n"
+        "    pid           INTEGER NOT NULL,\n"
+        "    error         TEXT\n"
+        ");\n"
+        f"CREATE INDEX IF NOT EXISTS {quote_ident(postgres_index_name(name, 'finished'))}\n"
+        f"    ON {runs} (finished);\n"
+        f"CREATE INDEX IF NOT EXISTS {quote_ident(postgres_index_name(name, 'schedule'))}\n"
+        f"    ON {runs} (schedule_id, finished);\n"
+    )
+
+
 def postgres_ddl(table: str = DEFAULT_TABLE) -> str:
     """The statements that create the table and its indexes, idempotently.
 
@@ -176,6 +218,7 @@ def postgres_ddl(table: str = DEFAULT_TABLE) -> str:
         _table_ddl(table)
         + _index_ddl(table, INDEXES)
         + _index_ddl(table, UNIQUE_INDEXES, unique=True)
+        + postgres_runs_ddl(table)
     )
 
 
@@ -264,12 +307,19 @@ def _upgrade_to_5(conn: psycopg.Connection[Any], table: str) -> None:
     )
 
 
+def _upgrade_to_6(conn: psycopg.Connection[Any], table: str) -> None:
+    """5 → 6: the run log beside the table (a table of its own: the reference never
+    names it)."""
+    conn.execute(postgres_runs_ddl(table).encode())
+
+
 _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_1,
     _upgrade_to_2,
     _upgrade_to_3,
     _upgrade_to_4,
     _upgrade_to_5,
+    _upgrade_to_6,
 )
 """``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
 transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
@@ -331,6 +381,8 @@ def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
     """The indexes of :data:`INDEXES` that ``table`` lacks (a table dropped and made
     again by another tool keeps a stale version record, but not our indexes)."""
     names = [postgres_index_name(table, suffix) for suffix, _, _ in INDEXES + UNIQUE_INDEXES]
+    runs = runs_table_name(table)  # and the run log's (gone with its table)
+    names += [postgres_index_name(runs, "finished"), postgres_index_name(runs, "schedule")]
     rows = conn.execute(
         "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(quote_ident(name)) IS NULL",
         [names],

@@ -41,6 +41,7 @@ from ...errors import (
 )
 from ...message import ScheduledMessage
 from ...redact import redact_conn
+from ...runlog import this_worker
 from ...settlement import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR, SWEEP_KEPT
@@ -78,7 +79,8 @@ from .connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
-from .schema import ensure_schema
+from .runs import RUNS_VERSION, run_statements, sweep_runs
+from .schema import SCHEMA_VERSION, ensure_schema
 from .session import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_POOL_TIMEOUT,
@@ -145,6 +147,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         pool_min_size: int,
         pool_max_size: int,
         listen: bool = True,
+        version: int = SCHEMA_VERSION,
     ) -> None:
         """Use :meth:`open`: it checks the arguments and the table first."""
         super().__init__()
@@ -153,6 +156,10 @@ class PostgresScheduleStore(SqlScheduleStore):
         self._use_database_clock = use_database_clock
         self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
+        # the run log: from version 6 (a table opened with create=False may be older)
+        if version >= RUNS_VERSION:
+            self._run_sql = run_statements(table)
+            self._sweep_runs = sweep_runs(table, self._sql.sweep)
         self._db = Connections(
             conninfo,
             table=table,
@@ -239,7 +246,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         where = redact_conn(conninfo)
         try:
             with connect(conninfo, timeouts) as conn:
-                ensure_schema(conn, table, create=create, where=where)
+                version = ensure_schema(conn, table, create=create, where=where)
         except psycopg.Error as exc:
             raise store_error(
                 f"cannot open table {table!r} at {where}",
@@ -256,6 +263,7 @@ class PostgresScheduleStore(SqlScheduleStore):
             pool_min_size=pool_min_size,
             pool_max_size=pool_max_size,
             listen=listen,
+            version=version,
         )
 
     # -- plumbing ----------------------------------------------------------------
@@ -492,9 +500,21 @@ class PostgresScheduleStore(SqlScheduleStore):
         )
 
     def dead_letter_exhausted(self) -> int:
+        """See :meth:`ScheduleStore.dead_letter_exhausted`: one statement, with the
+        swept rows' runs when the store keeps a run log."""
+        params = self._with_now({"error": SWEEP_ERROR, "kept": SWEEP_KEPT})
+        statement: Any = self._sql.sweep
+        if self._run_sql is not None:
+            statement = self._sweep_runs
+            params["host"], params["pid"] = this_worker()
         with self._connection("dead_letter_exhausted") as conn:
-            params = self._with_now({"error": SWEEP_ERROR, "kept": SWEEP_KEPT})
-            return conn.execute(self._sql.sweep, params).rowcount
+            return conn.execute(statement, params).rowcount
+
+    def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
+        """The batch's runs in one ``executemany`` (pipelined)."""
+        assert self._run_sql is not None
+        with tx.conn.cursor() as cur:
+            cur.executemany(self._run_sql.insert, rows)
 
     def transaction_runner(
         self,
@@ -502,10 +522,13 @@ class PostgresScheduleStore(SqlScheduleStore):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         from .transaction import PostgresTransactionRunner
 
-        return PostgresTransactionRunner(self, handler, clock, policy, timeout)
+        runs = self._run_sql if run_log else None
+        return PostgresTransactionRunner(self, handler, clock, policy, timeout, runs=runs)
 
     def next_wakeup(self) -> datetime | None:
         with self._connection("next_wakeup") as conn:

@@ -34,6 +34,7 @@ from ..._log import package_logger
 from ...clock import Clock
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...message import ScheduledMessage
+from ...runlog import delivered_run
 from ...settle import SUCCEEDED, DispatchResult, settlement_for
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from ...settlement import Settlement, SettlementKind
     from ..record import ScheduleRecord
     from ..settle_plan import PlannedSettlement
+    from ..sql.runs import RunStatements
     from .connections import Conn, Connections
 
 import contextlib
@@ -326,12 +328,15 @@ class PostgresTransactionRunner:
         clock: Clock,
         policy: RetryPolicy,
         timeout: float,
+        *,
+        runs: RunStatements | None = None,
     ) -> None:
         self._store = store
         self._handler = handler
         self._clock = clock
         self._policy = policy
         self._timeout = timeout
+        self._runs = runs  # the run log's statements: the delivery's run goes in too
         self._conn: psycopg.Connection[Any] | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
@@ -393,6 +398,7 @@ class PostgresTransactionRunner:
                 )
                 if conn.execute(statement, params).rowcount != 1:
                     raise _Fenced()
+                began = time.monotonic()
                 returned = self._handler(occ.message, conn)
                 if returned is not None:
                     raise bad_return(self._handler, returned)
@@ -407,6 +413,13 @@ class PostgresTransactionRunner:
                     raise _shadowed(store)
                 if time.monotonic() > deadline:
                     raise timed_out(self._timeout, None)
+                runs = self._runs
+                if runs is not None:  # the delivery's run, in the handler's transaction
+                    msg = occ.message
+                    entry = delivered_run(
+                        msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
+                    )
+                    conn.execute(runs.insert, runs.row(entry))
                 if settlement.wakes:
                     conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
         except _Fenced:

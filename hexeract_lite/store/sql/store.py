@@ -30,6 +30,7 @@ from ..._log import package_logger
 from ..._time import to_utc_ms
 from ...clock import Clock
 from ...errors import InvalidArgument, NotReplayable, ScheduleNotFound, StoreError
+from ...runlog import RunOutcome, RunRecord
 from ...settlement import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from ..base import SettlingStore
@@ -43,11 +44,20 @@ from ..checks import (
 from ..listing import PRUNE_COLUMN, check_batch_size, check_listing, check_prune, prune_cut
 from ..notices import malformed_dead_lettered
 from ..record import ScheduleRecord
+from ..runs import (
+    RunCount,
+    check_run_age,
+    check_run_counts,
+    check_runs_query,
+    hour_of,
+    recorded_runs,
+)
 from ..stats import StoreStats
 
 if TYPE_CHECKING:
     from ..changes import Plan
     from ..settle_plan import PlannedSettlement
+    from .runs import RunStatements
 
 __all__ = ["Codec", "Row", "Session", "SqlScheduleStore"]
 
@@ -71,9 +81,15 @@ class MalformedRowError(StoreError):
 MALFORMED = "malformed row, dead-lettered without dispatch: "
 """The start of the ``last_error`` of a claimed row that could not be decoded."""
 
+_PRUNE_BATCH = 500
+"""Run records deleted per transaction by ``prune_runs``."""
+
 _ID = 0
+_SCHEDULED_FOR = 5
+_ATTEMPTS = 8
 _LEASED_UNTIL = 10
-"""Positions of ``schedule_id`` and ``leased_until`` in a :data:`Row`."""
+"""Positions of ``schedule_id``, ``scheduled_for``, ``attempts`` and ``leased_until`` in
+a :data:`Row` (:data:`~hexeract_lite.store.columns.COLUMN_NAMES` order)."""
 
 _STATEMENT_OF = {
     SettlementKind.DELIVERED: "mark_delivered",
@@ -137,6 +153,9 @@ class SqlScheduleStore(SettlingStore):
     _table: str
     _clock: Clock
     _settle_sql: dict[SettlementKind, Any] | None = None
+    _run_sql: RunStatements | None = None
+    """The dialect's run-log statements (:mod:`.runs`); None, the default: the store
+    keeps no run log (records no runs, reads none)."""
 
     # -- the hooks a dialect supplies ---------------------------------------------
 
@@ -287,8 +306,9 @@ class SqlScheduleStore(SettlingStore):
         checked = check_settlements(outcomes)
         plan = self._settle_plan(checked) if checked else []
         results = [False] * len(checked)
-        if plan:
-            with self._write("settle", worker=True, atomic=len(plan) > 1) as tx:
+        logs = self._run_sql is not None and any(item.run is not None for item in checked)
+        if plan or logs:
+            with self._write("settle", worker=True, atomic=len(plan) > 1 or logs) as tx:
                 self._apply(tx, plan, checked, results)
         return results
 
@@ -315,14 +335,27 @@ class SqlScheduleStore(SettlingStore):
         checked: list[Settlement],
         results: list[bool],
     ) -> None:
-        """The planned statements inside ``tx``; wakes waiters when an item that makes
-        work claimable applied."""
+        """The planned statements inside ``tx``, then the runs the items carry (one
+        :meth:`_insert_runs`); wakes waiters when an item that makes work claimable
+        applied."""
         statement = self._settle_statement
         for index, kind, params in plan:
             if tx.execute(statement(kind), params):
                 results[index] = True
+        runs = self._run_sql
+        if runs is not None:
+            recorded = recorded_runs(checked, results)
+            if recorded:
+                self._insert_runs(tx, [runs.row(run) for run in recorded])
         if any(ok and item.wakes for ok, item in zip(results, checked, strict=True)):
             tx.wake()
+
+    def _insert_runs(self, tx: Session, rows: list[tuple[Any, ...]]) -> None:
+        """Write run rows (:meth:`RunStatements.row`) inside ``tx``; a dialect may
+        override it to send them as one ``executemany``."""
+        assert self._run_sql is not None
+        for row in rows:
+            tx.execute(self._run_sql.insert, row)
 
     def _settle_statement(self, kind: SettlementKind) -> Any:
         """The fenced statement of a settlement kind."""
@@ -354,12 +387,24 @@ class SqlScheduleStore(SettlingStore):
         row keeps its lease and the next claim after it tries again; the healthy rows
         are returned either way."""
         reasons = [(row, self._codec.why(row, exc)) for row, exc in bad]
-        now = self._with_now({})  # one reading of the clock for the batch
+        instant = self._now()  # one reading of the clock for the batch
+        now = {"now": self._codec.encode_instant(instant)}
+        runs = self._run_sql
         try:
             with self._write("claim_due", worker=True) as tx:
+                recorded: list[tuple[Any, ...]] = []
                 for row, why in reasons:
-                    params = {"id": row[_ID], "lease": row[_LEASED_UNTIL], "error": MALFORMED + why}
-                    tx.execute(self._sql.mark_dead_lettered, {**now, **params})
+                    error = MALFORMED + why
+                    params = {"id": row[_ID], "lease": row[_LEASED_UNTIL], "error": error}
+                    applied = tx.execute(self._sql.mark_dead_lettered, {**now, **params})
+                    if applied and runs is not None:
+                        entry = runs.malformed(
+                            row[_ID], row[_SCHEDULED_FOR], row[_ATTEMPTS], instant, error
+                        )
+                        if entry is not None:
+                            recorded.append(runs.row(entry))
+                if recorded:
+                    self._insert_runs(tx, recorded)
         except StoreError as exc:
             _log.error("could not dead-letter malformed rows in %s: %s", self._table, exc)
             return
@@ -545,6 +590,56 @@ class SqlScheduleStore(SettlingStore):
         if total and not dry_run:
             self._after_prune()
         return total
+
+    # -- the run log -----------------------------------------------------------------
+
+    @property
+    def keeps_runs(self) -> bool:
+        """True when the dialect has run-log statements and the table has its runs table."""
+        return self._run_sql is not None
+
+    def runs(
+        self,
+        schedule_id: uuid.UUID | None = None,
+        *,
+        limit: int = 50,
+        outcome: RunOutcome | str | None = None,
+        since: datetime | None = None,
+    ) -> list[RunRecord]:
+        sid, limit, wanted, start = check_runs_query(schedule_id, limit, outcome, since)
+        runs = self._run_sql
+        if runs is None:
+            return []
+        statement, params = runs.select(sid, wanted, start, limit)
+        return [runs.decode(row) for row in self._read("runs", statement, params)]
+
+    def run_counts(self, since: datetime, until: datetime) -> list[RunCount]:
+        start, end = check_run_counts(since, until)
+        runs = self._run_sql
+        if runs is None:
+            return []
+        params = runs.count_params(hour_of(start), end)
+        return [runs.decode_count(row) for row in self._read("run_counts", runs.counts, params)]
+
+    def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
+        """See :meth:`RunLogContract.prune_runs`: one transaction per 500 records."""
+        check_run_age(older_than)
+        runs = self._run_sql
+        if runs is None:
+            return 0
+        if not dry_run:
+            self._writable("prune")
+        cut = self._codec.encode_instant(prune_cut(self._now(), older_than))
+        if dry_run:
+            [(n, *_)] = self._read("prune", runs.prune_count, {"cut": cut})
+            return int(n)
+        total = 0
+        while True:
+            with self._write("prune") as tx:
+                deleted = tx.execute(runs.prune_delete, {"cut": cut, "n": _PRUNE_BATCH})
+            total += deleted
+            if deleted < _PRUNE_BATCH:
+                return total
 
     # -- copying rows between stores --------------------------------------------
 

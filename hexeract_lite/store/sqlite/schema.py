@@ -42,6 +42,7 @@ from ..schema import (
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
     sqlite_retention_index_ddl,
+    sqlite_runs_ddl,
     sqlite_table_ddl,
     sqlite_unique_index_ddl,
 )
@@ -67,7 +68,7 @@ __all__ = [
     "optimize",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -84,6 +85,8 @@ SCHEMA_VERSION = 6
 - 6: ``idx_<table>_noncanonical`` filtered by the cheap
   :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 to 5 evaluated
   ``strftime`` in its WHERE on every claim and acknowledgement).
+- 7: the run log ``<table>_runs`` and its indexes
+  (:func:`~hexeract_lite.store.schema.sqlite_runs_ddl`).
 """
 WAL_SIZE_LIMIT = 8 << 20
 """``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
@@ -465,7 +468,7 @@ def ensure_schema(
             # (the mode can only be chosen before the first table is created).
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
-        if exists and version == SCHEMA_VERSION:
+        if exists and version == SCHEMA_VERSION and _has_runs(conn, table):
             return SCHEMA_VERSION  # the common case: a read, no write lock
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -475,7 +478,10 @@ def ensure_schema(
                 conn.execute(sqlite_table_ddl(table))
                 for ddl in sqlite_reference_index_ddl(table):
                     conn.execute(ddl)
-            for step in UPGRADES[version or 0 :]:
+            start = version or 0
+            if start == SCHEMA_VERSION and not _has_runs(conn, table):
+                start = 6  # its run log dropped by another tool: made again
+            for step in UPGRADES[start:]:
                 step(conn, table)
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {META_TABLE} ("
@@ -495,6 +501,14 @@ def ensure_schema(
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc
     return SCHEMA_VERSION
+
+
+def _has_runs(conn: apsw.Connection, table: str) -> bool:
+    """True when the run log of ``table`` exists (a read)."""
+    rows = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (f"{table}_runs",)
+    ).fetchall()
+    return bool(rows)
 
 
 def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
@@ -608,6 +622,13 @@ def _upgrade_to_6(conn: apsw.Connection, table: str) -> None:
     _as_defined(conn, ddl)
 
 
+def _upgrade_to_7(conn: apsw.Connection, table: str) -> None:
+    """6 → 7: the run log beside the table. A table of its own: the reference's
+    statements and workers never name it."""
+    for ddl in sqlite_runs_ddl(table):
+        conn.execute(ddl)
+
+
 def _index_name(ddl: str) -> str:
     match = _INDEX_NAME.match(ddl)
     assert match is not None, ddl
@@ -633,6 +654,7 @@ UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_4,
     _upgrade_to_5,
     _upgrade_to_6,
+    _upgrade_to_7,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

@@ -148,6 +148,7 @@ class SqliteStatements:
             f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= :now)"
         )
+        self.sweepable = sweepable
         self.sweep = (
             f"UPDATE {t} INDEXED BY idx_{t}_exhausted"
             " SET dead_lettered_at = :now, leased_until = NULL,"

@@ -35,6 +35,7 @@ from ...errors import (
     StoreError,
 )
 from ...message import ScheduledMessage, validate_message
+from ...runlog import this_worker
 from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR, SWEEP_KEPT
@@ -65,6 +66,7 @@ from .connections import Connections, DuplicateKey, is_duplicate
 from .driver import FileHold, check_open
 from .notify import CommitWatch
 from .plain import readonly_pending
+from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, default_database_path, open_database
 from .session import SqliteSession
 from .statements import (
@@ -182,6 +184,10 @@ class SqliteScheduleStore(SqlScheduleStore):
             PortableReads(table, select_list) if readonly else None
         )
         self._current = version == SCHEMA_VERSION
+        # the run log: from version 7 (a read-only opening of an older table has none)
+        if version >= RUNS_VERSION:
+            self._run_sql = run_statements(table)
+            self._sweep_runs = sweep_runs(table, self._sql.sweepable)
         self._codec = codec
         self._place = f"the table {table} of {path}"
         # started by the first claim in each process (see .notify)
@@ -537,7 +543,15 @@ class SqliteScheduleStore(SqlScheduleStore):
             return 0
         with self._write("dead_letter_exhausted", worker=True) as tx:
             tx.execute(self._sql.normalise)
+            if self._run_sql is not None:  # the swept rows' runs, before they leave the index
+                host, pid = this_worker()
+                tx.execute(self._sweep_runs, {**params, "host": host, "pid": pid})
             return tx.execute(self._sql.sweep, params)
+
+    def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
+        """The batch's runs in one ``executemany``."""
+        assert self._run_sql is not None
+        tx.cur.executemany(self._run_sql.insert, rows)
 
     def _normalise_if_needed(self) -> bool:
         """Rewrite live rows' instants that another tool wrote in another layout (a
@@ -614,10 +628,13 @@ class SqliteScheduleStore(SqlScheduleStore):
         clock: Clock,
         policy: Any,
         timeout: float,
+        *,
+        run_log: bool = True,
     ) -> Any:
         from .transaction import SqliteTransactionRunner
 
-        return SqliteTransactionRunner(self, handler, clock, policy, timeout)
+        runs = self._run_sql if run_log else None
+        return SqliteTransactionRunner(self, handler, clock, policy, timeout, runs=runs)
 
     def next_wakeup(self) -> datetime | None:
         sql = self._sql.next_wakeup

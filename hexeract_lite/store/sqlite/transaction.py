@@ -54,6 +54,7 @@ from ...errors import (
     StoreError,
 )
 from ...message import ScheduledMessage
+from ...runlog import delivered_run
 from ...settle import SUCCEEDED, DispatchResult, settlement_for
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from ...retry import RetryPolicy
+    from ..sql.runs import RunStatements
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
@@ -516,8 +518,11 @@ class SqliteTransactionRunner:
         clock: Clock,
         policy: RetryPolicy,
         timeout: float,
+        *,
+        runs: RunStatements | None = None,
     ) -> None:
         self._store = store
+        self._runs = runs  # the run log's statements: the delivery's run goes in too
         self._handler = handler
         self._clock = clock
         self._policy = policy
@@ -619,6 +624,7 @@ class SqliteTransactionRunner:
                 guard.refused.clear()
                 guard.temp_changed = False
                 guard.active = True
+                began = time.monotonic()
                 try:
                     with sink_transaction(self._store.path):
                         returned = self._handler(occ.message, handler_connection(conn))
@@ -632,6 +638,8 @@ class SqliteTransactionRunner:
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
+                    if self._runs is not None:
+                        self._record_run(conn, occ, began)
                     conn.execute(_COMMIT)
                     committed = True
         except BaseException as exc:  # the handler's failure, whatever its type
@@ -652,6 +660,15 @@ class SqliteTransactionRunner:
             return DispatchResult.failed(timed_out(self._timeout, error))
         assert error is not None
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
+
+    def _record_run(self, conn: apsw.Connection, occ: LeasedOccurrence, began: float) -> None:
+        """The delivery's run, in the handler's transaction."""
+        assert self._runs is not None
+        msg = occ.message
+        entry = delivered_run(
+            msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
+        )
+        conn.execute(self._runs.insert, self._runs.row(entry))
 
     def _rollback(self, conn: apsw.Connection) -> None:
         try:

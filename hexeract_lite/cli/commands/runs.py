@@ -1,0 +1,84 @@
+"""``hexeract scheduler runs``: the run log, newest first."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...control import SchedulerControl
+from ...runlog import RunOutcome, RunRecord
+from ..args import parse_positive_int
+from ..context import EXIT_OK, Context
+from ..options import CommandTree
+from ..output import dump_json, format_table, one_line, ts
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``runs``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "runs",
+        "show the run log: each dispatch attempt and each firing settled without one",
+        [
+            "hexeract scheduler runs --limit 20",
+            "hexeract scheduler runs myapp.reminders.morning --outcome failed",
+        ],
+        [conn, fmt],
+        run,
+        description="Show the run log, newest first: one record per dispatch attempt (and"
+        " per firing settled without one: skipped by its misfire grace, released by a"
+        " stopping worker, swept, or fenced out as lease_lost), with when it started and"
+        " finished, its lag and duration, the worker (host and pid) and the first line of"
+        " its error. Reads only.",
+    )
+    sub.add_argument(
+        "schedule", metavar="ID|NAME", nargs="?", help="only this schedule's runs (UUID or name)"
+    )
+    sub.add_argument(
+        "--limit",
+        type=parse_positive_int,
+        default=50,
+        metavar="N",
+        help="how many runs at most (default: 50)",
+    )
+    sub.add_argument(
+        "--outcome",
+        choices=[o.value for o in RunOutcome],
+        metavar="OUTCOME",
+        help="only runs with this outcome: " + ", ".join(o.value for o in RunOutcome),
+    )
+
+
+def _seconds(value: object) -> str:
+    return "-" if value is None else f"{value:.3f}s"
+
+
+def format_runs(runs: list[RunRecord]) -> str:
+    """The runs as a table."""
+    rows = [
+        (
+            ts(run.finished),
+            str(run.schedule_id),
+            str(run.attempt),
+            run.outcome.value,
+            _seconds(run.lag.total_seconds()),
+            _seconds(None if run.duration is None else run.duration.total_seconds()),
+            f"{run.host}:{run.pid}",
+            one_line(run.error, 60),
+        )
+        for run in runs
+    ]
+    headers = ("FINISHED", "SCHEDULE", "ATTEMPT", "OUTCOME", "LAG", "DURATION", "WORKER", "ERROR")
+    return format_table(headers, rows)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Print the run log."""
+    with ctx.store(create=False, readonly=True) as store:
+        runs = SchedulerControl(store).runs(args.schedule, limit=args.limit, outcome=args.outcome)
+    if args.format == "json":
+        ctx.print(dump_json([r.as_json() for r in runs]))
+    elif runs:
+        ctx.print(format_runs(runs))
+    else:
+        ctx.print("No runs recorded.")
+    return EXIT_OK

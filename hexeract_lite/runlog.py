@@ -1,0 +1,226 @@
+"""The run log: one record per dispatch attempt and per firing that was settled
+without a dispatch, written by the store in the transaction that settles it.
+
+A worker attaches a :class:`RunEntry` to each :class:`~hexeract_lite.settlement.Settlement`
+it writes (``Settlement.run``); a store that keeps a run log (``store.keeps_runs``)
+records it with the settlement, in the same transaction, as ``lease_lost`` when the
+settlement was fenced out (the row's lease no longer matched: another worker owns
+the occurrence now). A store adds ``swept`` records itself, for the rows its sweep
+dead-letters. A store without a run log records nothing and answers ``runs()`` with
+an empty list.
+
+Outcomes (:class:`RunOutcome`): ``delivered`` (the sink succeeded, whether the
+schedule then ended or moved to its next firing), ``failed`` (the sink failed; the
+occurrence waits out its retry delay), ``timed_out`` (the same, for a call that ran
+past ``dispatch_timeout``), ``dead_lettered`` (the last attempt failed, or timed out),
+``released`` (not dispatched: the worker was stopping), ``skipped`` (not dispatched:
+found later than its misfire grace), ``lease_lost`` and ``swept``. An occurrence
+whose lease ran out before its turn in the batch is neither dispatched nor settled,
+and leaves no record.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import socket
+import uuid
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+import attrs
+
+from .occurrence import OccurrenceId
+
+__all__ = ["RunEntry", "RunOutcome", "RunRecord", "RunStamp", "delivered_run", "this_worker"]
+
+
+class RunOutcome(enum.StrEnum):
+    """What became of one run (see the module)."""
+
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    DEAD_LETTERED = "dead_lettered"
+    RELEASED = "released"
+    SKIPPED = "skipped"
+    LEASE_LOST = "lease_lost"
+    SWEPT = "swept"
+
+
+class RunEntry(NamedTuple):
+    """A run as a worker hands it to a store with a settlement (a plain tuple: one is
+    made per occurrence on the worker's hot path). The fields are
+    :class:`RunRecord`'s; instants and ``lag`` may be finer than the millisecond,
+    which the stores keep."""
+
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    attempt: int
+    started: datetime | None
+    finished: datetime
+    outcome: RunOutcome
+    lag: timedelta
+    duration: timedelta | None
+    host: str
+    pid: int
+    error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class RunRecord:
+    """One run of a schedule: a dispatch attempt, or a firing settled without one.
+
+    - ``schedule_id``, ``scheduled_for`` and ``attempt``: the occurrence and which of
+      its attempts this was (:attr:`occurrence_id` is derived from the first two);
+    - ``started``: when the sink was called (None: not dispatched); ``finished``: when
+      the call returned, or when the firing was settled without one;
+    - ``lag``: ``started`` (else ``finished``) minus ``scheduled_for``; ``duration``:
+      how long the sink took (None: not dispatched);
+    - ``host`` and ``pid``: the worker's;
+    - ``error``: the first line of the failure (the full text stays in the schedule's
+      ``last_error``), None for a delivery.
+
+    .. versionadded:: 0.1.0
+    """
+
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    attempt: int
+    started: datetime | None
+    finished: datetime
+    outcome: RunOutcome
+    lag: timedelta
+    duration: timedelta | None
+    host: str
+    pid: int
+    error: str | None = None
+
+    @classmethod
+    def of(cls, entry: RunEntry) -> RunRecord:
+        """The record of ``entry``, its instants and lag cut to the millisecond as the
+        stores keep them."""
+        started = entry.started
+        return cls(
+            schedule_id=entry.schedule_id,
+            scheduled_for=entry.scheduled_for,
+            attempt=entry.attempt,
+            started=None if started is None else _ms(started),
+            finished=_ms(entry.finished),
+            outcome=entry.outcome,
+            lag=entry.lag // _MS * _MS,
+            duration=entry.duration,
+            host=entry.host,
+            pid=entry.pid,
+            error=entry.error,
+        )
+
+    @property
+    def occurrence_id(self) -> OccurrenceId:
+        """The occurrence's id: ``OccurrenceId.derive(schedule_id, scheduled_for)``."""
+        return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
+
+    def as_json(self) -> dict[str, object]:
+        """The record as JSON values (instants RFC 3339, durations in seconds)."""
+        from ._time import rfc3339
+
+        return {
+            "schedule_id": str(self.schedule_id),
+            "occurrence_id": str(self.occurrence_id),
+            "scheduled_for": rfc3339(self.scheduled_for),
+            "attempt": self.attempt,
+            "started": None if self.started is None else rfc3339(self.started),
+            "finished": rfc3339(self.finished),
+            "outcome": self.outcome.value,
+            "lag_s": self.lag.total_seconds(),
+            "duration_s": None if self.duration is None else self.duration.total_seconds(),
+            "host": self.host,
+            "pid": self.pid,
+            "error": self.error,
+        }
+
+
+_HOST = socket.gethostname()
+_MS = timedelta(milliseconds=1)
+
+
+def this_worker() -> tuple[str, int]:
+    """(host name, process id) of the calling process (the pid read at each call, so a
+    forked child names itself)."""
+    return _HOST, os.getpid()
+
+
+def _ms(instant: datetime) -> datetime:
+    """``instant`` cut to the millisecond, as the stores keep instants."""
+    return instant.replace(microsecond=instant.microsecond // 1000 * 1000)
+
+
+def delivered_run(
+    schedule_id: uuid.UUID, scheduled_for: datetime, attempt: int, began: float, now: datetime
+) -> RunEntry:
+    """The ``delivered`` run of a dispatch that began at ``began`` (monotonic) and
+    ended now (``now`` on the wall clock): a transactional handler's, recorded in its
+    own transaction."""
+    import time
+
+    stamp = RunStamp(now, time.monotonic())
+    duration = stamp.mono - began
+    return stamp.record(
+        schedule_id, scheduled_for, attempt, RunOutcome.DELIVERED, began, duration, None
+    )
+
+
+class RunStamp:
+    """One batch's reading of the clocks and the worker's identity, from which each of
+    its :class:`RunEntry` is made: ``now`` (the wall clock) and ``mono``
+    (``time.monotonic()``) read together once the batch's turns are over."""
+
+    __slots__ = ("host", "mono", "now", "pid")
+
+    def __init__(self, now: datetime, mono: float) -> None:
+        self.now = now
+        self.mono = mono
+        self.host, self.pid = this_worker()
+
+    def record(
+        self,
+        schedule_id: uuid.UUID,
+        scheduled_for: datetime,
+        attempt: int,
+        outcome: RunOutcome,
+        began: float | None,
+        duration: float | None,
+        error: str | None,
+    ) -> RunEntry:
+        """The run of one occurrence: dispatched at ``began`` (monotonic) for
+        ``duration`` seconds, or (``began`` None) settled without a dispatch now."""
+        now = self.now
+        took = None if duration is None else timedelta(seconds=duration)
+        if began is None or took is None:
+            return RunEntry(
+                schedule_id,
+                scheduled_for,
+                attempt,
+                None,
+                now,
+                outcome,
+                now - scheduled_for,
+                took,
+                self.host,
+                self.pid,
+                error,
+            )
+        started = now - timedelta(seconds=self.mono - began)
+        return RunEntry(
+            schedule_id,
+            scheduled_for,
+            attempt,
+            started,
+            started + took,
+            outcome,
+            started - scheduled_for,
+            took,
+            self.host,
+            self.pid,
+            error,
+        )

@@ -1,0 +1,165 @@
+"""The run log's part of the store contract, with the defaults of a store without one.
+
+:class:`~hexeract_lite.store.base.ScheduleStore` inherits :class:`RunLogContract`. A
+store that keeps a run log (:attr:`~RunLogContract.keeps_runs`) records the
+:class:`~hexeract_lite.runlog.RunEntry` a settlement carries (``Settlement.run``) in
+the transaction that applies the settlement, as ``lease_lost`` when the settlement is
+fenced out, and a ``swept`` record for each row its sweep dead-letters. One that does
+not records nothing, answers :meth:`~RunLogContract.runs` and
+:meth:`~RunLogContract.run_counts` with nothing, and prunes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from .._time import to_utc_ms
+from ..errors import InvalidArgument
+from ..runlog import RunEntry, RunOutcome, RunRecord, this_worker
+from ..settlement import Settlement
+from .checks import check_limit, check_schedule_id
+
+SWEEP_ERROR = "attempts exhausted by a crashed worker; dead-lettered by the sweeper"
+"""The ``last_error`` the sweep records on the rows it dead-letters that had none."""
+
+SWEEP_KEPT = (
+    "attempts exhausted with none in flight (the last one's worker crashed, or max_attempts"
+    " was lowered to the attempts made); dead-lettered by the sweeper; the last error:\n"
+)
+"""What the sweep puts before the ``last_error`` a row it dead-letters had already (a
+schedule in retry backoff whose ``max_attempts`` was lowered, or one whose worker
+crashed after an earlier failure): the handler's own error and traceback are kept."""
+
+__all__ = [
+    "RunCount",
+    "RunLogContract",
+    "check_run_counts",
+    "check_runs_query",
+    "hour_of",
+    "recorded_runs",
+    "swept_run",
+]
+
+RunCount = tuple[datetime, RunOutcome, int]
+"""``(hour, outcome, count)``: how many runs with ``outcome`` finished in the hour that
+starts at ``hour``."""
+
+
+def check_runs_query(
+    schedule_id: uuid.UUID | None,
+    limit: int,
+    outcome: RunOutcome | str | None,
+    since: datetime | None,
+) -> tuple[uuid.UUID | None, int, RunOutcome | None, datetime | None]:
+    """The arguments of :meth:`RunLogContract.runs`, checked: a bad one raises
+    :class:`InvalidArgument` naming it and the value."""
+    sid = None if schedule_id is None else check_schedule_id(schedule_id)
+    check_limit(limit)
+    wanted: RunOutcome | None = None
+    if outcome is not None:
+        try:
+            wanted = RunOutcome(outcome)
+        except ValueError:
+            known = ", ".join(o.value for o in RunOutcome)
+            raise InvalidArgument(
+                f"unknown run outcome {outcome!r:.100}; expected one of {known}"
+            ) from None
+    start = None if since is None else to_utc_ms(since, "since", InvalidArgument)
+    return sid, limit, wanted, start
+
+
+def check_run_counts(since: datetime, until: datetime) -> tuple[datetime, datetime]:
+    """The arguments of :meth:`RunLogContract.run_counts`, checked."""
+    start = to_utc_ms(since, "since", InvalidArgument)
+    end = to_utc_ms(until, "until", InvalidArgument)
+    if end < start:
+        raise InvalidArgument(f"until ({end.isoformat()}) is before since ({start.isoformat()})")
+    return start, end
+
+
+def recorded_runs(checked: Sequence[Settlement], results: Iterable[bool]) -> list[RunEntry]:
+    """The runs a settled batch records: each item's run, as ``lease_lost`` when the
+    item was fenced out (``results`` False)."""
+    runs: list[RunEntry] = []
+    for item, ok in zip(checked, results, strict=True):
+        run = item.run
+        if run is None:
+            continue
+        if not ok and run.outcome is not RunOutcome.LEASE_LOST:
+            run = run._replace(outcome=RunOutcome.LEASE_LOST)
+        runs.append(run)
+    return runs
+
+
+def swept_run(
+    schedule_id: uuid.UUID, scheduled_for: datetime, attempt: int, now: datetime
+) -> RunEntry:
+    """The run of a row the sweep dead-lettered at ``now`` (by this process)."""
+    host, pid = this_worker()
+    return RunEntry(
+        schedule_id,
+        scheduled_for,
+        attempt,
+        None,
+        now,
+        RunOutcome.SWEPT,
+        now - scheduled_for,
+        None,
+        host,
+        pid,
+        SWEEP_ERROR,
+    )
+
+
+def hour_of(instant: datetime) -> datetime:
+    """The start of the hour of ``instant``."""
+    return instant.replace(minute=0, second=0, microsecond=0)
+
+
+class RunLogContract:
+    """The run log's methods of the store contract (see the module)."""
+
+    __slots__ = ()
+
+    @property
+    def keeps_runs(self) -> bool:
+        """True when the store records runs (the worker attaches none otherwise)."""
+        return False
+
+    def runs(
+        self,
+        schedule_id: uuid.UUID | None = None,
+        *,
+        limit: int = 50,
+        outcome: RunOutcome | str | None = None,
+        since: datetime | None = None,
+    ) -> list[RunRecord]:
+        """The run log's records, newest first (by ``finished``, then by when they were
+        recorded): at most ``limit``, of ``schedule_id`` only when given, of
+        ``outcome`` only when given, finished at or after ``since`` only when given.
+        Reads only. A bad argument raises :class:`InvalidArgument` naming it."""
+        check_runs_query(schedule_id, limit, outcome, since)
+        return []
+
+    def run_counts(self, since: datetime, until: datetime) -> list[RunCount]:
+        """How many runs of each outcome finished in each hour from the hour of
+        ``since`` to ``until`` (exclusive), ordered by hour then outcome; hours and
+        outcomes without runs are left out. Reads only."""
+        check_run_counts(since, until)
+        return []
+
+    def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
+        """Delete the run log's records that finished more than ``older_than`` before
+        the store's now; how many (with ``dry_run``, how many would be). A bad
+        ``older_than`` (not a positive timedelta) raises :class:`InvalidArgument`."""
+        check_run_age(older_than)
+        return 0
+
+
+def check_run_age(older_than: object) -> timedelta:
+    """``older_than`` when it is a positive timedelta; else :class:`InvalidArgument`."""
+    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+        raise InvalidArgument(f"older_than must be a positive timedelta, got {older_than!r:.100}")
+    return older_than

@@ -1,0 +1,181 @@
+"""The run log's statements over ``<table>_runs``, once for every SQL dialect.
+
+A dialect that keeps a run log gives its SQL store a :class:`RunStatements`, built
+from the runs table's name as its SQL names it, its placeholders and its codec's
+encoders; a store without one (``SqlScheduleStore._run_sql`` None, the default)
+records no runs and reads none. The table's columns, in :data:`RUN_COLUMNS` order:
+``run_id`` (the order recorded), ``schedule_id``, ``scheduled_for``, ``attempt``,
+``started`` (NULL: not dispatched), ``finished``, ``outcome``, ``lag_ms``,
+``duration_ms`` (NULL: not dispatched), ``host``, ``pid``, ``error`` (the first line).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ...runlog import RunEntry, RunOutcome, RunRecord, this_worker
+
+__all__ = ["RUN_COLUMNS", "RunStatements"]
+
+RUN_COLUMNS = (
+    "schedule_id",
+    "scheduled_for",
+    "attempt",
+    "started",
+    "finished",
+    "outcome",
+    "lag_ms",
+    "duration_ms",
+    "host",
+    "pid",
+    "error",
+)
+"""The columns a run writes and reads, in order (``run_id`` is the table's own)."""
+
+_MS = timedelta(milliseconds=1)
+_COLUMNS = ", ".join(RUN_COLUMNS)
+
+
+class RunStatements:
+    """One store's run-log statements and row encoding.
+
+    ``runs``: the runs table as the dialect's SQL names it; ``ph``: its positional
+    placeholder (``?``, ``%s``); ``param``: its named placeholder of a name;
+    ``hour``: the SQL of the hour ``finished`` falls in (an instant the codec
+    decodes); the encoders and decoders of ids and instants.
+    """
+
+    __slots__ = (
+        "_decode_id",
+        "_decode_instant",
+        "_encode_id",
+        "_encode_instant",
+        "_param",
+        "_runs",
+        "counts",
+        "insert",
+        "prune_count",
+        "prune_delete",
+    )
+
+    def __init__(
+        self,
+        runs: str,
+        *,
+        ph: str,
+        param: Callable[[str], str],
+        hour: str,
+        encode_id: Callable[[uuid.UUID], Any],
+        encode_instant: Callable[[datetime], Any],
+        decode_id: Callable[[Any], uuid.UUID],
+        decode_instant: Callable[[Any], datetime],
+    ) -> None:
+        self._runs, self._param = runs, param
+        self._encode_id, self._encode_instant = encode_id, encode_instant
+        self._decode_id, self._decode_instant = decode_id, decode_instant
+        marks = ", ".join([ph] * len(RUN_COLUMNS))
+        self.insert = f"INSERT INTO {runs} ({_COLUMNS}) VALUES ({marks})"
+        self.counts = (
+            f"SELECT {hour}, outcome, count(*) FROM {runs}"
+            f" WHERE finished >= {param('since')} AND finished < {param('until')}"
+            " GROUP BY 1, 2 ORDER BY 1, 2"
+        )
+        self.prune_count = f"SELECT count(*) FROM {runs} WHERE finished < {param('cut')}"
+        self.prune_delete = (
+            f"DELETE FROM {runs} WHERE run_id IN (SELECT run_id FROM {runs}"
+            f" WHERE finished < {param('cut')} LIMIT {param('n')})"
+        )
+
+    def select(
+        self,
+        schedule_id: uuid.UUID | None,
+        outcome: RunOutcome | None,
+        since: datetime | None,
+        limit: int,
+    ) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters of ``runs()``: newest first."""
+        p = self._param
+        where: list[str] = []
+        params: dict[str, Any] = {"limit": limit}
+        if schedule_id is not None:
+            where.append(f"schedule_id = {p('id')}")
+            params["id"] = self._encode_id(schedule_id)
+        if outcome is not None:
+            where.append(f"outcome = {p('outcome')}")
+            params["outcome"] = outcome.value
+        if since is not None:
+            where.append(f"finished >= {p('since')}")
+            params["since"] = self._encode_instant(since)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        statement = (
+            f"SELECT {_COLUMNS} FROM {self._runs}{clause}"
+            f" ORDER BY finished DESC, run_id DESC LIMIT {p('limit')}"
+        )
+        return statement, params
+
+    def row(self, run: RunEntry) -> tuple[Any, ...]:
+        """The values :attr:`insert` binds for ``run``."""
+        sid, scheduled, attempt, started, finished, outcome, lag, took, host, pid, error = run
+        instant = self._encode_instant
+        return (
+            self._encode_id(sid),
+            instant(scheduled),
+            attempt,
+            None if started is None else instant(started),
+            instant(finished),
+            outcome.value,
+            lag // _MS,
+            None if took is None else took / _MS,
+            host,
+            pid,
+            error,
+        )
+
+    def malformed(
+        self, sid: Any, scheduled: Any, attempts: Any, now: datetime, error: str
+    ) -> RunEntry | None:
+        """The ``dead_lettered`` run of a claimed row that did not decode, from its raw
+        id, ``scheduled_for`` and ``attempts``; None when those do not decode either
+        (the row is dead-lettered all the same, without a run)."""
+        try:
+            schedule_id = self._decode_id(sid)
+            scheduled_for = self._decode_instant(scheduled)
+            attempt = int(attempts)
+        except Exception:
+            return None
+        host, pid = this_worker()
+        lag = now - scheduled_for
+        return RunEntry(
+            schedule_id, scheduled_for, attempt, None, now, RunOutcome.DEAD_LETTERED, lag,
+            None, host, pid, error.split("\n", 1)[0],
+        )  # fmt: skip
+
+    def decode(self, row: Any) -> RunRecord:
+        """A row of :meth:`select` as a record."""
+        sid, scheduled, attempt, started, finished, outcome, lag, took, host, pid, error = row
+        instant = self._decode_instant
+        return RunRecord(
+            schedule_id=self._decode_id(sid),
+            scheduled_for=instant(scheduled),
+            attempt=int(attempt),
+            started=None if started is None else instant(started),
+            finished=instant(finished),
+            outcome=RunOutcome(outcome),
+            lag=timedelta(milliseconds=int(lag)),
+            duration=None if took is None else timedelta(milliseconds=float(took)),
+            host=str(host),
+            pid=int(pid),
+            error=None if error is None else str(error),
+        )
+
+    def count_params(self, since: datetime, until: datetime) -> dict[str, Any]:
+        """The parameters of :attr:`counts`."""
+        return {"since": self._encode_instant(since), "until": self._encode_instant(until)}
+
+    def decode_count(self, row: Any) -> tuple[datetime, RunOutcome, int]:
+        """A row of :attr:`counts`."""
+        hour, outcome, count = row
+        return self._decode_instant(hour), RunOutcome(outcome), int(count)
