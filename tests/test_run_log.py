@@ -15,6 +15,7 @@ import pytest
 
 from hexeract_lite import (
     InvalidArgument,
+    InvalidConfiguration,
     ScheduledMessage,
     SchedulerWorker,
     SchedulerWorkerConfig,
@@ -311,3 +312,16 @@ def test_on_failure_records_its_run(store: ScheduleStore, frozen: FrozenTime) ->
         (RunOutcome.LEASE_LOST, "again"),
         (RunOutcome.FAILED, "gave up"),
     ], "newest first: at the same instant, the one recorded last"
+
+
+def test_the_memory_store_keeps_its_newest_runs_only(frozen: FrozenTime) -> None:
+    store = InMemoryScheduleStore(run_log_size=3)
+    msgs = [one_shot(T0) for _ in range(5)]
+    store.insert_many(msgs, 3)
+    SchedulerWorker(store, lambda m: None, FAST).run_once()
+    kept = store.runs(limit=10)
+    assert len(kept) == 3
+    assert {r.schedule_id for r in kept} < {m.schedule_id for m in msgs}
+    for bad in (0, -1, True, "10"):
+        with pytest.raises(InvalidConfiguration, match="run_log_size must be an integer >= 1"):
+            InMemoryScheduleStore(run_log_size=bad)  # type: ignore[arg-type]

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import DuplicateSchedule, InvalidArgument, NotReplayable, ScheduleNotFound
+from ..errors import (
+    DuplicateSchedule,
+    InvalidArgument,
+    InvalidConfiguration,
+    NotReplayable,
+    ScheduleNotFound,
+)
 from ..message import ScheduledMessage
 from ..runlog import RunEntry, RunOutcome, RunRecord
 from ..settlement import Settlement, SettlementKind
@@ -55,6 +62,10 @@ _T = TypeVar("_T")
 __all__ = ["InMemoryScheduleStore"]
 
 
+RUN_LOG_SIZE = 200
+"""How many run records an in-memory store keeps by default: the newest."""
+
+
 def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
@@ -69,14 +80,22 @@ class InMemoryScheduleStore(SettlingStore):
     A child process made by ``fork()`` gets a copy of the schedules as they were at the
     fork, with a fresh lock: the two stores go separate ways from then on.
 
+    Its run log keeps the newest ``run_log_size`` records (default
+    :data:`RUN_LOG_SIZE`), so a long-lived store does not grow; an integer >= 1, else
+    :class:`InvalidConfiguration`.
+
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK, run_log_size: int = RUN_LOG_SIZE) -> None:
         super().__init__()
+        if isinstance(run_log_size, bool) or not isinstance(run_log_size, int) or run_log_size < 1:
+            raise InvalidConfiguration(
+                f"run_log_size must be an integer >= 1, got {run_log_size!r}"
+            )
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
-        self._runs: list[RunEntry] = []  # in the order recorded
+        self._runs: deque[RunEntry] = deque(maxlen=run_log_size)  # in the order recorded
         self._lock = threading.Lock()
         start_afresh_after_fork(self)
 
@@ -299,7 +318,7 @@ class InMemoryScheduleStore(SettlingStore):
             kept = [run for run in self._runs if RunRecord.of(run).finished >= cut]
             count = len(self._runs) - len(kept)
             if not dry_run:
-                self._runs = kept
+                self._runs = deque(kept, maxlen=self._runs.maxlen)
         return count
 
     # -- control ---------------------------------------------------------------

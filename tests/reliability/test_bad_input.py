@@ -765,9 +765,9 @@ CASES: list[Case] = [
     ),
     Case(
         "cli-conn-unknown-scheme",
-        lambda w: w.cli("scheduler", "list", "--conn", "mysql://u@h/db"),
+        lambda w: w.cli("scheduler", "list", "--conn", "oracle://u@h/db"),
         exit_code=2,
-        names=("'mysql'",),
+        names=("'oracle'",),
         bytes_unchanged=True,
     ),
     Case(
