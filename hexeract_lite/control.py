@@ -10,7 +10,6 @@ from typing import Any
 
 import attrs
 
-from .clock import SYSTEM_CLOCK
 from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
@@ -246,7 +245,7 @@ class SchedulerControl:
             raise InvalidArgument(f"schedule {name!r}: give exactly one of cron=, every= or at=")
         if tz is not None and cron is None:
             raise InvalidArgument(f"schedule {name!r}: tz= goes with cron= only")
-        clock = getattr(self.store, "clock", SYSTEM_CLOCK)
+        clock = self.store.clock
         if cron is not None:
             return ScheduledMessage.cron(
                 target,

@@ -86,7 +86,8 @@ def take_turn(
 ) -> DispatchResult | None:
     """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
     :data:`LEASE_EXPIRED` when its lease has run out, a ``MISSED`` result when it is
-    found, at its first attempt, later than its schedule's misfire grace, else None
+    found later than its schedule's misfire grace (and not a retry after a failure),
+    else None
     (dispatch it)."""
     if stopping():
         return NOT_DISPATCHED

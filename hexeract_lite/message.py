@@ -289,6 +289,25 @@ def validate_message(message: object) -> ScheduledMessage:
     return message
 
 
+def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
+    """``message`` as the store whose clock reads ``now`` keeps it: a cron message built
+    without ``first_occurrence`` gets its rule's first instant after ``now`` (a rule with
+    none raises :class:`InvalidMessage`); any other message is returned as it is."""
+    if not message._first_from_clock:
+        return message
+    rule = message.trigger.cron_expression
+    assert rule is not None
+    now = to_utc_ms(now, "clock.now()", InvalidMessage)
+    when = rule.next_occurrence(now)
+    if when is None:
+        raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
+    if when == message.scheduled_for:
+        return message
+    placed = attrs.evolve(message, scheduled_for=when)
+    object.__setattr__(placed, "_checked", True)  # the same checked fields, another instant
+    return placed
+
+
 def _check_message_name(name: object, schedule_id: uuid.UUID | None) -> uuid.UUID:
     """A named message's id is its name's (:func:`~hexeract_lite.names.name_id`);
     return the id to use (the name's when ``schedule_id`` is None)."""
@@ -340,6 +359,9 @@ class ScheduledMessage:
     # True when delay()/cron() built it (every field checked then, and immutable since):
     # validate_message need not check it again at every insert. attrs.evolve and a
     # message built field by field start unchecked.
+    _first_from_clock: bool = attrs.field(default=False, init=False, eq=False, repr=False)
+    # True when cron() placed the first firing itself (no first_occurrence): the store
+    # it is scheduled on places it again from its own clock (see place_first).
 
     @classmethod
     def delay(
@@ -384,8 +406,12 @@ class ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
         cron ``expression`` after the previous delivery.
 
-        ``first_occurrence`` None (the default) is the rule's first instant after
-        ``clock.now()`` (on the rule's zone's wall clock); given, it is stored like
+        ``first_occurrence`` None (the default) is the rule's first instant after now
+        (on the rule's zone's wall clock), where now is the clock of the store the
+        message is scheduled on (``insert``, ``insert_many``, ``schedule``, ``ensure``
+        place it again when they store it, so a store on a frozen clock gets its own
+        first firing); ``clock`` (default the system clock) only gives the message's
+        ``scheduled_for`` until then. Given, ``first_occurrence`` is stored like
         :meth:`delay`'s ``at`` (rounded up to the millisecond) and delivered at that
         instant even when it is not one of the rule's. ``event_type`` is required
         (keyword or positional). ``name``: see :meth:`delay`. A rule with no instant
@@ -408,9 +434,12 @@ class ScheduledMessage:
             when = nxt
         else:
             when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
-        return cls._build(
+        message = cls._build(
             target, trigger, when, event_type, payload, schedule_id, name, misfire_grace
         )
+        if first_occurrence is None:
+            object.__setattr__(message, "_first_from_clock", True)
+        return message
 
     @classmethod
     def every(

@@ -14,9 +14,9 @@ dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
-missed (found, at its first     one-shot: ``dead_lettered`` with the reason (replayable);
-attempt, later than its         recurring: ``reschedule`` to ``next_due(now,
-misfire grace)                  scheduled_for)`` without dispatch (``delivered`` when
+missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
+misfire grace, not a retry      recurring: ``reschedule`` to ``next_due(now,
+after a failure)                scheduled_for)`` without dispatch (``delivered`` when
                                 the rule has no further instant)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
@@ -201,12 +201,14 @@ class DispatchResult:
 
 
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
-    """A ``MISSED`` result, with the reason, when ``occurrence`` is at its first attempt
-    and ``now`` is later than its ``scheduled_for`` by more than its schedule's misfire
-    grace; None otherwise (no grace, on time, or a retry: a retry waits on purpose)."""
+    """A ``MISSED`` result, with the reason, when ``now`` is later than the occurrence's
+    ``scheduled_for`` by more than its schedule's misfire grace; None otherwise (no
+    grace, on time, or a retry after a failure: a retry waits out its backoff on
+    purpose). A claim after a crashed attempt (no error recorded) is judged like a
+    first attempt: the crash does not make a late firing deliverable."""
     msg = occurrence.message
     grace = msg.misfire_grace
-    if grace is None or occurrence.attempts != 1:
+    if grace is None or occurrence.retrying:
         return None
     late = now - msg.scheduled_for
     if late <= grace:

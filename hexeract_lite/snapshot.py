@@ -158,6 +158,10 @@ class LeasedOccurrence:
     attempts: int
     max_attempts: int
     leased_until: datetime
+    retrying: bool = False
+    """True when an earlier attempt of this occurrence failed (the row's ``last_error``
+    is set): the claim is a retry, late on purpose after its backoff. False for a first
+    attempt and for a claim after a crashed attempt (no error recorded)."""
 
     def occurrence_id(self) -> OccurrenceId:
         """The dedup key of this firing (stable across redeliveries)."""

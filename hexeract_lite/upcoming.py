@@ -49,8 +49,9 @@ def upcoming_firings(
 
     The first is the occurrence the schedule holds now: it is overdue when its instant
     is before ``now`` (a worker fires it on its next cycle), and left out when it is
-    later than its misfire grace and not a retry (the worker skips it). A retry in
-    backoff fires at the end of its backoff.
+    later than its misfire grace and not a retry after a failure (the worker skips it;
+    a claim after a crashed attempt is judged like a first one). A retry in backoff
+    fires at the end of its backoff.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
@@ -60,7 +61,8 @@ def upcoming_firings(
     fired_at = max(now, s.leased_until) if in_backoff and s.leased_until else max(now, due)
     grace = s.misfire_grace
     found: list[datetime] = []
-    if in_backoff or grace is None or now - due <= grace:
+    retrying = s.last_error is not None
+    if retrying or grace is None or now - due <= grace:
         found.append(due)
     trigger = s.trigger
     while len(found) < count:

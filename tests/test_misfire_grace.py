@@ -147,6 +147,28 @@ def test_a_retry_is_not_a_misfire(store: ScheduleStore, frozen: FrozenTime) -> N
     assert len(calls) == 2
 
 
+def test_a_crashed_first_attempt_does_not_lift_the_grace(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """Claimed on time, its worker killed (no acknowledgement, no error recorded), the
+    host down 2 h: the next claim is 2 h late, beyond the grace, and is not delivered."""
+    grace = timedelta(minutes=10)
+    once = ScheduledMessage.delay(Target.outbox(), T0, "once", {}, misfire_grace=grace)
+    cron = ScheduledMessage.cron(Target.outbox(), "0 * * * *", T0, "cron", {}, misfire_grace=grace)
+    store.insert(once, 3)
+    store.insert(cron, 3)
+    assert len(store.claim_due(T0, 10, timedelta(minutes=5))) == 2  # the crashed worker
+    frozen.move_to(T0 + timedelta(hours=2))
+    sink = Recorder()
+    report = SchedulerWorker(store, sink).run_once()
+    assert (report.claimed, report.dead_lettered, report.rescheduled) == (2, 1, 1)
+    assert sink.got == []
+    s = snap(store, once)
+    assert s.status is ScheduleStatus.DEAD_LETTERED
+    assert s.last_error is not None and "beyond its misfire grace of 0:10:00" in s.last_error
+    assert snap(store, cron).scheduled_for == T0 + timedelta(hours=3)
+
+
 @pytest.mark.parametrize(
     ("grace", "needle"),
     [

@@ -64,6 +64,7 @@ from ..errors import (
 )
 from ..message import (
     ScheduledMessage,
+    place_first,
     validate_message,
 )
 from ..settlement import Settlement, SettlementKind
@@ -420,7 +421,7 @@ class ScheduleStore(abc.ABC, RunLogContract):
         .. versionadded:: 0.2.0
         """
         check_max_attempts(max_attempts)
-        message = validate_message(message)
+        message = place_first(validate_message(message), self.clock.now())
         if message.name is None:
             raise InvalidArgument(f"ensure needs a named message, got {message.schedule_id}")
         plan = ensure_plan(message, max_attempts)

@@ -19,6 +19,7 @@ from ..message import (
     _check_event_type,
     check_grace,
     encode_payload,
+    place_first,
     validate_message,
 )
 from ..settlement import Settlement, SettlementKind
@@ -112,14 +113,15 @@ def check_limit(limit: object) -> int:
     return limit
 
 
-def check_messages(messages: Iterable[ScheduledMessage]) -> list[ScheduledMessage]:
+def check_messages(messages: Iterable[ScheduledMessage], now: datetime) -> list[ScheduledMessage]:
     """Every item must be a valid ScheduledMessage (:func:`validate_message`).
 
-    Returns the messages as a list, so a generator is read once and inserted whole.
+    Returns the messages as a list, so a generator is read once and inserted whole,
+    each placed on the store's clock reading ``now`` (:func:`place_first`).
     """
     if isinstance(messages, (str, bytes, ScheduledMessage)):
         raise InvalidMessage(f"expected a sequence of ScheduledMessage, got {messages!r:.200}")
-    return [validate_message(message) for message in messages]
+    return [place_first(validate_message(message), now) for message in messages]
 
 
 def check_export(after: object, limit: object) -> uuid.UUID | None:

@@ -138,7 +138,7 @@ class InMemoryScheduleStore(SettlingStore):
         if connection is not None:
             raise no_transactions(self, connection)
         check_max_attempts(max_attempts)
-        messages = check_messages(messages)
+        messages = check_messages(messages, self._now())
         with self._lock:
             now = self._now()
             seen: set[uuid.UUID] = set()

@@ -242,6 +242,7 @@ class ScheduleRecord:
             attempts=self.attempts,
             max_attempts=self.max_attempts,
             leased_until=self.leased_until,
+            retrying=self.last_error is not None,
         )
 
     def snapshot(self) -> ScheduleSnapshot:

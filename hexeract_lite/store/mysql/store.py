@@ -318,11 +318,12 @@ class MysqlScheduleStore(SqlScheduleStore):
             raise InvalidConfiguration(
                 f"max_attempts must be at most {_MAX_INT}, got {max_attempts}"
             )
-        messages = check_messages(messages)
+        taken = self._now()
+        messages = check_messages(messages, taken)
         _check_depth(messages)
         if not messages and connection is None:
             return
-        now = encode_instant(self._now())
+        now = encode_instant(taken)
         rows = [_message_params(m, max_attempts, now) for m in messages]
         if connection is not None:
             from .transaction import insert_within

@@ -407,7 +407,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         connection: object = None,
     ) -> None:
         check_max_attempts(max_attempts)
-        messages = check_messages(messages)
+        messages = check_messages(messages, self._clock.now())
         if not messages and connection is None:
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):

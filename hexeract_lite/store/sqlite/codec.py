@@ -206,6 +206,7 @@ _MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
 _GRACE = COLUMN_INDEX["misfire_grace_ms"]
+_LAST_ERROR = COLUMN_INDEX["last_error"]
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
@@ -239,6 +240,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         attempts=row[_ATTEMPTS],
         max_attempts=row[_MAX_ATTEMPTS],
         leased_until=leased_until,
+        retrying=row[_LAST_ERROR] is not None,
     )
 
 

@@ -34,7 +34,7 @@ from ...errors import (
     DuplicateSchedule,
     StoreError,
 )
-from ...message import ScheduledMessage, validate_message
+from ...message import ScheduledMessage, place_first, validate_message
 from ...runlog import this_worker
 from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
@@ -434,9 +434,10 @@ class SqliteScheduleStore(SqlScheduleStore):
         inside that transaction and exists once the caller commits (see
         :func:`~hexeract_lite.store.sqlite.transaction.insert_within`)."""
         check_max_attempts(max_attempts)
-        validate_message(message)
+        now = self._clock.now()
+        message = place_first(validate_message(message), now)
         self._writable("insert")
-        row = message_rows((message,), max_attempts, format_now(self._clock.now()))[0]
+        row = message_rows((message,), max_attempts, format_now(now))[0]
         if connection is not None:
             from .transaction import insert_within  # sqlite3 and settlement: not for reads
 
@@ -470,10 +471,11 @@ class SqliteScheduleStore(SqlScheduleStore):
         """See :meth:`ScheduleStore.insert_many`; ``connection`` as for :meth:`insert`
         (the batch is all or nothing inside the caller's transaction)."""
         check_max_attempts(max_attempts)
-        messages = check_messages(messages)
+        now = self._clock.now()
+        messages = check_messages(messages, now)
         if not messages and connection is None:
             return
-        rows = message_rows(messages, max_attempts, format_now(self._clock.now()))
+        rows = message_rows(messages, max_attempts, format_now(now))
         if connection is not None:
             self._writable("insert_many")
             from .transaction import insert_within
