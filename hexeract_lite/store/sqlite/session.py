@@ -32,6 +32,10 @@ RETRY_MIN_S = 0.0002
 RETRY_MAX_S = 0.001
 """The longest pause between two tries to get a lock."""
 
+_JITTER = random.Random()
+"""The busy wait's own random source: the global one belongs to the application (and to
+Hypothesis while it draws)."""
+
 
 class _BusyWait:
     """The busy handler: ``tries`` is 0 at the first call of each wait (SQLite counts
@@ -50,7 +54,7 @@ class _BusyWait:
         left = self._deadline - now
         if left <= 0:
             return False
-        time.sleep(min(random.uniform(RETRY_MIN_S, RETRY_MAX_S), left))
+        time.sleep(min(_JITTER.uniform(RETRY_MIN_S, RETRY_MAX_S), left))
         return True
 
 
