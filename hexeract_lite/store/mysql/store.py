@@ -402,19 +402,10 @@ class MysqlScheduleStore(SqlScheduleStore):
         found = [value.replace(tzinfo=UTC) for value in row if value is not None]
         return to_utc_ms(min(found), "next_wakeup") if found else None
 
-    def transaction_runner(
-        self,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: Any,
-        timeout: float,
-        *,
-        run_log: bool = True,
-    ) -> Any:
+    def _runner_type(self) -> Callable[..., Any]:
         from .transaction import MysqlTransactionRunner
 
-        runs = self._run_sql if run_log else None
-        return MysqlTransactionRunner(self, handler, clock, policy, timeout, runs)
+        return MysqlTransactionRunner
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: through the caller's ``pymysql``

@@ -516,19 +516,10 @@ class PostgresScheduleStore(SqlScheduleStore):
         with tx.conn.cursor() as cur:
             cur.executemany(self._run_sql.insert, rows)
 
-    def transaction_runner(
-        self,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: Any,
-        timeout: float,
-        *,
-        run_log: bool = True,
-    ) -> Any:
+    def _runner_type(self) -> Callable[..., Any]:
         from .transaction import PostgresTransactionRunner
 
-        runs = self._run_sql if run_log else None
-        return PostgresTransactionRunner(self, handler, clock, policy, timeout, runs=runs)
+        return PostgresTransactionRunner
 
     def next_wakeup(self) -> datetime | None:
         with self._connection("next_wakeup") as conn:

@@ -55,6 +55,7 @@ from ..runs import (
 from ..stats import StoreStats
 
 if TYPE_CHECKING:
+    from ...message import ScheduledMessage
     from ..changes import Plan
     from ..settle_plan import PlannedSettlement
     from .runs import RunStatements
@@ -653,6 +654,25 @@ class SqlScheduleStore(SettlingStore):
         """True: ``insert``, ``insert_many``, ``ensure`` and ``modify_within`` take the
         application's ``connection=``."""
         return True
+
+    @abc.abstractmethod
+    def _runner_type(self) -> Callable[..., Any]:
+        """The dialect's transaction runner class (imported when first needed): built as
+        ``(store, handler, clock, policy, timeout, runs=...)``."""
+
+    def transaction_runner(
+        self,
+        handler: Callable[[ScheduledMessage, Any], object],
+        clock: Clock,
+        policy: Any,
+        timeout: float,
+        *,
+        run_log: bool = True,
+    ) -> Any:
+        """See :meth:`ScheduleStore.transaction_runner`: the dialect's runner, recording
+        the delivery's run in the handler's transaction unless ``run_log`` is False."""
+        runs = self._run_sql if run_log else None
+        return self._runner_type()(self, handler, clock, policy, timeout, runs=runs)
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
         """See :meth:`ScheduleStore.export_records`: one read of the primary key. A row

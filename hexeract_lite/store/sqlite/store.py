@@ -624,19 +624,10 @@ class SqliteScheduleStore(SqlScheduleStore):
         file_bytes, wal_bytes = file_sizes(self._path)
         return {"file_bytes": file_bytes, "wal_bytes": wal_bytes}
 
-    def transaction_runner(
-        self,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: Any,
-        timeout: float,
-        *,
-        run_log: bool = True,
-    ) -> Any:
+    def _runner_type(self) -> Callable[..., Any]:
         from .transaction import SqliteTransactionRunner
 
-        runs = self._run_sql if run_log else None
-        return SqliteTransactionRunner(self, handler, clock, policy, timeout, runs=runs)
+        return SqliteTransactionRunner
 
     def next_wakeup(self) -> datetime | None:
         sql = self._sql.next_wakeup
