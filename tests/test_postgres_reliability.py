@@ -29,7 +29,6 @@ from hexeract_lite import (
     ScheduledMessage,
     SchedulerWorker,
     ScheduleStatus,
-    ScheduleStore,
     Settlement,
     StoreError,
     Target,
@@ -38,6 +37,7 @@ from hexeract_lite.snapshot import MalformedSchedule
 
 from . import pg
 from .conftest import T0
+from .test_sqlite_store import _race_ensure_against_prune
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -593,40 +593,6 @@ def test_connections_notice_a_vanished_host_in_bounded_time(pg_url: str, table: 
         store._db.connection("probe") as conn,
     ):
         assert conn.info.get_parameters()["keepalives_idle"] == "7"
-
-
-def _race_ensure_against_prune(
-    declare: ScheduleStore, pruner: ScheduleStore, seconds: float
-) -> int:
-    """ensure + cancel of one name, over and over, while another store object prunes
-    cancelled rows as a worker does, for ``seconds``; how many rounds ran (none may
-    fail)."""
-    msg = ScheduledMessage.cron(Target.outbox(), "0 9 * * *", None, "tick", {}, name="race.me")
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def prune() -> None:
-        while not stop.is_set():
-            try:
-                pruner.prune(timedelta(milliseconds=1))
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-                return
-
-    thread = threading.Thread(target=prune, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + seconds
-    rounds = 0
-    try:
-        while time.monotonic() < deadline and not errors:
-            declare.ensure(msg, 3)
-            assert declare.cancel(msg.schedule_id), "the schedule ensure returned is there"
-            rounds += 1
-    finally:
-        stop.set()
-        thread.join(10)
-    assert not errors, errors
-    return rounds
 
 
 def test_ensure_racing_a_pruning_worker_never_fails(pg_url: str, table: str) -> None:
