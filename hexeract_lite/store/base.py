@@ -250,12 +250,11 @@ class ScheduleStore(abc.ABC, RunLogContract):
         anything is written. The worker calls it after a full batch, to acknowledge that
         batch and claim the next in one step.
 
-        The memory, SQLite and PostgreSQL stores apply both in one transaction (one
-        commit): all of it or, on a store error, none of it. This default
+        The memory, SQLite, PostgreSQL and MySQL stores apply both in one transaction
+        (one commit): all of it or, on a store error, none of it. This default
         implementation, for a store that does not override it, calls :meth:`settle`
         then :meth:`claim_due` (two transactions: a store error from the claim comes
-        after the settlements were recorded); the worker calls the two methods itself
-        for such a store.
+        after the settlements were recorded); the worker calls this method either way.
 
         .. versionadded:: 0.2.0
         """
@@ -269,6 +268,8 @@ class ScheduleStore(abc.ABC, RunLogContract):
         it): all of it or, on a store error, none of it.
 
         .. versionadded:: 0.2.0
+        .. deprecated:: 0.2.0
+           The worker no longer reads it: it calls :meth:`settle_and_claim` on every store.
         """
         return type(self).settle_and_claim is not ScheduleStore.settle_and_claim
 
