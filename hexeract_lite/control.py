@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from .backfill import DEFAULT_BACKFILL_LIMIT, backfill_plan, check_window
 from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
@@ -17,8 +18,9 @@ from .names import check_group, check_name, group_of, name_id
 from .runlog import RunOutcome, RunRecord
 from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
-from .store.changes import Change, EnsureResult
+from .store.changes import Change, EnsureResult, Plan
 from .store.checks import check_max_attempts
+from .store.pausing import check_note, pause_plan, resume_change
 from .trigger import CronExpression
 from .upcoming import check_upcoming, upcoming_firings
 from .zoned import CRON_TZ_PREFIX
@@ -143,13 +145,77 @@ class SchedulerControl:
             raise ScheduleNotFound(sid)
         return snap
 
-    def pause(self, schedule_id: ScheduleIdLike) -> bool:
+    def pause(self, schedule_id: ScheduleIdLike, *, note: str | None = None) -> bool:
         """Stop claiming the schedule until :meth:`resume`; True if it was not paused.
 
         A worker already holding an occurrence of it may still deliver that one. A
-        terminal schedule is left alone (False).
+        terminal schedule is left alone (False). ``note`` (up to 500 printable
+        characters) says why; ``inspect`` shows it until the schedule is resumed. A
+        schedule already paused keeps its own note.
+
+        .. versionchanged:: 0.4.0
+           ``note=``.
         """
-        return self.store.set_paused(_schedule_id(schedule_id), True)
+        sid = _schedule_id(schedule_id)
+        if note is None:
+            return self.store.set_paused(sid, True)
+        return self.store.modify_record(sid, pause_plan(check_note(note)))
+
+    def pause_group(self, group: str, *, note: str | None = None) -> int:
+        """Pause every live schedule named in ``group`` (the part of a name before its
+        first dot) in one transaction, with ``note``; return how many were paused
+        (those already paused keep their pause and note). No live schedule in the
+        group: :class:`InvalidArgument` naming it. Other groups are never touched.
+
+        .. versionadded:: 0.4.0
+        """
+        return self._group(group, pause_plan(check_note(note)))
+
+    def resume_group(self, group: str) -> int:
+        """Resume every paused schedule named in ``group`` in one transaction, each as
+        :meth:`resume` does (notes cleared); return how many were resumed. No live
+        schedule in the group: :class:`InvalidArgument` naming it.
+
+        .. versionadded:: 0.4.0
+        """
+        return self._group(group, resume_change())
+
+    def _group(self, group: str, plan: Plan[bool]) -> int:
+        check_group(group)
+        answers = self.store.modify_named(group + ".", plan)
+        if not answers:
+            raise InvalidArgument(
+                f"no live schedule is named in group {group!r} (names {group}.<...>)"
+            )
+        return sum(answers)
+
+    def backfill(
+        self,
+        id_or_name: uuid.UUID | str,
+        start: datetime,
+        end: datetime,
+        *,
+        limit: int = DEFAULT_BACKFILL_LIMIT,
+    ) -> int:
+        """Fire the schedule's rule instants in ``[start, end]`` (aware instants), in
+        order, each with the occurrence id its rule gives it, then go on on the rule;
+        return how many instants the window has. A backfill run twice fires the same
+        occurrence ids again (a deduplicating consumer sees nothing new).
+
+        The window's firings are never skipped by the misfire grace; they replace the
+        schedule's pending firing, and a firing in flight completes first (the window
+        starts at its acknowledgement). More than ``limit`` instants (1 to 100000), no
+        instant, ``end`` before ``start`` or a naive bound: :class:`InvalidArgument`
+        naming the values, nothing written. A one-shot, paused or terminal schedule:
+        :class:`NotChangeable`. A later backfill replaces one in progress; ``reschedule``,
+        ``run_now`` or a new rule ends it (see :mod:`hexeract_lite.backfill`).
+
+        .. versionadded:: 0.4.0
+        """
+        first, last, limit = check_window(start, end, limit)
+        return self.store.modify_record(
+            self._existing(id_or_name), backfill_plan(first, last, limit)
+        )
 
     def resume(self, schedule_id: ScheduleIdLike) -> bool:
         """Resume a paused schedule; True when it is no longer paused.

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._time import rfc3339
+from .backfill import window_next
 from .errors import DispatchError
 from .runlog import RunEntry, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
@@ -203,12 +204,13 @@ class DispatchResult:
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
     """A ``MISSED`` result, with the reason, when ``now`` is later than the occurrence's
     ``scheduled_for`` by more than its schedule's misfire grace; None otherwise (no
-    grace, on time, or a retry after a failure: a retry waits out its backoff on
-    purpose). A claim after a crashed attempt (no error recorded) is judged like a
-    first attempt: the crash does not make a late firing deliverable."""
+    grace, on time, a retry after a failure: a retry waits out its backoff on purpose,
+    or one of a backfill's window: late on purpose too). A claim after a crashed attempt
+    (no error recorded) is judged like a first attempt: the crash does not make a late
+    firing deliverable."""
     msg = occurrence.message
     grace = msg.misfire_grace
-    if grace is None or occurrence.retrying:
+    if grace is None or occurrence.retrying or occurrence.in_backfill:
         return None
     late = now - msg.scheduled_for
     if late <= grace:
@@ -245,7 +247,7 @@ def settlement_for(
     sid, lease = msg.schedule_id, occurrence.leased_until
     if kind is ResultKind.SUCCEEDED:
         run = _run(stamp, occurrence, result, RunOutcome.DELIVERED, None)
-        nxt = msg.trigger.next_due(now, msg.scheduled_for)
+        nxt = window_next(occurrence) or msg.trigger.next_due(now, msg.scheduled_for)
         if nxt is None:
             return Settlement.delivered(sid, lease, run=run)
         return Settlement.reschedule(sid, nxt, lease, run=run)

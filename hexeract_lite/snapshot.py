@@ -90,6 +90,11 @@ class ScheduleSnapshot:
     """The schedule's name, or None (see :mod:`hexeract_lite.names`)."""
     misfire_grace: timedelta | None = None
     """How late a firing may be found and still be delivered; None: no limit."""
+    backfill_until: datetime | None = None
+    """The end of the backfill window the schedule is in, None when it is in none
+    (see :meth:`SchedulerControl.backfill <hexeract_lite.control.SchedulerControl.backfill>`)."""
+    pause_note: str | None = None
+    """The note given when the schedule was paused; None when not paused or none given."""
 
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label
@@ -162,6 +167,16 @@ class LeasedOccurrence:
     """True when an earlier attempt of this occurrence failed (the row's ``last_error``
     is set): the claim is a retry, late on purpose after its backoff. False for a first
     attempt and for a claim after a crashed attempt (no error recorded)."""
+    backfill_until: datetime | None = None
+    """The end of the backfill window the schedule is in (the row's ``backfill_until``),
+    or None (see :mod:`hexeract_lite.backfill`)."""
+
+    @property
+    def in_backfill(self) -> bool:
+        """True when this occurrence is one of a backfill's window
+        (``scheduled_for <= backfill_until``): it fires however late it is."""
+        until = self.backfill_until
+        return until is not None and self.message.scheduled_for <= until
 
     def occurrence_id(self) -> OccurrenceId:
         """The dedup key of this firing (stable across redeliveries)."""

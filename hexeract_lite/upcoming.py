@@ -51,7 +51,8 @@ def upcoming_firings(
     is before ``now`` (a worker fires it on its next cycle), and left out when it is
     later than its misfire grace and not a retry after a failure (the worker skips it;
     a claim after a crashed attempt is judged like a first one). A retry in backoff
-    fires at the end of its backoff.
+    fires at the end of its backoff. A schedule in a backfill's window
+    (``backfill_until``) lists the window's remaining instants first, none skipped.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
@@ -62,15 +63,21 @@ def upcoming_firings(
     grace = s.misfire_grace
     found: list[datetime] = []
     retrying = s.last_error is not None
-    if retrying or grace is None or now - due <= grace:
+    window = s.backfill_until
+    if retrying or grace is None or now - due <= grace or (window is not None and due <= window):
         found.append(due)
     trigger = s.trigger
     while len(found) < count:
         if until is not None and found and found[-1] > until:
             break
-        nxt = trigger.next_due(fired_at, due)
+        nxt = None
+        if window is not None and due <= window:  # a backfill: the window's next instant
+            nxt = trigger.next_after(due)
+            nxt = nxt if nxt is not None and nxt <= window else None
+        if nxt is None:
+            nxt = trigger.next_due(fired_at, due)
         if nxt is None:
             break
         found.append(nxt)
-        due = fired_at = nxt
+        due, fired_at = nxt, max(fired_at, nxt)
     return [instant for instant in found[:count] if until is None or instant <= until]

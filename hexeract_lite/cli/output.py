@@ -242,8 +242,8 @@ def snapshot_json(
 
 def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
     """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
-    grace when one is set; nothing for a UTC cron rule or a one-shot without a grace
-    (their listings are as they always were)."""
+    grace, the end of a backfill in progress and a pause note when set; nothing for a
+    UTC cron rule or a one-shot without them (their listings are as they always were)."""
     from ..interval import format_duration
 
     trigger = snapshot.trigger
@@ -256,10 +256,19 @@ def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
         fields["anchor"] = ts(interval.anchor)
     if snapshot.misfire_grace is not None:
         fields["misfire_grace"] = format_duration(snapshot.misfire_grace)
+    if snapshot.backfill_until is not None:
+        fields["backfill_until"] = ts(snapshot.backfill_until)
+    if snapshot.pause_note is not None:
+        fields["pause_note"] = snapshot.pause_note
     return fields
 
 
-_FIELD_NAMES = {"tz": "time zone", "misfire_grace": "misfire grace"}
+_FIELD_NAMES = {
+    "tz": "time zone",
+    "misfire_grace": "misfire grace",
+    "backfill_until": "backfilling until",
+    "pause_note": "pause note",
+}
 
 
 def _occurrence_id(snapshot: ScheduleSnapshot) -> object:

@@ -387,6 +387,15 @@ class ScheduleStore(abc.ABC, RunLogContract):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot change a schedule in place")
 
+    def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
+        """:meth:`modify_record` on every non-terminal row whose name starts with
+        ``prefix`` (byte for byte), by name, in one transaction: an exception from the
+        plan writes nothing at all. The answers, one per row (none: no such row).
+
+        .. versionadded:: 0.4.0
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot change a group in place")
+
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """Every non-terminal schedule whose name starts with ``prefix`` (byte for byte),
         by name. A store that cannot raises :class:`NotImplementedError` (the default).

@@ -130,7 +130,8 @@ def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
 
 
 def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
-    """Make ``at`` the row's next firing, under the lease rule (see the module)."""
+    """Make ``at`` the row's next firing, under the lease rule (see the module); a
+    backfill in progress ends (:mod:`hexeract_lite.backfill`)."""
     if _is_leased(row, now):
         if row.trigger_kind == "delay":
             raise NotChangeable(
@@ -139,7 +140,9 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
                 f" is in flight{_named(row)}",
             )
         row.next_after_lease = at
+        row.backfill_until = None
         return
+    row.backfill_until = None
     row.scheduled_for = at
     row.attempts = 0
     row.last_error = None

@@ -45,6 +45,7 @@ from .listing import (
     matches,
     prune_cut,
 )
+from .pausing import resume_change
 from .record import ScheduleRecord
 from .runs import (
     RunCount,
@@ -226,6 +227,9 @@ class InMemoryScheduleStore(SettlingStore):
                 if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
                     # a change made during the lease set the next firing: it wins
                     nxt = row.next_after_lease or item.next
+                    until = row.backfill_until  # a backfill ends past its window
+                    if until is not None and (nxt is None or nxt > until):
+                        row.backfill_until = None
                     if nxt is None:
                         row.delivered_at = now
                         row.leased_until = None
@@ -344,20 +348,7 @@ class InMemoryScheduleStore(SettlingStore):
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         if next is not None:
             next = to_utc_ms(next, "next", InvalidArgument)
-        with self._lock:
-            row = self._get(schedule_id)
-            now = self._now()
-            resumes, next = row.resume_plan(next, now)
-            if not resumes:
-                return False
-            if next is not None:
-                row.scheduled_for = next
-                row.attempts = 0
-                row.last_error = None
-                row.leased_until = row.live_lease(now)  # the dispatch in flight may ack
-            row.paused = False
-        self.changes.notify()
-        return True
+        return self.modify_record(schedule_id, resume_change(next))
 
     def next_wakeup(self) -> datetime | None:
         with self._lock:
@@ -497,6 +488,27 @@ class InMemoryScheduleStore(SettlingStore):
         if new is not None:
             self.changes.notify()
         return answer
+
+    def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
+        """See :meth:`ScheduleStore.modify_named`: every new row computed before any is
+        stored, under one hold of the lock."""
+        with self._lock:
+            now = self._now()
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if r.name is not None and r.name.startswith(prefix) and not r.is_terminal
+                ),
+                key=lambda r: (r.name or "").encode(),
+            )
+            planned = [plan(row.copy(), now) for row in rows]
+            for _, new in planned:
+                if new is not None:
+                    self._rows[new.schedule_id] = new
+        if any(new is not None for _, new in planned):
+            self.changes.notify()
+        return [answer for answer, _ in planned]
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         with self._lock:

@@ -171,13 +171,16 @@ class ScheduleRecord:
         Returns ``(resumes, realign_to)``: a terminal or unpaused row does not resume;
         with no ``next`` given, a cron or interval row whose ``scheduled_for`` is past
         (``< now``) realigns to its first instant after ``now``, or stays paused when it
-        has none;
+        has none, unless it is inside a backfill's window (``scheduled_for <=
+        backfill_until``), which goes on where it stopped;
         ``realign_to`` None means: only clear the flag.
         """
         if self.is_terminal or not self.paused:
             return False, None
         rule = rule_trigger(self.trigger_kind, self.cron_expr)
-        if next is None and rule is not None and self.scheduled_for < now:
+        until = self.backfill_until  # a backfill's window goes on where it stopped
+        in_window = until is not None and self.scheduled_for <= until
+        if next is None and rule is not None and self.scheduled_for < now and not in_window:
             next = rule.next_after(now)
             if next is None:
                 return False, None
@@ -243,6 +246,7 @@ class ScheduleRecord:
             max_attempts=self.max_attempts,
             leased_until=self.leased_until,
             retrying=self.last_error is not None,
+            backfill_until=self.backfill_until,
         )
 
     def snapshot(self) -> ScheduleSnapshot:
@@ -265,6 +269,8 @@ class ScheduleRecord:
             dead_lettered_at=self.dead_lettered_at,
             name=self.name,
             misfire_grace=grace_of(self.misfire_grace_ms),
+            backfill_until=self.backfill_until,
+            pause_note=self.pause_note if self.paused else None,
         )
 
     def copy(self) -> ScheduleRecord:

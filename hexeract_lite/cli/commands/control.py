@@ -6,8 +6,10 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
-from ...errors import SchedulerError
+from ...errors import SchedulerError, UsageError
+from ...names import check_group
 from ...snapshot import ScheduleStatus
+from ..args import parse_name
 from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import CommandTree, id_argument
 from ..output import ts
@@ -40,6 +42,16 @@ def add_parser(tree: CommandTree) -> None:
         )
         sub.set_defaults(action=name)
         id_argument(sub)
+        if name != "cancel":
+            sub.add_argument(
+                "--group",
+                dest="name_group",
+                type=parse_name,
+                metavar="GROUP",
+                help=f"{verb} every schedule named GROUP.<...> instead, in one transaction",
+            )
+        if name == "pause":
+            sub.add_argument("--note", metavar="TEXT", help="why: shown by inspect until resumed")
 
 
 class _Malformed(Exception):
@@ -52,6 +64,9 @@ class _Malformed(Exception):
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Pause, resume or cancel (``args.action``) the schedule; say what changed."""
+    if getattr(args, "name_group", None) is not None:
+        return _run_group(args, ctx)
+    note = getattr(args, "note", None)
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, ScheduleSnapshot, bool, ScheduleSnapshot]:
         from ...store.sql.store import MalformedRowError
@@ -63,9 +78,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         except MalformedRowError as exc:
             if args.action == "resume":
                 raise  # resuming computes the next firing from the row: it must decode
+            if note is not None:
+                raise  # a note is written with the whole row: it must decode
             changed = bool(getattr(control, args.action)(sid))  # plain SQL: it applies
             raise _Malformed(sid, changed, exc.reason) from None
-        changed = bool(getattr(control, args.action)(sid))
+        if note is not None:
+            changed = control.pause(sid, note=note)
+        else:
+            changed = bool(getattr(control, args.action)(sid))
         return sid, before, changed, control.inspect(sid)
 
     try:
@@ -101,4 +121,23 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.print(f"Cancelled schedule {sid}.")
     else:
         ctx.print(f"Schedule {sid} is {before.status}; nothing to cancel.")
+    return EXIT_OK
+
+
+def _run_group(args: argparse.Namespace, ctx: Context) -> int:
+    """``pause --group`` / ``resume --group``: the whole group in one transaction."""
+    if args.schedule_id is not None or args.schedule_name is not None:
+        raise UsageError("give either SCHEDULE_ID, --name or --group, not both")
+    group = check_group(args.name_group)
+
+    def act(store: ScheduleStore) -> int:
+        control = SchedulerControl(store)
+        if args.action == "pause":
+            return control.pause_group(group, note=args.note)
+        return control.resume_group(group)
+
+    with ctx.store(create=False) as store:  # no rehearsal: a group's rows are not known up front
+        count = act(store)
+    verb = "Paused" if args.action == "pause" else "Resumed"
+    ctx.print(f"{verb} {count} schedule{'' if count == 1 else 's'} of group {group!r}.")
     return EXIT_OK

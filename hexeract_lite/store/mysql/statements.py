@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...snapshot import ScheduleStatus
 from ..columns import COLUMN_NAMES, SELECT_LIST
 from ..listing import postgres_status_where
+from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
 
 __all__ = [
     "Statements",
@@ -63,14 +64,16 @@ class Statements:
         )
         self.leased = f"SELECT {cols} FROM {t} WHERE schedule_id IN %(ids)s"
         self.mark_delivered = (
-            f"UPDATE {t} SET delivered_at = CASE WHEN next_after_lease IS NULL THEN %(now)s END,"
+            f"UPDATE {t} SET {DELIVERED_KEEPS_WINDOW},"
+            " delivered_at = CASE WHEN next_after_lease IS NULL THEN %(now)s END,"
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
             " leased_until = NULL, next_after_lease = NULL" + fence
         )
         self.reschedule = (
-            f"UPDATE {t} SET scheduled_for = COALESCE(next_after_lease, %(next)s),"
+            f"UPDATE {t} SET {rescheduled_keeps_window('%(next)s')},"
+            " scheduled_for = COALESCE(next_after_lease, %(next)s),"
             " attempts = 0, last_error = NULL, leased_until = NULL, next_after_lease = NULL" + fence
         )
         self.mark_failed = (
@@ -103,12 +106,6 @@ class Statements:
         )
         self.lock_row = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE"
         # resume never clears a live lease: the dispatch in flight still acknowledges
-        self.resume_realign = (
-            f"UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
-            " leased_until = CASE WHEN %(keep)s THEN leased_until END, paused = 0"
-            " WHERE schedule_id = %(id)s"
-        )
-        self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = %(id)s"
         self.replay = (
             f"UPDATE {t} SET scheduled_for = %(at)s, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
@@ -126,6 +123,7 @@ class Statements:
             " AND CAST(LEFT(name, %(length)s) AS BINARY) = CAST(%(prefix)s AS BINARY)"
             " ORDER BY CAST(name AS BINARY)"
         )
+        self.lock_named = self.list_named + " FOR UPDATE"
         self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s"
         self.list_pending = (
             f"SELECT {cols} FROM {t} WHERE {NOT_TERMINAL}"

@@ -14,6 +14,7 @@ from psycopg import sql
 from ...snapshot import ScheduleStatus
 from ..columns import COLUMNS, ColumnKind
 from ..listing import postgres_status_where
+from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
 from .codec import ARRAY_TYPES, select_list
 from .schema import (
     LEASED_PREDICATE,
@@ -136,15 +137,19 @@ class Statements:
         # a change made during the lease (next_after_lease) sets the next firing: the
         # acknowledgement of the firing in flight moves the schedule there instead
         self.mark_delivered = q(
-            "UPDATE {t} SET delivered_at = CASE WHEN next_after_lease IS NULL THEN {now} END,"
+            "UPDATE {t} SET {window}, delivered_at ="
+            " CASE WHEN next_after_lease IS NULL THEN {now} END,"
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
-            " next_after_lease = NULL, leased_until = NULL" + fence
+            " next_after_lease = NULL, leased_until = NULL" + fence,
+            window=sql.SQL(DELIVERED_KEEPS_WINDOW),
         )
         self.reschedule = q(
-            "UPDATE {t} SET scheduled_for = COALESCE(next_after_lease, %(next)s),"
-            " attempts = 0, leased_until = NULL, last_error = NULL, next_after_lease = NULL" + fence
+            "UPDATE {t} SET {window}, scheduled_for = COALESCE(next_after_lease, %(next)s),"
+            " attempts = 0, leased_until = NULL, last_error = NULL, next_after_lease = NULL"
+            + fence,
+            window=sql.SQL(rescheduled_keeps_window("%(next)s")),
         )
         self.mark_failed = q(
             "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence,
@@ -184,12 +189,6 @@ class Statements:
         )
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
         # resume never clears a live lease: the dispatch in flight still acknowledges
-        self.resume_realign = q(
-            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
-            " leased_until = CASE WHEN %(keep)s THEN leased_until END,"
-            " paused = FALSE WHERE schedule_id = %(id)s"
-        )
-        self.resume_flag = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
         self.replay = q(
             "UPDATE {t} SET scheduled_for = %(at)s, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
@@ -216,6 +215,7 @@ class Statements:
             "SELECT {cols} FROM {t} WHERE name IS NOT NULL AND {not_terminal}"
             ' AND left(name, %(length)s) = %(prefix)s ORDER BY name COLLATE "C"'
         )
+        self.lock_named = self.list_named + q(" FOR UPDATE")
         self.select_one = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
         self.list_pending = q(
             "SELECT {cols} FROM {t} WHERE {not_terminal}"

@@ -1,9 +1,9 @@
 """SqlScheduleStore: the store contract written once over SQL.
 
 A SQL store is a dialect: its statements (an object with the attributes this class
-names: ``select_one``, ``exists``, ``cancel``, ``set_paused``, ``resume_realign``,
-``resume_flag``, ``replay``, ``write_row``, ``list_pending``, ``list_dead_letter``,
-``list_named``, ``export_first``, ``export_after``, the fenced acknowledgements
+names: ``select_one``, ``exists``, ``cancel``, ``set_paused``,
+``replay``, ``write_row``, ``list_pending``, ``list_dead_letter``,
+``list_named``, ``lock_named``, ``export_first``, ``export_after``, the fenced acknowledgements
 ``mark_delivered``, ``reschedule``, ``mark_failed``, ``mark_dead_lettered`` and
 ``release``), its row codec (:class:`Codec`), and how it runs a statement or a
 transaction (:meth:`SqlScheduleStore._write` and its :class:`Session`). Every method
@@ -13,7 +13,7 @@ inserting, importing, the claim's SQL, the sweep, the wake-up hint, transactions
 shared with the application.
 
 Statements bind named parameters: ``id`` (the encoded schedule id), ``now``, ``at``,
-``next``, ``keep``, ``paused``, ``lease``, ``error``, ``limit``, ``prefix``,
+``next``, ``paused``, ``lease``, ``error``, ``limit``, ``prefix``,
 ``length``, ``after``, ``cut``, ``n``.
 """
 
@@ -43,6 +43,7 @@ from ..checks import (
 )
 from ..listing import PRUNE_COLUMN, check_batch_size, check_listing, check_prune, prune_cut
 from ..notices import malformed_dead_lettered
+from ..pausing import resume_change
 from ..record import ScheduleRecord
 from ..runs import (
     RunCount,
@@ -440,25 +441,12 @@ class SqlScheduleStore(SettlingStore):
         return changed
 
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        """See :meth:`ScheduleStore.resume`. A live lease (a dispatch in flight) is kept
-        on both paths, so its acknowledgement still applies."""
+        """See :meth:`ScheduleStore.resume`: :func:`.pausing.resume_change` (a live lease
+        is kept, so the acknowledgement of the dispatch in flight still applies)."""
         sid = check_schedule_id(schedule_id)
         if next is not None:
             next = to_utc_ms(next, "next", InvalidArgument)
-        with self._write("resume") as tx:
-            record, now = self._locked_row(tx, sid)
-            resumes, next = record.resume_plan(next, now)
-            if not resumes:
-                return False
-            key = self._codec.encode_id(sid)
-            if next is not None:
-                live = record.live_lease(now) is not None
-                params = {"id": key, "next": self._codec.encode_instant(next), "keep": live}
-                tx.execute(self._sql.resume_realign, params)
-            else:
-                tx.execute(self._sql.resume_flag, {"id": key})
-            tx.wake()
-        return True
+        return self.modify_record(sid, resume_change(next))
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         sid = check_schedule_id(schedule_id)
@@ -495,6 +483,21 @@ class SqlScheduleStore(SettlingStore):
                 tx.execute(self._sql.write_row, self._row_params(new))
                 tx.wake()
         return answer
+
+    def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
+        """See :meth:`ScheduleStore.modify_named`; a row that does not decode raises
+        :class:`StoreError` naming it, and nothing is written."""
+        params = {"prefix": prefix, "length": len(prefix)}
+        with self._write("modify_named") as tx:
+            rows = tx.fetch(self._sql.lock_named, params)  # locked where rows lock
+            now = self._now()
+            planned = [plan(self._record(row).copy(), now) for row in rows]
+            written = [new for _, new in planned if new is not None]
+            for new in written:
+                tx.execute(self._sql.write_row, self._row_params(new))
+            if written:
+                tx.wake()
+        return [answer for answer, _ in planned]
 
     # -- reading -------------------------------------------------------------------
 

@@ -207,6 +207,7 @@ _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
 _GRACE = COLUMN_INDEX["misfire_grace_ms"]
 _LAST_ERROR = COLUMN_INDEX["last_error"]
+_BACKFILL_UNTIL = COLUMN_INDEX["backfill_until"]
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
@@ -241,6 +242,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         max_attempts=row[_MAX_ATTEMPTS],
         leased_until=leased_until,
         retrying=row[_LAST_ERROR] is not None,
+        backfill_until=None if row[_BACKFILL_UNTIL] is None else parse_ts(row[_BACKFILL_UNTIL]),
     )
 
 

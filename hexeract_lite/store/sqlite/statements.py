@@ -22,6 +22,7 @@ from ..schema import (
     sqlite_noncanonical,
     validate_sqlite_table_name,
 )
+from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
 from .salvage import fetch_rows
 
 if TYPE_CHECKING:
@@ -124,14 +125,16 @@ class SqliteStatements:
         # a change made during the lease (next_after_lease) sets the next firing: the
         # acknowledgement of the firing in flight moves the schedule there instead
         self.mark_delivered = (
-            f"UPDATE {t} SET delivered_at = CASE WHEN next_after_lease IS NULL THEN :now END,"
+            f"UPDATE {t} SET {DELIVERED_KEEPS_WINDOW},"
+            " delivered_at = CASE WHEN next_after_lease IS NULL THEN :now END,"
             " scheduled_for = coalesce(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
             f" next_after_lease = NULL, leased_until = NULL WHERE {fence}"
         )
         self.reschedule = (
-            f"UPDATE {t} SET scheduled_for = coalesce(next_after_lease, :next), attempts = 0,"
+            f"UPDATE {t} SET {rescheduled_keeps_window(':next')},"
+            " scheduled_for = coalesce(next_after_lease, :next), attempts = 0,"
             f" leased_until = NULL, last_error = NULL, next_after_lease = NULL WHERE {fence}"
         )
         self.mark_failed = (
@@ -187,13 +190,6 @@ class SqliteStatements:
             f"UPDATE {t} SET paused = :paused"
             f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
         )
-        # a live lease is kept (:keep): the dispatch in flight may still acknowledge
-        self.resume_realign = (
-            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
-            " leased_until = CASE WHEN :keep THEN leased_until END, paused = 0"
-            " WHERE schedule_id = :id"
-        )
-        self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
         self.replay = (
             f"UPDATE {t} SET scheduled_for = :at, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
@@ -212,6 +208,7 @@ class SqliteStatements:
             f"SELECT {cols} FROM {t} WHERE name IS NOT NULL AND {LIVE}"
             " AND substr(name, 1, :length) = :prefix ORDER BY name"
         )
+        self.lock_named = self.list_named  # the write transaction holds the file's lock
         self.list_pending = (
             f"SELECT {cols} FROM ("
             " SELECT * FROM ("

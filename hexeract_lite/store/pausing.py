@@ -1,0 +1,79 @@
+"""Pausing with a note, and resuming, as plans every store runs on a row or a group.
+
+``pause(id, note=...)`` and ``pause_group(group, note=...)`` run :func:`pause_plan`;
+``resume`` and ``resume_group`` run :func:`resume_change`. A group's plan runs on every
+live row named in it inside one transaction (one hold of the memory store's lock):
+:meth:`~hexeract_lite.store.base.ScheduleStore.modify_named`.
+
+The note is kept in the row's ``pause_note`` column while the schedule is paused and
+cleared by its resume. A schedule already paused keeps its own pause and note.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..errors import InvalidArgument
+from .changes import Plan
+from .record import ScheduleRecord
+
+__all__ = ["MAX_NOTE_LENGTH", "check_note", "pause_plan", "resume_change"]
+
+MAX_NOTE_LENGTH = 500
+"""The longest pause note, in characters."""
+
+
+def check_note(note: object) -> str | None:
+    """``note`` when it is None or a pause note (1 to :data:`MAX_NOTE_LENGTH` printable
+    characters), else raise :class:`InvalidArgument` naming it."""
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise InvalidArgument(f"a pause note must be a str, got {note!r:.100}")
+    if not note.strip():
+        raise InvalidArgument(f"a pause note must not be blank, got {note!r}")
+    if len(note) > MAX_NOTE_LENGTH:
+        raise InvalidArgument(
+            f"pause note {note[:40]!r}... is {len(note)} characters; at most"
+            f" {MAX_NOTE_LENGTH} are allowed"
+        )
+    if not note.isprintable():
+        raise InvalidArgument(f"pause note {note!r:.100} must be printable characters")
+    return note
+
+
+def pause_plan(note: str | None) -> Plan[bool]:
+    """Pause a live row that is not paused, with ``note`` (checked); True when it did.
+    A terminal or already paused row is left as it is (False)."""
+
+    def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
+        if row.is_terminal or row.paused:
+            return False, None
+        new = row.copy()
+        new.paused = True
+        new.pause_note = note
+        return True, new
+
+    return plan
+
+
+def resume_change(next: datetime | None = None) -> Plan[bool]:
+    """The contract's ``resume`` of a row (:meth:`ScheduleRecord.resume_plan`): True
+    when it is no longer paused; the note cleared. A realigned row keeps a live lease
+    (the dispatch in flight may still acknowledge)."""
+
+    def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
+        resumes, realign = row.resume_plan(next, now)
+        if not resumes:
+            return False, None
+        new = row.copy()
+        if realign is not None:
+            new.scheduled_for = realign
+            new.attempts = 0
+            new.last_error = None
+            new.leased_until = row.live_lease(now)
+        new.paused = False
+        new.pause_note = None
+        return True, new
+
+    return plan
