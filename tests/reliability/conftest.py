@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -76,6 +77,37 @@ def integrity_check(path: Path) -> list[str]:
         return [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
     finally:
         conn.close()
+
+
+def read_log(path: Path) -> list[tuple[str, int]]:
+    """(occurrence id, pid) per delivery of a ``crash_worker.py`` log, in log order."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        occurrence, _schedule, pid = line.split()
+        out.append((occurrence, int(pid)))
+    return out
+
+
+def repeats_not_in_flight(
+    deliveries: Sequence[tuple[str, int]], killed: Collection[int], batch: int
+) -> list[str]:
+    """The repeated deliveries a kill does not explain. A repeat is explained when each
+    earlier delivery of it was by a process that was then killed, among the last
+    ``batch`` lines that process wrote (a worker settles a whole batch in one
+    transaction, after dispatching it): it was in flight."""
+    lines_of: dict[int, list[str]] = defaultdict(list)
+    by_occurrence: dict[str, list[int]] = defaultdict(list)
+    for occurrence, pid in deliveries:
+        lines_of[pid].append(occurrence)
+        by_occurrence[occurrence].append(pid)
+    return [
+        occurrence
+        for occurrence, pids in by_occurrence.items()
+        for pid in pids[:-1]
+        if pid not in killed or occurrence not in lines_of[pid][-batch:]
+    ]
 
 
 class Processes:

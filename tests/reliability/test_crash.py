@@ -43,7 +43,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -54,7 +54,7 @@ from hexeract_lite import OccurrenceId, ScheduledMessage, ScheduleStatus, Target
 from hexeract_lite._time import format_ts
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
-from .conftest import TABLE, Processes, integrity_check
+from .conftest import TABLE, Processes, integrity_check, read_log, repeats_not_in_flight
 
 N = 1000
 WORKERS = 3
@@ -98,18 +98,6 @@ def _schedules(
     return messages, next_due
 
 
-def _read_log(path: Path) -> list[tuple[str, int]]:
-    """(occurrence id, pid) per delivery, in log order."""
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()
-    out = []
-    for line in lines:
-        occurrence, _schedule, pid = line.split()
-        out.append((occurrence, int(pid)))
-    return out
-
-
 def _unsettled(db: Path) -> int:
     """Rows not yet in their final state: an undelivered one-shot, or a cron row not yet
     rescheduled into the future, or anything still leased (and not dead-lettered)."""
@@ -151,7 +139,7 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
     killed: dict[int, float] = {}
     kills_during_run = 0
     started = time.monotonic()
-    while not expected <= {occurrence for occurrence, _ in _read_log(log)}:
+    while not expected <= {occurrence for occurrence, _ in read_log(log)}:
         assert time.monotonic() - started < DEADLINE_S, f"seed {seed}: not done in {DEADLINE_S} s"
         if _unsettled(db) == 0:
             break  # the store holds nothing more to deliver: what is missing now is lost
@@ -163,7 +151,7 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         killed[proc.pid] = time.monotonic()
-        kills_during_run += not expected <= {occurrence for occurrence, _ in _read_log(log)}
+        kills_during_run += not expected <= {occurrence for occurrence, _ in read_log(log)}
         workers[victim] = start()
     elapsed = time.monotonic() - started
     # The last kill may have caught an occurrence delivered but not acknowledged: the
@@ -177,26 +165,13 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
     procs.stop(workers)
     assert [w.returncode for w in workers] == [0] * WORKERS  # SIGTERM: a clean stop
 
-    deliveries = _read_log(log)
+    deliveries = read_log(log)
     counts = Counter(occurrence for occurrence, _ in deliveries)
     lost = expected - set(counts)
     extra = set(counts) - expected
     duplicates = {occurrence: n for occurrence, n in counts.items() if n > 1}
 
-    # Every repeat was in flight at a kill: the first delivery's process was killed,
-    # and it was among the last BATCH lines that process wrote (a worker settles a
-    # whole batch in one transaction, after dispatching it).
-    lines_of: dict[int, list[str]] = defaultdict(list)
-    by_occurrence: dict[str, list[int]] = defaultdict(list)
-    for occurrence, pid in deliveries:
-        lines_of[pid].append(occurrence)
-        by_occurrence[occurrence].append(pid)
-    not_in_flight = [
-        occurrence
-        for occurrence in duplicates
-        for pid in by_occurrence[occurrence][:-1]
-        if pid not in killed or occurrence not in lines_of[pid][-BATCH:]
-    ]
+    not_in_flight = repeats_not_in_flight(deliveries, killed, BATCH)
 
     print(
         f"\ncrash: n={N} kills={len(killed)} (during the run: {kills_during_run})"
