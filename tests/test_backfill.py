@@ -6,20 +6,25 @@ deduplicating consumer; bad windows and schedules are refused, nothing written."
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import apsw
 import pytest
 
 from hexeract_lite import (
     InvalidArgument,
+    ManualClock,
     OccurrenceId,
     ScheduledMessage,
     SchedulerControl,
     SchedulerWorker,
     ScheduleSnapshot,
     ScheduleStore,
+    SqliteScheduleStore,
     Target,
 )
+from hexeract_lite._time import format_ts, parse_ts
 from hexeract_lite.errors import NotChangeable
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.trigger import CronExpression
@@ -287,3 +292,48 @@ def test_a_message_without_a_name_is_backfilled_by_id(
     msg = ScheduledMessage.cron(Target.mediator(), "0 */6 * * *", None, "tick", None)
     store.insert(msg, 3)
     assert SchedulerControl(store).backfill(str(msg.schedule_id), DAY0, T0) == 3
+
+
+# -- the reference's own statements on a backfilling row ---------------------------------
+
+VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+
+
+@pytest.mark.skipif(
+    not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
+)
+def test_a_reference_worker_fires_a_backfilling_row_at_its_instant_never_at_a_wrong_time(
+    tmp_path: Path,
+) -> None:
+    """The reference's claim hands out the window's current instant (the rule's, so its
+    id is the rule's), and its misfire rule moves the row to the rule's first instant
+    after now: the window's other instants are not fired by it, none at a wrong time;
+    a worker of ours then clears ``backfill_until`` on the next delivery. (The
+    reference's statements read SQLite's clock: this test runs on the real one.)"""
+    lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
+    sql = dict(line.split("\t", 1) for line in lines if line.strip())
+    db = tmp_path / "shared.db"
+    now = datetime.now(UTC)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    with SqliteScheduleStore.open(db) as store:
+        sid = hourly(store)
+        assert SchedulerControl(store).backfill(sid, hour - 5 * HOUR, hour - HOUR) == 5
+    conn = apsw.Connection(str(db))
+    try:
+        [row] = conn.execute(sql["claim"], ("+30 seconds", 10)).fetchall()
+        assert uuid.UUID(bytes=row[0]) == sid and parse_ts(row[5]) == hour - 5 * HOUR
+        nxt = CronExpression.parse(row[4]).next_due(datetime.now(UTC), parse_ts(row[5]))
+        assert nxt is not None and hour < nxt <= hour + 2 * HOUR  # the rule's next, after now
+        conn.execute(sql["reschedule"], (format_ts(nxt), row[0], row[10]))
+        assert conn.changes() == 1
+    finally:
+        conn.close()
+    clock = ManualClock(nxt)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        s = snap(store, sid)
+        assert s.scheduled_for == nxt and s.backfill_until == hour - HOUR
+        seen: list[ScheduledMessage] = []
+        assert SchedulerWorker(store, seen.append, clock=clock).run_once().rescheduled == 1
+        assert [m.scheduled_for for m in seen] == [nxt]
+        s = snap(store, sid)
+        assert s.scheduled_for == nxt + HOUR and s.backfill_until is None

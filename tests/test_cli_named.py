@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -154,3 +155,83 @@ def test_ensure_takes_a_zone_an_interval_and_a_misfire_grace(cli: Cli, db: Path)
     with SqliteScheduleStore.open(db, readonly=True) as store:
         snap = store.inspect(name_id(NAME))
         assert isinstance(snap, ScheduleSnapshot) and snap.misfire_grace == timedelta(minutes=5)
+
+
+def test_backfill_then_inspect_shows_the_window(cli: Cli, db: Path) -> None:
+    ensure(cli, db, "--cron", "0 * * * *")
+    args = ["scheduler", "backfill", NAME, "--conn", str(db)]
+    start, end = "2026-01-01T00:00:00Z", "2026-01-01T05:00:00Z"
+    result = cli(*args, "--start", start, "--end", end)
+    assert result.code == 0, result.err
+    assert result.out == (
+        f"Schedule {name_id(NAME)}: backfilling 6 instants from 2026-01-01T00:00:00.000Z"
+        " to 2026-01-01T05:00:00.000Z; then on its rule.\n"
+    )
+    shown = cli("scheduler", "inspect", "--conn", str(db), "--name", NAME)
+    assert re.search(r"\nscheduled for +2026-01-01T00:00:00.000Z\n", shown.out)
+    assert re.search(r"\nbackfilling until +2026-01-01T05:00:00.000Z\n", shown.out)
+    data = json.loads(
+        cli("scheduler", "inspect", "--conn", str(db), "--name", NAME, "--format", "json").out
+    )
+    assert data["backfill_until"] == "2026-01-01T05:00:00.000Z"
+    nxt = cli("scheduler", "next", NAME, "--conn", str(db), "--count", "2", "--format", "json")
+    assert [f["at"] for f in json.loads(nxt.out)["firings"]] == [
+        "2026-01-01T00:00:00.000Z",
+        "2026-01-01T01:00:00.000Z",
+    ]
+    # refusals: exit 2 naming the values, nothing written
+    over = cli(*args, "--start", start, "--end", end, "--limit", "5")
+    assert over.code == 2 and "covers 6 instants" in over.err and "limit of 5" in over.err
+    back = cli(*args, "--start", end, "--end", start)
+    assert (
+        back.code == 2 and "backfill end 2026-01-01T00:00:00.000Z is before its start" in back.err
+    )
+    naive = cli(*args, "--start", "2026-01-01T00:00:00", "--end", end)
+    assert naive.code == 2 and "2026-01-01T00:00:00" in naive.err
+    again = json.loads(
+        cli("scheduler", "inspect", "--conn", str(db), "--name", NAME, "--format", "json").out
+    )
+    assert again == data
+
+
+def test_pause_and_resume_a_group_with_a_note(cli: Cli, db: Path) -> None:
+    for name in ("myapp.a", "myapp.b", "other.c"):
+        cli(
+            "scheduler",
+            "ensure",
+            "--conn",
+            str(db),
+            "--name",
+            name,
+            "--event-type",
+            "e",
+            "--cron",
+            "0 * * * *",
+        )
+    paused = cli("scheduler", "pause", "--conn", str(db), "--group", "myapp", "--note", "db move")
+    assert paused.code == 0 and paused.out == "Paused 2 schedules of group 'myapp'.\n"
+    shown = cli("scheduler", "inspect", "--conn", str(db), "--name", "myapp.a")
+    assert re.search(r"\nstatus +paused\n", shown.out)
+    assert re.search(r"\npause note +db move\n", shown.out)
+    data = json.loads(
+        cli("scheduler", "inspect", "--conn", str(db), "--name", "myapp.b", "--format", "json").out
+    )
+    assert data["status"] == "paused" and data["pause_note"] == "db move"
+    other = json.loads(
+        cli("scheduler", "inspect", "--conn", str(db), "--name", "other.c", "--format", "json").out
+    )
+    assert other["status"] == "pending" and "pause_note" not in other
+    resumed = cli("scheduler", "resume", "--conn", str(db), "--group", "myapp")
+    assert resumed.code == 0 and resumed.out == "Resumed 2 schedules of group 'myapp'.\n"
+    shown = cli("scheduler", "inspect", "--conn", str(db), "--name", "myapp.a")
+    assert re.search(r"\nstatus +pending\n", shown.out) and "pause note" not in shown.out
+    one = cli("scheduler", "pause", "--conn", str(db), "--name", "other.c", "--note", "flaky")
+    assert (
+        one.code == 0
+        and "pause note        flaky"
+        in cli("scheduler", "inspect", "--conn", str(db), "--name", "other.c").out
+    )
+    unknown = cli("scheduler", "pause", "--conn", str(db), "--group", "nosuch")
+    assert unknown.code == 2 and "no live schedule is named in group 'nosuch'" in unknown.err
+    both = cli("scheduler", "pause", "--conn", str(db), "--group", "myapp", "--name", "myapp.a")
+    assert both.code == 2 and "not both" in both.err

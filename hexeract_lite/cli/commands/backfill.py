@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import uuid
 from typing import TYPE_CHECKING
 
 from ..._time import rfc3339
 from ...backfill import DEFAULT_BACKFILL_LIMIT
 from ...control import SchedulerControl
 from ..args import parse_instant, parse_positive_int
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
-from ..options import CommandTree, id_argument
+from ..context import EXIT_OK, Context, print_change
+from ..options import CommandTree
 
 if TYPE_CHECKING:
-    import uuid
-
     from ...snapshot import ScheduleSnapshot
     from ...store.base import ScheduleStore
 
@@ -27,13 +26,13 @@ def add_parser(tree: CommandTree) -> None:
         "fire a recurring schedule's instants in a window, in order, with their own"
         " occurrence ids (then it goes on on its rule)",
         [
-            "hexeract scheduler backfill --name myapp.report.hourly"
+            "hexeract scheduler backfill myapp.report.hourly"
             " --start 2026-03-01T00:00:00Z --end 2026-03-01T23:59:59Z"
         ],
         [conn, fmt],
         run,
     )
-    id_argument(sub)
+    sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
     sub.add_argument(
         "--start", required=True, type=parse_instant, metavar="INSTANT", help="window start"
     )
@@ -53,12 +52,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     """Start the backfill; say how many instants it fires and from when."""
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, int, ScheduleSnapshot]:
-        sid = schedule_id(args, store)
         control = SchedulerControl(store)
-        count = control.backfill(sid, args.start, args.end, limit=args.limit)
+        count = control.backfill(args.schedule, args.start, args.end, limit=args.limit)
+        sid = control.id_of(args.schedule)
         return sid, count, control.inspect(sid)
 
-    sid, count, snapshot = ctx.write(act, ids=target_ids(args))
+    sid, count, snapshot = ctx.write(act, ids=[_id_of(args.schedule)])
     text = (
         f"Schedule {sid}: backfilling {count} instant{'s' if count != 1 else ''} from"
         f" {rfc3339(args.start)} to {rfc3339(args.end)}; then on its rule."
@@ -67,3 +66,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         text = text[:-1] + " (after the firing in flight)."
     print_change(ctx, args, snapshot, "backfilling", text)
     return EXIT_OK
+
+
+def _id_of(text: str) -> uuid.UUID:
+    """The id ID|NAME stands for (a bad name: :class:`InvalidArgument` naming it)."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        from ...names import name_id
+
+        return name_id(text)
