@@ -154,9 +154,9 @@ class SchedulerControl:
         schedule already paused keeps its own note.
 
         .. versionchanged:: 0.4.0
-           ``note=``.
+           ``note=``; a schedule's name in place of its id.
         """
-        sid = _schedule_id(schedule_id)
+        sid = self._existing(schedule_id)
         if note is None:
             return self.store.set_paused(sid, True)
         return self.store.modify_record(sid, pause_plan(check_note(note)))
@@ -223,9 +223,13 @@ class SchedulerControl:
         A cron schedule whose due instant passed while it was paused realigns to its
         first instant after now, attempts and last error reset: no catch-up firing for
         the pause. When the expression has no further instant it stays paused
-        (False). Not paused, or terminal: nothing to do (False).
+        (False). Not paused, or terminal: nothing to do (False). The pause note is
+        cleared. A schedule inside a backfill's window goes on where it stopped.
+
+        .. versionchanged:: 0.4.0
+           A schedule's name in place of its id.
         """
-        return self.store.resume(_schedule_id(schedule_id))
+        return self.store.resume(self._existing(schedule_id))
 
     def cancel(self, schedule_id: ScheduleIdLike) -> bool:
         """Cancel the schedule for good; True if it cancelled it.

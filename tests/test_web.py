@@ -116,6 +116,27 @@ def test_the_pages_show_what_the_store_holds(
     assert call(app, "GET", "/timeline?window=1y").status == 400
 
 
+def test_the_schedule_page_shows_a_pause_note_and_a_backfill(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from hexeract_lite import SchedulerControl
+
+    with SqliteScheduleStore.open(tmp_path / "web.db") as store:
+        control = SchedulerControl(store)
+        for name in ("app.a", "app.b"):
+            control.ensure(name, cron="0 * * * *", event_type="e")
+        control.pause("app.a", note="<b>db</b> move")
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        control.backfill("app.b", hour - timedelta(hours=3), hour - timedelta(hours=2))
+        app = create_app(store)
+        paused = call(app, "GET", f"/schedules/{control.id_of('app.a')}").text
+        assert '<td id="pause-note">&lt;b&gt;db&lt;/b&gt; move</td>' in paused
+        backfilling = call(app, "GET", f"/schedules/{control.id_of('app.b')}").text
+        assert "<th>backfilling until</th>" in backfilling and "pause-note" not in backfilling
+        first = (hour - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        assert f'<li><time datetime="{first}">' in backfilling  # the window comes first
+
+
 def test_a_fragment_request_gets_only_the_live_part(readonly: SqliteScheduleStore) -> None:
     app = create_app(readonly)
     fragment = call(app, "GET", "/", headers={"X-Hexeract-Fragment": "1"}).text

@@ -256,6 +256,7 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
         "error_line": error_summary(snap.last_error),
         "fields": [
             ("scheduled for", _when(snap.scheduled_for, zone)),
+            ("backfilling until", _when(snap.backfill_until, zone)),
             ("created", _when(snap.created_at, zone)),
             ("leased until", _when(snap.leased_until, zone)),
             ("delivered", _when(snap.delivered_at, zone)),
