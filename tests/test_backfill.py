@@ -321,6 +321,7 @@ def test_a_reference_worker_fires_a_backfilling_row_at_its_instant_never_at_a_wr
     conn = apsw.Connection(str(db))
     try:
         [row] = conn.execute(sql["claim"], ("+30 seconds", 10)).fetchall()
+        assert isinstance(row[0], bytes) and isinstance(row[4], str) and isinstance(row[5], str)
         assert uuid.UUID(bytes=row[0]) == sid and parse_ts(row[5]) == hour - 5 * HOUR
         nxt = CronExpression.parse(row[4]).next_due(datetime.now(UTC), parse_ts(row[5]))
         assert nxt is not None and hour < nxt <= hour + 2 * HOUR  # the rule's next, after now

@@ -76,6 +76,12 @@ def test_a_schedule_paused_before_keeps_its_own_note(
     assert snap(store, ids["app.a"]).pause_note is None
     assert control.pause(ids["app.a"])  # a pause without a note shows none
     assert snap(store, ids["app.a"]).pause_note is None
+    # the flag cleared by the plain statement (as the reference's resume does) leaves
+    # no note behind for the next pause
+    assert control.resume_group("app") == 2 and control.pause_group("app", note="x") == 2
+    assert store.set_paused(ids["app.b"], False)
+    assert store.set_paused(ids["app.b"], True)
+    assert snap(store, ids["app.b"]).pause_note is None
 
 
 def test_pause_group_is_one_transaction(store: ScheduleStore, frozen: FrozenTime) -> None:
@@ -126,7 +132,7 @@ def test_an_unknown_or_bad_group_is_refused_naming_it(
     control = SchedulerControl(store)
     for act in (control.pause_group, control.resume_group):
         with pytest.raises(InvalidArgument, match=match):
-            act(group)  # type: ignore[operator]
+            act(group)  # type: ignore[arg-type]
     assert snap(store, ids["app.a"]).status.value == "pending"
 
 

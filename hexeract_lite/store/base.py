@@ -310,8 +310,8 @@ class ScheduleStore(abc.ABC, RunLogContract):
 
         A paused schedule is never claimed; a worker already holding its lease may
         still acknowledge (the lease is never touched). Resuming through here clears
-        the flag only (use :meth:`resume` for the realignment rule). Terminal: no-op
-        (False). Unknown id: :class:`ScheduleNotFound`.
+        the flag only (use :meth:`resume` for the realignment rule). Either way the pause
+        note is cleared. Terminal: no-op (False). Unknown id: :class:`ScheduleNotFound`.
         """
 
     @abc.abstractmethod

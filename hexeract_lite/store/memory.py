@@ -342,6 +342,7 @@ class InMemoryScheduleStore(SettlingStore):
             if row.is_terminal or row.paused == bool(paused):
                 return False
             row.paused = bool(paused)
+            row.pause_note = None
         self.changes.notify()
         return True
 

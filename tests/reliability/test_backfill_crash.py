@@ -141,18 +141,18 @@ def test_sigkilled_workers_mid_backfill_lose_no_instant_and_repeat_only_in_fligh
     first_seen: dict[str, int] = {}
     for index, (occurrence, _) in enumerate(deliveries):
         first_seen.setdefault(occurrence, index)
-    for sid, ids in expected.items():
+    for key, ids in expected.items():
         order = [first_seen[oid] for oid in ids]
-        assert order == sorted(order), f"seed {seed}: schedule {sid} fired out of order"
+        assert order == sorted(order), f"seed {seed}: schedule {key} fired out of order"
     assert integrity_check(db) == ["ok"]
     with SqliteScheduleStore.open(db) as store:
-        for sid, rule in rules.items():
-            snap = store.inspect(uuid.UUID(sid))
+        for key, cron in rules.items():
+            snap = store.inspect(uuid.UUID(key))
             assert snap is not None
             assert snap.status is ScheduleStatus.PENDING, snap
             assert snap.backfill_until is None and snap.leased_until is None, snap
             assert snap.attempts == 0 and snap.last_error is None, snap
-            after = rule.next_occurrence(now)
+            after = cron.next_occurrence(now)
             assert after is not None and after <= snap.scheduled_for <= after + timedelta(days=1)
     for proc in procs.all():
         _, err = procs.output(proc)

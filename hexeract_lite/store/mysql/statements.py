@@ -101,7 +101,7 @@ class Statements:
             f" WHERE schedule_id = %(id)s AND {NOT_TERMINAL}"
         )
         self.set_paused = (
-            f"UPDATE {t} SET paused = %(paused)s"
+            f"UPDATE {t} SET paused = %(paused)s, pause_note = NULL"
             f" WHERE schedule_id = %(id)s AND {NOT_TERMINAL} AND paused <> %(paused)s"
         )
         self.lock_row = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE"

@@ -184,7 +184,7 @@ class Statements:
             " WHERE schedule_id = %(id)s AND {not_terminal}"
         )
         self.set_paused = q(
-            "UPDATE {t} SET paused = %(paused)s"
+            "UPDATE {t} SET paused = %(paused)s, pause_note = NULL"
             " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
         )
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")

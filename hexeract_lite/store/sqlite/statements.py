@@ -187,7 +187,7 @@ class SqliteStatements:
             f" WHERE schedule_id = :id AND {LIVE}"
         )
         self.set_paused = (
-            f"UPDATE {t} SET paused = :paused"
+            f"UPDATE {t} SET paused = :paused, pause_note = NULL"
             f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
         )
         self.replay = (
