@@ -495,15 +495,7 @@ class InMemoryScheduleStore(SettlingStore):
         stored, under one hold of the lock."""
         with self._lock:
             now = self._now()
-            rows = sorted(
-                (
-                    r
-                    for r in self._rows.values()
-                    if r.name is not None and r.name.startswith(prefix) and not r.is_terminal
-                ),
-                key=lambda r: (r.name or "").encode(),
-            )
-            planned = [plan(row.copy(), now) for row in rows]
+            planned = [plan(row.copy(), now) for row in self._named(prefix)]
             for _, new in planned:
                 if new is not None:
                     self._rows[new.schedule_id] = new
@@ -513,13 +505,17 @@ class InMemoryScheduleStore(SettlingStore):
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         with self._lock:
-            rows = [
-                r
-                for r in self._rows.values()
-                if r.name is not None and r.name.startswith(prefix) and not r.is_terminal
-            ]
-            rows.sort(key=lambda r: (r.name or "").encode())
-            return [row.snapshot() for row in rows]
+            return [row.snapshot() for row in self._named(prefix)]
+
+    def _named(self, prefix: str) -> list[ScheduleRecord]:
+        """The live rows whose name starts with ``prefix``, by name (under the lock)."""
+        rows = [
+            r
+            for r in self._rows.values()
+            if r.name is not None and r.name.startswith(prefix) and not r.is_terminal
+        ]
+        rows.sort(key=lambda r: (r.name or "").encode())
+        return rows
 
     # -- copying rows between stores -------------------------------------------
 
