@@ -11,6 +11,8 @@ from pathlib import Path
 
 import apsw
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hexeract_lite import (
     InvalidArgument,
@@ -30,6 +32,7 @@ from hexeract_lite.settlement import Settlement
 from hexeract_lite.trigger import CronExpression
 
 from .conftest import T0, FrozenTime
+from .test_dst import MINUTE_RULES, instant, minute_windows, oracle
 
 HOUR = timedelta(hours=1)
 LEASE = timedelta(seconds=30)
@@ -338,3 +341,40 @@ def test_a_reference_worker_fires_a_backfilling_row_at_its_instant_never_at_a_wr
         assert [m.scheduled_for for m in seen] == [nxt]
         s = snap(store, sid)
         assert s.scheduled_for == nxt + HOUR and s.backfill_until is None
+
+
+# -- a property: the window's firings are the oracle's, across the DST changes -------------
+
+
+_EXAMPLES = iter(range(1 << 30))
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_backfill_fires_the_oracles_instants_across_dst_changes(
+    store: ScheduleStore, frozen: FrozenTime, data: st.DataObject
+) -> None:
+    """A zoned rule backfilled over the window of a zone's offset change (tests/test_dst.py's
+    windows and oracle: the rules as the DST rules state them, not as the engine computes
+    them) fires exactly the oracle's instants, in order, with the rule's occurrence ids."""
+    windows = minute_windows()
+    w = windows[data.draw(st.integers(0, len(windows) - 1), label="window")]
+    rules = [r for r in MINUTE_RULES if 0 < len(oracle(r, w)) <= 60]
+    rule = data.draw(st.sampled_from(rules), label="rule")
+    frozen.move_to(max(T0, instant(w.end) + HOUR))
+    control = SchedulerControl(store)
+    name = f"app.dst{next(_EXAMPLES)}"
+    control.ensure(name, cron=rule, tz=w.change.zone, event_type="dst")
+    sid = control.id_of(name)
+    expected = [instant(u) for u in oracle(rule, w)]
+    assert control.backfill(sid, instant(w.start + 1), instant(w.end)) == len(expected)
+    seen: list[ScheduledMessage] = []
+    drain(store, seen, cycles=len(expected) + 50)
+    seen = [m for m in seen if m.schedule_id == sid]  # the earlier examples' rows fire too
+    assert [m.scheduled_for for m in seen] == expected, (rule, w.change)
+    assert [m.occurrence_id() for m in seen] == [OccurrenceId.derive(sid, t) for t in expected]
+    assert snap(store, sid).backfill_until is None
