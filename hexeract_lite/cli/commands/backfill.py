@@ -34,10 +34,18 @@ def add_parser(tree: CommandTree) -> None:
     )
     sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
     sub.add_argument(
-        "--start", required=True, type=parse_instant, metavar="INSTANT", help="window start"
+        "--start",
+        required=True,
+        type=parse_instant,
+        metavar="INSTANT",
+        help="the window's start (kept), e.g. 2026-03-01T00:00:00Z",
     )
     sub.add_argument(
-        "--end", required=True, type=parse_instant, metavar="INSTANT", help="window end (kept)"
+        "--end",
+        required=True,
+        type=parse_instant,
+        metavar="INSTANT",
+        help="the window's end (kept)",
     )
     sub.add_argument(
         "--limit",
