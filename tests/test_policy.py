@@ -29,7 +29,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.policy import SchedulePolicy, jitter_offset
-from hexeract_lite.trigger import Trigger
+from hexeract_lite.trigger import CronExpression, Trigger
 
 from .conftest import STORE_FACTORIES, T0, FrozenTime
 from .test_dst import instant, minute_windows, oracle
@@ -294,3 +294,134 @@ def test_a_worker_fires_the_oracle_s_firings_across_the_dst_changes(
     (the rule's instants, with the end, the count, the jitter and the catch-up applied
     by hand), and ``upcoming`` said them beforehand."""
     _run_case(name, frozen, data)
+
+
+# -- declare, update, inspect, the CLI --------------------------------------------------
+
+
+def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
+    snap = store.inspect(sid)
+    assert isinstance(snap, ScheduleSnapshot)
+    return snap
+
+
+def test_ensure_compares_the_policy_and_update_changes_it_keeping_the_count(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    control = SchedulerControl(store)
+    args: dict[str, Any] = {"cron": "0 * * * *", "event_type": "tick", "max_firings": 3}
+    assert str(control.ensure("app.tick", **args)) == "created"
+    assert str(control.ensure("app.tick", **args)) == "unchanged"
+    sid = control.id_of("app.tick")
+    frozen.move_to(T0 + timedelta(hours=1))
+    SchedulerWorker(store, lambda message: None).run_once()
+    assert _snap(store, sid).firings == 1
+    assert str(control.ensure("app.tick", **{**args, "max_firings": 5})) == "updated"
+    snap = _snap(store, sid)
+    assert snap.policy == SchedulePolicy(max_firings=5) and snap.firings_left == 4
+    assert str(control.ensure("app.tick", **{**args, "max_firings": 5})) == "unchanged"
+    assert control.update("app.tick", jitter=timedelta(minutes=20), catch_up="skip")
+    snap = _snap(store, sid)
+    assert snap.policy == SchedulePolicy(
+        max_firings=5, jitter=timedelta(minutes=20), catch_up="skip"
+    )
+    assert snap.occurrence_at == T0 + timedelta(hours=2)
+    assert snap.scheduled_for == snap.occurrence_at + snap.jitter_offset
+    assert not control.update("app.tick", catch_up="skip"), "the same value: unchanged"
+    assert control.update("app.tick", max_firings=None, jitter=None, catch_up=None)
+    snap = _snap(store, sid)
+    assert snap.policy is None and snap.firings == 1
+    assert snap.scheduled_for == T0 + timedelta(hours=2), "no jitter any more"
+    with pytest.raises(InvalidArgument, match="max_firings must be"):
+        control.update("app.tick", max_firings=0)
+    assert _snap(store, sid).policy is None, "nothing written"
+
+
+def test_the_cli_adds_ensures_updates_and_inspects_a_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], frozen: FrozenTime
+) -> None:
+    from hexeract_lite.cli import main
+
+    db = str(tmp_path / "cli.db")
+
+    def cli(*argv: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["scheduler", *argv, "--conn", db])
+        return code, capsys.readouterr().out
+
+    code, _ = cli(
+        "ensure", "--name", "app.report", "--cron", "0 9 * * *", "--event-type", "report",
+        "--end-at", "2026-03-05T12:00:00Z", "--max-firings", "10", "--jitter", "15m",
+        "--catch-up", "all", "--catch-up-limit", "7",
+    )  # fmt: skip
+    assert code == 0
+    code, text = cli("inspect", "--name", "app.report")
+    assert code == 0
+    assert "end" in text and "2026-03-05T12:00:00.000Z" in text
+    assert "0 of at most 10 (10 left)" in text
+    assert "up to 15m (this firing: +" in text
+    assert "all (at most 7)" in text
+    code, out = cli("inspect", "--name", "app.report", "--format", "json")
+    data = __import__("json").loads(out)
+    assert data["max_firings"] == 10 and data["firings_left"] == 10
+    assert data["jitter_ms"] == 900_000 and data["catch_up"] == "all"
+    assert data["catch_up_limit"] == 7
+    assert data["occurrence_id"] == str(
+        OccurrenceId.derive(uuid.UUID(data["schedule_id"]), datetime(2026, 3, 2, 9, tzinfo=UTC))
+    ), "the rule's instant, not the jittered one"
+    assert cli("update", "--name", "app.report", "--max-firings", "2", "--catch-up", "skip")[0] == 0
+    code, text = cli("inspect", "--name", "app.report")
+    assert "0 of at most 2 (2 left)" in text and "skip" in text
+    assert len(cli("next", "app.report")[1].splitlines()) == 2, "two firings left"
+    code, _ = cli("add", "--in", "5m", "--event-type", "once", "--max-firings", "2")
+    assert code == 2, "a one-shot takes no policy"
+
+
+# -- the reference -----------------------------------------------------------------------
+
+VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+
+
+@pytest.mark.skipif(
+    not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
+)
+def test_the_reference_claims_a_policy_row_and_cannot_read_its_rule(tmp_path: Path) -> None:
+    """A row with a policy, claimed by the reference's own claim statement, carries a rule
+    text no cron parser reads (as a zoned or interval row does), so the reference
+    refuses it instead of firing it past its end, beyond its count or off its jitter;
+    a row without a policy keeps the plain text the reference reads."""
+    import apsw
+    from cronsim import CronSim, CronSimError
+
+    from hexeract_lite.errors import InvalidTrigger
+    from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+    lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
+    sql = dict(line.split("\t", 1) for line in lines if line.strip())
+    past = datetime(2000, 1, 1, tzinfo=UTC)
+    db = tmp_path / "shared.db"
+    with SqliteScheduleStore.open(db) as store:
+        plain = ScheduledMessage.cron(Target.outbox(), "0 9 * * *", past, "plain", {})
+        store.insert(plain, 3)
+        for arguments in (
+            {"max_firings": 2},
+            {"end_at": past + timedelta(days=3)},
+            {"jitter": timedelta(minutes=5)},
+            {"catch_up": "skip"},
+        ):
+            store.insert(
+                ScheduledMessage.cron(Target.outbox(), "0 9 * * *", past, "p", {}, **arguments), 3
+            )
+    conn = apsw.Connection(str(db))
+    claimed = conn.execute(sql["claim"], ("+30 seconds", 10)).fetchall()
+    conn.close()
+    assert len(claimed) == 5, "the reference's claim reads every row"
+    assert sorted(row[4] for row in claimed) == ["0 9 * * *", *["POLICY 0 9 * * *"] * 4]
+    for row in claimed:
+        if row[4] == "0 9 * * *":
+            CronSim(row[4], datetime(2026, 1, 1))  # the reference reads the plain row
+            continue
+        with pytest.raises((CronSimError, ValueError)):
+            CronSim(row[4], datetime(2026, 1, 1))
+        with pytest.raises(InvalidTrigger):
+            CronExpression.parse(row[4])
