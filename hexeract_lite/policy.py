@@ -153,25 +153,10 @@ class SchedulePolicy:
             end_at=end_at,
             max_firings=max_firings,
             jitter=jitter,
-            catch_up=catch_up,  # type: ignore[arg-type]
+            catch_up=catch_up,
             catch_up_limit=DEFAULT_CATCH_UP_LIMIT if limit is None else limit,
         )
         return None if policy == _NONE else policy
-
-    def describe(self) -> dict[str, str]:
-        """The policy's rules that are not defaults, as texts (for ``inspect``)."""
-        shown: dict[str, str] = {}
-        if self.end_at is not None:
-            shown["end"] = rfc3339(self.end_at)
-        if self.max_firings is not None:
-            shown["max firings"] = str(self.max_firings)
-        if self.jitter is not None:
-            shown["jitter"] = str(self.jitter)
-        if self.catch_up != "latest":
-            shown["catch-up"] = self.catch_up
-            if self.catch_up == "all":
-                shown["catch-up"] += f" (at most {self.catch_up_limit})"
-        return shown
 
 
 _NONE = SchedulePolicy()

@@ -224,7 +224,7 @@ def _run_case(
     fires = [instant(u) for u in oracle(rule, w)]
     if len(fires) < 3:
         return 0
-    arguments = data.draw(policies, label="policy")
+    arguments: dict[str, Any] = data.draw(policies, label="policy")
     if arguments["catch_up"] != "all":
         arguments["catch_up_limit"] = None
     end_index = data.draw(st.one_of(st.none(), st.integers(0, len(fires) - 2)), label="end")
@@ -403,17 +403,18 @@ def test_the_reference_claims_a_policy_row_and_cannot_read_its_rule(tmp_path: Pa
     with SqliteScheduleStore.open(db) as store:
         plain = ScheduledMessage.cron(Target.outbox(), "0 9 * * *", past, "plain", {})
         store.insert(plain, 3)
-        for arguments in (
+        kinds: list[dict[str, Any]] = [
             {"max_firings": 2},
             {"end_at": past + timedelta(days=3)},
             {"jitter": timedelta(minutes=5)},
             {"catch_up": "skip"},
-        ):
+        ]
+        for arguments in kinds:
             store.insert(
                 ScheduledMessage.cron(Target.outbox(), "0 9 * * *", past, "p", {}, **arguments), 3
             )
     conn = apsw.Connection(str(db))
-    claimed = conn.execute(sql["claim"], ("+30 seconds", 10)).fetchall()
+    claimed: list[Any] = conn.execute(sql["claim"], ("+30 seconds", 10)).fetchall()
     conn.close()
     assert len(claimed) == 5, "the reference's claim reads every row"
     assert sorted(row[4] for row in claimed) == ["0 9 * * *", *["POLICY 0 9 * * *"] * 4]

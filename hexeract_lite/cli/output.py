@@ -292,7 +292,7 @@ def _policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
                 f" {ts(snapshot.occurrence_at)})",
             )
         )
-    catch_up = policy.catch_up
+    catch_up: str = policy.catch_up
     if catch_up == "all":
         catch_up += f" (at most {policy.catch_up_limit})"
     lines.append(("catch-up", catch_up))
