@@ -487,8 +487,10 @@ class SchedulerControl:
         after ``until`` (an aware instant, or a duration from the store clock's now),
         as the worker will make them: none for a paused or ended schedule; an overdue
         firing first (it fires on a worker's next cycle), unless it is later than its
-        misfire grace; a retry at its backoff's end; the rule's instants on its zone's
-        wall clock or its interval's grid after that (see
+        misfire grace or missed under its ``catch_up`` policy; a retry at its
+        backoff's end; the rule's instants on its zone's wall clock or its interval's
+        grid after that, each plus its jitter, none past the policy's ``end_at`` or
+        ``max_firings``, missed ones one by one under ``catch_up="all"`` (see
         :func:`hexeract_lite.upcoming.upcoming_firings`). Unknown schedule:
         :class:`ScheduleNotFound`; a bad ``count`` or ``until``: :class:`InvalidArgument`.
 

@@ -10,14 +10,17 @@ dispatched, delay trigger       ``delivered``
 dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)``, the
                                 first instant of the rule after both (missed ticks
                                 collapse into one catch-up); ``delivered`` when the
-                                rule has no further instant
+                                rule has no further instant; with a policy, its next
+                                firing (:func:`~hexeract_lite.policy.after_firing`:
+                                jittered, caught up, ``delivered`` past its end or
+                                count); the firing is counted
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
 missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
-misfire grace, not a retry      recurring: ``reschedule`` to ``next_due(now,
-after a failure)                scheduled_for)`` without dispatch (``delivered`` when
-                                the rule has no further instant)
+misfire grace, or missed under  recurring: ``reschedule`` to its next firing
+its policy, not a retry after   (:func:`~hexeract_lite.policy.after_miss`) without
+a failure)                      dispatch (``delivered`` when there is none)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
 lease expired before its turn   nothing: another worker may own it now

@@ -426,3 +426,21 @@ def test_the_reference_claims_a_policy_row_and_cannot_read_its_rule(tmp_path: Pa
             CronSim(row[4], datetime(2026, 1, 1))
         with pytest.raises(InvalidTrigger):
             CronExpression.parse(row[4])
+
+
+def test_a_resumed_jittered_schedule_realigns_to_a_jittered_firing(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    control = SchedulerControl(store)
+    control.ensure("app.j", cron="0 * * * *", event_type="j", jitter=timedelta(minutes=30))
+    sid = control.id_of("app.j")
+    control.pause(sid)
+    frozen.move_to(T0 + timedelta(hours=5, minutes=40))
+    assert control.resume(sid)
+    snap = _snap(store, sid)
+    rule = Trigger.cron("0 * * * *")
+    policy = SchedulePolicy.of(jitter=timedelta(minutes=30))
+    assert snap.occurrence_at == T0 + timedelta(hours=6)
+    assert snap.jitter_offset == jitter_offset(policy, rule, sid, snap.occurrence_at)
+    assert snap.scheduled_for == snap.occurrence_at + snap.jitter_offset
+    assert control.upcoming(sid, count=1) == [snap.scheduled_for]
