@@ -25,6 +25,9 @@ A :class:`SchedulePolicy` holds four independent rules:
 A schedule's firing is described by :class:`Firing`: the rule's instant (the
 occurrence id and the ``scheduled_for`` a sink sees), the jitter offset (the firing is
 due at ``instant + offset``, the stored ``scheduled_for``), and the deliveries so far.
+:func:`after_firing` and :func:`after_miss` are the one place the next firing is chosen
+(the worker's settlement and ``upcoming`` call them); :func:`missed_reason` decides
+whether a firing found now is delivered.
 """
 
 from __future__ import annotations
@@ -258,15 +261,6 @@ class _Rule:
             instant = self.trigger.next_after(instant)
 
 
-def _rule(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-) -> _Rule:
-    return _Rule(schedule_id, trigger, policy, grace)
-
-
 def first_firing(
     schedule_id: uuid.UUID, trigger: Trigger, policy: SchedulePolicy | None, instant: datetime
 ) -> Firing:
@@ -348,7 +342,7 @@ def missed_reason(
             f" beyond its misfire grace of {grace}; not delivered"
         )
     catch_up = "latest" if policy is None else policy.catch_up
-    rule = _rule(schedule_id, trigger, policy, grace)
+    rule = _Rule(schedule_id, trigger, policy, grace)
     if catch_up == "skip":
         nxt = rule.firing(trigger.next_after(held.instant), held.firings)
         if nxt is not None and nxt.due <= now:
@@ -386,7 +380,7 @@ def after_firing(
     fired = held.firings + 1
     if policy is not None and policy.max_firings is not None and fired >= policy.max_firings:
         return None
-    rule = _rule(schedule_id, trigger, policy, grace)
+    rule = _Rule(schedule_id, trigger, policy, grace)
     if policy is not None and policy.catch_up == "all":
         nxt = rule.firing(trigger.next_after(held.instant), fired)
         if nxt is None or nxt.due > now:
@@ -416,7 +410,7 @@ def after_miss(
             return None
         if policy.max_firings is not None and held.firings >= policy.max_firings:
             return None
-    rule = _rule(schedule_id, trigger, policy, grace)
+    rule = _Rule(schedule_id, trigger, policy, grace)
     if policy is not None and policy.catch_up == "all":
         return _catch_up_start(rule, held, now)
     return rule.ahead(held.instant, now, held.firings)
