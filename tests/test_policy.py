@@ -444,3 +444,34 @@ def test_a_resumed_jittered_schedule_realigns_to_a_jittered_firing(
     assert snap.jitter_offset == jitter_offset(policy, rule, sid, snap.occurrence_at)
     assert snap.scheduled_for == snap.occurrence_at + snap.jitter_offset
     assert control.upcoming(sid, count=1) == [snap.scheduled_for]
+
+
+def test_an_unknown_stored_catch_up_is_a_malformed_row_never_read_as_latest(
+    tmp_path: Path,
+) -> None:
+    """Another tool wrote catch_up = 'every': the listing shows the row as malformed,
+    naming the column, and a worker dead-letters it without dispatching it."""
+    import apsw
+
+    from hexeract_lite import SchedulerWorker
+    from hexeract_lite.snapshot import MalformedSchedule, ScheduleStatus
+    from hexeract_lite.store.sqlite import SqliteScheduleStore
+
+    db = tmp_path / "odd.db"
+    past = datetime.now(UTC) - timedelta(hours=2)
+    msg = ScheduledMessage.cron(
+        Target.outbox(), "0 * * * *", past, "p", {}, catch_up="skip", name="odd.catch"
+    )
+    with SqliteScheduleStore.open(db) as store:
+        store.insert(msg, 3)
+    conn = apsw.Connection(str(db))
+    conn.execute("UPDATE scheduled_messages SET catch_up = 'every'")
+    conn.close()
+    with SqliteScheduleStore.open(db) as store:
+        [listed] = store.list_schedules()
+        assert isinstance(listed, MalformedSchedule) and "catch_up" in listed.reason
+        seen: list[object] = []
+        SchedulerWorker(store, seen.append).run_once()
+        assert seen == []
+        [after] = store.list_schedules(status="dead-lettered")
+        assert after.status is ScheduleStatus.DEAD_LETTERED

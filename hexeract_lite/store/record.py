@@ -105,9 +105,13 @@ def policy_of(
     catch_up: str | None,
     catch_up_limit: int | None,
 ) -> SchedulePolicy | None:
-    """The policy stored columns describe (None when they are all NULL)."""
+    """The policy stored columns describe (None when they are all NULL). A
+    ``catch_up`` other than NULL, ``skip`` or ``all`` raises ValueError: the row is
+    malformed (a claim dead-letters it naming the column), never read as ``latest``."""
     if (end_at, max_firings, jitter_ms or None, catch_up, catch_up_limit) == (None,) * 5:
         return None
+    if catch_up not in (None, "skip", "all"):
+        raise ValueError(f"catch_up is {catch_up!r:.60}: expected NULL, 'skip' or 'all'")
     return SchedulePolicy(
         end_at=end_at,
         max_firings=max_firings,
