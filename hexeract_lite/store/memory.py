@@ -67,6 +67,9 @@ RUN_LOG_SIZE = 200
 """How many run records an in-memory store keeps by default: the newest."""
 
 
+_MS = timedelta(milliseconds=1)
+
+
 def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
@@ -230,10 +233,17 @@ class InMemoryScheduleStore(SettlingStore):
                     until = row.backfill_until  # a backfill ends past its window
                     if until is not None and (nxt is None or nxt > until):
                         row.backfill_until = None
+                    if item.counted:
+                        row.firings = (row.firings or 0) + 1
                     if nxt is None:
                         row.delivered_at = now
                         row.leased_until = None
                     else:
+                        row.jitter_offset_ms = (
+                            None
+                            if row.next_after_lease or item.offset is None
+                            else item.offset // _MS
+                        )
                         row.scheduled_for = nxt
                         row.attempts = 0
                         row.leased_until = None
@@ -420,6 +430,7 @@ class InMemoryScheduleStore(SettlingStore):
                 if row is None or row.dead_lettered_at is None:
                     continue
                 row.scheduled_for = now
+                row.jitter_offset_ms = None
                 row.attempts = 0
                 row.leased_until = None
                 row.last_error = None
@@ -472,6 +483,7 @@ class InMemoryScheduleStore(SettlingStore):
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(schedule_id, status)
             row.scheduled_for = self._now()
+            row.jitter_offset_ms = None
             row.attempts = 0
             row.leased_until = None
             row.last_error = None

@@ -63,12 +63,13 @@ def resume_change(next: datetime | None = None) -> Plan[bool]:
     (the dispatch in flight may still acknowledge)."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
-        resumes, realign = row.resume_plan(next, now)
+        resumes, realign, offset = row.resume_plan(next, now)
         if not resumes:
             return False, None
         new = row.copy()
         if realign is not None:
             new.scheduled_for = realign
+            new.jitter_offset_ms = offset
             new.attempts = 0
             new.last_error = None
             new.leased_until = row.live_lease(now)
