@@ -38,7 +38,7 @@ import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
-from .runlog import RunEntry, RunOutcome, RunStamp
+from .runlog import RunDraft, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
 
@@ -279,7 +279,7 @@ def _run(
     result: DispatchResult,
     outcome: RunOutcome,
     error: str | None,
-) -> RunEntry | None:
+) -> RunDraft | None:
     if stamp is None:
         return None
     msg = occurrence.message

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from .runlog import RunEntry
+    from .runlog import RunDraft, RunEntry
 
 __all__ = ["Settlement", "SettlementKind"]
 
@@ -59,13 +59,13 @@ class Settlement:
     """For ``failed``: how long to wait before the occurrence is claimable again."""
     error: str | None = None
     """For ``failed`` and ``dead_lettered``: the ``last_error`` to record."""
-    run: RunEntry | None = attrs.field(default=None, eq=False, kw_only=True)
+    run: RunEntry | RunDraft | None = attrs.field(default=None, eq=False, kw_only=True)
     """The run to record with it in the store's run log (None: none); a store records
     it as ``lease_lost`` when the settlement is fenced out."""
 
     @classmethod
     def delivered(
-        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | RunDraft | None = None
     ) -> Settlement:
         """The dispatch succeeded: set ``delivered_at`` and clear the lease."""
         return cls(SettlementKind.DELIVERED, schedule_id, lease, run=run)
@@ -77,7 +77,7 @@ class Settlement:
         next: datetime,
         lease: datetime,
         *,
-        run: RunEntry | None = None,
+        run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """A cron occurrence was delivered: the schedule fires next at ``next``."""
         return cls(SettlementKind.RESCHEDULE, schedule_id, lease, next=next, run=run)
@@ -90,7 +90,7 @@ class Settlement:
         error: str,
         lease: datetime,
         *,
-        run: RunEntry | None = None,
+        run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """The dispatch failed with budget left: retry no sooner than ``now + retry_in``."""
         return cls(
@@ -99,14 +99,19 @@ class Settlement:
 
     @classmethod
     def dead_lettered(
-        cls, schedule_id: uuid.UUID, error: str, lease: datetime, *, run: RunEntry | None = None
+        cls,
+        schedule_id: uuid.UUID,
+        error: str,
+        lease: datetime,
+        *,
+        run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """The occurrence is exhausted: dead-letter the schedule with ``error``."""
         return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error, run=run)
 
     @classmethod
     def released(
-        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | RunDraft | None = None
     ) -> Settlement:
         """The worker is stopping and never dispatched the occurrence: give it back.
 
