@@ -43,7 +43,7 @@ import attrs
 from .backfill import window_next
 from .errors import DispatchError
 from .policy import Firing, after_firing, after_miss, missed_reason
-from .runlog import RunEntry, RunOutcome, RunStamp
+from .runlog import RunDraft, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
 
@@ -292,7 +292,7 @@ def settlement_for(
 
 
 def _next_settlement(
-    sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunEntry | None, *, counted: bool
+    sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunDraft | None, *, counted: bool
 ) -> Settlement:
     """``reschedule`` to ``firing`` (due at its rule's instant plus its jitter), or
     ``delivered`` when there is none: the schedule completes."""
@@ -309,7 +309,7 @@ def _run(
     result: DispatchResult,
     outcome: RunOutcome,
     error: str | None,
-) -> RunEntry | None:
+) -> RunDraft | None:
     if stamp is None:
         return None
     msg = occurrence.message
