@@ -48,6 +48,7 @@ from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
 from .ledger import log_occurrence
+from .longrun import DispatchHandle, Snooze, dispatching
 from .message import ScheduledMessage
 from .settle import (
     LEASE_EXPIRED,
@@ -119,6 +120,10 @@ def abandoned_error() -> DispatchError:
 # -- calling the sink --------------------------------------------------------------------
 
 
+def _no_handle(occ: LeasedOccurrence) -> DispatchHandle | None:
+    return None
+
+
 async def _completed(value: Awaitable[object]) -> object:
     return await value
 
@@ -129,6 +134,8 @@ def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
     if result is not None and inspect.isawaitable(result):
         # A coroutine from a sync run: run it to completion here, on a private loop.
         result = asyncio.run(_completed(result))
+    if isinstance(result, Snooze):
+        raise result
     if result is not None:
         raise _bad_return("sink", sink, result)
 
@@ -182,6 +189,7 @@ class BatchRun:
 
     __slots__ = (
         "_acks",
+        "_handle_of",
         "_interrupted",
         "_items",
         "_lock",
@@ -207,6 +215,7 @@ class BatchRun:
         context: object = None,
     ) -> None:
         self._sink, self._acks = runner.sink, runner.acks
+        self._handle_of = runner.handle_of
         self._items = items
         self._turn = turn
         self.wake = wake
@@ -241,11 +250,12 @@ class BatchRun:
                     self.in_flight = True
                     self.call_started = began
                 try:
-                    if acks is not None:
-                        result = acks.dispatch_occurrence(occ)
-                    else:
-                        _call_blocking(sink, occ.message)
-                        result = SUCCEEDED
+                    with dispatching(self._handle_of(occ)):
+                        if acks is not None:
+                            result = acks.dispatch_occurrence(occ)
+                        else:
+                            _call_blocking(sink, occ.message)
+                            result = SUCCEEDED
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     result = DispatchResult.failed(exc)
                 result = result.took(time.monotonic() - began, began)
@@ -357,6 +367,8 @@ class SinkRunner:
         """The synchronous run in flight, if any (what :meth:`interrupt` gives up on)."""
         self._budget: asyncio.Timeout | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.handle_of: Callable[[LeasedOccurrence], DispatchHandle | None] = _no_handle
+        """The handle of an occurrence's dispatch (the worker's in-flight registry)."""
 
     # -- the dispatch thread
 
@@ -502,7 +514,8 @@ class SinkRunner:
                     result = DispatchResult.failed(exc)
             if result is None:
                 began = time.monotonic()
-                result, interruption = await self._dispatch_async(occ.message)
+                with dispatching(self.handle_of(occ)):
+                    result, interruption = await self._dispatch_async(occ.message)
                 result = result.took(time.monotonic() - began, began)
             results.append(result)
         return results, interruption
@@ -543,6 +556,8 @@ class SinkRunner:
             return DispatchResult.failed(exc), None
         finally:
             self._budget = None
+        if isinstance(result, Snooze):
+            return DispatchResult.failed(result), None
         if result is not None:
             _discard(result)
             return DispatchResult.failed(_bad_return("sink", self.sink, result)), None

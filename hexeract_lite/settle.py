@@ -38,6 +38,7 @@ import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
+from .longrun import Snooze
 from .runlog import RunEntry, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
@@ -158,6 +159,8 @@ class ResultKind(enum.Enum):
     """Never handed to the sink: its lease ran out before its turn."""
     MISSED = "missed"
     """Never handed to the sink: found later than its schedule's misfire grace."""
+    SNOOZED = "snoozed"
+    """Dispatched; the handler raised or returned :class:`~hexeract_lite.Snooze`."""
 
 
 @attrs.frozen
@@ -177,7 +180,10 @@ class DispatchResult:
 
     @classmethod
     def failed(cls, error: BaseException | str, duration: float | None = None) -> DispatchResult:
-        """A failed dispatch with ``error``."""
+        """A failed dispatch with ``error`` (a :class:`~hexeract_lite.Snooze`: a
+        snoozed one)."""
+        if isinstance(error, Snooze):
+            return cls(ResultKind.SNOOZED, error, duration)
         return cls(ResultKind.FAILED, error, duration)
 
     @classmethod
@@ -193,7 +199,7 @@ class DispatchResult:
     def took(self, duration: float, began: float | None = None) -> DispatchResult:
         """This result with ``duration`` seconds from ``began`` (``time.monotonic()``),
         when it was dispatched."""
-        if self.kind is ResultKind.SUCCEEDED or self.kind is ResultKind.FAILED:
+        if self.kind in _DISPATCHED:
             if type(self) is DispatchResult:  # the common case, without evolve's cost
                 return DispatchResult(self.kind, self.error, duration, began, self.timed_out)
             return attrs.evolve(self, duration=duration, began=began)
@@ -220,6 +226,7 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
     )
 
 
+_DISPATCHED = frozenset({ResultKind.SUCCEEDED, ResultKind.FAILED, ResultKind.SNOOZED})
 SUCCEEDED = DispatchResult(ResultKind.SUCCEEDED)
 NOT_DISPATCHED = DispatchResult(ResultKind.NOT_DISPATCHED)
 LEASE_EXPIRED = DispatchResult(ResultKind.LEASE_EXPIRED)

@@ -62,6 +62,7 @@ from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, take_turn
 from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive, run_watched
 from .errors import InvalidArgument, InvalidConfiguration
+from .heartbeat import InFlight
 from .hooks import (
     Hook,
     MalformedDeadLettered,
@@ -249,6 +250,7 @@ class SchedulerWorker:
             # the sink stops its own handler at the timeout; this is the backstop
             timeout += TRANSACTIONAL_GRACE_S
         self._runner = SinkRunner(self.sink, timeout, self._aborting)
+        self._inflight = InFlight.of(self._runner, store, self.clock, config, self.hooks)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
         self._loop_thread = threading.local()
@@ -340,9 +342,11 @@ class SchedulerWorker:
         batch = yield Call(self._claim, counts, carry, looping)
         if not batch:
             return _report(counts), None
-        results, interruption = yield Dispatch(
-            batch, functools.partial(take_turn, self.clock, stopping)
-        )
+        turn, inflight = functools.partial(take_turn, self.clock, stopping), self._inflight
+        try:  # each dispatch's handle (current_dispatch()); settled on its last lease
+            results, interruption = yield Dispatch(inflight.track(batch), inflight.turn(turn))
+        finally:
+            batch = inflight.finish(batch)
         planned = self._ledger.plan(batch, results, counts)
         if looping and self._may_carry(batch, planned, interruption, counts, stopping):
             return _report(counts), Held(planned, counts)
@@ -514,6 +518,7 @@ class SchedulerWorker:
 
     def _release(self) -> None:
         self._runner.close()
+        self._inflight.close()
         if isinstance(self.sink, OccurrenceSink):
             self.sink.close()  # its connection (and its library's claim on the file)
 

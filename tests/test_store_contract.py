@@ -1261,6 +1261,57 @@ def test_released_gives_back_the_claims_attempt(store: ScheduleStore, frozen: Fr
     assert again.attempts == 2 and again.occurrence_id() == first.occurrence_id()
 
 
+def test_extend_lease_moves_the_lease_and_becomes_the_fencing_token(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A heartbeat's extension is fenced like an acknowledgement: it applies while the
+    row carries the lease, the new ``leased_until`` is then the only token that
+    settles, and the claim's own lease is fenced out."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    until = occ.leased_until + timedelta(minutes=5)
+    assert store.extend_lease(msg.schedule_id, occ.leased_until, until) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == until and snap.attempts == 1
+    frozen.shift(LEASE + S)  # past the claim's lease, within the extension
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    assert store.extend_lease(msg.schedule_id, occ.leased_until, until + S) is False
+    assert store.settle([Settlement.delivered(msg.schedule_id, occ.leased_until)]) == [False]
+    assert store.settle([Settlement.delivered(msg.schedule_id, until)]) == [True]
+    assert store.extend_lease(msg.schedule_id, until, until + S) is False  # terminal now
+
+
+def test_extend_lease_is_fenced_out_once_another_claim_took_the_occurrence(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A lease that ran out and was claimed again cannot be extended by the old owner."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [old] = store.claim_due(frozen.now(), 10, LEASE)
+    frozen.shift(LEASE + S)
+    [new] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.extend_lease(msg.schedule_id, old.leased_until, new.leased_until + LEASE) is False
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == new.leased_until
+    assert store.extend_lease(uuid.uuid4(), new.leased_until, new.leased_until + S) is False
+
+
+def test_extend_lease_rejects_a_bad_until_before_writing(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    for bad in (occ.leased_until, occ.leased_until - S, occ.leased_until.replace(tzinfo=None), 5):
+        with pytest.raises(InvalidArgument, match="until"):
+            store.extend_lease(msg.schedule_id, occ.leased_until, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        store.extend_lease("nope", occ.leased_until, occ.leased_until + S)  # type: ignore[arg-type]
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == occ.leased_until
+
+
 def _message() -> ScheduledMessage:
     return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
 

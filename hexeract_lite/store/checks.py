@@ -273,3 +273,17 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
             changes["kind"] = kind
         checked.append(attrs.evolve(item, **changes) if changes else item)
     return checked
+
+
+def check_extension(lease: object, until: object) -> datetime:
+    """``extend_lease``'s ``until`` in UTC milliseconds: an aware datetime later than
+    ``lease``; :class:`InvalidArgument` naming it otherwise."""
+    if not isinstance(until, datetime) or until.utcoffset() is None:
+        raise InvalidArgument(f"until must be an aware datetime, got until={until!r:.100}")
+    extended = to_utc_ms(until, "until")
+    if isinstance(lease, datetime) and lease.utcoffset() is not None and extended <= lease:
+        raise InvalidArgument(
+            f"until must be later than the lease it extends ({lease.isoformat()}),"
+            f" got until={extended.isoformat()}"
+        )
+    return extended

@@ -27,6 +27,7 @@ from .changes import Plan
 from .checks import (
     check_claim,
     check_export,
+    check_extension,
     check_limit,
     check_max_attempts,
     check_messages,
@@ -249,6 +250,16 @@ class InMemoryScheduleStore(SettlingStore):
                 results.append(True)
             self._runs.extend(recorded_runs(checked, results))
         return results, woke
+
+    def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
+        sid = check_schedule_id(schedule_id)
+        until = check_extension(lease, until)
+        with self._lock:
+            row = self._rows.get(sid)
+            if row is None or row.is_terminal or row.leased_until != lease:
+                return False
+            row.leased_until = until
+            return True
 
     def dead_letter_exhausted(self) -> int:
         with self._lock:

@@ -83,6 +83,7 @@ class Statements:
         self.release = (
             f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
+        self.extend_lease = f"UPDATE {t} SET leased_until = %(until)s" + fence
         self.sweep = (
             f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE CONCAT(%(kept)s, last_error) END,"

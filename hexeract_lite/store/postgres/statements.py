@@ -157,6 +157,7 @@ class Statements:
         self.release = q(
             "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
+        self.extend_lease = q("UPDATE {t} SET leased_until = %(until)s" + fence)
         self.sweep = q(
             "UPDATE {t} SET dead_lettered_at = {now}, leased_until = NULL, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE %(kept)s || last_error END"

@@ -53,6 +53,7 @@ from ..runs import (
     recorded_runs,
 )
 from ..stats import StoreStats
+from .lease import LeaseExtending
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -139,7 +140,7 @@ class Session(Protocol):
         with ``others``, the other processes that wait on this table)."""
 
 
-class SqlScheduleStore(SettlingStore):
+class SqlScheduleStore(LeaseExtending, SettlingStore):
     """The contract's method bodies, once, for every SQL engine (see the module)."""
 
     _sql: Any

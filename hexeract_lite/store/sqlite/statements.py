@@ -144,6 +144,7 @@ class SqliteStatements:
         self.release = (
             f"UPDATE {t} SET attempts = max(attempts - 1, 0), leased_until = NULL WHERE {fence}"
         )
+        self.extend_lease = f"UPDATE {t} SET leased_until = :until WHERE {fence}"
         sweepable = (
             f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= :now)"
