@@ -193,7 +193,7 @@ def current_dispatch() -> DispatchHandle:
     return handle
 
 
-class dispatching:  # noqa: N801  # a context manager, used like a function
+class dispatching:  # a context manager, named as used: with dispatching(handle)
     """``with dispatching(handle):`` makes ``handle`` the current dispatch of this
     thread or task for the block (a None handle: nothing)."""
 

@@ -263,10 +263,13 @@ class ScheduleStore(abc.ABC, RunLogContract):
         return self.settle(outcomes), self.claim_due(now, batch_size, lease)
 
     def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
-        """Fenced like the acknowledgements: while the live row carries ``lease``, set
-        ``leased_until = until`` (the new fencing token); False when fenced out. An
-        ``until`` not aware or not later than ``lease``: :class:`InvalidArgument`.
-        The default raises :class:`NotImplementedError`. (.. versionadded:: 0.3.0)"""
+        """Fenced: while the live row carries ``lease``, set ``leased_until = until``.
+
+        ``until`` is the new fencing token; False when fenced out. Not aware or not later
+        than ``lease``: :class:`InvalidArgument`. Default: :class:`NotImplementedError`.
+
+        .. versionadded:: 0.3.0
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot extend leases")
 
     @property
