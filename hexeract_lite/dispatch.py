@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import inspect
 import logging
 import queue
@@ -48,7 +49,7 @@ from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
 from .ledger import log_occurrence
-from .longrun import DispatchHandle, Snooze, dispatching
+from .longrun import DispatchAborted, DispatchHandle, Snooze, current_handle, dispatching
 from .message import ScheduledMessage
 from .settle import (
     LEASE_EXPIRED,
@@ -401,8 +402,12 @@ class SinkRunner:
         if run is not None:
             run.interrupt()
         if budget is not None and loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
-                loop.call_soon_threadsafe(self._expire, budget, loop)
+            self._expire_soon(budget, loop)
+
+    def _expire_soon(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
+        """From any thread: end ``budget`` on ``loop`` now (the sink is cancelled)."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
+            loop.call_soon_threadsafe(self._expire, budget, loop)
 
     def _expire(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
         if budget is self._budget and not budget.expired():
@@ -526,9 +531,12 @@ class SinkRunner:
         started = time.monotonic()  # the loop's time() is time.monotonic() too
         budget = asyncio.timeout_at(started + self.timeout)
         result: object = None
+        handle = current_handle()
         try:
             async with budget:
                 self._budget, self._loop = budget, asyncio.get_running_loop()
+                if handle is not None:  # an abort asked for cancels it, as a timeout does
+                    handle.on_abort(functools.partial(self._expire_soon, budget, self._loop))
                 if self._aborting.is_set():
                     return NOT_DISPATCHED, None
                 result = self.sink.dispatch(message)
@@ -540,6 +548,9 @@ class SinkRunner:
                 return DispatchResult.failed(exc), None  # the sink's own TimeoutError
             if self._aborting.is_set():
                 return DispatchResult.failed(abandoned_error()), None
+            if handle is not None and handle.abort_requested is not None:
+                how = handle.abort_requested
+                return DispatchResult.failed(DispatchAborted(how == "cancel")), None
             log.warning(
                 "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
                 self.timeout,
@@ -556,6 +567,8 @@ class SinkRunner:
             return DispatchResult.failed(exc), None
         finally:
             self._budget = None
+            if handle is not None:
+                handle.on_abort(None)
         if isinstance(result, Snooze):
             return DispatchResult.failed(result), None
         if result is not None:

@@ -48,7 +48,7 @@ from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
-from .settle import DispatchOutcome, DispatchResult
+from .settle import DispatchOutcome, DispatchResult, ResultKind
 from .settlement import Settlement
 from .snapshot import LeasedOccurrence
 
@@ -333,6 +333,17 @@ def settlement_event(
             duration=took if took is not None else timedelta(0),
             next=settlement.next,
         )
+    if outcome is DispatchOutcome.SNOOZED:
+        assert settlement.retry_in is not None
+        snoozes = occ.snoozes + 1
+        return Snoozed(
+            message=msg, attempt=occ.attempts, delay=settlement.retry_in, snoozes=snoozes
+        )
+    aborted = outcome is DispatchOutcome.CANCELLED or result.kind is ResultKind.ABORTED
+    if aborted and outcome is not DispatchOutcome.LEASE_LOST:
+        cancelled = outcome is DispatchOutcome.CANCELLED
+        retry_in = settlement.retry_in if outcome is DispatchOutcome.RETRIED else None
+        return Aborted(message=msg, attempt=occ.attempts, cancelled=cancelled, retry_in=retry_in)
     if outcome is DispatchOutcome.RETRIED:
         assert settlement.retry_in is not None
         return Failed(

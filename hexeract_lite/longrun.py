@@ -31,14 +31,22 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._time import to_utc_ms
-from .errors import InvalidArgument
+from .errors import DispatchError, InvalidArgument
 
 if TYPE_CHECKING:
     from .clock import Clock
     from .snapshot import LeasedOccurrence
     from .store.base import ScheduleStore
 
-__all__ = ["DispatchHandle", "Snooze", "current_dispatch", "dispatching", "seconds_of"]
+__all__ = [
+    "DispatchAborted",
+    "DispatchHandle",
+    "Snooze",
+    "current_dispatch",
+    "current_handle",
+    "dispatching",
+    "seconds_of",
+]
 
 _CURRENT: contextvars.ContextVar[DispatchHandle | None] = contextvars.ContextVar(
     "hexeract_lite_current_dispatch", default=None
@@ -80,6 +88,19 @@ class Snooze(Exception):
         super().__init__(f"snoozed for {self.delay.total_seconds():g} s")
 
 
+class DispatchAborted(DispatchError):
+    """The failure recorded for a dispatch stopped by an abort
+    (``SchedulerControl.abort``); ``cancel``: the schedule is cancelled with it.
+
+    .. versionadded:: 0.3.0
+    """
+
+    def __init__(self, cancel: bool = False) -> None:
+        self.cancel = cancel
+        how = "aborted and cancelled" if cancel else "aborted"
+        super().__init__(f"the dispatch was {how} by request (SchedulerControl.abort)")
+
+
 @attrs.frozen
 class _Lease:
     """Who a handle extends leases with."""
@@ -98,7 +119,16 @@ class DispatchHandle:
     .. versionadded:: 0.3.0
     """
 
-    __slots__ = ("_abort", "_closed", "_how", "_lock", "_lost", "_occurrence", "_started")
+    __slots__ = (
+        "_abort",
+        "_closed",
+        "_how",
+        "_lock",
+        "_lost",
+        "_occurrence",
+        "_on_abort",
+        "_started",
+    )
 
     def __init__(self, occurrence: LeasedOccurrence, how: _Lease) -> None:
         self._occurrence = occurrence
@@ -108,6 +138,7 @@ class DispatchHandle:
         self._closed = False
         self._started = False
         self._abort: str | None = None
+        self._on_abort: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         msg = self._occurrence.message
@@ -161,8 +192,19 @@ class DispatchHandle:
         return self._abort
 
     def request_abort(self, how: str) -> None:
-        """Mark the dispatch as asked to stop (``how``: ``"abort"`` or ``"cancel"``)."""
+        """Mark the dispatch as asked to stop (``how``: ``"abort"`` or ``"cancel"``),
+        and cancel it when it is an async one (:meth:`on_abort`)."""
         self._abort = how
+        stop = self._on_abort
+        if stop is not None:
+            stop()
+
+    def on_abort(self, stop: Callable[[], None] | None) -> None:
+        """Call ``stop`` (from any thread) when an abort is asked for (at once when
+        it already was); None: no more."""
+        self._on_abort = stop
+        if stop is not None and self._abort is not None:
+            stop()
 
     def close(self) -> LeasedOccurrence:
         """End the handle: no more heartbeats (they return False); the occurrence
@@ -175,6 +217,11 @@ class DispatchHandle:
     def started(self) -> bool:
         """True once the occurrence was handed to the sink."""
         return self._started
+
+
+def current_handle() -> DispatchHandle | None:
+    """The handle of the dispatch in flight in this thread or task, if any."""
+    return _CURRENT.get()
 
 
 def current_dispatch() -> DispatchHandle:

@@ -14,6 +14,12 @@ dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
+snoozed (the handler raised or  ``snoozed``: the attempt given back, due again after
+returned ``Snooze(delay)``)     the delay; past ``max_snoozes`` snoozes of the
+                                occurrence: ``dead_lettered`` with that reason
+aborted (an abort was asked     as failed (the attempt counts: retried, or
+for while it ran)               dead-lettered when exhausted), run-log outcome
+                                ``aborted``; with ``cancel=True``: ``cancelled``
 missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
 misfire grace, not a retry      recurring: ``reschedule`` to ``next_due(now,
 after a failure)                scheduled_for)`` without dispatch (``delivered`` when
@@ -38,7 +44,7 @@ import attrs
 
 from ._time import rfc3339
 from .errors import DispatchError
-from .longrun import Snooze
+from .longrun import DispatchAborted, Snooze
 from .runlog import RunEntry, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
@@ -161,6 +167,9 @@ class ResultKind(enum.Enum):
     """Never handed to the sink: found later than its schedule's misfire grace."""
     SNOOZED = "snoozed"
     """Dispatched; the handler raised or returned :class:`~hexeract_lite.Snooze`."""
+    ABORTED = "aborted"
+    """Dispatched; stopped by an abort asked for while it ran
+    (:class:`~hexeract_lite.longrun.DispatchAborted`)."""
 
 
 @attrs.frozen
@@ -184,6 +193,8 @@ class DispatchResult:
         snoozed one)."""
         if isinstance(error, Snooze):
             return cls(ResultKind.SNOOZED, error, duration)
+        if isinstance(error, DispatchAborted):
+            return cls(ResultKind.ABORTED, error, duration)
         return cls(ResultKind.FAILED, error, duration)
 
     @classmethod
@@ -209,12 +220,12 @@ class DispatchResult:
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
     """A ``MISSED`` result, with the reason, when ``now`` is later than the occurrence's
     ``scheduled_for`` by more than its schedule's misfire grace; None otherwise (no
-    grace, on time, or a retry after a failure: a retry waits out its backoff on
-    purpose). A claim after a crashed attempt (no error recorded) is judged like a
-    first attempt: the crash does not make a late firing deliverable."""
+    grace, on time, or a retry after a failure or a snooze: either waits on purpose).
+    A claim after a crashed attempt (no error recorded) is judged like a first
+    attempt: the crash does not make a late firing deliverable."""
     msg = occurrence.message
     grace = msg.misfire_grace
-    if grace is None or occurrence.retrying:
+    if grace is None or occurrence.retrying or occurrence.snoozes:
         return None
     late = now - msg.scheduled_for
     if late <= grace:
@@ -226,7 +237,9 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
     )
 
 
-_DISPATCHED = frozenset({ResultKind.SUCCEEDED, ResultKind.FAILED, ResultKind.SNOOZED})
+_DISPATCHED = frozenset(
+    {ResultKind.SUCCEEDED, ResultKind.FAILED, ResultKind.SNOOZED, ResultKind.ABORTED}
+)
 SUCCEEDED = DispatchResult(ResultKind.SUCCEEDED)
 NOT_DISPATCHED = DispatchResult(ResultKind.NOT_DISPATCHED)
 LEASE_EXPIRED = DispatchResult(ResultKind.LEASE_EXPIRED)
@@ -239,6 +252,7 @@ def settlement_for(
     policy: RetryPolicy,
     rng: RandomSource | None = None,
     stamp: RunStamp | None = None,
+    max_snoozes: int = 100,
 ) -> Settlement | None:
     """The settlement of ``occurrence`` after ``result`` (see the module docstring).
 
@@ -256,12 +270,31 @@ def settlement_for(
         if nxt is None:
             return Settlement.delivered(sid, lease, run=run)
         return Settlement.reschedule(sid, nxt, lease, run=run)
-    if kind is ResultKind.FAILED:
-        text = error_text(result.error if result.error is not None else "")
-        if occurrence.attempts >= occurrence.max_attempts:
+    if kind is ResultKind.SNOOZED:
+        assert isinstance(result.error, Snooze)
+        if occurrence.snoozes >= max_snoozes:
+            text = f"snoozed more than max_snoozes ({max_snoozes}) times; dead-lettered"
             run = _run(stamp, occurrence, result, RunOutcome.DEAD_LETTERED, text)
             return Settlement.dead_lettered(sid, text, lease, run=run)
+        run = _run(stamp, occurrence, result, RunOutcome.SNOOZED, None)
+        return Settlement.snoozed(sid, result.error.delay, lease, run=run)
+    if (
+        kind is ResultKind.ABORTED
+        and isinstance(result.error, DispatchAborted)
+        and result.error.cancel
+    ):
+        text = error_text(result.error)
+        run = _run(stamp, occurrence, result, RunOutcome.ABORTED, text)
+        return Settlement.cancelled(sid, lease, run=run)
+    if kind is ResultKind.FAILED or kind is ResultKind.ABORTED:
+        text = error_text(result.error if result.error is not None else "")
+        aborted = kind is ResultKind.ABORTED
+        if occurrence.attempts >= occurrence.max_attempts:
+            outcome = RunOutcome.ABORTED if aborted else RunOutcome.DEAD_LETTERED
+            run = _run(stamp, occurrence, result, outcome, text)
+            return Settlement.dead_lettered(sid, text, lease, run=run)
         outcome = RunOutcome.TIMED_OUT if result.timed_out else RunOutcome.FAILED
+        outcome = RunOutcome.ABORTED if aborted else outcome
         run = _run(stamp, occurrence, result, outcome, text)
         delay = policy.next_delay(occurrence.attempts, rng)
         return Settlement.failed(sid, delay, text, lease, run=run)
@@ -318,6 +351,10 @@ class DispatchOutcome(enum.StrEnum):
     """Its lease had expired before its turn in the batch; not dispatched."""
     RELEASED = "released"
     """The worker was stopping; not dispatched, handed back to the store."""
+    SNOOZED = "snoozed"
+    """The handler snoozed; the occurrence is due again after the delay."""
+    CANCELLED = "cancelled"
+    """Aborted with ``cancel=True``: the schedule is cancelled."""
 
 
 _OUTCOMES = {
@@ -326,6 +363,8 @@ _OUTCOMES = {
     SettlementKind.FAILED: DispatchOutcome.RETRIED,
     SettlementKind.DEAD_LETTERED: DispatchOutcome.DEAD_LETTERED,
     SettlementKind.RELEASED: DispatchOutcome.RELEASED,
+    SettlementKind.SNOOZED: DispatchOutcome.SNOOZED,
+    SettlementKind.CANCELLED: DispatchOutcome.CANCELLED,
 }
 
 

@@ -162,6 +162,12 @@ class LeasedOccurrence:
     """True when an earlier attempt of this occurrence failed (the row's ``last_error``
     is set): the claim is a retry, late on purpose after its backoff. False for a first
     attempt and for a claim after a crashed attempt (no error recorded)."""
+    snoozes: int = 0
+    """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`); a
+    snoozed occurrence is, like a retry, late on purpose.
+
+    .. versionadded:: 0.3.0
+    """
 
     def occurrence_id(self) -> OccurrenceId:
         """The dedup key of this firing (stable across redeliveries)."""

@@ -87,6 +87,7 @@ from .checks import (
     check_settlements,
     no_transactions,
 )
+from .longrun import LongRunContract
 from .record import ScheduleRecord
 from .runs import SWEEP_ERROR, SWEEP_KEPT, RunLogContract
 from .signal import ChangeSignal
@@ -106,12 +107,13 @@ __all__ = [
 ]
 
 
-class ScheduleStore(abc.ABC, RunLogContract):
+class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
     Subclasses call ``super().__init__()`` so that :attr:`changes` exists. The run log's
     methods (``keeps_runs``, ``runs``, ``run_counts``, ``prune_runs``) are
-    :class:`~hexeract_lite.store.runs.RunLogContract`'s.
+    :class:`~hexeract_lite.store.runs.RunLogContract`'s; the long handlers' (``extend_lease``,
+    ``request_abort``, ``abort_requests``) :class:`~hexeract_lite.store.longrun.LongRunContract`'s.
 
     .. versionadded:: 0.1.0
     """
@@ -261,16 +263,6 @@ class ScheduleStore(abc.ABC, RunLogContract):
         check_claim(now, batch_size, lease)
         check_settlements(outcomes)
         return self.settle(outcomes), self.claim_due(now, batch_size, lease)
-
-    def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
-        """Fenced: while the live row carries ``lease``, set ``leased_until = until``.
-
-        ``until`` is the new fencing token; False when fenced out. Not aware or not later
-        than ``lease``: :class:`InvalidArgument`. Default: :class:`NotImplementedError`.
-
-        .. versionadded:: 0.3.0
-        """
-        raise NotImplementedError(f"{type(self).__name__} cannot extend leases")
 
     @property
     def fuses_settle_and_claim(self) -> bool:

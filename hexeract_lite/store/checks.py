@@ -257,13 +257,9 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
             if nxt is not item.next:
                 changes["next"] = nxt
         else:
-            if kind is SettlementKind.FAILED:
+            if kind is SettlementKind.FAILED or kind is SettlementKind.SNOOZED:
                 check_retry_in(item.retry_in)
-            if (
-                kind is not SettlementKind.DELIVERED
-                and kind is not SettlementKind.RELEASED
-                and item.error.__class__ is not str
-            ):
+            if kind in _NEEDS_ERROR and item.error.__class__ is not str:
                 if item.error is None:
                     raise InvalidArgument(
                         f"a {kind.value} settlement needs an error text, got error=None"
@@ -273,6 +269,9 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
             changes["kind"] = kind
         checked.append(attrs.evolve(item, **changes) if changes else item)
     return checked
+
+
+_NEEDS_ERROR = frozenset({SettlementKind.FAILED, SettlementKind.DEAD_LETTERED})
 
 
 def check_extension(lease: object, until: object) -> datetime:

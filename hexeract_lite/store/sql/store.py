@@ -99,6 +99,8 @@ _STATEMENT_OF = {
     SettlementKind.FAILED: "mark_failed",
     SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
     SettlementKind.RELEASED: "release",
+    SettlementKind.SNOOZED: "snooze",
+    SettlementKind.CANCELLED: "cancel_leased",
 }
 """Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
 
