@@ -39,6 +39,7 @@ pymysql = pytest.importorskip("pymysql", reason="the mysql extra is not installe
 
 from hexeract_lite.store.mysql import MysqlScheduleStore  # noqa: E402
 from hexeract_lite.store.mysql.schema import SCHEMA_VERSION, mysql_ddl, reference_ddl  # noqa: E402
+from hexeract_lite.store.sqlite.schema import POLICY_COLUMNS  # noqa: E402
 
 pytestmark = pytest.mark.mysql
 
@@ -162,6 +163,40 @@ def test_the_reference_table_is_upgraded_and_stays_writable_by_reference_sql(
         url, "SELECT version FROM hexeract_lite_schema WHERE table_name = %s", [table]
     )
     assert version == SCHEMA_VERSION
+
+
+def test_a_version_2_table_is_upgraded_to_the_policy_columns(url: str, table: str) -> None:
+    """2 → 3: a table without the policy and long-handler columns is refused with
+    create=False, naming them, and left as it was; opened with create=True its rows stay
+    and the columns are added."""
+    MysqlScheduleStore.open(url, table=table).close()
+    sql(url, f"ALTER TABLE {table} " + ", ".join(f"DROP COLUMN {c}" for c in POLICY_COLUMNS))
+    sql(url, "UPDATE hexeract_lite_schema SET version = 2 WHERE table_name = %s", [table])
+    with MysqlScheduleStore.open(url, table=table) as store:
+        store.insert(due(), 3)
+    sql(url, f"ALTER TABLE {table} " + ", ".join(f"DROP COLUMN {c}" for c in POLICY_COLUMNS))
+    sql(url, "UPDATE hexeract_lite_schema SET version = 2 WHERE table_name = %s", [table])
+    with pytest.raises(StoreError, match=r"end_at.*abort_requested"):
+        MysqlScheduleStore.open(url, table=table, create=False)
+    [(version,)] = sql(
+        url, "SELECT version FROM hexeract_lite_schema WHERE table_name = %s", [table]
+    )
+    assert version == 2, "left as it was"
+    with MysqlScheduleStore.open(url, table=table) as store:
+        [record] = store.export_records(None, 10)
+        assert record.end_at is None and record.abort_requested is None
+        assert len(store.claim_due(T0, 10, LEASE)) == 1
+    [(version,)] = sql(
+        url, "SELECT version FROM hexeract_lite_schema WHERE table_name = %s", [table]
+    )
+    assert version == SCHEMA_VERSION == 3
+    found = sql(
+        url,
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = DATABASE() AND table_name = %s",
+        [table],
+    )
+    assert set(POLICY_COLUMNS) <= {str(row[0]) for row in found}
 
 
 def test_the_printed_ddl_makes_a_table_the_store_opens(url: str, table: str) -> None:

@@ -23,6 +23,7 @@ from hexeract_lite.runlog import RunOutcome
 from hexeract_lite.store.postgres.schema import (
     INDEXES,
     META_TABLE,
+    POLICY_COLUMNS,
     SCHEMA_VERSION,
     UNIQUE_INDEXES,
     postgres_ddl,
@@ -46,6 +47,7 @@ PINNED_DDL_DIGESTS = {
     4: "e7ba021c5b65546c02768471a2d6915369254e8d44399ec83e3dac6d016fcc07",  # misfire_grace_ms
     5: "a0441b81dc2f53975369d63abfc909ad2a05e78432b95d9294c8049b71f937b1",  # retention indexes
     6: "acde8355fe03b89397ce2255826d9cc64328b9ece2db96b445e827e48de0aca4",  # the run log
+    7: "068aeaf00705b7599f7314c8c7e1be95d71432aa26098edbceaa359ba6a41205",  # policy columns
 }
 """sha256 of ``postgres_ddl()`` (the default table) at each schema version."""
 
@@ -406,6 +408,38 @@ def test_a_version_5_table_is_upgraded_to_the_run_log(pg_url: str, table: str) -
         conn.execute(f'DROP TABLE "{runs}"'.encode())  # another tool drops it
     with PostgresScheduleStore.open(pg_url, table=table) as store:
         assert store.runs() == [], "made again at open"
+
+
+@pytest.mark.postgres
+def test_a_version_6_table_is_upgraded_to_the_policy_columns(pg_url: str, table: str) -> None:
+    """6 → 7: a table without the policy and long-handler columns is refused with
+    create=False, naming them, and left as it was; then upgraded in place: its rows stay,
+    the columns are added (nullable) and the reference's statements keep working."""
+    PostgresScheduleStore.open(pg_url, table=table).close()
+    drops = ", ".join(f"DROP COLUMN {name}" for name in POLICY_COLUMNS)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{table}" {drops}'.encode())
+        conn.execute(f"UPDATE {META_TABLE} SET version = 6 WHERE table_name = %s".encode(), [table])
+        old = _ref_insert(conn, table, at=datetime.now(UTC) - timedelta(seconds=1))
+    with pytest.raises(StoreError, match=r"end_at.*abort_requested"):
+        PostgresScheduleStore.open(pg_url, table=table, create=False)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == 6
+    with PostgresScheduleStore.open(pg_url, table=table) as store:
+        [record] = store.export_records(None, 10)
+        assert record.schedule_id == old and record.end_at is None and record.snoozes is None
+        assert SchedulerWorker(store, lambda message: None).run_once().delivered == 1
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert _version(conn, table) == SCHEMA_VERSION
+        found = conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+            " AND attnum > 0 AND NOT attisdropped",
+            [f'"{table}"'],
+        ).fetchall()
+        assert set(POLICY_COLUMNS) <= {row[0] for row in found}
+        _ref_insert(conn, table, at=datetime.now(UTC) - timedelta(seconds=1))
+        claimed = conn.execute(_ref(REFERENCE["claim"], table), ["30 seconds", 10]).fetchall()
+        assert len(claimed) == 1, "the reference's claim on the upgraded table"
 
 
 @pytest.mark.postgres

@@ -24,6 +24,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.cli import main
+from hexeract_lite.store.columns import COLUMNS
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -159,14 +160,14 @@ def test_opening_adopts_the_table_keeping_its_rows_and_indexes(
     columns = _rows(reference_db, "PRAGMA table_info(scheduled_messages)")
     SqliteScheduleStore.open(reference_db, clock=clock).close()
     assert _rows(reference_db, "SELECT count(*) FROM scheduled_messages") == [(6,)]
-    # the reference's columns as they were, then ours (versions 3 and 4), nullable,
+    # the reference's columns as they were, then ours (versions 3, 4 and 8), nullable,
     # no default
+    ours = [c for c in COLUMNS if not c.reference]
     assert _rows(reference_db, "PRAGMA table_info(scheduled_messages)") == [
         *columns,
-        (len(columns), "name", "TEXT", 0, None, 0),
-        (len(columns) + 1, "next_after_lease", "TEXT", 0, None, 0),
-        (len(columns) + 2, "misfire_grace_ms", "INTEGER", 0, None, 0),
+        *((len(columns) + n, c.name, c.sqlite, 0, None, 0) for n, c in enumerate(ours)),
     ]
+    assert [c.name for c in ours[:3]] == ["name", "next_after_lease", "misfire_grace_ms"]
     after = _rows(reference_db, "SELECT name, sql FROM sqlite_schema WHERE type = 'index'")
     assert set(reference_indexes) <= set(after), "the reference's indexes stay as they were"
     assert {str(name) for name, _ in after} >= {
@@ -374,6 +375,7 @@ def test_written_rows_have_the_reference_layout_column_by_column(
         None,  # name (ours)
         None,  # next_after_lease (ours)
         None,  # misfire_grace_ms (ours): no grace
+        *(None,) * 11,  # the policy and long-handler columns (ours): none
     )
     assert json.loads(str(row[2])) == {"é": [1, None, 2.5]}
 
@@ -401,6 +403,7 @@ def test_written_rows_have_the_reference_layout_column_by_column(
         None,
         None,
         None,
+        *(None,) * 11,
     )
     for value in _rows(
         path,
@@ -421,11 +424,10 @@ def test_a_fresh_table_matches_the_reference_ddl(tmp_path: Path) -> None:
         sql = f"PRAGMA {pragma}(scheduled_messages)"
         mine = _rows(ours, sql)
         reference = _rows(theirs, sql)
-        if pragma == "table_info":  # ours adds three nullable columns after the reference's
+        if pragma == "table_info":  # ours adds nullable columns after the reference's
+            extra = [c for c in COLUMNS if not c.reference]
             assert mine[len(reference) :] == [
-                (len(reference), "name", "TEXT", 0, None, 0),
-                (len(reference) + 1, "next_after_lease", "TEXT", 0, None, 0),
-                (len(reference) + 2, "misfire_grace_ms", "INTEGER", 0, None, 0),
+                (len(reference) + n, c.name, c.sqlite, 0, None, 0) for n, c in enumerate(extra)
             ]
             mine = mine[: len(reference)]
         if pragma == "index_list":  # ours has more indexes; the reference's are among them

@@ -33,6 +33,7 @@ from hexeract_lite.store.schema import (
     sqlite_unique_index_ddl,
 )
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
+from hexeract_lite.store.sqlite.schema import POLICY_COLUMNS
 
 from .test_reference_compat import (
     BACKOFF,
@@ -57,6 +58,7 @@ SQLITE_DDL_DIGESTS = {
     5: "dd1f6b0ebfa705791484d4a2e6b9e1bde21fea27216523a6f38e1713bbfc4939",  # retention indexes
     6: "25ab3bc6a7d1d530e1e3f5a333d9ec5a71013d857f4b1acb0d81bd9be8c4d632",  # cheap noncanon
     7: "c09a34faf4510cd42336495567d18bec11baac44955d220a1ed95cfa9dfd2c7c",  # the run log
+    8: "9a0e9d5aa678585a8f66cd746eee496a4f65c2515551ca69b2ffc8a8b695674d",  # policy columns
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -327,6 +329,51 @@ def test_a_version_6_file_is_upgraded_to_the_run_log(tmp_path: Path) -> None:
     assert _names(db, "table") == _names(fresh, "table")
 
 
+def _v7_file(path: Path) -> list[uuid.UUID]:
+    """A file as version 7 left it (none of the policy columns), with two due rows."""
+    SqliteScheduleStore.open(path).close()
+    conn = apsw.Connection(str(path))
+    for column in POLICY_COLUMNS:
+        conn.execute(f"ALTER TABLE {TABLE} DROP COLUMN {column}")
+    conn.execute(f"UPDATE {META_TABLE} SET version = 7 WHERE table_name = ?", (TABLE,))
+    ids = [uuid.UUID(int=n) for n in (1, 2)]
+    for sid in ids:
+        _insert(conn, sid, created_at="2026-03-01T10:00:00.000Z")
+    conn.close()
+    return ids
+
+
+def _columns(path: Path) -> list[tuple[str, str]]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [(str(r[1]), str(r[2])) for r in conn.execute(f"PRAGMA table_info({TABLE})")]
+    finally:
+        conn.close()
+
+
+def test_a_version_7_file_is_upgraded_to_the_policy_columns(tmp_path: Path) -> None:
+    """7 → 8: the rows stay, the nullable policy and long-handler columns are added; a
+    read-only open of the version-7 file reads it without them and leaves it as it was."""
+    db = tmp_path / "v7.db"
+    ids = _v7_file(db)
+    before = _columns(db)
+    assert not {name for name, _ in before} & set(POLICY_COLUMNS)
+    with SqliteScheduleStore.open(db, readonly=True) as reader:
+        records = reader.export_records(None, 10)
+        assert [r.schedule_id for r in records] == ids
+        assert all(r.end_at is None and r.snoozes is None for r in records)
+    assert _version(db) == 7 and _columns(db) == before, "read-only: nothing written"
+    clock = ManualClock(T0)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        worker = SchedulerWorker(store, lambda message: None, clock=clock)
+        assert worker.run_once().delivered == 2
+    assert _version(db) == SCHEMA_VERSION
+    fresh = tmp_path / "fresh.db"
+    SqliteScheduleStore.open(fresh).close()
+    assert _columns(db) == _columns(fresh), "every column, in a new file's order and types"
+    assert _names(db) == _names(fresh)
+
+
 def _reference_statements() -> dict[str, str]:
     lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
     return dict(line.split("\t", 1) for line in lines if line.strip())
@@ -336,7 +383,16 @@ def _reference_statements() -> dict[str, str]:
     not (VECTORS / "reference_sqlite_statements.tsv").exists(), reason="no shared vectors"
 )
 @pytest.mark.parametrize(
-    "start", ["reference", "old version 1", "version 2", "version 3", "version 5", "version 6"]
+    "start",
+    [
+        "reference",
+        "old version 1",
+        "version 2",
+        "version 3",
+        "version 5",
+        "version 6",
+        "version 7",
+    ],
 )
 def test_the_references_own_statements_work_on_an_upgraded_table(
     tmp_path: Path, start: str
@@ -353,8 +409,8 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         _old_v1_file(db, "version 2", version=2)
     elif start == "version 3":
         _old_v1_file(db, "version 3", version=3)
-    elif start in ("version 5", "version 6"):
-        (_v5_file if start == "version 5" else _v6_file)(db)
+    elif start in ("version 5", "version 6", "version 7"):
+        {"version 5": _v5_file, "version 6": _v6_file, "version 7": _v7_file}[start](db)
         conn = apsw.Connection(str(db))
         conn.execute(f"DELETE FROM {TABLE}")
         conn.close()
@@ -474,7 +530,8 @@ def test_a_version_3_file_is_upgraded_to_the_misfire_grace(tmp_path: Path) -> No
     conn = apsw.Connection(str(db))
     try:
         columns = [str(row[1]) for row in conn.execute(f"PRAGMA table_info({TABLE})")]
-        assert columns[-3:] == ["name", "next_after_lease", "misfire_grace_ms"]
+        ours = ["name", "next_after_lease", "misfire_grace_ms", *POLICY_COLUMNS]
+        assert columns[-len(ours) :] == ours
     finally:
         conn.close()
 

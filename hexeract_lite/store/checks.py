@@ -134,7 +134,8 @@ def check_export(after: object, limit: object) -> uuid.UUID | None:
 
 _RECORD_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=True)
 _RECORD_OPTIONAL_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=False)
-_RECORD_INTS = columns_of_kind(ColumnKind.INT)
+_RECORD_INTS = columns_of_kind(ColumnKind.INT, required=True)
+_RECORD_OPTIONAL_INTS = columns_of_kind(ColumnKind.INT, required=False)
 _RECORD_OPTIONAL_BIGINTS = columns_of_kind(ColumnKind.BIGINT, required=False)
 _RECORD_FLAGS = columns_of_kind(ColumnKind.BOOL)
 _RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
@@ -173,10 +174,11 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
             value = getattr(record, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_OPTIONAL_BIGINTS:
+        for name in (*_RECORD_OPTIONAL_INTS, *_RECORD_OPTIONAL_BIGINTS):
             value = getattr(record, name)
+            bound = 2**31 if name in _RECORD_OPTIONAL_INTS else 2**63
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63
+                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound
             ):
                 raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
         for name in _RECORD_FLAGS:

@@ -118,6 +118,24 @@ COLUMNS: tuple[Column, ...] = (
     Column("next_after_lease", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ", reference=False),
     # the schedule's misfire grace in milliseconds, NULL for none
     Column("misfire_grace_ms", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
+    # schedule policies: no firing after end_at; complete after max_firings deliveries
+    # (firings counts them); each firing moved later by jitter_offset_ms, drawn below
+    # jitter_ms (scheduled_for is the rule's instant plus the offset); what missed
+    # firings do (catch_up "skip" or "all", up to catch_up_limit); a backfill window's
+    # end; the note of a pause
+    Column("end_at", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ", reference=False),
+    Column("max_firings", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
+    Column("firings", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
+    Column("jitter_ms", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
+    Column("jitter_offset_ms", _K.BIGINT, False, "INTEGER", "BIGINT", reference=False),
+    Column("catch_up", _K.TEXT, False, "TEXT", "TEXT", reference=False),
+    Column("catch_up_limit", _K.INT, False, "INTEGER", "INTEGER", reference=False),
+    Column("backfill_until", _K.INSTANT, False, "TEXT", "TIMESTAMPTZ", reference=False),
+    Column("pause_note", _K.TEXT, False, "TEXT", "TEXT", reference=False),
+    # long handlers: the snoozes of the current occurrence; a stop asked of the
+    # dispatch in flight ("abort" or "cancel")
+    Column("snoozes", _K.INT, False, "INTEGER", "INTEGER", reference=False),
+    Column("abort_requested", _K.TEXT, False, "TEXT", "TEXT", reference=False),
 )
 """The reference's columns, in its order, then hexeract_lite's own (``reference`` False).
 (``created_at``'s default reads the database's clock only because the reference's DDL

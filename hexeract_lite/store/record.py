@@ -142,6 +142,17 @@ class ScheduleRecord:
     """The next firing a change made during a live lease set: the lease's fenced
     ``reschedule``/``delivered`` acknowledgement moves ``scheduled_for`` here."""
     misfire_grace_ms: int | None = None
+    end_at: datetime | None = None
+    max_firings: int | None = None
+    firings: int | None = None
+    jitter_ms: int | None = None
+    jitter_offset_ms: int | None = None
+    catch_up: str | None = None
+    catch_up_limit: int | None = None
+    backfill_until: datetime | None = None
+    pause_note: str | None = None
+    snoozes: int | None = None
+    abort_requested: str | None = None
 
     @classmethod
     def new(cls, message: ScheduledMessage, max_attempts: int, now: datetime) -> ScheduleRecord:

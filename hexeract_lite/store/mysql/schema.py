@@ -21,7 +21,9 @@ again) and ``hxl_exhausted`` (a pending row out of attempts); plus indexes on
 recorded in :data:`META_TABLE`; one without a record (the reference's) is version 0.
 Opening with ``create=True`` adds what is missing under a named lock (``GET_LOCK``);
 every step adds only what the table lacks, so running it again changes nothing.
-Version 2 (:data:`SCHEMA_VERSION`) adds the run log, ``<table>_runs``.
+Version 2 adds the run log, ``<table>_runs``; version 3 (:data:`SCHEMA_VERSION`) the
+nullable columns of schedule policies and long handlers (``end_at`` to
+``abort_requested`` in :data:`~hexeract_lite.store.columns.COLUMNS`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ __all__ = [
     "reference_ddl",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -75,6 +77,17 @@ MYSQL_TYPES: dict[str, str] = {
     "name": "VARCHAR(200) NULL",
     "next_after_lease": "DATETIME(6) NULL",
     "misfire_grace_ms": "BIGINT NULL",
+    "end_at": "DATETIME(6) NULL",
+    "max_firings": "BIGINT NULL",
+    "firings": "BIGINT NULL",
+    "jitter_ms": "BIGINT NULL",
+    "jitter_offset_ms": "BIGINT NULL",
+    "catch_up": "VARCHAR(16) NULL",
+    "catch_up_limit": "INT NULL",
+    "backfill_until": "DATETIME(6) NULL",
+    "pause_note": "TEXT NULL",
+    "snoozes": "INT NULL",
+    "abort_requested": "VARCHAR(16) NULL",
 }
 """Every column of the registry with its MySQL declaration."""
 assert set(MYSQL_TYPES) == {c.name for c in COLUMNS}

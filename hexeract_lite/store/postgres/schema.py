@@ -27,7 +27,8 @@ Indexes (all partial, so each holds only the rows its query can want):
   (the sweep).
 
 The run log (version 6) is a table of its own beside it, ``<table>_runs``
-(:func:`postgres_runs_ddl`), indexed by ``finished`` and by schedule.
+(:func:`postgres_runs_ddl`), indexed by ``finished`` and by schedule. Version 7 adds
+the nullable columns of schedule policies and long handlers (:data:`POLICY_COLUMNS`).
 
 Versions
 --------
@@ -70,7 +71,7 @@ __all__ = [
     "runs_table_name",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code writes and understands (see the module's notes)."""
 
 META_TABLE = "hexeract_lite_schema"
@@ -120,7 +121,27 @@ INDEXES: tuple[tuple[str, str, str], ...] = REFERENCE_INDEXES + EXTRA_INDEXES
 UNIQUE_INDEXES: tuple[tuple[str, str, str], ...] = (("name", "name", "name IS NOT NULL"),)
 """Unique indexes (version 3): a schedule name is unique among rows that have one."""
 
-LATER_COLUMNS: dict[str, int] = {"name": 3, "next_after_lease": 3, "misfire_grace_ms": 4}
+POLICY_COLUMNS: tuple[str, ...] = (
+    "end_at",
+    "max_firings",
+    "firings",
+    "jitter_ms",
+    "jitter_offset_ms",
+    "catch_up",
+    "catch_up_limit",
+    "backfill_until",
+    "pause_note",
+    "snoozes",
+    "abort_requested",
+)
+"""The nullable columns of schedule policies and long handlers (version 7)."""
+
+LATER_COLUMNS: dict[str, int] = {
+    "name": 3,
+    "next_after_lease": 3,
+    "misfire_grace_ms": 4,
+    **dict.fromkeys(POLICY_COLUMNS, 7),
+}
 """Columns of ours, by the version that added them; an older table lacks them until
 it is upgraded (the reference's table never has them)."""
 
@@ -313,6 +334,15 @@ def _upgrade_to_6(conn: psycopg.Connection[Any], table: str) -> None:
     conn.execute(postgres_runs_ddl(table).encode())
 
 
+def _upgrade_to_7(conn: psycopg.Connection[Any], table: str) -> None:
+    """6 → 7: the nullable policy and long-handler columns (:data:`POLICY_COLUMNS`).
+    The reference's statements never name them."""
+    qtable = quote_ident(table)
+    declared = dict(POSTGRES_COLUMNS)
+    adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {n} {declared[n]}" for n in POLICY_COLUMNS)
+    conn.execute(f"ALTER TABLE {qtable} {adds}".encode())
+
+
 _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_1,
     _upgrade_to_2,
@@ -320,6 +350,7 @@ _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_4,
     _upgrade_to_5,
     _upgrade_to_6,
+    _upgrade_to_7,
 )
 """``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
 transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
@@ -404,7 +435,8 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     ladder again (every step is idempotent). With ``create=False`` nothing is written:
     an older table that has every column is used as it is (only indexes are missing);
     one that lacks a column of ours (version 3 added ``name`` and ``next_after_lease``,
-    version 4 ``misfire_grace_ms``) raises :class:`StoreError` naming them.
+    version 4 ``misfire_grace_ms``, version 7 the policy columns) raises
+    :class:`StoreError` naming them.
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:

@@ -135,7 +135,7 @@ def _encoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
 
 _DECODERS = tuple(_decoder(c.kind, c.required) for c in COLUMNS)
 _ENCODERS = tuple((c.name, _encoder(c.kind, c.required)) for c in COLUMNS)
-_INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT)
+_INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT and c.required)
 
 
 def record_from_row(row: Sequence[Any]) -> ScheduleRecord:

@@ -68,7 +68,7 @@ __all__ = [
     "optimize",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -87,6 +87,8 @@ SCHEMA_VERSION = 7
   ``strftime`` in its WHERE on every claim and acknowledgement).
 - 7: the run log ``<table>_runs`` and its indexes
   (:func:`~hexeract_lite.store.schema.sqlite_runs_ddl`).
+- 8: the nullable columns of schedule policies and long handlers
+  (:data:`POLICY_COLUMNS`).
 """
 WAL_SIZE_LIMIT = 8 << 20
 """``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
@@ -99,6 +101,22 @@ NAMED_COLUMNS = ("name", "next_after_lease")
 """The columns step 2 → 3 adds."""
 GRACE_COLUMNS = ("misfire_grace_ms",)
 """The column step 3 → 4 adds."""
+POLICY_COLUMNS = (
+    "end_at",
+    "max_firings",
+    "firings",
+    "jitter_ms",
+    "jitter_offset_ms",
+    "catch_up",
+    "catch_up_limit",
+    "backfill_until",
+    "pause_note",
+    "snoozes",
+    "abort_requested",
+)
+"""The columns step 7 → 8 adds: schedule policies (an end, a count of firings, jitter,
+catch-up, a backfill window, a pause's note) and long handlers (snoozes, an abort
+asked of the dispatch in flight)."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -629,6 +647,12 @@ def _upgrade_to_7(conn: apsw.Connection, table: str) -> None:
         conn.execute(ddl)
 
 
+def _upgrade_to_8(conn: apsw.Connection, table: str) -> None:
+    """7 → 8: the nullable policy and long-handler columns (:data:`POLICY_COLUMNS`),
+    added unless the table has them. The reference's statements never name them."""
+    _add_columns(conn, table, POLICY_COLUMNS)
+
+
 def _index_name(ddl: str) -> str:
     match = _INDEX_NAME.match(ddl)
     assert match is not None, ddl
@@ -655,6 +679,7 @@ UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_5,
     _upgrade_to_6,
     _upgrade_to_7,
+    _upgrade_to_8,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION
