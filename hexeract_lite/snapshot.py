@@ -90,6 +90,17 @@ class ScheduleSnapshot:
     """The schedule's name, or None (see :mod:`hexeract_lite.names`)."""
     misfire_grace: timedelta | None = None
     """How late a firing may be found and still be delivered; None: no limit."""
+    snoozes: int = 0
+    """How often the current occurrence snoozed (:class:`~hexeract_lite.Snooze`).
+
+    .. versionadded:: 0.3.0
+    """
+    abort_requested: str | None = None
+    """``"abort"`` or ``"cancel"`` while an abort of the dispatch in flight is pending
+    (``SchedulerControl.abort``); None otherwise.
+
+    .. versionadded:: 0.3.0
+    """
 
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label

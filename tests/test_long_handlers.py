@@ -59,7 +59,8 @@ BEAT = SchedulerWorkerConfig(
 def due_now(
     store: ScheduleStore, max_attempts: int = 3, name: str | None = None
 ) -> ScheduledMessage:
-    msg = ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "job", {"n": 1}, name=name)
+    at = datetime.now(UTC) - timedelta(seconds=1)
+    msg = ScheduledMessage.delay(Target.outbox(), at, "job", {"n": 1}, name=name)
     store.insert(msg, max_attempts)
     return msg
 

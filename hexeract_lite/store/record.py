@@ -254,6 +254,7 @@ class ScheduleRecord:
             max_attempts=self.max_attempts,
             leased_until=self.leased_until,
             retrying=self.last_error is not None,
+            snoozes=self.snoozes or 0,
         )
 
     def snapshot(self) -> ScheduleSnapshot:
@@ -276,6 +277,8 @@ class ScheduleRecord:
             dead_lettered_at=self.dead_lettered_at,
             name=self.name,
             misfire_grace=grace_of(self.misfire_grace_ms),
+            snoozes=self.snoozes or 0,
+            abort_requested=self.abort_requested,
         )
 
     def copy(self) -> ScheduleRecord:

@@ -202,6 +202,7 @@ _TARGET_KIND = COLUMN_INDEX["target_kind"]
 _ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
 _ATTEMPTS = COLUMN_INDEX["attempts"]
 _NAME = COLUMN_INDEX["name"]
+_SNOOZES = COLUMN_INDEX["snoozes"]
 _MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
@@ -241,6 +242,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         max_attempts=row[_MAX_ATTEMPTS],
         leased_until=leased_until,
         retrying=row[_LAST_ERROR] is not None,
+        snoozes=row[_SNOOZES] or 0,
     )
 
 
