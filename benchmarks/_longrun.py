@@ -58,6 +58,7 @@ def abort_latency(path: str, mode: str, count: int) -> dict[str, object]:
     )
     assert proc.stdout is not None
     proc.stdout.readline()  # ready
+    proc.stdout.close()
     control = SchedulerControl(store)
     lags: list[float] = []
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import os
 import signal
@@ -45,6 +46,7 @@ def main() -> int:
     parser.add_argument("--heartbeat-ms", type=int, default=100)
     parser.add_argument("--poll-ms", type=int, default=50)
     args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1)  # a test that finds it stuck asks where it is
     fd = os.open(args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     pid = os.getpid()
 
