@@ -6,8 +6,8 @@ the batch is dispatched (:meth:`InFlight.finish`), which gives the worker each
 occurrence with its last lease: the fencing token of its settlement. Every turn of
 the batch is judged on the current lease (:meth:`InFlight.turn`).
 
-While a batch is in flight, a daemon thread watches it. Every ``poll_interval`` (or
-every heartbeat, when that is more often) it reads the abort requests stored for the
+While a batch is in flight, a daemon thread watches it. Twice per ``poll_interval``
+(or at every heartbeat, when that is more often) it reads the abort requests stored for the
 batch (``SchedulerControl.abort``) and passes them to the handles: ``should_abort()``
 turns True, and an async handler is cancelled.
 With ``SchedulerWorkerConfig(heartbeat=...)`` it also extends the lease of every
@@ -63,10 +63,11 @@ class InFlight:
         self._hooks = hooks
         self.period = None if heartbeat is None else heartbeat.total_seconds()
         """Seconds between two heartbeats of the batch in flight (None: none)."""
-        poll = poll_interval.total_seconds()
+        poll = poll_interval.total_seconds() / 2
         self.poll = poll if self.period is None else min(poll, self.period)
-        """Seconds between two looks for abort requests: ``poll_interval``, or the
-        heartbeat period when shorter (every heartbeat looks)."""
+        """Seconds between two looks for abort requests: half ``poll_interval`` (so a
+        request reaches an async handler within ``poll_interval``), or the heartbeat
+        period when shorter (every heartbeat looks)."""
         self._lock = threading.Lock()
         self._handles: dict[uuid.UUID, DispatchHandle] = {}
         self.wake = threading.Event()

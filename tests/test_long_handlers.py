@@ -19,12 +19,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from hexeract_lite import (
     InMemoryScheduleStore,
     InvalidArgument,
     InvalidConfiguration,
+    ManualClock,
     ScheduledMessage,
     ScheduleNotFound,
     SchedulerControl,
@@ -130,6 +132,33 @@ def test_a_manual_heartbeat_extends_the_lease_and_is_fenced() -> None:
         HeartbeatLost,
     ]
     assert report.lease_lost == 1
+
+
+def test_dispatch_timeout_still_bounds_a_heartbeating_dispatch() -> None:
+    """Past ``dispatch_timeout`` the dispatch fails as timed out even though its lease is
+    kept alive; its handle is ended, so the abandoned handler's heartbeats return False
+    and the lease is no longer extended."""
+    store = InMemoryScheduleStore()
+    msg = due_now(store)
+    config = attrs.evolve(BEAT, dispatch_timeout=timedelta(milliseconds=300))
+    late: list[bool] = []
+    done = threading.Event()
+
+    def handler(message: ScheduledMessage) -> None:
+        handle = current_dispatch()
+        time.sleep(0.6)
+        late.append(handle.heartbeat())
+        done.set()
+
+    with SchedulerWorker(store, handler, config) as worker:
+        report = worker.run_once()
+        assert report.retried == 1
+        held = snap(store, msg).leased_until  # the retry's backoff deadline
+        assert done.wait(5)
+    assert late == [False]
+    assert snap(store, msg).leased_until == held
+    [run] = store.runs(msg.schedule_id)
+    assert run.outcome is RunOutcome.TIMED_OUT
 
 
 @pytest.mark.parametrize("bad", [0, -1, timedelta(0), "5", True, float("nan")])
@@ -274,21 +303,21 @@ def test_snooze_refuses_a_bad_delay(bad: object) -> None:
 
 def test_a_snoozed_occurrence_is_not_missed_past_its_misfire_grace() -> None:
     """A snooze is late on purpose, like a retry: the grace does not skip it."""
-    store = InMemoryScheduleStore()
-    msg = ScheduledMessage.delay(
-        Target.outbox(), datetime.now(UTC), "job", {}, misfire_grace=timedelta(milliseconds=20)
-    )
+    clock = ManualClock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+    store = InMemoryScheduleStore(clock=clock)
+    grace = timedelta(seconds=1)
+    msg = ScheduledMessage.delay(Target.outbox(), clock.now(), "job", {}, misfire_grace=grace)
     store.insert(msg, 3)
     calls: list[int] = []
 
     def handler(message: ScheduledMessage) -> None:
         calls.append(1)
         if len(calls) == 1:
-            raise Snooze(0.1)
+            raise Snooze(timedelta(minutes=1))
 
     with SchedulerWorker(store, handler, BEAT) as worker:
-        worker.run_once()
-        time.sleep(0.15)
+        assert worker.run_once().snoozed == 1
+        clock.advance(timedelta(minutes=1))  # a minute past due: far beyond the grace
         report = worker.run_once()
     assert report.delivered == 1 and len(calls) == 2
 
