@@ -267,3 +267,39 @@ def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path
         assert replay_all(store, batch_size=2) == 3
         stats = store.stats()
         assert (stats.pending, stats.dead_lettered) == (3, 2), "the malformed ones left alone"
+
+
+def test_a_status_is_listed_alike_from_its_index_or_by_walking_every_row(
+    tmp_path: Path, frozen: FrozenTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A status with few rows is read from its partial index and sorted; with many, by
+    a walk in id order: the same pages either way, as the memory store lists them."""
+    import hexeract_lite.store.sqlite.store as sqlite_store
+
+    memory = InMemoryScheduleStore()
+    with SqliteScheduleStore.open(tmp_path / "l.db") as store:
+        dead = [msg(f"dead.{n}") for n in range(9)]
+        later = [msg(f"later.{n}", 60 * S) for n in range(11)]
+        paused = [msg(f"paused.{n}", 60 * S) for n in range(5)]
+        for s in (store, memory):
+            s.insert_many(dead, 1)
+            for c in s.claim_due(T0, 10, 30 * S):
+                assert s.mark_dead_lettered(c.message.schedule_id, "boom", c.leased_until)
+            s.insert_many(later + paused, 3)
+            for m in paused:
+                s.set_paused(m.schedule_id, True)
+
+        def pages(s: ScheduleStore, status: str) -> list[list[uuid.UUID]]:
+            out, after = [], None
+            while page := ids(s.list_schedules(status=status, after=after, limit=4)):
+                out.append(page)
+                after = page[-1]
+            return out
+
+        for status in ("pending", "paused", "dead-lettered"):
+            indexed = pages(store, status)
+            monkeypatch.setattr(sqlite_store, "FEW_ROWS", 1)
+            walked = pages(store, status)
+            monkeypatch.undo()
+            assert indexed == walked == pages(memory, status), status
+            assert sum(map(len, indexed)) == {"pending": 11, "paused": 5}.get(status, 9)

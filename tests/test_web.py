@@ -40,7 +40,7 @@ def _pages(ids: dict[str, Any]) -> list[str]:
         "/",
         "/schedules",
         "/schedules?status=pending&group=app",
-        "/schedules?name=app.*&event_type=report.*",
+        "/schedules?name=app.*&status=pending",
         *(f"/schedules/{sid}" for key, sid in ids.items() if key != "dead"),
         f"/schedules/{ids['dead'][0]}",
         "/dead-letters",

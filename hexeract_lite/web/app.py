@@ -1,7 +1,7 @@
 """The console's ASGI application: :func:`create_app`.
 
-Pages (``GET``): ``/`` the overview, ``/schedules`` (``status``, ``group``, ``name``,
-``event_type`` filters, ``after`` for the next page), ``/schedules/{id}``,
+Pages (``GET``): ``/`` the overview, ``/schedules`` (``status``, ``group``, ``name``
+filters, each served by an index, ``after`` for the next page), ``/schedules/{id}``,
 ``/dead-letters``, ``/timeline?window=24h|7d``. A request carrying the header
 ``X-Hexeract-Fragment: 1`` gets only the page's live part, which the page's script
 fetches every :data:`REFRESH_SECONDS` to refresh itself. Every response carries a
@@ -194,13 +194,12 @@ class _Console:
     def schedules(self, request: Request) -> tuple[str, dict[str, Any]]:
         q = request.query_params
         after = q.get("after") or None
-        filters = {k: q.get(k, "").strip() for k in ("status", "group", "name", "event_type")}
+        filters = {k: q.get(k, "").strip() for k in ("status", "group", "name")}
         context = views.schedules_page(
             self.store,
             status=filters["status"] or None,
             group=filters["group"] or None,
             name=filters["name"] or None,
-            event_type=filters["event_type"] or None,
             after=None if after is None else _uuid(after),
         )
         query = urllib.parse.urlencode({k: v for k, v in filters.items() if v})

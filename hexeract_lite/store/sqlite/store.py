@@ -70,6 +70,7 @@ from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, default_database_path, open_database
 from .session import SqliteSession
 from .statements import (
+    FEW_ROWS,
     PortableReads,
     SqliteStatements,
     claim_rows,
@@ -79,6 +80,7 @@ from .statements import (
     prune_sql,
     replay_sql,
     stats_sql,
+    status_count_sql,
 )
 
 _log = package_logger(__name__)
@@ -589,7 +591,14 @@ class SqliteScheduleStore(SqlScheduleStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[str, dict[str, Any]]:
-        return list_query(self._table, self._sql.select_list, status, glob, name, after, limit)
+        # A status few rows have is read from its partial index (a page of 10 pending
+        # rows among a million delivered ones would otherwise walk the whole table);
+        # a name glob has its own index, which SQLite picks.
+        few = False
+        if status is not None and name is None:
+            [(count,)] = self._read("list_schedules", status_count_sql(self._table, status), {})
+            few = count < FEW_ROWS
+        return list_query(self._table, self._sql.select_list, status, glob, name, after, limit, few)
 
     def _prune_statements(self, column: str) -> tuple[str, str]:
         return prune_sql(self._table, column)
