@@ -165,9 +165,13 @@ class InFlight:
                 log.warning("heartbeat failed: %s", error_summary(error_text(exc)))
 
     def look_for_aborts(self) -> None:
-        """Read the abort requests of the dispatches in flight and pass them on."""
-        handles = {h.occurrence.message.schedule_id: h for h in self.in_flight()}
-        handles = {sid: h for sid, h in handles.items() if h.abort_requested is None}
+        """Read the abort requests of the dispatch with the sink (one at a time; those
+        waiting for their turn are looked at once they have it) and pass them on."""
+        handles = {
+            h.occurrence.message.schedule_id: h
+            for h in self.in_flight()
+            if h.running and h.abort_requested is None
+        }
         if not handles:
             return
         try:

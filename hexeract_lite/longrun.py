@@ -127,6 +127,7 @@ class DispatchHandle:
         "_lost",
         "_occurrence",
         "_on_abort",
+        "_running",
         "_started",
     )
 
@@ -137,6 +138,7 @@ class DispatchHandle:
         self._lost = False
         self._closed = False
         self._started = False
+        self._running = False
         self._abort: str | None = None
         self._on_abort: Callable[[], None] | None = None
 
@@ -218,6 +220,11 @@ class DispatchHandle:
         """True once the occurrence was handed to the sink."""
         return self._started
 
+    @property
+    def running(self) -> bool:
+        """True while the occurrence is with the sink."""
+        return self._running
+
 
 def current_handle() -> DispatchHandle | None:
     """The handle of the dispatch in flight in this thread or task, if any."""
@@ -251,11 +258,14 @@ class dispatching:  # a context manager, named as used: with dispatching(handle)
         self._token: contextvars.Token[DispatchHandle | None] | None = None
 
     def __enter__(self) -> None:
-        if self._handle is not None:
-            self._handle._started = True
-            self._token = _CURRENT.set(self._handle)
+        handle = self._handle
+        if handle is not None:
+            handle._started = handle._running = True
+            self._token = _CURRENT.set(handle)
 
     def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle._running = False
         if self._token is not None:
             _CURRENT.reset(self._token)
             self._token = None
