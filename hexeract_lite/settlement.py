@@ -46,7 +46,10 @@ class Settlement:
     - ``Settlement.delivered(schedule_id, lease)``: ``mark_delivered``;
     - ``Settlement.reschedule(schedule_id, next, lease)``: ``reschedule``;
     - ``Settlement.failed(schedule_id, retry_in, error, lease)``: ``mark_failed``;
-    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``.
+    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``;
+    - ``Settlement.released(schedule_id, lease)``, ``Settlement.snoozed(schedule_id,
+      delay, lease)`` and ``Settlement.cancelled(schedule_id, lease)``, which have no
+      single method.
 
     ``lease`` is the ``leased_until`` the claim returned (the fencing token). Nothing
     is checked when the value is built; ``store.settle`` checks every item

@@ -865,6 +865,12 @@ def test_worker_bad_settings_are_a_usage_error(cli: Cli, db: Path) -> None:
     assert "lease" in result.err
     assert not db.exists()
     assert cli("scheduler", "worker", "--sink", "a:b", "--poll-interval", "soon").code == 2
+    beat = cli("scheduler", "worker", "--conn", str(db), "--sink", SINK, "--app-dir", str(repo),
+               "--lease", "1s", "--heartbeat", "2s")  # fmt: skip
+    assert beat.code == 2 and "--heartbeat must be shorter" in beat.err
+    snoozes = cli("scheduler", "worker", "--conn", str(db), "--sink", SINK, "--max-snoozes", "-1")
+    assert snoozes.code == 2 and "--max-snoozes" in snoozes.err
+    assert not db.exists()
 
 
 # -- formatting ------------------------------------------------------------------------------
