@@ -48,10 +48,12 @@ def replay_all(
     event_type: str | None = None,
     batch_size: int = DEFAULT_UPKEEP_BATCH,
     progress: Report | None = None,
+    on_malformed: Callable[[MalformedSchedule], None] | None = None,
 ) -> int:
     """Replay every dead-lettered schedule (whose event type matches the glob
     ``event_type``, when given), ``batch_size`` per transaction; return how many were
-    replayed. A malformed dead letter is left alone (``inspect`` names its column)."""
+    replayed. A malformed dead letter is left alone (``inspect`` names its column) and
+    told to ``on_malformed``, when given (the CLI lists them)."""
     glob = check_glob(event_type)
     size = check_batch_size(batch_size)
     total = 0
@@ -63,6 +65,10 @@ def replay_all(
         if not page:
             return total
         ids = [s.schedule_id for s in page if not isinstance(s, MalformedSchedule)]
+        if on_malformed is not None:
+            for item in page:
+                if isinstance(item, MalformedSchedule):
+                    on_malformed(item)
         known = [s.schedule_id for s in page if s.schedule_id is not None]
         if not known:
             return total  # not even an id could be decoded: none to go on from

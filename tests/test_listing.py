@@ -22,7 +22,7 @@ from hexeract_lite import (
 from hexeract_lite.cli import main
 from hexeract_lite.errors import InvalidArgument
 from hexeract_lite.settlement import Settlement
-from hexeract_lite.snapshot import ScheduleSnapshot
+from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
 from hexeract_lite.upkeep import replay_all
 from hexeract_lite.worker import SchedulerWorker
 
@@ -246,9 +246,11 @@ def test_cli_list_by_name(
     assert [r["schedule_id"] for r in rows] == [str(named.schedule_id)]
 
 
-def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path) -> None:
-    """Bulk replay goes on past a page holding only malformed dead letters (left alone): every
-    good dead letter after it is replayed."""
+def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bulk replay goes on past a page holding only malformed dead letters (left alone,
+    and named): every good dead letter after it is replayed."""
     db = tmp_path / "r.db"
     with SqliteScheduleStore.open(db) as store:
         due = datetime.now(UTC) - timedelta(seconds=1)
@@ -264,9 +266,24 @@ def test_replay_all_goes_on_past_a_page_of_malformed_dead_letters(tmp_path: Path
                 (msg.schedule_id.bytes,),
             )
         conn.close()
-        assert replay_all(store, batch_size=2) == 3
+        left: list[MalformedSchedule] = []
+        assert replay_all(store, batch_size=2, on_malformed=left.append) == 3
         stats = store.stats()
         assert (stats.pending, stats.dead_lettered) == (3, 2), "the malformed ones left alone"
+        assert [m.schedule_id for m in left] == [m.schedule_id for m in lowest[:2]]
+        assert all("target_kind" in m.reason for m in left)
+    for msg in lowest[2:]:  # dead again, and the CLI replays them all, naming the others
+        conn = apsw.Connection(str(db))
+        conn.execute(
+            "UPDATE scheduled_messages SET dead_lettered_at = created_at WHERE schedule_id = ?",
+            (msg.schedule_id.bytes,),
+        )
+        conn.close()
+    assert main(["scheduler", "dead-letter", "replay", "--all", "--conn", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "Replayed 3 dead-lettered schedules.\n"
+    assert "Left 2 malformed dead letters alone" in err
+    assert all(str(m.schedule_id) in err and "target_kind" in err for m in lowest[:2])
 
 
 def test_a_status_is_listed_alike_from_its_index_or_by_walking_every_row(

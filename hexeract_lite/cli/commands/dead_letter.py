@@ -4,6 +4,7 @@ them in batches)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from ...control import SchedulerControl
@@ -18,6 +19,7 @@ from ..output import dump_json, format_dead_letter, snapshot_json
 if TYPE_CHECKING:
     import uuid
 
+    from ...snapshot import MalformedSchedule
     from ...store.base import ScheduleStore
 
 
@@ -102,11 +104,25 @@ def replay(args: argparse.Namespace, ctx: Context) -> int:
         raise InvalidArgument("--event-type only goes with --all")
     if args.all:
         check_glob(args.event_type)
+        malformed: list[MalformedSchedule] = []
         with Progress("replayed") as progress, ctx.store(create=False) as store:
             count = replay_all(
-                store, event_type=args.event_type, batch_size=args.batch_size, progress=progress
+                store,
+                event_type=args.event_type,
+                batch_size=args.batch_size,
+                progress=progress,
+                on_malformed=malformed.append,
             )
         ctx.print(f"Replayed {count} dead-lettered schedule{'' if count == 1 else 's'}.")
+        if malformed:
+            shown = "".join(f"\n  {m.raw_id}: {m.reason}" for m in malformed[:10])
+            more = f"\n  ... and {len(malformed) - 10} more" if len(malformed) > 10 else ""
+            print(
+                f"Left {len(malformed)} malformed dead letter{'' if len(malformed) == 1 else 's'}"
+                f" alone (a row another tool wrote that does not decode; fix or cancel"
+                f" it):{shown}{more}",
+                file=sys.stderr,
+            )
         return EXIT_OK
 
     def act(store: ScheduleStore) -> uuid.UUID:
