@@ -15,7 +15,7 @@ between, so the ratios say what each piece of the schema costs:
 - ``ref17``: the reference's 17-column table and its two indexes (``idx_<t>_pending``,
   ``idx_<t>_dead_letter``), the floor's 14-value INSERT;
 - ``t20+ref2``: this project's 20-column table with the reference's two indexes only,
-  the store's INSERT (``SqliteStatements.insert``, 12 values);
+  the store's INSERT (``SqliteStatements.insert``, 18 values);
 - ``t20+ref2+<x>``: that plus one of this project's indexes;
 - ``full``: the store's own file (``SqliteScheduleStore.open``): every index;
 - ``full-noav``: the same DDL in a file without auto-vacuum;
@@ -141,8 +141,8 @@ def _physical_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
 def _store_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     # what SqliteScheduleStore.insert binds: id, event_type, payload, trigger_kind,
     # cron_expr, scheduled_for, target_kind, routing_key, max_attempts, created_at,
-    # name, misfire_grace_ms
-    return (*row[:8], row[9], row[13], None, None)
+    # name, misfire_grace_ms, then the policy's six columns
+    return (*row[:8], row[9], row[13], *(None,) * 8)
 
 
 def _as_is(row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -57,6 +57,7 @@ _EXPORTS = {
         "name_id",
     ),
     ".occurrence": ("OccurrenceId",),
+    ".policy": ("SchedulePolicy",),
     ".retry": ("RetryPolicy",),
     ".runlog": (
         "RunOutcome",

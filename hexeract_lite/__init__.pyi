@@ -31,6 +31,7 @@ from .message import Target as Target
 from .names import NAME_NAMESPACE as NAME_NAMESPACE
 from .names import name_id as name_id
 from .occurrence import OccurrenceId as OccurrenceId
+from .policy import SchedulePolicy as SchedulePolicy
 from .retry import RetryPolicy as RetryPolicy
 from .runlog import RunOutcome as RunOutcome
 from .runlog import RunRecord as RunRecord
@@ -89,6 +90,7 @@ __all__ = [
     "NAME_NAMESPACE",
     "name_id",
     "OccurrenceId",
+    "SchedulePolicy",
     "RetryPolicy",
     "RunOutcome",
     "RunRecord",

@@ -14,6 +14,7 @@ from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
+from .policy import CatchUp, SchedulePolicy, policy_arguments
 from .runlog import RunOutcome, RunRecord
 from .snapshot import MalformedSchedule, ScheduleSnapshot
 from .store.base import ScheduleStore
@@ -193,6 +194,11 @@ class SchedulerControl:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         tz: str | None = None,
         misfire_grace: timedelta | None = None,
+        end_at: datetime | None = None,
+        max_firings: int | None = None,
+        jitter: timedelta | None = None,
+        catch_up: CatchUp | None = None,
+        catch_up_limit: int | None = None,
         connection: object = None,
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
@@ -216,11 +222,22 @@ class SchedulerControl:
         mediator. ``connection``: your connection with a transaction open on the
         store's database (SQLite, PostgreSQL): the schedule is created or changed inside
         that transaction and exists once you commit (see ``ScheduleStore.ensure``).
+        ``end_at``, ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit``: the
+        policy of a recurring schedule (:class:`~hexeract_lite.policy.SchedulePolicy`),
+        compared like the other values (a policy changed in place keeps the firings
+        counted so far).
 
         .. versionadded:: 0.2.0
         """
+        policy = SchedulePolicy.of(
+            end_at=end_at,
+            max_firings=max_firings,
+            jitter=jitter,
+            catch_up=catch_up,
+            catch_up_limit=catch_up_limit,
+        )
         message = self._declared(
-            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
+            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
         )
         if connection is not None:
             return self.store.ensure(message, max_attempts, connection=connection)
@@ -238,6 +255,7 @@ class SchedulerControl:
         target: Target | None,
         tz: str | None,
         misfire_grace: timedelta | None,
+        policy: SchedulePolicy | None = None,
     ) -> ScheduledMessage:
         check_name(name)
         target = Target.mediator() if target is None else target
@@ -257,14 +275,27 @@ class SchedulerControl:
                 clock=clock,
                 tz=tz,
                 misfire_grace=misfire_grace,
+                **policy_arguments(policy),
             )
         if every is not None:
             anchor = first if first is not None else default_grid_anchor(every, clock.now())
             return ScheduledMessage.every(
-                target, every, anchor, event_type, payload, name=name, misfire_grace=misfire_grace
+                target,
+                every,
+                anchor,
+                event_type,
+                payload,
+                name=name,
+                misfire_grace=misfire_grace,
+                **policy_arguments(policy),
             )
         if first is not None:
             raise InvalidArgument(f"schedule {name!r}: first= goes with cron= or every=, not at=")
+        if policy is not None:
+            raise InvalidArgument(
+                f"schedule {name!r}: end_at=, max_firings=, jitter= and catch_up= go with"
+                " cron= or every=, not at="
+            )
         assert at is not None
         return ScheduledMessage.delay(
             target, at, event_type, payload, name=name, misfire_grace=misfire_grace
@@ -333,13 +364,25 @@ class SchedulerControl:
         target: Target | None = None,
         tz: str | None = None,
         misfire_grace: timedelta | None = None,
+        end_at: datetime | None = None,
+        max_firings: int | None = None,
+        jitter: timedelta | None = None,
+        catch_up: CatchUp | None = None,
+        catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
         """The message :meth:`ensure` would store, for :meth:`reconcile`'s list.
 
         .. versionadded:: 0.2.0
         """
+        policy = SchedulePolicy.of(
+            end_at=end_at,
+            max_firings=max_firings,
+            jitter=jitter,
+            catch_up=catch_up,
+            catch_up_limit=catch_up_limit,
+        )
         return self._declared(
-            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace
+            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
         )
 
     def id_of(self, id_or_name: uuid.UUID | str) -> uuid.UUID:
@@ -400,6 +443,11 @@ class SchedulerControl:
         max_attempts: int | None = None,
         tz: str | None = None,
         misfire_grace: timedelta | EllipsisType | None = ...,
+        end_at: datetime | EllipsisType | None = ...,
+        max_firings: int | EllipsisType | None = ...,
+        jitter: timedelta | EllipsisType | None = ...,
+        catch_up: CatchUp | EllipsisType | None = ...,
+        catch_up_limit: int | EllipsisType | None = ...,
     ) -> bool:
         """Change a schedule in place (an argument left out stays as it is); True when
         a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a schedule
@@ -408,7 +456,11 @@ class SchedulerControl:
         ``cron`` only); a text without a zone is read on the schedule's own zone,
         which it keeps (``tz="UTC"`` moves it to UTC). A new rule's next firing is its
         first instant after now (after the firing in flight, if any).
-        ``misfire_grace``: the new grace, None for none.
+        ``misfire_grace``: the new grace, None for none. ``end_at``, ``max_firings``,
+        ``jitter``, ``catch_up``, ``catch_up_limit``: the new policy values (None: back
+        to the default: no end, no limit, no jitter, ``"latest"``, 100), the others kept;
+        the firings counted so far are kept, so a new ``max_firings`` counts them. A
+        recurring schedule's only.
 
         .. versionadded:: 0.2.0
         """
@@ -425,6 +477,17 @@ class SchedulerControl:
             max_attempts=max_attempts,
             misfire_grace=None if isinstance(misfire_grace, EllipsisType) else misfire_grace,
             set_misfire_grace=not isinstance(misfire_grace, EllipsisType),
+            policy=tuple(
+                (key, value)
+                for key, value in (
+                    ("end_at", end_at),
+                    ("max_firings", max_firings),
+                    ("jitter", jitter),
+                    ("catch_up", catch_up),
+                    ("catch_up_limit", catch_up_limit),
+                )
+                if not isinstance(value, EllipsisType)
+            ),
         )
         return self.store.update_schedule(self._existing(id_or_name), change)
 
@@ -448,8 +511,10 @@ class SchedulerControl:
         after ``until`` (an aware instant, or a duration from the store clock's now),
         as the worker will make them: none for a paused or ended schedule; an overdue
         firing first (it fires on a worker's next cycle), unless it is later than its
-        misfire grace; a retry at its backoff's end; the rule's instants on its zone's
-        wall clock or its interval's grid after that (see
+        misfire grace or missed under its ``catch_up`` policy; a retry at its
+        backoff's end; the rule's instants on its zone's wall clock or its interval's
+        grid after that, each plus its jitter, none past the policy's ``end_at`` or
+        ``max_firings``, missed ones one by one under ``catch_up="all"`` (see
         :func:`hexeract_lite.upcoming.upcoming_firings`). Unknown schedule:
         :class:`ScheduleNotFound`; a bad ``count`` or ``until``: :class:`InvalidArgument`.
 

@@ -18,6 +18,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidArgument, InvalidMessage
 from .names import check_name, name_id
 from .occurrence import OccurrenceId
+from .policy import CatchUp, SchedulePolicy, first_firing
 from .trigger import CronExpression, Trigger
 
 __all__ = [
@@ -217,6 +218,21 @@ def check_grace(grace: object) -> timedelta | None:
     return grace
 
 
+def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
+    """A message's policy: None, or a :class:`~hexeract_lite.policy.SchedulePolicy` on a
+    recurring trigger; :class:`InvalidMessage` naming the value otherwise."""
+    if policy is None:
+        return None
+    if not isinstance(policy, SchedulePolicy):
+        raise InvalidMessage(f"policy must be a SchedulePolicy or None, got {_show(policy)}")
+    if not trigger.is_recurring:
+        raise InvalidMessage(
+            f"end_at, max_firings, jitter and catch_up go with a recurring schedule (cron or"
+            f" every), not with a one-shot {trigger.label()} ({policy!r:.200})"
+        )
+    return policy
+
+
 def validate_message(message: object) -> ScheduledMessage:
     """Check every field of a message before it is written; return it.
 
@@ -251,6 +267,7 @@ def validate_message(message: object) -> ScheduledMessage:
             f" got {trigger!r}"
         )
     check_grace(message.misfire_grace)
+    check_policy(message.policy, trigger)
     when = message.scheduled_for
     if (
         not isinstance(when, datetime)
@@ -303,6 +320,8 @@ def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
         raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
     if when == message.scheduled_for:
         return message
+    if message.policy is not None:
+        first_firing(message.schedule_id, message.trigger, message.policy, when)
     placed = attrs.evolve(message, scheduled_for=when)
     object.__setattr__(placed, "_checked", True)  # the same checked fields, another instant
     return placed
@@ -355,6 +374,10 @@ class ScheduledMessage:
     limit, a late firing is delivered late, once. A one-shot found later is
     dead-lettered with the reason (replayable); a recurring schedule skips the stale
     firing and goes on at its next instant."""
+    policy: SchedulePolicy | None = None
+    """When a recurring schedule ends, how its firings are spread and what it does with
+    missed firings (see :mod:`hexeract_lite.policy`); None: no end, on its instants,
+    missed firings collapsed into one."""
     _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
     # True when delay()/cron() built it (every field checked then, and immutable since):
     # validate_message need not check it again at every insert. attrs.evolve and a
@@ -402,6 +425,11 @@ class ScheduledMessage:
         clock: Clock = SYSTEM_CLOCK,
         tz: str | None = None,
         misfire_grace: timedelta | None = None,
+        end_at: datetime | None = None,
+        max_firings: int | None = None,
+        jitter: timedelta | None = None,
+        catch_up: CatchUp | None = None,
+        catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``first_occurrence``, then on every instant of the
         cron ``expression`` after the previous delivery.
@@ -420,7 +448,17 @@ class ScheduledMessage:
         ``tz``: the IANA zone whose wall clock the rule is read on (``"Europe/Paris"``;
         default: the expression's ``CRON_TZ=`` prefix, else UTC); daylight saving time
         rules in :mod:`hexeract_lite.zoned`. Raises :class:`InvalidTrigger` for a bad
-        expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`."""
+        expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`.
+        ``end_at``, ``max_firings``, ``jitter``, ``catch_up`` and ``catch_up_limit``:
+        the schedule's :class:`~hexeract_lite.policy.SchedulePolicy` (checked by
+        :meth:`SchedulePolicy.of <hexeract_lite.policy.SchedulePolicy.of>`)."""
+        policy = SchedulePolicy.of(
+            end_at=end_at,
+            max_firings=max_firings,
+            jitter=jitter,
+            catch_up=catch_up,
+            catch_up_limit=catch_up_limit,
+        )
         trigger = Trigger.cron(expression, tz=tz)
         if event_type is None:
             raise InvalidMessage("ScheduledMessage.cron needs an event_type")
@@ -435,7 +473,7 @@ class ScheduledMessage:
         else:
             when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
         message = cls._build(
-            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace
+            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace, policy
         )
         if first_occurrence is None:
             object.__setattr__(message, "_first_from_clock", True)
@@ -453,6 +491,11 @@ class ScheduledMessage:
         schedule_id: uuid.UUID | None = None,
         name: str | None = None,
         misfire_grace: timedelta | None = None,
+        end_at: datetime | None = None,
+        max_firings: int | None = None,
+        jitter: timedelta | None = None,
+        catch_up: CatchUp | None = None,
+        catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
         """A message delivered at ``anchor``, then every ``every`` after it, on a fixed
         grid: a late delivery does not shift the next firings, and missed firings
@@ -461,12 +504,20 @@ class ScheduledMessage:
         ``every``: a positive timedelta of whole milliseconds, or a duration text such
         as ``"90m"``; ``anchor``: aware. Raises :class:`InvalidTrigger` naming the value
         for a zero, negative or sub-millisecond interval or a naive anchor. ``name``:
-        see :meth:`delay`. ``misfire_grace``: see :attr:`misfire_grace`."""
+        see :meth:`delay`. ``misfire_grace``: see :attr:`misfire_grace`. The policy
+        arguments: see :meth:`cron`."""
+        policy = SchedulePolicy.of(
+            end_at=end_at,
+            max_firings=max_firings,
+            jitter=jitter,
+            catch_up=catch_up,
+            catch_up_limit=catch_up_limit,
+        )
         trigger = Trigger.every(every, anchor)
         assert trigger.interval is not None
         when = trigger.interval.anchor
         return cls._build(
-            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace
+            target, trigger, when, event_type, payload, schedule_id, name, misfire_grace, policy
         )
 
     @classmethod
@@ -480,6 +531,7 @@ class ScheduledMessage:
         schedule_id: uuid.UUID | None,
         name: str | None = None,
         misfire_grace: timedelta | None = None,
+        policy: SchedulePolicy | None = None,
     ) -> ScheduledMessage:
         check_grace(misfire_grace)
         if not isinstance(target, Target):
@@ -498,7 +550,10 @@ class ScheduledMessage:
             scheduled_for=when,
             name=name,
             misfire_grace=misfire_grace,
+            policy=policy,
         )
+        if policy is not None:
+            first_firing(schedule_id, trigger, policy, when)  # never one after the end
         object.__setattr__(message, "_checked", True)
         return message
 

@@ -10,7 +10,10 @@ dispatched, delay trigger       ``delivered``
 dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)``, the
                                 first instant of the rule after both (missed ticks
                                 collapse into one catch-up); ``delivered`` when the
-                                rule has no further instant
+                                rule has no further instant; with a policy, its next
+                                firing (:func:`~hexeract_lite.policy.after_firing`:
+                                jittered, caught up, ``delivered`` past its end or
+                                count); the firing is counted
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
@@ -21,9 +24,9 @@ aborted (an abort was asked     as failed (the attempt counts: retried, or
 for while it ran)               dead-lettered when exhausted), run-log outcome
                                 ``aborted``; with ``cancel=True``: ``cancelled``
 missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
-misfire grace, not a retry      recurring: ``reschedule`` to ``next_due(now,
-after a failure)                scheduled_for)`` without dispatch (``delivered`` when
-                                the rule has no further instant)
+misfire grace, or missed under  recurring: ``reschedule`` to its next firing
+its policy, not a retry after   (:func:`~hexeract_lite.policy.after_miss`) without
+a failure)                      dispatch (``delivered`` when there is none)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
 lease expired before its turn   nothing: another worker may own it now
@@ -37,14 +40,15 @@ from __future__ import annotations
 import enum
 import os
 import traceback
+import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import attrs
 
-from ._time import rfc3339
 from .errors import DispatchError
 from .longrun import DispatchAborted, Snooze
+from .policy import Firing, after_firing, after_miss, missed_reason
 from .runlog import RunEntry, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
@@ -218,23 +222,26 @@ class DispatchResult:
 
 
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
-    """A ``MISSED`` result, with the reason, when ``now`` is later than the occurrence's
-    ``scheduled_for`` by more than its schedule's misfire grace; None otherwise (no
-    grace, on time, or a retry after a failure or a snooze: either waits on purpose).
-    A claim after a crashed attempt (no error recorded) is judged like a first
-    attempt: the crash does not make a late firing deliverable."""
+    """A ``MISSED`` result, with the reason, when the occurrence is not to be delivered
+    (:func:`~hexeract_lite.policy.missed_reason`): found later than its due instant by
+    more than its schedule's misfire grace, missed under its ``catch_up`` policy, or
+    past its policy's end or ``max_firings``; None otherwise (deliver it). A retry
+    after a failure or a snooze is never late (it waits on purpose); a claim after
+    a crashed attempt (no error recorded) is judged like a first attempt: the crash
+    does not make a late firing deliverable."""
     msg = occurrence.message
-    grace = msg.misfire_grace
-    if grace is None or occurrence.retrying or occurrence.snoozes:
-        return None
-    late = now - msg.scheduled_for
-    if late <= grace:
-        return None
-    return DispatchResult(
-        ResultKind.MISSED,
-        f"missed: due {rfc3339(msg.scheduled_for)}, found {rfc3339(now)}, {late} late,"
-        f" beyond its misfire grace of {grace}; not delivered",
+    if msg.misfire_grace is None and msg.policy is None:
+        return None  # the common case, without building the firing
+    reason = missed_reason(
+        msg.schedule_id,
+        msg.trigger,
+        msg.policy,
+        msg.misfire_grace,
+        occurrence.firing(),
+        now,
+        retrying=occurrence.retrying or occurrence.snoozes > 0,  # a snooze is late on purpose
     )
+    return None if reason is None else DispatchResult(ResultKind.MISSED, reason)
 
 
 _DISPATCHED = frozenset(
@@ -266,10 +273,16 @@ def settlement_for(
     sid, lease = msg.schedule_id, occurrence.leased_until
     if kind is ResultKind.SUCCEEDED:
         run = _run(stamp, occurrence, result, RunOutcome.DELIVERED, None)
-        nxt = msg.trigger.next_due(now, msg.scheduled_for)
-        if nxt is None:
-            return Settlement.delivered(sid, lease, run=run)
-        return Settlement.reschedule(sid, nxt, lease, run=run)
+        recurring = msg.trigger.is_recurring
+        if msg.policy is None:  # the common case, without building the firing
+            nxt = msg.trigger.next_due(now, msg.scheduled_for)
+            if nxt is None:
+                return Settlement.delivered(sid, lease, run=run, counted=recurring)
+            return Settlement.reschedule(sid, nxt, lease, run=run, counted=True)
+        firing = after_firing(
+            sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
+        )
+        return _next_settlement(sid, lease, firing, run, counted=recurring)
     if kind is ResultKind.SNOOZED:
         assert isinstance(result.error, Snooze)
         if occurrence.snoozes >= max_snoozes:
@@ -301,16 +314,28 @@ def settlement_for(
     if kind is ResultKind.MISSED:
         text = error_text(result.error if result.error is not None else "missed")
         run = _run(stamp, occurrence, result, RunOutcome.SKIPPED, text)
-        if msg.trigger.is_recurring:  # skip the stale firing, go on at the next instant
-            nxt = msg.trigger.next_due(now, msg.scheduled_for)
-            if nxt is not None:
-                return Settlement.reschedule(sid, nxt, lease, run=run)
-            return Settlement.delivered(sid, lease, run=run)
+        if msg.trigger.is_recurring:  # skip the stale firing, go on at the next one
+            firing = after_miss(
+                sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
+            )
+            return _next_settlement(sid, lease, firing, run, counted=False)
         return Settlement.dead_lettered(sid, text, lease, run=run)
     if kind is ResultKind.NOT_DISPATCHED:
         run = _run(stamp, occurrence, result, RunOutcome.RELEASED, None)
         return Settlement.released(sid, lease, run=run)
     return None
+
+
+def _next_settlement(
+    sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunEntry | None, *, counted: bool
+) -> Settlement:
+    """``reschedule`` to ``firing`` (due at its rule's instant plus its jitter), or
+    ``delivered`` when there is none: the schedule completes."""
+    if firing is None:
+        return Settlement.delivered(sid, lease, run=run, counted=counted)
+    return Settlement.reschedule(
+        sid, firing.due, lease, run=run, offset=firing.offset, counted=counted
+    )
 
 
 def _run(

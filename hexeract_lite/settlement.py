@@ -68,16 +68,28 @@ class Settlement:
     claimable again."""
     error: str | None = None
     """For ``failed`` and ``dead_lettered``: the ``last_error`` to record."""
+    offset: timedelta | None = attrs.field(default=None, kw_only=True)
+    """For ``reschedule``: the jitter of the next firing; ``next`` is its rule's instant
+    plus this offset (None: no jitter)."""
+    counted: bool = attrs.field(default=False, kw_only=True)
+    """For ``reschedule`` and ``delivered``: the firing was delivered, so the schedule's
+    count of firings goes up by one (a recurring schedule's)."""
     run: RunEntry | None = attrs.field(default=None, eq=False, kw_only=True)
     """The run to record with it in the store's run log (None: none); a store records
     it as ``lease_lost`` when the settlement is fenced out."""
 
     @classmethod
     def delivered(
-        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+        cls,
+        schedule_id: uuid.UUID,
+        lease: datetime,
+        *,
+        run: RunEntry | None = None,
+        counted: bool = False,
     ) -> Settlement:
-        """The dispatch succeeded: set ``delivered_at`` and clear the lease."""
-        return cls(SettlementKind.DELIVERED, schedule_id, lease, run=run)
+        """The dispatch succeeded: set ``delivered_at`` and clear the lease (``counted``:
+        a recurring schedule's last firing, counted)."""
+        return cls(SettlementKind.DELIVERED, schedule_id, lease, run=run, counted=counted)
 
     @classmethod
     def reschedule(
@@ -87,9 +99,20 @@ class Settlement:
         lease: datetime,
         *,
         run: RunEntry | None = None,
+        offset: timedelta | None = None,
+        counted: bool = False,
     ) -> Settlement:
-        """A cron occurrence was delivered: the schedule fires next at ``next``."""
-        return cls(SettlementKind.RESCHEDULE, schedule_id, lease, next=next, run=run)
+        """A cron occurrence was delivered (``counted``) or skipped: the schedule fires
+        next at ``next``, its rule's instant plus the jitter ``offset`` (when given)."""
+        return cls(
+            SettlementKind.RESCHEDULE,
+            schedule_id,
+            lease,
+            next=next,
+            run=run,
+            offset=offset or None,
+            counted=counted,
+        )
 
     @classmethod
     def failed(

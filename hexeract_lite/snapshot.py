@@ -10,6 +10,7 @@ import attrs
 
 from .message import ScheduledMessage, Target
 from .occurrence import OccurrenceId
+from .policy import Firing, SchedulePolicy
 from .trigger import Trigger
 
 __all__ = ["LeasedOccurrence", "MalformedSchedule", "ScheduleSnapshot", "ScheduleStatus"]
@@ -90,6 +91,31 @@ class ScheduleSnapshot:
     """The schedule's name, or None (see :mod:`hexeract_lite.names`)."""
     misfire_grace: timedelta | None = None
     """How late a firing may be found and still be delivered; None: no limit."""
+    policy: SchedulePolicy | None = None
+    """The schedule's end, firing limit, jitter and catch-up (None: none)."""
+    firings: int = 0
+    """Deliveries of this recurring schedule so far."""
+    jitter_offset: timedelta = timedelta(0)
+    """How much later than its rule's instant the firing held is due (its jitter):
+    ``scheduled_for`` is that rule's instant plus this offset."""
+
+    @property
+    def occurrence_at(self) -> datetime:
+        """The rule's instant of the firing held: what its occurrence id derives from,
+        and the ``scheduled_for`` a sink will see (``scheduled_for`` less the jitter)."""
+        return self.scheduled_for - self.jitter_offset
+
+    @property
+    def firings_left(self) -> int | None:
+        """How many deliveries the policy's ``max_firings`` still allows (None: no
+        limit)."""
+        if self.policy is None or self.policy.max_firings is None:
+            return None
+        return max(self.policy.max_firings - self.firings, 0)
+
+    def firing(self) -> Firing:
+        """The firing the schedule holds, for the policy rules."""
+        return Firing(self.occurrence_at, self.jitter_offset, self.firings)
     snoozes: int = 0
     """How often the current occurrence snoozed (:class:`~hexeract_lite.Snooze`).
 
@@ -123,6 +149,26 @@ class ScheduleSnapshot:
             "cancelled_at": rfc3339(self.cancelled_at),
             "dead_lettered_at": rfc3339(self.dead_lettered_at),
             "name": self.name,
+            **self._policy_json(),
+        }
+
+    def _policy_json(self) -> dict[str, object]:
+        policy = self.policy
+        if policy is None:
+            return {}
+        from ._time import rfc3339
+
+        return {
+            "end_at": rfc3339(policy.end_at),
+            "max_firings": policy.max_firings,
+            "firings": self.firings,
+            "firings_left": self.firings_left,
+            "jitter_ms": None
+            if policy.jitter is None
+            else policy.jitter // timedelta(milliseconds=1),
+            "jitter_offset_ms": self.jitter_offset // timedelta(milliseconds=1),
+            "catch_up": policy.catch_up,
+            "catch_up_limit": policy.catch_up_limit if policy.catch_up == "all" else None,
         }
 
 
@@ -173,6 +219,20 @@ class LeasedOccurrence:
     """True when an earlier attempt of this occurrence failed (the row's ``last_error``
     is set): the claim is a retry, late on purpose after its backoff. False for a first
     attempt and for a claim after a crashed attempt (no error recorded)."""
+    firings: int = 0
+    """Deliveries of the schedule before this one (a recurring schedule's)."""
+    jitter_offset: timedelta = timedelta(0)
+    """How much later than ``message.scheduled_for`` (the rule's instant) this firing
+    was due (its jitter)."""
+
+    @property
+    def due(self) -> datetime:
+        """When this firing was due: the rule's instant plus its jitter."""
+        return self.message.scheduled_for + self.jitter_offset
+
+    def firing(self) -> Firing:
+        """This firing, for the policy rules."""
+        return Firing(self.message.scheduled_for, self.jitter_offset, self.firings)
     snoozes: int = 0
     """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`); a
     snoozed occurrence is, like a retry, late on purpose.

@@ -3,8 +3,8 @@
 :func:`upcoming_firings` applies the worker's rules to a snapshot: a paused, terminal or
 exhausted schedule fires nothing; an occurrence found later than its misfire grace is
 skipped (a recurring schedule goes on on its rule); a retry waits out its backoff; after
-each firing a recurring schedule moves to the first instant of its rule after both the
-firing and the instant it was due (missed instants collapse into one).
+each firing a recurring schedule moves to its next firing under its policy
+(:mod:`hexeract_lite.policy`: end, firing limit, jitter, catch-up).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from ._time import to_utc_ms
 from .errors import InvalidArgument
+from .policy import Firing, after_firing, after_miss, missed_reason
 from .snapshot import ScheduleSnapshot, ScheduleStatus
 
 __all__ = ["MAX_UPCOMING", "check_upcoming", "upcoming_firings"]
@@ -42,35 +43,44 @@ def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, da
 def upcoming_firings(
     snapshot: ScheduleSnapshot, now: datetime, count: int, until: datetime | None = None
 ) -> list[datetime]:
-    """The instants of the next ``count`` occurrences the worker will deliver (their
-    ``scheduled_for``, in UTC), in order, none after ``until``, assuming each delivery
-    succeeds and happens as soon as the occurrence is due, with a worker running (it
-    cycles at ``now``, so an overdue occurrence fires at ``now``).
+    """The instants the next ``count`` occurrences the worker will deliver are due at
+    (their ``scheduled_for``, in UTC: the rule's instant plus its jitter), in order,
+    none after ``until``, assuming each delivery succeeds and happens as soon as the
+    occurrence is due, with a worker running (it cycles at ``now``, so an overdue
+    occurrence fires at ``now``).
 
     The first is the occurrence the schedule holds now: it is overdue when its instant
-    is before ``now`` (a worker fires it on its next cycle), and left out when it is
-    later than its misfire grace and not a retry after a failure (the worker skips it;
-    a claim after a crashed attempt is judged like a first one). A retry in backoff
-    fires at the end of its backoff.
+    is before ``now`` (a worker fires it on its next cycle), and left out when the
+    worker would not deliver it (later than its misfire grace, missed under its
+    ``catch_up`` policy, past its end or its ``max_firings``; a retry after a failure
+    is always delivered, and a claim after a crashed attempt is judged like a first
+    one). A retry in backoff fires at the end of its backoff. After each, the next one
+    is the policy's (:mod:`hexeract_lite.policy`): under ``catch_up="all"`` the missed
+    instants one by one, else the rule's first instant after both the firing and the
+    instant it was due.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
         return []
-    due = s.scheduled_for
+    held: Firing | None = s.firing()
     in_backoff = s.leased_until is not None and s.leased_until > now and s.last_error is not None
-    fired_at = max(now, s.leased_until) if in_backoff and s.leased_until else max(now, due)
-    grace = s.misfire_grace
-    found: list[datetime] = []
     retrying = s.last_error is not None
-    if retrying or grace is None or now - due <= grace:
-        found.append(due)
-    trigger = s.trigger
-    while len(found) < count:
-        if until is not None and found and found[-1] > until:
+    args = (s.schedule_id, s.trigger, s.policy, s.misfire_grace)
+    found: list[datetime] = []
+    first = True
+    for _ in range(2 * count + 2):  # each round fires one or skips to one that fires
+        if held is None or len(found) >= count:
             break
-        nxt = trigger.next_due(fired_at, due)
-        if nxt is None:
+        if until is not None and held.due > until:
             break
-        found.append(nxt)
-        due = fired_at = nxt
-    return [instant for instant in found[:count] if until is None or instant <= until]
+        if first and in_backoff and s.leased_until is not None:
+            fired_at = max(now, s.leased_until)
+        else:
+            fired_at = max(now, held.due)
+        if missed_reason(*args, held, fired_at, retrying=first and retrying) is None:
+            found.append(held.due)
+            held = after_firing(*args, held, fired_at)
+        else:
+            held = after_miss(*args, held, fired_at)
+        first = False
+    return found[:count]

@@ -153,7 +153,9 @@ def test_success_of_a_cron_reschedules_to_the_first_instant_after_now_and_its_ow
     occ = leased(msg)
     late = T0 + timedelta(minutes=17)  # three ticks missed: one catch-up, then 12:20
     settlement = settlement_for(occ, SUCCEEDED, late, RetryPolicy())
-    assert settlement == Settlement.reschedule(msg.schedule_id, T0 + timedelta(minutes=20), LEASE)
+    assert settlement == Settlement.reschedule(
+        msg.schedule_id, T0 + timedelta(minutes=20), LEASE, counted=True
+    )
     on_time = settlement_for(occ, SUCCEEDED, T0, RetryPolicy())
     assert on_time is not None and on_time.next == T0 + timedelta(minutes=5)
 

@@ -46,7 +46,7 @@ def test_each_kind_binds_its_parameters_in_batch_order() -> None:
     batch = check_settlements(
         [
             Settlement.delivered(A, LEASE),
-            Settlement.reschedule(B, nxt, LEASE),
+            Settlement.reschedule(B, nxt, LEASE, offset=timedelta(seconds=2), counted=True),
             Settlement.failed(C, timedelta(seconds=5), "boom", LEASE),
             Settlement.dead_lettered(D, "poison", LEASE),
             Settlement.released(E, LEASE),
@@ -56,11 +56,21 @@ def test_each_kind_binds_its_parameters_in_batch_order() -> None:
     lease = f"lease:{LEASE.isoformat()}"
     at_now = f"at:{NOW.isoformat()}"
     assert plan == [
-        (0, SettlementKind.DELIVERED, {"id": "id:1", "lease": lease, "now": at_now}),
+        (
+            0,
+            SettlementKind.DELIVERED,
+            {"id": "id:1", "lease": lease, "now": at_now, "counted": False},
+        ),
         (
             1,
             SettlementKind.RESCHEDULE,
-            {"id": "id:2", "lease": lease, "next": f"at:{nxt.isoformat()}"},
+            {
+                "id": "id:2",
+                "lease": lease,
+                "next": f"at:{nxt.isoformat()}",
+                "counted": True,
+                "offset": 2000,
+            },
         ),
         (
             2,
@@ -98,7 +108,7 @@ def test_without_now_the_database_clock_binds_nothing_of_the_kind() -> None:
         ]
     )
     plan = _plan(batch, None, encode_retry_in=lambda delay: delay // timedelta(milliseconds=1))
-    assert plan[0][2] == {"id": "id:1", "lease": f"lease:{LEASE.isoformat()}"}
+    assert plan[0][2] == {"id": "id:1", "lease": f"lease:{LEASE.isoformat()}", "counted": False}
     assert plan[1][2]["retry_in"] == 1500 and "until" not in plan[1][2]
 
 

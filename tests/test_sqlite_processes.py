@@ -370,6 +370,7 @@ def _row(msg: ScheduledMessage) -> tuple[Any, ...]:
         "2026-03-01T12:00:00.000Z",
         msg.name,
         None,  # misfire_grace_ms
+        *(None,) * 6,  # end_at, max_firings, jitter_ms, jitter_offset_ms, catch_up, catch_up_limit
     )
 
 

@@ -1058,6 +1058,7 @@ def test_indexes_are_used_by_every_hot_statement(store: SqliteScheduleStore) -> 
         "kept": "k",
         "id": b"i",
         "lease": "l",
+        "counted": True,
     }
     for name, sql in statements.items():
         wanted = {k: params[k] for k in set(re.findall(r":(\w+)", sql))}

@@ -161,6 +161,49 @@ class CommandTree:
         return sub
 
 
+def policy_arguments(sub: argparse.ArgumentParser) -> None:
+    """The policy of a recurring schedule: ``--end-at``, ``--max-firings``, ``--jitter``,
+    ``--catch-up``, ``--catch-up-limit`` (``add``, ``ensure``, ``update``)."""
+    group = sub.add_argument_group("policy (--cron or --every)")
+    group.add_argument(
+        "--end-at",
+        type=parse_instant,
+        metavar="INSTANT",
+        help="no firing after this instant; the schedule then completes (delivered)",
+    )
+    group.add_argument(
+        "--max-firings",
+        type=parse_positive_int,
+        metavar="N",
+        help="complete the schedule after N deliveries",
+    )
+    group.add_argument(
+        "--jitter",
+        type=parse_stored_duration,
+        metavar="DURATION",
+        help="delay each firing by up to DURATION (e.g. 5m), the same amount in every process"
+        " (derived from the occurrence id), never up to the next firing",
+    )
+    group.add_argument(
+        "--catch-up",
+        choices=("latest", "skip", "all"),
+        help="missed firings: latest (collapse into one, the default), skip (fire none of"
+        " them), all (fire each, in order, up to --catch-up-limit)",
+    )
+    group.add_argument(
+        "--catch-up-limit",
+        type=parse_positive_int,
+        metavar="N",
+        help="with --catch-up all: fire at most the latest N missed firings (default 100)",
+    )
+
+
+def policy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy arguments given on the command line, by their API names."""
+    names = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     """The arguments that describe a message: when (``--at``, ``--in`` when
     ``once_in``, ``--cron`` with ``--first`` and ``--tz``, ``--every`` with
@@ -209,6 +252,7 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
         help="with --cron: read the rule on this IANA time zone's wall clock"
         " (e.g. Europe/Paris; default UTC); see the README on daylight saving time",
     )
+    policy_arguments(sub)
     sub.add_argument(
         "--first",
         type=parse_instant,

@@ -267,7 +267,38 @@ _FIELD_NAMES = {"tz": "time zone", "misfire_grace": "misfire grace"}
 def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
     from ..occurrence import OccurrenceId
 
-    return OccurrenceId.derive(snapshot.schedule_id, snapshot.scheduled_for)
+    return OccurrenceId.derive(snapshot.schedule_id, snapshot.occurrence_at)
+
+
+def _policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
+    """``inspect``'s lines for a policy: end, firings (and how many are left), jitter
+    (and the firing held's offset), catch-up; none without a policy."""
+    from ..interval import format_duration
+
+    policy = snapshot.policy
+    if policy is None:
+        return []
+    lines = []
+    if policy.end_at is not None:
+        lines.append(("end", ts(policy.end_at)))
+    firings = str(snapshot.firings)
+    if policy.max_firings is not None:
+        firings += f" of at most {policy.max_firings} ({snapshot.firings_left} left)"
+    lines.append(("firings", firings))
+    if policy.jitter is not None:
+        lines.append(
+            (
+                "jitter",
+                f"up to {format_duration(policy.jitter)}"
+                f" (this firing: +{format_duration(snapshot.jitter_offset)}, rule instant"
+                f" {ts(snapshot.occurrence_at)})",
+            )
+        )
+    catch_up: str = policy.catch_up
+    if catch_up == "all":
+        catch_up += f" (at most {policy.catch_up_limit})"
+    lines.append(("catch-up", catch_up))
+    return lines
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
@@ -286,6 +317,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("target", one_line(s.target.label())),
         ("trigger", one_line(s.trigger.label())),
         *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
+        *_policy_lines(s),
         ("scheduled for", ts(s.scheduled_for)),
         *(
             [("scheduled for (local)", local_ts(s.scheduled_for, zone_of(s)))]

@@ -36,6 +36,7 @@ from ..errors import (
 )
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
+from ..policy import SchedulePolicy, policy_arguments
 from ..snapshot import ScheduleStatus
 from ..trigger import MACROS, CronExpression, Trigger
 from ..zoned import parse_zoned
@@ -86,6 +87,10 @@ class Change:
     keep_zone: bool = False
     """True: ``cron`` was given without a zone (no ``tz=``, no ``CRON_TZ=`` prefix); it is
     read on the zone of the stored rule, which stays as it is."""
+    policy: tuple[tuple[str, object], ...] = ()
+    """The policy values to change (``(name, value)``, the argument names of
+    :meth:`SchedulePolicy.of <hexeract_lite.policy.SchedulePolicy.of>`; None: back to the
+    default); the others are kept."""
 
     @property
     def empty(self) -> bool:
@@ -98,7 +103,20 @@ class Change:
             self.max_attempts,
             self.misfire_grace,
         )
-        return not self.set_misfire_grace and all(v is None for v in values)
+        return not self.set_misfire_grace and not self.policy and all(v is None for v in values)
+
+    def policy_of(self, current: SchedulePolicy | None) -> SchedulePolicy | None:
+        """``current`` with this change's policy values; :class:`InvalidArgument` for a
+        bad one. A ``catch_up`` other than ``"all"`` drops the stored limit."""
+        values = policy_arguments(current) or dict.fromkeys(_POLICY_NAMES)
+        values.update(self.policy)
+        given = dict(self.policy)
+        if "catch_up" in given and "catch_up_limit" not in given and given["catch_up"] != "all":
+            values["catch_up_limit"] = None
+        return SchedulePolicy.of(**values)
+
+
+_POLICY_NAMES = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
 
 
 def _canonical(payload_json: str) -> str:
@@ -129,8 +147,10 @@ def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
         )
 
 
-def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
-    """Make ``at`` the row's next firing, under the lease rule (see the module)."""
+def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool = False) -> None:
+    """Make ``at`` the row's next firing, under the lease rule (see the module); with
+    ``jittered``, ``at`` is a rule's instant and the firing is due at ``at`` plus the
+    row's jitter (a firing placed during a lease is due at ``at``)."""
     if _is_leased(row, now):
         if row.trigger_kind == "delay":
             raise NotChangeable(
@@ -140,7 +160,7 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime) -> None:
             )
         row.next_after_lease = at
         return
-    row.scheduled_for = at
+    row.place_firing(at, jittered=jittered)
     row.attempts = 0
     row.last_error = None
     row.leased_until = None
@@ -272,9 +292,12 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
         new.max_attempts = max_attempts
         new.misfire_grace_ms = grace_ms(message.misfire_grace)
         recurring = message.trigger.is_recurring
-        same_rule = _same_rule(kind, row.cron_expr, message.trigger.expression)
+        same_rule = _same_rule(kind, row.rule_text, message.trigger.expression)
         if not same_rule:
-            new.cron_expr = message.trigger.expression
+            new.set_rule_text(message.trigger.expression)
+        same_policy = row.policy() == message.policy
+        if not same_policy:
+            new.set_policy(message.policy, now)
         same = (
             row.name == new.name
             and row.event_type == new.event_type
@@ -284,13 +307,14 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
             and row.max_attempts == new.max_attempts
             and row.misfire_grace_ms == new.misfire_grace_ms
             and same_rule
+            and same_policy
             and (recurring or row.is_terminal or row.scheduled_for == message.scheduled_for)
         )
         if same:
             return EnsureResult.UNCHANGED, None
         if not row.is_terminal:
             if recurring and not same_rule:
-                _place(new, _next_of(message.trigger, now), now)
+                _place(new, _next_of(message.trigger, now), now, jittered=True)
             elif not recurring and row.scheduled_for != message.scheduled_for:
                 _place(new, message.scheduled_for, now)
         return EnsureResult.UPDATED, new
@@ -300,7 +324,7 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
 
 def _in_stored_zone(cron: CronExpression, row: ScheduleRecord) -> CronExpression:
     """``cron`` read on the zone of the row's stored rule (a cron row's)."""
-    zone, _ = parse_zoned(row.cron_expr or "")
+    zone, _ = parse_zoned(row.rule_text or "")
     return cron if zone == cron.tz else CronExpression.parse(cron.expression, tz=zone)
 
 
@@ -332,12 +356,20 @@ def update_plan(change: Change) -> Plan[bool]:
             new.max_attempts = change.max_attempts
         if change.set_misfire_grace:
             new.misfire_grace_ms = grace_ms(change.misfire_grace)
+        if change.policy:
+            if row.trigger_kind == "delay":
+                raise NotChangeable(
+                    row.schedule_id,
+                    f"is a one-shot schedule: end_at, max_firings, jitter and catch_up go"
+                    f" with a recurring one{_named(row)}",
+                )
+            new.set_policy(change.policy_of(row.policy()), now)
         cron = change.cron
         if cron is not None and change.keep_zone:
             cron = _in_stored_zone(cron, row)
-        if cron is not None and str(cron) != row.cron_expr:
-            new.cron_expr = str(cron)
-            _place(new, _next_of(Trigger.cron(cron), now), now)
+        if cron is not None and str(cron) != row.rule_text:
+            new.set_rule_text(str(cron))
+            _place(new, _next_of(Trigger.cron(cron), now), now, jittered=True)
         if new == row:
             return False, None
         return True, new

@@ -71,6 +71,9 @@ RUN_LOG_SIZE = 200
 """How many run records an in-memory store keeps by default: the newest."""
 
 
+_MS = timedelta(milliseconds=1)
+
+
 def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
@@ -232,10 +235,17 @@ class InMemoryScheduleStore(SettlingStore):
                 if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
                     # a change made during the lease set the next firing: it wins
                     nxt = row.next_after_lease or item.next
+                    if item.counted:
+                        row.firings = (row.firings or 0) + 1
                     if nxt is None:
                         row.delivered_at = now
                         row.leased_until = None
                     else:
+                        row.jitter_offset_ms = (
+                            None
+                            if row.next_after_lease or item.offset is None
+                            else item.offset // _MS
+                        )
                         row.scheduled_for = nxt
                         row.attempts = 0
                         row.leased_until = None
@@ -386,11 +396,12 @@ class InMemoryScheduleStore(SettlingStore):
         with self._lock:
             row = self._get(schedule_id)
             now = self._now()
-            resumes, next = row.resume_plan(next, now)
+            resumes, next, offset = row.resume_plan(next, now)
             if not resumes:
                 return False
             if next is not None:
                 row.scheduled_for = next
+                row.jitter_offset_ms = offset
                 row.attempts = 0
                 row.last_error = None
                 row.leased_until = row.live_lease(now)  # the dispatch in flight may ack
@@ -467,6 +478,7 @@ class InMemoryScheduleStore(SettlingStore):
                 if row is None or row.dead_lettered_at is None:
                     continue
                 row.scheduled_for = now
+                row.jitter_offset_ms = None
                 row.attempts = 0
                 row.leased_until = None
                 row.last_error = None
@@ -519,6 +531,7 @@ class InMemoryScheduleStore(SettlingStore):
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(schedule_id, status)
             row.scheduled_for = self._now()
+            row.jitter_offset_ms = None
             row.attempts = 0
             row.leased_until = None
             row.last_error = None

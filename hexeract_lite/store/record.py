@@ -10,6 +10,7 @@ import functools
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -17,6 +18,7 @@ from .._json import STRICT_DECODER, strict_loads
 from ..errors import InvalidMessage, InvalidTrigger
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
+from ..policy import DEFAULT_CATCH_UP_LIMIT, Firing, SchedulePolicy, first_firing, jitter_offset
 from ..snapshot import LeasedOccurrence, ScheduleSnapshot, ScheduleStatus
 from ..trigger import CronExpression, Trigger
 from .columns import COLUMN_NAMES
@@ -58,9 +60,92 @@ def cached_interval_trigger(text: str) -> Trigger:
     return Trigger("interval", interval=Interval.parse(text))
 
 
+POLICY_MARK = "POLICY "
+"""The prefix of the stored rule text (``cron_expr``) of a schedule with a policy
+(:mod:`hexeract_lite.policy`): ``POLICY 0 9 * * *``. No cron parser reads it, so a
+reader that knows no policies (the Rust reference, an older hexeract_lite) refuses the
+row loudly instead of firing it past its end, beyond its count, or off its jitter."""
+
+
+def rule_text_of(cron_expr: str | None) -> str | None:
+    """The rule's text of a stored ``cron_expr``: without its :data:`POLICY_MARK`."""
+    if cron_expr is not None and cron_expr.startswith(POLICY_MARK):
+        return cron_expr[len(POLICY_MARK) :]
+    return cron_expr
+
+
+def stored_rule_text(text: str | None, policy: SchedulePolicy | None) -> str | None:
+    """The ``cron_expr`` to store for a rule's ``text`` under ``policy`` (marked when
+    there is one)."""
+    if text is None or policy is None:
+        return text
+    return POLICY_MARK + text
+
+
+def policy_columns(
+    policy: SchedulePolicy | None,
+) -> tuple[datetime | None, int | None, int | None, str | None, int | None]:
+    """``end_at``, ``max_firings``, ``jitter_ms``, ``catch_up``, ``catch_up_limit`` as
+    stored for ``policy`` (NULL for each default)."""
+    if policy is None:
+        return None, None, None, None, None
+    return (
+        policy.end_at,
+        policy.max_firings,
+        None if policy.jitter is None else policy.jitter // _MS,
+        None if policy.catch_up == "latest" else policy.catch_up,
+        None if policy.catch_up_limit == DEFAULT_CATCH_UP_LIMIT else policy.catch_up_limit,
+    )
+
+
+def policy_of(
+    end_at: datetime | None,
+    max_firings: int | None,
+    jitter_ms: int | None,
+    catch_up: str | None,
+    catch_up_limit: int | None,
+) -> SchedulePolicy | None:
+    """The policy stored columns describe (None when they are all NULL). A
+    ``catch_up`` other than NULL, ``skip`` or ``all`` raises ValueError: the row is
+    malformed (a claim dead-letters it naming the column), never read as ``latest``."""
+    if (end_at, max_firings, jitter_ms or None, catch_up, catch_up_limit) == (None,) * 5:
+        return None
+    if catch_up not in (None, "skip", "all"):
+        raise ValueError(f"catch_up is {catch_up!r:.60}: expected NULL, 'skip' or 'all'")
+    return SchedulePolicy(
+        end_at=end_at,
+        max_firings=max_firings,
+        jitter=timedelta(milliseconds=jitter_ms) if jitter_ms else None,
+        catch_up=catch_up if catch_up in ("skip", "all") else "latest",  # type: ignore[arg-type]
+        catch_up_limit=DEFAULT_CATCH_UP_LIMIT if catch_up_limit is None else catch_up_limit,
+    )
+
+
+def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
+    """What an insert of ``message`` stores beyond its plain fields, in this order: the
+    instant its first firing is due (``scheduled_for``: the rule's instant plus its
+    jitter), the stored rule text (``cron_expr``, marked under a policy), ``end_at``,
+    ``max_firings``, ``jitter_ms``, ``jitter_offset_ms``, ``catch_up``,
+    ``catch_up_limit``. Every store's insert binds these, so they cannot drift."""
+    policy = message.policy
+    text = message.trigger.expression
+    if policy is None:
+        return (message.scheduled_for, text, None, None, None, None, None, None)
+    first = first_firing(message.schedule_id, message.trigger, policy, message.scheduled_for)
+    return (
+        first.due,
+        stored_rule_text(text, policy),
+        *policy_columns(policy)[:3],
+        first.offset // _MS or None,
+        *policy_columns(policy)[3:],
+    )
+
+
 def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
     """The recurring trigger a row's ``trigger_kind`` and ``cron_expr`` describe; None
     for any other kind. Raises :class:`InvalidTrigger` for a malformed rule text."""
+    if cron_expr is not None and cron_expr.startswith(POLICY_MARK):
+        cron_expr = cron_expr[len(POLICY_MARK) :]
     if trigger_kind == "cron":
         return cached_cron_trigger(cron_expr or "")
     if trigger_kind == "interval":
@@ -157,13 +242,16 @@ class ScheduleRecord:
     @classmethod
     def new(cls, message: ScheduledMessage, max_attempts: int, now: datetime) -> ScheduleRecord:
         """The row ``insert`` writes for ``message``."""
+        due, text, end_at, max_firings, jitter_ms, offset_ms, catch_up, limit = insert_columns(
+            message
+        )
         return cls(
             schedule_id=message.schedule_id,
             event_type=message.event_type,
             payload=message.payload_json,
             trigger_kind=message.trigger.kind,
-            cron_expr=message.trigger.expression,
-            scheduled_for=message.scheduled_for,
+            cron_expr=text,
+            scheduled_for=due,
             target_kind=message.target.kind,
             target_routing_key=message.target.routing_key,
             attempts=0,
@@ -174,25 +262,82 @@ class ScheduleRecord:
             created_at=now,
             name=message.name,
             misfire_grace_ms=grace_ms(message.misfire_grace),
+            end_at=end_at,
+            max_firings=max_firings,
+            jitter_ms=jitter_ms,
+            jitter_offset_ms=offset_ms,
+            catch_up=catch_up,
+            catch_up_limit=limit,
         )
 
-    def resume_plan(self, next: datetime | None, now: datetime) -> tuple[bool, datetime | None]:
+    # -- the policy (hexeract_lite.policy) ----------------------------------------
+
+    def policy(self) -> SchedulePolicy | None:
+        """The row's policy (None: none)."""
+        return policy_of(
+            self.end_at, self.max_firings, self.jitter_ms, self.catch_up, self.catch_up_limit
+        )
+
+    @property
+    def offset(self) -> timedelta:
+        """The jitter of the firing held: ``scheduled_for`` less the rule's instant."""
+        return timedelta(milliseconds=self.jitter_offset_ms or 0)
+
+    def firing(self) -> Firing:
+        """The firing the row holds."""
+        offset = self.offset
+        return Firing(self.scheduled_for - offset, offset, self.firings or 0)
+
+    @property
+    def rule_text(self) -> str | None:
+        """The rule's text, without the policy mark of the stored ``cron_expr``."""
+        return rule_text_of(self.cron_expr)
+
+    def set_rule_text(self, text: str | None) -> None:
+        """Store a new rule text (marked when the row has a policy)."""
+        self.cron_expr = stored_rule_text(text, self.policy())
+
+    def set_policy(self, policy: SchedulePolicy | None, now: datetime) -> None:
+        """Store ``policy`` (the firings counted so far are kept) and mark the rule
+        text; the firing held, unless it is in flight, gets the new jitter."""
+        text = self.rule_text
+        (self.end_at, self.max_firings, self.jitter_ms, self.catch_up, self.catch_up_limit) = (
+            policy_columns(policy)
+        )
+        self.cron_expr = stored_rule_text(text, policy)
+        if not self.is_terminal and self.live_lease(now) is None:
+            self.place_firing(self.firing().instant, jittered=True)
+
+    def place_firing(self, instant: datetime, *, jittered: bool) -> None:
+        """Hold the firing at ``instant``: due then, or with ``jittered`` (``instant`` a
+        rule's instant) at ``instant`` plus its jitter."""
+        offset = timedelta(0)
+        if jittered and self.jitter_ms:
+            offset = jitter_offset(self.policy(), self.trigger(), self.schedule_id, instant)
+        self.scheduled_for = instant + offset
+        self.jitter_offset_ms = offset // _MS or None
+
+    def resume_plan(
+        self, next: datetime | None, now: datetime
+    ) -> tuple[bool, datetime | None, int | None]:
         """The contract's ``resume`` rule for this row, shared by every store.
 
-        Returns ``(resumes, realign_to)``: a terminal or unpaused row does not resume;
-        with no ``next`` given, a cron or interval row whose ``scheduled_for`` is past
-        (``< now``) realigns to its first instant after ``now``, or stays paused when it
-        has none;
+        Returns ``(resumes, realign_to, jitter_offset_ms)``: a terminal or unpaused row
+        does not resume; with no ``next`` given, a cron or interval row whose
+        ``scheduled_for`` is past (``< now``) realigns to its first instant after ``now``
+        (plus its jitter, the third value), or stays paused when it has none;
         ``realign_to`` None means: only clear the flag.
         """
         if self.is_terminal or not self.paused:
-            return False, None
+            return False, None, None
         rule = rule_trigger(self.trigger_kind, self.cron_expr)
         if next is None and rule is not None and self.scheduled_for < now:
             next = rule.next_after(now)
             if next is None:
-                return False, None
-        return True, next
+                return False, None, None
+            offset = jitter_offset(self.policy(), rule, self.schedule_id, next)
+            return True, next + offset, offset // _MS or None
+        return True, next, None
 
     def live_lease(self, now: datetime) -> datetime | None:
         """``leased_until`` while it is live (``> now``), else None.
@@ -240,9 +385,12 @@ class ScheduleRecord:
             payload_json=self.payload,
             target=self.target(),
             trigger=self.trigger(),
-            scheduled_for=self.scheduled_for,
+            scheduled_for=self.scheduled_for - self.offset
+            if self.jitter_offset_ms
+            else self.scheduled_for,
             name=self.name,
             misfire_grace=grace_of(self.misfire_grace_ms),
+            policy=self.policy(),
         )
 
     def leased(self) -> LeasedOccurrence:
@@ -254,6 +402,8 @@ class ScheduleRecord:
             max_attempts=self.max_attempts,
             leased_until=self.leased_until,
             retrying=self.last_error is not None,
+            firings=self.firings or 0,
+            jitter_offset=self.offset,
             snoozes=self.snoozes or 0,
         )
 
@@ -277,6 +427,9 @@ class ScheduleRecord:
             dead_lettered_at=self.dead_lettered_at,
             name=self.name,
             misfire_grace=grace_of(self.misfire_grace_ms),
+            policy=self.policy(),
+            firings=self.firings or 0,
+            jitter_offset=self.offset,
             snoozes=self.snoozes or 0,
             abort_requested=self.abort_requested,
         )

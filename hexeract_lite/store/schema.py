@@ -104,6 +104,17 @@ LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NU
 which must repeat an index's WHERE terms word for word for SQLite to use it)."""
 
 
+def counted(flag: str) -> str:
+    """The assignment that counts a delivered firing when the bound ``flag`` (a
+    parameter: ``:counted``, ``%(counted)s``) is true: ``firings`` (NULL: 0) plus one.
+    Every dialect's ``mark_delivered`` and ``reschedule`` use it."""
+    return f"firings = CASE WHEN {flag} THEN coalesce(firings, 0) + 1 ELSE firings END"
+
+
+REPLAYED = "jitter_offset_ms = NULL"
+"""What a replay also sets: the firing it makes (due now) has no jitter."""
+
+
 CANONICAL_TS = "'%Y-%m-%dT%H:%M:%fZ'"
 """The ``strftime`` format of stored instants (the reference's layout)."""
 _DATE_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"

@@ -18,6 +18,8 @@ from .checks import retry_deadline
 
 __all__ = ["PlannedSettlement", "settle_plan"]
 
+_MS = timedelta(milliseconds=1)
+
 PlannedSettlement = tuple[int, SettlementKind, dict[str, Any]]
 """``(index in the batch, kind, parameters)``: one statement to run."""
 
@@ -41,9 +43,10 @@ def settle_plan(
     - every kind: ``id`` (``encode_id(schedule_id)``) and ``lease``
       (``encode_lease(lease)``); an item whose ``encode_lease`` is None is fenced out
       (no stored lease can equal it) and left out of the plan: it gets False;
-    - ``delivered``: ``now``; ``dead_lettered``: ``now`` and ``error`` (``now`` only
-      when it is given);
-    - ``reschedule``: ``next``;
+    - ``delivered``: ``now`` and ``counted`` (the firing counts: ``firings`` goes up by
+      one); ``dead_lettered``: ``now`` and ``error`` (``now`` only when it is given);
+    - ``reschedule``: ``next``, ``counted`` and ``offset`` (the next firing's
+      ``jitter_offset_ms``, None for none);
     - ``failed``: ``error``, ``until`` (``encode_instant(now + retry_in)``, when
       ``now`` is given) and ``retry_in`` (``encode_retry_in(retry_in)``, when given);
     - ``snoozed``: ``until`` and ``retry_in``, as ``failed``;
@@ -77,9 +80,12 @@ def settle_plan(
         if kind is SettlementKind.DELIVERED:
             if now is not None:
                 params["now"] = now_value
+            params["counted"] = item.counted
         elif kind is SettlementKind.RESCHEDULE:
             assert item.next is not None
             params["next"] = encode_instant(item.next)
+            params["counted"] = item.counted
+            params["offset"] = None if item.offset is None else item.offset // _MS
         elif kind is SettlementKind.FAILED:
             assert item.retry_in is not None
             params["error"] = item.error

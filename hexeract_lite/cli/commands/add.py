@@ -16,7 +16,7 @@ from ...message import ScheduledMessage
 from ...trigger import CronExpression
 from ..args import Duration, parse_name, parse_schedule_id
 from ..context import EXIT_OK, Context
-from ..options import CommandTree, message_arguments
+from ..options import CommandTree, message_arguments, policy_options
 from ..output import dump_json, snapshot_json
 
 if TYPE_CHECKING:
@@ -70,6 +70,10 @@ def message_from_args(
     for ``ensure`` on the epoch's grid (so that declaring it again is unchanged)."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
+    policy = policy_options(args)
+    if policy and args.cron is None and args.every is None:
+        flags = ", ".join("--" + name.replace("_", "-") for name in policy)
+        raise UsageError(f"{flags} go(es) with --cron or --every only")
     schedule_id = getattr(args, "schedule_id", None)
     if args.first is not None and args.cron is None and args.every is None:
         raise UsageError("--first goes with --cron or --every only")
@@ -97,6 +101,7 @@ def message_from_args(
             schedule_id=schedule_id,
             name=name,
             misfire_grace=args.misfire_grace,
+            **policy,
         )
     if args.cron is not None:
         expression = CronExpression.parse(args.cron, tz=args.tz)
@@ -120,6 +125,7 @@ def message_from_args(
             schedule_id=schedule_id,
             name=name,
             misfire_grace=args.misfire_grace,
+            **policy,
         )
     in_: Duration | None = getattr(args, "in_", None)
     try:

@@ -9,7 +9,7 @@ from ...control import SchedulerControl
 from ...errors import UsageError
 from ..args import parse_payload, parse_positive_int, parse_stored_duration, parse_target
 from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
-from ..options import CommandTree, id_argument
+from ..options import CommandTree, id_argument, policy_arguments, policy_options
 
 if TYPE_CHECKING:
     import uuid
@@ -42,6 +42,7 @@ def add_parser(tree: CommandTree) -> None:
         metavar="DURATION",
         help="the new misfire grace (e.g. 10m)",
     )
+    policy_arguments(sub)
     sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
     sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
     sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
@@ -64,10 +65,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         fields["payload"] = args.payload.value
     if args.misfire_grace is not None:
         fields["misfire_grace"] = args.misfire_grace
+    fields.update(policy_options(args))
     if all(v is None for v in fields.values()):
         raise UsageError(
             "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
-            " --misfire-grace"
+            " --misfire-grace, --end-at, --max-firings, --jitter, --catch-up, --catch-up-limit"
         )
     if args.tz is not None:
         fields["tz"] = args.tz

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...snapshot import ScheduleStatus
 from ..columns import COLUMN_NAMES, SELECT_LIST
 from ..listing import postgres_status_where
+from ..schema import REPLAYED, counted
 
 __all__ = [
     "Statements",
@@ -27,6 +28,9 @@ __all__ = [
 NOT_TERMINAL = "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_at IS NULL"
 
 
+_COUNTED = counted("%(counted)s")
+
+
 class Statements:
     """Every statement of one store (the SQL base's names, and the claim's)."""
 
@@ -37,9 +41,11 @@ class Statements:
         self.insert = (
             f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, max_attempts, created_at, name,"
-            " misfire_grace_ms) VALUES (%(id)s, %(event_type)s, %(payload)s, %(trigger_kind)s,"
+            " misfire_grace_ms, end_at, max_firings, jitter_ms, jitter_offset_ms, catch_up,"
+            " catch_up_limit) VALUES (%(id)s, %(event_type)s, %(payload)s, %(trigger_kind)s,"
             " %(cron_expr)s, %(scheduled_for)s, %(target_kind)s, %(routing_key)s,"
-            " %(max_attempts)s, %(now)s, %(name)s, %(grace)s)"
+            " %(max_attempts)s, %(now)s, %(name)s, %(grace)s, %(end_at)s, %(max_firings)s,"
+            " %(jitter_ms)s, %(jitter_offset_ms)s, %(catch_up)s, %(catch_up_limit)s)"
         )
         self.import_row = (
             f"INSERT INTO {t} ({cols}) VALUES ("
@@ -67,12 +73,15 @@ class Statements:
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
-            " leased_until = NULL, next_after_lease = NULL" + fence
+            f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
+            " THEN jitter_offset_ms END, leased_until = NULL, next_after_lease = NULL" + fence
         )
         self.reschedule = (
             f"UPDATE {t} SET scheduled_for = COALESCE(next_after_lease, %(next)s),"
-            " attempts = 0, last_error = NULL, leased_until = NULL, next_after_lease = NULL,"
-            " snoozes = NULL" + fence
+            f" attempts = 0, {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
+            " THEN %(offset)s END,"
+            " last_error = NULL, leased_until = NULL, next_after_lease = NULL, snoozes = NULL"
+            + fence
         )
         self.mark_failed = (
             f"UPDATE {t} SET last_error = %(error)s, leased_until = %(until)s" + fence
@@ -116,13 +125,14 @@ class Statements:
         self.lock_row = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE"
         # resume never clears a live lease: the dispatch in flight still acknowledges
         self.resume_realign = (
-            f"UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
+            f"UPDATE {t} SET scheduled_for = %(next)s, jitter_offset_ms = %(offset)s,"
+            " attempts = 0, last_error = NULL,"
             " leased_until = CASE WHEN %(keep)s THEN leased_until END, paused = 0"
             " WHERE schedule_id = %(id)s"
         )
         self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = %(id)s"
         self.replay = (
-            f"UPDATE {t} SET scheduled_for = %(at)s, attempts = 0, leased_until = NULL,"
+            f"UPDATE {t} SET scheduled_for = %(at)s, {REPLAYED}, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
             " WHERE schedule_id = %(id)s"
         )
@@ -175,8 +185,8 @@ def list_statement(
 def replay_statement(table: str) -> str:
     """Replay the rows of ``ids`` still dead-lettered, at ``now``."""
     return (
-        f"UPDATE `{table}` SET scheduled_for = %(now)s, attempts = 0, leased_until = NULL,"
-        " last_error = NULL, paused = 0, dead_lettered_at = NULL"
+        f"UPDATE `{table}` SET scheduled_for = %(now)s, {REPLAYED}, attempts = 0,"
+        " leased_until = NULL, last_error = NULL, paused = 0, dead_lettered_at = NULL"
         " WHERE schedule_id IN %(ids)s AND dead_lettered_at IS NOT NULL"
     )
 

@@ -34,7 +34,7 @@ from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import check_flag, check_max_attempts, check_messages, check_records
 from ..listing import glob_regex
-from ..record import ScheduleRecord, grace_ms
+from ..record import ScheduleRecord, grace_ms, insert_columns
 from ..schema import DEFAULT_TABLE, validate_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.store import SqlScheduleStore
@@ -60,19 +60,26 @@ _MAX_INT = 2**31 - 1
 
 
 def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime) -> dict[str, Any]:
+    due, text, end_at, max_firings, jitter_ms, offset_ms, catch_up, limit = insert_columns(message)
     return {
         "id": message.schedule_id.bytes,
         "event_type": message.event_type,
         "payload": message.payload_json,
         "trigger_kind": message.trigger.kind,
-        "cron_expr": message.trigger.expression,
-        "scheduled_for": encode_instant(message.scheduled_for),
+        "cron_expr": text,
+        "scheduled_for": encode_instant(due),
         "target_kind": message.target.kind,
         "routing_key": message.target.routing_key,
         "max_attempts": max_attempts,
         "now": now,
         "name": message.name,
         "grace": grace_ms(message.misfire_grace),
+        "end_at": None if end_at is None else encode_instant(end_at),
+        "max_firings": max_firings,
+        "jitter_ms": jitter_ms,
+        "jitter_offset_ms": offset_ms,
+        "catch_up": catch_up,
+        "catch_up_limit": limit,
     }
 
 

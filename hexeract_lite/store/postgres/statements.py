@@ -14,6 +14,7 @@ from psycopg import sql
 from ...snapshot import ScheduleStatus
 from ..columns import COLUMNS, ColumnKind
 from ..listing import postgres_status_where
+from ..schema import REPLAYED, counted
 from .codec import ARRAY_TYPES, select_list
 from .schema import (
     LEASED_PREDICATE,
@@ -57,6 +58,10 @@ def _import_rows(t: sql.Identifier) -> sql.Composed:
     ).format(t=t, names=names, picks=picks, arrays=arrays)
 
 
+_COUNTED = sql.SQL(counted("%(counted)s"))
+_REPLAYED = sql.SQL(REPLAYED)
+
+
 class Statements:
     """Every statement of one store, composed once with the table name and the clock."""
 
@@ -83,22 +88,29 @@ class Statements:
                 unleased=sql.SQL(UNLEASED_PREDICATE),
                 leased=sql.SQL(LEASED_PREDICATE),
                 reclaim_key=sql.SQL(RECLAIM_KEY),
+                counted=_COUNTED,
+                replayed=_REPLAYED,
                 **extra,
             )
 
         self.insert = q(
             "INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at, name, misfire_grace_ms)"
+            " leased_until, paused, last_error, created_at, name, misfire_grace_ms, end_at,"
+            " max_firings, jitter_ms, jitter_offset_ms, catch_up, catch_up_limit)"
             " SELECT u.id, u.event_type, u.payload::jsonb, u.trigger_kind, u.cron_expr,"
             " u.scheduled_for, u.target_kind, u.routing_key, 0, %(max_attempts)s,"
-            " NULL, FALSE, NULL, {now}, u.name, u.grace"
+            " NULL, FALSE, NULL, {now}, u.name, u.grace, u.end_at, u.max_firings,"
+            " u.jitter_ms, u.jitter_offset_ms, u.catch_up, u.catch_up_limit"
             " FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(payloads)s::text[],"
             " %(trigger_kinds)s::text[], %(cron_exprs)s::text[],"
             " %(scheduled_fors)s::timestamptz[], %(target_kinds)s::text[],"
-            " %(routing_keys)s::text[], %(names)s::text[], %(graces)s::int8[])"
+            " %(routing_keys)s::text[], %(names)s::text[], %(graces)s::int8[],"
+            " %(end_ats)s::timestamptz[], %(max_firings)s::int8[], %(jitter_ms)s::int8[],"
+            " %(jitter_offset_ms)s::int8[], %(catch_ups)s::text[], %(catch_up_limits)s::int4[])"
             " AS u(id, event_type, payload, trigger_kind, cron_expr, scheduled_for,"
-            " target_kind, routing_key, name, grace)"
+            " target_kind, routing_key, name, grace, end_at, max_firings, jitter_ms,"
+            " jitter_offset_ms, catch_up, catch_up_limit)"
             " ON CONFLICT (schedule_id) DO NOTHING"
             " RETURNING schedule_id"
         )
@@ -141,12 +153,16 @@ class Statements:
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            " {counted}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
+            " THEN jitter_offset_ms END,"
             " next_after_lease = NULL, leased_until = NULL" + fence
         )
         self.reschedule = q(
             "UPDATE {t} SET scheduled_for = COALESCE(next_after_lease, %(next)s),"
-            " attempts = 0, leased_until = NULL, last_error = NULL, next_after_lease = NULL,"
-            " snoozes = NULL" + fence
+            " attempts = 0, {counted}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
+            " THEN %(offset)s::int8 END,"
+            " leased_until = NULL, last_error = NULL, next_after_lease = NULL, snoozes = NULL"
+            + fence
         )
         self.mark_failed = q(
             "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence,
@@ -199,14 +215,15 @@ class Statements:
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
         # resume never clears a live lease: the dispatch in flight still acknowledges
         self.resume_realign = q(
-            "UPDATE {t} SET scheduled_for = %(next)s, attempts = 0, last_error = NULL,"
+            "UPDATE {t} SET scheduled_for = %(next)s, jitter_offset_ms = %(offset)s::int8,"
+            " attempts = 0, last_error = NULL,"
             " leased_until = CASE WHEN %(keep)s THEN leased_until END,"
             " paused = FALSE WHERE schedule_id = %(id)s"
         )
         self.resume_flag = q("UPDATE {t} SET paused = FALSE WHERE schedule_id = %(id)s")
         self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(at)s, attempts = 0, leased_until = NULL,"
-            " last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
+            "UPDATE {t} SET scheduled_for = %(at)s, {replayed}, attempts = 0,"
+            " leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
             " next_after_lease = NULL WHERE schedule_id = %(id)s"
         )
         # a change in place (ensure, update, reschedule, run now): every column but the
@@ -276,10 +293,10 @@ def list_statement(
 def replay_statement(table: str) -> sql.Composed:
     """Replay the rows of ``%(ids)s`` still dead-lettered, at ``%(now)s``."""
     return sql.SQL(
-        "UPDATE {t} SET scheduled_for = %(now)s, attempts = 0, leased_until = NULL,"
-        " last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
+        "UPDATE {t} SET scheduled_for = %(now)s, {replayed}, attempts = 0,"
+        " leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
         " WHERE schedule_id = ANY(%(ids)s) AND dead_lettered_at IS NOT NULL"
-    ).format(t=sql.Identifier(table))
+    ).format(t=sql.Identifier(table), replayed=sql.SQL(REPLAYED))
 
 
 def stats_statement(table: str, now: sql.Composable) -> sql.Composed:

@@ -57,7 +57,7 @@ from ..columns import COLUMN_NAMES
 from ..listing import (
     glob_regex,
 )
-from ..record import ScheduleRecord, grace_ms
+from ..record import ScheduleRecord, grace_ms, insert_columns
 from ..schema import DEFAULT_TABLE, validate_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.store import Session, SqlScheduleStore
@@ -412,6 +412,7 @@ class PostgresScheduleStore(SqlScheduleStore):
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             self._raise_first_duplicate(messages)
+        policy = list(zip(*(insert_columns(m) for m in messages), strict=True)) or [()] * 8
         params = self._with_now(
             dict(
                 max_attempts=max_attempts,
@@ -419,12 +420,18 @@ class PostgresScheduleStore(SqlScheduleStore):
                 event_types=[m.event_type for m in messages],
                 payloads=[jsonb_text(m.payload_json) for m in messages],
                 trigger_kinds=[m.trigger.kind for m in messages],
-                cron_exprs=[m.trigger.expression for m in messages],
-                scheduled_fors=[m.scheduled_for for m in messages],
+                cron_exprs=list(policy[1]),
+                scheduled_fors=list(policy[0]),
                 target_kinds=[m.target.kind for m in messages],
                 routing_keys=[m.target.routing_key for m in messages],
                 names=[m.name for m in messages],
                 graces=[grace_ms(m.misfire_grace) for m in messages],
+                end_ats=list(policy[2]),
+                max_firings=list(policy[3]),
+                jitter_ms=list(policy[4]),
+                jitter_offset_ms=list(policy[5]),
+                catch_ups=list(policy[6]),
+                catch_up_limits=list(policy[7]),
             )
         )
         if connection is not None:

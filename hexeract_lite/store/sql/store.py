@@ -450,13 +450,18 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
             next = to_utc_ms(next, "next", InvalidArgument)
         with self._write("resume") as tx:
             record, now = self._locked_row(tx, sid)
-            resumes, next = record.resume_plan(next, now)
+            resumes, next, offset = record.resume_plan(next, now)
             if not resumes:
                 return False
             key = self._codec.encode_id(sid)
             if next is not None:
                 live = record.live_lease(now) is not None
-                params = {"id": key, "next": self._codec.encode_instant(next), "keep": live}
+                params = {
+                    "id": key,
+                    "next": self._codec.encode_instant(next),
+                    "keep": live,
+                    "offset": offset,
+                }
                 tx.execute(self._sql.resume_realign, params)
             else:
                 tx.execute(self._sql.resume_flag, {"id": key})

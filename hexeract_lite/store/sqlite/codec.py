@@ -17,6 +17,7 @@ from typing import Any
 from ..._time import format_ts, parse_ts
 from ...errors import InvalidConfiguration
 from ...message import ScheduledMessage
+from ...policy import SchedulePolicy
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
 from ...trigger import Trigger
 from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
@@ -24,8 +25,10 @@ from ..record import (
     ScheduleRecord,
     cached_target,
     grace_of,
+    insert_columns,
     load_payload,
     message_problem,
+    policy_of,
     rule_trigger,
 )
 from .salvage import SalvagedRow, undecodable
@@ -165,27 +168,35 @@ def message_rows(
     <hexeract_lite.store.sqlite.statements.SqliteStatements.insert>` binds for each (validated)
     message, in its order: id, event type, payload, trigger kind, rule text, scheduled
     instant, target kind, routing key, ``max_attempts``, ``created`` (the stored text of
-    the insert's "now"), name, misfire grace in milliseconds. The statement writes the
-    other columns' constants (no attempt, no lease, not paused, no error)."""
+    the insert's "now"), name, misfire grace in milliseconds, then the policy's columns
+    (:func:`~hexeract_lite.store.record.insert_columns`, which also gives the rule text
+    and the first firing's due instant). The statement writes the other columns'
+    constants (no attempt, no lease, not paused, no error)."""
     fmt = format_ts
     ms = _MS
-    return [
-        (
-            m.schedule_id.bytes,
-            m.event_type,
-            m.payload_json,
-            (trigger := m.trigger).kind,
-            trigger.expression,
-            fmt(m.scheduled_for),
-            (target := m.target).kind,
-            target.routing_key,
-            max_attempts,
-            created,
-            m.name,
-            None if (grace := m.misfire_grace) is None else grace // ms,
+    rows = []
+    for m in messages:
+        due, text, end_at, *policy = insert_columns(m)
+        target = m.target
+        rows.append(
+            (
+                m.schedule_id.bytes,
+                m.event_type,
+                m.payload_json,
+                m.trigger.kind,
+                text,
+                fmt(due),
+                target.kind,
+                target.routing_key,
+                max_attempts,
+                created,
+                m.name,
+                None if (grace := m.misfire_grace) is None else grace // ms,
+                None if end_at is None else fmt(end_at),
+                *policy,
+            )
         )
-        for m in messages
-    ]
+    return rows
 
 
 _MS = timedelta(milliseconds=1)
@@ -208,6 +219,12 @@ _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
 _GRACE = COLUMN_INDEX["misfire_grace_ms"]
 _LAST_ERROR = COLUMN_INDEX["last_error"]
+_FIRINGS = COLUMN_INDEX["firings"]
+_OFFSET = COLUMN_INDEX["jitter_offset_ms"]
+_POLICY = [
+    COLUMN_INDEX[name] for name in ("max_firings", "jitter_ms", "catch_up", "catch_up_limit")
+]
+_END_AT = COLUMN_INDEX["end_at"]
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
@@ -218,6 +235,9 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
     if type(row) is SalvagedRow:
         raise ValueError(undecodable(row))
     scheduled_for = parse_ts(row[_SCHEDULED_FOR])
+    offset = row[_OFFSET]
+    if offset:
+        scheduled_for -= timedelta(milliseconds=offset)  # the rule's instant
     parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
     lease_text = row[_LEASED_UNTIL]
     leased_until = until if lease_text == until_text else parse_ts(lease_text)
@@ -235,6 +255,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         scheduled_for=scheduled_for,
         name=row[_NAME],
         misfire_grace=grace_of(row[_GRACE]),
+        policy=_policy(row),
     )
     return LeasedOccurrence(
         message=message,
@@ -242,8 +263,17 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         max_attempts=row[_MAX_ATTEMPTS],
         leased_until=leased_until,
         retrying=row[_LAST_ERROR] is not None,
+        firings=row[_FIRINGS] or 0,
+        jitter_offset=timedelta(milliseconds=offset or 0),
         snoozes=row[_SNOOZES] or 0,
     )
+
+
+def _policy(row: Sequence[Any]) -> SchedulePolicy | None:
+    end_at, (max_firings, jitter_ms, catch_up, limit) = row[_END_AT], [row[i] for i in _POLICY]
+    if end_at is None and max_firings is None and not jitter_ms and catch_up is None:
+        return None  # the common case
+    return policy_of(_optional_instant(end_at), max_firings, jitter_ms, catch_up, limit)
 
 
 # -- rows that do not decode -------------------------------------------------------------

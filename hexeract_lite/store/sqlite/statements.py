@@ -19,10 +19,14 @@ from ..schema import (
     LIVE,
     NONCANONICAL,
     OFF_LAYOUT,
+    REPLAYED,
+    counted,
     sqlite_noncanonical,
     validate_sqlite_table_name,
 )
 from .salvage import fetch_rows
+
+_COUNTED = counted(":counted")
 
 if TYPE_CHECKING:
     import pathlib
@@ -64,8 +68,9 @@ class SqliteStatements:
         self.insert = (
             f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at, name, misfire_grace_ms)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?)"
+            " leased_until, paused, last_error, created_at, name, misfire_grace_ms, end_at,"
+            " max_firings, jitter_ms, jitter_offset_ms, catch_up, catch_up_limit)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = :id"
@@ -129,10 +134,13 @@ class SqliteStatements:
             " scheduled_for = coalesce(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
-            f" next_after_lease = NULL, leased_until = NULL WHERE {fence}"
+            f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
+            f" THEN jitter_offset_ms END, next_after_lease = NULL, leased_until = NULL"
+            f" WHERE {fence}"
         )
         self.reschedule = (
             f"UPDATE {t} SET scheduled_for = coalesce(next_after_lease, :next), attempts = 0,"
+            f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL THEN :offset END,"
             " leased_until = NULL, last_error = NULL, next_after_lease = NULL, snoozes = NULL"
             f" WHERE {fence}"
         )
@@ -204,13 +212,13 @@ class SqliteStatements:
         )
         # a live lease is kept (:keep): the dispatch in flight may still acknowledge
         self.resume_realign = (
-            f"UPDATE {t} SET scheduled_for = :next, attempts = 0, last_error = NULL,"
-            " leased_until = CASE WHEN :keep THEN leased_until END, paused = 0"
+            f"UPDATE {t} SET scheduled_for = :next, jitter_offset_ms = :offset, attempts = 0,"
+            " last_error = NULL, leased_until = CASE WHEN :keep THEN leased_until END, paused = 0"
             " WHERE schedule_id = :id"
         )
         self.resume_flag = f"UPDATE {t} SET paused = 0 WHERE schedule_id = :id"
         self.replay = (
-            f"UPDATE {t} SET scheduled_for = :at, attempts = 0, leased_until = NULL,"
+            f"UPDATE {t} SET scheduled_for = :at, {REPLAYED}, attempts = 0, leased_until = NULL,"
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
             " WHERE schedule_id = :id"
         )
@@ -383,7 +391,7 @@ def replay_sql(table: str) -> str:
     """Replay one row if it is still dead-lettered (``:id``, ``:now``)."""
     t = validate_sqlite_table_name(table)
     return (
-        f"UPDATE {t} SET scheduled_for = :now, attempts = 0, leased_until = NULL,"
+        f"UPDATE {t} SET scheduled_for = :now, {REPLAYED}, attempts = 0, leased_until = NULL,"
         " last_error = NULL, paused = 0, dead_lettered_at = NULL"
         " WHERE schedule_id = :id AND dead_lettered_at IS NOT NULL"
     )

@@ -1,0 +1,416 @@
+"""Schedule policies: when a recurring schedule ends, how its firings are spread, and
+what it does with firings it missed. Every rule here is a pure function (no store, no
+clock, no I/O): the worker, ``upcoming`` and the tests apply the same ones.
+
+A :class:`SchedulePolicy` holds four independent rules:
+
+- ``end_at``: no firing is due after this instant; the schedule then completes
+  (status ``delivered``);
+- ``max_firings``: the schedule completes after this many deliveries;
+- ``jitter``: each firing is due later than the rule's instant by an offset in
+  ``[0, jitter)``, never reaching the rule's next instant (:func:`jitter_offset`);
+- ``catch_up``: what a worker does with an occurrence it finds late:
+
+  ============  ================================================================
+  ``"latest"``  (the default) the missed firings collapse into one: the occurrence
+                held is delivered, then the rule's first instant after now is next
+  ``"skip"``    an occurrence found after the rule's following instant came due is
+                *missed*: it is not delivered, and neither is any instant up to now;
+                the rule's first instant due after now is next
+  ``"all"``     every missed instant is delivered, in order, each with its own
+                occurrence id: at most the latest ``catch_up_limit`` of them (default
+                100), and only those within the misfire grace when one is set
+  ============  ================================================================
+
+A schedule's firing is described by :class:`Firing`: the rule's instant (the
+occurrence id and the ``scheduled_for`` a sink sees), the jitter offset (the firing is
+due at ``instant + offset``, the stored ``scheduled_for``), and the deliveries so far.
+:func:`after_firing` and :func:`after_miss` are the one place the next firing is chosen
+(the worker's settlement and ``upcoming`` call them); :func:`missed_reason` decides
+whether a firing found now is delivered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import attrs
+
+from ._time import rfc3339, to_utc_ms
+from .errors import InvalidArgument
+from .occurrence import OccurrenceId
+from .trigger import Trigger
+
+__all__ = [
+    "CATCH_UP_POLICIES",
+    "DEFAULT_CATCH_UP_LIMIT",
+    "MAX_CATCH_UP_LIMIT",
+    "CatchUp",
+    "Firing",
+    "SchedulePolicy",
+    "after_firing",
+    "after_miss",
+    "first_firing",
+    "jitter_offset",
+    "missed_reason",
+    "policy_arguments",
+]
+
+CatchUp = Literal["latest", "skip", "all"]
+CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "skip", "all")
+DEFAULT_CATCH_UP_LIMIT = 100
+"""How many missed instants ``catch_up="all"`` delivers at most, by default."""
+MAX_CATCH_UP_LIMIT = 100_000
+"""The largest ``catch_up_limit`` accepted."""
+MAX_FIRINGS = 2**62
+"""The largest ``max_firings`` accepted (it is stored in a 64-bit integer)."""
+
+_MS = timedelta(milliseconds=1)
+_ZERO = timedelta(0)
+
+
+def _check_jitter(jitter: object) -> timedelta | None:
+    if jitter is None:
+        return None
+    if not isinstance(jitter, timedelta):
+        raise InvalidArgument(f"jitter must be a timedelta or None, got {jitter!r:.100}")
+    if jitter < _ZERO:
+        raise InvalidArgument(f"jitter must not be negative, got {jitter!r}")
+    if jitter % _MS:
+        raise InvalidArgument(
+            f"jitter must be a whole number of milliseconds (stored instants have"
+            f" millisecond precision), got {jitter!r}"
+        )
+    if jitter > timedelta(days=366 * 100):
+        raise InvalidArgument(f"jitter must be at most 100 years, got {jitter!r}")
+    return timedelta(milliseconds=jitter // _MS) or None
+
+
+def _check_count(name: str, value: object, top: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise InvalidArgument(f"{name} must be an integer from 1 to {top}, got {value!r:.100}")
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class SchedulePolicy:
+    """When a recurring schedule ends, how its firings are spread, what it does with
+    firings it missed (see :mod:`hexeract_lite.policy`). Build it with :meth:`of`,
+    which checks every value.
+
+    .. versionadded:: 0.3.0
+    """
+
+    end_at: datetime | None = None
+    """No firing is due after this instant (UTC, millisecond precision); None: no end."""
+    max_firings: int | None = None
+    """The schedule completes after this many deliveries; None: no limit."""
+    jitter: timedelta | None = None
+    """Each firing is due later than its rule's instant by an offset in ``[0, jitter)``
+    (:func:`jitter_offset`); None: on the instant."""
+    catch_up: CatchUp = "latest"
+    """``"latest"``, ``"skip"`` or ``"all"``: what a worker does with missed firings."""
+    catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT
+    """Under ``catch_up="all"``: how many missed instants are delivered at most."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        end_at: datetime | None = None,
+        max_firings: int | None = None,
+        jitter: timedelta | None = None,
+        catch_up: str | None = None,
+        catch_up_limit: int | None = None,
+    ) -> SchedulePolicy | None:
+        """The policy of these arguments, checked; None when they are all defaults.
+
+        ``end_at``: an aware datetime (kept to the millisecond, a fraction dropped so
+        no firing is ever after it); ``max_firings``: an integer >= 1; ``jitter``: a
+        timedelta >= 0 of whole milliseconds (zero: none); ``catch_up``: ``"latest"``
+        (None), ``"skip"`` or ``"all"``; ``catch_up_limit``: an integer >= 1, with
+        ``catch_up="all"`` only. Anything else raises :class:`InvalidArgument` naming
+        the value."""
+        if end_at is not None:
+            end_at = to_utc_ms(end_at, "end_at", InvalidArgument)
+        max_firings = _check_count("max_firings", max_firings, MAX_FIRINGS)
+        jitter = _check_jitter(jitter)
+        if catch_up is None:
+            catch_up = "latest"
+        if catch_up not in CATCH_UP_POLICIES:
+            raise InvalidArgument(
+                f"catch_up must be 'latest', 'skip' or 'all', got {catch_up!r:.100}"
+            )
+        limit = _check_count("catch_up_limit", catch_up_limit, MAX_CATCH_UP_LIMIT)
+        if limit is not None and catch_up != "all":
+            raise InvalidArgument(
+                f"catch_up_limit goes with catch_up='all', got catch_up_limit={limit}"
+                f" with catch_up={catch_up!r}"
+            )
+        policy = cls(
+            end_at=end_at,
+            max_firings=max_firings,
+            jitter=jitter,
+            catch_up=catch_up,
+            catch_up_limit=DEFAULT_CATCH_UP_LIMIT if limit is None else limit,
+        )
+        return None if policy == _NONE else policy
+
+
+_NONE = SchedulePolicy()
+
+
+def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
+    """The keyword arguments that build ``policy`` again (``ScheduledMessage.cron``,
+    ``every``, :meth:`SchedulePolicy.of`); none for None."""
+    if policy is None:
+        return {}
+    return {
+        "end_at": policy.end_at,
+        "max_firings": policy.max_firings,
+        "jitter": policy.jitter,
+        "catch_up": policy.catch_up,
+        "catch_up_limit": policy.catch_up_limit if policy.catch_up == "all" else None,
+    }
+
+
+def jitter_offset(
+    policy: SchedulePolicy | None, trigger: Trigger, schedule_id: uuid.UUID, instant: datetime
+) -> timedelta:
+    """How much later than the rule's ``instant`` its firing is due: zero without
+    jitter, else ``h mod min(jitter, gap)`` milliseconds, where ``h`` is the first 48
+    bits of the occurrence id ``OccurrenceId.derive(schedule_id, instant)`` and ``gap``
+    the milliseconds from ``instant`` to the rule's next instant (no next instant: the
+    jitter alone). So the offset is in ``[0, jitter)``, never reaches the next firing,
+    and every process computes the same one. The gap is a span of UTC time, so a
+    daylight saving change (a short or long gap on the wall clock) is measured as it is
+    lived."""
+    if policy is None or policy.jitter is None:
+        return _ZERO
+    span = policy.jitter // _MS
+    nxt = trigger.next_after(instant)
+    if nxt is not None:
+        span = min(span, (nxt - instant) // _MS)
+    if span <= 1:
+        return _ZERO
+    digest = OccurrenceId.derive(schedule_id, instant).as_uuid().bytes
+    return timedelta(milliseconds=int.from_bytes(digest[:6], "big") % span)
+
+
+@attrs.frozen
+class Firing:
+    """One firing of a recurring schedule, as a row holds it."""
+
+    instant: datetime
+    """The rule's instant: the occurrence id and the ``scheduled_for`` a sink sees."""
+    offset: timedelta = _ZERO
+    """The jitter offset: the firing is due at ``instant + offset``."""
+    firings: int = 0
+    """Deliveries of the schedule before this firing."""
+
+    @property
+    def due(self) -> datetime:
+        """When the firing is due: the stored ``scheduled_for``."""
+        return self.instant + self.offset
+
+
+@attrs.frozen
+class _Rule:
+    """What the rules read of a schedule."""
+
+    schedule_id: uuid.UUID
+    trigger: Trigger
+    policy: SchedulePolicy | None
+    grace: timedelta | None
+
+    def firing(self, instant: datetime | None, firings: int) -> Firing | None:
+        """The firing at the rule's ``instant``, jittered; None when there is none or it
+        would be due after the end."""
+        if instant is None:
+            return None
+        offset = jitter_offset(self.policy, self.trigger, self.schedule_id, instant)
+        end = None if self.policy is None else self.policy.end_at
+        if end is not None and instant + offset > end:
+            return None
+        return Firing(instant, offset, firings)
+
+    def ahead(self, after: datetime, now: datetime, firings: int) -> Firing | None:
+        """The first firing of an instant after ``after`` that is due after ``now``
+        (without jitter: the rule's first instant after both); None when there is none
+        before the end."""
+        jitter = _ZERO if self.policy is None else self.policy.jitter or _ZERO
+        instant = self.trigger.next_after(max(after, now - jitter))
+        while instant is not None:
+            firing = self.firing(instant, firings)
+            if firing is None or firing.due > now:
+                return firing
+            instant = self.trigger.next_after(instant)
+        return None
+
+    def instants(self, start: datetime) -> Iterator[Firing]:
+        """Every firing from the rule's first instant at or after ``start``, in order."""
+        instant = self.trigger.next_after(start - _MS)
+        while instant is not None:
+            offset = jitter_offset(self.policy, self.trigger, self.schedule_id, instant)
+            yield Firing(instant, offset)
+            instant = self.trigger.next_after(instant)
+
+
+def first_firing(
+    schedule_id: uuid.UUID, trigger: Trigger, policy: SchedulePolicy | None, instant: datetime
+) -> Firing:
+    """The firing a new schedule holds for its first ``instant``: jittered (on its own
+    rule's next instant); :class:`InvalidArgument` when it would be due after the
+    policy's end."""
+    offset = jitter_offset(policy, trigger, schedule_id, instant)
+    end = None if policy is None else policy.end_at
+    if end is not None and instant + offset > end:
+        raise InvalidArgument(
+            f"end_at {rfc3339(end)} is before the first firing {rfc3339(instant + offset)}:"
+            " the schedule would never fire"
+        )
+    return Firing(instant, offset)
+
+
+def _late(firing: Firing, now: datetime, grace: timedelta | None) -> bool:
+    return grace is not None and now - firing.due > grace
+
+
+def _catch_up_start(rule: _Rule, held: Firing, now: datetime) -> Firing | None:
+    """Under ``catch_up="all"``: the first firing to deliver from ``held`` on, at
+    ``now``: the earliest of the latest ``catch_up_limit`` firings due by ``now``
+    within the grace; when none is, the first one due after ``now``. None: no further
+    firing."""
+    policy = rule.policy
+    assert policy is not None
+    limit = policy.catch_up_limit
+    low = held.instant
+    if rule.grace is not None:
+        low = max(low, now - rule.grace - (policy.jitter or _ZERO))
+    # Find a window [start, now] holding at least `limit` due firings (or reaching
+    # `low`), doubling it back from now, so a long outage costs about 2 x limit steps.
+    back = timedelta(seconds=1)
+    while True:
+        start = max(low, now - back)
+        window: list[Firing] = []
+        for firing in rule.instants(start):
+            if firing.due > now or (policy.end_at is not None and firing.due > policy.end_at):
+                break
+            if not _late(firing, now, rule.grace):
+                window.append(firing)
+        if len(window) >= limit or start == low:
+            break
+        back *= 2
+    if window:
+        first = window[max(0, len(window) - limit)]
+        return rule.firing(first.instant, held.firings)
+    return rule.ahead(held.instant - _MS, now, held.firings)
+
+
+def missed_reason(
+    schedule_id: uuid.UUID,
+    trigger: Trigger,
+    policy: SchedulePolicy | None,
+    grace: timedelta | None,
+    held: Firing,
+    now: datetime,
+    *,
+    retrying: bool = False,
+) -> str | None:
+    """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
+
+    Past the policy's end or its ``max_firings``: the schedule completes. Otherwise a
+    retry after a failure is always delivered (it waits out its backoff on purpose);
+    else it is not when found later than the misfire grace, under ``catch_up="skip"``
+    when the rule's following instant is due too, and under ``catch_up="all"`` when it
+    is older than the latest ``catch_up_limit`` firings due (or out of the grace)."""
+    if policy is not None:
+        if policy.end_at is not None and held.due > policy.end_at:
+            return f"completed: due {rfc3339(held.due)}, after its end {rfc3339(policy.end_at)}"
+        if policy.max_firings is not None and held.firings >= policy.max_firings:
+            return f"completed: {held.firings} firings of at most {policy.max_firings}"
+    if retrying:
+        return None
+    if _late(held, now, grace):
+        return (
+            f"missed: due {rfc3339(held.due)}, found {rfc3339(now)}, {now - held.due} late,"
+            f" beyond its misfire grace of {grace}; not delivered"
+        )
+    catch_up = "latest" if policy is None else policy.catch_up
+    rule = _Rule(schedule_id, trigger, policy, grace)
+    if catch_up == "skip":
+        nxt = rule.firing(trigger.next_after(held.instant), held.firings)
+        if nxt is not None and nxt.due <= now:
+            return (
+                f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)} after the next"
+                f" firing {rfc3339(nxt.due)} came due (catch_up='skip'); not delivered"
+            )
+    elif catch_up == "all":
+        start = _catch_up_start(rule, held, now)
+        if start is None or start.instant > held.instant:
+            return (
+                f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)}, older than the"
+                f" {policy.catch_up_limit if policy else 0} latest missed firings it catches"
+                " up (catch_up='all'); not delivered"
+            )
+    return None
+
+
+def after_firing(
+    schedule_id: uuid.UUID,
+    trigger: Trigger,
+    policy: SchedulePolicy | None,
+    grace: timedelta | None,
+    held: Firing,
+    now: datetime,
+) -> Firing | None:
+    """The firing after ``held`` was delivered at ``now``; None: the schedule completes
+    (a one-shot, a rule with no further instant, its ``max_firings`` reached, the next
+    firing due after its end). ``catch_up="all"`` goes on at the rule's next instant
+    (a missed one fires next, in order, as :func:`_catch_up_start` allows); the others
+    at the rule's first instant after ``held`` whose firing is due after ``now`` (without
+    jitter: its first instant after both)."""
+    if not trigger.is_recurring:
+        return None
+    fired = held.firings + 1
+    if policy is not None and policy.max_firings is not None and fired >= policy.max_firings:
+        return None
+    rule = _Rule(schedule_id, trigger, policy, grace)
+    if policy is not None and policy.catch_up == "all":
+        nxt = rule.firing(trigger.next_after(held.instant), fired)
+        if nxt is None or nxt.due > now:
+            return nxt
+        start = _catch_up_start(rule, nxt, now)
+        return None if start is None else attrs.evolve(start, firings=fired)
+    return rule.ahead(held.instant, now, fired)
+
+
+def after_miss(
+    schedule_id: uuid.UUID,
+    trigger: Trigger,
+    policy: SchedulePolicy | None,
+    grace: timedelta | None,
+    held: Firing,
+    now: datetime,
+) -> Firing | None:
+    """The firing after ``held`` was found at ``now`` and not delivered
+    (:func:`missed_reason`); None: the schedule completes (or, a one-shot, is
+    dead-lettered: the caller's rule). ``catch_up="all"``: the first firing it
+    catches up; otherwise the rule's first instant after ``held`` whose firing is due
+    after ``now``."""
+    if not trigger.is_recurring:
+        return None
+    if policy is not None:
+        if policy.end_at is not None and held.due > policy.end_at:
+            return None
+        if policy.max_firings is not None and held.firings >= policy.max_firings:
+            return None
+    rule = _Rule(schedule_id, trigger, policy, grace)
+    if policy is not None and policy.catch_up == "all":
+        return _catch_up_start(rule, held, now)
+    return rule.ahead(held.instant, now, held.firings)
