@@ -116,6 +116,7 @@ class ScheduleSnapshot:
     def firing(self) -> Firing:
         """The firing the schedule holds, for the policy rules."""
         return Firing(self.occurrence_at, self.jitter_offset, self.firings)
+
     snoozes: int = 0
     """How often the current occurrence snoozed (:class:`~hexeract_lite.Snooze`).
 
@@ -233,6 +234,7 @@ class LeasedOccurrence:
     def firing(self) -> Firing:
         """This firing, for the policy rules."""
         return Firing(self.message.scheduled_for, self.jitter_offset, self.firings)
+
     snoozes: int = 0
     """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`); a
     snoozed occurrence is, like a retry, late on purpose.

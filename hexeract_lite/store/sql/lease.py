@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ScheduleNotFound
-from ...settlement import Settlement
+from ...settlement import Settlement, SettlementKind
 from ..checks import check_extension, check_schedule_id
 from ..longrun import check_abort_kind
 
@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
     from ..settle_plan import PlannedSettlement
 
-__all__ = ["LeaseExtending"]
+__all__ = ["LONG_RUN_STATEMENTS", "LeaseExtending"]
+
+LONG_RUN_STATEMENTS = {SettlementKind.SNOOZED: "snooze", SettlementKind.CANCELLED: "cancel_leased"}
+"""The long handlers' settlement kinds and their fenced statements (dialect attributes)."""
 
 
 class LeaseExtending:

@@ -53,7 +53,7 @@ from ..runs import (
     recorded_runs,
 )
 from ..stats import StoreStats
-from .lease import LeaseExtending
+from .lease import LONG_RUN_STATEMENTS, LeaseExtending
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -99,8 +99,7 @@ _STATEMENT_OF = {
     SettlementKind.FAILED: "mark_failed",
     SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
     SettlementKind.RELEASED: "release",
-    SettlementKind.SNOOZED: "snooze",
-    SettlementKind.CANCELLED: "cancel_leased",
+    **LONG_RUN_STATEMENTS,
 }
 """Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
 
