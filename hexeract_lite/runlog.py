@@ -1,13 +1,14 @@
 """The run log: one record per dispatch attempt and per firing that was settled
 without a dispatch, written by the store in the transaction that settles it.
 
-A worker attaches a :class:`RunEntry` to each :class:`~hexeract_lite.settlement.Settlement`
-it writes (``Settlement.run``); a store that keeps a run log (``store.keeps_runs``)
-records it with the settlement, in the same transaction, as ``lease_lost`` when the
-settlement was fenced out (the row's lease no longer matched: another worker owns
-the occurrence now). A store adds ``swept`` records itself, for the rows its sweep
-dead-letters. A store without a run log records nothing and answers ``runs()`` with
-an empty list.
+A worker attaches a :class:`RunDraft` (the figures of a :class:`RunEntry`, which its
+``entry()`` computes) to each :class:`~hexeract_lite.settlement.Settlement` it writes
+(``Settlement.run``, which also takes a :class:`RunEntry`); a store that keeps a run
+log (``store.keeps_runs``) records it with the settlement, in the same transaction,
+as ``lease_lost`` when the settlement was fenced out (the row's lease no longer
+matched: another worker owns the occurrence now). A store adds ``swept`` records
+itself, for the rows its sweep dead-letters. A store without a run log records
+nothing and answers ``runs()`` with an empty list.
 
 Outcomes (:class:`RunOutcome`): ``delivered`` (the sink succeeded, whether the
 schedule then ended or moved to its next firing), ``failed`` (the sink failed; the
@@ -30,9 +31,18 @@ from typing import NamedTuple
 
 import attrs
 
+from ._time import EPOCH
 from .occurrence import OccurrenceId
 
-__all__ = ["RunEntry", "RunOutcome", "RunRecord", "RunStamp", "delivered_run", "this_worker"]
+__all__ = [
+    "RunDraft",
+    "RunEntry",
+    "RunOutcome",
+    "RunRecord",
+    "RunStamp",
+    "delivered_run",
+    "this_worker",
+]
 
 
 class RunOutcome(enum.StrEnum):
@@ -67,6 +77,10 @@ class RunEntry(NamedTuple):
     host: str
     pid: int
     error: str | None
+
+    def entry(self) -> RunEntry:
+        """This run (a :class:`RunDraft` makes its entry here)."""
+        return self
 
 
 @attrs.frozen(kw_only=True)
@@ -169,19 +183,21 @@ def delivered_run(
     duration = stamp.mono - began
     return stamp.record(
         schedule_id, scheduled_for, attempt, RunOutcome.DELIVERED, began, duration, None
-    )
+    ).entry()
 
 
 class RunStamp:
     """One batch's reading of the clocks and the worker's identity, from which each of
-    its :class:`RunEntry` is made: ``now`` (the wall clock) and ``mono``
-    (``time.monotonic()``) read together once the batch's turns are over."""
+    its runs is made: ``now`` (the wall clock) and ``mono`` (``time.monotonic()``)
+    read together once the batch's turns are over; ``now_us``: ``now`` in microseconds
+    since the epoch, for a store that encodes a :class:`RunDraft` without datetimes."""
 
-    __slots__ = ("host", "mono", "now", "pid")
+    __slots__ = ("host", "mono", "now", "now_us", "pid")
 
     def __init__(self, now: datetime, mono: float) -> None:
         self.now = now
         self.mono = mono
+        self.now_us = (now - EPOCH) // _US
         self.host, self.pid = this_worker()
 
     def record(
@@ -193,36 +209,50 @@ class RunStamp:
         began: float | None,
         duration: float | None,
         error: str | None,
-    ) -> RunEntry:
+    ) -> RunDraft:
         """The run of one occurrence: dispatched at ``began`` (monotonic) for
         ``duration`` seconds, or (``began`` None) settled without a dispatch now."""
-        now = self.now
-        took = None if duration is None else timedelta(seconds=duration)
-        if began is None or took is None:
-            return RunEntry(
-                schedule_id,
-                scheduled_for,
-                attempt,
-                None,
-                now,
-                outcome,
-                now - scheduled_for,
-                took,
-                self.host,
-                self.pid,
-                error,
-            )
-        started = now - timedelta(seconds=self.mono - began)
-        return RunEntry(
-            schedule_id,
-            scheduled_for,
-            attempt,
-            started,
-            started + took,
-            outcome,
-            started - scheduled_for,
-            took,
-            self.host,
-            self.pid,
-            error,
+        return _new(
+            RunDraft, (self, schedule_id, scheduled_for, attempt, outcome, began, duration, error)
         )
+
+
+class RunDraft(NamedTuple):
+    """A run as the worker attaches it to a settlement: the batch's :class:`RunStamp`
+    and the occurrence's figures, from which :meth:`entry` computes the
+    :class:`RunEntry` (instants, lag and duration). A store may encode it from the
+    figures directly (the worker makes one per occurrence on its hot path, and most
+    are only ever written)."""
+
+    stamp: RunStamp
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    attempt: int
+    outcome: RunOutcome
+    began: float | None
+    """When the sink was called (``time.monotonic()``); None: not dispatched."""
+    duration: float | None
+    """How long the sink took, in seconds; None: not dispatched."""
+    error: str | None
+
+    def entry(self) -> RunEntry:
+        """The :class:`RunEntry` of this run: ``started`` is ``began`` on the wall
+        clock (the stamp's ``now`` less the monotonic time since), ``finished``
+        ``started`` plus ``duration``; the stamp's ``now`` when not dispatched."""
+        stamp, schedule_id, scheduled_for, attempt, outcome, began, duration, error = self
+        now = stamp.now
+        if began is None or duration is None:
+            return RunEntry(
+                schedule_id, scheduled_for, attempt, None, now, outcome, now - scheduled_for,
+                None, stamp.host, stamp.pid, error,
+            )  # fmt: skip
+        took = timedelta(seconds=duration)
+        started = now - timedelta(seconds=stamp.mono - began)
+        return RunEntry(
+            schedule_id, scheduled_for, attempt, started, started + took, outcome,
+            started - scheduled_for, took, stamp.host, stamp.pid, error,
+        )  # fmt: skip
+
+
+_new = tuple.__new__
+_US = timedelta(microseconds=1)

@@ -49,7 +49,7 @@ import attrs
 from .errors import DispatchError
 from .longrun import DispatchAborted, Snooze
 from .policy import Firing, after_firing, after_miss, missed_reason
-from .runlog import RunEntry, RunOutcome, RunStamp
+from .runlog import RunDraft, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
 
@@ -327,7 +327,7 @@ def settlement_for(
 
 
 def _next_settlement(
-    sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunEntry | None, *, counted: bool
+    sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunDraft | None, *, counted: bool
 ) -> Settlement:
     """``reschedule`` to ``firing`` (due at its rule's instant plus its jitter), or
     ``delivered`` when there is none: the schedule completes."""
@@ -344,7 +344,7 @@ def _run(
     result: DispatchResult,
     outcome: RunOutcome,
     error: str | None,
-) -> RunEntry | None:
+) -> RunDraft | None:
     if stamp is None:
         return None
     msg = occurrence.message

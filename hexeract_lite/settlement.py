@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from .runlog import RunEntry
+    from .runlog import RunDraft, RunEntry
 
 __all__ = ["Settlement", "SettlementKind"]
 
@@ -74,7 +74,7 @@ class Settlement:
     counted: bool = attrs.field(default=False, kw_only=True)
     """For ``reschedule`` and ``delivered``: the firing was delivered, so the schedule's
     count of firings goes up by one (a recurring schedule's)."""
-    run: RunEntry | None = attrs.field(default=None, eq=False, kw_only=True)
+    run: RunEntry | RunDraft | None = attrs.field(default=None, eq=False, kw_only=True)
     """The run to record with it in the store's run log (None: none); a store records
     it as ``lease_lost`` when the settlement is fenced out."""
 
@@ -84,7 +84,7 @@ class Settlement:
         schedule_id: uuid.UUID,
         lease: datetime,
         *,
-        run: RunEntry | None = None,
+        run: RunEntry | RunDraft | None = None,
         counted: bool = False,
     ) -> Settlement:
         """The dispatch succeeded: set ``delivered_at`` and clear the lease (``counted``:
@@ -98,7 +98,7 @@ class Settlement:
         next: datetime,
         lease: datetime,
         *,
-        run: RunEntry | None = None,
+        run: RunEntry | RunDraft | None = None,
         offset: timedelta | None = None,
         counted: bool = False,
     ) -> Settlement:
@@ -122,7 +122,7 @@ class Settlement:
         error: str,
         lease: datetime,
         *,
-        run: RunEntry | None = None,
+        run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """The dispatch failed with budget left: retry no sooner than ``now + retry_in``."""
         return cls(
@@ -131,14 +131,19 @@ class Settlement:
 
     @classmethod
     def dead_lettered(
-        cls, schedule_id: uuid.UUID, error: str, lease: datetime, *, run: RunEntry | None = None
+        cls,
+        schedule_id: uuid.UUID,
+        error: str,
+        lease: datetime,
+        *,
+        run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """The occurrence is exhausted: dead-letter the schedule with ``error``."""
         return cls(SettlementKind.DEAD_LETTERED, schedule_id, lease, error=error, run=run)
 
     @classmethod
     def released(
-        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | RunDraft | None = None
     ) -> Settlement:
         """The worker is stopping and never dispatched the occurrence: give it back.
 

@@ -22,7 +22,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.occurrence import OccurrenceId
-from hexeract_lite.runlog import RunEntry, RunOutcome
+from hexeract_lite.runlog import RunEntry, RunOutcome, RunRecord, RunStamp
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.store.base import ScheduleStore
 from hexeract_lite.store.memory import InMemoryScheduleStore
@@ -100,6 +100,30 @@ def test_a_missed_firing_is_recorded_as_skipped(store: ScheduleStore, frozen: Fr
     assert run.outcome is RunOutcome.SKIPPED and run.started is None and run.duration is None
     assert run.error is not None and run.error.startswith("missed: due")
     assert run.lag == 30 * S
+
+
+def test_a_worker_s_draft_reads_back_as_its_entry(store: ScheduleStore) -> None:
+    """The run a worker attaches (a draft of figures, which a store may encode without
+    making its entry) reads back as the record of its entry: the same instants, lag
+    and duration, to the microsecond the store keeps."""
+    first, second = one_shot(), one_shot(T0 + timedelta(microseconds=999_999))
+    store.insert(first, 3)
+    store.insert(second, 3)
+    claimed = {o.message.schedule_id: o for o in store.claim_due(T0 + 2 * S, 10, 30 * S)}
+    stamp = RunStamp(T0 + timedelta(seconds=7, microseconds=654_321), 1000.0)
+    a, b = first.schedule_id, second.schedule_id
+    drafts = [
+        stamp.record(a, T0, 1, RunOutcome.DELIVERED, 998.765_432_1, 0.123_456_7, None),
+        stamp.record(b, second.scheduled_for, 1, RunOutcome.RELEASED, None, None, None),
+    ]
+    settlements = [
+        Settlement.delivered(a, claimed[a].leased_until, run=drafts[0]),
+        Settlement.released(b, claimed[b].leased_until, run=drafts[1]),
+    ]
+    assert store.settle(settlements) == [True, True]
+    got = sorted(store.runs(), key=lambda r: r.outcome.value)
+    assert got == [RunRecord.of(d.entry()) for d in drafts]
+    assert got[0].started is not None and got[0].duration is not None
 
 
 def test_a_fenced_out_settlement_is_recorded_as_lease_lost(

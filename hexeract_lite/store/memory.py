@@ -271,7 +271,7 @@ class InMemoryScheduleStore(SettlingStore):
                     row.leased_until = None
                 woke = woke or item.wakes
                 results.append(True)
-            self._runs.extend(recorded_runs(checked, results))
+            self._runs.extend(run.entry() for run in recorded_runs(checked, results))
         return results, woke
 
     def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:

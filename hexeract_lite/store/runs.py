@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from .._time import to_utc_ms
 from ..errors import InvalidArgument
-from ..runlog import RunEntry, RunOutcome, RunRecord, this_worker
+from ..runlog import RunDraft, RunEntry, RunOutcome, RunRecord, this_worker
 from ..settlement import Settlement
 from .checks import check_limit, check_schedule_id
 
@@ -79,10 +79,12 @@ def check_run_counts(since: datetime, until: datetime) -> tuple[datetime, dateti
     return start, end
 
 
-def recorded_runs(checked: Sequence[Settlement], results: Iterable[bool]) -> list[RunEntry]:
+def recorded_runs(
+    checked: Sequence[Settlement], results: Iterable[bool]
+) -> list[RunEntry | RunDraft]:
     """The runs a settled batch records: each item's run, as ``lease_lost`` when the
     item was fenced out (``results`` False)."""
-    runs: list[RunEntry] = []
+    runs: list[RunEntry | RunDraft] = []
     for item, ok in zip(checked, results, strict=True):
         run = item.run
         if run is None:

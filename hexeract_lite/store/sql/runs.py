@@ -16,7 +16,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...runlog import RunEntry, RunOutcome, RunRecord, this_worker
+from ..._time import EPOCH
+from ...runlog import RunDraft, RunEntry, RunOutcome, RunRecord, this_worker
 
 __all__ = ["RUN_COLUMNS", "RunStatements"]
 
@@ -36,6 +37,7 @@ RUN_COLUMNS = (
 """The columns a run writes and reads, in order (``run_id`` is the table's own)."""
 
 _MS = timedelta(milliseconds=1)
+_US = timedelta(microseconds=1)
 _COLUMNS = ", ".join(RUN_COLUMNS)
 
 
@@ -45,7 +47,10 @@ class RunStatements:
     ``runs``: the runs table as the dialect's SQL names it; ``ph``: its positional
     placeholder (``?``, ``%s``); ``param``: its named placeholder of a name;
     ``hour``: the SQL of the hour ``finished`` falls in (an instant the codec
-    decodes); the encoders and decoders of ids and instants.
+    decodes); the encoders and decoders of ids and instants; ``encode_us``, when
+    given: the encoder of an instant given as microseconds since the epoch, with which
+    :meth:`row` encodes a :class:`~hexeract_lite.runlog.RunDraft` from its figures
+    (without it, from its entry).
     """
 
     __slots__ = (
@@ -53,6 +58,7 @@ class RunStatements:
         "_decode_instant",
         "_encode_id",
         "_encode_instant",
+        "_encode_us",
         "_param",
         "_runs",
         "counts",
@@ -72,8 +78,10 @@ class RunStatements:
         encode_instant: Callable[[datetime], Any],
         decode_id: Callable[[Any], uuid.UUID],
         decode_instant: Callable[[Any], datetime],
+        encode_us: Callable[[int], Any] | None = None,
     ) -> None:
         self._runs, self._param = runs, param
+        self._encode_us = encode_us
         self._encode_id, self._encode_instant = encode_id, encode_instant
         self._decode_id, self._decode_instant = decode_id, decode_instant
         marks = ", ".join([ph] * len(RUN_COLUMNS))
@@ -116,9 +124,13 @@ class RunStatements:
         )
         return statement, params
 
-    def row(self, run: RunEntry) -> tuple[Any, ...]:
+    def row(self, run: RunEntry | RunDraft) -> tuple[Any, ...]:
         """The values :attr:`insert` binds for ``run``."""
-        sid, scheduled, attempt, started, finished, outcome, lag, took, host, pid, error = run
+        if type(run) is RunDraft and self._encode_us is not None:
+            return self._draft_row(run)
+        sid, scheduled, attempt, started, finished, outcome, lag, took, host, pid, error = (
+            run.entry()
+        )
         instant = self._encode_instant
         return (
             self._encode_id(sid),
@@ -133,6 +145,26 @@ class RunStatements:
             pid,
             error,
         )
+
+    def _draft_row(self, run: RunDraft) -> tuple[Any, ...]:
+        """:meth:`row` of a draft, from its figures in whole microseconds (the values
+        of ``row(run.entry())``, without making the entry's datetimes)."""
+        stamp, sid, scheduled, attempt, outcome, began, duration, error = run
+        instant = self._encode_us
+        assert instant is not None
+        due = (scheduled - EPOCH) // _US
+        now = stamp.now_us
+        if began is None or duration is None:
+            return (
+                self._encode_id(sid), instant(due), attempt, None, instant(now), outcome.value,
+                (now - due) // 1000, None, stamp.host, stamp.pid, error,
+            )  # fmt: skip
+        started = now - round((stamp.mono - began) * 1e6)
+        took = round(duration * 1e6)
+        return (
+            self._encode_id(sid), instant(due), attempt, instant(started), instant(started + took),
+            outcome.value, (started - due) // 1000, took / 1000, stamp.host, stamp.pid, error,
+        )  # fmt: skip
 
     def malformed(
         self, sid: Any, scheduled: Any, attempts: Any, now: datetime, error: str

@@ -68,10 +68,22 @@ def encode_id(schedule_id: uuid.UUID) -> bytes:
 
 
 def decode_id(value: object) -> uuid.UUID:
-    """A stored id; anything but 16 bytes raises ValueError."""
+    """A stored id; anything but 16 bytes raises ValueError. Every claimed row decodes
+    one: the UUID is made as ``uuid.UUID(bytes=value)`` makes it (its ``int`` and
+    ``is_safe`` set on a new instance), without that constructor's argument checks."""
     if not isinstance(value, bytes) or len(value) != 16:
         raise ValueError(f"schedule_id is not 16 bytes: {value!r:.60}")
-    return uuid.UUID(bytes=value)
+    made = _new_uuid(_UUID)
+    _set(made, "int", _from_bytes(value))
+    _set(made, "is_safe", _UNKNOWN_SAFETY)
+    return made
+
+
+_UUID = uuid.UUID
+_new_uuid = object.__new__
+_set = object.__setattr__
+_from_bytes = int.from_bytes
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 
 
 encode_instant: Callable[[datetime], str] = format_ts

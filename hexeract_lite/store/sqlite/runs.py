@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._time import format_us
 from ..sql.runs import RUN_COLUMNS, RunStatements
 from . import codec
 
@@ -22,6 +23,7 @@ def run_statements(table: str) -> RunStatements:
         encode_instant=codec.encode_instant,
         decode_id=codec.decode_id,
         decode_instant=codec.decode_instant,
+        encode_us=format_us,
     )
 
 
