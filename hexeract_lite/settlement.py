@@ -162,7 +162,7 @@ class Settlement:
         delay: timedelta,
         lease: datetime,
         *,
-        run: RunEntry | None = None,
+        run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """The handler snoozed: give the attempt back, count the snooze, and hold the
         occurrence (same id, same ``scheduled_for``) until ``now + delay``.
@@ -173,7 +173,7 @@ class Settlement:
 
     @classmethod
     def cancelled(
-        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | None = None
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | RunDraft | None = None
     ) -> Settlement:
         """The dispatch was aborted with ``cancel=True``: cancel the schedule.
 
