@@ -88,6 +88,7 @@ GROUPS = {
     "claim": ("claim latency (claim of 10)", "µs"),
     "contention": ("another process's insert p99 while a worker drains", "ms"),
     "lag": ("dispatch lag, idle worker in run()", "ms"),
+    "abort": ("abort() to the handler stopping, worker in another process", "ms"),
     "idle": ("idle worker CPU", "% of a core"),
     "rss": ("worker RSS", "MiB"),
     "startup": ("start-up, whole fresh process", "ms"),
@@ -262,6 +263,13 @@ def _benches() -> list[Bench]:
         _b("lag/hexeract-otherprocess", "hexeract, inserted due now by another process",
            "_hexeract.dispatch_lag", {"mode": "other-process", "count": 50},
            quick={"count": 20}, **lat),
+        # abort latency: heartbeat 200 ms, poll_interval 100 ms, another process
+        _b("abort/hexeract-sync", "hexeract sync handler sees should_abort() (looks every 5 ms)",
+           "_longrun.abort_latency", {"mode": "sync", "count": 40}, quick={"count": 8},
+           vs_peers=False, **lat),
+        _b("abort/hexeract-async", "hexeract async handler cancelled",
+           "_longrun.abort_latency", {"mode": "async", "count": 40}, quick={"count": 8},
+           vs_peers=False, **lat),
         # contention: another process's inserts while a worker drains a backlog
         _b("contention/hexeract", "default worker drains; other process: hexeract insert",
            "_contention.contention", cont, quick=q_cont, prep=due40k, vs_peers=False, **lat),
@@ -479,7 +487,7 @@ def fmt_value(bench: Bench, res: dict[str, Any]) -> str:
         if "skipped" in res:
             return "n/a"
         return "error"
-    if bench.group == "lag" and "p50_ms" in res:
+    if bench.group in ("lag", "abort") and "p50_ms" in res:
         return f"p50 {fmt_num(res['p50_ms'])} / p99 {fmt_num(res['p99_ms'])}"
     if bench.group == "rss":
         return f"{fmt_num(res['value'])} (+{fmt_num(res.get('delta_mb', 0.0))})"

@@ -42,6 +42,11 @@ _EXPORTS = {
     ),
     ".handlers": ("EventRouterSink",),
     ".interval": ("Interval",),
+    ".longrun": (
+        "DispatchHandle",
+        "Snooze",
+        "current_dispatch",
+    ),
     ".message": (
         "MAX_PAYLOAD_BYTES",
         "ScheduledMessage",

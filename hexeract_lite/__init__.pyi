@@ -22,6 +22,9 @@ from .errors import StoreError as StoreError
 from .errors import UnsupportedConnection as UnsupportedConnection
 from .handlers import EventRouterSink as EventRouterSink
 from .interval import Interval as Interval
+from .longrun import DispatchHandle as DispatchHandle
+from .longrun import Snooze as Snooze
+from .longrun import current_dispatch as current_dispatch
 from .message import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
 from .message import ScheduledMessage as ScheduledMessage
 from .message import Target as Target
@@ -78,6 +81,9 @@ __all__ = [
     "UnsupportedConnection",
     "EventRouterSink",
     "Interval",
+    "DispatchHandle",
+    "Snooze",
+    "current_dispatch",
     "MAX_PAYLOAD_BYTES",
     "ScheduledMessage",
     "Target",

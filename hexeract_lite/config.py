@@ -65,19 +65,27 @@ class SchedulerWorkerConfig:
     ==================  =========  ====================================================
     poll_interval       100 ms     > 0; the longest an idle worker sleeps between looks
     batch_size          10         int >= 1; occurrences claimed per cycle
-    lease               300 s      > 0 and >= batch_size * dispatch_timeout
+    lease               300 s      > 0 and >= batch_size * dispatch_timeout (without
+                                   a heartbeat)
     retry_base_delay    1 s        > 0
     retry_max_delay     300 s      >= retry_base_delay
     jitter              True       bool; full jitter on retry delays
     min_cycle_delay     2 ms       >= 0; the pause after a full batch while others write
     dispatch_timeout    30 s       > 0; how long one dispatch may take
+    heartbeat           None       None, or > 0 and < lease: extend the leases of the
+                                   batch in flight on this period
+    max_snoozes         100        int >= 0; snoozes of one occurrence before its
+                                   schedule is dead-lettered
     ==================  =========  ====================================================
 
     No duration may exceed :data:`LONGEST_SETTING` (36500 days, about 100 years): the
     worker adds them to now, and a longer one would reach past the year 9999.
 
     The lease must cover a whole batch dispatched back to back at the timeout, or
-    the last occurrences of a slow batch would be skipped as expired.
+    the last occurrences of a slow batch would be skipped as expired; with a
+    ``heartbeat`` the worker keeps the batch's leases alive itself (every period it
+    extends each to ``now + lease``: :mod:`hexeract_lite.heartbeat`), so a dispatch may
+    run longer than the lease, up to ``dispatch_timeout``.
 
     ``min_cycle_delay`` paces the drain of a backlog while the store is shared: after a
     cycle that claimed a full batch, the worker pauses that long before the next one
@@ -109,6 +117,11 @@ class SchedulerWorkerConfig:
     jitter: bool = True
     min_cycle_delay: timedelta = timedelta(milliseconds=2)
     dispatch_timeout: timedelta = timedelta(seconds=30)
+    heartbeat: timedelta | None = None
+    """The period on which the worker extends the leases of its batch in flight (None:
+    never by itself; a handler may still call ``current_dispatch().heartbeat()``)."""
+    max_snoozes: int = 100
+    """How often one occurrence may snooze; the next snooze dead-letters its schedule."""
 
     def __attrs_post_init__(self) -> None:
         check_duration("poll_interval", self.poll_interval)
@@ -133,6 +146,20 @@ class SchedulerWorkerConfig:
                 f" ({format_duration(self.retry_base_delay)}),"
                 f" got retry_max_delay={format_duration(self.retry_max_delay)}"
             )
+        snoozes = self.max_snoozes
+        if isinstance(snoozes, bool) or not isinstance(snoozes, int) or snoozes < 0:
+            raise InvalidConfiguration(
+                f"max_snoozes must be an integer >= 0, got max_snoozes={snoozes!r}"
+            )
+        if self.heartbeat is not None:
+            check_duration("heartbeat", self.heartbeat, longest=None)
+            if self.heartbeat >= self.lease:
+                raise InvalidConfiguration(
+                    f"heartbeat must be shorter than the lease ({format_duration(self.lease)})"
+                    f" it renews, got heartbeat={format_duration(self.heartbeat)}"
+                )
+            check_duration("dispatch_timeout", self.dispatch_timeout)
+            return  # the heartbeat keeps the batch's leases alive
         try:
             needed: timedelta | None = self.dispatch_timeout * batch
         except OverflowError:  # past timedelta.max: no lease can cover it

@@ -468,6 +468,30 @@ class SchedulerControl:
             raise ScheduleNotFound(sid, name)
         return sid
 
+    def abort(self, id_or_name: uuid.UUID | str, *, cancel: bool = False) -> bool:
+        """Ask the dispatch in flight of the schedule to stop; True when the request
+        was stored.
+
+        The request is stored on the row (``abort_requested``), so it works from any
+        process: the worker running the dispatch sees it on its next heartbeat or
+        poll (within ``poll_interval``). An async handler is cancelled; a sync one
+        sees ``current_dispatch().should_abort()`` turn True and should return. The
+        dispatch is then recorded as ``aborted`` in the run log, whatever the handler
+        returned: a failed attempt (retried, or dead-lettered when it was the last),
+        or, with ``cancel=True``, the schedule cancelled with it.
+
+        A schedule with nothing in flight (no lease held, or terminal) is left as it
+        is: False, nothing written. A schedule waiting out a retry's backoff holds a
+        lease: the request is stored and cleared by its next claim. An unknown id or
+        name: :class:`ScheduleNotFound`.
+
+        .. versionadded:: 0.3.0
+        """
+        if not isinstance(cancel, bool):
+            raise InvalidArgument(f"cancel must be True or False, got cancel={cancel!r:.100}")
+        sid = self._existing(id_or_name)
+        return self.store.request_abort(sid, "cancel" if cancel else "abort")
+
     def reschedule(self, id_or_name: uuid.UUID | str, at: datetime) -> bool:
         """Move the schedule's next firing to ``at`` (aware); attempts and last error
         reset; a recurring one then goes on on its rule. Terminal, or a one-shot

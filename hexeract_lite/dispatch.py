@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import inspect
 import logging
 import queue
@@ -48,6 +49,7 @@ from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
 from .ledger import log_occurrence
+from .longrun import DispatchAborted, DispatchHandle, Snooze, current_handle, dispatching
 from .message import ScheduledMessage
 from .settle import (
     LEASE_EXPIRED,
@@ -119,6 +121,10 @@ def abandoned_error() -> DispatchError:
 # -- calling the sink --------------------------------------------------------------------
 
 
+def _no_handle(occ: LeasedOccurrence) -> DispatchHandle | None:
+    return None
+
+
 async def _completed(value: Awaitable[object]) -> object:
     return await value
 
@@ -129,6 +135,8 @@ def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
     if result is not None and inspect.isawaitable(result):
         # A coroutine from a sync run: run it to completion here, on a private loop.
         result = asyncio.run(_completed(result))
+    if isinstance(result, Snooze):
+        raise result
     if result is not None:
         raise _bad_return("sink", sink, result)
 
@@ -182,6 +190,7 @@ class BatchRun:
 
     __slots__ = (
         "_acks",
+        "_handle_of",
         "_interrupted",
         "_items",
         "_lock",
@@ -207,6 +216,7 @@ class BatchRun:
         context: object = None,
     ) -> None:
         self._sink, self._acks = runner.sink, runner.acks
+        self._handle_of = runner.handle_of
         self._items = items
         self._turn = turn
         self.wake = wake
@@ -241,11 +251,12 @@ class BatchRun:
                     self.in_flight = True
                     self.call_started = began
                 try:
-                    if acks is not None:
-                        result = acks.dispatch_occurrence(occ)
-                    else:
-                        _call_blocking(sink, occ.message)
-                        result = SUCCEEDED
+                    with dispatching(self._handle_of(occ)):
+                        if acks is not None:
+                            result = acks.dispatch_occurrence(occ)
+                        else:
+                            _call_blocking(sink, occ.message)
+                            result = SUCCEEDED
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     result = DispatchResult.failed(exc)
                 result = result.took(time.monotonic() - began, began)
@@ -357,6 +368,8 @@ class SinkRunner:
         """The synchronous run in flight, if any (what :meth:`interrupt` gives up on)."""
         self._budget: asyncio.Timeout | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.handle_of: Callable[[LeasedOccurrence], DispatchHandle | None] = _no_handle
+        """The handle of an occurrence's dispatch (the worker's in-flight registry)."""
 
     # -- the dispatch thread
 
@@ -389,8 +402,12 @@ class SinkRunner:
         if run is not None:
             run.interrupt()
         if budget is not None and loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
-                loop.call_soon_threadsafe(self._expire, budget, loop)
+            self._expire_soon(budget, loop)
+
+    def _expire_soon(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
+        """From any thread: end ``budget`` on ``loop`` now (the sink is cancelled)."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
+            loop.call_soon_threadsafe(self._expire, budget, loop)
 
     def _expire(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
         if budget is self._budget and not budget.expired():
@@ -502,7 +519,8 @@ class SinkRunner:
                     result = DispatchResult.failed(exc)
             if result is None:
                 began = time.monotonic()
-                result, interruption = await self._dispatch_async(occ.message)
+                with dispatching(self.handle_of(occ)):
+                    result, interruption = await self._dispatch_async(occ.message)
                 result = result.took(time.monotonic() - began, began)
             results.append(result)
         return results, interruption
@@ -513,9 +531,12 @@ class SinkRunner:
         started = time.monotonic()  # the loop's time() is time.monotonic() too
         budget = asyncio.timeout_at(started + self.timeout)
         result: object = None
+        handle = current_handle()
         try:
             async with budget:
                 self._budget, self._loop = budget, asyncio.get_running_loop()
+                if handle is not None:  # an abort asked for cancels it, as a timeout does
+                    handle.on_abort(functools.partial(self._expire_soon, budget, self._loop))
                 if self._aborting.is_set():
                     return NOT_DISPATCHED, None
                 result = self.sink.dispatch(message)
@@ -527,6 +548,9 @@ class SinkRunner:
                 return DispatchResult.failed(exc), None  # the sink's own TimeoutError
             if self._aborting.is_set():
                 return DispatchResult.failed(abandoned_error()), None
+            if handle is not None and handle.abort_requested is not None:
+                how = handle.abort_requested
+                return DispatchResult.failed(DispatchAborted(how == "cancel")), None
             log.warning(
                 "an async sink did not finish within dispatch_timeout (%g s); it was cancelled",
                 self.timeout,
@@ -543,6 +567,10 @@ class SinkRunner:
             return DispatchResult.failed(exc), None
         finally:
             self._budget = None
+            if handle is not None:
+                handle.on_abort(None)
+        if isinstance(result, Snooze):
+            return DispatchResult.failed(result), None
         if result is not None:
             _discard(result)
             return DispatchResult.failed(_bad_return("sink", self.sink, result)), None

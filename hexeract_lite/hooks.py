@@ -14,6 +14,11 @@ event                        when
 :class:`DeadLettered`        a dispatch failed on its last attempt
 :class:`Released`            the worker was stopping: handed back undispatched
 :class:`LeaseLost`           the settlement was fenced out (another worker owns it)
+:class:`Snoozed`             the handler snoozed: dispatched again after ``delay``
+:class:`Aborted`             an abort stopped the dispatch (asked for by
+                             ``SchedulerControl.abort``)
+:class:`LeaseExtended`       a heartbeat extended a dispatch's lease
+:class:`HeartbeatLost`       a heartbeat found the lease lost (another worker may own it)
 :class:`StoreErrorBackedOff`  a store error; the loop waits ``backoff`` and goes on
 ===========================  ==========================================================
 
@@ -21,7 +26,9 @@ Settlement events are emitted once the whole batch is settled, so a hook can nev
 change what is delivered or settled: a hook that raises is logged (with its
 traceback, on the ``hexeract_lite.worker`` logger) and the next hook is called; a slow
 hook only delays the worker's next cycle. Hooks run on the thread that settles (the
-worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``).
+worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``);
+:class:`LeaseExtended` and :class:`HeartbeatLost` are told while the dispatch runs, on
+the thread that made the heartbeat (the worker's heartbeat thread, or the handler's).
 Once the loop of :meth:`~hexeract_lite.SchedulerWorker.run` (or ``start()``) is asked
 to stop, a hook still running ``dispatch_timeout`` later is given up on as a hung sink
 is: the loop ends, and its thread keeps running until the hook returns, then ends
@@ -41,18 +48,22 @@ from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
-from .settle import DispatchOutcome, DispatchResult
+from .settle import DispatchOutcome, DispatchResult, ResultKind
 from .settlement import Settlement
 from .snapshot import LeasedOccurrence
 
 __all__ = [
+    "Aborted",
     "DeadLettered",
     "Delivered",
     "Failed",
+    "HeartbeatLost",
     "Hook",
+    "LeaseExtended",
     "LeaseLost",
     "MalformedDeadLettered",
     "Released",
+    "Snoozed",
     "StoreErrorBackedOff",
     "Swept",
     "WorkerEvent",
@@ -120,6 +131,57 @@ class LeaseLost:
 
 
 @attrs.frozen(kw_only=True)
+class Snoozed:
+    """The handler snoozed: the occurrence is claimable again after ``delay``, its
+    attempt given back; ``snoozes`` counts the snoozes of this occurrence so far.
+
+    .. versionadded:: 0.3.0
+    """
+
+    message: ScheduledMessage
+    attempt: int
+    delay: timedelta
+    snoozes: int
+
+
+@attrs.frozen(kw_only=True)
+class Aborted:
+    """An abort stopped the dispatch: counted as a failed attempt (retried after
+    ``retry_in``, or dead-lettered when ``retry_in`` is None), or the schedule
+    cancelled (``cancelled``).
+
+    .. versionadded:: 0.3.0
+    """
+
+    message: ScheduledMessage
+    attempt: int
+    cancelled: bool
+    retry_in: timedelta | None
+
+
+@attrs.frozen(kw_only=True)
+class LeaseExtended:
+    """A heartbeat extended the lease of a dispatch in flight to ``leased_until``.
+
+    .. versionadded:: 0.3.0
+    """
+
+    message: ScheduledMessage
+    leased_until: datetime
+
+
+@attrs.frozen(kw_only=True)
+class HeartbeatLost:
+    """A heartbeat found the lease of a dispatch in flight lost: another worker may
+    own the occurrence; the handle's ``should_abort()`` is True from now on.
+
+    .. versionadded:: 0.3.0
+    """
+
+    message: ScheduledMessage
+
+
+@attrs.frozen(kw_only=True)
 class Swept:
     """The opening sweep dead-lettered ``count`` rows a crashed worker left exhausted."""
 
@@ -149,6 +211,10 @@ WorkerEvent = (
     | DeadLettered
     | Released
     | LeaseLost
+    | Snoozed
+    | Aborted
+    | LeaseExtended
+    | HeartbeatLost
     | Swept
     | MalformedDeadLettered
     | StoreErrorBackedOff
@@ -267,6 +333,17 @@ def settlement_event(
             duration=took if took is not None else timedelta(0),
             next=settlement.next,
         )
+    if outcome is DispatchOutcome.SNOOZED:
+        assert settlement.retry_in is not None
+        snoozes = occ.snoozes + 1
+        return Snoozed(
+            message=msg, attempt=occ.attempts, delay=settlement.retry_in, snoozes=snoozes
+        )
+    aborted = outcome is DispatchOutcome.CANCELLED or result.kind is ResultKind.ABORTED
+    if aborted and outcome is not DispatchOutcome.LEASE_LOST:
+        cancelled = outcome is DispatchOutcome.CANCELLED
+        retry_in = settlement.retry_in if outcome is DispatchOutcome.RETRIED else None
+        return Aborted(message=msg, attempt=occ.attempts, cancelled=cancelled, retry_in=retry_in)
     if outcome is DispatchOutcome.RETRIED:
         assert settlement.retry_in is not None
         return Failed(

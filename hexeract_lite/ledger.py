@@ -137,7 +137,7 @@ def warn_left_to_expiry(left: int) -> None:
 class Ledger:
     """Plans, writes and records the settlements of a worker's batches."""
 
-    __slots__ = ("_clock", "_hooks", "_retry", "_rng", "_run_log", "_store")
+    __slots__ = ("_clock", "_hooks", "_max_snoozes", "_retry", "_rng", "_run_log", "_store")
 
     def __init__(
         self,
@@ -148,8 +148,10 @@ class Ledger:
         hooks: tuple[Hook, ...],
         *,
         run_log: bool = True,
+        max_snoozes: int = 100,
     ) -> None:
         self._store, self._clock, self._retry, self._rng = store, clock, retry, rng
+        self._max_snoozes = max_snoozes
         self._hooks = hooks
         self._run_log = run_log and store.keeps_runs
 
@@ -168,7 +170,9 @@ class Ledger:
             if isinstance(result, Acknowledged):  # recorded with the handler's writes
                 counts.add(self.record(occ, result.settlement, result.applied, result, counts))
                 continue
-            settlement = settlement_for(occ, result, now, self._retry, self._rng, stamp)
+            settlement = settlement_for(
+                occ, result, now, self._retry, self._rng, stamp, self._max_snoozes
+            )
             if settlement is None:
                 counts.add(DispatchOutcome.SKIPPED)
             else:
@@ -254,6 +258,16 @@ class Ledger:
                 exc_info=raised,
                 error=error_summary(settlement.error),
             )
+        elif outcome is DispatchOutcome.SNOOZED:
+            assert settlement.retry_in is not None
+            self._log(
+                logging.INFO,
+                "snoozed for %(delay).3f s",
+                occ,
+                delay=settlement.retry_in.total_seconds(),
+            )
+        elif outcome is DispatchOutcome.CANCELLED:
+            self._log(logging.WARNING, "aborted by request; the schedule is cancelled", occ)
         else:
             self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
         return outcome

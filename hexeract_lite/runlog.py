@@ -56,6 +56,8 @@ class RunOutcome(enum.StrEnum):
     SKIPPED = "skipped"
     LEASE_LOST = "lease_lost"
     SWEPT = "swept"
+    SNOOZED = "snoozed"
+    ABORTED = "aborted"
 
 
 class RunEntry(NamedTuple):

@@ -17,6 +17,12 @@ dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
                                 (``attempts < max_attempts``)
 failed, exhausted               ``dead_lettered`` with the error text
+snoozed (the handler raised or  ``snoozed``: the attempt given back, due again after
+returned ``Snooze(delay)``)     the delay; past ``max_snoozes`` snoozes of the
+                                occurrence: ``dead_lettered`` with that reason
+aborted (an abort was asked     as failed (the attempt counts: retried, or
+for while it ran)               dead-lettered when exhausted), run-log outcome
+                                ``aborted``; with ``cancel=True``: ``cancelled``
 missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
 misfire grace, or missed under  recurring: ``reschedule`` to its next firing
 its policy, not a retry after   (:func:`~hexeract_lite.policy.after_miss`) without
@@ -42,6 +48,7 @@ import attrs
 
 from .backfill import window_next
 from .errors import DispatchError
+from .longrun import DispatchAborted, Snooze
 from .policy import Firing, after_firing, after_miss, missed_reason
 from .runlog import RunDraft, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
@@ -163,6 +170,11 @@ class ResultKind(enum.Enum):
     """Never handed to the sink: its lease ran out before its turn."""
     MISSED = "missed"
     """Never handed to the sink: found later than its schedule's misfire grace."""
+    SNOOZED = "snoozed"
+    """Dispatched; the handler raised or returned :class:`~hexeract_lite.Snooze`."""
+    ABORTED = "aborted"
+    """Dispatched; stopped by an abort asked for while it ran
+    (:class:`~hexeract_lite.longrun.DispatchAborted`)."""
 
 
 @attrs.frozen
@@ -182,7 +194,12 @@ class DispatchResult:
 
     @classmethod
     def failed(cls, error: BaseException | str, duration: float | None = None) -> DispatchResult:
-        """A failed dispatch with ``error``."""
+        """A failed dispatch with ``error`` (a :class:`~hexeract_lite.Snooze`: a
+        snoozed one)."""
+        if isinstance(error, Snooze):
+            return cls(ResultKind.SNOOZED, error, duration)
+        if isinstance(error, DispatchAborted):
+            return cls(ResultKind.ABORTED, error, duration)
         return cls(ResultKind.FAILED, error, duration)
 
     @classmethod
@@ -198,7 +215,7 @@ class DispatchResult:
     def took(self, duration: float, began: float | None = None) -> DispatchResult:
         """This result with ``duration`` seconds from ``began`` (``time.monotonic()``),
         when it was dispatched."""
-        if self.kind is ResultKind.SUCCEEDED or self.kind is ResultKind.FAILED:
+        if self.kind in _DISPATCHED:
             if type(self) is DispatchResult:  # the common case, without evolve's cost
                 return DispatchResult(self.kind, self.error, duration, began, self.timed_out)
             return attrs.evolve(self, duration=duration, began=began)
@@ -210,8 +227,8 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
     (:func:`~hexeract_lite.policy.missed_reason`): found later than its due instant by
     more than its schedule's misfire grace, missed under its ``catch_up`` policy, or
     past its policy's end or ``max_firings``; None otherwise (deliver it), and always
-    for one of a backfill's window (late on purpose). A retry
-    after a failure is never late (it waits out its backoff on purpose); a claim after
+    for one of a backfill's window (late on purpose). A retry after a failure or a
+    snooze is never late (it waits on purpose); a claim after
     a crashed attempt (no error recorded) is judged like a first attempt: the crash
     does not make a late firing deliverable."""
     msg = occurrence.message
@@ -224,11 +241,14 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
         msg.misfire_grace,
         occurrence.firing(),
         now,
-        retrying=occurrence.retrying,
+        retrying=occurrence.retrying or occurrence.snoozes > 0,  # a snooze is late on purpose
     )
     return None if reason is None else DispatchResult(ResultKind.MISSED, reason)
 
 
+_DISPATCHED = frozenset(
+    {ResultKind.SUCCEEDED, ResultKind.FAILED, ResultKind.SNOOZED, ResultKind.ABORTED}
+)
 SUCCEEDED = DispatchResult(ResultKind.SUCCEEDED)
 NOT_DISPATCHED = DispatchResult(ResultKind.NOT_DISPATCHED)
 LEASE_EXPIRED = DispatchResult(ResultKind.LEASE_EXPIRED)
@@ -241,6 +261,7 @@ def settlement_for(
     policy: RetryPolicy,
     rng: RandomSource | None = None,
     stamp: RunStamp | None = None,
+    max_snoozes: int = 100,
 ) -> Settlement | None:
     """The settlement of ``occurrence`` after ``result`` (see the module docstring).
 
@@ -267,12 +288,31 @@ def settlement_for(
             sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
         )
         return _next_settlement(sid, lease, firing, run, counted=recurring)
-    if kind is ResultKind.FAILED:
-        text = error_text(result.error if result.error is not None else "")
-        if occurrence.attempts >= occurrence.max_attempts:
+    if kind is ResultKind.SNOOZED:
+        assert isinstance(result.error, Snooze)
+        if occurrence.snoozes >= max_snoozes:
+            text = f"snoozed more than max_snoozes ({max_snoozes}) times; dead-lettered"
             run = _run(stamp, occurrence, result, RunOutcome.DEAD_LETTERED, text)
             return Settlement.dead_lettered(sid, text, lease, run=run)
+        run = _run(stamp, occurrence, result, RunOutcome.SNOOZED, None)
+        return Settlement.snoozed(sid, result.error.delay, lease, run=run)
+    if (
+        kind is ResultKind.ABORTED
+        and isinstance(result.error, DispatchAborted)
+        and result.error.cancel
+    ):
+        text = error_text(result.error)
+        run = _run(stamp, occurrence, result, RunOutcome.ABORTED, text)
+        return Settlement.cancelled(sid, lease, run=run)
+    if kind is ResultKind.FAILED or kind is ResultKind.ABORTED:
+        text = error_text(result.error if result.error is not None else "")
+        aborted = kind is ResultKind.ABORTED
+        if occurrence.attempts >= occurrence.max_attempts:
+            outcome = RunOutcome.ABORTED if aborted else RunOutcome.DEAD_LETTERED
+            run = _run(stamp, occurrence, result, outcome, text)
+            return Settlement.dead_lettered(sid, text, lease, run=run)
         outcome = RunOutcome.TIMED_OUT if result.timed_out else RunOutcome.FAILED
+        outcome = RunOutcome.ABORTED if aborted else outcome
         run = _run(stamp, occurrence, result, outcome, text)
         delay = policy.next_delay(occurrence.attempts, rng)
         return Settlement.failed(sid, delay, text, lease, run=run)
@@ -341,6 +381,10 @@ class DispatchOutcome(enum.StrEnum):
     """Its lease had expired before its turn in the batch; not dispatched."""
     RELEASED = "released"
     """The worker was stopping; not dispatched, handed back to the store."""
+    SNOOZED = "snoozed"
+    """The handler snoozed; the occurrence is due again after the delay."""
+    CANCELLED = "cancelled"
+    """Aborted with ``cancel=True``: the schedule is cancelled."""
 
 
 _OUTCOMES = {
@@ -349,6 +393,8 @@ _OUTCOMES = {
     SettlementKind.FAILED: DispatchOutcome.RETRIED,
     SettlementKind.DEAD_LETTERED: DispatchOutcome.DEAD_LETTERED,
     SettlementKind.RELEASED: DispatchOutcome.RELEASED,
+    SettlementKind.SNOOZED: DispatchOutcome.SNOOZED,
+    SettlementKind.CANCELLED: DispatchOutcome.CANCELLED,
 }
 
 

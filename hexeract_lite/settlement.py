@@ -29,6 +29,11 @@ class SettlementKind(enum.StrEnum):
     """``mark_dead_lettered(error)``."""
     RELEASED = "released"
     """Given back undispatched: the claim's attempt is returned, the lease cleared."""
+    SNOOZED = "snoozed"
+    """The handler snoozed: the attempt is returned, ``snoozes`` counts one more, and
+    the occurrence is claimable again after ``retry_in``."""
+    CANCELLED = "cancelled"
+    """An abort with ``cancel=True``: the schedule is cancelled."""
 
 
 @attrs.frozen
@@ -41,7 +46,10 @@ class Settlement:
     - ``Settlement.delivered(schedule_id, lease)``: ``mark_delivered``;
     - ``Settlement.reschedule(schedule_id, next, lease)``: ``reschedule``;
     - ``Settlement.failed(schedule_id, retry_in, error, lease)``: ``mark_failed``;
-    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``.
+    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``;
+    - ``Settlement.released(schedule_id, lease)``, ``Settlement.snoozed(schedule_id,
+      delay, lease)`` and ``Settlement.cancelled(schedule_id, lease)``, which have no
+      single method.
 
     ``lease`` is the ``leased_until`` the claim returned (the fencing token). Nothing
     is checked when the value is built; ``store.settle`` checks every item
@@ -56,7 +64,8 @@ class Settlement:
     next: datetime | None = None
     """For ``reschedule``: the instant the schedule fires next."""
     retry_in: timedelta | None = None
-    """For ``failed``: how long to wait before the occurrence is claimable again."""
+    """For ``failed`` and ``snoozed``: how long to wait before the occurrence is
+    claimable again."""
     error: str | None = None
     """For ``failed`` and ``dead_lettered``: the ``last_error`` to record."""
     offset: timedelta | None = attrs.field(default=None, kw_only=True)
@@ -146,6 +155,32 @@ class Settlement:
         """
         return cls(SettlementKind.RELEASED, schedule_id, lease, run=run)
 
+    @classmethod
+    def snoozed(
+        cls,
+        schedule_id: uuid.UUID,
+        delay: timedelta,
+        lease: datetime,
+        *,
+        run: RunEntry | RunDraft | None = None,
+    ) -> Settlement:
+        """The handler snoozed: give the attempt back, count the snooze, and hold the
+        occurrence (same id, same ``scheduled_for``) until ``now + delay``.
+
+        .. versionadded:: 0.3.0
+        """
+        return cls(SettlementKind.SNOOZED, schedule_id, lease, retry_in=delay, run=run)
+
+    @classmethod
+    def cancelled(
+        cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | RunDraft | None = None
+    ) -> Settlement:
+        """The dispatch was aborted with ``cancel=True``: cancel the schedule.
+
+        .. versionadded:: 0.3.0
+        """
+        return cls(SettlementKind.CANCELLED, schedule_id, lease, run=run)
+
     @property
     def wakes(self) -> bool:
         """True for the kinds that can make work claimable (``reschedule``, ``failed``,
@@ -153,4 +188,11 @@ class Settlement:
         return self.kind in _WAKING
 
 
-_WAKING = frozenset({SettlementKind.RESCHEDULE, SettlementKind.FAILED, SettlementKind.RELEASED})
+_WAKING = frozenset(
+    {
+        SettlementKind.RESCHEDULE,
+        SettlementKind.FAILED,
+        SettlementKind.RELEASED,
+        SettlementKind.SNOOZED,
+    }
+)

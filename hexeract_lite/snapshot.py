@@ -122,6 +122,18 @@ class ScheduleSnapshot:
         """The firing the schedule holds, for the policy rules."""
         return Firing(self.occurrence_at, self.jitter_offset, self.firings)
 
+    snoozes: int = 0
+    """How often the current occurrence snoozed (:class:`~hexeract_lite.Snooze`).
+
+    .. versionadded:: 0.3.0
+    """
+    abort_requested: str | None = None
+    """``"abort"`` or ``"cancel"`` while an abort of the dispatch in flight is pending
+    (``SchedulerControl.abort``); None otherwise.
+
+    .. versionadded:: 0.3.0
+    """
+
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label
         (``delay``, ``cron:<expr>``, ``interval:<rule>``)."""
@@ -238,6 +250,13 @@ class LeasedOccurrence:
     def firing(self) -> Firing:
         """This firing, for the policy rules."""
         return Firing(self.message.scheduled_for, self.jitter_offset, self.firings)
+
+    snoozes: int = 0
+    """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`); a
+    snoozed occurrence is, like a retry, late on purpose.
+
+    .. versionadded:: 0.3.0
+    """
 
     def occurrence_id(self) -> OccurrenceId:
         """The dedup key of this firing (stable across redeliveries)."""

@@ -62,6 +62,7 @@ from .config import SchedulerWorkerConfig
 from .dispatch import SinkRunner, take_turn
 from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive, run_watched
 from .errors import InvalidArgument, InvalidConfiguration
+from .heartbeat import InFlight
 from .hooks import (
     Hook,
     MalformedDeadLettered,
@@ -109,7 +110,8 @@ class CycleReport:
     """The counts of one poll cycle.
 
     ``claimed`` = ``delivered + rescheduled + retried + dead_lettered + lease_lost +
-    skipped + released``; ``swept`` counts rows the opening sweep dead-lettered.
+    skipped + released + snoozed + cancelled``; ``swept`` counts rows the opening sweep
+    dead-lettered. ``cancelled``: aborted with ``cancel=True``.
 
     .. versionadded:: 0.1.0
     """
@@ -123,21 +125,13 @@ class CycleReport:
     lease_lost: int = 0
     skipped: int = 0
     released: int = 0
+    snoozed: int = 0
+    cancelled: int = 0
 
 
 def _report(counts: Counts) -> CycleReport:
-    o = counts.outcomes
-    return CycleReport(
-        swept=counts.swept,
-        claimed=counts.claimed,
-        delivered=o[DispatchOutcome.DELIVERED],
-        rescheduled=o[DispatchOutcome.RESCHEDULED],
-        retried=o[DispatchOutcome.RETRIED],
-        dead_lettered=o[DispatchOutcome.DEAD_LETTERED],
-        lease_lost=o[DispatchOutcome.LEASE_LOST],
-        skipped=o[DispatchOutcome.SKIPPED],
-        released=o[DispatchOutcome.RELEASED],
-    )
+    outcomes = {outcome.value: n for outcome, n in counts.outcomes.items()}
+    return CycleReport(swept=counts.swept, claimed=counts.claimed, **outcomes)
 
 
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
@@ -239,7 +233,13 @@ class SchedulerWorker:
         self._retry = RetryPolicy.from_config(config)
         self._pacer = Pacer(self.clock, config)
         self._ledger = Ledger(
-            store, self.clock, self._retry, self._rng, self.hooks, run_log=run_log
+            store,
+            self.clock,
+            self._retry,
+            self._rng,
+            self.hooks,
+            run_log=run_log,
+            max_snoozes=config.max_snoozes,
         )
         self._changes: ChangeSignal = store.changes
         self._aborting = threading.Event()
@@ -249,6 +249,7 @@ class SchedulerWorker:
             # the sink stops its own handler at the timeout; this is the backstop
             timeout += TRANSACTIONAL_GRACE_S
         self._runner = SinkRunner(self.sink, timeout, self._aborting)
+        self._inflight = InFlight.of(self._runner, store, self.clock, config, self.hooks)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
         self._loop_thread = threading.local()
@@ -340,9 +341,12 @@ class SchedulerWorker:
         batch = yield Call(self._claim, counts, carry, looping)
         if not batch:
             return _report(counts), None
-        results, interruption = yield Dispatch(
-            batch, functools.partial(take_turn, self.clock, stopping)
-        )
+        turn, inflight = functools.partial(take_turn, self.clock, stopping), self._inflight
+        try:  # each dispatch's handle (current_dispatch()); settled on its last lease
+            results, interruption = yield Dispatch(inflight.track(batch), inflight.turn(turn))
+        finally:
+            batch, judge = inflight.finish(batch)
+        results = judge(results)  # an abort asked for overrules what the sink returned
         planned = self._ledger.plan(batch, results, counts)
         if looping and self._may_carry(batch, planned, interruption, counts, stopping):
             return _report(counts), Held(planned, counts)
@@ -514,6 +518,7 @@ class SchedulerWorker:
 
     def _release(self) -> None:
         self._runner.close()
+        self._inflight.close()
         if isinstance(self.sink, OccurrenceSink):
             self.sink.close()  # its connection (and its library's claim on the file)
 

@@ -563,6 +563,37 @@ def test_not_found_is_exit_1(cli: Cli, db: Path) -> None:
         assert result.out == ""
 
 
+# -- abort ---------------------------------------------------------------------------------
+
+
+def test_abort_stores_the_request_for_the_dispatch_in_flight(cli: Cli, db: Path) -> None:
+    """``abort ID|NAME [--cancel]``: with nothing in flight it says so and writes nothing;
+    with a claim holding the row it stores the request, which ``inspect`` shows."""
+    result = cli("scheduler", "add", "--conn", str(db), "--event-type", "render",
+                 "--name", "ops.render", "--in", "0s")  # fmt: skip
+    assert result.code == 0, result.err
+    sid = uuid.UUID(result.out.strip())
+    idle = cli("scheduler", "abort", "ops.render", "--conn", str(db))
+    assert (idle.code, idle.out) == (
+        0,
+        f"Schedule {sid} has no dispatch in flight; nothing to abort.\n",
+    )
+    with SqliteScheduleStore.open(db) as store:
+        assert store.abort_requests([sid]) == {}
+        [_claimed] = store.claim_due(
+            datetime.now(UTC) + timedelta(seconds=1), 1, timedelta(minutes=5)
+        )
+    asked = cli("scheduler", "abort", str(sid), "--cancel", "--conn", str(db), "--format", "json")
+    assert asked.code == 0, asked.err
+    shown = asked.json()
+    assert isinstance(shown, dict) and shown["result"] == "requested"
+    assert isinstance(shown["schedule"], dict) and shown["schedule"]["abort_requested"] == "cancel"
+    text = cli("scheduler", "inspect", str(sid), "--conn", str(db)).out
+    assert re.search(r"^abort requested\s+cancel$", text, re.MULTILINE)
+    unknown = cli("scheduler", "abort", "ops.nothing", "--conn", str(db))
+    assert unknown.code != 0 and "ops.nothing" in unknown.err
+
+
 # -- pause, resume, cancel ------------------------------------------------------------------
 
 
@@ -834,6 +865,12 @@ def test_worker_bad_settings_are_a_usage_error(cli: Cli, db: Path) -> None:
     assert "lease" in result.err
     assert not db.exists()
     assert cli("scheduler", "worker", "--sink", "a:b", "--poll-interval", "soon").code == 2
+    beat = cli("scheduler", "worker", "--conn", str(db), "--sink", SINK, "--app-dir", str(repo),
+               "--lease", "1s", "--heartbeat", "2s")  # fmt: skip
+    assert beat.code == 2 and "--heartbeat must be shorter" in beat.err
+    snoozes = cli("scheduler", "worker", "--conn", str(db), "--sink", SINK, "--max-snoozes", "-1")
+    assert snoozes.code == 2 and "--max-snoozes" in snoozes.err
+    assert not db.exists()
 
 
 # -- formatting ------------------------------------------------------------------------------

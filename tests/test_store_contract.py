@@ -1261,6 +1261,135 @@ def test_released_gives_back_the_claims_attempt(store: ScheduleStore, frozen: Fr
     assert again.attempts == 2 and again.occurrence_id() == first.occurrence_id()
 
 
+def test_extend_lease_moves_the_lease_and_becomes_the_fencing_token(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A heartbeat's extension is fenced like an acknowledgement: it applies while the
+    row carries the lease, the new ``leased_until`` is then the only token that
+    settles, and the claim's own lease is fenced out."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    until = occ.leased_until + timedelta(minutes=5)
+    assert store.extend_lease(msg.schedule_id, occ.leased_until, until) is True
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == until and snap.attempts == 1
+    frozen.shift(LEASE + S)  # past the claim's lease, within the extension
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    assert store.extend_lease(msg.schedule_id, occ.leased_until, until + S) is False
+    assert store.settle([Settlement.delivered(msg.schedule_id, occ.leased_until)]) == [False]
+    assert store.settle([Settlement.delivered(msg.schedule_id, until)]) == [True]
+    assert store.extend_lease(msg.schedule_id, until, until + S) is False  # terminal now
+
+
+def test_extend_lease_is_fenced_out_once_another_claim_took_the_occurrence(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A lease that ran out and was claimed again cannot be extended by the old owner."""
+    msg = one_shot()
+    store.insert(msg, 3)
+    [old] = store.claim_due(frozen.now(), 10, LEASE)
+    frozen.shift(LEASE + S)
+    [new] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.extend_lease(msg.schedule_id, old.leased_until, new.leased_until + LEASE) is False
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == new.leased_until
+    assert store.extend_lease(uuid.uuid4(), new.leased_until, new.leased_until + S) is False
+
+
+def test_extend_lease_rejects_a_bad_until_before_writing(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    for bad in (occ.leased_until, occ.leased_until - S, occ.leased_until.replace(tzinfo=None), 5):
+        with pytest.raises(InvalidArgument, match="until"):
+            store.extend_lease(msg.schedule_id, occ.leased_until, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        store.extend_lease("nope", occ.leased_until, occ.leased_until + S)  # type: ignore[arg-type]
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.leased_until == occ.leased_until
+
+
+def test_a_snooze_keeps_attempts_unchanged_and_counts_the_snooze(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A snoozed settlement gives the claim's attempt back (``attempts`` as before the
+    claim), counts one more snooze, holds the occurrence (same id, ``scheduled_for``
+    and ``last_error``) until now + delay, and is fenced like the others; the next
+    occurrence of a recurring schedule starts with no snoozes."""
+    msg = every_minute()
+    store.insert(msg, 3)
+    [first] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.mark_failed(msg.schedule_id, timedelta(0), "boom", first.leased_until)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert occ.attempts == 2 and occ.snoozes == 0
+    snooze = Settlement.snoozed(msg.schedule_id, timedelta(minutes=5), occ.leased_until)
+    assert store.settle([snooze]) == [True]
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None
+    assert snap.attempts == 1 and snap.snoozes == 1 and snap.last_error == "boom"
+    assert snap.scheduled_for == T0 and snap.leased_until == frozen.now() + timedelta(minutes=5)
+    assert store.settle([snooze]) == [False]  # the lease it carried is gone
+    assert store.claim_due(frozen.now(), 10, LEASE) == []
+    frozen.shift(timedelta(minutes=5))
+    [again] = store.claim_due(frozen.now(), 10, LEASE)
+    assert again.attempts == 2 and again.snoozes == 1
+    assert again.occurrence_id() == occ.occurrence_id()
+    nxt = T0 + timedelta(minutes=6)
+    assert store.settle([Settlement.reschedule(msg.schedule_id, nxt, again.leased_until)])
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.snoozes == 0 and snap.attempts == 0
+
+
+def test_a_snooze_needs_a_delay(store: ScheduleStore, frozen: FrozenTime) -> None:
+    msg = one_shot()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    bad = Settlement(SettlementKind.SNOOZED, msg.schedule_id, occ.leased_until)
+    with pytest.raises(InvalidConfiguration, match="retry_in"):
+        store.settle([bad])
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.attempts == 1 and snap.snoozes == 0
+
+
+def test_a_cancelled_settlement_cancels_the_schedule_fenced(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    msg = every_minute()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.settle([Settlement.cancelled(msg.schedule_id, occ.leased_until + S)]) == [False]
+    assert store.settle([Settlement.cancelled(msg.schedule_id, occ.leased_until)]) == [True]
+    assert status(store, msg.schedule_id) is ScheduleStatus.CANCELLED
+    assert store.claim_due(frozen.now() + timedelta(hours=1), 10, LEASE) == []
+
+
+def test_an_abort_request_is_stored_while_leased_and_cleared_by_the_next_claim(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """``request_abort`` stores the request only on a leased live row (False, nothing
+    written, otherwise); ``abort_requests`` reads it; the next claim clears it."""
+    msg, idle = one_shot(), one_shot(T0 + timedelta(hours=1))
+    store.insert_many([msg, idle], 3)
+    assert store.request_abort(msg.schedule_id, "abort") is False  # not in flight
+    assert store.abort_requests([msg.schedule_id]) == {}
+    [_claimed] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.request_abort(msg.schedule_id, "cancel") is True
+    assert store.abort_requests([msg.schedule_id, idle.schedule_id]) == {msg.schedule_id: "cancel"}
+    assert store.request_abort(idle.schedule_id, "abort") is False
+    with pytest.raises(InvalidArgument, match="abort"):
+        store.request_abort(msg.schedule_id, "stop")
+    with pytest.raises(ScheduleNotFound):
+        store.request_abort(uuid.uuid4(), "abort")
+    frozen.shift(LEASE + S)  # the worker died: the lease runs out, another claims it
+    [again] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.abort_requests([msg.schedule_id]) == {}
+    assert store.settle([Settlement.delivered(msg.schedule_id, again.leased_until)]) == [True]
+    assert store.request_abort(msg.schedule_id, "abort") is False  # terminal
+
+
 def _message() -> ScheduledMessage:
     return ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "a.b", {"n": 1})
 

@@ -230,6 +230,8 @@ def snapshot_json(
     data.update(_rule_fields(snapshot))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
+        data["snoozes"] = snapshot.snoozes
+        data["abort_requested"] = snapshot.abort_requested
     if detail or payload:
         from .._json import strict_loads
 
@@ -333,7 +335,9 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
+        *([("snoozes", str(s.snoozes))] if s.snoozes else []),
         ("leased until", ts(s.leased_until)),
+        *([("abort requested", s.abort_requested)] if s.abort_requested else []),
         (
             "error before delivery" if s.delivered_at is not None else "last error",
             one_line(error_summary(s.last_error)),

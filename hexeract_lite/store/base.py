@@ -87,6 +87,7 @@ from .checks import (
     check_settlements,
     no_transactions,
 )
+from .longrun import LongRunContract
 from .record import ScheduleRecord
 from .runs import SWEEP_ERROR, SWEEP_KEPT, RunLogContract
 from .signal import ChangeSignal
@@ -106,12 +107,13 @@ __all__ = [
 ]
 
 
-class ScheduleStore(abc.ABC, RunLogContract):
+class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
     Subclasses call ``super().__init__()`` so that :attr:`changes` exists. The run log's
     methods (``keeps_runs``, ``runs``, ``run_counts``, ``prune_runs``) are
-    :class:`~hexeract_lite.store.runs.RunLogContract`'s.
+    :class:`~hexeract_lite.store.runs.RunLogContract`'s; the long handlers' (``extend_lease``,
+    ``request_abort``, ``abort_requests``) :class:`~hexeract_lite.store.longrun.LongRunContract`'s.
 
     .. versionadded:: 0.1.0
     """
@@ -388,12 +390,8 @@ class ScheduleStore(abc.ABC, RunLogContract):
         raise NotImplementedError(f"{type(self).__name__} cannot change a schedule in place")
 
     def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
-        """:meth:`modify_record` on every non-terminal row whose name starts with
-        ``prefix`` (byte for byte), by name, in one transaction: an exception from the
-        plan writes nothing at all. The answers, one per row (none: no such row).
-
-        .. versionadded:: 0.4.0
-        """
+        """:meth:`modify_record` on every live row named ``prefix...`` (bytes), by name,
+        in one transaction (a plan's exception writes nothing); the answers, one a row."""
         raise NotImplementedError(f"{type(self).__name__} cannot change a group in place")
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:

@@ -259,13 +259,9 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
             if nxt is not item.next:
                 changes["next"] = nxt
         else:
-            if kind is SettlementKind.FAILED:
+            if kind is SettlementKind.FAILED or kind is SettlementKind.SNOOZED:
                 check_retry_in(item.retry_in)
-            if (
-                kind is not SettlementKind.DELIVERED
-                and kind is not SettlementKind.RELEASED
-                and item.error.__class__ is not str
-            ):
+            if kind in _NEEDS_ERROR and item.error.__class__ is not str:
                 if item.error is None:
                     raise InvalidArgument(
                         f"a {kind.value} settlement needs an error text, got error=None"
@@ -275,3 +271,20 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
             changes["kind"] = kind
         checked.append(attrs.evolve(item, **changes) if changes else item)
     return checked
+
+
+_NEEDS_ERROR = frozenset({SettlementKind.FAILED, SettlementKind.DEAD_LETTERED})
+
+
+def check_extension(lease: object, until: object) -> datetime:
+    """``extend_lease``'s ``until`` in UTC milliseconds: an aware datetime later than
+    ``lease``; :class:`InvalidArgument` naming it otherwise."""
+    if not isinstance(until, datetime) or until.utcoffset() is None:
+        raise InvalidArgument(f"until must be an aware datetime, got until={until!r:.100}")
+    extended = to_utc_ms(until, "until")
+    if isinstance(lease, datetime) and lease.utcoffset() is not None and extended <= lease:
+        raise InvalidArgument(
+            f"until must be later than the lease it extends ({lease.isoformat()}),"
+            f" got until={extended.isoformat()}"
+        )
+    return extended

@@ -27,6 +27,7 @@ from .changes import Plan
 from .checks import (
     check_claim,
     check_export,
+    check_extension,
     check_limit,
     check_max_attempts,
     check_messages,
@@ -45,6 +46,7 @@ from .listing import (
     matches,
     prune_cut,
 )
+from .longrun import check_abort_kind
 from .pausing import resume_change
 from .record import ScheduleRecord
 from .runs import (
@@ -59,6 +61,9 @@ from .runs import (
 from .stats import StoreStats, stats_of_records
 
 _T = TypeVar("_T")
+
+_HELD_KINDS = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
+"""The kinds that hold the occurrence until ``now + retry_in``."""
 
 __all__ = ["InMemoryScheduleStore"]
 
@@ -180,6 +185,7 @@ class InMemoryScheduleStore(SettlingStore):
         for row in due:
             row.attempts += 1
             row.leased_until = until
+            row.abort_requested = None
         return [row.leased() for row in due]
 
     def settle_and_claim(
@@ -217,7 +223,7 @@ class InMemoryScheduleStore(SettlingStore):
             # every retry deadline first: one out of range fails the batch, unwritten
             deadlines = [
                 retry_deadline(now, item.retry_in)
-                if item.retry_in is not None and item.kind is SettlementKind.FAILED
+                if item.retry_in is not None and item.kind in _HELD_KINDS
                 else None
                 for item in checked
             ]
@@ -249,11 +255,19 @@ class InMemoryScheduleStore(SettlingStore):
                         row.leased_until = None
                         row.last_error = None
                         row.next_after_lease = None
+                        row.snoozes = None
                 elif kind is SettlementKind.FAILED:
                     row.leased_until = deadline
                     row.last_error = item.error
                 elif kind is SettlementKind.RELEASED:
                     row.attempts = max(row.attempts - 1, 0)
+                    row.leased_until = None
+                elif kind is SettlementKind.SNOOZED:
+                    row.attempts = max(row.attempts - 1, 0)
+                    row.snoozes = (row.snoozes or 0) + 1
+                    row.leased_until = deadline
+                elif kind is SettlementKind.CANCELLED:
+                    row.cancelled_at = now
                     row.leased_until = None
                 else:
                     row.dead_lettered_at = now
@@ -263,6 +277,31 @@ class InMemoryScheduleStore(SettlingStore):
                 results.append(True)
             self._runs.extend(run.entry() for run in recorded_runs(checked, results))
         return results, woke
+
+    def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
+        sid = check_schedule_id(schedule_id)
+        until = check_extension(lease, until)
+        with self._lock:
+            row = self._rows.get(sid)
+            if row is None or row.is_terminal or row.leased_until != lease:
+                return False
+            row.leased_until = until
+            return True
+
+    def request_abort(self, schedule_id: uuid.UUID, how: str) -> bool:
+        sid = check_schedule_id(schedule_id)
+        how = check_abort_kind(how)
+        with self._lock:
+            row = self._get(sid)
+            if row.is_terminal or row.leased_until is None:
+                return False
+            row.abort_requested = how
+            return True
+
+    def abort_requests(self, schedule_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        with self._lock:
+            rows = [self._rows.get(sid) for sid in schedule_ids]
+            return {r.schedule_id: r.abort_requested for r in rows if r and r.abort_requested}
 
     def dead_letter_exhausted(self) -> int:
         with self._lock:

@@ -409,6 +409,7 @@ class ScheduleRecord:
             backfill_until=self.backfill_until,
             firings=self.firings or 0,
             jitter_offset=self.offset,
+            snoozes=self.snoozes or 0,
         )
 
     def snapshot(self) -> ScheduleSnapshot:
@@ -436,6 +437,8 @@ class ScheduleRecord:
             policy=self.policy(),
             firings=self.firings or 0,
             jitter_offset=self.offset,
+            snoozes=self.snoozes or 0,
+            abort_requested=self.abort_requested,
         )
 
     def copy(self) -> ScheduleRecord:

@@ -49,6 +49,8 @@ def settle_plan(
       ``jitter_offset_ms``, None for none);
     - ``failed``: ``error``, ``until`` (``encode_instant(now + retry_in)``, when
       ``now`` is given) and ``retry_in`` (``encode_retry_in(retry_in)``, when given);
+    - ``snoozed``: ``until`` and ``retry_in``, as ``failed``;
+    - ``cancelled``: ``now``;
     - ``released``: nothing more.
 
     Instants are encoded with ``encode_instant`` (``now`` once for the batch). Every
@@ -60,7 +62,7 @@ def settle_plan(
     deadlines: dict[int, datetime] = {}
     if now is not None:
         for index, item in enumerate(checked):
-            if item.kind is SettlementKind.FAILED:
+            if item.kind is SettlementKind.FAILED or item.kind is SettlementKind.SNOOZED:
                 assert item.retry_in is not None
                 deadlines[index] = retry_deadline(now, item.retry_in)
     now_value = None if now is None else encode_instant(now)
@@ -95,5 +97,13 @@ def settle_plan(
             if now is not None:
                 params["now"] = now_value
             params["error"] = item.error
+        elif kind is SettlementKind.SNOOZED:
+            assert item.retry_in is not None
+            if now is not None:
+                params["until"] = encode_instant(deadlines[index])
+            if encode_retry_in is not None:
+                params["retry_in"] = encode_retry_in(item.retry_in)
+        elif kind is SettlementKind.CANCELLED and now is not None:
+            params["now"] = now_value
         plan.append((index, kind, params))
     return plan

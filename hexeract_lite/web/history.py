@@ -39,7 +39,13 @@ __all__ = [
 
 HOUR = timedelta(hours=1)
 FAILURES = frozenset(
-    {RunOutcome.FAILED, RunOutcome.TIMED_OUT, RunOutcome.DEAD_LETTERED, RunOutcome.SWEPT}
+    {
+        RunOutcome.FAILED,
+        RunOutcome.TIMED_OUT,
+        RunOutcome.DEAD_LETTERED,
+        RunOutcome.SWEPT,
+        RunOutcome.ABORTED,
+    }
 )
 """The outcomes the chart counts as failures."""
 

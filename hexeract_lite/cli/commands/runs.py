@@ -24,10 +24,11 @@ def add_parser(tree: CommandTree) -> None:
         ],
         [conn, fmt],
         run,
-        description="Show the run log, newest first: one record per dispatch attempt (and"
-        " per firing settled without one: skipped by its misfire grace, released by a"
-        " stopping worker, swept, or fenced out as lease_lost), with when it started and"
-        " finished, its lag and duration, the worker (host and pid) and the first line of"
+        description="Show the run log, newest first: one record per dispatch attempt"
+        " (delivered, failed, timed_out, dead_lettered, snoozed, aborted; and per firing"
+        " settled without one: skipped by its misfire grace, released by a stopping worker,"
+        " swept, or fenced out as lease_lost), with when it started and finished, its lag"
+        " and duration, the worker (host and pid) and the first line of"
         " its error. Reads only.",
     )
     sub.add_argument(

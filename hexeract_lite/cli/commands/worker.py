@@ -75,6 +75,7 @@ def add_parser(tree: CommandTree) -> None:
         ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
         ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
         ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
+        ("--heartbeat", "extend the leases of the batch in flight on this period (default: off)"),
     ):
         settings.add_argument(flag, type=parse_duration, metavar="DURATION", help=help_text)
     settings.add_argument(
@@ -82,6 +83,12 @@ def add_parser(tree: CommandTree) -> None:
         type=parse_positive_int,
         metavar="N",
         help="occurrences claimed per poll (default: 10)",
+    )
+    settings.add_argument(
+        "--max-snoozes",
+        type=int,
+        metavar="N",
+        help="snoozes of one occurrence before its schedule is dead-lettered (default: 100)",
     )
     settings.add_argument(
         "--no-jitter",
@@ -150,6 +157,8 @@ _SETTINGS = (
     "jitter",
     "min_cycle_delay",
     "dispatch_timeout",
+    "heartbeat",
+    "max_snoozes",
 )
 
 _SETTING_NAME = re.compile(r"\b(" + "|".join(_SETTINGS) + r")\b")

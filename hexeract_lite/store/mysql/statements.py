@@ -65,8 +65,8 @@ class Statements:
             " LIMIT %(batch_size)s FOR UPDATE SKIP LOCKED"
         )
         self.lease = (
-            f"UPDATE {t} SET attempts = attempts + 1, leased_until = %(until)s"
-            " WHERE schedule_id IN %(ids)s"
+            f"UPDATE {t} SET attempts = attempts + 1, leased_until = %(until)s,"
+            " abort_requested = NULL WHERE schedule_id IN %(ids)s"
         )
         self.leased = f"SELECT {cols} FROM {t} WHERE schedule_id IN %(ids)s"
         self.mark_delivered = (
@@ -83,7 +83,8 @@ class Statements:
             " scheduled_for = COALESCE(next_after_lease, %(next)s),"
             f" attempts = 0, {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
             " THEN %(offset)s END,"
-            " last_error = NULL, leased_until = NULL, next_after_lease = NULL" + fence
+            " last_error = NULL, leased_until = NULL, next_after_lease = NULL, snoozes = NULL"
+            + fence
         )
         self.mark_failed = (
             f"UPDATE {t} SET last_error = %(error)s, leased_until = %(until)s" + fence
@@ -95,6 +96,17 @@ class Statements:
         self.release = (
             f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
+        self.extend_lease = f"UPDATE {t} SET leased_until = %(until)s" + fence
+        self.snooze = (
+            f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0),"
+            " snoozes = COALESCE(snoozes, 0) + 1, leased_until = %(until)s" + fence
+        )
+        self.request_abort = (
+            f"UPDATE {t} SET abort_requested = %(how)s WHERE schedule_id = %(id)s"
+            f" AND {NOT_TERMINAL} AND leased_until IS NOT NULL"
+        )
+        self.abort_request = f"SELECT abort_requested FROM {t} WHERE schedule_id = %(id)s"
+        self.cancel_leased = f"UPDATE {t} SET cancelled_at = %(now)s, leased_until = NULL" + fence
         self.sweep = (
             f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE CONCAT(%(kept)s, last_error) END,"

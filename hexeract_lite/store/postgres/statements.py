@@ -137,7 +137,8 @@ class Statements:
             " picked AS (SELECT schedule_id FROM"
             " (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS u"
             " ORDER BY scheduled_for, schedule_id LIMIT %(batch_size)s)"
-            " UPDATE {t} AS t SET attempts = t.attempts + 1, leased_until = {until}"
+            " UPDATE {t} AS t SET attempts = t.attempts + 1, leased_until = {until},"
+            " abort_requested = NULL"
             " FROM picked WHERE t.schedule_id = picked.schedule_id"
             " RETURNING {returning}",
             until=until,
@@ -163,7 +164,8 @@ class Statements:
             "UPDATE {t} SET {window}, scheduled_for = COALESCE(next_after_lease, %(next)s),"
             " attempts = 0, {counted}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
             " THEN %(offset)s::int8 END,"
-            " leased_until = NULL, last_error = NULL, next_after_lease = NULL" + fence,
+            " leased_until = NULL, last_error = NULL, next_after_lease = NULL, snoozes = NULL"
+            + fence,
             window=sql.SQL(rescheduled_keeps_window("%(next)s")),
         )
         self.mark_failed = q(
@@ -177,6 +179,18 @@ class Statements:
         self.release = q(
             "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
         )
+        self.extend_lease = q("UPDATE {t} SET leased_until = %(until)s" + fence)
+        self.snooze = q(
+            "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0),"
+            " snoozes = COALESCE(snoozes, 0) + 1, leased_until = {deadline}" + fence,
+            deadline=deadline,
+        )
+        self.request_abort = q(
+            "UPDATE {t} SET abort_requested = %(how)s WHERE schedule_id = %(id)s"
+            " AND {not_terminal} AND leased_until IS NOT NULL"
+        )
+        self.abort_request = q("SELECT abort_requested FROM {t} WHERE schedule_id = %(id)s")
+        self.cancel_leased = q("UPDATE {t} SET cancelled_at = {now}, leased_until = NULL" + fence)
         self.sweep = q(
             "UPDATE {t} SET dead_lettered_at = {now}, leased_until = NULL, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE %(kept)s || last_error END"

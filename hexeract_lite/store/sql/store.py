@@ -54,6 +54,7 @@ from ..runs import (
     recorded_runs,
 )
 from ..stats import StoreStats
+from .lease import LONG_RUN_STATEMENTS, LeaseExtending
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -99,6 +100,7 @@ _STATEMENT_OF = {
     SettlementKind.FAILED: "mark_failed",
     SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
     SettlementKind.RELEASED: "release",
+    **LONG_RUN_STATEMENTS,
 }
 """Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
 
@@ -140,7 +142,7 @@ class Session(Protocol):
         with ``others``, the other processes that wait on this table)."""
 
 
-class SqlScheduleStore(SettlingStore):
+class SqlScheduleStore(LeaseExtending, SettlingStore):
     """The contract's method bodies, once, for every SQL engine (see the module)."""
 
     _sql: Any

@@ -225,6 +225,7 @@ _TARGET_KIND = COLUMN_INDEX["target_kind"]
 _ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
 _ATTEMPTS = COLUMN_INDEX["attempts"]
 _NAME = COLUMN_INDEX["name"]
+_SNOOZES = COLUMN_INDEX["snoozes"]
 _MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
 _LEASED_UNTIL = COLUMN_INDEX["leased_until"]
 _CREATED_AT = COLUMN_INDEX["created_at"]
@@ -278,6 +279,7 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
         backfill_until=None if row[_BACKFILL_UNTIL] is None else parse_ts(row[_BACKFILL_UNTIL]),
         firings=row[_FIRINGS] or 0,
         jitter_offset=timedelta(milliseconds=offset or 0),
+        snoozes=row[_SNOOZES] or 0,
     )
 
 

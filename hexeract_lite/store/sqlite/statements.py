@@ -107,7 +107,8 @@ class SqliteStatements:
             " ORDER BY scheduled_for, schedule_id LIMIT :n"
         )
         self._lease_head = (
-            f"UPDATE {t} SET attempts = attempts + 1, leased_until = ? WHERE rowid IN ("
+            f"UPDATE {t} SET attempts = attempts + 1, leased_until = ?, abort_requested = NULL"
+            " WHERE rowid IN ("
         )
         self._lease_tail = f") RETURNING {cols}"
         self._lease_sql: dict[int, str] = {}
@@ -143,7 +144,8 @@ class SqliteStatements:
             f"UPDATE {t} SET {rescheduled_keeps_window(':next')},"
             " scheduled_for = coalesce(next_after_lease, :next), attempts = 0,"
             f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL THEN :offset END,"
-            f" leased_until = NULL, last_error = NULL, next_after_lease = NULL WHERE {fence}"
+            " leased_until = NULL, last_error = NULL, next_after_lease = NULL, snoozes = NULL"
+            f" WHERE {fence}"
         )
         self.mark_failed = (
             f"UPDATE {t} SET leased_until = :until, last_error = :error WHERE {fence}"
@@ -154,6 +156,19 @@ class SqliteStatements:
         )
         self.release = (
             f"UPDATE {t} SET attempts = max(attempts - 1, 0), leased_until = NULL WHERE {fence}"
+        )
+        self.extend_lease = f"UPDATE {t} SET leased_until = :until WHERE {fence}"
+        self.snooze = (
+            f"UPDATE {t} SET attempts = max(attempts - 1, 0), snoozes = coalesce(snoozes, 0) + 1,"
+            f" leased_until = :until WHERE {fence}"
+        )
+        self.request_abort = (
+            f"UPDATE {t} SET abort_requested = :how"
+            f" WHERE schedule_id = :id AND {LIVE} AND leased_until IS NOT NULL"
+        )
+        self.abort_request = f"SELECT abort_requested FROM {t} WHERE schedule_id = :id"
+        self.cancel_leased = (
+            f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL WHERE {fence}"
         )
         sweepable = (
             f"{LIVE} AND paused = 0 AND attempts >= max_attempts"

@@ -1,0 +1,75 @@
+"""``hexeract scheduler abort``: ask the dispatch in flight of a schedule to stop."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from ...control import SchedulerControl
+from ..args import parse_name, parse_schedule_id
+from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..options import CommandTree
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ...snapshot import ScheduleSnapshot
+    from ...store.base import ScheduleStore
+
+
+def _id_or_name(text: str) -> tuple[str, object]:
+    """A schedule id (a UUID) or else a schedule name."""
+    try:
+        return "id", parse_schedule_id(text)
+    except argparse.ArgumentTypeError:
+        return "name", parse_name(text)
+
+
+def add_parser(tree: CommandTree) -> None:
+    """Add ``abort``."""
+    conn, fmt = tree.conn, tree.fmt
+    sub = tree.command(
+        "abort",
+        "ask the dispatch in flight of a schedule to stop (recorded as aborted, or with"
+        " --cancel the schedule cancelled too); the worker running it sees the request"
+        " on its next heartbeat or poll",
+        [
+            "hexeract scheduler abort myapp.reports.render",
+            "hexeract scheduler abort 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b --cancel",
+        ],
+        [conn, fmt],
+        run,
+    )
+    sub.add_argument(
+        "target",
+        type=_id_or_name,
+        metavar="ID|NAME",
+        help="the schedule's UUID or its name",
+    )
+    sub.add_argument(
+        "--cancel",
+        action="store_true",
+        help="cancel the schedule once its dispatch has stopped",
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Store the abort request; say whether a dispatch was in flight."""
+    kind, value = args.target
+    args.schedule_id = value if kind == "id" else None
+    args.schedule_name = value if kind == "name" else None
+
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
+        sid = schedule_id(args, store)
+        control = SchedulerControl(store)
+        asked = control.abort(sid, cancel=args.cancel)
+        return sid, asked, control.inspect(sid)
+
+    sid, asked, snapshot = ctx.write(act, ids=target_ids(args))
+    if asked:
+        how = "abort and cancel" if args.cancel else "abort"
+        result, text = "requested", f"Asked the dispatch in flight of schedule {sid} to {how}."
+    else:
+        result, text = "idle", f"Schedule {sid} has no dispatch in flight; nothing to abort."
+    print_change(ctx, args, snapshot, result, text)
+    return EXIT_OK

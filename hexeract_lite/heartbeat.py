@@ -1,0 +1,235 @@
+"""The worker's dispatches in flight: their handles, and the thread that watches them.
+
+A worker's :class:`InFlight` makes a :class:`~hexeract_lite.longrun.DispatchHandle`
+for each occurrence of a claimed batch (:meth:`InFlight.track`) and ends them once
+the batch is dispatched (:meth:`InFlight.finish`), which gives the worker each
+occurrence with its last lease: the fencing token of its settlement. Every turn of
+the batch is judged on the current lease (:meth:`InFlight.turn`).
+
+While a batch is in flight, a daemon thread watches it. Twice per ``poll_interval``
+(or at every heartbeat, when that is more often) it reads the abort requests stored for the
+batch (``SchedulerControl.abort``) and passes them to the handles: ``should_abort()``
+turns True, and an async handler is cancelled.
+With ``SchedulerWorkerConfig(heartbeat=...)`` it also extends the lease of every
+occurrence of the batch (the one with the sink and those waiting for their turn)
+every ``heartbeat`` period, to ``now + lease``. A heartbeat that finds the lease lost
+ends that handle (``should_abort()`` turns True); a store error is logged and the
+next period tries again. Hooks are told :class:`~hexeract_lite.hooks.LeaseExtended`
+and :class:`~hexeract_lite.hooks.HeartbeatLost` on the thread that heartbeat.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from ._log import package_logger
+from .clock import Clock
+from .config import SchedulerWorkerConfig
+from .dispatch import SinkRunner
+from .hooks import HeartbeatLost, Hook, LeaseExtended, call_hooks
+from .longrun import DispatchAborted, DispatchHandle, _Lease
+from .settle import DispatchResult, ResultKind, error_summary, error_text
+from .snapshot import LeasedOccurrence
+from .store.base import ScheduleStore
+from .store.longrun import ABORT_KINDS
+
+__all__ = ["InFlight"]
+
+log = package_logger("hexeract_lite.worker")
+
+_IDLE_WAIT_S = 1.0
+"""How long the heartbeat thread sleeps at a time while nothing is in flight."""
+
+
+class InFlight:
+    """The handles of one worker's batch in flight (see the module)."""
+
+    def __init__(
+        self,
+        store: ScheduleStore,
+        clock: Clock,
+        lease: timedelta,
+        heartbeat: timedelta | None,
+        poll_interval: timedelta,
+        hooks: tuple[Hook, ...],
+    ) -> None:
+        self._store = store
+        self._how = _Lease(store, clock, lease, self._told if hooks else None)
+        self._hooks = hooks
+        self.period = None if heartbeat is None else heartbeat.total_seconds()
+        """Seconds between two heartbeats of the batch in flight (None: none)."""
+        poll = poll_interval.total_seconds() / 2
+        self.poll = poll if self.period is None else min(poll, self.period)
+        """Seconds between two looks for abort requests: half ``poll_interval`` (so a
+        request reaches an async handler within ``poll_interval``), or the heartbeat
+        period when shorter (every heartbeat looks)."""
+        self._lock = threading.Lock()
+        self._handles: dict[uuid.UUID, DispatchHandle] = {}
+        self.wake = threading.Event()
+        self.closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def of(
+        cls,
+        runner: SinkRunner,
+        store: ScheduleStore,
+        clock: Clock,
+        config: SchedulerWorkerConfig,
+        hooks: tuple[Hook, ...],
+    ) -> InFlight:
+        """The registry of a worker with ``config``, whose ``runner`` finds each
+        dispatch's handle in it. An occurrence sink (a ``TransactionalSink``) writes its
+        acknowledgement before its handler runs, in the transaction the handler's writes
+        join: no heartbeat extends a lease it already settled."""
+        beat = None if runner.acks is not None else config.heartbeat
+        flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
+        runner.handle_of = flight.handle
+        return flight
+
+    def track(self, batch: Sequence[LeasedOccurrence]) -> Sequence[LeasedOccurrence]:
+        """A handle for each occurrence of ``batch``, heartbeat (and looked at for
+        abort requests) from now on; ``batch``."""
+        how = self._how
+        with self._lock:
+            for occ in batch:
+                self._handles[occ.message.schedule_id] = DispatchHandle(occ, how)
+            if self._thread is None:
+                self.closed = threading.Event()  # the thread's own: an old one may linger
+                self._thread = threading.Thread(
+                    target=_watch_main,
+                    args=(weakref.ref(self), self.wake, self.closed),
+                    name=f"hexeract-heartbeat-{id(self):x}",
+                    daemon=True,
+                )
+                self._thread.start()
+        self.wake.set()
+        return batch
+
+    def handle(self, occ: LeasedOccurrence) -> DispatchHandle | None:
+        """The handle of ``occ`` while its batch is in flight."""
+        return self._handles.get(occ.message.schedule_id)
+
+    def current(self, occ: LeasedOccurrence) -> LeasedOccurrence:
+        """``occ`` with its current lease."""
+        handle = self._handles.get(occ.message.schedule_id)
+        return occ if handle is None else handle.occurrence
+
+    def turn(
+        self, inner: Callable[[LeasedOccurrence], DispatchResult | None]
+    ) -> Callable[[LeasedOccurrence], DispatchResult | None]:
+        """``inner`` (a batch's turn) judging each occurrence on its current lease."""
+        current = self.current
+        return lambda occ: inner(current(occ))
+
+    def finish(
+        self, batch: Sequence[LeasedOccurrence]
+    ) -> tuple[list[LeasedOccurrence], Callable[[list[DispatchResult]], list[DispatchResult]]]:
+        """End the handles of ``batch``: each occurrence with its last lease, and the
+        judge of the batch's results: a dispatch an abort was asked for while it ran
+        is recorded as aborted (:class:`~hexeract_lite.longrun.DispatchAborted`),
+        whatever the sink returned."""
+        with self._lock:
+            handles = [self._handles.pop(occ.message.schedule_id, None) for occ in batch]
+        last = [occ if h is None else h.close() for occ, h in zip(batch, handles, strict=True)]
+
+        def judge(results: list[DispatchResult]) -> list[DispatchResult]:
+            return [_judged(h, r) for h, r in zip(handles, results, strict=True)]
+
+        return last, judge
+
+    def in_flight(self) -> list[DispatchHandle]:
+        """The handles of the batch in flight."""
+        with self._lock:
+            return list(self._handles.values())
+
+    def close(self) -> None:
+        """End the watching thread (a later batch starts another)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self.closed.set()
+            self.wake.set()
+
+    def beat(self) -> None:
+        """One heartbeat of every handle in flight."""
+        for handle in self.in_flight():
+            try:
+                handle.heartbeat()
+            except Exception as exc:  # the store: the next period tries again
+                log.warning("heartbeat failed: %s", error_summary(error_text(exc)))
+
+    def look_for_aborts(self) -> None:
+        """Read the abort requests of the dispatch with the sink (one at a time; those
+        waiting for their turn are looked at once they have it) and pass them on."""
+        handles = {
+            h.occurrence.message.schedule_id: h
+            for h in self.in_flight()
+            if h.running and h.abort_requested is None
+        }
+        if not handles:
+            return
+        try:
+            found = self._store.abort_requests(list(handles))
+        except Exception as exc:  # the store: the next look tries again
+            log.warning("reading abort requests failed: %s", error_summary(error_text(exc)))
+            return
+        for sid, how in found.items():
+            if how in ABORT_KINDS:
+                handles[sid].request_abort(how)
+
+    def _told(self, handle: DispatchHandle, ok: bool) -> None:
+        msg = handle.occurrence.message
+        event = LeaseExtended(message=msg, leased_until=handle.lease) if ok else None
+        call_hooks(self._hooks, [event if event is not None else HeartbeatLost(message=msg)])
+
+
+def _judged(handle: DispatchHandle | None, result: DispatchResult) -> DispatchResult:
+    if handle is None or not handle.started or result.kind not in _OVERRULED:
+        return result
+    how = handle.abort_requested
+    if how is None:
+        return result
+    aborted = DispatchResult.failed(DispatchAborted(cancel=how == "cancel"))
+    return aborted.took(result.duration or 0.0, result.began)
+
+
+_OVERRULED = frozenset({ResultKind.SUCCEEDED, ResultKind.FAILED, ResultKind.SNOOZED})
+
+
+def _watch_main(
+    owner: weakref.ref[InFlight], wake: threading.Event, closed: threading.Event
+) -> None:
+    """The watching thread: while a batch is in flight, a heartbeat every ``period``
+    and a look for abort requests every ``poll`` seconds; it ends once closed or once
+    its worker is gone (it holds no reference to it while it sleeps)."""
+    beat_at = look_at = None
+    while not closed.is_set():
+        flight = owner()
+        if flight is None:
+            return
+        if not flight._handles:
+            del flight
+            beat_at = look_at = None
+            wake.wait(_IDLE_WAIT_S)
+            wake.clear()
+            continue
+        now = time.monotonic()
+        if look_at is None:  # a batch began: first looks one period from now
+            look_at = now + flight.poll
+            beat_at = None if flight.period is None else now + flight.period
+        if now >= look_at:
+            flight.look_for_aborts()
+            look_at = now + flight.poll
+        if beat_at is not None and now >= beat_at:
+            flight.beat()
+            beat_at = time.monotonic() + (flight.period or 0.0)
+        due = look_at if beat_at is None else min(look_at, beat_at)
+        del flight
+        if closed.wait(max(due - time.monotonic(), 0.0)):
+            return
