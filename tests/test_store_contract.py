@@ -1343,6 +1343,25 @@ def test_a_snooze_keeps_attempts_unchanged_and_counts_the_snooze(
     assert snap is not None and snap.snoozes == 0 and snap.attempts == 0
 
 
+def test_a_firing_moved_during_its_lease_starts_with_no_snoozes(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A snoozed recurring firing moved while in flight: its delivered acknowledgement
+    moves it to the new instant (next_after_lease), a new firing, with no snoozes."""
+    msg = every_minute()
+    store.insert(msg, 3)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    assert store.settle([Settlement.snoozed(msg.schedule_id, S, occ.leased_until)]) == [True]
+    frozen.shift(2 * S)
+    [occ] = store.claim_due(frozen.now(), 10, LEASE)
+    later = frozen.now() + timedelta(hours=1)
+    assert store.move(msg.schedule_id, later)
+    assert store.mark_delivered(msg.schedule_id, occ.leased_until)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.status is ScheduleStatus.PENDING
+    assert snap.scheduled_for == later and snap.snoozes == 0
+
+
 def test_a_snooze_needs_a_delay(store: ScheduleStore, frozen: FrozenTime) -> None:
     msg = one_shot()
     store.insert(msg, 3)

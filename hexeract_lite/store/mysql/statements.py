@@ -75,6 +75,7 @@ class Statements:
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            " snoozes = CASE WHEN next_after_lease IS NULL THEN snoozes END,"
             f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
             " THEN jitter_offset_ms END, leased_until = NULL, next_after_lease = NULL" + fence
         )

@@ -155,6 +155,7 @@ class Statements:
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            " snoozes = CASE WHEN next_after_lease IS NULL THEN snoozes END,"
             " {counted}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
             " THEN jitter_offset_ms END,"
             " next_after_lease = NULL, leased_until = NULL" + fence,

@@ -136,6 +136,7 @@ class SqliteStatements:
             " scheduled_for = coalesce(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
             " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
+            " snoozes = CASE WHEN next_after_lease IS NULL THEN snoozes END,"
             f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
             f" THEN jitter_offset_ms END, next_after_lease = NULL, leased_until = NULL"
             f" WHERE {fence}"
