@@ -37,9 +37,9 @@ from .test_state_machine import StoresAgree
 
 pymysql = pytest.importorskip("pymysql", reason="the mysql extra is not installed")
 
+from hexeract_lite.store.columns import POLICY_COLUMNS  # noqa: E402
 from hexeract_lite.store.mysql import MysqlScheduleStore  # noqa: E402
 from hexeract_lite.store.mysql.schema import SCHEMA_VERSION, mysql_ddl, reference_ddl  # noqa: E402
-from hexeract_lite.store.sqlite.schema import POLICY_COLUMNS  # noqa: E402
 
 pytestmark = pytest.mark.mysql
 

@@ -20,10 +20,10 @@ import pytest
 
 from hexeract_lite import ScheduledMessage, SchedulerWorker, ScheduleStatus, StoreError, Target
 from hexeract_lite.runlog import RunOutcome
+from hexeract_lite.store.columns import POLICY_COLUMNS
 from hexeract_lite.store.postgres.schema import (
     INDEXES,
     META_TABLE,
-    POLICY_COLUMNS,
     SCHEMA_VERSION,
     UNIQUE_INDEXES,
     postgres_ddl,

@@ -24,6 +24,7 @@ from hexeract_lite import (
 from hexeract_lite.cli import main
 from hexeract_lite.runlog import RunOutcome
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot
+from hexeract_lite.store.columns import POLICY_COLUMNS
 from hexeract_lite.store.schema import (
     LIVE,
     NONCANONICAL,
@@ -33,7 +34,6 @@ from hexeract_lite.store.schema import (
     sqlite_unique_index_ddl,
 )
 from hexeract_lite.store.sqlite import META_TABLE, SCHEMA_VERSION, SqliteScheduleStore
-from hexeract_lite.store.sqlite.schema import POLICY_COLUMNS
 
 from .test_reference_compat import (
     BACKOFF,

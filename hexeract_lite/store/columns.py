@@ -14,6 +14,7 @@ import enum
 __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
+    "POLICY_COLUMNS",
     "SELECT_LIST",
     "Column",
     "ColumnKind",
@@ -141,6 +142,24 @@ COLUMNS: tuple[Column, ...] = (
 (``created_at``'s default reads the database's clock only because the reference's DDL
 does; hexeract_lite always binds it.) ``misfire_grace_ms``: a schedule's misfire grace
 in milliseconds, NULL for none."""
+
+POLICY_COLUMNS: tuple[str, ...] = (
+    "end_at",
+    "max_firings",
+    "firings",
+    "jitter_ms",
+    "jitter_offset_ms",
+    "catch_up",
+    "catch_up_limit",
+    "backfill_until",
+    "pause_note",
+    "snoozes",
+    "abort_requested",
+)
+"""The nullable columns of schedule policies (an end, a count of firings, jitter,
+catch-up, a backfill window, a pause's note) and long handlers (snoozes, an abort asked
+of the dispatch in flight), which one upgrade step adds in each dialect (SQLite 8,
+PostgreSQL 7, MySQL 3)."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""

@@ -28,7 +28,8 @@ Indexes (all partial, so each holds only the rows its query can want):
 
 The run log (version 6) is a table of its own beside it, ``<table>_runs``
 (:func:`postgres_runs_ddl`), indexed by ``finished`` and by schedule. Version 7 adds
-the nullable columns of schedule policies and long handlers (:data:`POLICY_COLUMNS`).
+the nullable columns of schedule policies and long handlers
+(:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`).
 
 Versions
 --------
@@ -49,7 +50,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
-from ..columns import COLUMNS
+from ..columns import COLUMNS, POLICY_COLUMNS
 from ..schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
 
 if TYPE_CHECKING:
@@ -120,21 +121,6 @@ INDEXES: tuple[tuple[str, str, str], ...] = REFERENCE_INDEXES + EXTRA_INDEXES
 
 UNIQUE_INDEXES: tuple[tuple[str, str, str], ...] = (("name", "name", "name IS NOT NULL"),)
 """Unique indexes (version 3): a schedule name is unique among rows that have one."""
-
-POLICY_COLUMNS: tuple[str, ...] = (
-    "end_at",
-    "max_firings",
-    "firings",
-    "jitter_ms",
-    "jitter_offset_ms",
-    "catch_up",
-    "catch_up_limit",
-    "backfill_until",
-    "pause_note",
-    "snoozes",
-    "abort_requested",
-)
-"""The nullable columns of schedule policies and long handlers (version 7)."""
 
 LATER_COLUMNS: dict[str, int] = {
     "name": 3,
@@ -335,8 +321,9 @@ def _upgrade_to_6(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_7(conn: psycopg.Connection[Any], table: str) -> None:
-    """6 → 7: the nullable policy and long-handler columns (:data:`POLICY_COLUMNS`).
-    The reference's statements never name them."""
+    """6 → 7: the nullable policy and long-handler columns
+    (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`). The reference's statements
+    never name them."""
     qtable = quote_ident(table)
     declared = dict(POSTGRES_COLUMNS)
     adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {n} {declared[n]}" for n in POLICY_COLUMNS)

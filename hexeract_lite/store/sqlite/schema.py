@@ -36,7 +36,7 @@ import apsw
 
 from ..._time import format_ts, parse_ts
 from ...errors import StoreError
-from ..columns import COLUMNS, ColumnKind
+from ..columns import COLUMNS, POLICY_COLUMNS, ColumnKind
 from ..schema import (
     REFERENCE_COLUMNS,
     sqlite_extra_index_ddl,
@@ -88,7 +88,7 @@ SCHEMA_VERSION = 8
 - 7: the run log ``<table>_runs`` and its indexes
   (:func:`~hexeract_lite.store.schema.sqlite_runs_ddl`).
 - 8: the nullable columns of schedule policies and long handlers
-  (:data:`POLICY_COLUMNS`).
+  (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`).
 """
 WAL_SIZE_LIMIT = 8 << 20
 """``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
@@ -101,22 +101,6 @@ NAMED_COLUMNS = ("name", "next_after_lease")
 """The columns step 2 → 3 adds."""
 GRACE_COLUMNS = ("misfire_grace_ms",)
 """The column step 3 → 4 adds."""
-POLICY_COLUMNS = (
-    "end_at",
-    "max_firings",
-    "firings",
-    "jitter_ms",
-    "jitter_offset_ms",
-    "catch_up",
-    "catch_up_limit",
-    "backfill_until",
-    "pause_note",
-    "snoozes",
-    "abort_requested",
-)
-"""The columns step 7 → 8 adds: schedule policies (an end, a count of firings, jitter,
-catch-up, a backfill window, a pause's note) and long handlers (snoozes, an abort
-asked of the dispatch in flight)."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -648,7 +632,8 @@ def _upgrade_to_7(conn: apsw.Connection, table: str) -> None:
 
 
 def _upgrade_to_8(conn: apsw.Connection, table: str) -> None:
-    """7 → 8: the nullable policy and long-handler columns (:data:`POLICY_COLUMNS`),
+    """7 → 8: the nullable policy and long-handler columns
+    (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`),
     added unless the table has them. The reference's statements never name them."""
     _add_columns(conn, table, POLICY_COLUMNS)
 
