@@ -455,8 +455,10 @@ class SchedulerControl:
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
         )
 
-    def id_of(self, id_or_name: uuid.UUID | str) -> uuid.UUID:
-        """The schedule id of an id (or its text) or a name, whether it exists or not.
+    @staticmethod
+    def id_of(id_or_name: uuid.UUID | str) -> uuid.UUID:
+        """The schedule id of an id (or its text) or a name, whether it exists or not
+        (no store is read: ``SchedulerControl.id_of(x)`` works on the class too).
 
         .. versionadded:: 0.2.0
         """

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         sid = control.id_of(args.schedule)
         return sid, count, control.inspect(sid)
 
-    sid, count, snapshot = ctx.write(act, ids=[_id_of(args.schedule)])
+    sid, count, snapshot = ctx.write(act, ids=[SchedulerControl.id_of(args.schedule)])
     text = (
         f"Schedule {sid}: backfilling {count} instant{'s' if count != 1 else ''} from"
         f" {rfc3339(args.start)} to {rfc3339(args.end)}; then on its rule."
@@ -74,13 +74,3 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         text = text[:-1] + " (after the firing in flight)."
     print_change(ctx, args, snapshot, "backfilling", text)
     return EXIT_OK
-
-
-def _id_of(text: str) -> uuid.UUID:
-    """The id ID|NAME stands for (a bad name: :class:`InvalidArgument` naming it)."""
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        from ...names import name_id
-
-        return name_id(text)
