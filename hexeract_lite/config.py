@@ -9,9 +9,18 @@ import attrs
 from ._time import MIN_LEASE, lease_too_short
 from .errors import InvalidConfiguration
 
-__all__ = ["LONGEST_SETTING", "SchedulerWorkerConfig", "check_duration", "format_duration"]
+__all__ = [
+    "DEFAULT_MAX_SNOOZES",
+    "LONGEST_SETTING",
+    "SchedulerWorkerConfig",
+    "check_duration",
+    "format_duration",
+]
 
 _ZERO = timedelta(0)
+
+DEFAULT_MAX_SNOOZES = 100
+"""How often one occurrence may snooze by default (``max_snoozes``)."""
 
 LONGEST_SETTING = timedelta(days=36500)
 """The longest duration a worker setting takes (about 100 years): a worker adds its
@@ -120,7 +129,7 @@ class SchedulerWorkerConfig:
     heartbeat: timedelta | None = None
     """The period on which the worker extends the leases of its batch in flight (None:
     never by itself; a handler may still call ``current_dispatch().heartbeat()``)."""
-    max_snoozes: int = 100
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
     """How often one occurrence may snooze; the next snooze dead-letters its schedule."""
 
     def __attrs_post_init__(self) -> None:

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from ._log import package_logger
 from .clock import Clock
+from .config import DEFAULT_MAX_SNOOZES
 from .hooks import Hook, WorkerEvent, call_hooks, settlement_event
 from .retry import RandomSource, RetryPolicy
 from .runlog import RunStamp
@@ -148,7 +149,7 @@ class Ledger:
         hooks: tuple[Hook, ...],
         *,
         run_log: bool = True,
-        max_snoozes: int = 100,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
     ) -> None:
         self._store, self._clock, self._retry, self._rng = store, clock, retry, rng
         self._max_snoozes = max_snoozes

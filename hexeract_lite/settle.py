@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .backfill import window_next
+from .config import DEFAULT_MAX_SNOOZES
 from .errors import DispatchError
 from .longrun import DispatchAborted, Snooze
 from .policy import Firing, after_firing, after_miss, missed_reason
@@ -261,7 +262,7 @@ def settlement_for(
     policy: RetryPolicy,
     rng: RandomSource | None = None,
     stamp: RunStamp | None = None,
-    max_snoozes: int = 100,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> Settlement | None:
     """The settlement of ``occurrence`` after ``result`` (see the module docstring).
 
