@@ -137,6 +137,36 @@ def test_the_schedule_page_shows_a_pause_note_and_a_backfill(tmp_path: Path) -> 
         assert f'<li><time datetime="{first}">' in backfilling  # the window comes first
 
 
+def test_the_schedule_page_shows_the_schedule_s_policy(tmp_path: Path) -> None:
+    """End, firings left, jitter (with this firing's offset) and catch-up, as inspect
+    says them; a schedule without a policy shows none of those rows."""
+    from datetime import UTC, datetime, timedelta
+
+    from hexeract_lite import SchedulerControl
+
+    with SqliteScheduleStore.open(tmp_path / "web.db") as store:
+        control = SchedulerControl(store)
+        end = datetime(2027, 6, 1, tzinfo=UTC)
+        control.ensure(
+            "app.p",
+            cron="0 3 * * *",
+            event_type="e",
+            end_at=end,
+            max_firings=30,
+            jitter=timedelta(minutes=10),
+            catch_up="all",
+        )
+        control.ensure("app.plain", cron="0 3 * * *", event_type="e")
+        app = create_app(store)
+        page = call(app, "GET", f"/schedules/{control.id_of('app.p')}").text
+        assert '<th>end</th><td class="policy">2027-06-01T00:00:00.000Z</td>' in page
+        assert '<th>firings</th><td class="policy">0 of at most 30 (30 left)</td>' in page
+        assert '<th>jitter</th><td class="policy">up to 10m (this firing: +' in page
+        assert '<th>catch-up</th><td class="policy">all (at most 100)</td>' in page
+        plain = call(app, "GET", f"/schedules/{control.id_of('app.plain')}").text
+        assert 'class="policy"' not in plain
+
+
 def test_a_fragment_request_gets_only_the_live_part(readonly: SqliteScheduleStore) -> None:
     app = create_app(readonly)
     fragment = call(app, "GET", "/", headers={"X-Hexeract-Fragment": "1"}).text

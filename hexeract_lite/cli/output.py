@@ -279,9 +279,10 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
     return OccurrenceId.derive(snapshot.schedule_id, snapshot.occurrence_at)
 
 
-def _policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
-    """``inspect``'s lines for a policy: end, firings (and how many are left), jitter
-    (and the firing held's offset), catch-up; none without a policy."""
+def policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
+    """``inspect``'s lines for a policy (the console's schedule page shows them too):
+    end, firings (and how many are left), jitter (and the firing held's offset),
+    catch-up; none without a policy."""
     from ..interval import format_duration
 
     policy = snapshot.policy
@@ -326,7 +327,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("target", one_line(s.target.label())),
         ("trigger", one_line(s.trigger.label())),
         *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
-        *_policy_lines(s),
+        *policy_lines(s),
         ("scheduled for", ts(s.scheduled_for)),
         *(
             [("scheduled for (local)", local_ts(s.scheduled_for, zone_of(s)))]

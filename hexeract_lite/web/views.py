@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .._json import strict_loads
-from ..cli.output import local_ts, ts, zone_of
+from ..cli.output import local_ts, policy_lines, ts, zone_of
 from ..control import SchedulerControl
 from ..runlog import RunRecord
 from ..settle import error_summary
@@ -254,6 +254,7 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
         "firings": [_when(at, zone) for at in firings],
         "payload": _pretty(snap.payload_json),
         "error_line": error_summary(snap.last_error),
+        "policy": policy_lines(snap),
         "fields": [
             ("scheduled for", _when(snap.scheduled_for, zone)),
             ("backfilling until", _when(snap.backfill_until, zone)),
