@@ -4,8 +4,9 @@ by Playwright, against ``hexeract scheduler ui`` serving a SQLite file.
 Read-only: every page loads, refreshes itself, shows the store's numbers, runs none of
 the hostile strings stored in a schedule, and the file (with any ``-wal``/``-shm``) is
 byte-identical afterwards. With ``--allow-actions``: replaying a dead letter from its
-page leaves it pending. The screenshots go to ``docs/screenshots/`` (the documentation
-shows them). Without Chromium or Playwright these tests skip, except in CI
+page leaves it pending. The screenshots go to a temporary directory, or to the one
+``HEXERACT_SCREENSHOTS`` names (``HEXERACT_SCREENSHOTS=docs/screenshots`` refreshes the
+ones the documentation shows). Without Chromium or Playwright these tests skip, except in CI
 (``CI=true``), where they fail."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -40,7 +42,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SCREENSHOTS = Path(
+    os.environ.get("HEXERACT_SCREENSHOTS") or Path(tempfile.gettempdir()) / "hexeract-screenshots"
+)
 
 
 def _require_browser() -> None:
