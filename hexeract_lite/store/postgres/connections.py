@@ -256,14 +256,6 @@ class Connections:
         except psycopg.Error as exc:
             _log.debug("notify on %s failed: %s", self._channel, exc)
 
-    def announce_after(self, action: str) -> None:
-        """:meth:`announce` on a connection of its own, after a transaction committed."""
-        try:
-            with self.connection(action) as conn:
-                self.announce(conn)
-        except StoreError as exc:
-            _log.debug("notify after %s failed: %s", action, exc)
-
     # -- lifetime ----------------------------------------------------------------------
 
     def close(self) -> None:

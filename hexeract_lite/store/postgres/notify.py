@@ -87,11 +87,6 @@ class ChangeListener:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
 
-    @property
-    def alive(self) -> bool:
-        """True while the thread runs."""
-        return self._thread is not None and self._thread.is_alive()
-
     def _listen(self) -> psycopg.Connection[Any]:
         conn = self._connect()
         try:

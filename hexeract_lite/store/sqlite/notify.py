@@ -88,10 +88,6 @@ class WalWatcher:
         watcher._thread.start()
         return watcher
 
-    def alive(self) -> bool:
-        """True while the thread runs in this process (a forked child has none)."""
-        return self._pid == os.getpid() and self._thread.is_alive()
-
     def _run(self) -> None:
         try:
             while True:
