@@ -61,6 +61,17 @@ def check_max_attempts(max_attempts: object) -> int:
     return max_attempts  # type: ignore[return-value]
 
 
+def check_int32_counts(record: ScheduleRecord, engine: str) -> None:
+    """Refuse a record whose ``attempts`` or ``max_attempts`` is above 2**31 - 1, which
+    ``engine``'s integer columns cannot hold (:class:`InvalidConfiguration`)."""
+    for name in ("attempts", "max_attempts"):
+        if getattr(record, name) > MAX_INT32:
+            raise InvalidConfiguration(
+                f"record {record.schedule_id}: {name} must be at most {MAX_INT32} on"
+                f" {engine}, got {getattr(record, name)}"
+            )
+
+
 def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     """Validate ``claim_due``'s arguments; return ``now`` normalised."""
     if not _is_count(batch_size):

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     note = getattr(args, "note", None)
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, ScheduleSnapshot, bool, ScheduleSnapshot]:
-        from ...store.sql.store import MalformedRowError
+        from ...store.sql.dialect import MalformedRowError
 
         sid = schedule_id(args, store)
         control = SchedulerControl(store)

@@ -112,7 +112,7 @@ def store_error(prefix: str, exc: BaseException, *, url: str, timeouts: Timeouts
 
 class MysqlSession:
     """A connection inside one transaction (or one statement), as the SQL base uses it
-    (:class:`~hexeract_lite.store.sql.store.Session`)."""
+    (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
 
     __slots__ = ("conn", "woken")
 

@@ -24,22 +24,26 @@ import pymysql
 
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import DuplicateSchedule, InvalidConfiguration, InvalidMessage, StoreError
+from ...errors import InvalidConfiguration, InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
-from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
-from ..checks import check_flag, check_max_attempts, check_messages, check_records
+from ..checks import (
+    check_flag,
+    check_int32_counts,
+    check_max_attempts,
+    check_messages,
+    check_records,
+)
 from ..listing import glob_regex
 from ..record import ScheduleRecord, grace_ms, insert_columns
 from ..schema import DEFAULT_TABLE, validate_table_name
-from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.store import SqlScheduleStore
 from . import codec
-from .codec import encode_id, encode_instant, encode_lease, record_params
+from .codec import encode_instant, record_params
 from .connections import Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
@@ -56,7 +60,7 @@ __all__ = ["MysqlScheduleStore"]
 
 _T = TypeVar("_T")
 _DUPLICATE_KEY = 1062
-_MAX_INT = 2**31 - 1
+_NAME_HELD = "a unique name is held by another schedule"
 
 
 def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime) -> dict[str, Any]:
@@ -321,10 +325,6 @@ class MysqlScheduleStore(SqlScheduleStore):
         connection: object = None,
     ) -> None:
         check_max_attempts(max_attempts)
-        if max_attempts > _MAX_INT:
-            raise InvalidConfiguration(
-                f"max_attempts must be at most {_MAX_INT}, got {max_attempts}"
-            )
         taken = self._now()
         messages = check_messages(messages, taken)
         _check_depth(messages)
@@ -338,26 +338,15 @@ class MysqlScheduleStore(SqlScheduleStore):
             insert_within(self, connection, messages, rows)
             return
         if len({m.schedule_id for m in messages}) != len(messages):
-            raise self._first_duplicate(messages)
+            raise self._first_duplicate(messages, "insert", _NAME_HELD)
         try:
             with self._write("insert") as tx, tx.conn.cursor() as cur:
                 cur.executemany(self._sql.insert, rows)
         except StoreError as exc:
             if not _duplicate(exc):
                 raise
-            raise self._first_duplicate(messages) from exc
+            raise self._first_duplicate(messages, "insert", _NAME_HELD) from exc
         self.changes.notify()
-
-    def _first_duplicate(self, messages: Sequence[ScheduledMessage]) -> Exception:
-        """After a rolled-back batch: the first id that repeats or is stored (a unique
-        name held by another schedule is said as such)."""
-        seen: set[uuid.UUID] = set()
-        for m in messages:
-            sid = m.schedule_id
-            if sid in seen or self._read("insert", self._sql.exists, {"id": sid.bytes}):
-                return DuplicateSchedule(sid)
-            seen.add(sid)
-        return StoreError(f"insert on {self._place}: a unique name is held by another schedule")
 
     # -- worker ----------------------------------------------------------------------
 
@@ -382,15 +371,6 @@ class MysqlScheduleStore(SqlScheduleStore):
 
     def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
         return codec.decode(row).leased()
-
-    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
-        return settle_plan(
-            checked,
-            self._now(),
-            encode_id=encode_id,
-            encode_lease=encode_lease,
-            encode_instant=encode_instant,
-        )
 
     def dead_letter_exhausted(self) -> int:
         params = {"now": encode_instant(self._now()), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
@@ -434,12 +414,7 @@ class MysqlScheduleStore(SqlScheduleStore):
         if not rows:
             return 0
         for row in rows:
-            for name in ("attempts", "max_attempts"):
-                if getattr(row, name) > _MAX_INT:
-                    raise InvalidConfiguration(
-                        f"record {row.schedule_id}: {name} must be at most {_MAX_INT} on"
-                        f" MySQL, got {getattr(row, name)}"
-                    )
+            check_int32_counts(row, "MySQL")
         with self._write("import_records") as tx:
             ids = tuple(row.schedule_id.bytes for row in rows)
             stored = {bytes(r[0]) for r in tx.fetch(self._sql.existing, {"ids": ids})}

@@ -35,9 +35,9 @@ __all__ = [
     "diagnose",
     "encode_id",
     "encode_instant",
+    "encode_lease",
     "fetch_rows",
     "jsonb_text",
-    "lease_token",
     "malformed",
     "record",
     "row_label",
@@ -172,7 +172,7 @@ def same(value: Any) -> Any:
     return value
 
 
-def lease_token(lease: datetime) -> datetime | None:
+def encode_lease(lease: object) -> datetime | None:
     """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
     which no lease this store hands out can equal."""
     if isinstance(lease, datetime) and lease.utcoffset() is not None:

@@ -128,7 +128,7 @@ def store_error(
 
 class PostgresSession:
     """A pooled connection inside one transaction (or one statement) as the SQL base
-    uses it (:class:`~hexeract_lite.store.sql.store.Session`)."""
+    uses it (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
 
     __slots__ = ("conn", "others", "woken")
 

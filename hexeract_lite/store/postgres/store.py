@@ -48,6 +48,7 @@ from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import (
     check_flag,
+    check_int32_counts,
     check_max_attempts,
     check_messages,
     check_records,
@@ -60,13 +61,13 @@ from ..listing import (
 from ..record import ScheduleRecord, grace_ms, insert_columns
 from ..schema import DEFAULT_TABLE, validate_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
-from ..sql.store import Session, SqlScheduleStore
+from ..sql.dialect import Session
+from ..sql.store import SqlScheduleStore
 from . import codec
 from .codec import (
     TEXT_COLUMNS,
     fetch_rows,
     jsonb_text,
-    lease_token,
     record,
     same,
     whole_ms,
@@ -102,8 +103,6 @@ __all__ = ["PostgresScheduleStore"]
 _T = TypeVar("_T")
 
 _log = package_logger(__name__)
-
-_MAX_INT4 = 2**31 - 1
 
 
 def _is_json(text: str) -> bool:
@@ -501,7 +500,7 @@ class PostgresScheduleStore(SqlScheduleStore):
             checked,
             now,
             encode_id=same,
-            encode_lease=lease_token,
+            encode_lease=codec.encode_lease,
             encode_instant=same,
             encode_retry_in=whole_ms,
         )
@@ -558,12 +557,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         if not rows:
             return 0
         for row in rows:
-            for name in ("attempts", "max_attempts"):
-                if getattr(row, name) > _MAX_INT4:
-                    raise InvalidConfiguration(
-                        f"record {row.schedule_id}: {name} must be at most {_MAX_INT4} on"
-                        f" PostgreSQL, got {getattr(row, name)}"
-                    )
+            check_int32_counts(row, "PostgreSQL")
             for name in TEXT_COLUMNS:
                 value = getattr(row, name)
                 if value is not None and "\x00" in value:

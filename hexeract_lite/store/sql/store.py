@@ -5,12 +5,12 @@ names: ``select_one``, ``exists``, ``cancel``, ``set_paused``, ``replay``, ``wri
 ``list_pending``, ``list_dead_letter``, ``list_named``, ``lock_named`` (``list_named``
 locking the rows, where the engine locks rows), ``export_first``, ``export_after``, the
 fenced acknowledgements ``mark_delivered``, ``reschedule``, ``mark_failed``,
-``mark_dead_lettered`` and ``release``), its row codec (:class:`Codec`), and how it runs
-a statement or a transaction (:meth:`SqlScheduleStore._write` and its :class:`Session`).
+``mark_dead_lettered`` and ``release``), its row codec (:class:`.dialect.Codec`), and
+how it runs a statement or a transaction (:meth:`SqlScheduleStore._write` and its
+:class:`.dialect.Session`).
 Every method body that is the same on every engine is here; a subclass supplies the
-hooks below (each one states what it must do) and the methods that differ by nature:
-opening, inserting, importing, the claim's SQL, the sweep, the wake-up hint,
-transactions shared with the application.
+hooks below and what differs by nature (opening, inserting, importing, the claim, the
+sweep, the wake-up hint, shared transactions).
 
 Statements bind named parameters: ``id`` (the encoded schedule id), ``now``, ``at``,
 ``next``, ``paused``, ``lease``, ``error``, ``limit``, ``prefix``, ``length``,
@@ -24,12 +24,18 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._log import package_logger
 from ..._time import to_utc_ms
 from ...clock import Clock
-from ...errors import InvalidArgument, NotReplayable, ScheduleNotFound, StoreError
+from ...errors import (
+    DuplicateSchedule,
+    InvalidArgument,
+    NotReplayable,
+    ScheduleNotFound,
+    StoreError,
+)
 from ...runlog import RunOutcome, RunRecord
 from ...settlement import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
@@ -53,7 +59,9 @@ from ..runs import (
     hour_of,
     recorded_runs,
 )
+from ..settle_plan import settle_plan
 from ..stats import StoreStats
+from .dialect import MALFORMED, Codec, MalformedRowError, Row, Session
 from .lease import LONG_RUN_STATEMENTS, LeaseExtending
 
 if TYPE_CHECKING:
@@ -62,27 +70,10 @@ if TYPE_CHECKING:
     from ..settle_plan import PlannedSettlement
     from .runs import RunStatements
 
-__all__ = ["Codec", "Row", "Session", "SqlScheduleStore"]
+__all__ = ["SqlScheduleStore"]
 
 _T = TypeVar("_T")
 _log = package_logger(__name__)
-
-Row = Sequence[Any]
-"""A row as the driver returns it, every column in registry order
-(:data:`~hexeract_lite.store.columns.COLUMN_NAMES`)."""
-
-
-class MalformedRowError(StoreError):
-    """A row that does not decode was asked for whole; :attr:`reason` names the
-    column. The pure SQL changes (cancel, pause) still apply to it."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-MALFORMED = "malformed row, dead-lettered without dispatch: "
-"""The start of the ``last_error`` of a claimed row that could not be decoded."""
 
 _PRUNE_BATCH = 500
 """Run records deleted per transaction by ``prune_runs``."""
@@ -105,43 +96,6 @@ _STATEMENT_OF = {
 """Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
 
 
-class Codec(Protocol):
-    """A dialect's row codec (a module satisfies it): how values are bound and how a
-    :data:`Row` decodes."""
-
-    def encode_id(self, schedule_id: uuid.UUID, /) -> Any:
-        """A schedule id as bound."""
-
-    def encode_instant(self, instant: datetime, /) -> Any:
-        """An instant as bound."""
-
-    def decode(self, row: Row, /) -> ScheduleRecord:
-        """A row as a record; raises on a value that does not decode."""
-
-    def why(self, row: Row, exc: BaseException, /) -> str:
-        """Why ``row`` did not decode: the column, else the exception."""
-
-    def row_label(self, row: Row, /) -> str:
-        """The row's schedule id as text, for a message."""
-
-    def malformed(self, row: Row, exc: BaseException, /) -> MalformedSchedule:
-        """What a listing returns in place of a row that does not decode."""
-
-
-class Session(Protocol):
-    """One connection inside one transaction (or one statement), as a SQL store uses it."""
-
-    def execute(self, statement: Any, params: Any = ()) -> int:
-        """Run a statement; the number of rows it changed."""
-
-    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
-        """Run a statement; every row of its result."""
-
-    def wake(self, others: bool = True) -> None:
-        """Once the transaction commits, notify :attr:`ScheduleStore.changes` (and,
-        with ``others``, the other processes that wait on this table)."""
-
-
 class SqlScheduleStore(LeaseExtending, SettlingStore):
     """The contract's method bodies, once, for every SQL engine (see the module)."""
 
@@ -158,8 +112,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     _clock: Clock
     _settle_sql: dict[SettlementKind, Any] | None = None
     _run_sql: RunStatements | None = None
-    """The dialect's run-log statements (:mod:`.runs`); None, the default: the store
-    keeps no run log (records no runs, reads none)."""
+    """The dialect's run-log statements (:mod:`.runs`); None: the store keeps no run log."""
 
     # -- the hooks a dialect supplies ---------------------------------------------
 
@@ -168,11 +121,10 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         self, what: str, *, worker: bool = False, atomic: bool = True
     ) -> AbstractContextManager[Session]:
         """A write transaction, committed when the block ends, rolled back when it
-        raises; driver errors as :class:`StoreError` naming ``what``. ``worker``: one of
-        the worker's own transactions (claims, acknowledgements); ``atomic=False``: the
-        block runs statements that need no transaction around them (one statement, or
-        a check after it), which an engine may run in autocommit. After the commit,
-        what :meth:`Session.wake` asked for is done."""
+        raises; driver errors as :class:`StoreError` naming ``what``. ``worker``: a
+        claim or acknowledgement; ``atomic=False``: the statements need no transaction
+        around them (an engine may autocommit). After the commit, the wake-ups
+        :meth:`Session.wake` asked for."""
 
     @abc.abstractmethod
     def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
@@ -186,10 +138,17 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     def _row_params(self, record: ScheduleRecord) -> Any:
         """The parameters of ``write_row`` for ``record``."""
 
-    @abc.abstractmethod
     def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
         """The batch's fenced statements (:func:`~hexeract_lite.store.settle_plan.settle_plan`
-        with the dialect's encoders)."""
+        with the codec's encoders and the store's now)."""
+        codec = self._codec
+        return settle_plan(
+            checked,
+            self._now(),
+            encode_id=codec.encode_id,
+            encode_lease=codec.encode_lease,
+            encode_instant=codec.encode_instant,
+        )
 
     @abc.abstractmethod
     def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> Any:
@@ -227,8 +186,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         """The stats statement's now and its twelve counts (see ``stats``)."""
 
     def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` with ``now`` (the store's now, encoded) for a statement that
-        stamps or compares it."""
+        """``params`` with ``now`` (the store's now, encoded)."""
         params["now"] = self._codec.encode_instant(self._now())
         return params
 
@@ -241,8 +199,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return self._record(rows[0]), self._now()
 
     def _lock_statement(self) -> Any:
-        """The statement :meth:`_locked_row` reads one row by ``id`` with (``select_one``:
-        an engine that locks rows returns one that locks it)."""
+        """:meth:`_locked_row`'s statement (an engine that locks rows locks it)."""
         return self._sql.select_one
 
     def _writable(self, what: str) -> None:
@@ -270,6 +227,24 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
 
     def _after_prune(self) -> None:
         """After a prune deleted rows (give the space back)."""
+
+    def _first_duplicate(
+        self,
+        messages: Sequence[ScheduledMessage],
+        what: str,
+        otherwise: str,
+        where: str | None = None,
+    ) -> Exception:
+        """After a rolled-back batch: :class:`DuplicateSchedule` for the first id that
+        repeats or is stored, else a :class:`StoreError` saying ``otherwise``."""
+        seen: set[uuid.UUID] = set()
+        for m in messages:
+            sid = m.schedule_id
+            key = {"id": self._codec.encode_id(sid)}
+            if sid in seen or self._read(what, self._sql.exists, key):
+                return DuplicateSchedule(sid)
+            seen.add(sid)
+        return StoreError(f"{what} on {where or self._place}: {otherwise}")
 
     # -- decoding ----------------------------------------------------------------
 
@@ -305,8 +280,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         """See :meth:`ScheduleStore.settle`: one transaction, one fenced statement per
-        item; an item whose lease no stored lease can equal is answered False without
-        SQL."""
+        item (False without SQL for a lease no stored lease can equal)."""
         checked = check_settlements(outcomes)
         plan = self._settle_plan(checked) if checked else []
         results = [False] * len(checked)
@@ -339,9 +313,8 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         checked: list[Settlement],
         results: list[bool],
     ) -> None:
-        """The planned statements inside ``tx``, then the runs the items carry (one
-        :meth:`_insert_runs`); wakes waiters when an item that makes work claimable
-        applied."""
+        """The planned statements inside ``tx``, then the items' runs; wakes waiters
+        when an item that makes work claimable applied."""
         statement = self._settle_statement
         for index, kind, params in plan:
             if tx.execute(statement(kind), params):
@@ -355,8 +328,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
             tx.wake()
 
     def _insert_runs(self, tx: Session, rows: list[tuple[Any, ...]]) -> None:
-        """Write run rows (:meth:`RunStatements.row`) inside ``tx``; a dialect may
-        override it to send them as one ``executemany``."""
+        """Write run rows (:meth:`RunStatements.row`) inside ``tx``."""
         assert self._run_sql is not None
         for row in rows:
             tx.execute(self._run_sql.insert, row)
@@ -385,11 +357,9 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return claimed
 
     def _dead_letter_malformed(self, bad: list[tuple[Row, Exception]]) -> None:
-        """A claimed row that cannot be decoded (written badly by another tool or by
-        hand) is never dispatched: it is dead-lettered at once, fenced by the lease the
-        claim gave it, its ``last_error`` naming the column. If that write fails, the
-        row keeps its lease and the next claim after it tries again; the healthy rows
-        are returned either way."""
+        """Dead-letter claimed rows that do not decode, fenced by the claim's lease,
+        ``last_error`` naming the column; if that write fails they keep their lease
+        and a later claim tries again."""
         reasons = [(row, self._codec.why(row, exc)) for row, exc in bad]
         instant = self._now()  # one reading of the clock for the batch
         now = {"now": self._codec.encode_instant(instant)}

@@ -74,7 +74,7 @@ def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
 
 class SqliteSession:
     """A write transaction's cursor as the SQL base uses it
-    (:class:`~hexeract_lite.store.sql.store.Session`)."""
+    (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
 
     __slots__ = ("cur", "woken")
 

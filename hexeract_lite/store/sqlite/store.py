@@ -36,7 +36,6 @@ from ...errors import (
 )
 from ...message import ScheduledMessage, place_first, validate_message
 from ...runlog import this_worker
-from ...settlement import Settlement
 from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
@@ -49,14 +48,10 @@ from ..checks import (
 from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
-from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.store import SqlScheduleStore
 from . import codec
 from .codec import (
     SELECT_LIST,
-    encode_id,
-    encode_instant,
-    encode_lease,
     leased_from_row,
     message_rows,
     row_from_record,
@@ -490,18 +485,10 @@ class SqliteScheduleStore(SqlScheduleStore):
             with self._write("insert_many") as tx:
                 tx.cur.executemany(self._sql.insert, rows)
         except DuplicateKey as exc:
-            raise self._first_duplicate(messages) from exc.__cause__
+            raise self._first_duplicate(
+                messages, "insert_many", "a duplicate id vanished", where=str(self._path)
+            ) from exc.__cause__
         self.changes.notify()
-
-    def _first_duplicate(self, messages: Sequence[ScheduledMessage]) -> Exception:
-        """After a rolled-back batch: the first id that repeats or already exists."""
-        seen: set[uuid.UUID] = set()
-        for m in messages:
-            sid = m.schedule_id
-            if sid in seen or self._read("insert_many", self._sql.exists, {"id": sid.bytes}):
-                return DuplicateSchedule(sid)
-            seen.add(sid)
-        return StoreError(f"insert_many on {self._path}: a duplicate id vanished")
 
     # -- the worker's side ---------------------------------------------------------------------
 
@@ -527,15 +514,6 @@ class SqliteScheduleStore(SqlScheduleStore):
         self, row: Sequence[Any], claim: tuple[dict[str, Any], str, datetime]
     ) -> LeasedOccurrence:
         return leased_from_row(row, claim[1], claim[2])
-
-    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
-        return settle_plan(
-            checked,
-            self._now(),
-            encode_id=encode_id,
-            encode_lease=encode_lease,
-            encode_instant=encode_instant,
-        )
 
     def dead_letter_exhausted(self) -> int:
         self._writable("dead_letter_exhausted")
