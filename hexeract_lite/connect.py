@@ -230,22 +230,38 @@ def open_store(
         )
     assert target.url is not None
     if target.kind == "mysql":
-        return _open_mysql(target, table=table, clock=clock, create=create, **options)
+        return _open_server(target, "mysql", table=table, clock=clock, create=create, **options)
+    return _open_server(target, "postgres", table=table, clock=clock, create=create, **options)
+
+
+_SERVER_STORES = {
+    "postgres": (".store.postgres.store", "PostgresScheduleStore", ("psycopg",), "PostgreSQL"),
+    "mysql": (".store.mysql.store", "MysqlScheduleStore", ("pymysql",), "MySQL"),
+}
+"""Each server store: its module, its class, the driver packages the extra brings and
+the engine's name."""
+
+
+def _open_server(target: ConnTarget, kind: str, **options: Any) -> ScheduleStore:
+    """The PostgreSQL or MySQL store of ``target``; without the driver, a
+    :class:`StoreError` naming the extra; errors scrubbed of the password, unchained."""
+    assert target.url is not None
+    import importlib
+
+    module, name, drivers, engine = _SERVER_STORES[kind]
     try:
-        from .store.postgres.store import PostgresScheduleStore
+        store_type = getattr(importlib.import_module(module, __package__), name)
     except ImportError as exc:
-        missing = exc.name or ""
-        if missing.startswith(("psycopg", "psycopg_pool")):
-            raise StoreError(POSTGRES_EXTRA_HINT) from None
+        if (exc.name or "").startswith(drivers):
+            hint = POSTGRES_EXTRA_HINT if kind == "postgres" else MYSQL_EXTRA_HINT
+            raise StoreError(hint) from None
         raise StoreError(
-            f"this build of hexeract_lite cannot open PostgreSQL databases ({exc})"
+            f"this build of hexeract_lite cannot open {engine} databases ({exc})"
         ) from None
     # The driver's errors may quote the URL: re-raise them scrubbed, unchained, so no
     # traceback or message can show the password.
     try:
-        return PostgresScheduleStore.open(
-            target.url, table=table, clock=clock, create=create, **options
-        )
+        store: ScheduleStore = store_type.open(target.url, **options)
     except StoreError as exc:
         raise StoreError(scrub(str(exc), target)) from None
     except SchedulerError:
@@ -254,26 +270,4 @@ def open_store(
         raise StoreError(
             scrub(f"cannot open {target.display()}: {type(exc).__name__}: {exc}", target)
         ) from None
-
-
-def _open_mysql(target: ConnTarget, **options: Any) -> ScheduleStore:
-    """The MySQL store of ``target``; errors scrubbed of the password, unchained."""
-    assert target.url is not None
-    try:
-        from .store.mysql.store import MysqlScheduleStore
-    except ImportError as exc:
-        if (exc.name or "").startswith("pymysql"):
-            raise StoreError(MYSQL_EXTRA_HINT) from None
-        raise StoreError(
-            f"this build of hexeract_lite cannot open MySQL databases ({exc})"
-        ) from None
-    try:
-        return MysqlScheduleStore.open(target.url, **options)
-    except StoreError as exc:
-        raise StoreError(scrub(str(exc), target)) from None
-    except SchedulerError:
-        raise
-    except Exception as exc:
-        raise StoreError(
-            scrub(f"cannot open {target.display()}: {type(exc).__name__}: {exc}", target)
-        ) from None
+    return store
