@@ -232,16 +232,6 @@ class MysqlScheduleStore(SqlScheduleStore):
 
     # -- plumbing ----------------------------------------------------------------
 
-    @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from."""
-        return self._clock
-
-    @property
-    def table(self) -> str:
-        """The table's name."""
-        return self._table
-
     def __repr__(self) -> str:
         return f"MysqlScheduleStore({self._where!r}, table={self._table!r})"
 

@@ -273,11 +273,6 @@ class PostgresScheduleStore(SqlScheduleStore):
         return self._clock
 
     @property
-    def table(self) -> str:
-        """The table's name."""
-        return self._table
-
-    @property
     def uses_database_clock(self) -> bool:
         """True when instants come from the server's clock, not :attr:`clock`."""
         return self._use_database_clock

@@ -114,6 +114,16 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     _run_sql: RunStatements | None = None
     """The dialect's run-log statements (:mod:`.runs`); None: the store keeps no run log."""
 
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    @property
+    def table(self) -> str:
+        """The scheduler table's name."""
+        return self._table
+
     # -- the hooks a dialect supplies ---------------------------------------------
 
     @abc.abstractmethod

@@ -299,16 +299,6 @@ class SqliteScheduleStore(SqlScheduleStore):
         return self._path
 
     @property
-    def table(self) -> str:
-        """The scheduler table's name."""
-        return self._table
-
-    @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from."""
-        return self._clock
-
-    @property
     def durability(self) -> str:
         """``"full"``, ``"relaxed"`` or ``"normal"``, as opened (see the class docstring)."""
         return self._db.durability
