@@ -29,24 +29,20 @@ from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
 from ...errors import DuplicateSchedule, InvalidArgument, StoreError
-from ...runlog import delivered_run
-from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...settle import DispatchResult
 from ..changes import Plan
-from ..deadline import Watchdog
+from ..sql.runner import Fenced, ServerTransactionRunner
 from .session import MysqlSession
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ...clock import Clock
     from ...message import ScheduledMessage
-    from ...retry import RetryPolicy
     from ...settlement import Settlement, SettlementKind
     from ...snapshot import LeasedOccurrence
     from ..record import ScheduleRecord
     from ..settle_plan import PlannedSettlement
     from ..signal import ChangeSignal
-    from ..sql.runs import RunStatements
     from .connections import Connections
 
 __all__ = ["MysqlTransactionRunner", "insert_within", "modify_within"]
@@ -181,33 +177,13 @@ def modify_within(
     return answer
 
 
-class _Fenced(Exception):
-    """The acknowledgement matched no lease: roll back, do not call the handler."""
-
-
-class MysqlTransactionRunner:
+class MysqlTransactionRunner(ServerTransactionRunner):
     """Runs a transactional handler for one occurrence at a time on MySQL (see
     :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the
     results)."""
 
-    def __init__(
-        self,
-        store: StoreSide,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: RetryPolicy,
-        timeout: float,
-        runs: RunStatements | None = None,
-    ) -> None:
-        self._store = store
-        self._handler = handler
-        self._clock = clock
-        self._policy = policy
-        self._timeout = timeout
-        self._runs = runs  # the run log's statements: the delivery's run goes in too
-        self._conn: pymysql.Connection[Any] | None = None
-        self._pid = os.getpid()
-        self._watchdog = Watchdog()
+    _store: StoreSide
+    _conn: pymysql.Connection[Any] | None
 
     def _connection(self) -> pymysql.Connection[Any]:
         if self._pid != os.getpid():
@@ -239,26 +215,21 @@ class MysqlTransactionRunner:
         from ...transactional import bad_return, timed_out
 
         store = self._store
-        settlement = settlement_for(occ, SUCCEEDED, self._clock.now(), self._policy)
-        assert settlement is not None
-        plan = store._settle_plan([settlement])
-        if not plan:
-            return Acknowledged(settlement=settlement, applied=False)
-        [(_, kind, params)] = plan
-        statement = store._settle_statement(kind)
+        planned = self._acknowledgement(occ)
+        if isinstance(planned, Acknowledged):
+            return planned
+        settlement, statement, params = planned
         deadline = time.monotonic() + self._timeout
         try:
             conn = self._connection()
         except pymysql.MySQLError as exc:
-            error = StoreError(f"transactional dispatch on {store._where}: cannot connect: {exc}")
-            error.__cause__ = exc
-            return DispatchResult.failed(error)
+            return self._cannot_connect(exc)
         thread: int = conn.thread_id()  # type: ignore[no-untyped-call]
         self._watchdog.arm(self._timeout, self._kill(thread))
         try:
             conn.begin()
             if MysqlSession(conn).execute(statement, params) != 1:
-                raise _Fenced()
+                raise Fenced()
             began = time.monotonic()
             returned = self._handler(occ.message, conn)
             if returned is not None:
@@ -266,11 +237,7 @@ class MysqlTransactionRunner:
             if time.monotonic() > deadline:
                 raise timed_out(self._timeout, None)
             if self._runs is not None:
-                msg = occ.message
-                entry = delivered_run(
-                    msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
-                )
-                MysqlSession(conn).execute(self._runs.insert, self._runs.row(entry))
+                MysqlSession(conn).execute(self._runs.insert, self._run_row(occ, began))
             conn.commit()
         except BaseException as exc:
             fired = self._watchdog.disarm()
@@ -278,7 +245,7 @@ class MysqlTransactionRunner:
                 conn.rollback()
             if fired or not conn.open:
                 self.close()
-            if isinstance(exc, _Fenced):
+            if isinstance(exc, Fenced):
                 return Acknowledged(settlement=settlement, applied=False)
             if fired:
                 return DispatchResult.failed(timed_out(self._timeout, exc))

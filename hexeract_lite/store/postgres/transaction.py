@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 import weakref
@@ -31,14 +30,12 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from ..._log import package_logger
-from ...clock import Clock
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...message import ScheduledMessage
-from ...runlog import delivered_run
-from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...settle import DispatchResult
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
-from ..deadline import Watchdog
+from ..sql.runner import Fenced, ServerTransactionRunner
 from .connections import connect
 from .notify import channel_name
 from .session import PostgresSession
@@ -47,11 +44,9 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from datetime import datetime
 
-    from ...retry import RetryPolicy
     from ...settlement import Settlement, SettlementKind
     from ..record import ScheduleRecord
     from ..settle_plan import PlannedSettlement
-    from ..sql.runs import RunStatements
     from .connections import Conn, Connections
 
 import contextlib
@@ -313,34 +308,12 @@ def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
     return end
 
 
-class _Fenced(Exception):
-    """The acknowledgement matched no lease: roll back, do not call the handler."""
-
-
-class PostgresTransactionRunner:
+class PostgresTransactionRunner(ServerTransactionRunner):
     """Runs a transactional handler for one occurrence at a time on PostgreSQL (see
     :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the results)."""
 
-    def __init__(
-        self,
-        store: StoreSide,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: RetryPolicy,
-        timeout: float,
-        *,
-        runs: RunStatements | None = None,
-    ) -> None:
-        self._store = store
-        self._handler = handler
-        self._clock = clock
-        self._policy = policy
-        self._timeout = timeout
-        self._runs = runs  # the run log's statements: the delivery's run goes in too
-        self._conn: psycopg.Connection[Any] | None = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._watchdog = Watchdog()
+    _store: StoreSide
+    _conn: psycopg.Connection[Any] | None
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._pid != os.getpid():
@@ -367,22 +340,16 @@ class PostgresTransactionRunner:
         from ...transactional import bad_return, timed_out
 
         store = self._store
-        now = self._clock.now()
-        settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
-        assert settlement is not None
-        plan = store._settle_plan([settlement])
-        if not plan:
-            return Acknowledged(settlement=settlement, applied=False)
-        [(_, kind, params)] = plan
-        statement = store._settle_statement(kind)
+        planned = self._acknowledgement(occ)
+        if isinstance(planned, Acknowledged):
+            return planned
+        settlement, statement, params = planned
         ms = max(1, int(self._timeout * 1000))
         deadline = time.monotonic() + self._timeout
         try:
             conn = self._connection()
         except psycopg.Error as exc:
-            error = StoreError(f"transactional dispatch on {store._where}: cannot connect: {exc}")
-            error.__cause__ = exc
-            return DispatchResult.failed(error)
+            return self._cannot_connect(exc)
         self._watchdog.arm(self._timeout, _terminate(store, conn.info.backend_pid))
         try:
             with conn.transaction():
@@ -397,7 +364,7 @@ class PostgresTransactionRunner:
                     .fetchone()
                 )
                 if conn.execute(statement, params).rowcount != 1:
-                    raise _Fenced()
+                    raise Fenced()
                 began = time.monotonic()
                 returned = self._handler(occ.message, conn)
                 if returned is not None:
@@ -413,16 +380,11 @@ class PostgresTransactionRunner:
                     raise _shadowed(store)
                 if time.monotonic() > deadline:
                     raise timed_out(self._timeout, None)
-                runs = self._runs
-                if runs is not None:  # the delivery's run, in the handler's transaction
-                    msg = occ.message
-                    entry = delivered_run(
-                        msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
-                    )
-                    conn.execute(runs.insert, runs.row(entry))
+                if self._runs is not None:  # the delivery's run, in the handler's transaction
+                    conn.execute(self._runs.insert, self._run_row(occ, began))
                 if settlement.wakes:
                     conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
-        except _Fenced:
+        except Fenced:
             self._disarm()
             return Acknowledged(settlement=settlement, applied=False)
         except BaseException as exc:
