@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,6 +42,25 @@ def no_transactions(store: object, connection: object) -> InvalidArgument:
         f"{type(store).__name__} cannot write inside an application's transaction"
         f" (connection= is for the SQLite and PostgreSQL stores), got {connection!r:.100}"
     )
+
+
+def bad_connection(what: str, problem: str) -> InvalidArgument:
+    """The refusal of an application's connection that ``problem`` describes."""
+    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
+
+
+def first_duplicate(
+    messages: Sequence[ScheduledMessage], stored: Callable[[uuid.UUID], object]
+) -> uuid.UUID | None:
+    """The id of the first message, in order, that repeats an earlier one's or that
+    ``stored`` says is stored (asked only of ids not seen before); None: no such id."""
+    seen: set[uuid.UUID] = set()
+    for message in messages:
+        sid = message.schedule_id
+        if sid in seen or stored(sid):
+            return sid
+        seen.add(sid)
+    return None
 
 
 def check_flag(name: str, value: object) -> bool:

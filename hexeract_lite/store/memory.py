@@ -34,6 +34,7 @@ from .checks import (
     check_records,
     check_schedule_id,
     check_settlements,
+    first_duplicate,
     no_transactions,
     retry_deadline,
 )
@@ -150,11 +151,9 @@ class InMemoryScheduleStore(SettlingStore):
         messages = check_messages(messages, self._now())
         with self._lock:
             now = self._now()
-            seen: set[uuid.UUID] = set()
-            for message in messages:
-                if message.schedule_id in self._rows or message.schedule_id in seen:
-                    raise DuplicateSchedule(message.schedule_id)
-                seen.add(message.schedule_id)
+            duplicate = first_duplicate(messages, self._rows.__contains__)
+            if duplicate is not None:
+                raise DuplicateSchedule(duplicate)
             for message in messages:
                 self._rows[message.schedule_id] = ScheduleRecord.new(message, max_attempts, now)
         if messages:

@@ -31,6 +31,8 @@ from ..._log import package_logger
 from ...errors import DuplicateSchedule, InvalidArgument, StoreError
 from ...settle import DispatchResult
 from ..changes import Plan
+from ..checks import bad_connection as _bad
+from ..checks import first_duplicate
 from ..sql.runner import Fenced, ServerTransactionRunner
 from .session import MysqlSession
 
@@ -69,10 +71,6 @@ class StoreSide(Protocol):
     def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
 
     def _settle_statement(self, kind: SettlementKind) -> Any: ...
-
-
-def _bad(what: str, problem: str) -> InvalidArgument:
-    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
 
 
 def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connection[Any]:
@@ -143,11 +141,9 @@ def insert_within(
     conn = _check(store, connection, "insert")
     if not messages:
         return
-    seen: set[uuid.UUID] = set()
-    for m in messages:
-        if m.schedule_id in seen:
-            raise DuplicateSchedule(m.schedule_id)
-        seen.add(m.schedule_id)
+    repeated = first_duplicate(messages, lambda _: False)
+    if repeated is not None:
+        raise DuplicateSchedule(repeated)
     try:
         with _savepoint(store, conn, "insert"), conn.cursor() as cur:
             cur.executemany(store._sql.insert, rows)

@@ -53,6 +53,7 @@ from ..checks import (
     check_messages,
     check_records,
     check_schedule_id,
+    first_duplicate,
 )
 from ..columns import COLUMN_NAMES
 from ..listing import (
@@ -462,11 +463,9 @@ class PostgresScheduleStore(SqlScheduleStore):
         ids = [m.schedule_id for m in messages]
         with self._connection("insert") as conn:
             stored = {row[0] for row in conn.execute(self._sql.existing, {"ids": ids})}
-        seen: set[uuid.UUID] = set()
-        for sid in ids:
-            if sid in stored or sid in seen:
-                raise DuplicateSchedule(sid)
-            seen.add(sid)
+        duplicate = first_duplicate(messages, stored.__contains__)
+        if duplicate is not None:
+            raise DuplicateSchedule(duplicate)
 
     # -- worker ------------------------------------------------------------------------
 

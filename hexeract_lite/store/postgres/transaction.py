@@ -35,6 +35,8 @@ from ...message import ScheduledMessage
 from ...settle import DispatchResult
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
+from ..checks import bad_connection as _bad
+from ..checks import first_duplicate
 from ..sql.runner import Fenced, ServerTransactionRunner
 from .connections import connect
 from .notify import channel_name
@@ -88,10 +90,6 @@ _IDENTITY = (
 """What tells one database's table apart: the database, the server (its port and start
 instant: the same whatever the route to it, TCP from any address or a unix socket) and
 the table's oid as the connection resolves its name."""
-
-
-def _bad(what: str, problem: str) -> InvalidArgument:
-    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
 
 
 def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
@@ -200,11 +198,9 @@ def _insert_within(
     if not messages:
         return
     with _savepoint(store, conn, what):
-        seen: set[object] = set()
-        for m in messages:
-            if m.schedule_id in seen:
-                raise DuplicateSchedule(m.schedule_id)
-            seen.add(m.schedule_id)
+        repeated = first_duplicate(messages, lambda _: False)
+        if repeated is not None:
+            raise DuplicateSchedule(repeated)
         inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
         for m in messages:
             if m.schedule_id not in inserted:

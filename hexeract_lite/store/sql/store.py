@@ -46,6 +46,7 @@ from ..checks import (
     check_limit,
     check_schedule_id,
     check_settlements,
+    first_duplicate,
 )
 from ..listing import PRUNE_COLUMN, check_batch_size, check_listing, check_prune, prune_cut
 from ..notices import malformed_dead_lettered
@@ -247,13 +248,11 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     ) -> Exception:
         """After a rolled-back batch: :class:`DuplicateSchedule` for the first id that
         repeats or is stored, else a :class:`StoreError` saying ``otherwise``."""
-        seen: set[uuid.UUID] = set()
-        for m in messages:
-            sid = m.schedule_id
-            key = {"id": self._codec.encode_id(sid)}
-            if sid in seen or self._read(what, self._sql.exists, key):
-                return DuplicateSchedule(sid)
-            seen.add(sid)
+        sid = first_duplicate(
+            messages, lambda s: self._read(what, self._sql.exists, {"id": self._codec.encode_id(s)})
+        )
+        if sid is not None:
+            return DuplicateSchedule(sid)
         return StoreError(f"{what} on {where or self._place}: {otherwise}")
 
     # -- decoding ----------------------------------------------------------------

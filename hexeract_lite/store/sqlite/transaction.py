@@ -58,6 +58,8 @@ from ...runlog import delivered_run
 from ...settle import SUCCEEDED, DispatchResult, settlement_for
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
+from ..checks import bad_connection as _bad
+from ..checks import first_duplicate
 from ..deadline import Watchdog
 from ..settle_plan import settle_plan
 from .codec import (
@@ -121,10 +123,6 @@ def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
     if not main:
         return False  # an in-memory or temporary database
     return os.path.realpath(main) == os.path.realpath(path)
-
-
-def _bad(what: str, problem: str) -> InvalidArgument:
-    return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
 
 
 def _plain_row(cursor: object, row: Any) -> Any:
@@ -397,12 +395,9 @@ def modify_within(
 def _first_duplicate(
     caller: _Caller, statements: SqliteStatements, messages: Sequence[ScheduledMessage]
 ) -> Exception:
-    seen: set[object] = set()
-    for m in messages:
-        sid = m.schedule_id
-        if sid in seen or caller.execute(statements.exists, {"id": sid.bytes}):
-            return DuplicateSchedule(sid)
-        seen.add(sid)
+    sid = first_duplicate(messages, lambda s: caller.execute(statements.exists, {"id": s.bytes}))
+    if sid is not None:
+        return DuplicateSchedule(sid)
     return StoreError("insert: a duplicate id or name vanished")
 
 
