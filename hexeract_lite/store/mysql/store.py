@@ -28,7 +28,7 @@ from ...errors import InvalidConfiguration, InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
-from ...snapshot import LeasedOccurrence, ScheduleStatus
+from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import (
@@ -38,7 +38,6 @@ from ..checks import (
     check_messages,
     check_records,
 )
-from ..listing import glob_regex
 from ..record import ScheduleRecord, grace_ms, insert_columns
 from ..schema import DEFAULT_TABLE, validate_table_name
 from ..sql.store import SqlScheduleStore
@@ -139,6 +138,9 @@ class MysqlScheduleStore(SqlScheduleStore):
     driver or the server are raised as :class:`~hexeract_lite.errors.StoreError`,
     chained to the original; no message shows the password.
     """
+
+    _list_statement = staticmethod(list_statement)
+    _regex_flags = "(?s)"
 
     def __init__(
         self,
@@ -261,26 +263,6 @@ class MysqlScheduleStore(SqlScheduleStore):
 
     def _row_params(self, record: ScheduleRecord) -> dict[str, Any]:
         return record_params(record)
-
-    def _list_query(
-        self,
-        status: ScheduleStatus | None,
-        glob: str | None,
-        name: str | None,
-        after: uuid.UUID | None,
-        limit: int,
-    ) -> tuple[Any, dict[str, Any]]:
-        statement = list_statement(
-            self._table, status, glob is not None, after is not None, name is not None
-        )
-        params: dict[str, Any] = {"limit": limit}
-        if glob is not None:
-            params["regex"] = "(?s)" + glob_regex(glob)
-        if name is not None:
-            params["name_regex"] = "(?s)" + glob_regex(name)
-        if after is not None:
-            params["after"] = after.bytes
-        return statement, params
 
     def _prune_statements(self, column: str) -> tuple[Any, Any]:
         return prune_statements(self._table, column)

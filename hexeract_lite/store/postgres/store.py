@@ -43,7 +43,7 @@ from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
 from ...settlement import Settlement, SettlementKind
-from ...snapshot import LeasedOccurrence, ScheduleStatus
+from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..changes import Plan
 from ..checks import (
@@ -56,9 +56,6 @@ from ..checks import (
     first_duplicate,
 )
 from ..columns import COLUMN_NAMES
-from ..listing import (
-    glob_regex,
-)
 from ..record import ScheduleRecord, grace_ms, insert_columns
 from ..schema import DEFAULT_TABLE, validate_table_name
 from ..settle_plan import PlannedSettlement, settle_plan
@@ -135,6 +132,8 @@ class PostgresScheduleStore(SqlScheduleStore):
 
     .. versionadded:: 0.1.0
     """
+
+    _list_statement = staticmethod(list_statement)
 
     def __init__(
         self,
@@ -345,26 +344,6 @@ class PostgresScheduleStore(SqlScheduleStore):
 
     def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
         return record(row).leased()
-
-    def _list_query(
-        self,
-        status: ScheduleStatus | None,
-        glob: str | None,
-        name: str | None,
-        after: uuid.UUID | None,
-        limit: int,
-    ) -> tuple[Any, dict[str, Any]]:
-        statement = list_statement(
-            self._table, status, glob is not None, after is not None, name is not None
-        )
-        params: dict[str, Any] = {"limit": limit}
-        if name is not None:
-            params["name_regex"] = glob_regex(name)
-        if glob is not None:
-            params["regex"] = glob_regex(glob)
-        if after is not None:
-            params["after"] = after
-        return statement, params
 
     def _prune_statements(self, column: str) -> tuple[Any, Any]:
         return prune_statements(self._table, column)

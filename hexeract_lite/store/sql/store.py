@@ -48,7 +48,14 @@ from ..checks import (
     check_settlements,
     first_duplicate,
 )
-from ..listing import PRUNE_COLUMN, check_batch_size, check_listing, check_prune, prune_cut
+from ..listing import (
+    PRUNE_COLUMN,
+    check_batch_size,
+    check_listing,
+    check_prune,
+    glob_regex,
+    prune_cut,
+)
 from ..notices import malformed_dead_lettered
 from ..pausing import resume_change
 from ..record import ScheduleRecord
@@ -173,7 +180,13 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     def _leased(self, row: Row, claim: Any) -> LeasedOccurrence:
         """A claimed row as the occurrence to dispatch; raises when it does not decode."""
 
-    @abc.abstractmethod
+    _list_statement: Callable[..., Any]
+    """``(table, status, glob, after, name)`` -> the listing's statement, binding
+    ``regex``, ``name_regex``, ``after`` and ``limit`` as the flags say."""
+
+    _regex_flags = ""
+    """What the dialect's regex operator needs before a glob's pattern."""
+
     def _list_query(
         self,
         status: ScheduleStatus | None,
@@ -182,7 +195,17 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[Any, dict[str, Any]]:
-        """``list_schedules``' statement and parameters."""
+        """``list_schedules``' statement and parameters (:attr:`_list_statement`)."""
+        flags = (glob is not None, after is not None, name is not None)
+        statement = self._list_statement(self._table, status, *flags)
+        params: dict[str, Any] = {"limit": limit}
+        if glob is not None:
+            params["regex"] = self._regex_flags + glob_regex(glob)
+        if name is not None:
+            params["name_regex"] = self._regex_flags + glob_regex(name)
+        if after is not None:
+            params["after"] = self._codec.encode_id(after)
+        return statement, params
 
     @abc.abstractmethod
     def _prune_statements(self, column: str) -> tuple[Any, Any]:
