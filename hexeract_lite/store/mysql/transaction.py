@@ -33,7 +33,7 @@ from ...settle import DispatchResult
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, ServerTransactionRunner
+from ..sql.runner import Fenced, TransactionRunner
 from .session import MysqlSession
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def modify_within(
     return answer
 
 
-class MysqlTransactionRunner(ServerTransactionRunner):
+class MysqlTransactionRunner(TransactionRunner):
     """Runs a transactional handler for one occurrence at a time on MySQL (see
     :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the
     results)."""

@@ -37,7 +37,7 @@ from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, ServerTransactionRunner
+from ..sql.runner import Fenced, TransactionRunner
 from .connections import connect
 from .notify import channel_name
 from .session import PostgresSession
@@ -304,7 +304,7 @@ def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
     return end
 
 
-class PostgresTransactionRunner(ServerTransactionRunner):
+class PostgresTransactionRunner(TransactionRunner):
     """Runs a transactional handler for one occurrence at a time on PostgreSQL (see
     :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the results)."""
 

@@ -1,5 +1,5 @@
-"""What the PostgreSQL and MySQL transaction runners share: their state, the
-occurrence's fenced success acknowledgement and the delivery's run."""
+"""What the transaction runners share: their state, the occurrence's fenced success
+acknowledgement and the delivery's run."""
 
 from __future__ import annotations
 
@@ -21,15 +21,15 @@ if TYPE_CHECKING:
     from ...snapshot import LeasedOccurrence
     from .runs import RunStatements
 
-__all__ = ["Fenced", "ServerTransactionRunner"]
+__all__ = ["Fenced", "TransactionRunner"]
 
 
 class Fenced(Exception):
     """The acknowledgement matched no lease: roll back, do not call the handler."""
 
 
-class ServerTransactionRunner:
-    """A runner on a connection of its own to a database server (see
+class TransactionRunner:
+    """A runner of transactional handlers on a connection of its own (see
     :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for what
     ``run`` returns)."""
 

@@ -54,14 +54,13 @@ from ...errors import (
     StoreError,
 )
 from ...message import ScheduledMessage
-from ...runlog import delivered_run
 from ...settle import SUCCEEDED, DispatchResult, settlement_for
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..deadline import Watchdog
 from ..settle_plan import settle_plan
+from ..sql.runner import TransactionRunner
 from .codec import (
     diagnose,
     encode_id,
@@ -493,7 +492,7 @@ _STATEMENT_NAMES = {
 }
 
 
-class SqliteTransactionRunner:
+class SqliteTransactionRunner(TransactionRunner):
     """Runs a transactional handler for one occurrence at a time on SQLite.
 
     ``run(occurrence)``: ``BEGIN IMMEDIATE`` on the runner's own connection; the
@@ -506,6 +505,9 @@ class SqliteTransactionRunner:
     failed), after which nothing of the transaction remains.
     """
 
+    _store: StoreSide
+    _conn: apsw.Connection | None
+
     def __init__(
         self,
         store: StoreSide,
@@ -516,18 +518,10 @@ class SqliteTransactionRunner:
         *,
         runs: RunStatements | None = None,
     ) -> None:
-        self._store = store
-        self._runs = runs  # the run log's statements: the delivery's run goes in too
-        self._handler = handler
-        self._clock = clock
-        self._policy = policy
-        self._timeout = timeout
+        super().__init__(store, handler, clock, policy, timeout, runs=runs)
         sql = SqliteStatements(store.table)
         self._statements = {name: getattr(sql, attr) for name, attr in _STATEMENT_NAMES.items()}
-        self._conn: apsw.Connection | None = None
         self._hold: FileHold | None = None  # the file, for the connection's library
-        self._pid = os.getpid()
-        self._watchdog = Watchdog()
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
 
@@ -659,11 +653,7 @@ class SqliteTransactionRunner:
     def _record_run(self, conn: apsw.Connection, occ: LeasedOccurrence, began: float) -> None:
         """The delivery's run, in the handler's transaction."""
         assert self._runs is not None
-        msg = occ.message
-        entry = delivered_run(
-            msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
-        )
-        conn.execute(self._runs.insert, self._runs.row(entry))
+        conn.execute(self._runs.insert, self._run_row(occ, began))
 
     def _rollback(self, conn: apsw.Connection) -> None:
         try:
