@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -184,17 +184,23 @@ def rule_problem(trigger_kind: object, cron_expr: object) -> str:
     return ""
 
 
-def message_problem(
-    trigger_kind: object, cron_expr: object, target_kind: object, routing_key: object
-) -> str:
-    """Why a row's trigger or target columns do not decode ('' when they do)."""
+_MESSAGE_COLUMNS = tuple(
+    COLUMN_NAMES.index(name)
+    for name in ("trigger_kind", "cron_expr", "target_kind", "target_routing_key")
+)
+
+
+def message_problem(row: Sequence[Any]) -> str:
+    """Why a row's (registry order) trigger or target columns do not decode ('' when
+    they do)."""
+    trigger_kind, cron_expr, target_kind, routing_key = (row[i] for i in _MESSAGE_COLUMNS)
     problem = rule_problem(trigger_kind, cron_expr)
     if problem:
         return problem
     if target_kind not in ("mediator", "outbox", "bus"):
         return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
     try:
-        Target(target_kind, routing_key)  # type: ignore[arg-type]
+        Target(target_kind, routing_key)
     except (InvalidMessage, TypeError) as exc:
         return f"target_routing_key: {exc}"
     return ""

@@ -146,12 +146,7 @@ def diagnose(row: Sequence[Any]) -> str:
             dec(value)
         except (TypeError, ValueError) as exc:
             return f"{column.name}: {exc}"
-    return message_problem(
-        row[_INDEX["trigger_kind"]],
-        row[_INDEX["cron_expr"]],
-        row[_INDEX["target_kind"]],
-        row[_INDEX["target_routing_key"]],
-    )
+    return message_problem(row)
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:

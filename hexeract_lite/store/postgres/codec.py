@@ -242,12 +242,7 @@ def diagnose(row: Sequence[Any]) -> str:
                 strict_loads(value)
             except (TypeError, ValueError) as exc:
                 return f"payload is not JSON: {exc}"
-    return message_problem(
-        row[_INDEX["trigger_kind"]],
-        row[_INDEX["cron_expr"]],
-        row[_INDEX["target_kind"]],
-        row[_INDEX["target_routing_key"]],
-    )
+    return message_problem(row)
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:

@@ -330,12 +330,7 @@ def diagnose(row: Sequence[Any]) -> str:
                 return f"{name} is not an integer: {value!r:.60}"
         elif not isinstance(value, str):
             return f"{name} is not text: {value!r:.60}"
-    return message_problem(
-        row[_I["trigger_kind"]],
-        row[_I["cron_expr"]],
-        row[_I["target_kind"]],
-        row[_I["target_routing_key"]],
-    )
+    return message_problem(row)
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:
