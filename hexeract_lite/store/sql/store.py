@@ -157,8 +157,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         """The parameters of ``write_row`` for ``record``."""
 
     def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
-        """The batch's fenced statements (:func:`~hexeract_lite.store.settle_plan.settle_plan`
-        with the codec's encoders and the store's now)."""
+        """The batch's fenced statements, by the codec's encoders at the store's now."""
         codec = self._codec
         return settle_plan(
             checked,
@@ -181,8 +180,8 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         """A claimed row as the occurrence to dispatch; raises when it does not decode."""
 
     _list_statement: Callable[..., Any]
-    """``(table, status, glob, after, name)`` -> the listing's statement, binding
-    ``regex``, ``name_regex``, ``after`` and ``limit`` as the flags say."""
+    """``(table, status, glob, after, name)`` -> the listing's statement (binds
+    ``regex``, ``name_regex``, ``after``, ``limit``)."""
 
     _regex_flags = ""
     """What the dialect's regex operator needs before a glob's pattern."""
@@ -269,8 +268,8 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         otherwise: str,
         where: str | None = None,
     ) -> Exception:
-        """After a rolled-back batch: :class:`DuplicateSchedule` for the first id that
-        repeats or is stored, else a :class:`StoreError` saying ``otherwise``."""
+        """After a rolled-back batch: :class:`DuplicateSchedule` for the first repeated
+        or stored id, else a :class:`StoreError` saying ``otherwise``."""
         sid = first_duplicate(
             messages, lambda s: self._read(what, self._sql.exists, {"id": self._codec.encode_id(s)})
         )
@@ -326,8 +325,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
     ) -> tuple[list[bool], list[LeasedOccurrence]]:
         """See :meth:`ScheduleStore.settle_and_claim`: one transaction, the fenced
-        statements of :meth:`settle` then the claim; on a store error none of it is
-        recorded."""
+        statements of :meth:`settle` then the claim (a store error: none of it)."""
         now = check_claim(now, batch_size, lease)
         claim = self._claim_params(now, batch_size, lease)
         checked = check_settlements(outcomes)
