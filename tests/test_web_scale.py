@@ -75,11 +75,33 @@ def _million(path: Path, now: datetime) -> dict[str, object]:
     conn = apsw.Connection(str(path))
     try:
         conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA cache_size = -500000")
         marks = ", ".join("?" * len(COLUMNS.split(",")))
         with conn:
+            # the store's own indexes, dropped for the bulk insert and created again
+            # from their stored SQL: the same file, in a third of the time
+            indexes = conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index'"
+                " AND tbl_name = 'scheduled_messages' AND sql IS NOT NULL"
+            ).fetchall()
+            assert len(indexes) >= 8, indexes
+            stats = {
+                str(table): conn.execute(f"SELECT * FROM {table}").fetchall()
+                for (table,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE name LIKE 'sqlite\\_stat%' ESCAPE '\\'"
+                ).fetchall()
+            }
+            for name, _ in indexes:
+                conn.execute(f'DROP INDEX "{name}"')
             conn.executemany(
                 f"INSERT INTO scheduled_messages ({COLUMNS}) VALUES ({marks})", _rows(now)
             )
+            for _, sql in indexes:
+                conn.execute(str(sql))
+            for table, rows in stats.items():  # and the statistics the store gathered
+                conn.execute(f"DELETE FROM {table}")
+                for row in rows:
+                    conn.execute(f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", row)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
