@@ -1,6 +1,6 @@
 """Crash: worker processes SIGKILLed at random, again and again, lose nothing.
 
-1000 due occurrences (one-shot and cron mixed) in one SQLite file; three worker
+600 due occurrences (one-shot and cron mixed) in one SQLite file; three worker
 processes (``crash_worker.py``) whose sink appends each delivered occurrence id to a log
 with ``write`` + ``fsync`` on an ``O_APPEND`` descriptor *before* the worker
 acknowledges (each dispatch takes up to 12 ms before the write and 20 ms after it, so
@@ -56,7 +56,7 @@ from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 from .conftest import TABLE, Processes, integrity_check, read_log, repeats_not_in_flight
 
-N = 1000
+N = 600
 WORKERS = 3
 MIN_KILLS = 20
 LEASE_S = 1.5
