@@ -56,7 +56,7 @@ def _run(
         time.sleep(rng.uniform(0.05, 0.25))
         if pending() == 0 and kills >= min_kills:
             break
-        if kills < min_kills * 3:
+        if kills < min_kills * 2:
             i = rng.randrange(WORKERS)
             workers[i].send_signal(signal.SIGKILL)
             workers[i].wait()
