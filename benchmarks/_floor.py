@@ -176,7 +176,8 @@ def _drain(path: str, n: int, batch: int, *, fused: bool) -> dict[str, object]:
     def acknowledge(rows: list[tuple[Any, ...]]) -> None:
         now = ts(utcnow())
         cur.executemany(
-            sql.mark_delivered, [{"id": r[sid], "lease": r[lease], "now": now, "counted": False} for r in rows]
+            sql.mark_delivered,
+            [{"id": r[sid], "lease": r[lease], "now": now, "counted": False} for r in rows],
         )
 
     t0 = time.perf_counter()

@@ -148,6 +148,7 @@ def drain(
     worker = _worker(store, sink, run_log, **config)
     cycles = 0
     delivered = 0
+    cpu0 = time.process_time()
     if mode == "run_once":
         idle = 0
         t0 = time.perf_counter()
@@ -170,11 +171,13 @@ def drain(
         delivered = seen[0]
     else:
         raise ValueError(f"mode {mode!r}")
+    cpu = time.process_time() - cpu0  # every thread of the process, to the stop
     store.close()
     return {
         "value": delivered / elapsed,
         "unit": "rows/s",
         "n": delivered,
+        "cpu_us_per_row": cpu / delivered * 1e6,
         "cycles": cycles,
         "dispatched": seen[0],
         "seconds": elapsed,

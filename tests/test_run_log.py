@@ -26,7 +26,7 @@ from hexeract_lite.runlog import RunEntry, RunOutcome, RunRecord, RunStamp
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.store.base import ScheduleStore
 from hexeract_lite.store.memory import InMemoryScheduleStore
-from hexeract_lite.store.sqlite import SqliteScheduleStore
+from hexeract_lite.store.sqlite import SCHEMA_VERSION, SqliteScheduleStore
 
 from .conftest import T0, FrozenTime
 
@@ -277,7 +277,7 @@ def test_the_run_log_reads_use_its_indexes(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     SqliteScheduleStore.open(db).close()
     conn = apsw.Connection(str(db))
-    runs = run_statements("scheduled_messages")
+    runs = run_statements("scheduled_messages", SCHEMA_VERSION)
 
     def plan(statement: str, params: dict[str, object]) -> str:
         rows = conn.execute(f"EXPLAIN QUERY PLAN {statement}", params).fetchall()

@@ -59,6 +59,7 @@ SQLITE_DDL_DIGESTS = {
     6: "25ab3bc6a7d1d530e1e3f5a333d9ec5a71013d857f4b1acb0d81bd9be8c4d632",  # cheap noncanon
     7: "c09a34faf4510cd42336495567d18bec11baac44955d220a1ed95cfa9dfd2c7c",  # the run log
     8: "9a0e9d5aa678585a8f66cd746eee496a4f65c2515551ca69b2ffc8a8b695674d",  # policy columns
+    9: "08b8e52358ad10fe0352c9e9a6b2434a6fb9df00817bedf1b73216262e6cc2f7",  # integer run log
 }
 """sha256 of ``sqlite_ddl()`` (the default table) at each schema version."""
 
@@ -374,6 +375,98 @@ def test_a_version_7_file_is_upgraded_to_the_policy_columns(tmp_path: Path) -> N
     assert _names(db) == _names(fresh)
 
 
+# The run log as versions 7 and 8 wrote it: instants as text.
+V8_RUNS_DDL = [
+    f"CREATE TABLE {TABLE}_runs (run_id INTEGER PRIMARY KEY, schedule_id BLOB NOT NULL,"
+    " scheduled_for TEXT NOT NULL, attempt INTEGER NOT NULL, started TEXT, finished TEXT NOT NULL,"
+    " outcome TEXT NOT NULL, lag_ms INTEGER NOT NULL, duration_ms REAL, host TEXT NOT NULL,"
+    " pid INTEGER NOT NULL, error TEXT)",
+    f"CREATE INDEX idx_{TABLE}_runs_finished ON {TABLE}_runs (finished)",
+    f"CREATE INDEX idx_{TABLE}_runs_schedule ON {TABLE}_runs (schedule_id, finished)",
+]
+V8_RUNS = [  # schedule, scheduled_for, attempt, started, finished, outcome, lag, took, error
+    (2, "2026-03-01T09:59:59.999Z", 1, None, "2026-03-01T10:30:00.001Z", "skipped", 1800002,
+     None, None),
+    (1, "2026-03-01T11:00:00.000Z", 1, "2026-03-01T11:00:00.250Z", "2026-03-01T11:00:01.500Z",
+     "failed", 250, 1250.0, "boom"),
+    (1, "2026-03-01T11:00:00.000Z", 2, "2026-03-01T11:00:02.000Z", "2026-03-01T11:00:02.007Z",
+     "delivered", 2000, 7.0, None),
+]  # fmt: skip
+
+
+def _v8_file(path: Path) -> None:
+    """A file as version 8 left it: its run log's instants as text, with three runs."""
+    SqliteScheduleStore.open(path).close()
+    conn = apsw.Connection(str(path))
+    conn.execute(f"DROP TABLE {TABLE}_runs")
+    for ddl in V8_RUNS_DDL:
+        conn.execute(ddl)
+    for sid, due, attempt, started, finished, outcome, lag, took, error in V8_RUNS:
+        conn.execute(
+            f"INSERT INTO {TABLE}_runs (schedule_id, scheduled_for, attempt, started, finished,"
+            " outcome, lag_ms, duration_ms, host, pid, error)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'h', 7, ?)",
+            (uuid.UUID(int=sid).bytes, due, attempt, started, finished, outcome, lag, took, error),
+        )
+    conn.execute(f"UPDATE {META_TABLE} SET version = 8 WHERE table_name = ?", (TABLE,))
+    conn.close()
+
+
+def test_a_version_8_run_log_is_rewritten_with_integer_instants(tmp_path: Path) -> None:
+    """8 → 9: every run keeps its instants, lag, duration, id and order; read-only, the
+    version-8 file is read as it is and left alone."""
+    db = tmp_path / "v8.db"
+    _v8_file(db)
+    newest_first = [
+        (
+            uuid.UUID(int=sid),
+            datetime.fromisoformat(due),
+            attempt,
+            None if started is None else datetime.fromisoformat(started),
+            datetime.fromisoformat(finished),
+            RunOutcome(outcome),
+            timedelta(milliseconds=lag),
+            None if took is None else timedelta(milliseconds=took),
+            error,
+        )
+        for sid, due, attempt, started, finished, outcome, lag, took, error in reversed(V8_RUNS)
+    ]
+
+    def figures(store: SqliteScheduleStore) -> list[tuple[object, ...]]:
+        return [
+            (r.schedule_id, r.scheduled_for, r.attempt, r.started, r.finished, r.outcome,
+             r.lag, r.duration, r.error)
+            for r in store.runs()
+        ]  # fmt: skip
+
+    hour = datetime(2026, 3, 1, 11, tzinfo=UTC)
+    hours = [(hour, RunOutcome.DELIVERED, 1), (hour, RunOutcome.FAILED, 1)]
+    before = db.read_bytes()
+    with SqliteScheduleStore.open(db, readonly=True, clock=ManualClock(T0)) as reader:
+        assert figures(reader) == newest_first
+        assert reader.run_counts(hour, hour + timedelta(hours=1)) == hours
+        assert reader.prune_runs(timedelta(hours=1), dry_run=True) == 1
+    assert db.read_bytes() == before and _version(db) == 8, "read-only: nothing written"
+    clock = ManualClock(T0)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        assert figures(store) == newest_first
+        assert store.run_counts(hour, hour + timedelta(hours=1)) == hours
+        assert store.prune_runs(timedelta(hours=1), dry_run=True) == 1
+        store.insert(one_shot(T0 - timedelta(seconds=1)), 3)
+        assert SchedulerWorker(store, lambda message: None, clock=clock).run_once().delivered == 1
+        assert figures(store)[1:] == newest_first, "the new run first"
+    assert _version(db) == SCHEMA_VERSION
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    types = conn.execute(
+        f"SELECT DISTINCT typeof(scheduled_for), typeof(finished) FROM {TABLE}_runs"
+    ).fetchall()
+    conn.close()
+    assert types == [("integer", "integer")]
+    fresh = tmp_path / "fresh.db"
+    SqliteScheduleStore.open(fresh).close()
+    assert _names(db) == _names(fresh) and _names(db, "table") == _names(fresh, "table")
+
+
 def _reference_statements() -> dict[str, str]:
     lines = (VECTORS / "reference_sqlite_statements.tsv").read_text().splitlines()
     return dict(line.split("\t", 1) for line in lines if line.strip())
@@ -392,6 +485,7 @@ def _reference_statements() -> dict[str, str]:
         "version 5",
         "version 6",
         "version 7",
+        "version 8",
     ],
 )
 def test_the_references_own_statements_work_on_an_upgraded_table(
@@ -409,10 +503,13 @@ def test_the_references_own_statements_work_on_an_upgraded_table(
         _old_v1_file(db, "version 2", version=2)
     elif start == "version 3":
         _old_v1_file(db, "version 3", version=3)
-    elif start in ("version 5", "version 6", "version 7"):
-        {"version 5": _v5_file, "version 6": _v6_file, "version 7": _v7_file}[start](db)
+    elif start in ("version 5", "version 6", "version 7", "version 8"):
+        makers = {"version 5": _v5_file, "version 6": _v6_file, "version 7": _v7_file}
+        makers.get(start, _v8_file)(db)
         conn = apsw.Connection(str(db))
         conn.execute(f"DELETE FROM {TABLE}")
+        if start == "version 8":
+            conn.execute(f"DELETE FROM {TABLE}_runs")
         conn.close()
     else:
         _old_v1_file(db, "spaced")

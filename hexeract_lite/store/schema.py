@@ -239,19 +239,19 @@ def sqlite_unique_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_runs_ddl(table: str) -> list[str]:
-    """The run log beside ``table`` (schema version 7): ``<table>_runs``, one row per
-    dispatch attempt or firing settled without one, with its indexes by ``finished``
-    (the newest first, per hour, pruning) and by schedule. The reference never reads
-    it."""
+    """The run log beside ``table``: ``<table>_runs``, one row per dispatch attempt or
+    firing settled without one, its instants in integer milliseconds since the Unix
+    epoch (UTC), with its indexes by ``finished`` (the newest first, per hour, pruning)
+    and by schedule. The reference never reads it."""
     t = validate_sqlite_table_name(table)
     return [
         f"CREATE TABLE IF NOT EXISTS {t}_runs (\n"
         "    run_id INTEGER PRIMARY KEY,\n"
         "    schedule_id BLOB NOT NULL,\n"
-        "    scheduled_for TEXT NOT NULL,\n"
+        "    scheduled_for INTEGER NOT NULL,\n"
         "    attempt INTEGER NOT NULL,\n"
-        "    started TEXT,\n"
-        "    finished TEXT NOT NULL,\n"
+        "    started INTEGER,\n"
+        "    finished INTEGER NOT NULL,\n"
         "    outcome TEXT NOT NULL,\n"
         "    lag_ms INTEGER NOT NULL,\n"
         "    duration_ms REAL,\n"

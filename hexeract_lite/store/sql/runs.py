@@ -50,12 +50,14 @@ class RunStatements:
     decodes); the encoders and decoders of ids and instants; ``encode_us``, when
     given: the encoder of an instant given as microseconds since the epoch, with which
     :meth:`row` encodes a :class:`~hexeract_lite.runlog.RunDraft` from its figures
-    (without it, from its entry).
+    (without it, from its entry); ``decode_row_instant``, when the schedules table keeps
+    instants otherwise than the runs table: its decoder, for :meth:`malformed`.
     """
 
     __slots__ = (
         "_decode_id",
         "_decode_instant",
+        "_decode_row_instant",
         "_encode_id",
         "_encode_instant",
         "_encode_us",
@@ -79,11 +81,13 @@ class RunStatements:
         decode_id: Callable[[Any], uuid.UUID],
         decode_instant: Callable[[Any], datetime],
         encode_us: Callable[[int], Any] | None = None,
+        decode_row_instant: Callable[[Any], datetime] | None = None,
     ) -> None:
         self._runs, self._param = runs, param
         self._encode_us = encode_us
         self._encode_id, self._encode_instant = encode_id, encode_instant
         self._decode_id, self._decode_instant = decode_id, decode_instant
+        self._decode_row_instant = decode_row_instant or decode_instant
         marks = ", ".join([ph] * len(RUN_COLUMNS))
         self.insert = f"INSERT INTO {runs} ({_COLUMNS}) VALUES ({marks})"
         self.counts = (
@@ -174,7 +178,7 @@ class RunStatements:
         (the row is dead-lettered all the same, without a run)."""
         try:
             schedule_id = self._decode_id(sid)
-            scheduled_for = self._decode_instant(scheduled)
+            scheduled_for = self._decode_row_instant(scheduled)
             attempt = int(attempts)
         except Exception:
             return None
@@ -206,6 +210,10 @@ class RunStatements:
     def count_params(self, since: datetime, until: datetime) -> dict[str, Any]:
         """The parameters of :attr:`counts`."""
         return {"since": self._encode_instant(since), "until": self._encode_instant(until)}
+
+    def prune_params(self, cut: datetime) -> dict[str, Any]:
+        """The parameters of :attr:`prune_count` (and, with ``n``, :attr:`prune_delete`)."""
+        return {"cut": self._encode_instant(cut)}
 
     def decode_count(self, row: Any) -> tuple[datetime, RunOutcome, int]:
         """A row of :attr:`counts`."""

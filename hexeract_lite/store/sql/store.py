@@ -635,14 +635,14 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
             return 0
         if not dry_run:
             self._writable("prune")
-        cut = self._codec.encode_instant(prune_cut(self._now(), older_than))
+        cut = runs.prune_params(prune_cut(self._now(), older_than))
         if dry_run:
-            [(n, *_)] = self._read("prune", runs.prune_count, {"cut": cut})
+            [(n, *_)] = self._read("prune", runs.prune_count, cut)
             return int(n)
         total = 0
         while True:
             with self._write("prune") as tx:
-                deleted = tx.execute(runs.prune_delete, {"cut": cut, "n": _PRUNE_BATCH})
+                deleted = tx.execute(runs.prune_delete, {**cut, "n": _PRUNE_BATCH})
             total += deleted
             if deleted < _PRUNE_BATCH:
                 return total

@@ -1,40 +1,105 @@
-"""The SQLite store's run log: ``<table>_runs`` (schema version 7)."""
+"""The SQLite store's run log: ``<table>_runs`` (schema version 7; its instants integer
+milliseconds since the Unix epoch from version 9, text before)."""
 
 from __future__ import annotations
 
-from ..._time import format_us
+from datetime import datetime, timedelta
+
+import apsw
+
+from ..._time import EPOCH, format_us
+from ..schema import sqlite_runs_ddl
 from ..sql.runs import RUN_COLUMNS, RunStatements
 from . import codec
 
-__all__ = ["RUNS_VERSION", "run_statements", "sweep_runs"]
+__all__ = [
+    "INTEGER_RUNS_VERSION",
+    "RUNS_VERSION",
+    "encode_ms",
+    "run_statements",
+    "sweep_runs",
+    "upgrade_to_9",
+]
 
 RUNS_VERSION = 7
 """The first schema version with the runs table."""
+INTEGER_RUNS_VERSION = 9
+"""The first schema version whose runs table keeps instants as integer milliseconds."""
+
+_MS = timedelta(milliseconds=1)
+_TEXT_HOUR = "substr(finished, 1, 13) || ':00:00.000Z'"
 
 
-def run_statements(table: str) -> RunStatements:
-    """The run-log statements of ``table`` (already validated)."""
+def encode_ms(instant: datetime) -> int:
+    """``instant`` in integer milliseconds since the Unix epoch (as the run log keeps it)."""
+    return (instant - EPOCH) // _MS
+
+
+def _decode_ms(value: object) -> datetime:
+    if type(value) is not int:
+        raise ValueError(f"not an instant in milliseconds: {value!r:.60}")
+    return EPOCH + value * _MS
+
+
+def _us_to_ms(us: int) -> int:
+    return us // 1000
+
+
+def run_statements(table: str, version: int) -> RunStatements:
+    """The run-log statements of ``table`` (already validated) at schema ``version``
+    (older than :data:`INTEGER_RUNS_VERSION`: a read-only opening of a table whose run
+    log keeps text instants)."""
+    text = version < INTEGER_RUNS_VERSION
     return RunStatements(
         f"{table}_runs",
         ph="?",
         param=lambda name: f":{name}",
-        hour="substr(finished, 1, 13) || ':00:00.000Z'",
+        hour=_TEXT_HOUR if text else "finished - finished % 3600000",
         encode_id=codec.encode_id,
-        encode_instant=codec.encode_instant,
+        encode_instant=codec.encode_instant if text else encode_ms,
         decode_id=codec.decode_id,
-        decode_instant=codec.decode_instant,
-        encode_us=format_us,
+        decode_instant=codec.decode_instant if text else _decode_ms,
+        encode_us=format_us if text else _us_to_ms,
+        decode_row_instant=codec.decode_instant,
     )
 
 
 def sweep_runs(table: str, sweepable: str) -> str:
     """The ``swept`` runs of the rows the sweep (WHERE ``sweepable``) is about to
-    dead-letter, run before it in its transaction; binds ``now``, ``error``, ``host``
-    and ``pid``."""
+    dead-letter, run before it in its transaction; binds ``now`` (the table's text),
+    ``now_ms``, ``error``, ``host`` and ``pid``."""
+    due_ms = "CAST(round((julianday(scheduled_for) - 2440587.5) * 86400000.0) AS INTEGER)"
     return (
         f"INSERT INTO {table}_runs ({', '.join(RUN_COLUMNS)})"
-        " SELECT schedule_id, scheduled_for, attempts, NULL, :now, 'swept',"
-        " CAST(round((julianday(:now) - julianday(scheduled_for)) * 86400000.0) AS INTEGER),"
+        f" SELECT schedule_id, {due_ms}, attempts, NULL, :now_ms, 'swept', :now_ms - {due_ms},"
         f" NULL, :host, :pid, :error FROM {table} INDEXED BY idx_{table}_exhausted"
         f" WHERE {sweepable}"
     )
+
+
+def upgrade_to_9(conn: apsw.Connection, table: str) -> None:
+    """8 → 9: the run log's instants as integer milliseconds: a text run log is renamed
+    aside, made again as now defined and its rows copied over, converted (the same
+    instants, ``run_id`` and order; a row whose required instants another tool wrote as
+    no instant SQLite reads is left out, as no reader could decode it). A run log made
+    at step 7 is already so."""
+    runs = f"{table}_runs"
+    declared = {str(row[1]): str(row[2]) for row in conn.execute(f"PRAGMA table_info({runs})")}
+    if declared.get("finished", "").upper() == "INTEGER":
+        return
+    conn.execute(f"ALTER TABLE {runs} RENAME TO {runs}_text")
+    conn.execute(f"DROP INDEX IF EXISTS idx_{table}_runs_finished")
+    conn.execute(f"DROP INDEX IF EXISTS idx_{table}_runs_schedule")
+    for ddl in sqlite_runs_ddl(table):
+        conn.execute(ddl)
+    ms = {
+        column: f"CAST(round((julianday({column}) - 2440587.5) * 86400000.0) AS INTEGER)"
+        for column in ("scheduled_for", "started", "finished")
+    }
+    values = ", ".join(ms.get(column, column) for column in RUN_COLUMNS)
+    conn.execute(
+        f"INSERT INTO {runs} (run_id, {', '.join(RUN_COLUMNS)})"
+        f" SELECT run_id, {values} FROM {runs}_text"
+        f" WHERE {ms['scheduled_for']} IS NOT NULL AND {ms['finished']} IS NOT NULL"
+    )
+    conn.execute(f"DROP TABLE {runs}_text")

@@ -48,6 +48,7 @@ from ..schema import (
 )
 from .driver import FileHold, hold_file, open_connection
 from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
+from .runs import upgrade_to_9
 from .session import set_busy_wait
 
 __all__ = [
@@ -68,7 +69,7 @@ __all__ = [
     "optimize",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The schema version this code writes and understands.
 
 - 0: the reference's layout as hexeract creates it (no version recorded);
@@ -89,6 +90,8 @@ SCHEMA_VERSION = 8
   (:func:`~hexeract_lite.store.schema.sqlite_runs_ddl`).
 - 8: the nullable columns of schedule policies and long handlers
   (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`).
+- 9: the run log's instants (``scheduled_for``, ``started``, ``finished``) as integer
+  milliseconds since the Unix epoch instead of text.
 """
 WAL_SIZE_LIMIT = 8 << 20
 """``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
@@ -665,6 +668,7 @@ UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
     _upgrade_to_6,
     _upgrade_to_7,
     _upgrade_to_8,
+    upgrade_to_9,
 ]
 """``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION

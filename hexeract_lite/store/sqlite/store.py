@@ -66,7 +66,7 @@ from .connections import Connections, DuplicateKey, is_duplicate
 from .driver import FileHold, check_open
 from .notify import CommitWatch
 from .plain import readonly_pending
-from .runs import RUNS_VERSION, run_statements, sweep_runs
+from .runs import RUNS_VERSION, encode_ms, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, default_database_path, open_database
 from .session import SqliteSession
 from .statements import (
@@ -188,7 +188,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         self._current = version == SCHEMA_VERSION
         # the run log: from version 7 (a read-only opening of an older table has none)
         if version >= RUNS_VERSION:
-            self._run_sql = run_statements(table)
+            self._run_sql = run_statements(table, version)
             self._sweep_runs = sweep_runs(table, self._sql.sweepable)
         self._codec = codec
         self._place = f"the table {table} of {path}"
@@ -539,7 +539,8 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     def dead_letter_exhausted(self) -> int:
         self._writable("dead_letter_exhausted")
-        params = {"now": format_ts(self._now()), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
+        now = self._now()
+        params = {"now": format_ts(now), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
         # Every poll cycle runs this; almost always there is nothing to do, and a read
         # says so without taking the write lock (other processes' claims go on).
         [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)
@@ -549,7 +550,8 @@ class SqliteScheduleStore(SqlScheduleStore):
             tx.execute(self._sql.normalise)
             if self._run_sql is not None:  # the swept rows' runs, before they leave the index
                 host, pid = this_worker()
-                tx.execute(self._sweep_runs, {**params, "host": host, "pid": pid})
+                figures = {"now_ms": encode_ms(now), "host": host, "pid": pid}
+                tx.execute(self._sweep_runs, {**params, **figures})
             return tx.execute(self._sql.sweep, params)
 
     def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
