@@ -5,21 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import apsw
-
 from ..._time import EPOCH, format_us
-from ..schema import sqlite_runs_ddl
 from ..sql.runs import RUN_COLUMNS, RunStatements
 from . import codec
 
-__all__ = [
-    "INTEGER_RUNS_VERSION",
-    "RUNS_VERSION",
-    "encode_ms",
-    "run_statements",
-    "sweep_runs",
-    "upgrade_to_9",
-]
+__all__ = ["INTEGER_RUNS_VERSION", "RUNS_VERSION", "encode_ms", "run_statements", "sweep_runs"]
 
 RUNS_VERSION = 7
 """The first schema version with the runs table."""
@@ -75,31 +65,3 @@ def sweep_runs(table: str, sweepable: str) -> str:
         f" NULL, :host, :pid, :error FROM {table} INDEXED BY idx_{table}_exhausted"
         f" WHERE {sweepable}"
     )
-
-
-def upgrade_to_9(conn: apsw.Connection, table: str) -> None:
-    """8 → 9: the run log's instants as integer milliseconds: a text run log is renamed
-    aside, made again as now defined and its rows copied over, converted (the same
-    instants, ``run_id`` and order; a row whose required instants another tool wrote as
-    no instant SQLite reads is left out, as no reader could decode it). A run log made
-    at step 7 is already so."""
-    runs = f"{table}_runs"
-    declared = {str(row[1]): str(row[2]) for row in conn.execute(f"PRAGMA table_info({runs})")}
-    if declared.get("finished", "").upper() == "INTEGER":
-        return
-    conn.execute(f"ALTER TABLE {runs} RENAME TO {runs}_text")
-    conn.execute(f"DROP INDEX IF EXISTS idx_{table}_runs_finished")
-    conn.execute(f"DROP INDEX IF EXISTS idx_{table}_runs_schedule")
-    for ddl in sqlite_runs_ddl(table):
-        conn.execute(ddl)
-    ms = {
-        column: f"CAST(round((julianday({column}) - 2440587.5) * 86400000.0) AS INTEGER)"
-        for column in ("scheduled_for", "started", "finished")
-    }
-    values = ", ".join(ms.get(column, column) for column in RUN_COLUMNS)
-    conn.execute(
-        f"INSERT INTO {runs} (run_id, {', '.join(RUN_COLUMNS)})"
-        f" SELECT run_id, {values} FROM {runs}_text"
-        f" WHERE {ms['scheduled_for']} IS NOT NULL AND {ms['finished']} IS NOT NULL"
-    )
-    conn.execute(f"DROP TABLE {runs}_text")

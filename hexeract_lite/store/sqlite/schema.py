@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import re
 import stat
 import time
 from collections.abc import Callable
@@ -34,22 +33,16 @@ from datetime import timedelta
 
 import apsw
 
-from ..._time import format_ts, parse_ts
 from ...errors import StoreError
-from ..columns import COLUMNS, POLICY_COLUMNS, ColumnKind
 from ..schema import (
     REFERENCE_COLUMNS,
-    sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
-    sqlite_retention_index_ddl,
-    sqlite_runs_ddl,
     sqlite_table_ddl,
-    sqlite_unique_index_ddl,
 )
 from .driver import FileHold, hold_file, open_connection
 from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
-from .runs import upgrade_to_9
 from .session import set_busy_wait
+from .upgrades import UPGRADES
 
 __all__ = [
     "APP_NAME",
@@ -100,10 +93,6 @@ reach (1000 pages of 4 KiB plus one transaction), so a WAL in steady use is reus
 place and only one that a long transaction or a held reader blew up is cut back (a
 WAL that grows at each commit makes each commit's fsync also write the file system's
 journal)."""
-NAMED_COLUMNS = ("name", "next_after_lease")
-"""The columns step 2 → 3 adds."""
-GRACE_COLUMNS = ("misfire_grace_ms",)
-"""The column step 3 → 4 adds."""
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file: ``(table_name, version)``.
 
@@ -114,10 +103,6 @@ tables (``--table``) may share one file and each has its own version.
 DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
 """``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
 ``NORMAL`` around the worker's own transactions only: see the store's docstring)."""
-
-_INSTANT_COLUMNS = tuple(
-    c.name for c in COLUMNS if c.kind is ColumnKind.INSTANT and c.reference
-)  # step 1's: the reference's instants (the table has no others yet)
 
 
 def open_database(
@@ -537,138 +522,4 @@ def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) 
         ) from exc
 
 
-# -- the upgrade ladder ----------------------------------------------------------------------
-
-
-def _upgrade_to_1(conn: apsw.Connection, table: str) -> None:
-    """0 → 1: the reference's indexes ensured; timestamps rewritten as ``...T...mmmZ``.
-
-    Text comparison orders instants only when every value has the same layout, and the
-    reference's readers also accept ``YYYY-MM-DD HH:MM:SS``; such values are rewritten
-    to the canonical form (the same instant) so claims and listings order them right.
-    """
-    for ddl in sqlite_reference_index_ddl(table):
-        conn.execute(ddl)
-    for column in _INSTANT_COLUMNS:
-        odd = conn.execute(
-            f"SELECT schedule_id, {column} FROM {table} WHERE {column} IS NOT NULL"
-            f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
-            f" OR substr({column}, 24, 1) <> 'Z')"
-        ).fetchall()
-        for sid, text in odd:
-            try:
-                canonical = format_ts(parse_ts(str(text)))
-            except ValueError:
-                continue  # not a timestamp at all: left for a human to look at
-            conn.execute(f"UPDATE {table} SET {column} = ? WHERE schedule_id = ?", (canonical, sid))
-
-
-_INDEX_NAME = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ")
-
-
-def _normal(sql: str) -> str:
-    """An index's text as ``sqlite_schema`` keeps it, for comparison: without ``IF NOT
-    EXISTS`` and the closing semicolon, whitespace collapsed."""
-    return " ".join(sql.replace(" IF NOT EXISTS", "").rstrip(";").split())
-
-
-def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
-    """1 → 2: hexeract_lite's extra indexes exactly as defined now.
-
-    Version 1 was recorded by several layouts of them: ``idx_<table>_spaced`` (renamed
-    ``idx_<table>_noncanonical`` when it came to hold every non-canonical instant, which
-    every claim names with ``INDEXED BY``), and ``idx_<table>_leased`` on
-    ``(leased_until)`` alone. The old index is dropped; an index whose definition
-    differs is rebuilt; a missing one is created.
-    """
-    conn.execute(f"DROP INDEX IF EXISTS idx_{table}_spaced")
-    for ddl in sqlite_extra_index_ddl(table):
-        _as_defined(conn, ddl)
-
-
-def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
-    """2 → 3: named schedules: the nullable ``name`` and
-    ``next_after_lease`` columns (each added unless the table has it: a table created
-    at this version already does), and the unique index on ``name`` over the rows that
-    have one. Nullable without a default: the reference's statements, which name their
-    columns, work on the table as before."""
-    _add_columns(conn, table, NAMED_COLUMNS)
-    for ddl in sqlite_unique_index_ddl(table):
-        conn.execute(ddl)
-
-
-def _upgrade_to_4(conn: apsw.Connection, table: str) -> None:
-    """3 → 4: the misfire grace: the nullable ``misfire_grace_ms`` column,
-    added unless the table has it (a table created at this version already does). The
-    reference's statements never name it; its inserts leave it NULL (no grace)."""
-    _add_columns(conn, table, GRACE_COLUMNS)
-
-
-def _add_columns(conn: apsw.Connection, table: str, names: tuple[str, ...]) -> None:
-    """``ALTER TABLE ... ADD COLUMN`` for each of ``names`` the table lacks."""
-    present = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
-    for column in COLUMNS:
-        if column.name in names and column.name not in present:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column.name} {column.sqlite}")
-
-
-def _upgrade_to_5(conn: apsw.Connection, table: str) -> None:
-    """4 → 5: the retention indexes (delivered and cancelled rows by end instant)."""
-    for ddl in sqlite_retention_index_ddl(table):
-        conn.execute(ddl)
-
-
-def _upgrade_to_6(conn: apsw.Connection, table: str) -> None:
-    """5 → 6: ``idx_<table>_noncanonical`` rebuilt with the WHERE
-    :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (a file coming from version 1 has it
-    from step 2 already, and keeps it)."""
-    name = f"idx_{table}_noncanonical"
-    [ddl] = [ddl for ddl in sqlite_extra_index_ddl(table) if _index_name(ddl) == name]
-    _as_defined(conn, ddl)
-
-
-def _upgrade_to_7(conn: apsw.Connection, table: str) -> None:
-    """6 → 7: the run log beside the table. A table of its own: the reference's
-    statements and workers never name it."""
-    for ddl in sqlite_runs_ddl(table):
-        conn.execute(ddl)
-
-
-def _upgrade_to_8(conn: apsw.Connection, table: str) -> None:
-    """7 → 8: the nullable policy and long-handler columns
-    (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`),
-    added unless the table has them. The reference's statements never name them."""
-    _add_columns(conn, table, POLICY_COLUMNS)
-
-
-def _index_name(ddl: str) -> str:
-    match = _INDEX_NAME.match(ddl)
-    assert match is not None, ddl
-    return match.group(1)
-
-
-def _as_defined(conn: apsw.Connection, ddl: str) -> None:
-    """Make the index of ``ddl`` exist exactly so: dropped and rebuilt when its
-    definition differs, created when missing, left alone when it matches."""
-    name = _index_name(ddl)
-    rows = conn.execute(
-        "SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?", (name,)
-    ).fetchall()
-    if rows and _normal(str(rows[0][0])) != _normal(ddl):
-        conn.execute(f"DROP INDEX {name}")
-    conn.execute(ddl)
-
-
-UPGRADES: list[Callable[[apsw.Connection, str], None]] = [
-    _upgrade_to_1,
-    _upgrade_to_2,
-    _upgrade_to_3,
-    _upgrade_to_4,
-    _upgrade_to_5,
-    _upgrade_to_6,
-    _upgrade_to_7,
-    _upgrade_to_8,
-    upgrade_to_9,
-]
-"""``UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one transaction."""
 assert len(UPGRADES) == SCHEMA_VERSION
