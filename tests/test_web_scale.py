@@ -9,7 +9,6 @@ table, plus the schedules of every kind :func:`tests.web_support.fill` makes."""
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 from datetime import UTC, datetime, timedelta
@@ -47,24 +46,24 @@ def _rows(now: datetime) -> list[tuple[object, ...]]:
     month, week = timedelta(days=30), timedelta(days=7)
     for i in range(850_000):
         at = ago(month)
-        rows.append((os.urandom(16), f"order.shipped.{i % 7}", '{"n":1}', "delay", None, at,
+        rows.append((rng.randbytes(16), f"order.shipped.{i % 7}", '{"n":1}', "delay", None, at,
                      "outbox", 1, 5, None, at, at, None, None, None))  # fmt: skip
     for i in range(100_000):
         at = ago(timedelta(minutes=30)) if i < 1000 else ahead(week)
-        rows.append((os.urandom(16), f"invoice.send.{i % 5}", '{"n":2}', "delay", None, at,
+        rows.append((rng.randbytes(16), f"invoice.send.{i % 5}", '{"n":2}', "delay", None, at,
                      "mediator", 0, 5, None, format_ts(now), None, None, None, None))  # fmt: skip
     for i in range(100):
-        rows.append((os.urandom(16), "report.cron", "null", "cron", f"{i % 60} * * * *",
+        rows.append((rng.randbytes(16), "report.cron", "null", "cron", f"{i % 60} * * * *",
                      ahead(timedelta(hours=1)), "mediator", 0, 5, None, format_ts(now), None,
                      None, None, f"reports.cron{i}"))  # fmt: skip
     for i in range(30_000):
         at = ago(month)
-        rows.append((os.urandom(16), f"mail.send.{i % 3}", '{"n":3}', "delay", None, at,
+        rows.append((rng.randbytes(16), f"mail.send.{i % 3}", '{"n":3}', "delay", None, at,
                      "outbox", 5, 5, "TimeoutError: relay\n  traceback", at, None, None,
                      at, None))  # fmt: skip
     for _ in range(19_900):
         at = ago(month)
-        rows.append((os.urandom(16), "gone", "null", "delay", None, at, "mediator", 0, 5,
+        rows.append((rng.randbytes(16), "gone", "null", "delay", None, at, "mediator", 0, 5,
                      None, at, None, at, None, None))  # fmt: skip
     return rows
 

@@ -78,7 +78,7 @@ def _sqlite_round(
     mode: str,
     rng: random.Random,
     driver: str = "apsw",
-    min_kills: int = 15,
+    min_kills: int = 10,
 ) -> Counter[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     db = tmp_path / f"{mode}-{driver}.db"
