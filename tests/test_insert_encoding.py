@@ -26,6 +26,7 @@ from hexeract_lite.errors import InvalidMessage
 from hexeract_lite.message import encode_payload
 from hexeract_lite.store.postgres.codec import jsonb_text
 from hexeract_lite.store.sqlite import SqliteScheduleStore
+from tests.conftest import examples
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -189,7 +190,7 @@ def _encode(payload: Any) -> tuple[str, str]:
         return "refused", str(cause)
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None)
 @given(json_values)
 def test_encode_payload_is_compact_strict_json_dumps(payload: Any) -> None:
     assert _encode(payload) == _json_dumps(payload)
@@ -213,7 +214,7 @@ def test_encode_payload_refuses_and_names_what_json_dumps_refuses(payload: Any) 
     assert _encode(payload) == _json_dumps(payload)
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None)
 @given(json_values)
 def test_jsonb_text_is_the_same_json_value(payload: Any) -> None:
     """Whatever the payload, the text bound for JSONB decodes to the payload (floats
@@ -306,14 +307,14 @@ instants = st.datetimes(
 )
 
 
-@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(500), deadline=None, derandomize=True, database=None)
 @given(instants, st.sampled_from(_ZONES))
 def test_format_ts_is_the_plain_formatting_for_every_instant(naive: datetime, zone: Any) -> None:
     value = naive if zone is None else naive.replace(tzinfo=zone)
     assert _outcome(format_ts, value) == _outcome(_plain_format_ts, value)
 
 
-@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(500), deadline=None, derandomize=True, database=None)
 @given(instants, st.sampled_from(_ZONES))
 def test_format_now_is_the_plain_formatting_for_every_instant(naive: datetime, zone: Any) -> None:
     value = naive if zone is None else naive.replace(tzinfo=zone)

@@ -33,6 +33,7 @@ from hexeract_lite.snapshot import MalformedSchedule
 from hexeract_lite.transactional import TransactionalSink
 
 from . import mysql
+from .conftest import examples
 from .test_state_machine import StoresAgree
 
 pymysql = pytest.importorskip("pymysql", reason="the mysql extra is not installed")
@@ -376,7 +377,7 @@ def test_mysql_store_agrees_with_the_memory_store(url: str) -> None:
     run_state_machine_as_test(
         MysqlAgrees,
         settings=settings(
-            max_examples=30,
+            max_examples=examples(20),
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

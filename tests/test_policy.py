@@ -31,7 +31,7 @@ from hexeract_lite import (
 from hexeract_lite.policy import SchedulePolicy, jitter_offset
 from hexeract_lite.trigger import CronExpression, Trigger
 
-from .conftest import STORE_FACTORIES, T0, FrozenTime
+from .conftest import STORE_FACTORIES, T0, FrozenTime, examples
 from .test_dst import instant, minute_windows, oracle
 
 MS = timedelta(milliseconds=1)
@@ -281,7 +281,7 @@ def _run_case(
 
 @pytest.mark.parametrize("name", sorted(STORE_FACTORIES))
 @settings(
-    max_examples=30,
+    max_examples=examples(15),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

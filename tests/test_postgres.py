@@ -45,7 +45,7 @@ from hexeract_lite.store.postgres.schema import (
 )
 
 from . import pg
-from .conftest import T0
+from .conftest import T0, examples
 from .test_state_machine import StoresAgree
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -531,7 +531,7 @@ def test_postgres_store_agrees_with_the_memory_store(pg_url: str) -> None:
     run_state_machine_as_test(
         PostgresAgrees,
         settings=settings(
-            max_examples=60,
+            max_examples=examples(30),
             stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -42,6 +42,7 @@ from hexeract_lite import (
 from hexeract_lite.store.base import Change
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from hexeract_lite.trigger import CronExpression
+from tests.conftest import examples
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
@@ -311,7 +312,7 @@ class StoresAgree(RuleBasedStateMachine):
 
 
 StoresAgree.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=examples(75),
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

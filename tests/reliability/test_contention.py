@@ -1,6 +1,6 @@
 """Contention: four worker processes and two inserting processes on one file.
 
-For about 14 s two ``inserter.py`` processes insert one-shot messages (single inserts and
+For about 5 s two ``inserter.py`` processes insert one-shot messages (single inserts and
 batches, due now or within a second) as fast as they can with short random pauses,
 while four ``crash_worker.py`` processes claim and deliver them, each delivery appended
 to a shared log. Nobody is killed and leases are long (60 s), so nothing may be
@@ -30,7 +30,7 @@ from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 from .conftest import TABLE, Processes, integrity_check
 
-INSERT_SECONDS = 14.0
+INSERT_SECONDS = 5.0
 DRAIN_DEADLINE_S = 8.0
 
 

@@ -1,6 +1,6 @@
 """Crash: worker processes SIGKILLed at random, again and again, lose nothing.
 
-1000 due occurrences (one-shot and cron mixed) in one SQLite file; three worker
+600 due occurrences (one-shot and cron mixed) in one SQLite file; three worker
 processes (``crash_worker.py``) whose sink appends each delivered occurrence id to a log
 with ``write`` + ``fsync`` on an ``O_APPEND`` descriptor *before* the worker
 acknowledges (each dispatch takes up to 12 ms before the write and 20 ms after it, so
@@ -56,7 +56,7 @@ from hexeract_lite.store.sqlite import SqliteScheduleStore
 
 from .conftest import TABLE, Processes, integrity_check, read_log, repeats_not_in_flight
 
-N = 1000
+N = 600
 WORKERS = 3
 MIN_KILLS = 20
 LEASE_S = 1.5
@@ -224,7 +224,7 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_only_what_was_in_flight(
 
 @pytest.mark.slow
 def test_sigkilled_inserters_leave_whole_batches_or_none(procs: Processes, tmp_path: Path) -> None:
-    """An inserting process killed at random moments (15 times) while it writes batches
+    """An inserting process killed at random moments (10 times) while it writes batches
     of up to 50 schedules: every batch in the file is whole (``insert_many`` is one
     transaction), every batch the process was told had committed is there, and the file
     is sound."""
@@ -232,7 +232,7 @@ def test_sigkilled_inserters_leave_whole_batches_or_none(procs: Processes, tmp_p
     db, ids = tmp_path / "insert.db", tmp_path / "ids.txt"
     SqliteScheduleStore.open(db).close()
     kills = 0
-    for seed in range(15):
+    for seed in range(10):
         proc = procs.start(
             "inserter.py",
             *(str(db), str(ids), "--seconds", "30", "--seed", str(seed)),

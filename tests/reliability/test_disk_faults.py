@@ -414,6 +414,9 @@ def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
     return condition()
 
 
+FAULT_S = 1.0
+"""How long the disk fails in the backoff test: long enough for several doubling tries."""
+
 FAST = SchedulerWorkerConfig(
     poll_interval=timedelta(milliseconds=20),
     batch_size=5,
@@ -438,7 +441,7 @@ def _store_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 def test_the_worker_logs_backs_off_and_recovers_when_the_disk_heals(
     vfs: FaultVFS, tmp_path: Path, caplog: pytest.LogCaptureFixture, error: str
 ) -> None:
-    """Every write fails for 1.5 s while 30 occurrences are due: each claim raises
+    """Every write fails for 1 s while 30 occurrences are due: each claim raises
     StoreError, the worker logs it and backs off (poll_interval doubling: a handful of
     tries, not a hot loop), nothing is delivered and nothing changes on disk. Once the
     fault clears, every occurrence is delivered exactly once."""
@@ -454,12 +457,12 @@ def test_the_worker_logs_backs_off_and_recovers_when_the_disk_heals(
         worker = SchedulerWorker(store, sink, FAST)
         handle = worker.start()
         try:
-            time.sleep(1.5)
+            time.sleep(FAULT_S)
             tries = len(_store_errors(caplog))
             assert handle.is_alive
             assert sink.count() == 0
             assert dump_database(db) == before
-            assert 2 <= tries <= 12, f"{tries} store errors in 1.5 s: no backoff?"
+            assert 2 <= tries <= 12, f"{tries} store errors in {FAULT_S} s: no backoff?"
             delays = [
                 float(r.getMessage().split("next try in ")[1].split()[0])
                 for r in _store_errors(caplog)
@@ -475,7 +478,7 @@ def test_the_worker_logs_backs_off_and_recovers_when_the_disk_heals(
     assert all(s is not None and s.status == "delivered" for s in snapshots)
     assert any("answers again" in r.getMessage() for r in caplog.records)
     assert integrity_check(db) == ["ok"]
-    print(f"\nworker under {error}: {tries} store errors logged in 1.5 s, backoff {delays}")
+    print(f"\nworker under {error}: {tries} store errors logged in {FAULT_S} s, backoff {delays}")
 
 
 @pytest.mark.slow

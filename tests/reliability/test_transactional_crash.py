@@ -56,7 +56,7 @@ def _run(
         time.sleep(rng.uniform(0.05, 0.25))
         if pending() == 0 and kills >= min_kills:
             break
-        if kills < min_kills * 3:
+        if kills < min_kills * 2:
             i = rng.randrange(WORKERS)
             workers[i].send_signal(signal.SIGKILL)
             workers[i].wait()
@@ -78,7 +78,7 @@ def _sqlite_round(
     mode: str,
     rng: random.Random,
     driver: str = "apsw",
-    min_kills: int = 15,
+    min_kills: int = 10,
 ) -> Counter[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     db = tmp_path / f"{mode}-{driver}.db"
