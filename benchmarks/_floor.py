@@ -11,8 +11,9 @@ before the clock starts; rows come back as plain tuples. What hexeract_lite adds
 
 from __future__ import annotations
 
+import os
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import apsw
@@ -140,6 +141,11 @@ def insert_many(path: str, n: int, per_txn: int) -> dict[str, object]:
     return {"value": n / elapsed, "unit": "rows/s", "n": n, "seconds": elapsed}
 
 
+def _ms(stored: str) -> int:
+    """A stored instant in milliseconds since the Unix epoch."""
+    return int(datetime.fromisoformat(stored).timestamp() * 1000)
+
+
 def _noop(row: tuple[object, ...]) -> None:
     return None
 
@@ -151,22 +157,29 @@ def drain(path: str, n: int, batch: int) -> dict[str, object]:
     return _drain(path, n, batch, fused=False)
 
 
-def drain_fused(path: str, n: int, batch: int) -> dict[str, object]:
+def drain_fused(path: str, n: int, batch: int, runs: bool = False) -> dict[str, object]:
     """The default worker's shape: each transaction holds the previous batch's
     acknowledgements and the next claim, so one commit (one fsync) per batch. The
-    ceiling for the store's fused drain on this table."""
-    return _drain(path, n, batch, fused=True)
+    ceiling for the store's fused drain on this table. ``runs``: each transaction also
+    writes the acknowledged rows' runs with the store's run-log insert (one
+    ``executemany``), the least a run log written with its settlement can cost."""
+    return _drain(path, n, batch, fused=True, runs=runs)
 
 
-def _drain(path: str, n: int, batch: int, *, fused: bool) -> dict[str, object]:
+def _drain(path: str, n: int, batch: int, *, fused: bool, runs: bool = False) -> dict[str, object]:
     """The store's statements (``SqliteStatements``: the normalising ``UPDATE``, the
     probe, the rowids from the due index, the leasing ``UPDATE ... RETURNING``, the
     fenced ``mark_delivered`` by ``executemany``), rows as tuples, a no-op handler."""
     from hexeract_lite.store.sqlite.codec import COLUMN_INDEX
+    from hexeract_lite.store.sqlite.runs import run_statements
+    from hexeract_lite.store.sqlite.schema import SCHEMA_VERSION
     from hexeract_lite.store.sqlite.statements import SqliteStatements, claim_rows
 
     sql = SqliteStatements(TABLE)
+    run_insert = run_statements(TABLE, SCHEMA_VERSION).insert
     sid, lease = COLUMN_INDEX["schedule_id"], COLUMN_INDEX["leased_until"]
+    due = COLUMN_INDEX["scheduled_for"]
+    pid = os.getpid()
     conn = connect(path)
     cur = conn.cursor()
     done = 0
@@ -174,11 +187,33 @@ def _drain(path: str, n: int, batch: int, *, fused: bool) -> dict[str, object]:
     held: list[tuple[Any, ...]] = []
 
     def acknowledge(rows: list[tuple[Any, ...]]) -> None:
-        now = ts(utcnow())
+        at = utcnow()
+        now = ts(at)
         cur.executemany(
             sql.mark_delivered,
             [{"id": r[sid], "lease": r[lease], "now": now, "counted": False} for r in rows],
         )
+        if runs:  # a delivered run per row: the row's due instant, now, in milliseconds
+            ms = int(at.timestamp() * 1000)
+            cur.executemany(
+                run_insert,
+                [
+                    (
+                        r[sid],
+                        (d := _ms(r[due])),
+                        1,
+                        ms,
+                        ms,
+                        "delivered",
+                        ms - d,
+                        0.0,
+                        "floor",
+                        pid,
+                        None,
+                    )
+                    for r in rows
+                ],
+            )
 
     t0 = time.perf_counter()
     while True:
