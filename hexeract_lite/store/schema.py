@@ -16,6 +16,7 @@ __all__ = [
     "OFF_LAYOUT",
     "TABLE_NAME_RE",
     "sqlite_ddl",
+    "sqlite_epoch_ms",
     "sqlite_extra_index_ddl",
     "sqlite_reference_index_ddl",
     "sqlite_retention_index_ddl",
@@ -118,6 +119,12 @@ REPLAYED = "jitter_offset_ms = NULL"
 CANONICAL_TS = "'%Y-%m-%dT%H:%M:%fZ'"
 """The ``strftime`` format of stored instants (the reference's layout)."""
 _DATE_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
+
+
+def sqlite_epoch_ms(column: str) -> str:
+    """SQL of a stored text instant (any layout SQLite reads) as integer milliseconds
+    since the Unix epoch, the run log's unit; NULL where it reads none."""
+    return f"CAST(round((julianday({column}) - 2440587.5) * 86400000.0) AS INTEGER)"
 
 
 def sqlite_noncanonical(column: str) -> str:

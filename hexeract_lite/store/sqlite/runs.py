@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..._time import EPOCH, format_us
+from ..._time import EPOCH
+from ..schema import sqlite_epoch_ms
 from ..sql.runs import RUN_COLUMNS, RunStatements
 from . import codec
 
@@ -49,7 +50,7 @@ def run_statements(table: str, version: int) -> RunStatements:
         encode_instant=codec.encode_instant if text else encode_ms,
         decode_id=codec.decode_id,
         decode_instant=codec.decode_instant if text else _decode_ms,
-        encode_us=format_us if text else _us_to_ms,
+        encode_us=None if text else _us_to_ms,  # a text run log is only ever read
         decode_row_instant=codec.decode_instant,
     )
 
@@ -58,7 +59,7 @@ def sweep_runs(table: str, sweepable: str) -> str:
     """The ``swept`` runs of the rows the sweep (WHERE ``sweepable``) is about to
     dead-letter, run before it in its transaction; binds ``now`` (the table's text),
     ``now_ms``, ``error``, ``host`` and ``pid``."""
-    due_ms = "CAST(round((julianday(scheduled_for) - 2440587.5) * 86400000.0) AS INTEGER)"
+    due_ms = sqlite_epoch_ms("scheduled_for")
     return (
         f"INSERT INTO {table}_runs ({', '.join(RUN_COLUMNS)})"
         f" SELECT schedule_id, {due_ms}, attempts, NULL, :now_ms, 'swept', :now_ms - {due_ms},"

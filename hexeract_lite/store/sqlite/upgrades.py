@@ -13,6 +13,7 @@ import apsw
 from ..._time import format_ts, parse_ts
 from ..columns import COLUMNS, POLICY_COLUMNS, ColumnKind
 from ..schema import (
+    sqlite_epoch_ms,
     sqlite_extra_index_ddl,
     sqlite_reference_index_ddl,
     sqlite_retention_index_ddl,
@@ -147,10 +148,7 @@ def _upgrade_to_9(conn: apsw.Connection, table: str) -> None:
     conn.execute(f"DROP INDEX IF EXISTS idx_{table}_runs_schedule")
     for ddl in sqlite_runs_ddl(table):
         conn.execute(ddl)
-    ms = {
-        column: f"CAST(round((julianday({column}) - 2440587.5) * 86400000.0) AS INTEGER)"
-        for column in ("scheduled_for", "started", "finished")
-    }
+    ms = {column: sqlite_epoch_ms(column) for column in ("scheduled_for", "started", "finished")}
     values = ", ".join(ms.get(column, column) for column in _V8_RUN_COLUMNS)
     conn.execute(
         f"INSERT INTO {runs} (run_id, {', '.join(_V8_RUN_COLUMNS)})"
