@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import TYPE_CHECKING
 
 from ..._time import rfc3339
@@ -58,14 +57,14 @@ def add_parser(tree: CommandTree) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Start the backfill; say how many instants it fires and from when."""
+    sid = SchedulerControl.id_of(args.schedule)
 
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, int, ScheduleSnapshot]:
+    def act(store: ScheduleStore) -> tuple[int, ScheduleSnapshot]:
         control = SchedulerControl(store)
         count = control.backfill(args.schedule, args.start, args.end, limit=args.limit)
-        sid = control.id_of(args.schedule)
-        return sid, count, control.inspect(sid)
+        return count, control.inspect(sid)
 
-    sid, count, snapshot = ctx.write(act, ids=[SchedulerControl.id_of(args.schedule)])
+    count, snapshot = ctx.write(act, ids=[sid])
     text = (
         f"Schedule {sid}: backfilling {count} instant{'s' if count != 1 else ''} from"
         f" {rfc3339(args.start)} to {rfc3339(args.end)}; then on its rule."
