@@ -29,7 +29,7 @@ from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
 from ...errors import DuplicateSchedule, InvalidArgument, StoreError
-from ...settle import DispatchResult
+from ...settle import Acknowledged, DispatchResult
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
@@ -207,7 +207,6 @@ class MysqlTransactionRunner(TransactionRunner):
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ...settle import Acknowledged
         from ...transactional import bad_return, timed_out
 
         store = self._store

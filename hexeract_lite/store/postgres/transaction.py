@@ -32,7 +32,7 @@ from psycopg.rows import tuple_row
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...message import ScheduledMessage
-from ...settle import DispatchResult
+from ...settle import Acknowledged, DispatchResult
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
@@ -332,7 +332,6 @@ class PostgresTransactionRunner(TransactionRunner):
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ...settle import Acknowledged
         from ...transactional import bad_return, timed_out
 
         store = self._store

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
 from ...runlog import delivered_run
-from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...settle import SUCCEEDED, Acknowledged, DispatchResult, settlement_for
 from ..deadline import Watchdog
 
 if TYPE_CHECKING:
     from ...clock import Clock
     from ...message import ScheduledMessage
     from ...retry import RetryPolicy
-    from ...settle import Acknowledged
     from ...settlement import Settlement
     from ...snapshot import LeasedOccurrence
     from .runs import RunStatements
@@ -56,8 +55,6 @@ class TransactionRunner:
     def _acknowledgement(self, occ: LeasedOccurrence) -> tuple[Settlement, Any, Any] | Acknowledged:
         """``occ``'s success settlement with its fenced statement and parameters, or an
         :class:`Acknowledged` not applied when no stored lease can equal its lease."""
-        from ...settle import Acknowledged
-
         settlement = settlement_for(occ, SUCCEEDED, self._clock.now(), self._policy)
         assert settlement is not None
         plan = self._store._settle_plan([settlement])

@@ -54,7 +54,7 @@ from ...errors import (
     StoreError,
 )
 from ...message import ScheduledMessage
-from ...settle import SUCCEEDED, DispatchResult, settlement_for
+from ...settle import SUCCEEDED, Acknowledged, DispatchResult, settlement_for
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
@@ -577,7 +577,6 @@ class SqliteTransactionRunner(TransactionRunner):
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ...settle import Acknowledged
         from ...transactional import bad_return, timed_out
 
         now = self._clock.now()
