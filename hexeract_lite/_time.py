@@ -109,25 +109,6 @@ def format_ts(value: datetime) -> str:
     )
 
 
-_SECOND_PREFIXES: dict[int, str] = {}
-"""``YYYY-MM-DDTHH:MM:SS.`` of the seconds since the epoch formatted lately."""
-_MILLIS_Z = tuple(f"{i:03d}Z" for i in range(1000))
-
-
-def format_us(us: int) -> str:
-    """:func:`format_ts` of the instant ``us`` microseconds after the epoch (the whole
-    seconds' text from a small cache: the run log formats many instants of one
-    second)."""
-    prefix = _SECOND_PREFIXES.get(us // 1_000_000)
-    if prefix is None:
-        if len(_SECOND_PREFIXES) >= _MAX_DAY_PREFIXES:
-            _SECOND_PREFIXES.clear()
-        second = us // 1_000_000
-        prefix = format_ts(EPOCH + timedelta(seconds=second))[:20]
-        _SECOND_PREFIXES[second] = prefix
-    return prefix + _MILLIS_Z[us // 1000 % 1000]
-
-
 def format_now(value: object, name: str = "clock.now()") -> str:
     """``format_ts(to_utc_ms(value, name))``, the stored text of an instant read as
     "now" (truncated to the millisecond), with :func:`to_utc_ms`'s errors; an aware

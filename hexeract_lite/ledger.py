@@ -230,7 +230,8 @@ class Ledger:
         if raised is not None and raised.__traceback__ is None:
             raised = None  # made by the worker (a timeout, say): no traceback to show
         if outcome is DispatchOutcome.LEASE_LOST:
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.WARNING,
                 "lease lost: could not record %(wanted)s; another worker owns the occurrence now",
                 occ,
@@ -239,10 +240,11 @@ class Ledger:
         elif outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
             if log.isEnabledFor(logging.DEBUG):
                 note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
-                self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
+                log_occurrence(self._clock, logging.DEBUG, f"{outcome.value}{note}", occ)
         elif outcome is DispatchOutcome.RETRIED:
             assert settlement.retry_in is not None
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.WARNING,
                 "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
                 " %(retry_in).3f s: %(error)s",
@@ -252,7 +254,8 @@ class Ledger:
                 retry_in=settlement.retry_in.total_seconds(),
             )
         elif outcome is DispatchOutcome.DEAD_LETTERED:
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.ERROR,
                 "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
                 occ,
@@ -261,25 +264,19 @@ class Ledger:
             )
         elif outcome is DispatchOutcome.SNOOZED:
             assert settlement.retry_in is not None
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.INFO,
                 "snoozed for %(delay).3f s",
                 occ,
                 delay=settlement.retry_in.total_seconds(),
             )
         elif outcome is DispatchOutcome.CANCELLED:
-            self._log(logging.WARNING, "aborted by request; the schedule is cancelled", occ)
+            log_occurrence(
+                self._clock, logging.WARNING, "aborted by request; the schedule is cancelled", occ
+            )
         else:
-            self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
+            log_occurrence(
+                self._clock, logging.INFO, "released undispatched: the worker is stopping", occ
+            )
         return outcome
-
-    def _log(
-        self,
-        level: int,
-        template: str,
-        occ: LeasedOccurrence,
-        *,
-        exc_info: BaseException | None = None,
-        **fields: object,
-    ) -> None:
-        log_occurrence(self._clock, level, template, occ, exc_info=exc_info, **fields)
