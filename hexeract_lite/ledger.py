@@ -1,18 +1,10 @@
-"""The ledger of a batch: each claimed occurrence's settlement planned, written in one
-store call, logged, counted and told to the hooks.
+"""The ledger of a batch: each claimed occurrence's settlement planned (by the rule of
+:func:`hexeract_lite.settle.settlement_for`), written in one store call, logged,
+counted and told to the hooks.
 
-:meth:`Ledger.plan` turns dispatch results into settlements by the rule of
-:func:`hexeract_lite.settle.settlement_for`; :meth:`Ledger.write` writes them in one
-``store.settle(...)`` (or the worker writes them with its next claim, in one
-``store.settle_and_claim(...)``, then calls :meth:`Ledger.written`). Each item is fenced
-by the claim's ``leased_until``; an item the store answers False for (another worker
-owns the occurrence now) is logged and counted as ``lease_lost``, never retried. If the
-store raises, nothing of the batch was recorded: every occurrence waits out its lease
-and is delivered again (at least once).
-
-With the run log on (the default), each settlement carries the run it records
-(:mod:`hexeract_lite.runlog`), written by the store in the same transaction.
-
+An item the store answers False for (fenced out: another worker owns the occurrence
+now) is counted as ``lease_lost``, never retried; if the store raises, nothing of the
+batch was recorded, and every occurrence is delivered again once its lease runs out.
 Log records go to the ``hexeract_lite.worker`` logger, with the schedule id,
 occurrence id, attempt and lag in the text and as ``extra`` fields.
 """
