@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import EllipsisType
 from typing import Any
 
 import attrs
 
+from ._time import EPOCH
 from .backfill import DEFAULT_BACKFILL_LIMIT, backfill_plan, check_window
 from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
@@ -632,13 +633,10 @@ class SchedulerControl:
         return f"SchedulerControl({self.store!r})"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def default_grid_anchor(every: timedelta | str, now: datetime) -> datetime:
     """The default anchor of a declared interval: the first instant after ``now`` of
     the grid anchored at the epoch (the same grid at every declaration)."""
-    nxt = Interval.of(every, _EPOCH).next_after(now)
+    nxt = Interval.of(every, EPOCH).next_after(now)
     if nxt is None:
         raise InvalidArgument(f"every {every!r} has no instant after {now.isoformat()}")
     return nxt
