@@ -229,9 +229,9 @@ def check_hooks(hooks: Iterable[Hook] | None) -> tuple[Hook, ...]:
     :class:`InvalidConfiguration` naming it."""
     if hooks is None:
         return ()
-    if callable(hooks) or isinstance(hooks, str | bytes):
-        raise InvalidConfiguration(f"hooks must be a sequence of callables, got hooks={hooks!r}")
     try:
+        if callable(hooks) or isinstance(hooks, str | bytes):
+            raise TypeError
         checked = tuple(hooks)
     except TypeError:
         raise InvalidConfiguration(
