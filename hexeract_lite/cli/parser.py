@@ -42,10 +42,6 @@ COMMANDS = tuple(dict.fromkeys(COMMAND_MODULES.values()))
 """The command modules, in that order."""
 
 
-def _command_module(name: str) -> Any:
-    return importlib.import_module(f"{__package__}.commands.{name}")
-
-
 class _VersionAction(argparse.Action):
     """``--version``: the installed version, looked up only when asked for (reading the
     package metadata costs every other command start-up time)."""
@@ -98,7 +94,7 @@ def build_parser(prog: str = "hexeract", command: str | None = None) -> argparse
     tree = CommandTree(cmds)
     modules = COMMANDS if command is None else (COMMAND_MODULES[command],)
     for module in modules:
-        _command_module(module).add_parser(tree)
+        importlib.import_module(f"{__package__}.commands.{module}").add_parser(tree)
     return parser
 
 
