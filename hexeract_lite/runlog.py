@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import attrs
 
-from ._time import EPOCH
+from ._time import EPOCH, rfc3339
 from .occurrence import OccurrenceId
 
 __all__ = [
@@ -134,8 +134,6 @@ class RunRecord:
 
     def as_json(self) -> dict[str, object]:
         """The record as JSON values (instants RFC 3339, durations in seconds)."""
-        from ._time import rfc3339
-
         return {
             "schedule_id": str(self.schedule_id),
             "occurrence_id": str(self.occurrence_id),
