@@ -76,9 +76,7 @@ def take_turn(
 ) -> DispatchResult | None:
     """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
     :data:`LEASE_EXPIRED` when its lease has run out, a ``MISSED`` result when it is
-    found later than its schedule's misfire grace (and not a retry after a failure),
-    else None
-    (dispatch it)."""
+    not to be delivered (:func:`~.settle.missed_result`), else None (dispatch it)."""
     if stopping():
         return NOT_DISPATCHED
     now = clock.now()
@@ -169,11 +167,9 @@ class BatchRun:
 
     ``results`` gets one :class:`DispatchResult` per finished item; ``in_flight`` is
     True while an item is with the sink. Once given up on (``given_up``), the
-    dispatching thread hands nothing more to the sink and records nothing: the
-    watcher owns the rest. ``wake`` is set by :meth:`interrupt`, and when the run
-    finishes if ``wake_at_end``. ``context``: what the watcher needs to carry the
-    batch on elsewhere. It holds no reference to the worker, so a run left behind by
-    a hung sink does not keep the worker alive.
+    dispatching thread hands nothing more to the sink and records nothing. ``wake`` is
+    set by :meth:`interrupt`, and at the end if ``wake_at_end``; ``context`` is the
+    watcher's. It holds no reference to the worker, which a hung sink must not keep.
     """
 
     __slots__ = (
