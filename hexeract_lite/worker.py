@@ -124,9 +124,6 @@ def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
 class SchedulerWorker:
     """Runs the poll cycle of the reference against a store, dispatching to a sink.
 
-    ``SchedulerWorker(store, sink, config=SchedulerWorkerConfig(), *, clock=None,
-    rng=None)``
-
     - ``store``: any :class:`~hexeract_lite.store.ScheduleStore`.
     - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a plain function /
       coroutine function taking the message (wrapped in :class:`CallableSink`).
@@ -135,10 +132,8 @@ class SchedulerWorker:
     - ``rng``: the random source of the retry jitter, anything with
       ``uniform(a, b)`` (default: a fresh :class:`random.Random`); pass a seeded one
       for reproducible delays.
-    - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event
-      (delivered, failed, dead-lettered, released, lease lost, swept, malformed row
-      dead-lettered, store error backed off) once the batch is settled; a hook that
-      raises is logged and never changes what is delivered or settled.
+    - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event; a
+      hook that raises is logged and never changes what is delivered or settled.
     - ``propagate_errors`` (the test mode): when True, a cycle in which a dispatch
       failed settles the whole batch as usual (retry or dead letter), then re-raises
       the first failure's exception from :meth:`run_once`, :meth:`run` and
