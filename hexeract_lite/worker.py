@@ -280,7 +280,7 @@ class SchedulerWorker:
     # -- one cycle -----------------------------------------------------------------------
 
     def run_once(self) -> CycleReport:
-        """Run exactly one poll cycle (see the module docstring) and report its counts.
+        """Run exactly one poll cycle (sweep, claim, dispatch, settle); report its counts.
 
         The batch is dispatched on the worker's dispatch thread, this thread watching
         each call's ``dispatch_timeout``. Store errors propagate (nothing is retried
