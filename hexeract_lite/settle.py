@@ -191,19 +191,19 @@ class DispatchResult:
     """A failure because the call ran past ``dispatch_timeout``."""
 
     @classmethod
-    def failed(cls, error: BaseException | str, duration: float | None = None) -> DispatchResult:
+    def failed(cls, error: BaseException | str) -> DispatchResult:
         """A failed dispatch with ``error`` (a :class:`~hexeract_lite.Snooze`: a
         snoozed one)."""
         if isinstance(error, Snooze):
-            return cls(ResultKind.SNOOZED, error, duration)
+            return cls(ResultKind.SNOOZED, error)
         if isinstance(error, DispatchAborted):
-            return cls(ResultKind.ABORTED, error, duration)
-        return cls(ResultKind.FAILED, error, duration)
+            return cls(ResultKind.ABORTED, error)
+        return cls(ResultKind.FAILED, error)
 
     @classmethod
-    def timeout(cls, error: BaseException, duration: float | None = None) -> DispatchResult:
+    def timeout(cls, error: BaseException) -> DispatchResult:
         """A dispatch that failed by running past ``dispatch_timeout``."""
-        return cls(ResultKind.FAILED, error, duration, timed_out=True)
+        return cls(ResultKind.FAILED, error, timed_out=True)
 
     def exception(self) -> BaseException:
         """The error as an exception to raise (a text becomes a DispatchError)."""
