@@ -269,26 +269,25 @@ class SchedulerControl:
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
-        Exactly one of ``cron`` (first firing ``first``, by default the rule's first
-        instant after now; read on the wall clock of ``tz``, default the rule's
-        ``CRON_TZ=`` prefix, else UTC), ``every`` (a fixed grid anchored at ``first``, by
-        default the grid anchored at 1970-01-01T00:00Z, so that declaring it again is
-        unchanged) or ``at`` (once). Missing (or cancelled): created. The same event
-        type, payload, target, rule (compared by what it means: ``@daily`` is
-        ``0 0 * * *``) with its zone, grid or instant, budget, misfire grace and
-        policy: unchanged, nothing written (``first`` only places a new schedule's first
-        firing: :meth:`reschedule` moves one). Else updated in place: a firing in flight
-        completes under the old values, the next follows the new rule, the firings
-        counted so far are kept. Another trigger kind than stored:
-        :class:`NotChangeable`. The id is :func:`~hexeract_lite.names.name_id` of
-        ``name``, so processes racing to ensure it end with one row and no error.
-        ``target`` defaults to the mediator; ``misfire_grace``: see
-        :attr:`ScheduledMessage.misfire_grace`; ``end_at``, ``max_firings``, ``jitter``,
-        ``catch_up``, ``catch_up_limit``: the policy of a recurring schedule
-        (:class:`~hexeract_lite.policy.SchedulePolicy`). ``connection``: your connection
-        with a transaction open on the store's database (SQLite, PostgreSQL): the
-        schedule is created or changed inside it and exists once you commit (see
-        ``ScheduleStore.ensure``).
+        Exactly one of ``cron`` (first firing ``first``, by default the rule's first instant
+        after now; read on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix,
+        else UTC), ``every`` (a fixed grid anchored at ``first``, by default at the next
+        instant after now of the grid anchored at 1970-01-01T00:00Z, so that declaring it
+        again is unchanged) or ``at`` (once). Missing (or cancelled): created. The same
+        event type, payload, target, rule (compared by what it means: ``@daily`` is
+        ``0 0 * * *``) with its zone, grid or instant, budget, misfire grace and policy:
+        unchanged, nothing written (``first`` only places a new schedule's first firing:
+        :meth:`reschedule` moves one). Else updated in place: a firing in flight completes
+        under the old values, the next follows the new rule, the firings counted so far are
+        kept. Another trigger kind than stored: :class:`NotChangeable`. The id is
+        :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure it
+        end with one row and no error. ``target`` defaults to the mediator;
+        ``misfire_grace``: see :attr:`ScheduledMessage.misfire_grace`; ``end_at``,
+        ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit``: the policy of a
+        recurring schedule (:class:`~hexeract_lite.policy.SchedulePolicy`). ``connection``:
+        your connection with a transaction open on the store's database (SQLite,
+        PostgreSQL): the schedule is created or changed inside it and exists once you commit
+        (see ``ScheduleStore.ensure``).
 
         .. versionadded:: 0.2.0
         """
