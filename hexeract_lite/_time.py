@@ -30,16 +30,12 @@ def to_utc_ms(
     *,
     round_up: bool = False,
 ) -> datetime:
-    """Normalise an aware datetime to UTC at whole milliseconds.
+    """Normalise an aware datetime to UTC at whole milliseconds: truncated (an instant
+    read as "now" never moves later), or with ``round_up`` rounded up (a requested
+    firing is stored never before the instant asked for).
 
-    Truncates by default: an instant read as "now" never moves later, so a claim is
-    never early. With ``round_up`` a fraction of a millisecond rounds up instead, which
-    is how a requested firing instant is stored: never before the instant asked for.
-
-    A naive datetime (or anything that is not a datetime), and one that falls outside
-    years 1 to 9999 once in UTC (or rounded), raise ``error`` naming the argument and
-    the value: hexeract_lite never guesses a timezone. The default error is
-    :class:`InvalidConfiguration`, what a clock returning a bad instant is.
+    A naive datetime, anything else, or one outside years 1 to 9999 once in UTC raises
+    ``error`` (default :class:`InvalidConfiguration`) naming ``name`` and the value.
     """
     if value.__class__ is datetime and value.tzinfo is UTC:  # the common case, cheaply
         micro = value.microsecond % 1000
@@ -92,9 +88,8 @@ def format_ts(value: datetime) -> str:
     """
     if value.tzinfo is not UTC and value.utcoffset() != _ZERO:
         raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
-    # Every insert, claim and acknowledgement formats one or two instants: the day's
-    # prefix comes from a small cache and the rest from tables of digits, about a
-    # quarter of the cost of %-formatting seven fields.
+    # on every insert, claim and acknowledgement: the day's prefix from a small cache,
+    # the rest from tables of digits
     day = value.date()
     prefix = _DAY_PREFIXES.get(day)
     if prefix is None:

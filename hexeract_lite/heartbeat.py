@@ -57,9 +57,8 @@ class InFlight:
         """Seconds between two heartbeats of the batch in flight (None: none)."""
         poll = poll_interval.total_seconds() / 2
         self.poll = poll if self.period is None else min(poll, self.period)
-        """Seconds between two looks for abort requests: half ``poll_interval`` (so a
-        request reaches an async handler within ``poll_interval``), or the heartbeat
-        period when shorter (every heartbeat looks)."""
+        """Seconds between two looks for abort requests: half ``poll_interval``, or the
+        heartbeat period when shorter."""
         self._lock = threading.Lock()
         self._handles: dict[uuid.UUID, DispatchHandle] = {}
         self.wake = threading.Event()
@@ -76,9 +75,8 @@ class InFlight:
         hooks: tuple[Hook, ...],
     ) -> InFlight:
         """The registry of a worker with ``config``, whose ``runner`` finds each
-        dispatch's handle in it. An occurrence sink (a ``TransactionalSink``) writes its
-        acknowledgement before its handler runs, in the transaction the handler's writes
-        join: no heartbeat extends a lease it already settled."""
+        dispatch's handle in it; no heartbeat for an occurrence sink (a
+        ``TransactionalSink``), which settles the lease before its handler runs."""
         beat = None if runner.acks is not None else config.heartbeat
         flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
         runner.handle_of = flight.handle
