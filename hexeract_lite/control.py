@@ -568,10 +568,11 @@ class SchedulerControl:
         after ``until`` (an aware instant, or a duration from the store clock's now),
         as the worker will make them (:func:`hexeract_lite.upcoming.upcoming_firings`):
         none for a paused or ended schedule; an overdue firing first unless the worker
-        would skip it (misfire grace, ``catch_up``); a retry at its backoff's end; then
-        the rule's instants or the interval's grid, each plus its jitter, up to the
-        policy's end. Unknown schedule: :class:`ScheduleNotFound`; a bad ``count`` or
-        ``until``: :class:`InvalidArgument`.
+        would skip it (misfire grace, ``catch_up``); a retry at the instant it retries; a
+        change made while a firing was leased after that firing; then the rule's instants
+        or the interval's grid, each plus its jitter, up to the policy's end. Unknown
+        schedule: :class:`ScheduleNotFound`; a bad ``count`` or ``until``:
+        :class:`InvalidArgument`.
 
         .. versionadded:: 0.2.0
         """

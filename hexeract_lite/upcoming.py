@@ -54,7 +54,8 @@ def upcoming_firings(
     instants one by one, else the rule's first instant after both the firing and the
     instant it was due. A schedule in a backfill's window (``backfill_until``) lists
     the window's remaining instants first, none skipped for lateness (the policy's end
-    and ``max_firings`` still end it).
+    and ``max_firings`` still end it). A change made while the firing held was leased
+    (``next_after_lease``) is where the schedule goes once that firing is settled.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
@@ -89,8 +90,12 @@ def upcoming_firings(
             fired_at = max(now, held.due)
         if missed_reason(*args, held, fired_at, retrying=first and retrying) is None:
             found.append(held.due)
+            fired = held.firings + 1
             held = after_firing(*args, held, fired_at)
         else:
+            fired = held.firings
             held = after_miss(*args, held, fired_at)
+        if first and s.next_after_lease is not None:  # a change waiting for this one
+            held = Firing(s.next_after_lease, timedelta(0), fired)
         first = False
     return found[:count]
