@@ -650,7 +650,7 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         run log. A store without shared transactions raises
         :class:`InvalidConfiguration` (the default)."""
         raise InvalidConfiguration(
-            f"a TransactionalSink needs a SQLite or PostgreSQL store, got {self!r}"
+            f"a TransactionalSink needs a SQLite, PostgreSQL or MySQL store, got {self!r}"
         )
 
     # -- lifetime ------------------------------------------------------------

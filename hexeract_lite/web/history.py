@@ -95,7 +95,7 @@ def hourly_counts(store: ScheduleStore, since: datetime, now: datetime) -> Hourl
             delivered=delivered,
             failed=failed,
             source="dispatch attempts in the run log, by the hour they finished in: delivered,"
-            " and failed (failed, timed out, dead-lettered or swept)",
+            " and failed (failed, timed out, aborted, dead-lettered or swept)",
         )
     capped = False
     newest = store.list_dead_letter(DEAD_LETTER_CAP)
