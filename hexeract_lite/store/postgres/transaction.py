@@ -37,7 +37,7 @@ from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner
+from ..sql.runner import Fenced, TransactionRunner, savepoint
 from .connections import connect
 from .notify import channel_name
 from .session import PostgresSession
@@ -81,7 +81,6 @@ class StoreSide(Protocol):
 
 log = package_logger(__name__)
 
-_SAVEPOINT = "hexeract_lite_insert"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _IDENTITY = (
     "SELECT current_database(), current_setting('port'), pg_postmaster_start_time(),"
@@ -245,31 +244,18 @@ def _tuple_rows(connection: object) -> Iterator[None]:
         connection.row_factory = factory
 
 
-@contextlib.contextmanager
-def _savepoint(store: StoreSide, conn: psycopg.Connection[Any], what: str) -> Iterator[None]:
-    """The body in a savepoint of the caller's transaction: released when it ends,
-    rolled back to when it raises (read-only: :class:`InvalidArgument`; a driver
-    error: :class:`StoreError`)."""
-    try:
-        conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-    except psycopg.Error as exc:
-        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        yield
-        conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-    except BaseException as exc:
-        try:
-            conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-            conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-        except psycopg.Error:
-            pass  # the connection is broken: its transaction is gone with it
+def _savepoint(
+    store: StoreSide, conn: psycopg.Connection[Any], what: str
+) -> AbstractContextManager[None]:
+    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction; a
+    read-only one: :class:`InvalidArgument`."""
+
+    def read_only(exc: BaseException) -> Exception | None:
         if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-            raise _bad(what, f"is read-only ({exc})") from exc
-        if isinstance(exc, psycopg.Error):
-            raise StoreError(
-                f"{what} on {store._where} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        raise
+            return _bad(what, f"is read-only ({exc})")
+        return None
+
+    return savepoint(conn.execute, (psycopg.Error,), what, store._where, read_only)
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
@@ -323,12 +309,6 @@ class PostgresTransactionRunner(TransactionRunner):
             conn.autocommit = False
             weakref.finalize(self, _close_quietly, conn, os.getpid())
         return self._conn
-
-    def close(self) -> None:
-        """Close the runner's own connection (a later run opens another)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and self._pid == os.getpid():
-            conn.close()
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""

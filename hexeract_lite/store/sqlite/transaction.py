@@ -38,7 +38,8 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -60,7 +61,7 @@ from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
 from ..settle_plan import settle_plan
-from ..sql.runner import TransactionRunner
+from ..sql.runner import TransactionRunner, savepoint
 from .codec import (
     diagnose,
     encode_id,
@@ -113,9 +114,6 @@ class StoreSide(Protocol):
 
     @property
     def vfs(self) -> str | None: ...
-
-
-_SAVEPOINT = "hexeract_lite_insert"
 
 
 def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
@@ -318,44 +316,30 @@ def insert_within(
         caller.executemany(statements.insert, rows)
 
 
-@contextlib.contextmanager
 def _savepoint(
     caller: _Caller,
     path: os.PathLike[str] | str,
     what: str,
     mapped: Callable[[BaseException], Exception | None] = lambda exc: None,
-) -> Iterator[None]:
-    """The body in a savepoint of the caller's transaction (a sqlite3 connection that
-    opens transactions implicitly gets its ``BEGIN`` first): released when it ends,
-    rolled back to when it raises, the error as ``mapped`` says, else read-only as
-    :class:`InvalidArgument`, a driver error as :class:`StoreError`."""
-    try:
-        if caller.kind == "sqlite3" and not caller.conn.in_transaction:
-            level = caller.conn.isolation_level or ""
-            caller.execute(f"BEGIN {level}")  # what sqlite3 runs before an INSERT anyway
-        caller.execute(f"SAVEPOINT {_SAVEPOINT}")
-    except (apsw.Error, sqlite3.Error) as exc:
-        raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        yield
-    except BaseException as exc:
+) -> AbstractContextManager[None]:
+    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction (a
+    sqlite3 connection that opens transactions implicitly gets its ``BEGIN`` first);
+    an error as ``mapped`` says, else a read-only file as :class:`InvalidArgument`."""
+    errors = (apsw.Error, sqlite3.Error)
+    if caller.kind == "sqlite3" and not caller.conn.in_transaction:
+        level = caller.conn.isolation_level or ""
         try:
-            caller.execute(f"ROLLBACK TO {_SAVEPOINT}")
-            caller.execute(f"RELEASE {_SAVEPOINT}")
-        except (apsw.Error, sqlite3.Error):
-            pass  # the transaction is gone (SQLite rolled it back): nothing of ours is in it
-        error = mapped(exc)
-        if error is not None:
-            raise error from exc
-        if _is_readonly(exc):
-            raise _bad(what, f"cannot write to {path}: it is read-only ({exc})") from exc
-        if isinstance(exc, apsw.Error | sqlite3.Error):
+            caller.execute(f"BEGIN {level}")  # what sqlite3 runs before an INSERT anyway
+        except errors as exc:
             raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
-        raise
-    try:
-        caller.execute(f"RELEASE {_SAVEPOINT}")
-    except (apsw.Error, sqlite3.Error) as exc:
-        raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+
+    def refused(exc: BaseException) -> Exception | None:
+        error = mapped(exc)
+        if error is None and _is_readonly(exc):
+            error = _bad(what, f"cannot write to {path}: it is read-only ({exc})")
+        return error
+
+    return savepoint(caller.execute, errors, what, path, refused)
 
 
 def modify_within(
