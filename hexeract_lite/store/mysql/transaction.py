@@ -1,18 +1,12 @@
 """Transactions the application shares with the MySQL store.
 
-- :func:`insert_within`: ``store.insert(..., connection=conn)`` and ``insert_many``
-  write the schedules through the caller's ``pymysql`` connection inside its open
-  transaction, under a savepoint (the batch is all or nothing). Nothing is committed
-  here: the schedules exist once the caller commits, and never if it rolls back.
-  Workers see them at their next poll.
-- :func:`modify_within`: the same for a change to one schedule (the row locked
-  ``FOR UPDATE``).
+- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
+  ``pymysql`` connection inside its open transaction, under a savepoint; nothing is
+  committed here. Workers see the caller's commit at their next poll.
 - :class:`MysqlTransactionRunner`: the MySQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`: one transaction on a
-  connection of its own holds the occurrence's fenced acknowledgement and the
-  handler's writes. At the dispatch deadline a watchdog kills the session
-  (``KILL CONNECTION`` from a pooled connection), which rolls its transaction back; a
-  handler that returns after the deadline is rolled back, never committed.
+  :class:`~hexeract_lite.transactional.TransactionalSink`. At the deadline a watchdog
+  kills the session (``KILL CONNECTION``), rolling it back; a handler that returns
+  after the deadline is rolled back.
 """
 
 from __future__ import annotations

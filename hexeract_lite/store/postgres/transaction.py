@@ -1,19 +1,13 @@
 """Transactions the application shares with the PostgreSQL store.
 
-- :func:`insert_within`: ``store.insert(..., connection=conn)`` and
-  ``store.insert_many(..., connection=conn)`` write the schedules through the caller's
-  ``psycopg.Connection`` (or a ``psycopg.Transaction``'s connection) inside its
-  transaction, under a savepoint (the batch is all or nothing), together with the
-  ``NOTIFY`` that wakes listening workers: PostgreSQL delivers it when the caller
-  commits, and drops it on a rollback. Nothing is committed here.
+- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
+  ``psycopg`` connection inside its transaction, under a savepoint, with the ``NOTIFY``
+  that PostgreSQL delivers at the caller's commit; nothing is committed here.
 - :class:`PostgresTransactionRunner`: the PostgreSQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`: a transaction on a
-  connection of its own holding the occurrence's fenced acknowledgement and the
-  handler's writes. ``statement_timeout`` and ``idle_in_transaction_session_timeout``
-  (``SET LOCAL``, the dispatch timeout) end a slow statement or an idle transaction on
-  the server, and at the deadline a watchdog terminates the session (``pg_terminate_backend``
-  from a pooled connection), which ends a transaction whose handler keeps running short
-  statements; a handler that returns after the deadline is rolled back, never committed.
+  :class:`~hexeract_lite.transactional.TransactionalSink`. ``SET LOCAL`` timeouts end a
+  slow statement or an idle transaction on the server, and at the deadline a watchdog
+  terminates the session (``pg_terminate_backend``); a handler that returns after the
+  deadline is rolled back.
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
-"""Transactions the application shares with the SQLite store.
+"""Transactions the application shares with the SQLite store, on the store's own file.
 
-Two things, both on the store's own file:
-
-- :func:`insert_within`: ``store.insert(..., connection=conn)`` and
-  ``store.insert_many(..., connection=conn)`` write the schedules through the caller's
-  ``apsw.Connection`` or stdlib ``sqlite3.Connection``, inside the transaction the
-  caller has open, under a savepoint (all of the batch or nothing of it). Nothing is
-  committed here: the schedules exist once the caller commits, and vanish if it rolls
-  back. A worker in any process notices the commit through ``PRAGMA data_version``,
-  which moves on every commit of another connection, so it wakes within its poll
-  interval as for any other insert.
-
-  The caller's connection must use the store's library (``open(driver=...)``): a
-  ``sqlite3.Connection`` for a store opened with ``driver="sqlite3"``, an
-  ``apsw.Connection`` for the default ``driver="apsw"``; either when the ``sqlite3``
-  module and apsw share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's
-  wheels bundle their own, and two copies of SQLite in one process do not see each
-  other's POSIX locks on the file: the second copy's close can delete the WAL under
-  the first one's feet (an I/O error, or a corrupt file), and their write locks do not
-  exclude each other. A connection of the other library is refused, naming the two
-  versions and the driver to open the store with.
+- :func:`insert_within` (``insert(..., connection=conn)``, ``insert_many``) and
+  :func:`modify_within`: the write goes through the caller's ``apsw.Connection`` or
+  ``sqlite3.Connection`` inside its open transaction, under a savepoint; nothing is
+  committed here. Workers notice the caller's commit through ``PRAGMA data_version``.
+  The connection must use the store's library (``open(driver=...)``), or one that
+  shares its copy of SQLite (:func:`shares_sqlite_with_apsw`): two copies in one
+  process do not see each other's locks on the file.
 - :class:`SqliteTransactionRunner`: the SQLite side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`. For each occurrence it
-  opens ``BEGIN IMMEDIATE`` on a connection of its own (of the store's library: the
-  handler gets an ``apsw.Connection``, or a ``sqlite3.Connection`` with
-  ``driver="sqlite3"``), applies the occurrence's fenced acknowledgement, runs the
-  handler with that connection, and commits both, or rolls both back. A watchdog
-  interrupts and closes the connection at ``dispatch_timeout``, which rolls the
-  transaction back and releases the file's write lock even while the handler sleeps
-  in Python.
+  :class:`~hexeract_lite.transactional.TransactionalSink`.
 """
 
 from __future__ import annotations
@@ -293,17 +273,14 @@ def insert_within(
     what: str,
     driver: str = "apsw",
 ) -> None:
-    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`,
-    as the store builds them) through the caller's ``connection`` inside its transaction.
+    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`)
+    through the caller's ``connection`` inside its transaction, all or nothing.
 
-    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` (the
-    library of the store's ``driver``) open on ``path``, writable, usable from this
-    thread, with a transaction open (a sqlite3 connection that opens transactions
-    implicitly gets the ``BEGIN`` it would have run before the insert). Raises
-    :class:`InvalidArgument` naming the problem otherwise, :class:`DuplicateSchedule`
-    for an id already stored (or repeated in the batch), and :class:`StoreError` for a
-    driver error. The batch is all or nothing (a savepoint);
-    the caller's transaction stays open either way, and nothing is committed.
+    The connection must be of the store's ``driver``, open on ``path``, writable,
+    usable from this thread, with a transaction open (a sqlite3 connection that opens
+    transactions implicitly gets its ``BEGIN``): else :class:`InvalidArgument` naming
+    the problem. :class:`DuplicateSchedule` for an id stored or repeated in the batch,
+    :class:`StoreError` for a driver error; the caller's transaction stays open.
     """
     caller = _check(connection, path, what, driver, statements.table)
     if not rows:
@@ -424,20 +401,17 @@ def _plain_rows(conn: apsw.Connection) -> None:
 
 _COMMIT = "COMMIT -- the sink's own"
 _ROLLBACK = "ROLLBACK -- the sink's own"
-"""The runner's own statements: texts a handler's statements do not share, so that
-one prepared (and cached) while :class:`_TransactionGuard` is inactive is never the
-handler's."""
+"""The runner's own statements, in texts no handler's statement shares, so that the
+authorizer (which runs when a statement is prepared and cached) never sees them as
+the handler's."""
 
 
 class _TransactionGuard:
-    """The authorizer of the sink's connection: while :attr:`active` (the handler
-    runs) it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay
-    allowed), so that a handler cannot end the transaction that holds its
-    acknowledgement (``commit()``, ``rollback()``, ``with conn:`` of ``sqlite3``):
-    its writes commit with the acknowledgement or not at all. A refused statement
-    fails the dispatch (:meth:`error`). Installed once per connection: an authorizer
-    runs when a statement is prepared, and the handler's transaction statements are
-    always prepared while it is active (the runner's own use other texts)."""
+    """The authorizer of the sink's connection: while :attr:`active` (the handler runs)
+    it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay allowed),
+    so the handler's writes commit with the acknowledgement or not at all; a refused
+    statement fails the dispatch (:meth:`error`). It also notes TEMP tables and views
+    the handler makes."""
 
     __slots__ = ("active", "refused", "temp_changed")
 
@@ -486,7 +460,8 @@ class SqliteTransactionRunner(TransactionRunner):
     :class:`~hexeract_lite.transactional.Acknowledged` (committed, or fenced out: the
     handler did not run), or a failed :class:`DispatchResult` (the handler raised,
     returned something other than None, or ran past ``timeout``; or the database
-    failed), after which nothing of the transaction remains.
+    failed), after which nothing of the transaction remains. At ``timeout`` a watchdog
+    interrupts and closes the connection, even while the handler sleeps in Python.
     """
 
     _store: StoreSide
@@ -610,8 +585,8 @@ class SqliteTransactionRunner(TransactionRunner):
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
-                    if self._runs is not None:
-                        self._record_run(conn, occ, began)
+                    if self._runs is not None:  # the delivery's run, in its transaction
+                        conn.execute(self._runs.insert, self._run_row(occ, began))
                     conn.execute(_COMMIT)
                     committed = True
         except BaseException as exc:  # the handler's failure, whatever its type
@@ -632,11 +607,6 @@ class SqliteTransactionRunner(TransactionRunner):
             return DispatchResult.failed(timed_out(self._timeout, error))
         assert error is not None
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
-
-    def _record_run(self, conn: apsw.Connection, occ: LeasedOccurrence, began: float) -> None:
-        """The delivery's run, in the handler's transaction."""
-        assert self._runs is not None
-        conn.execute(self._runs.insert, self._run_row(occ, began))
 
     def _rollback(self, conn: apsw.Connection) -> None:
         try:
