@@ -208,7 +208,6 @@ class Statements:
         )
         self.notify = q("SELECT pg_notify(%(channel)s, %(token)s)")
         self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
-        self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
         self.cancel = q(
             "UPDATE {t} SET cancelled_at = {now}, leased_until = NULL"
             " WHERE schedule_id = %(id)s AND {not_terminal}"

@@ -43,7 +43,6 @@ from ..checks import (
     check_messages,
     check_records,
     check_schedule_id,
-    first_duplicate,
 )
 from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord, grace_ms, insert_columns
@@ -371,7 +370,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         if not messages and connection is None:
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
-            self._raise_first_duplicate(messages)
+            raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
         policy = list(zip(*(insert_columns(m) for m in messages), strict=True)) or [()] * 8
         params = self._with_now(
             dict(
@@ -421,16 +420,6 @@ class PostgresScheduleStore(SqlScheduleStore):
                 ) from cause
             raise
         self.changes.notify()
-
-    def _raise_first_duplicate(self, messages: Sequence[ScheduledMessage]) -> None:
-        """Raise for the first message, in order, whose id is stored or seen earlier in
-        the batch (the in-memory store's rule). Only runs when the batch repeats an id."""
-        ids = [m.schedule_id for m in messages]
-        with self._connection("insert") as conn:
-            stored = {row[0] for row in conn.execute(self._sql.existing, {"ids": ids})}
-        duplicate = first_duplicate(messages, stored.__contains__)
-        if duplicate is not None:
-            raise DuplicateSchedule(duplicate)
 
     # -- worker ------------------------------------------------------------------------
 

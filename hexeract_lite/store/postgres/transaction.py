@@ -176,29 +176,18 @@ def insert_within(
     batch undone, the caller's transaction still usable); :class:`StoreError` for a
     driver error."""
     with _tuple_rows(connection):
-        _insert_within(store, connection, messages, params, insert_sql, what)
-
-
-def _insert_within(
-    store: StoreSide,
-    connection: object,
-    messages: Sequence[ScheduledMessage],
-    params: dict[str, Any],
-    insert_sql: Any,
-    what: str,
-) -> None:
-    conn = _check(store, connection, what)
-    if not messages:
-        return
-    with _savepoint(store, conn, what):
-        repeated = first_duplicate(messages, lambda _: False)
-        if repeated is not None:
-            raise DuplicateSchedule(repeated)
-        inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
-        for m in messages:
-            if m.schedule_id not in inserted:
-                raise DuplicateSchedule(m.schedule_id)
-        conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+        conn = _check(store, connection, what)
+        if not messages:
+            return
+        with _savepoint(store, conn, what):
+            repeated = first_duplicate(messages, lambda _: False)
+            if repeated is not None:
+                raise DuplicateSchedule(repeated)
+            inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
+            for m in messages:
+                if m.schedule_id not in inserted:
+                    raise DuplicateSchedule(m.schedule_id)
+            conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
 
 
 def modify_within(
