@@ -35,18 +35,14 @@ from ...errors import (
     StoreError,
 )
 from ...message import ScheduledMessage
-from ...settle import SUCCEEDED, Acknowledged, DispatchResult, settlement_for
+from ...settle import Acknowledged, DispatchResult
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..settle_plan import settle_plan
 from ..sql.runner import TransactionRunner, savepoint
 from .codec import (
     diagnose,
-    encode_id,
-    encode_instant,
-    encode_lease,
     record_from_row,
     row_from_record,
     row_label,
@@ -444,12 +440,6 @@ class _TransactionGuard:
 _TEMP_DDL = frozenset({apsw.SQLITE_CREATE_TEMP_TABLE, apsw.SQLITE_CREATE_TEMP_VIEW})
 
 
-_STATEMENT_NAMES = {
-    "delivered": "mark_delivered",
-    "reschedule": "reschedule",
-}
-
-
 class SqliteTransactionRunner(TransactionRunner):
     """Runs a transactional handler for one occurrence at a time on SQLite.
 
@@ -478,8 +468,6 @@ class SqliteTransactionRunner(TransactionRunner):
         runs: RunStatements | None = None,
     ) -> None:
         super().__init__(store, handler, clock, policy, timeout, runs=runs)
-        sql = SqliteStatements(store.table)
-        self._statements = {name: getattr(sql, attr) for name, attr in _STATEMENT_NAMES.items()}
         self._hold: FileHold | None = None  # the file, for the connection's library
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
@@ -538,20 +526,10 @@ class SqliteTransactionRunner(TransactionRunner):
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
         from ...transactional import bad_return, timed_out
 
-        now = self._clock.now()
-        settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
-        assert settlement is not None
-        plan = settle_plan(
-            [settlement],
-            now,
-            encode_id=encode_id,
-            encode_lease=encode_lease,
-            encode_instant=encode_instant,
-        )
-        if not plan:
-            return Acknowledged(settlement=settlement, applied=False)
-        [(_, kind, params)] = plan
-        statement = self._statements[kind.value]
+        planned = self._acknowledgement(occ)
+        if isinstance(planned, Acknowledged):
+            return planned
+        settlement, statement, params = planned
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
