@@ -136,8 +136,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("snoozes", _K.INT, False, "INTEGER", "INTEGER", reference=False),
     Column("abort_requested", _K.TEXT, False, "TEXT", "TEXT", reference=False),
 )
-"""The reference's columns, in its order, then hexeract_lite's own (``reference`` False).
-``misfire_grace_ms``: a schedule's misfire grace in milliseconds, NULL for none."""
+"""The reference's columns, in its order, then hexeract_lite's own (``reference`` False)."""
 
 POLICY_COLUMNS: tuple[str, ...] = (
     "end_at",
