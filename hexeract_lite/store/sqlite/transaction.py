@@ -47,7 +47,7 @@ from .codec import (
     row_from_record,
     row_label,
 )
-from .connections import sink_transaction
+from .connections import is_duplicate, sink_transaction
 from .driver import (
     FileHold,
     handler_connection,
@@ -246,18 +246,13 @@ def _is_readonly(exc: BaseException) -> bool:
 
 
 def _is_duplicate(exc: BaseException) -> bool:
-    """A primary-key (the id) or unique (the name) violation, as the store reads it."""
-    if isinstance(exc, apsw.ConstraintError):
-        return getattr(exc, "extendedresult", None) in (
-            apsw.SQLITE_CONSTRAINT_PRIMARYKEY,
-            apsw.SQLITE_CONSTRAINT_UNIQUE,
-        )
+    """:func:`.connections.is_duplicate`, or its ``sqlite3`` form."""
     if isinstance(exc, sqlite3.IntegrityError):
         return getattr(exc, "sqlite_errorname", "") in (
             "SQLITE_CONSTRAINT_PRIMARYKEY",
             "SQLITE_CONSTRAINT_UNIQUE",
         )
-    return False
+    return is_duplicate(exc)
 
 
 def insert_within(
