@@ -190,7 +190,6 @@ class Statements(SharedStatements):
             " ORDER BY scheduled_for, schedule_id LIMIT 1),"
             "(SELECT {reclaim_key} FROM {t} WHERE {leased} ORDER BY {reclaim_key} LIMIT 1))"
         )
-        self.notify = q("SELECT pg_notify(%(channel)s, %(token)s)")
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
         self.replay = q(
             "UPDATE {t} SET scheduled_for = %(at)s, {replayed}, attempts = 0,"
