@@ -565,13 +565,10 @@ class SqliteTransactionRunner(TransactionRunner):
         except BaseException as exc:  # the handler's failure, whatever its type
             error = guard.error(exc) if guard.refused else exc
         fired = self._watchdog.disarm()
-        if not committed:
-            if fired:
-                self._closed()  # the watchdog closed it, rolling back
-            else:
-                self._rollback(conn)
-        elif fired:
-            self._closed()
+        if fired:
+            self._closed()  # the watchdog closed it (rolling back what was not committed)
+        elif not committed:
+            self._rollback(conn)
         if committed:
             return Acknowledged(settlement=settlement, applied=True)
         if not applied and error is None:
