@@ -391,6 +391,10 @@ class DispatchOutcome(enum.StrEnum):
     """The acknowledgement was fenced out: another worker owns the occurrence now."""
     SKIPPED = "skipped"
     """Its lease had expired before its turn in the batch; not dispatched."""
+    MISSED = "missed"
+    """Not dispatched: later than its misfire grace, missed under its ``catch_up``
+    policy, or past its policy's end or ``max_firings``; the recurring schedule moved
+    to its next firing, or completed."""
     RELEASED = "released"
     """The worker was stopping; not dispatched, handed back to the store."""
     SNOOZED = "snoozed"
@@ -410,14 +414,23 @@ _OUTCOMES = {
 }
 
 
-def outcome_of(settlement: Settlement | None, applied: bool = True) -> DispatchOutcome:
-    """What a settlement counts as once the store answered ``applied``: ``LEASE_LOST``
-    when it was fenced out, ``SKIPPED`` for None (nothing to record)."""
+def outcome_of(
+    settlement: Settlement | None, applied: bool = True, result: DispatchResult | None = None
+) -> DispatchOutcome:
+    """What a settlement of ``result`` counts as once the store answered ``applied``:
+    ``LEASE_LOST`` when it was fenced out, ``SKIPPED`` for None (nothing to record),
+    ``MISSED`` for a recurring schedule's firing that was not dispatched."""
     if settlement is None:
         return DispatchOutcome.SKIPPED
     if not applied:
         return DispatchOutcome.LEASE_LOST
-    return _OUTCOMES[settlement.kind]
+    outcome = _OUTCOMES[settlement.kind]
+    if result is not None and result.kind is ResultKind.MISSED and outcome in _ONWARD:
+        return DispatchOutcome.MISSED
+    return outcome
+
+
+_ONWARD = frozenset({DispatchOutcome.DELIVERED, DispatchOutcome.RESCHEDULED})
 
 
 @attrs.frozen(kw_only=True)
