@@ -426,6 +426,10 @@ class SinkRunner:
             results += run.results
             if run.given_up is None:
                 break
+            if run.in_flight or run.given_up is GivenUp.TIMED_OUT:  # its handler: stop
+                handle = self.handle_of(batch[len(results)])
+                if handle is not None:
+                    handle.close()
             why = self.thread_lost(run)
             if why is not None:
                 self.close(why)

@@ -170,9 +170,10 @@ class DispatchHandle:
         return ok
 
     def should_abort(self) -> bool:
-        """True once the dispatch should stop: its lease was lost, or an abort of
-        it was asked for (``SchedulerControl.abort``)."""
-        return self._lost or self._abort is not None
+        """True once the dispatch should stop: its lease was lost, an abort of it was
+        asked for (``SchedulerControl.abort``), or the worker gave up on it (past
+        ``dispatch_timeout``, or the worker aborting) or ended its handle."""
+        return self._lost or self._closed or self._abort is not None
 
     @property
     def abort_requested(self) -> str | None:

@@ -136,8 +136,9 @@ def test_a_manual_heartbeat_extends_the_lease_and_is_fenced() -> None:
 
 def test_dispatch_timeout_still_bounds_a_heartbeating_dispatch() -> None:
     """Past ``dispatch_timeout`` the dispatch fails as timed out even though its lease is
-    kept alive; its handle is ended, so the abandoned handler's heartbeats return False
-    and the lease is no longer extended."""
+    kept alive; its handle is ended at once, so the abandoned handler sees
+    ``should_abort()`` and stops, its heartbeats return False and the lease is no longer
+    extended."""
     store = InMemoryScheduleStore()
     msg = due_now(store)
     config = attrs.evolve(BEAT, dispatch_timeout=timedelta(milliseconds=300))
@@ -146,19 +147,42 @@ def test_dispatch_timeout_still_bounds_a_heartbeating_dispatch() -> None:
 
     def handler(message: ScheduledMessage) -> None:
         handle = current_dispatch()
-        time.sleep(0.6)
-        late.append(handle.heartbeat())
+        give_up = time.monotonic() + 10
+        while not handle.should_abort() and time.monotonic() < give_up:
+            time.sleep(0.02)
+        late.extend([handle.should_abort(), handle.heartbeat()])
         done.set()
 
     with SchedulerWorker(store, handler, config) as worker:
         report = worker.run_once()
         assert report.retried == 1
         held = snap(store, msg).leased_until  # the retry's backoff deadline
-        assert done.wait(5)
-    assert late == [False]
+        assert done.wait(5), "the handler was told to stop"
+    assert late == [True, False]
     assert snap(store, msg).leased_until == held
     [run] = store.runs(msg.schedule_id)
     assert run.outcome is RunOutcome.TIMED_OUT
+
+
+def test_a_worker_abort_tells_the_handler_in_flight_to_stop() -> None:
+    store = InMemoryScheduleStore()
+    due_now(store)
+    started, stopped = threading.Event(), threading.Event()
+
+    def handler(message: ScheduledMessage) -> None:
+        handle = current_dispatch()
+        started.set()
+        give_up = time.monotonic() + 10
+        while not handle.should_abort() and time.monotonic() < give_up:
+            time.sleep(0.02)
+        if handle.should_abort():
+            stopped.set()
+
+    worker = SchedulerWorker(store, handler, BEAT)
+    with worker.start():
+        assert started.wait(5)
+        worker.abort()
+        assert stopped.wait(5), "should_abort() turned True"
 
 
 @pytest.mark.parametrize("bad", [0, -1, timedelta(0), "5", True, float("nan")])
