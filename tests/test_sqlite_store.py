@@ -26,6 +26,7 @@ from hexeract_lite import (
     InvalidConfiguration,
     ManualClock,
     ScheduledMessage,
+    SchedulerWorker,
     StoreError,
     Target,
 )
@@ -895,6 +896,30 @@ def test_one_malformed_row_does_not_break_a_listing(
         }
         claimed = store.claim_due(T0 + 5 * S, 10, LEASE)
         assert [c.message.schedule_id for c in claimed] == [m.schedule_id for m in good]
+
+
+@pytest.mark.parametrize("column", ["scheduled_for", "leased_until"])
+def test_an_instant_that_is_no_instant_does_not_break_stats_or_the_wake_up(
+    db: Path, clock: ManualClock, column: str
+) -> None:
+    """Text another tool wrote where an instant goes makes its row never due; stats, the
+    wake-up and a worker's cycle go on over the other rows instead of raising."""
+    bad, good = one_shot(T0), one_shot(T0 + 2 * S)
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        store.insert_many([bad, good], 3)
+        conn = raw(db)
+        conn.execute(
+            f"UPDATE scheduled_messages SET {column} = 'yesterday' WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        )
+        conn.close()
+        assert store.stats().pending == 2
+        assert store.next_wakeup() == T0 + 2 * S
+        clock.set(T0 + 3 * S)
+        got: list[ScheduledMessage] = []
+        assert SchedulerWorker(store, got.append).run_once().delivered == 1
+        assert [m.schedule_id for m in got] == [good.schedule_id]
+        assert store.stats().next_wakeup is None
 
 
 def test_a_malformed_dead_letter_is_marked_in_its_listing(db: Path, clock: ManualClock) -> None:

@@ -80,6 +80,15 @@ __all__ = ["SqliteScheduleStore", "default_database_path"]
 _T = TypeVar("_T")
 
 
+def _instant_or_none(text: object) -> datetime | None:
+    """A stored instant, or None for NULL and for a text another tool wrote that is not
+    one (that row is never due: it is shown as malformed, it does not stop a wake-up)."""
+    try:
+        return None if text is None else parse_ts(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 class SqliteScheduleStore(SqlScheduleStore):
     """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
 
@@ -591,8 +600,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             assert self._portable is not None
             sql = self._portable.next_wakeup
         [(fresh, leased)] = self._read("next_wakeup", sql, ())
-        candidates = [parse_ts(text) for text in (fresh, leased) if text is not None]
-        return min(candidates, default=None)
+        return min(filter(None, map(_instant_or_none, (fresh, leased))), default=None)
 
     # -- upkeep ---------------------------------------------------------------------------
 
