@@ -267,6 +267,8 @@ def test_with_a_token_every_request_must_carry_it(readonly: SqliteScheduleStore)
     first = call(app, "GET", "/schedules?status=pending&token=s3cret-token")
     assert first.status == 303
     assert first.headers["location"] == "/schedules?status=pending"
+    away = call(app, "GET", "//evil.example/?token=s3cret-token")
+    assert away.status == 303 and away.headers["location"] == "/evil.example/", "not off-site"
     cookie = first.headers["set-cookie"]
     assert cookie.startswith(f"{TOKEN_COOKIE}=s3cret-token;")
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie

@@ -348,7 +348,8 @@ class _TokenGate:
             rest = urllib.parse.urlencode(
                 [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             )
-            target = request.url.path + ("?" + rest if rest else "")
+            path = "/" + request.url.path.lstrip("/")  # never //host: no redirect off-site
+            target = path + ("?" + rest if rest else "")
             response: Response = RedirectResponse(target, 303)
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
             await response(scope, receive, send)
