@@ -38,4 +38,15 @@ def sqlite_url_path(conn: str, match: re.Match[str]) -> Path:
             f"the sqlite URL {redact_conn(conn)!r} names no file"
             " (write sqlite:///absolute/path.db or sqlite://relative/path.db)"
         )
+    if "?" in rest:
+        raise UnsupportedConnection(
+            f"the sqlite URL {redact_conn(conn)!r} has a query ({rest[rest.index('?') :]!r}):"
+            " a sqlite:// URL takes none; give the options to the store"
+            " (readonly=True, durability=...)"
+        )
+    if rest.lstrip("/") == ":memory:":
+        raise UnsupportedConnection(
+            f"the sqlite URL {redact_conn(conn)!r} names no file: schedules are kept on disk"
+            " (for a store in memory, use InMemoryScheduleStore)"
+        )
     return Path(rest)

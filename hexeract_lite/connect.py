@@ -8,7 +8,8 @@ Accepted spellings:
 
 - ``sqlite:///absolute/path.db`` (three slashes, then the absolute path; the
   SQLAlchemy spelling ``sqlite:////absolute/path.db`` means the same);
-- ``sqlite://relative/path.db`` (relative to the current directory);
+- ``sqlite://relative/path.db`` (relative to the current directory; a ``sqlite://`` URL
+  takes no ``?query`` and no ``:memory:``: both are refused);
 - a plain path, ``/var/lib/app/scheduler.db`` or ``scheduler.db`` (``~`` expanded);
 - ``postgres://...`` and ``postgresql://...`` (libpq URLs), served by
   :class:`hexeract_lite.store.postgres.PostgresScheduleStore`, which needs the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,24 @@ def test_options_go_to_the_store_and_the_table_is_validated_first(tmp_path: Path
     with pytest.raises(UnsupportedConnection, match="'mongodb'"):
         open_store("mongodb://host/db")
     assert not other.exists()
+
+
+@pytest.mark.parametrize(
+    ("conn", "says"),
+    [
+        ("sqlite:///:memory:", "kept on disk"),
+        ("sqlite://:memory:", "kept on disk"),
+        ("sqlite://app.db?mode=ro", "has a query ('?mode=ro')"),
+        ("sqlite:///tmp/app.db?cache=shared", "has a query ('?cache=shared')"),
+    ],
+)
+def test_a_sqlite_url_that_names_no_plain_file_is_refused_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conn: str, says: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsupportedConnection, match=re.escape(says)):
+        open_store(conn)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_readonly_never_creates_and_never_writes(tmp_path: Path) -> None:
