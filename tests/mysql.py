@@ -8,7 +8,9 @@ the MySQL tests are skipped, with the reason, except in CI (``CI=true``), where 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from functools import cache
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.pg import in_ci
+from tests.scratch import TablePool
 
 if TYPE_CHECKING:
     from hexeract_lite.clock import Clock
@@ -94,38 +97,105 @@ def unique_table(prefix: str = "m") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:20]}"
 
 
-def drop_table(url: str, table: str) -> None:
-    """Drop ``table`` if it exists, and forget its schema version."""
-    conn = raw_connect(url)
-    try:
+_ADMIN: dict[tuple[int, str], Any] = {}
+"""One connection per process and server for dropping and emptying scratch tables."""
+_ADMIN_LOCK = threading.Lock()
+
+
+def _on_admin(url: str, work: Callable[[Any], None]) -> None:
+    """``work(cursor)`` on this process's admin connection to ``url`` (reconnecting once
+    when the server went away since)."""
+    import pymysql
+
+    key = (os.getpid(), url)
+    with _ADMIN_LOCK:
+        conn = _ADMIN.get(key)
+        if conn is not None and conn.open:
+            try:
+                with conn.cursor() as cur:
+                    work(cur)
+                return
+            except (pymysql.OperationalError, pymysql.InterfaceError):  # the server went away
+                with contextlib.suppress(Exception):
+                    conn.close()
+        _ADMIN[key] = conn = raw_connect(url)
         with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS `{table}`")
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS hexeract_lite_schema (table_name"
-                " VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL)"
-            )
-            cur.execute("DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
-    finally:
-        conn.close()
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 5")  # a lock a test left held
+            work(cur)
+
+
+def drop_table(url: str, table: str) -> None:
+    """Drop ``table`` and its run log if they exist, and forget its schema version."""
+    from hexeract_lite.store.mysql.runs import runs_table_name
+
+    def drop(cur: Any) -> None:
+        cur.execute(f"DROP TABLE IF EXISTS `{table}`, `{runs_table_name(table)}`")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS hexeract_lite_schema (table_name"
+            " VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL)"
+        )
+        cur.execute("DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
+
+    _on_admin(url, drop)
+
+
+def empty_table(url: str, table: str) -> bool:
+    """Delete every row of ``table`` and of its run log; False when that failed."""
+    import pymysql
+
+    from hexeract_lite.store.mysql.runs import runs_table_name
+
+    def empty(cur: Any) -> None:
+        for name in (table, runs_table_name(table)):
+            cur.execute(f"DELETE FROM `{name}`")
+
+    try:
+        _on_admin(url, empty)
+    except pymysql.MySQLError:
+        return False
+    return True
+
+
+_POOLS: dict[str, TablePool] = {}
+
+
+def _pool(url: str) -> TablePool:
+    pool = _POOLS.get(url)
+    if pool is None:
+        pool = _POOLS[url] = TablePool(
+            lambda name: empty_table(url, name), lambda name: drop_table(url, name)
+        )
+    return pool
 
 
 def open_scratch_store(
     table: str | None = None, *, clock: Clock | None = None, **options: Any
 ) -> MysqlScheduleStore:
-    """A store on a fresh table of the test server; closing it drops the table."""
+    """A store on a fresh table of the test server: ``table``, dropped when the store
+    closes, or, without a name, an empty table of the pool (:mod:`tests.scratch`)
+    that closing empties and gives back."""
     from hexeract_lite.clock import SYSTEM_CLOCK
     from hexeract_lite.store.mysql import MysqlScheduleStore
 
     url = require_server()
-    name = table or unique_table()
+    pool = _pool(url) if table is None else None
+    name = table or (pool and pool.take()) or unique_table()
 
     class ScratchStore(MysqlScheduleStore):
         def close(self) -> None:
             if not self.closed:
                 super().close()
-                drop_table(url, name)
+                if pool is None:
+                    drop_table(url, name)
+                else:
+                    pool.give_back(name)
 
-    store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
+    try:
+        store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the server may be what failed
+            drop_table(url, name)
+        raise
     assert isinstance(store, ScratchStore)
     return store
 
