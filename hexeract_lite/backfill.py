@@ -12,7 +12,9 @@ to the rule's first instant at or after ``start`` and stores ``end`` in the row'
   rule as after any late delivery: its first instant after now;
 - a firing of the window is never skipped by the schedule's misfire grace (it is late
   on purpose), and ``resume`` after a pause mid-window does not realign past the
-  window's remaining instants.
+  window's remaining instants;
+- the schedule's policy still ends it: no firing of the window after its ``end_at``,
+  and none past its ``max_firings`` (the window's deliveries count).
 
 Each firing's ``scheduled_for`` is the rule's own instant, so its occurrence id is the
 one the rule gives that instant (:meth:`~hexeract_lite.occurrence.OccurrenceId.derive`):

@@ -583,8 +583,9 @@ class SchedulerControl:
         after ``until`` (an aware instant, or a duration from the store clock's now),
         as the worker will make them: none for a paused or ended schedule; an overdue
         firing first (it fires on a worker's next cycle), unless it is later than its
-        misfire grace or missed under its ``catch_up`` policy; a retry at its
-        backoff's end; the rule's instants on its zone's wall clock or its interval's
+        misfire grace or missed under its ``catch_up`` policy; a retry (listed at the
+        instant it retries) fired at its backoff's end; a change made while a firing was
+        leased after that firing; the rule's instants on its zone's wall clock or its interval's
         grid after that, each plus its jitter, none past the policy's ``end_at`` or
         ``max_firings``, missed ones one by one under ``catch_up="all"`` (see
         :func:`hexeract_lite.upcoming.upcoming_firings`). Unknown schedule:

@@ -10,6 +10,8 @@ event                        when
 :class:`MalformedDeadLettered`  a claim met a row it cannot decode and dead-lettered it
 :class:`Delivered`           a dispatch succeeded and was recorded (delivered, or a cron
                              schedule rescheduled: ``next`` is its next instant)
+:class:`Missed`              a recurring firing was not dispatched (misfire grace,
+                             ``catch_up``, the policy's end or ``max_firings``)
 :class:`Failed`              a dispatch failed and waits out ``retry_in``
 :class:`DeadLettered`        a dispatch failed on its last attempt
 :class:`Released`            the worker was stopping: handed back undispatched
@@ -62,6 +64,7 @@ __all__ = [
     "LeaseExtended",
     "LeaseLost",
     "MalformedDeadLettered",
+    "Missed",
     "Released",
     "Snoozed",
     "StoreErrorBackedOff",
@@ -87,6 +90,21 @@ class Delivered:
     attempt: int
     lag: timedelta
     duration: timedelta
+    next: datetime | None
+
+
+@attrs.frozen(kw_only=True)
+class Missed:
+    """A firing was not dispatched (``reason`` says why: later than its misfire grace,
+    missed under its ``catch_up`` policy, or past its policy's end or
+    ``max_firings``); ``next``: the firing the schedule moved to (None: it completed).
+    A one-shot's missed firing is :class:`DeadLettered` instead.
+
+    .. versionadded:: 0.4.0
+    """
+
+    message: ScheduledMessage
+    reason: str
     next: datetime | None
 
 
@@ -207,6 +225,7 @@ class StoreErrorBackedOff:
 
 WorkerEvent = (
     Delivered
+    | Missed
     | Failed
     | DeadLettered
     | Released
@@ -333,6 +352,8 @@ def settlement_event(
             duration=took if took is not None else timedelta(0),
             next=settlement.next,
         )
+    if outcome is DispatchOutcome.MISSED:
+        return Missed(message=msg, reason=str(result.error or ""), next=settlement.next)
     if outcome is DispatchOutcome.SNOOZED:
         assert settlement.retry_in is not None
         snoozes = occ.snoozes + 1

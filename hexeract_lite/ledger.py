@@ -221,7 +221,7 @@ class Ledger:
         counts: Counts,
     ) -> DispatchOutcome:
         """Log one recorded settlement, note its hook event and return its outcome."""
-        outcome = outcome_of(settlement, ok)
+        outcome = outcome_of(settlement, ok, result)
         if self._hooks:
             counts.events.append(
                 settlement_event(occ, settlement, outcome, result, self._clock.now())

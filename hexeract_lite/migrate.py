@@ -18,7 +18,8 @@ backoff, delivered, cancelled, dead-lettered), every column as stored: attempts 
 ``max_attempts``, ``leased_until``, the paused flag, ``last_error``, ``created_at``,
 ``scheduled_for``, the terminal timestamps, trigger, target and payload. Occurrence
 ids derive from the schedule id and ``scheduled_for``, both kept, so a sink's
-deduplication keeps working across the move.
+deduplication keeps working across the move. The run log is not copied: the
+destination's starts empty.
 
 Idempotent: a schedule whose id the destination already holds is skipped and left as
 it is, never overwritten; so running the copy again copies only what is new, and a copy

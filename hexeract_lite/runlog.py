@@ -237,8 +237,9 @@ class RunDraft(NamedTuple):
 
     def entry(self) -> RunEntry:
         """The :class:`RunEntry` of this run: ``started`` is ``began`` on the wall
-        clock (the stamp's ``now`` less the monotonic time since), ``finished``
-        ``started`` plus ``duration``; the stamp's ``now`` when not dispatched."""
+        clock (the stamp's ``now`` less the monotonic time since, and not before the
+        due instant when that is past), ``finished`` ``started`` plus ``duration``; the
+        stamp's ``now`` when not dispatched."""
         stamp, schedule_id, scheduled_for, attempt, outcome, began, duration, error = self
         now = stamp.now
         if began is None or duration is None:
@@ -247,7 +248,8 @@ class RunDraft(NamedTuple):
                 None, stamp.host, stamp.pid, error,
             )  # fmt: skip
         took = timedelta(seconds=duration)
-        started = now - timedelta(seconds=stamp.mono - began)
+        # never before the due instant it was claimed at (a frozen clock would make it so)
+        started = max(now - timedelta(seconds=stamp.mono - began), min(scheduled_for, now))
         return RunEntry(
             schedule_id, scheduled_for, attempt, started, started + took, outcome,
             started - scheduled_for, took, stamp.host, stamp.pid, error,

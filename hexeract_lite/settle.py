@@ -227,14 +227,14 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
     """A ``MISSED`` result, with the reason, when the occurrence is not to be delivered
     (:func:`~hexeract_lite.policy.missed_reason`): found later than its due instant by
     more than its schedule's misfire grace, missed under its ``catch_up`` policy, or
-    past its policy's end or ``max_firings``; None otherwise (deliver it), and always
-    for one of a backfill's window (late on purpose). A retry after a failure or a
-    snooze is never late (it waits on purpose); a claim after
-    a crashed attempt (no error recorded) is judged like a first attempt: the crash
-    does not make a late firing deliverable."""
+    past its policy's end or ``max_firings``; None otherwise (deliver it). A firing of a
+    backfill's window, a retry after a failure or a snooze is never late (it is late on
+    purpose), but still ends at the policy's end and ``max_firings``; a claim after a
+    crashed attempt (no error recorded) is judged like a first attempt: the crash does
+    not make a late firing deliverable."""
     msg = occurrence.message
-    if (msg.misfire_grace is None and msg.policy is None) or occurrence.in_backfill:
-        return None  # the common case, or a backfill's window: late on purpose
+    if msg.misfire_grace is None and msg.policy is None:
+        return None  # the common case
     reason = missed_reason(
         msg.schedule_id,
         msg.trigger,
@@ -242,7 +242,7 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
         msg.misfire_grace,
         occurrence.firing(),
         now,
-        retrying=occurrence.retrying or occurrence.snoozes > 0,  # a snooze is late on purpose
+        retrying=occurrence.retrying or occurrence.snoozes > 0 or occurrence.in_backfill,
     )
     return None if reason is None else DispatchResult(ResultKind.MISSED, reason)
 
@@ -277,7 +277,7 @@ def settlement_for(
     if kind is ResultKind.SUCCEEDED:
         run = _run(stamp, occurrence, result, RunOutcome.DELIVERED, None)
         nxt = window_next(occurrence)  # a backfill's window: its next instant, unjittered
-        if nxt is not None:
+        if nxt is not None and not _last_firing(occurrence, nxt):
             return Settlement.reschedule(sid, nxt, lease, run=run, counted=True)
         recurring = msg.trigger.is_recurring
         if msg.policy is None:  # the common case, without building the firing
@@ -332,6 +332,17 @@ def settlement_for(
     return None
 
 
+def _last_firing(occurrence: LeasedOccurrence, nxt: datetime) -> bool:
+    """True when the policy ends the schedule at this delivery, before ``nxt``: its
+    ``max_firings`` reached, or ``nxt`` after its ``end_at``."""
+    policy = occurrence.message.policy
+    if policy is None:
+        return False
+    if policy.max_firings is not None and occurrence.firings + 1 >= policy.max_firings:
+        return True
+    return policy.end_at is not None and nxt > policy.end_at
+
+
 def _next_settlement(
     sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunDraft | None, *, counted: bool
 ) -> Settlement:
@@ -380,6 +391,10 @@ class DispatchOutcome(enum.StrEnum):
     """The acknowledgement was fenced out: another worker owns the occurrence now."""
     SKIPPED = "skipped"
     """Its lease had expired before its turn in the batch; not dispatched."""
+    MISSED = "missed"
+    """Not dispatched: later than its misfire grace, missed under its ``catch_up``
+    policy, or past its policy's end or ``max_firings``; the recurring schedule moved
+    to its next firing, or completed."""
     RELEASED = "released"
     """The worker was stopping; not dispatched, handed back to the store."""
     SNOOZED = "snoozed"
@@ -399,14 +414,23 @@ _OUTCOMES = {
 }
 
 
-def outcome_of(settlement: Settlement | None, applied: bool = True) -> DispatchOutcome:
-    """What a settlement counts as once the store answered ``applied``: ``LEASE_LOST``
-    when it was fenced out, ``SKIPPED`` for None (nothing to record)."""
+def outcome_of(
+    settlement: Settlement | None, applied: bool = True, result: DispatchResult | None = None
+) -> DispatchOutcome:
+    """What a settlement of ``result`` counts as once the store answered ``applied``:
+    ``LEASE_LOST`` when it was fenced out, ``SKIPPED`` for None (nothing to record),
+    ``MISSED`` for a recurring schedule's firing that was not dispatched."""
     if settlement is None:
         return DispatchOutcome.SKIPPED
     if not applied:
         return DispatchOutcome.LEASE_LOST
-    return _OUTCOMES[settlement.kind]
+    outcome = _OUTCOMES[settlement.kind]
+    if result is not None and result.kind is ResultKind.MISSED and outcome in _ONWARD:
+        return DispatchOutcome.MISSED
+    return outcome
+
+
+_ONWARD = frozenset({DispatchOutcome.DELIVERED, DispatchOutcome.RESCHEDULED})
 
 
 @attrs.frozen(kw_only=True)

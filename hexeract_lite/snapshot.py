@@ -96,6 +96,9 @@ class ScheduleSnapshot:
     (see :meth:`SchedulerControl.backfill <hexeract_lite.control.SchedulerControl.backfill>`)."""
     pause_note: str | None = None
     """The note given when the schedule was paused; None when not paused or none given."""
+    next_after_lease: datetime | None = None
+    """A change made while the firing held was leased (in flight, or waiting out a
+    retry): the firing the schedule moves to once that one is settled; None: none."""
     policy: SchedulePolicy | None = None
     """The schedule's end, firing limit, jitter and catch-up (None: none)."""
     firings: int = 0

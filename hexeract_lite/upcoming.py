@@ -58,7 +58,9 @@ def upcoming_firings(
     is the policy's (:mod:`hexeract_lite.policy`): under ``catch_up="all"`` the missed
     instants one by one, else the rule's first instant after both the firing and the
     instant it was due. A schedule in a backfill's window (``backfill_until``) lists
-    the window's remaining instants first, none skipped.
+    the window's remaining instants first, none skipped for lateness (the policy's end
+    and ``max_firings`` still end it). A change made while the firing held was leased
+    (``next_after_lease``) is where the schedule goes once that firing is settled.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
@@ -73,6 +75,8 @@ def upcoming_firings(
     while held is not None and window is not None and held.instant <= window:
         if len(found) >= count or (until is not None and held.due > until):
             return found
+        if missed_reason(*args, held, max(now, held.due), retrying=True) is not None:
+            return found  # the policy's end or max_firings: the schedule completes
         found.append(held.due)  # a backfill's window: each instant, however late
         first = False
         nxt = s.trigger.next_after(held.instant)
@@ -91,8 +95,12 @@ def upcoming_firings(
             fired_at = max(now, held.due)
         if missed_reason(*args, held, fired_at, retrying=first and retrying) is None:
             found.append(held.due)
+            fired = held.firings + 1
             held = after_firing(*args, held, fired_at)
         else:
+            fired = held.firings
             held = after_miss(*args, held, fired_at)
+        if first and s.next_after_lease is not None:  # a change waiting for this one
+            held = Firing(s.next_after_lease, timedelta(0), fired)
         first = False
     return found[:count]

@@ -110,8 +110,10 @@ class CycleReport:
     """The counts of one poll cycle.
 
     ``claimed`` = ``delivered + rescheduled + retried + dead_lettered + lease_lost +
-    skipped + released + snoozed + cancelled``; ``swept`` counts rows the opening sweep
-    dead-lettered. ``cancelled``: aborted with ``cancel=True``.
+    skipped + released + snoozed + cancelled + missed``; ``swept`` counts rows the
+    opening sweep dead-lettered. ``cancelled``: aborted with ``cancel=True``;
+    ``missed``: recurring firings not dispatched (misfire grace, ``catch_up``, the
+    policy's end or ``max_firings``), each counted once, not as delivered.
 
     .. versionadded:: 0.1.0
     """
@@ -127,6 +129,7 @@ class CycleReport:
     released: int = 0
     snoozed: int = 0
     cancelled: int = 0
+    missed: int = 0
 
 
 def _report(counts: Counts) -> CycleReport:

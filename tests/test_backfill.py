@@ -140,6 +140,30 @@ def test_misfire_grace_never_skips_a_window_instant(
     assert [m.scheduled_for for m in seen] == [DAY0, DAY0 + HOUR, DAY0 + 2 * HOUR]
 
 
+def test_a_window_stops_at_the_policys_max_firings_and_end(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    capped = hourly(store, "app.capped", max_firings=3)
+    ended = hourly(store, "app.ended", end_at=T0 + HOUR)
+    control = SchedulerControl(store)
+    for sid in (capped, ended):
+        assert control.backfill(sid, T0 - 2 * HOUR, T0 + 3 * HOUR) == 6
+    window = [T0 - 2 * HOUR, T0 - HOUR, T0, T0 + HOUR]
+    assert control.upcoming(capped, count=10) == window[:3]
+    assert control.upcoming(ended, count=10) == window
+    seen: list[ScheduledMessage] = []
+    drain(store, seen)
+    frozen.shift(HOUR)
+    drain(store, seen)
+    fired = {
+        sid: [m.scheduled_for for m in seen if m.schedule_id == sid] for sid in (capped, ended)
+    }
+    assert fired == {capped: window[:3], ended: window}
+    for sid in (capped, ended):
+        s = snap(store, sid)
+        assert s.status.value == "delivered" and s.backfill_until is None
+
+
 def test_upcoming_lists_the_window_first(store: ScheduleStore, frozen: FrozenTime) -> None:
     sid = hourly(store)
     control = SchedulerControl(store)

@@ -34,6 +34,7 @@ from hexeract_lite.hooks import (
     Failed,
     LeaseLost,
     MalformedDeadLettered,
+    Missed,
     Released,
     StoreErrorBackedOff,
     Swept,
@@ -654,3 +655,26 @@ def test_a_blocked_hook_is_given_up_on_when_the_worker_stops(
         release.set()
     time.sleep(0.1)  # five poll intervals
     assert len(seen) == 1, "the abandoned thread calls no other hook"
+
+
+def test_a_firing_the_policy_ends_is_missed_not_delivered() -> None:
+    from hexeract_lite import ManualClock, SchedulerControl
+
+    clock = ManualClock(datetime(2026, 3, 2, 8, 59, tzinfo=UTC))
+    store = InMemoryScheduleStore(clock=clock)
+    control = SchedulerControl(store)
+    control.ensure("app.h", event_type="e", cron="0 * * * *")
+    events: list[WorkerEvent] = []
+    got: list[ScheduledMessage] = []
+    worker = SchedulerWorker(store, got.append, hooks=[events.append], clock=clock)
+    clock.set(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    assert worker.run_once().rescheduled == 1
+    control.update("app.h", max_firings=1)
+    clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+    report = worker.run_once()
+    assert (report.claimed, report.missed, report.delivered, report.rescheduled) == (1, 1, 0, 0)
+    assert len(got) == 1 and [type(e) for e in events] == [Delivered, Missed]
+    missed = events[1]
+    assert isinstance(missed, Missed) and missed.next is None
+    assert "completed: 1 firings of at most 1" in missed.reason
+    assert control.inspect(control.id_of("app.h")).status is ScheduleStatus.DELIVERED

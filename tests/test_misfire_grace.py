@@ -23,6 +23,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.cli import main
+from hexeract_lite.hooks import Missed
 from hexeract_lite.snapshot import ScheduleSnapshot
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 from hexeract_lite.store.sqlite.schema import META_TABLE, SCHEMA_VERSION
@@ -117,11 +118,15 @@ def test_a_recurring_schedule_skips_the_stale_firing(
         )
     store.insert(msg, 3)
     sink = Recorder()
-    worker = SchedulerWorker(store, sink)
+    events: list[object] = []
+    worker = SchedulerWorker(store, sink, hooks=[events.append])
     frozen.move_to(first + timedelta(minutes=30))  # 30 minutes late: stale
     report = worker.run_once()
-    assert (report.claimed, report.rescheduled, report.delivered) == (1, 1, 0)
+    assert (report.claimed, report.missed, report.rescheduled, report.delivered) == (1, 1, 0, 0)
     assert sink.got == []
+    [missed] = events
+    assert isinstance(missed, Missed) and missed.next == first + timedelta(hours=1)
+    assert "beyond its misfire grace of 0:05:00" in missed.reason
     s = snap(store, msg)
     assert s.status is ScheduleStatus.PENDING and s.scheduled_for == first + timedelta(hours=1)
     frozen.move_to(first + timedelta(hours=1, minutes=2))  # 2 minutes late: in time
@@ -161,7 +166,7 @@ def test_a_crashed_first_attempt_does_not_lift_the_grace(
     frozen.move_to(T0 + timedelta(hours=2))
     sink = Recorder()
     report = SchedulerWorker(store, sink).run_once()
-    assert (report.claimed, report.dead_lettered, report.rescheduled) == (2, 1, 1)
+    assert (report.claimed, report.dead_lettered, report.missed) == (2, 1, 1)
     assert sink.got == []
     s = snap(store, once)
     assert s.status is ScheduleStatus.DEAD_LETTERED

@@ -373,8 +373,16 @@ def test_the_cli_adds_ensures_updates_and_inspects_a_policy(
     code, text = cli("inspect", "--name", "app.report")
     assert "0 of at most 2 (2 left)" in text and "skip" in text
     assert len(cli("next", "app.report")[1].splitlines()) == 2, "two firings left"
+    cleared = ("--max-firings", "none", "--end-at", "NONE", "--jitter", "none")
+    assert cli("update", "--name", "app.report", *cleared, "--misfire-grace", "none")[0] == 0
+    data = __import__("json").loads(cli("inspect", "--name", "app.report", "--format", "json")[1])
+    assert (data["max_firings"], data["end_at"], data["jitter_ms"]) == (None, None, None)
+    assert data["catch_up"] == "skip", "what was not given is kept"
+    assert cli("update", "--name", "app.report", "--max-firings", "nine")[0] == 2
     code, _ = cli("add", "--in", "5m", "--event-type", "once", "--max-firings", "2")
     assert code == 2, "a one-shot takes no policy"
+    code, _ = cli("add", "--cron", "0 9 * * *", "--event-type", "e", "--max-firings", "none")
+    assert code == 2, "none is update's only"
 
 
 # -- the reference -----------------------------------------------------------------------

@@ -349,3 +349,17 @@ def test_the_memory_store_keeps_its_newest_runs_only(frozen: FrozenTime) -> None
     for bad in (0, -1, True, "10"):
         with pytest.raises(InvalidConfiguration, match="run_log_size must be an integer >= 1"):
             InMemoryScheduleStore(run_log_size=bad)  # type: ignore[arg-type]
+
+
+def test_on_a_frozen_clock_a_run_starts_at_its_due_instant(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    store.insert(one_shot(), 3)
+
+    def slow(message: object) -> None:
+        time.sleep(0.01)  # real time passes; the frozen clock does not
+
+    assert SchedulerWorker(store, slow, FAST).run_once().delivered == 1
+    [run] = store.runs()
+    assert run.started == T0 and run.lag == timedelta(0), "never before it was due"
+    assert run.duration is not None and run.duration >= timedelta(seconds=0.01)

@@ -26,6 +26,7 @@ from hexeract_lite import (
     ScheduleStore,
     Target,
 )
+from hexeract_lite.cli.output import format_inspect
 
 from .conftest import T0, FrozenTime
 from .test_dst import MINUTE_RULES, instant, minute_windows, oracle
@@ -132,6 +133,32 @@ def test_upcoming_of_a_retry_waits_out_its_backoff(frozen: FrozenTime) -> None:
         T0,
         T0 + timedelta(hours=1),
     ]
+
+
+def test_a_change_made_during_a_lease_is_listed_after_the_firing_held(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    control = SchedulerControl(store)
+    msg = ScheduledMessage.cron(Target.outbox(), "0 * * * *", T0, "tick", {})
+    store.insert(msg, 3)
+    [occ] = store.claim_due(T0, 1, timedelta(minutes=5))
+    moved = T0 + timedelta(hours=3, minutes=30)
+    assert control.reschedule(msg.schedule_id, moved)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.scheduled_for == T0 and snap.next_after_lease == moved
+    assert "\nthen moves to     2026-03-01T15:30:00.000Z\n" in format_inspect(snap)
+    said = [T0, moved, T0 + timedelta(hours=4), T0 + timedelta(hours=5)]
+    assert control.upcoming(msg.schedule_id, count=4) == said
+    assert store.reschedule(msg.schedule_id, T0 + timedelta(hours=1), occ.leased_until)
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.scheduled_for == moved and snap.next_after_lease is None
+    assert control.upcoming(msg.schedule_id, count=3) == said[1:]
+    recorder = Recorder()
+    worker = SchedulerWorker(store, recorder)
+    for at in said[1:]:
+        frozen.move_to(at)
+        worker.run_once()
+    assert [m.scheduled_for for m in recorder.got] == said[1:]
 
 
 def test_upcoming_refuses_bad_arguments_and_unknown_schedules(frozen: FrozenTime) -> None:

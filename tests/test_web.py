@@ -94,7 +94,7 @@ def test_the_pages_show_what_the_store_holds(
     page = call(app, "GET", f"/schedules/{ids['cron']}").text
     assert "every day at 08:30 (Europe/Paris wall clock)" in page
     assert page.count("<li><time") == 10
-    assert "CET</small>" in page
+    assert "CET</small>" in page and "<small>UTC · Europe/Paris</small>" in page
     assert "No runs recorded for this schedule yet." in page, "the cron never fired"
     dead = ids["dead"][0]
     [run] = readonly.runs(dead)
@@ -104,6 +104,9 @@ def test_the_pages_show_what_the_store_holds(
     assert f"<td>{run.attempt}</td>" in page and f"{run.host}:{run.pid}" in page
     assert "RuntimeError: &lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
     delivered = call(app, "GET", f"/schedules/{ids['delivered']}").text
+    assert "<small>UTC</small>" in delivered and "UTC</small>" not in delivered.replace(
+        "<small>UTC</small>", ""
+    ), "a UTC schedule's instants are shown once, in UTC"
     assert re.findall(r'<tr data-outcome="([a-z_]+)">', delivered) == ["delivered"]
     listing = call(app, "GET", "/schedules?status=paused").text
     assert str(ids["paused"]) in listing and str(ids["cron"]) not in listing

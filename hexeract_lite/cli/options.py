@@ -161,28 +161,46 @@ class CommandTree:
         return sub
 
 
-def policy_arguments(sub: argparse.ArgumentParser) -> None:
+CLEAR = "none"
+"""What ``update`` takes for a policy value or the misfire grace to set it back to its
+default (no end, no limit, no jitter, no grace)."""
+
+
+def clearable(parse: Any) -> Any:
+    """``parse``, or :data:`CLEAR` for the text ``none``."""
+
+    def parse_or_clear(text: str) -> Any:
+        return CLEAR if text.strip().lower() == CLEAR else parse(text)
+
+    parse_or_clear.__name__ = getattr(parse, "__name__", "value")
+    return parse_or_clear
+
+
+def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> None:
     """The policy of a recurring schedule: ``--end-at``, ``--max-firings``, ``--jitter``,
-    ``--catch-up``, ``--catch-up-limit`` (``add``, ``ensure``, ``update``)."""
+    ``--catch-up``, ``--catch-up-limit`` (``add``, ``ensure``, ``update``); with
+    ``clear`` (``update``) the first three and the limit also take ``none``."""
     group = sub.add_argument_group("policy (--cron or --every)")
+    wrap = clearable if clear else (lambda parse: parse)
+    back = " (none: back to the default)" if clear else ""
     group.add_argument(
         "--end-at",
-        type=parse_instant,
+        type=wrap(parse_instant),
         metavar="INSTANT",
-        help="no firing after this instant; the schedule then completes (delivered)",
+        help=f"no firing after this instant; the schedule then completes (delivered){back}",
     )
     group.add_argument(
         "--max-firings",
-        type=parse_positive_int,
+        type=wrap(parse_positive_int),
         metavar="N",
-        help="complete the schedule after N deliveries",
+        help=f"complete the schedule after N deliveries{back}",
     )
     group.add_argument(
         "--jitter",
-        type=parse_stored_duration,
+        type=wrap(parse_stored_duration),
         metavar="DURATION",
         help="delay each firing by up to DURATION (e.g. 5m), the same amount in every process"
-        " (derived from the occurrence id), never up to the next firing",
+        f" (derived from the occurrence id), never up to the next firing{back}",
     )
     group.add_argument(
         "--catch-up",
@@ -192,16 +210,18 @@ def policy_arguments(sub: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--catch-up-limit",
-        type=parse_positive_int,
+        type=wrap(parse_positive_int),
         metavar="N",
-        help="with --catch-up all: fire at most the latest N missed firings (default 100)",
+        help=f"with --catch-up all: fire at most the latest N missed firings (default 100){back}",
     )
 
 
 def policy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy arguments given on the command line, by their API names."""
+    """The policy arguments given on the command line, by their API names (``none``
+    as None: back to the default)."""
     names = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    return {name: None if value == CLEAR else value for name, value in given.items()}
 
 
 def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:

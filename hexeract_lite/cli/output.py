@@ -244,8 +244,9 @@ def snapshot_json(
 
 def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
     """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
-    grace, the end of a backfill in progress and a pause note when set; nothing for a
-    UTC cron rule or a one-shot without them (their listings are as they always were)."""
+    grace, the end of a backfill in progress, a pause note and a change waiting for the
+    firing held to settle, when set; nothing for a UTC cron rule or a one-shot without
+    them (their listings are as they always were)."""
     from ..interval import format_duration
 
     trigger = snapshot.trigger
@@ -262,6 +263,8 @@ def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
         fields["backfill_until"] = ts(snapshot.backfill_until)
     if snapshot.pause_note is not None:
         fields["pause_note"] = snapshot.pause_note
+    if snapshot.next_after_lease is not None:
+        fields["next_after_lease"] = ts(snapshot.next_after_lease)
     return fields
 
 
@@ -270,6 +273,7 @@ _FIELD_NAMES = {
     "misfire_grace": "misfire grace",
     "backfill_until": "backfilling until",
     "pause_note": "pause note",
+    "next_after_lease": "then moves to",
 }
 
 

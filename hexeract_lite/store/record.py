@@ -440,6 +440,7 @@ class ScheduleRecord:
             misfire_grace=grace_of(self.misfire_grace_ms),
             backfill_until=self.backfill_until,
             pause_note=self.pause_note if self.paused else None,
+            next_after_lease=self.next_after_lease,
             policy=self.policy(),
             firings=self.firings or 0,
             jitter_offset=self.offset,

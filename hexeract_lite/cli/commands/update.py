@@ -9,7 +9,7 @@ from ...control import SchedulerControl
 from ...errors import UsageError
 from ..args import parse_payload, parse_positive_int, parse_stored_duration, parse_target
 from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
-from ..options import CommandTree, id_argument, policy_arguments, policy_options
+from ..options import CLEAR, CommandTree, clearable, id_argument, policy_arguments, policy_options
 
 if TYPE_CHECKING:
     import uuid
@@ -38,17 +38,23 @@ def add_parser(tree: CommandTree) -> None:
     )
     sub.add_argument(
         "--misfire-grace",
-        type=parse_stored_duration,
+        type=clearable(parse_stored_duration),
         metavar="DURATION",
-        help="the new misfire grace (e.g. 10m)",
+        help="the new misfire grace (e.g. 10m; none: no grace, every late firing delivered)",
     )
-    policy_arguments(sub)
+    policy_arguments(sub, clear=True)
     sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
     sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
     sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
     sub.add_argument(
         "--max-attempts", type=parse_positive_int, metavar="N", help="the new attempt budget"
     )
+
+
+def _clears(args: argparse.Namespace) -> bool:
+    """True when an option was given as ``none`` (a value set back to its default)."""
+    names = ("misfire_grace", "end_at", "max_firings", "jitter", "catch_up_limit")
+    return any(getattr(args, name) == CLEAR for name in names)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -64,9 +70,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.payload is not None:
         fields["payload"] = args.payload.value
     if args.misfire_grace is not None:
-        fields["misfire_grace"] = args.misfire_grace
+        fields["misfire_grace"] = None if args.misfire_grace == CLEAR else args.misfire_grace
     fields.update(policy_options(args))
-    if all(v is None for v in fields.values()):
+    if all(v is None for v in fields.values()) and not _clears(args):
         raise UsageError(
             "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
             " --misfire-grace, --end-at, --max-firings, --jitter, --catch-up, --catch-up-limit"

@@ -163,7 +163,7 @@ class RunStatements:
                 self._encode_id(sid), instant(due), attempt, None, instant(now), outcome.value,
                 (now - due) // 1000, None, stamp.host, stamp.pid, error,
             )  # fmt: skip
-        started = now - round((stamp.mono - began) * 1e6)
+        started = max(now - round((stamp.mono - began) * 1e6), min(due, now))
         took = round(duration * 1e6)
         return (
             self._encode_id(sid), instant(due), attempt, instant(started), instant(started + took),
