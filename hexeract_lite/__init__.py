@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from ._lazy import lazy_exports
 
-# Every public name, once, and the submodule that defines it (it makes __all__ and the
-# type checkers' __init__.pyi). They are imported on first use
-# (PEP 562), so that `import hexeract_lite` (and every `hexeract` command) pays only for
-# what it touches: the SQLite driver, asyncio and cron parsing load when needed.
+# Every public name and the submodule that defines it, imported on first use (see
+# ._lazy): `import hexeract_lite` pays only for what it touches.
 _EXPORTS = {
     ".clock": (
         "SYSTEM_CLOCK",
@@ -103,8 +101,6 @@ def _version() -> str:
     try:
         return metadata.version("hexeract_lite")
     except metadata.PackageNotFoundError:  # a source tree that was never installed
-        # pyproject.toml's version is the one source; without installed metadata there
-        # is no version to report, so say so rather than repeat the number here.
         return "0+unknown"
 
 
@@ -114,6 +110,3 @@ _COMPUTED_TYPES = {"__version__": "str"}
 __getattr__, __dir__, _MODULE_OF = lazy_exports(
     __name__, globals(), _EXPORTS, {"__version__": _version}
 )
-
-# The package's logger gets its NullHandler from ._log, which every module that logs
-# imports (a command that never logs does not import logging).

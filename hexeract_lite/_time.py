@@ -30,16 +30,12 @@ def to_utc_ms(
     *,
     round_up: bool = False,
 ) -> datetime:
-    """Normalise an aware datetime to UTC at whole milliseconds.
+    """Normalise an aware datetime to UTC at whole milliseconds: truncated (an instant
+    read as "now" never moves later), or with ``round_up`` rounded up (a requested
+    firing is stored never before the instant asked for).
 
-    Truncates by default: an instant read as "now" never moves later, so a claim is
-    never early. With ``round_up`` a fraction of a millisecond rounds up instead, which
-    is how a requested firing instant is stored: never before the instant asked for.
-
-    A naive datetime (or anything that is not a datetime), and one that falls outside
-    years 1 to 9999 once in UTC (or rounded), raise ``error`` naming the argument and
-    the value: hexeract_lite never guesses a timezone. The default error is
-    :class:`InvalidConfiguration`, what a clock returning a bad instant is.
+    A naive datetime, anything else, or one outside years 1 to 9999 once in UTC raises
+    ``error`` (default :class:`InvalidConfiguration`) naming ``name`` and the value.
     """
     if value.__class__ is datetime and value.tzinfo is UTC:  # the common case, cheaply
         micro = value.microsecond % 1000
@@ -92,9 +88,8 @@ def format_ts(value: datetime) -> str:
     """
     if value.tzinfo is not UTC and value.utcoffset() != _ZERO:
         raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
-    # Every insert, claim and acknowledgement formats one or two instants: the day's
-    # prefix comes from a small cache and the rest from tables of digits, about a
-    # quarter of the cost of %-formatting seven fields.
+    # on every insert, claim and acknowledgement: the day's prefix from a small cache,
+    # the rest from tables of digits
     day = value.date()
     prefix = _DAY_PREFIXES.get(day)
     if prefix is None:
@@ -107,25 +102,6 @@ def format_ts(value: datetime) -> str:
         f"{prefix}{two[value.hour]}:{two[value.minute]}:{two[value.second]}"
         f".{_THREE_DIGITS[value.microsecond // 1000]}Z"
     )
-
-
-_SECOND_PREFIXES: dict[int, str] = {}
-"""``YYYY-MM-DDTHH:MM:SS.`` of the seconds since the epoch formatted lately."""
-_MILLIS_Z = tuple(f"{i:03d}Z" for i in range(1000))
-
-
-def format_us(us: int) -> str:
-    """:func:`format_ts` of the instant ``us`` microseconds after the epoch (the whole
-    seconds' text from a small cache: the run log formats many instants of one
-    second)."""
-    prefix = _SECOND_PREFIXES.get(us // 1_000_000)
-    if prefix is None:
-        if len(_SECOND_PREFIXES) >= _MAX_DAY_PREFIXES:
-            _SECOND_PREFIXES.clear()
-        second = us // 1_000_000
-        prefix = format_ts(EPOCH + timedelta(seconds=second))[:20]
-        _SECOND_PREFIXES[second] = prefix
-    return prefix + _MILLIS_Z[us // 1000 % 1000]
 
 
 def format_now(value: object, name: str = "clock.now()") -> str:

@@ -97,23 +97,13 @@ class SchedulerWorkerConfig:
     run longer than the lease, up to ``dispatch_timeout``.
 
     ``min_cycle_delay`` paces the drain of a backlog while the store is shared: after a
-    cycle that claimed a full batch, the worker pauses that long before the next one
-    if another connection wrote to the store lately, and goes on at once otherwise.
-    On a store whose ``data_version()`` tells (SQLite) "lately" means within the last
-    second (:data:`~hexeract_lite.idle.SHARED_FOR_S`) before the cycle; on another
-    (memory, PostgreSQL) the worker pauses after every full batch. The default, 2 ms
-    (the reference pauses 5 ms after every full batch), leaves SQLite's write lock
-    free often enough that other processes writing to the same file (other workers,
-    inserts, SQLite tools) get it within a few milliseconds; a worker draining a file
-    nobody else writes to is not held back. The first write of another process that
-    arrives during an unshared drain waits for one of the gaps between the worker's
-    transactions: a few milliseconds for another hexeract_lite store (its
-    connections retry every 0.2-1 ms), up to about a hundred milliseconds for a tool
-    using SQLite's own busy handler (which sleeps up to 100 ms between tries), well
-    within their busy timeouts. Set 0 never to pause. A cycle that claimed less than
-    a full batch is followed by the idle sleep instead (see
-    :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the worker's
-    :class:`~hexeract_lite.retry.RetryPolicy`.
+    cycle that claimed a full batch, the worker pauses that long if another connection
+    wrote to the store within the last second (:data:`~hexeract_lite.idle.SHARED_FOR_S`;
+    on a store whose ``data_version()`` cannot tell, after every full batch), so that
+    other writers get SQLite's write lock within a few milliseconds; 0 never pauses. A
+    cycle that claimed less than a full batch is followed by the idle sleep instead
+    (see :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the
+    worker's :class:`~hexeract_lite.retry.RetryPolicy`.
 
     .. versionadded:: 0.1.0
     """

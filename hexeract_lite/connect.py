@@ -228,10 +228,7 @@ def open_store(
         return SqliteScheduleStore.open(
             path, table=table, clock=clock, create=create, readonly=readonly, **options
         )
-    assert target.url is not None
-    if target.kind == "mysql":
-        return _open_server(target, "mysql", table=table, clock=clock, create=create, **options)
-    return _open_server(target, "postgres", table=table, clock=clock, create=create, **options)
+    return _open_server(target, target.kind, table=table, clock=clock, create=create, **options)
 
 
 _SERVER_STORES = {

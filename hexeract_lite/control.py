@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import EllipsisType
 from typing import Any
 
 import attrs
 
+from ._time import EPOCH
 from .backfill import DEFAULT_BACKFILL_LIMIT, backfill_plan, check_window
 from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
@@ -114,9 +115,8 @@ class SchedulerControl:
     async def schedule_async(
         self, message: ScheduledMessage, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
     ) -> uuid.UUID:
-        """:meth:`schedule` for asyncio code: the store call (a commit, which on SQLite
-        waits for an fsync) runs on a worker thread (``asyncio.to_thread``), so the event
-        loop goes on meanwhile. Same result and errors as :meth:`schedule`.
+        """:meth:`schedule` on a worker thread (``asyncio.to_thread``), so that the event
+        loop goes on while the store commits; same result and errors.
 
         .. versionadded:: 0.3.0
         """
@@ -136,10 +136,8 @@ class SchedulerControl:
         return await asyncio.to_thread(self.schedule_many, messages, max_attempts=max_attempts)
 
     def inspect(self, schedule_id: ScheduleIdLike) -> ScheduleSnapshot:
-        """The schedule's current snapshot; unknown id: :class:`ScheduleNotFound`.
-
-        (The store's own ``inspect`` returns None for an unknown id instead.)
-        """
+        """The schedule's current snapshot; unknown id: :class:`ScheduleNotFound` (the
+        store's own ``inspect`` returns None)."""
         sid = _schedule_id(schedule_id)
         snap = self.store.inspect(sid)
         if snap is None:
@@ -198,18 +196,16 @@ class SchedulerControl:
         *,
         limit: int = DEFAULT_BACKFILL_LIMIT,
     ) -> int:
-        """Fire the schedule's rule instants in ``[start, end]`` (aware instants), in
-        order, each with the occurrence id its rule gives it, then go on on the rule;
-        return how many instants the window has. A backfill run twice fires the same
-        occurrence ids again (a deduplicating consumer sees nothing new).
+        """Fire the schedule's rule instants in ``[start, end]`` (aware), in order, each
+        with the occurrence id its rule gives it (so a second backfill fires the same
+        ids), then go on on the rule; return how many instants the window has.
 
-        The window's firings are never skipped by the misfire grace; they replace the
-        schedule's pending firing, and a firing in flight completes first (the window
-        starts at its acknowledgement). More than ``limit`` instants (1 to 100000), no
-        instant, ``end`` before ``start`` or a naive bound: :class:`InvalidArgument`
-        naming the values, nothing written. A one-shot, paused or terminal schedule:
-        :class:`NotChangeable`. A later backfill replaces one in progress; ``reschedule``,
-        ``run_now`` or a new rule ends it (see :mod:`hexeract_lite.backfill`).
+        The window's firings replace the pending one, start after a firing in flight is
+        acknowledged, and are never skipped by the misfire grace. More than ``limit``
+        instants (1 to 100000), none, ``end`` before ``start`` or a naive bound:
+        :class:`InvalidArgument`, nothing written; a one-shot, paused or terminal
+        schedule: :class:`NotChangeable`. A later backfill replaces one in progress;
+        ``reschedule``, ``run_now`` or a new rule ends it.
 
         .. versionadded:: 0.4.0
         """
@@ -273,29 +269,25 @@ class SchedulerControl:
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
-        Exactly one of ``cron`` (recurring; first firing ``first``, by default the
-        rule's first instant after now; read on the wall clock of ``tz``, default the
-        rule's ``CRON_TZ=`` prefix, else UTC), ``every`` (recurring on a fixed grid
-        anchored at ``first``, by default the next instant after now of the grid
-        anchored at 1970-01-01T00:00Z, so that declaring it again is unchanged) or
-        ``at`` (once) is given. ``misfire_grace``: see
-        :attr:`ScheduledMessage.misfire_grace`. Missing (or cancelled): created. The
-        same (event type, payload, target, rule with its zone, grid or instant, budget,
-        misfire grace): unchanged, nothing written; a cron rule is compared by what it
-        means (``@daily`` is ``0 0 * * *``), and its ``first`` only places the first
-        firing of a schedule being created (another ``first`` later is unchanged and
-        moves nothing: :meth:`reschedule` does). Else: updated in place; a firing in flight
-        completes under the old values and the next follows the new rule. Another
-        trigger kind than stored: :class:`NotChangeable`. The id is
-        :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure
-        the same name end with one row and no error. ``target`` defaults to the
-        mediator. ``connection``: your connection with a transaction open on the
-        store's database (SQLite, PostgreSQL): the schedule is created or changed inside
-        that transaction and exists once you commit (see ``ScheduleStore.ensure``).
-        ``end_at``, ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit``: the
-        policy of a recurring schedule (:class:`~hexeract_lite.policy.SchedulePolicy`),
-        compared like the other values (a policy changed in place keeps the firings
-        counted so far).
+        Exactly one of ``cron`` (first firing ``first``, by default the rule's first instant
+        after now; read on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix,
+        else UTC), ``every`` (a fixed grid anchored at ``first``, by default at the next
+        instant after now of the grid anchored at 1970-01-01T00:00Z, so that declaring it
+        again is unchanged) or ``at`` (once). Missing (or cancelled): created. The same
+        event type, payload, target, rule (compared by what it means: ``@daily`` is
+        ``0 0 * * *``) with its zone, grid or instant, budget, misfire grace and policy:
+        unchanged, nothing written (``first`` only places a new schedule's first firing:
+        :meth:`reschedule` moves one). Else updated in place: a firing in flight completes
+        under the old values, the next follows the new rule, the firings counted so far are
+        kept. Another trigger kind than stored: :class:`NotChangeable`. The id is
+        :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure it
+        end with one row and no error. ``target`` defaults to the mediator;
+        ``misfire_grace``: see :attr:`ScheduledMessage.misfire_grace`; ``end_at``,
+        ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit``: the policy of a
+        recurring schedule (:class:`~hexeract_lite.policy.SchedulePolicy`). ``connection``:
+        your connection with a transaction open on the store's database (SQLite,
+        PostgreSQL): the schedule is created or changed inside it and exists once you commit
+        (see ``ScheduleStore.ensure``).
 
         .. versionadded:: 0.2.0
         """
@@ -377,13 +369,10 @@ class SchedulerControl:
         """Ensure every declared schedule and cancel the group's others.
 
         ``group`` is the part of a name before its first dot (see
-        :mod:`hexeract_lite.names`); every declared message must be named in it
-        (:class:`InvalidArgument` otherwise, before anything is written). Schedules
-        outside the group, and schedules without a name, are never touched. Each
-        declared message is ensured with its ``max_attempts`` given as
-        ``(message, max_attempts)`` pairs or, for a bare message,
-        :data:`DEFAULT_MAX_ATTEMPTS`. Every entry (name, group, budget) is checked
-        before anything is written.
+        :mod:`hexeract_lite.names`); schedules outside it, and unnamed ones, are never
+        touched. ``declared``: named messages, or ``(message, max_attempts)`` pairs (a
+        bare message gets :data:`DEFAULT_MAX_ATTEMPTS`). Every entry's name, group and
+        budget is checked before anything is written (:class:`InvalidArgument`).
 
         .. versionadded:: 0.2.0
         """
@@ -475,17 +464,14 @@ class SchedulerControl:
         was stored.
 
         The request is stored on the row (``abort_requested``), so it works from any
-        process: the worker running the dispatch sees it on its next heartbeat or
-        poll (within ``poll_interval``). An async handler is cancelled; a sync one
-        sees ``current_dispatch().should_abort()`` turn True and should return. The
-        dispatch is then recorded as ``aborted`` in the run log, whatever the handler
-        returned: a failed attempt (retried, or dead-lettered when it was the last),
-        or, with ``cancel=True``, the schedule cancelled with it.
-
-        A schedule with nothing in flight (no lease held, or terminal) is left as it
-        is: False, nothing written. A schedule waiting out a retry's backoff holds a
-        lease: the request is stored and cleared by its next claim. An unknown id or
-        name: :class:`ScheduleNotFound`.
+        process: the worker running the dispatch sees it within ``poll_interval`` (or
+        at its next heartbeat). An async handler is cancelled; a sync one sees
+        ``current_dispatch().should_abort()`` turn True and should return. The dispatch
+        is recorded as ``aborted`` whatever the handler returned: a failed attempt
+        (retried, or dead-lettered when it was the last), or with ``cancel=True`` the
+        schedule cancelled. Nothing in flight (no lease held, or terminal): False,
+        nothing written; a schedule waiting out a retry's backoff holds a lease, so the
+        request is stored and cleared by its next claim. Unknown: :class:`ScheduleNotFound`.
 
         .. versionadded:: 0.3.0
         """
@@ -522,17 +508,16 @@ class SchedulerControl:
         catch_up_limit: int | EllipsisType | None = ...,
     ) -> bool:
         """Change a schedule in place (an argument left out stays as it is); True when
-        a value differed. Terminal: :class:`NotChangeable`; ``cron`` of a schedule
-        that is not a cron schedule: :class:`NotChangeable`. ``cron`` may be zoned (a
-        ``CRON_TZ=`` prefix, a :class:`CronExpression`, or ``tz``, which goes with
-        ``cron`` only); a text without a zone is read on the schedule's own zone,
-        which it keeps (``tz="UTC"`` moves it to UTC). A new rule's next firing is its
-        first instant after now (after the firing in flight, if any).
-        ``misfire_grace``: the new grace, None for none. ``end_at``, ``max_firings``,
-        ``jitter``, ``catch_up``, ``catch_up_limit``: the new policy values (None: back
-        to the default: no end, no limit, no jitter, ``"latest"``, 100), the others kept;
-        the firings counted so far are kept, so a new ``max_firings`` counts them. A
-        recurring schedule's only.
+        a value differed. Terminal, or ``cron`` for a schedule that is not a cron one:
+        :class:`NotChangeable`. ``cron`` may be zoned (a ``CRON_TZ=`` prefix, a
+        :class:`CronExpression`, or ``tz``, which goes with ``cron`` only); a text
+        without a zone keeps the schedule's own zone (``tz="UTC"`` moves it to UTC). A
+        new rule's next firing is its first instant after now (after the firing in
+        flight, if any). ``misfire_grace``: the new grace, None for none. ``end_at``,
+        ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit`` (a recurring
+        schedule's only): the new policy values, None for the default (no end, no limit,
+        no jitter, ``"latest"``, 100); the firings counted so far are kept, so a new
+        ``max_firings`` counts them.
 
         .. versionadded:: 0.2.0
         """
@@ -581,15 +566,13 @@ class SchedulerControl:
     ) -> list[datetime]:
         """The instants (UTC) of the schedule's next ``count`` firings, in order, none
         after ``until`` (an aware instant, or a duration from the store clock's now),
-        as the worker will make them: none for a paused or ended schedule; an overdue
-        firing first (it fires on a worker's next cycle), unless it is later than its
-        misfire grace or missed under its ``catch_up`` policy; a retry (listed at the
-        instant it retries) fired at its backoff's end; a change made while a firing was
-        leased after that firing; the rule's instants on its zone's wall clock or its interval's
-        grid after that, each plus its jitter, none past the policy's ``end_at`` or
-        ``max_firings``, missed ones one by one under ``catch_up="all"`` (see
-        :func:`hexeract_lite.upcoming.upcoming_firings`). Unknown schedule:
-        :class:`ScheduleNotFound`; a bad ``count`` or ``until``: :class:`InvalidArgument`.
+        as the worker will make them (:func:`hexeract_lite.upcoming.upcoming_firings`):
+        none for a paused or ended schedule; an overdue firing first unless the worker
+        would skip it (misfire grace, ``catch_up``); a retry at the instant it retries; a
+        change made while a firing was leased after that firing; then the rule's instants
+        or the interval's grid, each plus its jitter, up to the policy's end. Unknown
+        schedule: :class:`ScheduleNotFound`; a bad ``count`` or ``until``:
+        :class:`InvalidArgument`.
 
         .. versionadded:: 0.2.0
         """
@@ -633,13 +616,10 @@ class SchedulerControl:
         return f"SchedulerControl({self.store!r})"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def default_grid_anchor(every: timedelta | str, now: datetime) -> datetime:
     """The default anchor of a declared interval: the first instant after ``now`` of
     the grid anchored at the epoch (the same grid at every declaration)."""
-    nxt = Interval.of(every, _EPOCH).next_after(now)
+    nxt = Interval.of(every, EPOCH).next_after(now)
     if nxt is None:
         raise InvalidArgument(f"every {every!r} has no instant after {now.isoformat()}")
     return nxt

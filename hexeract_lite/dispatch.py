@@ -1,33 +1,21 @@
-"""Dispatch: handing claimed occurrences to a sink, one at a time, each under a timeout.
+"""Dispatch: handing claimed occurrences to a sink, one at a time, each under
+``dispatch_timeout`` (counted from the hand-over of the occurrence to the sink).
 
-:class:`SinkRunner` is the worker's dispatcher. ``dispatch_timeout`` bounds each call,
-counted from the hand-over of the occurrence to the sink.
+A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another that
+sleeps until the deadline of the call in flight: the runner's dispatch thread under
+``run_once()`` (:meth:`SinkRunner.run_batch`), the loop's own thread under ``run()``
+(:meth:`SinkRunner.run_here`, watched as :mod:`hexeract_lite.engine` says). A call past
+its deadline, or interrupted (:meth:`SinkRunner.interrupt`), is given up on: Python
+cannot kill a thread, so it is abandoned (it ends without recording anything once the
+sink returns) and the rest of the batch goes on on a new one; a sink that can hang
+must tolerate one call overlapping the next. :meth:`SinkRunner.run_batch_async` awaits
+an async sink on the running loop, cancelled at its deadline.
 
-A synchronous batch (:class:`BatchRun`) runs on one thread that calls the sink inline,
-item after item, while a *watcher* thread sleeps until the deadline of the call in
-flight. Under :meth:`~hexeract_lite.SchedulerWorker.run_once` the calling thread is
-the watcher and the batch runs on the runner's dispatch thread
-(:meth:`SinkRunner.run_batch`); under ``run()`` and ``start()`` the loop's own thread
-dispatches (:meth:`SinkRunner.run_here`) and the thread that called ``run()`` watches
-(:mod:`hexeract_lite.engine`). When a call runs past its deadline, or the worker is
-interrupted while one runs, the watcher gives up on the run: Python cannot kill a
-thread, so the dispatching thread is **abandoned** (it keeps running until the sink
-returns, then ends without recording anything) and the rest of the batch goes on on a
-new thread. A sink that can hang must tolerate one call overlapping the next. An
-awaitable a synchronous sink returns is run to completion on its thread.
-
-:meth:`SinkRunner.run_batch_async` (``run_async``) awaits an async sink on the running
-loop under the timeout (cancelled when it runs out); a sync sink's batch goes to
-:meth:`SinkRunner.run_batch`, from a thread of the loop's executor.
-
-Before each call, the occurrence's *turn* (:func:`take_turn`) decides whether it is
-dispatched at all. Every occurrence gets one :class:`~.settle.DispatchResult`; a
-sink's exception, whatever its type, is a failed dispatch (an
-:class:`~hexeract_lite.sinks.OccurrenceSink` returns its own). A ``KeyboardInterrupt``
-or ``SystemExit`` raised on the event loop, or in the thread watching a batch, is
-handed back, to raise once the batch is settled; nothing more of it is dispatched.
-:meth:`SinkRunner.interrupt` (from any thread, or a signal handler) gives up on the
-call in flight (recorded as failed) and releases the rest of the batch.
+Every occurrence gets one :class:`~.settle.DispatchResult`; its turn
+(:func:`take_turn`) first decides whether it is dispatched at all. A sink's exception,
+whatever its type, is a failed dispatch; a ``KeyboardInterrupt`` or ``SystemExit``
+raised on the event loop, or in the thread watching a batch, is handed back, to raise
+once the batch is settled.
 """
 
 from __future__ import annotations
@@ -88,9 +76,7 @@ def take_turn(
 ) -> DispatchResult | None:
     """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
     :data:`LEASE_EXPIRED` when its lease has run out, a ``MISSED`` result when it is
-    found later than its schedule's misfire grace (and not a retry after a failure),
-    else None
-    (dispatch it)."""
+    not to be delivered (:func:`~.settle.missed_result`), else None (dispatch it)."""
     if stopping():
         return NOT_DISPATCHED
     now = clock.now()
@@ -181,11 +167,9 @@ class BatchRun:
 
     ``results`` gets one :class:`DispatchResult` per finished item; ``in_flight`` is
     True while an item is with the sink. Once given up on (``given_up``), the
-    dispatching thread hands nothing more to the sink and records nothing: the
-    watcher owns the rest. ``wake`` is set by :meth:`interrupt`, and when the run
-    finishes if ``wake_at_end``. ``context``: what the watcher needs to carry the
-    batch on elsewhere. It holds no reference to the worker, so a run left behind by
-    a hung sink does not keep the worker alive.
+    dispatching thread hands nothing more to the sink and records nothing. ``wake`` is
+    set by :meth:`interrupt`, and at the end if ``wake_at_end``; ``context`` is the
+    watcher's. It holds no reference to the worker, which a hung sink must not keep.
     """
 
     __slots__ = (

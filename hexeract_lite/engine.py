@@ -1,41 +1,22 @@
 """The loop engine: a worker's cycles as a generator of requests, and its two drivers.
 
-The worker writes its loop (and :meth:`~hexeract_lite.SchedulerWorker.run_once`'s
-single cycle) once, as a generator (:data:`Steps`) that decides everything and does no
-I/O itself: it yields a request for each thing to do and is sent back what came of it.
+The worker writes its loop (and ``run_once()``'s single cycle) once, as a generator
+(:data:`Steps`) that does no I/O itself: it yields a :class:`Call`, a
+:class:`Dispatch`, a :class:`Wait` or a :class:`Pause` and is sent back what came of it.
 
-- :class:`Call`: run ``fn(*args)`` (a store call, the hooks) and send back its result,
-  or throw its exception into the generator;
-- :class:`Dispatch`: dispatch a claimed batch; send back ``(results, interruption)``;
-- :class:`Wait`: sleep up to ``timeout`` seconds for ``store.changes`` to move past
-  ``version`` or the loop to stop; send back True when the store changed;
-- :class:`Pause`: sleep ``seconds``, or until the loop stops.
+:func:`drive` carries the requests out on the calling thread (``run_once()``, whose
+batch goes to the dispatch thread). :func:`run_watched` (``run()``, ``start()``) drives
+them on a :class:`LoopThread` that calls the sink itself, while the calling thread
+watches the deadline of the call in flight; when it gives up on a call (past its
+deadline, or interrupted) a new loop thread carries the suspended generator on. The
+watcher records what it hands over before it acts on it, so an interruption anywhere
+in it (a :class:`KeyboardInterrupt`) leaves the rest to exactly one loop thread (a
+:class:`Handover`); it then interrupts the loop like ``abort()``, waits for it to end
+and raises the interruption (a second one at once).
 
-The sync driver, :func:`drive`, carries the requests out on the calling thread.
-``run_once()`` drives its cycle on the caller's thread and hands the batch to the
-dispatch thread (:meth:`~.dispatch.SinkRunner.run_batch`). ``run()`` and ``start()``
-drive the loop on a :class:`LoopThread` that calls the sink itself
-(:meth:`~.dispatch.SinkRunner.run_here`), so a batch costs no hand-off between
-threads, while the thread that called ``run()`` watches it (:func:`run_watched`): it
-sleeps until the deadline of the call in flight (``dispatch_timeout`` after the
-hand-over of the occurrence to the sink), and is woken only when the loop ends or is
-interrupted. When a call runs past its deadline, or the worker is interrupted while
-one runs, the watcher gives up on the loop thread (it keeps running until the sink
-returns, then ends without recording anything) and a new loop thread carries the rest
-of the batch on, then the loop: the loop is a suspended generator, which any thread
-can drive on.
-
-The watcher may be interrupted anywhere (a :class:`KeyboardInterrupt` lands between
-any two lines of it): it interrupts the loop like ``abort()``, waits for it to settle
-and end, then raises the interruption (a second one is raised at once). Everything it
-hands over is recorded before it acts on it, so that, called again, it carries on
-where it was: the rest of the loop is a :class:`Handover` that exactly one loop thread
-takes, so a thread started twice for it (the first start interrupted) runs it once.
-
-The async driver, :class:`AsyncDriver` (``run_async()``), carries the requests out from
-an event loop: calls in a thread, the sink awaited, and a cancellation of its task
-turned into a stop (the cycle in hand finishes and is settled, then the cancellation
-is raised).
+:class:`AsyncDriver` (``run_async()``) carries the requests out from an event loop:
+calls in a thread, the sink awaited, and a cancellation of its task turned into a stop
+(the cycle in hand is finished and settled, then the cancellation is raised).
 """
 
 from __future__ import annotations

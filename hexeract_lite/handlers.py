@@ -1,27 +1,4 @@
-"""EventRouterSink: a sink that hands each message to the handler of its event type.
-
-The application declares its handlers next to its schedules::
-
-    router = EventRouterSink()
-
-    @router.on("backup.run")
-    def backup(message: ScheduledMessage) -> None: ...
-
-    @router.on("reminders.*")
-    async def remind(message: ScheduledMessage) -> None: ...
-
-or ``EventRouterSink({"backup.run": backup, "reminders.*": remind})``, and runs it with
-``SchedulerWorker(store, router)`` or ``hexeract scheduler worker --sink myapp:router``.
-
-A pattern is an exact event type or a glob (``*`` any run of characters, dots
-included; ``?`` one character; ``[seq]`` one of a set: :func:`fnmatch.fnmatchcase`).
-An exact pattern wins; otherwise the globs are tried in the order they were
-registered. A message whose event type has no handler is a failed dispatch
-(:class:`DispatchError` naming the event type), retried and finally dead-lettered, so
-nothing is dropped silently. A handler is sync or async; it returns None or raises,
-like any sink (what it returns is returned, so the worker awaits an async one and
-checks the result).
-"""
+"""EventRouterSink: a sink that hands each message to the handler of its event type."""
 
 from __future__ import annotations
 
@@ -42,8 +19,21 @@ _GLOB = frozenset("*?[")
 
 
 class EventRouterSink:
-    """Routes each message to the handler registered for its event type (see the
-    module). Register with :meth:`on` (a decorator), :meth:`add`, or a mapping.
+    """Routes each message to the handler registered for its event type.
+
+    Register with :meth:`on` (a decorator), :meth:`add`, or a mapping::
+
+        router = EventRouterSink()  # or EventRouterSink({"backup.run": backup, ...})
+
+        @router.on("reminders.*")
+        async def remind(message: ScheduledMessage) -> None: ...
+
+    A pattern is an exact event type or a glob (:func:`fnmatch.fnmatchcase`: ``*`` any
+    run of characters, dots included; ``?`` one character; ``[seq]`` one of a set). An
+    exact pattern wins; else the globs are tried in the order they were registered. A
+    message whose event type has no handler is a failed dispatch
+    (:class:`DispatchError` naming it), so nothing is dropped silently. A handler is
+    sync or async and returns None or raises, like any sink.
 
     .. versionadded:: 0.2.0
     """

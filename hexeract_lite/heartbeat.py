@@ -1,21 +1,13 @@
 """The worker's dispatches in flight: their handles, and the thread that watches them.
 
-A worker's :class:`InFlight` makes a :class:`~hexeract_lite.longrun.DispatchHandle`
-for each occurrence of a claimed batch (:meth:`InFlight.track`) and ends them once
-the batch is dispatched (:meth:`InFlight.finish`), which gives the worker each
-occurrence with its last lease: the fencing token of its settlement. Every turn of
-the batch is judged on the current lease (:meth:`InFlight.turn`).
-
-While a batch is in flight, a daemon thread watches it. Twice per ``poll_interval``
-(or at every heartbeat, when that is more often) it reads the abort requests stored for the
-batch (``SchedulerControl.abort``) and passes them to the handles: ``should_abort()``
-turns True, and an async handler is cancelled.
-With ``SchedulerWorkerConfig(heartbeat=...)`` it also extends the lease of every
-occurrence of the batch (the one with the sink and those waiting for their turn)
-every ``heartbeat`` period, to ``now + lease``. A heartbeat that finds the lease lost
-ends that handle (``should_abort()`` turns True); a store error is logged and the
-next period tries again. Hooks are told :class:`~hexeract_lite.hooks.LeaseExtended`
-and :class:`~hexeract_lite.hooks.HeartbeatLost` on the thread that heartbeat.
+:class:`InFlight` makes a :class:`~hexeract_lite.longrun.DispatchHandle` for each
+occurrence of a claimed batch (:meth:`InFlight.track`) and ends them once the batch is
+dispatched (:meth:`InFlight.finish`: each occurrence with its last lease, the fencing
+token of its settlement). While a batch is in flight a daemon thread reads its abort
+requests twice per ``poll_interval`` (or at every heartbeat, when that is more often)
+and, with ``SchedulerWorkerConfig(heartbeat=...)``, extends the lease of every
+occurrence of the batch to ``now + lease`` each period; the hooks are told on the
+thread that made the heartbeat.
 """
 
 from __future__ import annotations
@@ -65,9 +57,8 @@ class InFlight:
         """Seconds between two heartbeats of the batch in flight (None: none)."""
         poll = poll_interval.total_seconds() / 2
         self.poll = poll if self.period is None else min(poll, self.period)
-        """Seconds between two looks for abort requests: half ``poll_interval`` (so a
-        request reaches an async handler within ``poll_interval``), or the heartbeat
-        period when shorter (every heartbeat looks)."""
+        """Seconds between two looks for abort requests: half ``poll_interval``, or the
+        heartbeat period when shorter."""
         self._lock = threading.Lock()
         self._handles: dict[uuid.UUID, DispatchHandle] = {}
         self.wake = threading.Event()
@@ -84,9 +75,8 @@ class InFlight:
         hooks: tuple[Hook, ...],
     ) -> InFlight:
         """The registry of a worker with ``config``, whose ``runner`` finds each
-        dispatch's handle in it. An occurrence sink (a ``TransactionalSink``) writes its
-        acknowledgement before its handler runs, in the transaction the handler's writes
-        join: no heartbeat extends a lease it already settled."""
+        dispatch's handle in it; no heartbeat for an occurrence sink (a
+        ``TransactionalSink``), which settles the lease before its handler runs."""
         beat = None if runner.acks is not None else config.heartbeat
         flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
         runner.handle_of = flight.handle

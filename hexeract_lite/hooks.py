@@ -30,11 +30,10 @@ traceback, on the ``hexeract_lite.worker`` logger) and the next hook is called; 
 hook only delays the worker's next cycle. Hooks run on the thread that settles (the
 worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``);
 :class:`LeaseExtended` and :class:`HeartbeatLost` are told while the dispatch runs, on
-the thread that made the heartbeat (the worker's heartbeat thread, or the handler's).
-Once the loop of :meth:`~hexeract_lite.SchedulerWorker.run` (or ``start()``) is asked
-to stop, a hook still running ``dispatch_timeout`` later is given up on as a hung sink
-is: the loop ends, and its thread keeps running until the hook returns, then ends
-without calling the rest (:func:`hooks_running_since`, :func:`abandon_hooks`).
+the thread that made the heartbeat. Once the loop of
+:meth:`~hexeract_lite.SchedulerWorker.run` (or ``start()``) is asked to stop, a hook
+still running ``dispatch_timeout`` later is given up on as a hung sink is: the loop
+ends, and its thread calls no other hook once that one returns.
 """
 
 from __future__ import annotations
@@ -249,9 +248,9 @@ def check_hooks(hooks: Iterable[Hook] | None) -> tuple[Hook, ...]:
     :class:`InvalidConfiguration` naming it."""
     if hooks is None:
         return ()
-    if callable(hooks) or isinstance(hooks, str | bytes):
-        raise InvalidConfiguration(f"hooks must be a sequence of callables, got hooks={hooks!r}")
     try:
+        if callable(hooks) or isinstance(hooks, str | bytes):
+            raise TypeError
         checked = tuple(hooks)
     except TypeError:
         raise InvalidConfiguration(

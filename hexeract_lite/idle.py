@@ -1,22 +1,11 @@
 """The pacing of a worker's loop: the decisions it makes between cycles, without I/O.
 
-:class:`Pacer` is told what each cycle found and decides what comes next:
-
-- a cycle that claimed a full batch (more is probably waiting): go again after
-  ``min_cycle_delay``, or at once while no other connection writes to the store (see
-  :meth:`Pacer.after_cycle`);
-- any other cycle: the backlog is drained; sleep by an :class:`IdlePlan` until the
-  store's ``next_wakeup()`` hint, at most ``poll_interval`` at a time, waking at once on
-  ``store.changes``;
-- a cycle that raised: back off, ``poll_interval`` doubling per consecutive error, at
-  most :data:`STORE_ERROR_BACKOFF_MAX`;
-- the sweep of a loop's cycle runs at most once per ``poll_interval``
-  (:meth:`Pacer.sweep_due`), and the store's write-ahead log is checkpointed when a
-  burst of claims ends (:meth:`Pacer.burst_ended`).
-
-A store whose ``data_version()`` returns a number (SQLite's) is *tracked*: the loop
-reads it before each cycle (:meth:`Pacer.observe`), and an idle loop compares it a few
-times per ``poll_interval`` to notice other processes' commits.
+:class:`Pacer` is told what each cycle found and decides what comes next: after a full
+batch, go again (after ``min_cycle_delay`` while other connections write); after any
+other cycle, sleep by an :class:`IdlePlan` until the store's next due instant, at most
+``poll_interval`` at a time, waking at once on ``store.changes``; after an error, back
+off. A store whose ``data_version()`` returns a number (SQLite's) is *tracked*: an idle
+loop compares it a few times per ``poll_interval`` to notice other processes' commits.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""The ledger of a batch: each claimed occurrence's settlement planned, written in one
-store call, logged, counted and told to the hooks.
+"""The ledger of a batch: each claimed occurrence's settlement planned (by the rule of
+:func:`hexeract_lite.settle.settlement_for`), written in one store call, logged,
+counted and told to the hooks.
 
-:meth:`Ledger.plan` turns dispatch results into settlements by the rule of
-:func:`hexeract_lite.settle.settlement_for`; :meth:`Ledger.write` writes them in one
-``store.settle(...)`` (or the worker writes them with its next claim, in one
-``store.settle_and_claim(...)``, then calls :meth:`Ledger.written`). Each item is fenced
-by the claim's ``leased_until``; an item the store answers False for (another worker
-owns the occurrence now) is logged and counted as ``lease_lost``, never retried. If the
-store raises, nothing of the batch was recorded: every occurrence waits out its lease
-and is delivered again (at least once).
-
-With the run log on (the default), each settlement carries the run it records
-(:mod:`hexeract_lite.runlog`), written by the store in the same transaction.
-
+An item the store answers False for (fenced out: another worker owns the occurrence
+now) is counted as ``lease_lost``, never retried; if the store raises, nothing of the
+batch was recorded, and every occurrence is delivered again once its lease runs out.
 Log records go to the ``hexeract_lite.worker`` logger, with the schedule id,
 occurrence id, attempt and lag in the text and as ``extra`` fields.
 """
@@ -230,7 +222,8 @@ class Ledger:
         if raised is not None and raised.__traceback__ is None:
             raised = None  # made by the worker (a timeout, say): no traceback to show
         if outcome is DispatchOutcome.LEASE_LOST:
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.WARNING,
                 "lease lost: could not record %(wanted)s; another worker owns the occurrence now",
                 occ,
@@ -239,10 +232,11 @@ class Ledger:
         elif outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
             if log.isEnabledFor(logging.DEBUG):
                 note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
-                self._log(logging.DEBUG, f"{outcome.value}{note}", occ)
+                log_occurrence(self._clock, logging.DEBUG, f"{outcome.value}{note}", occ)
         elif outcome is DispatchOutcome.RETRIED:
             assert settlement.retry_in is not None
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.WARNING,
                 "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
                 " %(retry_in).3f s: %(error)s",
@@ -252,7 +246,8 @@ class Ledger:
                 retry_in=settlement.retry_in.total_seconds(),
             )
         elif outcome is DispatchOutcome.DEAD_LETTERED:
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.ERROR,
                 "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
                 occ,
@@ -261,25 +256,19 @@ class Ledger:
             )
         elif outcome is DispatchOutcome.SNOOZED:
             assert settlement.retry_in is not None
-            self._log(
+            log_occurrence(
+                self._clock,
                 logging.INFO,
                 "snoozed for %(delay).3f s",
                 occ,
                 delay=settlement.retry_in.total_seconds(),
             )
         elif outcome is DispatchOutcome.CANCELLED:
-            self._log(logging.WARNING, "aborted by request; the schedule is cancelled", occ)
+            log_occurrence(
+                self._clock, logging.WARNING, "aborted by request; the schedule is cancelled", occ
+            )
         else:
-            self._log(logging.INFO, "released undispatched: the worker is stopping", occ)
+            log_occurrence(
+                self._clock, logging.INFO, "released undispatched: the worker is stopping", occ
+            )
         return outcome
-
-    def _log(
-        self,
-        level: int,
-        template: str,
-        occ: LeasedOccurrence,
-        *,
-        exc_info: BaseException | None = None,
-        **fields: object,
-    ) -> None:
-        log_occurrence(self._clock, level, template, occ, exc_info=exc_info, **fields)

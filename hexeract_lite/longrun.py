@@ -1,22 +1,6 @@
-"""Long handlers: the handle of the dispatch in flight, and snoozes.
-
-Inside a dispatch (a sync or an async handler, and what it calls, in its thread or
-task), :func:`current_dispatch` returns the :class:`DispatchHandle` of the occurrence
-being dispatched:
-
-- ``heartbeat(extend=None)`` extends this occurrence's lease to ``now + extend`` (the
-  worker's ``lease`` by default; never shorter than it was), fenced like the
-  acknowledgements: only while the row still carries this dispatch's lease. It
-  returns False once the lease was lost (another worker may own the occurrence now:
-  stop), and from then on. The new ``leased_until`` is the fencing token of the
-  dispatch's settlement. ``SchedulerWorkerConfig(heartbeat=...)`` makes the worker
-  heartbeat every dispatch in flight on that period by itself
-  (:mod:`hexeract_lite.heartbeat`).
-- ``should_abort()`` is True once the lease was lost, or once an abort was asked for
-  the dispatch.
-
-A handler raises (or returns) :class:`Snooze` to be dispatched again after a delay,
-its attempt given back (see :mod:`hexeract_lite.settle`).
+"""Long handlers: the handle of the dispatch in flight (:func:`current_dispatch`), and
+:class:`Snooze`, which a handler raises (or returns) to be dispatched again after a
+delay, its attempt given back.
 """
 
 from __future__ import annotations
@@ -112,9 +96,10 @@ class _Lease:
 
 
 class DispatchHandle:
-    """The dispatch in flight of one occurrence (see the module).
-
-    ``occurrence``: the claimed occurrence, with its current ``leased_until``.
+    """The dispatch in flight of one occurrence, as :func:`current_dispatch` returns it
+    inside a handler (and what it calls, in its thread or task): :meth:`heartbeat`
+    extends its lease, :meth:`should_abort` tells it to stop. ``occurrence``: the
+    claimed occurrence, with its current ``leased_until``.
 
     .. versionadded:: 0.3.0
     """
@@ -165,7 +150,8 @@ class DispatchHandle:
         """Extend the lease to ``now + extend`` (default: the worker's ``lease``;
         never shorter than it was), fenced by the current lease: True when it was
         extended, False once the lease was lost (and ever after), or once the
-        dispatch is over. A store error is raised (the lease is then unchanged)."""
+        dispatch is over. A store error is raised (the lease is then unchanged).
+        ``SchedulerWorkerConfig(heartbeat=...)`` makes the worker call it on a period."""
         how = self._how
         span = how.lease if extend is None else seconds_of(extend, "extend")
         with self._lock:

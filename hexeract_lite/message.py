@@ -152,9 +152,7 @@ def _too_deep(what: str) -> InvalidMessage:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-"""What ``json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",",
-":"))`` uses, built once: ``json.dumps`` with any such argument builds a new encoder at
-every call."""
+"""Built once: ``json.dumps`` with these arguments would build one at every call."""
 
 
 def encode_payload(payload: Any) -> str:
@@ -236,14 +234,11 @@ def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
 def validate_message(message: object) -> ScheduledMessage:
     """Check every field of a message before it is written; return it.
 
-    :meth:`ScheduledMessage.delay` and :meth:`ScheduledMessage.cron` build valid
-    messages; a message constructed field by field (or with :func:`attrs.evolve`) is
-    checked here, at the store's boundary, so a bad value never reaches the database:
-    the id is a UUID, the event type has 1 to 64 printable characters, the payload
-    JSON parses, is within :data:`MAX_PAYLOAD_BYTES` and agrees with ``payload``, the
-    target and trigger are built values, and ``scheduled_for`` is aware UTC at
-    millisecond precision. A message that ``delay``/``cron`` built passed these very
-    checks then and is immutable, so it is not checked again (the insert's hot path).
+    A message built field by field (or with :func:`attrs.evolve`) is checked here: the
+    id is a UUID, the event type has 1 to 64 printable characters, the payload JSON
+    parses, is within :data:`MAX_PAYLOAD_BYTES` and agrees with ``payload``, the target
+    and trigger are built values, ``scheduled_for`` is aware UTC at millisecond
+    precision. One that ``delay``, ``cron`` or ``every`` built was checked then.
     """
     if not isinstance(message, ScheduledMessage):
         raise InvalidMessage(f"expected a ScheduledMessage, got {_show(message)}")
@@ -379,12 +374,9 @@ class ScheduledMessage:
     missed firings (see :mod:`hexeract_lite.policy`); None: no end, on its instants,
     missed firings collapsed into one."""
     _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
-    # True when delay()/cron() built it (every field checked then, and immutable since):
-    # validate_message need not check it again at every insert. attrs.evolve and a
-    # message built field by field start unchecked.
+    # built by delay(), cron() or every(), every field checked: validate_message passes it
     _first_from_clock: bool = attrs.field(default=False, init=False, eq=False, repr=False)
-    # True when cron() placed the first firing itself (no first_occurrence): the store
-    # it is scheduled on places it again from its own clock (see place_first).
+    # cron() placed the first firing from its clock: the store places it again (place_first)
 
     @classmethod
     def delay(

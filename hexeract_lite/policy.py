@@ -22,12 +22,9 @@ A :class:`SchedulePolicy` holds four independent rules:
                 100), and only those within the misfire grace when one is set
   ============  ================================================================
 
-A schedule's firing is described by :class:`Firing`: the rule's instant (the
-occurrence id and the ``scheduled_for`` a sink sees), the jitter offset (the firing is
-due at ``instant + offset``, the stored ``scheduled_for``), and the deliveries so far.
-:func:`after_firing` and :func:`after_miss` are the one place the next firing is chosen
-(the worker's settlement and ``upcoming`` call them); :func:`missed_reason` decides
-whether a firing found now is delivered.
+:func:`after_firing` and :func:`after_miss` choose the next :class:`Firing` (for the
+worker's settlement and ``upcoming`` alike); :func:`missed_reason` decides whether a
+firing found now is delivered.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
-"""The run log: one record per dispatch attempt and per firing that was settled
-without a dispatch, written by the store in the transaction that settles it.
+"""The run log: one record per dispatch attempt and per firing settled without one,
+written by the store in the transaction that settles it.
 
-A worker attaches a :class:`RunDraft` (the figures of a :class:`RunEntry`, which its
-``entry()`` computes) to each :class:`~hexeract_lite.settlement.Settlement` it writes
-(``Settlement.run``, which also takes a :class:`RunEntry`); a store that keeps a run
-log (``store.keeps_runs``) records it with the settlement, in the same transaction,
-as ``lease_lost`` when the settlement was fenced out (the row's lease no longer
-matched: another worker owns the occurrence now). A store adds ``swept`` records
-itself, for the rows its sweep dead-letters. A store without a run log records
-nothing and answers ``runs()`` with an empty list.
-
-Outcomes (:class:`RunOutcome`): ``delivered`` (the sink succeeded, whether the
-schedule then ended or moved to its next firing), ``failed`` (the sink failed; the
-occurrence waits out its retry delay), ``timed_out`` (the same, for a call that ran
-past ``dispatch_timeout``), ``dead_lettered`` (the last attempt failed, or timed out),
-``released`` (not dispatched: the worker was stopping), ``skipped`` (not dispatched:
-found later than its misfire grace), ``lease_lost`` and ``swept``. An occurrence
-whose lease ran out before its turn in the batch is neither dispatched nor settled,
-and leaves no record.
+A worker attaches a :class:`RunDraft` (or a :class:`RunEntry`) to each
+:class:`~hexeract_lite.settlement.Settlement` it writes (``Settlement.run``); a store
+that keeps a run log (``store.keeps_runs``) records it with the settlement, as
+``lease_lost`` when the settlement was fenced out, and adds ``swept`` records for the
+rows its sweep dead-letters. A store without a run log records nothing and answers
+``runs()`` with an empty list.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from typing import NamedTuple
 
 import attrs
 
-from ._time import EPOCH
+from ._time import EPOCH, rfc3339
 from .occurrence import OccurrenceId
 
 __all__ = [
@@ -46,7 +35,14 @@ __all__ = [
 
 
 class RunOutcome(enum.StrEnum):
-    """What became of one run (see the module)."""
+    """What became of one run: ``delivered`` (the sink succeeded), ``failed`` (it
+    failed; the occurrence waits out its retry delay), ``timed_out`` (the same, for a
+    call past ``dispatch_timeout``), ``dead_lettered`` (the last attempt failed),
+    ``snoozed``, ``aborted`` (stopped by ``SchedulerControl.abort``), ``released`` (not
+    dispatched: the worker was stopping), ``skipped`` (not dispatched: later than its
+    misfire grace, or missed under its policy), ``lease_lost`` (the settlement was
+    fenced out: another worker owns the occurrence) and ``swept`` (dead-lettered by a
+    sweep). An occurrence whose lease ran out before its turn leaves no record."""
 
     DELIVERED = "delivered"
     FAILED = "failed"
@@ -138,8 +134,6 @@ class RunRecord:
 
     def as_json(self) -> dict[str, object]:
         """The record as JSON values (instants RFC 3339, durations in seconds)."""
-        from ._time import rfc3339
-
         return {
             "schedule_id": str(self.schedule_id),
             "occurrence_id": str(self.occurrence_id),

@@ -118,18 +118,15 @@ def _frames(error: BaseException) -> list[str]:
 
 
 def error_text(error: BaseException | str) -> str:
-    """The ``last_error`` text of a failure.
+    """The ``last_error`` text of a failure (a text: as it is, cut to
+    :data:`MAX_ERROR_CHARS`).
 
-    An exception: ``"<ExceptionType>: <message>"`` (just the type name when the message
-    is empty; only the message's first line, then ``…``, when it has several), then,
-    when it was raised, its traceback: :data:`TRACEBACK_HEADER` and the innermost
-    frames that fit within :data:`MAX_ERROR_CHARS` in all, cut at a frame boundary (a
-    line tells how many outer frames were left out). Frames show file, line, function
-    and source line, never local variables; the exception line is cut to
-    :data:`MAX_HEAD_CHARS` when a traceback follows it. The outer frames of
-    hexeract_lite itself (the worker calling the sink) are left out; a failure with no
-    other frame (an interruption of the worker itself) is its exception line alone. A
-    text is kept as it is, cut to :data:`MAX_ERROR_CHARS`.
+    An exception: ``"<ExceptionType>: <message>"`` (the message's first line, then
+    ``…``, when it has several; cut to :data:`MAX_HEAD_CHARS` when a traceback follows),
+    then :data:`TRACEBACK_HEADER` and the innermost frames of its traceback (file, line,
+    function, source line; never local variables; not the worker's own outer frames)
+    that fit within :data:`MAX_ERROR_CHARS`, a line telling how many outer ones were
+    left out; with no such frame, the exception line alone.
     """
     if not isinstance(error, BaseException):
         return _cut(str(error), MAX_ERROR_CHARS)
@@ -194,19 +191,19 @@ class DispatchResult:
     """A failure because the call ran past ``dispatch_timeout``."""
 
     @classmethod
-    def failed(cls, error: BaseException | str, duration: float | None = None) -> DispatchResult:
+    def failed(cls, error: BaseException | str) -> DispatchResult:
         """A failed dispatch with ``error`` (a :class:`~hexeract_lite.Snooze`: a
         snoozed one)."""
         if isinstance(error, Snooze):
-            return cls(ResultKind.SNOOZED, error, duration)
+            return cls(ResultKind.SNOOZED, error)
         if isinstance(error, DispatchAborted):
-            return cls(ResultKind.ABORTED, error, duration)
-        return cls(ResultKind.FAILED, error, duration)
+            return cls(ResultKind.ABORTED, error)
+        return cls(ResultKind.FAILED, error)
 
     @classmethod
-    def timeout(cls, error: BaseException, duration: float | None = None) -> DispatchResult:
+    def timeout(cls, error: BaseException) -> DispatchResult:
         """A dispatch that failed by running past ``dispatch_timeout``."""
-        return cls(ResultKind.FAILED, error, duration, timed_out=True)
+        return cls(ResultKind.FAILED, error, timed_out=True)
 
     def exception(self) -> BaseException:
         """The error as an exception to raise (a text becomes a DispatchError)."""
@@ -225,13 +222,10 @@ class DispatchResult:
 
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
     """A ``MISSED`` result, with the reason, when the occurrence is not to be delivered
-    (:func:`~hexeract_lite.policy.missed_reason`): found later than its due instant by
-    more than its schedule's misfire grace, missed under its ``catch_up`` policy, or
-    past its policy's end or ``max_firings``; None otherwise (deliver it). A firing of a
-    backfill's window, a retry after a failure or a snooze is never late (it is late on
-    purpose), but still ends at the policy's end and ``max_firings``; a claim after a
-    crashed attempt (no error recorded) is judged like a first attempt: the crash does
-    not make a late firing deliverable."""
+    (:func:`~hexeract_lite.policy.missed_reason`); None to deliver it. A firing of a
+    backfill's window, a retry or a snooze is never late (it waits on purpose), but
+    still ends at the policy's end and ``max_firings``; a claim after a crashed attempt
+    (no error recorded) is judged like a first attempt."""
     msg = occurrence.message
     if msg.misfire_grace is None and msg.policy is None:
         return None  # the common case

@@ -149,9 +149,7 @@ class Settlement:
 
         ``attempts`` goes back by the one the claim spent (never below 0) and the lease
         is cleared, so the occurrence is claimable again at once under the same id;
-        ``scheduled_for`` and ``last_error`` are kept. (Rescheduling it instead would
-        zero the attempt budget, and a poison occurrence under a restart loop would
-        never reach ``max_attempts``.)
+        ``scheduled_for`` and ``last_error`` are kept.
         """
         return cls(SettlementKind.RELEASED, schedule_id, lease, run=run)
 

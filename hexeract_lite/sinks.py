@@ -1,24 +1,11 @@
 """Sinks: where a due message goes when the worker dispatches it.
 
-A sink is anything with ``dispatch(message)`` (:class:`ScheduleSink`). It delivers the
-message or raises; a raise (or a hang past the worker's ``dispatch_timeout``) is a
-failed dispatch, which the worker retries with backoff and finally dead-letters.
-
-Return values are checked, so a mistake is loud instead of silently "delivered":
-``dispatch`` returns ``None``, or an awaitable that resolves to ``None`` (an ``async
-def dispatch`` does that). Anything else, a ``True``, an HTTP response, a future that
-resolves to a value, is a failed dispatch whose ``last_error`` says what came back.
-
-Delivery is at least once: the same occurrence can reach a sink twice (a worker that
-crashed after dispatching, a lease that ran out mid-dispatch). Consumers deduplicate
-on the occurrence id, which :class:`BusSink` stamps as the bus message id.
-
-Sinks here:
-
-- :class:`CallableSink` wraps a function or coroutine function taking the message.
-- :class:`BusSink` publishes through a bus transport's ``publish_raw``.
-- :class:`InProcessBus` is such a transport for one process, with topic patterns.
-- :class:`TargetRouterSink` sends each target kind (mediator, outbox, bus) to its sink.
+A sink is anything with ``dispatch(message)`` (:class:`ScheduleSink`), which returns
+``None`` (or an awaitable resolving to ``None``) or raises. Anything else it returns (a
+``True``, an HTTP response) is a failed dispatch whose ``last_error`` says what came
+back, so that a mistake is loud instead of silently "delivered". Delivery is at least
+once: consumers deduplicate on the occurrence id, which :class:`BusSink` stamps as the
+bus message id.
 """
 
 from __future__ import annotations
@@ -121,10 +108,9 @@ def _is_coroutine_callable(fn: object) -> bool:
 class CallableSink:
     """A sink that calls ``fn(message)``: a function, or a coroutine function.
 
-    ``fn``'s return value is the dispatch's: ``None`` on success (see the module
-    docstring; a function that returns something else is reported as a failed
-    dispatch, so wrap e.g. an HTTP call in a function that checks the response and
-    returns ``None``).
+    ``fn``'s return value is the dispatch's: ``None`` on success, anything else a failed
+    dispatch (wrap e.g. an HTTP call in a function that checks the response and returns
+    ``None``).
 
     .. versionadded:: 0.1.0
     """

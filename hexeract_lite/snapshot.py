@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from ._time import rfc3339
 from .message import ScheduledMessage, Target
 from .occurrence import OccurrenceId
 from .policy import Firing, SchedulePolicy
@@ -140,8 +141,6 @@ class ScheduleSnapshot:
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label
         (``delay``, ``cron:<expr>``, ``interval:<rule>``)."""
-        from ._time import rfc3339
-
         return {
             "schedule_id": str(self.schedule_id),
             "status": self.status.value,
@@ -165,8 +164,6 @@ class ScheduleSnapshot:
         policy = self.policy
         if policy is None:
             return {}
-        from ._time import rfc3339
-
         return {
             "end_at": rfc3339(policy.end_at),
             "max_firings": policy.max_firings,

@@ -1,38 +1,5 @@
-"""Transactional sink: the handler's writes and the acknowledgement commit together.
-
-``TransactionalSink(handler)`` is given to a
-:class:`~hexeract_lite.worker.SchedulerWorker` like any sink, on a SQLite or a
-PostgreSQL store. For each occurrence the worker opens one write transaction on the
-store's database (SQLite: ``BEGIN IMMEDIATE`` on a connection of the sink's own;
-PostgreSQL: a transaction on a connection of its own), records the occurrence's
-success acknowledgement in it, fenced on its lease like every acknowledgement, and
-calls ``handler(message, connection)`` with that connection (an ``apsw.Connection``,
-a ``sqlite3.Connection`` on a store opened with ``driver="sqlite3"``, or a
-``psycopg.Connection``). Then:
-
-- the handler returns None: ``COMMIT``, the handler's writes and the acknowledgement
-  together. Once committed the occurrence is never delivered again, so an effect the
-  handler writes to the same database happens exactly once;
-- the handler raises (a constraint its write violates included), returns something
-  else, or runs past the worker's ``dispatch_timeout``: ``ROLLBACK``, neither, and the
-  worker records the failure in a transaction of its own (retry with backoff, then
-  dead letter), as for any sink;
-- the acknowledgement no longer matches the lease (the lease ran out and another
-  worker owns the occurrence): the handler is not called, nothing is written, and
-  the outcome is ``lease_lost``.
-
-**The price**: the database's write lock (SQLite: the whole file; PostgreSQL: the
-scheduler row and the rows the handler writes) is held while the handler runs, so
-every other writer of the file waits for it. Handlers must be short, local writes,
-never network calls. The bound is ``dispatch_timeout``: at the deadline the SQLite
-connection is interrupted and closed (which rolls back and releases the file even
-while the handler sleeps in Python); on PostgreSQL ``statement_timeout`` and
-``idle_in_transaction_session_timeout`` end a slow statement or an idle transaction on
-the server, and a watchdog terminates the sink's session at the deadline (a handler
-running short statement after short statement included).
-A handler must not commit or roll back the connection itself, nor keep it after
-returning.
-"""
+"""Transactional sink: the handler's writes and the acknowledgement commit together
+(docs/howto/transactions.md)."""
 
 from __future__ import annotations
 
@@ -77,8 +44,18 @@ def timed_out(timeout: float, error: BaseException | None) -> TimeoutError:
 
 
 class TransactionalSink:
-    """A sink whose ``handler(message, connection)`` runs inside the transaction that
-    acknowledges the occurrence (see the module docstring).
+    """A sink whose ``handler(message, connection)`` runs inside the write transaction
+    that records the occurrence's acknowledgement, fenced on its lease, on a SQLite,
+    PostgreSQL or MySQL store (``connection``: an ``apsw.Connection``, a
+    ``sqlite3.Connection`` with ``driver="sqlite3"``, a ``psycopg.Connection`` or a
+    ``pymysql.Connection``).
+
+    The handler returns None: its writes and the acknowledgement commit together, so an
+    effect it writes to the same database happens exactly once. It raises, returns
+    something else or runs past ``dispatch_timeout``: both are rolled back and the
+    failure is retried as for any sink. A lost lease: the handler is not called. The
+    database's write lock is held while the handler runs (SQLite: the whole file), so it
+    must be short and local; it must not commit, roll back or keep the connection.
 
     Raises :class:`InvalidConfiguration` for a handler that is not a plain callable
     (a coroutine function cannot run inside the transaction).

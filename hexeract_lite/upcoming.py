@@ -1,10 +1,5 @@
-"""The firings a schedule has ahead of it, as the worker will make them (no I/O).
-
-:func:`upcoming_firings` applies the worker's rules to a snapshot: a paused, terminal or
-exhausted schedule fires nothing; an occurrence found later than its misfire grace is
-skipped (a recurring schedule goes on on its rule); a retry waits out its backoff; after
-each firing a recurring schedule moves to its next firing under its policy
-(:mod:`hexeract_lite.policy`: end, firing limit, jitter, catch-up).
+"""The firings a schedule has ahead of it, as the worker will make them (no I/O):
+:func:`upcoming_firings` applies the worker's rules to a snapshot.
 """
 
 from __future__ import annotations

@@ -1,44 +1,23 @@
 """SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them.
 
-One poll cycle (:meth:`SchedulerWorker.run_once`; :meth:`~SchedulerWorker.run`,
-:meth:`~SchedulerWorker.start` and :meth:`~SchedulerWorker.run_async` run it in a loop,
+One poll cycle (:meth:`SchedulerWorker.run_once`; the loops run it through
 :mod:`hexeract_lite.engine`):
 
 1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
    last attempt (in the loops, at most once per ``poll_interval``).
 2. ``store.claim_due(now, batch_size, lease)``: claim up to ``batch_size`` due
-   occurrences; each claim spends one attempt and holds the occurrence until
-   ``now + lease``.
-3. Each claimed occurrence, in order, at its turn (:mod:`hexeract_lite.dispatch`): its
-   lease has already run out: **skipped**, another worker may own it now; the worker
-   is stopping: not dispatched; else dispatched to the sink under ``dispatch_timeout``
-   (counted from the hand-over of the occurrence to the sink).
-4. The whole batch is settled in one ``store.settle(...)`` by the rule of
-   :func:`hexeract_lite.settle.settlement_for` (:mod:`hexeract_lite.ledger`):
-   delivered, rescheduled, retried after the :class:`~hexeract_lite.retry.RetryPolicy`
-   delay, dead-lettered (exhausted), or **released** when it was not dispatched (the
-   claim's attempt given back). Each item is fenced by the claim's ``leased_until``;
-   one the store answers False for is counted as ``lease_lost``, never retried.
+   occurrences, each spending one attempt and held until ``now + lease``.
+3. Each occurrence at its turn (:mod:`hexeract_lite.dispatch`): skipped when its lease
+   has run out, not dispatched when the worker is stopping, else handed to the sink
+   under ``dispatch_timeout``.
+4. The batch is settled in one ``store.settle(...)`` (:mod:`hexeract_lite.ledger`),
+   each item fenced by its claim's ``leased_until``. In the loops, a full batch's
+   settlement is written with the next claim (``store.settle_and_claim(...)``), unless
+   the worker has hooks.
 
-In the loops, the settlement of a full batch is written with the next cycle's claim, in
-one ``store.settle_and_claim(...)`` (not for a worker with hooks, which are told only
-while no claimed lease runs); when the loop stops, or would pause past the held
-leases, a settlement still held is written on its own.
-
-Delivery is at least once: a crash between a dispatch and the batch's settlement (or
-a settlement that fails) records nothing of the batch, and every occurrence of it is
-delivered again (same occurrence id) once its lease runs out.
-
-A sink that raises (whatever the exception), does not return within
-``dispatch_timeout``, returns anything but ``None`` (see :mod:`hexeract_lite.sinks`),
-or, as an async sink, blocks the event loop past ``dispatch_timeout``, is a failed
-dispatch, never a dead worker; only a ``KeyboardInterrupt`` or ``SystemExit`` raised on
-the event loop also ends :meth:`~SchedulerWorker.run_async`, once the batch is settled.
-``last_error`` records ``"<ExceptionType>: <message>"`` and a bounded traceback
-(:func:`~hexeract_lite.settle.error_text`). A sync sink still running at the timeout is
-abandoned on its thread (Python cannot kill a thread); an async sink is cancelled.
-
-Logging goes to the ``hexeract_lite.worker`` logger; nothing is printed.
+Delivery is at least once: a crash before the batch's settlement is written delivers
+every occurrence of it again (same occurrence id) once its lease runs out. Logging
+goes to the ``hexeract_lite.worker`` logger.
 """
 
 from __future__ import annotations
@@ -148,9 +127,6 @@ def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
 class SchedulerWorker:
     """Runs the poll cycle of the reference against a store, dispatching to a sink.
 
-    ``SchedulerWorker(store, sink, config=SchedulerWorkerConfig(), *, clock=None,
-    rng=None)``
-
     - ``store``: any :class:`~hexeract_lite.store.ScheduleStore`.
     - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a plain function /
       coroutine function taking the message (wrapped in :class:`CallableSink`).
@@ -159,10 +135,8 @@ class SchedulerWorker:
     - ``rng``: the random source of the retry jitter, anything with
       ``uniform(a, b)`` (default: a fresh :class:`random.Random`); pass a seeded one
       for reproducible delays.
-    - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event
-      (delivered, failed, dead-lettered, released, lease lost, swept, malformed row
-      dead-lettered, store error backed off) once the batch is settled; a hook that
-      raises is logged and never changes what is delivered or settled.
+    - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event; a
+      hook that raises is logged and never changes what is delivered or settled.
     - ``propagate_errors`` (the test mode): when True, a cycle in which a dispatch
       failed settles the whole batch as usual (retry or dead letter), then re-raises
       the first failure's exception from :meth:`run_once`, :meth:`run` and
@@ -309,7 +283,7 @@ class SchedulerWorker:
     # -- one cycle -----------------------------------------------------------------------
 
     def run_once(self) -> CycleReport:
-        """Run exactly one poll cycle (see the module docstring) and report its counts.
+        """Run exactly one poll cycle (sweep, claim, dispatch, settle); report its counts.
 
         The batch is dispatched on the worker's dispatch thread, this thread watching
         each call's ``dispatch_timeout``. Store errors propagate (nothing is retried

@@ -285,7 +285,7 @@ def test_a_one_shot_in_flight_cannot_move(store: ScheduleStore, frozen: FrozenTi
     msg = once(at=T0)
     store.ensure(msg, 2)
     [occ] = store.claim_due(T0, 1, LEASE)
-    with pytest.raises(NotChangeable, match="being delivered"):
+    with pytest.raises(NotChangeable, match="its one firing is in flight or waiting out a retry"):
         store.move(msg.schedule_id, T0 + HOUR)
     assert not store.run_now(msg.schedule_id), "its firing is under way"
     assert store.mark_delivered(msg.schedule_id, occ.leased_until), "the ack still applies"

@@ -24,6 +24,7 @@ from hexeract_lite import (
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
+    SchedulerControl,
     ScheduleSnapshot,
     ScheduleStatus,
     ScheduleStore,
@@ -988,6 +989,32 @@ def test_pause_then_resume_keep_the_live_lease_so_the_dispatch_in_flight_acks(
     else:
         assert store.mark_delivered(msg.schedule_id, occ.leased_until) is True
         assert status(store, msg.schedule_id) is ScheduleStatus.DELIVERED
+
+
+def test_resume_settles_a_change_made_during_the_lease_never_firing_it_late(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A firing failed (its retry's backoff holds the lease), then a reschedule (kept for
+    the lease's end), a pause and a resume: the resume goes to the change while it is
+    ahead, and to the rule once its instant passed during the pause; no later
+    acknowledgement takes the change again and fires back in time."""
+    ahead, passed = every_minute(T0), every_minute(T0)
+    for msg in (ahead, passed):
+        store.insert(msg, 3)
+    for occ in store.claim_due(frozen.now(), 10, LEASE):
+        assert store.mark_failed(occ.message.schedule_id, 10 * LEASE, "down", occ.leased_until)
+    changes = {ahead.schedule_id: T0 + 3 * LEASE, passed.schedule_id: T0 + 2 * S}
+    for sid, at in changes.items():
+        assert SchedulerControl(store).reschedule(sid, at)
+        assert store.set_paused(sid, True)
+        assert store.inspect(sid).next_after_lease == at  # type: ignore[union-attr]
+    frozen.shift(5 * S)
+    for sid in changes:
+        assert store.resume(sid) is True
+    got = {sid: store.inspect(sid) for sid in changes}
+    assert got[ahead.schedule_id].scheduled_for == T0 + 3 * LEASE  # type: ignore[union-attr]
+    assert got[passed.schedule_id].scheduled_for == T0 + timedelta(minutes=1)  # type: ignore[union-attr]
+    assert all(s is not None and s.next_after_lease is None for s in got.values())
 
 
 def test_resume_clears_a_lease_that_is_no_longer_live(

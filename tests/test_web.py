@@ -248,6 +248,10 @@ def test_actions_go_through_the_control_with_a_csrf_token(
         assert store.inspect(sid).scheduled_for.year == 2031  # type: ignore[union-attr]
         bad = call(app, "POST", f"/schedules/{sid}/reschedule", form={"csrf": csrf, "at": "soon"})
         assert bad.status == 409
+        naive = {"csrf": csrf, "at": "2032-01-02T03:04:05"}
+        bad = call(app, "POST", f"/schedules/{sid}/reschedule", form=naive)
+        assert bad.status == 409 and "has no offset" in bad.text
+        assert store.inspect(sid).scheduled_for.year == 2031  # type: ignore[union-attr]
         assert call(app, "POST", f"/schedules/{sid}/cancel", form={"csrf": csrf}).status == 303
         assert store.inspect(sid).status.value == "cancelled"  # type: ignore[union-attr]
         every = call(app, "POST", "/dead-letters/replay-all", form={"csrf": csrf})

@@ -27,6 +27,7 @@ from .output import dump_json, snapshot_json
 if TYPE_CHECKING:
     import uuid
 
+    from ..control import SchedulerControl
     from ..snapshot import ScheduleSnapshot
     from ..store.base import ScheduleStore
 
@@ -95,6 +96,21 @@ class Context:
                 pass
         with self.store(create=create) as store:
             return act(store)
+
+    def change(
+        self, args: argparse.Namespace, act: Callable[[SchedulerControl, uuid.UUID], _T]
+    ) -> tuple[uuid.UUID, _T, ScheduleSnapshot]:
+        """Run ``act(control, sid)`` on the schedule SCHEDULE_ID or ``--name`` names,
+        through :meth:`write`; return its id, the answer and the schedule after it."""
+        from ..control import SchedulerControl
+
+        def run(store: ScheduleStore) -> tuple[uuid.UUID, _T, ScheduleSnapshot]:
+            sid = schedule_id(args, store)
+            control = SchedulerControl(store)
+            answer = act(control, sid)
+            return sid, answer, control.inspect(sid)
+
+        return self.write(run, ids=target_ids(args))
 
     def _copy_of(self, ids: Iterable[uuid.UUID]) -> ScheduleStore | None:
         """An in-memory store holding the rows ``ids`` of an existing SQLite table (read

@@ -153,10 +153,8 @@ class CommandTree:
             formatter_class=HelpFormatter,
         )
         sub.set_defaults(handler=handler, cmd_parser=sub)
-        # ``--older-than -5d``: a value that starts with a minus and a digit is a value
-        # (no option here looks like one), so its parser can name it, as Python 3.13's
-        # argparse reads it; 3.11's took only plain negative numbers and said "expected
-        # one argument" without the value.
+        # ``--older-than -5d``: a value starting with a minus and a digit is a value (no
+        # option looks like one), so that its parser names it, on every Python version
         sub._negative_number_matcher = NEGATIVE_VALUE
         return sub
 

@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     Listed: TypeAlias = ScheduleSnapshot | MalformedSchedule
     """An item of a listing: a schedule, or a row the store could not decode."""
 
-# The value classes (attrs) are imported when a listing has items, by the functions that
-# show them: the plain ``list`` command renders its rows without them
-# (hexeract_lite.store.sqlite.plain).
+# The value classes are imported by the functions that show them: the plain ``list``
+# command renders its rows without them.
 
 LAST_ERROR_WIDTH = 60
 """How many characters of ``last_error`` the dead-letter text listing shows."""

@@ -11,31 +11,6 @@ from typing import Any
 
 from .options import CommandTree, HelpFormatter, example
 
-COMMANDS = (
-    "list",
-    "stats",
-    "prune",
-    "vacuum",
-    "inspect",
-    "next",
-    "runs",
-    "control",
-    "add",
-    "ensure",
-    "reschedule",
-    "update",
-    "run_now",
-    "backfill",
-    "abort",
-    "schema",
-    "migrate",
-    "dead_letter",
-    "worker",
-    "ui",
-)
-"""The command modules of :mod:`hexeract_lite.cli.commands`, in the order ``hexeract
-scheduler --help`` lists them."""
-
 COMMAND_MODULES = {
     "list": "list",
     "stats": "stats",
@@ -60,11 +35,11 @@ COMMAND_MODULES = {
     "worker": "worker",
     "ui": "ui",
 }
-"""Each ``hexeract scheduler`` command name, and the module that adds it."""
+"""Each ``hexeract scheduler`` command name, in the order ``hexeract scheduler --help``
+lists them, and the module of :mod:`hexeract_lite.cli.commands` that adds it."""
 
-
-def _command_module(name: str) -> Any:
-    return importlib.import_module(f"{__package__}.commands.{name}")
+COMMANDS = tuple(dict.fromkeys(COMMAND_MODULES.values()))
+"""The command modules, in that order."""
 
 
 class _VersionAction(argparse.Action):
@@ -119,7 +94,7 @@ def build_parser(prog: str = "hexeract", command: str | None = None) -> argparse
     tree = CommandTree(cmds)
     modules = COMMANDS if command is None else (COMMAND_MODULES[command],)
     for module in modules:
-        _command_module(module).add_parser(tree)
+        importlib.import_module(f"{__package__}.commands.{module}").add_parser(tree)
     return parser
 
 

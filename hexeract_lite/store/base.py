@@ -153,7 +153,8 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         claimed row gets ``attempts + 1`` and ``leased_until = now + lease``, so a
         crash-and-reclaim still spends the budget. ``batch_size`` must be >= 1 and
         ``lease`` at least 1 ms, the precision ``leased_until`` is stored at
-        (:class:`InvalidConfiguration`).
+        (:class:`InvalidConfiguration`). A claimed row that cannot be decoded is
+        dead-lettered (``last_error`` naming the column), not returned.
         """
 
     @abc.abstractmethod
@@ -650,7 +651,7 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         run log. A store without shared transactions raises
         :class:`InvalidConfiguration` (the default)."""
         raise InvalidConfiguration(
-            f"a TransactionalSink needs a SQLite or PostgreSQL store, got {self!r}"
+            f"a TransactionalSink needs a SQLite, PostgreSQL or MySQL store, got {self!r}"
         )
 
     # -- lifetime ------------------------------------------------------------

@@ -155,8 +155,8 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool =
         if row.trigger_kind == "delay":
             raise NotChangeable(
                 row.schedule_id,
-                f"is being delivered now (leased until {row.leased_until}): its one firing"
-                f" is in flight{_named(row)}",
+                f"is leased until {row.leased_until}: its one firing is in flight or"
+                f" waiting out a retry's backoff, and cannot be moved before then{_named(row)}",
             )
         row.next_after_lease = at
         row.backfill_until = None

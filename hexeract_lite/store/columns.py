@@ -1,10 +1,8 @@
 """The column registry: every column of the scheduler table, said once.
 
-The SQLite DDL, the PostgreSQL DDL, both stores' row decoders, :class:`ScheduleRecord`
-and the record checks of ``import_records`` all derive their column lists from
-:data:`COLUMNS`, so adding a column is one entry here (plus an upgrade step in each
-dialect's schema ladder). Each dialect turns a stored value into a Python value with a
-small codec keyed by :class:`ColumnKind` (see the stores).
+Every dialect's DDL and row codec, :class:`ScheduleRecord` and the record checks of
+``import_records`` derive their column lists from :data:`COLUMNS`: adding a column is
+one entry here plus an upgrade step in each dialect's ladder.
 """
 
 from __future__ import annotations
@@ -138,10 +136,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("snoozes", _K.INT, False, "INTEGER", "INTEGER", reference=False),
     Column("abort_requested", _K.TEXT, False, "TEXT", "TEXT", reference=False),
 )
-"""The reference's columns, in its order, then hexeract_lite's own (``reference`` False).
-(``created_at``'s default reads the database's clock only because the reference's DDL
-does; hexeract_lite always binds it.) ``misfire_grace_ms``: a schedule's misfire grace
-in milliseconds, NULL for none."""
+"""The reference's columns, in its order, then hexeract_lite's own (``reference`` False)."""
 
 POLICY_COLUMNS: tuple[str, ...] = (
     "end_at",

@@ -1,10 +1,6 @@
 """A deadline for a transactional handler: one watchdog thread per runner that, once a
-dispatch outlives its ``dispatch_timeout``, ends its transaction from outside.
-
-The SQLite runner's action interrupts and closes its connection; the PostgreSQL
-runner's terminates its server session. Either way the transaction is rolled back and
-its locks freed at the deadline, whatever the handler is doing (sleeping in Python, or
-running statement after short statement, which no per-statement timeout catches).
+dispatch outlives its ``dispatch_timeout``, ends its transaction from outside (the
+runner's action), rolling it back and freeing its locks whatever the handler is doing.
 """
 
 from __future__ import annotations

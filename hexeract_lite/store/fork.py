@@ -1,17 +1,12 @@
 """Stores across ``fork()``: no call in flight at the fork, a fresh start in the child.
 
-A child made by ``os.fork()`` (``multiprocessing``'s default start method on Linux,
-pre-fork servers) inherits a copy of every object, locks included, with only the
-forking thread running: a lock another thread held at the fork stays held for ever in
-the child, and SQLite's per-process lock bookkeeping for a file would say that one of
-the child's own connections still holds a write lock it never releases.
-
-So, for every registered object (``os.register_at_fork``), the forking thread first
-takes the object's lock (:meth:`ForkAware._before_fork`, waiting, bounded, for a call
-in flight to finish), the fork happens with no call in flight, the parent releases the
-locks, and the child starts each object afresh (:meth:`ForkAware._after_fork_in_child`:
-new locks; a store also leaves its inherited connection alone and opens its own on
-its next call). The normal paths pay nothing for this.
+A child made by ``os.fork()`` inherits every lock as it was, with only the forking
+thread running, and SQLite's per-process lock bookkeeping with it. So for every
+registered object (``os.register_at_fork``) the forking thread first takes the
+object's lock (:meth:`ForkAware._before_fork`, bounded), the parent releases it after
+the fork, and the child starts each object afresh (:meth:`ForkAware._after_fork_in_child`:
+new locks; a store leaves its inherited connection alone). The normal paths pay
+nothing for this.
 """
 
 from __future__ import annotations

@@ -25,17 +25,13 @@ if TYPE_CHECKING:
 
     from ..snapshot import ScheduleStatus
 
-    PRUNABLE: tuple[ScheduleStatus, ...]
-    DEFAULT_PRUNE_STATUSES: tuple[ScheduleStatus, ...]
     PRUNE_COLUMN: dict[ScheduleStatus, str]
 
 # The status enum lives with the value classes (attrs): this module imports it only when
 # a status is asked for, so that the CLI's arguments and its plain listing do without.
 
 __all__ = [
-    "DEFAULT_PRUNE_STATUSES",
     "LIST_STATUSES",
-    "PRUNABLE",
     "PRUNE_COLUMN",
     "check_prune",
     "check_after",
@@ -159,18 +155,10 @@ def postgres_status_where(status: ScheduleStatus | None) -> str:
 
 
 def _prunable() -> tuple[ScheduleStatus, ...]:
-    """:data:`PRUNABLE`: the statuses ``prune`` may delete: ended rows only."""
+    """The statuses ``prune`` may delete: ended rows only."""
     from ..snapshot import ScheduleStatus
 
     return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
-
-
-def _default_prune_statuses() -> tuple[ScheduleStatus, ...]:
-    """:data:`DEFAULT_PRUNE_STATUSES`: what ``prune`` deletes unless told (dead letters
-    are kept until asked for)."""
-    from ..snapshot import ScheduleStatus
-
-    return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED)
 
 
 def _prune_column() -> dict[ScheduleStatus, str]:
@@ -188,11 +176,7 @@ __getattr__, __dir__, _ = lazy_exports(
     __name__,
     globals(),
     {},
-    {
-        "PRUNABLE": _prunable,
-        "DEFAULT_PRUNE_STATUSES": _default_prune_statuses,
-        "PRUNE_COLUMN": _prune_column,
-    },
+    {"PRUNE_COLUMN": _prune_column},
 )
 
 

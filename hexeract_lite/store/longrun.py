@@ -1,11 +1,9 @@
 """The long handlers' methods of the store contract: lease extension and abort requests.
 
-:class:`~hexeract_lite.store.base.ScheduleStore` inherits :class:`LongRunContract`. A
-worker's heartbeat extends the lease of a dispatch in flight (:meth:`extend_lease`,
+A worker's heartbeat extends the lease of a dispatch in flight (:meth:`extend_lease`,
 fenced like the acknowledgements); ``SchedulerControl.abort`` stores an abort request
-on the row (:meth:`request_abort`, the ``abort_requested`` column), which the worker
-running the dispatch reads (:meth:`abort_requests`) on its next heartbeat or poll. The
-next claim of the occurrence clears the request.
+on the row (:meth:`request_abort`), which the worker running the dispatch reads
+(:meth:`abort_requests`); the next claim of the occurrence clears it.
 """
 
 from __future__ import annotations

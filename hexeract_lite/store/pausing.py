@@ -60,7 +60,9 @@ def pause_plan(note: str | None) -> Plan[bool]:
 def resume_change(next: datetime | None = None) -> Plan[bool]:
     """The contract's ``resume`` of a row (:meth:`ScheduleRecord.resume_plan`): True
     when it is no longer paused; the note cleared. A realigned row keeps a live lease
-    (the dispatch in flight may still acknowledge)."""
+    (the dispatch in flight may still acknowledge) and goes to a change made during that
+    lease (``next_after_lease``) when its instant is still ahead, else to the rule's
+    instant; either way the change is settled, so no acknowledgement later takes it."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         resumes, realign, offset = row.resume_plan(next, now)
@@ -68,6 +70,10 @@ def resume_change(next: datetime | None = None) -> Plan[bool]:
             return False, None
         new = row.copy()
         if realign is not None:
+            waiting = row.next_after_lease
+            if next is None and waiting is not None and waiting > now:
+                realign, offset = waiting, None  # a change placed during a lease: due as given
+            new.next_after_lease = None
             new.scheduled_for = realign
             new.jitter_offset_ms = offset
             new.attempts = 0

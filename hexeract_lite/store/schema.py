@@ -144,14 +144,9 @@ def sqlite_noncanonical(column: str) -> str:
 NONCANONICAL = (
     f"{LIVE} AND ({sqlite_noncanonical('scheduled_for')} OR {sqlite_noncanonical('leased_until')})"
 )
-"""A live row whose ``scheduled_for`` or ``leased_until`` is in another layout.
-
-Instants are compared as text, which orders them only when every value has the
-canonical layout: ``2026-03-01 13:00:00`` sorts before ``2026-03-01T12:00:00.000Z``
-and ``2026-03-01T08:00:00-05:00`` (13:00 UTC) before it too. Such rows (another tool
-may write them at any time) sit in ``idx_<table>_noncanonical`` (see
-:data:`OFF_LAYOUT`) and the store rewrites them canonically (the same instant, by
-SQLite's ``strftime`` of the stored value) before it compares."""
+"""A live row whose ``scheduled_for`` or ``leased_until`` is in another layout. Text
+order is time order only in the canonical layout, so the store rewrites such rows (the
+same instant) before it compares."""
 
 _LAYOUT_GLOB = "'????-??-??T??:??:??.???Z'"
 
@@ -159,11 +154,9 @@ OFF_LAYOUT = (
     f"{LIVE} AND (scheduled_for NOT GLOB {_LAYOUT_GLOB} OR leased_until NOT GLOB {_LAYOUT_GLOB})"
 )
 """The WHERE of ``idx_<table>_noncanonical``: a live row with an instant not shaped
-``????-??-??T??:??:??.???Z``. A superset of :data:`NONCANONICAL` (it also holds text
-that is no instant at all, which a claim dead-letters) that costs one ``GLOB`` per
-column: SQLite evaluates an index's WHERE on every write that touches its columns, and
-every claim and acknowledgement writes ``leased_until``. Queries on the index repeat
-it, then apply :data:`NONCANONICAL`."""
+``????-??-??T??:??:??.???Z``. A superset of :data:`NONCANONICAL` that costs one
+``GLOB`` per column on every write of ``leased_until``; queries on the index repeat it,
+then apply :data:`NONCANONICAL`."""
 
 
 def sqlite_table_ddl(table: str) -> str:
@@ -199,10 +192,8 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
       expired, and the wake-up hint reads the first one.
     - ``idx_<table>_exhausted``: rows out of attempts, for the sweep run every cycle.
     - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
-    - ``idx_<table>_noncanonical``: live rows with an instant in another layout (another
-      tool wrote it), which the store rewrites canonically before comparing (see
-      :data:`NONCANONICAL`); normally empty. Its WHERE is the cheap superset
-      :data:`OFF_LAYOUT`.
+    - ``idx_<table>_noncanonical``: live rows with an instant in another layout
+      (:data:`OFF_LAYOUT`); normally empty.
 
     Each holds only the rows its query wants: a new row adds one entry (to ``due``)
     beyond the reference's indexes.

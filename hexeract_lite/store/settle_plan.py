@@ -1,9 +1,5 @@
-"""The settle plan: a checked batch of settlements as the parameters each item writes.
-
-A SQL store's ``settle`` runs one fenced statement per item, in one transaction. What
-each item binds is the same in every dialect; only the encoding of ids, leases and
-instants differs, so a store passes its encoders and maps each item's kind to its own
-statement.
+"""The settle plan: a checked batch of settlements as the parameters each item writes,
+the same in every SQL dialect but for the encoders a store passes.
 """
 
 from __future__ import annotations

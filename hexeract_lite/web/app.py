@@ -48,7 +48,6 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._time import parse_ts
 from ..control import SchedulerControl
 from ..errors import InvalidArgument, InvalidConfiguration, ScheduleNotFound, SchedulerError
 from ..redact import scrub
@@ -295,14 +294,9 @@ def _uuid(text: str) -> uuid.UUID:
 def _instant(text: str) -> datetime:
     """An ISO 8601 instant with its offset (``Z`` or ``+01:00``)."""
     try:
-        at = parse_ts(text.strip())
+        at = datetime.fromisoformat(text.strip())
     except ValueError:
-        at = None
-    if at is None:
-        try:
-            at = datetime.fromisoformat(text.strip())
-        except ValueError:
-            raise InvalidArgument(f"not an instant: {text!r:.80}") from None
+        raise InvalidArgument(f"not an instant: {text!r:.80}") from None
     if at.tzinfo is None:
         raise InvalidArgument(f"the instant {text!r:.80} has no offset (add Z or +01:00)")
     return at

@@ -1,28 +1,15 @@
-"""What the console shows of the past: the hourly chart's counts and a schedule's runs.
-
-Both come from the store's run log (:mod:`hexeract_lite.runlog`), through the store
-contract's public methods:
-
-- :func:`hourly_counts` gives, for each of the hours from ``since`` to ``now``, how many
-  dispatch attempts were delivered and how many failed (``failed``, ``timed_out``,
-  ``dead_lettered``, ``swept``) in it, by the hour they finished in
-  (``store.run_counts``): every firing of a recurring schedule and every failed
-  attempt before a retry counts. A store without a run log cannot tell deliveries
-  (``delivered`` is None); its dead letters come from the newest
-  :data:`DEAD_LETTER_CAP` of ``list_dead_letter``.
-- :func:`runs_for` gives a schedule's recent runs, newest first (``store.runs``); a
-  store without a run log has none, and :data:`RUNS_UNAVAILABLE` says why.
+"""What the console's chart shows of the past: :func:`hourly_counts`, from the store's
+run log (``store.run_counts``), or without one from its newest dead letters.
 """
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import attrs
 
-from ..runlog import RunOutcome, RunRecord
+from ..runlog import RunOutcome
 
 if TYPE_CHECKING:
     from ..store.base import ScheduleStore
@@ -34,7 +21,6 @@ __all__ = [
     "RUNS_UNAVAILABLE",
     "HourlyCounts",
     "hourly_counts",
-    "runs_for",
 ]
 
 HOUR = timedelta(hours=1)
@@ -81,9 +67,11 @@ def _hour_of(instant: datetime) -> datetime:
 
 
 def hourly_counts(store: ScheduleStore, since: datetime, now: datetime) -> HourlyCounts:
-    """Deliveries and failures per hour from the hour of ``since`` to the hour of
-    ``now`` (aware UTC instants), oldest first (see the module docstring for what is
-    counted)."""
+    """Deliveries and failures (:data:`FAILURES`) per hour, from the hour of ``since``
+    to the hour of ``now`` (aware UTC instants), oldest first, by the hour each
+    dispatch attempt finished in: every firing and every failed attempt counts. A store
+    without a run log cannot tell deliveries (``delivered`` is None); its failures are
+    its newest :data:`DEAD_LETTER_CAP` dead letters."""
     start = _hour_of(since)
     hours = []
     at = start
@@ -107,7 +95,7 @@ def hourly_counts(store: ScheduleStore, since: datetime, now: datetime) -> Hourl
             delivered=delivered,
             failed=failed,
             source="dispatch attempts in the run log, by the hour they finished in: delivered,"
-            " and failed (failed, timed out, dead-lettered or swept)",
+            " and failed (failed, timed out, aborted, dead-lettered or swept)",
         )
     capped = False
     newest = store.list_dead_letter(DEAD_LETTER_CAP)
@@ -130,9 +118,3 @@ def hourly_counts(store: ScheduleStore, since: datetime, now: datetime) -> Hourl
         source="schedules dead-lettered, by the hour their row ended in"
         " (deliveries are not known on this store without a run log)",
     )
-
-
-def runs_for(store: ScheduleStore, schedule_id: uuid.UUID, limit: int = 50) -> list[RunRecord]:
-    """The schedule's last ``limit`` runs, newest first. Without a run log there are
-    none: an empty list (the page shows :data:`RUNS_UNAVAILABLE`)."""
-    return store.runs(schedule_id, limit=limit)

@@ -5,8 +5,8 @@ Every read is bounded: counts come from ``store.stats()``, listings from one pag
 ``list_schedules`` / ``list_pending`` / ``list_dead_letter``, a schedule from
 ``SchedulerControl.inspect`` and the firings from
 :func:`~hexeract_lite.upcoming.upcoming_firings` (at most :data:`TIMELINE_SCHEDULES`
-schedules, :data:`TIMELINE_PER_SCHEDULE` firings each). History comes from
-:mod:`.history` alone.
+schedules, :data:`TIMELINE_PER_SCHEDULE` firings each), runs from ``store.runs``
+and the chart from :mod:`.history`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..runlog import RunRecord
 from ..settle import error_summary
 from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from ..upcoming import upcoming_firings
-from .history import NO_RUNS_YET, RUNS_UNAVAILABLE, hourly_counts, runs_for
+from .history import NO_RUNS_YET, RUNS_UNAVAILABLE, hourly_counts
 from .words import trigger_words
 
 if TYPE_CHECKING:
@@ -237,12 +237,12 @@ def _pretty(payload_json: str) -> str:
 
 def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any]:
     """A schedule: its fields, its trigger in words, its next 10 firings, its last
-    error, its payload and its runs (:func:`~.history.runs_for`)."""
+    error, its payload and its last 50 runs."""
     control = SchedulerControl(store)
     snap = control.inspect(schedule_id)
     zone = zone_of(snap)
     firings = control.upcoming(schedule_id, count=10)
-    runs = [_run_row(run) for run in runs_for(store, schedule_id)]
+    runs = [_run_row(run) for run in store.runs(schedule_id, limit=50)]
     status = snap.status
     return {
         "s": snap,

@@ -8,26 +8,13 @@ the page lists come from the scheduler itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._time import rfc3339
 from ..interval import format_duration
-
-if TYPE_CHECKING:
-    from ..trigger import Trigger
+from ..trigger import MACROS, Trigger
 
 __all__ = ["trigger_words"]
 
 _DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
-_NICKNAMES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 
 
 def _number(field: str, top: int) -> int | None:
@@ -53,7 +40,7 @@ def _weekdays(field: str) -> str | None:
 def _cron_words(expression: str) -> str | None:
     """The five-field rule ``expression`` in words, or None when its shape is not a
     common one."""
-    fields = _NICKNAMES.get(expression.strip().lower(), expression).split()
+    fields = MACROS.get(expression.strip().lower(), expression).split()
     if len(fields) != 5:
         return None
     minute, hour, dom, month, dow = fields

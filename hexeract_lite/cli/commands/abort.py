@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-from ...control import SchedulerControl
 from ..args import parse_name, parse_schedule_id
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..context import EXIT_OK, Context, print_change
 from ..options import CommandTree
-
-if TYPE_CHECKING:
-    import uuid
-
-    from ...snapshot import ScheduleSnapshot
-    from ...store.base import ScheduleStore
 
 
 def _id_or_name(text: str) -> tuple[str, object]:
@@ -58,14 +50,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     kind, value = args.target
     args.schedule_id = value if kind == "id" else None
     args.schedule_name = value if kind == "name" else None
-
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
-        sid = schedule_id(args, store)
-        control = SchedulerControl(store)
-        asked = control.abort(sid, cancel=args.cancel)
-        return sid, asked, control.inspect(sid)
-
-    sid, asked, snapshot = ctx.write(act, ids=target_ids(args))
+    sid, asked, snapshot = ctx.change(
+        args, lambda control, sid: control.abort(sid, cancel=args.cancel)
+    )
     if asked:
         how = "abort and cancel" if args.cancel else "abort"
         result, text = "requested", f"Asked the dispatch in flight of schedule {sid} to {how}."

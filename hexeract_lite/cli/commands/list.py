@@ -48,8 +48,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     filtered = any(value is not None for value in filters)
     check_glob(args.event_type)  # before the store opens: bad input touches nothing
     check_glob(args.name_glob, "name")
-    if not filtered and args.format == "text":
-        text = _plain_listing(ctx, args.limit)
+    if not filtered and args.format == "text":  # a SQLite file, read without the store
+        validate_table_name(ctx.table)  # as open_store checks, in its order
+        target = parse_conn(ctx.conn)
+        text = pending_text(target, ctx.table, args.limit) if target.kind == "sqlite" else None
         if text is not None:
             ctx.print(text)
             return EXIT_OK
@@ -71,17 +73,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         ctx.print(format_pending(rows))
     return EXIT_OK
-
-
-def _plain_listing(ctx: Context, limit: int) -> str | None:
-    """The text listing of a SQLite file read without the store's value classes;
-    None when the store must list (PostgreSQL, or a row that only the store's decoding
-    can show)."""
-    validate_table_name(ctx.table)  # as open_store checks, in its order
-    target = parse_conn(ctx.conn)
-    if target.kind != "sqlite":
-        return None
-    return pending_text(target, ctx.table, limit)
 
 
 def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:

@@ -7,18 +7,16 @@ from typing import TYPE_CHECKING
 
 from ..._time import rfc3339
 from ...clock import SYSTEM_CLOCK
-from ...control import SchedulerControl
 from ...errors import UsageError
 from ..args import parse_duration, parse_instant
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..context import EXIT_OK, Context, print_change
 from ..options import CommandTree, id_argument
 
 if TYPE_CHECKING:
     import uuid
     from datetime import datetime
 
-    from ...snapshot import ScheduleSnapshot
-    from ...store.base import ScheduleStore
+    from ...control import SchedulerControl
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -42,17 +40,14 @@ def add_parser(tree: CommandTree) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Move the schedule's next firing; print the new one."""
 
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, datetime, bool, ScheduleSnapshot]:
-        sid = schedule_id(args, store)
+    def act(control: SchedulerControl, sid: uuid.UUID) -> tuple[datetime, bool]:
         try:
             at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
         except OverflowError:
             raise UsageError(f"--in {args.in_.text!r} reaches past the year 9999") from None
-        control = SchedulerControl(store)
-        changed = control.reschedule(sid, at)
-        return sid, at, changed, control.inspect(sid)
+        return at, control.reschedule(sid, at)
 
-    sid, at, changed, snapshot = ctx.write(act, ids=target_ids(args))
+    sid, (at, changed), snapshot = ctx.change(args, act)
     result = "rescheduled" if changed else "unchanged"
     text = f"Schedule {sid}: next firing {rfc3339(at)}"
     if snapshot.leased_until is not None and snapshot.scheduled_for != at:

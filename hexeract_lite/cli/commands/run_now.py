@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-from ...control import SchedulerControl
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..context import EXIT_OK, Context, print_change
 from ..options import CommandTree, id_argument
-
-if TYPE_CHECKING:
-    import uuid
-
-    from ...snapshot import ScheduleSnapshot
-    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -31,14 +23,7 @@ def add_parser(tree: CommandTree) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     """Make the schedule due now; say so."""
-
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
-        sid = schedule_id(args, store)
-        control = SchedulerControl(store)
-        changed = control.run_now(sid)
-        return sid, changed, control.inspect(sid)
-
-    sid, changed, snapshot = ctx.write(act, ids=target_ids(args))
+    sid, changed, snapshot = ctx.change(args, lambda control, sid: control.run_now(sid))
     if changed:
         result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
     else:

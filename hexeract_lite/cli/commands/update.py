@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...control import SchedulerControl
 from ...errors import UsageError
 from ..args import parse_payload, parse_positive_int, parse_stored_duration, parse_target
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..context import EXIT_OK, Context, print_change
 from ..options import CLEAR, CommandTree, clearable, id_argument, policy_arguments, policy_options
-
-if TYPE_CHECKING:
-    import uuid
-
-    from ...snapshot import ScheduleSnapshot
-    from ...store.base import ScheduleStore
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -83,14 +76,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from ...trigger import CronExpression
 
         CronExpression.parse(args.cron, tz=args.tz)
-
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, ScheduleSnapshot]:
-        sid = schedule_id(args, store)
-        control = SchedulerControl(store)
-        changed = control.update(sid, **fields)
-        return sid, changed, control.inspect(sid)
-
-    sid, changed, snapshot = ctx.write(act, ids=target_ids(args))
+    sid, changed, snapshot = ctx.change(args, lambda control, sid: control.update(sid, **fields))
     result = "updated" if changed else "unchanged"
     text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
     print_change(ctx, args, snapshot, result, text)

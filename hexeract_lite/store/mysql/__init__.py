@@ -6,7 +6,5 @@ PyMySQL.
 
 from ..._lazy import lazy_exports
 
-# Every public name, once, and the module that defines it (it makes __all__ and the
-# type checkers' __init__.pyi).
 _EXPORTS = {".store": ("MysqlScheduleStore",)}
 __getattr__, __dir__, _MODULE_OF = lazy_exports(__name__, globals(), _EXPORTS)

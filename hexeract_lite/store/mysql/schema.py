@@ -1,29 +1,13 @@
 """The MySQL/MariaDB table: its DDL text, its schema version and the upgrade ladder.
 
 Pure Python at import time (PyMySQL is only named for type checking), so the DDL can
-be printed without the ``mysql`` extra. The reference's layout: ``BINARY(16)`` ids,
-``VARCHAR(64)`` event types, a ``JSON`` payload, ``VARCHAR(16)`` kinds, ``DATETIME(6)``
-instants in UTC (written at millisecond precision), ``INT`` counters and a ``BOOLEAN``
-paused flag, with its two indexes ``idx_<table>_pending`` on ``(scheduled_for)`` and
-``idx_<table>_dead_letter`` on ``(dead_lettered_at)`` (MySQL has no partial indexes:
-both are whole). The table is ``utf8mb4`` with the binary collation, so names and event
-types compare byte for byte, as on SQLite and PostgreSQL.
-
-hexeract_lite's extensions (version 1, one ALTER) are nullable columns
-the reference never names: ``name`` (unique among rows that have one),
-``next_after_lease``, ``misfire_grace_ms``, and three ``VIRTUAL`` generated columns
-that stand in for PostgreSQL's partial indexes, each indexed and NULL outside its set,
-so a claim, the sweep and the wake-up hint read only rows they may want however many
-are in flight or in backoff: ``hxl_due`` (a pending row without a lease: its
-``scheduled_for``), ``hxl_reclaim`` (a pending row with a lease: when it is claimable
-again) and ``hxl_exhausted`` (a pending row out of attempts); plus indexes on
-``delivered_at`` and ``cancelled_at`` (``stats``, ``prune``). A table's version is
-recorded in :data:`META_TABLE`; one without a record (the reference's) is version 0.
-Opening with ``create=True`` adds what is missing under a named lock (``GET_LOCK``);
-every step adds only what the table lacks, so running it again changes nothing.
-Version 2 adds the run log, ``<table>_runs``; version 3 (:data:`SCHEMA_VERSION`) the
-nullable columns of schedule policies and long handlers (``end_at`` to
-``abort_requested`` in :data:`~hexeract_lite.store.columns.COLUMNS`).
+be printed without the ``mysql`` extra. The reference's layout (:data:`MYSQL_TYPES`)
+with its two whole indexes, ``utf8mb4`` with the binary collation (names and event
+types compare byte for byte, as on SQLite and PostgreSQL). Our extensions are nullable
+columns the reference never names, and ``VIRTUAL`` generated columns (:data:`_GENERATED`),
+each indexed and NULL outside its set, standing in for PostgreSQL's partial indexes.
+A table's version is recorded in :data:`META_TABLE` (none: the reference's, version
+0); opening with ``create=True`` adds only what is missing, under a named lock.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import pymysql
 
 from ...errors import InvalidConfiguration, StoreError
 from ...redact import scrub
+from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
 
 __all__ = ["MysqlSession", "PoolTimeout", "Timeouts", "store_error"]
 
@@ -43,10 +44,6 @@ def _check(name: str, value: object, least: timedelta) -> timedelta:
             f"{name} must be a timedelta from {least.total_seconds():g} s to 24 days, got {value!r}"
         )
     return value
-
-
-def _seconds(value: timedelta) -> str:
-    return f"{value.total_seconds():g} s"
 
 
 @attrs.frozen(kw_only=True)
@@ -89,20 +86,14 @@ def store_error(prefix: str, exc: BaseException, *, url: str, timeouts: Timeouts
     did; never the password."""
     code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else None
     if code == _LOCK_WAIT:
-        detail = (
-            f"waited longer than the lock timeout ({_seconds(timeouts.lock)}) for a lock"
-            " held by another session"
-        )
+        detail = lock_timed_out(timeouts.lock)
     elif code in _STATEMENT_TIME:
-        detail = (
-            f"the statement ran longer than the statement timeout"
-            f" ({_seconds(timeouts.statement)}) and was cancelled"
-        )
+        detail = statement_timed_out(timeouts.statement)
     elif code == _DEADLOCK:
         detail = "deadlock with another session; the transaction was rolled back"
     elif isinstance(exc, PoolTimeout):
         detail = (
-            f"waited longer than the pool timeout ({_seconds(timeouts.pool)}) for a"
+            f"waited longer than the pool timeout ({seconds_text(timeouts.pool)}) for a"
             " connection: every pooled connection is busy"
         )
     else:

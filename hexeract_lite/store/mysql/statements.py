@@ -17,6 +17,7 @@ from ..columns import COLUMN_NAMES, SELECT_LIST
 from ..listing import postgres_status_where
 from ..schema import REPLAYED, counted
 from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
+from ..sql.statements import SharedStatements
 
 __all__ = [
     "Statements",
@@ -32,13 +33,18 @@ NOT_TERMINAL = "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_
 _COUNTED = counted("%(counted)s")
 
 
-class Statements:
+class Statements(SharedStatements):
     """Every statement of one store (the SQL base's names, and the claim's)."""
 
     def __init__(self, table: str) -> None:
         t = f"`{table}`"
         cols = SELECT_LIST
         fence = f" WHERE schedule_id = %(id)s AND leased_until = %(lease)s AND {NOT_TERMINAL}"
+        super().__init__(
+            lambda text: text.format(
+                t=t, cols=cols, now="%(now)s", deadline="%(until)s", not_terminal=NOT_TERMINAL
+            )
+        )
         self.insert = (
             f"INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
             " scheduled_for, target_kind, target_routing_key, max_attempts, created_at, name,"
@@ -90,24 +96,6 @@ class Statements:
         self.mark_failed = (
             f"UPDATE {t} SET last_error = %(error)s, leased_until = %(until)s" + fence
         )
-        self.mark_dead_lettered = (
-            f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error = %(error)s,"
-            " leased_until = NULL" + fence
-        )
-        self.release = (
-            f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
-        )
-        self.extend_lease = f"UPDATE {t} SET leased_until = %(until)s" + fence
-        self.snooze = (
-            f"UPDATE {t} SET attempts = GREATEST(attempts - 1, 0),"
-            " snoozes = COALESCE(snoozes, 0) + 1, leased_until = %(until)s" + fence
-        )
-        self.request_abort = (
-            f"UPDATE {t} SET abort_requested = %(how)s WHERE schedule_id = %(id)s"
-            f" AND {NOT_TERMINAL} AND leased_until IS NOT NULL"
-        )
-        self.abort_request = f"SELECT abort_requested FROM {t} WHERE schedule_id = %(id)s"
-        self.cancel_leased = f"UPDATE {t} SET cancelled_at = %(now)s, leased_until = NULL" + fence
         self.sweep = (
             f"UPDATE {t} SET dead_lettered_at = %(now)s, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE CONCAT(%(kept)s, last_error) END,"
@@ -116,15 +104,6 @@ class Statements:
         self.sweep_probe = f"SELECT 1 FROM {t} WHERE hxl_exhausted <= %(now)s LIMIT 1"
         self.next_wakeup = (
             f"SELECT (SELECT MIN(hxl_due) FROM {t}), (SELECT MIN(hxl_reclaim) FROM {t})"
-        )
-        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = %(id)s"
-        self.cancel = (
-            f"UPDATE {t} SET cancelled_at = %(now)s, leased_until = NULL"
-            f" WHERE schedule_id = %(id)s AND {NOT_TERMINAL}"
-        )
-        self.set_paused = (
-            f"UPDATE {t} SET paused = %(paused)s, pause_note = NULL"
-            f" WHERE schedule_id = %(id)s AND {NOT_TERMINAL} AND paused <> %(paused)s"
         )
         self.lock_row = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE"
         self.replay = (
@@ -145,20 +124,6 @@ class Statements:
             " ORDER BY CAST(name AS BINARY)"
         )
         self.lock_named = self.list_named + " FOR UPDATE"
-        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = %(id)s"
-        self.list_pending = (
-            f"SELECT {cols} FROM {t} WHERE {NOT_TERMINAL}"
-            " ORDER BY scheduled_for, schedule_id LIMIT %(limit)s"
-        )
-        self.list_dead_letter = (
-            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT %(limit)s"
-        )
-        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT %(limit)s"
-        self.export_after = (
-            f"SELECT {cols} FROM {t} WHERE schedule_id > %(after)s"
-            " ORDER BY schedule_id LIMIT %(limit)s"
-        )
 
 
 def list_statement(

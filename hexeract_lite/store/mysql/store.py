@@ -1,15 +1,9 @@
 """MysqlScheduleStore: the store contract on a MySQL 8 or MariaDB 10.6+ table.
 
 The table is the reference's MySQL layout plus this project's extensions
-(:mod:`.schema`). A claim selects and locks the due rows ``FOR UPDATE SKIP LOCKED``,
-leases them and consumes an attempt, then reselects them, in one transaction, so
-workers on many hosts never hand out a live lease twice. "Now" is the store's
-``clock``, bound as a parameter. Every wait is bounded (:meth:`MysqlScheduleStore.open`).
-Other processes' changes are seen by polling (MySQL has no ``LISTEN``); this process's
-own changes wake its workers at once. A claimed row that cannot be decoded is
-dead-lettered, not dispatched; listings show it as a
-:class:`~hexeract_lite.snapshot.MalformedSchedule`, ``inspect`` raises
-:class:`~hexeract_lite.errors.StoreError`.
+(:mod:`.schema`). A claim locks the due rows ``FOR UPDATE SKIP LOCKED``, leases them and
+reselects them in one transaction. MySQL has no ``LISTEN``: other processes' changes
+are seen by polling, this process's own wake its workers at once.
 """
 
 from __future__ import annotations

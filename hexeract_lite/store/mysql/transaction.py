@@ -1,18 +1,12 @@
 """Transactions the application shares with the MySQL store.
 
-- :func:`insert_within`: ``store.insert(..., connection=conn)`` and ``insert_many``
-  write the schedules through the caller's ``pymysql`` connection inside its open
-  transaction, under a savepoint (the batch is all or nothing). Nothing is committed
-  here: the schedules exist once the caller commits, and never if it rolls back.
-  Workers see them at their next poll.
-- :func:`modify_within`: the same for a change to one schedule (the row locked
-  ``FOR UPDATE``).
+- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
+  ``pymysql`` connection inside its open transaction, under a savepoint; nothing is
+  committed here. Workers see the caller's commit at their next poll.
 - :class:`MysqlTransactionRunner`: the MySQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`: one transaction on a
-  connection of its own holds the occurrence's fenced acknowledgement and the
-  handler's writes. At the dispatch deadline a watchdog kills the session
-  (``KILL CONNECTION`` from a pooled connection), which rolls its transaction back; a
-  handler that returns after the deadline is rolled back, never committed.
+  :class:`~hexeract_lite.transactional.TransactionalSink`. At the deadline a watchdog
+  kills the session (``KILL CONNECTION``), rolling it back; a handler that returns
+  after the deadline is rolled back.
 """
 
 from __future__ import annotations
@@ -20,8 +14,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pymysql
@@ -33,7 +27,7 @@ from ...settle import Acknowledged, DispatchResult
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner
+from ..sql.runner import Fenced, TransactionRunner, savepoint
 from .session import MysqlSession
 
 if TYPE_CHECKING:
@@ -51,7 +45,6 @@ __all__ = ["MysqlTransactionRunner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
 _log = package_logger(__name__)
-_SAVEPOINT = "hexeract_lite_insert"
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"
 
 
@@ -106,25 +99,11 @@ def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connectio
     return connection
 
 
-@contextmanager
-def _savepoint(store: StoreSide, conn: pymysql.Connection[Any], what: str) -> Iterator[None]:
-    """The body in a savepoint of the caller's transaction, rolled back to when it raises."""
-    tx = MysqlSession(conn)
-    try:
-        tx.execute(f"SAVEPOINT {_SAVEPOINT}")
-    except pymysql.MySQLError as exc:
-        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        yield
-        tx.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-    except BaseException as exc:
-        with suppress(pymysql.MySQLError):
-            tx.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-        if isinstance(exc, pymysql.MySQLError):
-            raise StoreError(
-                f"{what} on {store._where} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        raise
+def _savepoint(
+    store: StoreSide, conn: pymysql.Connection[Any], what: str
+) -> AbstractContextManager[None]:
+    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction."""
+    return savepoint(MysqlSession(conn).execute, (pymysql.MySQLError,), what, store._where)
 
 
 def insert_within(
@@ -187,13 +166,6 @@ class MysqlTransactionRunner(TransactionRunner):
         if self._conn is None or not self._conn.open:
             self._conn = self._store._db.new()
         return self._conn
-
-    def close(self) -> None:
-        """Close the runner's own connection (a later run opens another)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and self._pid == os.getpid():
-            with suppress(Exception):
-                conn.close()
 
     def _kill(self, thread_id: int) -> Callable[[], None]:
         def end() -> None:

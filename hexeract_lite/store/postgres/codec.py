@@ -1,10 +1,9 @@
 """Rows of the PostgreSQL table as Python values, and rows that cannot be.
 
-The PostgreSQL codec of the column registry (:mod:`.columns`): the select list every
-read uses, one decoder per :class:`~hexeract_lite.store.columns.ColumnKind`, and the
-diagnosis of a row that another tool or a hand edit wrote in a shape no schedule has
-(an unparseable cron expression, an unknown target kind, an instant outside Python's
-years 1-9999 such as ``'infinity'``), naming the column.
+The PostgreSQL codec of the column registry: the select list every read uses, one
+decoder per :class:`~hexeract_lite.store.columns.ColumnKind`, and :func:`diagnose`,
+naming the column of a row no schedule has (an unparseable cron expression, an
+instant outside Python's years 1-9999 such as ``'infinity'``).
 """
 
 from __future__ import annotations

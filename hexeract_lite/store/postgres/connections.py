@@ -1,13 +1,9 @@
 """The PostgreSQL store's connections: the pool, the change listener, and forks.
 
 :class:`Connections` owns everything of a store that talks to the server: the pool
-its threads share (with the store's bounds on waiting set on every connection), the
-``NOTIFY`` it sends after a change and the ``LISTEN`` ing thread
-(:mod:`.notify`), and what happens to them in a child made by ``os.fork()``:
-the child abandons the parent's pool and listener without touching them (their locks
-may be held by a parent thread that does not exist in the child; their sockets are
-the parent's, and closing them would end the parent's sessions) and connects afresh
-on first use.
+(the store's bounds set on every connection), the ``NOTIFY`` it sends after a change
+and the ``LISTEN`` ing thread (:mod:`.notify`). A child made by ``os.fork()`` abandons
+the parent's pool and listener without touching them and connects afresh on first use.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Cross-process wake-ups for the PostgreSQL store: ``LISTEN``/``NOTIFY``.
 
-Every store that commits a change that may make work claimable (an insert, an
-import, a replay, a resume, a reschedule, a failure, a release) sends a notification
-on its table's channel (:func:`channel_name`) after the commit. A store that claims
-work runs one :class:`ChangeListener`: a daemon thread holding one extra connection
-that ``LISTEN`` s on the channel and signals the store's ``changes`` on every
-notification from another store, so a worker idle in another process wakes within
-milliseconds instead of at its next poll. Notifications are a hint: a lost one (the
-listener's connection broke) costs at most a poll interval, never a schedule, and the
-listener signals after it reconnects, in case it missed one.
+After a commit that may make work claimable a store notifies its table's channel
+(:func:`channel_name`). A claiming store runs one :class:`ChangeListener`, a daemon
+thread on one extra connection that signals the store's ``changes`` on another store's
+notification. Notifications are a hint: a lost one costs at most a poll interval, and
+the listener signals after it reconnects.
 """
 
 from __future__ import annotations

@@ -9,16 +9,13 @@ from psycopg import sql
 
 from ..._time import to_utc_ms
 from ..sql.runs import RUN_COLUMNS, RunStatements
-from .schema import runs_table_name
+from .codec import same
+from .schema import quote_ident, runs_table_name
 
 __all__ = ["RUNS_VERSION", "run_statements", "sweep_runs"]
 
 RUNS_VERSION = 6
 """The first schema version with the runs table."""
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _decode_id(value: Any) -> uuid.UUID:
@@ -29,19 +26,15 @@ def _decode_instant(value: Any) -> Any:
     return to_utc_ms(value, "timestamp")
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 def run_statements(table: str) -> RunStatements:
     """The run-log statements of ``table`` (already validated)."""
     return RunStatements(
-        _quoted(runs_table_name(table)),
+        quote_ident(runs_table_name(table)),
         ph="%s",
         param=lambda name: f"%({name})s",
         hour="date_trunc('hour', finished AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
-        encode_id=_same,
-        encode_instant=_same,
+        encode_id=same,
+        encode_instant=same,
         decode_id=_decode_id,
         decode_instant=_decode_instant,
     )

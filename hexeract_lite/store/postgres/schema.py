@@ -2,45 +2,16 @@
 
 Pure Python at import time (psycopg is only named for type checking), so
 ``hexeract scheduler schema --dialect postgres`` works without the ``postgres`` extra.
-:class:`~hexeract_lite.store.postgres.PostgresScheduleStore` runs exactly
-:func:`postgres_ddl` when it creates its table, and :func:`ensure_schema` when it
-opens one.
+The store creates its table with exactly :func:`postgres_ddl` and opens one with
+:func:`ensure_schema`. The columns are the registry's
+(:data:`~hexeract_lite.store.columns.COLUMNS`); the indexes are all partial: the
+reference's two (:data:`REFERENCE_INDEXES`, its names and definitions word for word)
+and ours (:data:`EXTRA_INDEXES`). The run log is the table ``<table>_runs`` beside it.
 
-The columns are the registry's (:data:`~hexeract_lite.store.columns.COLUMNS`), typed
-for PostgreSQL: ``UUID`` ids, ``VARCHAR(64)`` event types, a ``JSONB`` payload,
-``VARCHAR(16)`` kinds, ``TIMESTAMPTZ`` instants (written at millisecond precision),
-``INTEGER`` counters and a ``BOOLEAN`` paused flag.
-
-Indexes (all partial, so each holds only the rows its query can want):
-
-- ``idx_<table>_pending`` on ``(scheduled_for)`` over non-terminal, unpaused rows, and
-  ``idx_<table>_dead_letter`` on ``(dead_lettered_at)`` over dead-lettered rows: the
-  reference's two indexes, with its names and definitions word for word, so a
-  database shared with hexeract (Rust) has exactly the indexes it expects.
-- hexeract_lite's own (:data:`EXTRA_INDEXES`), so that a claim, the sweep and the
-  wake-up hint read only rows they may want, however many rows are in flight or in
-  retry backoff: ``idx_<table>_due`` on ``(scheduled_for, schedule_id)`` over pending
-  rows without a lease (fresh work, in claim order); ``idx_<table>_reclaim`` on
-  ``GREATEST(scheduled_for, leased_until)`` over pending rows with a lease (when each
-  becomes claimable again: expired leases and finished backoffs come first);
-  ``idx_<table>_exhausted`` on ``(leased_until)`` over pending rows out of attempts
-  (the sweep).
-
-The run log (version 6) is a table of its own beside it, ``<table>_runs``
-(:func:`postgres_runs_ddl`), indexed by ``finished`` and by schedule. Version 7 adds
-the nullable columns of schedule policies and long handlers
-(:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`).
-
-Versions
---------
-A table's schema version is recorded in the table :data:`META_TABLE`
-(``table_name``, ``version``), the same layout as on SQLite. A table without a row
-there is version 0: the reference created it (its two indexes), or a hexeract_lite
-older than the ladder did. Opening with ``create=True`` upgrades a table step by step
-to :data:`SCHEMA_VERSION` in one transaction, under an advisory lock; a version newer
-than the code is refused. Every change to :func:`postgres_ddl` bumps
-:data:`SCHEMA_VERSION` and adds a step to the ladder (a test pins the DDL's digest to
-the version).
+A table's schema version is recorded in :data:`META_TABLE` (``table_name``,
+``version``), as on SQLite; a table without a row there is version 0 (the
+reference's). Every change to :func:`postgres_ddl` bumps :data:`SCHEMA_VERSION` and
+adds a step to the ladder (a test pins the DDL's digest to the version).
 """
 
 from __future__ import annotations
@@ -137,20 +108,22 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def postgres_index_name(table: str, suffix: str) -> str:
-    """``idx_<table>_<suffix>``, kept within PostgreSQL's 63-byte identifier limit.
-
-    PostgreSQL silently truncates longer names, which would give the pending and the
-    dead-letter indexes of a long table name the same (truncated) name. When the plain
-    name is too long, the table part is cut and an 8-hex-digit hash of the full table
-    name keeps it unique: ``idx_<table prefix>_<hash>_<suffix>``.
-    """
-    name = f"idx_{table}_{suffix}"
+def _within_limit(prefix: str, table: str, suffix: str) -> str:
+    """``<prefix><table>_<suffix>`` within PostgreSQL's 63-byte identifier limit (which
+    it would silently truncate): when too long, the table part is cut and an 8-hex-digit
+    hash of the full table name keeps it unique."""
+    name = f"{prefix}{table}_{suffix}"
     if len(name.encode()) <= MAX_TABLE_NAME_BYTES:
         return name
     digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    room = MAX_TABLE_NAME_BYTES - len(f"idx__{digest}_{suffix}".encode())
-    return f"idx_{table[:room]}_{digest}_{suffix}"
+    room = MAX_TABLE_NAME_BYTES - len(f"{prefix}_{digest}_{suffix}".encode())
+    return f"{prefix}{table[:room]}_{digest}_{suffix}"
+
+
+def postgres_index_name(table: str, suffix: str) -> str:
+    """``idx_<table>_<suffix>``, kept within the identifier limit
+    (``idx_<table prefix>_<hash>_<suffix>``)."""
+    return _within_limit("idx_", table, suffix)
 
 
 def _table_ddl(table: str, declared: tuple[tuple[str, str], ...] = POSTGRES_COLUMNS) -> str:
@@ -174,14 +147,8 @@ def _index_ddl(
 
 
 def runs_table_name(table: str) -> str:
-    """``<table>_runs``, kept within PostgreSQL's 63-byte identifier limit (a longer
-    one is cut and made unique with a hash of the full table name)."""
-    name = f"{table}_runs"
-    if len(name.encode()) <= MAX_TABLE_NAME_BYTES:
-        return name
-    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    room = MAX_TABLE_NAME_BYTES - len(f"_{digest}_runs".encode())
-    return f"{table[:room]}_{digest}_runs"
+    """``<table>_runs``, kept within the identifier limit (as :func:`postgres_index_name`)."""
+    return _within_limit("", table, "runs")
 
 
 def postgres_runs_ddl(table: str) -> str:
@@ -211,14 +178,11 @@ def postgres_runs_ddl(table: str) -> str:
 
 
 def postgres_ddl(table: str = DEFAULT_TABLE) -> str:
-    """The statements that create the table and its indexes, idempotently.
-
-    ``table`` is validated (:func:`~hexeract_lite.store.schema.validate_table_name`)
-    before it is put into the text, and quoted, so mixed-case names and reserved words
-    are kept as written. Every statement uses ``IF NOT EXISTS``: running the text on a
-    database that already has the table changes nothing. (The version record is the
-    store's to write: a table made from this text alone is adopted as version 0 and
-    upgraded, which changes nothing but the record.)
+    """The statements that create the table and its indexes, idempotently (``IF NOT
+    EXISTS``). ``table`` is validated
+    (:func:`~hexeract_lite.store.schema.validate_table_name`) and quoted (case and
+    reserved words kept). The version record is the store's to write: a table made from
+    this text alone is adopted as version 0 and upgraded, changing only the record.
     """
     validate_table_name(table)
     return (
@@ -409,20 +373,15 @@ def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
 
 
 def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, where: str) -> int:
-    """Check ``table`` on an autocommit connection; create or upgrade it when allowed.
+    """Check ``table`` on an autocommit connection, create or upgrade it when allowed;
+    its schema version after the call.
 
-    Returns the table's schema version after the call. A version newer than
-    :data:`SCHEMA_VERSION` raises :class:`StoreError`; so does a missing table with
-    ``create=False``, or a table lacking a column of the layout. With ``create=True`` a
-    missing table is created from :func:`postgres_ddl`, and an older one (version 0
-    included: the reference's) is upgraded step by step, all in one transaction under
-    advisory locks (statement timeout lifted there: building an index on a large table
-    is work, not a wait; lock waits stay bounded by the lock timeout). A table whose
-    record says current but which lacks one of :data:`INDEXES` goes through the whole
-    ladder again (every step is idempotent). With ``create=False`` nothing is written:
-    an older table that has every column is used as it is (only indexes are missing);
-    one that lacks a column of ours (version 3 added ``name`` and ``next_after_lease``,
-    version 4 ``misfire_grace_ms``, version 7 the policy columns) raises
+    :class:`StoreError` for a version newer than :data:`SCHEMA_VERSION`, a missing
+    table with ``create=False`` or a table lacking a column of the layout. With
+    ``create=True`` a missing table is created and an older one (or one lacking an
+    index) taken through the ladder, in one transaction under advisory locks, with no
+    statement timeout. With ``create=False`` nothing is written: an older table with
+    every column is used as it is; one lacking a column of ours raises
     :class:`StoreError` naming them.
     """
     exists, version = _state(conn, table)

@@ -19,9 +19,10 @@ from psycopg_pool import PoolTimeout
 
 from ...errors import InvalidConfiguration, StoreError
 from ...redact import scrub
+from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
 from .codec import fetch_rows
 
-__all__ = ["PostgresSession", "Timeouts", "seconds_text", "store_error"]
+__all__ = ["PostgresSession", "Timeouts", "store_error"]
 
 _MAX_MS = 2**31 - 1
 """The server's largest timeout setting, in milliseconds (about 24.8 days)."""
@@ -30,12 +31,6 @@ DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 DEFAULT_POOL_TIMEOUT = timedelta(seconds=10)
 DEFAULT_LOCK_TIMEOUT = timedelta(seconds=5)
 DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=30)
-
-
-def seconds_text(value: timedelta) -> str:
-    """``5 s``, ``0.25 s``: a duration as people read it in a message."""
-    seconds = value.total_seconds()
-    return f"{seconds:g} s"
 
 
 def _check(name: str, value: object, *, whole_seconds: bool = False) -> timedelta:
@@ -105,15 +100,9 @@ def store_error(
     """``<prefix>: <what went wrong>`` for a driver error: says which bound ran out
     when one did; never shows the password."""
     if isinstance(exc, psycopg.errors.LockNotAvailable):
-        detail = (
-            f"waited longer than the lock timeout ({seconds_text(timeouts.lock)})"
-            " for a lock held by another session"
-        )
+        detail = lock_timed_out(timeouts.lock)
     elif isinstance(exc, psycopg.errors.QueryCanceled):
-        detail = (
-            "the statement ran longer than the statement timeout"
-            f" ({seconds_text(timeouts.statement)}) and was cancelled"
-        )
+        detail = statement_timed_out(timeouts.statement)
     elif isinstance(exc, PoolTimeout):
         detail = (
             f"waited longer than the pool timeout ({seconds_text(timeouts.pool)}) for a"

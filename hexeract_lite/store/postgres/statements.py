@@ -16,6 +16,7 @@ from ..columns import COLUMNS, ColumnKind
 from ..listing import postgres_status_where
 from ..schema import REPLAYED, counted
 from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
+from ..sql.statements import SharedStatements
 from .codec import ARRAY_TYPES, select_list
 from .schema import (
     LEASED_PREDICATE,
@@ -63,7 +64,7 @@ _COUNTED = sql.SQL(counted("%(counted)s"))
 _REPLAYED = sql.SQL(REPLAYED)
 
 
-class Statements:
+class Statements(SharedStatements):
     """Every statement of one store, composed once with the table name and the clock."""
 
     def __init__(self, table: str, use_database_clock: bool) -> None:
@@ -91,8 +92,11 @@ class Statements:
                 reclaim_key=sql.SQL(RECLAIM_KEY),
                 counted=_COUNTED,
                 replayed=_REPLAYED,
+                deadline=deadline,
                 **extra,
             )
+
+        super().__init__(q)
 
         self.insert = q(
             "INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
@@ -170,28 +174,8 @@ class Statements:
             window=sql.SQL(rescheduled_keeps_window("%(next)s")),
         )
         self.mark_failed = q(
-            "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence,
-            deadline=deadline,
+            "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence
         )
-        self.mark_dead_lettered = q(
-            "UPDATE {t} SET dead_lettered_at = {now}, last_error = %(error)s,"
-            " leased_until = NULL" + fence
-        )
-        self.release = q(
-            "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0), leased_until = NULL" + fence
-        )
-        self.extend_lease = q("UPDATE {t} SET leased_until = %(until)s" + fence)
-        self.snooze = q(
-            "UPDATE {t} SET attempts = GREATEST(attempts - 1, 0),"
-            " snoozes = COALESCE(snoozes, 0) + 1, leased_until = {deadline}" + fence,
-            deadline=deadline,
-        )
-        self.request_abort = q(
-            "UPDATE {t} SET abort_requested = %(how)s WHERE schedule_id = %(id)s"
-            " AND {not_terminal} AND leased_until IS NOT NULL"
-        )
-        self.abort_request = q("SELECT abort_requested FROM {t} WHERE schedule_id = %(id)s")
-        self.cancel_leased = q("UPDATE {t} SET cancelled_at = {now}, leased_until = NULL" + fence)
         self.sweep = q(
             "UPDATE {t} SET dead_lettered_at = {now}, leased_until = NULL, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE %(kept)s || last_error END"
@@ -205,17 +189,6 @@ class Statements:
             "(SELECT scheduled_for FROM {t} WHERE {unleased}"
             " ORDER BY scheduled_for, schedule_id LIMIT 1),"
             "(SELECT {reclaim_key} FROM {t} WHERE {leased} ORDER BY {reclaim_key} LIMIT 1))"
-        )
-        self.notify = q("SELECT pg_notify(%(channel)s, %(token)s)")
-        self.exists = q("SELECT 1 FROM {t} WHERE schedule_id = %(id)s")
-        self.existing = q("SELECT schedule_id FROM {t} WHERE schedule_id = ANY(%(ids)s::uuid[])")
-        self.cancel = q(
-            "UPDATE {t} SET cancelled_at = {now}, leased_until = NULL"
-            " WHERE schedule_id = %(id)s AND {not_terminal}"
-        )
-        self.set_paused = q(
-            "UPDATE {t} SET paused = %(paused)s, pause_note = NULL"
-            " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
         )
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
         self.replay = q(
@@ -245,21 +218,6 @@ class Statements:
             ' AND left(name, %(length)s) = %(prefix)s ORDER BY name COLLATE "C"'
         )
         self.lock_named = self.list_named + q(" FOR UPDATE")
-        self.select_one = q("SELECT {cols} FROM {t} WHERE schedule_id = %(id)s")
-        self.list_pending = q(
-            "SELECT {cols} FROM {t} WHERE {not_terminal}"
-            " ORDER BY scheduled_for, schedule_id LIMIT %(limit)s"
-        )
-        self.list_dead_letter = q(
-            "SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT %(limit)s"
-        )
-        # export pages walk the primary key
-        self.export_first = q("SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT %(limit)s")
-        self.export_after = q(
-            "SELECT {cols} FROM {t} WHERE schedule_id > %(after)s"
-            " ORDER BY schedule_id LIMIT %(limit)s"
-        )
         self.import_rows = _import_rows(t)
 
 

@@ -1,20 +1,10 @@
 """PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract.
 
 The table is the reference's PostgreSQL layout (:mod:`.schema`). Claims lock their rows
-``FOR UPDATE SKIP LOCKED``, so workers on many hosts never hand out a live lease twice.
-"Now" is the store's ``clock``, bound as a parameter, or with ``use_database_clock``
-the server's ``statement_timestamp()`` at millisecond precision. Every wait is bounded
-(see :meth:`PostgresScheduleStore.open`); running out raises
-:class:`~hexeract_lite.errors.StoreError` naming the bound. ``payload`` is ``JSONB``:
-the decoded payload equals the one inserted; ``payload_json`` is the compact text of
-the stored value (see :func:`~hexeract_lite.store.postgres.codec.jsonb_text`); a string
-holding NUL is refused with :class:`~hexeract_lite.errors.InvalidMessage`. In a child
-made by ``os.fork()`` the store abandons the inherited connections and connects
-afresh. After a commit that may make work claimable it sends a ``NOTIFY`` on its
-table's channel (:mod:`.notify`). A claimed row that cannot be decoded is
-dead-lettered, not dispatched; listings show it as a
-:class:`~hexeract_lite.snapshot.MalformedSchedule`, ``inspect`` raises
-:class:`~hexeract_lite.errors.StoreError`.
+``FOR UPDATE SKIP LOCKED``; every wait is bounded; ``payload`` is ``JSONB``
+(``payload_json`` is the compact text of the stored value,
+:func:`~hexeract_lite.store.postgres.codec.jsonb_text`); commits that may make work
+claimable send a ``NOTIFY`` on the table's channel (:mod:`.notify`).
 """
 
 from __future__ import annotations
@@ -53,7 +43,6 @@ from ..checks import (
     check_messages,
     check_records,
     check_schedule_id,
-    first_duplicate,
 )
 from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord, grace_ms, insert_columns
@@ -128,7 +117,9 @@ class PostgresScheduleStore(SqlScheduleStore):
 
     Errors from the driver or the server are raised as
     :class:`~hexeract_lite.errors.StoreError`, chained to the original; no message
-    ever shows the connection's password.
+    ever shows the connection's password. A payload string holding NUL is refused with
+    :class:`~hexeract_lite.errors.InvalidMessage` (``JSONB`` cannot hold it). In a
+    child made by ``os.fork()`` the store connects afresh.
 
     .. versionadded:: 0.1.0
     """
@@ -194,16 +185,13 @@ class PostgresScheduleStore(SqlScheduleStore):
         ``conninfo`` is a libpq URL (``postgresql://user:password@host:5432/db``,
         ``postgres://...``) or ``key=value`` string.
 
-        ``create=True`` creates the table and its indexes when the table is missing
-        (:func:`~hexeract_lite.store.postgres.schema.postgres_ddl`), and upgrades an
-        existing table of an older schema version (one the reference created gets
-        hexeract_lite's indexes), under advisory locks so that workers starting
-        together do not race. With ``create=False`` nothing is written: a missing table
-        is a :class:`StoreError`, an older one is used as it is when it has every
-        column (one without version 3's ``name`` and ``next_after_lease`` is a
-        :class:`StoreError` naming them). Either way a table lacking a column of the
-        reference's layout, or of a schema version newer than this code, is a
-        :class:`StoreError`.
+        ``create=True`` creates the table and its indexes when it is missing
+        (:func:`~hexeract_lite.store.postgres.schema.postgres_ddl`) and upgrades an older
+        one (the reference's included), under advisory locks. With ``create=False``
+        nothing is written: a missing table is a :class:`StoreError`, an older one is
+        used as it is when it has every column (else a :class:`StoreError` naming
+        them). Either way a table lacking a column of the reference's layout, or of a
+        schema version newer than this code, is a :class:`StoreError`.
 
         Bounds on waiting, each a :class:`~datetime.timedelta`:
 
@@ -216,15 +204,12 @@ class PostgresScheduleStore(SqlScheduleStore):
 
         ``pool_min_size``/``pool_max_size`` bound the connection pool the store's
         threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: every
-        instant the store stamps or compares comes from the server, one clock for all
-        hosts; ``claim_due`` then only checks the ``now`` it is given, and a frozen or
-        manual client clock does not reach the store. ``listen``: from its first claim on, the
-        store holds one more connection that ``LISTEN`` s for other processes' changes
-        and signals :attr:`changes`, so an idle worker wakes at once (see
-        :mod:`~hexeract_lite.store.postgres.notify`); ``False`` (for a pooler in
-        transaction mode, which cannot ``LISTEN``) leaves the worker to its polling.
-        Every argument is checked before anything connects
-        (:class:`InvalidConfiguration` naming it and the value).
+        instant the store stamps or compares comes from the server (``claim_due`` only
+        checks the ``now`` it is given). ``listen``: from its first claim on, one more
+        connection ``LISTEN`` s for other processes' changes and signals
+        :attr:`changes`, so an idle worker wakes at once; ``False`` (for a pooler in
+        transaction mode) leaves the worker to its polling. Every argument is checked
+        before anything connects (:class:`InvalidConfiguration` naming it and the value).
         """
         validate_table_name(table)
         if not isinstance(clock, Clock):
@@ -385,7 +370,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         if not messages and connection is None:
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
-            self._raise_first_duplicate(messages)
+            raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
         policy = list(zip(*(insert_columns(m) for m in messages), strict=True)) or [()] * 8
         params = self._with_now(
             dict(
@@ -435,16 +420,6 @@ class PostgresScheduleStore(SqlScheduleStore):
                 ) from cause
             raise
         self.changes.notify()
-
-    def _raise_first_duplicate(self, messages: Sequence[ScheduledMessage]) -> None:
-        """Raise for the first message, in order, whose id is stored or seen earlier in
-        the batch (the in-memory store's rule). Only runs when the batch repeats an id."""
-        ids = [m.schedule_id for m in messages]
-        with self._connection("insert") as conn:
-            stored = {row[0] for row in conn.execute(self._sql.existing, {"ids": ids})}
-        duplicate = first_duplicate(messages, stored.__contains__)
-        if duplicate is not None:
-            raise DuplicateSchedule(duplicate)
 
     # -- worker ------------------------------------------------------------------------
 

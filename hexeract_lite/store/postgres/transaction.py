@@ -1,19 +1,13 @@
 """Transactions the application shares with the PostgreSQL store.
 
-- :func:`insert_within`: ``store.insert(..., connection=conn)`` and
-  ``store.insert_many(..., connection=conn)`` write the schedules through the caller's
-  ``psycopg.Connection`` (or a ``psycopg.Transaction``'s connection) inside its
-  transaction, under a savepoint (the batch is all or nothing), together with the
-  ``NOTIFY`` that wakes listening workers: PostgreSQL delivers it when the caller
-  commits, and drops it on a rollback. Nothing is committed here.
+- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
+  ``psycopg`` connection inside its transaction, under a savepoint, with the ``NOTIFY``
+  that PostgreSQL delivers at the caller's commit; nothing is committed here.
 - :class:`PostgresTransactionRunner`: the PostgreSQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`: a transaction on a
-  connection of its own holding the occurrence's fenced acknowledgement and the
-  handler's writes. ``statement_timeout`` and ``idle_in_transaction_session_timeout``
-  (``SET LOCAL``, the dispatch timeout) end a slow statement or an idle transaction on
-  the server, and at the deadline a watchdog terminates the session (``pg_terminate_backend``
-  from a pooled connection), which ends a transaction whose handler keeps running short
-  statements; a handler that returns after the deadline is rolled back, never committed.
+  :class:`~hexeract_lite.transactional.TransactionalSink`. ``SET LOCAL`` timeouts end a
+  slow statement or an idle transaction on the server, and at the deadline a watchdog
+  terminates the session (``pg_terminate_backend``); a handler that returns after the
+  deadline is rolled back.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner
+from ..sql.runner import Fenced, TransactionRunner, savepoint
 from .connections import connect
 from .notify import channel_name
 from .session import PostgresSession
@@ -81,7 +75,6 @@ class StoreSide(Protocol):
 
 log = package_logger(__name__)
 
-_SAVEPOINT = "hexeract_lite_insert"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _IDENTITY = (
     "SELECT current_database(), current_setting('port'), pg_postmaster_start_time(),"
@@ -183,29 +176,18 @@ def insert_within(
     batch undone, the caller's transaction still usable); :class:`StoreError` for a
     driver error."""
     with _tuple_rows(connection):
-        _insert_within(store, connection, messages, params, insert_sql, what)
-
-
-def _insert_within(
-    store: StoreSide,
-    connection: object,
-    messages: Sequence[ScheduledMessage],
-    params: dict[str, Any],
-    insert_sql: Any,
-    what: str,
-) -> None:
-    conn = _check(store, connection, what)
-    if not messages:
-        return
-    with _savepoint(store, conn, what):
-        repeated = first_duplicate(messages, lambda _: False)
-        if repeated is not None:
-            raise DuplicateSchedule(repeated)
-        inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
-        for m in messages:
-            if m.schedule_id not in inserted:
-                raise DuplicateSchedule(m.schedule_id)
-        conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+        conn = _check(store, connection, what)
+        if not messages:
+            return
+        with _savepoint(store, conn, what):
+            repeated = first_duplicate(messages, lambda _: False)
+            if repeated is not None:
+                raise DuplicateSchedule(repeated)
+            inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
+            for m in messages:
+                if m.schedule_id not in inserted:
+                    raise DuplicateSchedule(m.schedule_id)
+            conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
 
 
 def modify_within(
@@ -245,31 +227,18 @@ def _tuple_rows(connection: object) -> Iterator[None]:
         connection.row_factory = factory
 
 
-@contextlib.contextmanager
-def _savepoint(store: StoreSide, conn: psycopg.Connection[Any], what: str) -> Iterator[None]:
-    """The body in a savepoint of the caller's transaction: released when it ends,
-    rolled back to when it raises (read-only: :class:`InvalidArgument`; a driver
-    error: :class:`StoreError`)."""
-    try:
-        conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-    except psycopg.Error as exc:
-        raise StoreError(f"{what} on {store._where} failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        yield
-        conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-    except BaseException as exc:
-        try:
-            conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-            conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-        except psycopg.Error:
-            pass  # the connection is broken: its transaction is gone with it
+def _savepoint(
+    store: StoreSide, conn: psycopg.Connection[Any], what: str
+) -> AbstractContextManager[None]:
+    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction; a
+    read-only one: :class:`InvalidArgument`."""
+
+    def read_only(exc: BaseException) -> Exception | None:
         if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-            raise _bad(what, f"is read-only ({exc})") from exc
-        if isinstance(exc, psycopg.Error):
-            raise StoreError(
-                f"{what} on {store._where} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        raise
+            return _bad(what, f"is read-only ({exc})")
+        return None
+
+    return savepoint(conn.execute, (psycopg.Error,), what, store._where, read_only)
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
@@ -323,12 +292,6 @@ class PostgresTransactionRunner(TransactionRunner):
             conn.autocommit = False
             weakref.finalize(self, _close_quietly, conn, os.getpid())
         return self._conn
-
-    def close(self) -> None:
-        """Close the runner's own connection (a later run opens another)."""
-        conn, self._conn = self._conn, None
-        if conn is not None and self._pid == os.getpid():
-            conn.close()
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""

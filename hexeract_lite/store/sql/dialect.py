@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ...errors import StoreError
 from ...snapshot import MalformedSchedule
 from ..record import ScheduleRecord
 
-__all__ = ["MALFORMED", "Codec", "MalformedRowError", "Row", "Session"]
+__all__ = [
+    "MALFORMED",
+    "Codec",
+    "MalformedRowError",
+    "Row",
+    "Session",
+    "lock_timed_out",
+    "seconds_text",
+    "statement_timed_out",
+]
 
 Row = Sequence[Any]
 """A row as the driver returns it, every column in registry order
@@ -26,6 +35,27 @@ class MalformedRowError(StoreError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def seconds_text(value: timedelta) -> str:
+    """``5 s``, ``0.25 s``: a duration as people read it in a message."""
+    return f"{value.total_seconds():g} s"
+
+
+def lock_timed_out(lock: timedelta) -> str:
+    """A server store's error detail for a lock wait that ran past ``lock``."""
+    return (
+        f"waited longer than the lock timeout ({seconds_text(lock)}) for a lock held by"
+        " another session"
+    )
+
+
+def statement_timed_out(statement: timedelta) -> str:
+    """A server store's error detail for a statement cancelled at ``statement``."""
+    return (
+        f"the statement ran longer than the statement timeout ({seconds_text(statement)})"
+        " and was cancelled"
+    )
 
 
 MALFORMED = "malformed row, dead-lettered without dispatch: "

@@ -1,10 +1,12 @@
-"""What the transaction runners share: their state, the occurrence's fenced success
-acknowledgement and the delivery's run."""
+"""What the transactions shared with the application have in common: the savepoint a
+write in the caller's transaction runs in, and the transaction runners' state, the
+occurrence's fenced success acknowledgement and the delivery's run."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
@@ -20,7 +22,49 @@ if TYPE_CHECKING:
     from ...snapshot import LeasedOccurrence
     from .runs import RunStatements
 
-__all__ = ["Fenced", "TransactionRunner"]
+__all__ = ["Fenced", "TransactionRunner", "savepoint"]
+
+_SAVEPOINT = "hexeract_lite_insert"
+
+
+def _no_mapping(exc: BaseException) -> Exception | None:
+    return None
+
+
+@contextmanager
+def savepoint(
+    run: Callable[[str], object],
+    errors: tuple[type[Exception], ...],
+    what: str,
+    where: object,
+    mapped: Callable[[BaseException], Exception | None] = _no_mapping,
+) -> Iterator[None]:
+    """The body in a savepoint of the caller's transaction (``run`` executes a
+    statement on it): released when it ends, rolled back to when it raises. The error
+    raised is ``mapped(exc)`` when not None, else a driver error (``errors``) as
+    :class:`StoreError` naming ``what`` and ``where``, else ``exc``."""
+
+    def failed(exc: BaseException) -> StoreError:
+        return StoreError(f"{what} on {where} failed: {type(exc).__name__}: {exc}")
+
+    try:
+        run(f"SAVEPOINT {_SAVEPOINT}")
+    except errors as exc:
+        raise failed(exc) from exc
+    try:
+        yield
+        run(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+    except BaseException as exc:
+        with suppress(*errors):
+            # gone with a broken connection, or rolled back by the engine: nothing left
+            run(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+            run(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        error = mapped(exc)
+        if error is not None:
+            raise error from exc
+        if isinstance(exc, errors):
+            raise failed(exc) from exc
+        raise
 
 
 class Fenced(Exception):
@@ -51,6 +95,14 @@ class TransactionRunner:
         self._conn: Any = None
         self._pid = os.getpid()
         self._watchdog = Watchdog()
+
+    def close(self) -> None:
+        """Close the runner's own connection (a later run opens another); a forked
+        child leaves its parent's alone."""
+        conn, self._conn = self._conn, None
+        if conn is not None and self._pid == os.getpid():
+            with suppress(Exception):
+                conn.close()
 
     def _acknowledgement(self, occ: LeasedOccurrence) -> tuple[Settlement, Any, Any] | Acknowledged:
         """``occ``'s success settlement with its fenced statement and parameters, or an

@@ -1,20 +1,15 @@
 """SqlScheduleStore: the store contract written once over SQL.
 
-A SQL store is a dialect: its statements (an object with the attributes this class
-names: ``select_one``, ``exists``, ``cancel``, ``set_paused``, ``replay``, ``write_row``,
-``list_pending``, ``list_dead_letter``, ``list_named``, ``lock_named`` (``list_named``
-locking the rows, where the engine locks rows), ``export_first``, ``export_after``, the
-fenced acknowledgements ``mark_delivered``, ``reschedule``, ``mark_failed``,
-``mark_dead_lettered`` and ``release``), its row codec (:class:`.dialect.Codec`), and
-how it runs a statement or a transaction (:meth:`SqlScheduleStore._write` and its
-:class:`.dialect.Session`).
-Every method body that is the same on every engine is here; a subclass supplies the
-hooks below and what differs by nature (opening, inserting, importing, the claim, the
-sweep, the wake-up hint, shared transactions).
-
-Statements bind named parameters: ``id`` (the encoded schedule id), ``now``, ``at``,
-``next``, ``paused``, ``lease``, ``error``, ``limit``, ``prefix``, ``length``,
-``after``, ``cut``, ``n``.
+A dialect supplies its statements (an object whose attributes this class names:
+``select_one``, ``exists``, ``cancel``, ``set_paused``, ``replay``, ``write_row``, the
+listings, ``lock_named``, ``export_first``/``export_after`` and the fenced
+acknowledgements of :data:`_STATEMENT_OF`), its row codec (:class:`.dialect.Codec`)
+and the hooks below (:meth:`SqlScheduleStore._write` and its :class:`.dialect.Session`
+among them); what differs by nature (opening, inserting, importing, the claim, the
+sweep, the wake-up hint, shared transactions) stays in the subclass. Statements bind
+named parameters: ``id`` (the encoded schedule id), ``now``, ``at``, ``next``,
+``paused``, ``lease``, ``error``, ``limit``, ``prefix``, ``length``, ``after``,
+``cut``, ``n``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@ statements) does not import the store.
 
 from ..._lazy import lazy_exports
 
-# Every public name, once, and the module that defines it (it makes __all__ and the
-# type checkers' __init__.pyi).
 _EXPORTS = {
     ".schema": (
         "APP_NAME",

@@ -1,20 +1,12 @@
 """The SQLite library a store's connections use: apsw (the default) or the standard
 library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
 
-The store is written against apsw's ``Connection``/``Cursor``. With ``driver="sqlite3"``
-every connection it opens is a ``sqlite3.Connection`` (autocommit: the store runs its
-own ``BEGIN IMMEDIATE``/``COMMIT``) wrapped in
-:class:`~.shim.Sqlite3Connection`, which offers the part of apsw's interface
-the store uses and raises apsw's exception classes for
-SQLite's errors (``BusyError`` for ``SQLITE_BUSY``, ``ConstraintError`` with its
-``extendedresult``, ...; the ``sqlite3`` error chained), so the store's code is one.
-
-One library per file per process: apsw's wheels bundle their own copy of SQLite, and
-two copies in one process do not see each other's POSIX locks on a file (they are
-per process: one copy closing its descriptor drops the other's locks, and their WAL
-write locks do not exclude each other), which fails with I/O errors and can corrupt
-the file. :func:`hold_file` records which library this process has a store open with
-on each file and refuses the other (only when the two libraries differ:
+The store is written against apsw's interface; a ``sqlite3`` connection (autocommit:
+the store runs its own ``BEGIN IMMEDIATE``/``COMMIT``) is wrapped in
+:class:`~.shim.Sqlite3Connection`, which raises apsw's exception classes for SQLite's
+errors. One library per file per process: two copies of SQLite in one process do not
+see each other's POSIX locks on a file, so :func:`hold_file` refuses the other library
+on a file this process has open (unless they share one copy:
 :func:`shares_sqlite_with_apsw`).
 """
 

@@ -1,15 +1,10 @@
 """Cross-process wake-ups for the SQLite store: the WAL file watched with inotify.
 
-Every commit to a database in WAL mode, by any connection of any process, writes its
-pages to the ``-wal`` file beside it. A store that claims work runs one
-:class:`WalWatcher` (Linux): a daemon thread blocked on an inotify descriptor that
-signals the store's ``changes`` soon after the file is written, so a worker idle in
-one process wakes within milliseconds of another process's insert instead of at its
-next ``PRAGMA data_version`` check, and without waking up meanwhile.
-
-The signal is a hint: it also fires for the store's own commits (a spurious wake
-costs an idle worker one empty cycle, which writes nothing), and where there is no
-inotify, or the watch cannot be set, or the file is replaced, the worker's polling of
+Every commit in WAL mode, by any process, writes the ``-wal`` file. A store that claims
+work runs one :class:`WalWatcher` (Linux): a daemon thread blocked on inotify that
+signals the store's ``changes`` soon after the file is written, so an idle worker
+wakes within milliseconds of another process's insert. The signal is a hint (it fires
+for the store's own commits too); without inotify the worker's polling of
 ``data_version()`` still notices every commit within its poll interval.
 """
 

@@ -1,14 +1,10 @@
 """Rows whose text is not UTF-8: read anyway, so that they can be shown as malformed.
 
-SQLite stores whatever bytes another tool casts to ``TEXT``; apsw (and ``sqlite3``)
-raise while stepping to a row holding a value that is not UTF-8, which would fail the
-whole statement. :func:`fetch_rows` reads a statement's rows; when one does not decode
-it reads them again through :func:`salvaged_query`, which returns each text value as
-its bytes with its type, and :func:`salvage` decodes each: a value that is not UTF-8
-becomes an :class:`UndecodableText` and its row a :class:`SalvagedRow`, which the codec
-refuses to decode, naming the column (the claim dead-letters such a row; listings show
-it as malformed). Rows without such a value are returned as the plain statement
-returns them.
+The drivers raise while stepping to a row holding a ``TEXT`` value that is not UTF-8
+(another tool may cast any bytes to ``TEXT``). :func:`fetch_rows` then reads the
+statement again through :func:`salvaged_query`, and :func:`salvage` turns such a value
+into an :class:`UndecodableText` and its row into a :class:`SalvagedRow`, which the
+codec refuses to decode, naming the column.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""Opening a SQLite file for the store: creation, connections, schema versions (the path
-checks are in :mod:`.paths`).
+"""Opening a SQLite file for the store (:func:`open_database`): creation, the
+connection, schema versions (the path checks are in :mod:`.paths`).
 
-:meth:`SqliteScheduleStore.open <hexeract_lite.store.sqlite.SqliteScheduleStore.open>`
-runs these steps in order: :func:`check_path`, :func:`create_database` when the file
-is missing, :func:`connect`, :func:`ensure_schema` and :func:`optimize`.
-
-Versions
---------
-A table's schema version is recorded in :data:`META_TABLE` (``table_name``,
-``version``), one row per scheduler table in the file. A table without a row there is
-version 0: the Rust reference created it (its two indexes), or the CLI's ``schema``
-text did. Opening a table (not read-only) brings it to :data:`SCHEMA_VERSION` step by
-step (:data:`UPGRADES`), in one ``BEGIN IMMEDIATE`` transaction; a version newer than
-the code is refused. Every change to :func:`~hexeract_lite.store.schema.sqlite_ddl`
-bumps :data:`SCHEMA_VERSION` and adds a step (``tests/test_sqlite_schema.py`` pins
-the DDL's digest to the version).
-
-Nothing in a file changes before every check that could refuse it has passed: a table
-that is not a scheduler table, or one too new, is refused with the file as it was (no
-WAL switch, no index). A read-only opening never writes at all.
+A table's schema version is recorded in :data:`META_TABLE`; a table without a row there
+is version 0 (the reference's layout). Opening a table (not read-only) brings it to
+:data:`SCHEMA_VERSION` through :data:`UPGRADES` in one ``BEGIN IMMEDIATE``
+transaction; a newer version is refused. Every change to
+:func:`~hexeract_lite.store.schema.sqlite_ddl` bumps :data:`SCHEMA_VERSION` and adds a
+step (a test pins the DDL's digest to the version). Nothing in a file changes before
+every check that could refuse it has passed; a read-only opening never writes.
 """
 
 from __future__ import annotations
@@ -63,42 +52,15 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 9
-"""The schema version this code writes and understands.
-
-- 0: the reference's layout as hexeract creates it (no version recorded);
-- 1: instants normalised to ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text;
-- 2: hexeract_lite's extra indexes as :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`
-  defines them (a version-1 file may hold an older set: ``idx_<table>_spaced`` instead
-  of ``idx_<table>_noncanonical``, ``idx_<table>_leased`` on ``leased_until`` alone);
-- 3: the nullable ``name`` and ``next_after_lease`` columns and the unique index
-  ``idx_<table>_name`` (named schedules);
-- 4: the ``misfire_grace_ms`` column (``INTEGER``, NULL: no grace);
-- 5: delivered and cancelled rows indexed by when they ended
-  (:func:`~hexeract_lite.store.schema.sqlite_retention_index_ddl`), for ``stats`` and
-  ``prune``.
-- 6: ``idx_<table>_noncanonical`` filtered by the cheap
-  :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (versions 2 to 5 evaluated
-  ``strftime`` in its WHERE on every claim and acknowledgement).
-- 7: the run log ``<table>_runs`` and its indexes
-  (:func:`~hexeract_lite.store.schema.sqlite_runs_ddl`).
-- 8: the nullable columns of schedule policies and long handlers
-  (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`).
-- 9: the run log's instants (``scheduled_for``, ``started``, ``finished``) as integer
-  milliseconds since the Unix epoch instead of text.
-"""
+"""The schema version this code writes and understands (each step of :data:`UPGRADES`
+says what its version adds; 0 is the reference's layout)."""
 WAL_SIZE_LIMIT = 8 << 20
-"""``PRAGMA journal_size_limit`` of every connection: after a checkpoint the WAL is
-truncated to at most this many bytes. Above what SQLite's automatic checkpoints let it
-reach (1000 pages of 4 KiB plus one transaction), so a WAL in steady use is reused in
-place and only one that a long transaction or a held reader blew up is cut back (a
-WAL that grows at each commit makes each commit's fsync also write the file system's
-journal)."""
+"""``PRAGMA journal_size_limit`` of every connection: above what automatic checkpoints
+let the WAL reach, so a WAL in steady use is reused in place and only a blown-up one is
+cut back."""
 META_TABLE = "hexeract_lite_schema"
-"""One row per scheduler table in the file: ``(table_name, version)``.
-
-A table of its own rather than ``PRAGMA user_version``, because several scheduler
-tables (``--table``) may share one file and each has its own version.
-"""
+"""One row per scheduler table in the file, ``(table_name, version)``: several tables
+may share a file, so not ``PRAGMA user_version``."""
 
 DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
 """``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
@@ -151,12 +113,9 @@ def open_database(
 
 
 def memory_sorts(conn: apsw.Connection) -> None:
-    """``temp_store=MEMORY`` for the store's own statements: the claim merges two index
-    walks and sorts at most 2 x batch_size rows, and with SQLite's default file-backed
-    temp store those tiny sorts cost more than the rest of the claim. Every sort the
-    store runs is bounded by a batch size or a limit."""
+    """``temp_store=MEMORY`` (every sort the store runs is bounded by a batch size or a
+    limit, and a file-backed sort costs more than the claim) and the WAL's size limit."""
     conn.pragma("temp_store", "MEMORY")
-    # After a checkpoint the WAL is cut back to this size when it grew beyond it.
     conn.pragma("journal_size_limit", WAL_SIZE_LIMIT)
 
 
@@ -166,16 +125,11 @@ def memory_sorts(conn: apsw.Connection) -> None:
 def create_database(
     db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None, *, driver: str = "apsw"
 ) -> None:
-    """Make a new database at ``db``, 0600, unless another process makes it first.
-
-    With hard links: a complete database (WAL, the table at :data:`SCHEMA_VERSION`) is
-    built under a temporary name beside ``db`` and linked to ``db``, which fails when
-    ``db`` exists: other processes never see a half-made file, and a failed creation
-    leaves nothing. Without them (FAT, some network shares): the name is claimed with
-    ``O_CREAT | O_EXCL``, which also fails when ``db`` exists, and the caller builds the
-    table in place under SQLite's write lock, as every opener of an empty database
-    does; a failed creation then leaves an empty database that the next opening
-    completes. Either way nothing ever replaces a file another process may have opened.
+    """Make a new database at ``db``, 0600, unless another process makes it first:
+    built complete under a temporary name and hard-linked into place (no one sees a
+    half-made file; a failure leaves nothing), or, without hard links, the name claimed
+    empty with ``O_EXCL`` and the table built in place by the opening. Nothing ever
+    replaces a file another process may have opened.
     """
     link: Callable[[pathlib.Path, pathlib.Path], None] | None = getattr(os, "link", None)
     if link is None:
@@ -276,17 +230,10 @@ def connect(
 
 def _reads_without_trace(path: pathlib.Path) -> bool:
     """True when a read-only opening of ``path`` should be a read-write connection with
-    ``PRAGMA query_only``: the file is in WAL mode with neither ``-wal`` nor ``-shm``
-    beside it, and it and its folder are writable. A ``SQLITE_OPEN_READONLY`` reader
-    would create both files and leave them behind (it may not delete them); a
-    read-write one that writes nothing deletes them again when it closes as the last
-    connection, as any SQLite connection does, and ``query_only`` refuses every write
-    it could attempt. With no ``-wal`` there is nothing of its own to checkpoint: closing
-    writes nothing to the database file, unless another connection committed while it
-    read and closed first, in which case it copies that commit in, as any last
-    connection to close does. In rollback-journal mode (where a read-write
-    reader could roll back a hot journal), or with either file present (another
-    connection's), the plain read-only opening is kept."""
+    ``PRAGMA query_only``: the file is in WAL mode with no ``-wal``, ``-shm`` or
+    ``-journal`` beside it, and it and its folder are writable. A
+    ``SQLITE_OPEN_READONLY`` reader would leave ``-wal`` and ``-shm`` behind; a
+    read-write one that writes nothing deletes them as the last connection to close."""
     try:  # O_NONBLOCK: a FIFO put in the file's place must not block the read
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:

@@ -1,17 +1,11 @@
 """A SQLite connection's session: how it waits for a lock, and a transaction's cursor.
 
-Waiting for a lock another connection holds: short, jittered retries, bounded.
-
-SQLite's own busy handler (``sqlite3_busy_timeout``) sleeps 1, 2, 5, 10, 15, 20, 25,
-25, 25, 50, 50 and then 100 ms between its tries. A connection waiting for the write lock
-of a worker that takes it again and again (draining a backlog: one short transaction
-per batch) gets in only when one of those tries falls between two of the worker's
-transactions, and after its first tries it looks only every 50-100 ms: an insert could
-wait for hundreds of milliseconds. :func:`set_busy_wait` gives the store's connections
-a handler that tries again every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (random,
-so that several waiters do not move in step) until the busy timeout has passed; then the
-statement fails with ``SQLITE_BUSY`` as before. Every wait stays bounded by the busy
-timeout.
+SQLite's own busy handler backs off to a try every 50-100 ms, so a connection waiting
+for a worker that takes the write lock batch after batch could wait for hundreds of
+milliseconds. :func:`set_busy_wait` gives the store's connections a handler that tries
+again every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (random, so waiters do not move
+in step) until the busy timeout has passed; then the statement fails with
+``SQLITE_BUSY``.
 """
 
 from __future__ import annotations

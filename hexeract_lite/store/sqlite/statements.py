@@ -2,10 +2,8 @@
 
 Every statement is built once per store from a validated table name; the hot ones
 name the index they walk (``INDEXED BY``), so a claim, the sweep and the wake-up hint
-stay O(log n) whatever SQLite's statistics say. Instants are compared as text, which
-orders them because the store keeps every live row's instants in the canonical layout
-(:data:`~hexeract_lite.store.schema.NONCANONICAL`). Every "now" is a bound parameter.
-:func:`claim_rows` runs the claim's statements in the caller's transaction.
+stay O(log n) whatever SQLite's statistics say. Instants are compared as text (see
+:data:`~hexeract_lite.store.schema.NONCANONICAL`); every "now" is a bound parameter.
 """
 
 from __future__ import annotations
@@ -112,10 +110,8 @@ class SqliteStatements:
         )
         self._lease_tail = f") RETURNING {cols}"
         self._lease_sql: dict[int, str] = {}
-        # Live rows with an instant in another layout (another tool wrote it),
-        # rewritten canonically (the same instant) before any comparison; the index
-        # is normally empty, so this costs a claim one probe of an empty index.
-        # (The index holds the cheap superset OFF_LAYOUT: repeated, so SQLite may use it.)
+        # Live rows with an instant in another layout, rewritten before any comparison:
+        # one probe of a normally empty index (OFF_LAYOUT repeated, so SQLite uses it).
         odd = f"{t} INDEXED BY idx_{t}_noncanonical"
         noncanonical = f"{OFF_LAYOUT} AND {NONCANONICAL}"
         self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {noncanonical} LIMIT 1"

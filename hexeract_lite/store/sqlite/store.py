@@ -1,17 +1,11 @@
 """SqliteScheduleStore: the store contract on one SQLite file, shared with hexeract.
 
-The table is the reference's (hexeract-scheduler-sql) column for column, so a database
-written by the Rust framework opens here and the rows written here are rows it reads.
-On top of the reference's two indexes the store adds five partial indexes of its own
-(see :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`) so that a claim, the
-sweep and the wake-up hint stay O(log n) however many rows wait or back off.
-
-The contract's shared method bodies are
-:class:`~hexeract_lite.store.sql.store.SqlScheduleStore`'s; beside this module:
-:mod:`.schema` (opening a file, schema versions and upgrades), :mod:`.statements`,
-:mod:`.codec` (rows <-> records), :mod:`.connections` (the connection, its lock and
-transactions), :mod:`.notify` (other processes' commits), :mod:`.transaction`
-(transactions shared with the application).
+The table is the reference's (hexeract-scheduler-sql) column for column, plus the
+partial indexes of :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`. The
+shared method bodies are :class:`~hexeract_lite.store.sql.store.SqlScheduleStore`'s;
+the modules beside this one open the file (:mod:`.schema`), build the statements,
+encode rows (:mod:`.codec`), hold the connection (:mod:`.connections`), watch other
+processes' commits (:mod:`.notify`) and share transactions (:mod:`.transaction`).
 """
 
 from __future__ import annotations
@@ -90,16 +84,11 @@ class SqliteScheduleStore(SqlScheduleStore):
     """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
 
     Build it with :meth:`open`. One store object is safe to use from several threads:
-    it has one connection, used under a lock, so its calls take turns. Several stores
-    (in threads or processes) may open the same file and claim from it at once, and a
-    live lease is never handed out twice; they take turns on SQLite's write lock. Every
-    write is one short ``BEGIN IMMEDIATE`` transaction: all or nothing. Every instant
-    comes from ``clock`` and is bound as a parameter; no SQL reads SQLite's own clock.
-
-    Rows are read and written exactly in the layout of hexeract's
-    ``hexeract-scheduler-sql`` (see :mod:`hexeract_lite.store.schema`); a claimed row
-    that cannot be decoded is dead-lettered with a ``last_error`` naming the column,
-    and a listing shows it as a :class:`~hexeract_lite.snapshot.MalformedSchedule`.
+    its one connection is used under a lock, so its calls take turns. Several stores (in
+    threads or processes) may claim from the same file at once, and a live lease is
+    never handed out twice. Every write is one short ``BEGIN IMMEDIATE`` transaction;
+    every instant comes from ``clock``, bound as a parameter. Rows are in the layout of
+    hexeract's ``hexeract-scheduler-sql`` (:mod:`hexeract_lite.store.schema`).
 
     Durability (``open(durability=...)``); every mode is safe against an application
     crash (WAL: a committed transaction is in the file), and none ever corrupts it:
@@ -119,18 +108,14 @@ class SqliteScheduleStore(SqlScheduleStore):
     - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
       any kind, inserts included, may roll back in a power cut or OS crash.
 
-    Processes: ``fork()`` (``multiprocessing``'s ``fork`` start method, pre-fork
-    servers) waits for the store's call in flight, if any (bounded by
-    ``busy_timeout``), so that no transaction is open at the fork. The child's store
-    opens its own connection on its first call, with a fresh lock; the inherited
-    connection is left untouched (SQLite forbids using or closing a connection across
-    a fork), and the parent's store goes on as before. A store cannot be pickled (to a
-    ``spawn``/``forkserver`` child or a ``ProcessPoolExecutor`` task): open one in
-    each process instead.
+    Processes: ``fork()`` waits (bounded by ``busy_timeout``) for the store's call in
+    flight, so no transaction is open at the fork; the child's store opens its own
+    connection on its first call and leaves the inherited one untouched. A store cannot
+    be pickled: open one in each process.
 
-    Errors from SQLite (a lock held for longer than ``busy_timeout``, an I/O error, a
-    full disk, a corrupt file) surface as :class:`~hexeract_lite.errors.StoreError`
-    naming the file, with the apsw error chained; the failed operation applied nothing.
+    Errors from SQLite (a lock held past ``busy_timeout``, an I/O error, a full disk, a
+    corrupt file) surface as :class:`~hexeract_lite.errors.StoreError` naming the
+    file, the apsw error chained; the failed operation applied nothing.
 
     .. versionadded:: 0.1.0
     """
@@ -229,14 +214,11 @@ class SqliteScheduleStore(SqlScheduleStore):
           table hexeract (or an older hexeract_lite) created is still adopted.
         - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``) to open the
           file with; None, the default one. For fault injection and special storage.
-        - ``readonly``: open the file read-only (``SQLITE_OPEN_READONLY``), for
-          commands that only read: the file is never written, not even to switch it to
-          WAL, adopt or upgrade its table, add an index or run ``PRAGMA optimize``, and
-          a file the user may only read opens. No ``-wal``/``-shm`` file is left beside a
-          WAL file that had none (it is then read through a ``query_only`` connection,
-          which removes them as it closes). A missing file or table raises
-          :class:`StoreError` (``create`` is not consulted); a table the reference or
-          an older hexeract_lite made is read as it is. ``inspect``, the listings,
+        - ``readonly``: for commands that only read: the file is never written (no WAL
+          switch, upgrade, index or ``PRAGMA optimize``), a file the user may only read
+          opens, and no ``-wal``/``-shm`` file is left beside a WAL file that had none.
+          A missing file or table raises :class:`StoreError` (``create`` is not
+          consulted); an older table is read as it is. ``inspect``, the listings,
           ``next_wakeup``, ``export_records`` and ``data_version`` work; every other
           method raises :class:`StoreError` saying the store is read-only.
         - ``driver``: the SQLite library of every connection the store opens:
@@ -248,18 +230,13 @@ class SqliteScheduleStore(SqlScheduleStore):
           other one raises :class:`InvalidConfiguration`, as does a SQLite older than
           3.35 or a ``vfs`` with ``"sqlite3"``.
 
-        A new database is built under a temporary name beside ``path`` and linked into
-        place only once complete: other processes never see a half-made file, and a
-        failed creation (full disk, I/O error) leaves nothing. Several processes
-        creating the same file at once all end up sharing the one that got there
-        first; where the file system has no hard links the name is claimed atomically
-        instead and the table is built in place (see
-        :func:`~hexeract_lite.store.sqlite.schema.create_database`).
-
-        A table the Rust reference created (no version recorded) is adopted: its rows
-        are kept, hexeract_lite's indexes are added and timestamp text is normalised
-        to ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction; an older version is
-        upgraded the same way. A table whose recorded version is newer than
+        A new database is linked into place only once complete
+        (:func:`~hexeract_lite.store.sqlite.schema.create_database`): other processes
+        never see a half-made file, and several creating it at once share the first.
+        A table the Rust reference created (no version recorded) is adopted, its rows
+        kept, hexeract_lite's indexes added and timestamp text normalised to
+        ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction; an older version is upgraded
+        the same way. A table whose recorded version is newer than
         :data:`SCHEMA_VERSION`, or that is not a scheduler table, is refused before
         anything in the file changes. A path that is a folder, a file that is not a
         SQLite database, a read-only file or folder (unless ``readonly``), or a

@@ -1,34 +1,14 @@
-"""Transactions the application shares with the SQLite store.
+"""Transactions the application shares with the SQLite store, on the store's own file.
 
-Two things, both on the store's own file:
-
-- :func:`insert_within`: ``store.insert(..., connection=conn)`` and
-  ``store.insert_many(..., connection=conn)`` write the schedules through the caller's
-  ``apsw.Connection`` or stdlib ``sqlite3.Connection``, inside the transaction the
-  caller has open, under a savepoint (all of the batch or nothing of it). Nothing is
-  committed here: the schedules exist once the caller commits, and vanish if it rolls
-  back. A worker in any process notices the commit through ``PRAGMA data_version``,
-  which moves on every commit of another connection, so it wakes within its poll
-  interval as for any other insert.
-
-  The caller's connection must use the store's library (``open(driver=...)``): a
-  ``sqlite3.Connection`` for a store opened with ``driver="sqlite3"``, an
-  ``apsw.Connection`` for the default ``driver="apsw"``; either when the ``sqlite3``
-  module and apsw share one copy of SQLite (:func:`shares_sqlite_with_apsw`). apsw's
-  wheels bundle their own, and two copies of SQLite in one process do not see each
-  other's POSIX locks on the file: the second copy's close can delete the WAL under
-  the first one's feet (an I/O error, or a corrupt file), and their write locks do not
-  exclude each other. A connection of the other library is refused, naming the two
-  versions and the driver to open the store with.
+- :func:`insert_within` (``insert(..., connection=conn)``, ``insert_many``) and
+  :func:`modify_within`: the write goes through the caller's ``apsw.Connection`` or
+  ``sqlite3.Connection`` inside its open transaction, under a savepoint; nothing is
+  committed here. Workers notice the caller's commit through ``PRAGMA data_version``.
+  The connection must use the store's library (``open(driver=...)``), or one that
+  shares its copy of SQLite (:func:`shares_sqlite_with_apsw`): two copies in one
+  process do not see each other's locks on the file.
 - :class:`SqliteTransactionRunner`: the SQLite side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`. For each occurrence it
-  opens ``BEGIN IMMEDIATE`` on a connection of its own (of the store's library: the
-  handler gets an ``apsw.Connection``, or a ``sqlite3.Connection`` with
-  ``driver="sqlite3"``), applies the occurrence's fenced acknowledgement, runs the
-  handler with that connection, and commits both, or rolls both back. A watchdog
-  interrupts and closes the connection at ``dispatch_timeout``, which rolls the
-  transaction back and releases the file's write lock even while the handler sleeps
-  in Python.
+  :class:`~hexeract_lite.transactional.TransactionalSink`.
 """
 
 from __future__ import annotations
@@ -38,7 +18,8 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -54,23 +35,19 @@ from ...errors import (
     StoreError,
 )
 from ...message import ScheduledMessage
-from ...settle import SUCCEEDED, Acknowledged, DispatchResult, settlement_for
+from ...settle import Acknowledged, DispatchResult
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..settle_plan import settle_plan
-from ..sql.runner import TransactionRunner
+from ..sql.runner import TransactionRunner, savepoint
 from .codec import (
     diagnose,
-    encode_id,
-    encode_instant,
-    encode_lease,
     record_from_row,
     row_from_record,
     row_label,
 )
-from .connections import sink_transaction
+from .connections import is_duplicate, sink_transaction
 from .driver import (
     FileHold,
     handler_connection,
@@ -113,9 +90,6 @@ class StoreSide(Protocol):
 
     @property
     def vfs(self) -> str | None: ...
-
-
-_SAVEPOINT = "hexeract_lite_insert"
 
 
 def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
@@ -272,18 +246,13 @@ def _is_readonly(exc: BaseException) -> bool:
 
 
 def _is_duplicate(exc: BaseException) -> bool:
-    """A primary-key (the id) or unique (the name) violation, as the store reads it."""
-    if isinstance(exc, apsw.ConstraintError):
-        return getattr(exc, "extendedresult", None) in (
-            apsw.SQLITE_CONSTRAINT_PRIMARYKEY,
-            apsw.SQLITE_CONSTRAINT_UNIQUE,
-        )
+    """:func:`.connections.is_duplicate`, or its ``sqlite3`` form."""
     if isinstance(exc, sqlite3.IntegrityError):
         return getattr(exc, "sqlite_errorname", "") in (
             "SQLITE_CONSTRAINT_PRIMARYKEY",
             "SQLITE_CONSTRAINT_UNIQUE",
         )
-    return False
+    return is_duplicate(exc)
 
 
 def insert_within(
@@ -295,17 +264,14 @@ def insert_within(
     what: str,
     driver: str = "apsw",
 ) -> None:
-    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`,
-    as the store builds them) through the caller's ``connection`` inside its transaction.
+    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`)
+    through the caller's ``connection`` inside its transaction, all or nothing.
 
-    The connection must be an ``apsw.Connection`` or a ``sqlite3.Connection`` (the
-    library of the store's ``driver``) open on ``path``, writable, usable from this
-    thread, with a transaction open (a sqlite3 connection that opens transactions
-    implicitly gets the ``BEGIN`` it would have run before the insert). Raises
-    :class:`InvalidArgument` naming the problem otherwise, :class:`DuplicateSchedule`
-    for an id already stored (or repeated in the batch), and :class:`StoreError` for a
-    driver error. The batch is all or nothing (a savepoint);
-    the caller's transaction stays open either way, and nothing is committed.
+    The connection must be of the store's ``driver``, open on ``path``, writable,
+    usable from this thread, with a transaction open (a sqlite3 connection that opens
+    transactions implicitly gets its ``BEGIN``): else :class:`InvalidArgument` naming
+    the problem. :class:`DuplicateSchedule` for an id stored or repeated in the batch,
+    :class:`StoreError` for a driver error; the caller's transaction stays open.
     """
     caller = _check(connection, path, what, driver, statements.table)
     if not rows:
@@ -318,44 +284,30 @@ def insert_within(
         caller.executemany(statements.insert, rows)
 
 
-@contextlib.contextmanager
 def _savepoint(
     caller: _Caller,
     path: os.PathLike[str] | str,
     what: str,
     mapped: Callable[[BaseException], Exception | None] = lambda exc: None,
-) -> Iterator[None]:
-    """The body in a savepoint of the caller's transaction (a sqlite3 connection that
-    opens transactions implicitly gets its ``BEGIN`` first): released when it ends,
-    rolled back to when it raises, the error as ``mapped`` says, else read-only as
-    :class:`InvalidArgument`, a driver error as :class:`StoreError`."""
-    try:
-        if caller.kind == "sqlite3" and not caller.conn.in_transaction:
-            level = caller.conn.isolation_level or ""
-            caller.execute(f"BEGIN {level}")  # what sqlite3 runs before an INSERT anyway
-        caller.execute(f"SAVEPOINT {_SAVEPOINT}")
-    except (apsw.Error, sqlite3.Error) as exc:
-        raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        yield
-    except BaseException as exc:
+) -> AbstractContextManager[None]:
+    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction (a
+    sqlite3 connection that opens transactions implicitly gets its ``BEGIN`` first);
+    an error as ``mapped`` says, else a read-only file as :class:`InvalidArgument`."""
+    errors = (apsw.Error, sqlite3.Error)
+    if caller.kind == "sqlite3" and not caller.conn.in_transaction:
+        level = caller.conn.isolation_level or ""
         try:
-            caller.execute(f"ROLLBACK TO {_SAVEPOINT}")
-            caller.execute(f"RELEASE {_SAVEPOINT}")
-        except (apsw.Error, sqlite3.Error):
-            pass  # the transaction is gone (SQLite rolled it back): nothing of ours is in it
-        error = mapped(exc)
-        if error is not None:
-            raise error from exc
-        if _is_readonly(exc):
-            raise _bad(what, f"cannot write to {path}: it is read-only ({exc})") from exc
-        if isinstance(exc, apsw.Error | sqlite3.Error):
+            caller.execute(f"BEGIN {level}")  # what sqlite3 runs before an INSERT anyway
+        except errors as exc:
             raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
-        raise
-    try:
-        caller.execute(f"RELEASE {_SAVEPOINT}")
-    except (apsw.Error, sqlite3.Error) as exc:
-        raise StoreError(f"{what} on {path} failed: {type(exc).__name__}: {exc}") from exc
+
+    def refused(exc: BaseException) -> Exception | None:
+        error = mapped(exc)
+        if error is None and _is_readonly(exc):
+            error = _bad(what, f"cannot write to {path}: it is read-only ({exc})")
+        return error
+
+    return savepoint(caller.execute, errors, what, path, refused)
 
 
 def modify_within(
@@ -440,20 +392,17 @@ def _plain_rows(conn: apsw.Connection) -> None:
 
 _COMMIT = "COMMIT -- the sink's own"
 _ROLLBACK = "ROLLBACK -- the sink's own"
-"""The runner's own statements: texts a handler's statements do not share, so that
-one prepared (and cached) while :class:`_TransactionGuard` is inactive is never the
-handler's."""
+"""The runner's own statements, in texts no handler's statement shares, so that the
+authorizer (which runs when a statement is prepared and cached) never sees them as
+the handler's."""
 
 
 class _TransactionGuard:
-    """The authorizer of the sink's connection: while :attr:`active` (the handler
-    runs) it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay
-    allowed), so that a handler cannot end the transaction that holds its
-    acknowledgement (``commit()``, ``rollback()``, ``with conn:`` of ``sqlite3``):
-    its writes commit with the acknowledgement or not at all. A refused statement
-    fails the dispatch (:meth:`error`). Installed once per connection: an authorizer
-    runs when a statement is prepared, and the handler's transaction statements are
-    always prepared while it is active (the runner's own use other texts)."""
+    """The authorizer of the sink's connection: while :attr:`active` (the handler runs)
+    it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay allowed),
+    so the handler's writes commit with the acknowledgement or not at all; a refused
+    statement fails the dispatch (:meth:`error`). It also notes TEMP tables and views
+    the handler makes."""
 
     __slots__ = ("active", "refused", "temp_changed")
 
@@ -486,12 +435,6 @@ class _TransactionGuard:
 _TEMP_DDL = frozenset({apsw.SQLITE_CREATE_TEMP_TABLE, apsw.SQLITE_CREATE_TEMP_VIEW})
 
 
-_STATEMENT_NAMES = {
-    "delivered": "mark_delivered",
-    "reschedule": "reschedule",
-}
-
-
 class SqliteTransactionRunner(TransactionRunner):
     """Runs a transactional handler for one occurrence at a time on SQLite.
 
@@ -502,7 +445,8 @@ class SqliteTransactionRunner(TransactionRunner):
     :class:`~hexeract_lite.transactional.Acknowledged` (committed, or fenced out: the
     handler did not run), or a failed :class:`DispatchResult` (the handler raised,
     returned something other than None, or ran past ``timeout``; or the database
-    failed), after which nothing of the transaction remains.
+    failed), after which nothing of the transaction remains. At ``timeout`` a watchdog
+    interrupts and closes the connection, even while the handler sleeps in Python.
     """
 
     _store: StoreSide
@@ -519,8 +463,6 @@ class SqliteTransactionRunner(TransactionRunner):
         runs: RunStatements | None = None,
     ) -> None:
         super().__init__(store, handler, clock, policy, timeout, runs=runs)
-        sql = SqliteStatements(store.table)
-        self._statements = {name: getattr(sql, attr) for name, attr in _STATEMENT_NAMES.items()}
         self._hold: FileHold | None = None  # the file, for the connection's library
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
@@ -579,20 +521,10 @@ class SqliteTransactionRunner(TransactionRunner):
         """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
         from ...transactional import bad_return, timed_out
 
-        now = self._clock.now()
-        settlement = settlement_for(occ, SUCCEEDED, now, self._policy)
-        assert settlement is not None
-        plan = settle_plan(
-            [settlement],
-            now,
-            encode_id=encode_id,
-            encode_lease=encode_lease,
-            encode_instant=encode_instant,
-        )
-        if not plan:
-            return Acknowledged(settlement=settlement, applied=False)
-        [(_, kind, params)] = plan
-        statement = self._statements[kind.value]
+        planned = self._acknowledgement(occ)
+        if isinstance(planned, Acknowledged):
+            return planned
+        settlement, statement, params = planned
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
@@ -626,20 +558,17 @@ class SqliteTransactionRunner(TransactionRunner):
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
-                    if self._runs is not None:
-                        self._record_run(conn, occ, began)
+                    if self._runs is not None:  # the delivery's run, in its transaction
+                        conn.execute(self._runs.insert, self._run_row(occ, began))
                     conn.execute(_COMMIT)
                     committed = True
         except BaseException as exc:  # the handler's failure, whatever its type
             error = guard.error(exc) if guard.refused else exc
         fired = self._watchdog.disarm()
-        if not committed:
-            if fired:
-                self._closed()  # the watchdog closed it, rolling back
-            else:
-                self._rollback(conn)
-        elif fired:
-            self._closed()
+        if fired:
+            self._closed()  # the watchdog closed it (rolling back what was not committed)
+        elif not committed:
+            self._rollback(conn)
         if committed:
             return Acknowledged(settlement=settlement, applied=True)
         if not applied and error is None:
@@ -648,11 +577,6 @@ class SqliteTransactionRunner(TransactionRunner):
             return DispatchResult.failed(timed_out(self._timeout, error))
         assert error is not None
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
-
-    def _record_run(self, conn: apsw.Connection, occ: LeasedOccurrence, began: float) -> None:
-        """The delivery's run, in the handler's transaction."""
-        assert self._runs is not None
-        conn.execute(self._runs.insert, self._run_row(occ, began))
 
     def _rollback(self, conn: apsw.Connection) -> None:
         try:

@@ -1,7 +1,6 @@
 """The upgrade ladder of a SQLite scheduler table: :data:`UPGRADES`, one step per schema
-version (:data:`~hexeract_lite.store.sqlite.schema.SCHEMA_VERSION` says what each adds),
-run in order by :func:`~hexeract_lite.store.sqlite.schema.ensure_schema` in one
-transaction."""
+version, run in order by :func:`~hexeract_lite.store.sqlite.schema.ensure_schema` in
+one transaction."""
 
 from __future__ import annotations
 
@@ -33,12 +32,9 @@ _INSTANT_COLUMNS = tuple(
 
 
 def _upgrade_to_1(conn: apsw.Connection, table: str) -> None:
-    """0 → 1: the reference's indexes ensured; timestamps rewritten as ``...T...mmmZ``.
-
-    Text comparison orders instants only when every value has the same layout, and the
-    reference's readers also accept ``YYYY-MM-DD HH:MM:SS``; such values are rewritten
-    to the canonical form (the same instant) so claims and listings order them right.
-    """
+    """0 → 1: the reference's indexes ensured; instants in another layout (such as
+    ``YYYY-MM-DD HH:MM:SS``) rewritten as ``YYYY-MM-DDTHH:MM:SS.mmmZ``, the same
+    instant, so that text order is time order."""
     for ddl in sqlite_reference_index_ddl(table):
         conn.execute(ddl)
     for column in _INSTANT_COLUMNS:
@@ -65,34 +61,25 @@ def _normal(sql: str) -> str:
 
 
 def _upgrade_to_2(conn: apsw.Connection, table: str) -> None:
-    """1 → 2: hexeract_lite's extra indexes exactly as defined now.
-
-    Version 1 was recorded by several layouts of them: ``idx_<table>_spaced`` (renamed
-    ``idx_<table>_noncanonical`` when it came to hold every non-canonical instant, which
-    every claim names with ``INDEXED BY``), and ``idx_<table>_leased`` on
-    ``(leased_until)`` alone. The old index is dropped; an index whose definition
-    differs is rebuilt; a missing one is created.
-    """
+    """1 → 2: hexeract_lite's extra indexes exactly as defined now (a version-1 file
+    may hold ``idx_<table>_spaced``, dropped, or other definitions, rebuilt)."""
     conn.execute(f"DROP INDEX IF EXISTS idx_{table}_spaced")
     for ddl in sqlite_extra_index_ddl(table):
         _as_defined(conn, ddl)
 
 
 def _upgrade_to_3(conn: apsw.Connection, table: str) -> None:
-    """2 → 3: named schedules: the nullable ``name`` and
-    ``next_after_lease`` columns (each added unless the table has it: a table created
-    at this version already does), and the unique index on ``name`` over the rows that
-    have one. Nullable without a default: the reference's statements, which name their
-    columns, work on the table as before."""
+    """2 → 3: named schedules: the nullable ``name`` and ``next_after_lease`` columns
+    (unless the table has them) and the unique index on ``name``. The reference's
+    statements name their columns and work as before."""
     _add_columns(conn, table, NAMED_COLUMNS)
     for ddl in sqlite_unique_index_ddl(table):
         conn.execute(ddl)
 
 
 def _upgrade_to_4(conn: apsw.Connection, table: str) -> None:
-    """3 → 4: the misfire grace: the nullable ``misfire_grace_ms`` column,
-    added unless the table has it (a table created at this version already does). The
-    reference's statements never name it; its inserts leave it NULL (no grace)."""
+    """3 → 4: the nullable ``misfire_grace_ms`` column (NULL: no grace), unless the
+    table has it."""
     _add_columns(conn, table, GRACE_COLUMNS)
 
 
@@ -112,33 +99,28 @@ def _upgrade_to_5(conn: apsw.Connection, table: str) -> None:
 
 def _upgrade_to_6(conn: apsw.Connection, table: str) -> None:
     """5 → 6: ``idx_<table>_noncanonical`` rebuilt with the WHERE
-    :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (a file coming from version 1 has it
-    from step 2 already, and keeps it)."""
+    :data:`~hexeract_lite.store.schema.OFF_LAYOUT` (kept when it already is so)."""
     name = f"idx_{table}_noncanonical"
     [ddl] = [ddl for ddl in sqlite_extra_index_ddl(table) if _index_name(ddl) == name]
     _as_defined(conn, ddl)
 
 
 def _upgrade_to_7(conn: apsw.Connection, table: str) -> None:
-    """6 → 7: the run log beside the table. A table of its own: the reference's
-    statements and workers never name it."""
+    """6 → 7: the run log, a table of its own beside the table."""
     for ddl in sqlite_runs_ddl(table):
         conn.execute(ddl)
 
 
 def _upgrade_to_8(conn: apsw.Connection, table: str) -> None:
     """7 → 8: the nullable policy and long-handler columns
-    (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`),
-    added unless the table has them. The reference's statements never name them."""
+    (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`), unless the table has them."""
     _add_columns(conn, table, POLICY_COLUMNS)
 
 
 def _upgrade_to_9(conn: apsw.Connection, table: str) -> None:
-    """8 → 9: the run log's instants as integer milliseconds: a text run log is renamed
-    aside, made again as now defined and its rows copied over, converted (the same
-    instants, ``run_id`` and order; a row whose required instants another tool wrote as
-    no instant SQLite reads is left out, as no reader could decode it). A run log made
-    at step 7 is already so."""
+    """8 → 9: the run log's instants as integer milliseconds: a text run log is made
+    again and its rows copied over, converted (a row whose required instants do not
+    read as instants is left out)."""
     runs = f"{table}_runs"
     declared = {str(row[1]): str(row[2]) for row in conn.execute(f"PRAGMA table_info({runs})")}
     if declared.get("finished", "").upper() == "INTEGER":
