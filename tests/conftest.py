@@ -150,3 +150,19 @@ def store(
         yield s
     finally:
         s.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the selected tests' background runs (:mod:`tests.background`)."""
+    if session.config.option.collectonly:
+        return
+    from tests import background
+
+    modules = {getattr(item, "module", None) for item in session.items} - {None}
+    background.start(background.offered(modules, session.items))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from tests import background
+
+    background.finish()

@@ -8,7 +8,9 @@ the MySQL tests are skipped, with the reason, except in CI (``CI=true``), where 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from functools import cache
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.pg import in_ci
+from tests.scratch import TablePool
 
 if TYPE_CHECKING:
     from hexeract_lite.clock import Clock
@@ -28,10 +31,22 @@ URL_ENV = "HEXERACT_TEST_MYSQL_URL"
 DEFAULT_URL = "mysql://hexeract:hexeract-test-only@127.0.0.1:33069/hexeract_test"
 
 
+def without_tls(url: str) -> str:
+    """``url`` with ``ssl-mode=disabled`` unless it chooses a mode itself: the test server
+    has no TLS, and the default (``preferred``: TLS when the server offers it) builds a
+    TLS context for every connection, about 25 ms each."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if "ssl-mode" in urllib.parse.parse_qs(parts.query):
+        return url
+    query = "&".join(q for q in (parts.query, "ssl-mode=disabled") if q)
+    return parts._replace(query=query).geturl()
+
+
 def raw_connect(url: str, **extra: Any) -> Any:
     """A plain PyMySQL connection to ``url`` (autocommit unless told otherwise), without
-    TLS: the test server has none, and PyMySQL's default (try TLS when the server offers
-    it) builds a TLS context for every connection, about 30 ms each."""
+    TLS (see :func:`without_tls`)."""
     import pymysql
 
     from hexeract_lite.store.mysql.connections import url_params
@@ -42,8 +57,9 @@ def raw_connect(url: str, **extra: Any) -> Any:
         "charset": "utf8mb4",
         "ssl_disabled": True,
     }
+    options.update(url_params(without_tls(url)))
     options.update(extra)
-    return pymysql.connect(**url_params(url), **options)
+    return pymysql.connect(**options)
 
 
 @cache
@@ -55,7 +71,7 @@ def server() -> tuple[str | None, str]:
         return None, "PyMySQL is not installed (pip install -e '.[mysql]')"
     url = os.environ.get(URL_ENV, "").strip()
     if url:
-        return url, ""
+        return without_tls(url), ""
     try:
         raw_connect(DEFAULT_URL).close()
     except pymysql.MySQLError as exc:
@@ -63,7 +79,7 @@ def server() -> tuple[str | None, str]:
             f"no MySQL server: {URL_ENV} is not set and 127.0.0.1:33069 does not answer"
             f" ({type(exc).__name__}; run scripts/mysql-test-server start)"
         )
-    return DEFAULT_URL, ""
+    return without_tls(DEFAULT_URL), ""
 
 
 def require_server() -> str:
@@ -81,38 +97,105 @@ def unique_table(prefix: str = "m") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:20]}"
 
 
-def drop_table(url: str, table: str) -> None:
-    """Drop ``table`` if it exists, and forget its schema version."""
-    conn = raw_connect(url)
-    try:
+_ADMIN: dict[tuple[int, str], Any] = {}
+"""One connection per process and server for dropping and emptying scratch tables."""
+_ADMIN_LOCK = threading.Lock()
+
+
+def _on_admin(url: str, work: Callable[[Any], None]) -> None:
+    """``work(cursor)`` on this process's admin connection to ``url`` (reconnecting once
+    when the server went away since)."""
+    import pymysql
+
+    key = (os.getpid(), url)
+    with _ADMIN_LOCK:
+        conn = _ADMIN.get(key)
+        if conn is not None and conn.open:
+            try:
+                with conn.cursor() as cur:
+                    work(cur)
+                return
+            except (pymysql.OperationalError, pymysql.InterfaceError):  # the server went away
+                with contextlib.suppress(Exception):
+                    conn.close()
+        _ADMIN[key] = conn = raw_connect(url)
         with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS `{table}`")
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS hexeract_lite_schema (table_name"
-                " VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL)"
-            )
-            cur.execute("DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
-    finally:
-        conn.close()
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 5")  # a lock a test left held
+            work(cur)
+
+
+def drop_table(url: str, table: str) -> None:
+    """Drop ``table`` and its run log if they exist, and forget its schema version."""
+    from hexeract_lite.store.mysql.runs import runs_table_name
+
+    def drop(cur: Any) -> None:
+        cur.execute(f"DROP TABLE IF EXISTS `{table}`, `{runs_table_name(table)}`")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS hexeract_lite_schema (table_name"
+            " VARCHAR(64) NOT NULL PRIMARY KEY, version INT NOT NULL)"
+        )
+        cur.execute("DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
+
+    _on_admin(url, drop)
+
+
+def empty_table(url: str, table: str) -> bool:
+    """Delete every row of ``table`` and of its run log; False when that failed."""
+    import pymysql
+
+    from hexeract_lite.store.mysql.runs import runs_table_name
+
+    def empty(cur: Any) -> None:
+        for name in (table, runs_table_name(table)):
+            cur.execute(f"DELETE FROM `{name}`")
+
+    try:
+        _on_admin(url, empty)
+    except pymysql.MySQLError:
+        return False
+    return True
+
+
+_POOLS: dict[str, TablePool] = {}
+
+
+def _pool(url: str) -> TablePool:
+    pool = _POOLS.get(url)
+    if pool is None:
+        pool = _POOLS[url] = TablePool(
+            lambda name: empty_table(url, name), lambda name: drop_table(url, name)
+        )
+    return pool
 
 
 def open_scratch_store(
     table: str | None = None, *, clock: Clock | None = None, **options: Any
 ) -> MysqlScheduleStore:
-    """A store on a fresh table of the test server; closing it drops the table."""
+    """A store on a fresh table of the test server: ``table``, dropped when the store
+    closes, or, without a name, an empty table of the pool (:mod:`tests.scratch`)
+    that closing empties and gives back."""
     from hexeract_lite.clock import SYSTEM_CLOCK
     from hexeract_lite.store.mysql import MysqlScheduleStore
 
     url = require_server()
-    name = table or unique_table()
+    pool = _pool(url) if table is None else None
+    name = table or (pool and pool.take()) or unique_table()
 
     class ScratchStore(MysqlScheduleStore):
         def close(self) -> None:
             if not self.closed:
                 super().close()
-                drop_table(url, name)
+                if pool is None:
+                    drop_table(url, name)
+                else:
+                    pool.give_back(name)
 
-    store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
+    try:
+        store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the server may be what failed
+            drop_table(url, name)
+        raise
     assert isinstance(store, ScratchStore)
     return store
 

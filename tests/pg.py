@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.scratch import TablePool
+
 if TYPE_CHECKING:
     from hexeract_lite.clock import Clock
     from hexeract_lite.store.base import ScheduleStore
@@ -95,10 +97,28 @@ connection each time was most of a drop's cost)."""
 _ADMIN_LOCK = threading.Lock()
 
 
+def _on_admin(url: str, work: Callable[[Any], None]) -> None:
+    """``work(connection)`` on this process's admin connection to ``url`` (reconnecting
+    once when the server went away since)."""
+    import psycopg
+
+    key = (os.getpid(), url)
+    with _ADMIN_LOCK:
+        conn = _ADMIN.get(key)
+        if conn is not None and not conn.closed:
+            try:
+                work(conn)
+                return
+            except psycopg.OperationalError:  # the server went away since: reconnect
+                conn.close()
+        _ADMIN[key] = conn = psycopg.connect(url, autocommit=True)
+        conn.execute("SET lock_timeout = '5s'")  # a lock a test left held: fail, not hang
+        work(conn)
+
+
 def drop_table(url: str, table: str) -> None:
     """Drop ``table`` and its run log (and their indexes) if they exist, and forget its
     schema version."""
-    import psycopg
     from psycopg import sql
 
     from hexeract_lite.store.postgres.schema import META_TABLE, runs_table_name
@@ -114,41 +134,73 @@ def drop_table(url: str, table: str) -> None:
                 [table],
             )
 
-    key = (os.getpid(), url)
-    with _ADMIN_LOCK:
-        conn = _ADMIN.get(key)
-        if conn is not None and not conn.closed:
-            try:
-                drop(conn)
-                return
-            except psycopg.OperationalError:  # the server went away since: reconnect
-                conn.close()
-        _ADMIN[key] = conn = psycopg.connect(url, autocommit=True)
-        drop(conn)
+    _on_admin(url, drop)
+
+
+def empty_table(url: str, table: str) -> bool:
+    """Delete every row of ``table`` and of its run log; False when that failed."""
+    import psycopg
+    from psycopg import sql
+
+    from hexeract_lite.store.postgres.schema import runs_table_name
+
+    def empty(conn: Any) -> None:
+        with conn.transaction():
+            for name in (table, runs_table_name(table)):
+                conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(name)))
+
+    try:
+        _on_admin(url, empty)
+    except psycopg.Error:
+        return False
+    return True
+
+
+_POOLS: dict[str, TablePool] = {}
+
+
+def _pool(url: str) -> TablePool:
+    pool = _POOLS.get(url)
+    if pool is None:
+        pool = _POOLS[url] = TablePool(
+            lambda name: empty_table(url, name), lambda name: drop_table(url, name)
+        )
+    return pool
 
 
 def open_scratch_store(
     table: str | None = None, *, clock: Clock | None = None, **options: object
 ) -> PostgresScheduleStore:
-    """A store on a fresh table of the test server; closing it drops the table."""
+    """A store on a fresh table of the test server: ``table``, dropped when the store
+    closes, or, without a name, an empty table of the pool (:mod:`tests.scratch`)
+    that closing empties and gives back."""
     from hexeract_lite.clock import SYSTEM_CLOCK
     from hexeract_lite.store.postgres import PostgresScheduleStore
 
     url = require_server()
-    name = table or unique_table()
+    pool = _pool(url) if table is None else None
+    name = table or (pool and pool.take()) or unique_table()
 
     class ScratchStore(PostgresScheduleStore):
         def close(self) -> None:
             if not self.closed:
                 super().close()
-                drop_table(url, name)
+                if pool is None:
+                    drop_table(url, name)
+                else:
+                    pool.give_back(name)
 
-    store = ScratchStore.open(
-        url,
-        table=name,
-        clock=clock or SYSTEM_CLOCK,
-        **options,  # type: ignore[arg-type]
-    )
+    try:
+        store = ScratchStore.open(
+            url,
+            table=name,
+            clock=clock or SYSTEM_CLOCK,
+            **options,  # type: ignore[arg-type]
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):  # the server may be what failed
+            drop_table(url, name)
+        raise
     assert isinstance(store, ScratchStore)
     return store
 

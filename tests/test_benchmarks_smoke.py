@@ -14,28 +14,52 @@ from pathlib import Path
 
 import pytest
 
+from tests import background
+
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
-def test_quick_benchmark_runs(tmp_path: Path) -> None:
-    out = tmp_path / "results.json"
+def _quick(folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = folder / "results.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "run.py"),
-            "--quick",
-            "--only",
-            "enqueue/hexeract,claim/hexeract-10k",
-            "--tmpdir",
-            str(tmp_path),
-            "--out",
-            str(out),
-        ],
+        background.command(
+            [
+                sys.executable,
+                str(REPO / "benchmarks" / "run.py"),
+                "--quick",
+                "--only",
+                "enqueue/hexeract,claim/hexeract-10k",
+                "--tmpdir",
+                str(folder),
+                "--out",
+                str(out),
+            ]
+        ),
         capture_output=True,
         text=True,
         timeout=120,
     )
+    return proc, out
+
+
+def _postgres_row(folder: Path) -> tuple[str, str, dict[str, object]]:
+    return _run(folder, "claim/hexeract-pg-none", dict(os.environ))
+
+
+def background_runs(items: list[pytest.Item]) -> dict[str, background.Run]:
+    """The two longest runs, to start with the session (:mod:`tests.background`)."""
+    names = {item.name for item in items}
+    runs: dict[str, background.Run] = {}
+    if "test_quick_benchmark_runs" in names:
+        runs["benchmarks:quick"] = _quick
+    if "test_a_postgres_row_runs" in names:
+        runs["benchmarks:postgres-row"] = _postgres_row
+    return runs
+
+
+@pytest.mark.slow
+def test_quick_benchmark_runs(tmp_path: Path) -> None:
+    proc, out = background.result("benchmarks:quick", _quick, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| measurement |" in proc.stdout
     doc = json.loads(out.read_text())
@@ -56,11 +80,13 @@ def test_quick_benchmark_runs(tmp_path: Path) -> None:
 def _run(tmp_path: Path, only: str, env: dict[str, str]) -> tuple[str, str, dict[str, object]]:
     out = tmp_path / "results.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "run.py"),
-            *("--quick", "--only", only, "--tmpdir", str(tmp_path), "--out", str(out)),
-        ],
+        background.command(
+            [
+                sys.executable,
+                str(REPO / "benchmarks" / "run.py"),
+                *("--quick", "--only", only, "--tmpdir", str(tmp_path), "--out", str(out)),
+            ]
+        ),
         capture_output=True,
         text=True,
         timeout=120,
@@ -86,7 +112,7 @@ def test_the_postgres_rows_are_skipped_without_a_server(tmp_path: Path) -> None:
 @pytest.mark.skipif(not os.environ.get("HEXERACT_TEST_POSTGRES_URL"), reason="no PostgreSQL server")
 def test_a_postgres_row_runs(tmp_path: Path) -> None:
     """The cheapest PostgreSQL row measures a claim on the server it is given."""
-    stdout, _, doc = _run(tmp_path, "claim/hexeract-pg-none", dict(os.environ))
+    stdout, _, doc = background.result("benchmarks:postgres-row", _postgres_row, tmp_path)
     medians = doc["medians"]
     assert isinstance(medians, dict)
     assert medians["claim/hexeract-pg-none"]["value"] > 0, medians

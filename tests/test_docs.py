@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import importlib.util
 import json
@@ -39,6 +40,8 @@ from typing import IO, Any
 
 import attrs
 import pytest
+
+from tests import background
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -175,7 +178,7 @@ def run_python(argv: list[str], cwd: Path, expected: tuple[str, ...], interactiv
     home = cwd / "home"
     home.mkdir(exist_ok=True)
     with subprocess.Popen(
-        [sys.executable, "-W", "error", *argv],
+        background.command([sys.executable, "-W", "error", *argv]),
         cwd=cwd,
         env=_env(home),
         stdin=subprocess.PIPE,
@@ -212,12 +215,55 @@ def run_python(argv: list[str], cwd: Path, expected: tuple[str, ...], interactiv
     return Run(proc.returncode, "".join(out), "".join(err))
 
 
+def _readme_block_run(block: Block) -> Callable[[Path], Run]:
+    def run(folder: Path) -> Run:
+        script = folder / "snippet.py"
+        script.write_text(block.code, encoding="utf-8")
+        expected = EXPECTED_OUTPUT.get(block.section, ())
+        return run_python([str(script)], folder, expected, interactive="input(" in block.code)
+
+    return run
+
+
+def _quickstart_run(folder: Path) -> tuple[Run, Path]:
+    db = folder / "quickstart.db"
+    return run_python([str(QUICKSTART), str(db)], folder, (), interactive=False), db
+
+
+def background_runs(items: list[pytest.Item]) -> dict[str, Callable[[Path], Any]]:
+    """The selected README blocks, the quick start and the pages without a MySQL block,
+    to start with the session (:mod:`tests.background`)."""
+    from tests import pg
+
+    runs: dict[str, Callable[[Path], Any]] = {}
+    for item in items:
+        assert isinstance(item, pytest.Function)
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        if item.originalname == "test_readme_python_block_runs":
+            block = params["block"]
+            assert isinstance(block, Block)
+            runs[f"readme:{block.id}"] = _readme_block_run(block)
+        elif item.originalname == "test_the_quickstart_example_runs":
+            runs["quickstart"] = _quickstart_run
+        elif item.originalname == "test_docs_page_runs":
+            page = str(params["page"])
+            blocks = PAGE_BLOCKS[page]
+            if any(b.mysql for b in blocks):
+                continue  # its table is the MySQL server's default one: see page_runs
+            url = None
+            if any(b.postgres for b in blocks):
+                server, _why = pg.server()
+                if server is None:
+                    continue  # page_runs says why
+                url = background.cleanup.enter_context(_postgres_schema(server))
+            runs[f"page:{page}"] = functools.partial(_page_run, page, url)
+    return runs
+
+
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.not_run is None], ids=lambda b: b.id)
 def test_readme_python_block_runs(block: Block, tmp_path: Path) -> None:
-    script = tmp_path / "snippet.py"
-    script.write_text(block.code, encoding="utf-8")
     expected = EXPECTED_OUTPUT.get(block.section, ())
-    run = run_python([str(script)], tmp_path, expected, interactive="input(" in block.code)
+    run = background.result(f"readme:{block.id}", _readme_block_run(block), tmp_path)
     assert run.code == 0, f"{block.id} exited {run.code}\n{block.code}\n{run.out}\n{run.err}"
     for line in expected:
         assert line in run.out, f"{block.id} did not print {line!r}:\n{run.out}"
@@ -257,8 +303,7 @@ def test_a_not_run_marker_is_read_just_before_its_block() -> None:
 
 
 def test_the_quickstart_example_runs(tmp_path: Path) -> None:
-    db = tmp_path / "quickstart.db"
-    run = run_python([str(QUICKSTART), str(db)], tmp_path, (), interactive=False)
+    run, db = background.result("quickstart", _quickstart_run, tmp_path)
     assert run.code == 0, run.out + run.err
     assert run.err == ""
     lines = run.out.splitlines()
@@ -343,13 +388,17 @@ def _run_page(
     if mysql_url is not None:
         env["HEXERACT_DOCS_MYSQL_URL"] = mysql_url
     return subprocess.run(
-        [sys.executable, "-W", "error", str(RUNNER), str(steps)],
+        background.command([sys.executable, "-W", "error", str(RUNNER), str(steps)]),
         cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def _page_run(page: str, url: str | None, folder: Path) -> subprocess.CompletedProcess[str]:
+    return _run_page(page, folder / "page", url)
 
 
 @pytest.fixture(scope="session")
@@ -378,6 +427,10 @@ def page_runs(
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(PAGE_PROCESSES) as pool:
         runs = {}
         for n, page in enumerate(pages):
+            early = background.future(f"page:{page}")
+            if early is not None:  # started with the session
+                runs[page] = early
+                continue
             url = None
             if server and any(b.postgres for b in PAGE_BLOCKS[page]):
                 url = stack.enter_context(_postgres_schema(server))

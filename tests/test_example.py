@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from hexeract_lite import (
     Target,
 )
 from hexeract_lite.store.sqlite import SqliteScheduleStore
+from tests import background
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "06_scheduled_reminder.py"
@@ -23,7 +25,7 @@ pytest.importorskip("hexeract_lite.store.sqlite", reason="the SQLite store has n
 
 def run_example(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-W", "error", str(EXAMPLE), *args],
+        background.command([sys.executable, "-W", "error", str(EXAMPLE), *args]),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -39,9 +41,30 @@ def pending_rows(db: Path) -> list[object]:
         return list(store.list_pending())
 
 
+def _reminder_run(*args: str) -> Callable[[Path], tuple[subprocess.CompletedProcess[str], Path]]:
+    def run(folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+        db = folder / "reminders.db"
+        return run_example("--db", str(db), *args), db
+
+    return run
+
+
+RUNS = {
+    "test_the_reminder_example_runs_to_success": _reminder_run(),
+    "test_the_reminder_example_fails_loudly_and_cleans_up": _reminder_run("--timeout", "0.3"),
+}
+"""The example's runs, by the test that checks each (they start with the session:
+:mod:`tests.background`)."""
+
+
+def background_runs(items: list[pytest.Item]) -> dict[str, Callable[[Path], object]]:
+    names = {item.originalname for item in items if isinstance(item, pytest.Function)}
+    return {f"example:{name}": RUNS[name] for name in names & RUNS.keys()}
+
+
 def test_the_reminder_example_runs_to_success(tmp_path: Path) -> None:
-    db = tmp_path / "reminders.db"
-    result = run_example("--db", str(db))
+    name = "test_the_reminder_example_runs_to_success"
+    result, db = background.result(f"example:{name}", RUNS[name], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     for step in (
@@ -62,8 +85,8 @@ def test_the_reminder_example_runs_to_success(tmp_path: Path) -> None:
 
 
 def test_the_reminder_example_fails_loudly_and_cleans_up(tmp_path: Path) -> None:
-    db = tmp_path / "reminders.db"
-    result = run_example("--db", str(db), "--timeout", "0.3")
+    name = "test_the_reminder_example_fails_loudly_and_cleans_up"
+    result, db = background.result(f"example:{name}", RUNS[name], tmp_path)
     assert result.returncode == 1
     assert "FAILED: timed out waiting for the one-shot and two recurring reminders" in result.stderr
     assert pending_rows(db) == []

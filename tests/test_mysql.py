@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,12 +129,75 @@ def test_without_pymysql_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
     [
         ("mysql://u:pw@h", "names no database"),
         ("mysql://u:pw@h/db?sslmode=on", "unknown parameter 'sslmode'"),
+        ("mysql://u:pw@h/db?ssl-mode=on", "unknown ssl-mode 'on'"),
+        ("mysql://u:pw@h/db?ssl-mode=verify-identity", "verify-identity needs ssl-ca"),
+        ("mysql://u:pw@h/db?ssl-mode=required&ssl-ca=/etc/hosts", "ssl-ca goes with"),
+        ("mysql://u:pw@h/db?ssl-ca=/etc/hosts", "not 'preferred'"),
+        ("mysql://u:pw@h/db?ssl-mode=verify-ca&ssl-ca=/no/such/ca.pem", "is not a file"),
     ],
 )
 def test_bad_urls_are_refused_naming_the_fault(bad: str, needle: str) -> None:
     with pytest.raises(Exception, match=needle) as info:
         MysqlScheduleStore.open(bad)
     assert "pw" not in str(info.value).replace("pw@", "")
+
+
+def test_ssl_mode_maps_onto_pymysql_s_tls_arguments(tmp_path: Path) -> None:
+    import ssl
+
+    from hexeract_lite.store.mysql.connections import url_params
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    base = "mysql://u:pw@h/db"
+    tls_keys = ("ssl", "ssl_disabled", "ssl_ca", "ssl_verify_cert", "ssl_verify_identity")
+
+    def tls(query: str) -> dict[str, Any]:
+        return {k: v for k, v in url_params(base + query).items() if k in tls_keys}
+
+    assert tls("") == tls("?ssl-mode=preferred") == {}
+    assert tls("?ssl-mode=DISABLED") == {"ssl_disabled": True}
+    assert tls(f"?ssl-mode=verify-ca&ssl-ca={ca}") == {"ssl_ca": str(ca), "ssl_verify_cert": True}
+    assert tls(f"?ssl-mode=verify-identity&ssl-ca={ca}") == {
+        "ssl_ca": str(ca),
+        "ssl_verify_cert": True,
+        "ssl_verify_identity": True,
+    }
+    context = tls("?ssl-mode=required")["ssl"]
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode is ssl.CERT_NONE and not context.check_hostname
+
+
+def _with_ssl_mode(url: str, mode: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k != "ssl-mode"]
+    return parts._replace(query=urllib.parse.urlencode([*query, ("ssl-mode", mode)])).geturl()
+
+
+def test_ssl_mode_disabled_connects_without_building_a_tls_context(
+    url: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssl
+
+    def no_tls(*args: object, **kwargs: object) -> ssl.SSLContext:
+        raise AssertionError("a TLS context was built")
+
+    monkeypatch.setattr(ssl, "create_default_context", no_tls)
+    with MysqlScheduleStore.open(_with_ssl_mode(url, "disabled"), table=table) as store:
+        assert store.inspect(uuid.uuid4()) is None
+    with pytest.raises(AssertionError, match="a TLS context was built"):
+        MysqlScheduleStore.open(_with_ssl_mode(url, "preferred"), table=table)
+
+
+def test_ssl_mode_required_on_a_server_without_tls_fails_saying_so(url: str, table: str) -> None:
+    [(_, have_ssl)] = sql(url, "SHOW VARIABLES LIKE 'have_ssl'")
+    if have_ssl == "YES":
+        pytest.skip("the test server offers TLS")
+    with pytest.raises(
+        StoreError, match="SSL is required but the server doesn't support it"
+    ) as info:
+        MysqlScheduleStore.open(_with_ssl_mode(url, "required"), table=table)
+    assert "hexeract-test-only" not in str(info.value)
 
 
 # -- the schema -------------------------------------------------------------------------

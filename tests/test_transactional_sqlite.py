@@ -514,7 +514,7 @@ def test_lost_lease_rolls_back_and_skips_the_handler(
 
 def test_sink_refuses_other_stores_and_async_handlers() -> None:
 
-    with pytest.raises(InvalidConfiguration, match="SQLite or PostgreSQL"):
+    with pytest.raises(InvalidConfiguration, match="SQLite, PostgreSQL or MySQL"):
         SchedulerWorker(InMemoryScheduleStore(), TransactionalSink(effect), CONFIG)
 
     async def handler(message: ScheduledMessage, conn: Any) -> None:

@@ -1,7 +1,12 @@
 """The MySQL store's connections: its URL, its pool, and forks.
 
 A URL is ``mysql://user:password@host:3306/database`` (``mariadb://`` alike;
-``?unix_socket=/path`` connects through a socket instead). Every connection is
+``?unix_socket=/path`` connects through a socket instead). ``?ssl-mode=`` chooses TLS
+as the MySQL client's ``--ssl-mode`` does: ``disabled`` (never), ``preferred`` (the
+default: TLS when the server offers it, unverified), ``required`` (TLS or no connection,
+unverified), ``verify-ca`` (TLS with a certificate signed by the CA file that
+``ssl-ca=/path`` names) and ``verify-identity`` (that, and the certificate names the
+host); ``ssl-ca`` goes with the two verify modes only. Every connection is
 ``utf8mb4``, in autocommit (the store opens its transactions itself), counts *found*
 rows (so a fenced UPDATE that changes nothing still says it matched) and has the
 store's session bounds set (:meth:`.session.Timeouts.session_sql`). The pool keeps idle
@@ -13,6 +18,7 @@ by ``os.fork()`` the parent's connections are forgotten without being used.
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -56,13 +62,57 @@ def url_params(url: object) -> dict[str, Any]:
         "password": urllib.parse.unquote(parts.password or ""),
         "database": database,
     }
+    query: dict[str, str] = {}
     for key, values in urllib.parse.parse_qs(parts.query, keep_blank_values=True).items():
-        if key != "unix_socket":
+        if key not in _QUERY_KEYS:
             raise InvalidConfiguration(
-                f"unknown parameter {key!r} in the MySQL URL {shown!r} (known: unix_socket)"
+                f"unknown parameter {key!r} in the MySQL URL {shown!r}"
+                f" (known: {', '.join(_QUERY_KEYS)})"
             )
-        params["unix_socket"] = values[-1]
+        query[key] = values[-1]
+    if "unix_socket" in query:
+        params["unix_socket"] = query["unix_socket"]
+    params.update(_tls_params(query.get("ssl-mode"), query.get("ssl-ca"), shown))
     return params
+
+
+_QUERY_KEYS = ("unix_socket", "ssl-mode", "ssl-ca")
+_SSL_MODES = ("disabled", "preferred", "required", "verify-ca", "verify-identity")
+
+
+def _tls_params(mode: str | None, ca: str | None, shown: str) -> dict[str, Any]:
+    """PyMySQL's TLS arguments for the URL's ``ssl-mode`` and ``ssl-ca`` (see the
+    module); a bad combination raises :class:`InvalidConfiguration`."""
+    name = "preferred" if mode is None else mode.strip().lower()
+    if name not in _SSL_MODES:
+        raise InvalidConfiguration(
+            f"unknown ssl-mode {mode!r} in the MySQL URL {shown!r} (known: {', '.join(_SSL_MODES)})"
+        )
+    verify = name.startswith("verify-")
+    if ca is not None and not verify:
+        raise InvalidConfiguration(
+            f"ssl-ca goes with ssl-mode=verify-ca or verify-identity, not {name!r},"
+            f" in the MySQL URL {shown!r}"
+        )
+    if verify and not ca:
+        raise InvalidConfiguration(
+            f"ssl-mode={name} needs ssl-ca=/path/to/ca.pem in the MySQL URL {shown!r}"
+        )
+    if name == "disabled":
+        return {"ssl_disabled": True}
+    if name == "preferred":
+        return {}
+    if name == "required":
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
+        return {"ssl": unverified}
+    assert ca is not None
+    if not os.path.isfile(ca):
+        raise InvalidConfiguration(f"ssl-ca {ca!r} is not a file, in the MySQL URL {shown!r}")
+    if name == "verify-ca":
+        return {"ssl_ca": ca, "ssl_verify_cert": True}
+    return {"ssl_ca": ca, "ssl_verify_cert": True, "ssl_verify_identity": True}
 
 
 def connect(params: dict[str, Any], timeouts: Timeouts) -> tuple[Conn[Any], bool]:
