@@ -427,6 +427,43 @@ def test_the_sink_commits_effect_and_ack_together_or_neither(
     assert statuses.count(str(ScheduleStatus.DELIVERED)) == 2
 
 
+@pytest.mark.parametrize(
+    "end", ["ROLLBACK", "COMMIT", "rollback()", "commit()", "begin()", "CREATE TABLE"]
+)
+def test_a_handler_that_ends_the_transaction_fails_and_keeps_no_later_write(
+    store: MysqlScheduleStore, url: str, table: str, end: str
+) -> None:
+    """A handler that ends the sink's transaction (SQL, pymysql's own methods, or DDL,
+    which commits implicitly) fails the dispatch; what it wrote after that is rolled
+    back, and after a rollback the acknowledgement is undone with it."""
+    _effects(url, table)
+    message = due(1)
+    store.insert(message, 3)
+
+    def handler(msg: ScheduledMessage, conn: Any) -> None:
+        if end.endswith("()"):
+            getattr(conn, end[:-2])()
+        else:
+            statement = f"CREATE TABLE {table}_ddl (n INT)" if end == "CREATE TABLE" else end
+            conn.query(statement)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table}_effects VALUES (%s, %s)", [str(msg.schedule_id), 1])
+
+    try:
+        report = SchedulerWorker(store, TransactionalSink(handler), CONFIG).run_once()
+    finally:
+        sql(url, f"DROP TABLE IF EXISTS {table}_ddl")
+    assert report.delivered == 0
+    assert sql(url, f"SELECT count(*) FROM {table}_effects") == [(0,)]
+    snap = store.inspect(message.schedule_id)
+    assert snap is not None
+    if "ROLLBACK" in end.upper():  # the acknowledgement was undone with it
+        assert snap.status is ScheduleStatus.PENDING
+        assert snap.last_error is not None and "ended the sink's transaction" in snap.last_error
+    else:  # the acknowledgement committed with it, before any effect
+        assert snap.status is ScheduleStatus.DELIVERED
+
+
 # -- the state machine, MySQL against the in-memory reference -----------------------------
 
 

@@ -22,7 +22,7 @@ import pymysql
 from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
-from ...errors import DuplicateSchedule, InvalidArgument, StoreError
+from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...settle import Acknowledged, DispatchResult
 from ..changes import Plan
 from ..checks import bad_connection as _bad
@@ -152,6 +152,28 @@ def modify_within(
     return answer
 
 
+_MARK = "hexeract_sink_transaction"
+"""A savepoint set after the acknowledgement: it exists while the sink's transaction does."""
+
+_NO_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST
+
+
+def _still_open(conn: pymysql.Connection[Any], handler: object) -> None:
+    """Raise :class:`DispatchError` if ``handler`` ended the sink's transaction: a
+    ``COMMIT`` or ``ROLLBACK`` (as SQL or through ``commit()``/``rollback()``/``begin()``)
+    or a statement that commits implicitly (DDL) drops every savepoint."""
+    try:
+        conn.query(f"RELEASE SAVEPOINT {_MARK}")
+    except pymysql.OperationalError as exc:
+        if exc.args[0] != _NO_SAVEPOINT:
+            raise
+        raise DispatchError(
+            f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
+            " ROLLBACK, begin() or a statement that commits implicitly); its writes after"
+            " that were rolled back. A handler must leave the transaction to the sink"
+        ) from None
+
+
 class MysqlTransactionRunner(TransactionRunner):
     """Runs a transactional handler for one occurrence at a time on MySQL (see
     :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the
@@ -164,7 +186,10 @@ class MysqlTransactionRunner(TransactionRunner):
         if self._pid != os.getpid():
             self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         if self._conn is None or not self._conn.open:
-            self._conn = self._store._db.new()
+            self._conn = conn = self._store._db.new()
+            # Not autocommit: should the handler end the transaction, its later writes
+            # open a new one (which the sink rolls back) instead of committing each.
+            conn.autocommit(False)
         return self._conn
 
     def _kill(self, thread_id: int) -> Callable[[], None]:
@@ -197,10 +222,12 @@ class MysqlTransactionRunner(TransactionRunner):
             conn.begin()
             if MysqlSession(conn).execute(statement, params) != 1:
                 raise Fenced()
+            conn.query(f"SAVEPOINT {_MARK}")
             began = time.monotonic()
             returned = self._handler(occ.message, conn)
             if returned is not None:
                 raise bad_return(self._handler, returned)
+            _still_open(conn, self._handler)
             if time.monotonic() > deadline:
                 raise timed_out(self._timeout, None)
             if self._runs is not None:
