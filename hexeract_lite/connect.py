@@ -1,33 +1,17 @@
-"""Connection strings: which database a command or an application opens.
-
-One function reads a connection string, :func:`parse_conn`; one opens the store it
-names, :func:`open_store`. The CLI uses both, and so can an application that wants
-the same ``DATABASE_URL`` rules as its operators' shell.
+"""Connection strings: :func:`parse_conn` reads one, :func:`open_store` opens its store.
 
 Accepted spellings:
 
-- ``sqlite:///absolute/path.db`` (three slashes, then the absolute path; the
-  SQLAlchemy spelling ``sqlite:////absolute/path.db`` means the same);
-- ``sqlite://relative/path.db`` (relative to the current directory; a ``sqlite://`` URL
-  takes no ``?query`` and no ``:memory:``: both are refused);
-- a plain path, ``/var/lib/app/scheduler.db`` or ``scheduler.db`` (``~`` expanded);
-- ``postgres://...`` and ``postgresql://...`` (libpq URLs), served by
-  :class:`hexeract_lite.store.postgres.PostgresScheduleStore`, which needs the
-  ``postgres`` extra.
-- ``mysql://user:password@host:3306/db`` (``mariadb://`` alike), served by
-  :class:`hexeract_lite.store.mysql.MysqlScheduleStore`, which needs the ``mysql``
-  extra;
-- a libpq keyword/value string, ``host=db.internal dbname=app user=app`` (its first
-  keyword one libpq knows), served by the PostgreSQL store too: such a string never
-  names a file.
+- ``sqlite:///absolute/path.db`` (also ``sqlite:////absolute/path.db``);
+- ``sqlite://relative/path.db`` (no ``?query``, no ``:memory:``: both are refused);
+- a plain path (``~`` expanded);
+- ``postgres://...``, ``postgresql://...``, or a libpq keyword/value string
+  (``host=db.internal dbname=app``): the PostgreSQL store (the ``postgres`` extra);
+- ``mysql://...``, ``mariadb://...``: the MySQL store (the ``mysql`` extra).
 
-``None`` means the ``DATABASE_URL`` environment variable, and when that is unset or
-empty, the default database (:func:`hexeract_lite.store.sqlite.default_database_path`).
-Any other ``scheme://`` is refused with :class:`UnsupportedConnection`, naming the
-scheme.
-
-Passwords: a connection string is only ever shown through :func:`redact_conn`, and
-error text that may quote it (a driver's message) through :func:`scrub`.
+``None`` means ``DATABASE_URL``, then (unset or empty) the default database. Any
+other ``scheme://``: :class:`UnsupportedConnection` naming the scheme. A connection
+string is only shown through :func:`redact_conn`; driver text through :func:`scrub`.
 """
 
 from __future__ import annotations
