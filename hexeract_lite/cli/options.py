@@ -48,9 +48,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
 def terminal_columns() -> int:
     """The width argparse wraps help to, as :func:`shutil.get_terminal_size` gives it
-    ($COLUMNS, else the terminal on stdout, else 80), without importing :mod:`shutil`
-    (argparse builds a formatter for every option it adds, and shutil imports the
-    compression modules)."""
+    ($COLUMNS, else the terminal on stdout, else 80), without importing :mod:`shutil`."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
