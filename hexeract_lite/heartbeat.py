@@ -70,8 +70,7 @@ class InFlight:
         hooks: tuple[Hook, ...],
     ) -> InFlight:
         """The registry of a worker with ``config``, whose ``runner`` finds each
-        dispatch's handle in it; no heartbeat for an occurrence sink (a
-        ``TransactionalSink``), which settles the lease before its handler runs."""
+        dispatch's handle in it; no heartbeat for an occurrence sink."""
         beat = None if runner.acks is not None else config.heartbeat
         flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
         runner.handle_of = flight.handle

@@ -1,7 +1,6 @@
-"""The pieces of the command tree that commands share: the help formatter and its
-example block, the parent parsers (``--conn``/``--table``, ``--format``, ``--limit``),
-the ``SCHEDULE_ID``/``--name`` and message arguments, and :class:`CommandTree`, through
-which each module in :mod:`hexeract_lite.cli.commands` adds its command."""
+"""The pieces of the command tree that commands share: the help formatter, the parent
+parsers, the shared arguments, and :class:`CommandTree`, through which each module in
+:mod:`hexeract_lite.cli.commands` adds its command."""
 
 from __future__ import annotations
 

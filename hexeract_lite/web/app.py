@@ -309,7 +309,8 @@ class _Headers:
 
 
 class _TokenGate:
-    """Lets through only requests carrying the token (see the module docstring)."""
+    """Lets through only requests carrying the token (``Authorization: Bearer`` or the
+    :data:`TOKEN_COOKIE`, which a ``?token=`` visit sets); anything else gets 401."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app

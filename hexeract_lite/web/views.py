@@ -54,8 +54,7 @@ _INVISIBLE = re.compile(
 
 def shown(text: object) -> str:
     """``text`` as the console prints it: control, zero-width and bidirectional
-    formatting characters (which would reorder or hide what an operator reads) as a
-    visible ``⟨U+202E⟩``; None as ``-``. HTML escaping is the templates' (autoescape)."""
+    formatting characters as a visible ``⟨U+202E⟩``; None as ``-`` (not HTML-escaped)."""
     if text is None:
         return "-"
     return _INVISIBLE.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", str(text))
