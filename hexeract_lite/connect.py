@@ -134,13 +134,10 @@ def _default_path() -> Path:
 
 
 def parse_conn(conn: str | None) -> ConnTarget:
-    """Read a connection string (see the module docstring for the spellings).
-
-    ``None`` (or an empty string) falls back to ``$DATABASE_URL``, then to the default
-    database path. Raises :class:`UnsupportedConnection` for a scheme other than
-    ``sqlite``, ``postgres`` or ``postgresql``, or a ``sqlite://`` URL without a path;
-    the message never contains a password.
-    """
+    """Read a connection string (the spellings: see the module docstring); ``None`` or
+    empty: ``$DATABASE_URL``, then the default database path. Raises
+    :class:`UnsupportedConnection`, without the password, for another scheme or a
+    ``sqlite://`` URL naming no file."""
     source = "argument"
     if not conn:
         conn = os.environ.get(DATABASE_URL_ENV) or None
@@ -176,23 +173,21 @@ def open_store(
     readonly: bool = False,
     **options: Any,
 ) -> ScheduleStore:
-    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does: a
-    ``sqlite:///`` URL, a plain path, a ``postgresql://`` URL, or None for the
-    ``DATABASE_URL`` environment variable and then the default database (see
-    :func:`parse_conn`). ``table`` defaults to ``scheduled_messages``; it is validated
-    before anything is opened.
+    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does (any spelling
+    :func:`parse_conn` reads; None: ``DATABASE_URL``, then the default database).
+    ``table`` defaults to ``scheduled_messages``; it is validated before anything is
+    opened.
 
     ``create`` (default: not ``readonly``) creates the SQLite file (for the default
     database, its folders too) and the table when missing; ``create=False`` raises
     :class:`StoreError` ``no database at <path>`` instead and creates nothing.
     ``readonly=True`` (with ``create=False``, else :class:`InvalidConfiguration`) opens
     a SQLite file read-only: it is never written. ``options`` go to the store's own
-    ``open`` (:meth:`SqliteScheduleStore.open <hexeract_lite.SqliteScheduleStore.open>`:
-    ``durability``, ``busy_timeout``, ...; ``PostgresScheduleStore.open``: the pool
-    sizes, timeouts, ...).
+    ``open`` (:meth:`SqliteScheduleStore.open <hexeract_lite.SqliteScheduleStore.open>`,
+    ``PostgresScheduleStore.open``, ...).
 
-    PostgreSQL needs the ``postgres`` extra (without psycopg: :class:`StoreError`
-    naming it). Errors never carry the password.
+    A server store without its extra: :class:`StoreError` naming it. Errors never
+    carry the password.
 
     .. versionadded:: 0.2.0
     """

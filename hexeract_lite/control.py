@@ -498,10 +498,11 @@ class SchedulerControl:
         a value differed. Terminal, or ``cron`` for a schedule that is not a cron one:
         :class:`NotChangeable`. ``cron`` may be zoned (a ``CRON_TZ=`` prefix, a
         :class:`CronExpression`, or ``tz``, which goes with ``cron`` only); a text
-        without a zone keeps the schedule's zone. A new rule's next firing is its first
-        instant after now (after the firing in flight, if any). ``misfire_grace``: None
-        for none. ``end_at`` ... ``catch_up_limit`` (recurring only): None for the
-        default; a new ``max_firings`` counts the firings so far.
+        without a zone keeps the schedule's zone (``tz="UTC"`` moves it to UTC). A new
+        rule's next firing is its first instant after now (after the firing in flight,
+        if any). ``misfire_grace``: None for none. ``end_at`` ... ``catch_up_limit``
+        (recurring only): None for the default; a new ``max_firings`` counts the firings
+        so far.
 
         .. versionadded:: 0.2.0
         """

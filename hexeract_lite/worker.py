@@ -120,12 +120,10 @@ class SchedulerWorker:
       ``uniform(a, b)`` (default: a fresh :class:`random.Random`).
     - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event; a
       hook that raises is logged and never changes what is delivered or settled.
-    - ``propagate_errors`` (the test mode): when True, a cycle in which a dispatch
-      failed settles the whole batch as usual (retry or dead letter), then re-raises
-      the first failure's exception from :meth:`run_once`, :meth:`run` and
-      :meth:`run_async` (a timeout as :class:`TimeoutError`, an abandoned or bad
-      return as :class:`~hexeract_lite.errors.DispatchError`), so a failing assertion
-      in a handler fails the test.
+    - ``propagate_errors`` (the test mode): a cycle in which a dispatch failed settles
+      its batch as usual, then re-raises the first failure's exception (a timeout as
+      :class:`TimeoutError`, an abandoned or bad return as
+      :class:`~hexeract_lite.errors.DispatchError`).
     - ``retention``: None (off) by default; a timedelta prunes, at the first cycle and
       then hourly, delivered and cancelled rows that ended longer ago than that, and
       run log records as old (:class:`~hexeract_lite.upkeep.Retention`; dead letters
