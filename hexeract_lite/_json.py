@@ -1,10 +1,6 @@
-"""Strict JSON reading: what the API writes, and nothing else.
-
-Python's ``json`` reads ``NaN``, ``Infinity`` and ``-Infinity``, and a number too large
-for a float (``1e999``) as infinity; none of them is JSON, and the API refuses to write
-them (``allow_nan=False``). :func:`strict_loads` refuses them too, with a ValueError
-naming the value, so that a payload another tool wrote that way is malformed rather
-than delivered as ``nan``/``inf`` or printed as invalid JSON.
+"""Strict JSON reading: :func:`strict_loads` refuses ``NaN``, ``Infinity``,
+``-Infinity`` and a number too large for a float (``1e999``) with a ValueError naming
+the value, as the API refuses to write them.
 """
 
 from __future__ import annotations

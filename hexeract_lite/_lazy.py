@@ -1,11 +1,9 @@
 """Lazy package exports (PEP 562), from one table per package.
 
-A package lists each public name once, in ``_EXPORTS``, with the module that defines it.
-:func:`lazy_exports` gives the package its ``__all__`` and the module-level ``__getattr__``
-and ``__dir__`` that import that module when the name is first read (and keep the value,
-so later reads are plain globals). Type checkers read the package's ``__init__.pyi``,
-which :func:`render_stub` writes from the same table (:func:`write_stubs`
-writes every package's stub; ``tests/test_layout.py`` checks they are current).
+A package lists each public name once, in ``_EXPORTS``, with its module;
+:func:`lazy_exports` imports that module when the name is first read. Type checkers
+read the package's ``__init__.pyi``, which :func:`render_stub` writes from the same
+table (``tests/test_layout.py`` checks the stubs are current).
 """
 
 from __future__ import annotations

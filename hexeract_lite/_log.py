@@ -1,11 +1,5 @@
-"""The package's loggers: every module that logs takes its logger from here.
-
-A library logs, it does not print: without the application's own logging setup,
-Python's last-resort handler would write the worker's warnings to stderr. The
-``hexeract_lite`` logger gets a :class:`logging.NullHandler` when this module is first
-imported, which is before any of the package's loggers exists (and only then: the
-commands that never log, ``hexeract scheduler list`` among them, do not import
-:mod:`logging` at all).
+"""The package's loggers: every module that logs takes its logger from here, and the
+``hexeract_lite`` logger gets a :class:`logging.NullHandler` when this is first imported.
 """
 
 from __future__ import annotations

@@ -80,12 +80,8 @@ _MAX_DAY_PREFIXES = 1024
 
 
 def format_ts(value: datetime) -> str:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` for an aware UTC datetime (ms precision; a finer
-    part is dropped).
-
-    Any other datetime raises ValueError: its wall-clock fields are not UTC's, so
-    writing them out would store another instant.
-    """
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` for an aware UTC datetime (a finer part than the
+    millisecond is dropped); any other datetime raises ValueError."""
     if value.tzinfo is not UTC and value.utcoffset() != _ZERO:
         raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
     # on every insert, claim and acknowledgement: the day's prefix from a small cache,
@@ -114,11 +110,8 @@ def format_now(value: object, name: str = "clock.now()") -> str:
 
 
 def parse_ts(text: str) -> datetime:
-    """Read a stored timestamp.
-
-    Accepts the reference's ``YYYY-MM-DDTHH:MM:SS.mmmZ`` and SQLite's
-    ``YYYY-MM-DD HH:MM:SS`` (taken as UTC), with or without fractional seconds.
-    """
+    """Read a stored timestamp: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` or SQLite's
+    ``YYYY-MM-DD HH:MM:SS`` (taken as UTC), with or without fractional seconds."""
     if (
         len(text) == 24
         and text[23] == "Z"

@@ -1,29 +1,10 @@
-"""Backfill: fire a recurring schedule's instants of a past (or any) window, in order.
+"""Backfill: fire a recurring schedule's instants of a window, in order
+(docs/howto/backfill.md).
 
-``SchedulerControl.backfill(id_or_name, start, end)`` sets the schedule's next firing
-to the rule's first instant at or after ``start`` and stores ``end`` in the row's
-``backfill_until`` column. While ``scheduled_for <= backfill_until`` the schedule is
-*backfilling*:
-
-- each delivery moves it to the rule's next instant strictly after the one delivered
-  (not after now: the window's instants all fire, none collapses), while that instant
-  is at or before ``backfill_until`` (:func:`window_next`);
-- past the window the store clears ``backfill_until`` and the schedule goes on on its
-  rule as after any late delivery: its first instant after now;
-- a firing of the window is never skipped by the schedule's misfire grace (it is late
-  on purpose), and ``resume`` after a pause mid-window does not realign past the
-  window's remaining instants;
-- the schedule's policy still ends it: no firing of the window after its ``end_at``,
-  and none past its ``max_firings`` (the window's deliveries count).
-
-Each firing's ``scheduled_for`` is the rule's own instant, so its occurrence id is the
-one the rule gives that instant (:meth:`~hexeract_lite.occurrence.OccurrenceId.derive`):
-a consumer that deduplicates on it sees nothing new when a window is backfilled twice.
-
-A reference worker claiming a backfilling row fires the window's current instant with
-its right id and then moves the row to the rule's next instant after now (its misfire
-rule): it never fires at a wrong time, it only stops the backfill early, and a
-hexeract_lite worker then clears ``backfill_until`` on the next delivery.
+While ``scheduled_for <= backfill_until`` a schedule is *backfilling*: each delivery
+moves it to the rule's next instant after the one delivered (:func:`window_next`), each
+firing with the occurrence id its rule gives that instant; past the window it goes on
+on its rule.
 """
 
 from __future__ import annotations

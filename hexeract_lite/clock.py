@@ -2,8 +2,7 @@
 
 Stores and the worker take ``clock=``; the default :data:`SYSTEM_CLOCK` calls
 ``datetime.now(timezone.utc)`` at every call, so ``time-machine`` can freeze and
-move it in tests. ``time.monotonic()`` is used elsewhere only to *measure*
-durations (timeouts, sleeps), never to decide what is due.
+move it in tests.
 """
 
 from __future__ import annotations

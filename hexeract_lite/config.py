@@ -23,9 +23,7 @@ DEFAULT_MAX_SNOOZES = 100
 """How often one occurrence may snooze by default (``max_snoozes``)."""
 
 LONGEST_SETTING = timedelta(days=36500)
-"""The longest duration a worker setting takes (about 100 years): a worker adds its
-lease, delays and timeouts to now, and the sum must stay an instant a store can hold
-(before the year 10000) and a wait a thread can make."""
+"""The longest duration a worker setting takes (about 100 years)."""
 
 
 def format_duration(value: timedelta) -> str:
@@ -87,23 +85,12 @@ class SchedulerWorkerConfig:
                                    schedule is dead-lettered
     ==================  =========  ====================================================
 
-    No duration may exceed :data:`LONGEST_SETTING` (36500 days, about 100 years): the
-    worker adds them to now, and a longer one would reach past the year 9999.
-
-    The lease must cover a whole batch dispatched back to back at the timeout, or
-    the last occurrences of a slow batch would be skipped as expired; with a
-    ``heartbeat`` the worker keeps the batch's leases alive itself (every period it
-    extends each to ``now + lease``: :mod:`hexeract_lite.heartbeat`), so a dispatch may
-    run longer than the lease, up to ``dispatch_timeout``.
-
-    ``min_cycle_delay`` paces the drain of a backlog while the store is shared: after a
-    cycle that claimed a full batch, the worker pauses that long if another connection
-    wrote to the store within the last second (:data:`~hexeract_lite.idle.SHARED_FOR_S`;
-    on a store whose ``data_version()`` cannot tell, after every full batch), so that
-    other writers get SQLite's write lock within a few milliseconds; 0 never pauses. A
-    cycle that claimed less than a full batch is followed by the idle sleep instead
-    (see :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the
-    worker's :class:`~hexeract_lite.retry.RetryPolicy`.
+    No duration may exceed :data:`LONGEST_SETTING` (36500 days). With a ``heartbeat``
+    the worker extends each lease of its batch to ``now + lease`` every period, so a
+    dispatch may outlast the lease, up to ``dispatch_timeout``. ``min_cycle_delay``
+    applies after a full batch when another connection wrote to the store within the
+    last second (or always, on a store whose ``data_version()`` cannot tell); 0 never
+    pauses. The retry fields make the worker's :class:`~hexeract_lite.retry.RetryPolicy`.
 
     .. versionadded:: 0.1.0
     """

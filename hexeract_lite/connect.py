@@ -1,33 +1,17 @@
-"""Connection strings: which database a command or an application opens.
-
-One function reads a connection string, :func:`parse_conn`; one opens the store it
-names, :func:`open_store`. The CLI uses both, and so can an application that wants
-the same ``DATABASE_URL`` rules as its operators' shell.
+"""Connection strings: :func:`parse_conn` reads one, :func:`open_store` opens its store.
 
 Accepted spellings:
 
-- ``sqlite:///absolute/path.db`` (three slashes, then the absolute path; the
-  SQLAlchemy spelling ``sqlite:////absolute/path.db`` means the same);
-- ``sqlite://relative/path.db`` (relative to the current directory; a ``sqlite://`` URL
-  takes no ``?query`` and no ``:memory:``: both are refused);
-- a plain path, ``/var/lib/app/scheduler.db`` or ``scheduler.db`` (``~`` expanded);
-- ``postgres://...`` and ``postgresql://...`` (libpq URLs), served by
-  :class:`hexeract_lite.store.postgres.PostgresScheduleStore`, which needs the
-  ``postgres`` extra.
-- ``mysql://user:password@host:3306/db`` (``mariadb://`` alike), served by
-  :class:`hexeract_lite.store.mysql.MysqlScheduleStore`, which needs the ``mysql``
-  extra;
-- a libpq keyword/value string, ``host=db.internal dbname=app user=app`` (its first
-  keyword one libpq knows), served by the PostgreSQL store too: such a string never
-  names a file.
+- ``sqlite:///absolute/path.db`` (also ``sqlite:////absolute/path.db``);
+- ``sqlite://relative/path.db`` (no ``?query``, no ``:memory:``: both are refused);
+- a plain path (``~`` expanded);
+- ``postgres://...``, ``postgresql://...``, or a libpq keyword/value string
+  (``host=db.internal dbname=app``): the PostgreSQL store (the ``postgres`` extra);
+- ``mysql://...``, ``mariadb://...``: the MySQL store (the ``mysql`` extra).
 
-``None`` means the ``DATABASE_URL`` environment variable, and when that is unset or
-empty, the default database (:func:`hexeract_lite.store.sqlite.default_database_path`).
-Any other ``scheme://`` is refused with :class:`UnsupportedConnection`, naming the
-scheme.
-
-Passwords: a connection string is only ever shown through :func:`redact_conn`, and
-error text that may quote it (a driver's message) through :func:`scrub`.
+``None`` means ``DATABASE_URL``, then (unset or empty) the default database. Any
+other ``scheme://``: :class:`UnsupportedConnection` naming the scheme. A connection
+string is only shown through :func:`redact_conn`; driver text through :func:`scrub`.
 """
 
 from __future__ import annotations
@@ -150,13 +134,10 @@ def _default_path() -> Path:
 
 
 def parse_conn(conn: str | None) -> ConnTarget:
-    """Read a connection string (see the module docstring for the spellings).
-
-    ``None`` (or an empty string) falls back to ``$DATABASE_URL``, then to the default
-    database path. Raises :class:`UnsupportedConnection` for a scheme other than
-    ``sqlite``, ``postgres`` or ``postgresql``, or a ``sqlite://`` URL without a path;
-    the message never contains a password.
-    """
+    """Read a connection string (the spellings: see the module docstring); ``None`` or
+    empty: ``$DATABASE_URL``, then the default database path. Raises
+    :class:`UnsupportedConnection`, without the password, for another scheme or a
+    ``sqlite://`` URL naming no file."""
     source = "argument"
     if not conn:
         conn = os.environ.get(DATABASE_URL_ENV) or None
@@ -192,23 +173,21 @@ def open_store(
     readonly: bool = False,
     **options: Any,
 ) -> ScheduleStore:
-    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does: a
-    ``sqlite:///`` URL, a plain path, a ``postgresql://`` URL, or None for the
-    ``DATABASE_URL`` environment variable and then the default database (see
-    :func:`parse_conn`). ``table`` defaults to ``scheduled_messages``; it is validated
-    before anything is opened.
+    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does (any spelling
+    :func:`parse_conn` reads; None: ``DATABASE_URL``, then the default database).
+    ``table`` defaults to ``scheduled_messages``; it is validated before anything is
+    opened.
 
     ``create`` (default: not ``readonly``) creates the SQLite file (for the default
     database, its folders too) and the table when missing; ``create=False`` raises
     :class:`StoreError` ``no database at <path>`` instead and creates nothing.
     ``readonly=True`` (with ``create=False``, else :class:`InvalidConfiguration`) opens
     a SQLite file read-only: it is never written. ``options`` go to the store's own
-    ``open`` (:meth:`SqliteScheduleStore.open <hexeract_lite.SqliteScheduleStore.open>`:
-    ``durability``, ``busy_timeout``, ...; ``PostgresScheduleStore.open``: the pool
-    sizes, timeouts, ...).
+    ``open`` (:meth:`SqliteScheduleStore.open <hexeract_lite.SqliteScheduleStore.open>`,
+    ``PostgresScheduleStore.open``, ...).
 
-    PostgreSQL needs the ``postgres`` extra (without psycopg: :class:`StoreError`
-    naming it). Errors never carry the password.
+    A server store without its extra: :class:`StoreError` naming it. Errors never
+    carry the password.
 
     .. versionadded:: 0.2.0
     """

@@ -115,8 +115,7 @@ class SchedulerControl:
     async def schedule_async(
         self, message: ScheduledMessage, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
     ) -> uuid.UUID:
-        """:meth:`schedule` on a worker thread (``asyncio.to_thread``), so that the event
-        loop goes on while the store commits; same result and errors.
+        """:meth:`schedule` on a worker thread (``asyncio.to_thread``); same result and errors.
 
         .. versionadded:: 0.3.0
         """
@@ -136,8 +135,7 @@ class SchedulerControl:
         return await asyncio.to_thread(self.schedule_many, messages, max_attempts=max_attempts)
 
     def inspect(self, schedule_id: ScheduleIdLike) -> ScheduleSnapshot:
-        """The schedule's current snapshot; unknown id: :class:`ScheduleNotFound` (the
-        store's own ``inspect`` returns None)."""
+        """The schedule's current snapshot; unknown id: :class:`ScheduleNotFound`."""
         sid = _schedule_id(schedule_id)
         snap = self.store.inspect(sid)
         if snap is None:
@@ -163,8 +161,8 @@ class SchedulerControl:
     def pause_group(self, group: str, *, note: str | None = None) -> int:
         """Pause every live schedule named in ``group`` (the part of a name before its
         first dot) in one transaction, with ``note``; return how many were paused
-        (those already paused keep their pause and note). No live schedule in the
-        group: :class:`InvalidArgument` naming it. Other groups are never touched.
+        (those already paused keep their note). No live schedule in the group:
+        :class:`InvalidArgument`.
 
         .. versionadded:: 0.4.0
         """
@@ -172,8 +170,8 @@ class SchedulerControl:
 
     def resume_group(self, group: str) -> int:
         """Resume every paused schedule named in ``group`` in one transaction, each as
-        :meth:`resume` does (notes cleared); return how many were resumed. No live
-        schedule in the group: :class:`InvalidArgument` naming it.
+        :meth:`resume` does; return how many were resumed. No live schedule in the
+        group: :class:`InvalidArgument`.
 
         .. versionadded:: 0.4.0
         """
@@ -215,13 +213,12 @@ class SchedulerControl:
         )
 
     def resume(self, schedule_id: ScheduleIdLike) -> bool:
-        """Resume a paused schedule; True when it is no longer paused.
+        """Resume a paused schedule and clear its note; True when it is no longer paused.
 
-        A cron schedule whose due instant passed while it was paused realigns to its
-        first instant after now, attempts and last error reset: no catch-up firing for
-        the pause. When the expression has no further instant it stays paused
-        (False). Not paused, or terminal: nothing to do (False). The pause note is
-        cleared. A schedule inside a backfill's window goes on where it stopped.
+        A cron schedule whose due instant passed while paused realigns to its first
+        instant after now (attempts and last error reset; no catch-up firing); with no
+        further instant it stays paused (False). Not paused, or terminal: False. A
+        schedule inside a backfill's window goes on where it stopped.
 
         .. versionchanged:: 0.4.0
            A schedule's name in place of its id.
@@ -231,9 +228,8 @@ class SchedulerControl:
     def cancel(self, schedule_id: ScheduleIdLike) -> bool:
         """Cancel the schedule for good; True if it cancelled it.
 
-        A terminal schedule (delivered, cancelled, dead-lettered) is left as it is
-        (False). A worker already holding an occurrence may still dispatch it, but
-        its acknowledgement is refused, so nothing fires after that one.
+        A terminal schedule is left as it is (False). An occurrence already claimed may
+        still be dispatched, but nothing fires after it.
         """
         return self.store.cancel(_schedule_id(schedule_id))
 
@@ -270,24 +266,19 @@ class SchedulerControl:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
         Exactly one of ``cron`` (first firing ``first``, by default the rule's first instant
-        after now; read on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix,
-        else UTC), ``every`` (a fixed grid anchored at ``first``, by default at the next
-        instant after now of the grid anchored at 1970-01-01T00:00Z, so that declaring it
-        again is unchanged) or ``at`` (once). Missing (or cancelled): created. The same
-        event type, payload, target, rule (compared by what it means: ``@daily`` is
-        ``0 0 * * *``) with its zone, grid or instant, budget, misfire grace and policy:
-        unchanged, nothing written (``first`` only places a new schedule's first firing:
-        :meth:`reschedule` moves one). Else updated in place: a firing in flight completes
-        under the old values, the next follows the new rule, the firings counted so far are
-        kept. Another trigger kind than stored: :class:`NotChangeable`. The id is
-        :func:`~hexeract_lite.names.name_id` of ``name``, so processes racing to ensure it
-        end with one row and no error. ``target`` defaults to the mediator;
-        ``misfire_grace``: see :attr:`ScheduledMessage.misfire_grace`; ``end_at``,
-        ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit``: the policy of a
-        recurring schedule (:class:`~hexeract_lite.policy.SchedulePolicy`). ``connection``:
-        your connection with a transaction open on the store's database (SQLite,
-        PostgreSQL): the schedule is created or changed inside it and exists once you commit
-        (see ``ScheduleStore.ensure``).
+        after now; on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix,
+        else UTC), ``every`` (a grid anchored at ``first``, by default on the grid
+        anchored at 1970-01-01T00:00Z) or ``at`` (once). Missing (or cancelled): created.
+        Declared as stored (a rule compared by meaning: ``@daily`` is ``0 0 * * *``;
+        ``first`` only places a new schedule's first firing): unchanged, nothing written.
+        Else updated in place: a firing in flight completes under the old values, the
+        firings counted so far are kept. Another trigger kind than stored:
+        :class:`NotChangeable`. The id is :func:`~hexeract_lite.names.name_id` of
+        ``name``, so racing processes end with one row and no error. ``target`` defaults
+        to the mediator; ``end_at`` ... ``catch_up_limit``: the policy
+        (:class:`~hexeract_lite.policy.SchedulePolicy`). ``connection``: your connection
+        with a transaction open on the store's database (SQLite, PostgreSQL): the change
+        is made inside it and exists once you commit.
 
         .. versionadded:: 0.2.0
         """
@@ -368,11 +359,10 @@ class SchedulerControl:
     ) -> ReconcileReport:
         """Ensure every declared schedule and cancel the group's others.
 
-        ``group`` is the part of a name before its first dot (see
-        :mod:`hexeract_lite.names`); schedules outside it, and unnamed ones, are never
+        ``group`` is the part of a name before its first dot; other schedules are never
         touched. ``declared``: named messages, or ``(message, max_attempts)`` pairs (a
-        bare message gets :data:`DEFAULT_MAX_ATTEMPTS`). Every entry's name, group and
-        budget is checked before anything is written (:class:`InvalidArgument`).
+        bare message gets :data:`DEFAULT_MAX_ATTEMPTS`), all checked before anything is
+        written (:class:`InvalidArgument`).
 
         .. versionadded:: 0.2.0
         """
@@ -446,8 +436,7 @@ class SchedulerControl:
 
     @staticmethod
     def id_of(id_or_name: uuid.UUID | str) -> uuid.UUID:
-        """The schedule id of an id (or its text) or a name, whether it exists or not
-        (no store is read: ``SchedulerControl.id_of(x)`` works on the class too).
+        """The schedule id of an id (or its text) or a name; no store is read.
 
         .. versionadded:: 0.2.0
         """
@@ -463,15 +452,13 @@ class SchedulerControl:
         """Ask the dispatch in flight of the schedule to stop; True when the request
         was stored.
 
-        The request is stored on the row (``abort_requested``), so it works from any
-        process: the worker running the dispatch sees it within ``poll_interval`` (or
-        at its next heartbeat). An async handler is cancelled; a sync one sees
+        Works from any process: the worker running the dispatch sees the request within
+        ``poll_interval``. An async handler is cancelled; a sync one sees
         ``current_dispatch().should_abort()`` turn True and should return. The dispatch
-        is recorded as ``aborted`` whatever the handler returned: a failed attempt
-        (retried, or dead-lettered when it was the last), or with ``cancel=True`` the
-        schedule cancelled. Nothing in flight (no lease held, or terminal): False,
-        nothing written; a schedule waiting out a retry's backoff holds a lease, so the
-        request is stored and cleared by its next claim. Unknown: :class:`ScheduleNotFound`.
+        is recorded as ``aborted``: a failed attempt, or with ``cancel=True`` the
+        schedule cancelled. Nothing in flight: False, nothing written (a retry waiting
+        out its backoff holds a lease: the request is stored and cleared by its next
+        claim). Unknown: :class:`ScheduleNotFound`.
 
         .. versionadded:: 0.3.0
         """
@@ -511,13 +498,11 @@ class SchedulerControl:
         a value differed. Terminal, or ``cron`` for a schedule that is not a cron one:
         :class:`NotChangeable`. ``cron`` may be zoned (a ``CRON_TZ=`` prefix, a
         :class:`CronExpression`, or ``tz``, which goes with ``cron`` only); a text
-        without a zone keeps the schedule's own zone (``tz="UTC"`` moves it to UTC). A
-        new rule's next firing is its first instant after now (after the firing in
-        flight, if any). ``misfire_grace``: the new grace, None for none. ``end_at``,
-        ``max_firings``, ``jitter``, ``catch_up``, ``catch_up_limit`` (a recurring
-        schedule's only): the new policy values, None for the default (no end, no limit,
-        no jitter, ``"latest"``, 100); the firings counted so far are kept, so a new
-        ``max_firings`` counts them.
+        without a zone keeps the schedule's zone (``tz="UTC"`` moves it to UTC). A new
+        rule's next firing is its first instant after now (after the firing in flight,
+        if any). ``misfire_grace``: None for none. ``end_at`` ... ``catch_up_limit``
+        (recurring only): None for the default; a new ``max_firings`` counts the firings
+        so far.
 
         .. versionadded:: 0.2.0
         """
@@ -565,14 +550,10 @@ class SchedulerControl:
         until: datetime | timedelta | None = None,
     ) -> list[datetime]:
         """The instants (UTC) of the schedule's next ``count`` firings, in order, none
-        after ``until`` (an aware instant, or a duration from the store clock's now),
-        as the worker will make them (:func:`hexeract_lite.upcoming.upcoming_firings`):
-        none for a paused or ended schedule; an overdue firing first unless the worker
-        would skip it (misfire grace, ``catch_up``); a retry at the instant it retries; a
-        change made while a firing was leased after that firing; then the rule's instants
-        or the interval's grid, each plus its jitter, up to the policy's end. Unknown
-        schedule: :class:`ScheduleNotFound`; a bad ``count`` or ``until``:
-        :class:`InvalidArgument`.
+        after ``until`` (an aware instant, or a duration from now), as the worker will
+        make them (:func:`hexeract_lite.upcoming.upcoming_firings`; none for a paused
+        or ended schedule). Unknown schedule: :class:`ScheduleNotFound`; a bad
+        ``count`` or ``until``: :class:`InvalidArgument`.
 
         .. versionadded:: 0.2.0
         """
@@ -588,12 +569,10 @@ class SchedulerControl:
         outcome: RunOutcome | str | None = None,
         since: datetime | timedelta | None = None,
     ) -> list[RunRecord]:
-        """The run log, newest first (:meth:`ScheduleStore.runs
-        <hexeract_lite.store.runs.RunLogContract.runs>`): at most ``limit`` records, of
-        one schedule (an id, or the name of a schedule that exists) or of all, of one
-        ``outcome`` (:class:`~hexeract_lite.runlog.RunOutcome` or its value), finished
-        at or after ``since`` (an aware instant, or a duration back from the store
-        clock's now). A store without a run log has none. Reads only.
+        """The run log, newest first: at most ``limit`` records, of one schedule (id or
+        name) or all, of one ``outcome`` (:class:`~hexeract_lite.runlog.RunOutcome` or
+        its value), finished at or after ``since`` (an aware instant, or a duration
+        back from now). A store without a run log has none.
 
         .. versionadded:: 0.2.0
         """
@@ -617,8 +596,7 @@ class SchedulerControl:
 
 
 def default_grid_anchor(every: timedelta | str, now: datetime) -> datetime:
-    """The default anchor of a declared interval: the first instant after ``now`` of
-    the grid anchored at the epoch (the same grid at every declaration)."""
+    """The first instant after ``now`` of the ``every`` grid anchored at the epoch."""
     nxt = Interval.of(every, EPOCH).next_after(now)
     if nxt is None:
         raise InvalidArgument(f"every {every!r} has no instant after {now.isoformat()}")

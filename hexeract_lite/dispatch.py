@@ -1,21 +1,15 @@
 """Dispatch: handing claimed occurrences to a sink, one at a time, each under
-``dispatch_timeout`` (counted from the hand-over of the occurrence to the sink).
+``dispatch_timeout`` (counted from the hand-over to the sink).
 
-A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another that
-sleeps until the deadline of the call in flight: the runner's dispatch thread under
-``run_once()`` (:meth:`SinkRunner.run_batch`), the loop's own thread under ``run()``
-(:meth:`SinkRunner.run_here`, watched as :mod:`hexeract_lite.engine` says). A call past
-its deadline, or interrupted (:meth:`SinkRunner.interrupt`), is given up on: Python
-cannot kill a thread, so it is abandoned (it ends without recording anything once the
-sink returns) and the rest of the batch goes on on a new one; a sink that can hang
-must tolerate one call overlapping the next. :meth:`SinkRunner.run_batch_async` awaits
-an async sink on the running loop, cancelled at its deadline.
+A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another. A
+call past its deadline, or interrupted (:meth:`SinkRunner.interrupt`), is abandoned
+(its thread records nothing once the sink returns) and the rest of the batch goes on
+on a new thread, so a sink that can hang must tolerate one call overlapping the next.
+:meth:`SinkRunner.run_batch_async` awaits an async sink, cancelled at its deadline.
 
-Every occurrence gets one :class:`~.settle.DispatchResult`; its turn
-(:func:`take_turn`) first decides whether it is dispatched at all. A sink's exception,
-whatever its type, is a failed dispatch; a ``KeyboardInterrupt`` or ``SystemExit``
-raised on the event loop, or in the thread watching a batch, is handed back, to raise
-once the batch is settled.
+Every occurrence gets one :class:`~.settle.DispatchResult`. A sink's exception is a
+failed dispatch; a ``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop or
+in the watching thread is handed back, to raise once the batch is settled.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
-"""The loop engine: a worker's cycles as a generator of requests, and its two drivers.
+"""The loop engine: a worker's cycles as a generator of requests, and its drivers.
 
-The worker writes its loop (and ``run_once()``'s single cycle) once, as a generator
-(:data:`Steps`) that does no I/O itself: it yields a :class:`Call`, a
-:class:`Dispatch`, a :class:`Wait` or a :class:`Pause` and is sent back what came of it.
-
-:func:`drive` carries the requests out on the calling thread (``run_once()``, whose
-batch goes to the dispatch thread). :func:`run_watched` (``run()``, ``start()``) drives
-them on a :class:`LoopThread` that calls the sink itself, while the calling thread
-watches the deadline of the call in flight; when it gives up on a call (past its
-deadline, or interrupted) a new loop thread carries the suspended generator on. The
-watcher records what it hands over before it acts on it, so an interruption anywhere
-in it (a :class:`KeyboardInterrupt`) leaves the rest to exactly one loop thread (a
-:class:`Handover`); it then interrupts the loop like ``abort()``, waits for it to end
-and raises the interruption (a second one at once).
-
-:class:`AsyncDriver` (``run_async()``) carries the requests out from an event loop:
-calls in a thread, the sink awaited, and a cancellation of its task turned into a stop
-(the cycle in hand is finished and settled, then the cancellation is raised).
+The worker's loop (and ``run_once()``'s cycle) is a generator (:data:`Steps`) that does
+no I/O: it yields a :class:`Call`, :class:`Dispatch`, :class:`Wait` or :class:`Pause`
+and is sent back the result. :func:`drive` carries the requests out on the calling
+thread; :func:`run_watched` on a :class:`LoopThread` watched by the calling thread,
+which gives up on a call past its deadline (or interrupted) and carries the generator
+on on a new loop thread; :class:`AsyncDriver` from an event loop, a cancellation of
+its task turned into a stop.
 """
 
 from __future__ import annotations

@@ -28,12 +28,11 @@ class EventRouterSink:
         @router.on("reminders.*")
         async def remind(message: ScheduledMessage) -> None: ...
 
-    A pattern is an exact event type or a glob (:func:`fnmatch.fnmatchcase`: ``*`` any
-    run of characters, dots included; ``?`` one character; ``[seq]`` one of a set). An
-    exact pattern wins; else the globs are tried in the order they were registered. A
-    message whose event type has no handler is a failed dispatch
-    (:class:`DispatchError` naming it), so nothing is dropped silently. A handler is
-    sync or async and returns None or raises, like any sink.
+    A pattern is an exact event type or a glob (:func:`fnmatch.fnmatchcase`: ``*``
+    matches dots too). An exact pattern wins; else the globs are tried in the order
+    they were registered. A message whose event type has no handler is a failed
+    dispatch (:class:`DispatchError` naming it). A handler is sync or async and
+    returns None or raises, like any sink.
 
     .. versionadded:: 0.2.0
     """

@@ -1,13 +1,8 @@
 """The worker's dispatches in flight: their handles, and the thread that watches them.
 
-:class:`InFlight` makes a :class:`~hexeract_lite.longrun.DispatchHandle` for each
-occurrence of a claimed batch (:meth:`InFlight.track`) and ends them once the batch is
-dispatched (:meth:`InFlight.finish`: each occurrence with its last lease, the fencing
-token of its settlement). While a batch is in flight a daemon thread reads its abort
-requests twice per ``poll_interval`` (or at every heartbeat, when that is more often)
-and, with ``SchedulerWorkerConfig(heartbeat=...)``, extends the lease of every
-occurrence of the batch to ``now + lease`` each period; the hooks are told on the
-thread that made the heartbeat.
+While a batch is in flight a daemon thread reads its abort requests twice per
+``poll_interval`` and, with ``SchedulerWorkerConfig(heartbeat=...)``, extends every
+lease of the batch to ``now + lease`` each period (the hooks told on that thread).
 """
 
 from __future__ import annotations
@@ -75,8 +70,7 @@ class InFlight:
         hooks: tuple[Hook, ...],
     ) -> InFlight:
         """The registry of a worker with ``config``, whose ``runner`` finds each
-        dispatch's handle in it; no heartbeat for an occurrence sink (a
-        ``TransactionalSink``), which settles the lease before its handler runs."""
+        dispatch's handle in it; no heartbeat for an occurrence sink."""
         beat = None if runner.acks is not None else config.heartbeat
         flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
         runner.handle_of = flight.handle

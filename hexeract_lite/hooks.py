@@ -25,15 +25,11 @@ event                        when
 ===========================  ==========================================================
 
 Settlement events are emitted once the whole batch is settled, so a hook can never
-change what is delivered or settled: a hook that raises is logged (with its
-traceback, on the ``hexeract_lite.worker`` logger) and the next hook is called; a slow
-hook only delays the worker's next cycle. Hooks run on the thread that settles (the
-worker's thread, or a worker thread of ``asyncio.to_thread`` under ``run_async``);
-:class:`LeaseExtended` and :class:`HeartbeatLost` are told while the dispatch runs, on
-the thread that made the heartbeat. Once the loop of
-:meth:`~hexeract_lite.SchedulerWorker.run` (or ``start()``) is asked to stop, a hook
-still running ``dispatch_timeout`` later is given up on as a hung sink is: the loop
-ends, and its thread calls no other hook once that one returns.
+change what is delivered or settled: a hook that raises is logged with its traceback
+and the next hook is called. Hooks run on the thread that settles;
+:class:`LeaseExtended` and :class:`HeartbeatLost` on the thread that made the
+heartbeat. A hook still running ``dispatch_timeout`` after the loop was asked to stop
+is given up on as a hung sink is.
 """
 
 from __future__ import annotations

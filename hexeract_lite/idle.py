@@ -1,10 +1,6 @@
-"""The pacing of a worker's loop: the decisions it makes between cycles, without I/O.
+"""The pacing of a worker's loop between cycles, without I/O (:class:`Pacer`).
 
-:class:`Pacer` is told what each cycle found and decides what comes next: after a full
-batch, go again (after ``min_cycle_delay`` while other connections write); after any
-other cycle, sleep by an :class:`IdlePlan` until the store's next due instant, at most
-``poll_interval`` at a time, waking at once on ``store.changes``; after an error, back
-off. A store whose ``data_version()`` returns a number (SQLite's) is *tracked*: an idle
+A store whose ``data_version()`` returns a number (SQLite's) is *tracked*: an idle
 loop compares it a few times per ``poll_interval`` to notice other processes' commits.
 """
 
@@ -134,13 +130,11 @@ class Pacer:
         return self._seen is not None and version != self._seen
 
     def after_cycle(self, claimed: int) -> float | None:
-        """A cycle that claimed ``claimed`` worked: the pause in seconds before the next
+        """After a cycle that claimed ``claimed``: the pause in seconds before the next
         one when the batch was full, or None: go idle (:meth:`idle_plan`).
 
-        The pause is ``min_cycle_delay``, which leaves the store's write lock free for
-        other writers. On a tracked store it is made only while others write: for
-        :data:`SHARED_FOR_S` after a cycle around which another connection committed;
-        otherwise the next cycle follows at once."""
+        The pause is ``min_cycle_delay``; on a tracked store only for
+        :data:`SHARED_FOR_S` after another connection committed, else 0."""
         if self._failures:
             log.info("the store answers again after %d error(s)", self._failures)
             self._failures = 0
@@ -169,9 +163,7 @@ class Pacer:
         return IdlePlan(self._clock, hint, self._poll, self._seen is not None)
 
     def sweep_due(self) -> bool:
-        """The sweep runs at most once per ``poll_interval``: a busy loop claims every
-        millisecond or so, and what it sweeps (occurrences a crashed worker left on
-        their last attempt, found once their lease has run out) can wait that long."""
+        """True at most once per ``poll_interval``: the sweep is due."""
         now = time.monotonic()
         if now < self._next_sweep:
             return False

@@ -1,13 +1,9 @@
 """Interval rules: fire every fixed duration on a grid that starts at an anchor.
 
 An :class:`Interval` fires at ``anchor``, ``anchor + every``, ``anchor + 2 * every``, ...
-(UTC, millisecond precision). Lateness never moves the grid: the next firing after a
-late delivery is the next grid instant after the delivery, so missed firings collapse
-into the one catch-up, exactly as for cron rules.
-
-Stored text (the ``cron_expr`` column): ``@every 1h30m from 2026-03-01T12:00:00.000Z``.
-A reader that knows only cron (the reference, an older hexeract_lite) refuses it as an
-unknown macro instead of misreading it.
+(UTC, millisecond precision). Lateness never moves the grid: missed firings collapse
+into one catch-up, as for cron rules. Stored text (the ``cron_expr`` column):
+``@every 1h30m from 2026-03-01T12:00:00.000Z``.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ def parse_duration(text: str) -> timedelta:
     """``"90m"``, ``"1h30m"``, ``"250ms"``, ``"2d"``: whole numbers of days (``d``), hours
     (``h``), minutes (``m``), seconds (``s``) and milliseconds (``ms``), largest first.
 
-    Raises :class:`InvalidTrigger` quoting the text when it is not such a duration. The
-    value is not checked as an interval (see :meth:`Interval.of`).
+    Raises :class:`InvalidTrigger` quoting the text when it is not such a duration.
     """
     if not isinstance(text, str):
         raise InvalidTrigger(f"a duration must be text such as '90m', got {text!r}")
@@ -53,10 +48,8 @@ def parse_duration(text: str) -> timedelta:
 
 
 def format_duration(every: timedelta) -> str:
-    """The canonical text of a positive whole-millisecond duration: ``1h30m``, ``250ms``.
-
-    ``parse_duration(format_duration(d)) == d``.
-    """
+    """The canonical text of a positive whole-millisecond duration: ``1h30m``, ``250ms``
+    (``parse_duration(format_duration(d)) == d``)."""
     left = every // _MS
     parts = []
     for unit, size in _UNITS:
@@ -88,9 +81,9 @@ def _check_every(every: object) -> timedelta:
 
 @attrs.frozen
 class Interval:
-    """Fire every ``every`` from ``anchor`` (rules in the module text).
-
-    Build it with :meth:`of`; :meth:`parse` reads the stored text, ``str()`` writes it.
+    """Fire every ``every`` from ``anchor`` on a fixed grid (UTC, millisecond
+    precision): missed firings collapse into one catch-up. Build it with :meth:`of`;
+    :meth:`parse` reads the stored text, ``str()`` writes it.
 
     .. versionadded:: 0.2.0
     """

@@ -1,12 +1,10 @@
-"""The ledger of a batch: each claimed occurrence's settlement planned (by the rule of
-:func:`hexeract_lite.settle.settlement_for`), written in one store call, logged,
+"""The ledger of a batch: each occurrence's settlement planned
+(:func:`hexeract_lite.settle.settlement_for`), written in one store call, logged,
 counted and told to the hooks.
 
-An item the store answers False for (fenced out: another worker owns the occurrence
-now) is counted as ``lease_lost``, never retried; if the store raises, nothing of the
-batch was recorded, and every occurrence is delivered again once its lease runs out.
-Log records go to the ``hexeract_lite.worker`` logger, with the schedule id,
-occurrence id, attempt and lag in the text and as ``extra`` fields.
+An item the store fences out is counted as ``lease_lost``, never retried; if the store
+raises, nothing of the batch was recorded (each is delivered again once its lease runs
+out).
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def log_occurrence(
     **fields: object,
 ) -> None:
     """Log about one occurrence: ids, attempt and lag in the text and as ``extra``, and
-    the traceback of ``exc_info`` when given. The occurrence id (a SHA-1) is only
-    derived when the level is enabled."""
+    the traceback of ``exc_info`` when given."""
     if not log.isEnabledFor(level):
         return
     msg = occ.message
@@ -114,9 +111,7 @@ class Held:
         self.counts = counts
 
     def lapses_within(self, now: datetime, pause: float) -> bool:
-        """True when a held lease ends less than ``pause`` seconds after a pause of
-        ``pause`` seconds from ``now``: holding the settlement over that pause would
-        leave it unwritten while the leases run out."""
+        """True when a held lease ends within ``2 * pause`` seconds of ``now``."""
         first = min(occ.leased_until for occ, _, _ in self.planned)
         return now + timedelta(seconds=2 * pause) >= first
 

@@ -1,7 +1,4 @@
-"""Long handlers: the handle of the dispatch in flight (:func:`current_dispatch`), and
-:class:`Snooze`, which a handler raises (or returns) to be dispatched again after a
-delay, its attempt given back.
-"""
+"""Long handlers: :func:`current_dispatch` and :class:`Snooze`."""
 
 from __future__ import annotations
 
@@ -97,9 +94,8 @@ class _Lease:
 
 class DispatchHandle:
     """The dispatch in flight of one occurrence, as :func:`current_dispatch` returns it
-    inside a handler (and what it calls, in its thread or task): :meth:`heartbeat`
-    extends its lease, :meth:`should_abort` tells it to stop. ``occurrence``: the
-    claimed occurrence, with its current ``leased_until``.
+    inside a handler. ``occurrence``: the claimed occurrence, with its current
+    ``leased_until``.
 
     .. versionadded:: 0.3.0
     """

@@ -124,10 +124,7 @@ class Target:
 
 
 def _show(value: object) -> str:
-    """``repr(value)`` cut to 200 characters, for an error message; a value nested too
-    deeply for ``repr`` is shown to a few levels (``[[[[[[...]]]]]]``), and one whose
-    ``repr`` raises (an int past Python's digit limit, an object's own ``__repr__``)
-    by its type."""
+    """``repr(value)`` cut to 200 characters, for an error message; never raises."""
     try:
         return f"{value!r:.200}"
     except RecursionError:
@@ -234,11 +231,10 @@ def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
 def validate_message(message: object) -> ScheduledMessage:
     """Check every field of a message before it is written; return it.
 
-    A message built field by field (or with :func:`attrs.evolve`) is checked here: the
-    id is a UUID, the event type has 1 to 64 printable characters, the payload JSON
+    The id is a UUID, the event type has 1 to 64 printable characters, the payload JSON
     parses, is within :data:`MAX_PAYLOAD_BYTES` and agrees with ``payload``, the target
     and trigger are built values, ``scheduled_for`` is aware UTC at millisecond
-    precision. One that ``delay``, ``cron`` or ``every`` built was checked then.
+    precision; :class:`InvalidMessage` otherwise.
     """
     if not isinstance(message, ScheduledMessage):
         raise InvalidMessage(f"expected a ScheduledMessage, got {_show(message)}")
@@ -427,20 +423,15 @@ class ScheduledMessage:
         cron ``expression`` after the previous delivery.
 
         ``first_occurrence`` None (the default) is the rule's first instant after now
-        (on the rule's zone's wall clock), where now is the clock of the store the
-        message is scheduled on (``insert``, ``insert_many``, ``schedule``, ``ensure``
-        place it again when they store it, so a store on a frozen clock gets its own
-        first firing); ``clock`` (default the system clock) only gives the message's
-        ``scheduled_for`` until then. Given, ``first_occurrence`` is stored like
-        :meth:`delay`'s ``at`` (rounded up to the millisecond) and delivered at that
-        instant even when it is not one of the rule's. ``event_type`` is required
-        (keyword or positional). ``name``: see :meth:`delay`. A rule with no instant
+        on the clock of the store it is scheduled on (``clock`` only gives
+        ``scheduled_for`` until then). Given, it is stored like :meth:`delay`'s ``at``
+        and delivered at that instant even when it is not one of the rule's.
+        ``event_type`` is required. ``name``: see :meth:`delay`. A rule with no instant
         after now raises :class:`InvalidMessage`.
 
-        ``tz``: the IANA zone whose wall clock the rule is read on (``"Europe/Paris"``;
-        default: the expression's ``CRON_TZ=`` prefix, else UTC); daylight saving time
-        rules in :mod:`hexeract_lite.zoned`. Raises :class:`InvalidTrigger` for a bad
-        expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`.
+        ``tz``: the IANA zone whose wall clock the rule is read on (default: the
+        expression's ``CRON_TZ=`` prefix, else UTC). Raises :class:`InvalidTrigger` for
+        a bad expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`.
         ``end_at``, ``max_firings``, ``jitter``, ``catch_up`` and ``catch_up_limit``:
         the schedule's :class:`~hexeract_lite.policy.SchedulePolicy` (checked by
         :meth:`SchedulePolicy.of <hexeract_lite.policy.SchedulePolicy.of>`)."""

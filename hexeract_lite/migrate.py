@@ -1,7 +1,6 @@
 """Copying every schedule, with its state, from one store to another.
 
-``hexeract scheduler migrate`` runs :func:`migrate`; an application can call it too,
-e.g. to move from the SQLite file to PostgreSQL when one machine is no longer enough::
+``hexeract scheduler migrate`` runs :func:`migrate`; an application can call it too::
 
     from hexeract_lite.migrate import migrate
     from hexeract_lite.store.postgres import PostgresScheduleStore
@@ -13,25 +12,15 @@ e.g. to move from the SQLite file to PostgreSQL when one machine is no longer en
     ):
         report = migrate(source, dest)
 
-What is copied: every row, whatever its status (pending, paused, leased or in retry
-backoff, delivered, cancelled, dead-lettered), every column as stored: attempts and
-``max_attempts``, ``leased_until``, the paused flag, ``last_error``, ``created_at``,
-``scheduled_for``, the terminal timestamps, trigger, target and payload. Occurrence
-ids derive from the schedule id and ``scheduled_for``, both kept, so a sink's
-deduplication keeps working across the move. The run log is not copied: the
-destination's starts empty.
+Every row is copied, whatever its status, with every column as stored, so occurrence
+ids (and a sink's deduplication) carry over; the run log is not copied. A schedule
+whose id the destination already holds is skipped, never overwritten: running it again
+copies only what is new, and a copy that stopped part-way resumes.
 
-Idempotent: a schedule whose id the destination already holds is skipped and left as
-it is, never overwritten; so running the copy again copies only what is new, and a copy
-that stopped part-way (a lost connection) resumes where it was.
-
-The source is read in pages of ``batch_size`` rows in schedule id order, each page
-written to the destination in one transaction. Stop the workers on the source first:
-pages are read one after another, and a change the source makes to a row after that
-row was copied is not carried over by a later run (the row is skipped). A row leased at
-the time of the copy keeps its lease in the destination; if its worker never
-acknowledges there, the lease expires and the occurrence is delivered again
-(at-least-once).
+The source is read in pages of ``batch_size`` rows in id order, each page written in
+one transaction. Stop the workers on the source first: a change made to a row after it
+was copied is not carried over by a later run. A leased row keeps its lease in the
+destination; unacknowledged there, it is delivered again once the lease expires.
 """
 
 from __future__ import annotations
@@ -77,17 +66,14 @@ def migrate(
     progress: Callable[[int], None] | None = None,
 ) -> MigrationReport:
     """Copy every schedule of ``source`` that ``dest`` does not hold yet, with its
-    whole state; return the counts (see the module docstring for what is copied and
-    how a re-run behaves).
+    whole state; return the counts.
 
     Memory stays bounded by ``batch_size`` (>= 1, else :class:`InvalidConfiguration`)
     rows. A failure part-way raises :class:`MigrationError` with the counts so far,
-    chained to the store's error; the pages written before it stay written. Either
-    store may be any :class:`ScheduleStore` that implements
-    :meth:`~ScheduleStore.export_records` (the source) and
-    :meth:`~ScheduleStore.import_records` (the destination): the in-memory, SQLite and
-    PostgreSQL stores all do. ``progress``, when given, is told the rows read so far
-    after each page.
+    chained to the store's error; the pages written before it stay written. The source
+    must implement :meth:`~ScheduleStore.export_records` and the destination
+    :meth:`~ScheduleStore.import_records` (else :class:`InvalidConfiguration`).
+    ``progress`` is told the rows read so far after each page.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")

@@ -1,9 +1,7 @@
 """Schedule names: the id a name stands for, what a name may be, and its group.
 
-A named schedule's id is ``uuid.uuid5(NAME_NAMESPACE, name)`` (SHA-1 over the
-namespace's 16 bytes and the name's UTF-8 bytes, RFC 9562 section 5.5). The same name
-gives the same id in every process, after every restart and in every language, so a
-reference worker sees an ordinary id, and ``ensure`` racing in ten processes inserts
+A named schedule's id is ``uuid.uuid5(NAME_NAMESPACE, name)`` (RFC 9562 section 5.5):
+the same in every process and language, so ``ensure`` racing in many processes inserts
 one row.
 
 A name is 1 to :data:`MAX_NAME_LENGTH` characters, each printable (no control,

@@ -31,9 +31,8 @@ class OccurrenceId:
     ``schedule_id.bytes + sign + abs(offset_ns).to_bytes(16, "big")``, where
     ``offset_ns`` is ``scheduled_for`` minus the Unix epoch in nanoseconds and
     ``sign`` is ``1`` when the offset is >= 0 (the epoch included) and ``0``
-    before it. It equals hexeract's ``OccurrenceId::derive`` bit for bit, so the
-    same firing has the same id in every process and after every redelivery:
-    it is the key downstream consumers deduplicate on.
+    before it. It equals hexeract's ``OccurrenceId::derive`` bit for bit: the same
+    firing has the same id everywhere, the key consumers deduplicate on.
 
     .. versionadded:: 0.1.0
     """

@@ -1,30 +1,9 @@
-"""Schedule policies: when a recurring schedule ends, how its firings are spread, and
-what it does with firings it missed. Every rule here is a pure function (no store, no
-clock, no I/O): the worker, ``upcoming`` and the tests apply the same ones.
+"""Schedule policies (docs/concepts/schedule-policies.md): when a recurring schedule
+ends, how its firings are spread, what it does with firings it missed. Pure functions:
+the worker and ``upcoming`` apply the same ones.
 
-A :class:`SchedulePolicy` holds four independent rules:
-
-- ``end_at``: no firing is due after this instant; the schedule then completes
-  (status ``delivered``);
-- ``max_firings``: the schedule completes after this many deliveries;
-- ``jitter``: each firing is due later than the rule's instant by an offset in
-  ``[0, jitter)``, never reaching the rule's next instant (:func:`jitter_offset`);
-- ``catch_up``: what a worker does with an occurrence it finds late:
-
-  ============  ================================================================
-  ``"latest"``  (the default) the missed firings collapse into one: the occurrence
-                held is delivered, then the rule's first instant after now is next
-  ``"skip"``    an occurrence found after the rule's following instant came due is
-                *missed*: it is not delivered, and neither is any instant up to now;
-                the rule's first instant due after now is next
-  ``"all"``     every missed instant is delivered, in order, each with its own
-                occurrence id: at most the latest ``catch_up_limit`` of them (default
-                100), and only those within the misfire grace when one is set
-  ============  ================================================================
-
-:func:`after_firing` and :func:`after_miss` choose the next :class:`Firing` (for the
-worker's settlement and ``upcoming`` alike); :func:`missed_reason` decides whether a
-firing found now is delivered.
+:func:`after_firing` and :func:`after_miss` choose the next :class:`Firing`;
+:func:`missed_reason` decides whether a firing found now is delivered.
 """
 
 from __future__ import annotations
@@ -97,21 +76,25 @@ def _check_count(name: str, value: object, top: int) -> int | None:
 @attrs.frozen(kw_only=True)
 class SchedulePolicy:
     """When a recurring schedule ends, how its firings are spread, what it does with
-    firings it missed (see :mod:`hexeract_lite.policy`). Build it with :meth:`of`,
+    firings it missed (see the Schedule policies page). Build it with :meth:`of`,
     which checks every value.
 
     .. versionadded:: 0.3.0
     """
 
     end_at: datetime | None = None
-    """No firing is due after this instant (UTC, millisecond precision); None: no end."""
+    """No firing is due after this instant (UTC, millisecond precision); the schedule
+    then completes (``delivered``). None: no end."""
     max_firings: int | None = None
     """The schedule completes after this many deliveries; None: no limit."""
     jitter: timedelta | None = None
     """Each firing is due later than its rule's instant by an offset in ``[0, jitter)``
     (:func:`jitter_offset`); None: on the instant."""
     catch_up: CatchUp = "latest"
-    """``"latest"``, ``"skip"`` or ``"all"``: what a worker does with missed firings."""
+    """What a worker does with firings it missed: ``"latest"`` delivers one, then the
+    rule's first instant after now; ``"skip"`` delivers none once the rule's following
+    instant came due; ``"all"`` delivers each, in order, with its own occurrence id
+    (at most ``catch_up_limit``, only those within the misfire grace)."""
     catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT
     """Under ``catch_up="all"``: how many missed instants are delivered at most."""
 
@@ -182,11 +165,9 @@ def jitter_offset(
     """How much later than the rule's ``instant`` its firing is due: zero without
     jitter, else ``h mod min(jitter, gap)`` milliseconds, where ``h`` is the first 48
     bits of the occurrence id ``OccurrenceId.derive(schedule_id, instant)`` and ``gap``
-    the milliseconds from ``instant`` to the rule's next instant (no next instant: the
-    jitter alone). So the offset is in ``[0, jitter)``, never reaches the next firing,
-    and every process computes the same one. The gap is a span of UTC time, so a
-    daylight saving change (a short or long gap on the wall clock) is measured as it is
-    lived."""
+    the UTC milliseconds from ``instant`` to the rule's next instant (none: the jitter
+    alone). So the offset is in ``[0, jitter)``, never reaches the next firing, and
+    every process computes the same one."""
     if policy is None or policy.jitter is None:
         return _ZERO
     span = policy.jitter // _MS

@@ -55,8 +55,7 @@ def scrub(text: str, conn: str | _HasUrl | None) -> str:
     that a URL or ``password=`` inside ``text`` carries.
 
     Use it on anything that may quote a connection string: driver error messages,
-    tracebacks, log lines. The one redaction of the package: the PostgreSQL store
-    scrubs its driver's messages with it too.
+    tracebacks, log lines.
     """
     text = redact_conn(text)
     raw = conn if conn is None or isinstance(conn, str) else conn.url

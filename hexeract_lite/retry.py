@@ -70,8 +70,6 @@ class RetryPolicy:
         draw from ``[0, capped]`` taken from ``rng`` (default: the :mod:`random`
         module), else ``capped``. Negative ``attempts`` count as 0; no value overflows;
         an ``attempts`` that is not an int raises :class:`InvalidArgument` naming it.
-        Pure apart from the draw: the same ``attempts`` and ``rng`` state give the same
-        delay.
         """
         if isinstance(attempts, bool) or not isinstance(attempts, int):
             raise InvalidArgument(f"attempts must be an integer, got attempts={attempts!r:.100}")

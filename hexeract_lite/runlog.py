@@ -1,12 +1,10 @@
 """The run log: one record per dispatch attempt and per firing settled without one,
 written by the store in the transaction that settles it.
 
-A worker attaches a :class:`RunDraft` (or a :class:`RunEntry`) to each
-:class:`~hexeract_lite.settlement.Settlement` it writes (``Settlement.run``); a store
-that keeps a run log (``store.keeps_runs``) records it with the settlement, as
-``lease_lost`` when the settlement was fenced out, and adds ``swept`` records for the
-rows its sweep dead-letters. A store without a run log records nothing and answers
-``runs()`` with an empty list.
+A worker attaches a :class:`RunDraft` or :class:`RunEntry` to each settlement
+(``Settlement.run``); a store with a run log (``store.keeps_runs``) records it
+(``lease_lost`` when fenced out) and adds ``swept`` records for its sweep. A store
+without one answers ``runs()`` with an empty list.
 """
 
 from __future__ import annotations
@@ -57,10 +55,8 @@ class RunOutcome(enum.StrEnum):
 
 
 class RunEntry(NamedTuple):
-    """A run as a worker hands it to a store with a settlement (a plain tuple: one is
-    made per occurrence on the worker's hot path). The fields are
-    :class:`RunRecord`'s; instants and ``lag`` may be finer than the millisecond,
-    which the stores keep."""
+    """A run as a worker hands it to a store with a settlement; the fields are
+    :class:`RunRecord`'s (instants and ``lag`` may be finer than the millisecond)."""
 
     schedule_id: uuid.UUID
     scheduled_for: datetime
@@ -214,9 +210,7 @@ class RunStamp:
 class RunDraft(NamedTuple):
     """A run as the worker attaches it to a settlement: the batch's :class:`RunStamp`
     and the occurrence's figures, from which :meth:`entry` computes the
-    :class:`RunEntry` (instants, lag and duration). A store may encode it from the
-    figures directly (the worker makes one per occurrence on its hot path, and most
-    are only ever written)."""
+    :class:`RunEntry`; a store may encode it from the figures directly."""
 
     stamp: RunStamp
     schedule_id: uuid.UUID

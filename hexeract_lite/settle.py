@@ -223,9 +223,8 @@ class DispatchResult:
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
     """A ``MISSED`` result, with the reason, when the occurrence is not to be delivered
     (:func:`~hexeract_lite.policy.missed_reason`); None to deliver it. A firing of a
-    backfill's window, a retry or a snooze is never late (it waits on purpose), but
-    still ends at the policy's end and ``max_firings``; a claim after a crashed attempt
-    (no error recorded) is judged like a first attempt."""
+    backfill's window, a retry or a snooze is never late, but still ends at the
+    policy's end and ``max_firings``."""
     msg = occurrence.message
     if msg.misfire_grace is None and msg.policy is None:
         return None  # the common case
@@ -261,9 +260,8 @@ def settlement_for(
     """The settlement of ``occurrence`` after ``result`` (see the module docstring).
 
     ``now`` is the instant a cron schedule's next one is counted from; ``policy`` and
-    ``rng`` draw a retry delay (a fresh draw at each call when the policy has jitter).
-    None for :data:`LEASE_EXPIRED`: there is nothing to record. With ``stamp``, the
-    settlement carries its run (:mod:`hexeract_lite.runlog`) for the store's run log.
+    ``rng`` draw a retry delay. None for :data:`LEASE_EXPIRED`: there is nothing to
+    record. With ``stamp``, the settlement carries its run for the store's run log.
     """
     msg = occurrence.message
     kind = result.kind

@@ -51,9 +51,9 @@ class Settlement:
       delay, lease)`` and ``Settlement.cancelled(schedule_id, lease)``, which have no
       single method.
 
-    ``lease`` is the ``leased_until`` the claim returned (the fencing token). Nothing
-    is checked when the value is built; ``store.settle`` checks every item
-    of a batch before it writes anything, with the single methods' rules.
+    ``lease`` is the ``leased_until`` the claim returned (the fencing token).
+    ``store.settle`` checks every item, with the single methods' rules, before it
+    writes anything.
 
     .. versionadded:: 0.1.0
     """

@@ -47,10 +47,9 @@ class ScheduleSink(Protocol):
     """Delivers a due message: ``dispatch(message)``, sync or async.
 
     Return ``None`` (or be an ``async def`` that returns ``None``) on success; raise on
-    failure. The worker calls a synchronous ``dispatch`` on a watched thread so that it
-    can give up after ``dispatch_timeout``; it awaits an asynchronous one. Expect the
-    same occurrence more than once and deduplicate on
-    ``message.occurrence_id()``.
+    failure. A synchronous ``dispatch`` runs on a watched thread, given up after
+    ``dispatch_timeout``; an asynchronous one is awaited. Expect the same occurrence
+    more than once and deduplicate on ``message.occurrence_id()``.
 
     .. versionadded:: 0.1.0
     """
@@ -64,10 +63,8 @@ class OccurrenceSink:
     """A sink the worker hands the whole leased occurrence to, which settles it itself.
 
     The worker calls :meth:`dispatch_occurrence` instead of ``dispatch`` (always from a
-    thread, never on an event loop) and records the result it returns; :meth:`close`
-    when the worker releases its resources. A
-    :class:`~hexeract_lite.transactional.TransactionalSink`, once bound to a worker,
-    is one: it runs its handler and the acknowledgement in one transaction.
+    thread) and records the result; :meth:`close` when the worker releases its
+    resources. A bound :class:`~hexeract_lite.transactional.TransactionalSink` is one.
     """
 
     is_async = False
@@ -109,8 +106,7 @@ class CallableSink:
     """A sink that calls ``fn(message)``: a function, or a coroutine function.
 
     ``fn``'s return value is the dispatch's: ``None`` on success, anything else a failed
-    dispatch (wrap e.g. an HTTP call in a function that checks the response and returns
-    ``None``).
+    dispatch.
 
     .. versionadded:: 0.1.0
     """
@@ -153,8 +149,8 @@ class BusSink:
     - ``payload``: the decoded JSON payload.
 
     A message whose target is not ``bus`` raises :class:`DispatchError` (a failed
-    dispatch: route such messages elsewhere with :class:`TargetRouterSink`). What
-    ``publish_raw`` returns is returned, so an async transport is awaited.
+    dispatch). What ``publish_raw`` returns is returned, so an async transport is
+    awaited.
 
     .. versionadded:: 0.1.0
     """
@@ -195,10 +191,8 @@ class BusSink:
 class BusMessage:
     """What an :class:`InProcessBus` handler receives.
 
-    ``message_id`` is the publisher's id; through :class:`BusSink` it is the occurrence
-    id, the key to deduplicate on. Each handler receives its own deep copy of
-    ``payload``: what one handler changes in it, neither the next handler nor the
-    publisher sees.
+    ``message_id`` is the publisher's id (through :class:`BusSink`, the occurrence id).
+    Each handler receives its own deep copy of ``payload``.
 
     .. versionadded:: 0.1.0
     """
@@ -266,24 +260,19 @@ class _Subscription:
 class InProcessBus:
     """A message bus inside one process: topic subscriptions, synchronous delivery.
 
-    ``subscribe(pattern, handler)`` registers a handler for routing keys that match
-    ``pattern`` (exact words, ``*`` for one word, ``#`` for zero or more; see
-    :func:`topic_matches`). ``publish_raw`` calls every matching handler, in
-    subscription order, before it returns, so the worker's acknowledgement follows
-    the handlers' work:
+    ``publish_raw`` calls every handler whose pattern (:func:`topic_matches`) matches
+    the routing key, in subscription order, before it returns:
 
-    - each handler gets its own copy of the payload (see :class:`BusMessage`);
-    - a handler that raises makes ``publish_raw`` raise (after the other handlers ran;
-      one failure is re-raised as it is, several as one :class:`DispatchError`), so
-      the dispatch fails and is retried, and every handler sees the message again:
-      handlers deduplicate on ``BusMessage.message_id``;
+    - a handler that raises makes ``publish_raw`` raise once the others ran (one
+      failure as it is, several as one :class:`DispatchError`): the dispatch is
+      retried and every handler sees the message again (deduplicate on
+      ``BusMessage.message_id``);
     - a coroutine-function handler is awaited: ``publish_raw`` then returns an
-      awaitable running those handlers (the worker awaits it);
-    - a routing key no handler matches raises :class:`DispatchError` (the message
-      would be lost), unless the bus was made with ``drop_unrouted=True``, which drops
-      it (logged at debug level) and counts it in :attr:`dropped`.
+      awaitable running those handlers;
+    - a routing key no handler matches raises :class:`DispatchError`, unless
+      ``drop_unrouted=True``: then it is dropped and counted in :attr:`dropped`.
 
-    Thread-safe: subscribing while another thread publishes is fine.
+    Thread-safe.
 
     .. versionadded:: 0.1.0
     """
@@ -419,9 +408,8 @@ class TargetRouterSink:
 
     ``TargetRouterSink(mediator=..., outbox=..., bus=...)``: each a sink or a plain
     callable (wrapped in :class:`CallableSink`), any of them optional. A message whose
-    target kind has no sink raises :class:`DispatchError` (a failed dispatch, retried
-    and eventually dead-lettered, so nothing is dropped silently). What the chosen
-    sink returns is returned, so async sinks are awaited.
+    target kind has no sink raises :class:`DispatchError` (a failed dispatch). What the
+    chosen sink returns is returned, so async sinks are awaited.
 
     .. versionadded:: 0.1.0
     """

@@ -180,11 +180,9 @@ class ScheduleSnapshot:
 
 @attrs.frozen(kw_only=True)
 class MalformedSchedule:
-    """A row a listing found but could not decode (another tool or a hand edit wrote it).
-
-    Listings return it in the row's place instead of failing whole, so the other rows
-    still show and an operator sees which row is broken and why. No worker ever
-    dispatches such a row: a claim dead-letters it with the same reason.
+    """A row a listing found but could not decode, returned in its place (the other
+    rows still show). No worker dispatches such a row: a claim dead-letters it with the
+    same reason.
     """
 
     schedule_id: uuid.UUID | None

@@ -54,11 +54,11 @@ class TransactionalSink:
     effect it writes to the same database happens exactly once. It raises, returns
     something else or runs past ``dispatch_timeout``: both are rolled back and the
     failure is retried as for any sink. A lost lease: the handler is not called. The
-    database's write lock is held while the handler runs (SQLite: the whole file), so it
-    must be short and local; it must not commit, roll back or keep the connection.
+    write lock is held while the handler runs, so it must be short and local; it must
+    not commit, roll back or keep the connection.
 
     Raises :class:`InvalidConfiguration` for a handler that is not a plain callable
-    (a coroutine function cannot run inside the transaction).
+    (a coroutine function among them).
 
     .. versionadded:: 0.2.0
     """

@@ -34,9 +34,8 @@ _PROBE_START = datetime(2000, 1, 1, tzinfo=UTC)
 
 @attrs.frozen
 class CronExpression:
-    """A validated cron expression, read on the wall clock of a time zone (UTC unless
-    given; engine: cronsim, Debian cron rules; daylight saving time rules in
-    :mod:`hexeract_lite.zoned`, the same for five and six fields).
+    """A validated cron expression (cronsim, Debian cron rules), read on the wall clock
+    of a time zone (UTC unless given; see the Time zones page).
 
     Accepted: five fields ``min hour dom month dow``; six fields with a *leading*
     seconds field ``sec min hour dom month dow`` (``*/2 * * * * *`` fires every two
@@ -92,11 +91,7 @@ class CronExpression:
         return next_in_zone(self._rule, self._tzinfo, start)
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
-        """``next_occurrence(max(now, previous_due))``: the misfire rule.
-
-        A schedule whose worker was down for many ticks fires once to catch up, then
-        resumes on the rule: missed ticks collapse into one.
-        """
+        """``next_occurrence(max(now, previous_due))``: missed ticks collapse into one."""
         now = to_utc_ms(now, "now", InvalidTrigger)
         previous_due = to_utc_ms(previous_due, "previous_due", InvalidTrigger)
         return self.next_occurrence(max(now, previous_due))

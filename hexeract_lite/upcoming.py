@@ -38,24 +38,16 @@ def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, da
 def upcoming_firings(
     snapshot: ScheduleSnapshot, now: datetime, count: int, until: datetime | None = None
 ) -> list[datetime]:
-    """The instants the next ``count`` occurrences the worker will deliver are due at
-    (their ``scheduled_for``, in UTC: the rule's instant plus its jitter), in order,
-    none after ``until``, assuming each delivery succeeds and happens as soon as the
-    occurrence is due, with a worker running (it cycles at ``now``, so an overdue
-    occurrence fires at ``now``).
+    """The due instants (UTC ``scheduled_for``: the rule's instant plus its jitter) of
+    the next ``count`` occurrences the worker will deliver, in order, none after
+    ``until``, assuming each delivery succeeds as soon as it is due.
 
-    The first is the occurrence the schedule holds now: it is overdue when its instant
-    is before ``now`` (a worker fires it on its next cycle), and left out when the
-    worker would not deliver it (later than its misfire grace, missed under its
-    ``catch_up`` policy, past its end or its ``max_firings``; a retry after a failure
-    is always delivered, and a claim after a crashed attempt is judged like a first
-    one). A retry in backoff fires at the end of its backoff. After each, the next one
-    is the policy's (:mod:`hexeract_lite.policy`): under ``catch_up="all"`` the missed
-    instants one by one, else the rule's first instant after both the firing and the
-    instant it was due. A schedule in a backfill's window (``backfill_until``) lists
-    the window's remaining instants first, none skipped for lateness (the policy's end
-    and ``max_firings`` still end it). A change made while the firing held was leased
-    (``next_after_lease``) is where the schedule goes once that firing is settled.
+    The first is the occurrence held now (overdue when before ``now``), left out when
+    the worker would not deliver it (misfire grace, ``catch_up``, the policy's end or
+    ``max_firings``; a retry after a failure is always delivered); a retry in backoff
+    fires at the end of its backoff. Then the policy's next firings, a backfill's
+    remaining window first; a change made while the held firing was leased
+    (``next_after_lease``) applies once that firing is settled.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:

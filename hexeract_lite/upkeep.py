@@ -1,10 +1,4 @@
-"""Upkeep over many rows: bulk replay of dead letters, and progress on a terminal.
-
-:func:`replay_all` pages the dead letters (``store.list_schedules``, keyset by id) and
-replays each page in one transaction (``store.replay_dead_letters``), so the write
-lock is held for one bounded batch at a time; a row replayed or changed meanwhile by
-someone else is skipped (the replay is fenced on the row still being dead-lettered).
-"""
+"""Upkeep over many rows: bulk replay of dead letters, and progress on a terminal."""
 
 from __future__ import annotations
 
@@ -52,8 +46,8 @@ def replay_all(
 ) -> int:
     """Replay every dead-lettered schedule (whose event type matches the glob
     ``event_type``, when given), ``batch_size`` per transaction; return how many were
-    replayed. A malformed dead letter is left alone (``inspect`` names its column) and
-    told to ``on_malformed``, when given (the CLI lists them)."""
+    replayed. A row replayed or changed meanwhile by someone else is skipped. A
+    malformed dead letter is left alone and told to ``on_malformed``, when given."""
     glob = check_glob(event_type)
     size = check_batch_size(batch_size)
     total = 0

@@ -1,23 +1,8 @@
 """SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them.
 
-One poll cycle (:meth:`SchedulerWorker.run_once`; the loops run it through
-:mod:`hexeract_lite.engine`):
-
-1. ``store.dead_letter_exhausted()``: dead-letter what a crashed worker left on its
-   last attempt (in the loops, at most once per ``poll_interval``).
-2. ``store.claim_due(now, batch_size, lease)``: claim up to ``batch_size`` due
-   occurrences, each spending one attempt and held until ``now + lease``.
-3. Each occurrence at its turn (:mod:`hexeract_lite.dispatch`): skipped when its lease
-   has run out, not dispatched when the worker is stopping, else handed to the sink
-   under ``dispatch_timeout``.
-4. The batch is settled in one ``store.settle(...)`` (:mod:`hexeract_lite.ledger`),
-   each item fenced by its claim's ``leased_until``. In the loops, a full batch's
-   settlement is written with the next claim (``store.settle_and_claim(...)``), unless
-   the worker has hooks.
-
-Delivery is at least once: a crash before the batch's settlement is written delivers
-every occurrence of it again (same occurrence id) once its lease runs out. Logging
-goes to the ``hexeract_lite.worker`` logger.
+The poll cycle is described in docs/concepts/worker.md. Delivery is at least once: a
+crash before a batch's settlement is written delivers it again (same occurrence ids)
+once its leases run out. Logs to the ``hexeract_lite.worker`` logger.
 """
 
 from __future__ import annotations
@@ -125,40 +110,32 @@ def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
 
 
 class SchedulerWorker:
-    """Runs the poll cycle of the reference against a store, dispatching to a sink.
+    """Runs the poll cycle against a store, dispatching to a sink.
 
     - ``store``: any :class:`~hexeract_lite.store.ScheduleStore`.
     - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a plain function /
       coroutine function taking the message (wrapped in :class:`CallableSink`).
-    - ``clock``: where "now" comes from for claims, lease checks and cron instants;
-      by default the store's own ``clock`` (the system clock for a store without one).
+    - ``clock``: where "now" comes from; by default the store's own ``clock``.
     - ``rng``: the random source of the retry jitter, anything with
-      ``uniform(a, b)`` (default: a fresh :class:`random.Random`); pass a seeded one
-      for reproducible delays.
+      ``uniform(a, b)`` (default: a fresh :class:`random.Random`).
     - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event; a
       hook that raises is logged and never changes what is delivered or settled.
-    - ``propagate_errors`` (the test mode): when True, a cycle in which a dispatch
-      failed settles the whole batch as usual (retry or dead letter), then re-raises
-      the first failure's exception from :meth:`run_once`, :meth:`run` and
-      :meth:`run_async` (a timeout as :class:`TimeoutError`, an abandoned or bad
-      return as :class:`~hexeract_lite.errors.DispatchError`), so a failing assertion
-      in a handler fails the test.
-    - ``retention``: off (None) by default; a timedelta prunes delivered and cancelled
-      rows that ended longer ago than that, at the first cycle and then hourly
-      (:class:`~hexeract_lite.upkeep.Retention`; dead letters are kept), and the run
-      log's records older than that.
+    - ``propagate_errors`` (the test mode): a cycle in which a dispatch failed settles
+      its batch as usual, then re-raises the first failure's exception (a timeout as
+      :class:`TimeoutError`, an abandoned or bad return as
+      :class:`~hexeract_lite.errors.DispatchError`).
+    - ``retention``: None (off) by default; a timedelta prunes, at the first cycle and
+      then hourly, delivered and cancelled rows that ended longer ago than that, and
+      run log records as old (:class:`~hexeract_lite.upkeep.Retention`; dead letters
+      are kept).
     - ``run_log``: True (the default) records every dispatch attempt, and every firing
-      settled without one, in the store's run log (:mod:`hexeract_lite.runlog`), in
-      the transaction that settles it; False records none (a store without a run log
-      records none either way).
+      settled without one, in the store's run log, in the transaction that settles
+      it; False records none.
 
     Raises :class:`InvalidConfiguration` for a bad config, store, sink or rng.
 
-    Drive it with :meth:`run_once` (one cycle, deterministic: what tests use),
-    :meth:`run` (a loop in the calling thread), :meth:`start` (that loop on a daemon
-    thread) or :meth:`run_async` (the loop as an asyncio task). A worker runs one loop
-    at a time; for parallelism start several workers (on one store or several
-    processes): claims never overlap.
+    Drive it with :meth:`run_once`, :meth:`run`, :meth:`start` or :meth:`run_async`;
+    it runs one loop at a time. Several workers may share a store: claims never overlap.
 
     .. versionadded:: 0.1.0
     """
@@ -229,8 +206,7 @@ class SchedulerWorker:
         self._inflight = InFlight.of(self._runner, store, self.clock, config, self.hooks)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
-        self._loop_thread = threading.local()
-        """``on`` is True on the thread loop's own threads (see :meth:`_in_loop_thread`)."""
+        self._loop_thread = threading.local()  # .on: True on the loop's threads
         self._stopper: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
@@ -253,10 +229,8 @@ class SchedulerWorker:
     ) -> Settlement:
         """What a failed dispatch of ``occurrence`` records (:meth:`on_failure`'s rule).
 
-        Exhausted (``attempts >= max_attempts``): a ``dead_lettered`` settlement with
-        the error text. Otherwise ``failed`` with :meth:`retry_delay` (drawn here, so
-        with jitter each call draws anew); the attempt counter, advanced at claim
-        time, is left as it is.
+        Exhausted (``attempts >= max_attempts``): ``dead_lettered`` with the error
+        text; otherwise ``failed`` with a fresh :meth:`retry_delay`.
         """
         result = DispatchResult.failed(error)
         now = self.clock.now()
@@ -285,9 +259,7 @@ class SchedulerWorker:
     def run_once(self) -> CycleReport:
         """Run exactly one poll cycle (sweep, claim, dispatch, settle); report its counts.
 
-        The batch is dispatched on the worker's dispatch thread, this thread watching
-        each call's ``dispatch_timeout``. Store errors propagate (nothing is retried
-        here); :meth:`run` is the loop that backs off and carries on. With
+        Store errors propagate (:meth:`run` is the loop that backs off). With
         ``propagate_errors``, a failed dispatch's exception is raised once the batch is
         settled.
         """
@@ -306,14 +278,10 @@ class SchedulerWorker:
     def _cycle(
         self, stopping: Callable[[], bool], carry: Held | None, *, looping: bool
     ) -> Steps[tuple[CycleReport, Held | None]]:
-        """One cycle as the requests of :mod:`hexeract_lite.engine`: its report, and
-        the settlement it holds for the next claim.
-
-        ``carry``: the previous cycle's settlement, still to write: written with this
-        cycle's claim (``store.settle_and_claim``). ``looping`` (a cycle of a loop): the
-        sweep only when the pacer says it is due, and a full batch dispatched without
-        failure to propagate, interruption or stop is not settled here but returned as
-        the next cycle's ``carry`` (the loop settles it if no cycle follows)."""
+        """One cycle as engine requests: its report, and the settlement held for the
+        next claim. ``carry`` (the previous one's) is written with this claim.
+        ``looping``: the sweep only when due, and a batch :meth:`_may_carry` lets wait
+        is returned unwritten."""
         counts = Counts()
         batch = yield Call(self._claim, counts, carry, looping)
         if not batch:
@@ -336,9 +304,8 @@ class SchedulerWorker:
         return _report(counts), None
 
     def _loop(self, stopping: Callable[[], bool], look_every: float) -> Steps[None]:
-        """The loop of :meth:`run`, :meth:`start` and :meth:`run_async`, paced by the
-        :class:`~hexeract_lite.idle.Pacer`; an idle loop looks at ``stopping`` at
-        least every ``look_every`` seconds."""
+        """The loop of :meth:`run` and :meth:`run_async`; idle, it reads ``stopping``
+        at least every ``look_every`` seconds."""
         pacer, changes = self._pacer, self._changes
         carry: Held | None = None  # a full batch's settlement, written with the next claim
         while True:
@@ -378,9 +345,8 @@ class SchedulerWorker:
         stopping: Callable[[], bool],
     ) -> bool:
         """A full batch, dispatched without interruption, failure to propagate or stop:
-        its settlement may wait for the next claim. Not with hooks: they are told of a
-        settlement once it is written, and, written with the next claim, that would be
-        while the new batch's leases run, so a slow hook could let them run out."""
+        its settlement may wait for the next claim. Not with hooks (a slow hook would
+        then run while the next batch's leases run)."""
         return (
             bool(planned)
             and not self.hooks
@@ -391,9 +357,8 @@ class SchedulerWorker:
         )
 
     def _claim(self, counts: Counts, carry: Held | None, paced: bool) -> list[LeasedOccurrence]:
-        """Steps 1 and 2 of the cycle: the sweep, then the claim (with ``carry``, the
-        previous cycle's settlement written in the same ``store.settle_and_claim``).
-        ``paced`` (the loops): the sweep only when the pacer says it is due."""
+        """The sweep, then the claim (with ``carry`` written in the same
+        ``store.settle_and_claim``); ``paced``: the sweep only when due."""
         try:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
@@ -449,8 +414,7 @@ class SchedulerWorker:
         return delay
 
     def _data_version(self) -> int | None:
-        """The store's ``data_version()``; None when it cannot tell or fails (then the
-        next comparison differs and a cycle runs)."""
+        """The store's ``data_version()``; None when it cannot tell or fails."""
         try:
             version = self.store.data_version()
         except Exception:
@@ -462,12 +426,10 @@ class SchedulerWorker:
     def abort(self) -> None:
         """Make the running loop stop at once, without waiting for the dispatch in flight.
 
-        Safe from any thread and from a signal handler of the main thread while the loop
-        runs on another. Sets the loop's ``stop`` event; the dispatch in flight is
-        abandoned and recorded as failed (``DispatchError``: it was handed to the sink,
-        so its attempt counts; a sync sink keeps running on its thread until it
-        returns, an async one is cancelled); the rest of the batch is released
-        undispatched and what finished is settled, then the loop returns. Called
+        Safe from any thread and from a signal handler. The dispatch in flight is
+        abandoned and recorded as failed (``DispatchError``; its attempt counts; a sync
+        sink keeps running on its thread, an async one is cancelled); the rest of the
+        batch is released, what finished is settled, and the loop returns. Called
         while no loop runs, it makes the next loop return at once.
         """
         self._aborting.set()
@@ -500,13 +462,11 @@ class SchedulerWorker:
             self.sink.close()  # its connection (and its library's claim on the file)
 
     def close(self) -> None:
-        """Release what the worker keeps between cycles: its dispatch thread and a
-        :class:`~hexeract_lite.transactional.TransactionalSink`'s own connection. The
-        loops (:meth:`run`, :meth:`start`, :meth:`run_async`) do it as they return;
-        after :meth:`run_once` calls, call it (or use the worker as a context manager).
-        The store is not closed. The worker stays usable: a later cycle opens them
-        again. Idempotent; while a loop runs it raises :class:`RuntimeError` (stop the
-        loop first).
+        """Release the dispatch thread and a
+        :class:`~hexeract_lite.transactional.TransactionalSink`'s own connection (the
+        loops do it as they return; after :meth:`run_once`, call it or use the worker as
+        a context manager). The store is not closed; the worker stays usable.
+        Idempotent; while a loop runs: :class:`RuntimeError`.
 
         .. versionadded:: 0.2.0
         """
@@ -533,29 +493,21 @@ class SchedulerWorker:
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll until ``stop`` is set (forever without one); returns when the loop ends.
 
-        The loop runs on its own thread (named after the calling one, ``-loop`` added),
-        which calls the sink and the hooks; the calling thread watches it (see
-        :mod:`hexeract_lite.engine`): it gives up on a call past ``dispatch_timeout``
-        and a new loop thread goes on, and it raises what ended the loop.
+        The sink and hooks are called on a loop thread (the calling thread's name plus
+        ``-loop``) that the calling thread watches: a call past ``dispatch_timeout`` is
+        given up and a new loop thread goes on; what ended the loop is raised here.
 
-        After a cycle that claimed a full batch it goes again at once, or after
-        ``min_cycle_delay`` while other connections write to the store (see
-        :class:`SchedulerWorkerConfig`); after any other cycle it sleeps until the
-        store's next due instant, at most ``poll_interval`` at a time, waking at once
-        when this process changes the store (``store.changes``; the SQLite store on
-        Linux and the PostgreSQL store also signal other processes' commits there) and,
-        with a store whose ``data_version()`` tells (SQLite), noticing other processes'
-        commits within half of ``poll_interval`` anyway (:mod:`hexeract_lite.idle`). A
-        store error is logged and backed off (``poll_interval`` doubling per consecutive
-        error, at most :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
+        After a full batch it goes again at once (or after ``min_cycle_delay``); else it
+        sleeps until the store's next due instant, at most ``poll_interval``, waking
+        when the store signals a change. A store error is logged and backed off
+        (``poll_interval`` doubling per consecutive error, at most
+        :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
 
-        Stopping: ``stop`` is checked at each occurrence's turn. The occurrence in hand
-        is finished and settled first (a hung sync sink holds the stop for up to
-        ``dispatch_timeout``; :meth:`abort` does not wait for it); the rest of the
-        batch is released (the claim's attempt given back, claimable again at once),
-        in the same settlement. A :class:`KeyboardInterrupt` in the calling thread
-        abandons the dispatch in flight like :meth:`abort`, settles the batch, then
-        propagates.
+        ``stop`` is checked at each occurrence's turn: the occurrence in hand is
+        finished and settled (a hung sync sink holds the stop for up to
+        ``dispatch_timeout``), the rest of the batch released (its attempt given back).
+        A :class:`KeyboardInterrupt` abandons the dispatch in flight like
+        :meth:`abort`, settles the batch, then propagates.
         """
         stop = stop if stop is not None else threading.Event()
         self._enter(stop.set)
@@ -569,8 +521,7 @@ class SchedulerWorker:
         self._loop_thread.on = True
 
     def _in_loop_thread(self) -> bool:
-        """True on a thread of this worker's thread loop (a sink or hook called by
-        :meth:`run` or :meth:`start`): waiting there for the loop to end never ends."""
+        """True on a thread of this worker's loop (where waiting for it would hang)."""
         return getattr(self._loop_thread, "on", False) is True
 
     def start(self, *, name: str = "hexeract-worker") -> WorkerHandle:
@@ -591,16 +542,13 @@ class SchedulerWorker:
 
         Store calls and hooks run off the event loop (``asyncio.to_thread``). An async
         sink is awaited on the loop under ``dispatch_timeout`` (cancelled when it runs
-        out); a synchronous sink's batch runs on the worker's dispatch thread, watched
-        from a thread (as under :meth:`run_once`).
+        out); a synchronous sink runs on the worker's dispatch thread.
 
-        Stop it by setting ``stop``, or by cancelling the task: either way the
-        occurrence in hand is finished and settled and the rest of the batch released
-        before it returns (a cancellation is then re-raised). A sink raising
-        :class:`KeyboardInterrupt` or :class:`SystemExit` on the loop fails its
-        dispatch, the rest of the batch is released and settled, and the exception
-        propagates. ``stop`` must be an :class:`asyncio.Event` (a
-        :class:`threading.Event` goes with :meth:`run`): :class:`InvalidArgument` otherwise.
+        Set ``stop`` or cancel the task: the occurrence in hand is finished and settled,
+        the rest of the batch released, then it returns (a cancellation is re-raised).
+        A sink raising :class:`KeyboardInterrupt` or :class:`SystemExit` fails its
+        dispatch, the batch is settled, and the exception propagates. ``stop`` must be
+        an :class:`asyncio.Event`: :class:`InvalidArgument` otherwise.
         """
         if stop is not None and not isinstance(stop, asyncio.Event):
             raise InvalidArgument(
@@ -618,10 +566,8 @@ class SchedulerWorker:
 
 
 class WorkerHandle:
-    """A worker running on a daemon thread (from :meth:`SchedulerWorker.start`).
-
-    ``stop(timeout=None)`` asks it to stop and waits; ``is_alive`` tells whether the
-    thread still runs; as a context manager it stops the worker on exit.
+    """A worker running on a daemon thread (from :meth:`SchedulerWorker.start`); as a
+    context manager it stops the worker on exit.
 
     .. versionadded:: 0.1.0
     """
@@ -637,9 +583,8 @@ class WorkerHandle:
         """Ask the worker to stop and wait up to ``timeout`` (None: until it has).
 
         The occurrence in hand is finished and settled first, the rest of its batch
-        released. Returns True when the thread has ended. (``worker.abort()`` stops it
-        without waiting for the occurrence in hand.) Called from the worker's own sink
-        or hook, it only asks, and returns False: the loop stops once they return.
+        released. True when the thread has ended. Called from the worker's own sink or
+        hook, it only asks, and returns False.
         """
         if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta | None):
             raise InvalidArgument(

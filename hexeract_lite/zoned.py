@@ -1,8 +1,6 @@
-"""Cron rules on a time zone's wall clock, with daylight saving time rules written down.
+"""Cron rules on an IANA time zone's wall clock (``CRON_TZ=Zone`` prefix).
 
-A :class:`~hexeract_lite.trigger.CronExpression` with a zone (``tz=``) is read on the wall
-clock of that IANA time zone. The expression matches wall-clock times; which UTC instants
-fire is decided by these rules, the same for five- and six-field expressions:
+Which UTC instants fire (docs/concepts/time-zones.md):
 
 1. A wall time that occurs once fires at that instant.
 2. A wall time that does not exist (the clocks jump over it: spring forward, or a zone
@@ -18,19 +16,8 @@ fire is decided by these rules, the same for five- and six-field expressions:
 5. Every firing is strictly later, in UTC, than the one before it.
 
 Rules 1 to 3 are one rule: a wall time fires at the first instant the zone's wall clock
-shows that time *or a later one*. Hence also: a rule time that was skipped by a jump and
-shows up again after a later fall back (no such zone exists today) fires only once.
-
-The zone is stored inside the expression with the ``CRON_TZ=Zone`` prefix (the cronie
-and Kubernetes convention): ``CRON_TZ=Europe/Paris 0 9 * * 1``. UTC is written without a
-prefix, so a UTC rule's text is what it always was; a zoned rule's text has six or seven
-fields with a first field the reference's UTC-only parser refuses, instead of firing the
-rule in UTC.
-
-The evaluation walks the zone's offset changes, not minutes: a few offset look-ups and
-one or two cron look-ups per firing. It assumes a zone never changes its UTC offset
-twice within one day *and back* (the closest pair of offset changes in the time zone
-database is about four days apart), which the tests check on the installed database.
+shows that time *or a later one*. The evaluation assumes a zone never changes its UTC
+offset twice within one day and back (the tests check the installed database).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The ``hexeract`` command: operate schedules and dead letters from a shell
-(``hexeract scheduler <command>``; ``hexeract-lite`` and ``python -m hexeract_lite``
-are the same program; the reference is docs/reference/cli.md).
+"""The ``hexeract`` command (``hexeract scheduler <command>``; docs/reference/cli.md).
 
-Exit codes: 0 success; 1 runtime error (no such schedule, not replayable, a database
-error, a missing database, a row the store cannot decode); 2 usage error, with an
-argparse-style message on stderr. Commands that read or repair never create a
-database (a missing file is exit 1, ``no database at <path>``); those that only read
-open a SQLite file read-only. :func:`main` (:mod:`.app`) runs a command of the tree
-:mod:`.parser` builds, to which each module of :mod:`.commands` adds its own.
+Exit codes: 0 success; 1 runtime error; 2 usage error, argparse-style on stderr.
+:func:`main` (:mod:`.app`) runs a command of the tree :mod:`.parser` builds, to which
+each module of :mod:`.commands` adds its own.
 """
 
 from __future__ import annotations

@@ -79,13 +79,11 @@ class Context:
         ids: Iterable[uuid.UUID],
         create: bool = False,
     ) -> _T:
-        """Run ``act`` on the store and return its answer; a command that changes
-        schedules runs through here so that a refused one leaves a SQLite file as it
-        was. On an existing SQLite file ``act`` first runs on an in-memory copy of the
-        rows ``ids`` (the store contract's reference implementation): a refusal there
-        (no such schedule, not changeable, not replayable, a duplicate, a bad value) is
-        raised before the file is opened for writing, which would upgrade an older
-        file's table. Anything else the copy raises is left to the store to decide."""
+        """Run ``act`` on the store and return its answer, so that a refused change
+        leaves a SQLite file as it was: on an existing SQLite file ``act`` first runs
+        on an in-memory copy of the rows ``ids``, and a refusal there (``_REFUSALS``) is
+        raised before the file is opened for writing. Anything else the copy raises is
+        left to the store."""
         rehearsal = self._copy_of(ids)
         if rehearsal is not None:
             try:
@@ -115,7 +113,7 @@ class Context:
     def _copy_of(self, ids: Iterable[uuid.UUID]) -> ScheduleStore | None:
         """An in-memory store holding the rows ``ids`` of an existing SQLite table (read
         read-only), or None: another database, no such file or table, or a row that
-        cannot be read (the store then decides, as without a copy)."""
+        cannot be read."""
         target = parse_conn(self.conn)
         if target.kind != "sqlite":
             return None

@@ -1,7 +1,6 @@
-"""The pieces of the command tree that commands share: the help formatter and its
-example block, the parent parsers (``--conn``/``--table``, ``--format``, ``--limit``),
-the ``SCHEDULE_ID``/``--name`` and message arguments, and :class:`CommandTree`, through
-which each module in :mod:`hexeract_lite.cli.commands` adds its command."""
+"""The pieces of the command tree that commands share: the help formatter, the parent
+parsers, the shared arguments, and :class:`CommandTree`, through which each module in
+:mod:`hexeract_lite.cli.commands` adds its command."""
 
 from __future__ import annotations
 
@@ -48,9 +47,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
 def terminal_columns() -> int:
     """The width argparse wraps help to, as :func:`shutil.get_terminal_size` gives it
-    ($COLUMNS, else the terminal on stdout, else 80), without importing :mod:`shutil`
-    (argparse builds a formatter for every option it adds, and shutil imports the
-    compression modules)."""
+    ($COLUMNS, else the terminal on stdout, else 80), without importing :mod:`shutil`."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):

@@ -244,8 +244,7 @@ def snapshot_json(
 def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
     """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
     grace, the end of a backfill in progress, a pause note and a change waiting for the
-    firing held to settle, when set; nothing for a UTC cron rule or a one-shot without
-    them (their listings are as they always were)."""
+    firing held to settle, when set."""
     from ..interval import format_duration
 
     trigger = snapshot.trigger
@@ -316,9 +315,8 @@ def policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
     """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
-    error`` its exception line), then the traceback kept with the error, if any. A
-    delivered schedule keeps the error of an attempt that failed before the delivery
-    (the store never clears it on delivery): it is shown as ``error before delivery``."""
+    error`` its exception line), then the traceback kept with the error, if any; a
+    delivered schedule's error is shown as ``error before delivery``."""
     from ..settle import error_summary
 
     s = snapshot

@@ -43,8 +43,7 @@ COMMANDS = tuple(dict.fromkeys(COMMAND_MODULES.values()))
 
 
 class _VersionAction(argparse.Action):
-    """``--version``: the installed version, looked up only when asked for (reading the
-    package metadata costs every other command start-up time)."""
+    """``--version``: the installed version, looked up only when asked for."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -100,8 +99,7 @@ def build_parser(prog: str = "hexeract", command: str | None = None) -> argparse
 
 def parser_for(prog: str, argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser for ``argv``: only the named command's part of the tree when
-    ``argv`` starts with ``scheduler`` and a command name (nothing else in the tree can
-    show then: no other command's help, no list of choices), else the whole tree."""
+    ``argv`` starts with ``scheduler`` and a command name, else the whole tree."""
     if len(argv) >= 2 and argv[0] == "scheduler" and argv[1] in COMMAND_MODULES:
         return build_parser(prog, argv[1])
     return build_parser(prog)

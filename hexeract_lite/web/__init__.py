@@ -1,8 +1,7 @@
 """The local web console: :func:`create_app` serves a store's overview, schedules,
 dead letters and timeline as an ASGI application (``hexeract scheduler ui`` runs it).
 
-Needs the ``web`` extra (``pip install 'hexeract_lite[web]'``: Starlette, uvicorn and
-Jinja2). ``import hexeract_lite`` never imports this package.
+Needs the ``web`` extra (``pip install 'hexeract_lite[web]'``).
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """The console's ASGI application: :func:`create_app`.
 
-Pages (``GET``): ``/`` the overview, ``/schedules`` (``status``, ``group``, ``name``
-filters, each served by an index, ``after`` for the next page), ``/schedules/{id}``,
-``/dead-letters``, ``/timeline?window=24h|7d``. A request carrying the header
-``X-Hexeract-Fragment: 1`` gets only the page's live part, which the page's script
-fetches every :data:`REFRESH_SECONDS` to refresh itself. Every response carries a
-``Server-Timing: app;dur=<ms>`` header and a Content Security Policy that allows no
-script, style or image but the console's own files.
-
-Actions (``POST``, only with ``allow_actions``; else 403): ``/schedules/{id}/pause``,
-``resume``, ``cancel``, ``run-now``, ``replay``, ``reschedule`` (form field ``at``, an
-ISO 8601 instant with its offset) and ``/dead-letters/replay-all``, each with the
-form field ``csrf`` (the token every page's forms carry; a missing or wrong one is
-refused with 403, as is a request from another origin). All of them go through
-:class:`~hexeract_lite.control.SchedulerControl` (replay-all through
-:func:`~hexeract_lite.upkeep.replay_all`); a refused one (not changeable, not
-replayable) shows its message with status 409.
-
-With ``token``, every request must carry it: ``Authorization: Bearer <token>``, or the
-``hexeract_ui_token`` cookie, which a first visit to any page with ``?token=<token>``
-sets (HttpOnly, SameSite=Strict) before redirecting to the same page without it.
-Anything else gets 401.
-
-Every value that came from a user (names, event types, payloads, errors) is escaped by
-the templates (Jinja2 autoescape) after :func:`~.views.shown` made its invisible
-characters visible; error messages are scrubbed of passwords
-(:func:`~hexeract_lite.redact.scrub`); no connection string is ever shown.
+Its pages, actions and HTTP rules are listed in docs/howto/console.md. Every value
+that came from a user is escaped by the templates (Jinja2 autoescape) after
+:func:`~.views.shown` made its invisible characters visible; error messages are
+scrubbed of passwords; no connection string is ever shown.
 """
 
 from __future__ import annotations
@@ -103,11 +81,10 @@ def create_app(
     application can mount (``app.mount("/scheduler", create_app(store))``); links
     follow the mount's path.
 
-    ``allow_actions``: serve the actions (see the module docstring); without it the
-    console only reads, and a read-only store (``readonly=True``) is enough. With it,
-    a read-only store raises :class:`InvalidConfiguration`. ``token``: a non-empty
-    text every request must carry. The store stays the caller's: the app never closes
-    it.
+    ``allow_actions``: serve the actions (POST, with a CSRF token); without it the
+    console only reads, and a read-only store is enough. With it, a read-only store
+    raises :class:`InvalidConfiguration`. ``token``: a non-empty text every request
+    must carry. The app never closes the store.
 
     .. versionadded:: 0.3.0
     """
@@ -332,7 +309,8 @@ class _Headers:
 
 
 class _TokenGate:
-    """Lets through only requests carrying the token (see the module docstring)."""
+    """Lets through only requests carrying the token (``Authorization: Bearer`` or the
+    :data:`TOKEN_COOKIE`, which a ``?token=`` visit sets); anything else gets 401."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app

@@ -1,12 +1,7 @@
 """What each console page shows, read from a store: plain dicts and lists the templates
-draw, with the SVG chart's and the timeline's geometry worked out here.
-
-Every read is bounded: counts come from ``store.stats()``, listings from one page of
-``list_schedules`` / ``list_pending`` / ``list_dead_letter``, a schedule from
-``SchedulerControl.inspect`` and the firings from
-:func:`~hexeract_lite.upcoming.upcoming_firings` (at most :data:`TIMELINE_SCHEDULES`
-schedules, :data:`TIMELINE_PER_SCHEDULE` firings each), runs from ``store.runs``
-and the chart from :mod:`.history`.
+draw, with the SVG chart's and the timeline's geometry. Every read is bounded (one
+page of a listing; at most :data:`TIMELINE_SCHEDULES` schedules of
+:data:`TIMELINE_PER_SCHEDULE` firings each).
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ _INVISIBLE = re.compile(
 
 def shown(text: object) -> str:
     """``text`` as the console prints it: control, zero-width and bidirectional
-    formatting characters (which would reorder or hide what an operator reads) as a
-    visible ``⟨U+202E⟩``; None as ``-``. HTML escaping is the templates' (autoescape)."""
+    formatting characters as a visible ``⟨U+202E⟩``; None as ``-`` (not HTML-escaped)."""
     if text is None:
         return "-"
     return _INVISIBLE.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", str(text))
@@ -209,9 +203,7 @@ def schedules_page(
     after: uuid.UUID | None,
 ) -> dict[str, Any]:
     """One page of ``list_schedules`` (schedule id order) under the filters: ``group``
-    is a name's part before its first dot (``name`` wins when both are given). No
-    event-type filter: the table has no index on it, and on a large table a type few
-    rows have would walk every row (the CLI's ``list --event-type`` does that)."""
+    is a name's part before its first dot (``name`` wins when both are given)."""
     glob = name or (f"{group}.*" if group else None)
     items = store.list_schedules(
         status=status or None,

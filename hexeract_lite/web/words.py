@@ -1,9 +1,7 @@
 """A schedule's trigger in words, for the console: ``every day at 08:30 (Europe/Paris)``.
 
-Common cron shapes (a fixed time on every day, on some weekdays or on a day of the
-month; every N minutes or hours) are put in words; any other rule is shown as itself
-(``on the cron rule 0 0 1,15 * *``). The words describe the rule only: the next firings
-the page lists come from the scheduler itself.
+Common cron shapes are put in words; any other rule is shown as itself (``on the cron
+rule 0 0 1,15 * *``).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def message_from_args(
     """The message ``add`` or ``ensure`` (``declared``) describes; a ``--first`` that
     is not an instant of the rule is kept (it fires then, then on the rule), with a
     note on stderr. ``--every`` without ``--first``: anchored one period from now, or
-    for ``ensure`` on the epoch's grid (so that declaring it again is unchanged)."""
+    for ``ensure`` on the epoch's grid."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
     policy = policy_options(args)

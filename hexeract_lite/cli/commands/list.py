@@ -77,11 +77,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:
     """The text of ``scheduler list --limit <limit>`` for the SQLite file ``target``
-    names, read as a read-only store's ``list_pending`` reads it
-    (:mod:`hexeract_lite.store.sqlite.plain`), or None when a row needs the store's
-    decoding. Raises what :func:`~hexeract_lite.connect.open_store` raises opening it
-    read-only (:class:`~hexeract_lite.errors.StoreError` for a missing file or
-    table, ...)."""
+    names (:mod:`hexeract_lite.store.sqlite.plain`), or None when a row needs the
+    store's decoding. Raises what opening it read-only with
+    :func:`~hexeract_lite.connect.open_store` raises."""
     from ...store.schema import validate_sqlite_table_name
     from ...store.sqlite.driver import check_driver
     from ...store.sqlite.plain import plain_pending, read_pending
