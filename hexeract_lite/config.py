@@ -100,7 +100,9 @@ class SchedulerWorkerConfig:
     cycle that claimed a full batch, the worker pauses that long if another connection
     wrote to the store within the last second (:data:`~hexeract_lite.idle.SHARED_FOR_S`;
     on a store whose ``data_version()`` cannot tell, after every full batch), so that
-    other writers get SQLite's write lock within a few milliseconds; 0 never pauses. A
+    other writers get SQLite's write lock within a few milliseconds; 0 never pauses,
+    nor does a store whose writers take row locks (``writers_take_turns`` False:
+    PostgreSQL, MySQL). A
     cycle that claimed less than a full batch is followed by the idle sleep instead
     (see :meth:`~hexeract_lite.SchedulerWorker.run`). The retry fields make the
     worker's :class:`~hexeract_lite.retry.RetryPolicy`.

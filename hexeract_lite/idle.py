@@ -104,10 +104,12 @@ class Pacer:
         "_poll",
         "_seen",
         "_shared_until",
+        "_take_turns",
     )
 
-    def __init__(self, clock: Clock, config: SchedulerWorkerConfig) -> None:
+    def __init__(self, clock: Clock, config: SchedulerWorkerConfig, take_turns: bool) -> None:
         self._clock = clock
+        self._take_turns = take_turns
         self._config = config
         self._poll = config.poll_interval.total_seconds()
         self._failures = 0
@@ -138,7 +140,8 @@ class Pacer:
         one when the batch was full, or None: go idle (:meth:`idle_plan`).
 
         The pause is ``min_cycle_delay``, which leaves the store's write lock free for
-        other writers. On a tracked store it is made only while others write: for
+        other writers; a store whose writers do not take turns for one lock
+        (``writers_take_turns`` False) is never paused. On a tracked store it is made only while others write: for
         :data:`SHARED_FOR_S` after a cycle around which another connection committed;
         otherwise the next cycle follows at once."""
         if self._failures:
@@ -147,7 +150,9 @@ class Pacer:
         if claimed < self._config.batch_size:
             return None
         pause = self._config.min_cycle_delay.total_seconds()
-        if self._seen is None or not pause:
+        if not self._take_turns or not pause:
+            return 0.0
+        if self._seen is None:
             return pause
         now = time.monotonic()
         if self._moved:
