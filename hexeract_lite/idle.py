@@ -140,10 +140,10 @@ class Pacer:
         one when the batch was full, or None: go idle (:meth:`idle_plan`).
 
         The pause is ``min_cycle_delay``, which leaves the store's write lock free for
-        other writers; a store whose writers do not take turns for one lock
-        (``writers_take_turns`` False) is never paused. On a tracked store it is made only while others write: for
-        :data:`SHARED_FOR_S` after a cycle around which another connection committed;
-        otherwise the next cycle follows at once."""
+        other writers; none where writers take row locks (``take_turns`` False). On a
+        tracked store it is made only while others write: for :data:`SHARED_FOR_S`
+        after a cycle around which another connection committed; otherwise the next
+        cycle follows at once."""
         if self._failures:
             log.info("the store answers again after %d error(s)", self._failures)
             self._failures = 0
