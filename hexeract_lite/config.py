@@ -89,8 +89,9 @@ class SchedulerWorkerConfig:
     the worker extends each lease of its batch to ``now + lease`` every period, so a
     dispatch may outlast the lease, up to ``dispatch_timeout``. ``min_cycle_delay``
     applies after a full batch when another connection wrote to the store within the
-    last second (or always, on a store whose ``data_version()`` cannot tell); 0 never
-    pauses. The retry fields make the worker's :class:`~hexeract_lite.retry.RetryPolicy`.
+    last second (or always, on a store whose ``data_version()`` cannot tell), and only
+    on a store whose writers take turns for one lock (SQLite, memory); 0 never pauses.
+    The retry fields make the worker's :class:`~hexeract_lite.retry.RetryPolicy`.
 
     .. versionadded:: 0.1.0
     """

@@ -100,10 +100,12 @@ class Pacer:
         "_poll",
         "_seen",
         "_shared_until",
+        "_take_turns",
     )
 
-    def __init__(self, clock: Clock, config: SchedulerWorkerConfig) -> None:
+    def __init__(self, clock: Clock, config: SchedulerWorkerConfig, take_turns: bool) -> None:
         self._clock = clock
+        self._take_turns = take_turns
         self._config = config
         self._poll = config.poll_interval.total_seconds()
         self._failures = 0
@@ -133,15 +135,18 @@ class Pacer:
         """After a cycle that claimed ``claimed``: the pause in seconds before the next
         one when the batch was full, or None: go idle (:meth:`idle_plan`).
 
-        The pause is ``min_cycle_delay``; on a tracked store only for
-        :data:`SHARED_FOR_S` after another connection committed, else 0."""
+        The pause is ``min_cycle_delay``, and none where writers take row locks
+        (``take_turns`` False); on a tracked store only for :data:`SHARED_FOR_S` after
+        another connection committed, else 0."""
         if self._failures:
             log.info("the store answers again after %d error(s)", self._failures)
             self._failures = 0
         if claimed < self._config.batch_size:
             return None
         pause = self._config.min_cycle_delay.total_seconds()
-        if self._seen is None or not pause:
+        if not self._take_turns or not pause:
+            return 0.0
+        if self._seen is None:
             return pause
         now = time.monotonic()
         if self._moved:

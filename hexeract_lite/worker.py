@@ -185,7 +185,7 @@ class SchedulerWorker:
         self.clock: Clock = clock if clock is not None else store.clock
         self._rng: RandomSource = rng if rng is not None else random.Random()
         self._retry = RetryPolicy.from_config(config)
-        self._pacer = Pacer(self.clock, config)
+        self._pacer = Pacer(self.clock, config, store.writers_take_turns)
         self._ledger = Ledger(
             store,
             self.clock,

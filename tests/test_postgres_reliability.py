@@ -303,6 +303,36 @@ def test_cancel_behind_a_row_lock_gives_up_after_the_lock_timeout(pg_url: str, t
         assert store.cancel(sid), "once the lock is gone, cancel works"
 
 
+def test_a_settle_behind_a_row_lock_writes_none_of_its_batch(pg_url: str, table: str) -> None:
+    """The batch's fenced statements go to the server together: one held row lock
+    ends the settle at the lock timeout with the bound named, and none of the batch
+    (not the rows before it) is written."""
+    with PostgresScheduleStore.open(
+        pg_url, table=table, lock_timeout=timedelta(milliseconds=300)
+    ) as store:
+        messages = [one_shot(T0, i) for i in range(3)]
+        store.insert_many(messages, 3)
+        claimed = {c.message.schedule_id: c for c in store.claim_due(T0, 3, LEASE)}
+        held = messages[1].schedule_id
+        holder = _holding(
+            pg_url, "SELECT 1 FROM {t} WHERE schedule_id = %s FOR UPDATE", table, held
+        )
+        next(holder)
+        batch = [
+            Settlement.delivered(m.schedule_id, claimed[m.schedule_id].leased_until)
+            for m in messages
+        ]
+        with pytest.raises(StoreError) as info:
+            store.settle(batch)
+        assert "waited longer than the lock timeout (0.3 s)" in str(info.value)
+        assert isinstance(info.value.__cause__, psycopg.errors.LockNotAvailable)
+        for m in messages:
+            snapshot = store.inspect(m.schedule_id)
+            assert snapshot is not None and snapshot.status is ScheduleStatus.PENDING
+        next(holder, None)
+        assert store.settle(batch) == [True, True, True], "once the lock is gone, it settles"
+
+
 def test_list_behind_an_access_exclusive_lock_gives_up(pg_url: str, table: str) -> None:
     with PostgresScheduleStore.open(
         pg_url,

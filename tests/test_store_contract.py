@@ -1509,3 +1509,10 @@ def test_error_none_is_refused_like_settle_and_writes_nothing(
     assert store.mark_dead_lettered(sid, ValueError("boom"), lease)  # type: ignore[arg-type]
     snap = store.inspect(sid)
     assert snap is not None and snap.last_error == "boom"
+
+
+def test_writers_take_turns_only_where_one_lock_serialises_them(store: ScheduleStore) -> None:
+    """A draining worker pauses ``min_cycle_delay`` after a full batch for SQLite's file
+    lock and the memory store's lock; row-locking servers need no pause."""
+    one_lock = type(store).__name__ in {"InMemoryScheduleStore", "SqliteScheduleStore"}
+    assert store.writers_take_turns is one_lock

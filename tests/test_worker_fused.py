@@ -298,7 +298,7 @@ def test_a_fused_call_that_fails_on_sqlite_records_nothing(tmp_path: Any) -> Non
 
 def test_a_drain_pauses_only_while_other_connections_write() -> None:
     cfg = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(milliseconds=2))
-    pacer = Pacer(SYSTEM_CLOCK, cfg)
+    pacer = Pacer(SYSTEM_CLOCK, cfg, True)
     pacer.observe(7)
     assert pacer.tracks_commits, "data_version() told a number"
     assert pacer.after_cycle(9) is None, "not a full batch: idle"
@@ -311,16 +311,29 @@ def test_a_drain_pauses_only_while_other_connections_write() -> None:
 
 def test_a_store_without_data_version_pauses_after_every_full_batch() -> None:
     cfg = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(milliseconds=2))
-    pacer = Pacer(SYSTEM_CLOCK, cfg)
+    pacer = Pacer(SYSTEM_CLOCK, cfg, True)
     pacer.observe(None)
     assert not pacer.tracks_commits
     assert pacer.after_cycle(10) == 0.002
     zero = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(0))
-    shared = Pacer(SYSTEM_CLOCK, zero)
+    shared = Pacer(SYSTEM_CLOCK, zero, True)
     shared.observe(1)
     shared.observe(2)
     assert shared.after_cycle(10) == 0.0
     assert math.isfinite(SHARED_FOR_S) and SHARED_FOR_S > 0
+
+
+def test_a_store_whose_writers_do_not_take_turns_never_pauses() -> None:
+    """Row locks (PostgreSQL, MySQL): nothing waits for the drain's lock, so a full
+    batch is followed by the next at once, whoever else writes."""
+    cfg = SchedulerWorkerConfig(batch_size=10, min_cycle_delay=timedelta(milliseconds=2))
+    pacer = Pacer(SYSTEM_CLOCK, cfg, False)
+    pacer.observe(None)
+    assert pacer.after_cycle(10) == 0.0
+    pacer.observe(1)
+    pacer.observe(2)  # another connection committed
+    assert pacer.after_cycle(10) == 0.0
+    assert pacer.after_cycle(9) is None, "not a full batch: idle"
 
 
 class SharedStore(InMemoryScheduleStore):
@@ -350,6 +363,25 @@ def test_a_shared_store_is_drained_at_the_min_cycle_delay_pace() -> None:
         assert sink.all_seen.wait(5)
     # three full batches; the version is first compared after the first one
     assert time.monotonic() - started >= 0.3, "a pause after the second and third"
+
+
+class RowLocked(SharedStore):
+    """The same, with writers that do not wait for one lock (as on PostgreSQL)."""
+
+    @property
+    def writers_take_turns(self) -> bool:
+        return False
+
+
+def test_a_store_whose_writers_do_not_take_turns_is_drained_without_pauses() -> None:
+    store = RowLocked()
+    store.insert_many(backlog(7), 3)
+    sink = Seen(7)
+    cfg = SchedulerWorkerConfig(
+        batch_size=2, poll_interval=timedelta(milliseconds=20), min_cycle_delay=timedelta(5)
+    )
+    with SchedulerWorker(store, sink, cfg).start():
+        assert sink.all_seen.wait(4), "no pause of 5 s after a full batch"
 
 
 # -- the asyncio loop ------------------------------------------------------------------------

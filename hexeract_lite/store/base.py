@@ -612,6 +612,12 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         return False
 
     @property
+    def writers_take_turns(self) -> bool:
+        """True when all writers wait for one lock: a draining worker then pauses
+        ``min_cycle_delay`` after a full batch. The default is False."""
+        return False
+
+    @property
     def clock(self) -> Clock:
         """Where the store reads "now" from. The default is the system clock."""
         return SYSTEM_CLOCK

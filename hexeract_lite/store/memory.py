@@ -570,6 +570,11 @@ class InMemoryScheduleStore(SettlingStore):
     # -- copying rows between stores -------------------------------------------
 
     @property
+    def writers_take_turns(self) -> bool:
+        """True: every write holds the store's one lock."""
+        return True
+
+    @property
     def copies_records(self) -> bool:
         """True: :meth:`export_records` and :meth:`import_records` are implemented."""
         return True

@@ -116,6 +116,10 @@ class MysqlSession:
         with self.conn.cursor() as cur:
             return int(cur.execute(statement, params or None))
 
+    def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
+        """Run each statement in turn; the rows each matched."""
+        return [self.execute(statement, params) for statement, params in statements]
+
     def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; its rows."""
         with self.conn.cursor() as cur:

@@ -130,6 +130,15 @@ class PostgresSession:
         """Run a statement; the rows it changed."""
         return self.conn.execute(statement, params).rowcount
 
+    def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
+        """Run the statements in one pipeline (one round trip); the rows each changed."""
+        conn = self.conn
+        if not statements:
+            return []
+        with conn.pipeline():
+            cursors = [conn.execute(statement, params) for statement, params in statements]
+        return [cur.rowcount for cur in cursors]
+
     def fetch(self, statement: Any, params: Any = ()) -> list[tuple[Any, ...]]:
         """Run a statement; its rows (a value the driver cannot load as its text)."""
         return fetch_rows(self.conn.execute(statement, params))

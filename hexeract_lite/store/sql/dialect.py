@@ -94,6 +94,10 @@ class Session(Protocol):
     def execute(self, statement: Any, params: Any = ()) -> int:
         """Run a statement; the number of rows it changed."""
 
+    def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
+        """Run each ``(statement, params)`` in order; the number of rows each changed
+        (a driver may send them together)."""
+
     def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; every row of its result."""
 

@@ -341,9 +341,9 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         """The planned statements inside ``tx``, then the items' runs; wakes waiters
         when an item that makes work claimable applied."""
         statement = self._settle_statement
-        for index, kind, params in plan:
-            if tx.execute(statement(kind), params):
-                results[index] = True
+        changed = tx.execute_each([(statement(kind), params) for _, kind, params in plan])
+        for (index, _, _), count in zip(plan, changed, strict=True):
+            results[index] = count > 0
         runs = self._run_sql
         if runs is not None:
             recorded = recorded_runs(checked, results)

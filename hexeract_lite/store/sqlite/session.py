@@ -82,6 +82,10 @@ class SqliteSession:
         cur.execute(statement, params)
         return cur.connection.changes()
 
+    def execute_each(self, statements: list[tuple[str, Any]]) -> list[int]:
+        """Run each statement in turn; the rows each changed."""
+        return [self.execute(statement, params) for statement, params in statements]
+
     def fetch(self, statement: str, params: Any = ()) -> list[Any]:
         """Run a statement; its rows (a row whose text is not UTF-8 salvaged: see
         :func:`~.salvage.fetch_rows`)."""

@@ -325,6 +325,11 @@ class SqliteScheduleStore(SqlScheduleStore):
             " the store in each process with SqliteScheduleStore.open(path)"
         )
 
+    @property
+    def writers_take_turns(self) -> bool:
+        """True: every writer of the file waits for SQLite's one write lock."""
+        return True
+
     def data_version(self) -> int:
         """``PRAGMA data_version``: changes when another connection commits to the file.
 
