@@ -111,9 +111,8 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
     Subclasses call ``super().__init__()`` so that :attr:`changes` exists. The run log's
-    methods (``keeps_runs``, ``runs``, ``run_counts``, ``prune_runs``) are
-    :class:`~hexeract_lite.store.runs.RunLogContract`'s; the long handlers' (``extend_lease``,
-    ``request_abort``, ``abort_requests``) :class:`~hexeract_lite.store.longrun.LongRunContract`'s.
+    methods are :class:`~hexeract_lite.store.runs.RunLogContract`'s, the long handlers'
+    :class:`~hexeract_lite.store.longrun.LongRunContract`'s.
 
     .. versionadded:: 0.1.0
     """
@@ -212,11 +211,10 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         (``[]``).
 
         The stores here apply the batch in one transaction: all of it or, on a store
-        error, none of it (and a crash before the commit leaves every occurrence
-        leased, to be redelivered once the lease runs out: at-least-once holds).
-        :attr:`changes` is notified once, after the commit, when a ``reschedule`` or
-        ``failed`` item applied. This default implementation, for a store that does
-        not override it, calls the single methods in order (not one transaction).
+        error, none of it (a crash before the commit leaves every occurrence leased, to
+        be redelivered). :attr:`changes` is notified once, after the commit, when a
+        ``reschedule`` or ``failed`` item applied. The default calls the single methods
+        in order (not one transaction).
         """
         checked = check_settlements(outcomes)
         if any(item.kind is SettlementKind.RELEASED for item in checked):
@@ -247,17 +245,13 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         """:meth:`settle` ``outcomes``, then :meth:`claim_due` ``(now, batch_size,
         lease)``: the settlements' answers and the claimed occurrences.
 
-        The same results as the two calls one after the other (the settlements apply
-        first, so an occurrence they make claimable can be claimed at once), with the
-        same checks: the settlements and the claim's arguments are all checked before
-        anything is written. The worker calls it after a full batch, to acknowledge that
-        batch and claim the next in one step.
+        The same results as the two calls one after the other (an occurrence the
+        settlements make claimable can be claimed at once), with the same checks, all
+        made before anything is written.
 
-        The memory, SQLite, PostgreSQL and MySQL stores apply both in one transaction
-        (one commit): all of it or, on a store error, none of it. This default
-        implementation, for a store that does not override it, calls :meth:`settle`
-        then :meth:`claim_due` (two transactions: a store error from the claim comes
-        after the settlements were recorded); the worker calls this method either way.
+        The stores here apply both in one transaction: all of it or, on a store error,
+        none of it. The default calls :meth:`settle` then :meth:`claim_due` (two
+        transactions: a store error from the claim comes after the settlements).
 
         .. versionadded:: 0.2.0
         """
@@ -559,9 +553,8 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     def stats(self) -> StoreStats:
         """Counts by status, due and not claimed, in flight, in backoff, the lag of the
         oldest due row and the next wake-up, at the store's now
-        (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; the SQL stores
-        count on their partial indexes and never scan ended rows. A store that cannot
-        count raises :class:`NotImplementedError` (the default).
+        (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; never scans ended
+        rows. A store that cannot count raises :class:`NotImplementedError` (the default).
 
         .. versionadded:: 0.2.0
         """
@@ -672,16 +665,10 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
 
 
 class SettlingStore(ScheduleStore):
-    """A store whose single acknowledgements are one-item :meth:`settle` calls.
-
-    For stores that implement ``settle`` natively (one transaction for the batch):
-    the four single methods then share its checks, fencing and notification, and a
-    store only writes the batch path.
-    """
+    """A store whose single acknowledgements are one-item :meth:`settle` calls."""
 
     @abc.abstractmethod
-    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`."""
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]: ...
 
     def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
         return self.settle([Settlement.delivered(schedule_id, lease)])[0]
