@@ -288,10 +288,8 @@ def stats_statement(table: str, now: sql.Composable) -> sql.Composed:
 
 def prune_statements(table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
     """(count, delete a batch) of the rows whose ``column`` (an end instant) is before
-    ``%(cut)s``; ``%(n)s`` rows per delete, found on the column's partial index. The
-    delete repeats the condition outside the batch's subquery: a row another
-    transaction changed meanwhile (a cancelled schedule declared again) is checked
-    again as it is now, under READ COMMITTED, and kept."""
+    ``%(cut)s``, ``%(n)s`` rows per delete. The delete repeats the condition outside
+    its subquery, so a row another transaction changed meanwhile is kept."""
     names = {"t": sql.Identifier(table), "c": sql.Identifier(column)}
     where: LiteralString = "{c} IS NOT NULL AND {c} < %(cut)s"
     count = sql.SQL("SELECT count(*) FROM {t} WHERE " + where).format(**names)
