@@ -1,49 +1,24 @@
 """The store contract: what every schedule store does, method by method.
 
-The in-memory store (:mod:`hexeract_lite.store.memory`) is the reference
-implementation of this text; one contract suite (``tests/test_store_contract.py``)
-runs against every store; the argument checks all stores share are in
-:mod:`hexeract_lite.store.checks`.
+The in-memory store (:mod:`hexeract_lite.store.memory`) is its reference
+implementation; one contract suite runs against every store. Leases and fencing are
+described for users in ``docs/concepts/leases.md``.
 
-Vocabulary
-----------
-*Terminal*: a row with ``delivered_at``, ``cancelled_at`` or ``dead_lettered_at``
-set. Terminal rows are never claimed and never change again, except that a
-dead-lettered one can be replayed.
-
-*Lease*: ``leased_until``, the instant until which a claim holds an occurrence. A
-row whose ``leased_until`` is null or ``<= now`` is unleased. A worker that dies
-never releases its lease explicitly; the store waits it out and the occurrence is
-claimed again (at-least-once delivery).
-
-*Fencing*: every acknowledgement (``mark_delivered``, ``reschedule``,
-``mark_failed``, ``mark_dead_lettered``, and each item of ``settle``) takes the
-``leased_until`` the claim returned and applies only while the row still carries
-exactly that lease and is not terminal. It returns False otherwise: another worker
-owns the occurrence now (not an error), and the row is left unchanged.
-
-*Control operations* (``set_paused``, ``resume``) never clear or change a live lease
-(``leased_until > now``): the worker holding it may be dispatching the occurrence, and
-its acknowledgement must still apply (a failure still records its ``last_error`` and
-retry). ``cancel`` is the exception: it ends the lease, and the acknowledgement in
-flight is fenced out (the cancellation wins).
-
-*A change during a lease*: ``ensure``, ``update_schedule``, ``move`` and ``run_now``
-never touch a live lease. A new next firing of a leased recurring schedule is kept in
-``next_after_lease``; the fenced ``reschedule`` or ``mark_delivered`` of the firing in
-flight then sets ``scheduled_for`` to it (attempts and last error reset, the row stays
-pending) instead of its own ``next``, and clears it; ``replay`` clears it too (see
-:mod:`hexeract_lite.store.changes`). A worker of the Rust reference does not know the
-column: its acknowledgement applies its own ``next``, and the change waits for the
-following firing.
-
-*Now*: instants the store records itself (``created_at``, ``delivered_at``, the
-retry deadline, replay's new ``scheduled_for``, the sweep) come from the store's
-clock. SQL never reads the database's own clock.
-
-Ordering and ties: claims and ``list_pending`` go by ``scheduled_for`` ascending,
-then by schedule id (byte order); ``list_dead_letter`` by ``dead_lettered_at``
-descending, then by schedule id.
+- *Terminal*: ``delivered_at``, ``cancelled_at`` or ``dead_lettered_at`` set. Never
+  claimed and never changed again, except that a dead-lettered row can be replayed.
+- *Lease*: ``leased_until``; a row whose ``leased_until`` is null or ``<= now`` is
+  unleased. A dead worker's lease is waited out (at-least-once delivery).
+- *Fencing*: every acknowledgement takes the ``leased_until`` the claim returned and
+  applies only while the row carries exactly that lease and is not terminal; else it
+  returns False and changes nothing.
+- *Control* (``set_paused``, ``resume``) and changes in place (``ensure``,
+  ``update_schedule``, ``move``, ``run_now``) never clear or change a live lease; a new
+  next firing of a leased recurring schedule waits in ``next_after_lease`` for the
+  fenced acknowledgement (:mod:`hexeract_lite.store.changes`). ``cancel`` ends the
+  lease: the acknowledgement in flight is fenced out.
+- *Now*: every instant the store records comes from its clock, never the database's.
+- *Ties*: claims and ``list_pending`` go by ``scheduled_for``, then schedule id (byte
+  order); ``list_dead_letter`` by ``dead_lettered_at`` descending, then schedule id.
 """
 
 from __future__ import annotations

@@ -119,15 +119,10 @@ class Statements(SharedStatements):
             " ON CONFLICT (schedule_id) DO NOTHING"
             " RETURNING schedule_id"
         )
-        # The claim is one statement over two indexes: fresh rows (no lease) in claim
-        # order from idx_due, expired leases from idx_reclaim (a leased row is claimable
-        # once GREATEST(scheduled_for, leased_until) <= now), each locked skipping rows
-        # another claim holds, merged, the first batch_size stamped and returned. Rows
-        # in flight or in backoff are in neither range. (The always-true lower bound
-        # makes the planner estimate the expired range as a range, i.e. small, so it
-        # reads idx_reclaim rather than walking the pending rows in claim order; it has
-        # no statistics for a partial index's expression.) RETURNING order is
-        # unspecified: the caller sorts.
+        # One statement over two indexes: fresh rows from idx_due, expired leases from
+        # idx_reclaim, each locked skipping rows another claim holds, merged. The
+        # always-true lower bound makes the planner read idx_reclaim as a small range
+        # (it has no statistics for a partial index's expression). The caller sorts.
         self.claim = q(
             "WITH fresh AS (SELECT schedule_id, scheduled_for FROM {t}"
             " WHERE scheduled_for <= {now} AND {unleased} AND attempts < max_attempts"
@@ -222,8 +217,7 @@ class Statements(SharedStatements):
 
 
 # -- upkeep: listing by id, replay, stats, prune (each count's WHERE repeats a partial
-# index's condition, so the planner counts on that index and never reads rows of
-# another status)
+# index's condition, so the planner counts on that index)
 
 
 def list_statement(

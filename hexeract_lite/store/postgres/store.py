@@ -178,13 +178,11 @@ class PostgresScheduleStore(SqlScheduleStore):
         ``conninfo`` is a libpq URL (``postgresql://user:password@host:5432/db``,
         ``postgres://...``) or ``key=value`` string.
 
-        ``create=True`` creates the table and its indexes when it is missing
-        (:func:`~hexeract_lite.store.postgres.schema.postgres_ddl`) and upgrades an older
-        one (the reference's included), under advisory locks. With ``create=False``
-        nothing is written: a missing table is a :class:`StoreError`, an older one is
-        used as it is when it has every column (else a :class:`StoreError` naming
-        them). Either way a table lacking a column of the reference's layout, or of a
-        schema version newer than this code, is a :class:`StoreError`.
+        ``create=True`` creates the table when it is missing and upgrades an older one
+        (the reference's included). With ``create=False`` nothing is written: a missing
+        table, or an older one lacking a column, is a :class:`StoreError`. Either way a
+        table lacking a column of the reference's layout, or of a newer schema version,
+        is a :class:`StoreError`.
 
         Bounds on waiting, each a :class:`~datetime.timedelta`:
 
@@ -199,8 +197,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: every
         instant the store stamps or compares comes from the server (``claim_due`` only
         checks the ``now`` it is given). ``listen``: from its first claim on, one more
-        connection ``LISTEN`` s for other processes' changes and signals
-        :attr:`changes`, so an idle worker wakes at once; ``False`` (for a pooler in
+        connection ``LISTEN`` s for other processes' changes; ``False`` (for a pooler in
         transaction mode) leaves the worker to its polling. Every argument is checked
         before anything connects (:class:`InvalidConfiguration` naming it and the value).
         """
@@ -246,13 +243,8 @@ class PostgresScheduleStore(SqlScheduleStore):
     # -- plumbing ----------------------------------------------------------------
 
     @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from (unused with ``use_database_clock``)."""
-        return self._clock
-
-    @property
     def uses_database_clock(self) -> bool:
-        """True when instants come from the server's clock, not :attr:`clock`."""
+        """True when instants come from the server's clock, not :attr:`clock` (unused then)."""
         return self._use_database_clock
 
     def __repr__(self) -> str:

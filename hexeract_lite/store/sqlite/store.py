@@ -186,38 +186,30 @@ class SqliteScheduleStore(SqlScheduleStore):
         """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
 
         - ``path``: the database file; None means :func:`default_database_path`, whose
-          folders are created. A new file is created with owner-only permissions
-          (0600 on POSIX); on any other path the folder must already exist.
-        - ``table``: the table name, ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not
-          a word SQLite reads as a keyword (:class:`InvalidConfiguration` otherwise,
-          before any SQL runs).
-        - ``clock``: where "now" comes from (``created_at``, ``delivered_at``, retry
-          deadlines, the sweep, replay).
-        - ``durability``: ``"full"`` (every commit fsynced), ``"relaxed"`` (the
-          application's writes fsynced, the worker's claims and acknowledgements not)
-          or ``"normal"`` (``synchronous=NORMAL``); see the class docstring.
+          folders are created. A new file is created owner-only (0600); on any other
+          path the folder must already exist.
+        - ``table``: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not a word SQLite
+          reads as a keyword (:class:`InvalidConfiguration` otherwise).
+        - ``clock``: where "now" comes from.
+        - ``durability``: ``"full"``, ``"relaxed"`` or ``"normal"`` (see the class).
         - ``busy_timeout``: how long an operation waits for another connection's write
           lock before it fails with :class:`StoreError`.
-        - ``create``: when False, a missing file or a missing table raises
-          :class:`StoreError` (``no database at <path>``) and nothing is created; a
-          table hexeract (or an older hexeract_lite) created is still adopted.
-        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``) to open the
-          file with; None, the default one. For fault injection and special storage.
-        - ``readonly``: for commands that only read: the file is never written (no WAL
-          switch, upgrade, index or ``PRAGMA optimize``), a file the user may only read
-          opens, and no ``-wal``/``-shm`` file is left beside a WAL file that had none.
-          A missing file or table raises :class:`StoreError` (``create`` is not
-          consulted); an older table is read as it is. ``inspect``, the listings,
-          ``next_wakeup``, ``export_records`` and ``data_version`` work; every other
-          method raises :class:`StoreError` saying the store is read-only.
-        - ``driver``: the SQLite library of every connection the store opens:
-          ``"apsw"`` (the default) or ``"sqlite3"`` (the standard library's, for an app
-          whose own connections are ``sqlite3.Connection`` s: ``insert(...,
-          connection=)`` and :class:`~hexeract_lite.transactional.TransactionalSink`
-          then take and give ``sqlite3`` connections). One library per file per process
-          (see :mod:`.driver`): opening a file this process has open with the
-          other one raises :class:`InvalidConfiguration`, as does a SQLite older than
-          3.35 or a ``vfs`` with ``"sqlite3"``.
+        - ``create``: when False, a missing file or table raises :class:`StoreError`
+          (``no database at <path>``) and nothing is created; an existing table of
+          hexeract's is still adopted.
+        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``); None, the default.
+        - ``readonly``: the file is never written (no WAL switch, upgrade, index or
+          ``PRAGMA optimize``), a file the user may only read opens, and no
+          ``-wal``/``-shm`` file is left behind. A missing file or table raises
+          :class:`StoreError`; an older table is read as it is. ``inspect``, the
+          listings, ``next_wakeup``, ``export_records`` and ``data_version`` work; every
+          other method raises :class:`StoreError` saying the store is read-only.
+        - ``driver``: ``"apsw"`` (the default) or ``"sqlite3"`` (for an app whose own
+          connections are ``sqlite3.Connection`` s, which ``connection=`` and
+          :class:`~hexeract_lite.transactional.TransactionalSink` then take). Opening a
+          file this process has open with the other library raises
+          :class:`InvalidConfiguration`, as does a SQLite older than 3.35 or a ``vfs``
+          with ``"sqlite3"``.
 
         Other processes never see a half-made new file. A table the Rust reference
         created is adopted (rows kept, indexes added, timestamps normalised to
