@@ -640,7 +640,18 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
 
 
 class SettlingStore(ScheduleStore):
-    """A store whose single acknowledgements are one-item :meth:`settle` calls."""
+    """A store whose single acknowledgements are one-item :meth:`settle` calls, and
+    whose now is its ``_clock``'s (UTC, ms)."""
+
+    _clock: Clock
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    def _now(self) -> datetime:
+        return to_utc_ms(self._clock.now(), "clock.now()")
 
     @abc.abstractmethod
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]: ...

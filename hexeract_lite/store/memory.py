@@ -123,14 +123,6 @@ class InMemoryScheduleStore(SettlingStore):
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
 
-    @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from."""
-        return self._clock
-
-    def _now(self) -> datetime:
-        return to_utc_ms(self._clock.now(), "clock.now()")
-
     def _get(self, schedule_id: uuid.UUID) -> ScheduleRecord:
         row = self._rows.get(check_schedule_id(schedule_id))
         if row is None:

@@ -97,15 +97,9 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     """Where the table is, for messages (``the table t of /path``)."""
 
     _table: str
-    _clock: Clock
     _settle_sql: dict[SettlementKind, Any] | None = None
     _run_sql: RunStatements | None = None
     """The dialect's run-log statements (:mod:`.runs`); None: the store keeps no run log."""
-
-    @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from."""
-        return self._clock
 
     @property
     def table(self) -> str:
@@ -126,9 +120,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     @abc.abstractmethod
     def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
         """The rows of one read-only statement."""
-
-    def _now(self) -> datetime:
-        return to_utc_ms(self._clock.now(), "clock.now()")
 
     @abc.abstractmethod
     def _row_params(self, record: ScheduleRecord) -> Any:
