@@ -1,49 +1,24 @@
 """The store contract: what every schedule store does, method by method.
 
-The in-memory store (:mod:`hexeract_lite.store.memory`) is the reference
-implementation of this text; one contract suite (``tests/test_store_contract.py``)
-runs against every store; the argument checks all stores share are in
-:mod:`hexeract_lite.store.checks`.
+The in-memory store (:mod:`hexeract_lite.store.memory`) is its reference
+implementation; one contract suite runs against every store. Leases and fencing are
+described for users in ``docs/concepts/leases.md``.
 
-Vocabulary
-----------
-*Terminal*: a row with ``delivered_at``, ``cancelled_at`` or ``dead_lettered_at``
-set. Terminal rows are never claimed and never change again, except that a
-dead-lettered one can be replayed.
-
-*Lease*: ``leased_until``, the instant until which a claim holds an occurrence. A
-row whose ``leased_until`` is null or ``<= now`` is unleased. A worker that dies
-never releases its lease explicitly; the store waits it out and the occurrence is
-claimed again (at-least-once delivery).
-
-*Fencing*: every acknowledgement (``mark_delivered``, ``reschedule``,
-``mark_failed``, ``mark_dead_lettered``, and each item of ``settle``) takes the
-``leased_until`` the claim returned and applies only while the row still carries
-exactly that lease and is not terminal. It returns False otherwise: another worker
-owns the occurrence now (not an error), and the row is left unchanged.
-
-*Control operations* (``set_paused``, ``resume``) never clear or change a live lease
-(``leased_until > now``): the worker holding it may be dispatching the occurrence, and
-its acknowledgement must still apply (a failure still records its ``last_error`` and
-retry). ``cancel`` is the exception: it ends the lease, and the acknowledgement in
-flight is fenced out (the cancellation wins).
-
-*A change during a lease*: ``ensure``, ``update_schedule``, ``move`` and ``run_now``
-never touch a live lease. A new next firing of a leased recurring schedule is kept in
-``next_after_lease``; the fenced ``reschedule`` or ``mark_delivered`` of the firing in
-flight then sets ``scheduled_for`` to it (attempts and last error reset, the row stays
-pending) instead of its own ``next``, and clears it; ``replay`` clears it too (see
-:mod:`hexeract_lite.store.changes`). A worker of the Rust reference does not know the
-column: its acknowledgement applies its own ``next``, and the change waits for the
-following firing.
-
-*Now*: instants the store records itself (``created_at``, ``delivered_at``, the
-retry deadline, replay's new ``scheduled_for``, the sweep) come from the store's
-clock. SQL never reads the database's own clock.
-
-Ordering and ties: claims and ``list_pending`` go by ``scheduled_for`` ascending,
-then by schedule id (byte order); ``list_dead_letter`` by ``dead_lettered_at``
-descending, then by schedule id.
+- *Terminal*: ``delivered_at``, ``cancelled_at`` or ``dead_lettered_at`` set. Never
+  claimed and never changed again, except that a dead-lettered row can be replayed.
+- *Lease*: ``leased_until``; a row whose ``leased_until`` is null or ``<= now`` is
+  unleased. A dead worker's lease is waited out (at-least-once delivery).
+- *Fencing*: every acknowledgement takes the ``leased_until`` the claim returned and
+  applies only while the row carries exactly that lease and is not terminal; else it
+  returns False and changes nothing.
+- *Control* (``set_paused``, ``resume``) and changes in place (``ensure``,
+  ``update_schedule``, ``move``, ``run_now``) never clear or change a live lease; a new
+  next firing of a leased recurring schedule waits in ``next_after_lease`` for the
+  fenced acknowledgement (:mod:`hexeract_lite.store.changes`). ``cancel`` ends the
+  lease: the acknowledgement in flight is fenced out.
+- *Now*: every instant the store records comes from its clock, never the database's.
+- *Ties*: claims and ``list_pending`` go by ``scheduled_for``, then schedule id (byte
+  order); ``list_dead_letter`` by ``dead_lettered_at`` descending, then schedule id.
 """
 
 from __future__ import annotations
@@ -111,9 +86,8 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     """Persistent schedules with at-least-once claiming. Safe to share between threads.
 
     Subclasses call ``super().__init__()`` so that :attr:`changes` exists. The run log's
-    methods (``keeps_runs``, ``runs``, ``run_counts``, ``prune_runs``) are
-    :class:`~hexeract_lite.store.runs.RunLogContract`'s; the long handlers' (``extend_lease``,
-    ``request_abort``, ``abort_requests``) :class:`~hexeract_lite.store.longrun.LongRunContract`'s.
+    methods are :class:`~hexeract_lite.store.runs.RunLogContract`'s, the long handlers'
+    :class:`~hexeract_lite.store.longrun.LongRunContract`'s.
 
     .. versionadded:: 0.1.0
     """
@@ -212,11 +186,10 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         (``[]``).
 
         The stores here apply the batch in one transaction: all of it or, on a store
-        error, none of it (and a crash before the commit leaves every occurrence
-        leased, to be redelivered once the lease runs out: at-least-once holds).
-        :attr:`changes` is notified once, after the commit, when a ``reschedule`` or
-        ``failed`` item applied. This default implementation, for a store that does
-        not override it, calls the single methods in order (not one transaction).
+        error, none of it (a crash before the commit leaves every occurrence leased, to
+        be redelivered). :attr:`changes` is notified once, after the commit, when a
+        ``reschedule`` or ``failed`` item applied. The default calls the single methods
+        in order (not one transaction).
         """
         checked = check_settlements(outcomes)
         if any(item.kind is SettlementKind.RELEASED for item in checked):
@@ -247,17 +220,13 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         """:meth:`settle` ``outcomes``, then :meth:`claim_due` ``(now, batch_size,
         lease)``: the settlements' answers and the claimed occurrences.
 
-        The same results as the two calls one after the other (the settlements apply
-        first, so an occurrence they make claimable can be claimed at once), with the
-        same checks: the settlements and the claim's arguments are all checked before
-        anything is written. The worker calls it after a full batch, to acknowledge that
-        batch and claim the next in one step.
+        The same results as the two calls one after the other (an occurrence the
+        settlements make claimable can be claimed at once), with the same checks, all
+        made before anything is written.
 
-        The memory, SQLite, PostgreSQL and MySQL stores apply both in one transaction
-        (one commit): all of it or, on a store error, none of it. This default
-        implementation, for a store that does not override it, calls :meth:`settle`
-        then :meth:`claim_due` (two transactions: a store error from the claim comes
-        after the settlements were recorded); the worker calls this method either way.
+        The stores here apply both in one transaction: all of it or, on a store error,
+        none of it. The default calls :meth:`settle` then :meth:`claim_due` (two
+        transactions: a store error from the claim comes after the settlements).
 
         .. versionadded:: 0.2.0
         """
@@ -559,9 +528,8 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     def stats(self) -> StoreStats:
         """Counts by status, due and not claimed, in flight, in backoff, the lag of the
         oldest due row and the next wake-up, at the store's now
-        (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; the SQL stores
-        count on their partial indexes and never scan ended rows. A store that cannot
-        count raises :class:`NotImplementedError` (the default).
+        (:class:`~hexeract_lite.store.stats.StoreStats`). Reads only; never scans ended
+        rows. A store that cannot count raises :class:`NotImplementedError` (the default).
 
         .. versionadded:: 0.2.0
         """
@@ -678,16 +646,21 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
 
 
 class SettlingStore(ScheduleStore):
-    """A store whose single acknowledgements are one-item :meth:`settle` calls.
+    """A store whose single acknowledgements are one-item :meth:`settle` calls, and
+    whose now is its ``_clock``'s (UTC, ms)."""
 
-    For stores that implement ``settle`` natively (one transaction for the batch):
-    the four single methods then share its checks, fencing and notification, and a
-    store only writes the batch path.
-    """
+    _clock: Clock
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the store reads "now" from."""
+        return self._clock
+
+    def _now(self) -> datetime:
+        return to_utc_ms(self._clock.now(), "clock.now()")
 
     @abc.abstractmethod
-    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`."""
+    def settle(self, outcomes: Sequence[Settlement]) -> list[bool]: ...
 
     def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
         return self.settle([Settlement.delivered(schedule_id, lease)])[0]

@@ -1,10 +1,9 @@
 """Changes to a stored schedule in place: ensure, update, move (reschedule), run now.
 
-Each is a *plan*: a pure function of the row as it is (read inside the store's
-transaction or under its lock) and the store's now, returning what to answer and the
-row to write back (None: write nothing). Every store runs the same plans through its
-:meth:`~hexeract_lite.store.base.ScheduleStore.modify_record`, so the rules are said
-once, here.
+Each is a *plan*: a pure function of the row (read inside the store's transaction or
+under its lock) and the store's now, returning the answer and the row to write back
+(None: nothing). Every store runs them through
+:meth:`~hexeract_lite.store.base.ScheduleStore.modify_record`.
 
 The lease rule: a row whose ``leased_until`` is after now has a firing in flight (or
 a retry in backoff). A change never touches that lease, so the firing's fenced
@@ -132,10 +131,6 @@ def _unsigned_zero(text: str) -> float:
     return value if value else 0.0
 
 
-def _is_leased(row: ScheduleRecord, now: datetime) -> bool:
-    return row.leased_until is not None and row.leased_until > now
-
-
 def _named(row: ScheduleRecord) -> str:
     return "" if row.name is None else f" (name {row.name!r})"
 
@@ -151,7 +146,7 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool =
     """Make ``at`` the row's next firing, under the lease rule (see the module); with
     ``jittered``, ``at`` is a rule's instant and the firing is due at ``at`` plus the
     row's jitter (a firing placed during a lease is due at ``at``)."""
-    if _is_leased(row, now):
+    if row.live_lease(now) is not None:
         if row.trigger_kind == "delay":
             raise NotChangeable(
                 row.schedule_id,
@@ -402,7 +397,7 @@ def run_now_plan() -> Plan[bool]:
         _refuse_terminal(row, "run now")
         if row.status() is ScheduleStatus.PAUSED:
             raise NotChangeable(row.schedule_id, f"is paused: resume it to run it now{_named(row)}")
-        if _is_leased(row, now) and row.trigger_kind == "delay":
+        if row.live_lease(now) is not None and row.trigger_kind == "delay":
             return False, None
         new = row.copy()
         _place(new, now, now)

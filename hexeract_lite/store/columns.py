@@ -1,8 +1,6 @@
 """The column registry: every column of the scheduler table, said once.
 
-Every dialect's DDL and row codec, :class:`ScheduleRecord` and the record checks of
-``import_records`` derive their column lists from :data:`COLUMNS`: adding a column is
-one entry here plus an upgrade step in each dialect's ladder.
+Adding a column is one entry in :data:`COLUMNS` plus an upgrade step in each dialect.
 """
 
 from __future__ import annotations
@@ -40,12 +38,7 @@ class ColumnKind(enum.Enum):
 
 
 class Column:
-    """One column: its name, what it holds, whether it is required, its declarations.
-
-    Immutable by convention (the registry is built once). A plain class, neither attrs
-    nor a named tuple: the CLI's read-only listing reads the registry, and both cost a
-    fresh process more than this module's work.
-    """
+    """One column: its name, what it holds, whether it is required, its declarations."""
 
     __slots__ = ("kind", "name", "postgres", "reference", "required", "sqlite")
 
@@ -151,10 +144,8 @@ POLICY_COLUMNS: tuple[str, ...] = (
     "snoozes",
     "abort_requested",
 )
-"""The nullable columns of schedule policies (an end, a count of firings, jitter,
-catch-up, a backfill window, a pause's note) and long handlers (snoozes, an abort asked
-of the dispatch in flight), which one upgrade step adds in each dialect (SQLite 8,
-PostgreSQL 7, MySQL 3)."""
+"""The nullable columns of schedule policies and long handlers, which one upgrade step
+adds in each dialect."""
 
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 """Every column name, in order: the select list of every row read."""

@@ -1,7 +1,5 @@
-"""A deadline for a transactional handler: one watchdog thread per runner that, once a
-dispatch outlives its ``dispatch_timeout``, ends its transaction from outside (the
-runner's action), rolling it back and freeing its locks whatever the handler is doing.
-"""
+"""A deadline for a transactional handler: a watchdog that ends the transaction from
+outside once a dispatch outlives its ``dispatch_timeout``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Stores across ``fork()``: no call in flight at the fork, a fresh start in the child.
 
-A child made by ``os.fork()`` inherits every lock as it was, with only the forking
-thread running, and SQLite's per-process lock bookkeeping with it. So for every
-registered object (``os.register_at_fork``) the forking thread first takes the
-object's lock (:meth:`ForkAware._before_fork`, bounded), the parent releases it after
-the fork, and the child starts each object afresh (:meth:`ForkAware._after_fork_in_child`:
-new locks; a store leaves its inherited connection alone). The normal paths pay
-nothing for this.
+For every registered object the forking thread first takes its lock
+(:meth:`ForkAware._before_fork`, bounded), the parent releases it after the fork, and
+the child starts the object afresh (:meth:`ForkAware._after_fork_in_child`).
 """
 
 from __future__ import annotations

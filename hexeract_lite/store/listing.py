@@ -1,9 +1,4 @@
-"""Listing filters: a status, an event-type glob, keyset pages by id.
-
-``store.list_schedules(status=..., event_type=..., after=..., limit=...)`` walks the
-schedules in schedule id order (byte order, :class:`uuid.UUID` order) so a million
-rows can be paged through with ``after`` = the last id of the page before. This
-module holds what every store shares: the checks, and the glob's meaning.
+"""Listing filters every store shares: a status, an event-type glob, keyset pages by id.
 
 A glob matches the whole event type: ``*`` any run of characters, ``?`` one
 character, every other character itself (case-sensitive; no ``[...]`` classes, so

@@ -80,19 +80,24 @@ def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
 
+def _replayed(row: ScheduleRecord, now: datetime) -> None:
+    """A dead-lettered row's fresh start at ``now``."""
+    row.scheduled_for = now
+    row.jitter_offset_ms = None
+    row.attempts = 0
+    row.leased_until = None
+    row.last_error = None
+    row.paused = False
+    row.dead_lettered_at = None
+
+
 class InMemoryScheduleStore(SettlingStore):
     """Schedules in a dict, guarded by one lock. Nothing survives the process.
 
-    It is the executable specification of :class:`ScheduleStore`: simple, obviously
-    right, and what the other stores are compared against. Use it in tests and for
-    schedules that need not outlive the process.
-
-    A child process made by ``fork()`` gets a copy of the schedules as they were at the
-    fork, with a fresh lock: the two stores go separate ways from then on.
-
-    Its run log keeps the newest ``run_log_size`` records (default
-    :data:`RUN_LOG_SIZE`), so a long-lived store does not grow; an integer >= 1, else
-    :class:`InvalidConfiguration`.
+    The executable specification of :class:`ScheduleStore`, for tests and schedules
+    that need not outlive the process. A child made by ``fork()`` gets a copy of the
+    schedules as they were at the fork. Its run log keeps the newest ``run_log_size``
+    records (an integer >= 1, else :class:`InvalidConfiguration`).
 
     .. versionadded:: 0.1.0
     """
@@ -105,26 +110,18 @@ class InMemoryScheduleStore(SettlingStore):
             )
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
-        self._runs: deque[RunEntry] = deque(maxlen=run_log_size)  # in the order recorded
+        self._runs: deque[RunEntry] = deque(maxlen=run_log_size)
         self._lock = threading.Lock()
         start_afresh_after_fork(self)
 
     def _before_fork(self) -> bool:
-        return hold(self._lock, 10)  # no call in flight: the child copies whole rows
+        return hold(self._lock, 10)
 
     def _after_fork_in_parent(self) -> None:
         self._lock.release()
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
-
-    @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from."""
-        return self._clock
-
-    def _now(self) -> datetime:
-        return to_utc_ms(self._clock.now(), "clock.now()")
 
     def _get(self, schedule_id: uuid.UUID) -> ScheduleRecord:
         row = self._rows.get(check_schedule_id(schedule_id))
@@ -142,9 +139,7 @@ class InMemoryScheduleStore(SettlingStore):
     def insert_many(
         self, messages: Sequence[ScheduledMessage], max_attempts: int, *, connection: object = None
     ) -> None:
-        """:meth:`ScheduleStore.insert_many`. ``connection``: this store has no
-        application transaction to join; anything but None is :class:`InvalidArgument`,
-        as for the SQLite and PostgreSQL stores' ``connection=`` checks."""
+        """``connection``: anything but None is :class:`InvalidArgument` (no transactions)."""
         if connection is not None:
             raise no_transactions(self, connection)
         check_max_attempts(max_attempts)
@@ -168,7 +163,6 @@ class InMemoryScheduleStore(SettlingStore):
             return self._claim(now, batch_size, until)
 
     def _claim(self, now: datetime, batch_size: int, until: datetime) -> list[LeasedOccurrence]:
-        """The claim, under the lock."""
         due = sorted(
             (
                 row
@@ -177,7 +171,7 @@ class InMemoryScheduleStore(SettlingStore):
                 and not row.is_terminal
                 and not row.paused
                 and row.attempts < row.max_attempts
-                and (row.leased_until is None or row.leased_until <= now)
+                and row.live_lease(now) is None
             ),
             key=_sort_key,
         )[:batch_size]
@@ -190,7 +184,6 @@ class InMemoryScheduleStore(SettlingStore):
     def settle_and_claim(
         self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
     ) -> tuple[list[bool], list[LeasedOccurrence]]:
-        """See :meth:`ScheduleStore.settle_and_claim`: both under one hold of the lock."""
         now = check_claim(now, batch_size, lease)
         until = to_utc_ms(now + lease, "lease deadline")
         checked = check_settlements(outcomes)
@@ -202,7 +195,6 @@ class InMemoryScheduleStore(SettlingStore):
         return results, claimed
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`: the batch under one hold of the lock."""
         checked = check_settlements(outcomes)
         if not checked:
             return []
@@ -213,8 +205,7 @@ class InMemoryScheduleStore(SettlingStore):
         return results
 
     def _settle(self, checked: list[Settlement]) -> tuple[list[bool], bool]:
-        """The checked batch, under the lock: the answers, and whether one that applied
-        may have made work claimable."""
+        """Under the lock: the answers, and whether one that applied wakes workers."""
         results: list[bool] = []
         woke = False
         if checked:
@@ -311,7 +302,7 @@ class InMemoryScheduleStore(SettlingStore):
                     not row.is_terminal
                     and not row.paused
                     and row.attempts >= row.max_attempts
-                    and (row.leased_until is None or row.leased_until <= now)
+                    and row.live_lease(now) is None
                 ):
                     row.dead_lettered_at = now
                     last = row.last_error
@@ -327,7 +318,6 @@ class InMemoryScheduleStore(SettlingStore):
 
     @property
     def keeps_runs(self) -> bool:
-        """True: this store keeps a run log."""
         return True
 
     def runs(
@@ -458,7 +448,6 @@ class InMemoryScheduleStore(SettlingStore):
             return [row.snapshot() for row in rows[:limit]]
 
     def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
-        """See :meth:`ScheduleStore.replay_dead_letters`: under one hold of the lock."""
         checked = [check_schedule_id(sid) for sid in ids]
         count = 0
         with self._lock:
@@ -467,13 +456,7 @@ class InMemoryScheduleStore(SettlingStore):
                 row = self._rows.get(sid)
                 if row is None or row.dead_lettered_at is None:
                     continue
-                row.scheduled_for = now
-                row.jitter_offset_ms = None
-                row.attempts = 0
-                row.leased_until = None
-                row.last_error = None
-                row.paused = False
-                row.dead_lettered_at = None
+                _replayed(row, now)
                 count += 1
         if count:
             self.changes.notify()
@@ -488,7 +471,6 @@ class InMemoryScheduleStore(SettlingStore):
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """See :meth:`ScheduleStore.prune` (one hold of the lock: the rows are in memory)."""
         older_than, wanted = check_prune(older_than, statuses)
         check_batch_size(batch_size)
         with self._lock:
@@ -509,7 +491,6 @@ class InMemoryScheduleStore(SettlingStore):
         return len(doomed)
 
     def stats(self) -> StoreStats:
-        """See :meth:`ScheduleStore.stats` (row by row: this store is in memory)."""
         wakeup = self.next_wakeup()
         with self._lock:
             return stats_of_records(self._rows.values(), self._now(), wakeup)
@@ -520,13 +501,7 @@ class InMemoryScheduleStore(SettlingStore):
             status = row.status()
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(schedule_id, status)
-            row.scheduled_for = self._now()
-            row.jitter_offset_ms = None
-            row.attempts = 0
-            row.leased_until = None
-            row.last_error = None
-            row.paused = False
-            row.dead_lettered_at = None
+            _replayed(row, self._now())
             row.next_after_lease = None
         self.changes.notify()
 
@@ -541,8 +516,6 @@ class InMemoryScheduleStore(SettlingStore):
         return answer
 
     def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
-        """See :meth:`ScheduleStore.modify_named`: every new row computed before any is
-        stored, under one hold of the lock."""
         with self._lock:
             now = self._now()
             planned = [plan(row.copy(), now) for row in self._named(prefix)]
@@ -558,7 +531,7 @@ class InMemoryScheduleStore(SettlingStore):
             return [row.snapshot() for row in self._named(prefix)]
 
     def _named(self, prefix: str) -> list[ScheduleRecord]:
-        """The live rows whose name starts with ``prefix``, by name (under the lock)."""
+        """The live rows whose name starts with ``prefix``, by name."""
         rows = [
             r
             for r in self._rows.values()
@@ -576,7 +549,6 @@ class InMemoryScheduleStore(SettlingStore):
 
     @property
     def copies_records(self) -> bool:
-        """True: :meth:`export_records` and :meth:`import_records` are implemented."""
         return True
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
@@ -594,7 +566,7 @@ class InMemoryScheduleStore(SettlingStore):
             inserted = 0
             for record in fresh:
                 if record.schedule_id not in self._rows:
-                    self._rows[record.schedule_id] = record.copy()  # never the caller's
+                    self._rows[record.schedule_id] = record.copy()
                     inserted += 1
         if inserted:
             self.changes.notify()

@@ -1,9 +1,7 @@
 """Notices a store gives the worker that is calling it: malformed rows it dead-lettered.
 
-A claim that meets a row it cannot decode dead-letters it (see the stores'
-``claim_due``) and calls :func:`malformed_dead_lettered`; a worker that wants to hear
-of it wraps its claim in :func:`collecting_malformed` (a context variable, so each
-thread or task hears only of its own claims) and reports them to its hooks afterwards.
+A worker wraps its claim in :func:`collecting_malformed` (a context variable: each
+thread or task hears only of its own claims).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Pausing with a note, and resuming, as plans every store runs on a row or a group.
 
-``pause(id, note=...)`` and ``pause_group(group, note=...)`` run :func:`pause_plan`;
-``resume`` and ``resume_group`` run :func:`resume_change`. A group's plan runs on every
-live row named in it inside one transaction (one hold of the memory store's lock):
-:meth:`~hexeract_lite.store.base.ScheduleStore.modify_named`.
-
-The note is kept in the row's ``pause_note`` column while the schedule is paused and
-cleared by its resume. A schedule already paused keeps its own pause and note.
+The note is kept in ``pause_note`` while the schedule is paused and cleared by its
+resume. A schedule already paused keeps its own pause and note.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """ScheduleRecord: one schedule's row, as every store keeps it, in Python types.
 
-Stores convert their rows to a record and let it build the public values, so the
-in-memory store and the SQL stores derive status, snapshots and messages the same way.
+Every store builds its public values (status, snapshots, messages) from a record.
 """
 
 from __future__ import annotations
@@ -28,10 +27,8 @@ _SCAN_JSON: Callable[[str, int], tuple[object, int]] = STRICT_DECODER.scan_once 
 
 def load_payload(text: str) -> object:
     """:func:`~hexeract_lite._json.strict_loads` for a stored payload, its errors
-    included (NaN, the infinities and numbers beyond a float are refused). A payload read
-    back (every claimed row has one) is almost always one JSON value and nothing
-    around it: the decoder's scanner reads that directly, without ``loads``'
-    whitespace handling; anything else gets ``json.loads`` itself."""
+    included; a payload that is one JSON value and nothing around it is scanned
+    directly."""
     try:
         value, end = _SCAN_JSON(text, 0)
     except (StopIteration, TypeError, ValueError, RecursionError):
@@ -41,22 +38,19 @@ def load_payload(text: str) -> object:
 
 @functools.lru_cache(maxsize=1024)
 def cached_target(kind: str, routing_key: str | None) -> Target:
-    """``Target(kind, routing_key)``, built (and validated) once per pair: rows read
-    back share it (a Target is immutable). An invalid pair raises every time."""
+    """``Target(kind, routing_key)``, built once per pair; an invalid pair raises every time."""
     return Target(kind, routing_key)  # type: ignore[arg-type]
 
 
 @functools.lru_cache(maxsize=1024)
 def cached_cron_trigger(expression: str) -> Trigger:
-    """The cron trigger of ``expression`` (with its ``CRON_TZ=`` prefix, if any), parsed
-    once (a Trigger is immutable)."""
+    """The cron trigger of ``expression`` (a ``CRON_TZ=`` prefix included), parsed once."""
     return Trigger("cron", cron_expression=CronExpression.parse(expression))
 
 
 @functools.lru_cache(maxsize=1024)
 def cached_interval_trigger(text: str) -> Trigger:
-    """The interval trigger of a stored ``@every <duration> from <anchor>`` text, parsed
-    once."""
+    """The interval trigger of a stored ``@every <duration> from <anchor>``, parsed once."""
     return Trigger("interval", interval=Interval.parse(text))
 
 
@@ -75,8 +69,7 @@ def rule_text_of(cron_expr: str | None) -> str | None:
 
 
 def stored_rule_text(text: str | None, policy: SchedulePolicy | None) -> str | None:
-    """The ``cron_expr`` to store for a rule's ``text`` under ``policy`` (marked when
-    there is one)."""
+    """The ``cron_expr`` to store for a rule's ``text`` (marked under a ``policy``)."""
     if text is None or policy is None:
         return text
     return POLICY_MARK + text
@@ -126,7 +119,7 @@ def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
     instant its first firing is due (``scheduled_for``: the rule's instant plus its
     jitter), the stored rule text (``cron_expr``, marked under a policy), ``end_at``,
     ``max_firings``, ``jitter_ms``, ``jitter_offset_ms``, ``catch_up``,
-    ``catch_up_limit``. Every store's insert binds these, so they cannot drift."""
+    ``catch_up_limit``. Every store's insert binds these."""
     policy = message.policy
     text = message.trigger.expression
     if policy is None:
@@ -144,8 +137,7 @@ def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
 def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
     """The recurring trigger a row's ``trigger_kind`` and ``cron_expr`` describe; None
     for any other kind. Raises :class:`InvalidTrigger` for a malformed rule text."""
-    if cron_expr is not None and cron_expr.startswith(POLICY_MARK):
-        cron_expr = cron_expr[len(POLICY_MARK) :]
+    cron_expr = rule_text_of(cron_expr)
     if trigger_kind == "cron":
         return cached_cron_trigger(cron_expr or "")
     if trigger_kind == "interval":
@@ -191,8 +183,7 @@ _MESSAGE_COLUMNS = tuple(
 
 
 def message_problem(row: Sequence[Any]) -> str:
-    """Why a row's (registry order) trigger or target columns do not decode ('' when
-    they do)."""
+    """Why a row's (registry order) trigger or target columns do not decode ('' if they do)."""
     trigger_kind, cron_expr, target_kind, routing_key = (row[i] for i in _MESSAGE_COLUMNS)
     problem = rule_problem(trigger_kind, cron_expr)
     if problem:
@@ -326,20 +317,19 @@ class ScheduleRecord:
     def resume_plan(
         self, next: datetime | None, now: datetime
     ) -> tuple[bool, datetime | None, int | None]:
-        """The contract's ``resume`` rule for this row, shared by every store.
+        """The contract's ``resume`` rule for this row: ``(resumes, realign_to,
+        jitter_offset_ms)``.
 
-        Returns ``(resumes, realign_to, jitter_offset_ms)``: a terminal or unpaused row
-        does not resume; with no ``next`` given, a cron or interval row whose
-        ``scheduled_for`` is past (``< now``) realigns to its first instant after ``now``
-        (plus its jitter, the third value), or stays paused when it has none, unless
-        it is inside a backfill's window (``scheduled_for <= backfill_until``), which
-        goes on where it stopped;
-        ``realign_to`` None means: only clear the flag.
+        A terminal or unpaused row does not resume. With no ``next``, a recurring row
+        whose ``scheduled_for`` is past realigns to its first instant after ``now`` (plus
+        its jitter), or stays paused when it has none, unless it is inside a backfill's
+        window (``scheduled_for <= backfill_until``). ``realign_to`` None: only clear
+        the flag.
         """
         if self.is_terminal or not self.paused:
             return False, None, None
         rule = rule_trigger(self.trigger_kind, self.cron_expr)
-        until = self.backfill_until  # a backfill's window goes on where it stopped
+        until = self.backfill_until
         in_window = until is not None and self.scheduled_for <= until
         if next is None and rule is not None and self.scheduled_for < now and not in_window:
             next = rule.next_after(now)
@@ -350,12 +340,7 @@ class ScheduleRecord:
         return True, next, None
 
     def live_lease(self, now: datetime) -> datetime | None:
-        """``leased_until`` while it is live (``> now``), else None.
-
-        Control operations never clear or change a live lease: a worker holding it
-        may be dispatching the occurrence right now, and its acknowledgement (fenced by
-        that lease) must still apply. Only ``cancel`` ends it (the cancellation wins).
-        """
+        """``leased_until`` while it is live (``> now``), else None."""
         leased_until = self.leased_until
         return leased_until if leased_until is not None and leased_until > now else None
 

@@ -35,11 +35,8 @@ MAX_TABLE_NAME_BYTES = 63
 
 def validate_table_name(name: object) -> str:
     """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes
-    and does not begin with ``sqlite_`` (in any case: SQLite reserves those names for
-    its own tables, ``sqlite_schema`` and ``sqlite_master`` among them).
-
-    Checked before a table name is ever put into SQL, so it cannot inject any;
-    anything else raises :class:`InvalidConfiguration` quoting the name.
+    and does not begin with ``sqlite_`` (in any case); else :class:`InvalidConfiguration`
+    quoting the name. Checked before a table name is ever put into SQL.
     """
     if not isinstance(name, str) or not TABLE_NAME_RE.fullmatch(name):
         raise InvalidConfiguration(
@@ -129,10 +126,9 @@ def sqlite_epoch_ms(column: str) -> str:
 
 def sqlite_noncanonical(column: str) -> str:
     """SQL true when ``column`` holds an instant in another layout than
-    ``YYYY-MM-DDTHH:MM:SS.mmmZ`` that SQLite can rewrite as one: SQLite's
-    ``datetime()`` form ``YYYY-MM-DD HH:MM:SS`` (which readers accept), ISO 8601 with
-    a UTC offset (``...T08:00:00-05:00``, what ``isoformat()`` writes), other
-    precisions. Text that is no instant at all is left alone (a claim dead-letters it)."""
+    ``YYYY-MM-DDTHH:MM:SS.mmmZ`` that SQLite can rewrite as one (``YYYY-MM-DD
+    HH:MM:SS``, ISO 8601 with an offset, other precisions). Text that is no instant at
+    all is left alone (a claim dead-letters it)."""
     return (
         f"({column} GLOB {_DATE_GLOB}"
         f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
@@ -154,9 +150,8 @@ OFF_LAYOUT = (
     f"{LIVE} AND (scheduled_for NOT GLOB {_LAYOUT_GLOB} OR leased_until NOT GLOB {_LAYOUT_GLOB})"
 )
 """The WHERE of ``idx_<table>_noncanonical``: a live row with an instant not shaped
-``????-??-??T??:??:??.???Z``. A superset of :data:`NONCANONICAL` that costs one
-``GLOB`` per column on every write of ``leased_until``; queries on the index repeat it,
-then apply :data:`NONCANONICAL`."""
+``????-??-??T??:??:??.???Z`` (a superset of :data:`NONCANONICAL`; queries on the index
+repeat it, then apply :data:`NONCANONICAL`)."""
 
 
 def sqlite_table_ddl(table: str) -> str:
@@ -184,19 +179,13 @@ def sqlite_reference_index_ddl(table: str) -> list[str]:
 def sqlite_extra_index_ddl(table: str) -> list[str]:
     """hexeract_lite's own partial indexes, which keep every worker query O(log n).
 
-    - ``idx_<table>_due``: unleased claimable rows by ``(scheduled_for, schedule_id)``,
-      the claim order; rows in retry backoff are not in it, so they cost a claim
-      nothing (the reference's pending index holds them, and a claim would scan them).
-    - ``idx_<table>_leased``: leased rows (in flight or in backoff) by
-      ``(leased_until, scheduled_for)``: a claim reads only those whose lease has
-      expired, and the wake-up hint reads the first one.
-    - ``idx_<table>_exhausted``: rows out of attempts, for the sweep run every cycle.
-    - ``idx_<table>_paused``: paused rows, so ``list_pending`` merges two index walks.
+    - ``idx_<table>_due``: unleased claimable rows in claim order;
+    - ``idx_<table>_leased``: leased rows by ``(leased_until, scheduled_for)``, for
+      expired leases and the wake-up hint;
+    - ``idx_<table>_exhausted``: rows out of attempts, for the sweep;
+    - ``idx_<table>_paused``: paused rows, for ``list_pending``;
     - ``idx_<table>_noncanonical``: live rows with an instant in another layout
       (:data:`OFF_LAYOUT`); normally empty.
-
-    Each holds only the rows its query wants: a new row adds one entry (to ``due``)
-    beyond the reference's indexes.
     """
     t = validate_sqlite_table_name(table)
     return [
@@ -237,10 +226,8 @@ def sqlite_unique_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_runs_ddl(table: str) -> list[str]:
-    """The run log beside ``table``: ``<table>_runs``, one row per dispatch attempt or
-    firing settled without one, its instants in integer milliseconds since the Unix
-    epoch (UTC), with its indexes by ``finished`` (the newest first, per hour, pruning)
-    and by schedule. The reference never reads it."""
+    """The run log beside ``table``: ``<table>_runs``, its instants in integer
+    milliseconds since the Unix epoch, indexed by ``finished`` and by schedule."""
     t = validate_sqlite_table_name(table)
     return [
         f"CREATE TABLE IF NOT EXISTS {t}_runs (\n"

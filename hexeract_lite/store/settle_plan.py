@@ -49,11 +49,9 @@ def settle_plan(
     - ``cancelled``: ``now``;
     - ``released``: nothing more.
 
-    Instants are encoded with ``encode_instant`` (``now`` once for the batch). Every
-    ``failed`` item's deadline is computed before anything else, fenced out or not, so
-    a ``retry_in`` past the year 9999 raises
-    :class:`~hexeract_lite.errors.InvalidConfiguration` naming it before a store
-    writes anything. Pure: no I/O.
+    Every ``failed`` item's deadline is computed first, fenced out or not, so a
+    ``retry_in`` past the year 9999 raises
+    :class:`~hexeract_lite.errors.InvalidConfiguration` before anything is written.
     """
     deadlines: dict[int, datetime] = {}
     if now is not None:

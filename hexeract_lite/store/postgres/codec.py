@@ -1,10 +1,4 @@
-"""Rows of the PostgreSQL table as Python values, and rows that cannot be.
-
-The PostgreSQL codec of the column registry: the select list every read uses, one
-decoder per :class:`~hexeract_lite.store.columns.ColumnKind`, and :func:`diagnose`,
-naming the column of a row no schedule has (an unparseable cron expression, an
-instant outside Python's years 1-9999 such as ``'infinity'``).
-"""
+"""The PostgreSQL codec: rows of the table as Python values, and rows that cannot be."""
 
 from __future__ import annotations
 
@@ -95,8 +89,8 @@ def fetch_rows(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
 
 
 def _load_leniently(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]] | None:
-    """The result loaded value by value, an :class:`Unreadable` for each value that
-    fails; None when the result is not there to load."""
+    """The result loaded value by value, :class:`Unreadable` for one that fails; None
+    when there is no result."""
     result = cur.pgresult
     if result is None:
         return None
@@ -134,14 +128,10 @@ def jsonb_text(payload_json: str) -> str:
     """The payload text to bind for the ``JSONB`` column: the same JSON value, with
     every float written so that it comes back a float.
 
-    ``JSONB`` keeps a number as ``numeric``, and one written with a non-negative
-    exponent (``json.dumps`` writes floats from 1e16 up that way) is stored without a
-    fraction: read back it would be an int, ``10**20`` for ``1e20``, and for most
-    such floats not even an equal number (``1.23456789012345e25`` comes back
-    ``12345678901234500000000000``). Such a number (outside strings, at any depth) is
-    sent as the float JSON reads it, written as its exact integer value with ``.0``,
-    which ``numeric`` keeps, so it decodes to the same float; one too big for a float
-    is sent as it is (the server decides). Any other text is sent as it is."""
+    ``JSONB`` stores a number with a non-negative exponent (``1e20``) as a ``numeric``
+    without a fraction, which reads back as an int. Such a number, outside strings, is
+    sent as its exact integer value with ``.0``, so it decodes to the same float; one
+    too big for a float, and any other text, is sent as it is."""
     if not _EXPONENT_FORM.search(payload_json):
         return payload_json
     return _STRING_OR_BIG.sub(_float_kept, payload_json)
@@ -172,8 +162,7 @@ def same(value: Any) -> Any:
 
 
 def encode_lease(lease: object) -> datetime | None:
-    """The lease as bound, or None (fenced out without SQL) when it is no aware datetime,
-    which no lease this store hands out can equal."""
+    """The lease as bound; None (fenced out without SQL) when it is no aware datetime."""
     if isinstance(lease, datetime) and lease.utcoffset() is not None:
         return lease
     return None
@@ -205,8 +194,7 @@ _REQUIRED = tuple(index for index, column in enumerate(COLUMNS) if column.requir
 
 
 def record(row: Sequence[Any]) -> ScheduleRecord:
-    """A row of :func:`select_list` as a record (raises on an undecodable value; use
-    :func:`diagnose` to name the column)."""
+    """A row of :func:`select_list` as a record; raises on an undecodable value."""
     values = [decode(value) for decode, value in zip(_ROW_DECODERS, row, strict=False)]
     for index in _REQUIRED:
         if values[index] is None:
@@ -245,8 +233,7 @@ def diagnose(row: Sequence[Any]) -> str:
 
 
 def why(row: Sequence[Any], exc: BaseException) -> str:
-    """The reason a row failed to decode: the column :func:`diagnose` names, else the
-    exception."""
+    """Why a row did not decode: the column :func:`diagnose` names, else the exception."""
     return diagnose(row) or f"{type(exc).__name__}: {exc}"
 
 

@@ -1,9 +1,7 @@
 """The PostgreSQL store's connections: the pool, the change listener, and forks.
 
-:class:`Connections` owns everything of a store that talks to the server: the pool
-(the store's bounds set on every connection), the ``NOTIFY`` it sends after a change
-and the ``LISTEN`` ing thread (:mod:`.notify`). A child made by ``os.fork()`` abandons
-the parent's pool and listener without touching them and connects afresh on first use.
+A child made by ``os.fork()`` abandons the parent's pool and listener without touching
+them and connects afresh on first use.
 """
 
 from __future__ import annotations
@@ -99,11 +97,9 @@ _TCP_DEFAULTS: dict[str, int] = {
     "keepalives_count": 3,
     "tcp_user_timeout": 30_000,
 }
-"""libpq's TCP settings, unless the connection string sets its own: a server host that
-vanished without closing its connections (power loss, a network partition) is noticed
-in about 30 s on an idle connection and after 30 s of unacknowledged data on a busy
-one, instead of the system's TCP timeouts (minutes to hours). Ignored on Unix-domain
-sockets and on systems without these options."""
+"""libpq's TCP settings, unless the connection string sets its own, so that a server
+host that vanished without closing its connections is noticed (ignored on Unix-domain
+sockets and systems without these options)."""
 
 
 def _connect_kwargs(timeouts: Timeouts, conninfo: str) -> dict[str, Any]:

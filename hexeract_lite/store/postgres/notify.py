@@ -1,10 +1,7 @@
 """Cross-process wake-ups for the PostgreSQL store: ``LISTEN``/``NOTIFY``.
 
-After a commit that may make work claimable a store notifies its table's channel
-(:func:`channel_name`). A claiming store runs one :class:`ChangeListener`, a daemon
-thread on one extra connection that signals the store's ``changes`` on another store's
-notification. Notifications are a hint: a lost one costs at most a poll interval, and
-the listener signals after it reconnects.
+Notifications are a hint: a lost one costs at most a poll interval, and the listener
+signals after it reconnects.
 """
 
 from __future__ import annotations

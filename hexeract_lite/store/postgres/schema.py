@@ -1,17 +1,10 @@
 """The PostgreSQL table: its DDL text, its schema version and the upgrade ladder.
 
-Pure Python at import time (psycopg is only named for type checking), so
-``hexeract scheduler schema --dialect postgres`` works without the ``postgres`` extra.
-The store creates its table with exactly :func:`postgres_ddl` and opens one with
-:func:`ensure_schema`. The columns are the registry's
-(:data:`~hexeract_lite.store.columns.COLUMNS`); the indexes are all partial: the
-reference's two (:data:`REFERENCE_INDEXES`, its names and definitions word for word)
-and ours (:data:`EXTRA_INDEXES`). The run log is the table ``<table>_runs`` beside it.
-
-A table's schema version is recorded in :data:`META_TABLE` (``table_name``,
-``version``), as on SQLite; a table without a row there is version 0 (the
-reference's). Every change to :func:`postgres_ddl` bumps :data:`SCHEMA_VERSION` and
-adds a step to the ladder (a test pins the DDL's digest to the version).
+Imports no psycopg at run time, so ``hexeract scheduler schema --dialect postgres``
+works without the ``postgres`` extra. A table's version is recorded in
+:data:`META_TABLE`; a table without a row there is version 0 (the reference's). Every
+change to :func:`postgres_ddl` bumps :data:`SCHEMA_VERSION` and adds a step to the
+ladder.
 """
 
 from __future__ import annotations
@@ -44,7 +37,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 7
-"""The schema version this code writes and understands (see the module's notes)."""
+"""The schema version this code writes and understands."""
 
 META_TABLE = "hexeract_lite_schema"
 """Where each table's schema version is recorded: ``(table_name, version)``."""
@@ -76,8 +69,7 @@ RETENTION_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("delivered", "delivered_at", "delivered_at IS NOT NULL"),
     ("cancelled", "cancelled_at", "cancelled_at IS NOT NULL"),
 )
-"""Ended rows by when they ended (version 5): ``stats`` counts them on the index and
-``prune`` finds those older than its cut-off without reading any other row."""
+"""Ended rows by when they ended, for ``stats`` and ``prune``."""
 
 EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("due", "scheduled_for, schedule_id", UNLEASED_PREDICATE),
@@ -99,8 +91,7 @@ LATER_COLUMNS: dict[str, int] = {
     "misfire_grace_ms": 4,
     **dict.fromkeys(POLICY_COLUMNS, 7),
 }
-"""Columns of ours, by the version that added them; an older table lacks them until
-it is upgraded (the reference's table never has them)."""
+"""Columns of ours, by the version that added them."""
 
 
 def quote_ident(name: str) -> str:
@@ -109,9 +100,8 @@ def quote_ident(name: str) -> str:
 
 
 def _within_limit(prefix: str, table: str, suffix: str) -> str:
-    """``<prefix><table>_<suffix>`` within PostgreSQL's 63-byte identifier limit (which
-    it would silently truncate): when too long, the table part is cut and an 8-hex-digit
-    hash of the full table name keeps it unique."""
+    """``<prefix><table>_<suffix>`` within PostgreSQL's 63-byte identifier limit: when
+    too long, the table part is cut and an 8-hex-digit hash of the table keeps it unique."""
     name = f"{prefix}{table}_{suffix}"
     if len(name.encode()) <= MAX_TABLE_NAME_BYTES:
         return name
@@ -178,12 +168,9 @@ def postgres_runs_ddl(table: str) -> str:
 
 
 def postgres_ddl(table: str = DEFAULT_TABLE) -> str:
-    """The statements that create the table and its indexes, idempotently (``IF NOT
-    EXISTS``). ``table`` is validated
-    (:func:`~hexeract_lite.store.schema.validate_table_name`) and quoted (case and
-    reserved words kept). The version record is the store's to write: a table made from
-    this text alone is adopted as version 0 and upgraded, changing only the record.
-    """
+    """The statements that create the table and its indexes, idempotently, ``table``
+    validated and quoted. A table made from this text alone (no version record) is
+    adopted as version 0 and upgraded, changing only the record."""
     validate_table_name(table)
     return (
         _table_ddl(table)
@@ -204,9 +191,7 @@ def reference_ddl(table: str = DEFAULT_TABLE) -> str:
 
 
 def _upgrade_to_1(conn: psycopg.Connection[Any], table: str) -> None:
-    """0 → 1: hexeract_lite's three indexes (a no-op on a table an older hexeract_lite
-    created, which has them). The definitions are this step's own, not
-    :data:`EXTRA_INDEXES`, which a later version may change."""
+    """0 → 1: hexeract_lite's three indexes (this step's own definitions)."""
     conn.execute(
         _index_ddl(
             table,
@@ -221,9 +206,7 @@ def _upgrade_to_1(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
-    """1 → 2: the claim reads two indexes, fresh rows from ``due`` and expired leases
-    from ``reclaim``, so rows in flight or in backoff cost it nothing; ``claim`` and
-    ``leased``, which held those rows, go."""
+    """1 → 2: the ``due`` and ``reclaim`` indexes replace ``claim`` and ``leased``."""
     pending = PENDING_PREDICATE
     conn.execute(
         _index_ddl(
@@ -244,10 +227,7 @@ def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
-    """2 → 3: named schedules: the nullable ``name`` and
-    ``next_after_lease`` columns, and a unique index on ``name`` over the rows that
-    have one. Nullable without a default: the reference's statements, which name
-    their columns, work on the table as before."""
+    """2 → 3: the nullable ``name`` and ``next_after_lease`` columns, ``name`` unique."""
     qtable = quote_ident(table)
     conn.execute(f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS name TEXT".encode())
     conn.execute(
@@ -257,16 +237,13 @@ def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_4(conn: psycopg.Connection[Any], table: str) -> None:
-    """3 → 4: the misfire grace: the nullable ``misfire_grace_ms BIGINT``
-    column (NULL: no grace). The reference's statements never name it; its inserts
-    leave it NULL."""
+    """3 → 4: the nullable ``misfire_grace_ms`` column."""
     qtable = quote_ident(table)
     conn.execute(f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS misfire_grace_ms BIGINT".encode())
 
 
 def _upgrade_to_5(conn: psycopg.Connection[Any], table: str) -> None:
-    """4 → 5: delivered and cancelled rows indexed by when they ended (``stats``,
-    ``prune``)."""
+    """4 → 5: delivered and cancelled rows indexed by when they ended."""
     conn.execute(
         _index_ddl(
             table,
@@ -279,15 +256,12 @@ def _upgrade_to_5(conn: psycopg.Connection[Any], table: str) -> None:
 
 
 def _upgrade_to_6(conn: psycopg.Connection[Any], table: str) -> None:
-    """5 → 6: the run log beside the table (a table of its own: the reference never
-    names it)."""
+    """5 → 6: the run log's table."""
     conn.execute(postgres_runs_ddl(table).encode())
 
 
 def _upgrade_to_7(conn: psycopg.Connection[Any], table: str) -> None:
-    """6 → 7: the nullable policy and long-handler columns
-    (:data:`~hexeract_lite.store.columns.POLICY_COLUMNS`). The reference's statements
-    never name them."""
+    """6 → 7: the nullable policy and long-handler columns."""
     qtable = quote_ident(table)
     declared = dict(POSTGRES_COLUMNS)
     adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {n} {declared[n]}" for n in POLICY_COLUMNS)
@@ -303,9 +277,8 @@ _UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
     _upgrade_to_6,
     _upgrade_to_7,
 )
-"""``_UPGRADES[v]`` moves a table from version v to v + 1; run in order, in one
-transaction. Every step is idempotent (``IF [NOT] EXISTS``), so running the ladder
-again from 0 on a table that is further along repairs it and changes nothing else."""
+"""``_UPGRADES[v]`` moves a table from version v to v + 1, idempotently: the ladder run
+again from 0 on a table further along repairs it and changes nothing else."""
 assert len(_UPGRADES) == SCHEMA_VERSION
 
 
@@ -360,10 +333,9 @@ def _too_new(table: str, where: str, version: int) -> StoreError:
 
 
 def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
-    """The indexes of :data:`INDEXES` that ``table`` lacks (a table dropped and made
-    again by another tool keeps a stale version record, but not our indexes)."""
+    """The indexes ``table`` lacks (a table another tool made again keeps its record)."""
     names = [postgres_index_name(table, suffix) for suffix, _, _ in INDEXES + UNIQUE_INDEXES]
-    runs = runs_table_name(table)  # and the run log's (gone with its table)
+    runs = runs_table_name(table)
     names += [postgres_index_name(runs, "finished"), postgres_index_name(runs, "schedule")]
     rows = conn.execute(
         "SELECT name FROM unnest(%s::text[]) AS name WHERE to_regclass(quote_ident(name)) IS NULL",
@@ -377,12 +349,9 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     its schema version after the call.
 
     :class:`StoreError` for a version newer than :data:`SCHEMA_VERSION`, a missing
-    table with ``create=False`` or a table lacking a column of the layout. With
-    ``create=True`` a missing table is created and an older one (or one lacking an
-    index) taken through the ladder, in one transaction under advisory locks, with no
-    statement timeout. With ``create=False`` nothing is written: an older table with
-    every column is used as it is; one lacking a column of ours raises
-    :class:`StoreError` naming them.
+    table with ``create=False`` or a table lacking a column. ``create=True``: a missing
+    table is created and an older one taken through the ladder, in one transaction
+    under advisory locks. ``create=False`` writes nothing.
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:
@@ -403,8 +372,7 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
         if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
             return version or 0
     with conn.transaction():
-        # workers starting together must not race on CREATE ... IF NOT EXISTS: the
-        # table's lock (the one hexeract_lite always took), then the version table's
+        # workers starting together must not race on CREATE ... IF NOT EXISTS
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(table)])
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [_META_LOCK_KEY])
         conn.execute("SET LOCAL statement_timeout = 0")

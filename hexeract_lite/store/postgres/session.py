@@ -1,11 +1,7 @@
 """How long the PostgreSQL store waits, and what it says when it gave up.
 
-Every wait of :class:`~hexeract_lite.store.postgres.PostgresScheduleStore` is bounded
-(as ``busy_timeout`` bounds SQLite's): connecting (``connect_timeout``), waiting for a
-free pooled connection (``pool_timeout``), waiting for a lock another session holds
-(the server's ``lock_timeout``) and a statement as a whole (the server's
-``statement_timeout``). :func:`store_error` turns the driver's error into a
-:class:`~hexeract_lite.errors.StoreError` that says which of them ran out.
+:func:`store_error` turns the driver's error into a
+:class:`~hexeract_lite.errors.StoreError` that says which bound ran out.
 """
 
 from __future__ import annotations

@@ -119,15 +119,10 @@ class Statements(SharedStatements):
             " ON CONFLICT (schedule_id) DO NOTHING"
             " RETURNING schedule_id"
         )
-        # The claim is one statement over two indexes: fresh rows (no lease) in claim
-        # order from idx_due, expired leases from idx_reclaim (a leased row is claimable
-        # once GREATEST(scheduled_for, leased_until) <= now), each locked skipping rows
-        # another claim holds, merged, the first batch_size stamped and returned. Rows
-        # in flight or in backoff are in neither range. (The always-true lower bound
-        # makes the planner estimate the expired range as a range, i.e. small, so it
-        # reads idx_reclaim rather than walking the pending rows in claim order; it has
-        # no statistics for a partial index's expression.) RETURNING order is
-        # unspecified: the caller sorts.
+        # One statement over two indexes: fresh rows from idx_due, expired leases from
+        # idx_reclaim, each locked skipping rows another claim holds, merged. The
+        # always-true lower bound makes the planner read idx_reclaim as a small range
+        # (it has no statistics for a partial index's expression). The caller sorts.
         self.claim = q(
             "WITH fresh AS (SELECT schedule_id, scheduled_for FROM {t}"
             " WHERE scheduled_for <= {now} AND {unleased} AND attempts < max_attempts"
@@ -222,8 +217,7 @@ class Statements(SharedStatements):
 
 
 # -- upkeep: listing by id, replay, stats, prune (each count's WHERE repeats a partial
-# index's condition, so the planner counts on that index and never reads rows of
-# another status)
+# index's condition, so the planner counts on that index)
 
 
 def list_statement(
@@ -288,10 +282,8 @@ def stats_statement(table: str, now: sql.Composable) -> sql.Composed:
 
 def prune_statements(table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
     """(count, delete a batch) of the rows whose ``column`` (an end instant) is before
-    ``%(cut)s``; ``%(n)s`` rows per delete, found on the column's partial index. The
-    delete repeats the condition outside the batch's subquery: a row another
-    transaction changed meanwhile (a cancelled schedule declared again) is checked
-    again as it is now, under READ COMMITTED, and kept."""
+    ``%(cut)s``, ``%(n)s`` rows per delete. The delete repeats the condition outside
+    its subquery, so a row another transaction changed meanwhile is kept."""
     names = {"t": sql.Identifier(table), "c": sql.Identifier(column)}
     where: LiteralString = "{c} IS NOT NULL AND {c} < %(cut)s"
     count = sql.SQL("SELECT count(*) FROM {t} WHERE " + where).format(**names)

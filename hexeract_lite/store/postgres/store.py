@@ -1,10 +1,7 @@
 """PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract.
 
-The table is the reference's PostgreSQL layout (:mod:`.schema`). Claims lock their rows
-``FOR UPDATE SKIP LOCKED``; every wait is bounded; ``payload`` is ``JSONB``
-(``payload_json`` is the compact text of the stored value,
-:func:`~hexeract_lite.store.postgres.codec.jsonb_text`); commits that may make work
-claimable send a ``NOTIFY`` on the table's channel (:mod:`.notify`).
+Claims lock their rows ``FOR UPDATE SKIP LOCKED``; every wait is bounded; commits that
+may make work claimable send a ``NOTIFY`` on the table's channel (:mod:`.notify`).
 """
 
 from __future__ import annotations
@@ -105,9 +102,6 @@ def _is_json(text: str) -> bool:
     return True
 
 
-# -- the store ----------------------------------------------------------------------
-
-
 class PostgresScheduleStore(SqlScheduleStore):
     """Schedules in a PostgreSQL table, shared by every worker that can reach it.
 
@@ -139,14 +133,13 @@ class PostgresScheduleStore(SqlScheduleStore):
         listen: bool = True,
         version: int = SCHEMA_VERSION,
     ) -> None:
-        """Use :meth:`open`: it checks the arguments and the table first."""
+        """Use :meth:`open`."""
         super().__init__()
         self._table = table
         self._clock = clock
         self._use_database_clock = use_database_clock
         self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
-        # the run log: from version 6 (a table opened with create=False may be older)
         if version >= RUNS_VERSION:
             self._run_sql = run_statements(table)
             self._sweep_runs = sweep_runs(table, self._sql.sweep)
@@ -185,13 +178,11 @@ class PostgresScheduleStore(SqlScheduleStore):
         ``conninfo`` is a libpq URL (``postgresql://user:password@host:5432/db``,
         ``postgres://...``) or ``key=value`` string.
 
-        ``create=True`` creates the table and its indexes when it is missing
-        (:func:`~hexeract_lite.store.postgres.schema.postgres_ddl`) and upgrades an older
-        one (the reference's included), under advisory locks. With ``create=False``
-        nothing is written: a missing table is a :class:`StoreError`, an older one is
-        used as it is when it has every column (else a :class:`StoreError` naming
-        them). Either way a table lacking a column of the reference's layout, or of a
-        schema version newer than this code, is a :class:`StoreError`.
+        ``create=True`` creates the table when it is missing and upgrades an older one
+        (the reference's included). With ``create=False`` nothing is written: a missing
+        table, or an older one lacking a column, is a :class:`StoreError`. Either way a
+        table lacking a column of the reference's layout, or of a newer schema version,
+        is a :class:`StoreError`.
 
         Bounds on waiting, each a :class:`~datetime.timedelta`:
 
@@ -206,8 +197,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         threads share (``0 <= min <= max``, ``max >= 1``). ``use_database_clock``: every
         instant the store stamps or compares comes from the server (``claim_due`` only
         checks the ``now`` it is given). ``listen``: from its first claim on, one more
-        connection ``LISTEN`` s for other processes' changes and signals
-        :attr:`changes`, so an idle worker wakes at once; ``False`` (for a pooler in
+        connection ``LISTEN`` s for other processes' changes; ``False`` (for a pooler in
         transaction mode) leaves the worker to its polling. Every argument is checked
         before anything connects (:class:`InvalidConfiguration` naming it and the value).
         """
@@ -253,21 +243,15 @@ class PostgresScheduleStore(SqlScheduleStore):
     # -- plumbing ----------------------------------------------------------------
 
     @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from (unused with ``use_database_clock``)."""
-        return self._clock
-
-    @property
     def uses_database_clock(self) -> bool:
-        """True when instants come from the server's clock, not :attr:`clock`."""
+        """True when instants come from the server's clock, not :attr:`clock` (unused then)."""
         return self._use_database_clock
 
     def __repr__(self) -> str:
         return f"PostgresScheduleStore({self._where!r}, table={self._table!r})"
 
     def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
-        """``now + retry_in`` (the client clock's now in database-clock mode, for the
-        check only); past the year 9999: :class:`InvalidConfiguration`."""
+        """``now + retry_in``; past the year 9999: :class:`InvalidConfiguration`."""
         start = now if now is not None else self._now()
         try:
             return to_utc_ms(start + retry_in, "retry deadline")
@@ -280,14 +264,11 @@ class PostgresScheduleStore(SqlScheduleStore):
     # -- the SQL base's hooks ------------------------------------------------------
 
     def _connection(self, action: str) -> AbstractContextManager[Conn]:
-        """A pooled connection; driver errors become :class:`StoreError`."""
         return self._db.connection(action)
 
     @contextmanager
     def _write(self, what: str, *, worker: bool = False, atomic: bool = True) -> Iterator[Session]:
-        """A transaction on one pooled connection (with ``atomic=False``, the
-        statements in autocommit); after it, the ``NOTIFY`` and the change signal
-        :meth:`Session.wake` asked for."""
+        """A transaction on one pooled connection (``atomic=False``: autocommit)."""
         with self._connection(what) as conn:
             tx = PostgresSession(conn)
             if atomic:
@@ -310,8 +291,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         return params
 
     def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
-        """The row locked ``FOR UPDATE`` and the statement's now (the server's with
-        ``use_database_clock``)."""
+        """The row locked ``FOR UPDATE`` and the statement's now."""
         rows = tx.fetch(self._sql.lock_row, self._with_now({"id": sid}))
         if not rows:
             raise ScheduleNotFound(sid)
@@ -354,8 +334,8 @@ class PostgresScheduleStore(SqlScheduleStore):
     def insert(
         self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
     ) -> None:
-        """``connection``: a ``psycopg`` connection (or transaction) on this database:
-        written inside its transaction (:func:`.transaction.insert_within`)."""
+        """``connection``: a ``psycopg`` connection on this database, a transaction open:
+        the row is written inside it."""
         self.insert_many([message], max_attempts, connection=connection)
 
     def insert_many(
@@ -424,8 +404,7 @@ class PostgresScheduleStore(SqlScheduleStore):
     # -- worker ------------------------------------------------------------------------
 
     def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
-        """The claim's parameters (``now`` checked); starts listening first, so that no
-        change after the claim goes unheard."""
+        """The claim's parameters; listening starts first, so no later change goes unheard."""
         if self._db.wants_listener:
             self._db.start_listening()
         return {
@@ -436,9 +415,8 @@ class PostgresScheduleStore(SqlScheduleStore):
         }
 
     def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
-        """Each item's statement parameters, in order; with ``use_database_clock`` the
-        server's clock sets the deadlines, but a ``retry_in`` past the year 9999 is
-        still refused before anything is written."""
+        """With ``use_database_clock`` the server sets the deadlines, but a ``retry_in``
+        past the year 9999 is still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
         if now is None:
             for item in checked:
@@ -454,8 +432,6 @@ class PostgresScheduleStore(SqlScheduleStore):
         )
 
     def dead_letter_exhausted(self) -> int:
-        """See :meth:`ScheduleStore.dead_letter_exhausted`: one statement, with the
-        swept rows' runs when the store keeps a run log."""
         params = self._with_now({"error": SWEEP_ERROR, "kept": SWEEP_KEPT})
         statement: Any = self._sql.sweep
         if self._run_sql is not None:
@@ -465,7 +441,6 @@ class PostgresScheduleStore(SqlScheduleStore):
             return conn.execute(statement, params).rowcount
 
     def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
-        """The batch's runs in one ``executemany`` (pipelined)."""
         assert self._run_sql is not None
         with tx.conn.cursor() as cur:
             cur.executemany(self._run_sql.insert, rows)
@@ -481,9 +456,6 @@ class PostgresScheduleStore(SqlScheduleStore):
         return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_within`: through the caller's ``psycopg``
-        connection, the row locked ``FOR UPDATE``
-        (:func:`~hexeract_lite.store.postgres.transaction.modify_within`)."""
         from .transaction import modify_within
 
         return modify_within(self, connection, check_schedule_id(schedule_id), plan)
@@ -491,16 +463,10 @@ class PostgresScheduleStore(SqlScheduleStore):
     # -- copying rows between stores ---------------------------------------------------
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
-        r"""See :meth:`ScheduleStore.import_records`: one ``INSERT ... ON CONFLICT
-        (schedule_id) DO NOTHING`` statement.
-
-        What PostgreSQL cannot hold is refused and nothing of the batch is written:
-        ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`)
-        and a NUL character in a text column (:class:`InvalidMessage`) before the
-        statement is sent, naming the schedule; a NUL in a payload string (``\u0000``,
-        which ``JSONB`` rejects) or a payload that is not JSON (a row another tool wrote)
-        by the server, as :class:`InvalidMessage` naming the likely schedules.
-        """
+        r"""What PostgreSQL cannot hold is refused and nothing of the batch is written:
+        ``attempts``/``max_attempts`` above 2**31 - 1 (:class:`InvalidConfiguration`), a
+        NUL in a text column or a payload string (``\u0000``) or a payload that is not
+        JSON (:class:`InvalidMessage` naming the schedules)."""
         rows = check_records(records)
         if not rows:
             return 0

@@ -1,13 +1,8 @@
 """Transactions the application shares with the PostgreSQL store.
 
-- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
-  ``psycopg`` connection inside its transaction, under a savepoint, with the ``NOTIFY``
-  that PostgreSQL delivers at the caller's commit; nothing is committed here.
-- :class:`PostgresTransactionRunner`: the PostgreSQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`. ``SET LOCAL`` timeouts end a
-  slow statement or an idle transaction on the server, and at the deadline a watchdog
-  terminates the session (``pg_terminate_backend``); a handler that returns after the
-  deadline is rolled back.
+:func:`insert_within` and :func:`modify_within` write through the caller's ``psycopg``
+connection inside its transaction, under a savepoint, with a ``NOTIFY`` delivered at the
+caller's commit; nothing is committed here.
 """
 
 from __future__ import annotations
@@ -80,9 +75,9 @@ _IDENTITY = (
     "SELECT current_database(), current_setting('port'), pg_postmaster_start_time(),"
     " to_regclass(%s)::oid::bigint"
 )
-"""What tells one database's table apart: the database, the server (its port and start
-instant: the same whatever the route to it, TCP from any address or a unix socket) and
-the table's oid as the connection resolves its name."""
+"""What tells one database's table apart, whatever the route to the server: the
+database, the server's port and start instant, the table's oid as the connection
+resolves its name."""
 
 
 def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
@@ -95,8 +90,7 @@ _IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDi
 
 
 _AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
-"""After the handler: its transaction is still the sink's, and the table's name still
-resolves to the store's table (not to a TEMP table the handler made)."""
+"""After the handler: the sink's transaction, and what the table's name resolves to."""
 
 
 def _shadowed(store: StoreSide) -> DispatchError:
@@ -168,12 +162,11 @@ def insert_within(
     insert_sql: Any,
     what: str,
 ) -> None:
-    """Insert ``messages`` (bound as ``params`` to ``insert_sql``) through the caller's
-    connection, inside its transaction, with a ``NOTIFY`` that PostgreSQL delivers at
-    its commit. Raises :class:`InvalidArgument` for a connection that is closed, on
-    another database, read-only, failed, or in autocommit mode with no transaction;
-    :class:`DuplicateSchedule` for an id stored already or repeated in the batch (the
-    batch undone, the caller's transaction still usable); :class:`StoreError` for a
+    """Insert ``messages`` (``params`` bound to ``insert_sql``) through the caller's
+    connection, inside its transaction. :class:`InvalidArgument` for a connection that
+    is closed, on another database, read-only, failed, or in autocommit mode with no
+    transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
+    (the batch undone, the caller's transaction usable); :class:`StoreError` for a
     driver error."""
     with _tuple_rows(connection):
         conn = _check(store, connection, what)
@@ -193,11 +186,9 @@ def insert_within(
 def modify_within(
     store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
-    """Lock the row of ``schedule_id`` (``FOR UPDATE``) through the caller's
-    connection, run ``plan`` on it and write back the record it returns, with a
-    ``NOTIFY`` delivered at the caller's commit, inside the caller's transaction (a
-    savepoint; nothing committed); return the plan's answer. The connection's checks
-    and errors are :func:`insert_within`'s; an unknown id: :class:`ScheduleNotFound`."""
+    """``modify_record`` through the caller's connection inside its transaction, the row
+    locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
+    id: :class:`ScheduleNotFound`."""
     what = "modify"
     with _tuple_rows(connection):
         conn = _check(store, connection, what)
@@ -212,8 +203,7 @@ def modify_within(
 
 @contextlib.contextmanager
 def _tuple_rows(connection: object) -> Iterator[None]:
-    """The caller's connection reads tuples while the store uses it, whatever
-    ``row_factory`` the app gave it (restored afterwards)."""
+    """The caller's connection reads tuples while the store uses it."""
     if isinstance(connection, psycopg.Transaction):
         connection = connection.connection
     if not isinstance(connection, psycopg.Connection):
@@ -230,8 +220,7 @@ def _tuple_rows(connection: object) -> Iterator[None]:
 def _savepoint(
     store: StoreSide, conn: psycopg.Connection[Any], what: str
 ) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction; a
-    read-only one: :class:`InvalidArgument`."""
+    """:func:`~hexeract_lite.store.sql.runner.savepoint`; read-only: :class:`InvalidArgument`."""
 
     def read_only(exc: BaseException) -> Exception | None:
         if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
@@ -242,16 +231,13 @@ def _savepoint(
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
-    """Close the sink's connection when its runner goes away (not in a forked child)."""
     if pid == os.getpid():
         with contextlib.suppress(psycopg.Error):
             conn.close()
 
 
 def _ended(handler: object) -> DispatchError:
-    """The failure of a handler that ended the sink's transaction itself (a ``COMMIT``
-    or ``ROLLBACK`` statement: psycopg refuses only its own ``commit()``/``rollback()``
-    inside the transaction); what it wrote after that is rolled back."""
+    """The failure of a handler that ran ``COMMIT`` or ``ROLLBACK`` as SQL."""
     return DispatchError(
         f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
         " ROLLBACK or END run as SQL); its writes after that were rolled back. A handler"
@@ -260,8 +246,7 @@ def _ended(handler: object) -> DispatchError:
 
 
 def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
-    """The watchdog's action for the sink's session ``pid``: terminate it from a pooled
-    connection, which rolls its transaction back and frees its locks on the server."""
+    """The watchdog's action: terminate the sink's session ``pid`` from a pooled connection."""
 
     def end() -> None:
         try:
@@ -274,8 +259,8 @@ def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
 
 
 class PostgresTransactionRunner(TransactionRunner):
-    """Runs a transactional handler for one occurrence at a time on PostgreSQL (see
-    :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the results)."""
+    """:class:`TransactionRunner` on PostgreSQL: ``SET LOCAL`` timeouts, and at the
+    deadline the watchdog terminates the session; a handler returning late is rolled back."""
 
     _store: StoreSide
     _conn: psycopg.Connection[Any] | None
@@ -286,15 +271,13 @@ class PostgresTransactionRunner(TransactionRunner):
         if self._conn is None or self._conn.closed or self._conn.broken:
             db = self._store._db
             self._conn = conn = connect(db._conninfo, db.timeouts)
-            # Not autocommit: should the handler end the transaction with a COMMIT or
-            # ROLLBACK statement, its later writes open a new transaction (which the
-            # sink rolls back) instead of committing one by one.
+            # a handler's COMMIT then opens a new transaction, which the sink rolls back
             conn.autocommit = False
             weakref.finalize(self, _close_quietly, conn, os.getpid())
         return self._conn
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
-        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
+        """The handler and ``occ``'s acknowledgement in one transaction."""
         from ...transactional import bad_return, timed_out
 
         store = self._store
@@ -338,7 +321,7 @@ class PostgresTransactionRunner(TransactionRunner):
                     raise _shadowed(store)
                 if time.monotonic() > deadline:
                     raise timed_out(self._timeout, None)
-                if self._runs is not None:  # the delivery's run, in the handler's transaction
+                if self._runs is not None:
                     conn.execute(self._runs.insert, self._run_row(occ, began))
                 if settlement.wakes:
                     conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
@@ -363,8 +346,7 @@ class PostgresTransactionRunner(TransactionRunner):
         return Acknowledged(settlement=settlement, applied=True)
 
     def _disarm(self) -> bool:
-        """Stop the deadline's watch; True if it ended the session (which the next run
-        replaces: it may have ended just after a commit)."""
+        """Stop the watchdog; True if it ended the session (the next run replaces it)."""
         fired = self._watchdog.disarm()
         if fired:
             conn, self._conn = self._conn, None

@@ -1,6 +1,5 @@
-"""What the transactions shared with the application have in common: the savepoint a
-write in the caller's transaction runs in, and the transaction runners' state, the
-occurrence's fenced success acknowledgement and the delivery's run."""
+"""What the transactions shared with the application have in common: the savepoint, and
+the transaction runners' state, fenced acknowledgement and delivery run."""
 
 from __future__ import annotations
 
@@ -72,9 +71,17 @@ class Fenced(Exception):
 
 
 class TransactionRunner:
-    """A runner of transactional handlers on a connection of its own (see
-    :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for what
-    ``run`` returns)."""
+    """Runs a transactional handler for one occurrence at a time, on a connection of its own.
+
+    ``run(occurrence)``: in one transaction, the occurrence's success acknowledgement
+    (``delivered``, or ``reschedule`` for a recurring schedule) fenced on its lease;
+    when the fence holds, ``handler(message, connection)``; the commit. The result is an
+    :class:`~hexeract_lite.transactional.Acknowledged` (committed, or fenced out: the
+    handler did not run), or a failed :class:`DispatchResult` (the handler raised,
+    returned something other than None, or ran past ``timeout``; or the database
+    failed), after which nothing of the transaction remains. At ``timeout`` a watchdog
+    ends the connection, even while the handler sleeps in Python.
+    """
 
     def __init__(
         self,
@@ -91,7 +98,7 @@ class TransactionRunner:
         self._clock = clock
         self._policy = policy
         self._timeout = timeout
-        self._runs = runs  # the run log's statements: the delivery's run goes in too
+        self._runs = runs
         self._conn: Any = None
         self._pid = os.getpid()
         self._watchdog = Watchdog()
@@ -116,7 +123,6 @@ class TransactionRunner:
         return settlement, self._store._settle_statement(kind), params
 
     def _cannot_connect(self, exc: Exception) -> DispatchResult:
-        """The failed dispatch of a runner that could not connect."""
         error = StoreError(f"transactional dispatch on {self._store._where}: cannot connect: {exc}")
         error.__cause__ = exc
         return DispatchResult.failed(error)

@@ -1,12 +1,7 @@
 """The run log's statements over ``<table>_runs``, once for every SQL dialect.
 
-A dialect that keeps a run log gives its SQL store a :class:`RunStatements`, built
-from the runs table's name as its SQL names it, its placeholders and its codec's
-encoders; a store without one (``SqlScheduleStore._run_sql`` None, the default)
-records no runs and reads none. The table's columns, in :data:`RUN_COLUMNS` order:
-``run_id`` (the order recorded), ``schedule_id``, ``scheduled_for``, ``attempt``,
-``started`` (NULL: not dispatched), ``finished``, ``outcome``, ``lag_ms``,
-``duration_ms`` (NULL: not dispatched), ``host``, ``pid``, ``error`` (the first line).
+The table's columns: ``run_id`` (the order recorded), then :data:`RUN_COLUMNS`
+(``started`` and ``duration_ms`` NULL when not dispatched, ``error`` the first line).
 """
 
 from __future__ import annotations

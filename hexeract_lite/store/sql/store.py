@@ -1,15 +1,8 @@
 """SqlScheduleStore: the store contract written once over SQL.
 
-A dialect supplies its statements (an object whose attributes this class names:
-``select_one``, ``exists``, ``cancel``, ``set_paused``, ``replay``, ``write_row``, the
-listings, ``lock_named``, ``export_first``/``export_after`` and the fenced
-acknowledgements of :data:`_STATEMENT_OF`), its row codec (:class:`.dialect.Codec`)
-and the hooks below (:meth:`SqlScheduleStore._write` and its :class:`.dialect.Session`
-among them); what differs by nature (opening, inserting, importing, the claim, the
-sweep, the wake-up hint, shared transactions) stays in the subclass. Statements bind
-named parameters: ``id`` (the encoded schedule id), ``now``, ``at``, ``next``,
-``paused``, ``lease``, ``error``, ``limit``, ``prefix``, ``length``, ``after``,
-``cut``, ``n``.
+A dialect supplies its statements (the attributes of ``_sql`` this class names), its
+row codec (:class:`.dialect.Codec`) and the abstract hooks below; opening, inserting,
+importing, the claim, the sweep and the wake-up hint stay in the subclass.
 """
 
 from __future__ import annotations
@@ -81,12 +74,8 @@ _log = package_logger(__name__)
 _PRUNE_BATCH = 500
 """Run records deleted per transaction by ``prune_runs``."""
 
-_ID = 0
-_SCHEDULED_FOR = 5
-_ATTEMPTS = 8
-_LEASED_UNTIL = 10
-"""Positions of ``schedule_id``, ``scheduled_for``, ``attempts`` and ``leased_until`` in
-a :data:`Row` (:data:`~hexeract_lite.store.columns.COLUMN_NAMES` order)."""
+_ID, _SCHEDULED_FOR, _ATTEMPTS, _LEASED_UNTIL = 0, 5, 8, 10
+"""Positions in a :data:`Row` (:data:`~hexeract_lite.store.columns.COLUMN_NAMES` order)."""
 
 _STATEMENT_OF = {
     SettlementKind.DELIVERED: "mark_delivered",
@@ -96,31 +85,21 @@ _STATEMENT_OF = {
     SettlementKind.RELEASED: "release",
     **LONG_RUN_STATEMENTS,
 }
-"""Each settlement kind's fenced statement (an attribute of the dialect's statements)."""
+"""Each settlement kind's fenced statement (an attribute of ``_sql``)."""
 
 
 class SqlScheduleStore(LeaseExtending, SettlingStore):
     """The contract's method bodies, once, for every SQL engine (see the module)."""
 
     _sql: Any
-    """The dialect's statements."""
-
     _codec: Codec
-    """The dialect's row codec."""
-
     _place: str
     """Where the table is, for messages (``the table t of /path``)."""
 
     _table: str
-    _clock: Clock
     _settle_sql: dict[SettlementKind, Any] | None = None
     _run_sql: RunStatements | None = None
     """The dialect's run-log statements (:mod:`.runs`); None: the store keeps no run log."""
-
-    @property
-    def clock(self) -> Clock:
-        """The clock the store reads "now" from."""
-        return self._clock
 
     @property
     def table(self) -> str:
@@ -135,24 +114,18 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     ) -> AbstractContextManager[Session]:
         """A write transaction, committed when the block ends, rolled back when it
         raises; driver errors as :class:`StoreError` naming ``what``. ``worker``: a
-        claim or acknowledgement; ``atomic=False``: the statements need no transaction
-        around them (an engine may autocommit). After the commit, the wake-ups
-        :meth:`Session.wake` asked for."""
+        claim or acknowledgement; ``atomic=False``: the engine may autocommit. After the
+        commit, the wake-ups :meth:`Session.wake` asked for."""
 
     @abc.abstractmethod
     def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
         """The rows of one read-only statement."""
-
-    def _now(self) -> datetime:
-        """The store's now (UTC, ms), from its clock."""
-        return to_utc_ms(self._clock.now(), "clock.now()")
 
     @abc.abstractmethod
     def _row_params(self, record: ScheduleRecord) -> Any:
         """The parameters of ``write_row`` for ``record``."""
 
     def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]:
-        """The batch's fenced statements, by the codec's encoders at the store's now."""
         codec = self._codec
         return settle_plan(
             checked,
@@ -189,7 +162,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[Any, dict[str, Any]]:
-        """``list_schedules``' statement and parameters (:attr:`_list_statement`)."""
         flags = (glob is not None, after is not None, name is not None)
         statement = self._list_statement(self._table, status, *flags)
         params: dict[str, Any] = {"limit": limit}
@@ -214,7 +186,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         """The stats statement's now and its twelve counts (see ``stats``)."""
 
     def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` with ``now`` (the store's now, encoded)."""
         params["now"] = self._codec.encode_instant(self._now())
         return params
 
@@ -227,7 +198,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return self._record(rows[0]), self._now()
 
     def _lock_statement(self) -> Any:
-        """:meth:`_locked_row`'s statement (an engine that locks rows locks it)."""
         return self._sql.select_one
 
     def _writable(self, what: str) -> None:
@@ -264,7 +234,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         where: str | None = None,
     ) -> Exception:
         """After a rolled-back batch: :class:`DuplicateSchedule` for the first repeated
-        or stored id, else a :class:`StoreError` saying ``otherwise``."""
+        or stored id, else :class:`StoreError` saying ``otherwise``."""
         sid = first_duplicate(
             messages, lambda s: self._read(what, self._sql.exists, {"id": self._codec.encode_id(s)})
         )
@@ -305,8 +275,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return self._claimed(rows, claim)
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
-        """See :meth:`ScheduleStore.settle`: one transaction, one fenced statement per
-        item (False without SQL for a lease no stored lease can equal)."""
         checked = check_settlements(outcomes)
         plan = self._settle_plan(checked) if checked else []
         results = [False] * len(checked)
@@ -319,8 +287,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     def settle_and_claim(
         self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
     ) -> tuple[list[bool], list[LeasedOccurrence]]:
-        """See :meth:`ScheduleStore.settle_and_claim`: one transaction, the fenced
-        statements of :meth:`settle` then the claim (a store error: none of it)."""
         now = check_claim(now, batch_size, lease)
         claim = self._claim_params(now, batch_size, lease)
         checked = check_settlements(outcomes)
@@ -338,8 +304,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         checked: list[Settlement],
         results: list[bool],
     ) -> None:
-        """The planned statements inside ``tx``, then the items' runs; wakes waiters
-        when an item that makes work claimable applied."""
+        """The planned statements and the items' runs inside ``tx``."""
         statement = self._settle_statement
         changed = tx.execute_each([(statement(kind), params) for _, kind, params in plan])
         for (index, _, _), count in zip(plan, changed, strict=True):
@@ -353,13 +318,11 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
             tx.wake()
 
     def _insert_runs(self, tx: Session, rows: list[tuple[Any, ...]]) -> None:
-        """Write run rows (:meth:`RunStatements.row`) inside ``tx``."""
         assert self._run_sql is not None
         for row in rows:
             tx.execute(self._run_sql.insert, row)
 
     def _settle_statement(self, kind: SettlementKind) -> Any:
-        """The fenced statement of a settlement kind."""
         statements = self._settle_sql
         if statements is None:
             statements = {k: getattr(self._sql, name) for k, name in _STATEMENT_OF.items()}
@@ -367,8 +330,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return statements[kind]
 
     def _claimed(self, rows: list[Row], claim: Any) -> list[LeasedOccurrence]:
-        """Claimed rows decoded after the commit; one that does not decode is
-        dead-lettered, not returned."""
+        """Claimed rows decoded; one that does not decode is dead-lettered instead."""
         claimed: list[LeasedOccurrence] = []
         bad: list[tuple[Row, Exception]] = []
         for row in rows:
@@ -382,9 +344,8 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return claimed
 
     def _dead_letter_malformed(self, bad: list[tuple[Row, Exception]]) -> None:
-        """Dead-letter claimed rows that do not decode, fenced by the claim's lease,
-        ``last_error`` naming the column; if that write fails they keep their lease
-        and a later claim tries again."""
+        """Dead-letter claimed rows that do not decode, fenced by the claim's lease; if
+        that write fails they keep their lease and a later claim tries again."""
         reasons = [(row, self._codec.why(row, exc)) for row, exc in bad]
         instant = self._now()  # one reading of the clock for the batch
         now = {"now": self._codec.encode_instant(instant)}
@@ -438,8 +399,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return changed
 
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        """See :meth:`ScheduleStore.resume`: :func:`.pausing.resume_change` (a live lease
-        is kept, so the acknowledgement of the dispatch in flight still applies)."""
         sid = check_schedule_id(schedule_id)
         if next is not None:
             next = to_utc_ms(next, "next", InvalidArgument)
@@ -457,7 +416,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
             tx.wake()
 
     def replay_dead_letters(self, ids: Sequence[uuid.UUID]) -> int:
-        """See :meth:`ScheduleStore.replay_dead_letters`: one transaction."""
         checked = [check_schedule_id(sid) for sid in ids]
         if not checked:
             return 0
@@ -470,8 +428,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return count
 
     def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_record`: the row read (locked where the
-        engine locks rows), planned and written back in one transaction."""
         sid = check_schedule_id(schedule_id)
         with self._write("modify") as tx:
             record, now = self._locked_row(tx, sid)
@@ -482,8 +438,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return answer
 
     def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
-        """See :meth:`ScheduleStore.modify_named`; a row that does not decode raises
-        :class:`StoreError` naming it, and nothing is written."""
+        """A row that does not decode raises :class:`StoreError`; nothing is written."""
         params = {"prefix": prefix, "length": len(prefix)}
         with self._write("modify_named") as tx:
             rows = tx.fetch(self._sql.lock_named, params)  # locked where rows lock
@@ -514,8 +469,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return self._listing(self._read("list_dead_letter", statement, {"limit": limit}))
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
-        """See :meth:`ScheduleStore.list_named`; a row that cannot be decoded raises
-        :class:`StoreError` naming it."""
+        """A row that does not decode raises :class:`StoreError` naming it."""
         if not isinstance(prefix, str):
             raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
         params = {"prefix": prefix, "length": len(prefix)}
@@ -531,14 +485,11 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         limit: int = 50,
         name: str | None = None,
     ) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """See :meth:`ScheduleStore.list_schedules`: one read of the primary key from
-        ``after`` on."""
         wanted, glob, named, after, limit = check_listing(status, event_type, name, after, limit)
         statement, params = self._list_query(wanted, glob, named, after, limit)
         return self._listing(self._read("list_schedules", statement, params))
 
     def stats(self) -> StoreStats:
-        """See :meth:`ScheduleStore.stats`: counts on the partial indexes, one statement."""
         at, row = self._stats_row()
         (fresh, leased, paused, delivered, cancelled, dead, due_fresh, oldest_fresh) = row[:8]
         (due_leased, oldest_leased, backoff, in_flight) = row[8:12]
@@ -567,7 +518,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """See :meth:`ScheduleStore.prune`: one transaction per batch."""
         older_than, wanted = check_prune(older_than, statuses)
         size = check_batch_size(batch_size)
         if not dry_run:
@@ -596,7 +546,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
 
     @property
     def keeps_runs(self) -> bool:
-        """True when the dialect has run-log statements and the table has its runs table."""
+        """True when the table has its runs table."""
         return self._run_sql is not None
 
     def runs(
@@ -623,7 +573,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return [runs.decode_count(row) for row in self._read("run_counts", runs.counts, params)]
 
     def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
-        """See :meth:`RunLogContract.prune_runs`: one transaction per 500 records."""
         check_run_age(older_than)
         runs = self._run_sql
         if runs is None:
@@ -646,13 +595,10 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
 
     @property
     def copies_records(self) -> bool:
-        """True: :meth:`export_records` and :meth:`import_records` are implemented."""
         return True
 
     @property
     def shares_transactions(self) -> bool:
-        """True: ``insert``, ``insert_many``, ``ensure`` and ``modify_within`` take the
-        application's ``connection=``."""
         return True
 
     @abc.abstractmethod
@@ -669,15 +615,12 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         *,
         run_log: bool = True,
     ) -> Any:
-        """See :meth:`ScheduleStore.transaction_runner`: the dialect's runner, recording
-        the delivery's run in the handler's transaction unless ``run_log`` is False."""
         runs = self._run_sql if run_log else None
         return self._runner_type()(self, handler, clock, policy, timeout, runs=runs)
 
     def export_records(self, after: uuid.UUID | None, limit: int) -> list[ScheduleRecord]:
-        """See :meth:`ScheduleStore.export_records`: one read of the primary key. A row
-        that cannot be read as a record raises :class:`StoreError` naming it and the
-        column: a copy never silently leaves a row behind."""
+        """A row that does not decode raises :class:`StoreError` naming it and the column:
+        a copy never silently leaves a row behind."""
         after = check_export(after, limit)
         if after is None:
             rows = self._read("export_records", self._sql.export_first, {"limit": limit})

@@ -1,10 +1,8 @@
 """The SQLite codec: how each kind of column is stored in SQLite, and rows <-> records.
 
-Every column's kind comes from the registry (:mod:`hexeract_lite.store.columns`); this
-module says, once, what each kind looks like in a SQLite row: an id is its 16 raw
-bytes, an instant is ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text (the reference's layout), a
-flag is ``INTEGER`` 0/1, text, JSON and integers are stored as they are. Rows are read
-with ``SELECT`` :data:`SELECT_LIST` (every column, in registry order).
+An id is its 16 raw bytes, an instant ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text, a flag
+``INTEGER`` 0/1; text, JSON and integers are stored as they are. Rows are read with
+``SELECT`` :data:`SELECT_LIST` (every column, in registry order).
 """
 
 from __future__ import annotations
@@ -59,18 +57,14 @@ MAX_INT64 = 2**63 - 1
 """The largest integer a SQLite ``INTEGER`` holds."""
 
 
-# -- one value -----------------------------------------------------------------------
-
-
 def encode_id(schedule_id: uuid.UUID) -> bytes:
     """A schedule id as stored: its 16 raw bytes (byte order is UUID order)."""
     return schedule_id.bytes
 
 
 def decode_id(value: object) -> uuid.UUID:
-    """A stored id; anything but 16 bytes raises ValueError. Every claimed row decodes
-    one: the UUID is made as ``uuid.UUID(bytes=value)`` makes it (its ``int`` and
-    ``is_safe`` set on a new instance), without that constructor's argument checks."""
+    """A stored id; anything but 16 bytes raises ValueError. The UUID is made as
+    ``uuid.UUID(bytes=value)`` makes it, without that constructor's argument checks."""
     if not isinstance(value, bytes) or len(value) != 16:
         raise ValueError(f"schedule_id is not 16 bytes: {value!r:.60}")
     made = _new_uuid(_UUID)
@@ -117,11 +111,8 @@ def encode_lease(lease: object) -> str | None:
         return None
     utc = lease.astimezone(UTC)
     if utc.microsecond % 1000:
-        return None  # stored leases have millisecond precision: this one matches none
+        return None
     return format_ts(utc)
-
-
-# -- whole rows ------------------------------------------------------------------------
 
 
 def _as_is(value: Any) -> Any:
@@ -176,14 +167,11 @@ def row_from_record(record: ScheduleRecord) -> tuple[Any, ...]:
 def message_rows(
     messages: Sequence[ScheduledMessage], max_attempts: int, created: str
 ) -> list[tuple[Any, ...]]:
-    """The values :attr:`SqliteStatements.insert
-    <hexeract_lite.store.sqlite.statements.SqliteStatements.insert>` binds for each (validated)
-    message, in its order: id, event type, payload, trigger kind, rule text, scheduled
-    instant, target kind, routing key, ``max_attempts``, ``created`` (the stored text of
-    the insert's "now"), name, misfire grace in milliseconds, then the policy's columns
-    (:func:`~hexeract_lite.store.record.insert_columns`, which also gives the rule text
-    and the first firing's due instant). The statement writes the other columns'
-    constants (no attempt, no lease, not paused, no error)."""
+    """The values ``SqliteStatements.insert`` binds for each validated message, in its
+    order: id, event type, payload, trigger kind, rule text, due instant, target kind,
+    routing key, ``max_attempts``, ``created`` (the insert's now, as stored), name,
+    misfire grace in milliseconds, then the policy's columns
+    (:func:`~hexeract_lite.store.record.insert_columns`)."""
     fmt = format_ts
     ms = _MS
     rows = []
@@ -212,7 +200,6 @@ def message_rows(
 
 
 _MS = timedelta(milliseconds=1)
-"""``misfire_grace_ms``'s unit (as :func:`~hexeract_lite.store.record.grace_ms`)."""
 
 # positions the claim decodes by hand
 _ID = COLUMN_INDEX["schedule_id"]
@@ -241,10 +228,8 @@ _END_AT = COLUMN_INDEX["end_at"]
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
-    """A row the claim just returned as the occurrence to dispatch: what
-    ``record_from_row(row).leased()`` builds, without the record in between (the
-    claim's hot path). Shared Target and cron Trigger values, the lease parsed once per
-    claim (``until`` is its text). A row that does not decode raises."""
+    """A claimed row as ``record_from_row(row).leased()`` builds it, without the record
+    in between (``until_text``: the claim's lease as stored). Raises when it does not decode."""
     if type(row) is SalvagedRow:
         raise ValueError(undecodable(row))
     scheduled_for = parse_ts(row[_SCHEDULED_FOR])
@@ -286,22 +271,15 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
 def _policy(row: Sequence[Any]) -> SchedulePolicy | None:
     end_at, (max_firings, jitter_ms, catch_up, limit) = row[_END_AT], [row[i] for i in _POLICY]
     if end_at is None and max_firings is None and not jitter_ms and catch_up is None:
-        return None  # the common case
+        return None
     return policy_of(_optional_instant(end_at), max_firings, jitter_ms, catch_up, limit)
 
-
-# -- rows that do not decode -------------------------------------------------------------
 
 _I = COLUMN_INDEX
 
 
 def diagnose(row: Sequence[Any]) -> str:
-    """Which column makes a row undecodable, and why ('' when none is found).
-
-    Checks each column by its kind (ids, instants, JSON, integers and flags), then the
-    values the message needs (trigger kind and cron expression, target kind and key).
-    A text value that is not UTF-8 (:mod:`.salvage`) is named first.
-    """
+    """Which column makes a row undecodable, and why ('' when none is found)."""
     if problem := undecodable(row):
         return problem
     for column, value in zip(COLUMNS, row, strict=True):
@@ -351,8 +329,7 @@ def row_label(row: Sequence[Any]) -> str:
 
 
 def _raw_status(row: Sequence[Any]) -> ScheduleStatus | None:
-    """The status from the columns it derives from (set or not, the flag), when the
-    flag is an integer."""
+    """The row's status, when its ``paused`` flag is an integer."""
     paused = row[_I["paused"]]
     if not isinstance(paused, int):
         return None

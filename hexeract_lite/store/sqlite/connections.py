@@ -135,8 +135,7 @@ class Connections:
     def transaction(self, what: str, worker: bool) -> Iterator[SqliteSession]:
         """One ``BEGIN IMMEDIATE`` transaction under the lock; rolled back on any
         exception, apsw errors raised as :class:`StoreError`, a primary-key violation
-        as :class:`DuplicateKey`. ``worker``: one of the worker's own transactions
-        (claims, acknowledgements, the sweep), which ``durability="relaxed"`` commits
+        as :class:`DuplicateKey`. ``worker``: ``durability="relaxed"`` commits it
         without waiting for fsync."""
         self.writable(what)
         self.outside_sink(what)

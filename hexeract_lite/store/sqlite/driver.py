@@ -1,12 +1,9 @@
-"""The SQLite library a store's connections use: apsw (the default) or the standard
-library's ``sqlite3`` (``SqliteScheduleStore.open(..., driver="sqlite3")``).
+"""The SQLite library a store's connections use: apsw (the default) or ``sqlite3``.
 
-The store is written against apsw's interface; a ``sqlite3`` connection (autocommit:
-the store runs its own ``BEGIN IMMEDIATE``/``COMMIT``) is wrapped in
-:class:`~.shim.Sqlite3Connection`, which raises apsw's exception classes for SQLite's
-errors. One library per file per process: two copies of SQLite in one process do not
-see each other's POSIX locks on a file, so :func:`hold_file` refuses the other library
-on a file this process has open (unless they share one copy:
+A ``sqlite3`` connection is wrapped in :class:`~.shim.Sqlite3Connection`, apsw's
+interface. One library per file per process: two copies of SQLite in one process do
+not see each other's POSIX locks on a file, so :func:`hold_file` refuses the other
+library on a file this process has open (unless they share one copy:
 :func:`shares_sqlite_with_apsw`).
 """
 

@@ -1,11 +1,8 @@
 """Cross-process wake-ups for the SQLite store: the WAL file watched with inotify.
 
-Every commit in WAL mode, by any process, writes the ``-wal`` file. A store that claims
-work runs one :class:`WalWatcher` (Linux): a daemon thread blocked on inotify that
-signals the store's ``changes`` soon after the file is written, so an idle worker
-wakes within milliseconds of another process's insert. The signal is a hint (it fires
-for the store's own commits too); without inotify the worker's polling of
-``data_version()`` still notices every commit within its poll interval.
+Every commit in WAL mode writes the ``-wal`` file; a store that claims work watches it
+(Linux) and signals its ``changes``. The signal is a hint; without inotify the worker's
+polling of ``data_version()`` still notices every commit within its poll interval.
 """
 
 from __future__ import annotations
@@ -118,10 +115,8 @@ _RECHECK_S = (0.0, 0.001, 0.002, 0.004, 0.008)
 
 
 class CommitWatch:
-    """Signals a store's :class:`ChangeSignal` when another connection commits, noticed
-    as a write to the WAL file (:class:`WalWatcher`), so an idle worker wakes at once
-    for other processes' commits. A store starts one at its first claim in a process;
-    stores that only enqueue or read run no thread."""
+    """Signals a store's :class:`ChangeSignal` when another connection commits (a write
+    to the WAL file). A store starts one at its first claim in a process."""
 
     def __init__(self, changes: ChangeSignal, data_version: Callable[[], int], seen: int) -> None:
         self._changes = changes
@@ -151,12 +146,9 @@ class CommitWatch:
 
     def _on_wal_write(self) -> None:
         """The WAL file was written: signal once another connection's commit shows
-        (``data_version`` moved); the store's own commits signal already, and only when
-        they may have made work claimable. A commit shows only after its writer's
-        fsync, so the version is looked at again for a few milliseconds, each time only
-        if a worker waits for work: a busy one (whose own commits wake this thread all
-        the time) would otherwise share the store's lock with it for nothing; the next
-        wait looks first instead (:meth:`ChangeSignal.mark_stale`)."""
+        (``data_version`` moved; it shows only after the writer's fsync, so it is
+        looked at again for a few milliseconds while a worker waits for work; otherwise
+        the next wait looks first, :meth:`ChangeSignal.mark_stale`)."""
         for pause in _RECHECK_S:
             if pause:
                 time.sleep(pause)

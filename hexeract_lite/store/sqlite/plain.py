@@ -1,12 +1,9 @@
 """The pending listing of a SQLite file as plain values, without the value classes.
 
-What :meth:`~hexeract_lite.store.sqlite.SqliteScheduleStore.list_pending` of a store
-opened with ``readonly=True`` reads (:func:`readonly_pending` chooses its statement for
-both), for a caller that renders the rows itself and pays for every module it imports
-(the CLI's plain ``scheduler list``). :func:`plain_pending` vouches only for a row it
-reads exactly as the store's decoding would; for any other row it returns None and
-the caller lists through the store. A cron or interval rule, or a bus target, is
-decoded by the store's own functions (importing them then).
+What a ``readonly=True`` store's ``list_pending`` reads, for a caller that renders the
+rows itself and pays for every module it imports (the CLI's plain ``scheduler list``).
+:func:`plain_pending` returns None for a row it cannot read exactly as the store's
+decoding would; the caller then lists through the store.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Rows whose text is not UTF-8: read anyway, so that they can be shown as malformed.
 
-The drivers raise while stepping to a row holding a ``TEXT`` value that is not UTF-8
-(another tool may cast any bytes to ``TEXT``). :func:`fetch_rows` then reads the
-statement again through :func:`salvaged_query`, and :func:`salvage` turns such a value
-into an :class:`UndecodableText` and its row into a :class:`SalvagedRow`, which the
-codec refuses to decode, naming the column.
+When the driver raises on such a row, :func:`fetch_rows` reads the statement again,
+each such value an :class:`UndecodableText` in a :class:`SalvagedRow`, which the codec
+refuses to decode, naming the column.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Opening a SQLite file for the store (:func:`open_database`): creation, the
-connection, schema versions (the path checks are in :mod:`.paths`).
+connection, schema versions.
 
-A table's schema version is recorded in :data:`META_TABLE`; a table without a row there
-is version 0 (the reference's layout). Opening a table (not read-only) brings it to
-:data:`SCHEMA_VERSION` through :data:`UPGRADES` in one ``BEGIN IMMEDIATE``
-transaction; a newer version is refused. Every change to
-:func:`~hexeract_lite.store.schema.sqlite_ddl` bumps :data:`SCHEMA_VERSION` and adds a
-step (a test pins the DDL's digest to the version). Nothing in a file changes before
-every check that could refuse it has passed; a read-only opening never writes.
+A table without a row in :data:`META_TABLE` is version 0 (the reference's layout).
+Every change to :func:`~hexeract_lite.store.schema.sqlite_ddl` bumps
+:data:`SCHEMA_VERSION` and adds a step to :data:`UPGRADES`. Nothing in a file changes
+before every check that could refuse it has passed; a read-only opening never writes.
 """
 
 from __future__ import annotations
@@ -52,19 +49,15 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 9
-"""The schema version this code writes and understands (each step of :data:`UPGRADES`
-says what its version adds; 0 is the reference's layout)."""
+"""The schema version this code writes and understands."""
 WAL_SIZE_LIMIT = 8 << 20
-"""``PRAGMA journal_size_limit`` of every connection: above what automatic checkpoints
-let the WAL reach, so a WAL in steady use is reused in place and only a blown-up one is
-cut back."""
+"""``PRAGMA journal_size_limit``: above what automatic checkpoints let the WAL reach."""
 META_TABLE = "hexeract_lite_schema"
-"""One row per scheduler table in the file, ``(table_name, version)``: several tables
-may share a file, so not ``PRAGMA user_version``."""
+"""One row per scheduler table in the file, ``(table_name, version)``."""
 
 DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
-"""``durability`` -> the connection's ``PRAGMA synchronous`` (``"relaxed"`` switches to
-``NORMAL`` around the worker's own transactions only: see the store's docstring)."""
+"""``durability`` -> ``PRAGMA synchronous`` (``"relaxed"``: ``NORMAL`` around the
+worker's own transactions)."""
 
 
 def open_database(
@@ -78,13 +71,9 @@ def open_database(
     readonly: bool,
     driver: str = "apsw",
 ) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
-    """Every step of opening, in order: the absolute path, this process's claim on the
-    file for ``driver`` (:func:`~.driver.hold_file`, before any connection), the
-    file created when it is missing (``create``), the configured connection, the table
-    checked and (unless ``readonly``) brought to :data:`SCHEMA_VERSION`, ``PRAGMA
-    optimize``. Returns the path, the connection, the table's version and the claim
-    (the store releases it when it closes). An existing file is never deleted or
-    rewritten when opening it fails."""
+    """Open ``path`` for the store: the path, the connection, the table's version and
+    this process's claim on the file for ``driver`` (released when the store closes).
+    An existing file is never deleted or rewritten when opening it fails."""
     db = check_path(path, create)
     hold = hold_file(db, driver)
     try:
@@ -103,7 +92,7 @@ def open_database(
         )
         if not readonly:
             optimize(connection, busy_timeout)
-        memory_sorts(connection)  # after the schema work: adopting a big table sorts it
+        memory_sorts(connection)  # after the schema work, which may sort a big table
     except BaseException:
         connection.close()
         if hold is not None:
@@ -113,8 +102,7 @@ def open_database(
 
 
 def memory_sorts(conn: apsw.Connection) -> None:
-    """``temp_store=MEMORY`` (every sort the store runs is bounded by a batch size or a
-    limit, and a file-backed sort costs more than the claim) and the WAL's size limit."""
+    """``temp_store=MEMORY`` (the store's sorts are bounded) and the WAL's size limit."""
     conn.pragma("temp_store", "MEMORY")
     conn.pragma("journal_size_limit", WAL_SIZE_LIMIT)
 
@@ -126,14 +114,13 @@ def create_database(
     db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None, *, driver: str = "apsw"
 ) -> None:
     """Make a new database at ``db``, 0600, unless another process makes it first:
-    built complete under a temporary name and hard-linked into place (no one sees a
-    half-made file; a failure leaves nothing), or, without hard links, the name claimed
-    empty with ``O_EXCL`` and the table built in place by the opening. Nothing ever
+    built under a temporary name and hard-linked into place (no one sees a half-made
+    file), or, without hard links, the name claimed empty with ``O_EXCL``. Nothing ever
     replaces a file another process may have opened.
     """
     link: Callable[[pathlib.Path, pathlib.Path], None] | None = getattr(os, "link", None)
     if link is None:
-        _claim_name(db)  # os.link is POSIX and NTFS only: claim the name instead
+        _claim_name(db)
         return
     tmp = db.with_name(f".{db.name}.{os.getpid()}-{os.urandom(4).hex()}.creating")
     try:
@@ -145,7 +132,7 @@ def create_database(
         conn = connect(tmp, "full", busy_timeout, vfs, label=db, driver=driver)
         try:
             ensure_schema(conn, table, db, create=True, busy_timeout=busy_timeout)
-            conn.pragma("wal_checkpoint", "TRUNCATE")  # everything in the file itself
+            conn.pragma("wal_checkpoint", "TRUNCATE")
         finally:
             conn.close()
         try:
@@ -153,9 +140,9 @@ def create_database(
         except FileExistsError:
             return  # another process created it first; use theirs
         except OSError:
-            _claim_name(db)  # no hard links on this file system: claim the name instead
+            _claim_name(db)  # no hard links on this file system
     except StoreError:
-        raise  # (a StoreError is an OSError too) it names the path already
+        raise  # an OSError too, naming the path already
     except OSError as exc:
         raise StoreError(f"cannot create the database {db}: {exc.strerror or exc}") from exc
     except apsw.Error as exc:
@@ -167,9 +154,7 @@ def create_database(
 
 
 def _claim_name(db: pathlib.Path) -> None:
-    """Create ``db`` empty (0600) unless it exists: ``O_EXCL`` makes the check and the
-    creation one step, on POSIX and Windows alike. An empty file is an empty SQLite
-    database, which the opening fills (the table at :data:`SCHEMA_VERSION`)."""
+    """Create ``db`` empty (0600) unless it exists; the opening fills it."""
     try:
         fd = os.open(db, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -191,15 +176,11 @@ def connect(
     driver: str = "apsw",
 ) -> apsw.Connection:
     """Open and configure the store's own connection: busy timeout, double-quoted
-    strings refused (``SQLITE_DBCONFIG_DQS_*``, as apsw.bestpractice does), the
-    durability's ``synchronous``.
+    strings refused, the durability's ``synchronous``.
 
-    ``readonly``: opened with ``SQLITE_OPEN_READONLY``, so nothing it runs can write;
-    or, where that would leave ``-wal``/``-shm`` files behind, read-write with ``PRAGMA
-    query_only`` (:func:`_reads_without_trace`). ``driver``: ``"apsw"``, or
-    ``"sqlite3"`` for a ``sqlite3.Connection`` behind apsw's interface
-    (:mod:`.driver`). Errors name ``label`` (the user's path) when
-    given, else ``path``."""
+    ``readonly``: nothing it runs can write (``SQLITE_OPEN_READONLY``, or ``PRAGMA
+    query_only`` where that would leave ``-wal``/``-shm`` files behind). Errors name
+    ``label`` when given, else ``path``."""
     db = label or path
     traceless = readonly and vfs is None and _reads_without_trace(path)
     try:
@@ -229,11 +210,9 @@ def connect(
 
 
 def _reads_without_trace(path: pathlib.Path) -> bool:
-    """True when a read-only opening of ``path`` should be a read-write connection with
-    ``PRAGMA query_only``: the file is in WAL mode with no ``-wal``, ``-shm`` or
-    ``-journal`` beside it, and it and its folder are writable. A
-    ``SQLITE_OPEN_READONLY`` reader would leave ``-wal`` and ``-shm`` behind; a
-    read-write one that writes nothing deletes them as the last connection to close."""
+    """True when a read-only opening of ``path`` should be read-write with ``PRAGMA
+    query_only``: a WAL file with nothing beside it, it and its folder writable (a
+    read-write connection deletes ``-wal`` and ``-shm`` as the last to close)."""
     try:  # O_NONBLOCK: a FIFO put in the file's place must not block the read
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -259,11 +238,9 @@ _NO_SHARED_MEMORY = {apsw.SQLITE_READONLY_DIRECTORY, apsw.SQLITE_READONLY_CANTIN
 def _readable(
     conn: apsw.Connection, path: pathlib.Path, vfs: str | None, busy_ms: int, driver: str
 ) -> apsw.Connection:
-    """A read-only connection that can read ``path``: ``conn`` itself, unless the file
-    is in WAL mode and its folder is not writable, so SQLite cannot create the
-    ``-shm`` file its readers share. With no ``-wal`` beside the file no WAL
-    connection is open on it (none could have made one in that folder), and it is
-    opened ``immutable`` instead: read without locks, as SQLite reads read-only media."""
+    """A read-only connection that can read ``path``: ``conn``, unless SQLite cannot
+    create the ``-shm`` file in a read-only folder; then, with no ``-wal`` beside the
+    file, it is opened ``immutable`` (read without locks)."""
     try:
         set_busy_wait(conn, busy_ms)
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
@@ -295,10 +272,8 @@ def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> 
 
 
 def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
-    """``PRAGMA optimize=0x10002`` at open (as apsw.bestpractice does), bounded by
-    ``analysis_limit``; skipped, without waiting, when another connection holds the
-    write lock (it is only an optimisation, and the store's hot queries name their
-    indexes anyway)."""
+    """``PRAGMA optimize=0x10002``, bounded; skipped, without waiting, when another
+    connection holds the write lock."""
     try:
         conn.pragma("analysis_limit", 1000)
         conn.set_busy_timeout(0)
@@ -310,9 +285,8 @@ def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
 
 
 def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
-    """``journal_mode=WAL`` (a no-op when it already is). Changing the mode needs a lock
-    that SQLite does not wait for through the busy handler, so retry until the busy
-    timeout has passed."""
+    """``journal_mode=WAL``, retried until the busy timeout (the busy handler does not
+    wait for the lock it needs)."""
     if str(conn.pragma("journal_mode")).lower() == "wal":
         return
     deadline = time.monotonic() + busy_timeout.total_seconds()
@@ -389,27 +363,23 @@ def ensure_schema(
     """Check ``table`` and, unless ``readonly``, create, adopt or upgrade it to
     :data:`SCHEMA_VERSION` in one transaction; return the version it has now.
 
-    Every check runs first, reading only (a missing table without ``create``, a
-    version newer than the code, a table that is not a scheduler table: a
-    :class:`StoreError`, the file unchanged); only then is the file switched to WAL
-    and, when it is not current, upgraded. ``readonly``: the checks alone; the table
-    keeps its version (0 when none is recorded).
+    A missing table without ``create``, a version newer than the code or a table that
+    is not a scheduler table: :class:`StoreError`, the file unchanged.
     """
     try:
         exists, version = _refusal(conn, table, db, may_create=create and not readonly)
         if readonly:
             return version or 0
-        # Only now, with nothing to refuse, may the file change: WAL is recorded in it.
+        # only now, with nothing to refuse, may the file change
         if not exists and conn.execute("PRAGMA page_count").fetchall()[0][0] == 0:
-            # A new file: incremental auto-vacuum, so that prune can give pages back
-            # (the mode can only be chosen before the first table is created).
+            # a new file: chosen before its first table
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
         if exists and version == SCHEMA_VERSION and _has_runs(conn, table):
-            return SCHEMA_VERSION  # the common case: a read, no write lock
+            return SCHEMA_VERSION
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # again, under the write lock: another process may have changed it
+            # again, under the write lock
             exists, version = _refusal(conn, table, db, may_create=create)
             if not exists:
                 conn.execute(sqlite_table_ddl(table))
@@ -441,7 +411,6 @@ def ensure_schema(
 
 
 def _has_runs(conn: apsw.Connection, table: str) -> bool:
-    """True when the run log of ``table`` exists (a read)."""
     rows = conn.execute(
         "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (f"{table}_runs",)
     ).fetchall()
@@ -449,8 +418,8 @@ def _has_runs(conn: apsw.Connection, table: str) -> bool:
 
 
 def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
-    """An existing table without a recorded version must have the reference's columns
-    (and be an ordinary rowid table); else :class:`StoreError`. Reads only."""
+    """A table without a recorded version must be a rowid table with the reference's
+    columns; else :class:`StoreError`."""
     columns = {row[1]: str(row[2]).upper() for row in conn.execute(f"PRAGMA table_info({table})")}
     wrong = [
         name for name, decl, _ in REFERENCE_COLUMNS if name not in columns or columns[name] != decl

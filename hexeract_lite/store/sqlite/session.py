@@ -1,12 +1,4 @@
-"""A SQLite connection's session: how it waits for a lock, and a transaction's cursor.
-
-SQLite's own busy handler backs off to a try every 50-100 ms, so a connection waiting
-for a worker that takes the write lock batch after batch could wait for hundreds of
-milliseconds. :func:`set_busy_wait` gives the store's connections a handler that tries
-again every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (random, so waiters do not move
-in step) until the busy timeout has passed; then the statement fails with
-``SQLITE_BUSY``.
-"""
+"""A SQLite connection's session: how it waits for a lock, and a transaction's cursor."""
 
 from __future__ import annotations
 
@@ -54,10 +46,9 @@ class _BusyWait:
 
 def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
     """Make ``conn`` wait up to ``busy_ms`` milliseconds for a lock another connection
-    holds, trying again every 0.2-1 ms; 0: do not wait (fail at once with
-    ``SQLITE_BUSY``, as ``set_busy_timeout(0)``). A connection of the standard
-    library's ``sqlite3`` (``driver="sqlite3"``), which cannot take a busy handler,
-    keeps SQLite's own back-off, bounded by the same timeout."""
+    holds, trying again every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (random); 0: fail
+    at once with ``SQLITE_BUSY``. A ``sqlite3`` connection keeps SQLite's own back-off,
+    bounded by the same timeout."""
     if busy_ms <= 0:
         conn.set_busy_timeout(0)
     elif not hasattr(conn, "set_busy_handler"):

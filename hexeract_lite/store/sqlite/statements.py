@@ -74,12 +74,9 @@ class SqliteStatements:
         self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = :id"
         self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = :id"
-        # The claim, in three steps inside one write transaction (see claim_rows):
-        # a probe for a row whose lease or backoff has expired (normally none), the
-        # rowids to lease (fresh rows in claim order from the due index; with an
-        # expired lease, up to n candidates from each of two indexes, merged), then
-        # one UPDATE of exactly those rowids (cheaper for SQLite than one UPDATE ...
-        # WHERE rowid IN (subquery) of the same selection).
+        # The claim, in one write transaction (claim_rows): a probe for an expired lease,
+        # the rowids to lease (from the due index, and with an expired lease from both
+        # indexes, merged), then one UPDATE of exactly those rowids.
         expired = (
             f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
             " AND leased_until <= :now AND scheduled_for <= :now"
@@ -178,9 +175,7 @@ class SqliteStatements:
             " last_error = CASE WHEN last_error IS NULL THEN :error ELSE :kept || last_error END"
             f" WHERE {sweepable}"
         )
-        # Run before the sweep's write transaction, which it usually spares: is there
-        # anything to sweep, or an instant to rewrite before comparing? (Two probes of
-        # normally empty index ranges, no write lock.)
+        # before the sweep's write transaction: anything to sweep or rewrite?
         self.sweep_probe = (
             f"SELECT EXISTS (SELECT 1 FROM {odd} WHERE {noncanonical})"
             f" OR EXISTS (SELECT 1 FROM {t} INDEXED BY idx_{t}_exhausted WHERE {sweepable})"

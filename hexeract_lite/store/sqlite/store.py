@@ -1,12 +1,4 @@
-"""SqliteScheduleStore: the store contract on one SQLite file, shared with hexeract.
-
-The table is the reference's (hexeract-scheduler-sql) column for column, plus the
-partial indexes of :func:`~hexeract_lite.store.schema.sqlite_extra_index_ddl`. The
-shared method bodies are :class:`~hexeract_lite.store.sql.store.SqlScheduleStore`'s;
-the modules beside this one open the file (:mod:`.schema`), build the statements,
-encode rows (:mod:`.codec`), hold the connection (:mod:`.connections`), watch other
-processes' commits (:mod:`.notify`) and share transactions (:mod:`.transaction`).
-"""
+"""SqliteScheduleStore: the store contract on one SQLite file, shared with hexeract."""
 
 from __future__ import annotations
 
@@ -81,8 +73,7 @@ _T = TypeVar("_T")
 
 
 def _instant_or_none(text: object) -> datetime | None:
-    """A stored instant, or None for NULL and for a text another tool wrote that is not
-    one (that row is never due: it is shown as malformed, it does not stop a wake-up)."""
+    """A stored instant; None for NULL and for text that is not one (a malformed row)."""
     try:
         return None if text is None else parse_ts(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -92,39 +83,30 @@ def _instant_or_none(text: object) -> datetime | None:
 class SqliteScheduleStore(SqlScheduleStore):
     """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
 
-    Build it with :meth:`open`. One store object is safe to use from several threads:
-    its one connection is used under a lock, so its calls take turns. Several stores (in
-    threads or processes) may claim from the same file at once, and a live lease is
-    never handed out twice. Every write is one short ``BEGIN IMMEDIATE`` transaction;
-    every instant comes from ``clock``, bound as a parameter. Rows are in the layout of
-    hexeract's ``hexeract-scheduler-sql`` (:mod:`hexeract_lite.store.schema`).
+    Build it with :meth:`open`. Safe to share between threads (one connection, used
+    under a lock); any number of stores, in threads or processes, may claim from the
+    same file, and a live lease is never handed out twice. Every write is one short
+    ``BEGIN IMMEDIATE`` transaction; every instant comes from ``clock``.
 
-    Durability (``open(durability=...)``); every mode is safe against an application
-    crash (WAL: a committed transaction is in the file), and none ever corrupts it:
+    Durability (``open(durability=...)``); every mode survives an application crash
+    and none corrupts the file:
 
-    - ``"full"`` (the default): ``PRAGMA synchronous=FULL``, every commit waits for
-      fsync. A power cut or OS crash loses nothing that was committed.
-    - ``"relaxed"``: the application's writes (``insert``, ``insert_many``,
-      ``import_records``, ``cancel``, ``set_paused``, ``resume``, ``replay``) commit
-      with fsync as under ``"full"``; the worker's own transactions (``claim_due``,
-      ``settle`` and the single acknowledgements, the sweep, the rewriting of instants
-      another tool wrote) commit without waiting for it (``synchronous=NORMAL`` for
-      those transactions only). A power cut or OS crash may therefore roll back the
-      last claims, acknowledgements and sweeps committed since the last fsynced commit
-      (any later insert or control change, from any connection, fsyncs the log and with
-      it everything committed before it), never an insert or a control change: a lost
-      claim or acknowledgement is a redelivery once the lease runs out, never a loss.
-    - ``"normal"``: ``synchronous=NORMAL`` for everything: the last transactions of
-      any kind, inserts included, may roll back in a power cut or OS crash.
+    - ``"full"`` (the default): every commit fsynced; a power cut or OS crash loses
+      nothing committed.
+    - ``"relaxed"``: the application's writes (inserts, imports, control changes) are
+      fsynced; the worker's claims, acknowledgements and sweeps are not. A power cut
+      may roll back those since the last fsynced commit: a redelivery once the lease
+      runs out, never a lost insert or control change.
+    - ``"normal"``: nothing waits for fsync; the last transactions of any kind may roll
+      back in a power cut.
 
-    Processes: ``fork()`` waits (bounded by ``busy_timeout``) for the store's call in
-    flight, so no transaction is open at the fork; the child's store opens its own
-    connection on its first call and leaves the inherited one untouched. A store cannot
-    be pickled: open one in each process.
+    After ``fork()`` the child's store opens its own connection on its first call (the
+    fork waits, bounded by ``busy_timeout``, for a call in flight). A store cannot be
+    pickled: open one in each process.
 
-    Errors from SQLite (a lock held past ``busy_timeout``, an I/O error, a full disk, a
-    corrupt file) surface as :class:`~hexeract_lite.errors.StoreError` naming the
-    file, the apsw error chained; the failed operation applied nothing.
+    Errors from SQLite (a lock held past ``busy_timeout``, I/O, a full disk, a corrupt
+    file) raise :class:`~hexeract_lite.errors.StoreError` naming the file, the driver's
+    error chained; the failed operation applied nothing.
 
     .. versionadded:: 0.1.0
     """
@@ -166,22 +148,20 @@ class SqliteScheduleStore(SqlScheduleStore):
             hold=hold,
             lock=lock,
         )
-        # read-only on an older table: NULL for the columns of ours it lacks yet
+        # read-only on an older table: NULL for the columns it lacks
         select_list = present_columns(connection, table) if readonly else SELECT_LIST
         self._sql = SqliteStatements(table, select_list)
-        # read-only on a table that may lack our indexes or hold instants in another
-        # layout (which only a writer may rewrite): listings that need neither
+        # read-only: listings that need neither our indexes nor canonical instants
         self._portable: PortableReads | None = (
             PortableReads(table, select_list) if readonly else None
         )
         self._current = version == SCHEMA_VERSION
-        # the run log: from version 7 (a read-only opening of an older table has none)
         if version >= RUNS_VERSION:
             self._run_sql = run_statements(table, version)
             self._sweep_runs = sweep_runs(table, self._sql.sweepable)
         self._codec = codec
         self._place = f"the table {table} of {path}"
-        # started by the first claim in each process (see .notify)
+        # started by the first claim in each process
         self._watch: CommitWatch | None = None
         self._watch_pid = 0
         if AT_FORK_HOOKS:
@@ -206,50 +186,38 @@ class SqliteScheduleStore(SqlScheduleStore):
         """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
 
         - ``path``: the database file; None means :func:`default_database_path`, whose
-          folders are created. A new file is created with owner-only permissions
-          (0600 on POSIX); on any other path the folder must already exist.
-        - ``table``: the table name, ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not
-          a word SQLite reads as a keyword (:class:`InvalidConfiguration` otherwise,
-          before any SQL runs).
-        - ``clock``: where "now" comes from (``created_at``, ``delivered_at``, retry
-          deadlines, the sweep, replay).
-        - ``durability``: ``"full"`` (every commit fsynced), ``"relaxed"`` (the
-          application's writes fsynced, the worker's claims and acknowledgements not)
-          or ``"normal"`` (``synchronous=NORMAL``); see the class docstring.
+          folders are created. A new file is created owner-only (0600); on any other
+          path the folder must already exist.
+        - ``table``: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not a word SQLite
+          reads as a keyword (:class:`InvalidConfiguration` otherwise).
+        - ``clock``: where "now" comes from.
+        - ``durability``: ``"full"``, ``"relaxed"`` or ``"normal"`` (see the class).
         - ``busy_timeout``: how long an operation waits for another connection's write
           lock before it fails with :class:`StoreError`.
-        - ``create``: when False, a missing file or a missing table raises
-          :class:`StoreError` (``no database at <path>``) and nothing is created; a
-          table hexeract (or an older hexeract_lite) created is still adopted.
-        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``) to open the
-          file with; None, the default one. For fault injection and special storage.
-        - ``readonly``: for commands that only read: the file is never written (no WAL
-          switch, upgrade, index or ``PRAGMA optimize``), a file the user may only read
-          opens, and no ``-wal``/``-shm`` file is left beside a WAL file that had none.
-          A missing file or table raises :class:`StoreError` (``create`` is not
-          consulted); an older table is read as it is. ``inspect``, the listings,
-          ``next_wakeup``, ``export_records`` and ``data_version`` work; every other
-          method raises :class:`StoreError` saying the store is read-only.
-        - ``driver``: the SQLite library of every connection the store opens:
-          ``"apsw"`` (the default) or ``"sqlite3"`` (the standard library's, for an app
-          whose own connections are ``sqlite3.Connection`` s: ``insert(...,
-          connection=)`` and :class:`~hexeract_lite.transactional.TransactionalSink`
-          then take and give ``sqlite3`` connections). One library per file per process
-          (see :mod:`.driver`): opening a file this process has open with the
-          other one raises :class:`InvalidConfiguration`, as does a SQLite older than
-          3.35 or a ``vfs`` with ``"sqlite3"``.
+        - ``create``: when False, a missing file or table raises :class:`StoreError`
+          (``no database at <path>``) and nothing is created; an existing table of
+          hexeract's is still adopted.
+        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``); None, the default.
+        - ``readonly``: the file is never written (no WAL switch, upgrade, index or
+          ``PRAGMA optimize``), a file the user may only read opens, and no
+          ``-wal``/``-shm`` file is left behind. A missing file or table raises
+          :class:`StoreError`; an older table is read as it is. ``inspect``, the
+          listings, ``next_wakeup``, ``export_records`` and ``data_version`` work; every
+          other method raises :class:`StoreError` saying the store is read-only.
+        - ``driver``: ``"apsw"`` (the default) or ``"sqlite3"`` (for an app whose own
+          connections are ``sqlite3.Connection`` s, which ``connection=`` and
+          :class:`~hexeract_lite.transactional.TransactionalSink` then take). Opening a
+          file this process has open with the other library raises
+          :class:`InvalidConfiguration`, as does a SQLite older than 3.35 or a ``vfs``
+          with ``"sqlite3"``.
 
-        A new database is linked into place only once complete
-        (:func:`~hexeract_lite.store.sqlite.schema.create_database`): other processes
-        never see a half-made file, and several creating it at once share the first.
-        A table the Rust reference created (no version recorded) is adopted, its rows
-        kept, hexeract_lite's indexes added and timestamp text normalised to
-        ``YYYY-MM-DDTHH:MM:SS.mmmZ``, in one transaction; an older version is upgraded
-        the same way. A table whose recorded version is newer than
-        :data:`SCHEMA_VERSION`, or that is not a scheduler table, is refused before
-        anything in the file changes. A path that is a folder, a file that is not a
-        SQLite database, a read-only file or folder (unless ``readonly``), or a
-        missing folder raise :class:`StoreError` naming the path, changing nothing.
+        Other processes never see a half-made new file. A table the Rust reference
+        created is adopted (rows kept, indexes added, timestamps normalised to
+        ``YYYY-MM-DDTHH:MM:SS.mmmZ``) and an older version upgraded, in one transaction.
+        A table of a newer version than :data:`SCHEMA_VERSION`, or not a scheduler
+        table, is refused before anything changes. A folder, a file that is not a
+        SQLite database, a read-only file or folder (unless ``readonly``) or a missing
+        folder raise :class:`StoreError` naming the path, changing nothing.
         """
         table = validate_sqlite_table_name(table)
         driver = check_open(durability, busy_timeout, clock, driver, vfs, create, readonly)
@@ -331,12 +299,8 @@ class SqliteScheduleStore(SqlScheduleStore):
         return True
 
     def data_version(self) -> int:
-        """``PRAGMA data_version``: changes when another connection commits to the file.
-
-        Cheap (no disk read); a worker polls it to notice other processes' inserts
-        within its poll interval. Its own commits do not move it (they notify
-        :attr:`changes`).
-        """
+        """``PRAGMA data_version``: changes when another connection commits to the file
+        (this store's own commits notify :attr:`changes` instead). Reads no disk."""
         [(value,)] = self._db.run("data_version", "PRAGMA data_version")
         assert isinstance(value, int)
         return value
@@ -344,8 +308,7 @@ class SqliteScheduleStore(SqlScheduleStore):
     # -- a forked child ------------------------------------------------------------------
 
     def _before_fork(self) -> bool:
-        """In the forking thread: wait (bounded) for a call in flight, so that no
-        transaction of this store is open at the fork (see :mod:`.fork`)."""
+        """Wait (bounded) for a call in flight, so no transaction is open at the fork."""
         assert isinstance(self._lock, type(threading.Lock()))
         return hold(self._lock, self._db.busy_timeout.total_seconds() + 10)
 
@@ -354,8 +317,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         self._lock.release()
 
     def _after_fork_in_child(self) -> None:
-        """In a child made by fork(), before it runs anything else: a fresh lock and no
-        connection yet (the next call opens the child's own)."""
+        """A fresh lock and no connection (the next call opens the child's own)."""
         self._db.lock = threading.Lock()
         self._forget_connection()
 
@@ -369,8 +331,7 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     @property
     def _conn(self) -> apsw.Connection | None:
-        """The store's connection (None once closed, or in a forked child before its
-        first call)."""
+        """The store's connection (None when closed, or in a fork before its first call)."""
         return self._db.conn
 
     # -- plumbing ----------------------------------------------------------------------
@@ -382,8 +343,7 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _write(
         self, what: str, *, worker: bool = False, atomic: bool = True
     ) -> Iterator[SqliteSession]:
-        """One ``BEGIN IMMEDIATE`` transaction (whatever ``atomic`` says; see
-        :meth:`.connections.Connections.transaction`)."""
+        """One ``BEGIN IMMEDIATE`` transaction, whatever ``atomic`` says."""
         with self._db.transaction(what, worker) as tx:
             yield tx
         if tx.woken:
@@ -407,25 +367,23 @@ class SqliteScheduleStore(SqlScheduleStore):
     def insert(
         self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
     ) -> None:
-        """See :meth:`ScheduleStore.insert`. ``connection``: an ``apsw.Connection`` or
-        ``sqlite3.Connection`` on this file with a transaction open: the row is written
-        inside that transaction and exists once the caller commits (see
-        :func:`~hexeract_lite.store.sqlite.transaction.insert_within`)."""
+        """``connection``: an ``apsw.Connection`` or ``sqlite3.Connection`` on this file
+        with a transaction open: the row is written inside it and exists once the
+        caller commits."""
         check_max_attempts(max_attempts)
         now = self._clock.now()
         message = place_first(validate_message(message), now)
         self._writable("insert")
         row = message_rows((message,), max_attempts, format_now(now))[0]
         if connection is not None:
-            from .transaction import insert_within  # sqlite3 and settlement: not for reads
+            from .transaction import insert_within
 
             insert_within(
                 connection, self._path, self._sql, [message], [row], "insert", self.driver
             )
             return
         self._db.outside_sink("insert")
-        # The hot path of enqueueing, kept lean: one call runs BEGIN IMMEDIATE, the
-        # INSERT and COMMIT; a duplicate id is the primary key's constraint error.
+        # one statement runs BEGIN IMMEDIATE, the INSERT and COMMIT
         with self._lock:
             cur = self._db.live_cursor()
             try:
@@ -446,8 +404,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         *,
         connection: object = None,
     ) -> None:
-        """See :meth:`ScheduleStore.insert_many`; ``connection`` as for :meth:`insert`
-        (the batch is all or nothing inside the caller's transaction)."""
+        """``connection`` as for :meth:`insert` (all or nothing in its transaction)."""
         check_max_attempts(max_attempts)
         now = self._clock.now()
         messages = check_messages(messages, now)
@@ -476,13 +433,11 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _claim_params(
         self, now: datetime, batch_size: int, lease: timedelta
     ) -> tuple[dict[str, Any], str, datetime]:
-        """The claim's parameters, and the lease it hands out (text, instant)."""
         until = to_utc_ms(now + lease, "lease deadline")
         until_text = format_ts(until)
         return {"now": format_ts(now), "until": until_text, "n": batch_size}, until_text, until
 
     def _claim_rows(self, tx: Any, claim: tuple[dict[str, Any], str, datetime]) -> list[Any]:
-        """The claim's statements, inside the caller's write transaction."""
         cur = tx.cur
         if self._watch_pid != os.getpid():  # once per process, at the first claim
             self._watch_pid = os.getpid()
@@ -500,30 +455,27 @@ class SqliteScheduleStore(SqlScheduleStore):
         self._writable("dead_letter_exhausted")
         now = self._now()
         params = {"now": format_ts(now), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
-        # Every poll cycle runs this; almost always there is nothing to do, and a read
-        # says so without taking the write lock (other processes' claims go on).
+        # a read first: usually there is nothing to do, and no write lock is taken
         [(work,)] = self._read("dead_letter_exhausted", self._sql.sweep_probe, params)
         if not work:
             return 0
         with self._write("dead_letter_exhausted", worker=True) as tx:
             tx.execute(self._sql.normalise)
-            if self._run_sql is not None:  # the swept rows' runs, before they leave the index
+            if self._run_sql is not None:  # the runs first, while the rows are sweepable
                 host, pid = this_worker()
                 figures = {"now_ms": encode_ms(now), "host": host, "pid": pid}
                 tx.execute(self._sweep_runs, {**params, **figures})
             return tx.execute(self._sql.sweep, params)
 
     def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
-        """The batch's runs in one ``executemany``."""
         assert self._run_sql is not None
         tx.cur.executemany(self._run_sql.insert, rows)
 
     def _normalise_if_needed(self) -> bool:
-        """Rewrite live rows' instants that another tool wrote in another layout (a
-        read when there are none, which is the normal case). A read-only store cannot:
-        it says whether there are any (True: its reads must not trust text order)."""
+        """Rewrite live rows' instants another tool wrote in another layout. True: a
+        read-only store that cannot, whose reads must not trust text order."""
         if self._readonly and not self._current:
-            return True  # an older table: our index to ask may not exist
+            return True  # an older table may lack the index to ask
         if not self._read("normalise", self._sql.any_noncanonical, ()):
             return False
         if self._readonly:
@@ -552,9 +504,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[str, dict[str, Any]]:
-        # A status few rows have is read from its partial index (a page of 10 pending
-        # rows among a million delivered ones would otherwise walk the whole table);
-        # a name glob has its own index, which SQLite picks.
+        # a status few rows have is read from its partial index
         few = False
         if status is not None and name is None:
             [(count,)] = self._read("list_schedules", status_count_sql(self._table, status), {})
@@ -565,9 +515,8 @@ class SqliteScheduleStore(SqlScheduleStore):
         return prune_sql(self._table, column)
 
     def _after_prune(self) -> None:
-        """Free pages back to the file system (``PRAGMA incremental_vacuum``, with
-        incremental auto-vacuum: every file this version creates; older files need
-        :meth:`vacuum` once), and the WAL checkpointed and truncated."""
+        """Free pages back to the file system (``incremental_vacuum``; an older file
+        needs :meth:`vacuum` once), then checkpoint and truncate the WAL."""
         self._db.run("prune", "PRAGMA incremental_vacuum", "PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _replay_statements(
@@ -610,23 +559,20 @@ class SqliteScheduleStore(SqlScheduleStore):
     # -- upkeep ---------------------------------------------------------------------------
 
     def checkpoint(self) -> bool:
-        """Fold the WAL into the file and truncate it (``PRAGMA wal_checkpoint(TRUNCATE)``)
-        without waiting: when another connection reads or writes at that moment it gives
-        up at once and returns False (the next burst's end tries again). The worker calls
-        it when a burst of work ends. A read-only store does nothing (False)."""
+        """Fold the WAL into the file and truncate it without waiting: False when another
+        connection is busy with the file at that moment, or the store is read-only."""
         return not self._readonly and self._db.checkpoint()
 
     def vacuum(self) -> None:
-        """Rebuild the file with incremental auto-vacuum (what older files lack, so that
-        :meth:`prune` can give space back), returning every free page; then checkpoint
-        and truncate the WAL. Takes the write lock for as long as the copy takes."""
+        """Rebuild the file with incremental auto-vacuum (so :meth:`prune` gives space
+        back), returning every free page, then truncate the WAL. Holds the write lock
+        for as long as the copy takes."""
         self._writable("vacuum")
         incremental = "PRAGMA auto_vacuum = INCREMENTAL"
         self._db.run("vacuum", incremental, "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)")
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_within`: through the caller's ``connection``
-        as for :meth:`insert` (:func:`~hexeract_lite.store.sqlite.transaction.modify_within`)."""
+        """``connection`` as for :meth:`insert`."""
         sid = check_schedule_id(schedule_id)
         self._writable("modify")
         now = self._now()
@@ -634,12 +580,9 @@ class SqliteScheduleStore(SqlScheduleStore):
 
         return modify_within(connection, self._path, self._sql, sid, plan, now, self.driver)
 
-    # -- copying rows between stores (hexeract scheduler migrate) ---------------------
+    # -- copying rows between stores ---------------------------------------------------
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
-        """See :meth:`ScheduleStore.import_records`: the rows whose id is absent are
-        inserted as given (every column, instants as the reference's text), in one
-        ``BEGIN IMMEDIATE`` transaction."""
         rows = [row_from_record(record) for record in check_records(records)]
         if not rows:
             return 0

@@ -1,14 +1,10 @@
 """Transactions the application shares with the SQLite store, on the store's own file.
 
-- :func:`insert_within` (``insert(..., connection=conn)``, ``insert_many``) and
-  :func:`modify_within`: the write goes through the caller's ``apsw.Connection`` or
-  ``sqlite3.Connection`` inside its open transaction, under a savepoint; nothing is
-  committed here. Workers notice the caller's commit through ``PRAGMA data_version``.
-  The connection must use the store's library (``open(driver=...)``), or one that
-  shares its copy of SQLite (:func:`shares_sqlite_with_apsw`): two copies in one
-  process do not see each other's locks on the file.
-- :class:`SqliteTransactionRunner`: the SQLite side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`.
+:func:`insert_within` and :func:`modify_within` write through the caller's
+``apsw.Connection`` or ``sqlite3.Connection`` inside its open transaction, under a
+savepoint; nothing is committed here. The connection must use the store's library, or
+one that shares its copy of SQLite (:func:`shares_sqlite_with_apsw`): two copies in one
+process do not see each other's locks on the file.
 """
 
 from __future__ import annotations
@@ -103,10 +99,8 @@ def _plain_row(cursor: object, row: Any) -> Any:
 
 
 class _Caller:
-    """The caller's connection, checked: executes statements, maps driver errors.
-
-    Rows are read as tuples of SQLite's values whatever the app set on its connection
-    (a ``sqlite3`` ``row_factory`` or ``text_factory``, an apsw ``row_trace``)."""
+    """The caller's connection, checked. Rows are read as tuples of SQLite's values
+    whatever factory or tracer the app set on it."""
 
     def __init__(self, conn: Any, kind: str) -> None:
         self.conn = conn
@@ -115,7 +109,7 @@ class _Caller:
     def execute(self, sql: str, params: Any = ()) -> list[Any]:
         cursor = self.conn.cursor()
         if self.kind == "apsw":
-            cursor.row_trace = _plain_row  # overrides the connection's row tracer
+            cursor.row_trace = _plain_row
             return list(cursor.execute(sql, params).fetchall())
         cursor.row_factory = None
         text_factory, self.conn.text_factory = self.conn.text_factory, str
@@ -246,7 +240,6 @@ def _is_readonly(exc: BaseException) -> bool:
 
 
 def _is_duplicate(exc: BaseException) -> bool:
-    """:func:`.connections.is_duplicate`, or its ``sqlite3`` form."""
     if isinstance(exc, sqlite3.IntegrityError):
         return getattr(exc, "sqlite_errorname", "") in (
             "SQLITE_CONSTRAINT_PRIMARYKEY",
@@ -264,14 +257,14 @@ def insert_within(
     what: str,
     driver: str = "apsw",
 ) -> None:
-    """Insert ``messages`` (``rows``: their parameters of :attr:`SqliteStatements.insert`)
-    through the caller's ``connection`` inside its transaction, all or nothing.
+    """Insert ``messages`` (``rows``: their ``insert`` parameters) through the caller's
+    ``connection`` inside its transaction, all or nothing.
 
-    The connection must be of the store's ``driver``, open on ``path``, writable,
-    usable from this thread, with a transaction open (a sqlite3 connection that opens
-    transactions implicitly gets its ``BEGIN``): else :class:`InvalidArgument` naming
-    the problem. :class:`DuplicateSchedule` for an id stored or repeated in the batch,
-    :class:`StoreError` for a driver error; the caller's transaction stays open.
+    The connection must be of the store's ``driver``, on ``path``, writable, usable
+    from this thread, with a transaction open (or one ``sqlite3`` opens implicitly):
+    else :class:`InvalidArgument` naming the problem. :class:`DuplicateSchedule` for an
+    id stored or repeated in the batch, :class:`StoreError` for a driver error; the
+    caller's transaction stays open.
     """
     caller = _check(connection, path, what, driver, statements.table)
     if not rows:
@@ -290,9 +283,8 @@ def _savepoint(
     what: str,
     mapped: Callable[[BaseException], Exception | None] = lambda exc: None,
 ) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction (a
-    sqlite3 connection that opens transactions implicitly gets its ``BEGIN`` first);
-    an error as ``mapped`` says, else a read-only file as :class:`InvalidArgument`."""
+    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction
+    (begun first on an implicit ``sqlite3`` one); a read-only file: :class:`InvalidArgument`."""
     errors = (apsw.Error, sqlite3.Error)
     if caller.kind == "sqlite3" and not caller.conn.in_transaction:
         level = caller.conn.isolation_level or ""
@@ -319,11 +311,9 @@ def modify_within(
     now: datetime,
     driver: str = "apsw",
 ) -> _T:
-    """Read the row of ``schedule_id`` through the caller's ``connection``, run
-    ``plan`` on it at ``now`` and write back the record it returns, inside the
-    caller's transaction (a savepoint; nothing committed); return the plan's answer.
-    The connection's checks and errors are :func:`insert_within`'s; an unknown id:
-    :class:`ScheduleNotFound`; a row that cannot be decoded: :class:`StoreError`."""
+    """``modify_record`` through the caller's ``connection`` inside its transaction
+    (nothing committed). Checks and errors as :func:`insert_within`'s; an unknown id:
+    :class:`ScheduleNotFound`; a row that does not decode: :class:`StoreError`."""
     what = "modify"
     caller = _check(connection, path, what, driver, statements.table)
     with _savepoint(caller, path, what):
@@ -356,20 +346,18 @@ def _first_duplicate(
 
 
 def _end_at_deadline(conn: apsw.Connection, guard: _TransactionGuard) -> Callable[[], None]:
-    """The watchdog's action for ``conn``: ``guard`` made inactive (so that the close
-    can roll back), then the connection interrupted and closed."""
+    """The watchdog's action: ``guard`` off (so the close may roll back), ``conn`` closed."""
 
     def end() -> None:
-        guard.active = False  # the close's own ROLLBACK is allowed
+        guard.active = False
         _close_from_outside(conn)
 
     return end
 
 
 def _close_from_outside(conn: apsw.Connection) -> None:
-    """Interrupt what the connection runs and close it (rolling back its transaction),
-    retrying while another thread is inside it (bounded: an interrupted statement
-    returns at its next step)."""
+    """Interrupt the connection and close it (rolling back), retrying, bounded, while
+    another thread is inside it."""
     for _ in range(2000):
         conn.interrupt()
         try:
@@ -382,8 +370,7 @@ def _close_from_outside(conn: apsw.Connection) -> None:
 
 
 def _plain_rows(conn: apsw.Connection) -> None:
-    """Undo a handler's ``row_factory``/``text_factory`` on the sink's ``sqlite3``
-    connection, which the runner reads and keeps for the next occurrences."""
+    """Undo a handler's ``row_factory``/``text_factory`` on the sink's ``sqlite3`` connection."""
     raw = getattr(conn, "raw", None)
     if isinstance(raw, sqlite3.Connection):
         raw.row_factory = None
@@ -392,24 +379,21 @@ def _plain_rows(conn: apsw.Connection) -> None:
 
 _COMMIT = "COMMIT -- the sink's own"
 _ROLLBACK = "ROLLBACK -- the sink's own"
-"""The runner's own statements, in texts no handler's statement shares, so that the
-authorizer (which runs when a statement is prepared and cached) never sees them as
-the handler's."""
+"""The runner's own statements, in texts no handler's shares (the authorizer runs when
+a statement is prepared and cached)."""
 
 
 class _TransactionGuard:
-    """The authorizer of the sink's connection: while :attr:`active` (the handler runs)
-    it refuses ``BEGIN``, ``COMMIT``/``END`` and ``ROLLBACK`` (savepoints stay allowed),
-    so the handler's writes commit with the acknowledgement or not at all; a refused
-    statement fails the dispatch (:meth:`error`). It also notes TEMP tables and views
-    the handler makes."""
+    """The sink connection's authorizer: while the handler runs it refuses ``BEGIN``,
+    ``COMMIT``/``END`` and ``ROLLBACK`` (not savepoints), which fails the dispatch, and
+    notes TEMP tables and views the handler makes."""
 
     __slots__ = ("active", "refused", "temp_changed")
 
     def __init__(self) -> None:
         self.active = False
         self.refused: list[str] = []
-        self.temp_changed = False  # the handler created or altered a TEMP table or view
+        self.temp_changed = False
 
     def __call__(self, op: int, arg1: str | None, *_: object) -> int:
         if self.active:
@@ -421,7 +405,6 @@ class _TransactionGuard:
         return apsw.SQLITE_OK
 
     def error(self, cause: BaseException | None = None) -> BaseException:
-        """The dispatch's failure: the handler tried to end the sink's transaction."""
         err = DispatchError(
             "the transactional handler may not end the sink's transaction; it ran"
             f" {', '.join(dict.fromkeys(self.refused))} (refused): don't call commit(),"
@@ -436,18 +419,8 @@ _TEMP_DDL = frozenset({apsw.SQLITE_CREATE_TEMP_TABLE, apsw.SQLITE_CREATE_TEMP_VI
 
 
 class SqliteTransactionRunner(TransactionRunner):
-    """Runs a transactional handler for one occurrence at a time on SQLite.
-
-    ``run(occurrence)``: ``BEGIN IMMEDIATE`` on the runner's own connection; the
-    occurrence's success acknowledgement (``delivered``, or ``reschedule`` for a cron
-    schedule), fenced on its lease; when the fence holds, ``handler(message,
-    connection)``; ``COMMIT``. The result is an
-    :class:`~hexeract_lite.transactional.Acknowledged` (committed, or fenced out: the
-    handler did not run), or a failed :class:`DispatchResult` (the handler raised,
-    returned something other than None, or ran past ``timeout``; or the database
-    failed), after which nothing of the transaction remains. At ``timeout`` a watchdog
-    interrupts and closes the connection, even while the handler sleeps in Python.
-    """
+    """:class:`TransactionRunner` on SQLite: ``BEGIN IMMEDIATE``; at ``timeout`` the
+    watchdog interrupts and closes the connection."""
 
     _store: StoreSide
     _conn: apsw.Connection | None
@@ -474,8 +447,7 @@ class SqliteTransactionRunner(TransactionRunner):
             self._conn, self._hold, self._pid = None, None, os.getpid()
         if self._conn is None:
             s = self._store
-            # The store's claim on the file for its library lasts while this connection
-            # is open, even past the store's close (one SQLite library per file).
+            # the claim on the file for its library lasts while this connection is open
             hold = hold_file(s.path, s.driver)
             try:
                 conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
@@ -488,7 +460,6 @@ class SqliteTransactionRunner(TransactionRunner):
         return self._conn
 
     def _closed(self) -> None:
-        """The connection is closed (or given up): forget it and its claim on the file."""
         self._conn = None
         hold, self._hold = self._hold, None
         if hold is not None:
@@ -518,7 +489,7 @@ class SqliteTransactionRunner(TransactionRunner):
         self._closed()
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
-        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
+        """The handler and ``occ``'s acknowledgement in one transaction."""
         from ...transactional import bad_return, timed_out
 
         planned = self._acknowledgement(occ)
@@ -558,7 +529,7 @@ class SqliteTransactionRunner(TransactionRunner):
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
-                    if self._runs is not None:  # the delivery's run, in its transaction
+                    if self._runs is not None:
                         conn.execute(self._runs.insert, self._run_row(occ, began))
                     conn.execute(_COMMIT)
                     committed = True
