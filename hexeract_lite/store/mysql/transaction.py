@@ -175,9 +175,8 @@ def _still_open(conn: pymysql.Connection[Any], handler: object) -> None:
 
 
 class MysqlTransactionRunner(TransactionRunner):
-    """Runs a transactional handler for one occurrence at a time on MySQL (see
-    :class:`~hexeract_lite.store.sqlite.transaction.SqliteTransactionRunner` for the
-    results)."""
+    """:class:`TransactionRunner` on MySQL: at the deadline the watchdog kills the
+    session; a handler returning late, or ending the transaction itself, is rolled back."""
 
     _store: StoreSide
     _conn: pymysql.Connection[Any] | None
