@@ -77,14 +77,16 @@ class Context:
         act: Callable[[ScheduleStore], _T],
         *,
         ids: Iterable[uuid.UUID],
+        named: str | None = None,
         create: bool = False,
     ) -> _T:
         """Run ``act`` on the store and return its answer, so that a refused change
         leaves a SQLite file as it was: on an existing SQLite file ``act`` first runs
-        on an in-memory copy of the rows ``ids``, and a refusal there (``_REFUSALS``) is
+        on an in-memory copy of the rows ``ids`` (and those whose name starts with
+        ``named``), and a refusal there (``_REFUSALS``) is
         raised before the file is opened for writing. Anything else the copy raises is
         left to the store."""
-        rehearsal = self._copy_of(ids)
+        rehearsal = self._copy_of(ids, named)
         if rehearsal is not None:
             try:
                 act(rehearsal)
@@ -110,10 +112,10 @@ class Context:
 
         return self.write(run, ids=target_ids(args))
 
-    def _copy_of(self, ids: Iterable[uuid.UUID]) -> ScheduleStore | None:
-        """An in-memory store holding the rows ``ids`` of an existing SQLite table (read
-        read-only), or None: another database, no such file or table, or a row that
-        cannot be read."""
+    def _copy_of(self, ids: Iterable[uuid.UUID], named: str | None) -> ScheduleStore | None:
+        """An in-memory store holding the rows ``ids`` (and those named ``named...``) of
+        an existing SQLite table (read read-only), or None: another database, no such
+        file or table, or a row that cannot be read."""
         target = parse_conn(self.conn)
         if target.kind != "sqlite":
             return None
@@ -127,6 +129,8 @@ class Context:
 
         copy = InMemoryScheduleStore()
         try:
+            if named is not None:
+                ids = [*ids, *(s.schedule_id for s in source.list_named(named))]
             for sid in ids:
                 after = uuid.UUID(int=sid.int - 1) if sid.int else None
                 rows = source.export_records(after, 1)

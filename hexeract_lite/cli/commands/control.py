@@ -136,8 +136,7 @@ def _run_group(args: argparse.Namespace, ctx: Context) -> int:
             return control.pause_group(group, note=args.note)
         return control.resume_group(group)
 
-    with ctx.store(create=False) as store:  # no rehearsal: a group's rows are not known up front
-        count = act(store)
+    count = ctx.write(act, ids=(), named=group + ".")
     verb = "Paused" if args.action == "pause" else "Resumed"
     ctx.print(f"{verb} {count} schedule{'' if count == 1 else 's'} of group {group!r}.")
     return EXIT_OK
