@@ -38,22 +38,22 @@ def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, da
 def upcoming_firings(
     snapshot: ScheduleSnapshot, now: datetime, count: int, until: datetime | None = None
 ) -> list[datetime]:
-    """The due instants (UTC ``scheduled_for``: the rule's instant plus its jitter) of
-    the next ``count`` occurrences the worker will deliver, in order, none after
-    ``until``, assuming each delivery succeeds as soon as it is due.
+    """The instants (UTC) at which the worker will deliver the next ``count``
+    occurrences, in order, none after ``until``, assuming each delivery succeeds as
+    soon as it is due: each occurrence's ``scheduled_for`` (the rule's instant plus its
+    jitter), but a retry in backoff at the end of its backoff.
 
     The first is the occurrence held now (overdue when before ``now``), left out when
     the worker would not deliver it (misfire grace, ``catch_up``, the policy's end or
     ``max_firings``; a retry after a failure is always delivered); a retry in backoff
-    fires at the end of its backoff. Then the policy's next firings, a backfill's
-    remaining window first; a change made while the held firing was leased
-    (``next_after_lease``) applies once that firing is settled.
+    is listed at the end of its backoff (overdue once that has passed). Then the
+    policy's next firings, a backfill's remaining window first; a change made while the
+    held firing was leased (``next_after_lease``) applies once that firing is settled.
     """
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
         return []
     held: Firing | None = s.firing()
-    in_backoff = s.leased_until is not None and s.leased_until > now and s.last_error is not None
     retrying = s.last_error is not None
     args = (s.schedule_id, s.trigger, s.policy, s.misfire_grace)
     found: list[datetime] = []
@@ -74,14 +74,16 @@ def upcoming_firings(
     for _ in range(2 * count + 2):  # each round fires one or skips to one that fires
         if held is None or len(found) >= count:
             break
-        if until is not None and held.due > until:
-            break
-        if first and in_backoff and s.leased_until is not None:
-            fired_at = max(now, s.leased_until)
+        if first and retrying and s.leased_until is not None and s.leased_until > held.due:
+            listed = s.leased_until  # a retry: claimable once its backoff ends
+            fired_at = max(now, listed)
         else:
             fired_at = max(now, held.due)
+            listed = held.due
+        if until is not None and listed > until:
+            break
         if missed_reason(*args, held, fired_at, retrying=first and retrying) is None:
-            found.append(held.due)
+            found.append(listed)
             fired = held.firings + 1
             held = after_firing(*args, held, fired_at)
         else:

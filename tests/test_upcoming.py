@@ -123,16 +123,19 @@ def test_upcoming_of_a_retry_waits_out_its_backoff(frozen: FrozenTime) -> None:
     [occ] = store.claim_due(T0, 1, timedelta(minutes=5))
     assert store.mark_failed(msg.schedule_id, timedelta(minutes=30), "boom", occ.leased_until)
     frozen.move_to(T0 + timedelta(minutes=1))
-    # the failed 12:00 firing is retried at 12:30; the rule goes on from there
+    # the failed 12:00 firing is retried at 12:30 (listed then); the rule goes on from there
     assert control.upcoming(msg.schedule_id, count=3) == [
-        T0,
+        T0 + timedelta(minutes=30),
         T0 + timedelta(hours=1),
         T0 + timedelta(hours=2),
     ]
+    assert control.upcoming(msg.schedule_id, until=timedelta(minutes=20)) == []
     assert control.upcoming(msg.schedule_id, until=timedelta(minutes=90)) == [
-        T0,
+        T0 + timedelta(minutes=30),
         T0 + timedelta(hours=1),
     ]
+    frozen.move_to(T0 + timedelta(minutes=45))  # the backoff has passed: overdue since
+    assert control.upcoming(msg.schedule_id, count=1) == [T0 + timedelta(minutes=30)]
 
 
 def test_a_change_made_during_a_lease_is_listed_after_the_firing_held(

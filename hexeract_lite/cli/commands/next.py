@@ -27,8 +27,8 @@ def add_parser(tree: CommandTree) -> None:
         run,
         description="Show the instants a schedule will fire at, as a running worker makes"
         " them: none while it is paused or once it ended; an overdue firing first (a worker"
-        " fires it on its next cycle) unless it is later than its misfire grace; a retry"
-        " (shown at the instant it retries) fires at the end of its backoff; then its rule's"
+        " fires it on its next cycle) unless it is later than its misfire grace; a retry in"
+        " backoff at the end of its backoff, when it fires; then its rule's"
         " instants (a zoned rule on its zone's wall clock, daylight saving time included)."
         " Each is shown in UTC and in the schedule's zone (or --tz).",
     )
