@@ -18,9 +18,9 @@ from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
 from .policy import CatchUp, SchedulePolicy, policy_arguments
 from .runlog import RunOutcome, RunRecord
-from .snapshot import MalformedSchedule, ScheduleSnapshot
+from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
-from .store.changes import Change, EnsureResult, Plan
+from .store.changes import Change, EnsureResult, Plan, check_same_kind
 from .store.checks import check_max_attempts
 from .store.pausing import check_note, pause_plan, resume_change
 from .trigger import CronExpression
@@ -362,7 +362,8 @@ class SchedulerControl:
         ``group`` is the part of a name before its first dot; other schedules are never
         touched. ``declared``: named messages, or ``(message, max_attempts)`` pairs (a
         bare message gets :data:`DEFAULT_MAX_ATTEMPTS`), all checked before anything is
-        written (:class:`InvalidArgument`).
+        written (:class:`InvalidArgument`; a stored schedule of another trigger kind:
+        :class:`NotChangeable`).
 
         .. versionadded:: 0.2.0
         """
@@ -392,6 +393,11 @@ class SchedulerControl:
         names = [m.name for m, _ in items]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"reconcile of group {group!r} declares a name twice")
+        stored = {s.name: s for s in self.store.list_named(group + ".")}
+        for m, _ in items:  # a kind ensure would refuse: refused before any is written
+            snap = stored.get(m.name)
+            if snap is not None and snap.status is not ScheduleStatus.CANCELLED:
+                check_same_kind(snap.schedule_id, snap.trigger.kind, m)
         ensured = {m.name or "": self.store.ensure(m, budget) for m, budget in items}
         cancelled: list[str] = []
         for snap in self.store.list_named(group + "."):

@@ -397,6 +397,31 @@ def test_reconcile_with_a_bad_entry_writes_nothing(
     assert store.inspect(control.id_of("app.bad")) is None
 
 
+def test_reconcile_declaring_another_trigger_kind_writes_none_of_it(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A declared entry whose stored schedule has another trigger kind is NotChangeable,
+    found before anything is written: the entries before it keep their stored values and
+    the group's undeclared schedules are not cancelled."""
+    from hexeract_lite import NotChangeable
+
+    control = SchedulerControl(store)
+    first = [
+        control.declare("app.a", cron="0 9 * * *", event_type="e", payload={"v": 1}),
+        control.declare("app.b", every=timedelta(hours=1), event_type="e"),
+        control.declare("app.c", cron="0 5 * * *", event_type="e"),
+    ]
+    control.reconcile("app", first)
+    before = {n: _snap(store, control.id_of(n)) for n in ("app.a", "app.b", "app.c")}
+    again = [
+        control.declare("app.a", cron="0 10 * * *", event_type="e", payload={"v": 2}),
+        control.declare("app.b", cron="0 * * * *", event_type="e"),  # was an interval
+    ]
+    with pytest.raises(NotChangeable, match=r"app\.b"):
+        control.reconcile("app", again)
+    assert {n: _snap(store, control.id_of(n)) for n in before} == before
+
+
 def test_reconcile_of_something_not_iterable_is_invalid_argument(
     store: ScheduleStore, frozen: FrozenTime
 ) -> None:

@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
+from uuid import UUID
 
 import attrs
 
@@ -254,6 +255,17 @@ def ensure_rounds(
     )
 
 
+def check_same_kind(schedule_id: UUID, stored: str, message: ScheduledMessage) -> None:
+    """:class:`NotChangeable` when a live row of kind ``stored`` is declared as
+    ``message`` of another trigger kind."""
+    if stored != message.trigger.kind:
+        raise NotChangeable(
+            schedule_id,
+            f"(name {message.name!r}) is a {stored} schedule, declared as"
+            f" {message.trigger.kind}: cancel it to declare it again with another trigger kind",
+        )
+
+
 def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResult]:
     """The plan of ``ensure`` for a row that exists (the caller inserted otherwise).
 
@@ -273,13 +285,7 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
         if row.cancelled_at is not None:
             fresh = ScheduleRecord.new(message, max_attempts, now)
             return EnsureResult.CREATED, fresh
-        kind = message.trigger.kind
-        if row.trigger_kind != kind:
-            raise NotChangeable(
-                row.schedule_id,
-                f"(name {message.name!r}) is a {row.trigger_kind} schedule, declared as"
-                f" {kind}: cancel it to declare it again with another trigger kind",
-            )
+        check_same_kind(row.schedule_id, row.trigger_kind, message)
         new = row.copy()
         new.name = message.name
         new.event_type = message.event_type
@@ -289,7 +295,7 @@ def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResu
         new.max_attempts = max_attempts
         new.misfire_grace_ms = grace_ms(message.misfire_grace)
         recurring = message.trigger.is_recurring
-        same_rule = _same_rule(kind, row.rule_text, message.trigger.expression)
+        same_rule = _same_rule(row.trigger_kind, row.rule_text, message.trigger.expression)
         if not same_rule:
             new.set_rule_text(message.trigger.expression)
         same_policy = row.policy() == message.policy
