@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from .errors import DispatchError, InvalidArgument
 from .message import ScheduledMessage
+from .sinks import is_coroutine_callable
 
 __all__ = ["EventRouterSink", "Handler"]
 
@@ -32,13 +33,14 @@ class EventRouterSink:
     matches dots too). An exact pattern wins; else the globs are tried in the order
     they were registered. A message whose event type has no handler is a failed
     dispatch (:class:`DispatchError` naming it). A handler is sync or async and
-    returns None or raises, like any sink.
+    returns None or raises, like any sink. When every handler is async the router is
+    an async sink (:attr:`is_async`): under ``run_async`` its handlers run on the
+    worker's event loop and one past ``dispatch_timeout`` is cancelled. With a sync
+    handler among them, the router runs on a dispatch thread and an async handler on a
+    private event loop there.
 
     .. versionadded:: 0.2.0
     """
-
-    is_async = False
-    """Routing is synchronous; an async handler's awaitable is returned and awaited."""
 
     def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
         self._exact: dict[str, Handler] = {}
@@ -65,6 +67,13 @@ class EventRouterSink:
             self._exact[pattern] = handler
         else:
             self._globs.append((pattern, handler))
+
+    @property
+    def is_async(self) -> bool:
+        """True when the router has handlers and all of them are async. A worker reads
+        it when it is made: register the handlers first."""
+        handlers = [*self._exact.values(), *(h for _, h in self._globs)]
+        return bool(handlers) and all(map(is_coroutine_callable, handlers))
 
     def on(self, pattern: str) -> Callable[[_H], _H]:
         """A decorator: ``@router.on("reminders.*")`` registers the function it decorates."""

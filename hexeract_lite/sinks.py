@@ -90,10 +90,11 @@ def is_async_sink(sink: object) -> bool:
     flag = getattr(sink, "is_async", None)
     if isinstance(flag, bool):
         return flag
-    return _is_coroutine_callable(getattr(sink, "dispatch", None))
+    return is_coroutine_callable(getattr(sink, "dispatch", None))
 
 
-def _is_coroutine_callable(fn: object) -> bool:
+def is_coroutine_callable(fn: object) -> bool:
+    """True for a coroutine function, or an object whose ``__call__`` is one."""
     if fn is None:
         return False
     if inspect.iscoroutinefunction(fn):
@@ -115,7 +116,7 @@ class CallableSink:
         if not callable(fn):
             raise InvalidArgument(f"CallableSink needs a callable, got {fn!r}")
         self.fn = fn
-        self.is_async: bool = _is_coroutine_callable(fn)
+        self.is_async: bool = is_coroutine_callable(fn)
         """True when ``fn`` is a coroutine function: the worker awaits it."""
 
     def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
@@ -162,7 +163,7 @@ class BusSink:
                 f"BusSink needs a transport with publish_raw(), got {transport!r}"
             )
         self.transport = transport
-        self.is_async: bool = _is_coroutine_callable(publish)
+        self.is_async: bool = is_coroutine_callable(publish)
         """True when the transport's ``publish_raw`` is a coroutine function."""
 
     def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:

@@ -105,6 +105,64 @@ def test_through_the_worker_sync_async_and_unknown(
     )
 
 
+def test_a_router_of_async_handlers_runs_them_on_the_loop_of_run_async() -> None:
+    """Every handler async: under ``run_async`` they run on the worker's own loop, and
+    one past ``dispatch_timeout`` is cancelled there (not left running on a thread)."""
+    from datetime import UTC, datetime, timedelta
+
+    from hexeract_lite import InMemoryScheduleStore
+
+    router = EventRouterSink()
+    seen: list[object] = []
+
+    @router.on("quick")
+    async def quick(m: ScheduledMessage) -> None:
+        seen.append(asyncio.get_running_loop())
+
+    @router.on("slow")
+    async def slow(m: ScheduledMessage) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    assert router.is_async
+    store = InMemoryScheduleStore()
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    store.insert_many(
+        [ScheduledMessage.delay(Target.mediator(), due, e, {}) for e in ("quick", "slow")], 3
+    )
+    config = SchedulerWorkerConfig(
+        dispatch_timeout=timedelta(milliseconds=300), poll_interval=timedelta(milliseconds=20)
+    )
+
+    async def main() -> object:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SchedulerWorker(store, router, config).run_async(stop))
+        for _ in range(500):
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+        return asyncio.get_running_loop()
+
+    loop = asyncio.run(main())
+    assert sorted(seen, key=str) == sorted([loop, "cancelled"], key=str)
+
+
+def test_a_router_with_a_sync_handler_is_not_async() -> None:
+    router = EventRouterSink()
+    assert not router.is_async, "no handler yet"
+
+    async def job(m: ScheduledMessage) -> None: ...
+
+    router.add("a", job)
+    router.add("b", lambda m: None)
+    assert not router.is_async, "a sync handler among them: it runs on a dispatch thread"
+
+
 def test_usable_from_the_worker_commands_sink_option(tmp_path: Path) -> None:
     """``hexeract scheduler worker --sink app_router:router`` loads the router as it is."""
     (tmp_path / "app_router_13.py").write_text(
