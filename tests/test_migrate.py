@@ -733,7 +733,7 @@ def test_migrate_to_postgres_names_a_source_row_whose_payload_is_not_json(tmp_pa
             migrate(source, dest, batch_size=2)
         assert str(bad.schedule_id) in str(failed.value)
         assert "JSON" in str(failed.value)
-        assert isinstance(failed.value.__cause__, InvalidMessage)
+        assert isinstance(failed.value.__cause__, StoreError)
         assert dest.stats().total == 2, "the first page stays; nothing of the failing one"
     finally:
         dest.close()

@@ -30,6 +30,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
+from hexeract_lite.cli import main
 from hexeract_lite.settlement import Settlement
 from hexeract_lite.snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from hexeract_lite.store.base import ScheduleStore
@@ -719,7 +720,7 @@ MALFORMED = {
 
 @pytest.mark.parametrize("column", sorted(MALFORMED))
 def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
-    db: Path, clock: ManualClock, column: str
+    db: Path, clock: ManualClock, column: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = ScheduledMessage.cron(Target.outbox(), "* * * * *", T0 - 10 * S, "e", {})
     good = [one_shot(T0 - i * S) for i in range(3)]
@@ -731,17 +732,18 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
             (MALFORMED[column], bad.schedule_id.bytes),
         )
         conn.close()
-        if column == "payload":  # a snapshot shows the stored text; only dispatch decodes it
-            snap = store.inspect(bad.schedule_id)
-            assert snap is not None and snap.payload_json == MALFORMED[column]
-        else:  # inspect names the row and the column; a listing marks the row
-            with pytest.raises(StoreError, match=str(bad.schedule_id)) as info:
-                store.inspect(bad.schedule_id)
-            assert column in str(info.value)
-            listed = store.list_pending()
-            [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
-            assert odd.schedule_id == bad.schedule_id and column in odd.reason
-            assert len(listed) == 4, "the healthy rows are listed too"
+        # inspect names the row and the column; a listing marks the row, as the worker
+        # finds it (a payload that is not JSON included)
+        with pytest.raises(StoreError, match=str(bad.schedule_id)) as info:
+            store.inspect(bad.schedule_id)
+        assert column in str(info.value)
+        listed = store.list_pending()
+        [odd] = [item for item in listed if isinstance(item, MalformedSchedule)]
+        assert odd.schedule_id == bad.schedule_id and column in odd.reason
+        assert len(listed) == 4, "the healthy rows are listed too"
+        assert main(["scheduler", "list", "--conn", str(db)]) == 0  # the plain listing
+        plain = capsys.readouterr().out
+        assert f"{bad.schedule_id}  malformed  {column}" in plain, plain
         claimed = store.claim_due(T0, 10, LEASE)
         assert sorted(c.message.schedule_id for c in claimed) == sorted(m.schedule_id for m in good)
         conn = raw(db)
@@ -844,11 +846,17 @@ def test_a_payload_that_is_not_strict_json_is_dead_lettered(
         conn.close()
         claimed = store.claim_due(T0, 10, LEASE)
         assert [c.message.schedule_id for c in claimed] == [good.schedule_id]
-        [dead] = store.list_dead_letter()
-        assert isinstance(dead, ScheduleSnapshot) and dead.last_error is not None
-        assert dead.last_error.startswith(
-            "malformed row, dead-lettered without dispatch: payload is not JSON"
-        ), dead.last_error
+        [dead] = store.list_dead_letter()  # listed as the worker found it: malformed
+        assert isinstance(dead, MalformedSchedule), dead
+        assert dead.status is ScheduleStatus.DEAD_LETTERED
+        assert dead.reason.startswith("payload is not JSON"), dead.reason
+        conn = _raw_of(db, driver)
+        [(error,)] = conn.execute(
+            "SELECT last_error FROM scheduled_messages WHERE schedule_id = ?",
+            (bad.schedule_id.bytes,),
+        ).fetchall()
+        conn.close()
+        assert error.startswith("malformed row, dead-lettered without dispatch: payload is not")
 
 
 LISTED_BADLY = {

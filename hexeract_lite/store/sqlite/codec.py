@@ -119,6 +119,15 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _json_text(value: Any) -> Any:
+    """The stored JSON text, checked: what the worker could not decode is no record."""
+    try:
+        load_payload(value)
+    except RecursionError as exc:
+        raise ValueError(f"payload is nested too deeply: {exc}") from None
+    return value
+
+
 def _decoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
     if kind is ColumnKind.ID:
         return decode_id
@@ -126,7 +135,9 @@ def _decoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
         return decode_instant if required else _optional_instant
     if kind is ColumnKind.BOOL:
         return bool
-    return _as_is  # TEXT, JSON, INT: stored as they are
+    if kind is ColumnKind.JSON:
+        return _json_text
+    return _as_is  # TEXT, INT: stored as they are
 
 
 def _encoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:

@@ -107,6 +107,8 @@ def plain_pending(row: Sequence[Any]) -> PlainPending | None:
             timedelta(milliseconds=grace)
         except (TypeError, ValueError, OverflowError):
             return None
+    if not _json_ok(row[_I["payload"]]):
+        return None  # the store lists it as malformed
     trigger = _trigger_label(row[_I["trigger_kind"]], row[_I["cron_expr"]])
     if trigger is None or not _target_ok(row[_I["target_kind"]], row[_I["target_routing_key"]]):
         return None
@@ -120,6 +122,19 @@ def plain_pending(row: Sequence[Any]) -> PlainPending | None:
         event_type,
         name,
     )
+
+
+def _json_ok(payload: object) -> bool:
+    """Whether the store's decoding reads ``payload`` as JSON."""
+    from ..._json import strict_loads
+
+    if not isinstance(payload, str):
+        return False
+    try:
+        strict_loads(payload)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _trigger_label(kind: object, expression: object) -> str | None:
