@@ -766,6 +766,64 @@ def test_a_read_only_open_never_creates_nor_adopts(tmp_path: Path) -> None:
     assert _fingerprint(other) == before
 
 
+_WRITER = """
+import sys
+from datetime import UTC, datetime, timedelta
+from hexeract_lite import ScheduledMessage, Target
+from hexeract_lite.store.sqlite import SqliteScheduleStore
+store = SqliteScheduleStore.open(sys.argv[1])
+for _ in sys.stdin:  # one insert per line, the file held open meanwhile
+    at = datetime.now(UTC) + timedelta(hours=1)
+    store.insert(ScheduledMessage.delay(Target.outbox(), at, "e", {}), 3)
+    print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("driver", ["apsw", "sqlite3"])
+def test_reading_a_file_another_process_writes_leaves_its_wal_and_shm_as_they_were(
+    tmp_path: Path, driver: str
+) -> None:
+    """A read-only store reads the latest commits of a process that holds the file
+    open, and leaves the database, its -wal and its -shm byte for byte as they were;
+    so it does once that process was killed and left them behind."""
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "shared.db"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    try:
+        for n in (1, 2):
+            writer.stdin.write("insert\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline() == "ok\n"
+            before = _folder_bytes(tmp_path)
+            assert {"shared.db-wal", "shared.db-shm"} <= set(before)
+            with SqliteScheduleStore.open(db, readonly=True, driver=driver) as store:
+                assert len(store.list_pending()) == n, "the writer's last commit is read"
+                assert store.stats().pending == n
+            assert _folder_bytes(tmp_path) == before
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        writer.stdin.close()
+        writer.stdout.close()
+    before = _folder_bytes(tmp_path)  # what the killed writer left
+    with SqliteScheduleStore.open(db, readonly=True, driver=driver) as store:
+        assert len(store.list_pending()) == 2
+    assert _folder_bytes(tmp_path) == before
+
+
+def _folder_bytes(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
 def test_a_read_only_open_of_an_old_version_reads_without_upgrading(tmp_path: Path) -> None:
     folder = tmp_path / "old"
     folder.mkdir()

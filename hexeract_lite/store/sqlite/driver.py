@@ -188,11 +188,24 @@ def open_connection(
                 flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
                 vfs=vfs,
             )
+        if readonly and readonly_shm(path):
+            return apsw.Connection(
+                f"{path.as_uri()}?mode=ro&readonly_shm=1",
+                flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+                vfs=vfs,
+            )
         flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
         return apsw.Connection(str(path), flags=flags, vfs=vfs)
     from .shim import open_sqlite3
 
     return open_sqlite3(path, readonly=readonly, immutable=immutable)
+
+
+def readonly_shm(path: pathlib.Path) -> bool:
+    """Whether a read-only connection on ``path`` reads its ``-shm`` without writing it
+    (SQLite's ``readonly_shm``): when there is one. A reader of another process's WAL
+    then leaves the index as it was; SQLite reads the ``-wal`` itself where it must."""
+    return os.path.exists(f"{path}-shm")
 
 
 def handler_connection(conn: object) -> Any:

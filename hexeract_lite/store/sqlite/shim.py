@@ -293,6 +293,8 @@ def _close_cursors(raw: sqlite3.Connection) -> None:
 def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
     """:func:`~.driver.open_connection` for ``driver="sqlite3"``."""
     mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
+    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.readonly_shm
+        mode = "ro&readonly_shm=1"
     try:
         raw = sqlite3.connect(
             f"{path.as_uri()}?mode={mode}",
