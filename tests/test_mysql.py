@@ -546,3 +546,11 @@ def test_a_slow_transactional_handler_is_rolled_back_at_the_deadline(
     snap = store.inspect(message.schedule_id)
     assert snap is not None and snap.status is ScheduleStatus.PENDING
     assert snap.last_error is not None and "Timeout" in snap.last_error
+
+
+def test_vacuum_is_refused_naming_sqlite_and_what_the_server_does(
+    store: MysqlScheduleStore,
+) -> None:
+    with pytest.raises(InvalidArgument, match=r"for SQLite files \(MysqlScheduleStore") as info:
+        store.vacuum()
+    assert "InnoDB's purge" in str(info.value)

@@ -605,8 +605,8 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         """Give the database's free pages back to the file system. A store without it
         raises :class:`InvalidArgument` (the default)."""
         raise InvalidArgument(
-            f"vacuum is for SQLite files ({type(self).__name__} has none); PostgreSQL's"
-            " autovacuum reclaims space itself"
+            f"vacuum is for SQLite files ({type(self).__name__} has none); a database"
+            " server reclaims space itself (PostgreSQL's autovacuum, InnoDB's purge)"
         )
 
     def transaction_runner(

@@ -22,7 +22,7 @@ def add_parser(tree: CommandTree) -> None:
         description="Rebuild a SQLite file with incremental auto-vacuum (files created"
         " before this version lack it) and return its free pages to the file system. Holds"
         " the write lock while it copies the file: run it when the workers are quiet."
-        " SQLite only (PostgreSQL's autovacuum does this job).",
+        " SQLite only (PostgreSQL and MySQL servers reclaim space themselves).",
     )
 
 
