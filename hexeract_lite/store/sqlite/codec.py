@@ -187,7 +187,8 @@ def message_rows(
     ms = _MS
     rows = []
     for m in messages:
-        due, text, end_at, *policy = insert_columns(m)
+        # named, not starred: a starred unpack and rebuild costs a list per row
+        due, text, end_at, firings, jitter, offset, catch_up, catch_up_limit = insert_columns(m)
         target = m.target
         rows.append(
             (
@@ -204,7 +205,11 @@ def message_rows(
                 m.name,
                 None if (grace := m.misfire_grace) is None else grace // ms,
                 None if end_at is None else fmt(end_at),
-                *policy,
+                firings,
+                jitter,
+                offset,
+                catch_up,
+                catch_up_limit,
             )
         )
     return rows
