@@ -383,11 +383,14 @@ class SqliteScheduleStore(SqlScheduleStore):
             )
             return
         self._db.outside_sink("insert")
-        # one statement runs BEGIN IMMEDIATE, the INSERT and COMMIT
+        # the INSERT in autocommit, its own write transaction (as BEGIN IMMEDIATE's),
+        # committed before it returns; with a transaction left open, BEGIN IMMEDIATE
+        # fails instead and the rollback below ends it
         with self._lock:
             cur = self._db.live_cursor()
+            sql = self._sql.insert if cur.connection.get_autocommit() else self._sql.insert_one
             try:
-                cur.execute(self._sql.insert_one, row)
+                cur.execute(sql, row)
             except BaseException as exc:
                 self._db.rollback()
                 if is_duplicate(exc):
