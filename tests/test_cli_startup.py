@@ -111,13 +111,13 @@ NOT_FOR_A_LISTING = (
 )
 
 # Nor by the plain ``scheduler list`` (text, no filter) on a SQLite file, which renders
-# the rows without the store and its value classes (hexeract_lite.store.sqlite.plain).
+# the rows without the store and its value classes (hexeract_lite.store.sqlite.plain);
+# it reads each payload with the stdlib's json, as the store does.
 NOT_FOR_THE_PLAIN_LISTING = (
     "attr",
     "attrs",
     "logging",
     "uuid",
-    "json",
     "hexeract_lite.store.sqlite.store",
     "hexeract_lite.store.base",
     "hexeract_lite.snapshot",
