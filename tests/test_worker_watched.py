@@ -37,6 +37,12 @@ TIMEOUT = SchedulerWorkerConfig(
     poll_interval=timedelta(milliseconds=20),
     jitter=False,
 )
+# For tests whose sink never hangs: a loaded machine must not turn a quick call into a timeout.
+CALM = SchedulerWorkerConfig(
+    dispatch_timeout=timedelta(seconds=30),
+    poll_interval=timedelta(milliseconds=20),
+    jitter=False,
+)
 
 
 def due(seconds_ago: float) -> ScheduledMessage:
@@ -90,7 +96,7 @@ def test_the_sink_runs_on_one_loop_thread_not_the_callers(quiet_threads: None) -
     msgs = [due(i) for i in range(25, 0, -1)]  # three batches of the default 10
     store.insert_many(msgs, 3)
     sink = ThreadRecorder()
-    with SchedulerWorker(store, sink, TIMEOUT).start(name="app-worker") as handle:
+    with SchedulerWorker(store, sink, CALM).start(name="app-worker") as handle:
         wait_for(lambda: len(sink.calls) == 25)
         assert handle.is_alive
     assert sink.ids() == [m.schedule_id for m in msgs]
@@ -164,7 +170,7 @@ def test_hooks_run_on_the_loop_thread(quiet_threads: None) -> None:
             seen.append(threading.current_thread().name)
 
     sink = ThreadRecorder()
-    with SchedulerWorker(store, sink, TIMEOUT, hooks=[hook]).start(name="w"):
+    with SchedulerWorker(store, sink, CALM, hooks=[hook]).start(name="w"):
         wait_for(lambda: seen)
     assert seen == ["w-loop"] and [name for _, name in sink.calls] == ["w-loop"]
 
@@ -176,7 +182,7 @@ def test_an_error_the_loop_raises_propagates_from_run() -> None:
     def boom(message: ScheduledMessage) -> None:
         raise ValueError("from the sink")
 
-    worker = SchedulerWorker(store, boom, TIMEOUT, propagate_errors=True)
+    worker = SchedulerWorker(store, boom, CALM, propagate_errors=True)
     with pytest.raises(ValueError, match="from the sink"):
         worker.run(threading.Event())
     snap = store.list_schedules()[0]
@@ -492,7 +498,7 @@ def test_hooks_and_the_loop_see_the_context_of_the_thread_that_called_run() -> N
 
     token = var.set("caller")
     try:
-        SchedulerWorker(store, sink, TIMEOUT, hooks=[hook]).run(stop)
+        SchedulerWorker(store, sink, CALM, hooks=[hook]).run(stop)
     finally:
         var.reset(token)
     assert seen == [("sink", "caller"), ("hook", "caller")]
