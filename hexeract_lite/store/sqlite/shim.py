@@ -268,7 +268,7 @@ def _close_cursors(raw: sqlite3.Connection) -> None:
 def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
     """:func:`~.driver.open_connection` for ``driver="sqlite3"``."""
     mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
-    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.readonly_shm
+    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.open_connection
         mode = "ro&readonly_shm=1"
     with _as_apsw():
         raw = sqlite3.connect(
