@@ -72,7 +72,6 @@ class Connections:
         readonly: bool,
         driver: str,
         hold: FileHold | None,
-        lock: threading.Lock | PidCheckingLock | None = None,
     ) -> None:
         self.conn: apsw.Connection | None = connection
         self.cursor: apsw.Cursor | None = connection.cursor()
@@ -83,7 +82,7 @@ class Connections:
         self.readonly = readonly
         self.driver = driver
         self._hold = hold  # this process's claim on the file for the driver
-        self.lock: threading.Lock | PidCheckingLock = lock or threading.Lock()
+        self.lock: threading.Lock | PidCheckingLock = threading.Lock()
         # "relaxed": the worker's transactions begin with synchronous=NORMAL
         self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else BEGIN
         self._reopen = False

@@ -44,7 +44,7 @@ from .codec import (
     row_label,
 )
 from .connections import Connections, DuplicateKey, is_duplicate
-from .driver import FileHold, check_open
+from .driver import check_open
 from .notify import CommitWatch
 from .plain import readonly_pending
 from .runs import RUNS_VERSION, encode_ms, run_statements, sweep_runs
@@ -100,41 +100,18 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     _sql: SqliteStatements
 
-    def __init__(
-        self,
-        *,
-        connection: apsw.Connection,
-        path: pathlib.Path,
-        table: str,
-        clock: Clock,
-        busy_timeout: timedelta,
-        durability: str = "full",
-        vfs: str | None = None,
-        readonly: bool = False,
-        version: int = SCHEMA_VERSION,
-        driver: str = "apsw",
-        hold: FileHold | None = None,
-    ) -> None:
+    def __init__(self, db: Connections, table: str, clock: Clock, version: int) -> None:
         """Use :meth:`open`."""
         super().__init__()
-        self._path = path
+        self._db = db
+        self._path = path = db.path
         self._table = table
         self._clock = clock
-        self._readonly = readonly
-        lock: threading.Lock | PidCheckingLock | None = None
+        self._readonly = readonly = db.readonly
         if not AT_FORK_HOOKS:  # pragma: no cover - no os.register_at_fork: check the pid
-            lock = PidCheckingLock(self._forget_connection)
-        self._db = Connections(
-            connection,
-            path=path,
-            durability=durability,
-            busy_timeout=busy_timeout,
-            vfs=vfs,
-            readonly=readonly,
-            driver=driver,
-            hold=hold,
-            lock=lock,
-        )
+            db.lock = PidCheckingLock(self._forget_connection)
+        connection = db.conn
+        assert connection is not None
         # read-only on an older table: NULL for the columns it lacks
         select_list = present_columns(connection, table) if readonly else SELECT_LIST
         self._sql = SqliteStatements(table, select_list)
@@ -199,19 +176,17 @@ class SqliteScheduleStore(SqlScheduleStore):
             readonly=readonly,
             driver=driver,
         )
-        return cls(
-            connection=connection,
+        connections = Connections(
+            connection,
             path=db,
-            table=table,
-            clock=clock,
-            busy_timeout=busy_timeout,
             durability=durability,
+            busy_timeout=busy_timeout,
             vfs=vfs,
             readonly=readonly,
-            version=version,
             driver=driver,
             hold=hold,
         )
+        return cls(connections, table, clock, version)
 
     @property
     def path(self) -> pathlib.Path:
