@@ -82,16 +82,11 @@ def decode_instant(value: object) -> datetime:
     return parse_ts(value)
 
 
-def _optional_instant(value: object) -> datetime | None:
-    return None if value is None else decode_instant(value)
+def _optional(code: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else code(value)
 
 
-def _optional_id(value: uuid.UUID | None) -> bytes | None:
-    return None if value is None else value.bytes
-
-
-def _instant_or_none(value: datetime | None) -> str | None:
-    return None if value is None else format_ts(value)
+_optional_instant = _optional(decode_instant)
 
 
 def encode_lease(lease: object) -> str | None:
@@ -123,8 +118,8 @@ def _json_text(value: Any) -> Any:
 
 # per kind: (decode required, decode optional, encode required, encode optional)
 _CODERS: dict[ColumnKind, tuple[Callable[[Any], Any], ...]] = {
-    ColumnKind.ID: (decode_id, decode_id, encode_id, _optional_id),
-    ColumnKind.INSTANT: (decode_instant, _optional_instant, format_ts, _instant_or_none),
+    ColumnKind.ID: (decode_id, decode_id, encode_id, _optional(encode_id)),
+    ColumnKind.INSTANT: (decode_instant, _optional_instant, format_ts, _optional(format_ts)),
     ColumnKind.BOOL: (bool, bool, _flag, _flag),
     ColumnKind.JSON: (_json_text, _json_text, _as_is, _as_is),
 }

@@ -13,7 +13,6 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
-from ..._log import package_logger
 from ..._time import format_now, format_ts, parse_ts, to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
@@ -63,8 +62,6 @@ from .statements import (
     stats_sql,
     status_count_sql,
 )
-
-_log = package_logger(__name__)
 
 __all__ = ["SqliteScheduleStore", "default_database_path"]
 
