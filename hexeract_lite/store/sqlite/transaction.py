@@ -131,8 +131,8 @@ def _check(
     connection: object,
     path: os.PathLike[str] | str,
     what: str,
-    driver: str = "apsw",
-    table: str | None = None,
+    driver: str,
+    table: str,
 ) -> _Caller:
     """The caller's connection, checked (:class:`InvalidArgument` naming the problem)."""
     if isinstance(connection, apsw.Connection):
@@ -168,7 +168,7 @@ def _check(
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
-    if table is not None and caller.execute(_TEMP_SHADOW, (table,)):
+    if caller.execute(_TEMP_SHADOW, (table,)):
         raise _bad(
             what,
             f"sees another table {table!r}: a TEMP table of that name hides the store's in {path}",
@@ -188,15 +188,6 @@ def _check(
             " with driver='apsw'",
         )
     return caller
-
-
-def _shadowed(table: str, path: os.PathLike[str] | str) -> DispatchError:
-    return DispatchError(
-        f"the transactional handler created a TEMP table or view named {table!r} on the"
-        f" sink's connection: it would hide the store's table in {path} from every later"
-        " acknowledgement; its writes and the acknowledgement were rolled back (name"
-        " TEMP tables otherwise)"
-    )
 
 
 def _is_readonly(exc: BaseException) -> bool:
@@ -221,7 +212,7 @@ def insert_within(
     messages: Sequence[ScheduledMessage],
     rows: Sequence[Sequence[Any]],
     what: str,
-    driver: str = "apsw",
+    driver: str,
 ) -> None:
     """Insert ``rows`` through the caller's ``connection`` in its transaction, all or
     nothing; the caller's transaction stays open whatever is raised."""
@@ -266,7 +257,7 @@ def modify_within(
     schedule_id: uuid.UUID,
     plan: Plan[_T],
     now: datetime,
-    driver: str = "apsw",
+    driver: str,
 ) -> _T:
     """``modify_record`` through the caller's ``connection`` in its transaction."""
     what = "modify"
@@ -469,7 +460,13 @@ class SqliteTransactionRunner(TransactionRunner):
                 if guard.refused:
                     error = guard.error()
                 elif guard.temp_changed and conn.execute(_TEMP_SHADOW, (self._store.table,)):
-                    error = _shadowed(self._store.table, self._store.path)
+                    error = DispatchError(
+                        "the transactional handler created a TEMP table or view named"
+                        f" {self._store.table!r} on the sink's connection: it would hide the"
+                        f" store's table in {self._store.path} from every later"
+                        " acknowledgement; its writes and the acknowledgement were rolled"
+                        " back (name TEMP tables otherwise)"
+                    )
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
