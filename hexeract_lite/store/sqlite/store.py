@@ -106,7 +106,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         self._clock = clock
         self._readonly = readonly = db.readonly
         if not AT_FORK_HOOKS:  # pragma: no cover - no os.register_at_fork: check the pid
-            db.lock = PidCheckingLock(self._forget_connection)
+            db.lock = PidCheckingLock(db.forget)
         connection = db.conn
         assert connection is not None
         # read-only on an older table: NULL for the columns it lacks
@@ -252,9 +252,6 @@ class SqliteScheduleStore(SqlScheduleStore):
 
     def _after_fork_in_child(self) -> None:
         self._db.lock = threading.Lock()
-        self._forget_connection()
-
-    def _forget_connection(self) -> None:
         self._db.forget()
 
     @property

@@ -12,11 +12,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import apsw
 
-from ...clock import Clock
 from ...errors import (
     DispatchError,
     DuplicateSchedule,
@@ -48,10 +47,6 @@ from .driver import (
 )
 from .schema import connect
 from .statements import SqliteStatements
-
-if TYPE_CHECKING:
-    from ...retry import RetryPolicy
-    from ..sql.runs import RunStatements
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
@@ -360,17 +355,8 @@ class SqliteTransactionRunner(TransactionRunner):
 
     _conn: apsw.Connection | None
 
-    def __init__(
-        self,
-        store: Any,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: RetryPolicy,
-        timeout: float,
-        *,
-        runs: RunStatements | None = None,
-    ) -> None:
-        super().__init__(store, handler, clock, policy, timeout, runs=runs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._hold: FileHold | None = None  # the file, for the connection's library
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
