@@ -300,9 +300,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         if connection is not None:
             from .transaction import insert_within
 
-            insert_within(
-                connection, self._path, self._sql, [message], [row], "insert", self.driver
-            )
+            insert_within(self, connection, [message], [row], "insert")
             return
         self._db.outside_sink("insert")
         # autocommit: the INSERT is its own write transaction; with one left open,
@@ -339,9 +337,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             self._writable("insert_many")
             from .transaction import insert_within
 
-            insert_within(
-                connection, self._path, self._sql, messages, rows, "insert_many", self.driver
-            )
+            insert_within(self, connection, messages, rows, "insert_many")
             return
         try:
             with self._write("insert_many") as tx:
@@ -494,7 +490,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         now = self._now()
         from .transaction import modify_within
 
-        return modify_within(connection, self._path, self._sql, sid, plan, now, self.driver)
+        return modify_within(self, connection, sid, plan, now)
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
         rows = [row_from_record(record) for record in check_records(records)]

@@ -122,14 +122,9 @@ _TEMP_SHADOW = (
 )
 
 
-def _check(
-    connection: object,
-    path: os.PathLike[str] | str,
-    what: str,
-    driver: str,
-    table: str,
-) -> _Caller:
+def _check(connection: object, store: Any, what: str) -> _Caller:
     """The caller's connection, checked (:class:`InvalidArgument` naming the problem)."""
+    path, driver, table = store.path, store.driver, store.table
     if isinstance(connection, apsw.Connection):
         try:
             autocommit = connection.get_autocommit()
@@ -201,17 +196,16 @@ def _is_duplicate(exc: BaseException) -> bool:
 
 
 def insert_within(
+    store: Any,
     connection: object,
-    path: os.PathLike[str] | str,
-    statements: SqliteStatements,
     messages: Sequence[ScheduledMessage],
     rows: Sequence[Sequence[Any]],
     what: str,
-    driver: str,
 ) -> None:
     """Insert ``rows`` through the caller's ``connection`` in its transaction, all or
     nothing; the caller's transaction stays open whatever is raised."""
-    caller = _check(connection, path, what, driver, statements.table)
+    caller = _check(connection, store, what)
+    path, statements = store.path, store._sql
     if not rows:
         return
 
@@ -246,17 +240,12 @@ def _savepoint(
 
 
 def modify_within(
-    connection: object,
-    path: os.PathLike[str] | str,
-    statements: SqliteStatements,
-    schedule_id: uuid.UUID,
-    plan: Plan[_T],
-    now: datetime,
-    driver: str,
+    store: Any, connection: object, schedule_id: uuid.UUID, plan: Plan[_T], now: datetime
 ) -> _T:
     """``modify_record`` through the caller's ``connection`` in its transaction."""
     what = "modify"
-    caller = _check(connection, path, what, driver, statements.table)
+    caller = _check(connection, store, what)
+    path, statements = store.path, store._sql
     with _savepoint(caller, path, what):
         rows = caller.execute(statements.select_one, {"id": schedule_id.bytes})
         if not rows:
