@@ -68,29 +68,26 @@ def open_database(
     this process's claim on the file for ``driver``."""
     db = check_path(path, create)
     hold = hold_file(db, driver)
+    connection: apsw.Connection | None = None
     try:
         if not db.exists():
             create_database(db, table, busy_timeout, vfs, driver=driver)
         if hold is None:
             hold = hold_file(db, driver)
         connection = connect(db, durability, busy_timeout, vfs, readonly=readonly, driver=driver)
-    except BaseException:
-        if hold is not None:
-            hold.release()
-        raise
-    try:
         version = ensure_schema(
             connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
         )
         if not readonly:
             optimize(connection, busy_timeout)
         memory_sorts(connection)  # after the schema work, which may sort a big table
+        return db, connection, version, hold
     except BaseException:
-        connection.close()
+        if connection is not None:
+            connection.close()
         if hold is not None:
             hold.release()
         raise
-    return db, connection, version, hold
 
 
 def memory_sorts(conn: apsw.Connection) -> None:

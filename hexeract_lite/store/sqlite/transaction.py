@@ -90,19 +90,15 @@ class _Caller:
             self.conn.executemany(sql, rows)
 
 
-def _unusable(exc: sqlite3.ProgrammingError, what: str) -> InvalidArgument:
-    text = str(exc)
-    if "thread" in text:
-        return _bad(what, f"(sqlite3) is used from another thread than it allows ({text})")
-    return _bad(what, f"(sqlite3) is closed ({text})")
-
-
 def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
     try:
         in_transaction = conn.in_transaction
         conn.execute("SELECT 1").fetchall()  # checks the thread and that it is open
     except sqlite3.ProgrammingError as exc:
-        raise _unusable(exc, what) from exc
+        state = (
+            "is used from another thread than it allows" if "thread" in str(exc) else "is closed"
+        )
+        raise _bad(what, f"(sqlite3) {state} ({exc})") from exc
     autocommit = getattr(conn, "autocommit", None)  # Python 3.12+; -1: legacy control
     legacy = autocommit is not True and autocommit is not False
     implicit = autocommit is False or (legacy and conn.isolation_level is not None)
