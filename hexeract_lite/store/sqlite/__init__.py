@@ -1,8 +1,5 @@
-"""The SQLite store: :class:`SqliteScheduleStore` and the names of its file layout.
-
-Names load on first use, so that importing a module of this package (the schema, the
-statements) does not import the store.
-"""
+"""The SQLite store: :class:`SqliteScheduleStore` and the names of its file layout,
+loaded on first use (importing the schema or the statements does not import the store)."""
 
 from ..._lazy import lazy_exports
 

@@ -1,9 +1,5 @@
-"""The SQLite codec: how each kind of column is stored in SQLite, and rows <-> records.
-
-An id is its 16 raw bytes, an instant ``YYYY-MM-DDTHH:MM:SS.mmmZ`` text, a flag
-``INTEGER`` 0/1; text, JSON and integers are stored as they are. Rows are read with
-``SELECT`` :data:`SELECT_LIST` (every column, in registry order).
-"""
+"""The SQLite codec: an id is its 16 raw bytes, an instant ``YYYY-MM-DDTHH:MM:SS.mmmZ``
+text, a flag 0/1, the rest as it is; rows are read with ``SELECT`` :data:`SELECT_LIST`."""
 
 from __future__ import annotations
 
@@ -51,20 +47,16 @@ __all__ = [
 ]
 
 COLUMN_INDEX: dict[str, int] = {name: index for index, name in enumerate(COLUMN_NAMES)}
-"""A column's position in a row read with :data:`SELECT_LIST`."""
-
 MAX_INT64 = 2**63 - 1
-"""The largest integer a SQLite ``INTEGER`` holds."""
 
 
 def encode_id(schedule_id: uuid.UUID) -> bytes:
-    """A schedule id as stored: its 16 raw bytes (byte order is UUID order)."""
+    """A schedule id as stored: its 16 raw bytes."""
     return schedule_id.bytes
 
 
 def decode_id(value: object) -> uuid.UUID:
-    """A stored id; anything but 16 bytes raises ValueError. The UUID is made as
-    ``uuid.UUID(bytes=value)`` makes it, without that constructor's argument checks."""
+    """A stored id (ValueError unless 16 bytes), without ``uuid.UUID``'s argument checks."""
     if not isinstance(value, bytes) or len(value) != 16:
         raise ValueError(f"schedule_id is not 16 bytes: {value!r:.60}")
     made = _new_uuid(_UUID)
@@ -81,32 +73,24 @@ _UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 
 
 encode_instant: Callable[[datetime], str] = format_ts
-"""An aware UTC instant (ms) as stored: ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
 
 
 def decode_instant(value: object) -> datetime:
-    """A stored instant (the canonical layout, or another one SQLite's readers accept);
-    anything else raises ValueError."""
+    """A stored instant, in any layout SQLite's readers accept (else ValueError)."""
     if not isinstance(value, str):
         raise ValueError(f"not a timestamp: {value!r:.60}")
     return parse_ts(value)
 
 
-def _optional_instant(value: object) -> datetime | None:
-    return None if value is None else decode_instant(value)
+def _optional(code: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else code(value)
 
 
-def _optional_id(value: uuid.UUID | None) -> bytes | None:
-    return None if value is None else value.bytes
-
-
-def _instant_or_none(value: datetime | None) -> str | None:
-    return None if value is None else format_ts(value)
+_optional_instant = _optional(decode_instant)
 
 
 def encode_lease(lease: object) -> str | None:
-    """The stored text of a lease token, or None when no stored lease can equal it (a
-    naive datetime, another type, a lease finer than the stored milliseconds)."""
+    """The stored text of a lease token, or None when no stored lease can equal it."""
     if not isinstance(lease, datetime) or lease.tzinfo is None or lease.utcoffset() is None:
         return None
     utc = lease.astimezone(UTC)
@@ -119,6 +103,10 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _flag(value: Any) -> int:
+    return 1 if value else 0
+
+
 def _json_text(value: Any) -> Any:
     """The stored JSON text, checked: what the worker could not decode is no record."""
     try:
@@ -128,36 +116,22 @@ def _json_text(value: Any) -> Any:
     return value
 
 
-def _decoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
-    if kind is ColumnKind.ID:
-        return decode_id
-    if kind is ColumnKind.INSTANT:
-        return decode_instant if required else _optional_instant
-    if kind is ColumnKind.BOOL:
-        return bool
-    if kind is ColumnKind.JSON:
-        return _json_text
-    return _as_is  # TEXT, INT: stored as they are
-
-
-def _encoder(kind: ColumnKind, required: bool) -> Callable[[Any], Any]:
-    if kind is ColumnKind.ID:
-        return encode_id if required else _optional_id
-    if kind is ColumnKind.INSTANT:
-        return format_ts if required else _instant_or_none
-    if kind is ColumnKind.BOOL:
-        return lambda flag: 1 if flag else 0
-    return _as_is
-
-
-_DECODERS = tuple(_decoder(c.kind, c.required) for c in COLUMNS)
-_ENCODERS = tuple((c.name, _encoder(c.kind, c.required)) for c in COLUMNS)
+# per kind: (decode required, decode optional, encode required, encode optional)
+_CODERS: dict[ColumnKind, tuple[Callable[[Any], Any], ...]] = {
+    ColumnKind.ID: (decode_id, decode_id, encode_id, _optional(encode_id)),
+    ColumnKind.INSTANT: (decode_instant, _optional_instant, format_ts, _optional(format_ts)),
+    ColumnKind.BOOL: (bool, bool, _flag, _flag),
+    ColumnKind.JSON: (_json_text, _json_text, _as_is, _as_is),
+}
+_AS_IS = (_as_is,) * 4  # TEXT, INT: stored as they are
+_DECODERS = tuple(_CODERS.get(c.kind, _AS_IS)[0 if c.required else 1] for c in COLUMNS)
+_ENCODERS = tuple((c.name, _CODERS.get(c.kind, _AS_IS)[2 if c.required else 3]) for c in COLUMNS)
 _INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT and c.required)
 
 
 def record_from_row(row: Sequence[Any]) -> ScheduleRecord:
-    """A row of ``SELECT`` :data:`SELECT_LIST` as a record (ids and instants decoded).
-    A value that does not decode raises (ValueError, TypeError): see :func:`diagnose`."""
+    """A row of ``SELECT`` :data:`SELECT_LIST` as a record (ValueError, TypeError when
+    a value does not decode)."""
     if type(row) is SalvagedRow:
         raise ValueError(undecodable(row))
     return ScheduleRecord(*[decode(value) for decode, value in zip(_DECODERS, row, strict=True)])
@@ -178,11 +152,7 @@ def row_from_record(record: ScheduleRecord) -> tuple[Any, ...]:
 def message_rows(
     messages: Sequence[ScheduledMessage], max_attempts: int, created: str
 ) -> list[tuple[Any, ...]]:
-    """The values ``SqliteStatements.insert`` binds for each validated message, in its
-    order: id, event type, payload, trigger kind, rule text, due instant, target kind,
-    routing key, ``max_attempts``, ``created`` (the insert's now, as stored), name,
-    misfire grace in milliseconds, then the policy's columns
-    (:func:`~hexeract_lite.store.record.insert_columns`)."""
+    """The values ``SqliteStatements.insert`` binds for each validated message."""
     fmt = format_ts
     ms = _MS
     rows = []
@@ -245,7 +215,7 @@ _END_AT = COLUMN_INDEX["end_at"]
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
     """A claimed row as ``record_from_row(row).leased()`` builds it, without the record
-    in between (``until_text``: the claim's lease as stored). Raises when it does not decode."""
+    in between (``until_text``: the claim's lease as stored)."""
     if type(row) is SalvagedRow:
         raise ValueError(undecodable(row))
     scheduled_for = parse_ts(row[_SCHEDULED_FOR])
@@ -333,7 +303,6 @@ def why(row: Sequence[Any], exc: BaseException) -> str:
 
 
 decode = record_from_row
-"""The codec's name for :func:`record_from_row`."""
 
 
 def row_label(row: Sequence[Any]) -> str:
@@ -345,7 +314,6 @@ def row_label(row: Sequence[Any]) -> str:
 
 
 def _raw_status(row: Sequence[Any]) -> ScheduleStatus | None:
-    """The row's status, when its ``paused`` flag is an integer."""
     paused = row[_I["paused"]]
     if not isinstance(paused, int):
         return None

@@ -1,6 +1,5 @@
-"""The SQLite store's connection: one per store, used under a lock, so that one store
-object is safe from many threads; its transactions, reads and errors; and a forked
-child's own connection, opened on its first call."""
+"""The SQLite store's one connection, used under a lock: its transactions, reads and
+errors, and a forked child's own connection, opened on its first call."""
 
 from __future__ import annotations
 
@@ -30,21 +29,16 @@ _BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
 _RESYNC = "PRAGMA synchronous=FULL"
 _log = package_logger(__name__)
 
+# a forked child's inherited connections: never used nor closed (nor garbage collected)
 _INHERITED: list[object] = []
-"""Connections a forked child inherited: never used and never closed (SQLite forbids
-either across a fork), kept here so that garbage collection does not close them."""
-
-
+# the file whose write lock the transactional handler running in this context holds
 _SINK_FILE: ContextVar[str | None] = ContextVar("hexeract_lite_sink_file", default=None)
-"""The file whose write lock the transactional handler running in this context holds
-(through the sink's own transaction), else None."""
 
 
 @contextmanager
 def sink_transaction(path: pathlib.Path) -> Iterator[None]:
-    """Mark the code inside as a transactional handler holding ``path``'s write lock:
-    the store's own write transactions on that file refuse at once (they would wait
-    for that lock until the busy timeout)."""
+    """Mark the code inside as a transactional handler holding ``path``'s write lock
+    (the store's own writes on it then refuse at once)."""
     token = _SINK_FILE.set(os.path.realpath(path))
     try:
         yield
@@ -53,8 +47,7 @@ def sink_transaction(path: pathlib.Path) -> Iterator[None]:
 
 
 def is_duplicate(exc: BaseException) -> bool:
-    """A primary-key violation: the schedule id exists already (or the unique name,
-    which SQLite may check first: a named schedule's id is its name's)."""
+    """A primary-key (or unique name) violation."""
     return isinstance(exc, apsw.ConstraintError) and (
         getattr(exc, "extendedresult", None)
         in (apsw.SQLITE_CONSTRAINT_PRIMARYKEY, apsw.SQLITE_CONSTRAINT_UNIQUE)
@@ -79,7 +72,6 @@ class Connections:
         readonly: bool,
         driver: str,
         hold: FileHold | None,
-        lock: threading.Lock | PidCheckingLock | None = None,
     ) -> None:
         self.conn: apsw.Connection | None = connection
         self.cursor: apsw.Cursor | None = connection.cursor()
@@ -90,7 +82,7 @@ class Connections:
         self.readonly = readonly
         self.driver = driver
         self._hold = hold  # this process's claim on the file for the driver
-        self.lock: threading.Lock | PidCheckingLock = lock or threading.Lock()
+        self.lock: threading.Lock | PidCheckingLock = threading.Lock()
         # "relaxed": the worker's transactions begin with synchronous=NORMAL
         self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else BEGIN
         self._reopen = False
@@ -109,8 +101,7 @@ class Connections:
             raise StoreError(f"{what} on {self.path}: the store was opened read-only")
 
     def outside_sink(self, what: str) -> None:
-        """Raise :class:`InvalidArgument` when called by a transactional handler whose
-        transaction holds this file's write lock."""
+        """Raise :class:`InvalidArgument` inside a transactional handler on this file."""
         held = _SINK_FILE.get()
         if held is not None and held == os.path.realpath(self.path):
             raise InvalidArgument(
@@ -133,10 +124,8 @@ class Connections:
 
     @contextmanager
     def transaction(self, what: str, worker: bool) -> Iterator[SqliteSession]:
-        """One ``BEGIN IMMEDIATE`` transaction under the lock; rolled back on any
-        exception, apsw errors raised as :class:`StoreError`, a primary-key violation
-        as :class:`DuplicateKey`. ``worker``: ``durability="relaxed"`` commits it
-        without waiting for fsync."""
+        """One ``BEGIN IMMEDIATE`` transaction under the lock (a primary-key violation
+        raised as :class:`DuplicateKey`); ``worker``: unsynced under "relaxed"."""
         self.writable(what)
         self.outside_sink(what)
         with self.lock:
@@ -164,8 +153,6 @@ class Connections:
             _log.warning("could not restore synchronous=FULL on %s", self.path)
 
     def _resync(self) -> bool:
-        """Back to ``synchronous=FULL`` after a worker transaction under "relaxed";
-        False if that failed (logged by the caller, outside the lock)."""
         conn = self.conn
         if conn is not None:
             try:
@@ -175,8 +162,7 @@ class Connections:
         return True
 
     def rollback(self) -> None:
-        """Roll back the transaction in progress, if any (errors ignored: SQLite may
-        have rolled it back already)."""
+        """Roll back the transaction in progress, if any."""
         conn = self.conn
         if conn is None:
             return
@@ -186,41 +172,36 @@ class Connections:
         except apsw.Error:
             pass  # SQLite already rolled back (or the connection is broken); nothing applied
 
-    def read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
-        """The rows of one statement, under the lock."""
+    @contextmanager
+    def _cursor(self, what: str) -> Iterator[apsw.Cursor]:
         with self.lock:
-            cur = self.live_cursor()
             try:
-                return fetch_rows(cur, sql, params)
+                yield self.live_cursor()
             except (apsw.Error, UnicodeDecodeError) as exc:
                 raise self.error(what, exc) from exc
 
+    def read(self, what: str, sql: str, params: Any = ()) -> list[Any]:
+        """The rows of one statement, under the lock."""
+        with self._cursor(what) as cur:
+            return fetch_rows(cur, sql, params)
+
     def run(self, what: str, *statements: str) -> list[Any]:
-        """Run ``statements`` one after the other under the lock (outside a
-        transaction: pragmas); the last one's rows."""
-        with self.lock:
-            cur = self.live_cursor()
-            rows: list[Any] = []
-            try:
-                for statement in statements:
-                    rows = cur.execute(statement).fetchall()
-            except apsw.Error as exc:
-                raise self.error(what, exc) from exc
-            return rows
+        """Run ``statements`` in turn under the lock, outside a transaction; the last's rows."""
+        rows: list[Any] = []
+        with self._cursor(what) as cur:
+            for statement in statements:
+                rows = cur.execute(statement).fetchall()
+        return rows
 
     def checkpoint(self) -> bool:
-        """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting for another connection
-        (False when one was busy)."""
-        with self.lock:
-            cur = self.live_cursor()
+        """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting (False: another was busy)."""
+        with self._cursor("checkpoint") as cur:
             conn = cur.connection
             conn.set_busy_timeout(0)
             try:
                 [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except apsw.BusyError:
                 return False
-            except apsw.Error as exc:
-                raise self.error("checkpoint", exc) from exc
             finally:
                 set_busy_wait(conn, int(self.busy_timeout.total_seconds() * 1000))
             return not busy
@@ -241,16 +222,13 @@ class Connections:
                     hold.release()
 
     def forget(self) -> None:
-        """In a forked child: drop the inherited connection without using or closing it;
-        the next call opens the child's own (:meth:`live_cursor`)."""
+        """In a forked child: drop the inherited connection; the next call opens another."""
         if self.conn is not None:
             _INHERITED.append((self.conn, self.cursor))
             self.conn, self.cursor = None, None
             self._reopen = True
 
     def _reconnect(self) -> apsw.Cursor:
-        """The child's own connection to the same file, configured as the parent's
-        (the schema was checked when the parent opened the store)."""
         conn = connect(
             self.path,
             self.durability,

@@ -1,11 +1,6 @@
-"""The SQLite library a store's connections use: apsw (the default) or ``sqlite3``.
-
-A ``sqlite3`` connection is wrapped in :class:`~.shim.Sqlite3Connection`, apsw's
-interface. One library per file per process: two copies of SQLite in one process do
-not see each other's POSIX locks on a file, so :func:`hold_file` refuses the other
-library on a file this process has open (unless they share one copy:
-:func:`shares_sqlite_with_apsw`).
-"""
+"""The SQLite library a store's connections use: apsw (the default) or ``sqlite3``
+(behind apsw's interface, :mod:`.shim`). Two copies of SQLite in one process do not see
+each other's locks, so :func:`hold_file` keeps to one library per file per process."""
 
 from __future__ import annotations
 
@@ -39,16 +34,14 @@ MIN_SQLITE3 = (3, 35, 0)
 
 
 def shares_sqlite_with_apsw() -> bool:
-    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite (apsw
-    built against the system library of the same version), so that their connections
-    to one file in one process see each other's locks."""
+    """True when the stdlib ``sqlite3`` module and apsw use one copy of SQLite."""
     import sqlite3  # loaded only where the two libraries may meet
 
     return not apsw.using_amalgamation and apsw.sqlite_lib_version() == sqlite3.sqlite_version
 
 
 def two_copies() -> str:
-    """The sentence that explains why two SQLite libraries may not share a file."""
+    """Why two SQLite libraries may not share a file."""
     import sqlite3
 
     return (
@@ -60,8 +53,7 @@ def two_copies() -> str:
 
 
 def check_sqlite3_version(version: tuple[int, ...]) -> None:
-    """Raise :class:`InvalidConfiguration` when ``version`` (the stdlib's SQLite) is
-    older than :data:`MIN_SQLITE3`."""
+    """Raise :class:`InvalidConfiguration` when ``version`` is older than :data:`MIN_SQLITE3`."""
     if tuple(version) < MIN_SQLITE3:
         have = ".".join(map(str, version))
         need = ".".join(map(str, MIN_SQLITE3))
@@ -80,9 +72,7 @@ def check_open(
     create: object,
     readonly: object,
 ) -> str:
-    """Check :meth:`SqliteScheduleStore.open
-    <hexeract_lite.store.sqlite.SqliteScheduleStore.open>`'s arguments before anything
-    is opened (:class:`InvalidConfiguration` naming the first bad one); the driver."""
+    """``SqliteScheduleStore.open``'s arguments checked before anything opens; the driver."""
     from ...clock import Clock
     from ..checks import check_flag
 
@@ -105,8 +95,7 @@ def check_open(
 
 
 def check_driver(driver: object, vfs: str | None) -> str:
-    """``driver`` checked (:class:`InvalidConfiguration` naming a bad value, a VFS the
-    stdlib cannot use, or too old a SQLite)."""
+    """``driver`` checked (:class:`InvalidConfiguration` otherwise)."""
     if driver not in DRIVERS:
         raise InvalidConfiguration(f"driver must be 'apsw' or 'sqlite3', got {driver!r}")
     if driver == "sqlite3":
@@ -121,8 +110,6 @@ def check_driver(driver: object, vfs: str | None) -> str:
             )
     return str(driver)
 
-
-# -- which library holds which file -------------------------------------------------------
 
 _HELD: dict[tuple[int, int], tuple[str, int]] = {}
 _HELD_LOCK = threading.Lock()
@@ -149,9 +136,8 @@ class FileHold:
 
 
 def hold_file(db: pathlib.Path, driver: str) -> FileHold | None:
-    """Record that a store of this process opens ``db`` with ``driver``; raise
-    :class:`InvalidConfiguration` when this process has it open with the other
-    library (and the two differ). None when ``db`` does not exist yet."""
+    """Record that this process opens ``db`` with ``driver`` (None: no such file yet);
+    :class:`InvalidConfiguration` when it has the file open with the other library."""
     try:
         st = os.stat(db)
     except OSError:
@@ -177,20 +163,14 @@ def open_connection(
     vfs: str | None,
     immutable: bool = False,
 ) -> apsw.Connection:
-    """A connection on the existing file ``path`` with ``driver``: read-write (never
-    created), ``readonly`` (``SQLITE_OPEN_READONLY``) or ``immutable`` (read without
-    locks). Raises apsw's errors either way. Typed as apsw's: a
-    :class:`~.shim.Sqlite3Connection` offers the part of it the store uses."""
+    """A connection on the existing file ``path``: read-write (never created),
+    ``readonly`` or ``immutable`` (read without locks); apsw's errors either way. A
+    read-only one reads an existing ``-shm`` without writing it (``readonly_shm``)."""
     if driver == "apsw":
-        if immutable:
+        if immutable or (readonly and os.path.exists(f"{path}-shm")):
+            option = "immutable=1" if immutable else "readonly_shm=1"
             return apsw.Connection(
-                f"{path.as_uri()}?mode=ro&immutable=1",
-                flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
-                vfs=vfs,
-            )
-        if readonly and readonly_shm(path):
-            return apsw.Connection(
-                f"{path.as_uri()}?mode=ro&readonly_shm=1",
+                f"{path.as_uri()}?mode=ro&{option}",
                 flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
                 vfs=vfs,
             )
@@ -201,16 +181,8 @@ def open_connection(
     return open_sqlite3(path, readonly=readonly, immutable=immutable)
 
 
-def readonly_shm(path: pathlib.Path) -> bool:
-    """Whether a read-only connection on ``path`` reads its ``-shm`` without writing it
-    (SQLite's ``readonly_shm``): when there is one. A reader of another process's WAL
-    then leaves the index as it was; SQLite reads the ``-wal`` itself where it must."""
-    return os.path.exists(f"{path}-shm")
-
-
 def handler_connection(conn: object) -> Any:
-    """What a transactional handler receives for the runner's ``conn``: the
-    ``sqlite3.Connection`` itself, or the ``apsw.Connection``."""
+    """What a transactional handler receives: the ``sqlite3.Connection`` or ``apsw.Connection``."""
     import sys
 
     shim = sys.modules.get(f"{__package__}.shim")  # loaded by any sqlite3 store

@@ -29,14 +29,9 @@ def default_database_path() -> pathlib.Path:
 
 
 def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Path:
-    """The absolute database path, after the checks that need no SQL (default folders are
-    made here when ``create``, each missing one 0700).
-
-    A ``sqlite://`` URL is read as :func:`hexeract_lite.connect.parse_conn` reads it; any
-    other connection string (``postgresql://...``, libpq ``host=... dbname=...``) raises
-    :class:`InvalidConfiguration`: it never names a file. A path that exists but is not
-    a regular file (a FIFO, a socket, a device) raises :class:`StoreError` at once,
-    before anything opens it."""
+    """The absolute database path, after the checks that need no SQL (the default
+    folders made 0700 when ``create``); a ``sqlite://`` URL read as ``parse_conn`` reads
+    it, another database's connection string refused."""
     if path is None:
         db = default_database_path()
         if create and not db.parent.is_dir():
@@ -75,9 +70,6 @@ def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Pat
 
 
 def _path_of_url(conn: str) -> pathlib.Path:
-    """The file a ``sqlite://`` URL names, else ``conn`` as a path;
-    :class:`InvalidConfiguration` for a connection string of another database (a URL
-    of another scheme, a libpq ``key=value`` string)."""
     match = SCHEME_RE.match(conn)
     if match is not None and match.group(1).lower() == "sqlite":
         return sqlite_url_path(conn, match)
@@ -92,21 +84,20 @@ def _path_of_url(conn: str) -> pathlib.Path:
     return pathlib.Path(conn)
 
 
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
 def _file_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "not a file"
+    return _KINDS.get(stat.S_IFMT(mode), "not a file")
 
 
 def _make_private_folders(folder: pathlib.Path) -> None:
-    """Create ``folder`` and each missing parent with mode 0700 (``Path.mkdir(parents=
-    True)`` gives the parents the umask's mode, 0777 under umask 000)."""
+    """Create ``folder`` and each missing parent 0700 (``mkdir(parents=True)`` would not)."""
     missing = []
     while not folder.is_dir():
         missing.append(folder)

@@ -1,10 +1,6 @@
-"""The pending listing of a SQLite file as plain values, without the value classes.
-
-What a ``readonly=True`` store's ``list_pending`` reads, for a caller that renders the
-rows itself and pays for every module it imports (the CLI's plain ``scheduler list``).
-:func:`plain_pending` returns None for a row it cannot read exactly as the store's
-decoding would; the caller then lists through the store.
-"""
+"""A read-only store's pending listing as plain values, for the CLI's plain
+``scheduler list`` (which pays for every module it imports): None for a row this
+cannot read exactly as the store would, and the caller lists through the store."""
 
 from __future__ import annotations
 
@@ -26,9 +22,8 @@ _INSTANTS = tuple((_I[c.name], c.required) for c in COLUMNS if c.kind is ColumnK
 _ENDED = (_I["delivered_at"], _I["cancelled_at"], _I["dead_lettered_at"])
 _BUSY_TIMEOUT = timedelta(seconds=5)  # SqliteScheduleStore.open's default
 
+# id, status, scheduled instant, attempts, budget, trigger label, event type, name
 PlainPending = tuple[str, str, datetime, Any, Any, str, str, "str | None"]
-"""A pending row's id, status, scheduled instant, attempts, budget, trigger label,
-event type and name."""
 
 
 def readonly_pending(
@@ -38,18 +33,15 @@ def readonly_pending(
     read: Callable[[str], list[Any]],
 ) -> str:
     """The pending listing's statement for a reader that may not rewrite the table: the
-    portable one on an older table (``current`` False) or on one holding instants in
-    another layout (``read`` runs a probe), else the indexed one."""
+    portable one on an older table or one with instants in another layout."""
     if not current or read(sql.any_noncanonical):
         return portable.list_pending
     return sql.list_pending
 
 
 def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
-    """The rows a read-only store's ``list_pending(limit)`` reads from ``table`` in the
-    file ``path`` (None: the default database), opened as ``SqliteScheduleStore.open(
-    path, table=table, readonly=True)`` opens it (its errors too); None when reading
-    failed (the store reads again, and names the error as it does)."""
+    """The rows a read-only store's ``list_pending(limit)`` reads, opened as it opens
+    the file; None when reading failed (the store reads again and names the error)."""
     _db, conn, version, hold = open_database(
         path,
         table,
@@ -78,8 +70,7 @@ def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
 
 
 def plain_pending(row: Sequence[Any]) -> PlainPending | None:
-    """The row's values as the store's snapshot shows them, or None when this reading
-    cannot vouch for them."""
+    """The row's values as the store's snapshot shows them, or None."""
     if len(row) != len(COLUMN_NAMES):
         return None
     sid = row[_I["schedule_id"]]
@@ -125,7 +116,6 @@ def plain_pending(row: Sequence[Any]) -> PlainPending | None:
 
 
 def _json_ok(payload: object) -> bool:
-    """Whether the store's decoding reads ``payload`` as JSON."""
     from ..._json import strict_loads
 
     if not isinstance(payload, str):
@@ -138,8 +128,7 @@ def _json_ok(payload: object) -> bool:
 
 
 def _trigger_label(kind: object, expression: object) -> str | None:
-    """The trigger's label as the record's trigger shows it (a kind other than cron or
-    interval is a delay there); None when the rule does not decode."""
+    """The record's trigger label (None: the rule does not decode)."""
     if kind not in ("cron", "interval"):
         return "delay"
     from ..record import rule_trigger
@@ -152,8 +141,6 @@ def _trigger_label(kind: object, expression: object) -> str | None:
 
 
 def _target_ok(kind: object, routing_key: object) -> bool:
-    """Whether the record's target decodes (a mediator or the outbox, without a key,
-    always does; any other pair is checked by the store's own function)."""
     if kind in ("mediator", "outbox") and routing_key is None:
         return True
     from ..record import cached_target
@@ -166,7 +153,6 @@ def _target_ok(kind: object, routing_key: object) -> bool:
 
 
 def uuid_text(raw: bytes) -> str:
-    """``str(uuid.UUID(bytes=raw))``, without importing :mod:`uuid` (which imports
-    :mod:`platform`)."""
+    """``str(uuid.UUID(bytes=raw))``, without importing :mod:`uuid`."""
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -37,9 +37,8 @@ def _us_to_ms(us: int) -> int:
 
 
 def run_statements(table: str, version: int) -> RunStatements:
-    """The run-log statements of ``table`` (already validated) at schema ``version``
-    (older than :data:`INTEGER_RUNS_VERSION`: a read-only opening of a table whose run
-    log keeps text instants)."""
+    """The run-log statements of ``table`` at schema ``version`` (text instants before
+    :data:`INTEGER_RUNS_VERSION`, only ever read)."""
     text = version < INTEGER_RUNS_VERSION
     return RunStatements(
         f"{table}_runs",
@@ -56,9 +55,7 @@ def run_statements(table: str, version: int) -> RunStatements:
 
 
 def sweep_runs(table: str, sweepable: str) -> str:
-    """The ``swept`` runs of the rows the sweep (WHERE ``sweepable``) is about to
-    dead-letter, run before it in its transaction; binds ``now`` (the table's text),
-    ``now_ms``, ``error``, ``host`` and ``pid``."""
+    """The ``swept`` runs of the rows the sweep is about to dead-letter (run before it)."""
     due_ms = sqlite_epoch_ms("scheduled_for")
     return (
         f"INSERT INTO {table}_runs ({', '.join(RUN_COLUMNS)})"

@@ -1,9 +1,5 @@
-"""Rows whose text is not UTF-8: read anyway, so that they can be shown as malformed.
-
-When the driver raises on such a row, :func:`fetch_rows` reads the statement again,
-each such value an :class:`UndecodableText` in a :class:`SalvagedRow`, which the codec
-refuses to decode, naming the column.
-"""
+"""Rows whose text is not UTF-8, read anyway (:func:`fetch_rows`) as a
+:class:`SalvagedRow`, which the codec refuses to decode, naming the column."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ class SalvagedRow(tuple[Any, ...]):
 
 
 def undecodable(row: Sequence[Any]) -> str:
-    """Why a :class:`SalvagedRow` does not decode: its first value that is not UTF-8,
-    named ('' for any other row)."""
+    """Why a :class:`SalvagedRow` does not decode ('' for any other row)."""
     if type(row) is not SalvagedRow:
         return ""
     for name, value in zip(COLUMN_NAMES, row, strict=False):
@@ -49,9 +44,8 @@ def undecodable(row: Sequence[Any]) -> str:
 
 @functools.lru_cache(maxsize=64)
 def salvaged_query(sql: str) -> str:
-    """``sql`` (a statement returning the columns of :data:`COLUMN_NAMES`, by name)
-    read so that nothing is decoded as text: each text value as its bytes, then one
-    more column listing every value's ``typeof``."""
+    """``sql`` (returning the columns of :data:`COLUMN_NAMES`) with text read as bytes,
+    then one more column of every value's ``typeof``."""
     values = ", ".join(
         f"CASE typeof({c}) WHEN 'text' THEN CAST({c} AS BLOB) ELSE {c} END" for c in COLUMN_NAMES
     )
@@ -60,8 +54,7 @@ def salvaged_query(sql: str) -> str:
 
 
 def salvage(rows: Sequence[Sequence[Any]]) -> list[Any]:
-    """Rows of :func:`salvaged_query` as the plain statement's rows would be, a value
-    that is not UTF-8 kept as :class:`UndecodableText` in a :class:`SalvagedRow`."""
+    """Rows of :func:`salvaged_query` as the plain statement's would be."""
     out: list[Any] = []
     for row in rows:
         *values, types = row
@@ -79,9 +72,8 @@ def salvage(rows: Sequence[Sequence[Any]]) -> list[Any]:
 
 
 def fetch_rows(cur: Any, sql: str, params: Any = ()) -> list[Any]:
-    """Every row of ``sql``; when a text value does not decode and ``sql`` returns the
-    table's columns, the rows of :func:`salvaged_query` (:func:`salvage`). Any other
-    statement's decoding error is raised as it is."""
+    """Every row of ``sql``, salvaged when a text value does not decode and ``sql``
+    returns the table's columns."""
     try:
         rows: list[Any] = cur.execute(sql, params).fetchall()
     except UnicodeDecodeError as exc:

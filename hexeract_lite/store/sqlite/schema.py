@@ -1,11 +1,6 @@
 """Opening a SQLite file for the store (:func:`open_database`): creation, the
-connection, schema versions.
-
-A table without a row in :data:`META_TABLE` is version 0 (the reference's layout).
-Every change to :func:`~hexeract_lite.store.schema.sqlite_ddl` bumps
-:data:`SCHEMA_VERSION` and adds a step to :data:`UPGRADES`. Nothing in a file changes
-before every check that could refuse it has passed; a read-only opening never writes.
-"""
+connection, schema versions (a table without a row in :data:`META_TABLE` is version 0,
+the reference's layout). Nothing changes before every check that could refuse it."""
 
 from __future__ import annotations
 
@@ -50,14 +45,12 @@ __all__ = [
 
 SCHEMA_VERSION = 9
 """The schema version this code writes and understands."""
-WAL_SIZE_LIMIT = 8 << 20
-"""``PRAGMA journal_size_limit``: above what automatic checkpoints let the WAL reach."""
+WAL_SIZE_LIMIT = 8 << 20  # PRAGMA journal_size_limit
 META_TABLE = "hexeract_lite_schema"
 """One row per scheduler table in the file, ``(table_name, version)``."""
 
+# ``durability`` -> ``PRAGMA synchronous`` ("relaxed": NORMAL around the worker's own)
 DURABILITY = {"full": "FULL", "relaxed": "FULL", "normal": "NORMAL"}
-"""``durability`` -> ``PRAGMA synchronous`` (``"relaxed"``: ``NORMAL`` around the
-worker's own transactions)."""
 
 
 def open_database(
@@ -72,33 +65,29 @@ def open_database(
     driver: str = "apsw",
 ) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
     """Open ``path`` for the store: the path, the connection, the table's version and
-    this process's claim on the file for ``driver`` (released when the store closes).
-    An existing file is never deleted or rewritten when opening it fails."""
+    this process's claim on the file for ``driver``."""
     db = check_path(path, create)
     hold = hold_file(db, driver)
+    connection: apsw.Connection | None = None
     try:
         if not db.exists():
             create_database(db, table, busy_timeout, vfs, driver=driver)
         if hold is None:
             hold = hold_file(db, driver)
         connection = connect(db, durability, busy_timeout, vfs, readonly=readonly, driver=driver)
-    except BaseException:
-        if hold is not None:
-            hold.release()
-        raise
-    try:
         version = ensure_schema(
             connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
         )
         if not readonly:
             optimize(connection, busy_timeout)
         memory_sorts(connection)  # after the schema work, which may sort a big table
+        return db, connection, version, hold
     except BaseException:
-        connection.close()
+        if connection is not None:
+            connection.close()
         if hold is not None:
             hold.release()
         raise
-    return db, connection, version, hold
 
 
 def memory_sorts(conn: apsw.Connection) -> None:
@@ -107,17 +96,12 @@ def memory_sorts(conn: apsw.Connection) -> None:
     conn.pragma("journal_size_limit", WAL_SIZE_LIMIT)
 
 
-# -- the file ------------------------------------------------------------------------
-
-
 def create_database(
     db: pathlib.Path, table: str, busy_timeout: timedelta, vfs: str | None, *, driver: str = "apsw"
 ) -> None:
     """Make a new database at ``db``, 0600, unless another process makes it first:
     built under a temporary name and hard-linked into place (no one sees a half-made
-    file), or, without hard links, the name claimed empty with ``O_EXCL``. Nothing ever
-    replaces a file another process may have opened.
-    """
+    file), or, without hard links, the name claimed empty with ``O_EXCL``."""
     link: Callable[[pathlib.Path, pathlib.Path], None] | None = getattr(os, "link", None)
     if link is None:
         _claim_name(db)
@@ -154,15 +138,11 @@ def create_database(
 
 
 def _claim_name(db: pathlib.Path) -> None:
-    """Create ``db`` empty (0600) unless it exists; the opening fills it."""
     try:
         fd = os.open(db, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return  # another process created it first; use theirs
     os.close(fd)
-
-
-# -- the connection --------------------------------------------------------------------
 
 
 def connect(
@@ -175,12 +155,9 @@ def connect(
     readonly: bool = False,
     driver: str = "apsw",
 ) -> apsw.Connection:
-    """Open and configure the store's own connection: busy timeout, double-quoted
-    strings refused, the durability's ``synchronous``.
-
-    ``readonly``: nothing it runs can write (``SQLITE_OPEN_READONLY``, or ``PRAGMA
-    query_only`` where that would leave ``-wal``/``-shm`` files behind). Errors name
-    ``label`` when given, else ``path``."""
+    """Open and configure the store's own connection (errors name ``label`` or
+    ``path``); ``readonly``: ``SQLITE_OPEN_READONLY``, or ``PRAGMA query_only`` where
+    that would leave ``-wal``/``-shm`` files behind."""
     db = label or path
     traceless = readonly and vfs is None and _reads_without_trace(path)
     try:
@@ -210,9 +187,8 @@ def connect(
 
 
 def _reads_without_trace(path: pathlib.Path) -> bool:
-    """True when a read-only opening of ``path`` should be read-write with ``PRAGMA
-    query_only``: a WAL file with nothing beside it, it and its folder writable (a
-    read-write connection deletes ``-wal`` and ``-shm`` as the last to close)."""
+    """A WAL file alone, it and its folder writable: read it read-write, ``query_only``
+    (such a connection deletes ``-wal`` and ``-shm`` as the last to close)."""
     try:  # O_NONBLOCK: a FIFO put in the file's place must not block the read
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -238,9 +214,8 @@ _NO_SHARED_MEMORY = {apsw.SQLITE_READONLY_DIRECTORY, apsw.SQLITE_READONLY_CANTIN
 def _readable(
     conn: apsw.Connection, path: pathlib.Path, vfs: str | None, busy_ms: int, driver: str
 ) -> apsw.Connection:
-    """A read-only connection that can read ``path``: ``conn``, unless SQLite cannot
-    create the ``-shm`` file in a read-only folder; then, with no ``-wal`` beside the
-    file, it is opened ``immutable`` (read without locks)."""
+    """``conn``, or, when the ``-shm`` cannot be made in a read-only folder and there
+    is no ``-wal``, the file opened ``immutable``."""
     try:
         set_busy_wait(conn, busy_ms)
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
@@ -272,8 +247,7 @@ def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> 
 
 
 def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
-    """``PRAGMA optimize=0x10002``, bounded; skipped, without waiting, when another
-    connection holds the write lock."""
+    """``PRAGMA optimize``, bounded, skipped when another connection holds the lock."""
     try:
         conn.pragma("analysis_limit", 1000)
         conn.set_busy_timeout(0)
@@ -285,8 +259,7 @@ def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
 
 
 def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
-    """``journal_mode=WAL``, retried until the busy timeout (the busy handler does not
-    wait for the lock it needs)."""
+    """``journal_mode=WAL``, retried until the busy timeout (no busy handler waits for it)."""
     if str(conn.pragma("journal_mode")).lower() == "wal":
         return
     deadline = time.monotonic() + busy_timeout.total_seconds()
@@ -301,9 +274,6 @@ def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedel
     mode = conn.pragma("journal_mode")
     if str(mode).lower() != "wal":
         raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
-
-
-# -- the schema ----------------------------------------------------------------------------
 
 
 def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
@@ -325,27 +295,18 @@ def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
     return table in names, version
 
 
-def _too_new(db: pathlib.Path, table: str, version: int) -> StoreError:
-    return StoreError(
-        f"the table {table} in {db} has schema version {version}, newer than this"
-        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
-    )
-
-
-def _no_table(db: pathlib.Path, table: str) -> StoreError:
-    return StoreError(f"no database at {db}: the file has no table {table}")
-
-
 def _refusal(
     conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
 ) -> tuple[bool, int | None]:
-    """Every check that can refuse the table, all reads: (exists, version) when none
-    does. A table without a recorded version must have the reference's layout."""
+    """Every check that can refuse the table, all reads: (exists, version) when none does."""
     exists, version = schema_state(conn, table)
     if version is not None and version > SCHEMA_VERSION:
-        raise _too_new(db, table, version)
+        raise StoreError(
+            f"the table {table} in {db} has schema version {version}, newer than this"
+            f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
+        )
     if not exists and not may_create:
-        raise _no_table(db, table)
+        raise StoreError(f"no database at {db}: the file has no table {table}")
     if exists and version is None:
         check_reference_layout(conn, table, db)
     return exists, version
@@ -361,11 +322,7 @@ def ensure_schema(
     readonly: bool = False,
 ) -> int:
     """Check ``table`` and, unless ``readonly``, create, adopt or upgrade it to
-    :data:`SCHEMA_VERSION` in one transaction; return the version it has now.
-
-    A missing table without ``create``, a version newer than the code or a table that
-    is not a scheduler table: :class:`StoreError`, the file unchanged.
-    """
+    :data:`SCHEMA_VERSION` in one transaction; the version it has now."""
     try:
         exists, version = _refusal(conn, table, db, may_create=create and not readonly)
         if readonly:
@@ -418,8 +375,7 @@ def _has_runs(conn: apsw.Connection, table: str) -> bool:
 
 
 def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:
-    """A table without a recorded version must be a rowid table with the reference's
-    columns; else :class:`StoreError`."""
+    """A table without a recorded version: a rowid table with the reference's columns."""
     columns = {row[1]: str(row[2]).upper() for row in conn.execute(f"PRAGMA table_info({table})")}
     wrong = [
         name for name, decl, _ in REFERENCE_COLUMNS if name not in columns or columns[name] != decl

@@ -14,18 +14,13 @@ __all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "SqliteSession", "set_busy_wait"]
 
 RETRY_MIN_S = 0.0002
 """The shortest pause between two tries to get a lock."""
-
 RETRY_MAX_S = 0.001
 """The longest pause between two tries to get a lock."""
-
-_JITTER = random.Random()
-"""The busy wait's own random source: the global one belongs to the application (and to
-Hypothesis while it draws)."""
+_JITTER = random.Random()  # not the global one: that belongs to the application
 
 
 class _BusyWait:
-    """The busy handler: ``tries`` is 0 at the first call of each wait (SQLite counts
-    them per wait); True means try again."""
+    """The busy handler (``tries`` is 0 at each wait's first call); True: try again."""
 
     __slots__ = ("_deadline", "_limit")
 
@@ -45,10 +40,8 @@ class _BusyWait:
 
 
 def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
-    """Make ``conn`` wait up to ``busy_ms`` milliseconds for a lock another connection
-    holds, trying again every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (random); 0: fail
-    at once with ``SQLITE_BUSY``. A ``sqlite3`` connection keeps SQLite's own back-off,
-    bounded by the same timeout."""
+    """Make ``conn`` wait up to ``busy_ms`` for another connection's lock, retrying
+    every :data:`RETRY_MIN_S` to :data:`RETRY_MAX_S` (``sqlite3``: SQLite's back-off)."""
     if busy_ms <= 0:
         conn.set_busy_timeout(0)
     elif not hasattr(conn, "set_busy_handler"):
@@ -58,8 +51,7 @@ def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
 
 
 class SqliteSession:
-    """A write transaction's cursor as the SQL base uses it
-    (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
+    """A write transaction's cursor as :class:`~hexeract_lite.store.sql.dialect.Session`."""
 
     __slots__ = ("cur", "woken")
 
@@ -78,11 +70,9 @@ class SqliteSession:
         return [self.execute(statement, params) for statement, params in statements]
 
     def fetch(self, statement: str, params: Any = ()) -> list[Any]:
-        """Run a statement; its rows (a row whose text is not UTF-8 salvaged: see
-        :func:`~.salvage.fetch_rows`)."""
+        """Run a statement; its rows (salvaged: :func:`~.salvage.fetch_rows`)."""
         return fetch_rows(self.cur, statement, params)
 
     def wake(self, others: bool = True) -> None:
-        """Notify the store's change signal after the commit (other processes notice
-        the commit themselves)."""
+        """Notify the store's change signal after the commit."""
         self.woken = True

@@ -1,6 +1,5 @@
-"""The standard library's ``sqlite3`` behind the part of apsw's interface the SQLite
-store uses (see :mod:`.driver`), loaded only by a store opened with
-``driver="sqlite3"`` so that the apsw default never imports ``sqlite3``."""
+"""The standard library's ``sqlite3`` behind the part of apsw's interface the store
+uses, loaded only by a store opened with ``driver="sqlite3"``."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ import sqlite3
 import time
 import weakref
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 
 import apsw
@@ -18,13 +18,7 @@ import apsw
 __all__ = ["Sqlite3Connection", "Sqlite3Cursor", "open_sqlite3"]
 
 _DQS = (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL)
-
-
-# -- sqlite3 behind apsw's interface ------------------------------------------------------
-
-
-_NOT_UTF8 = "Could not decode to UTF-8"
-"""The start of ``sqlite3``'s error for a TEXT value that is not UTF-8."""
+_NOT_UTF8 = "Could not decode to UTF-8"  # sqlite3's error for TEXT that is not UTF-8
 
 
 def _apsw_error(exc: BaseException) -> BaseException:
@@ -54,11 +48,18 @@ def _raise(exc: BaseException) -> Any:
     raise error from exc
 
 
+@contextmanager
+def _as_apsw() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        _raise(exc)
+
+
 @functools.lru_cache(maxsize=256)
 def _statements(sql: str) -> tuple[tuple[str, int], ...]:
-    """``sql`` split into its statements, each with its number of ``?`` parameters
-    (apsw runs several statements in one call; sqlite3 runs one). The store's own
-    statements have no ``?`` inside a literal."""
+    """``sql`` split into its statements (sqlite3 runs one per call), each with its
+    number of ``?`` (the store's statements have none inside a literal)."""
     parts: list[tuple[str, int]] = []
     buf = ""
     for piece in sql.split(";"):
@@ -76,9 +77,7 @@ _INCREMENTAL_VACUUM = "PRAGMA INCREMENTAL_VACUUM"
 
 
 def _incremental_vacuum(raw: sqlite3.Connection, sql: str) -> list[Any]:
-    """``PRAGMA incremental_vacuum`` frees one page per step, each step a row without
-    columns, which ``sqlite3`` takes for the end of the statement: run it again while
-    it frees pages."""
+    """Run again while it frees pages: sqlite3 takes its first column-less row for the end."""
     free = raw.execute("PRAGMA freelist_count").fetchall()[0][0]
     while free:
         raw.execute(sql).fetchall()
@@ -90,8 +89,7 @@ def _incremental_vacuum(raw: sqlite3.Connection, sql: str) -> list[Any]:
 
 
 class Sqlite3Cursor:
-    """apsw's ``Cursor`` subset on a ``sqlite3`` connection: each statement runs to
-    its end at once (rows kept), so no statement stays open between calls."""
+    """apsw's ``Cursor`` subset: each statement runs to its end at once (rows kept)."""
 
     def __init__(self, connection: Sqlite3Connection) -> None:
         self.connection = connection
@@ -100,7 +98,7 @@ class Sqlite3Cursor:
     def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
         """Run ``sql`` (one statement or several) with ``params``; return self."""
         raw = self.connection.raw
-        try:
+        with _as_apsw():
             parts = _statements(sql)
             if sql.lstrip().upper().startswith(_INCREMENTAL_VACUUM):
                 self._rows = _incremental_vacuum(raw, sql)
@@ -115,16 +113,12 @@ class Sqlite3Cursor:
                 else:
                     bound, at = tuple(params[at : at + count]), at + count
                 self._rows = raw.execute(text, bound).fetchall()
-        except Exception as exc:
-            _raise(exc)
         return self
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> Sqlite3Cursor:
         """Run ``sql`` once for each of ``rows``."""
-        try:
+        with _as_apsw():
             self.connection.raw.executemany(sql, rows)
-        except Exception as exc:
-            _raise(exc)
         self._rows = []
         return self
 
@@ -139,8 +133,7 @@ class Sqlite3Cursor:
 
 
 class Sqlite3Connection:
-    """apsw's ``Connection`` subset the store uses, on a ``sqlite3.Connection``
-    (:attr:`raw`, what a transactional handler receives)."""
+    """apsw's ``Connection`` subset on a ``sqlite3.Connection`` (:attr:`raw`)."""
 
     def __init__(self, raw: sqlite3.Connection, path: str, *, readonly: bool) -> None:
         self.raw = raw
@@ -165,31 +158,24 @@ class Sqlite3Connection:
 
     def total_changes(self) -> int:
         """Rows changed since the connection opened."""
-        try:
+        with _as_apsw():
             return self.raw.total_changes
-        except Exception as exc:
-            return cast(int, _raise(exc))
 
     def get_autocommit(self) -> bool:
         """True when no transaction is open."""
-        try:
+        with _as_apsw():
             return not self.raw.in_transaction
-        except Exception as exc:
-            return cast(bool, _raise(exc))
 
     def set_busy_timeout(self, milliseconds: int) -> None:
         """How long to wait for another connection's lock."""
         self.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
 
     def config(self, op: int, *values: int) -> int:
-        """Not available through ``sqlite3`` before Python 3.12 (``setconfig``); the
-        double-quoted-string switches are applied where it has it."""
+        """The double-quoted-string switches, where ``sqlite3`` has ``setconfig`` (3.12+)."""
         setconfig = getattr(self.raw, "setconfig", None)
         if setconfig is not None and op in _DQS and values:
-            try:
+            with _as_apsw():
                 setconfig(op, bool(values[0]))  # SQLite's own numbers, as apsw's
-            except Exception as exc:
-                _raise(exc)
         return 0
 
     def readonly(self, name: str) -> bool:
@@ -214,24 +200,18 @@ class Sqlite3Connection:
 
     def set_authorizer(self, callback: Any) -> None:
         """The authorizer (``sqlite3``'s own callback signature is apsw's), or None."""
-        try:
+        with _as_apsw():
             self.raw.set_authorizer(callback)
-        except Exception as exc:
-            _raise(exc)
 
     def interrupt(self) -> None:
         """Make the statement running now (from any thread) stop."""
-        try:
+        with _as_apsw():
             self.raw.interrupt()
-        except Exception as exc:
-            _raise(exc)
 
     def close(self, force: bool = False) -> None:
-        """Close the connection, rolling back its transaction. ``force`` (from another
-        thread, at a deadline; bounded): interrupt what it runs, close the cursors the
-        handler left open (an unfinished statement would keep the transaction, and the
-        file's write lock, past the close), roll back, make it read-only
-        (``query_only``: a statement the handler runs later cannot commit), close."""
+        """Close, rolling back. ``force`` (from another thread, at a deadline): first
+        interrupt, close the handler's cursors (which would keep the write lock), roll
+        back and set ``query_only`` (a later statement of the handler cannot commit)."""
         if force:
             for _ in range(400):
                 try:
@@ -247,15 +227,12 @@ class Sqlite3Connection:
                 except sqlite3.Error:
                     pass  # a statement still running, or the ROLLBACK met the interrupt
                 time.sleep(0.005)
-        try:
+        with _as_apsw():
             self.raw.close()
-        except Exception as exc:
-            _raise(exc)
 
 
 class _Tracked(sqlite3.Connection):
-    """A ``sqlite3.Connection`` that remembers its cursors (``execute`` makes one too),
-    so that a forced close can finish the statements a handler left open."""
+    """A ``sqlite3.Connection`` that remembers its cursors, for a forced close."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -277,8 +254,6 @@ class _Tracked(sqlite3.Connection):
 
 
 def _close_cursors(raw: sqlite3.Connection) -> None:
-    """Close every cursor of ``raw`` still alive (raises ``ProgrammingError`` for one
-    that another thread is using right now: the caller tries again)."""
     tracked = getattr(raw, "open_cursors", None)
     if tracked is None:
         return
@@ -293,9 +268,9 @@ def _close_cursors(raw: sqlite3.Connection) -> None:
 def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
     """:func:`~.driver.open_connection` for ``driver="sqlite3"``."""
     mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
-    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.readonly_shm
+    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.open_connection
         mode = "ro&readonly_shm=1"
-    try:
+    with _as_apsw():
         raw = sqlite3.connect(
             f"{path.as_uri()}?mode={mode}",
             uri=True,
@@ -304,7 +279,5 @@ def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw
             timeout=0,  # set_busy_timeout follows
             factory=_Tracked,
         )
-    except Exception as exc:
-        return cast(apsw.Connection, _raise(exc))
     shim = Sqlite3Connection(raw, str(path), readonly=readonly or immutable)
     return cast(apsw.Connection, shim)

@@ -1,10 +1,6 @@
-"""The SQL of :class:`~hexeract_lite.store.sqlite.SqliteScheduleStore`, as text.
-
-Every statement is built once per store from a validated table name; the hot ones
-name the index they walk (``INDEXED BY``), so a claim, the sweep and the wake-up hint
-stay O(log n) whatever SQLite's statistics say. Instants are compared as text (see
-:data:`~hexeract_lite.store.schema.NONCANONICAL`); every "now" is a bound parameter.
-"""
+"""The SQL of the SQLite store, built once per store from a validated table name. The
+hot statements name their index (``INDEXED BY``), whatever SQLite's statistics say;
+instants are compared as text (:data:`~hexeract_lite.store.schema.NONCANONICAL`)."""
 
 from __future__ import annotations
 
@@ -42,7 +38,6 @@ __all__ = [
     "claim_rows",
     "file_sizes",
     "list_query",
-    "list_sql",
     "present_columns",
     "prune_sql",
     "replay_sql",
@@ -50,8 +45,7 @@ __all__ = [
 ]
 
 LEASE_CHUNK = 500
-"""The most rowids one leasing UPDATE names (SQLite allows 32766 bound parameters;
-a claim's batch may be larger)."""
+"""The most rowids one leasing UPDATE names (within SQLite's bound-parameter limit)."""
 
 
 class SqliteStatements:
@@ -210,8 +204,7 @@ class SqliteStatements:
             " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
             " WHERE schedule_id = :id"
         )
-        # a change in place (ensure, update, reschedule, run now): every column but the
-        # id, as the plan computed it, inside the write transaction that read the row
+        # a change in place: every column but the id, as the plan computed it
         self.write_row = (
             f"UPDATE {t} SET "
             + ", ".join(f"{name} = ?" for name in COLUMN_NAMES[1:])
@@ -242,8 +235,7 @@ class SqliteStatements:
             " WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
         )
-        # copying rows (migrate): both pages read the primary key's index in order (no
-        # sort, O(limit) per page); an import inserts every column as given
+        # copying rows (migrate): pages in primary-key order, O(limit) each
         self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :limit"
         self.export_after = (
             f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :limit"
@@ -254,9 +246,8 @@ class SqliteStatements:
         )
 
     def lease(self, count: int) -> str:
-        """``UPDATE`` leasing ``count`` rowids (at most :data:`LEASE_CHUNK`; ``?`` the
-        lease deadline, then the rowids), returning the leased rows; one text per
-        count, built once."""
+        """``UPDATE`` leasing ``count`` rowids (``?``: the deadline, then the rowids),
+        returning the rows; built once per count."""
         sql = self._lease_sql.get(count)
         if sql is None:
             marks = ", ".join("?" * count)
@@ -265,11 +256,8 @@ class SqliteStatements:
 
 
 def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) -> list[Any]:
-    """Lease the claimable rows ``params`` selects (``now``, ``until``: instant texts,
-    ``n``: at most that many) and return them as read with the statements' select
-    list, in no particular order. Runs inside the caller's write transaction, whose
-    lock keeps the selection and the UPDATEs one atomic step (one UPDATE per
-    :data:`LEASE_CHUNK` rowids, within SQLite's limit on bound parameters)."""
+    """Lease at most ``n`` claimable rows (``now``, ``until``: instant texts) inside
+    the caller's write transaction; the leased rows, in no particular order."""
     pick = sql.claim if cur.execute(sql.claim_probe, params).fetchall() else sql.claim_fresh
     rowids = [row[0] for row in cur.execute(pick, params)]
     until = params["until"]
@@ -286,11 +274,8 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
 
 
 class PortableReads:
-    """The read-only store's listings and hint on a table that may lack hexeract_lite's
-    indexes (the reference's, an older version's) or hold instants in another layout
-    (which a read-only store may not rewrite): no ``INDEXED BY``, instants compared as
-    SQLite's ``strftime`` reads them. A scan of the live rows: for reading commands,
-    not for a worker."""
+    """The read-only store's listings and hint on a table that may lack our indexes or
+    hold instants in another layout: no ``INDEXED BY``, instants read by ``strftime``."""
 
     def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_sqlite_table_name(table)
@@ -315,42 +300,8 @@ class PortableReads:
         )
 
 
-# -- upkeep: listing by id, replay, stats, prune ----------------------------------
-
-
-def list_sql(
-    table: str,
-    status: ScheduleStatus | None,
-    glob: bool,
-    after: bool,
-    name: bool = False,
-    select_list: str = SELECT_LIST,
-    indexed: bool = False,
-) -> str:
-    """A page of the listing in schedule id order: ``:glob``, ``:after``, ``:limit`` bound
-    as the flags say; the status condition is constant text. ``select_list``: the
-    store's (``NULL AS <column>`` for a column an older table lacks, read-only).
-    ``indexed``: read the rows of ``status`` on its index and sort them (for a status
-    few rows have), instead of walking every row in id order."""
-    t = validate_sqlite_table_name(table)
-    source = f"{t} INDEXED BY {status_index(table, status)}" if indexed else t
-    where = [sqlite_status_where(status)]
-    if glob:
-        where.append("event_type GLOB :glob")
-    if name:
-        where.append("name GLOB :name")
-    if after:
-        where.append("schedule_id > :after")
-    return (
-        f"SELECT {select_list} FROM {source} WHERE {' AND '.join(where)}"
-        " ORDER BY schedule_id LIMIT :limit"
-    )
-
-
 FEW_ROWS = 10_000
-"""A status with fewer rows than this is listed from its index (the rows read and
-sorted); with more, they are dense enough that a walk in id order meets a page of
-them soon."""
+"""A status with fewer rows than this is listed from its index (read and sorted)."""
 
 _STATUS_INDEX = {
     "pending": "pending",
@@ -387,8 +338,7 @@ def replay_sql(table: str) -> str:
 
 
 def stats_sql(table: str, *, indexed: bool = True) -> str:
-    """One row: fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh,
-    oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight (``:now`` bound)."""
+    """One row of the counts and oldest instants :class:`StoreStats` reports (``:now`` bound)."""
     t = validate_sqlite_table_name(table)
     pending = f"{LIVE} AND paused = 0"
     fresh = f"{pending} AND leased_until IS NULL"
@@ -430,9 +380,7 @@ def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
 
 
 def prune_sql(table: str, column: str) -> tuple[str, str]:
-    """(count, delete a batch) of the rows whose ``column`` (an end instant, from
-    :data:`~hexeract_lite.store.listing.PRUNE_COLUMN`) is before ``:cut``; ``:n`` rows
-    per delete, found on the column's partial index."""
+    """(count, delete ``:n``) of the rows whose end instant ``column`` is before ``:cut``."""
     t = validate_sqlite_table_name(table)
     where = f"{column} IS NOT NULL AND {column} < :cut"
     return (
@@ -442,8 +390,7 @@ def prune_sql(table: str, column: str) -> tuple[str, str]:
 
 
 def present_columns(connection: apsw.Connection, table: str) -> str:
-    """:data:`SELECT_LIST`, with ``NULL AS <column>`` for each column the table lacks
-    (an older table, read-only: it is not upgraded)."""
+    """:data:`SELECT_LIST`, ``NULL AS <column>`` for each column an older table lacks."""
     try:
         present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
     except Exception:  # pragma: no cover - the table was just checked
@@ -461,15 +408,23 @@ def list_query(
     limit: int,
     indexed: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """``list_schedules``' statement (:func:`list_sql`) and its parameters."""
-    sql = list_sql(
-        table, status, glob is not None, after is not None, name is not None, select_list, indexed
-    )
+    """A page of ``list_schedules`` in id order and its parameters; ``indexed``: the
+    rows of ``status`` read on its index and sorted (for a status few rows have)."""
+    t = validate_sqlite_table_name(table)
+    source = f"{t} INDEXED BY {status_index(table, status)}" if indexed else t
+    where = [sqlite_status_where(status)]
     params: dict[str, Any] = {"limit": limit}
-    if name is not None:
-        params["name"] = sqlite_glob(name)
     if glob is not None:
+        where.append("event_type GLOB :glob")
         params["glob"] = sqlite_glob(glob)
+    if name is not None:
+        where.append("name GLOB :name")
+        params["name"] = sqlite_glob(name)
     if after is not None:
+        where.append("schedule_id > :after")
         params["after"] = after.bytes
+    sql = (
+        f"SELECT {select_list} FROM {source} WHERE {' AND '.join(where)}"
+        " ORDER BY schedule_id LIMIT :limit"
+    )
     return sql, params

@@ -13,7 +13,6 @@ from typing import Any, Self, TypeVar
 
 import apsw
 
-from ..._log import package_logger
 from ..._time import format_now, format_ts, parse_ts, to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
@@ -44,7 +43,7 @@ from .codec import (
     row_label,
 )
 from .connections import Connections, DuplicateKey, is_duplicate
-from .driver import FileHold, check_open
+from .driver import check_open
 from .notify import CommitWatch
 from .plain import readonly_pending
 from .runs import RUNS_VERSION, encode_ms, run_statements, sweep_runs
@@ -64,8 +63,6 @@ from .statements import (
     status_count_sql,
 )
 
-_log = package_logger(__name__)
-
 __all__ = ["SqliteScheduleStore", "default_database_path"]
 
 
@@ -83,71 +80,35 @@ def _instant_or_none(text: object) -> datetime | None:
 class SqliteScheduleStore(SqlScheduleStore):
     """The store contract on one SQLite file (apsw, WAL), shared with hexeract.
 
-    Build it with :meth:`open`. Safe to share between threads (one connection, used
-    under a lock); any number of stores, in threads or processes, may claim from the
-    same file, and a live lease is never handed out twice. Every write is one short
-    ``BEGIN IMMEDIATE`` transaction; every instant comes from ``clock``.
+    Build it with :meth:`open`. Thread-safe; any number of stores, in threads or
+    processes, may claim from one file, and a live lease is never handed out twice.
 
-    Durability (``open(durability=...)``); every mode survives an application crash
-    and none corrupts the file:
+    Durability: ``"full"`` (the default) fsyncs every commit; ``"relaxed"`` fsyncs the
+    application's writes but not the worker's (a power cut may redeliver, never lose an
+    insert or control change); ``"normal"`` fsyncs nothing. Every mode survives an
+    application crash and none corrupts the file.
 
-    - ``"full"`` (the default): every commit fsynced; a power cut or OS crash loses
-      nothing committed.
-    - ``"relaxed"``: the application's writes (inserts, imports, control changes) are
-      fsynced; the worker's claims, acknowledgements and sweeps are not. A power cut
-      may roll back those since the last fsynced commit: a redelivery once the lease
-      runs out, never a lost insert or control change.
-    - ``"normal"``: nothing waits for fsync; the last transactions of any kind may roll
-      back in a power cut.
-
-    After ``fork()`` the child's store opens its own connection on its first call (the
-    fork waits, bounded by ``busy_timeout``, for a call in flight). A store cannot be
-    pickled: open one in each process.
-
-    Errors from SQLite (a lock held past ``busy_timeout``, I/O, a full disk, a corrupt
-    file) raise :class:`~hexeract_lite.errors.StoreError` naming the file, the driver's
-    error chained; the failed operation applied nothing.
+    After ``fork()`` the child opens its own connection on its first call; a store
+    cannot be pickled. SQLite errors raise :class:`~hexeract_lite.errors.StoreError`
+    naming the file; the failed operation applied nothing.
 
     .. versionadded:: 0.1.0
     """
 
     _sql: SqliteStatements
 
-    def __init__(
-        self,
-        *,
-        connection: apsw.Connection,
-        path: pathlib.Path,
-        table: str,
-        clock: Clock,
-        busy_timeout: timedelta,
-        durability: str = "full",
-        vfs: str | None = None,
-        readonly: bool = False,
-        version: int = SCHEMA_VERSION,
-        driver: str = "apsw",
-        hold: FileHold | None = None,
-    ) -> None:
-        """Use :meth:`open`; this wraps a connection that :meth:`open` configured."""
+    def __init__(self, db: Connections, table: str, clock: Clock, version: int) -> None:
+        """Use :meth:`open`."""
         super().__init__()
-        self._path = path
+        self._db = db
+        self._path = path = db.path
         self._table = table
         self._clock = clock
-        self._readonly = readonly
-        lock: threading.Lock | PidCheckingLock | None = None
+        self._readonly = readonly = db.readonly
         if not AT_FORK_HOOKS:  # pragma: no cover - no os.register_at_fork: check the pid
-            lock = PidCheckingLock(self._forget_connection)
-        self._db = Connections(
-            connection,
-            path=path,
-            durability=durability,
-            busy_timeout=busy_timeout,
-            vfs=vfs,
-            readonly=readonly,
-            driver=driver,
-            hold=hold,
-            lock=lock,
-        )
+            db.lock = PidCheckingLock(db.forget)
+        connection = db.conn
+        assert connection is not None
         # read-only on an older table: NULL for the columns it lacks
         select_list = present_columns(connection, table) if readonly else SELECT_LIST
         self._sql = SqliteStatements(table, select_list)
@@ -167,8 +128,6 @@ class SqliteScheduleStore(SqlScheduleStore):
         if AT_FORK_HOOKS:
             start_afresh_after_fork(self)
 
-    # -- opening -------------------------------------------------------------------
-
     @classmethod
     def open(
         cls,
@@ -185,39 +144,22 @@ class SqliteScheduleStore(SqlScheduleStore):
     ) -> Self:
         """Open (and, when missing, create) the scheduler table ``table`` in ``path``.
 
-        - ``path``: the database file; None means :func:`default_database_path`, whose
-          folders are created. A new file is created owner-only (0600); on any other
-          path the folder must already exist.
-        - ``table``: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not a word SQLite
-          reads as a keyword (:class:`InvalidConfiguration` otherwise).
-        - ``clock``: where "now" comes from.
-        - ``durability``: ``"full"``, ``"relaxed"`` or ``"normal"`` (see the class).
+        - ``path``: the database file; None means :func:`default_database_path`. A new
+          file is created owner-only (0600) in an existing folder.
+        - ``table``: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most 63 bytes, not an SQLite keyword.
         - ``busy_timeout``: how long an operation waits for another connection's write
           lock before it fails with :class:`StoreError`.
-        - ``create``: when False, a missing file or table raises :class:`StoreError`
-          (``no database at <path>``) and nothing is created; an existing table of
-          hexeract's is still adopted.
-        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``); None, the default.
-        - ``readonly``: the file is never written (no WAL switch, upgrade, index or
-          ``PRAGMA optimize``), a file the user may only read opens, and no
-          ``-wal``/``-shm`` file is left behind. A missing file or table raises
-          :class:`StoreError`; an older table is read as it is. ``inspect``, the
-          listings, ``next_wakeup``, ``export_records`` and ``data_version`` work; every
-          other method raises :class:`StoreError` saying the store is read-only.
-        - ``driver``: ``"apsw"`` (the default) or ``"sqlite3"`` (for an app whose own
-          connections are ``sqlite3.Connection`` s, which ``connection=`` and
-          :class:`~hexeract_lite.transactional.TransactionalSink` then take). Opening a
-          file this process has open with the other library raises
-          :class:`InvalidConfiguration`, as does a SQLite older than 3.35 or a ``vfs``
-          with ``"sqlite3"``.
+        - ``create``: when False, a missing file or table raises :class:`StoreError`.
+        - ``vfs``: the name of a registered SQLite VFS (``apsw.VFS``).
+        - ``readonly``: the file is never written and no ``-wal``/``-shm`` file is left
+          behind; only the reading methods work, the others raise :class:`StoreError`.
+        - ``driver``: ``"apsw"`` or ``"sqlite3"`` (for an app whose own connections,
+          passed as ``connection=``, are ``sqlite3.Connection`` s); one library per
+          file per process.
 
-        Other processes never see a half-made new file. A table the Rust reference
-        created is adopted (rows kept, indexes added, timestamps normalised to
-        ``YYYY-MM-DDTHH:MM:SS.mmmZ``) and an older version upgraded, in one transaction.
-        A table of a newer version than :data:`SCHEMA_VERSION`, or not a scheduler
-        table, is refused before anything changes. A folder, a file that is not a
-        SQLite database, a read-only file or folder (unless ``readonly``) or a missing
-        folder raise :class:`StoreError` naming the path, changing nothing.
+        A table the Rust reference created is adopted and an older version upgraded, in
+        one transaction; a newer version or a table that is not a scheduler table is
+        refused before anything changes.
         """
         table = validate_sqlite_table_name(table)
         driver = check_open(durability, busy_timeout, clock, driver, vfs, create, readonly)
@@ -231,21 +173,17 @@ class SqliteScheduleStore(SqlScheduleStore):
             readonly=readonly,
             driver=driver,
         )
-        return cls(
-            connection=connection,
+        connections = Connections(
+            connection,
             path=db,
-            table=table,
-            clock=clock,
-            busy_timeout=busy_timeout,
             durability=durability,
+            busy_timeout=busy_timeout,
             vfs=vfs,
             readonly=readonly,
-            version=version,
             driver=driver,
             hold=hold,
         )
-
-    # -- properties and lifetime -----------------------------------------------------
+        return cls(connections, table, clock, version)
 
     @property
     def path(self) -> pathlib.Path:
@@ -299,16 +237,12 @@ class SqliteScheduleStore(SqlScheduleStore):
         return True
 
     def data_version(self) -> int:
-        """``PRAGMA data_version``: changes when another connection commits to the file
-        (this store's own commits notify :attr:`changes` instead). Reads no disk."""
+        """``PRAGMA data_version``: changes when another connection commits to the file."""
         [(value,)] = self._db.run("data_version", "PRAGMA data_version")
         assert isinstance(value, int)
         return value
 
-    # -- a forked child ------------------------------------------------------------------
-
     def _before_fork(self) -> bool:
-        """Wait (bounded) for a call in flight, so no transaction is open at the fork."""
         assert isinstance(self._lock, type(threading.Lock()))
         return hold(self._lock, self._db.busy_timeout.total_seconds() + 10)
 
@@ -317,24 +251,16 @@ class SqliteScheduleStore(SqlScheduleStore):
         self._lock.release()
 
     def _after_fork_in_child(self) -> None:
-        """A fresh lock and no connection (the next call opens the child's own)."""
         self._db.lock = threading.Lock()
-        self._forget_connection()
-
-    def _forget_connection(self) -> None:
         self._db.forget()
 
     @property
     def _lock(self) -> threading.Lock | PidCheckingLock:
-        """The lock the store's calls take turns on."""
         return self._db.lock
 
     @property
     def _conn(self) -> apsw.Connection | None:
-        """The store's connection (None when closed, or in a fork before its first call)."""
         return self._db.conn
-
-    # -- plumbing ----------------------------------------------------------------------
 
     def _writable(self, what: str) -> None:
         self._db.writable(what)
@@ -343,7 +269,6 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _write(
         self, what: str, *, worker: bool = False, atomic: bool = True
     ) -> Iterator[SqliteSession]:
-        """One ``BEGIN IMMEDIATE`` transaction, whatever ``atomic`` says."""
         with self._db.transaction(what, worker) as tx:
             yield tx
         if tx.woken:
@@ -362,14 +287,11 @@ class SqliteScheduleStore(SqlScheduleStore):
             f" in {self._path}: {codec.why(row, exc)}"
         )
 
-    # -- writing -------------------------------------------------------------------------
-
     def insert(
         self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
     ) -> None:
         """``connection``: an ``apsw.Connection`` or ``sqlite3.Connection`` on this file
-        with a transaction open: the row is written inside it and exists once the
-        caller commits."""
+        with a transaction open, which the row is written in."""
         check_max_attempts(max_attempts)
         now = self._clock.now()
         message = place_first(validate_message(message), now)
@@ -378,14 +300,11 @@ class SqliteScheduleStore(SqlScheduleStore):
         if connection is not None:
             from .transaction import insert_within
 
-            insert_within(
-                connection, self._path, self._sql, [message], [row], "insert", self.driver
-            )
+            insert_within(self, connection, [message], [row], "insert")
             return
         self._db.outside_sink("insert")
-        # the INSERT in autocommit, its own write transaction (as BEGIN IMMEDIATE's),
-        # committed before it returns; with a transaction left open, BEGIN IMMEDIATE
-        # fails instead and the rollback below ends it
+        # autocommit: the INSERT is its own write transaction; with one left open,
+        # BEGIN IMMEDIATE fails and the rollback below ends it
         with self._lock:
             cur = self._db.live_cursor()
             sql = self._sql.insert if cur.connection.get_autocommit() else self._sql.insert_one
@@ -418,9 +337,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             self._writable("insert_many")
             from .transaction import insert_within
 
-            insert_within(
-                connection, self._path, self._sql, messages, rows, "insert_many", self.driver
-            )
+            insert_within(self, connection, messages, rows, "insert_many")
             return
         try:
             with self._write("insert_many") as tx:
@@ -430,8 +347,6 @@ class SqliteScheduleStore(SqlScheduleStore):
                 messages, "insert_many", "a duplicate id vanished", where=str(self._path)
             ) from exc.__cause__
         self.changes.notify()
-
-    # -- the worker's side ---------------------------------------------------------------------
 
     def _claim_params(
         self, now: datetime, batch_size: int, lease: timedelta
@@ -475,8 +390,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         tx.cur.executemany(self._run_sql.insert, rows)
 
     def _normalise_if_needed(self) -> bool:
-        """Rewrite live rows' instants another tool wrote in another layout. True: a
-        read-only store that cannot, whose reads must not trust text order."""
+        """Rewrite live rows' off-layout instants; True: read-only, text order untrusted."""
         if self._readonly and not self._current:
             return True  # an older table may lack the index to ask
         if not self._read("normalise", self._sql.any_noncanonical, ()):
@@ -518,8 +432,6 @@ class SqliteScheduleStore(SqlScheduleStore):
         return prune_sql(self._table, column)
 
     def _after_prune(self) -> None:
-        """Free pages back to the file system (``incremental_vacuum``; an older file
-        needs :meth:`vacuum` once), then checkpoint and truncate the WAL."""
         self._db.run("prune", "PRAGMA incremental_vacuum", "PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _replay_statements(
@@ -559,17 +471,14 @@ class SqliteScheduleStore(SqlScheduleStore):
         [(fresh, leased)] = self._read("next_wakeup", sql, ())
         return min(filter(None, map(_instant_or_none, (fresh, leased))), default=None)
 
-    # -- upkeep ---------------------------------------------------------------------------
-
     def checkpoint(self) -> bool:
-        """Fold the WAL into the file and truncate it without waiting: False when another
-        connection is busy with the file at that moment, or the store is read-only."""
+        """Fold the WAL into the file and truncate it, without waiting: False when another
+        connection is busy or the store is read-only."""
         return not self._readonly and self._db.checkpoint()
 
     def vacuum(self) -> None:
         """Rebuild the file with incremental auto-vacuum (so :meth:`prune` gives space
-        back), returning every free page, then truncate the WAL. Holds the write lock
-        for as long as the copy takes."""
+        back) and truncate the WAL, holding the write lock meanwhile."""
         self._writable("vacuum")
         incremental = "PRAGMA auto_vacuum = INCREMENTAL"
         self._db.run("vacuum", incremental, "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)")
@@ -581,9 +490,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         now = self._now()
         from .transaction import modify_within
 
-        return modify_within(connection, self._path, self._sql, sid, plan, now, self.driver)
-
-    # -- copying rows between stores ---------------------------------------------------
+        return modify_within(self, connection, sid, plan, now)
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
         rows = [row_from_record(record) for record in check_records(records)]

@@ -1,11 +1,6 @@
-"""Transactions the application shares with the SQLite store, on the store's own file.
-
-:func:`insert_within` and :func:`modify_within` write through the caller's
-``apsw.Connection`` or ``sqlite3.Connection`` inside its open transaction, under a
-savepoint; nothing is committed here. The connection must use the store's library, or
-one that shares its copy of SQLite (:func:`shares_sqlite_with_apsw`): two copies in one
-process do not see each other's locks on the file.
-"""
+"""Writes inside the caller's transaction on the store's file (:func:`insert_within`,
+:func:`modify_within`, under a savepoint, nothing committed) and the transactional
+sink's runner."""
 
 from __future__ import annotations
 
@@ -17,11 +12,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import apsw
 
-from ...clock import Clock
 from ...errors import (
     DispatchError,
     DuplicateSchedule,
@@ -54,38 +48,9 @@ from .driver import (
 from .schema import connect
 from .statements import SqliteStatements
 
-if TYPE_CHECKING:
-    import pathlib
-    from datetime import timedelta
-
-    from ...retry import RetryPolicy
-    from ..sql.runs import RunStatements
-
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
 _T = TypeVar("_T")
-
-
-class StoreSide(Protocol):
-    """What the transactional sink uses of the store (the store passes itself)."""
-
-    @property
-    def path(self) -> pathlib.Path: ...
-
-    @property
-    def table(self) -> str: ...
-
-    @property
-    def driver(self) -> str: ...
-
-    @property
-    def durability(self) -> str: ...
-
-    @property
-    def busy_timeout(self) -> timedelta: ...
-
-    @property
-    def vfs(self) -> str | None: ...
 
 
 def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
@@ -99,8 +64,7 @@ def _plain_row(cursor: object, row: Any) -> Any:
 
 
 class _Caller:
-    """The caller's connection, checked. Rows are read as tuples of SQLite's values
-    whatever factory or tracer the app set on it."""
+    """The caller's connection: rows read as plain tuples whatever factory it has."""
 
     def __init__(self, conn: Any, kind: str) -> None:
         self.conn = conn
@@ -126,19 +90,15 @@ class _Caller:
             self.conn.executemany(sql, rows)
 
 
-def _unusable(exc: sqlite3.ProgrammingError, what: str) -> InvalidArgument:
-    text = str(exc)
-    if "thread" in text:
-        return _bad(what, f"(sqlite3) is used from another thread than it allows ({text})")
-    return _bad(what, f"(sqlite3) is closed ({text})")
-
-
 def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
     try:
         in_transaction = conn.in_transaction
         conn.execute("SELECT 1").fetchall()  # checks the thread and that it is open
     except sqlite3.ProgrammingError as exc:
-        raise _unusable(exc, what) from exc
+        state = (
+            "is used from another thread than it allows" if "thread" in str(exc) else "is closed"
+        )
+        raise _bad(what, f"(sqlite3) {state} ({exc})") from exc
     autocommit = getattr(conn, "autocommit", None)  # Python 3.12+; -1: legacy control
     legacy = autocommit is not True and autocommit is not False
     implicit = autocommit is False or (legacy and conn.isolation_level is not None)
@@ -152,23 +112,15 @@ def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
     return _Caller(conn, "sqlite3")
 
 
+# a TEMP table or view named like the store's, which SQLite resolves first
 _TEMP_SHADOW = (
     "SELECT 1 FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE"
 )
-"""A TEMP table or view named like the store's table: the caller's statements would
-read and write it instead."""
 
 
-def _check(
-    connection: object,
-    path: os.PathLike[str] | str,
-    what: str,
-    driver: str = "apsw",
-    table: str | None = None,
-) -> _Caller:
-    """The caller's connection, after every check (raises :class:`InvalidArgument`):
-    ``table``, when given, must name the store's table on it, not a TEMP one of that
-    name (which SQLite resolves first)."""
+def _check(connection: object, store: Any, what: str) -> _Caller:
+    """The caller's connection, checked (:class:`InvalidArgument` naming the problem)."""
+    path, driver, table = store.path, store.driver, store.table
     if isinstance(connection, apsw.Connection):
         try:
             autocommit = connection.get_autocommit()
@@ -202,7 +154,7 @@ def _check(
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
-    if table is not None and caller.execute(_TEMP_SHADOW, (table,)):
+    if caller.execute(_TEMP_SHADOW, (table,)):
         raise _bad(
             what,
             f"sees another table {table!r}: a TEMP table of that name hides the store's in {path}",
@@ -224,15 +176,6 @@ def _check(
     return caller
 
 
-def _shadowed(table: str, path: os.PathLike[str] | str) -> DispatchError:
-    return DispatchError(
-        f"the transactional handler created a TEMP table or view named {table!r} on the"
-        f" sink's connection: it would hide the store's table in {path} from every later"
-        " acknowledgement; its writes and the acknowledgement were rolled back (name"
-        " TEMP tables otherwise)"
-    )
-
-
 def _is_readonly(exc: BaseException) -> bool:
     if isinstance(exc, apsw.ReadOnlyError):
         return True
@@ -249,24 +192,16 @@ def _is_duplicate(exc: BaseException) -> bool:
 
 
 def insert_within(
+    store: Any,
     connection: object,
-    path: os.PathLike[str] | str,
-    statements: SqliteStatements,
     messages: Sequence[ScheduledMessage],
     rows: Sequence[Sequence[Any]],
     what: str,
-    driver: str = "apsw",
 ) -> None:
-    """Insert ``messages`` (``rows``: their ``insert`` parameters) through the caller's
-    ``connection`` inside its transaction, all or nothing.
-
-    The connection must be of the store's ``driver``, on ``path``, writable, usable
-    from this thread, with a transaction open (or one ``sqlite3`` opens implicitly):
-    else :class:`InvalidArgument` naming the problem. :class:`DuplicateSchedule` for an
-    id stored or repeated in the batch, :class:`StoreError` for a driver error; the
-    caller's transaction stays open.
-    """
-    caller = _check(connection, path, what, driver, statements.table)
+    """Insert ``rows`` through the caller's ``connection`` in its transaction, all or
+    nothing; the caller's transaction stays open whatever is raised."""
+    caller = _check(connection, store, what)
+    path, statements = store.path, store._sql
     if not rows:
         return
 
@@ -283,8 +218,6 @@ def _savepoint(
     what: str,
     mapped: Callable[[BaseException], Exception | None] = lambda exc: None,
 ) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction
-    (begun first on an implicit ``sqlite3`` one); a read-only file: :class:`InvalidArgument`."""
     errors = (apsw.Error, sqlite3.Error)
     if caller.kind == "sqlite3" and not caller.conn.in_transaction:
         level = caller.conn.isolation_level or ""
@@ -303,19 +236,12 @@ def _savepoint(
 
 
 def modify_within(
-    connection: object,
-    path: os.PathLike[str] | str,
-    statements: SqliteStatements,
-    schedule_id: uuid.UUID,
-    plan: Plan[_T],
-    now: datetime,
-    driver: str = "apsw",
+    store: Any, connection: object, schedule_id: uuid.UUID, plan: Plan[_T], now: datetime
 ) -> _T:
-    """``modify_record`` through the caller's ``connection`` inside its transaction
-    (nothing committed). Checks and errors as :func:`insert_within`'s; an unknown id:
-    :class:`ScheduleNotFound`; a row that does not decode: :class:`StoreError`."""
+    """``modify_record`` through the caller's ``connection`` in its transaction."""
     what = "modify"
-    caller = _check(connection, path, what, driver, statements.table)
+    caller = _check(connection, store, what)
+    path, statements = store.path, store._sql
     with _savepoint(caller, path, what):
         rows = caller.execute(statements.select_one, {"id": schedule_id.bytes})
         if not rows:
@@ -342,11 +268,7 @@ def _first_duplicate(
     return StoreError("insert: a duplicate id or name vanished")
 
 
-# -- the transactional sink ----------------------------------------------------------
-
-
 def _end_at_deadline(conn: apsw.Connection, guard: _TransactionGuard) -> Callable[[], None]:
-    """The watchdog's action: ``guard`` off (so the close may roll back), ``conn`` closed."""
 
     def end() -> None:
         guard.active = False
@@ -356,8 +278,6 @@ def _end_at_deadline(conn: apsw.Connection, guard: _TransactionGuard) -> Callabl
 
 
 def _close_from_outside(conn: apsw.Connection) -> None:
-    """Interrupt the connection and close it (rolling back), retrying, bounded, while
-    another thread is inside it."""
     for _ in range(2000):
         conn.interrupt()
         try:
@@ -370,23 +290,20 @@ def _close_from_outside(conn: apsw.Connection) -> None:
 
 
 def _plain_rows(conn: apsw.Connection) -> None:
-    """Undo a handler's ``row_factory``/``text_factory`` on the sink's ``sqlite3`` connection."""
     raw = getattr(conn, "raw", None)
     if isinstance(raw, sqlite3.Connection):
         raw.row_factory = None
         raw.text_factory = str
 
 
+# texts no handler's statement shares: the authorizer runs when one is prepared and cached
 _COMMIT = "COMMIT -- the sink's own"
 _ROLLBACK = "ROLLBACK -- the sink's own"
-"""The runner's own statements, in texts no handler's shares (the authorizer runs when
-a statement is prepared and cached)."""
 
 
 class _TransactionGuard:
-    """The sink connection's authorizer: while the handler runs it refuses ``BEGIN``,
-    ``COMMIT``/``END`` and ``ROLLBACK`` (not savepoints), which fails the dispatch, and
-    notes TEMP tables and views the handler makes."""
+    """While the handler runs: refuses ``BEGIN``/``COMMIT``/``ROLLBACK`` (not
+    savepoints) and notes the TEMP tables and views it makes."""
 
     __slots__ = ("active", "refused", "temp_changed")
 
@@ -419,23 +336,12 @@ _TEMP_DDL = frozenset({apsw.SQLITE_CREATE_TEMP_TABLE, apsw.SQLITE_CREATE_TEMP_VI
 
 
 class SqliteTransactionRunner(TransactionRunner):
-    """:class:`TransactionRunner` on SQLite: ``BEGIN IMMEDIATE``; at ``timeout`` the
-    watchdog interrupts and closes the connection."""
+    """:class:`TransactionRunner` on SQLite; at ``timeout`` the watchdog closes the connection."""
 
-    _store: StoreSide
     _conn: apsw.Connection | None
 
-    def __init__(
-        self,
-        store: StoreSide,
-        handler: Callable[[ScheduledMessage, Any], object],
-        clock: Clock,
-        policy: RetryPolicy,
-        timeout: float,
-        *,
-        runs: RunStatements | None = None,
-    ) -> None:
-        super().__init__(store, handler, clock, policy, timeout, runs=runs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._hold: FileHold | None = None  # the file, for the connection's library
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
@@ -466,7 +372,7 @@ class SqliteTransactionRunner(TransactionRunner):
             hold.release()
 
     def close(self) -> None:
-        """Close the runner's own connection (a later run opens another)."""
+        """Close the runner's own connection."""
         conn = self._conn
         if conn is None:
             return
@@ -525,7 +431,13 @@ class SqliteTransactionRunner(TransactionRunner):
                 if guard.refused:
                     error = guard.error()
                 elif guard.temp_changed and conn.execute(_TEMP_SHADOW, (self._store.table,)):
-                    error = _shadowed(self._store.table, self._store.path)
+                    error = DispatchError(
+                        "the transactional handler created a TEMP table or view named"
+                        f" {self._store.table!r} on the sink's connection: it would hide the"
+                        f" store's table in {self._store.path} from every later"
+                        " acknowledgement; its writes and the acknowledgement were rolled"
+                        " back (name TEMP tables otherwise)"
+                    )
                 elif returned is not None:
                     error = bad_return(self._handler, returned)
                 else:
