@@ -21,6 +21,7 @@ import pymysql
 from ...errors import InvalidConfiguration, StoreError
 from ...redact import scrub
 from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
+from ..sql.server import ServerSession
 
 __all__ = ["MysqlSession", "PoolTimeout", "Timeouts", "store_error"]
 
@@ -101,31 +102,20 @@ def store_error(prefix: str, exc: BaseException, *, url: str, timeouts: Timeouts
     return StoreError(f"{prefix}: {detail}")
 
 
-class MysqlSession:
-    """A connection inside one transaction (or one statement), as the SQL base uses it
-    (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
+class MysqlSession(ServerSession):
+    """A connection as the SQL base uses it; a count is of the rows matched (the
+    connection counts found rows). Other processes poll: there is no one to notify."""
 
-    __slots__ = ("conn", "woken")
-
-    def __init__(self, conn: pymysql.Connection[Any]) -> None:
-        self.conn = conn
-        self.woken = False
+    __slots__ = ()
+    conn: pymysql.Connection[Any]
 
     def execute(self, statement: Any, params: Any = ()) -> int:
-        """Run a statement; the rows it matched (the connection counts found rows)."""
+        """Run a statement; the rows it matched."""
         with self.conn.cursor() as cur:
             return int(cur.execute(statement, params or None))
-
-    def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
-        """Run each statement in turn; the rows each matched."""
-        return [self.execute(statement, params) for statement, params in statements]
 
     def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; its rows."""
         with self.conn.cursor() as cur:
             cur.execute(statement, params or None)
             return list(cur.fetchall())
-
-    def wake(self, others: bool = True) -> None:
-        """After the commit: notify the store's change signal (other processes poll)."""
-        self.woken = True

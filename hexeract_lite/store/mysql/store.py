@@ -8,11 +8,10 @@ are seen by polling, this process's own wake its workers at once.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import pymysql
 
@@ -24,60 +23,23 @@ from ...redact import redact_conn
 from ...runlog import this_worker
 from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
-from ..changes import Plan
-from ..checks import (
-    check_flag,
-    check_int32_counts,
-    check_max_attempts,
-    check_messages,
-    check_records,
-)
-from ..record import ScheduleRecord, grace_ms, insert_columns
-from ..schema import DEFAULT_TABLE, validate_table_name
-from ..sql.store import SqlScheduleStore
+from ..checks import check_int32_counts, check_max_attempts, check_messages, check_records
+from ..record import ScheduleRecord
+from ..schema import DEFAULT_TABLE
+from ..sql.server import ServerStore, check_open
+from ..sql.statements import INSERT_COLUMNS
 from . import codec
 from .codec import encode_instant, record_params
-from .connections import Connections, connect, url_params
+from .connections import Conn, Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
 from .session import MysqlSession, Timeouts, store_error
-from .statements import (
-    Statements,
-    list_statement,
-    prune_statements,
-    replay_statement,
-    stats_statement,
-)
+from .statements import Statements
 
 __all__ = ["MysqlScheduleStore"]
 
-_T = TypeVar("_T")
 _DUPLICATE_KEY = 1062
 _NAME_HELD = "a unique name is held by another schedule"
-
-
-def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime) -> dict[str, Any]:
-    due, text, end_at, max_firings, jitter_ms, offset_ms, catch_up, limit = insert_columns(message)
-    return {
-        "id": message.schedule_id.bytes,
-        "event_type": message.event_type,
-        "payload": message.payload_json,
-        "trigger_kind": message.trigger.kind,
-        "cron_expr": text,
-        "scheduled_for": encode_instant(due),
-        "target_kind": message.target.kind,
-        "routing_key": message.target.routing_key,
-        "max_attempts": max_attempts,
-        "now": now,
-        "name": message.name,
-        "grace": grace_ms(message.misfire_grace),
-        "end_at": None if end_at is None else encode_instant(end_at),
-        "max_firings": max_firings,
-        "jitter_ms": jitter_ms,
-        "jitter_offset_ms": offset_ms,
-        "catch_up": catch_up,
-        "catch_up_limit": limit,
-    }
 
 
 MAX_JSON_DEPTH = 32
@@ -123,7 +85,7 @@ def _duplicate(exc: StoreError) -> bool:
     return isinstance(cause, pymysql.IntegrityError) and cause.args[0] == _DUPLICATE_KEY
 
 
-class MysqlScheduleStore(SqlScheduleStore):
+class MysqlScheduleStore(ServerStore):
     """Schedules in a MySQL or MariaDB table, shared by every worker that can reach it.
 
     Open it with :meth:`open`; close it (or use it as a context manager) to release its
@@ -133,7 +95,10 @@ class MysqlScheduleStore(SqlScheduleStore):
     chained to the original; no message shows the password.
     """
 
-    _list_statement = staticmethod(list_statement)
+    _codec = codec
+    _session = MysqlSession
+    _db: Connections
+    _sql: Statements
     _regex_flags = "(?s)"
 
     def __init__(
@@ -155,9 +120,6 @@ class MysqlScheduleStore(SqlScheduleStore):
             self._run_sql = run_statements(table)
             self._sweep_runs = sweep_runs(table)
         self._db = Connections(url, table=table, timeouts=timeouts, pool_max_size=pool)
-        self._where = self._db.where
-        self._codec = codec
-        self._place = f"table {table!r} at {self._where}"
 
     @classmethod
     def open(
@@ -190,10 +152,7 @@ class MysqlScheduleStore(SqlScheduleStore):
         once. Every argument is checked before anything connects
         (:class:`InvalidConfiguration` naming it and the value).
         """
-        validate_table_name(table)
-        if not isinstance(clock, Clock):
-            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        check_flag("create", create)
+        check_open(table, clock, create)
         if (
             isinstance(pool_max_size, bool)
             or not isinstance(pool_max_size, int)
@@ -226,31 +185,21 @@ class MysqlScheduleStore(SqlScheduleStore):
             url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size, version=version
         )
 
-    # -- plumbing ----------------------------------------------------------------
+    @staticmethod
+    def _shared() -> Any:
+        from . import transaction
 
-    def __repr__(self) -> str:
-        return f"MysqlScheduleStore({self._where!r}, table={self._table!r})"
+        return transaction
 
     @contextmanager
-    def _write(
-        self, what: str, *, worker: bool = False, atomic: bool = True
-    ) -> Iterator[MysqlSession]:
-        """A transaction on one pooled connection (``atomic=False`` outside the worker:
-        the statements in autocommit); after the commit, the change signal."""
-        with self._db.connection(what) as conn:
-            tx = MysqlSession(conn)
-            if atomic or worker:
-                conn.begin()
-                yield tx
-                conn.commit()
-            else:
-                yield tx
-        if tx.woken:
-            self.changes.notify()
-
-    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
-        with self._db.connection(what) as conn:
-            return MysqlSession(conn).fetch(statement, params)
+    def _transaction(self, conn: Conn[Any], atomic: bool, worker: bool) -> Iterator[None]:
+        """``atomic=False`` outside the worker: the statements in autocommit."""
+        if atomic or worker:
+            conn.begin()
+            yield
+            conn.commit()
+        else:
+            yield
 
     def _lock_statement(self) -> Any:
         return self._sql.lock_row
@@ -258,16 +207,9 @@ class MysqlScheduleStore(SqlScheduleStore):
     def _row_params(self, record: ScheduleRecord) -> dict[str, Any]:
         return record_params(record)
 
-    def _prune_statements(self, column: str) -> tuple[Any, Any]:
-        return prune_statements(self._table, column)
-
-    def _replay_statements(self, ids: list[uuid.UUID], now: datetime) -> list[tuple[Any, Any]]:
-        params = {"ids": tuple(sid.bytes for sid in ids), "now": encode_instant(now)}
-        return [(replay_statement(self._table), params)]
-
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
         now = self._now()
-        [row] = self._read("stats", stats_statement(self._table), {"now": encode_instant(now)})
+        [row] = self._read("stats", self._sql.stats, {"now": encode_instant(now)})
         row = [int(v) if i not in (7, 9) else v for i, v in enumerate(row)]
         for index in (7, 9):
             if row[index] is not None:
@@ -275,13 +217,6 @@ class MysqlScheduleStore(SqlScheduleStore):
         return now, row
 
     # -- writing -------------------------------------------------------------------
-
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        """``connection``: a ``pymysql`` connection on this database with a transaction
-        open: the row is written inside it (:func:`.transaction.insert_within`)."""
-        self.insert_many([message], max_attempts, connection=connection)
 
     def insert_many(
         self,
@@ -297,11 +232,13 @@ class MysqlScheduleStore(SqlScheduleStore):
         if not messages and connection is None:
             return
         now = encode_instant(taken)
-        rows = [_message_params(m, max_attempts, now) for m in messages]
+        more = {"max_attempts": max_attempts, "now": now}
+        rows = [
+            {**dict(zip(INSERT_COLUMNS, self._insert_row(m), strict=True)), **more}
+            for m in messages
+        ]
         if connection is not None:
-            from .transaction import insert_within
-
-            insert_within(self, connection, messages, rows)
+            self._shared().insert_within(self, connection, messages, rows)
             return
         if len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", _NAME_HELD)
@@ -355,19 +292,6 @@ class MysqlScheduleStore(SqlScheduleStore):
         found = [value.replace(tzinfo=UTC) for value in row if value is not None]
         return to_utc_ms(min(found), "next_wakeup") if found else None
 
-    def _runner_type(self) -> Callable[..., Any]:
-        from .transaction import MysqlTransactionRunner
-
-        return MysqlTransactionRunner
-
-    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_within`: through the caller's ``pymysql``
-        connection, the row locked ``FOR UPDATE`` (:func:`.transaction.modify_within`)."""
-        from ..checks import check_schedule_id
-        from .transaction import modify_within
-
-        return modify_within(self, connection, check_schedule_id(schedule_id), plan)
-
     # -- copying rows between stores ---------------------------------------------------
 
     def import_records(self, records: Sequence[ScheduleRecord]) -> int:
@@ -395,14 +319,3 @@ class MysqlScheduleStore(SqlScheduleStore):
         if fresh:
             self.changes.notify()
         return len(fresh)
-
-    # -- lifetime ----------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the pooled connections; later calls raise :class:`StoreError`. Idempotent."""
-        self._db.close()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._db.closed

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymysql
 from pymysql.constants import SERVER_STATUS
@@ -31,42 +31,18 @@ from ..sql.runner import Fenced, TransactionRunner, savepoint
 from .session import MysqlSession
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from ...message import ScheduledMessage
-    from ...settlement import Settlement, SettlementKind
     from ...snapshot import LeasedOccurrence
-    from ..record import ScheduleRecord
-    from ..settle_plan import PlannedSettlement
-    from ..signal import ChangeSignal
-    from .connections import Connections
+    from ..sql.server import ServerStore
 
-__all__ = ["MysqlTransactionRunner", "insert_within", "modify_within"]
+__all__ = ["MysqlTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
 _log = package_logger(__name__)
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"
 
 
-class StoreSide(Protocol):
-    """What a shared transaction uses of the store (the store passes itself)."""
-
-    _sql: Any
-    _db: Connections
-    _where: str
-
-    changes: ChangeSignal
-
-    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]: ...
-
-    def _row_params(self, record: ScheduleRecord) -> dict[str, Any]: ...
-
-    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
-
-    def _settle_statement(self, kind: SettlementKind) -> Any: ...
-
-
-def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connection[Any]:
+def _check(store: ServerStore, connection: object, what: str) -> pymysql.Connection[Any]:
     """The caller's connection, when it is open, in a transaction, on the store's
     server and database."""
     if not isinstance(connection, pymysql.Connection):
@@ -100,14 +76,14 @@ def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connectio
 
 
 def _savepoint(
-    store: StoreSide, conn: pymysql.Connection[Any], what: str
+    store: ServerStore, conn: pymysql.Connection[Any], what: str
 ) -> AbstractContextManager[None]:
     """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction."""
     return savepoint(MysqlSession(conn).execute, (pymysql.MySQLError,), what, store._where)
 
 
 def insert_within(
-    store: StoreSide,
+    store: ServerStore,
     connection: object,
     messages: Sequence[ScheduledMessage],
     rows: list[dict[str, Any]],
@@ -136,7 +112,7 @@ def insert_within(
 
 
 def modify_within(
-    store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+    store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
     """Lock the row of ``schedule_id`` through the caller's connection, run ``plan``
     and write back the record it returns, inside the caller's transaction; return the
@@ -178,7 +154,7 @@ class MysqlTransactionRunner(TransactionRunner):
     """:class:`TransactionRunner` on MySQL: at the deadline the watchdog kills the
     session; a handler returning late, or ending the transaction itself, is rolled back."""
 
-    _store: StoreSide
+    _store: ServerStore
     _conn: pymysql.Connection[Any] | None
 
     def _connection(self) -> pymysql.Connection[Any]:
@@ -248,3 +224,6 @@ class MysqlTransactionRunner(TransactionRunner):
         if settlement.wakes:
             store.changes.notify()
         return Acknowledged(settlement=settlement, applied=True)
+
+
+Runner = MysqlTransactionRunner

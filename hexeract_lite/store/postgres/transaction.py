@@ -7,12 +7,13 @@ caller's commit; nothing is committed here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -33,39 +34,12 @@ from .session import PostgresSession
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
-    from datetime import datetime
 
-    from ...settlement import Settlement, SettlementKind
-    from ..record import ScheduleRecord
-    from ..settle_plan import PlannedSettlement
-    from .connections import Conn, Connections
+    from ..sql.server import ServerStore
 
-import contextlib
-
-__all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
+__all__ = ["PostgresTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
-
-
-class StoreSide(Protocol):
-    """What a shared transaction uses of the store (the store passes itself)."""
-
-    _sql: Any
-    _db: Connections
-    _where: str
-
-    @property
-    def table(self) -> str: ...
-
-    def _connection(self, action: str) -> AbstractContextManager[Conn]: ...
-
-    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]: ...
-
-    def _row_params(self, new: ScheduleRecord) -> dict[str, Any]: ...
-
-    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
-
-    def _settle_statement(self, kind: SettlementKind) -> Any: ...
 
 
 log = package_logger(__name__)
@@ -93,7 +67,7 @@ _AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
 """After the handler: the sink's transaction, and what the table's name resolves to."""
 
 
-def _shadowed(store: StoreSide) -> DispatchError:
+def _shadowed(store: ServerStore) -> DispatchError:
     return DispatchError(
         f"the transactional handler created a TEMP table or view named {store.table!r} on"
         f" the sink's session: it would hide the store's table ({store._where}) from every"
@@ -102,17 +76,17 @@ def _shadowed(store: StoreSide) -> DispatchError:
     )
 
 
-def _store_identity(store: StoreSide, fresh: bool = False) -> tuple[Any, ...]:
+def _store_identity(store: ServerStore, fresh: bool = False) -> tuple[Any, ...]:
     """The :data:`_IDENTITY` the store's connections see (read again when ``fresh``:
     a server restart changes its start instant)."""
     found = None if fresh else _IDENTITIES.get(store)
     if found is None:
-        with store._connection("insert") as conn:
+        with store._db.connection("insert") as conn:
             found = _IDENTITIES[store] = _identity(conn, store.table)
     return found
 
 
-def _check(store: StoreSide, connection: object, what: str) -> psycopg.Connection[Any]:
+def _check(store: ServerStore, connection: object, what: str) -> psycopg.Connection[Any]:
     if isinstance(connection, psycopg.Transaction):
         connection = connection.connection
     if not isinstance(connection, psycopg.Connection):
@@ -155,19 +129,18 @@ def _check(store: StoreSide, connection: object, what: str) -> psycopg.Connectio
 
 
 def insert_within(
-    store: StoreSide,
+    store: ServerStore,
     connection: object,
     messages: Sequence[ScheduledMessage],
     params: dict[str, Any],
-    insert_sql: Any,
-    what: str,
 ) -> None:
-    """Insert ``messages`` (``params`` bound to ``insert_sql``) through the caller's
+    """Insert ``messages`` (``params`` bound to the insert) through the caller's
     connection, inside its transaction. :class:`InvalidArgument` for a connection that
     is closed, on another database, read-only, failed, or in autocommit mode with no
     transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
     (the batch undone, the caller's transaction usable); :class:`StoreError` for a
     driver error."""
+    what = "insert"
     with _tuple_rows(connection):
         conn = _check(store, connection, what)
         if not messages:
@@ -176,7 +149,7 @@ def insert_within(
             repeated = first_duplicate(messages, lambda _: False)
             if repeated is not None:
                 raise DuplicateSchedule(repeated)
-            inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
+            inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
             for m in messages:
                 if m.schedule_id not in inserted:
                     raise DuplicateSchedule(m.schedule_id)
@@ -184,7 +157,7 @@ def insert_within(
 
 
 def modify_within(
-    store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+    store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
     """``modify_record`` through the caller's connection inside its transaction, the row
     locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
@@ -218,7 +191,7 @@ def _tuple_rows(connection: object) -> Iterator[None]:
 
 
 def _savepoint(
-    store: StoreSide, conn: psycopg.Connection[Any], what: str
+    store: ServerStore, conn: psycopg.Connection[Any], what: str
 ) -> AbstractContextManager[None]:
     """:func:`~hexeract_lite.store.sql.runner.savepoint`; read-only: :class:`InvalidArgument`."""
 
@@ -245,7 +218,7 @@ def _ended(handler: object) -> DispatchError:
     )
 
 
-def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
+def _terminate(store: ServerStore, pid: int) -> Callable[[], None]:
     """The watchdog's action: terminate the sink's session ``pid`` from a pooled connection."""
 
     def end() -> None:
@@ -262,7 +235,7 @@ class PostgresTransactionRunner(TransactionRunner):
     """:class:`TransactionRunner` on PostgreSQL: ``SET LOCAL`` timeouts, and at the
     deadline the watchdog terminates the session; a handler returning late is rolled back."""
 
-    _store: StoreSide
+    _store: ServerStore
     _conn: psycopg.Connection[Any] | None
 
     def _connection(self) -> psycopg.Connection[Any]:
@@ -354,3 +327,6 @@ class PostgresTransactionRunner(TransactionRunner):
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
         return fired
+
+
+Runner = PostgresTransactionRunner

@@ -147,10 +147,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     def _leased(self, row: Row, claim: Any) -> LeasedOccurrence:
         """A claimed row as the occurrence to dispatch; raises when it does not decode."""
 
-    _list_statement: Callable[..., Any]
-    """``(table, status, glob, after, name)`` -> the listing's statement (binds
-    ``regex``, ``name_regex``, ``after``, ``limit``)."""
-
     _regex_flags = ""
     """What the dialect's regex operator needs before a glob's pattern."""
 
@@ -163,7 +159,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         limit: int,
     ) -> tuple[Any, dict[str, Any]]:
         flags = (glob is not None, after is not None, name is not None)
-        statement = self._list_statement(self._table, status, *flags)
+        statement = self._sql.listing(status, *flags)
         params: dict[str, Any] = {"limit": limit}
         if glob is not None:
             params["regex"] = self._regex_flags + glob_regex(glob)
