@@ -12,10 +12,9 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymysql
@@ -23,16 +22,14 @@ from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
-from ...settle import Acknowledged, DispatchResult
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner, savepoint
+from ..sql.runner import ServerRunner, savepoint
 from .session import MysqlSession
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
-    from ...snapshot import LeasedOccurrence
     from ..sql.server import ServerStore
 
 __all__ = ["MysqlTransactionRunner", "Runner", "insert_within", "modify_within"]
@@ -150,11 +147,11 @@ def _still_open(conn: pymysql.Connection[Any], handler: object) -> None:
         ) from None
 
 
-class MysqlTransactionRunner(TransactionRunner):
-    """:class:`TransactionRunner` on MySQL: at the deadline the watchdog kills the
-    session; a handler returning late, or ending the transaction itself, is rolled back."""
+class MysqlTransactionRunner(ServerRunner):
+    """:class:`ServerRunner` on MySQL: at the deadline the watchdog kills the session;
+    a handler ending the transaction itself is rolled back."""
 
-    _store: ServerStore
+    _errors = (pymysql.MySQLError,)
     _conn: pymysql.Connection[Any] | None
 
     def _connection(self) -> pymysql.Connection[Any]:
@@ -167,7 +164,9 @@ class MysqlTransactionRunner(TransactionRunner):
             conn.autocommit(False)
         return self._conn
 
-    def _kill(self, thread_id: int) -> Callable[[], None]:
+    def _ender(self, conn: pymysql.Connection[Any]) -> Callable[[], None]:
+        thread_id: int = conn.thread_id()  # type: ignore[no-untyped-call]
+
         def end() -> None:
             try:
                 with self._store._db.connection("ending a transactional dispatch") as c:
@@ -177,53 +176,24 @@ class MysqlTransactionRunner(TransactionRunner):
 
         return end
 
-    def run(self, occ: LeasedOccurrence) -> DispatchResult:
-        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ...transactional import bad_return, timed_out
+    @contextmanager
+    def _transaction(self, conn: pymysql.Connection[Any]) -> Iterator[None]:
+        conn.begin()
+        yield
+        conn.commit()
 
-        store = self._store
-        planned = self._acknowledgement(occ)
-        if isinstance(planned, Acknowledged):
-            return planned
-        settlement, statement, params = planned
-        deadline = time.monotonic() + self._timeout
-        try:
-            conn = self._connection()
-        except pymysql.MySQLError as exc:
-            return self._cannot_connect(exc)
-        thread: int = conn.thread_id()  # type: ignore[no-untyped-call]
-        self._watchdog.arm(self._timeout, self._kill(thread))
-        try:
-            conn.begin()
-            if MysqlSession(conn).execute(statement, params) != 1:
-                raise Fenced()
-            conn.query(f"SAVEPOINT {_MARK}")
-            began = time.monotonic()
-            returned = self._handler(occ.message, conn)
-            if returned is not None:
-                raise bad_return(self._handler, returned)
-            _still_open(conn, self._handler)
-            if time.monotonic() > deadline:
-                raise timed_out(self._timeout, None)
-            if self._runs is not None:
-                MysqlSession(conn).execute(self._runs.insert, self._run_row(occ, began))
-            conn.commit()
-        except BaseException as exc:
-            fired = self._watchdog.disarm()
+    def _opened(self, conn: pymysql.Connection[Any]) -> None:
+        conn.query(f"SAVEPOINT {_MARK}")
+
+    def _check_after(self, conn: pymysql.Connection[Any], opened: Any) -> None:
+        _still_open(conn, self._handler)
+
+    def _settled(self, conn: pymysql.Connection[Any], fired: bool, failed: bool) -> None:
+        if failed:
             with suppress(Exception):
                 conn.rollback()
-            if fired or not conn.open:
-                self.close()
-            if isinstance(exc, Fenced):
-                return Acknowledged(settlement=settlement, applied=False)
-            if fired:
-                return DispatchResult.failed(timed_out(self._timeout, exc))
-            return DispatchResult.failed(exc)
-        if self._watchdog.disarm():
+        if fired or not conn.open:
             self.close()
-        if settlement.wakes:
-            store.changes.notify()
-        return Acknowledged(settlement=settlement, applied=True)
 
 
 Runner = MysqlTransactionRunner

@@ -22,12 +22,10 @@ from psycopg.rows import tuple_row
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...message import ScheduledMessage
-from ...settle import Acknowledged, DispatchResult
-from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner, savepoint
+from ..sql.runner import ServerRunner, savepoint
 from .connections import connect
 from .notify import channel_name
 from .session import PostgresSession
@@ -231,11 +229,11 @@ def _terminate(store: ServerStore, pid: int) -> Callable[[], None]:
     return end
 
 
-class PostgresTransactionRunner(TransactionRunner):
-    """:class:`TransactionRunner` on PostgreSQL: ``SET LOCAL`` timeouts, and at the
-    deadline the watchdog terminates the session; a handler returning late is rolled back."""
+class PostgresTransactionRunner(ServerRunner):
+    """:class:`ServerRunner` on PostgreSQL: ``SET LOCAL`` timeouts; at the deadline the
+    watchdog terminates the session."""
 
-    _store: ServerStore
+    _errors = (psycopg.Error,)
     _conn: psycopg.Connection[Any] | None
 
     def _connection(self) -> psycopg.Connection[Any]:
@@ -249,84 +247,45 @@ class PostgresTransactionRunner(TransactionRunner):
             weakref.finalize(self, _close_quietly, conn, os.getpid())
         return self._conn
 
-    def run(self, occ: LeasedOccurrence) -> DispatchResult:
-        """The handler and ``occ``'s acknowledgement in one transaction."""
-        from ...transactional import bad_return, timed_out
+    def _ender(self, conn: psycopg.Connection[Any]) -> Callable[[], None]:
+        return _terminate(self._store, conn.info.backend_pid)
 
+    def _transaction(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+        return conn.transaction()
+
+    def _opened(self, conn: psycopg.Connection[Any]) -> Any:
+        ms = f"{max(1, int(self._timeout * 1000))}ms"
+        return (
+            conn.cursor(row_factory=tuple_row)
+            .execute(
+                "SELECT set_config('statement_timeout', %s, true),"
+                " set_config('idle_in_transaction_session_timeout', %s, true),"
+                " txid_current()",
+                [ms, ms],
+            )
+            .fetchone()
+        )
+
+    def _check_after(self, conn: psycopg.Connection[Any], opened: Any) -> None:
         store = self._store
-        planned = self._acknowledgement(occ)
-        if isinstance(planned, Acknowledged):
-            return planned
-        settlement, statement, params = planned
-        ms = max(1, int(self._timeout * 1000))
-        deadline = time.monotonic() + self._timeout
-        try:
-            conn = self._connection()
-        except psycopg.Error as exc:
-            return self._cannot_connect(exc)
-        self._watchdog.arm(self._timeout, _terminate(store, conn.info.backend_pid))
-        try:
-            with conn.transaction():
-                xid = (
-                    conn.cursor(row_factory=tuple_row)
-                    .execute(
-                        "SELECT set_config('statement_timeout', %s, true),"
-                        " set_config('idle_in_transaction_session_timeout', %s, true),"
-                        " txid_current()",
-                        [f"{ms}ms", f"{ms}ms"],
-                    )
-                    .fetchone()
-                )
-                if conn.execute(statement, params).rowcount != 1:
-                    raise Fenced()
-                began = time.monotonic()
-                returned = self._handler(occ.message, conn)
-                if returned is not None:
-                    raise bad_return(self._handler, returned)
-                after = (
-                    conn.cursor(row_factory=tuple_row)
-                    .execute(_AFTER_HANDLER, [store.table])
-                    .fetchone()
-                )
-                if xid is None or after is None or after[0] != xid[-1]:
-                    raise _ended(self._handler)
-                if after[1] != _store_identity(store)[3]:
-                    raise _shadowed(store)
-                if time.monotonic() > deadline:
-                    raise timed_out(self._timeout, None)
-                if self._runs is not None:
-                    conn.execute(self._runs.insert, self._run_row(occ, began))
-                if settlement.wakes:
-                    conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
-        except Fenced:
-            self._disarm()
-            return Acknowledged(settlement=settlement, applied=False)
-        except BaseException as exc:
-            fired = self._disarm()
-            if conn.broken or conn.closed:
-                self._conn = None
-            if (
-                fired
-                or isinstance(
-                    exc,
-                    psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout,
-                )
-                or (isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline)
-            ):
-                return DispatchResult.failed(timed_out(self._timeout, exc))
-            return DispatchResult.failed(exc)
-        self._disarm()
-        return Acknowledged(settlement=settlement, applied=True)
+        after = conn.cursor(row_factory=tuple_row).execute(_AFTER_HANDLER, [store.table]).fetchone()
+        if opened is None or after is None or after[0] != opened[-1]:
+            raise _ended(self._handler)
+        if after[1] != _store_identity(store)[3]:
+            raise _shadowed(store)
 
-    def _disarm(self) -> bool:
-        """Stop the watchdog; True if it ended the session (the next run replaces it)."""
-        fired = self._watchdog.disarm()
-        if fired:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with contextlib.suppress(psycopg.Error):
-                    conn.close()
-        return fired
+    def _notify(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(_NOTIFY, [channel_name(self._store.table), f"tx:{os.getpid()}"])
+
+    def _settled(self, conn: psycopg.Connection[Any], fired: bool, failed: bool) -> None:
+        if fired or conn.broken or conn.closed:
+            self.close()
+
+    def _timed_out(self, exc: BaseException, deadline: float) -> bool:
+        timeouts = psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout
+        return isinstance(exc, timeouts) or (
+            isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline
+        )
 
 
 Runner = PostgresTransactionRunner
