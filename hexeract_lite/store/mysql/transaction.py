@@ -1,20 +1,13 @@
-"""Transactions the application shares with the MySQL store.
-
-- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
-  ``pymysql`` connection inside its open transaction, under a savepoint; nothing is
-  committed here. Workers see the caller's commit at their next poll.
-- :class:`MysqlTransactionRunner`: the MySQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`. At the deadline a watchdog
-  kills the session (``KILL CONNECTION``), rolling it back; a handler that returns
-  after the deadline is rolled back.
-"""
+"""Transactions the application shares with the MySQL store: writes through the
+caller's ``pymysql`` connection under a savepoint (workers see its commit at their next
+poll), and the transactional sink's runner."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymysql
@@ -72,10 +65,7 @@ def _check(store: ServerStore, connection: object, what: str) -> pymysql.Connect
     return connection
 
 
-def _savepoint(
-    store: ServerStore, conn: pymysql.Connection[Any], what: str
-) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction."""
+def _savepoint(store: ServerStore, conn: pymysql.Connection[Any], what: str) -> Any:
     return savepoint(MysqlSession(conn).execute, (pymysql.MySQLError,), what, store._where)
 
 
@@ -126,25 +116,8 @@ def modify_within(
 
 
 _MARK = "hexeract_sink_transaction"
-"""A savepoint set after the acknowledgement: it exists while the sink's transaction does."""
-
+"""A savepoint set first in the sink's transaction: it exists while the transaction does."""
 _NO_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST
-
-
-def _still_open(conn: pymysql.Connection[Any], handler: object) -> None:
-    """Raise :class:`DispatchError` if ``handler`` ended the sink's transaction: a
-    ``COMMIT`` or ``ROLLBACK`` (as SQL or through ``commit()``/``rollback()``/``begin()``)
-    or a statement that commits implicitly (DDL) drops every savepoint."""
-    try:
-        conn.query(f"RELEASE SAVEPOINT {_MARK}")
-    except pymysql.OperationalError as exc:
-        if exc.args[0] != _NO_SAVEPOINT:
-            raise
-        raise DispatchError(
-            f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
-            " ROLLBACK, begin() or a statement that commits implicitly); its writes after"
-            " that were rolled back. A handler must leave the transaction to the sink"
-        ) from None
 
 
 class MysqlTransactionRunner(ServerRunner):
@@ -186,7 +159,19 @@ class MysqlTransactionRunner(ServerRunner):
         conn.query(f"SAVEPOINT {_MARK}")
 
     def _check_after(self, conn: pymysql.Connection[Any], opened: Any) -> None:
-        _still_open(conn, self._handler)
+        # a COMMIT or ROLLBACK (as SQL or through commit()/rollback()/begin()) or a
+        # statement that commits implicitly (DDL) drops every savepoint
+        try:
+            conn.query(f"RELEASE SAVEPOINT {_MARK}")
+        except pymysql.OperationalError as exc:
+            if exc.args[0] != _NO_SAVEPOINT:
+                raise
+            raise DispatchError(
+                f"transactional handler {self._handler!r:.80} ended the sink's transaction"
+                " (COMMIT, ROLLBACK, begin() or a statement that commits implicitly); its"
+                " writes after that were rolled back. A handler must leave the transaction"
+                " to the sink"
+            ) from None
 
     def _settled(self, conn: pymysql.Connection[Any], fired: bool, failed: bool) -> None:
         if failed:

@@ -1,9 +1,6 @@
-"""Transactions the application shares with the PostgreSQL store.
-
-:func:`insert_within` and :func:`modify_within` write through the caller's ``psycopg``
-connection inside its transaction, under a savepoint, with a ``NOTIFY`` delivered at the
-caller's commit; nothing is committed here.
-"""
+"""Transactions the application shares with the PostgreSQL store: writes through the
+caller's ``psycopg`` connection under a savepoint, a ``NOTIFY`` delivered at its commit,
+and the transactional sink's runner."""
 
 from __future__ import annotations
 
@@ -38,11 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["PostgresTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
-
-
 log = package_logger(__name__)
 
-_NOTIFY = "SELECT pg_notify(%s, %s)"
 _IDENTITY = (
     "SELECT current_database(), current_setting('port'), pg_postmaster_start_time(),"
     " to_regclass(%s)::oid::bigint"
@@ -50,28 +44,15 @@ _IDENTITY = (
 """What tells one database's table apart, whatever the route to the server: the
 database, the server's port and start instant, the table's oid as the connection
 resolves its name."""
+_IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
+"""After the handler: the sink's transaction, and what the table's name resolves to."""
 
 
 def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
     row = conn.execute(_IDENTITY, [table]).fetchone()
     assert row is not None
     return tuple(row)
-
-
-_IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
-
-
-_AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
-"""After the handler: the sink's transaction, and what the table's name resolves to."""
-
-
-def _shadowed(store: ServerStore) -> DispatchError:
-    return DispatchError(
-        f"the transactional handler created a TEMP table or view named {store.table!r} on"
-        f" the sink's session: it would hide the store's table ({store._where}) from every"
-        " later acknowledgement; its writes and the acknowledgement were rolled back (name"
-        " TEMP tables otherwise)"
-    )
 
 
 def _store_identity(store: ServerStore, fresh: bool = False) -> tuple[Any, ...]:
@@ -84,15 +65,11 @@ def _store_identity(store: ServerStore, fresh: bool = False) -> tuple[Any, ...]:
     return found
 
 
-def _check(store: ServerStore, connection: object, what: str) -> psycopg.Connection[Any]:
-    if isinstance(connection, psycopg.Transaction):
-        connection = connection.connection
-    if not isinstance(connection, psycopg.Connection):
-        raise InvalidArgument(
-            f"{what}: connection must be a psycopg.Connection (or psycopg.Transaction) on"
-            f" {store._where}, got {connection!r}"
-        )
-    conn: psycopg.Connection[Any] = connection
+def _notify(conn: psycopg.Connection[Any], store: ServerStore) -> None:
+    conn.execute("SELECT pg_notify(%s, %s)", [channel_name(store.table), f"tx:{os.getpid()}"])
+
+
+def _check(store: ServerStore, conn: psycopg.Connection[Any], what: str) -> None:
     if conn.closed:
         raise _bad(what, "is closed")
     status = conn.info.transaction_status
@@ -123,7 +100,38 @@ def _check(store: ServerStore, connection: object, what: str) -> psycopg.Connect
         )
     if read_only == "on":
         raise _bad(what, "is read-only (transaction_read_only is on)")
-    return conn
+
+
+@contextlib.contextmanager
+def _within(
+    store: ServerStore, connection: object, what: str, write: bool = True
+) -> Iterator[psycopg.Connection[Any]]:
+    """The caller's connection, checked, reading tuples while the store uses it; with
+    ``write``, in a savepoint (a read-only transaction: :class:`InvalidArgument`)."""
+    if isinstance(connection, psycopg.Transaction):
+        connection = connection.connection
+    if not isinstance(connection, psycopg.Connection):
+        raise InvalidArgument(
+            f"{what}: connection must be a psycopg.Connection (or psycopg.Transaction) on"
+            f" {store._where}, got {connection!r}"
+        )
+    conn: psycopg.Connection[Any] = connection
+
+    def read_only(exc: BaseException) -> Exception | None:
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+            return _bad(what, f"is read-only ({exc})")
+        return None
+
+    factory, conn.row_factory = conn.row_factory, tuple_row
+    try:
+        _check(store, conn, what)
+        if not write:
+            yield conn
+            return
+        with savepoint(conn.execute, (psycopg.Error,), what, store._where, read_only):
+            yield conn
+    finally:
+        conn.row_factory = factory
 
 
 def insert_within(
@@ -138,20 +146,17 @@ def insert_within(
     transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
     (the batch undone, the caller's transaction usable); :class:`StoreError` for a
     driver error."""
-    what = "insert"
-    with _tuple_rows(connection):
-        conn = _check(store, connection, what)
+    with _within(store, connection, "insert", write=bool(messages)) as conn:
         if not messages:
             return
-        with _savepoint(store, conn, what):
-            repeated = first_duplicate(messages, lambda _: False)
-            if repeated is not None:
-                raise DuplicateSchedule(repeated)
-            inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
-            for m in messages:
-                if m.schedule_id not in inserted:
-                    raise DuplicateSchedule(m.schedule_id)
-            conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+        repeated = first_duplicate(messages, lambda _: False)
+        if repeated is not None:
+            raise DuplicateSchedule(repeated)
+        inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
+        for m in messages:
+            if m.schedule_id not in inserted:
+                raise DuplicateSchedule(m.schedule_id)
+        _notify(conn, store)
 
 
 def modify_within(
@@ -160,60 +165,19 @@ def modify_within(
     """``modify_record`` through the caller's connection inside its transaction, the row
     locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
     id: :class:`ScheduleNotFound`."""
-    what = "modify"
-    with _tuple_rows(connection):
-        conn = _check(store, connection, what)
-        with _savepoint(store, conn, what):
-            row, now = store._locked_row(PostgresSession(conn), schedule_id)
-            answer, new = plan(row.copy(), now)
-            if new is not None:
-                conn.execute(store._sql.write_row, store._row_params(new))
-                conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
+    with _within(store, connection, "modify") as conn:
+        row, now = store._locked_row(PostgresSession(conn), schedule_id)
+        answer, new = plan(row.copy(), now)
+        if new is not None:
+            conn.execute(store._sql.write_row, store._row_params(new))
+            _notify(conn, store)
     return answer
-
-
-@contextlib.contextmanager
-def _tuple_rows(connection: object) -> Iterator[None]:
-    """The caller's connection reads tuples while the store uses it."""
-    if isinstance(connection, psycopg.Transaction):
-        connection = connection.connection
-    if not isinstance(connection, psycopg.Connection):
-        yield  # refused by _check
-        return
-    factory = connection.row_factory
-    connection.row_factory = tuple_row
-    try:
-        yield
-    finally:
-        connection.row_factory = factory
-
-
-def _savepoint(
-    store: ServerStore, conn: psycopg.Connection[Any], what: str
-) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint`; read-only: :class:`InvalidArgument`."""
-
-    def read_only(exc: BaseException) -> Exception | None:
-        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-            return _bad(what, f"is read-only ({exc})")
-        return None
-
-    return savepoint(conn.execute, (psycopg.Error,), what, store._where, read_only)
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
     if pid == os.getpid():
         with contextlib.suppress(psycopg.Error):
             conn.close()
-
-
-def _ended(handler: object) -> DispatchError:
-    """The failure of a handler that ran ``COMMIT`` or ``ROLLBACK`` as SQL."""
-    return DispatchError(
-        f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
-        " ROLLBACK or END run as SQL); its writes after that were rolled back. A handler"
-        " must leave the transaction to the sink"
-    )
 
 
 def _terminate(store: ServerStore, pid: int) -> Callable[[], None]:
@@ -270,12 +234,21 @@ class PostgresTransactionRunner(ServerRunner):
         store = self._store
         after = conn.cursor(row_factory=tuple_row).execute(_AFTER_HANDLER, [store.table]).fetchone()
         if opened is None or after is None or after[0] != opened[-1]:
-            raise _ended(self._handler)
+            raise DispatchError(
+                f"transactional handler {self._handler!r:.80} ended the sink's transaction"
+                " (COMMIT, ROLLBACK or END run as SQL); its writes after that were rolled"
+                " back. A handler must leave the transaction to the sink"
+            )
         if after[1] != _store_identity(store)[3]:
-            raise _shadowed(store)
+            raise DispatchError(
+                f"the transactional handler created a TEMP table or view named {store.table!r}"
+                f" on the sink's session: it would hide the store's table ({store._where}) from"
+                " every later acknowledgement; its writes and the acknowledgement were rolled"
+                " back (name TEMP tables otherwise)"
+            )
 
     def _notify(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(_NOTIFY, [channel_name(self._store.table), f"tx:{os.getpid()}"])
+        _notify(conn, self._store)
 
     def _settled(self, conn: psycopg.Connection[Any], fired: bool, failed: bool) -> None:
         if fired or conn.broken or conn.closed:

@@ -139,38 +139,29 @@ class TransactionRunner:
 
 
 class ServerRunner(TransactionRunner):
-    """:class:`TransactionRunner` on a database server, over the dialect's hooks: at
-    the deadline the watchdog ends the session; a handler returning late is rolled back."""
+    """:class:`TransactionRunner` on a database server: at the deadline the watchdog
+    calls ``_ender(conn)`` (ending the session); a handler returning late is rolled back.
+    The dialect's hooks: ``_connection()``, the runner's own; ``_transaction(conn)``;
+    ``_opened(conn)``, first in it, given to ``_check_after`` (did the handler end the
+    transaction?); ``_notify(conn)``, other processes; ``_settled(conn, fired, failed)``
+    after it; ``_timed_out(exc, deadline)``, the database's own timeout."""
 
     _errors: tuple[type[Exception], ...]
-    """The driver's errors (a connection that cannot be opened)."""
-
-    def _connection(self) -> Any:
-        """The runner's own connection, opened again when lost or inherited by a fork."""
-        raise NotImplementedError
-
-    def _ender(self, conn: Any) -> Callable[[], None]:
-        """What the watchdog calls at the deadline: end ``conn``'s session."""
-        raise NotImplementedError
-
-    def _transaction(self, conn: Any) -> AbstractContextManager[Any]:
-        """A transaction on ``conn``, committed when the block ends."""
-        raise NotImplementedError
+    _connection: Callable[[], Any]
+    _ender: Callable[[Any], Callable[[], None]]
+    _transaction: Callable[[Any], AbstractContextManager[Any]]
+    _settled: Callable[[Any, bool, bool], None]
 
     def _opened(self, conn: Any) -> Any:
-        """First in the transaction; what :meth:`_check_after` compares with."""
+        return None
 
     def _check_after(self, conn: Any, opened: Any) -> None:
-        """After the handler: raise if it ended the transaction or hid the table."""
+        pass
 
     def _notify(self, conn: Any) -> None:
-        """Inside the transaction: tell other processes work may be claimable."""
-
-    def _settled(self, conn: Any, fired: bool, failed: bool) -> None:
-        """After the transaction (``failed``: rolled back), the watchdog disarmed."""
+        pass
 
     def _timed_out(self, exc: BaseException, deadline: float) -> bool:
-        """Whether ``exc`` is the database's own timeout."""
         return False
 
     def run(self, occ: LeasedOccurrence) -> DispatchResult:
@@ -206,13 +197,13 @@ class ServerRunner(TransactionRunner):
                     self._notify(conn)
         except BaseException as exc:
             fired = self._watchdog.disarm()
-            self._settled(conn, fired, failed=True)
+            self._settled(conn, fired, True)
             if isinstance(exc, Fenced):
                 return Acknowledged(settlement=settlement, applied=False)
             if fired or self._timed_out(exc, deadline):
                 return DispatchResult.failed(timed_out(self._timeout, exc))
             return DispatchResult.failed(exc)
-        self._settled(conn, self._watchdog.disarm(), failed=False)
+        self._settled(conn, self._watchdog.disarm(), False)
         if settlement.wakes:
             self._store.changes.notify()
         return Acknowledged(settlement=settlement, applied=True)
