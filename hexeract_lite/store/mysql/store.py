@@ -8,6 +8,8 @@ are seen by polling, this process's own wake its workers at once.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -21,7 +23,6 @@ from ...errors import InvalidConfiguration, InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
-from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import check_int32_counts, check_max_attempts, check_messages, check_records
 from ..record import ScheduleRecord
@@ -45,35 +46,17 @@ _NAME_HELD = "a unique name is held by another schedule"
 MAX_JSON_DEPTH = 32
 """The deepest payload the store takes: MariaDB's JSON functions (the column's check)
 stop at 32 levels of arrays and objects (MySQL 8 at 100)."""
-
-
-def json_depth(text: str) -> int:
-    """How deeply arrays and objects nest in the JSON ``text`` (strings skipped)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _check_depth(messages: Sequence[ScheduledMessage]) -> None:
     for message in messages:
         text = message.payload_json
-        opened = text.count("[") + text.count("{")  # at most this deep: most payloads stop here
-        if opened > MAX_JSON_DEPTH and (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # at most this deep
+            continue
+        marks = (1 if c in "[{" else -1 for c in _STRINGS.sub("", text) if c in "[]{}")
+        depth = max(itertools.accumulate(marks), default=0)
+        if depth > MAX_JSON_DEPTH:
             raise InvalidMessage(
                 f"the payload of schedule {message.schedule_id} nests {depth} levels deep;"
                 f" MySQL/MariaDB JSON takes at most {MAX_JSON_DEPTH}"
@@ -271,9 +254,6 @@ class MysqlScheduleStore(ServerStore):
         tx.execute(self._sql.lease, {"until": claim["until"], "ids": ids})
         rows: list[Any] = tx.fetch(self._sql.leased, {"ids": ids})
         return rows
-
-    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
-        return codec.decode(row).leased()
 
     def dead_letter_exhausted(self) -> int:
         params = {"now": encode_instant(self._now()), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}

@@ -28,7 +28,6 @@ from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
 from ...settlement import Settlement, SettlementKind
-from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import (
     check_flag,
@@ -44,7 +43,7 @@ from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.server import ServerStore, check_open
 from ..sql.statements import INSERT_COLUMNS
 from . import codec
-from .codec import TEXT_COLUMNS, jsonb_text, record, same, whole_ms
+from .codec import TEXT_COLUMNS, jsonb_text, same, whole_ms
 from .connections import (
     Conn,
     Connections,
@@ -226,17 +225,6 @@ class PostgresScheduleStore(ServerStore):
         """True when instants come from the server's clock, not :attr:`clock` (unused then)."""
         return self._use_database_clock
 
-    def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
-        """``now + retry_in``; past the year 9999: :class:`InvalidConfiguration`."""
-        start = now if now is not None else self._now()
-        try:
-            return to_utc_ms(start + retry_in, "retry deadline")
-        except OverflowError:
-            raise InvalidConfiguration(
-                f"retry_in {retry_in!r} puts the retry deadline past the year 9999"
-                f" (now={start.isoformat()})"
-            ) from None
-
     # -- the SQL base's hooks ------------------------------------------------------
 
     def _transaction(self, conn: Conn, atomic: bool, worker: bool) -> AbstractContextManager[Any]:
@@ -264,11 +252,7 @@ class PostgresScheduleStore(ServerStore):
         return params
 
     def _claim_rows(self, tx: Any, claim: dict[str, Any]) -> list[Any]:
-        rows: list[Any] = tx.fetch(self._sql.claim, claim)
-        return rows
-
-    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
-        return record(row).leased()
+        return list(tx.fetch(self._sql.claim, claim))
 
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
         [row] = self._read("stats", self._sql.stats, self._with_now({}))
@@ -338,10 +322,16 @@ class PostgresScheduleStore(ServerStore):
         """With ``use_database_clock`` the server sets the deadlines, but a ``retry_in``
         past the year 9999 is still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
-        if now is None:
-            for item in checked:
-                if item.kind is SettlementKind.FAILED and item.retry_in is not None:
-                    self._retry_deadline(None, item.retry_in)
+        for item in checked if now is None else ():
+            if item.kind is SettlementKind.FAILED and item.retry_in is not None:
+                start = self._now()
+                try:
+                    to_utc_ms(start + item.retry_in, "retry deadline")
+                except OverflowError:
+                    raise InvalidConfiguration(
+                        f"retry_in {item.retry_in!r} puts the retry deadline past the year"
+                        f" 9999 (now={start.isoformat()})"
+                    ) from None
         return settle_plan(
             checked,
             now,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from ...clock import Clock
 from ...errors import InvalidConfiguration
 from ...message import ScheduledMessage
+from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import check_flag, check_schedule_id
 from ..record import grace_ms, insert_columns
@@ -108,6 +109,9 @@ class ServerStore(SqlScheduleStore):
     def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
         with self._db.connection(what) as conn:
             return self._session(conn).fetch(statement, params)
+
+    def _leased(self, row: Sequence[Any], claim: Any) -> LeasedOccurrence:
+        return self._codec.decode(row).leased()
 
     def _prune_statements(self, column: str) -> tuple[Any, Any]:
         return self._sql.prune(column)  # type: ignore[no-any-return]
