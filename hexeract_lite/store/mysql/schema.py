@@ -1,13 +1,10 @@
-"""The MySQL/MariaDB table: its DDL text, its schema version and the upgrade ladder.
+"""The MySQL/MariaDB table: its DDL text, its schema version and the upgrade.
 
-Pure Python at import time (PyMySQL is only named for type checking), so the DDL can
-be printed without the ``mysql`` extra. The reference's layout (:data:`MYSQL_TYPES`)
-with its two whole indexes, ``utf8mb4`` with the binary collation (names and event
-types compare byte for byte, as on SQLite and PostgreSQL). Our extensions are nullable
-columns the reference never names, and ``VIRTUAL`` generated columns (:data:`_GENERATED`),
-each indexed and NULL outside its set, standing in for PostgreSQL's partial indexes.
-A table's version is recorded in :data:`META_TABLE` (none: the reference's, version
-0); opening with ``create=True`` adds only what is missing, under a named lock.
+Pure Python at import time (the DDL prints without the ``mysql`` extra). The
+reference's layout (:data:`MYSQL_TYPES`), ``utf8mb4_bin`` (names compare byte for
+byte), plus our nullable columns and indexed ``VIRTUAL`` generated columns standing in
+for PostgreSQL's partial indexes. The version is recorded in :data:`META_TABLE` (none:
+the reference's, 0); ``create=True`` adds what is missing, under a named lock.
 """
 
 from __future__ import annotations

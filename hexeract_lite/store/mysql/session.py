@@ -1,14 +1,5 @@
-"""How long the MySQL store waits, and what it says when it gave up.
-
-Every wait is bounded: connecting, the server's greeting and the login
-(``connect_timeout``), reading or writing on the
-socket (``read_timeout``, which also bounds a server that stopped answering), waiting
-for a free pooled connection (``pool_timeout``), waiting for a row lock another session
-holds (``innodb_lock_wait_timeout``, whole seconds) and a read statement as a whole
-(MariaDB's ``max_statement_time``, MySQL's ``max_execution_time``).
-:func:`store_error` turns the driver's error into a
-:class:`~hexeract_lite.errors.StoreError` saying which bound ran out.
-"""
+"""How long the MySQL store waits (connecting, each read, a pooled connection, a row
+lock, a read statement), and :func:`store_error`: which bound ran out."""
 
 from __future__ import annotations
 

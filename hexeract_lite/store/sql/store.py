@@ -31,6 +31,7 @@ from ..base import SettlingStore
 from ..checks import (
     check_claim,
     check_export,
+    check_extension,
     check_limit,
     check_schedule_id,
     check_settlements,
@@ -44,6 +45,7 @@ from ..listing import (
     glob_regex,
     prune_cut,
 )
+from ..longrun import check_abort_kind
 from ..notices import malformed_dead_lettered
 from ..pausing import resume_change
 from ..record import ScheduleRecord
@@ -58,7 +60,6 @@ from ..runs import (
 from ..settle_plan import settle_plan
 from ..stats import StoreStats
 from .dialect import MALFORMED, Codec, MalformedRowError, Row, Session
-from .lease import LONG_RUN_STATEMENTS, LeaseExtending
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -83,12 +84,13 @@ _STATEMENT_OF = {
     SettlementKind.FAILED: "mark_failed",
     SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
     SettlementKind.RELEASED: "release",
-    **LONG_RUN_STATEMENTS,
+    SettlementKind.SNOOZED: "snooze",
+    SettlementKind.CANCELLED: "cancel_leased",
 }
 """Each settlement kind's fenced statement (an attribute of ``_sql``)."""
 
 
-class SqlScheduleStore(LeaseExtending, SettlingStore):
+class SqlScheduleStore(SettlingStore):
     """The contract's method bodies, once, for every SQL engine (see the module)."""
 
     _sql: Any
@@ -370,6 +372,44 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
                 "schedule %s in %s is malformed and was dead-lettered: %s", label, self._table, why
             )
             malformed_dead_lettered(label, why)
+
+    # -- long handlers (:mod:`hexeract_lite.store.longrun`) ----------------------------
+
+    def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
+        """See :meth:`~hexeract_lite.store.longrun.LongRunContract.extend_lease`: the id and
+        lease are bound as a settlement's are (the same fencing)."""
+        sid = check_schedule_id(schedule_id)
+        extended = check_extension(lease, until)
+        plan = self._settle_plan([Settlement.released(sid, lease)])
+        if not plan:
+            return False  # no lease this store hands out: fenced out
+        [(_, _, params)] = plan
+        params["until"] = self._codec.encode_instant(extended)
+        with self._write("extend_lease", worker=True, atomic=False) as tx:
+            return tx.execute(self._sql.extend_lease, params) > 0
+
+    def request_abort(self, schedule_id: uuid.UUID, how: str) -> bool:
+        """See :meth:`~hexeract_lite.store.longrun.LongRunContract.request_abort`."""
+        sid = check_schedule_id(schedule_id)
+        how = check_abort_kind(how)
+        key = {"id": self._codec.encode_id(sid)}
+        with self._write("request_abort", atomic=False) as tx:
+            if tx.execute(self._sql.request_abort, {**key, "how": how}):
+                return True
+            if not tx.fetch(self._sql.exists, key):
+                raise ScheduleNotFound(sid)
+            return False
+
+    def abort_requests(self, schedule_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """See :meth:`~hexeract_lite.store.longrun.LongRunContract.abort_requests`: one
+        read of the row per id (a worker's batch in flight is small)."""
+        found: dict[uuid.UUID, str] = {}
+        for sid in schedule_ids:
+            params = {"id": self._codec.encode_id(check_schedule_id(sid))}
+            rows = self._read("abort_requests", self._sql.abort_request, params)
+            if rows and rows[0][0] is not None:
+                found[sid] = str(rows[0][0])
+        return found
 
     # -- control -------------------------------------------------------------------
 
