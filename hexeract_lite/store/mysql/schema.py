@@ -177,6 +177,17 @@ def _all(conn: pymysql.Connection[Any], sql: str, args: Any = None) -> set[str]:
         return {str(row[0]) for row in cur.fetchall()}
 
 
+def _has_table(conn: pymysql.Connection[Any], name: str) -> bool:
+    return bool(
+        _one(
+            conn,
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
+            " AND table_name = %s",
+            [name],
+        )
+    )
+
+
 def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str], int | None]:
     """(the table's columns, its index names, its recorded version); no columns: no table."""
     columns = _all(
@@ -192,12 +203,7 @@ def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str
         [table],
     )
     version = None
-    if _one(
-        conn,
-        "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
-        " AND table_name = %s",
-        [META_TABLE],
-    ):
+    if _has_table(conn, META_TABLE):
         row = _one(conn, f"SELECT version FROM {META_TABLE} WHERE table_name = %s", [table])
         version = None if row is None else int(row[0])
     return columns, indexes, version
@@ -220,12 +226,7 @@ def ensure_schema(
         columns
         and version == SCHEMA_VERSION
         and not _additions(table, columns, indexes)
-        and _one(
-            conn,
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
-            " AND table_name = %s",
-            [runs_table_name(table)],
-        )
+        and _has_table(conn, runs_table_name(table))
     ):
         return version or 0
     got = _one(conn, "SELECT GET_LOCK(%s, %s)", [_lock_name(table), lock_wait])

@@ -30,8 +30,6 @@ def run_statements(table: str) -> RunStatements:
     """The run-log statements of ``table`` (already validated)."""
     return RunStatements(
         quote_ident(runs_table_name(table)),
-        ph="%s",
-        param=lambda name: f"%({name})s",
         hour="date_trunc('hour', finished AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
         encode_id=same,
         encode_instant=same,

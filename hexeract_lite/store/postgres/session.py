@@ -58,21 +58,14 @@ class Timeouts:
     statement: timedelta
 
     @classmethod
-    def checked(
-        cls,
-        *,
-        connect: object,
-        pool: object,
-        lock: object,
-        statement: object,
-    ) -> Timeouts:
+    def checked(cls, **values: object) -> Timeouts:
         """Each a :class:`timedelta` from 1 ms (``connect``: 2 s) to 2**31 - 1 ms;
         anything else raises :class:`InvalidConfiguration` naming it and the value."""
         return cls(
-            connect=_check("connect_timeout", connect, whole_seconds=True),
-            pool=_check("pool_timeout", pool),
-            lock=_check("lock_timeout", lock),
-            statement=_check("statement_timeout", statement),
+            **{
+                n: _check(f"{n}_timeout", v, whole_seconds=n == "connect")
+                for n, v in values.items()
+            }
         )
 
     def connect_seconds(self) -> int:
