@@ -392,13 +392,7 @@ class SqlScheduleStore(SettlingStore):
         """See :meth:`~hexeract_lite.store.longrun.LongRunContract.request_abort`."""
         sid = check_schedule_id(schedule_id)
         how = check_abort_kind(how)
-        key = {"id": self._codec.encode_id(sid)}
-        with self._write("request_abort", atomic=False) as tx:
-            if tx.execute(self._sql.request_abort, {**key, "how": how}):
-                return True
-            if not tx.fetch(self._sql.exists, key):
-                raise ScheduleNotFound(sid)
-            return False
+        return self._change("request_abort", sid, self._sql.request_abort, {"how": how})
 
     def abort_requests(self, schedule_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
         """See :meth:`~hexeract_lite.store.longrun.LongRunContract.abort_requests`: one
@@ -411,28 +405,30 @@ class SqlScheduleStore(SettlingStore):
                 found[sid] = str(rows[0][0])
         return found
 
+    def _change(
+        self, what: str, sid: uuid.UUID, statement: Any, params: Any, wake: bool | None = None
+    ) -> bool:
+        """Whether ``statement`` changed the row of ``sid`` (unknown: :class:`ScheduleNotFound`);
+        ``wake``: when it did, wake the workers (``False``: this process's only)."""
+        key = {"id": self._codec.encode_id(sid)}
+        with self._write(what, atomic=False) as tx:
+            changed = tx.execute(statement, {**params, **key}) > 0
+            if not changed and not tx.fetch(self._sql.exists, key):
+                raise ScheduleNotFound(sid)
+            if changed and wake is not None:
+                tx.wake(others=wake)
+        return changed
+
     # -- control -------------------------------------------------------------------
 
     def cancel(self, schedule_id: uuid.UUID) -> bool:
         sid = check_schedule_id(schedule_id)
-        key = {"id": self._codec.encode_id(sid)}
-        with self._write("cancel", atomic=False) as tx:
-            if tx.execute(self._sql.cancel, self._with_now(dict(key))):
-                return True
-            if not tx.fetch(self._sql.exists, key):
-                raise ScheduleNotFound(sid)
-            return False
+        return self._change("cancel", sid, self._sql.cancel, self._with_now({}))
 
     def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
         sid = check_schedule_id(schedule_id)
-        key = {"id": self._codec.encode_id(sid)}
-        with self._write("set_paused", atomic=False) as tx:
-            changed = tx.execute(self._sql.set_paused, {**key, "paused": bool(paused)}) > 0
-            if not changed and not tx.fetch(self._sql.exists, key):
-                raise ScheduleNotFound(sid)
-            if changed:
-                tx.wake(others=not paused)
-        return changed
+        params = {"paused": bool(paused)}
+        return self._change("set_paused", sid, self._sql.set_paused, params, wake=not paused)
 
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         sid = check_schedule_id(schedule_id)
@@ -495,14 +491,16 @@ class SqlScheduleStore(SettlingStore):
         return self._snapshot(rows[0]) if rows else None
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        check_limit(limit)
-        statement = self._list_pending_statement()
-        return self._listing(self._read("list_pending", statement, {"limit": limit}))
+        return self._page("list_pending", self._list_pending_statement(), limit)
 
     def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        return self._page("list_dead_letter", self._list_dead_letter_statement(), limit)
+
+    def _page(
+        self, what: str, statement: Any, limit: int
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
         check_limit(limit)
-        statement = self._list_dead_letter_statement()
-        return self._listing(self._read("list_dead_letter", statement, {"limit": limit}))
+        return self._listing(self._read(what, statement, {"limit": limit}))
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """A row that does not decode raises :class:`StoreError` naming it."""
@@ -566,14 +564,7 @@ class SqlScheduleStore(SettlingStore):
                 [(n, *_)] = self._read("prune", count_sql, {"cut": cut})
                 total += int(n)
                 continue
-            while True:
-                with self._write("prune") as tx:
-                    deleted = tx.execute(delete_sql, {"cut": cut, "n": size})
-                total += deleted
-                if progress is not None and deleted:
-                    progress(total)
-                if deleted < size:
-                    break
+            total = self._delete_batches(delete_sql, {"cut": cut}, size, total, progress)
         if total and not dry_run:
             self._after_prune()
         return total
@@ -619,12 +610,24 @@ class SqlScheduleStore(SettlingStore):
         if dry_run:
             [(n, *_)] = self._read("prune", runs.prune_count, cut)
             return int(n)
-        total = 0
+        return self._delete_batches(runs.prune_delete, cut, _PRUNE_BATCH)
+
+    def _delete_batches(
+        self,
+        statement: Any,
+        params: dict[str, Any],
+        size: int,
+        total: int = 0,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """``total`` plus the rows ``statement`` deleted, ``size`` per transaction."""
         while True:
             with self._write("prune") as tx:
-                deleted = tx.execute(runs.prune_delete, {**cut, "n": _PRUNE_BATCH})
+                deleted = tx.execute(statement, {**params, "n": size})
             total += deleted
-            if deleted < _PRUNE_BATCH:
+            if progress is not None and deleted:
+                progress(total)
+            if deleted < size:
                 return total
 
     # -- copying rows between stores --------------------------------------------
