@@ -78,6 +78,7 @@ class MysqlScheduleStore(ServerStore):
     chained to the original; no message shows the password.
     """
 
+    _name = "MysqlScheduleStore"
     _codec = codec
     _session = MysqlSession
     _db: Connections

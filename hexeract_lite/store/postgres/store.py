@@ -96,6 +96,7 @@ class PostgresScheduleStore(ServerStore):
     .. versionadded:: 0.1.0
     """
 
+    _name = "PostgresScheduleStore"
     _codec = codec
     _session = PostgresSession
     _db: Connections

@@ -78,8 +78,11 @@ class ServerStore(SqlScheduleStore):
     def _place(self) -> str:  # type: ignore[override]
         return f"table {self._table!r} at {self._where}"
 
+    _name: str
+    """The store class's public name, for its repr (a subclass's too)."""
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._where!r}, table={self._table!r})"
+        return f"{self._name}({self._where!r}, table={self._table!r})"
 
     @staticmethod
     @abc.abstractmethod
