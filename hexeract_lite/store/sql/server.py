@@ -154,8 +154,8 @@ class ServerStore(SqlScheduleStore):
     def insert(
         self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
     ) -> None:
-        """``connection``: the driver's connection on this database, a transaction open:
-        the row is written inside it."""
+        """``connection``: a ``psycopg`` (PostgreSQL) or ``pymysql`` (MySQL) connection on
+        this database, a transaction open: the row is written inside it."""
         self.insert_many([message], max_attempts, connection=connection)  # type: ignore[call-arg]
 
     def _runner_type(self) -> Callable[..., Any]:
