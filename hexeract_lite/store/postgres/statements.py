@@ -1,4 +1,5 @@
-"""Every SQL statement of the PostgreSQL store, composed once per table and clock mode.
+"""Every SQL statement of the PostgreSQL store (its run log's too), composed once per
+table and clock mode.
 
 Instants are bound parameters from the store's clock (``now``, ``until``,
 ``deadline``), or, with ``use_database_clock``, the server's
@@ -7,22 +8,27 @@ Instants are bound parameters from the store's clock (``now``, ``until``,
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
-from typing import LiteralString
+from typing import Any, LiteralString
 
 from psycopg import sql
 
+from ..._time import to_utc_ms
 from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from ..sql.runs import RUN_COLUMNS, RunStatements
 from ..sql.statements import INSERT_COLUMNS, NOT_TERMINAL, SharedStatements
-from .codec import ARRAY_TYPES, select_list
+from .codec import ARRAY_TYPES, same, select_list
 from .schema import (
     LEASED_PREDICATE,
     PENDING_PREDICATE,
     RECLAIM_KEY,
     UNLEASED_PREDICATE,
+    quote_ident,
+    runs_table_name,
 )
 
-__all__ = ["Statements"]
+__all__ = ["RUNS_VERSION", "Statements", "run_statements", "sweep_runs"]
 
 _KIND = {c.name: c.kind for c in COLUMNS}
 
@@ -171,3 +177,47 @@ class Statements(SharedStatements):
             " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > {now}"
             " AND last_error IS NULL)"
         )
+
+
+# -- the run log: <table>_runs (schema version 6)
+
+RUNS_VERSION = 6
+"""The first schema version with the runs table."""
+
+
+def _decode_id(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _decode_instant(value: Any) -> Any:
+    return to_utc_ms(value, "timestamp")
+
+
+def run_statements(table: str) -> RunStatements:
+    """The run-log statements of ``table`` (already validated)."""
+    return RunStatements(
+        quote_ident(runs_table_name(table)),
+        hour="date_trunc('hour', finished AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+        encode_id=same,
+        encode_instant=same,
+        decode_id=_decode_id,
+        decode_instant=_decode_instant,
+    )
+
+
+def sweep_runs(table: str, sweep: sql.Composable) -> sql.Composed:
+    """The sweep (``sweep``, an UPDATE) and its ``swept`` runs in one statement; its
+    row count is how many rows it swept. Binds the sweep's parameters, ``host`` and
+    ``pid``."""
+    return sql.SQL(
+        "WITH swept AS ({sweep} RETURNING schedule_id, scheduled_for, attempts,"
+        " dead_lettered_at, last_error)"
+        " INSERT INTO {runs} ({columns})"
+        " SELECT schedule_id, scheduled_for, attempts, NULL, dead_lettered_at, 'swept',"
+        " round(extract(epoch FROM dead_lettered_at - scheduled_for) * 1000)::bigint,"
+        " NULL, %(host)s, %(pid)s, last_error FROM swept"
+    ).format(
+        sweep=sweep,
+        runs=sql.Identifier(runs_table_name(table)),
+        columns=sql.SQL(", ").join(sql.Identifier(c) for c in RUN_COLUMNS),
+    )

@@ -52,7 +52,6 @@ from .connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
-from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
 from .session import (
     DEFAULT_LOCK_TIMEOUT,
@@ -62,7 +61,7 @@ from .session import (
     Timeouts,
     store_error,
 )
-from .statements import Statements
+from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
 
 __all__ = ["PostgresScheduleStore"]
 
