@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.pg import in_ci
-from tests.scratch import TablePool
+from tests.scratch import ScratchTables
 
 if TYPE_CHECKING:
     from hexeract_lite.clock import Clock
@@ -156,48 +156,16 @@ def empty_table(url: str, table: str) -> bool:
     return True
 
 
-_POOLS: dict[str, TablePool] = {}
-
-
-def _pool(url: str) -> TablePool:
-    pool = _POOLS.get(url)
-    if pool is None:
-        pool = _POOLS[url] = TablePool(
-            lambda name: empty_table(url, name), lambda name: drop_table(url, name)
-        )
-    return pool
+_SCRATCH = ScratchTables(empty_table, drop_table, unique_table)
 
 
 def open_scratch_store(
     table: str | None = None, *, clock: Clock | None = None, **options: Any
 ) -> MysqlScheduleStore:
-    """A store on a fresh table of the test server: ``table``, dropped when the store
-    closes, or, without a name, an empty table of the pool (:mod:`tests.scratch`)
-    that closing empties and gives back."""
-    from hexeract_lite.clock import SYSTEM_CLOCK
+    """A store on a fresh table of the test server (:meth:`.ScratchTables.open`)."""
     from hexeract_lite.store.mysql import MysqlScheduleStore
 
-    url = require_server()
-    pool = _pool(url) if table is None else None
-    name = table or (pool and pool.take()) or unique_table()
-
-    class ScratchStore(MysqlScheduleStore):
-        def close(self) -> None:
-            if not self.closed:
-                super().close()
-                if pool is None:
-                    drop_table(url, name)
-                else:
-                    pool.give_back(name)
-
-    try:
-        store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
-    except BaseException:
-        with contextlib.suppress(Exception):  # the server may be what failed
-            drop_table(url, name)
-        raise
-    assert isinstance(store, ScratchStore)
-    return store
+    return _SCRATCH.open(MysqlScheduleStore, require_server(), table, clock, options)
 
 
 def mysql_store_factory() -> Callable[[Path], ScheduleStore] | None:

@@ -11,9 +11,13 @@ its parent's pool: the parent may hand the same table out again.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+_S = TypeVar("_S")
 
 
 class TablePool:
@@ -54,3 +58,55 @@ class TablePool:
                 self._drop(name)
             except Exception:  # the server went away: nothing to clean
                 return
+
+
+class ScratchTables:
+    """A test server's scratch tables: ``empty(url, name)`` and ``drop(url, name)`` as
+    :class:`TablePool` takes them, ``unique()`` a new table name."""
+
+    def __init__(
+        self,
+        empty: Callable[[str, str], bool],
+        drop: Callable[[str, str], None],
+        unique: Callable[[], str],
+    ) -> None:
+        self._empty, self._drop, self._unique = empty, drop, unique
+        self._pools: dict[str, TablePool] = {}
+
+    def _pool(self, url: str) -> TablePool:
+        pool = self._pools.get(url)
+        if pool is None:
+            pool = self._pools[url] = TablePool(
+                lambda name: self._empty(url, name), lambda name: self._drop(url, name)
+            )
+        return pool
+
+    def open(
+        self, store_class: type[_S], url: str, table: str | None, clock: Any, options: Any
+    ) -> _S:
+        """A store of ``store_class`` on a fresh table: ``table``, dropped when the store
+        closes, or, without a name, an empty table of the pool that closing empties and
+        gives back."""
+        from hexeract_lite.clock import SYSTEM_CLOCK
+
+        pool = self._pool(url) if table is None else None
+        name = table or (pool and pool.take()) or self._unique()
+        drop = self._drop
+
+        class ScratchStore(store_class):  # type: ignore[valid-type,misc]
+            def close(self) -> None:
+                if not self.closed:
+                    super().close()
+                    if pool is None:
+                        drop(url, name)
+                    else:
+                        pool.give_back(name)
+
+        try:
+            store = ScratchStore.open(url, table=name, clock=clock or SYSTEM_CLOCK, **options)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the server may be what failed
+                drop(url, name)
+            raise
+        assert isinstance(store, store_class)
+        return store

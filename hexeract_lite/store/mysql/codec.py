@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from ..._time import to_utc_ms
-from ...snapshot import MalformedSchedule, ScheduleStatus
-from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
-from ..record import ScheduleRecord, message_problem
+from ..columns import COLUMNS, ColumnKind
+from ..record import ScheduleRecord
+from ..sql.codec import RowCodec
 
 __all__ = [
     "decode",
@@ -33,7 +33,6 @@ __all__ = [
 ]
 
 _K = ColumnKind
-_INDEX = {name: index for index, name in enumerate(COLUMN_NAMES)}
 
 
 def encode_id(schedule_id: uuid.UUID) -> bytes:
@@ -88,32 +87,24 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-_DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
-    _K.ID: _id,
-    _K.TEXT: _same,
-    _K.JSON: _json,
-    _K.INSTANT: _instant,
-    _K.INT: _same,
-    _K.BIGINT: _same,
-    _K.BOOL: _flag,
-}
-_ROW = tuple(_DECODERS[c.kind] for c in COLUMNS)
-_REQUIRED = tuple(index for index, column in enumerate(COLUMNS) if column.required)
+_CODEC = RowCodec(
+    {
+        _K.ID: _id,
+        _K.TEXT: _same,
+        _K.JSON: _json,
+        _K.INSTANT: _instant,
+        _K.INT: _same,
+        _K.BIGINT: _same,
+        _K.BOOL: _flag,
+    }
+)
+decode, row_label, diagnose = _CODEC.decode, _CODEC.row_label, _CODEC.diagnose
+why, malformed = _CODEC.why, _CODEC.malformed
 _ENCODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.ID: encode_id,
     _K.INSTANT: _optional_instant,
     _K.BOOL: int,
 }
-
-
-def decode(row: Sequence[Any]) -> ScheduleRecord:
-    """A row of the select list (registry order) as a record; raises on a value that
-    does not decode (:func:`diagnose` names the column)."""
-    values: list[Any] = [None if v is None else dec(v) for dec, v in zip(_ROW, row, strict=False)]
-    for index in _REQUIRED:
-        if values[index] is None:
-            raise ValueError(f"{COLUMN_NAMES[index]} is NULL")
-    return ScheduleRecord(*values)
 
 
 def record_params(record: ScheduleRecord) -> dict[str, Any]:
@@ -124,56 +115,3 @@ def record_params(record: ScheduleRecord) -> dict[str, Any]:
         encode = _ENCODERS.get(column.kind)
         params[column.name] = value if encode is None or value is None else encode(value)
     return params
-
-
-def row_label(row: Sequence[Any]) -> str:
-    """The row's schedule id as text (a repr when it is not 16 bytes)."""
-    try:
-        return str(_id(row[0]))
-    except ValueError:
-        return repr(row[0])[:60]
-
-
-def diagnose(row: Sequence[Any]) -> str:
-    """Which column makes a row undecodable, and why ('' when none is found)."""
-    for column, dec in zip(COLUMNS, _ROW, strict=True):
-        value = row[_INDEX[column.name]]
-        if value is None:
-            if column.required:
-                return f"{column.name} is NULL"
-            continue
-        try:
-            dec(value)
-        except (TypeError, ValueError) as exc:
-            return f"{column.name}: {exc}"
-    return message_problem(row)
-
-
-def why(row: Sequence[Any], exc: BaseException) -> str:
-    """The reason a row failed to decode: the column :func:`diagnose` names, else the
-    exception."""
-    return diagnose(row) or f"{type(exc).__name__}: {exc}"
-
-
-def _status(row: Sequence[Any]) -> ScheduleStatus | None:
-    try:
-        ends = [
-            _instant(row[_INDEX[n]]) for n in ("delivered_at", "cancelled_at", "dead_lettered_at")
-        ]
-        paused = _flag(row[_INDEX["paused"]])
-    except ValueError:
-        return None
-    return ScheduleStatus.derive(
-        delivered_at=ends[0], cancelled_at=ends[1], dead_lettered_at=ends[2], paused=paused
-    )
-
-
-def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
-    """What a listing shows in place of a row it cannot decode."""
-    try:
-        sid: uuid.UUID | None = _id(row[0])
-    except ValueError:
-        sid = None
-    return MalformedSchedule(
-        schedule_id=sid, raw_id=row_label(row), reason=why(row, exc), status=_status(row)
-    )

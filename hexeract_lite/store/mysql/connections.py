@@ -1,18 +1,12 @@
 """The MySQL store's connections: its URL, its pool, and forks.
 
 A URL is ``mysql://user:password@host:3306/database`` (``mariadb://`` alike;
-``?unix_socket=/path`` connects through a socket instead). ``?ssl-mode=`` chooses TLS
-as the MySQL client's ``--ssl-mode`` does: ``disabled`` (never), ``preferred`` (the
-default: TLS when the server offers it, unverified), ``required`` (TLS or no connection,
-unverified), ``verify-ca`` (TLS with a certificate signed by the CA file that
-``ssl-ca=/path`` names) and ``verify-identity`` (that, and the certificate names the
-host); ``ssl-ca`` goes with the two verify modes only. Every connection is
-``utf8mb4``, in autocommit (the store opens its transactions itself), counts *found*
-rows (so a fenced UPDATE that changes nothing still says it matched) and has the
-store's session bounds set (:meth:`.session.Timeouts.session_sql`). The pool keeps idle
-connections for reuse, at most ``pool_max_size`` in use; one that failed is closed,
-and with it every idle one (the server went away: they are as dead). In a child made
-by ``os.fork()`` the parent's connections are forgotten without being used.
+``?unix_socket=/path``; ``?ssl-mode=`` as the MySQL client's ``--ssl-mode``:
+``disabled``, ``preferred`` (the default), ``required``, ``verify-ca`` or
+``verify-identity``, the last two with ``ssl-ca=/path``). Every connection is
+``utf8mb4``, autocommit, counts *found* rows (a fenced UPDATE that changes nothing
+still matched) and has the session bounds set. A connection that failed is closed, and
+every idle one with it; a forked child forgets the parent's without using them.
 """
 
 from __future__ import annotations

@@ -63,8 +63,6 @@ def run_statements(table: str) -> RunStatements:
     runs = f"`{runs_table_name(table)}`"
     statements = RunStatements(
         runs,
-        ph="%s",
-        param=lambda name: f"%({name})s",
         hour="CAST(TIMESTAMPADD(HOUR, TIMESTAMPDIFF(HOUR, TIMESTAMP('1970-01-01'), finished),"
         " TIMESTAMP('1970-01-01')) AS DATETIME(6))",
         encode_id=codec.encode_id,

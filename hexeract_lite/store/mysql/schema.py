@@ -1,13 +1,10 @@
-"""The MySQL/MariaDB table: its DDL text, its schema version and the upgrade ladder.
+"""The MySQL/MariaDB table: its DDL text, its schema version and the upgrade.
 
-Pure Python at import time (PyMySQL is only named for type checking), so the DDL can
-be printed without the ``mysql`` extra. The reference's layout (:data:`MYSQL_TYPES`)
-with its two whole indexes, ``utf8mb4`` with the binary collation (names and event
-types compare byte for byte, as on SQLite and PostgreSQL). Our extensions are nullable
-columns the reference never names, and ``VIRTUAL`` generated columns (:data:`_GENERATED`),
-each indexed and NULL outside its set, standing in for PostgreSQL's partial indexes.
-A table's version is recorded in :data:`META_TABLE` (none: the reference's, version
-0); opening with ``create=True`` adds only what is missing, under a named lock.
+Pure Python at import time (the DDL prints without the ``mysql`` extra). The
+reference's layout (:data:`MYSQL_TYPES`), ``utf8mb4_bin`` (names compare byte for
+byte), plus our nullable columns and indexed ``VIRTUAL`` generated columns standing in
+for PostgreSQL's partial indexes. The version is recorded in :data:`META_TABLE` (none:
+the reference's, 0); ``create=True`` adds what is missing, under a named lock.
 """
 
 from __future__ import annotations
@@ -180,6 +177,17 @@ def _all(conn: pymysql.Connection[Any], sql: str, args: Any = None) -> set[str]:
         return {str(row[0]) for row in cur.fetchall()}
 
 
+def _has_table(conn: pymysql.Connection[Any], name: str) -> bool:
+    return bool(
+        _one(
+            conn,
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
+            " AND table_name = %s",
+            [name],
+        )
+    )
+
+
 def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str], int | None]:
     """(the table's columns, its index names, its recorded version); no columns: no table."""
     columns = _all(
@@ -195,12 +203,7 @@ def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str
         [table],
     )
     version = None
-    if _one(
-        conn,
-        "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
-        " AND table_name = %s",
-        [META_TABLE],
-    ):
+    if _has_table(conn, META_TABLE):
         row = _one(conn, f"SELECT version FROM {META_TABLE} WHERE table_name = %s", [table])
         version = None if row is None else int(row[0])
     return columns, indexes, version
@@ -223,12 +226,7 @@ def ensure_schema(
         columns
         and version == SCHEMA_VERSION
         and not _additions(table, columns, indexes)
-        and _one(
-            conn,
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE()"
-            " AND table_name = %s",
-            [runs_table_name(table)],
-        )
+        and _has_table(conn, runs_table_name(table))
     ):
         return version or 0
     got = _one(conn, "SELECT GET_LOCK(%s, %s)", [_lock_name(table), lock_wait])

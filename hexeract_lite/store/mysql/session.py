@@ -1,14 +1,5 @@
-"""How long the MySQL store waits, and what it says when it gave up.
-
-Every wait is bounded: connecting, the server's greeting and the login
-(``connect_timeout``), reading or writing on the
-socket (``read_timeout``, which also bounds a server that stopped answering), waiting
-for a free pooled connection (``pool_timeout``), waiting for a row lock another session
-holds (``innodb_lock_wait_timeout``, whole seconds) and a read statement as a whole
-(MariaDB's ``max_statement_time``, MySQL's ``max_execution_time``).
-:func:`store_error` turns the driver's error into a
-:class:`~hexeract_lite.errors.StoreError` saying which bound ran out.
-"""
+"""How long the MySQL store waits (connecting, each read, a pooled connection, a row
+lock, a read statement), and :func:`store_error`: which bound ran out."""
 
 from __future__ import annotations
 
@@ -21,6 +12,7 @@ import pymysql
 from ...errors import InvalidConfiguration, StoreError
 from ...redact import scrub
 from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
+from ..sql.server import ServerSession
 
 __all__ = ["MysqlSession", "PoolTimeout", "Timeouts", "store_error"]
 
@@ -101,31 +93,20 @@ def store_error(prefix: str, exc: BaseException, *, url: str, timeouts: Timeouts
     return StoreError(f"{prefix}: {detail}")
 
 
-class MysqlSession:
-    """A connection inside one transaction (or one statement), as the SQL base uses it
-    (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
+class MysqlSession(ServerSession):
+    """A connection as the SQL base uses it; a count is of the rows matched (the
+    connection counts found rows). Other processes poll: there is no one to notify."""
 
-    __slots__ = ("conn", "woken")
-
-    def __init__(self, conn: pymysql.Connection[Any]) -> None:
-        self.conn = conn
-        self.woken = False
+    __slots__ = ()
+    conn: pymysql.Connection[Any]
 
     def execute(self, statement: Any, params: Any = ()) -> int:
-        """Run a statement; the rows it matched (the connection counts found rows)."""
+        """Run a statement; the rows it matched."""
         with self.conn.cursor() as cur:
             return int(cur.execute(statement, params or None))
-
-    def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
-        """Run each statement in turn; the rows each matched."""
-        return [self.execute(statement, params) for statement, params in statements]
 
     def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; its rows."""
         with self.conn.cursor() as cur:
             cur.execute(statement, params or None)
             return list(cur.fetchall())
-
-    def wake(self, others: bool = True) -> None:
-        """After the commit: notify the store's change signal (other processes poll)."""
-        self.woken = True

@@ -8,11 +8,12 @@ are seen by polling, this process's own wake its workers at once.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import pymysql
 
@@ -22,96 +23,40 @@ from ...errors import InvalidConfiguration, InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
-from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
-from ..changes import Plan
-from ..checks import (
-    check_flag,
-    check_int32_counts,
-    check_max_attempts,
-    check_messages,
-    check_records,
-)
-from ..record import ScheduleRecord, grace_ms, insert_columns
-from ..schema import DEFAULT_TABLE, validate_table_name
-from ..sql.store import SqlScheduleStore
+from ..checks import check_int32_counts, check_max_attempts, check_messages, check_records
+from ..record import ScheduleRecord
+from ..schema import DEFAULT_TABLE
+from ..sql.server import ServerStore, check_open
+from ..sql.statements import INSERT_COLUMNS
 from . import codec
 from .codec import encode_instant, record_params
-from .connections import Connections, connect, url_params
+from .connections import Conn, Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
 from .session import MysqlSession, Timeouts, store_error
-from .statements import (
-    Statements,
-    list_statement,
-    prune_statements,
-    replay_statement,
-    stats_statement,
-)
+from .statements import Statements
 
 __all__ = ["MysqlScheduleStore"]
 
-_T = TypeVar("_T")
 _DUPLICATE_KEY = 1062
 _NAME_HELD = "a unique name is held by another schedule"
-
-
-def _message_params(message: ScheduledMessage, max_attempts: int, now: datetime) -> dict[str, Any]:
-    due, text, end_at, max_firings, jitter_ms, offset_ms, catch_up, limit = insert_columns(message)
-    return {
-        "id": message.schedule_id.bytes,
-        "event_type": message.event_type,
-        "payload": message.payload_json,
-        "trigger_kind": message.trigger.kind,
-        "cron_expr": text,
-        "scheduled_for": encode_instant(due),
-        "target_kind": message.target.kind,
-        "routing_key": message.target.routing_key,
-        "max_attempts": max_attempts,
-        "now": now,
-        "name": message.name,
-        "grace": grace_ms(message.misfire_grace),
-        "end_at": None if end_at is None else encode_instant(end_at),
-        "max_firings": max_firings,
-        "jitter_ms": jitter_ms,
-        "jitter_offset_ms": offset_ms,
-        "catch_up": catch_up,
-        "catch_up_limit": limit,
-    }
 
 
 MAX_JSON_DEPTH = 32
 """The deepest payload the store takes: MariaDB's JSON functions (the column's check)
 stop at 32 levels of arrays and objects (MySQL 8 at 100)."""
-
-
-def json_depth(text: str) -> int:
-    """How deeply arrays and objects nest in the JSON ``text`` (strings skipped)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _check_depth(messages: Sequence[ScheduledMessage]) -> None:
     for message in messages:
         text = message.payload_json
-        opened = text.count("[") + text.count("{")  # at most this deep: most payloads stop here
-        if opened > MAX_JSON_DEPTH and (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # at most this deep
+            continue
+        marks = (1 if c in "[{" else -1 for c in _STRINGS.sub("", text) if c in "[]{}")
+        depth = max(itertools.accumulate(marks), default=0)
+        if depth > MAX_JSON_DEPTH:
             raise InvalidMessage(
                 f"the payload of schedule {message.schedule_id} nests {depth} levels deep;"
                 f" MySQL/MariaDB JSON takes at most {MAX_JSON_DEPTH}"
@@ -123,7 +68,7 @@ def _duplicate(exc: StoreError) -> bool:
     return isinstance(cause, pymysql.IntegrityError) and cause.args[0] == _DUPLICATE_KEY
 
 
-class MysqlScheduleStore(SqlScheduleStore):
+class MysqlScheduleStore(ServerStore):
     """Schedules in a MySQL or MariaDB table, shared by every worker that can reach it.
 
     Open it with :meth:`open`; close it (or use it as a context manager) to release its
@@ -133,7 +78,11 @@ class MysqlScheduleStore(SqlScheduleStore):
     chained to the original; no message shows the password.
     """
 
-    _list_statement = staticmethod(list_statement)
+    _name = "MysqlScheduleStore"
+    _codec = codec
+    _session = MysqlSession
+    _db: Connections
+    _sql: Statements
     _regex_flags = "(?s)"
 
     def __init__(
@@ -155,9 +104,6 @@ class MysqlScheduleStore(SqlScheduleStore):
             self._run_sql = run_statements(table)
             self._sweep_runs = sweep_runs(table)
         self._db = Connections(url, table=table, timeouts=timeouts, pool_max_size=pool)
-        self._where = self._db.where
-        self._codec = codec
-        self._place = f"table {table!r} at {self._where}"
 
     @classmethod
     def open(
@@ -190,10 +136,7 @@ class MysqlScheduleStore(SqlScheduleStore):
         once. Every argument is checked before anything connects
         (:class:`InvalidConfiguration` naming it and the value).
         """
-        validate_table_name(table)
-        if not isinstance(clock, Clock):
-            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        check_flag("create", create)
+        check_open(table, clock, create)
         if (
             isinstance(pool_max_size, bool)
             or not isinstance(pool_max_size, int)
@@ -226,31 +169,21 @@ class MysqlScheduleStore(SqlScheduleStore):
             url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size, version=version
         )
 
-    # -- plumbing ----------------------------------------------------------------
+    @staticmethod
+    def _shared() -> Any:
+        from . import transaction
 
-    def __repr__(self) -> str:
-        return f"MysqlScheduleStore({self._where!r}, table={self._table!r})"
+        return transaction
 
     @contextmanager
-    def _write(
-        self, what: str, *, worker: bool = False, atomic: bool = True
-    ) -> Iterator[MysqlSession]:
-        """A transaction on one pooled connection (``atomic=False`` outside the worker:
-        the statements in autocommit); after the commit, the change signal."""
-        with self._db.connection(what) as conn:
-            tx = MysqlSession(conn)
-            if atomic or worker:
-                conn.begin()
-                yield tx
-                conn.commit()
-            else:
-                yield tx
-        if tx.woken:
-            self.changes.notify()
-
-    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
-        with self._db.connection(what) as conn:
-            return MysqlSession(conn).fetch(statement, params)
+    def _transaction(self, conn: Conn[Any], atomic: bool, worker: bool) -> Iterator[None]:
+        """``atomic=False`` outside the worker: the statements in autocommit."""
+        if atomic or worker:
+            conn.begin()
+            yield
+            conn.commit()
+        else:
+            yield
 
     def _lock_statement(self) -> Any:
         return self._sql.lock_row
@@ -258,16 +191,9 @@ class MysqlScheduleStore(SqlScheduleStore):
     def _row_params(self, record: ScheduleRecord) -> dict[str, Any]:
         return record_params(record)
 
-    def _prune_statements(self, column: str) -> tuple[Any, Any]:
-        return prune_statements(self._table, column)
-
-    def _replay_statements(self, ids: list[uuid.UUID], now: datetime) -> list[tuple[Any, Any]]:
-        params = {"ids": tuple(sid.bytes for sid in ids), "now": encode_instant(now)}
-        return [(replay_statement(self._table), params)]
-
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
         now = self._now()
-        [row] = self._read("stats", stats_statement(self._table), {"now": encode_instant(now)})
+        [row] = self._read("stats", self._sql.stats, {"now": encode_instant(now)})
         row = [int(v) if i not in (7, 9) else v for i, v in enumerate(row)]
         for index in (7, 9):
             if row[index] is not None:
@@ -275,13 +201,6 @@ class MysqlScheduleStore(SqlScheduleStore):
         return now, row
 
     # -- writing -------------------------------------------------------------------
-
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        """``connection``: a ``pymysql`` connection on this database with a transaction
-        open: the row is written inside it (:func:`.transaction.insert_within`)."""
-        self.insert_many([message], max_attempts, connection=connection)
 
     def insert_many(
         self,
@@ -297,11 +216,13 @@ class MysqlScheduleStore(SqlScheduleStore):
         if not messages and connection is None:
             return
         now = encode_instant(taken)
-        rows = [_message_params(m, max_attempts, now) for m in messages]
+        more = {"max_attempts": max_attempts, "now": now}
+        rows = [
+            {**dict(zip(INSERT_COLUMNS, self._insert_row(m), strict=True)), **more}
+            for m in messages
+        ]
         if connection is not None:
-            from .transaction import insert_within
-
-            insert_within(self, connection, messages, rows)
+            self._shared().insert_within(self, connection, messages, rows)
             return
         if len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", _NAME_HELD)
@@ -335,9 +256,6 @@ class MysqlScheduleStore(SqlScheduleStore):
         rows: list[Any] = tx.fetch(self._sql.leased, {"ids": ids})
         return rows
 
-    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
-        return codec.decode(row).leased()
-
     def dead_letter_exhausted(self) -> int:
         params = {"now": encode_instant(self._now()), "error": SWEEP_ERROR, "kept": SWEEP_KEPT}
         # every poll cycle runs this: a read says when there is nothing to do, without
@@ -354,19 +272,6 @@ class MysqlScheduleStore(SqlScheduleStore):
         [row] = self._read("next_wakeup", self._sql.next_wakeup, None)
         found = [value.replace(tzinfo=UTC) for value in row if value is not None]
         return to_utc_ms(min(found), "next_wakeup") if found else None
-
-    def _runner_type(self) -> Callable[..., Any]:
-        from .transaction import MysqlTransactionRunner
-
-        return MysqlTransactionRunner
-
-    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        """See :meth:`ScheduleStore.modify_within`: through the caller's ``pymysql``
-        connection, the row locked ``FOR UPDATE`` (:func:`.transaction.modify_within`)."""
-        from ..checks import check_schedule_id
-        from .transaction import modify_within
-
-        return modify_within(self, connection, check_schedule_id(schedule_id), plan)
 
     # -- copying rows between stores ---------------------------------------------------
 
@@ -395,14 +300,3 @@ class MysqlScheduleStore(SqlScheduleStore):
         if fresh:
             self.changes.notify()
         return len(fresh)
-
-    # -- lifetime ----------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the pooled connections; later calls raise :class:`StoreError`. Idempotent."""
-        self._db.close()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._db.closed

@@ -1,72 +1,38 @@
-"""Transactions the application shares with the MySQL store.
-
-- :func:`insert_within` and :func:`modify_within`: the write goes through the caller's
-  ``pymysql`` connection inside its open transaction, under a savepoint; nothing is
-  committed here. Workers see the caller's commit at their next poll.
-- :class:`MysqlTransactionRunner`: the MySQL side of
-  :class:`~hexeract_lite.transactional.TransactionalSink`. At the deadline a watchdog
-  kills the session (``KILL CONNECTION``), rolling it back; a handler that returns
-  after the deadline is rolled back.
-"""
+"""Transactions the application shares with the MySQL store: writes through the
+caller's ``pymysql`` connection under a savepoint (workers see its commit at their next
+poll), and the transactional sink's runner."""
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, suppress
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymysql
 from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
-from ...settle import Acknowledged, DispatchResult
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner, savepoint
+from ..sql.runner import ServerRunner, savepoint
 from .session import MysqlSession
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from ...message import ScheduledMessage
-    from ...settlement import Settlement, SettlementKind
-    from ...snapshot import LeasedOccurrence
-    from ..record import ScheduleRecord
-    from ..settle_plan import PlannedSettlement
-    from ..signal import ChangeSignal
-    from .connections import Connections
+    from ..sql.server import ServerStore
 
-__all__ = ["MysqlTransactionRunner", "insert_within", "modify_within"]
+__all__ = ["MysqlTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
 _log = package_logger(__name__)
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"
 
 
-class StoreSide(Protocol):
-    """What a shared transaction uses of the store (the store passes itself)."""
-
-    _sql: Any
-    _db: Connections
-    _where: str
-
-    changes: ChangeSignal
-
-    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]: ...
-
-    def _row_params(self, record: ScheduleRecord) -> dict[str, Any]: ...
-
-    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
-
-    def _settle_statement(self, kind: SettlementKind) -> Any: ...
-
-
-def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connection[Any]:
+def _check(store: ServerStore, connection: object, what: str) -> pymysql.Connection[Any]:
     """The caller's connection, when it is open, in a transaction, on the store's
     server and database."""
     if not isinstance(connection, pymysql.Connection):
@@ -99,15 +65,12 @@ def _check(store: StoreSide, connection: object, what: str) -> pymysql.Connectio
     return connection
 
 
-def _savepoint(
-    store: StoreSide, conn: pymysql.Connection[Any], what: str
-) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint` in the caller's transaction."""
+def _savepoint(store: ServerStore, conn: pymysql.Connection[Any], what: str) -> Any:
     return savepoint(MysqlSession(conn).execute, (pymysql.MySQLError,), what, store._where)
 
 
 def insert_within(
-    store: StoreSide,
+    store: ServerStore,
     connection: object,
     messages: Sequence[ScheduledMessage],
     rows: list[dict[str, Any]],
@@ -136,7 +99,7 @@ def insert_within(
 
 
 def modify_within(
-    store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+    store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
     """Lock the row of ``schedule_id`` through the caller's connection, run ``plan``
     and write back the record it returns, inside the caller's transaction; return the
@@ -153,32 +116,15 @@ def modify_within(
 
 
 _MARK = "hexeract_sink_transaction"
-"""A savepoint set after the acknowledgement: it exists while the sink's transaction does."""
-
+"""A savepoint set first in the sink's transaction: it exists while the transaction does."""
 _NO_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST
 
 
-def _still_open(conn: pymysql.Connection[Any], handler: object) -> None:
-    """Raise :class:`DispatchError` if ``handler`` ended the sink's transaction: a
-    ``COMMIT`` or ``ROLLBACK`` (as SQL or through ``commit()``/``rollback()``/``begin()``)
-    or a statement that commits implicitly (DDL) drops every savepoint."""
-    try:
-        conn.query(f"RELEASE SAVEPOINT {_MARK}")
-    except pymysql.OperationalError as exc:
-        if exc.args[0] != _NO_SAVEPOINT:
-            raise
-        raise DispatchError(
-            f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
-            " ROLLBACK, begin() or a statement that commits implicitly); its writes after"
-            " that were rolled back. A handler must leave the transaction to the sink"
-        ) from None
+class MysqlTransactionRunner(ServerRunner):
+    """:class:`ServerRunner` on MySQL: at the deadline the watchdog kills the session;
+    a handler ending the transaction itself is rolled back."""
 
-
-class MysqlTransactionRunner(TransactionRunner):
-    """:class:`TransactionRunner` on MySQL: at the deadline the watchdog kills the
-    session; a handler returning late, or ending the transaction itself, is rolled back."""
-
-    _store: StoreSide
+    _errors = (pymysql.MySQLError,)
     _conn: pymysql.Connection[Any] | None
 
     def _connection(self) -> pymysql.Connection[Any]:
@@ -191,7 +137,9 @@ class MysqlTransactionRunner(TransactionRunner):
             conn.autocommit(False)
         return self._conn
 
-    def _kill(self, thread_id: int) -> Callable[[], None]:
+    def _ender(self, conn: pymysql.Connection[Any]) -> Callable[[], None]:
+        thread_id: int = conn.thread_id()  # type: ignore[no-untyped-call]
+
         def end() -> None:
             try:
                 with self._store._db.connection("ending a transactional dispatch") as c:
@@ -201,50 +149,36 @@ class MysqlTransactionRunner(TransactionRunner):
 
         return end
 
-    def run(self, occ: LeasedOccurrence) -> DispatchResult:
-        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
-        from ...transactional import bad_return, timed_out
+    @contextmanager
+    def _transaction(self, conn: pymysql.Connection[Any]) -> Iterator[None]:
+        conn.begin()
+        yield
+        conn.commit()
 
-        store = self._store
-        planned = self._acknowledgement(occ)
-        if isinstance(planned, Acknowledged):
-            return planned
-        settlement, statement, params = planned
-        deadline = time.monotonic() + self._timeout
+    def _opened(self, conn: pymysql.Connection[Any]) -> None:
+        conn.query(f"SAVEPOINT {_MARK}")
+
+    def _check_after(self, conn: pymysql.Connection[Any], opened: Any) -> None:
+        # a COMMIT or ROLLBACK (as SQL or through commit()/rollback()/begin()) or a
+        # statement that commits implicitly (DDL) drops every savepoint
         try:
-            conn = self._connection()
-        except pymysql.MySQLError as exc:
-            return self._cannot_connect(exc)
-        thread: int = conn.thread_id()  # type: ignore[no-untyped-call]
-        self._watchdog.arm(self._timeout, self._kill(thread))
-        try:
-            conn.begin()
-            if MysqlSession(conn).execute(statement, params) != 1:
-                raise Fenced()
-            conn.query(f"SAVEPOINT {_MARK}")
-            began = time.monotonic()
-            returned = self._handler(occ.message, conn)
-            if returned is not None:
-                raise bad_return(self._handler, returned)
-            _still_open(conn, self._handler)
-            if time.monotonic() > deadline:
-                raise timed_out(self._timeout, None)
-            if self._runs is not None:
-                MysqlSession(conn).execute(self._runs.insert, self._run_row(occ, began))
-            conn.commit()
-        except BaseException as exc:
-            fired = self._watchdog.disarm()
+            conn.query(f"RELEASE SAVEPOINT {_MARK}")
+        except pymysql.OperationalError as exc:
+            if exc.args[0] != _NO_SAVEPOINT:
+                raise
+            raise DispatchError(
+                f"transactional handler {self._handler!r:.80} ended the sink's transaction"
+                " (COMMIT, ROLLBACK, begin() or a statement that commits implicitly); its"
+                " writes after that were rolled back. A handler must leave the transaction"
+                " to the sink"
+            ) from None
+
+    def _settled(self, conn: pymysql.Connection[Any], fired: bool, failed: bool) -> None:
+        if failed:
             with suppress(Exception):
                 conn.rollback()
-            if fired or not conn.open:
-                self.close()
-            if isinstance(exc, Fenced):
-                return Acknowledged(settlement=settlement, applied=False)
-            if fired:
-                return DispatchResult.failed(timed_out(self._timeout, exc))
-            return DispatchResult.failed(exc)
-        if self._watchdog.disarm():
+        if fired or not conn.open:
             self.close()
-        if settlement.wakes:
-            store.changes.notify()
-        return Acknowledged(settlement=settlement, applied=True)
+
+
+Runner = MysqlTransactionRunner

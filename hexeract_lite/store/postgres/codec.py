@@ -6,7 +6,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, LiteralString
 
@@ -16,9 +16,9 @@ from psycopg.pq import Format
 
 from ..._json import strict_loads
 from ..._time import to_utc_ms
-from ...snapshot import MalformedSchedule, ScheduleStatus
 from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
 from ..record import ScheduleRecord, message_problem
+from ..sql.codec import RowCodec
 
 __all__ = [
     "ARRAY_TYPES",
@@ -56,7 +56,6 @@ ARRAY_TYPES: dict[ColumnKind, LiteralString] = {
 TEXT_COLUMNS: tuple[str, ...] = columns_of_kind(_K.TEXT)
 """The text columns (the payload is JSON, checked by the server)."""
 
-_INDEX = {name: index for index, name in enumerate(COLUMN_NAMES)}
 assert tuple(f.name for f in ScheduleRecord.__attrs_attrs__) == COLUMN_NAMES
 
 
@@ -152,8 +151,8 @@ def _canonical_json(text: str) -> str:
     return json.dumps(strict_loads(text), ensure_ascii=False, separators=(",", ":"))
 
 
-def _instant(value: datetime | None) -> datetime | None:
-    return None if value is None else to_utc_ms(value, "timestamp")
+def _instant(value: datetime) -> datetime:
+    return to_utc_ms(value, "timestamp")
 
 
 def same(value: Any) -> Any:
@@ -180,44 +179,11 @@ def whole_ms(delta: timedelta) -> int:
     return delta // _ONE_MS
 
 
-_DECODERS: dict[ColumnKind, Callable[[Any], Any]] = {
-    _K.ID: same,
-    _K.TEXT: same,
-    _K.JSON: _canonical_json,
-    _K.INSTANT: _instant,
-    _K.INT: same,
-    _K.BIGINT: same,
-    _K.BOOL: bool,
-}
-_ROW_DECODERS = tuple(_DECODERS[column.kind] for column in COLUMNS)
-_REQUIRED = tuple(index for index, column in enumerate(COLUMNS) if column.required)
-
-
-def record(row: Sequence[Any]) -> ScheduleRecord:
-    """A row of :func:`select_list` as a record; raises on an undecodable value."""
-    values = [decode(value) for decode, value in zip(_ROW_DECODERS, row, strict=False)]
-    for index in _REQUIRED:
-        if values[index] is None:
-            raise ValueError(f"{COLUMN_NAMES[index]} is NULL")
-    return ScheduleRecord(*values)
-
-
-decode = record
-"""The codec's name for :func:`record`."""
-
-
-def row_label(row: Sequence[Any]) -> str:
-    """The row's schedule id as text (a repr when it is not a UUID)."""
-    sid = row[0]
-    return str(sid) if isinstance(sid, uuid.UUID) else repr(sid)[:60]
-
-
 def diagnose(row: Sequence[Any]) -> str:
     """Which column makes a row undecodable, and why ('' when none is found)."""
     if not isinstance(row[0], uuid.UUID):
         return f"schedule_id is not a UUID: {row[0]!r:.60}"
-    for column in COLUMNS:
-        value = row[_INDEX[column.name]]
+    for column, value in zip(COLUMNS, row, strict=False):
         if value is None:
             if column.required:
                 return f"{column.name} is NULL"
@@ -232,31 +198,18 @@ def diagnose(row: Sequence[Any]) -> str:
     return message_problem(row)
 
 
-def why(row: Sequence[Any], exc: BaseException) -> str:
-    """Why a row did not decode: the column :func:`diagnose` names, else the exception."""
-    return diagnose(row) or f"{type(exc).__name__}: {exc}"
-
-
-def _status(row: Sequence[Any]) -> ScheduleStatus | None:
-    """The row's status when the columns it derives from decode, else None."""
-    names = ("delivered_at", "cancelled_at", "dead_lettered_at")
-    values = [row[_INDEX[name]] for name in names]
-    paused = row[_INDEX["paused"]]
-    if any(v is not None and not isinstance(v, datetime) for v in values) or not isinstance(
-        paused, bool
-    ):
-        return None
-    return ScheduleStatus.derive(
-        delivered_at=values[0], cancelled_at=values[1], dead_lettered_at=values[2], paused=paused
-    )
-
-
-def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
-    """What a listing shows in place of a row it cannot decode."""
-    sid = row[0]
-    return MalformedSchedule(
-        schedule_id=sid if isinstance(sid, uuid.UUID) else None,
-        raw_id=row_label(row),
-        reason=why(row, exc),
-        status=_status(row),
-    )
+_CODEC = RowCodec(
+    {
+        _K.ID: same,
+        _K.TEXT: same,
+        _K.JSON: _canonical_json,
+        _K.INSTANT: _instant,
+        _K.INT: same,
+        _K.BIGINT: same,
+        _K.BOOL: bool,
+    },
+    diagnose,
+)
+record = decode = _CODEC.decode
+"""A row of :func:`select_list` as a record; raises on an undecodable value."""
+row_label, why, malformed = _CODEC.row_label, _CODEC.why, _CODEC.malformed

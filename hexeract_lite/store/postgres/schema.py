@@ -10,7 +10,6 @@ ladder.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
@@ -190,25 +189,23 @@ def reference_ddl(table: str = DEFAULT_TABLE) -> str:
 # -- the upgrade ladder ----------------------------------------------------------------
 
 
-def _upgrade_to_1(conn: psycopg.Connection[Any], table: str) -> None:
-    """0 → 1: hexeract_lite's three indexes (this step's own definitions)."""
-    conn.execute(
+def _steps(table: str) -> tuple[str, ...]:
+    """``_steps(table)[v]`` moves a table from version v to v + 1, idempotently (each
+    step with its own definitions): the ladder run again from 0 on a table further
+    along repairs it and changes nothing else."""
+    add = f"ALTER TABLE {quote_ident(table)} ADD COLUMN IF NOT EXISTS"
+    pending = PENDING_PREDICATE
+    declared = dict(POSTGRES_COLUMNS)
+    return (
         _index_ddl(
             table,
             (
                 *REFERENCE_INDEXES,
-                ("claim", "scheduled_for, schedule_id", PENDING_PREDICATE),
-                ("leased", "leased_until", f"leased_until IS NOT NULL AND {PENDING_PREDICATE}"),
-                ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
+                ("claim", "scheduled_for, schedule_id", pending),
+                ("leased", "leased_until", f"leased_until IS NOT NULL AND {pending}"),
+                ("exhausted", "leased_until", f"attempts >= max_attempts AND {pending}"),
             ),
-        ).encode()
-    )
-
-
-def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
-    """1 → 2: the ``due`` and ``reclaim`` indexes replace ``claim`` and ``leased``."""
-    pending = PENDING_PREDICATE
-    conn.execute(
+        ),
         _index_ddl(
             table,
             (
@@ -219,67 +216,28 @@ def _upgrade_to_2(conn: psycopg.Connection[Any], table: str) -> None:
                     f"leased_until IS NOT NULL AND {pending}",
                 ),
             ),
-        ).encode()
-    )
-    for suffix in ("claim", "leased"):
-        name = quote_ident(postgres_index_name(table, suffix))
-        conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
-
-
-def _upgrade_to_3(conn: psycopg.Connection[Any], table: str) -> None:
-    """2 → 3: the nullable ``name`` and ``next_after_lease`` columns, ``name`` unique."""
-    qtable = quote_ident(table)
-    conn.execute(f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS name TEXT".encode())
-    conn.execute(
-        f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS next_after_lease TIMESTAMPTZ".encode()
-    )
-    conn.execute(_index_ddl(table, (("name", "name", "name IS NOT NULL"),), unique=True).encode())
-
-
-def _upgrade_to_4(conn: psycopg.Connection[Any], table: str) -> None:
-    """3 → 4: the nullable ``misfire_grace_ms`` column."""
-    qtable = quote_ident(table)
-    conn.execute(f"ALTER TABLE {qtable} ADD COLUMN IF NOT EXISTS misfire_grace_ms BIGINT".encode())
-
-
-def _upgrade_to_5(conn: psycopg.Connection[Any], table: str) -> None:
-    """4 → 5: delivered and cancelled rows indexed by when they ended."""
-    conn.execute(
+        )
+        + "".join(
+            f"DROP INDEX IF EXISTS {quote_ident(postgres_index_name(table, suffix))};\n"
+            for suffix in ("claim", "leased")
+        ),
+        f"{add} name TEXT;\n{add} next_after_lease TIMESTAMPTZ;\n"
+        + _index_ddl(table, (("name", "name", "name IS NOT NULL"),), unique=True),
+        f"{add} misfire_grace_ms BIGINT",
         _index_ddl(
             table,
             (
                 ("delivered", "delivered_at", "delivered_at IS NOT NULL"),
                 ("cancelled", "cancelled_at", "cancelled_at IS NOT NULL"),
             ),
-        ).encode()
+        ),
+        postgres_runs_ddl(table),
+        f"ALTER TABLE {quote_ident(table)} "
+        + ", ".join(f"ADD COLUMN IF NOT EXISTS {n} {declared[n]}" for n in POLICY_COLUMNS),
     )
 
 
-def _upgrade_to_6(conn: psycopg.Connection[Any], table: str) -> None:
-    """5 → 6: the run log's table."""
-    conn.execute(postgres_runs_ddl(table).encode())
-
-
-def _upgrade_to_7(conn: psycopg.Connection[Any], table: str) -> None:
-    """6 → 7: the nullable policy and long-handler columns."""
-    qtable = quote_ident(table)
-    declared = dict(POSTGRES_COLUMNS)
-    adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {n} {declared[n]}" for n in POLICY_COLUMNS)
-    conn.execute(f"ALTER TABLE {qtable} {adds}".encode())
-
-
-_UPGRADES: tuple[Callable[[psycopg.Connection[Any], str], None], ...] = (
-    _upgrade_to_1,
-    _upgrade_to_2,
-    _upgrade_to_3,
-    _upgrade_to_4,
-    _upgrade_to_5,
-    _upgrade_to_6,
-    _upgrade_to_7,
-)
-"""``_UPGRADES[v]`` moves a table from version v to v + 1, idempotently: the ladder run
-again from 0 on a table further along repairs it and changes nothing else."""
-assert len(_UPGRADES) == SCHEMA_VERSION
+assert len(_steps(DEFAULT_TABLE)) == SCHEMA_VERSION
 
 
 def lock_key(table: str) -> int:
@@ -384,8 +342,8 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
         else:
             _check_columns(conn, table, where)
             start = 0 if version is None or _missing_indexes(conn, table) else version
-            for step in _UPGRADES[start:]:
-                step(conn, table)
+            for step in _steps(table)[start:]:
+                conn.execute(step.encode())
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {quote_ident(META_TABLE)}"
             " (table_name TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL)".encode()

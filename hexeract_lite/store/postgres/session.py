@@ -16,6 +16,7 @@ from psycopg_pool import PoolTimeout
 from ...errors import InvalidConfiguration, StoreError
 from ...redact import scrub
 from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
+from ..sql.server import ServerSession
 from .codec import fetch_rows
 
 __all__ = ["PostgresSession", "Timeouts", "store_error"]
@@ -57,21 +58,14 @@ class Timeouts:
     statement: timedelta
 
     @classmethod
-    def checked(
-        cls,
-        *,
-        connect: object,
-        pool: object,
-        lock: object,
-        statement: object,
-    ) -> Timeouts:
+    def checked(cls, **values: object) -> Timeouts:
         """Each a :class:`timedelta` from 1 ms (``connect``: 2 s) to 2**31 - 1 ms;
         anything else raises :class:`InvalidConfiguration` naming it and the value."""
         return cls(
-            connect=_check("connect_timeout", connect, whole_seconds=True),
-            pool=_check("pool_timeout", pool),
-            lock=_check("lock_timeout", lock),
-            statement=_check("statement_timeout", statement),
+            **{
+                n: _check(f"{n}_timeout", v, whole_seconds=n == "connect")
+                for n, v in values.items()
+            }
         )
 
     def connect_seconds(self) -> int:
@@ -111,16 +105,11 @@ def store_error(
     return StoreError(f"{prefix}: {detail}")
 
 
-class PostgresSession:
-    """A pooled connection inside one transaction (or one statement) as the SQL base
-    uses it (:class:`~hexeract_lite.store.sql.dialect.Session`)."""
+class PostgresSession(ServerSession):
+    """A pooled connection as the SQL base uses it; statements run in one pipeline."""
 
-    __slots__ = ("conn", "others", "woken")
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
-        self.woken = False
-        self.others = False
+    __slots__ = ()
+    conn: psycopg.Connection[Any]
 
     def execute(self, statement: Any, params: Any = ()) -> int:
         """Run a statement; the rows it changed."""
@@ -128,19 +117,12 @@ class PostgresSession:
 
     def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
         """Run the statements in one pipeline (one round trip); the rows each changed."""
-        conn = self.conn
         if not statements:
             return []
-        with conn.pipeline():
-            cursors = [conn.execute(statement, params) for statement, params in statements]
+        with self.conn.pipeline():
+            cursors = [self.conn.execute(statement, params) for statement, params in statements]
         return [cur.rowcount for cur in cursors]
 
-    def fetch(self, statement: Any, params: Any = ()) -> list[tuple[Any, ...]]:
+    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; its rows (a value the driver cannot load as its text)."""
         return fetch_rows(self.conn.execute(statement, params))
-
-    def wake(self, others: bool = True) -> None:
-        """After the commit: notify the store's change signal and, with ``others``,
-        the listeners of other processes (``NOTIFY``)."""
-        self.woken = True
-        self.others = self.others or others

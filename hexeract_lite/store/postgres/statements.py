@@ -1,4 +1,5 @@
-"""Every SQL statement of the PostgreSQL store, composed once per table and clock mode.
+"""Every SQL statement of the PostgreSQL store (its run log's too), composed once per
+table and clock mode.
 
 Instants are bound parameters from the store's clock (``now``, ``until``,
 ``deadline``), or, with ``use_database_clock``, the server's
@@ -7,65 +8,65 @@ Instants are bound parameters from the store's clock (``now``, ``until``,
 
 from __future__ import annotations
 
-from typing import LiteralString
+import uuid
+from collections.abc import Sequence
+from typing import Any, LiteralString
 
 from psycopg import sql
 
-from ...snapshot import ScheduleStatus
-from ..columns import COLUMNS, ColumnKind
-from ..listing import postgres_status_where
-from ..schema import REPLAYED, counted
-from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
-from ..sql.statements import SharedStatements
-from .codec import ARRAY_TYPES, select_list
+from ..._time import to_utc_ms
+from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from ..sql.runs import RUN_COLUMNS, RunStatements
+from ..sql.statements import INSERT_COLUMNS, NOT_TERMINAL, SharedStatements
+from .codec import ARRAY_TYPES, same, select_list
 from .schema import (
     LEASED_PREDICATE,
     PENDING_PREDICATE,
     RECLAIM_KEY,
     UNLEASED_PREDICATE,
+    quote_ident,
+    runs_table_name,
 )
 
-__all__ = [
-    "NOT_TERMINAL",
-    "Statements",
-    "list_statement",
-    "prune_statements",
-    "replay_statement",
-    "stats_statement",
-]
+__all__ = ["RUNS_VERSION", "Statements", "run_statements", "sweep_runs"]
 
-NOT_TERMINAL: LiteralString = (
-    "delivered_at IS NULL AND cancelled_at IS NULL AND dead_lettered_at IS NULL"
-)
-_PENDING: LiteralString = PENDING_PREDICATE
+_KIND = {c.name: c.kind for c in COLUMNS}
 
 
-def _import_rows(t: sql.Identifier) -> sql.Composed:
-    """``INSERT ... SELECT ... FROM unnest(<one array per column>)``: every column as
-    given, the arrays sent in binary (quoting their text form cost more than the INSERT)."""
-    names = sql.SQL(", ").join(sql.Identifier(c.name) for c in COLUMNS)
+def _unnest(
+    t: sql.Identifier,
+    names: Sequence[str],
+    fmt: str,
+    more: LiteralString = "",
+    values: LiteralString = "",
+    **extra: sql.Composable,
+) -> sql.Composed:
+    """``INSERT ... SELECT ... FROM unnest(<one array per column>)``, ``more`` columns
+    set to ``values``; an id already stored is skipped."""
+    columns = sql.SQL(", ").join(sql.Identifier(n) for n in names)
     picks = sql.SQL(", ").join(
-        sql.SQL("u.{}::jsonb" if c.kind is ColumnKind.JSON else "u.{}").format(
-            sql.Identifier(c.name)
-        )
-        for c in COLUMNS
+        sql.SQL("u.{}::jsonb" if _KIND[n] is ColumnKind.JSON else "u.{}").format(sql.Identifier(n))
+        for n in names
     )
     arrays = sql.SQL(", ").join(
-        sql.SQL("{}::{}[]").format(sql.Placeholder(c.name, "b"), sql.SQL(ARRAY_TYPES[c.kind]))
-        for c in COLUMNS
+        sql.SQL("{}::{}[]").format(sql.Placeholder(n, fmt), sql.SQL(ARRAY_TYPES[_KIND[n]]))
+        for n in names
     )
     return sql.SQL(
-        "INSERT INTO {t} ({names}) SELECT {picks} FROM unnest({arrays}) AS u({names})"
-        " ON CONFLICT (schedule_id) DO NOTHING"
-    ).format(t=t, names=names, picks=picks, arrays=arrays)
-
-
-_COUNTED = sql.SQL(counted("%(counted)s"))
-_REPLAYED = sql.SQL(REPLAYED)
+        "INSERT INTO {t} ({columns}" + more + ") SELECT {picks}" + values + " FROM"
+        " unnest({arrays}) AS u({columns}) ON CONFLICT (schedule_id) DO NOTHING"
+    ).format(t=t, columns=columns, picks=picks, arrays=arrays, **extra)
 
 
 class Statements(SharedStatements):
     """Every statement of one store, composed once with the table name and the clock."""
+
+    # the delete repeats the condition outside its subquery, so a row another
+    # transaction changed meanwhile is kept
+    _prune_delete = (
+        "DELETE FROM {t} WHERE schedule_id IN (SELECT schedule_id FROM {t} WHERE {w}"
+        " LIMIT %(n)s) AND {w}"
+    )
 
     def __init__(self, table: str, use_database_clock: bool) -> None:
         t = sql.Identifier(table)
@@ -86,39 +87,28 @@ class Statements(SharedStatements):
                 now=now,
                 cols=cols,
                 not_terminal=sql.SQL(NOT_TERMINAL),
-                pending=sql.SQL(_PENDING),
+                pending=sql.SQL(PENDING_PREDICATE),
                 unleased=sql.SQL(UNLEASED_PREDICATE),
                 leased=sql.SQL(LEASED_PREDICATE),
                 reclaim_key=sql.SQL(RECLAIM_KEY),
-                counted=_COUNTED,
-                replayed=_REPLAYED,
                 deadline=deadline,
+                regexp=sql.SQL("~"),
+                in_ids=sql.SQL("= ANY(%(ids)s)"),
+                int8=sql.SQL("::int8"),
+                jsonb=sql.SQL("::jsonb"),
                 **extra,
             )
 
         super().__init__(q)
 
-        self.insert = q(
-            "INSERT INTO {t} (schedule_id, event_type, payload, trigger_kind, cron_expr,"
-            " scheduled_for, target_kind, target_routing_key, attempts, max_attempts,"
-            " leased_until, paused, last_error, created_at, name, misfire_grace_ms, end_at,"
-            " max_firings, jitter_ms, jitter_offset_ms, catch_up, catch_up_limit)"
-            " SELECT u.id, u.event_type, u.payload::jsonb, u.trigger_kind, u.cron_expr,"
-            " u.scheduled_for, u.target_kind, u.routing_key, 0, %(max_attempts)s,"
-            " NULL, FALSE, NULL, {now}, u.name, u.grace, u.end_at, u.max_firings,"
-            " u.jitter_ms, u.jitter_offset_ms, u.catch_up, u.catch_up_limit"
-            " FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(payloads)s::text[],"
-            " %(trigger_kinds)s::text[], %(cron_exprs)s::text[],"
-            " %(scheduled_fors)s::timestamptz[], %(target_kinds)s::text[],"
-            " %(routing_keys)s::text[], %(names)s::text[], %(graces)s::int8[],"
-            " %(end_ats)s::timestamptz[], %(max_firings)s::int8[], %(jitter_ms)s::int8[],"
-            " %(jitter_offset_ms)s::int8[], %(catch_ups)s::text[], %(catch_up_limits)s::int4[])"
-            " AS u(id, event_type, payload, trigger_kind, cron_expr, scheduled_for,"
-            " target_kind, routing_key, name, grace, end_at, max_firings, jitter_ms,"
-            " jitter_offset_ms, catch_up, catch_up_limit)"
-            " ON CONFLICT (schedule_id) DO NOTHING"
-            " RETURNING schedule_id"
-        )
+        self.insert = _unnest(
+            t,
+            INSERT_COLUMNS,
+            "s",
+            ", attempts, max_attempts, leased_until, paused, last_error, created_at",
+            ", 0, %(max_attempts)s, NULL, FALSE, NULL, {now}",
+            now=now,
+        ) + sql.SQL(" RETURNING schedule_id")
         # One statement over two indexes: fresh rows from idx_due, expired leases from
         # idx_reclaim, each locked skipping rows another claim holds, merged. The
         # always-true lower bound makes the planner read idx_reclaim as a small range
@@ -143,34 +133,6 @@ class Statements(SharedStatements):
             until=until,
             returning=select_list("t"),
         )
-        fence: LiteralString = (
-            " WHERE schedule_id = %(id)s AND leased_until = %(lease)s AND {not_terminal}"
-        )
-        # a change made during the lease (next_after_lease) sets the next firing: the
-        # acknowledgement of the firing in flight moves the schedule there instead
-        self.mark_delivered = q(
-            "UPDATE {t} SET {window}, delivered_at ="
-            " CASE WHEN next_after_lease IS NULL THEN {now} END,"
-            " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
-            " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
-            " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
-            " snoozes = CASE WHEN next_after_lease IS NULL THEN snoozes END,"
-            " {counted}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
-            " THEN jitter_offset_ms END,"
-            " next_after_lease = NULL, leased_until = NULL" + fence,
-            window=sql.SQL(DELIVERED_KEEPS_WINDOW),
-        )
-        self.reschedule = q(
-            "UPDATE {t} SET {window}, scheduled_for = COALESCE(next_after_lease, %(next)s),"
-            " attempts = 0, {counted}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
-            " THEN %(offset)s::int8 END,"
-            " leased_until = NULL, last_error = NULL, next_after_lease = NULL, snoozes = NULL"
-            + fence,
-            window=sql.SQL(rescheduled_keeps_window("%(next)s")),
-        )
-        self.mark_failed = q(
-            "UPDATE {t} SET leased_until = {deadline}, last_error = %(error)s" + fence
-        )
         self.sweep = q(
             "UPDATE {t} SET dead_lettered_at = {now}, leased_until = NULL, last_error ="
             " CASE WHEN last_error IS NULL THEN %(error)s ELSE %(kept)s || last_error END"
@@ -186,26 +148,6 @@ class Statements(SharedStatements):
             "(SELECT {reclaim_key} FROM {t} WHERE {leased} ORDER BY {reclaim_key} LIMIT 1))"
         )
         self.lock_row = q("SELECT {cols}, {now} FROM {t} WHERE schedule_id = %(id)s FOR UPDATE")
-        self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(at)s, {replayed}, attempts = 0,"
-            " leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
-            " next_after_lease = NULL WHERE schedule_id = %(id)s"
-        )
-        # a change in place (ensure, update, reschedule, run now): every column but the
-        # id, as the plan computed it, on the row locked in the same transaction
-        self.write_row = q(
-            "UPDATE {t} SET {sets} WHERE schedule_id = %(schedule_id)s",
-            sets=sql.SQL(", ").join(
-                sql.SQL("{} = {}").format(
-                    sql.Identifier(c.name),
-                    sql.SQL("{}::jsonb" if c.kind is ColumnKind.JSON else "{}").format(
-                        sql.Placeholder(c.name)
-                    ),
-                )
-                for c in COLUMNS
-                if c.name != "schedule_id"
-            ),
-        )
         # names of a group: the prefix compared byte for byte (left(), not LIKE, whose
         # wildcards a name may hold, and not a range, which the collation would decide)
         self.list_named = q(
@@ -213,84 +155,69 @@ class Statements(SharedStatements):
             ' AND left(name, %(length)s) = %(prefix)s ORDER BY name COLLATE "C"'
         )
         self.lock_named = self.list_named + q(" FOR UPDATE")
-        self.import_rows = _import_rows(t)
+        self.import_rows = _unnest(t, COLUMN_NAMES, "b")
+        # now, fresh, leased, paused, delivered, cancelled, dead-lettered, due fresh, oldest
+        # fresh, due reclaimable, oldest reclaimable, in backoff, in flight
+        self.stats = q(
+            "SELECT {now},"
+            " (SELECT count(*) FROM {t} WHERE {unleased}),"
+            " (SELECT count(*) FROM {t} WHERE {leased}),"
+            " (SELECT count(*) FROM {t} WHERE {not_terminal} AND paused = TRUE),"
+            " (SELECT count(*) FROM {t} WHERE delivered_at IS NOT NULL),"
+            " (SELECT count(*) FROM {t} WHERE cancelled_at IS NOT NULL),"
+            " (SELECT count(*) FROM {t} WHERE dead_lettered_at IS NOT NULL),"
+            " (SELECT count(*) FROM {t} WHERE {unleased} AND scheduled_for <= {now}),"
+            " (SELECT min(scheduled_for) FROM {t} WHERE {unleased} AND scheduled_for <= {now}),"
+            " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until <= {now}"
+            " AND scheduled_for <= {now}),"
+            " (SELECT min(scheduled_for) FROM {t} WHERE {leased} AND leased_until <= {now}"
+            " AND scheduled_for <= {now}),"
+            " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > {now}"
+            " AND last_error IS NOT NULL),"
+            " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > {now}"
+            " AND last_error IS NULL)"
+        )
 
 
-# -- upkeep: listing by id, replay, stats, prune (each count's WHERE repeats a partial
-# index's condition, so the planner counts on that index)
+# -- the run log: <table>_runs (schema version 6)
+
+RUNS_VERSION = 6
+"""The first schema version with the runs table."""
 
 
-def list_statement(
-    table: str, status: ScheduleStatus | None, glob: bool, after: bool, name: bool = False
-) -> sql.Composed:
-    """A page of the listing in schedule id order (``%(regex)s``, ``%(after)s``,
-    ``%(limit)s`` bound as the flags say); the status condition is constant text."""
-    where: list[sql.Composable] = [sql.SQL(postgres_status_where(status))]
-    if glob:
-        where.append(sql.SQL("event_type ~ %(regex)s"))
-    if name:
-        where.append(sql.SQL("name ~ %(name_regex)s"))
-    if after:
-        where.append(sql.SQL("schedule_id > %(after)s"))
-    text: LiteralString = (
-        "SELECT {cols} FROM {t} WHERE {where} ORDER BY schedule_id LIMIT %(limit)s"
+def _decode_id(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _decode_instant(value: Any) -> Any:
+    return to_utc_ms(value, "timestamp")
+
+
+def run_statements(table: str) -> RunStatements:
+    """The run-log statements of ``table`` (already validated)."""
+    return RunStatements(
+        quote_ident(runs_table_name(table)),
+        hour="date_trunc('hour', finished AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+        encode_id=same,
+        encode_instant=same,
+        decode_id=_decode_id,
+        decode_instant=_decode_instant,
     )
-    return sql.SQL(text).format(
-        cols=select_list(), t=sql.Identifier(table), where=sql.SQL(" AND ").join(where)
-    )
 
 
-def replay_statement(table: str) -> sql.Composed:
-    """Replay the rows of ``%(ids)s`` still dead-lettered, at ``%(now)s``."""
+def sweep_runs(table: str, sweep: sql.Composable) -> sql.Composed:
+    """The sweep (``sweep``, an UPDATE) and its ``swept`` runs in one statement; its
+    row count is how many rows it swept. Binds the sweep's parameters, ``host`` and
+    ``pid``."""
     return sql.SQL(
-        "UPDATE {t} SET scheduled_for = %(now)s, {replayed}, attempts = 0,"
-        " leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
-        " WHERE schedule_id = ANY(%(ids)s) AND dead_lettered_at IS NOT NULL"
-    ).format(t=sql.Identifier(table), replayed=sql.SQL(REPLAYED))
-
-
-def stats_statement(table: str, now: sql.Composable) -> sql.Composed:
-    """One row: now, fresh, leased, paused, delivered, cancelled, dead-lettered, due
-    fresh, oldest fresh, due reclaimable, oldest reclaimable, in backoff, in flight."""
-    text: LiteralString = (
-        "SELECT {now},"
-        " (SELECT count(*) FROM {t} WHERE {fresh}),"
-        " (SELECT count(*) FROM {t} WHERE {leased}),"
-        " (SELECT count(*) FROM {t} WHERE {live} AND paused = TRUE),"
-        " (SELECT count(*) FROM {t} WHERE delivered_at IS NOT NULL),"
-        " (SELECT count(*) FROM {t} WHERE cancelled_at IS NOT NULL),"
-        " (SELECT count(*) FROM {t} WHERE dead_lettered_at IS NOT NULL),"
-        " (SELECT count(*) FROM {t} WHERE {fresh} AND scheduled_for <= {now}),"
-        " (SELECT min(scheduled_for) FROM {t} WHERE {fresh} AND scheduled_for <= {now}),"
-        " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until <= {now}"
-        " AND scheduled_for <= {now}),"
-        " (SELECT min(scheduled_for) FROM {t} WHERE {leased} AND leased_until <= {now}"
-        " AND scheduled_for <= {now}),"
-        " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > {now}"
-        " AND last_error IS NOT NULL),"
-        " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > {now}"
-        " AND last_error IS NULL)"
+        "WITH swept AS ({sweep} RETURNING schedule_id, scheduled_for, attempts,"
+        " dead_lettered_at, last_error)"
+        " INSERT INTO {runs} ({columns})"
+        " SELECT schedule_id, scheduled_for, attempts, NULL, dead_lettered_at, 'swept',"
+        " round(extract(epoch FROM dead_lettered_at - scheduled_for) * 1000)::bigint,"
+        " NULL, %(host)s, %(pid)s, last_error FROM swept"
+    ).format(
+        sweep=sweep,
+        runs=sql.Identifier(runs_table_name(table)),
+        columns=sql.SQL(", ").join(sql.Identifier(c) for c in RUN_COLUMNS),
     )
-    return sql.SQL(text).format(
-        t=sql.Identifier(table),
-        now=now,
-        fresh=sql.SQL(UNLEASED_PREDICATE),
-        leased=sql.SQL(LEASED_PREDICATE),
-        live=sql.SQL("delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"),
-    )
-
-
-def prune_statements(table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
-    """(count, delete a batch) of the rows whose ``column`` (an end instant) is before
-    ``%(cut)s``, ``%(n)s`` rows per delete. The delete repeats the condition outside
-    its subquery, so a row another transaction changed meanwhile is kept."""
-    names = {"t": sql.Identifier(table), "c": sql.Identifier(column)}
-    where: LiteralString = "{c} IS NOT NULL AND {c} < %(cut)s"
-    count = sql.SQL("SELECT count(*) FROM {t} WHERE " + where).format(**names)
-    delete = sql.SQL(
-        "DELETE FROM {t} WHERE schedule_id IN (SELECT schedule_id FROM {t} WHERE "
-        + where
-        + " LIMIT %(n)s) AND "
-        + where
-    ).format(**names)
-    return count, delete

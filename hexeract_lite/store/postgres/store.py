@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
-from psycopg import sql
 
-from ..._log import package_logger
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
@@ -30,32 +28,22 @@ from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
 from ...settlement import Settlement, SettlementKind
-from ...snapshot import LeasedOccurrence
 from ..base import SWEEP_ERROR, SWEEP_KEPT
-from ..changes import Plan
 from ..checks import (
     check_flag,
     check_int32_counts,
     check_max_attempts,
     check_messages,
     check_records,
-    check_schedule_id,
 )
 from ..columns import COLUMN_NAMES
-from ..record import ScheduleRecord, grace_ms, insert_columns
-from ..schema import DEFAULT_TABLE, validate_table_name
+from ..record import ScheduleRecord
+from ..schema import DEFAULT_TABLE
 from ..settle_plan import PlannedSettlement, settle_plan
-from ..sql.dialect import Session
-from ..sql.store import SqlScheduleStore
+from ..sql.server import ServerStore, check_open
+from ..sql.statements import INSERT_COLUMNS
 from . import codec
-from .codec import (
-    TEXT_COLUMNS,
-    fetch_rows,
-    jsonb_text,
-    record,
-    same,
-    whole_ms,
-)
+from .codec import TEXT_COLUMNS, jsonb_text, same, whole_ms
 from .connections import (
     Conn,
     Connections,
@@ -64,7 +52,6 @@ from .connections import (
     conninfo_connect_timeout,
     conninfo_params,
 )
-from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
 from .session import (
     DEFAULT_LOCK_TIMEOUT,
@@ -74,19 +61,9 @@ from .session import (
     Timeouts,
     store_error,
 )
-from .statements import (
-    Statements,
-    list_statement,
-    prune_statements,
-    replay_statement,
-    stats_statement,
-)
+from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
 
 __all__ = ["PostgresScheduleStore"]
-
-_T = TypeVar("_T")
-
-_log = package_logger(__name__)
 
 
 def _is_json(text: str) -> bool:
@@ -102,7 +79,7 @@ def _is_json(text: str) -> bool:
     return True
 
 
-class PostgresScheduleStore(SqlScheduleStore):
+class PostgresScheduleStore(ServerStore):
     """Schedules in a PostgreSQL table, shared by every worker that can reach it.
 
     Open it with :meth:`open`; close it (or use it as a context manager) to release its
@@ -118,7 +95,11 @@ class PostgresScheduleStore(SqlScheduleStore):
     .. versionadded:: 0.1.0
     """
 
-    _list_statement = staticmethod(list_statement)
+    _name = "PostgresScheduleStore"
+    _codec = codec
+    _session = PostgresSession
+    _db: Connections
+    _sql: Statements
 
     def __init__(
         self,
@@ -138,7 +119,6 @@ class PostgresScheduleStore(SqlScheduleStore):
         self._table = table
         self._clock = clock
         self._use_database_clock = use_database_clock
-        self._stats_sql: sql.Composed | None = None
         self._sql = Statements(table, use_database_clock)
         if version >= RUNS_VERSION:
             self._run_sql = run_statements(table)
@@ -152,9 +132,6 @@ class PostgresScheduleStore(SqlScheduleStore):
             listen=listen,
             signal=self.changes.notify,
         )
-        self._where = self._db.where
-        self._codec = codec
-        self._place = f"table {table!r} at {self._where}"
 
     @classmethod
     def open(
@@ -201,10 +178,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         transaction mode) leaves the worker to its polling. Every argument is checked
         before anything connects (:class:`InvalidConfiguration` naming it and the value).
         """
-        validate_table_name(table)
-        if not isinstance(clock, Clock):
-            raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-        check_flag("create", create)
+        check_open(table, clock, create)
         check_flag("use_database_clock", use_database_clock)
         check_flag("listen", listen)
         check_pool_sizes(pool_min_size, pool_max_size)
@@ -240,50 +214,24 @@ class PostgresScheduleStore(SqlScheduleStore):
             version=version,
         )
 
-    # -- plumbing ----------------------------------------------------------------
+    @staticmethod
+    def _shared() -> Any:
+        from . import transaction
+
+        return transaction
 
     @property
     def uses_database_clock(self) -> bool:
         """True when instants come from the server's clock, not :attr:`clock` (unused then)."""
         return self._use_database_clock
 
-    def __repr__(self) -> str:
-        return f"PostgresScheduleStore({self._where!r}, table={self._table!r})"
-
-    def _retry_deadline(self, now: datetime | None, retry_in: timedelta) -> datetime:
-        """``now + retry_in``; past the year 9999: :class:`InvalidConfiguration`."""
-        start = now if now is not None else self._now()
-        try:
-            return to_utc_ms(start + retry_in, "retry deadline")
-        except OverflowError:
-            raise InvalidConfiguration(
-                f"retry_in {retry_in!r} puts the retry deadline past the year 9999"
-                f" (now={start.isoformat()})"
-            ) from None
-
     # -- the SQL base's hooks ------------------------------------------------------
 
-    def _connection(self, action: str) -> AbstractContextManager[Conn]:
-        return self._db.connection(action)
+    def _transaction(self, conn: Conn, atomic: bool, worker: bool) -> AbstractContextManager[Any]:
+        return conn.transaction() if atomic else nullcontext()
 
-    @contextmanager
-    def _write(self, what: str, *, worker: bool = False, atomic: bool = True) -> Iterator[Session]:
-        """A transaction on one pooled connection (``atomic=False``: autocommit)."""
-        with self._connection(what) as conn:
-            tx = PostgresSession(conn)
-            if atomic:
-                with conn.transaction():
-                    yield tx
-            else:
-                yield tx
-            if tx.others:
-                self._db.announce(conn)
-        if tx.woken:
-            self.changes.notify()
-
-    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
-        with self._connection(what) as conn:
-            return fetch_rows(conn.execute(statement, params))
+    def _announce(self, conn: Conn) -> None:
+        self._db.announce(conn)
 
     def _with_now(self, params: dict[str, Any]) -> dict[str, Any]:
         if not self._use_database_clock:
@@ -304,39 +252,16 @@ class PostgresScheduleStore(SqlScheduleStore):
         return params
 
     def _claim_rows(self, tx: Any, claim: dict[str, Any]) -> list[Any]:
-        rows: list[Any] = tx.fetch(self._sql.claim, claim)
-        return rows
-
-    def _leased(self, row: Sequence[Any], claim: dict[str, Any]) -> LeasedOccurrence:
-        return record(row).leased()
-
-    def _prune_statements(self, column: str) -> tuple[Any, Any]:
-        return prune_statements(self._table, column)
-
-    def _replay_statements(
-        self, ids: list[uuid.UUID], now: datetime
-    ) -> list[tuple[Any, dict[str, Any]]]:
-        return [(replay_statement(self._table), {"ids": ids, "now": now})]
+        return list(tx.fetch(self._sql.claim, claim))
 
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
-        if self._stats_sql is None:
-            now: sql.Composable = (
-                sql.SQL("date_trunc('milliseconds', statement_timestamp())")
-                if self._use_database_clock
-                else sql.Placeholder("now")
-            )
-            self._stats_sql = stats_statement(self._table, now)
-        [row] = self._read("stats", self._stats_sql, self._with_now({}))
+        [row] = self._read("stats", self._sql.stats, self._with_now({}))
         return to_utc_ms(row[0], "now"), row[1:]
 
-    # -- writing ---------------------------------------------------------------------
+    def _payload(self, text: str) -> str:
+        return jsonb_text(text)
 
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        """``connection``: a ``psycopg`` connection on this database, a transaction open:
-        the row is written inside it."""
-        self.insert_many([message], max_attempts, connection=connection)
+    # -- writing ---------------------------------------------------------------------
 
     def insert_many(
         self,
@@ -351,35 +276,14 @@ class PostgresScheduleStore(SqlScheduleStore):
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
-        policy = list(zip(*(insert_columns(m) for m in messages), strict=True)) or [()] * 8
-        params = self._with_now(
-            dict(
-                max_attempts=max_attempts,
-                ids=[m.schedule_id for m in messages],
-                event_types=[m.event_type for m in messages],
-                payloads=[jsonb_text(m.payload_json) for m in messages],
-                trigger_kinds=[m.trigger.kind for m in messages],
-                cron_exprs=list(policy[1]),
-                scheduled_fors=list(policy[0]),
-                target_kinds=[m.target.kind for m in messages],
-                routing_keys=[m.target.routing_key for m in messages],
-                names=[m.name for m in messages],
-                graces=[grace_ms(m.misfire_grace) for m in messages],
-                end_ats=list(policy[2]),
-                max_firings=list(policy[3]),
-                jitter_ms=list(policy[4]),
-                jitter_offset_ms=list(policy[5]),
-                catch_ups=list(policy[6]),
-                catch_up_limits=list(policy[7]),
-            )
-        )
+        rows = [self._insert_row(m) for m in messages]
+        params = {n: [row[i] for row in rows] for i, n in enumerate(INSERT_COLUMNS)}
+        params = self._with_now({**params, "max_attempts": max_attempts})
         if connection is not None:
-            from .transaction import insert_within
-
-            insert_within(self, connection, messages, params, self._sql.insert, "insert")
+            self._shared().insert_within(self, connection, messages, params)
             return
         try:
-            with self._connection("insert") as conn:
+            with self._db.connection("insert") as conn:
                 if len(messages) == 1:  # one statement: nothing to undo on a duplicate
                     if conn.execute(self._sql.insert, params).fetchone() is None:
                         raise DuplicateSchedule(messages[0].schedule_id)
@@ -418,10 +322,16 @@ class PostgresScheduleStore(SqlScheduleStore):
         """With ``use_database_clock`` the server sets the deadlines, but a ``retry_in``
         past the year 9999 is still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
-        if now is None:
-            for item in checked:
-                if item.kind is SettlementKind.FAILED and item.retry_in is not None:
-                    self._retry_deadline(None, item.retry_in)
+        for item in checked if now is None else ():
+            if item.kind is SettlementKind.FAILED and item.retry_in is not None:
+                start = self._now()
+                try:
+                    to_utc_ms(start + item.retry_in, "retry deadline")
+                except OverflowError:
+                    raise InvalidConfiguration(
+                        f"retry_in {item.retry_in!r} puts the retry deadline past the year"
+                        f" 9999 (now={start.isoformat()})"
+                    ) from None
         return settle_plan(
             checked,
             now,
@@ -437,7 +347,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         if self._run_sql is not None:
             statement = self._sweep_runs
             params["host"], params["pid"] = this_worker()
-        with self._connection("dead_letter_exhausted") as conn:
+        with self._db.connection("dead_letter_exhausted") as conn:
             return conn.execute(statement, params).rowcount
 
     def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -445,20 +355,10 @@ class PostgresScheduleStore(SqlScheduleStore):
         with tx.conn.cursor() as cur:
             cur.executemany(self._run_sql.insert, rows)
 
-    def _runner_type(self) -> Callable[..., Any]:
-        from .transaction import PostgresTransactionRunner
-
-        return PostgresTransactionRunner
-
     def next_wakeup(self) -> datetime | None:
-        with self._connection("next_wakeup") as conn:
+        with self._db.connection("next_wakeup") as conn:
             row = conn.execute(self._sql.next_wakeup).fetchone()
         return None if row is None or row[0] is None else to_utc_ms(row[0], "next_wakeup")
-
-    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
-        from .transaction import modify_within
-
-        return modify_within(self, connection, check_schedule_id(schedule_id), plan)
 
     # -- copying rows between stores ---------------------------------------------------
 
@@ -482,7 +382,7 @@ class PostgresScheduleStore(SqlScheduleStore):
         params = {name: [getattr(row, name) for row in rows] for name in COLUMN_NAMES}
         params["payload"] = [jsonb_text(row.payload) for row in rows]
         try:
-            with self._connection("import_records") as conn:
+            with self._db.connection("import_records") as conn:
                 inserted: int = conn.execute(self._sql.import_rows, params).rowcount
                 if inserted:
                     self._db.announce(conn)
@@ -505,14 +405,3 @@ class PostgresScheduleStore(SqlScheduleStore):
         if inserted:
             self.changes.notify()
         return inserted
-
-    # -- lifetime ----------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the connection pool; later calls raise :class:`StoreError`. Idempotent."""
-        self._db.close()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._db.closed

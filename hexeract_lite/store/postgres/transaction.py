@@ -1,18 +1,16 @@
-"""Transactions the application shares with the PostgreSQL store.
-
-:func:`insert_within` and :func:`modify_within` write through the caller's ``psycopg``
-connection inside its transaction, under a savepoint, with a ``NOTIFY`` delivered at the
-caller's commit; nothing is committed here.
-"""
+"""Transactions the application shares with the PostgreSQL store: writes through the
+caller's ``psycopg`` connection under a savepoint, a ``NOTIFY`` delivered at its commit,
+and the transactional sink's runner."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -21,56 +19,24 @@ from psycopg.rows import tuple_row
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...message import ScheduledMessage
-from ...settle import Acknowledged, DispatchResult
-from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
-from ..sql.runner import Fenced, TransactionRunner, savepoint
+from ..sql.runner import ServerRunner, savepoint
 from .connections import connect
 from .notify import channel_name
 from .session import PostgresSession
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
-    from datetime import datetime
 
-    from ...settlement import Settlement, SettlementKind
-    from ..record import ScheduleRecord
-    from ..settle_plan import PlannedSettlement
-    from .connections import Conn, Connections
+    from ..sql.server import ServerStore
 
-import contextlib
-
-__all__ = ["PostgresTransactionRunner", "insert_within", "modify_within"]
+__all__ = ["PostgresTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
-
-
-class StoreSide(Protocol):
-    """What a shared transaction uses of the store (the store passes itself)."""
-
-    _sql: Any
-    _db: Connections
-    _where: str
-
-    @property
-    def table(self) -> str: ...
-
-    def _connection(self, action: str) -> AbstractContextManager[Conn]: ...
-
-    def _locked_row(self, tx: Any, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]: ...
-
-    def _row_params(self, new: ScheduleRecord) -> dict[str, Any]: ...
-
-    def _settle_plan(self, checked: list[Settlement]) -> list[PlannedSettlement]: ...
-
-    def _settle_statement(self, kind: SettlementKind) -> Any: ...
-
-
 log = package_logger(__name__)
 
-_NOTIFY = "SELECT pg_notify(%s, %s)"
 _IDENTITY = (
     "SELECT current_database(), current_setting('port'), pg_postmaster_start_time(),"
     " to_regclass(%s)::oid::bigint"
@@ -78,6 +44,9 @@ _IDENTITY = (
 """What tells one database's table apart, whatever the route to the server: the
 database, the server's port and start instant, the table's oid as the connection
 resolves its name."""
+_IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
+"""After the handler: the sink's transaction, and what the table's name resolves to."""
 
 
 def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
@@ -86,41 +55,21 @@ def _identity(conn: psycopg.Connection[Any], table: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
-_IDENTITIES: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
-
-
-_AFTER_HANDLER = "SELECT txid_current(), to_regclass(%s)::oid::bigint"
-"""After the handler: the sink's transaction, and what the table's name resolves to."""
-
-
-def _shadowed(store: StoreSide) -> DispatchError:
-    return DispatchError(
-        f"the transactional handler created a TEMP table or view named {store.table!r} on"
-        f" the sink's session: it would hide the store's table ({store._where}) from every"
-        " later acknowledgement; its writes and the acknowledgement were rolled back (name"
-        " TEMP tables otherwise)"
-    )
-
-
-def _store_identity(store: StoreSide, fresh: bool = False) -> tuple[Any, ...]:
+def _store_identity(store: ServerStore, fresh: bool = False) -> tuple[Any, ...]:
     """The :data:`_IDENTITY` the store's connections see (read again when ``fresh``:
     a server restart changes its start instant)."""
     found = None if fresh else _IDENTITIES.get(store)
     if found is None:
-        with store._connection("insert") as conn:
+        with store._db.connection("insert") as conn:
             found = _IDENTITIES[store] = _identity(conn, store.table)
     return found
 
 
-def _check(store: StoreSide, connection: object, what: str) -> psycopg.Connection[Any]:
-    if isinstance(connection, psycopg.Transaction):
-        connection = connection.connection
-    if not isinstance(connection, psycopg.Connection):
-        raise InvalidArgument(
-            f"{what}: connection must be a psycopg.Connection (or psycopg.Transaction) on"
-            f" {store._where}, got {connection!r}"
-        )
-    conn: psycopg.Connection[Any] = connection
+def _notify(conn: psycopg.Connection[Any], store: ServerStore) -> None:
+    conn.execute("SELECT pg_notify(%s, %s)", [channel_name(store.table), f"tx:{os.getpid()}"])
+
+
+def _check(store: ServerStore, conn: psycopg.Connection[Any], what: str) -> None:
     if conn.closed:
         raise _bad(what, "is closed")
     status = conn.info.transaction_status
@@ -151,83 +100,78 @@ def _check(store: StoreSide, connection: object, what: str) -> psycopg.Connectio
         )
     if read_only == "on":
         raise _bad(what, "is read-only (transaction_read_only is on)")
-    return conn
-
-
-def insert_within(
-    store: StoreSide,
-    connection: object,
-    messages: Sequence[ScheduledMessage],
-    params: dict[str, Any],
-    insert_sql: Any,
-    what: str,
-) -> None:
-    """Insert ``messages`` (``params`` bound to ``insert_sql``) through the caller's
-    connection, inside its transaction. :class:`InvalidArgument` for a connection that
-    is closed, on another database, read-only, failed, or in autocommit mode with no
-    transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
-    (the batch undone, the caller's transaction usable); :class:`StoreError` for a
-    driver error."""
-    with _tuple_rows(connection):
-        conn = _check(store, connection, what)
-        if not messages:
-            return
-        with _savepoint(store, conn, what):
-            repeated = first_duplicate(messages, lambda _: False)
-            if repeated is not None:
-                raise DuplicateSchedule(repeated)
-            inserted = {row[0] for row in conn.execute(insert_sql, params).fetchall()}
-            for m in messages:
-                if m.schedule_id not in inserted:
-                    raise DuplicateSchedule(m.schedule_id)
-            conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
-
-
-def modify_within(
-    store: StoreSide, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
-) -> _T:
-    """``modify_record`` through the caller's connection inside its transaction, the row
-    locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
-    id: :class:`ScheduleNotFound`."""
-    what = "modify"
-    with _tuple_rows(connection):
-        conn = _check(store, connection, what)
-        with _savepoint(store, conn, what):
-            row, now = store._locked_row(PostgresSession(conn), schedule_id)
-            answer, new = plan(row.copy(), now)
-            if new is not None:
-                conn.execute(store._sql.write_row, store._row_params(new))
-                conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
-    return answer
 
 
 @contextlib.contextmanager
-def _tuple_rows(connection: object) -> Iterator[None]:
-    """The caller's connection reads tuples while the store uses it."""
+def _within(
+    store: ServerStore, connection: object, what: str, write: bool = True
+) -> Iterator[psycopg.Connection[Any]]:
+    """The caller's connection, checked, reading tuples while the store uses it; with
+    ``write``, in a savepoint (a read-only transaction: :class:`InvalidArgument`)."""
     if isinstance(connection, psycopg.Transaction):
         connection = connection.connection
     if not isinstance(connection, psycopg.Connection):
-        yield  # refused by _check
-        return
-    factory = connection.row_factory
-    connection.row_factory = tuple_row
-    try:
-        yield
-    finally:
-        connection.row_factory = factory
-
-
-def _savepoint(
-    store: StoreSide, conn: psycopg.Connection[Any], what: str
-) -> AbstractContextManager[None]:
-    """:func:`~hexeract_lite.store.sql.runner.savepoint`; read-only: :class:`InvalidArgument`."""
+        raise InvalidArgument(
+            f"{what}: connection must be a psycopg.Connection (or psycopg.Transaction) on"
+            f" {store._where}, got {connection!r}"
+        )
+    conn: psycopg.Connection[Any] = connection
 
     def read_only(exc: BaseException) -> Exception | None:
         if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
             return _bad(what, f"is read-only ({exc})")
         return None
 
-    return savepoint(conn.execute, (psycopg.Error,), what, store._where, read_only)
+    factory, conn.row_factory = conn.row_factory, tuple_row
+    try:
+        _check(store, conn, what)
+        if not write:
+            yield conn
+            return
+        with savepoint(conn.execute, (psycopg.Error,), what, store._where, read_only):
+            yield conn
+    finally:
+        conn.row_factory = factory
+
+
+def insert_within(
+    store: ServerStore,
+    connection: object,
+    messages: Sequence[ScheduledMessage],
+    params: dict[str, Any],
+) -> None:
+    """Insert ``messages`` (``params`` bound to the insert) through the caller's
+    connection, inside its transaction. :class:`InvalidArgument` for a connection that
+    is closed, on another database, read-only, failed, or in autocommit mode with no
+    transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
+    (the batch undone, the caller's transaction usable); :class:`StoreError` for a
+    driver error."""
+    with _within(store, connection, "insert", write=bool(messages)) as conn:
+        if not messages:
+            return
+        repeated = first_duplicate(messages, lambda _: False)
+        if repeated is not None:
+            raise DuplicateSchedule(repeated)
+        inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
+        for m in messages:
+            if m.schedule_id not in inserted:
+                raise DuplicateSchedule(m.schedule_id)
+        _notify(conn, store)
+
+
+def modify_within(
+    store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
+) -> _T:
+    """``modify_record`` through the caller's connection inside its transaction, the row
+    locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
+    id: :class:`ScheduleNotFound`."""
+    with _within(store, connection, "modify") as conn:
+        row, now = store._locked_row(PostgresSession(conn), schedule_id)
+        answer, new = plan(row.copy(), now)
+        if new is not None:
+            conn.execute(store._sql.write_row, store._row_params(new))
+            _notify(conn, store)
+    return answer
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
@@ -236,16 +180,7 @@ def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
             conn.close()
 
 
-def _ended(handler: object) -> DispatchError:
-    """The failure of a handler that ran ``COMMIT`` or ``ROLLBACK`` as SQL."""
-    return DispatchError(
-        f"transactional handler {handler!r:.80} ended the sink's transaction (COMMIT,"
-        " ROLLBACK or END run as SQL); its writes after that were rolled back. A handler"
-        " must leave the transaction to the sink"
-    )
-
-
-def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
+def _terminate(store: ServerStore, pid: int) -> Callable[[], None]:
     """The watchdog's action: terminate the sink's session ``pid`` from a pooled connection."""
 
     def end() -> None:
@@ -258,11 +193,11 @@ def _terminate(store: StoreSide, pid: int) -> Callable[[], None]:
     return end
 
 
-class PostgresTransactionRunner(TransactionRunner):
-    """:class:`TransactionRunner` on PostgreSQL: ``SET LOCAL`` timeouts, and at the
-    deadline the watchdog terminates the session; a handler returning late is rolled back."""
+class PostgresTransactionRunner(ServerRunner):
+    """:class:`ServerRunner` on PostgreSQL: ``SET LOCAL`` timeouts; at the deadline the
+    watchdog terminates the session."""
 
-    _store: StoreSide
+    _errors = (psycopg.Error,)
     _conn: psycopg.Connection[Any] | None
 
     def _connection(self) -> psycopg.Connection[Any]:
@@ -276,81 +211,54 @@ class PostgresTransactionRunner(TransactionRunner):
             weakref.finalize(self, _close_quietly, conn, os.getpid())
         return self._conn
 
-    def run(self, occ: LeasedOccurrence) -> DispatchResult:
-        """The handler and ``occ``'s acknowledgement in one transaction."""
-        from ...transactional import bad_return, timed_out
+    def _ender(self, conn: psycopg.Connection[Any]) -> Callable[[], None]:
+        return _terminate(self._store, conn.info.backend_pid)
 
+    def _transaction(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+        return conn.transaction()
+
+    def _opened(self, conn: psycopg.Connection[Any]) -> Any:
+        ms = f"{max(1, int(self._timeout * 1000))}ms"
+        return (
+            conn.cursor(row_factory=tuple_row)
+            .execute(
+                "SELECT set_config('statement_timeout', %s, true),"
+                " set_config('idle_in_transaction_session_timeout', %s, true),"
+                " txid_current()",
+                [ms, ms],
+            )
+            .fetchone()
+        )
+
+    def _check_after(self, conn: psycopg.Connection[Any], opened: Any) -> None:
         store = self._store
-        planned = self._acknowledgement(occ)
-        if isinstance(planned, Acknowledged):
-            return planned
-        settlement, statement, params = planned
-        ms = max(1, int(self._timeout * 1000))
-        deadline = time.monotonic() + self._timeout
-        try:
-            conn = self._connection()
-        except psycopg.Error as exc:
-            return self._cannot_connect(exc)
-        self._watchdog.arm(self._timeout, _terminate(store, conn.info.backend_pid))
-        try:
-            with conn.transaction():
-                xid = (
-                    conn.cursor(row_factory=tuple_row)
-                    .execute(
-                        "SELECT set_config('statement_timeout', %s, true),"
-                        " set_config('idle_in_transaction_session_timeout', %s, true),"
-                        " txid_current()",
-                        [f"{ms}ms", f"{ms}ms"],
-                    )
-                    .fetchone()
-                )
-                if conn.execute(statement, params).rowcount != 1:
-                    raise Fenced()
-                began = time.monotonic()
-                returned = self._handler(occ.message, conn)
-                if returned is not None:
-                    raise bad_return(self._handler, returned)
-                after = (
-                    conn.cursor(row_factory=tuple_row)
-                    .execute(_AFTER_HANDLER, [store.table])
-                    .fetchone()
-                )
-                if xid is None or after is None or after[0] != xid[-1]:
-                    raise _ended(self._handler)
-                if after[1] != _store_identity(store)[3]:
-                    raise _shadowed(store)
-                if time.monotonic() > deadline:
-                    raise timed_out(self._timeout, None)
-                if self._runs is not None:
-                    conn.execute(self._runs.insert, self._run_row(occ, began))
-                if settlement.wakes:
-                    conn.execute(_NOTIFY, [channel_name(store.table), f"tx:{os.getpid()}"])
-        except Fenced:
-            self._disarm()
-            return Acknowledged(settlement=settlement, applied=False)
-        except BaseException as exc:
-            fired = self._disarm()
-            if conn.broken or conn.closed:
-                self._conn = None
-            if (
-                fired
-                or isinstance(
-                    exc,
-                    psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout,
-                )
-                or (isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline)
-            ):
-                return DispatchResult.failed(timed_out(self._timeout, exc))
-            return DispatchResult.failed(exc)
-        self._disarm()
-        return Acknowledged(settlement=settlement, applied=True)
+        after = conn.cursor(row_factory=tuple_row).execute(_AFTER_HANDLER, [store.table]).fetchone()
+        if opened is None or after is None or after[0] != opened[-1]:
+            raise DispatchError(
+                f"transactional handler {self._handler!r:.80} ended the sink's transaction"
+                " (COMMIT, ROLLBACK or END run as SQL); its writes after that were rolled"
+                " back. A handler must leave the transaction to the sink"
+            )
+        if after[1] != _store_identity(store)[3]:
+            raise DispatchError(
+                f"the transactional handler created a TEMP table or view named {store.table!r}"
+                f" on the sink's session: it would hide the store's table ({store._where}) from"
+                " every later acknowledgement; its writes and the acknowledgement were rolled"
+                " back (name TEMP tables otherwise)"
+            )
 
-    def _disarm(self) -> bool:
-        """Stop the watchdog; True if it ended the session (the next run replaces it)."""
-        fired = self._watchdog.disarm()
-        if fired:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with contextlib.suppress(psycopg.Error):
-                    conn.close()
-        return fired
+    def _notify(self, conn: psycopg.Connection[Any]) -> None:
+        _notify(conn, self._store)
+
+    def _settled(self, conn: psycopg.Connection[Any], fired: bool, failed: bool) -> None:
+        if fired or conn.broken or conn.closed:
+            self.close()
+
+    def _timed_out(self, exc: BaseException, deadline: float) -> bool:
+        timeouts = psycopg.errors.QueryCanceled | psycopg.errors.IdleInTransactionSessionTimeout
+        return isinstance(exc, timeouts) or (
+            isinstance(exc, psycopg.OperationalError) and time.monotonic() > deadline
+        )
+
+
+Runner = PostgresTransactionRunner

@@ -95,12 +95,11 @@ class Session(Protocol):
         """Run a statement; the number of rows it changed."""
 
     def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
-        """Run each ``(statement, params)`` in order; the number of rows each changed
-        (a driver may send them together)."""
+        """Run each ``(statement, params)`` in order (perhaps sent together); the counts."""
 
     def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; every row of its result."""
 
     def wake(self, others: bool = True) -> None:
-        """Once the transaction commits, notify :attr:`ScheduleStore.changes` (and,
-        with ``others``, the other processes that wait on this table)."""
+        """After the commit, notify :attr:`ScheduleStore.changes` (``others``: and other
+        processes waiting on this table)."""

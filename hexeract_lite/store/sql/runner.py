@@ -4,8 +4,9 @@ the transaction runners' state, fenced acknowledgement and delivery run."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ...snapshot import LeasedOccurrence
     from .runs import RunStatements
 
-__all__ = ["Fenced", "TransactionRunner", "savepoint"]
+__all__ = ["Fenced", "ServerRunner", "TransactionRunner", "savepoint"]
 
 _SAVEPOINT = "hexeract_lite_insert"
 
@@ -135,3 +136,74 @@ class TransactionRunner:
             msg.schedule_id, msg.scheduled_for, occ.attempts, began, self._clock.now()
         )
         return self._runs.row(entry)
+
+
+class ServerRunner(TransactionRunner):
+    """:class:`TransactionRunner` on a database server: at the deadline the watchdog
+    calls ``_ender(conn)`` (ending the session); a handler returning late is rolled back.
+    The dialect's hooks: ``_connection()``, the runner's own; ``_transaction(conn)``;
+    ``_opened(conn)``, first in it, given to ``_check_after`` (did the handler end the
+    transaction?); ``_notify(conn)``, other processes; ``_settled(conn, fired, failed)``
+    after it; ``_timed_out(exc, deadline)``, the database's own timeout."""
+
+    _errors: tuple[type[Exception], ...]
+    _connection: Callable[[], Any]
+    _ender: Callable[[Any], Callable[[], None]]
+    _transaction: Callable[[Any], AbstractContextManager[Any]]
+    _settled: Callable[[Any, bool, bool], None]
+
+    def _opened(self, conn: Any) -> Any:
+        return None
+
+    def _check_after(self, conn: Any, opened: Any) -> None:
+        pass
+
+    def _notify(self, conn: Any) -> None:
+        pass
+
+    def _timed_out(self, exc: BaseException, deadline: float) -> bool:
+        return False
+
+    def run(self, occ: LeasedOccurrence) -> DispatchResult:
+        """The handler and ``occ``'s acknowledgement in one transaction (see the class)."""
+        from ...transactional import bad_return, timed_out
+
+        planned = self._acknowledgement(occ)
+        if isinstance(planned, Acknowledged):
+            return planned
+        settlement, statement, params = planned
+        deadline = time.monotonic() + self._timeout
+        try:
+            conn = self._connection()
+        except self._errors as exc:
+            return self._cannot_connect(exc)
+        self._watchdog.arm(self._timeout, self._ender(conn))
+        session = self._store._session(conn)
+        try:
+            with self._transaction(conn):
+                opened = self._opened(conn)
+                if session.execute(statement, params) != 1:
+                    raise Fenced()
+                began = time.monotonic()
+                returned = self._handler(occ.message, conn)
+                if returned is not None:
+                    raise bad_return(self._handler, returned)
+                self._check_after(conn, opened)
+                if time.monotonic() > deadline:
+                    raise timed_out(self._timeout, None)
+                if self._runs is not None:
+                    session.execute(self._runs.insert, self._run_row(occ, began))
+                if settlement.wakes:
+                    self._notify(conn)
+        except BaseException as exc:
+            fired = self._watchdog.disarm()
+            self._settled(conn, fired, True)
+            if isinstance(exc, Fenced):
+                return Acknowledged(settlement=settlement, applied=False)
+            if fired or self._timed_out(exc, deadline):
+                return DispatchResult.failed(timed_out(self._timeout, exc))
+            return DispatchResult.failed(exc)
+        self._settled(conn, self._watchdog.disarm(), False)
+        if settlement.wakes:
+            self._store.changes.notify()
+        return Acknowledged(settlement=settlement, applied=True)

@@ -31,6 +31,7 @@ from ..base import SettlingStore
 from ..checks import (
     check_claim,
     check_export,
+    check_extension,
     check_limit,
     check_schedule_id,
     check_settlements,
@@ -44,6 +45,7 @@ from ..listing import (
     glob_regex,
     prune_cut,
 )
+from ..longrun import check_abort_kind
 from ..notices import malformed_dead_lettered
 from ..pausing import resume_change
 from ..record import ScheduleRecord
@@ -58,7 +60,6 @@ from ..runs import (
 from ..settle_plan import settle_plan
 from ..stats import StoreStats
 from .dialect import MALFORMED, Codec, MalformedRowError, Row, Session
-from .lease import LONG_RUN_STATEMENTS, LeaseExtending
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -83,12 +84,13 @@ _STATEMENT_OF = {
     SettlementKind.FAILED: "mark_failed",
     SettlementKind.DEAD_LETTERED: "mark_dead_lettered",
     SettlementKind.RELEASED: "release",
-    **LONG_RUN_STATEMENTS,
+    SettlementKind.SNOOZED: "snooze",
+    SettlementKind.CANCELLED: "cancel_leased",
 }
 """Each settlement kind's fenced statement (an attribute of ``_sql``)."""
 
 
-class SqlScheduleStore(LeaseExtending, SettlingStore):
+class SqlScheduleStore(SettlingStore):
     """The contract's method bodies, once, for every SQL engine (see the module)."""
 
     _sql: Any
@@ -147,10 +149,6 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
     def _leased(self, row: Row, claim: Any) -> LeasedOccurrence:
         """A claimed row as the occurrence to dispatch; raises when it does not decode."""
 
-    _list_statement: Callable[..., Any]
-    """``(table, status, glob, after, name)`` -> the listing's statement (binds
-    ``regex``, ``name_regex``, ``after``, ``limit``)."""
-
     _regex_flags = ""
     """What the dialect's regex operator needs before a glob's pattern."""
 
@@ -163,7 +161,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         limit: int,
     ) -> tuple[Any, dict[str, Any]]:
         flags = (glob is not None, after is not None, name is not None)
-        statement = self._list_statement(self._table, status, *flags)
+        statement = self._sql.listing(status, *flags)
         params: dict[str, Any] = {"limit": limit}
         if glob is not None:
             params["regex"] = self._regex_flags + glob_regex(glob)
@@ -375,28 +373,62 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
             )
             malformed_dead_lettered(label, why)
 
+    # -- long handlers (:mod:`hexeract_lite.store.longrun`) ----------------------------
+
+    def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
+        """See :meth:`~hexeract_lite.store.longrun.LongRunContract.extend_lease`: the id and
+        lease are bound as a settlement's are (the same fencing)."""
+        sid = check_schedule_id(schedule_id)
+        extended = check_extension(lease, until)
+        plan = self._settle_plan([Settlement.released(sid, lease)])
+        if not plan:
+            return False  # no lease this store hands out: fenced out
+        [(_, _, params)] = plan
+        params["until"] = self._codec.encode_instant(extended)
+        with self._write("extend_lease", worker=True, atomic=False) as tx:
+            return tx.execute(self._sql.extend_lease, params) > 0
+
+    def request_abort(self, schedule_id: uuid.UUID, how: str) -> bool:
+        """See :meth:`~hexeract_lite.store.longrun.LongRunContract.request_abort`."""
+        sid = check_schedule_id(schedule_id)
+        how = check_abort_kind(how)
+        return self._change("request_abort", sid, self._sql.request_abort, {"how": how})
+
+    def abort_requests(self, schedule_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """See :meth:`~hexeract_lite.store.longrun.LongRunContract.abort_requests`: one
+        read of the row per id (a worker's batch in flight is small)."""
+        found: dict[uuid.UUID, str] = {}
+        for sid in schedule_ids:
+            params = {"id": self._codec.encode_id(check_schedule_id(sid))}
+            rows = self._read("abort_requests", self._sql.abort_request, params)
+            if rows and rows[0][0] is not None:
+                found[sid] = str(rows[0][0])
+        return found
+
+    def _change(
+        self, what: str, sid: uuid.UUID, statement: Any, params: Any, wake: bool | None = None
+    ) -> bool:
+        """Whether ``statement`` changed the row of ``sid`` (unknown: :class:`ScheduleNotFound`);
+        ``wake``: when it did, wake the workers (``False``: this process's only)."""
+        key = {"id": self._codec.encode_id(sid)}
+        with self._write(what, atomic=False) as tx:
+            changed = tx.execute(statement, {**params, **key}) > 0
+            if not changed and not tx.fetch(self._sql.exists, key):
+                raise ScheduleNotFound(sid)
+            if changed and wake is not None:
+                tx.wake(others=wake)
+        return changed
+
     # -- control -------------------------------------------------------------------
 
     def cancel(self, schedule_id: uuid.UUID) -> bool:
         sid = check_schedule_id(schedule_id)
-        key = {"id": self._codec.encode_id(sid)}
-        with self._write("cancel", atomic=False) as tx:
-            if tx.execute(self._sql.cancel, self._with_now(dict(key))):
-                return True
-            if not tx.fetch(self._sql.exists, key):
-                raise ScheduleNotFound(sid)
-            return False
+        return self._change("cancel", sid, self._sql.cancel, self._with_now({}))
 
     def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
         sid = check_schedule_id(schedule_id)
-        key = {"id": self._codec.encode_id(sid)}
-        with self._write("set_paused", atomic=False) as tx:
-            changed = tx.execute(self._sql.set_paused, {**key, "paused": bool(paused)}) > 0
-            if not changed and not tx.fetch(self._sql.exists, key):
-                raise ScheduleNotFound(sid)
-            if changed:
-                tx.wake(others=not paused)
-        return changed
+        params = {"paused": bool(paused)}
+        return self._change("set_paused", sid, self._sql.set_paused, params, wake=not paused)
 
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         sid = check_schedule_id(schedule_id)
@@ -459,14 +491,16 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         return self._snapshot(rows[0]) if rows else None
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        check_limit(limit)
-        statement = self._list_pending_statement()
-        return self._listing(self._read("list_pending", statement, {"limit": limit}))
+        return self._page("list_pending", self._list_pending_statement(), limit)
 
     def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
+        return self._page("list_dead_letter", self._list_dead_letter_statement(), limit)
+
+    def _page(
+        self, what: str, statement: Any, limit: int
+    ) -> list[ScheduleSnapshot | MalformedSchedule]:
         check_limit(limit)
-        statement = self._list_dead_letter_statement()
-        return self._listing(self._read("list_dead_letter", statement, {"limit": limit}))
+        return self._listing(self._read(what, statement, {"limit": limit}))
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """A row that does not decode raises :class:`StoreError` naming it."""
@@ -530,14 +564,7 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
                 [(n, *_)] = self._read("prune", count_sql, {"cut": cut})
                 total += int(n)
                 continue
-            while True:
-                with self._write("prune") as tx:
-                    deleted = tx.execute(delete_sql, {"cut": cut, "n": size})
-                total += deleted
-                if progress is not None and deleted:
-                    progress(total)
-                if deleted < size:
-                    break
+            total = self._delete_batches(delete_sql, {"cut": cut}, size, total, progress)
         if total and not dry_run:
             self._after_prune()
         return total
@@ -583,12 +610,24 @@ class SqlScheduleStore(LeaseExtending, SettlingStore):
         if dry_run:
             [(n, *_)] = self._read("prune", runs.prune_count, cut)
             return int(n)
-        total = 0
+        return self._delete_batches(runs.prune_delete, cut, _PRUNE_BATCH)
+
+    def _delete_batches(
+        self,
+        statement: Any,
+        params: dict[str, Any],
+        size: int,
+        total: int = 0,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """``total`` plus the rows ``statement`` deleted, ``size`` per transaction."""
         while True:
             with self._write("prune") as tx:
-                deleted = tx.execute(runs.prune_delete, {**cut, "n": _PRUNE_BATCH})
+                deleted = tx.execute(statement, {**params, "n": size})
             total += deleted
-            if deleted < _PRUNE_BATCH:
+            if progress is not None and deleted:
+                progress(total)
+            if deleted < size:
                 return total
 
     # -- copying rows between stores --------------------------------------------

@@ -1,0 +1,176 @@
+"""ServerStore: what the PostgreSQL and MySQL stores share over :class:`.store.SqlScheduleStore`:
+a pool of connections (``_db``), its sessions, and the store's lifetime."""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ...clock import Clock
+from ...errors import InvalidConfiguration
+from ...message import ScheduledMessage
+from ...snapshot import LeasedOccurrence
+from ..changes import Plan
+from ..checks import check_flag, check_schedule_id
+from ..record import grace_ms, insert_columns
+from ..schema import validate_table_name
+from .store import SqlScheduleStore
+
+__all__ = ["ServerSession", "ServerStore", "check_open"]
+
+_T = TypeVar("_T")
+
+
+def check_open(table: str, clock: object, create: object) -> None:
+    """The arguments every server store's ``open`` checks first."""
+    validate_table_name(table)
+    if not isinstance(clock, Clock):
+        raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
+    check_flag("create", create)
+
+
+class ServerSession:
+    """A pooled connection inside one transaction (or one statement)
+    (:class:`~.dialect.Session`); ``others``: notify other processes after the commit."""
+
+    __slots__ = ("conn", "others", "woken")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.woken = False
+        self.others = False
+
+    def execute(self, statement: Any, params: Any = ()) -> int:  # pragma: no cover
+        """Run a statement; the rows it changed."""
+        raise NotImplementedError
+
+    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:  # pragma: no cover
+        """Run a statement; its rows."""
+        raise NotImplementedError
+
+    def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
+        """Run each statement in turn; the rows each changed."""
+        return [self.execute(statement, params) for statement, params in statements]
+
+    def wake(self, others: bool = True) -> None:
+        """After the commit: the store's change signal; with ``others``, other processes."""
+        self.woken = True
+        self.others = self.others or others
+
+
+class ServerStore(SqlScheduleStore):
+    """The SQL base over a connection pool: ``_db`` has ``connection(what)``, ``where``,
+    ``close()`` and ``closed``; the dialect's ``transaction`` module (:meth:`_shared`)
+    has ``Runner``, ``insert_within`` and ``modify_within``."""
+
+    _db: Any
+    _session: Callable[[Any], ServerSession]
+
+    @property
+    def _where(self) -> str:
+        return str(self._db.where)
+
+    @property
+    def _place(self) -> str:  # type: ignore[override]
+        return f"table {self._table!r} at {self._where}"
+
+    _name: str
+    """The store class's public name, for its repr (a subclass's too)."""
+
+    def __repr__(self) -> str:
+        return f"{self._name}({self._where!r}, table={self._table!r})"
+
+    @staticmethod
+    @abc.abstractmethod
+    def _shared() -> Any:
+        """The dialect's ``transaction`` module, imported when first needed."""
+
+    @abc.abstractmethod
+    def _transaction(self, conn: Any, atomic: bool, worker: bool) -> AbstractContextManager[Any]:
+        """Where ``_write`` runs its statements on ``conn``: a transaction, or autocommit."""
+
+    def _announce(self, conn: Any) -> None:
+        """After a commit that woke other processes' workers: tell them."""
+
+    @contextmanager
+    def _write(
+        self, what: str, *, worker: bool = False, atomic: bool = True
+    ) -> Iterator[ServerSession]:
+        with self._db.connection(what) as conn:
+            tx = self._session(conn)
+            with self._transaction(conn, atomic, worker):
+                yield tx
+            if tx.others:
+                self._announce(conn)
+        if tx.woken:
+            self.changes.notify()
+
+    def _read(self, what: str, statement: Any, params: Any) -> list[Any]:
+        with self._db.connection(what) as conn:
+            return self._session(conn).fetch(statement, params)
+
+    def _leased(self, row: Sequence[Any], claim: Any) -> LeasedOccurrence:
+        return self._codec.decode(row).leased()
+
+    def _prune_statements(self, column: str) -> tuple[Any, Any]:
+        return self._sql.prune(column)  # type: ignore[no-any-return]
+
+    def _replay_statements(self, ids: list[uuid.UUID], now: datetime) -> list[tuple[Any, Any]]:
+        codec = self._codec
+        params = {"ids": [codec.encode_id(sid) for sid in ids], "now": codec.encode_instant(now)}
+        return [(self._sql.replay_many, params)]
+
+    def _payload(self, text: str) -> str:
+        """The payload as bound."""
+        return text
+
+    def _insert_row(self, m: ScheduledMessage) -> tuple[Any, ...]:
+        """``m``'s values of :data:`~.statements.INSERT_COLUMNS`, as bound."""
+        due, text, end_at, firings, jitter, offset, catch_up, limit = insert_columns(m)
+        encode = self._codec.encode_instant
+        return (
+            self._codec.encode_id(m.schedule_id),
+            m.event_type,
+            self._payload(m.payload_json),
+            m.trigger.kind,
+            text,
+            encode(due),
+            m.target.kind,
+            m.target.routing_key,
+            m.name,
+            grace_ms(m.misfire_grace),
+            None if end_at is None else encode(end_at),
+            firings,
+            jitter,
+            offset,
+            catch_up,
+            limit,
+        )
+
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        """``connection``: a ``psycopg`` (PostgreSQL) or ``pymysql`` (MySQL) connection on
+        this database, a transaction open: the row is written inside it."""
+        self.insert_many([message], max_attempts, connection=connection)  # type: ignore[call-arg]
+
+    def _runner_type(self) -> Callable[..., Any]:
+        return self._shared().Runner  # type: ignore[no-any-return]
+
+    def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
+        """See :meth:`ScheduleStore.modify_within`: the row locked ``FOR UPDATE``."""
+        sid = check_schedule_id(schedule_id)
+        return self._shared().modify_within(self, connection, sid, plan)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the pooled connections; later calls raise :class:`StoreError`. Idempotent."""
+        self._db.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return bool(self._db.closed)
