@@ -33,6 +33,7 @@ __all__ = [
     "jitter_offset",
     "missed_reason",
     "policy_arguments",
+    "policy_of",
 ]
 
 CatchUp = Literal["latest", "skip", "all"]
@@ -143,6 +144,14 @@ class SchedulePolicy:
 
 
 _NONE = SchedulePolicy()
+
+POLICY_FIELDS = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
+"""The policy's fields, in the order :func:`policy_of` takes them."""
+
+
+def policy_of(*values: Any) -> SchedulePolicy | None:
+    """:meth:`SchedulePolicy.of` of the :data:`POLICY_FIELDS` values, in that order."""
+    return SchedulePolicy.of(**dict(zip(POLICY_FIELDS, values, strict=True)))
 
 
 def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
