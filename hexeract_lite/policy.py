@@ -1,10 +1,6 @@
 """Schedule policies (docs/concepts/schedule-policies.md): when a recurring schedule
-ends, how its firings are spread, what it does with firings it missed. Pure functions:
-the worker and ``upcoming`` apply the same ones.
-
-:func:`after_firing` and :func:`after_miss` choose the next :class:`Firing`;
-:func:`missed_reason` decides whether a firing found now is delivered.
-"""
+ends, how its firings are spread, what it does with missed firings. Pure functions,
+shared by the worker and ``upcoming``."""
 
 from __future__ import annotations
 
@@ -77,11 +73,9 @@ def _check_count(name: str, value: object, top: int) -> int | None:
 @attrs.frozen(kw_only=True)
 class SchedulePolicy:
     """When a recurring schedule ends, how its firings are spread, what it does with
-    firings it missed (see the Schedule policies page). Build it with :meth:`of`,
-    which checks every value.
+    missed firings. Build it with :meth:`of`, which checks every value.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     end_at: datetime | None = None
     """No firing is due after this instant (UTC, millisecond precision); the schedule
@@ -111,12 +105,10 @@ class SchedulePolicy:
     ) -> SchedulePolicy | None:
         """The policy of these arguments, checked; None when they are all defaults.
 
-        ``end_at``: an aware datetime (kept to the millisecond, a fraction dropped so
-        no firing is ever after it); ``max_firings``: an integer >= 1; ``jitter``: a
-        timedelta >= 0 of whole milliseconds (zero: none); ``catch_up``: ``"latest"``
-        (None), ``"skip"`` or ``"all"``; ``catch_up_limit``: an integer >= 1, with
-        ``catch_up="all"`` only. Anything else raises :class:`InvalidArgument` naming
-        the value."""
+        ``end_at``: aware (kept to the millisecond, a fraction dropped); ``max_firings``: an
+        integer >= 1; ``jitter``: a timedelta >= 0 of whole milliseconds; ``catch_up``:
+        ``"latest"`` (None), ``"skip"`` or ``"all"``; ``catch_up_limit``: an integer >= 1,
+        with ``catch_up="all"`` only. Else :class:`InvalidArgument` naming the value."""
         if end_at is not None:
             end_at = to_utc_ms(end_at, "end_at", InvalidArgument)
         max_firings = _check_count("max_firings", max_firings, MAX_FIRINGS)
@@ -155,8 +147,7 @@ def policy_of(*values: Any) -> SchedulePolicy | None:
 
 
 def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
-    """The keyword arguments that build ``policy`` again (``ScheduledMessage.cron``,
-    ``every``, :meth:`SchedulePolicy.of`); none for None."""
+    """The keyword arguments that build ``policy`` again; none for None."""
     if policy is None:
         return {}
     return {
@@ -171,12 +162,10 @@ def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
 def jitter_offset(
     policy: SchedulePolicy | None, trigger: Trigger, schedule_id: uuid.UUID, instant: datetime
 ) -> timedelta:
-    """How much later than the rule's ``instant`` its firing is due: zero without
-    jitter, else ``h mod min(jitter, gap)`` milliseconds, where ``h`` is the first 48
-    bits of the occurrence id ``OccurrenceId.derive(schedule_id, instant)`` and ``gap``
-    the UTC milliseconds from ``instant`` to the rule's next instant (none: the jitter
-    alone). So the offset is in ``[0, jitter)``, never reaches the next firing, and
-    every process computes the same one."""
+    """How much later than the rule's ``instant`` its firing is due: ``h mod min(jitter,
+    gap)`` milliseconds, ``h`` the first 48 bits of the occurrence id and ``gap`` the time
+    to the rule's next instant; so in ``[0, jitter)``, before the next firing, and the
+    same in every process. Zero without jitter."""
     if policy is None or policy.jitter is None:
         return _ZERO
     span = policy.jitter // _MS
@@ -216,8 +205,7 @@ class _Rule:
     grace: timedelta | None
 
     def firing(self, instant: datetime | None, firings: int) -> Firing | None:
-        """The firing at the rule's ``instant``, jittered; None when there is none or it
-        would be due after the end."""
+        """The firing at ``instant``, jittered; None when there is none or it is after the end."""
         if instant is None:
             return None
         offset = jitter_offset(self.policy, self.trigger, self.schedule_id, instant)
@@ -227,9 +215,7 @@ class _Rule:
         return Firing(instant, offset, firings)
 
     def ahead(self, after: datetime, now: datetime, firings: int) -> Firing | None:
-        """The first firing of an instant after ``after`` that is due after ``now``
-        (without jitter: the rule's first instant after both); None when there is none
-        before the end."""
+        """The first firing after ``after`` that is due after ``now``; None before the end."""
         jitter = _ZERO if self.policy is None else self.policy.jitter or _ZERO
         instant = self.trigger.next_after(max(after, now - jitter))
         while instant is not None:
@@ -251,9 +237,8 @@ class _Rule:
 def first_firing(
     schedule_id: uuid.UUID, trigger: Trigger, policy: SchedulePolicy | None, instant: datetime
 ) -> Firing:
-    """The firing a new schedule holds for its first ``instant``: jittered (on its own
-    rule's next instant); :class:`InvalidArgument` when it would be due after the
-    policy's end."""
+    """A new schedule's first firing, jittered; :class:`InvalidArgument` when it would be
+    due after the policy's end."""
     offset = jitter_offset(policy, trigger, schedule_id, instant)
     end = None if policy is None else policy.end_at
     if end is not None and instant + offset > end:
@@ -269,10 +254,8 @@ def _late(firing: Firing, now: datetime, grace: timedelta | None) -> bool:
 
 
 def _catch_up_start(rule: _Rule, held: Firing, now: datetime) -> Firing | None:
-    """Under ``catch_up="all"``: the first firing to deliver from ``held`` on, at
-    ``now``: the earliest of the latest ``catch_up_limit`` firings due by ``now``
-    within the grace; when none is, the first one due after ``now``. None: no further
-    firing."""
+    """Under ``catch_up="all"``: the earliest of the latest ``catch_up_limit`` firings from
+    ``held`` due by ``now`` within the grace, else the first due after ``now``."""
     policy = rule.policy
     assert policy is not None
     limit = policy.catch_up_limit
@@ -311,11 +294,10 @@ def missed_reason(
 ) -> str | None:
     """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
 
-    Past the policy's end or its ``max_firings``: the schedule completes. Otherwise a
-    retry after a failure is always delivered (it waits out its backoff on purpose);
-    else it is not when found later than the misfire grace, under ``catch_up="skip"``
-    when the rule's following instant is due too, and under ``catch_up="all"`` when it
-    is older than the latest ``catch_up_limit`` firings due (or out of the grace)."""
+    Past the policy's end or ``max_firings``: it completes. Else a retry is delivered;
+    other firings are not when later than the misfire grace, under ``catch_up="skip"``
+    when the next instant is due too, and under ``catch_up="all"`` when older than the
+    latest ``catch_up_limit`` due (or out of the grace)."""
     if policy is not None:
         if policy.end_at is not None and held.due > policy.end_at:
             return f"completed: due {rfc3339(held.due)}, after its end {rfc3339(policy.end_at)}"
@@ -356,12 +338,9 @@ def after_firing(
     held: Firing,
     now: datetime,
 ) -> Firing | None:
-    """The firing after ``held`` was delivered at ``now``; None: the schedule completes
-    (a one-shot, a rule with no further instant, its ``max_firings`` reached, the next
-    firing due after its end). ``catch_up="all"`` goes on at the rule's next instant
-    (a missed one fires next, in order, as :func:`_catch_up_start` allows); the others
-    at the rule's first instant after ``held`` whose firing is due after ``now`` (without
-    jitter: its first instant after both)."""
+    """The firing after ``held`` was delivered at ``now``; None: the schedule completes.
+    ``catch_up="all"`` goes on at the rule's next instant (missed ones in order); the
+    others at the first instant after ``held`` whose firing is due after ``now``."""
     if not trigger.is_recurring:
         return None
     fired = held.firings + 1
@@ -385,11 +364,8 @@ def after_miss(
     held: Firing,
     now: datetime,
 ) -> Firing | None:
-    """The firing after ``held`` was found at ``now`` and not delivered
-    (:func:`missed_reason`); None: the schedule completes (or, a one-shot, is
-    dead-lettered: the caller's rule). ``catch_up="all"``: the first firing it
-    catches up; otherwise the rule's first instant after ``held`` whose firing is due
-    after ``now``."""
+    """The firing after ``held`` was found at ``now`` and not delivered; None: it completes
+    (a one-shot: the caller dead-letters it)."""
     if not trigger.is_recurring:
         return None
     if policy is not None:

@@ -103,8 +103,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _frames(error: BaseException) -> list[str]:
-    """The traceback of ``error`` (its own frames, outermost first), one text per frame:
-    file, line, function and source line; never local variables, so never a payload."""
+    """The traceback of ``error``, outermost first, one text per frame; never locals."""
     if error.__traceback__ is None:
         return []
     try:
@@ -118,16 +117,11 @@ def _frames(error: BaseException) -> list[str]:
 
 
 def error_text(error: BaseException | str) -> str:
-    """The ``last_error`` text of a failure (a text: as it is, cut to
-    :data:`MAX_ERROR_CHARS`).
+    """The ``last_error`` text of a failure, at most :data:`MAX_ERROR_CHARS`.
 
-    An exception: ``"<ExceptionType>: <message>"`` (the message's first line, then
-    ``…``, when it has several; cut to :data:`MAX_HEAD_CHARS` when a traceback follows),
-    then :data:`TRACEBACK_HEADER` and the innermost frames of its traceback (file, line,
-    function, source line; never local variables; not the worker's own outer frames)
-    that fit within :data:`MAX_ERROR_CHARS`, a line telling how many outer ones were
-    left out; with no such frame, the exception line alone.
-    """
+    An exception: ``"<Type>: <message's first line>"`` (cut to :data:`MAX_HEAD_CHARS`
+    when a traceback follows), then :data:`TRACEBACK_HEADER` and the innermost frames
+    that fit (never locals, not the worker's own), saying how many were left out."""
     if not isinstance(error, BaseException):
         return _cut(str(error), MAX_ERROR_CHARS)
     frames = _frames(error)
@@ -177,8 +171,8 @@ class ResultKind(enum.Enum):
 
 @attrs.frozen
 class DispatchResult:
-    """The result of one occurrence's turn: its :class:`ResultKind`, for a failure the
-    error (an exception or a text), how long a dispatch took and when it began."""
+    """One occurrence's turn: its :class:`ResultKind`, a failure's error, how long a
+    dispatch took and when it began."""
 
     kind: ResultKind
     error: BaseException | str | None = None
@@ -192,8 +186,7 @@ class DispatchResult:
 
     @classmethod
     def failed(cls, error: BaseException | str) -> DispatchResult:
-        """A failed dispatch with ``error`` (a :class:`~hexeract_lite.Snooze`: a
-        snoozed one)."""
+        """A failed dispatch (a :class:`~hexeract_lite.Snooze`: snoozed; an abort: aborted)."""
         if isinstance(error, Snooze):
             return cls(ResultKind.SNOOZED, error)
         if isinstance(error, DispatchAborted):
@@ -211,8 +204,7 @@ class DispatchResult:
         return error if isinstance(error, BaseException) else DispatchError(str(error or ""))
 
     def took(self, duration: float, began: float | None = None) -> DispatchResult:
-        """This result with ``duration`` seconds from ``began`` (``time.monotonic()``),
-        when it was dispatched."""
+        """This result with its ``duration`` and ``began``, when it was dispatched."""
         if self.kind in _DISPATCHED:
             if type(self) is DispatchResult:  # the common case, without evolve's cost
                 return DispatchResult(self.kind, self.error, duration, began, self.timed_out)
@@ -221,10 +213,8 @@ class DispatchResult:
 
 
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
-    """A ``MISSED`` result, with the reason, when the occurrence is not to be delivered
-    (:func:`~hexeract_lite.policy.missed_reason`); None to deliver it. A firing of a
-    backfill's window, a retry or a snooze is never late, but still ends at the
-    policy's end and ``max_firings``."""
+    """A ``MISSED`` result when the occurrence is not to be delivered; None: deliver it.
+    A backfill's, a retry's or a snooze's firing is never late."""
     msg = occurrence.message
     if msg.misfire_grace is None and msg.policy is None:
         return None  # the common case
@@ -257,12 +247,8 @@ def settlement_for(
     stamp: RunStamp | None = None,
     max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> Settlement | None:
-    """The settlement of ``occurrence`` after ``result`` (see the module docstring).
-
-    ``now`` is the instant a cron schedule's next one is counted from; ``policy`` and
-    ``rng`` draw a retry delay. None for :data:`LEASE_EXPIRED`: there is nothing to
-    record. With ``stamp``, the settlement carries its run for the store's run log.
-    """
+    """The settlement of ``occurrence`` after ``result`` (see the module docstring); None
+    for :data:`LEASE_EXPIRED`. With ``stamp``, it carries its run for the run log."""
     msg = occurrence.message
     kind = result.kind
     sid, lease = msg.schedule_id, occurrence.leased_until
@@ -325,8 +311,7 @@ def settlement_for(
 
 
 def _last_firing(occurrence: LeasedOccurrence, nxt: datetime) -> bool:
-    """True when the policy ends the schedule at this delivery, before ``nxt``: its
-    ``max_firings`` reached, or ``nxt`` after its ``end_at``."""
+    """The policy ends the schedule at this delivery, before ``nxt``."""
     policy = occurrence.message.policy
     if policy is None:
         return False
@@ -338,8 +323,7 @@ def _last_firing(occurrence: LeasedOccurrence, nxt: datetime) -> bool:
 def _next_settlement(
     sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunDraft | None, *, counted: bool
 ) -> Settlement:
-    """``reschedule`` to ``firing`` (due at its rule's instant plus its jitter), or
-    ``delivered`` when there is none: the schedule completes."""
+    """``reschedule`` to ``firing``, or ``delivered`` when there is none."""
     if firing is None:
         return Settlement.delivered(sid, lease, run=run, counted=counted)
     return Settlement.reschedule(
@@ -409,9 +393,8 @@ _OUTCOMES = {
 def outcome_of(
     settlement: Settlement | None, applied: bool = True, result: DispatchResult | None = None
 ) -> DispatchOutcome:
-    """What a settlement of ``result`` counts as once the store answered ``applied``:
-    ``LEASE_LOST`` when it was fenced out, ``SKIPPED`` for None (nothing to record),
-    ``MISSED`` for a recurring schedule's firing that was not dispatched."""
+    """What a settlement counts as once the store answered ``applied``: ``LEASE_LOST``
+    when fenced out, ``SKIPPED`` for None, ``MISSED`` for a firing not dispatched."""
     if settlement is None:
         return DispatchOutcome.SKIPPED
     if not applied:
@@ -427,8 +410,8 @@ _ONWARD = frozenset({DispatchOutcome.DELIVERED, DispatchOutcome.RESCHEDULED})
 
 @attrs.frozen(kw_only=True)
 class Acknowledged(DispatchResult):
-    """A dispatch whose acknowledgement was already recorded in the handler's
-    transaction (``applied``), or fenced out (not applied: the lease was lost)."""
+    """A dispatch whose acknowledgement the handler's transaction recorded (``applied``),
+    or that was fenced out."""
 
     kind: ResultKind = ResultKind.SUCCEEDED
     settlement: Settlement
