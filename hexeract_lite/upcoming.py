@@ -18,9 +18,8 @@ MAX_UPCOMING = 10_000
 
 
 def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, datetime | None]:
-    """Validate ``count`` (1 to :data:`MAX_UPCOMING`) and ``until`` (an aware datetime,
-    a timedelta from ``now`` that is more than zero, or None); return ``until`` as an
-    instant. Raises :class:`InvalidArgument` naming the bad value."""
+    """``count`` (1 to :data:`MAX_UPCOMING`) and ``until`` as an instant (given aware, or
+    as a timedelta > 0 from ``now``, or None); else :class:`InvalidArgument`."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_UPCOMING:
         raise InvalidArgument(f"count must be an integer from 1 to {MAX_UPCOMING}, got {count!r}")
     if until is None:
@@ -38,18 +37,10 @@ def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, da
 def upcoming_firings(
     snapshot: ScheduleSnapshot, now: datetime, count: int, until: datetime | None = None
 ) -> list[datetime]:
-    """The instants (UTC) at which the worker will deliver the next ``count``
-    occurrences, in order, none after ``until``, assuming each delivery succeeds as
-    soon as it is due: each occurrence's ``scheduled_for`` (the rule's instant plus its
-    jitter), but a retry in backoff at the end of its backoff.
-
-    The first is the occurrence held now (overdue when before ``now``), left out when
-    the worker would not deliver it (misfire grace, ``catch_up``, the policy's end or
-    ``max_firings``; a retry after a failure is always delivered); a retry in backoff
-    is listed at the end of its backoff (overdue once that has passed). Then the
-    policy's next firings, a backfill's remaining window first; a change made while the
-    held firing was leased (``next_after_lease``) applies once that firing is settled.
-    """
+    """The instants (UTC) of the next ``count`` deliveries, none after ``until``, if each
+    succeeds when due: the held firing (left out when the worker would not deliver it; a
+    retry in backoff at its end), then the policy's next firings, a backfill's window
+    first; a change made while leased (``next_after_lease``) applies after the held one."""
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
         return []
