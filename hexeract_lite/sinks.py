@@ -218,16 +218,6 @@ def _match(pattern: Sequence[str], key: Sequence[str]) -> bool:
     return reachable[len(key)]
 
 
-@attrs.frozen
-class _Subscription:
-    pattern: str
-    words: tuple[str, ...]
-    handler: BusHandler
-
-    def matches(self, key_words: tuple[str, ...]) -> bool:
-        return _match(self.words, key_words)
-
-
 class InProcessBus:
     """A message bus inside one process: topic subscriptions, synchronous delivery.
 
@@ -244,7 +234,7 @@ class InProcessBus:
         self.drop_unrouted = bool(drop_unrouted)
         self.dropped = 0
         """How many messages were published with no matching subscriber and dropped."""
-        self._subs: tuple[_Subscription, ...] = ()
+        self._subs: tuple[tuple[tuple[str, ...], BusHandler], ...] = ()
         self._lock = threading.Lock()
 
     def subscribe(self, pattern: str, handler: BusHandler) -> Callable[[], None]:
@@ -253,7 +243,7 @@ class InProcessBus:
         words = _pattern_words(pattern)
         if not callable(handler):
             raise InvalidArgument(f"a bus handler must be callable, got {handler!r}")
-        sub = _Subscription(pattern, words, handler)
+        sub = (words, handler)
         with self._lock:
             self._subs = (*self._subs, sub)
 
@@ -268,8 +258,8 @@ class InProcessBus:
     ) -> Awaitable[None] | None:
         """Deliver to every matching handler; raise if any raised (see the class doc)."""
         key_words = tuple(routing_key.split("."))
-        subs = [s for s in self._subs if s.matches(key_words)]
-        if not subs:
+        handlers = [h for words, h in self._subs if _match(words, key_words)]
+        if not handlers:
             if self.drop_unrouted:
                 with self._lock:
                     self.dropped += 1
@@ -281,7 +271,7 @@ class InProcessBus:
             )
         errors: list[BaseException] = []
         pending: list[Awaitable[object]] = []
-        for sub in subs:
+        for handler in handlers:
             try:
                 message = BusMessage(
                     message_id=message_id,
@@ -289,7 +279,7 @@ class InProcessBus:
                     routing_key=routing_key,
                     payload=copy.deepcopy(payload),  # a handler's changes stay its own
                 )
-                result = sub.handler(message)
+                result = handler(message)
             except Exception as exc:
                 errors.append(exc)
                 continue
@@ -297,7 +287,7 @@ class InProcessBus:
                 if inspect.isawaitable(result):
                     pending.append(result)
                 else:
-                    errors.append(_bad_return("bus handler", sub.handler, result))
+                    errors.append(_bad_return("bus handler", handler, result))
         if errors:
             for aw in pending:
                 _discard(aw)
