@@ -22,12 +22,10 @@ __all__ = [
     "MAX_CATCH_UP_LIMIT",
     "CatchUp",
     "Firing",
+    "Rule",
     "SchedulePolicy",
-    "after_firing",
-    "after_miss",
     "first_firing",
     "jitter_offset",
-    "missed_reason",
     "policy_arguments",
     "policy_of",
 ]
@@ -195,9 +193,23 @@ class Firing:
         return self.instant + self.offset
 
 
+def _late(firing: Firing, now: datetime, grace: timedelta | None) -> bool:
+    return grace is not None and now - firing.due > grace
+
+
+def _ended(policy: SchedulePolicy | None, held: Firing) -> str | None:
+    """Why the policy completes the schedule at ``held`` (its end or ``max_firings``)."""
+    if policy is not None:
+        if policy.end_at is not None and held.due > policy.end_at:
+            return f"completed: due {rfc3339(held.due)}, after its end {rfc3339(policy.end_at)}"
+        if policy.max_firings is not None and held.firings >= policy.max_firings:
+            return f"completed: {held.firings} firings of at most {policy.max_firings}"
+    return None
+
+
 @attrs.frozen
-class _Rule:
-    """What the rules read of a schedule."""
+class Rule:
+    """What the policy rules read of a schedule, and the decisions they make."""
 
     schedule_id: uuid.UUID
     trigger: Trigger
@@ -233,6 +245,95 @@ class _Rule:
             yield Firing(instant, offset)
             instant = self.trigger.next_after(instant)
 
+    def _catch_up_start(self, held: Firing, now: datetime) -> Firing | None:
+        """Under ``catch_up="all"``: the earliest of the latest ``catch_up_limit`` firings
+        from ``held`` due by ``now`` within the grace, else the first due after ``now``."""
+        policy = self.policy
+        assert policy is not None
+        limit = policy.catch_up_limit
+        low = held.instant
+        if self.grace is not None:
+            low = max(low, now - self.grace - (policy.jitter or _ZERO))
+        # Find a window [start, now] holding at least `limit` due firings (or reaching
+        # `low`), doubling it back from now, so a long outage costs about 2 x limit steps.
+        back = timedelta(seconds=1)
+        while True:
+            start = max(low, now - back)
+            window: list[Firing] = []
+            for firing in self.instants(start):
+                if firing.due > now or (policy.end_at is not None and firing.due > policy.end_at):
+                    break
+                if not _late(firing, now, self.grace):
+                    window.append(firing)
+            if len(window) >= limit or start == low:
+                break
+            back *= 2
+        if window:
+            first = window[max(0, len(window) - limit)]
+            return self.firing(first.instant, held.firings)
+        return self.ahead(held.instant - _MS, now, held.firings)
+
+    def missed_reason(self, held: Firing, now: datetime, *, retrying: bool = False) -> str | None:
+        """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
+
+        Past the policy's end or ``max_firings``: it completes. Else a retry is
+        delivered; other firings are not when later than the misfire grace, under
+        ``catch_up="skip"`` when the next instant is due too, and under ``catch_up="all"``
+        when older than the latest ``catch_up_limit`` due (or out of the grace)."""
+        policy, grace = self.policy, self.grace
+        ended = _ended(policy, held)
+        if ended is not None or retrying:
+            return ended
+        if _late(held, now, grace):
+            return (
+                f"missed: due {rfc3339(held.due)}, found {rfc3339(now)}, {now - held.due} late,"
+                f" beyond its misfire grace of {grace}; not delivered"
+            )
+        catch_up = "latest" if policy is None else policy.catch_up
+        if catch_up == "skip":
+            nxt = self.firing(self.trigger.next_after(held.instant), held.firings)
+            if nxt is not None and nxt.due <= now:
+                return (
+                    f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)} after the next"
+                    f" firing {rfc3339(nxt.due)} came due (catch_up='skip'); not delivered"
+                )
+        elif catch_up == "all":
+            start = self._catch_up_start(held, now)
+            if start is None or start.instant > held.instant:
+                return (
+                    f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)}, older than the"
+                    f" {policy.catch_up_limit if policy else 0} latest missed firings it"
+                    " catches up (catch_up='all'); not delivered"
+                )
+        return None
+
+    def after_firing(self, held: Firing, now: datetime) -> Firing | None:
+        """The firing after ``held`` was delivered at ``now``; None: the schedule
+        completes. ``catch_up="all"`` goes on at the rule's next instant (missed ones in
+        order); the others at the first instant after ``held`` due after ``now``."""
+        policy = self.policy
+        if not self.trigger.is_recurring:
+            return None
+        fired = held.firings + 1
+        if policy is not None and policy.max_firings is not None and fired >= policy.max_firings:
+            return None
+        if policy is not None and policy.catch_up == "all":
+            nxt = self.firing(self.trigger.next_after(held.instant), fired)
+            if nxt is None or nxt.due > now:
+                return nxt
+            start = self._catch_up_start(nxt, now)
+            return None if start is None else attrs.evolve(start, firings=fired)
+        return self.ahead(held.instant, now, fired)
+
+    def after_miss(self, held: Firing, now: datetime) -> Firing | None:
+        """The firing after ``held`` was found at ``now`` and not delivered; None: it
+        completes (a one-shot: the caller dead-letters it)."""
+        if not self.trigger.is_recurring or _ended(self.policy, held) is not None:
+            return None
+        if self.policy is not None and self.policy.catch_up == "all":
+            return self._catch_up_start(held, now)
+        return self.ahead(held.instant, now, held.firings)
+
 
 def first_firing(
     schedule_id: uuid.UUID, trigger: Trigger, policy: SchedulePolicy | None, instant: datetime
@@ -247,133 +348,3 @@ def first_firing(
             " the schedule would never fire"
         )
     return Firing(instant, offset)
-
-
-def _late(firing: Firing, now: datetime, grace: timedelta | None) -> bool:
-    return grace is not None and now - firing.due > grace
-
-
-def _catch_up_start(rule: _Rule, held: Firing, now: datetime) -> Firing | None:
-    """Under ``catch_up="all"``: the earliest of the latest ``catch_up_limit`` firings from
-    ``held`` due by ``now`` within the grace, else the first due after ``now``."""
-    policy = rule.policy
-    assert policy is not None
-    limit = policy.catch_up_limit
-    low = held.instant
-    if rule.grace is not None:
-        low = max(low, now - rule.grace - (policy.jitter or _ZERO))
-    # Find a window [start, now] holding at least `limit` due firings (or reaching
-    # `low`), doubling it back from now, so a long outage costs about 2 x limit steps.
-    back = timedelta(seconds=1)
-    while True:
-        start = max(low, now - back)
-        window: list[Firing] = []
-        for firing in rule.instants(start):
-            if firing.due > now or (policy.end_at is not None and firing.due > policy.end_at):
-                break
-            if not _late(firing, now, rule.grace):
-                window.append(firing)
-        if len(window) >= limit or start == low:
-            break
-        back *= 2
-    if window:
-        first = window[max(0, len(window) - limit)]
-        return rule.firing(first.instant, held.firings)
-    return rule.ahead(held.instant - _MS, now, held.firings)
-
-
-def missed_reason(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-    held: Firing,
-    now: datetime,
-    *,
-    retrying: bool = False,
-) -> str | None:
-    """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
-
-    Past the policy's end or ``max_firings``: it completes. Else a retry is delivered;
-    other firings are not when later than the misfire grace, under ``catch_up="skip"``
-    when the next instant is due too, and under ``catch_up="all"`` when older than the
-    latest ``catch_up_limit`` due (or out of the grace)."""
-    if policy is not None:
-        if policy.end_at is not None and held.due > policy.end_at:
-            return f"completed: due {rfc3339(held.due)}, after its end {rfc3339(policy.end_at)}"
-        if policy.max_firings is not None and held.firings >= policy.max_firings:
-            return f"completed: {held.firings} firings of at most {policy.max_firings}"
-    if retrying:
-        return None
-    if _late(held, now, grace):
-        return (
-            f"missed: due {rfc3339(held.due)}, found {rfc3339(now)}, {now - held.due} late,"
-            f" beyond its misfire grace of {grace}; not delivered"
-        )
-    catch_up = "latest" if policy is None else policy.catch_up
-    rule = _Rule(schedule_id, trigger, policy, grace)
-    if catch_up == "skip":
-        nxt = rule.firing(trigger.next_after(held.instant), held.firings)
-        if nxt is not None and nxt.due <= now:
-            return (
-                f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)} after the next"
-                f" firing {rfc3339(nxt.due)} came due (catch_up='skip'); not delivered"
-            )
-    elif catch_up == "all":
-        start = _catch_up_start(rule, held, now)
-        if start is None or start.instant > held.instant:
-            return (
-                f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)}, older than the"
-                f" {policy.catch_up_limit if policy else 0} latest missed firings it catches"
-                " up (catch_up='all'); not delivered"
-            )
-    return None
-
-
-def after_firing(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-    held: Firing,
-    now: datetime,
-) -> Firing | None:
-    """The firing after ``held`` was delivered at ``now``; None: the schedule completes.
-    ``catch_up="all"`` goes on at the rule's next instant (missed ones in order); the
-    others at the first instant after ``held`` whose firing is due after ``now``."""
-    if not trigger.is_recurring:
-        return None
-    fired = held.firings + 1
-    if policy is not None and policy.max_firings is not None and fired >= policy.max_firings:
-        return None
-    rule = _Rule(schedule_id, trigger, policy, grace)
-    if policy is not None and policy.catch_up == "all":
-        nxt = rule.firing(trigger.next_after(held.instant), fired)
-        if nxt is None or nxt.due > now:
-            return nxt
-        start = _catch_up_start(rule, nxt, now)
-        return None if start is None else attrs.evolve(start, firings=fired)
-    return rule.ahead(held.instant, now, fired)
-
-
-def after_miss(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-    held: Firing,
-    now: datetime,
-) -> Firing | None:
-    """The firing after ``held`` was found at ``now`` and not delivered; None: it completes
-    (a one-shot: the caller dead-letters it)."""
-    if not trigger.is_recurring:
-        return None
-    if policy is not None:
-        if policy.end_at is not None and held.due > policy.end_at:
-            return None
-        if policy.max_firings is not None and held.firings >= policy.max_firings:
-            return None
-    rule = _Rule(schedule_id, trigger, policy, grace)
-    if policy is not None and policy.catch_up == "all":
-        return _catch_up_start(rule, held, now)
-    return rule.ahead(held.instant, now, held.firings)

@@ -11,7 +11,7 @@ dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)
                                 first instant of the rule after both (missed ticks
                                 collapse into one catch-up); ``delivered`` when the
                                 rule has no further instant; with a policy, its next
-                                firing (:func:`~hexeract_lite.policy.after_firing`:
+                                firing (:meth:`~hexeract_lite.policy.Rule.after_firing`:
                                 jittered, caught up, ``delivered`` past its end or
                                 count); the firing is counted
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
@@ -25,7 +25,7 @@ for while it ran)               dead-lettered when exhausted), run-log outcome
                                 ``aborted``; with ``cancel=True``: ``cancelled``
 missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
 misfire grace, or missed under  recurring: ``reschedule`` to its next firing
-its policy, not a retry after   (:func:`~hexeract_lite.policy.after_miss`) without
+its policy, not a retry after   (:meth:`~hexeract_lite.policy.Rule.after_miss`) without
 a failure)                      dispatch (``delivered`` when there is none)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
@@ -50,7 +50,7 @@ from .backfill import window_next
 from .config import DEFAULT_MAX_SNOOZES
 from .errors import DispatchError
 from .longrun import DispatchAborted, Snooze
-from .policy import Firing, after_firing, after_miss, missed_reason
+from .policy import Firing, Rule
 from .runlog import RunDraft, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
@@ -218,11 +218,7 @@ def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult
     msg = occurrence.message
     if msg.misfire_grace is None and msg.policy is None:
         return None  # the common case
-    reason = missed_reason(
-        msg.schedule_id,
-        msg.trigger,
-        msg.policy,
-        msg.misfire_grace,
+    reason = _rule(occurrence).missed_reason(
         occurrence.firing(),
         now,
         retrying=occurrence.retrying or occurrence.snoozes > 0 or occurrence.in_backfill,
@@ -263,9 +259,7 @@ def settlement_for(
             if nxt is None:
                 return Settlement.delivered(sid, lease, run=run, counted=recurring)
             return Settlement.reschedule(sid, nxt, lease, run=run, counted=True)
-        firing = after_firing(
-            sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
-        )
+        firing = _rule(occurrence).after_firing(occurrence.firing(), now)
         return _next_settlement(sid, lease, firing, run, counted=recurring)
     if kind is ResultKind.SNOOZED:
         assert isinstance(result.error, Snooze)
@@ -299,15 +293,18 @@ def settlement_for(
         text = error_text(result.error if result.error is not None else "missed")
         run = _run(stamp, occurrence, result, RunOutcome.SKIPPED, text)
         if msg.trigger.is_recurring:  # skip the stale firing, go on at the next one
-            firing = after_miss(
-                sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
-            )
+            firing = _rule(occurrence).after_miss(occurrence.firing(), now)
             return _next_settlement(sid, lease, firing, run, counted=False)
         return Settlement.dead_lettered(sid, text, lease, run=run)
     if kind is ResultKind.NOT_DISPATCHED:
         run = _run(stamp, occurrence, result, RunOutcome.RELEASED, None)
         return Settlement.released(sid, lease, run=run)
     return None
+
+
+def _rule(occurrence: LeasedOccurrence) -> Rule:
+    msg = occurrence.message
+    return Rule(msg.schedule_id, msg.trigger, msg.policy, msg.misfire_grace)
 
 
 def _last_firing(occurrence: LeasedOccurrence, nxt: datetime) -> bool:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from ._time import to_utc_ms
 from .errors import InvalidArgument
-from .policy import Firing, after_firing, after_miss, missed_reason
+from .policy import Firing, Rule
 from .snapshot import ScheduleSnapshot, ScheduleStatus
 
 __all__ = ["MAX_UPCOMING", "check_upcoming", "upcoming_firings"]
@@ -46,20 +46,20 @@ def upcoming_firings(
         return []
     held: Firing | None = s.firing()
     retrying = s.last_error is not None
-    args = (s.schedule_id, s.trigger, s.policy, s.misfire_grace)
+    rule = Rule(s.schedule_id, s.trigger, s.policy, s.misfire_grace)
     found: list[datetime] = []
     first = True
     window = s.backfill_until
     while held is not None and window is not None and held.instant <= window:
         if len(found) >= count or (until is not None and held.due > until):
             return found
-        if missed_reason(*args, held, max(now, held.due), retrying=True) is not None:
+        if rule.missed_reason(held, max(now, held.due), retrying=True) is not None:
             return found  # the policy's end or max_firings: the schedule completes
         found.append(held.due)  # a backfill's window: each instant, however late
         first = False
         nxt = s.trigger.next_after(held.instant)
         if nxt is None or nxt > window:
-            held = after_firing(*args, held, max(now, held.due))
+            held = rule.after_firing(held, max(now, held.due))
             break
         held = Firing(nxt, timedelta(0), held.firings + 1)
     for _ in range(2 * count + 2):  # each round fires one or skips to one that fires
@@ -73,13 +73,13 @@ def upcoming_firings(
             listed = held.due
         if until is not None and listed > until:
             break
-        if missed_reason(*args, held, fired_at, retrying=first and retrying) is None:
+        if rule.missed_reason(held, fired_at, retrying=first and retrying) is None:
             found.append(listed)
             fired = held.firings + 1
-            held = after_firing(*args, held, fired_at)
+            held = rule.after_firing(held, fired_at)
         else:
             fired = held.firings
-            held = after_miss(*args, held, fired_at)
+            held = rule.after_miss(held, fired_at)
         if first and s.next_after_lease is not None:  # a change waiting for this one
             held = Firing(s.next_after_lease, timedelta(0), fired)
         first = False
