@@ -300,10 +300,7 @@ def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
         return message
     rule = message.trigger.cron_expression
     assert rule is not None
-    now = to_utc_ms(now, "clock.now()", InvalidMessage)
-    when = rule.next_occurrence(now)
-    if when is None:
-        raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
+    when = _first_after(rule, now)
     if when == message.scheduled_for:
         return message
     if message.policy is not None:
@@ -311,6 +308,14 @@ def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
     placed = attrs.evolve(message, scheduled_for=when)
     object.__setattr__(placed, "_checked", True)  # the same checked fields, another instant
     return placed
+
+
+def _first_after(rule: CronExpression, now: datetime) -> datetime:
+    now = to_utc_ms(now, "clock.now()", InvalidMessage)
+    when = rule.next_occurrence(now)
+    if when is None:
+        raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
+    return when
 
 
 def _check_message_name(name: object, schedule_id: uuid.UUID | None) -> uuid.UUID:
@@ -427,13 +432,8 @@ class ScheduledMessage:
         if event_type is None:
             raise InvalidMessage("ScheduledMessage.cron needs an event_type")
         if first_occurrence is None:
-            rule = trigger.cron_expression  # carries the zone
-            assert rule is not None
-            now = to_utc_ms(clock.now(), "clock.now()", InvalidMessage)
-            nxt = rule.next_occurrence(now)
-            if nxt is None:
-                raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
-            when = nxt
+            assert trigger.cron_expression is not None  # carries the zone
+            when = _first_after(trigger.cron_expression, clock.now())
         else:
             when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
         message = cls._build(
