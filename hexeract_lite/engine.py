@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from .dispatch import BatchRun, Interruption, LoopAbandoned, SinkRunner, Turn, Wake
+from .dispatch import Interruption, LoopAbandoned, SinkRunner, Turn, Wake
 from .hooks import abandon_hooks, hooks_running_since
 from .idle import STOP_CHECK_S
 from .settle import DispatchResult
@@ -202,7 +202,8 @@ def run_watched(
     while True:
         try:
             if run is not None and run.given_up is not None and handover.source is not run:
-                request, done = _resume_of(run)  # given up on: the rest to a new thread
+                resume: Resume = run.context  # type: ignore[assignment]  # as run_here had it
+                request, done = resume  # given up on: the rest to a new thread
                 results = done + run.results + runner.given_up_results(run, interruption)
                 handover, gone = Handover((request, results), run), handover.owner
                 why = runner.thread_lost(run)
@@ -257,11 +258,6 @@ def _hooks_left(loop: LoopThread, stopped: float, timeout: float) -> float | Non
     if left > 0:
         return left
     return None if abandon_hooks(loop.thread) else timeout
-
-
-def _resume_of(run: BatchRun) -> Resume:
-    resume: Resume = run.context  # type: ignore[assignment]  # as run_here was given it
-    return resume
 
 
 class AsyncDriver:
