@@ -93,20 +93,9 @@ class RunRecord:
     @classmethod
     def of(cls, entry: RunEntry) -> RunRecord:
         """The record of ``entry``, cut to the millisecond as the stores keep it."""
-        started = entry.started
-        return cls(
-            schedule_id=entry.schedule_id,
-            scheduled_for=entry.scheduled_for,
-            attempt=entry.attempt,
-            started=None if started is None else _ms(started),
-            finished=_ms(entry.finished),
-            outcome=entry.outcome,
-            lag=entry.lag // _MS * _MS,
-            duration=entry.duration,
-            host=entry.host,
-            pid=entry.pid,
-            error=entry.error,
-        )
+        started = None if entry.started is None else _ms(entry.started)
+        cut = {"started": started, "finished": _ms(entry.finished), "lag": entry.lag // _MS * _MS}
+        return cls(**(entry._asdict() | cut))
 
     @property
     def occurrence_id(self) -> OccurrenceId:

@@ -156,12 +156,9 @@ class SchedulerWorker:
             raise InvalidConfiguration(f"clock must have a now() method, got clock={clock!r:.100}")
         if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise InvalidConfiguration(f"rng must have a uniform(a, b) method, got rng={rng!r}")
-        if not isinstance(propagate_errors, bool):
-            raise InvalidConfiguration(
-                f"propagate_errors must be True or False, got propagate_errors={propagate_errors!r}"
-            )
-        if not isinstance(run_log, bool):
-            raise InvalidConfiguration(f"run_log must be True or False, got run_log={run_log!r}")
+        for flag, value in (("propagate_errors", propagate_errors), ("run_log", run_log)):
+            if not isinstance(value, bool):
+                raise InvalidConfiguration(f"{flag} must be True or False, got {flag}={value!r}")
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
         self.propagate_errors = propagate_errors
