@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from ._log import package_logger
 from .clock import Clock
@@ -115,15 +116,12 @@ Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
 """One occurrence's settlement to write, with the dispatch result it came from."""
 
 
-class Held:
+class Held(NamedTuple):
     """A full batch's settlement, not yet written: written with the next cycle's claim, or
     on its own when no cycle follows."""
 
-    __slots__ = ("counts", "planned")
-
-    def __init__(self, planned: list[Planned], counts: Counts) -> None:
-        self.planned = planned
-        self.counts = counts
+    planned: list[Planned]
+    counts: Counts
 
     def lapses_within(self, now: datetime, pause: float) -> bool:
         """A held lease ends within ``2 * pause`` seconds of ``now``."""
