@@ -30,13 +30,9 @@ def to_utc_ms(
     *,
     round_up: bool = False,
 ) -> datetime:
-    """Normalise an aware datetime to UTC at whole milliseconds: truncated (an instant
-    read as "now" never moves later), or with ``round_up`` rounded up (a requested
-    firing is stored never before the instant asked for).
-
-    A naive datetime, anything else, or one outside years 1 to 9999 once in UTC raises
-    ``error`` (default :class:`InvalidConfiguration`) naming ``name`` and the value.
-    """
+    """An aware datetime in UTC at whole milliseconds: truncated (a "now" never moves
+    later), or with ``round_up`` rounded up (a firing is never stored early). Naive, not a
+    datetime, or outside years 1 to 9999: ``error`` naming ``name``."""
     if value.__class__ is datetime and value.tzinfo is UTC:  # the common case, cheaply
         micro = value.microsecond % 1000
         if not micro:
@@ -101,9 +97,7 @@ def format_ts(value: datetime) -> str:
 
 
 def format_now(value: object, name: str = "clock.now()") -> str:
-    """``format_ts(to_utc_ms(value, name))``, the stored text of an instant read as
-    "now" (truncated to the millisecond), with :func:`to_utc_ms`'s errors; an aware
-    UTC datetime is formatted as it is (formatting drops the finer part itself)."""
+    """The stored text of an instant read as "now" (:func:`to_utc_ms`'s rules and errors)."""
     if value.__class__ is datetime and value.tzinfo is UTC:
         return format_ts(value)
     return format_ts(to_utc_ms(value, name))

@@ -1,11 +1,6 @@
-"""Backfill: fire a recurring schedule's instants of a window, in order
-(docs/howto/backfill.md).
-
-While ``scheduled_for <= backfill_until`` a schedule is *backfilling*: each delivery
-moves it to the rule's next instant after the one delivered (:func:`window_next`), each
-firing with the occurrence id its rule gives that instant; past the window it goes on
-on its rule.
-"""
+"""Backfill (docs/howto/backfill.md): while ``scheduled_for <= backfill_until`` each
+delivery moves a schedule to its rule's next instant (:func:`window_next`), each with
+the id its rule gives it; past the window it goes on on its rule."""
 
 from __future__ import annotations
 
@@ -37,10 +32,8 @@ _MS = timedelta(milliseconds=1)
 
 
 def check_window(start: object, end: object, limit: object) -> tuple[datetime, datetime, int]:
-    """``start`` and ``end`` as UTC milliseconds (``start`` rounded up, so no instant
-    before it is in the window) and ``limit``; raise :class:`InvalidArgument` naming the
-    bad value: a naive or non-datetime bound, ``end`` before ``start``, a ``limit`` that
-    is not an integer from 1 to :data:`MAX_BACKFILL_LIMIT`."""
+    """``start`` (rounded up) and ``end`` as UTC milliseconds, and ``limit``; a naive bound,
+    ``end`` before ``start`` or a bad ``limit``: :class:`InvalidArgument`."""
     if (
         isinstance(limit, bool)
         or not isinstance(limit, int)
@@ -90,13 +83,10 @@ def _label(row: ScheduleRecord) -> str:
 
 
 def backfill_plan(start: datetime, end: datetime, limit: int) -> Plan[int]:
-    """The plan of ``backfill``: the row's next firing is its rule's first instant in
-    the checked window ``[start, end]`` and ``backfill_until`` is ``end``; the answer is
-    the number of the window's instants. Refused with :class:`NotChangeable`: a
-    terminal, paused or one-shot schedule; with :class:`InvalidArgument`: a window
-    without an instant of the rule, or with more than ``limit`` (naming both counts).
-    A schedule in flight starts the window once that firing is acknowledged (the lease
-    rule of every change in place)."""
+    """The plan of ``backfill``: the next firing is the rule's first instant in ``[start,
+    end]``, ``backfill_until`` is ``end``; the answer is the window's instant count. A
+    terminal, paused or one-shot schedule: :class:`NotChangeable`; no instant, or more
+    than ``limit``: :class:`InvalidArgument`. In flight: once that firing is settled."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[int, ScheduleRecord | None]:
         status = row.status().value
@@ -133,9 +123,8 @@ def backfill_plan(start: datetime, end: datetime, limit: int) -> Plan[int]:
 
 
 def window_next(occurrence: LeasedOccurrence) -> datetime | None:
-    """The next firing after delivering ``occurrence`` when it is one of a backfill's
-    window and the rule's next instant is in the window too; None otherwise (the
-    schedule goes on on its rule)."""
+    """The next firing after delivering ``occurrence`` inside a backfill's window; None
+    when it or the rule's next instant is outside it."""
     until = occurrence.backfill_until
     if until is None or not occurrence.in_backfill:
         return None

@@ -38,11 +38,8 @@ def check_duration(
     allow_zero: bool = False,
     longest: timedelta | None = LONGEST_SETTING,
 ) -> timedelta:
-    """``value`` if it is a :class:`~datetime.timedelta` > 0 (>= 0 with ``allow_zero``)
-    and no longer than ``longest`` (None: any length).
-
-    Raises :class:`InvalidConfiguration` naming ``name`` and the value otherwise.
-    """
+    """``value`` if a timedelta > 0 (>= 0 with ``allow_zero``) of at most ``longest``;
+    else :class:`InvalidConfiguration` naming ``name``."""
     if not isinstance(value, timedelta):
         raise InvalidConfiguration(f"{name} must be a datetime.timedelta, got {name}={value!r}")
     if value < _ZERO or (value == _ZERO and not allow_zero):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._conn import LIBPQ_KV_RE, POSTGRES_SCHEMES, SCHEME_RE, sqlite_url_path
 from .clock import SYSTEM_CLOCK, Clock
@@ -50,68 +50,15 @@ MYSQL_EXTRA_HINT = "MySQL support needs the 'mysql' extra: pip install 'hexeract
 _MYSQL_SCHEMES = ("mysql", "mariadb")
 
 
-class ConnTarget:
-    """A parsed connection string (immutable; equal when every field is).
+class ConnTarget(NamedTuple):
+    """A parsed connection string: ``kind`` ``"sqlite"`` (``path`` set), ``"postgres"``
+    or ``"mysql"`` (``url`` set); ``source``: ``"argument"``, ``"DATABASE_URL"`` or
+    ``"default"``."""
 
-    ``kind`` is ``"sqlite"`` (``path`` is set), ``"postgres"`` or ``"mysql"`` (``url``
-    is set).
-    ``source`` says where it came from: ``"argument"``, ``"DATABASE_URL"`` or
-    ``"default"``.
-    """
-
-    # Written out rather than made with attrs: every ``hexeract`` command parses its
-    # connection string, and the read-only ones do not otherwise import attrs.
-    __slots__ = ("kind", "path", "source", "url")
     kind: Literal["sqlite", "postgres", "mysql"]
-    path: Path | None
-    url: str | None
-    source: str
-
-    def __init__(
-        self,
-        *,
-        kind: Literal["sqlite", "postgres", "mysql"],
-        path: Path | None = None,
-        url: str | None = None,
-        source: str = "argument",
-    ) -> None:
-        for name, value in (("kind", kind), ("path", path), ("url", url), ("source", source)):
-            object.__setattr__(self, name, value)
-
-    def _fields(self) -> tuple[object, ...]:
-        return (self.kind, self.path, self.url, self.source)
-
-    def __repr__(self) -> str:
-        return (
-            f"ConnTarget(kind={self.kind!r}, path={self.path!r}, url={self.url!r},"
-            f" source={self.source!r})"
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, ConnTarget)
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash((ConnTarget, *self._fields()))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        from attrs.exceptions import FrozenInstanceError  # what an attrs class raises
-
-        raise FrozenInstanceError()
-
-    def __delattr__(self, name: str) -> None:
-        from attrs.exceptions import FrozenInstanceError
-
-        raise FrozenInstanceError()
-
-    def __getstate__(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        for name, value in state.items():
-            object.__setattr__(self, name, value)
+    path: Path | None = None
+    url: str | None = None
+    source: str = "argument"
 
     def display(self) -> str:
         """A printable form, without any password."""

@@ -16,7 +16,7 @@ from .errors import InvalidArgument, ScheduleNotFound
 from .interval import Interval
 from .message import ScheduledMessage, Target, encode_payload
 from .names import check_group, check_name, group_of, name_id
-from .policy import CatchUp, SchedulePolicy, policy_arguments
+from .policy import POLICY_FIELDS, CatchUp, policy_arguments, policy_of
 from .runlog import RunOutcome, RunRecord
 from .snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
 from .store.base import ScheduleStore
@@ -82,14 +82,12 @@ class ReconcileReport:
 class SchedulerControl:
     """Schedule, inspect, pause, resume, cancel and replay, over any store.
 
-    Every method takes a schedule id as a :class:`uuid.UUID` or its text; a malformed
-    one raises :class:`InvalidArgument`, an unknown one :class:`ScheduleNotFound`.
-    State changes return True when they changed something and False when there was
-    nothing to do (already paused, already terminal, ...), so they are safe to
-    repeat.
+    A schedule id is a :class:`uuid.UUID` or its text (malformed:
+    :class:`InvalidArgument`; unknown: :class:`ScheduleNotFound`). State changes return
+    True when they changed something, False when there was nothing to do, so they are
+    safe to repeat.
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def __init__(self, store: ScheduleStore) -> None:
         self.store = store
@@ -97,11 +95,8 @@ class SchedulerControl:
     def schedule(
         self, message: ScheduledMessage, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
     ) -> uuid.UUID:
-        """Store ``message`` as a new pending schedule; return its schedule id.
-
-        ``max_attempts`` (>= 1) is the attempt budget of each of its occurrences. An
-        id already stored raises :class:`DuplicateSchedule`.
-        """
+        """Store ``message`` as a new pending schedule, each occurrence with ``max_attempts``
+        (>= 1) attempts; return its id. An id already stored: :class:`DuplicateSchedule`."""
         self.store.insert(message, max_attempts)
         return message.schedule_id
 
@@ -115,10 +110,9 @@ class SchedulerControl:
     async def schedule_async(
         self, message: ScheduledMessage, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
     ) -> uuid.UUID:
-        """:meth:`schedule` on a worker thread (``asyncio.to_thread``); same result and errors.
+        """:meth:`schedule` on a worker thread (``asyncio.to_thread``).
 
-        .. versionadded:: 0.3.0
-        """
+        .. versionadded:: 0.3.0"""
         import asyncio  # loaded by asyncio code only: `import hexeract_lite` stays light
 
         return await asyncio.to_thread(self.schedule, message, max_attempts=max_attempts)
@@ -126,10 +120,9 @@ class SchedulerControl:
     async def schedule_many_async(
         self, messages: Sequence[ScheduledMessage], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
     ) -> list[uuid.UUID]:
-        """:meth:`schedule_many` on a worker thread, as :meth:`schedule_async` does.
+        """:meth:`schedule_many` on a worker thread.
 
-        .. versionadded:: 0.3.0
-        """
+        .. versionadded:: 0.3.0"""
         import asyncio
 
         return await asyncio.to_thread(self.schedule_many, messages, max_attempts=max_attempts)
@@ -145,36 +138,30 @@ class SchedulerControl:
     def pause(self, schedule_id: ScheduleIdLike, *, note: str | None = None) -> bool:
         """Stop claiming the schedule until :meth:`resume`; True if it was not paused.
 
-        A worker already holding an occurrence of it may still deliver that one. A
-        terminal schedule is left alone (False). ``note`` (up to 500 printable
-        characters) says why; ``inspect`` shows it until the schedule is resumed. A
-        schedule already paused keeps its own note.
+        An occurrence already held may still be delivered; a terminal schedule is left alone.
+        ``note`` (up to 500 printable characters) says why, shown by ``inspect`` until
+        resumed; a schedule already paused keeps its note.
 
         .. versionchanged:: 0.4.0
-           ``note=``; a schedule's name in place of its id.
-        """
+           ``note=``; a schedule's name in place of its id."""
         sid = self._existing(schedule_id)
         if note is None:
             return self.store.set_paused(sid, True)
         return self.store.modify_record(sid, pause_plan(check_note(note)))
 
     def pause_group(self, group: str, *, note: str | None = None) -> int:
-        """Pause every live schedule named in ``group`` (the part of a name before its
-        first dot) in one transaction, with ``note``; return how many were paused
-        (those already paused keep their note). No live schedule in the group:
+        """Pause every live schedule named in ``group`` (a name's part before its first dot)
+        in one transaction, with ``note``; return how many were paused. None live:
         :class:`InvalidArgument`.
 
-        .. versionadded:: 0.4.0
-        """
+        .. versionadded:: 0.4.0"""
         return self._group(group, pause_plan(check_note(note)))
 
     def resume_group(self, group: str) -> int:
-        """Resume every paused schedule named in ``group`` in one transaction, each as
-        :meth:`resume` does; return how many were resumed. No live schedule in the
-        group: :class:`InvalidArgument`.
+        """Resume every paused schedule named in ``group`` in one transaction, as
+        :meth:`resume` does; return how many. None live: :class:`InvalidArgument`.
 
-        .. versionadded:: 0.4.0
-        """
+        .. versionadded:: 0.4.0"""
         return self._group(group, resume_change())
 
     def _group(self, group: str, plan: Plan[bool]) -> int:
@@ -194,19 +181,17 @@ class SchedulerControl:
         *,
         limit: int = DEFAULT_BACKFILL_LIMIT,
     ) -> int:
-        """Fire the schedule's rule instants in ``[start, end]`` (aware), in order, each
-        with the occurrence id its rule gives it (so a second backfill fires the same
-        ids), then go on on the rule; return how many instants the window has.
+        """Fire the rule's instants in ``[start, end]`` (aware), in order, each with the
+        occurrence id its rule gives it, then go on on the rule; return how many there are.
 
-        The window's firings replace the pending one, start after a firing in flight is
+        The window's firings replace the pending one, start once a firing in flight is
         acknowledged, and are never skipped by the misfire grace. More than ``limit``
-        instants (1 to 100000), none, ``end`` before ``start`` or a naive bound:
-        :class:`InvalidArgument`, nothing written; a one-shot, paused or terminal
-        schedule: :class:`NotChangeable`. A later backfill replaces one in progress;
-        ``reschedule``, ``run_now`` or a new rule ends it.
+        (1 to 100000), none, ``end`` before ``start`` or a naive bound:
+        :class:`InvalidArgument`; a one-shot, paused or terminal schedule:
+        :class:`NotChangeable`. A later backfill replaces one in progress; ``reschedule``,
+        ``run_now`` or a new rule ends it.
 
-        .. versionadded:: 0.4.0
-        """
+        .. versionadded:: 0.4.0"""
         first, last, limit = check_window(start, end, limit)
         return self.store.modify_record(
             self._existing(id_or_name), backfill_plan(first, last, limit)
@@ -215,29 +200,22 @@ class SchedulerControl:
     def resume(self, schedule_id: ScheduleIdLike) -> bool:
         """Resume a paused schedule and clear its note; True when it is no longer paused.
 
-        A cron schedule whose due instant passed while paused realigns to its first
-        instant after now (attempts and last error reset; no catch-up firing); with no
-        further instant it stays paused (False). Not paused, or terminal: False. A
-        schedule inside a backfill's window goes on where it stopped.
+        A cron schedule whose due instant passed while paused realigns to its first instant
+        after now (attempts and last error reset; no catch-up); with none it stays paused
+        (False). A schedule inside a backfill's window goes on where it stopped.
 
         .. versionchanged:: 0.4.0
-           A schedule's name in place of its id.
-        """
+           A schedule's name in place of its id."""
         return self.store.resume(self._existing(schedule_id))
 
     def cancel(self, schedule_id: ScheduleIdLike) -> bool:
-        """Cancel the schedule for good; True if it cancelled it.
-
-        A terminal schedule is left as it is (False). An occurrence already claimed may
-        still be dispatched, but nothing fires after it.
-        """
+        """Cancel the schedule for good; True if it did (a terminal one: False). An occurrence
+        already claimed may still be dispatched; nothing fires after it."""
         return self.store.cancel(_schedule_id(schedule_id))
 
     def replay(self, schedule_id: ScheduleIdLike) -> None:
-        """Give a dead-lettered schedule a fresh start, due now, with a full budget.
-
-        Any other status raises :class:`NotReplayable` naming it.
-        """
+        """Give a dead-lettered schedule a fresh start, due now, with a full budget; any other
+        status: :class:`NotReplayable`."""
         self.store.replay(_schedule_id(schedule_id))
 
     # -- named schedules and changes in place -------------------------------------
@@ -265,30 +243,19 @@ class SchedulerControl:
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
-        Exactly one of ``cron`` (first firing ``first``, by default the rule's first instant
-        after now; on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix,
-        else UTC), ``every`` (a grid anchored at ``first``, by default on the grid
-        anchored at 1970-01-01T00:00Z) or ``at`` (once). Missing (or cancelled): created.
-        Declared as stored (a rule compared by meaning: ``@daily`` is ``0 0 * * *``;
-        ``first`` only places a new schedule's first firing): unchanged, nothing written.
-        Else updated in place: a firing in flight completes under the old values, the
-        firings counted so far are kept. Another trigger kind than stored:
-        :class:`NotChangeable`. The id is :func:`~hexeract_lite.names.name_id` of
-        ``name``, so racing processes end with one row and no error. ``target`` defaults
-        to the mediator; ``end_at`` ... ``catch_up_limit``: the policy
-        (:class:`~hexeract_lite.policy.SchedulePolicy`). ``connection``: your connection
-        with a transaction open on the store's database (SQLite, PostgreSQL): the change
-        is made inside it and exists once you commit.
+        Exactly one of ``cron`` (first firing ``first``, default the rule's first instant
+        after now; on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix, else
+        UTC), ``every`` (a grid anchored at ``first``, default at 1970-01-01T00:00Z) or ``at``
+        (once). Missing or cancelled: created. As stored (rules compared by meaning;
+        ``first`` only places a new schedule): unchanged. Else updated in place: a firing in
+        flight completes under the old values. Another trigger kind: :class:`NotChangeable`.
+        The id is :func:`~hexeract_lite.names.name_id` of ``name``, so racing processes end
+        with one row. ``target`` defaults to the mediator; ``end_at`` ... ``catch_up_limit``:
+        the :class:`~hexeract_lite.policy.SchedulePolicy`. ``connection``: your connection
+        with a transaction open on the store's database: the change commits with it.
 
-        .. versionadded:: 0.2.0
-        """
-        policy = SchedulePolicy.of(
-            end_at=end_at,
-            max_firings=max_firings,
-            jitter=jitter,
-            catch_up=catch_up,
-            catch_up_limit=catch_up_limit,
-        )
+        .. versionadded:: 0.2.0"""
+        policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
         message = self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
         )
@@ -308,8 +275,9 @@ class SchedulerControl:
         target: Target | None,
         tz: str | None,
         misfire_grace: timedelta | None,
-        policy: SchedulePolicy | None = None,
+        policy_values: tuple[Any, ...],
     ) -> ScheduledMessage:
+        policy = policy_of(*policy_values)  # checked before the trigger arguments
         check_name(name)
         target = Target.mediator() if target is None else target
         if sum(x is not None for x in (cron, at, every)) != 1:
@@ -359,14 +327,12 @@ class SchedulerControl:
     ) -> ReconcileReport:
         """Ensure every declared schedule and cancel the group's others.
 
-        ``group`` is the part of a name before its first dot; other schedules are never
-        touched. ``declared``: named messages, or ``(message, max_attempts)`` pairs (a
+        ``declared``: named messages of ``group``, or ``(message, max_attempts)`` pairs (a
         bare message gets :data:`DEFAULT_MAX_ATTEMPTS`), all checked before anything is
-        written (:class:`InvalidArgument`; a stored schedule of another trigger kind:
-        :class:`NotChangeable`).
+        written (:class:`InvalidArgument`; another trigger kind stored:
+        :class:`NotChangeable`). Schedules outside the group are never touched.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         check_group(group)
         try:
             entries = list(declared)
@@ -429,13 +395,7 @@ class SchedulerControl:
 
         .. versionadded:: 0.2.0
         """
-        policy = SchedulePolicy.of(
-            end_at=end_at,
-            max_firings=max_firings,
-            jitter=jitter,
-            catch_up=catch_up,
-            catch_up_limit=catch_up_limit,
-        )
+        policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
         return self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
         )
@@ -455,32 +415,26 @@ class SchedulerControl:
         return sid
 
     def abort(self, id_or_name: uuid.UUID | str, *, cancel: bool = False) -> bool:
-        """Ask the dispatch in flight of the schedule to stop; True when the request
-        was stored.
+        """Ask the schedule's dispatch in flight to stop; True when the request was stored.
 
-        Works from any process: the worker running the dispatch sees the request within
-        ``poll_interval``. An async handler is cancelled; a sync one sees
-        ``current_dispatch().should_abort()`` turn True and should return. The dispatch
-        is recorded as ``aborted``: a failed attempt, or with ``cancel=True`` the
-        schedule cancelled. Nothing in flight: False, nothing written (a retry waiting
-        out its backoff holds a lease: the request is stored and cleared by its next
-        claim). Unknown: :class:`ScheduleNotFound`.
+        The worker running it sees the request within ``poll_interval``: an async handler is
+        cancelled, a sync one sees ``current_dispatch().should_abort()`` turn True. It is
+        recorded as ``aborted``: a failed attempt, or with ``cancel=True`` the schedule
+        cancelled. Nothing in flight: False (a retry waiting out its backoff holds a lease:
+        the request is stored and cleared by its next claim).
 
-        .. versionadded:: 0.3.0
-        """
+        .. versionadded:: 0.3.0"""
         if not isinstance(cancel, bool):
             raise InvalidArgument(f"cancel must be True or False, got cancel={cancel!r:.100}")
         sid = self._existing(id_or_name)
         return self.store.request_abort(sid, "cancel" if cancel else "abort")
 
     def reschedule(self, id_or_name: uuid.UUID | str, at: datetime) -> bool:
-        """Move the schedule's next firing to ``at`` (aware); attempts and last error
-        reset; a recurring one then goes on on its rule. Terminal, or a one-shot
-        schedule in flight: :class:`NotChangeable`. A recurring one in flight moves
-        once that firing is acknowledged. True when something changed.
+        """Move the next firing to ``at`` (aware), attempts and last error reset; a recurring
+        one then goes on on its rule (in flight: once that firing is acknowledged). Terminal,
+        or a one-shot in flight: :class:`NotChangeable`.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         return self.store.move(self._existing(id_or_name), at)
 
     def update(
@@ -500,18 +454,16 @@ class SchedulerControl:
         catch_up: CatchUp | EllipsisType | None = ...,
         catch_up_limit: int | EllipsisType | None = ...,
     ) -> bool:
-        """Change a schedule in place (an argument left out stays as it is); True when
-        a value differed. Terminal, or ``cron`` for a schedule that is not a cron one:
-        :class:`NotChangeable`. ``cron`` may be zoned (a ``CRON_TZ=`` prefix, a
-        :class:`CronExpression`, or ``tz``, which goes with ``cron`` only); a text
-        without a zone keeps the schedule's zone (``tz="UTC"`` moves it to UTC). A new
-        rule's next firing is its first instant after now (after the firing in flight,
-        if any). ``misfire_grace``: None for none. ``end_at`` ... ``catch_up_limit``
-        (recurring only): None for the default; a new ``max_firings`` counts the firings
-        so far.
+        """Change a schedule in place (an argument left out stays); True when a value differed.
 
-        .. versionadded:: 0.2.0
-        """
+        Terminal, or ``cron`` for a schedule that is not a cron one: :class:`NotChangeable`.
+        ``cron`` may be zoned (a ``CRON_TZ=`` prefix, a :class:`CronExpression`, or ``tz``,
+        with ``cron`` only); a text without a zone keeps the schedule's zone. A new rule's
+        next firing is its first instant after now (after a firing in flight).
+        ``misfire_grace``: None for none. ``end_at`` ... ``catch_up_limit`` (recurring only):
+        None for the default; a new ``max_firings`` counts the firings so far.
+
+        .. versionadded:: 0.2.0"""
         if tz is not None and cron is None:
             raise InvalidArgument("update: tz= goes with cron= only")
         change = Change(
@@ -527,12 +479,10 @@ class SchedulerControl:
             set_misfire_grace=not isinstance(misfire_grace, EllipsisType),
             policy=tuple(
                 (key, value)
-                for key, value in (
-                    ("end_at", end_at),
-                    ("max_firings", max_firings),
-                    ("jitter", jitter),
-                    ("catch_up", catch_up),
-                    ("catch_up_limit", catch_up_limit),
+                for key, value in zip(
+                    POLICY_FIELDS,
+                    (end_at, max_firings, jitter, catch_up, catch_up_limit),
+                    strict=True,
                 )
                 if not isinstance(value, EllipsisType)
             ),
@@ -540,12 +490,10 @@ class SchedulerControl:
         return self.store.update_schedule(self._existing(id_or_name), change)
 
     def run_now(self, id_or_name: uuid.UUID | str) -> bool:
-        """Fire the schedule once as soon as a worker can; a recurring one then goes on
-        on its rule. Terminal or paused: :class:`NotChangeable`. True when it moved
-        (False: a one-shot schedule already in flight).
+        """Fire the schedule once as soon as a worker can; a recurring one then goes on on its
+        rule. Terminal or paused: :class:`NotChangeable`. False: a one-shot already in flight.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         return self.store.run_now(self._existing(id_or_name))
 
     def upcoming(
@@ -555,14 +503,11 @@ class SchedulerControl:
         count: int = 10,
         until: datetime | timedelta | None = None,
     ) -> list[datetime]:
-        """The instants (UTC) of the schedule's next ``count`` firings, in order, none
-        after ``until`` (an aware instant, or a duration from now), as the worker will
-        make them (:func:`hexeract_lite.upcoming.upcoming_firings`; none for a paused
-        or ended schedule). Unknown schedule: :class:`ScheduleNotFound`; a bad
-        ``count`` or ``until``: :class:`InvalidArgument`.
+        """The UTC instants of the next ``count`` firings, none after ``until`` (aware, or a
+        duration from now), as the worker will make them; none for a paused or ended
+        schedule. A bad ``count`` or ``until``: :class:`InvalidArgument`.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         now = self.store.clock.now()
         count, end = check_upcoming(count, until, now)
         return upcoming_firings(self.inspect(self._existing(id_or_name)), now, count, end)
@@ -575,26 +520,23 @@ class SchedulerControl:
         outcome: RunOutcome | str | None = None,
         since: datetime | timedelta | None = None,
     ) -> list[RunRecord]:
-        """The run log, newest first: at most ``limit`` records, of one schedule (id or
-        name) or all, of one ``outcome`` (:class:`~hexeract_lite.runlog.RunOutcome` or
-        its value), finished at or after ``since`` (an aware instant, or a duration
-        back from now). A store without a run log has none.
+        """The run log, newest first: at most ``limit`` records, of one schedule or all, of one
+        ``outcome``, finished at or after ``since`` (aware, or a duration back from now).
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         sid = None if id_or_name is None else self._existing(id_or_name)
         if isinstance(since, timedelta):
             since = self.store.clock.now() - since
         return self.store.runs(sid, limit=limit, outcome=outcome, since=since)
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """Pending and paused schedules, soonest first, at most ``limit``; a row the
-        store cannot decode is a :class:`MalformedSchedule` in its place."""
+        """Pending and paused schedules, soonest first, at most ``limit``; an undecodable row
+        is a :class:`MalformedSchedule`."""
         return self.store.list_pending(limit)
 
     def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        """Dead-lettered schedules, most recently dead-lettered first, at most ``limit``;
-        a row the store cannot decode is a :class:`MalformedSchedule` in its place."""
+        """Dead-lettered schedules, most recent first, at most ``limit``; an undecodable row is
+        a :class:`MalformedSchedule`."""
         return self.store.list_dead_letter(limit)
 
     def __repr__(self) -> str:

@@ -1,16 +1,11 @@
 """Dispatch: handing claimed occurrences to a sink, one at a time, each under
-``dispatch_timeout`` (counted from the hand-over to the sink).
+``dispatch_timeout`` counted from the hand-over to the sink.
 
-A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another. A
-call past its deadline, or interrupted (:meth:`SinkRunner.interrupt`), is abandoned
-(its thread records nothing once the sink returns) and the rest of the batch goes on
-on a new thread, so a sink that can hang must tolerate one call overlapping the next.
-:meth:`SinkRunner.run_batch_async` awaits an async sink, cancelled at its deadline.
-
-Every occurrence gets one :class:`~.settle.DispatchResult`. A sink's exception is a
-failed dispatch; a ``KeyboardInterrupt`` or ``SystemExit`` raised on the event loop or
-in the watching thread is handed back, to raise once the batch is settled.
-"""
+A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another; a
+call past its deadline, or interrupted, is abandoned (its thread records nothing) and
+the rest goes on on a new thread. An async sink is awaited, cancelled at its deadline.
+Every occurrence gets one :class:`~.settle.DispatchResult`; a ``KeyboardInterrupt`` or
+``SystemExit`` outside the sink is handed back, to raise once the batch is settled."""
 
 from __future__ import annotations
 
@@ -68,9 +63,9 @@ _ABANDONED_LOG = "%s; its thread %r is abandoned and keeps running until the sin
 def take_turn(
     clock: Clock, stopping: Callable[[], bool], occ: LeasedOccurrence
 ) -> DispatchResult | None:
-    """An occurrence's turn in its batch: :data:`NOT_DISPATCHED` when ``stopping()``,
-    :data:`LEASE_EXPIRED` when its lease has run out, a ``MISSED`` result when it is
-    not to be delivered (:func:`~.settle.missed_result`), else None (dispatch it)."""
+    """An occurrence's turn: :data:`NOT_DISPATCHED` when stopping, :data:`LEASE_EXPIRED`
+    when its lease ran out, a ``MISSED`` result when it is not to be delivered; None:
+    dispatch it."""
     if stopping():
         return NOT_DISPATCHED
     now = clock.now()
@@ -94,7 +89,6 @@ def take_turn(
 
 
 def abandoned_error() -> DispatchError:
-    """The failure recorded for a dispatch given up by :meth:`SinkRunner.interrupt`."""
     return DispatchError("the worker was aborted while the sink ran; the dispatch was abandoned")
 
 
@@ -110,7 +104,7 @@ async def _completed(value: Awaitable[object]) -> object:
 
 
 def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
-    """On a dispatching thread: dispatch, and run an awaitable it returns to completion."""
+    """Dispatch on this thread, running an awaitable it returns to completion."""
     result: object = sink.dispatch(message)
     if result is not None and inspect.isawaitable(result):
         # A coroutine from a sync run: run it to completion here, on a private loop.
@@ -125,10 +119,8 @@ def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
 
 
 class Wake:
-    """A signal one thread waits for and any thread gives: :meth:`set` makes the
-    pending (or next) :meth:`wait` return True at once. On a bare lock, so that an
-    interruption raised while waiting (a :class:`KeyboardInterrupt`) carries no frame
-    outside hexeract_lite."""
+    """A signal one thread waits for and any thread gives (on a bare lock, so that an
+    interruption while waiting carries no frame outside hexeract_lite)."""
 
     __slots__ = ("_guard", "_signal")
 
@@ -138,7 +130,7 @@ class Wake:
         self._signal.acquire()
 
     def set(self) -> None:
-        """Give the signal (from any thread; once given, more calls add nothing)."""
+        """Give the signal (from any thread)."""
         with self._guard:
             if self._signal.locked():
                 self._signal.release()
@@ -156,15 +148,9 @@ class GivenUp(enum.Enum):
 
 
 class BatchRun:
-    """Sink calls for ``items``, made in order on one thread (:meth:`run`) and watched
-    from another (:meth:`give_up`).
-
-    ``results`` gets one :class:`DispatchResult` per finished item; ``in_flight`` is
-    True while an item is with the sink. Once given up on (``given_up``), the
-    dispatching thread hands nothing more to the sink and records nothing. ``wake`` is
-    set by :meth:`interrupt`, and at the end if ``wake_at_end``; ``context`` is the
-    watcher's. It holds no reference to the worker, which a hung sink must not keep.
-    """
+    """Sink calls for ``items``, made in order on one thread (:meth:`run`), watched from
+    another (:meth:`give_up`). Once given up on, the dispatching thread hands nothing more
+    to the sink and records nothing. It holds no reference to the worker."""
 
     __slots__ = (
         "_acks",
@@ -208,7 +194,7 @@ class BatchRun:
         self.results: list[DispatchResult] = []
 
     def run(self) -> None:
-        """On the dispatching thread: every item, in order, until done or given up."""
+        """On the dispatching thread: every item, until done or given up."""
         sink, acks, turn, lock, results = (
             self._sink,
             self._acks,
@@ -257,19 +243,15 @@ class BatchRun:
         return len(self._items) - len(self.results)
 
     def interrupt(self) -> None:
-        """From any thread, or a signal handler: make the watcher give up on the run at
-        its next look (:meth:`give_up`), and wake it. Takes no lock: the interrupted
-        thread may hold it."""
+        """From any thread or a signal handler (so without the lock): make the watcher give up
+        at its next look, and wake it."""
         self._interrupted = True
         self.wake.set()
 
     def give_up(self, timeout: float) -> float | None:
-        """From the watcher: give up on the run now if it was interrupted while
-        unfinished (:data:`GivenUp.INTERRUPTED`), or if the call in flight has not
-        returned within ``timeout`` seconds of being handed to the sink
-        (:data:`GivenUp.TIMED_OUT`); None once given up on. Else the seconds until that
-        deadline (``timeout`` with no call in flight: one handed over meanwhile ends
-        later), to sleep on ``wake`` before looking again."""
+        """From the watcher: give up now if interrupted while unfinished, or if the call in
+        flight ran past ``timeout`` (None once given up on); else the seconds to sleep on
+        ``wake`` before looking again."""
         with self._lock:
             if self.given_up is not None:
                 return None
@@ -287,7 +269,7 @@ class BatchRun:
             return None
 
     def abandon(self) -> None:
-        """The watcher was interrupted: give up on the run unless it finished."""
+        """The watcher was interrupted: give up unless finished."""
         with self._lock:
             if self.given_up is None and not self.finished:
                 self.given_up = GivenUp.INTERRUPTED
@@ -303,8 +285,6 @@ def _helper_main(jobs: queue.SimpleQueue[BatchRun | None]) -> None:
 
 
 class _Dispatcher:
-    """A daemon thread running batches and sink calls one at a time."""
-
     def __init__(self, owner: object, name: str) -> None:
         self._jobs: queue.SimpleQueue[BatchRun | None] = queue.SimpleQueue()
         self.thread = threading.Thread(
@@ -318,7 +298,6 @@ class _Dispatcher:
         self._jobs.put(job)
 
     def close(self) -> None:
-        """End the thread once its current call (if any) returns."""
         self._close()
 
 
@@ -326,12 +305,8 @@ class _Dispatcher:
 
 
 class SinkRunner:
-    """Dispatches batches to ``sink``, each call under ``timeout`` seconds.
-
-    ``aborting`` is the event :meth:`interrupt` is paired with: while it is set,
-    nothing more is handed to the sink. The runner owns at most one dispatch thread at
-    a time; :meth:`close` ends it.
-    """
+    """Dispatches batches to ``sink``, each call under ``timeout`` seconds; nothing is
+    handed to the sink while ``aborting`` is set. Owns at most one dispatch thread."""
 
     def __init__(self, sink: ScheduleSink, timeout: float, aborting: threading.Event) -> None:
         self.sink = sink
@@ -358,9 +333,8 @@ class SinkRunner:
             return self._dispatcher
 
     def close(self, why: str | None = None) -> None:
-        """End the dispatch thread once its current call (if any) returns; with ``why``
-        it is left to a call it is stuck in (logged), and the next batch gets a fresh
-        one."""
+        """End the dispatch thread once its call returns; with ``why`` it is left to a call it
+        is stuck in (logged), and the next batch gets a fresh one."""
         with self._lock:
             dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None:
@@ -374,8 +348,7 @@ class SinkRunner:
         )
 
     def interrupt(self) -> None:
-        """From any thread, or a signal handler: give up on the dispatch in flight, if
-        any (see the module docstring). Set ``aborting`` first."""
+        """From any thread or a signal handler: give up on the dispatch in flight."""
         run, budget, loop = self.current, self._budget, self._loop
         if run is not None:
             run.interrupt()
@@ -383,7 +356,6 @@ class SinkRunner:
             self._expire_soon(budget, loop)
 
     def _expire_soon(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
-        """From any thread: end ``budget`` on ``loop`` now (the sink is cancelled)."""
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
             loop.call_soon_threadsafe(self._expire, budget, loop)
 
@@ -397,9 +369,8 @@ class SinkRunner:
     def run_batch(
         self, batch: Sequence[LeasedOccurrence], turn: Turn
     ) -> tuple[list[DispatchResult], Interruption]:
-        """Dispatch ``batch`` on the dispatch thread, watched from this one: one result
-        per occurrence, and the exception (e.g. :class:`KeyboardInterrupt`) that
-        interrupted this thread, to be raised once the batch is settled."""
+        """Dispatch ``batch`` on the dispatch thread, watched from this one: the results, and
+        what interrupted this thread, to raise once the batch is settled."""
         results: list[DispatchResult] = []
         interruption: Interruption = None
         while len(results) < len(batch):
@@ -433,10 +404,8 @@ class SinkRunner:
     def run_here(
         self, batch: Sequence[LeasedOccurrence], turn: Turn, wake: Wake, context: object
     ) -> list[DispatchResult]:
-        """Dispatch ``batch`` on this thread, watched from another (which ``wake``
-        wakes, and which keeps ``context``): one result per occurrence. Raises
-        :class:`LoopAbandoned` when the watcher gave up on the run: it then owns the
-        rest of the batch, and this thread must end without recording anything."""
+        """Dispatch ``batch`` on this thread, watched from another (woken by ``wake``). Raises
+        :class:`LoopAbandoned` when the watcher gave up on the run: it then owns the rest."""
         run = BatchRun(self, batch, turn, wake, wake_at_end=False, context=context)
         self.current = run
         try:
@@ -450,9 +419,7 @@ class SinkRunner:
         return run.results + [NOT_DISPATCHED] * run.left
 
     def thread_lost(self, run: BatchRun) -> str | None:
-        """Why the thread of ``run``, given up on, is left behind: a call ran past the
-        timeout, or one was in flight at the interruption; None when no call was in
-        flight (the thread is free)."""
+        """Why the thread of ``run``, given up on, is left behind; None when it is free."""
         if run.given_up is GivenUp.INTERRUPTED and not run.in_flight:
             return None
         if run.given_up is GivenUp.INTERRUPTED and self._aborting.is_set():
@@ -460,14 +427,12 @@ class SinkRunner:
         return f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
 
     def log_abandoned(self, why: str, thread: str) -> None:
-        """Log that ``thread`` is left to a call given up on (``why``)."""
+        """Log that ``thread`` is left to a call given up on."""
         log.warning(_ABANDONED_LOG, why, thread)
 
     def given_up_results(self, run: BatchRun, interruption: Interruption) -> list[DispatchResult]:
-        """The results that follow ``run.results`` once ``run`` was given up on: after
-        a timeout, the call that ran past it, failed (the rest is still to dispatch);
-        after an interruption, the call in flight, failed, then every item left,
-        released undispatched. Writes nothing: the watcher may compute it again."""
+        """The results after ``run.results`` once given up on: after a timeout, the late call
+        failed; after an interruption, the call in flight failed and the rest released."""
         if run.given_up is GivenUp.TIMED_OUT:
             late = self._timed_out(_ABANDONED_THREAD)
             return [DispatchResult(ResultKind.FAILED, late, self.timeout, run.call_started, True)]
@@ -482,11 +447,9 @@ class SinkRunner:
     async def run_batch_async(
         self, batch: Sequence[LeasedOccurrence], turn: Turn
     ) -> tuple[list[DispatchResult], Interruption]:
-        """Dispatch ``batch`` from the running loop: one result per occurrence, and the
-        exception to raise once the batch is settled (:class:`KeyboardInterrupt` or
-        :class:`SystemExit` from the sink, or the cancellation of this task), after
-        which nothing more is dispatched. A synchronous sink's batch goes to
-        :meth:`run_batch`, in a thread that watches the dispatch thread."""
+        """Dispatch ``batch`` from the running loop: the results, and what to raise once the
+        batch is settled (``KeyboardInterrupt``/``SystemExit`` from the sink, or this task's
+        cancellation). A sync sink's batch goes to :meth:`run_batch` in a thread."""
         if not self.is_async:
             return await asyncio.to_thread(self.run_batch, batch, turn)
         results: list[DispatchResult] = []

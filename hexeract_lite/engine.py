@@ -1,13 +1,7 @@
-"""The loop engine: a worker's cycles as a generator of requests, and its drivers.
-
-The worker's loop (and ``run_once()``'s cycle) is a generator (:data:`Steps`) that does
-no I/O: it yields a :class:`Call`, :class:`Dispatch`, :class:`Wait` or :class:`Pause`
-and is sent back the result. :func:`drive` carries the requests out on the calling
-thread; :func:`run_watched` on a :class:`LoopThread` watched by the calling thread,
-which gives up on a call past its deadline (or interrupted) and carries the generator
-on on a new loop thread; :class:`AsyncDriver` from an event loop, a cancellation of
-its task turned into a stop.
-"""
+"""The loop engine: a worker's loop as a generator of requests (:data:`Steps`) that does
+no I/O, and its drivers: :func:`drive` on this thread, :func:`run_watched` on loop
+threads watched from this one (a call past its deadline is given up and the
+generator goes on on a new loop thread), :class:`AsyncDriver` from an event loop."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from .dispatch import BatchRun, Interruption, LoopAbandoned, SinkRunner, Turn, Wake
+from .dispatch import Interruption, LoopAbandoned, SinkRunner, Turn, Wake
 from .hooks import abandon_hooks, hooks_running_since
 from .idle import STOP_CHECK_S
 from .settle import DispatchResult
@@ -87,10 +81,9 @@ def drive(
     changes: ChangeSignal,
     value: object = None,
 ) -> _T:
-    """Carry out ``steps``' requests on this thread, ``value`` sent first, until it
-    returns (its value) or raises. ``dispatch`` runs a :class:`Dispatch`. A
-    :class:`~.dispatch.LoopAbandoned` from it ends the drive and leaves ``steps``
-    suspended, for another thread to drive on."""
+    """Carry out ``steps``' requests on this thread, ``value`` sent first; return its value.
+    A :class:`~.dispatch.LoopAbandoned` from ``dispatch`` leaves ``steps`` suspended,
+    for another thread to drive on."""
     error: BaseException | None = None
     while True:
         try:
@@ -120,9 +113,8 @@ Resume = tuple[Dispatch, list[DispatchResult]]
 
 
 class Handover:
-    """The rest of the loop for the next loop thread: ``resume`` (None: from its
-    start), taken by exactly one :class:`LoopThread` (``owner``). ``source``: the run
-    given up on that it came from; ``launched``: a loop thread's start returned."""
+    """The rest of the loop (``resume``, None: from its start) for the next loop thread,
+    taken by exactly one (``owner``); ``source``: the run given up on it came from."""
 
     __slots__ = ("_lock", "launched", "owner", "resume", "source")
 
@@ -134,7 +126,7 @@ class Handover:
         self.owner: LoopThread | None = None
 
     def take(self, loop: LoopThread) -> bool:
-        """Make ``loop`` the owner unless another thread took it first."""
+        """Make ``loop`` the owner unless another took it first."""
         with self._lock:
             if self.owner is not None:
                 return False
@@ -143,14 +135,9 @@ class Handover:
 
 
 class LoopThread:
-    """A daemon thread running ``target(resume)`` once it has taken ``handover``, in a
-    copy of ``context`` (that of the thread that called ``run()``); ``wake`` is set
-    when it has taken it and when it ends.
-
-    ``error``: what ended it, if anything did (raised by the watcher). A thread given
-    up on (:class:`~.dispatch.LoopAbandoned`) ends silently without setting ``wake``;
-    one that finds ``handover`` taken ends at once.
-    """
+    """A daemon thread running ``target(resume)`` once it has taken ``handover``, in a copy
+    of ``context``; sets ``wake`` when it has taken it and when it ends (``error``: what
+    ended it). Given up on (:class:`~.dispatch.LoopAbandoned`), it ends without a wake."""
 
     __slots__ = ("context", "ended", "error", "handover", "thread", "wake")
 
@@ -191,10 +178,9 @@ def run_watched(
     abort: Callable[[], None],
     on_loop_thread: Callable[[], None],
 ) -> None:
-    """Drive ``steps`` on loop threads watched from this one (see the module
-    docstring) until the loop ends; raise what ended it, or an interruption of this
-    thread (after ``abort()``, once the loop has ended). ``on_loop_thread`` is called
-    first on each loop thread."""
+    """Drive ``steps`` on loop threads watched from this one until the loop ends; raise
+    what ended it, or an interruption of this thread (after ``abort()``).
+    ``on_loop_thread`` runs first on each loop thread."""
     wake = Wake()
 
     def dispatch(request: Dispatch, done: list[DispatchResult] | None = None) -> Any:
@@ -216,7 +202,8 @@ def run_watched(
     while True:
         try:
             if run is not None and run.given_up is not None and handover.source is not run:
-                request, done = _resume_of(run)  # given up on: the rest to a new thread
+                resume: Resume = run.context  # type: ignore[assignment]  # as run_here had it
+                request, done = resume  # given up on: the rest to a new thread
                 results = done + run.results + runner.given_up_results(run, interruption)
                 handover, gone = Handover((request, results), run), handover.owner
                 why = runner.thread_lost(run)
@@ -262,9 +249,8 @@ def run_watched(
 
 
 def _hooks_left(loop: LoopThread, stopped: float, timeout: float) -> float | None:
-    """Seconds until the watcher gives up on the hooks ``loop`` calls (``timeout``
-    after the later of their start and the stop); ``timeout`` when it calls none. At
-    the deadline: None, once they are given up on (:func:`~.hooks.abandon_hooks`)."""
+    """Seconds until the hooks ``loop`` calls are given up on (``timeout`` after the later
+    of their start and the stop); None once given up on."""
     since = hooks_running_since(loop.thread)
     if since is None:
         return timeout
@@ -274,21 +260,11 @@ def _hooks_left(loop: LoopThread, stopped: float, timeout: float) -> float | Non
     return None if abandon_hooks(loop.thread) else timeout
 
 
-def _resume_of(run: BatchRun) -> Resume:
-    resume: Resume = run.context  # type: ignore[assignment]  # as run_here was given it
-    return resume
-
-
 class AsyncDriver:
-    """Carries out a loop's requests from the running event loop (:meth:`drive`).
-
-    A :class:`Call` runs in a thread (``asyncio.to_thread``, so in a copy of the
-    task's context) and a :class:`Dispatch` by
-    :meth:`~.dispatch.SinkRunner.run_batch_async`; both are finished even when the
-    task is cancelled meanwhile. A cancellation sets ``halted`` (which the loop's
-    ``stopping`` reads), ends a :class:`Wait` or :class:`Pause` at once, and is raised
-    once the steps have returned.
-    """
+    """Carries out a loop's requests from the event loop: a :class:`Call` in a thread, a
+    :class:`Dispatch` by :meth:`~.dispatch.SinkRunner.run_batch_async`, both finished even
+    when the task is cancelled meanwhile. A cancellation sets ``halted``, ends a
+    :class:`Wait` or :class:`Pause` at once, and is raised once the steps have returned."""
 
     __slots__ = ("_cancelled", "_changes", "_runner", "_stop", "halted")
 
@@ -300,12 +276,11 @@ class AsyncDriver:
         self.halted = False
 
     def stopping(self) -> bool:
-        """True once the loop should stop: cancelled, or ``stop`` set."""
+        """Cancelled, or ``stop`` set."""
         return self.halted or self._stop.is_set()
 
     async def drive(self, steps: Steps[None]) -> None:
-        """Carry out ``steps``' requests until it returns; then raise a cancellation
-        that came meanwhile."""
+        """Carry out ``steps``' requests until it returns."""
         value: object = None
         error: BaseException | None = None
         while True:
@@ -338,7 +313,6 @@ class AsyncDriver:
             raise self._cancelled
 
     async def _finish(self, work: Awaitable[_T]) -> _T:
-        """Await ``work`` to its end, however often this task is cancelled meanwhile."""
         task = asyncio.ensure_future(work)
         while True:
             try:
@@ -358,7 +332,7 @@ async def _wait_change_or_stop(
     changes: ChangeSignal, stop: asyncio.Event, version: int, timeout: float
 ) -> bool:
     """Up to ``timeout`` seconds for ``changes`` to move past ``version`` (True) or for
-    ``stop`` (False), without blocking the loop."""
+    ``stop`` (False)."""
     waiter = asyncio.ensure_future(asyncio.to_thread(changes.wait, version, timeout))
     stopper = asyncio.ensure_future(stop.wait())
     try:

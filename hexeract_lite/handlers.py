@@ -29,18 +29,13 @@ class EventRouterSink:
         @router.on("reminders.*")
         async def remind(message: ScheduledMessage) -> None: ...
 
-    A pattern is an exact event type or a glob (:func:`fnmatch.fnmatchcase`: ``*``
-    matches dots too). An exact pattern wins; else the globs are tried in the order
-    they were registered. A message whose event type has no handler is a failed
-    dispatch (:class:`DispatchError` naming it). A handler is sync or async and
-    returns None or raises, like any sink. When every handler is async the router is
-    an async sink (:attr:`is_async`): under ``run_async`` its handlers run on the
-    worker's event loop and one past ``dispatch_timeout`` is cancelled. With a sync
-    handler among them, the router runs on a dispatch thread and an async handler on a
-    private event loop there.
+    A pattern is an event type or a glob (:func:`fnmatch.fnmatchcase`: ``*`` matches dots
+    too); an exact one wins, else globs in registration order. No handler: a failed
+    dispatch (:class:`DispatchError`). Handlers are sync or async, return None or raise.
+    With every handler async the router is an async sink (:attr:`is_async`); with a sync
+    one among them it runs on a dispatch thread, an async handler on a private loop there.
 
-    .. versionadded:: 0.2.0
-    """
+    .. versionadded:: 0.2.0"""
 
     def __init__(self, handlers: Mapping[str, Handler] | None = None) -> None:
         self._exact: dict[str, Handler] = {}
@@ -54,9 +49,8 @@ class EventRouterSink:
                 self.add(pattern, handler)
 
     def add(self, pattern: str, handler: Handler) -> None:
-        """Register ``handler`` for ``pattern`` (an event type or a glob). A pattern
-        registered twice, an empty one, or a handler that is not callable:
-        :class:`InvalidArgument`."""
+        """Register ``handler`` for ``pattern``; a pattern registered twice, an empty one or a
+        handler that is not callable: :class:`InvalidArgument`."""
         if not isinstance(pattern, str) or not pattern:
             raise InvalidArgument(f"an event type pattern must be a non-empty str, got {pattern!r}")
         if not callable(handler):

@@ -1,9 +1,6 @@
-"""The worker's dispatches in flight: their handles, and the thread that watches them.
-
-While a batch is in flight a daemon thread reads its abort requests twice per
-``poll_interval`` and, with ``SchedulerWorkerConfig(heartbeat=...)``, extends every
-lease of the batch to ``now + lease`` each period (the hooks told on that thread).
-"""
+"""The worker's dispatches in flight: their handles, and a daemon thread that reads
+their abort requests twice per ``poll_interval`` and, with a ``heartbeat``, extends
+every lease of the batch each period."""
 
 from __future__ import annotations
 
@@ -34,7 +31,7 @@ _IDLE_WAIT_S = 1.0
 
 
 class InFlight:
-    """The handles of one worker's batch in flight (see the module)."""
+    """The handles of one worker's batch in flight."""
 
     def __init__(
         self,
@@ -69,16 +66,15 @@ class InFlight:
         config: SchedulerWorkerConfig,
         hooks: tuple[Hook, ...],
     ) -> InFlight:
-        """The registry of a worker with ``config``, whose ``runner`` finds each
-        dispatch's handle in it; no heartbeat for an occurrence sink."""
+        """The registry of a worker, set as ``runner``'s handle source; no heartbeat for an
+        occurrence sink."""
         beat = None if runner.acks is not None else config.heartbeat
         flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
         runner.handle_of = flight.handle
         return flight
 
     def track(self, batch: Sequence[LeasedOccurrence]) -> Sequence[LeasedOccurrence]:
-        """A handle for each occurrence of ``batch``, heartbeat (and looked at for
-        abort requests) from now on; ``batch``."""
+        """Give each occurrence of ``batch`` a handle, watched from now on; ``batch``."""
         how = self._how
         with self._lock:
             for occ in batch:
@@ -107,17 +103,15 @@ class InFlight:
     def turn(
         self, inner: Callable[[LeasedOccurrence], DispatchResult | None]
     ) -> Callable[[LeasedOccurrence], DispatchResult | None]:
-        """``inner`` (a batch's turn) judging each occurrence on its current lease."""
+        """``inner`` judging each occurrence on its current lease."""
         current = self.current
         return lambda occ: inner(current(occ))
 
     def finish(
         self, batch: Sequence[LeasedOccurrence]
     ) -> tuple[list[LeasedOccurrence], Callable[[list[DispatchResult]], list[DispatchResult]]]:
-        """End the handles of ``batch``: each occurrence with its last lease, and the
-        judge of the batch's results: a dispatch an abort was asked for while it ran
-        is recorded as aborted (:class:`~hexeract_lite.longrun.DispatchAborted`),
-        whatever the sink returned."""
+        """End the handles of ``batch``: each occurrence with its last lease, and the judge
+        of the results (a dispatch an abort was asked for is recorded as aborted)."""
         with self._lock:
             handles = [self._handles.pop(occ.message.schedule_id, None) for occ in batch]
         last = [occ if h is None else h.close() for occ, h in zip(batch, handles, strict=True)]
@@ -149,8 +143,7 @@ class InFlight:
                 log.warning("heartbeat failed: %s", error_summary(error_text(exc)))
 
     def look_for_aborts(self) -> None:
-        """Read the abort requests of the dispatch with the sink (one at a time; those
-        waiting for their turn are looked at once they have it) and pass them on."""
+        """Read the abort requests of the dispatch with the sink and pass them on."""
         handles = {
             h.occurrence.message.schedule_id: h
             for h in self.in_flight()
@@ -189,9 +182,8 @@ _OVERRULED = frozenset({ResultKind.SUCCEEDED, ResultKind.FAILED, ResultKind.SNOO
 def _watch_main(
     owner: weakref.ref[InFlight], wake: threading.Event, closed: threading.Event
 ) -> None:
-    """The watching thread: while a batch is in flight, a heartbeat every ``period``
-    and a look for abort requests every ``poll`` seconds; it ends once closed or once
-    its worker is gone (it holds no reference to it while it sleeps)."""
+    """The watching thread: heartbeats every ``period``, looks for aborts every ``poll``;
+    ends once closed or once its worker is gone (holding no reference while it sleeps)."""
     beat_at = look_at = None
     while not closed.is_set():
         flight = owner()

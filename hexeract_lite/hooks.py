@@ -77,9 +77,9 @@ log = package_logger("hexeract_lite.worker")
 
 @attrs.frozen(kw_only=True)
 class Delivered:
-    """A dispatch succeeded and was recorded. ``lag``: settlement instant minus
-    ``scheduled_for``; ``duration``: how long the sink took; ``next``: the next instant of
-    a cron schedule (None: delivered for good)."""
+    """A dispatch succeeded and was recorded; ``lag``: settlement instant minus
+    ``scheduled_for``; ``duration``: the sink's time; ``next``: a recurring schedule's
+    next instant (None: delivered for good)."""
 
     message: ScheduledMessage
     attempt: int
@@ -90,13 +90,11 @@ class Delivered:
 
 @attrs.frozen(kw_only=True)
 class Missed:
-    """A firing was not dispatched (``reason`` says why: later than its misfire grace,
-    missed under its ``catch_up`` policy, or past its policy's end or
-    ``max_firings``); ``next``: the firing the schedule moved to (None: it completed).
-    A one-shot's missed firing is :class:`DeadLettered` instead.
+    """A firing was not dispatched (``reason``: misfire grace, ``catch_up``, or the policy's
+    end or ``max_firings``); ``next``: the firing it moved to (None: it completed). A
+    one-shot's missed firing is :class:`DeadLettered` instead.
 
-    .. versionadded:: 0.4.0
-    """
+    .. versionadded:: 0.4.0"""
 
     message: ScheduledMessage
     reason: str
@@ -105,9 +103,8 @@ class Missed:
 
 @attrs.frozen(kw_only=True)
 class Failed:
-    """A dispatch failed (``error``: the exception, or a text) and was recorded; the
-    occurrence is claimable again after ``retry_in``. ``error_text`` is what
-    ``last_error`` holds."""
+    """A dispatch failed and was recorded; claimable again after ``retry_in``;
+    ``error_text`` is what ``last_error`` holds."""
 
     message: ScheduledMessage
     attempt: int
@@ -145,11 +142,10 @@ class LeaseLost:
 
 @attrs.frozen(kw_only=True)
 class Snoozed:
-    """The handler snoozed: the occurrence is claimable again after ``delay``, its
-    attempt given back; ``snoozes`` counts the snoozes of this occurrence so far.
+    """The handler snoozed: claimable again after ``delay``, its attempt given back;
+    ``snoozes``: this occurrence's snoozes so far.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     message: ScheduledMessage
     attempt: int
@@ -159,12 +155,10 @@ class Snoozed:
 
 @attrs.frozen(kw_only=True)
 class Aborted:
-    """An abort stopped the dispatch: counted as a failed attempt (retried after
-    ``retry_in``, or dead-lettered when ``retry_in`` is None), or the schedule
-    cancelled (``cancelled``).
+    """An abort stopped the dispatch: a failed attempt (retried after ``retry_in``, or
+    dead-lettered when None), or the schedule ``cancelled``.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     message: ScheduledMessage
     attempt: int
@@ -185,11 +179,10 @@ class LeaseExtended:
 
 @attrs.frozen(kw_only=True)
 class HeartbeatLost:
-    """A heartbeat found the lease of a dispatch in flight lost: another worker may
-    own the occurrence; the handle's ``should_abort()`` is True from now on.
+    """A heartbeat found the lease of a dispatch in flight lost; the handle's
+    ``should_abort()`` is True from now on.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     message: ScheduledMessage
 
@@ -203,8 +196,8 @@ class Swept:
 
 @attrs.frozen(kw_only=True)
 class MalformedDeadLettered:
-    """A claimed row could not be decoded and was dead-lettered without dispatch.
-    ``schedule``: its id as stored (a text: it may not even be a UUID)."""
+    """A claimed row could not be decoded and was dead-lettered undispatched;
+    ``schedule``: its id as stored (a text: it may not be a UUID)."""
 
     schedule: str
     reason: str
@@ -240,8 +233,7 @@ Hook = Callable[[WorkerEvent], object]
 
 
 def check_hooks(hooks: Iterable[Hook] | None) -> tuple[Hook, ...]:
-    """``hooks`` as a tuple; anything that is not an iterable of callables raises
-    :class:`InvalidConfiguration` naming it."""
+    """``hooks`` as a tuple; not an iterable of callables: :class:`InvalidConfiguration`."""
     if hooks is None:
         return ()
     try:
@@ -266,8 +258,7 @@ _ABANDONED: set[int] = set()
 
 
 def hooks_running_since(thread: threading.Thread) -> float | None:
-    """When (``time.monotonic()``) ``thread`` started calling the hooks it is calling
-    now; None when it calls none."""
+    """When (monotonic) ``thread`` started the hook calls it makes now; None: it makes none."""
     ident = thread.ident
     return None if ident is None else _RUNNING.get(ident)
 
@@ -276,9 +267,8 @@ _LOCK = threading.Lock()
 
 
 def abandon_hooks(thread: threading.Thread) -> bool:
-    """Give up on ``thread``'s hook calls, if it still makes them (True): when the hook
-    in hand returns, the thread calls no other and raises
-    :class:`~hexeract_lite._abandon.LoopAbandoned`."""
+    """Give up on ``thread``'s hook calls if it still makes them (True): after the hook in
+    hand, it calls no other and raises :class:`~hexeract_lite._abandon.LoopAbandoned`."""
     with _LOCK:
         if thread.ident is None or thread.ident not in _RUNNING:
             return False
@@ -287,8 +277,6 @@ def abandon_hooks(thread: threading.Thread) -> bool:
 
 
 def _abandoned(ident: int, leaving: bool) -> None:
-    """Raise LoopAbandoned when a watcher gave up on this thread's hooks (``leaving``:
-    and stop telling when they started)."""
     with _LOCK:
         if leaving:
             _RUNNING.pop(ident, None)
@@ -300,9 +288,8 @@ def _abandoned(ident: int, leaving: bool) -> None:
 
 
 def call_hooks(hooks: Sequence[Hook], events: Iterable[WorkerEvent]) -> None:
-    """Call every hook with every event, in order; a hook's exception is logged with
-    its traceback and goes no further. While they run, :func:`hooks_running_since`
-    tells when they started."""
+    """Call every hook with every event, in order; a hook's exception is logged and goes
+    no further."""
     if not hooks:
         return
     ident = threading.get_ident()

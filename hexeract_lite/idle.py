@@ -1,8 +1,6 @@
-"""The pacing of a worker's loop between cycles, without I/O (:class:`Pacer`).
-
-A store whose ``data_version()`` returns a number (SQLite's) is *tracked*: an idle
-loop compares it a few times per ``poll_interval`` to notice other processes' commits.
-"""
+"""The pacing of a worker's loop between cycles, without I/O (:class:`Pacer`). A store
+whose ``data_version()`` is a number (SQLite's) is *tracked*: an idle loop compares it
+a few times per ``poll_interval`` to notice other processes' commits."""
 
 from __future__ import annotations
 
@@ -49,14 +47,10 @@ FULL_CYCLE_EVERY_S = 5.0
 
 
 class IdlePlan:
-    """When an idle worker should look again.
-
-    It sleeps until ``hint`` (the store's next due instant, or None), at most ``poll``
-    seconds at a time. With ``tracks_commits`` (a tracked store) it
-    wakes :data:`COMMIT_CHECKS_PER_POLL` times per ``poll`` to compare the version, and
-    runs a full cycle only when something changed, the hint is reached, or
-    :data:`FULL_CYCLE_EVERY_S` passed; without, it runs a full cycle every ``poll``.
-    """
+    """When an idle worker looks again: it sleeps until ``hint`` (the store's next due
+    instant), at most ``poll`` seconds at a time; on a tracked store it wakes
+    :data:`COMMIT_CHECKS_PER_POLL` times per ``poll`` to compare the version and runs a
+    full cycle only on a change, at the hint, or every :data:`FULL_CYCLE_EVERY_S`."""
 
     __slots__ = ("_clock", "_hint", "_poll", "_started", "_tracks_commits")
 
@@ -70,8 +64,7 @@ class IdlePlan:
         self._started = time.monotonic()
 
     def next_timeout(self, cap: float) -> float | None:
-        """Seconds to wait (at most ``cap``) before the next look, or None: run a cycle
-        now."""
+        """Seconds to wait (at most ``cap``) before the next look; None: run a cycle now."""
         step = self._poll / COMMIT_CHECKS_PER_POLL if self._tracks_commits else self._poll
         timeout = min(step, cap)
         if self._hint is not None:
@@ -87,7 +80,7 @@ class IdlePlan:
 
 
 class Pacer:
-    """The decisions of one worker between its cycles (see the module docstring)."""
+    """The decisions of one worker between its cycles."""
 
     __slots__ = (
         "_busy",
@@ -127,17 +120,13 @@ class Pacer:
         self._moved = before is not None and version is not None and before != version
 
     def committed_since(self, version: int | None) -> bool:
-        """A tracked store's ``data_version()`` now reads ``version``: did another
-        connection commit since the cycle (an unknown reading counts as one)."""
+        """True when a tracked store's version moved to ``version`` (another commit)."""
         return self._seen is not None and version != self._seen
 
     def after_cycle(self, claimed: int) -> float | None:
-        """After a cycle that claimed ``claimed``: the pause in seconds before the next
-        one when the batch was full, or None: go idle (:meth:`idle_plan`).
-
-        The pause is ``min_cycle_delay``, and none where writers take row locks
-        (``take_turns`` False); on a tracked store only for :data:`SHARED_FOR_S` after
-        another connection committed, else 0."""
+        """The pause in seconds after a full batch, or None: go idle. ``min_cycle_delay``, none
+        where writers take row locks, and on a tracked store only for :data:`SHARED_FOR_S`
+        after another connection committed."""
         if self._failures:
             log.info("the store answers again after %d error(s)", self._failures)
             self._failures = 0
@@ -154,11 +143,8 @@ class Pacer:
         return pause if now < self._shared_until else 0.0
 
     def idle_plan(self, hint: datetime | None, claimed: int) -> IdlePlan:
-        """The sleep after a cycle that claimed ``claimed`` (less than a batch).
-
-        A hint still in the past after an empty cycle means the store says work is due
-        but hands none out; twice in a row, the hint is ignored and the plan polls.
-        """
+        """The sleep after a cycle that claimed less than a batch; a hint still past after two
+        empty cycles in a row is ignored (the store says work is due but hands none out)."""
         if hint is None or hint > self._clock.now() or claimed:
             self._overdue = 0
         else:
@@ -168,7 +154,7 @@ class Pacer:
         return IdlePlan(self._clock, hint, self._poll, self._seen is not None)
 
     def sweep_due(self) -> bool:
-        """True at most once per ``poll_interval``: the sweep is due."""
+        """True at most once per ``poll_interval``."""
         now = time.monotonic()
         if now < self._next_sweep:
             return False
@@ -176,13 +162,12 @@ class Pacer:
         return True
 
     def burst_ended(self, claimed: int) -> bool:
-        """A claim of ``claimed`` occurrences: True when it found none after one that
-        found some (the moment to checkpoint the store's log)."""
+        """True for an empty claim after one that found some (time to checkpoint the log)."""
         ended, self._busy = self._busy and not claimed, bool(claimed)
         return ended
 
     def after_error(self, exc: Exception) -> float:
-        """A cycle raised ``exc``: log it, and return the backoff in seconds."""
+        """A cycle raised ``exc``: log it; the backoff in seconds."""
         self._failures += 1
         failures = self._failures
         cap = max(STORE_ERROR_BACKOFF_MAX.total_seconds(), self._poll)

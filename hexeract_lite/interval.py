@@ -27,11 +27,8 @@ PREFIX = "@every "
 
 
 def parse_duration(text: str) -> timedelta:
-    """``"90m"``, ``"1h30m"``, ``"250ms"``, ``"2d"``: whole numbers of days (``d``), hours
-    (``h``), minutes (``m``), seconds (``s``) and milliseconds (``ms``), largest first.
-
-    Raises :class:`InvalidTrigger` quoting the text when it is not such a duration.
-    """
+    """Whole numbers of days (``d``), hours (``h``), minutes (``m``), seconds (``s``) and
+    milliseconds (``ms``), largest first (``"1h30m"``); else :class:`InvalidTrigger`."""
     if not isinstance(text, str):
         raise InvalidTrigger(f"a duration must be text such as '90m', got {text!r}")
     match = _DURATION.fullmatch(text.strip())
@@ -95,14 +92,9 @@ class Interval:
 
     @classmethod
     def of(cls, every: timedelta | str, anchor: datetime) -> Interval:
-        """Every ``every`` (a timedelta, or a duration text such as ``"90m"``) from
-        ``anchor`` (aware; normalised to UTC milliseconds, a fraction of a millisecond
-        rounded up so that the first firing is never before it).
-
-        Raises :class:`InvalidTrigger` naming the value for a zero or negative interval,
-        one below a millisecond or not a whole number of milliseconds, a bad duration
-        text, or a naive anchor.
-        """
+        """Every ``every`` (a timedelta or a duration text) from ``anchor`` (aware; UTC
+        milliseconds, rounded up). A non-positive, sub-millisecond or fractional-millisecond
+        interval, a bad text or a naive anchor: :class:`InvalidTrigger`."""
         anchor = to_utc_ms(anchor, "anchor", InvalidTrigger, round_up=True)
         return cls(_check_every(every), anchor)
 

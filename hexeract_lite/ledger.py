@@ -1,17 +1,13 @@
-"""The ledger of a batch: each occurrence's settlement planned
-(:func:`hexeract_lite.settle.settlement_for`), written in one store call, logged,
-counted and told to the hooks.
-
-An item the store fences out is counted as ``lease_lost``, never retried; if the store
-raises, nothing of the batch was recorded (each is delivered again once its lease runs
-out).
-"""
+"""The ledger of a batch: each occurrence's settlement planned, written in one store
+call, logged, counted and told to the hooks. A fenced-out item counts as
+``lease_lost``; if the store raises, nothing of the batch was recorded."""
 
 from __future__ import annotations
 
 import logging
 import time
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from ._log import package_logger
 from .clock import Clock
@@ -49,8 +45,7 @@ def log_occurrence(
     exc_info: BaseException | None = None,
     **fields: object,
 ) -> None:
-    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``, and
-    the traceback of ``exc_info`` when given."""
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``."""
     if not log.isEnabledFor(level):
         return
     msg = occ.message
@@ -78,8 +73,29 @@ def log_occurrence(
     )
 
 
+_RELEASED = (logging.INFO, "released undispatched: the worker is stopping")
+_LOGGED = {
+    DispatchOutcome.RETRIED: (
+        logging.WARNING,
+        "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
+        " %(retry_in).3f s: %(error)s",
+    ),
+    DispatchOutcome.DEAD_LETTERED: (
+        logging.ERROR,
+        "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
+    ),
+    DispatchOutcome.SNOOZED: (logging.INFO, "snoozed for %(retry_in).3f s"),
+    DispatchOutcome.CANCELLED: (
+        logging.WARNING,
+        "aborted by request; the schedule is cancelled",
+    ),
+}
+"""The log line of each recorded outcome but a delivery and a lost lease."""
+_FAILURES = (DispatchOutcome.RETRIED, DispatchOutcome.DEAD_LETTERED)
+
+
 class Counts:
-    """What one cycle found: the sweep's count, the claim's, each outcome's, the hook
+    """What one cycle found: the sweep's and claim's counts, each outcome's, the hook
     events to tell, and the first failed dispatch's exception."""
 
     __slots__ = ("claimed", "events", "failure", "outcomes", "swept")
@@ -100,18 +116,15 @@ Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
 """One occurrence's settlement to write, with the dispatch result it came from."""
 
 
-class Held:
-    """A full batch's settlement, not yet written: the loop writes it with the next
-    cycle's claim (one call), or on its own when no cycle follows."""
+class Held(NamedTuple):
+    """A full batch's settlement, not yet written: written with the next cycle's claim, or
+    on its own when no cycle follows."""
 
-    __slots__ = ("counts", "planned")
-
-    def __init__(self, planned: list[Planned], counts: Counts) -> None:
-        self.planned = planned
-        self.counts = counts
+    planned: list[Planned]
+    counts: Counts
 
     def lapses_within(self, now: datetime, pause: float) -> bool:
-        """True when a held lease ends within ``2 * pause`` seconds of ``now``."""
+        """A held lease ends within ``2 * pause`` seconds of ``now``."""
         first = min(occ.leased_until for occ, _, _ in self.planned)
         return now + timedelta(seconds=2 * pause) >= first
 
@@ -146,9 +159,8 @@ class Ledger:
     def plan(
         self, batch: list[LeasedOccurrence], results: list[DispatchResult], counts: Counts
     ) -> list[Planned]:
-        """The settlement of each dispatch result (those an occurrence sink recorded
-        itself, and skipped ones, are counted here instead). With the run log on, each
-        settlement carries its run (:class:`~hexeract_lite.runlog.RunStamp`)."""
+        """The settlement of each result (each carrying its run with the run log on); an
+        occurrence sink's acknowledgements and skipped ones are counted here instead."""
         now = self._clock.now()
         stamp = self.stamp(now)
         planned: list[Planned] = []
@@ -186,8 +198,8 @@ class Ledger:
         self.written(planned, oks, counts)
 
     def write_held(self, held: Held) -> None:
-        """Write a held batch's settlement on its own (a failure is logged; the batch
-        then waits out its lease)."""
+        """Write a held batch's settlement on its own (a failure is logged; the batch then
+        waits out its lease)."""
         try:
             self.write(held.planned, held.counts)
         except Exception as exc:
@@ -228,42 +240,16 @@ class Ledger:
             if log.isEnabledFor(logging.DEBUG):
                 note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
                 log_occurrence(self._clock, logging.DEBUG, f"{outcome.value}{note}", occ)
-        elif outcome is DispatchOutcome.RETRIED:
-            assert settlement.retry_in is not None
-            log_occurrence(
-                self._clock,
-                logging.WARNING,
-                "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
-                " %(retry_in).3f s: %(error)s",
-                occ,
-                exc_info=raised,
-                error=error_summary(settlement.error),
-                retry_in=settlement.retry_in.total_seconds(),
-            )
-        elif outcome is DispatchOutcome.DEAD_LETTERED:
-            log_occurrence(
-                self._clock,
-                logging.ERROR,
-                "dead-lettered after %(attempt)d/%(max_attempts)d attempts: %(error)s",
-                occ,
-                exc_info=raised,
-                error=error_summary(settlement.error),
-            )
-        elif outcome is DispatchOutcome.SNOOZED:
-            assert settlement.retry_in is not None
-            log_occurrence(
-                self._clock,
-                logging.INFO,
-                "snoozed for %(delay).3f s",
-                occ,
-                delay=settlement.retry_in.total_seconds(),
-            )
-        elif outcome is DispatchOutcome.CANCELLED:
-            log_occurrence(
-                self._clock, logging.WARNING, "aborted by request; the schedule is cancelled", occ
-            )
         else:
+            level, template = _LOGGED.get(outcome, _RELEASED)
+            retry_in = settlement.retry_in
             log_occurrence(
-                self._clock, logging.INFO, "released undispatched: the worker is stopping", occ
+                self._clock,
+                level,
+                template,
+                occ,
+                exc_info=raised if outcome in _FAILURES else None,
+                error=error_summary(settlement.error),
+                retry_in=None if retry_in is None else retry_in.total_seconds(),
             )
         return outcome

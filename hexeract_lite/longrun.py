@@ -38,8 +38,8 @@ _STEP = timedelta(milliseconds=1)
 
 
 def seconds_of(value: object, name: str) -> timedelta:
-    """``value`` (a timedelta, or a number of seconds) as a timedelta > 0; anything
-    else raises :class:`InvalidArgument` naming ``name`` and the value."""
+    """``value`` (a timedelta, or seconds) as a timedelta > 0; else :class:`InvalidArgument`
+    naming ``name``."""
     if isinstance(value, timedelta):
         delta = value
     elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -54,15 +54,11 @@ def seconds_of(value: object, name: str) -> timedelta:
 
 
 class Snooze(Exception):
-    """Raised (or returned) by a handler: dispatch this occurrence again after
-    ``delay`` (a timedelta or seconds, > 0), its attempt given back.
+    """Raised (or returned) by a handler: dispatch this occurrence again after ``delay`` (a
+    timedelta or seconds, > 0), its attempt given back, same id and ``scheduled_for``.
+    Past the worker's ``max_snoozes`` the schedule is dead-lettered.
 
-    The occurrence keeps its id and ``scheduled_for``; the schedule's ``snoozes``
-    counts the snoozes of the current occurrence. Past the worker's ``max_snoozes``
-    the schedule is dead-lettered with that reason.
-
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     def __init__(self, delay: timedelta | float) -> None:
         self.delay = seconds_of(delay, "delay")
@@ -70,11 +66,10 @@ class Snooze(Exception):
 
 
 class DispatchAborted(DispatchError):
-    """The failure recorded for a dispatch stopped by an abort
-    (``SchedulerControl.abort``); ``cancel``: the schedule is cancelled with it.
+    """The failure recorded for a dispatch stopped by ``SchedulerControl.abort``;
+    ``cancel``: the schedule is cancelled with it.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     def __init__(self, cancel: bool = False) -> None:
         self.cancel = cancel
@@ -84,8 +79,6 @@ class DispatchAborted(DispatchError):
 
 @attrs.frozen
 class _Lease:
-    """Who a handle extends leases with."""
-
     store: ScheduleStore
     clock: Clock
     lease: timedelta
@@ -93,12 +86,10 @@ class _Lease:
 
 
 class DispatchHandle:
-    """The dispatch in flight of one occurrence, as :func:`current_dispatch` returns it
-    inside a handler. ``occurrence``: the claimed occurrence, with its current
-    ``leased_until``.
+    """The dispatch in flight of one occurrence (:func:`current_dispatch`);
+    ``occurrence`` has its current ``leased_until``.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     __slots__ = (
         "_abort",
@@ -143,11 +134,10 @@ class DispatchHandle:
         return self._lost
 
     def heartbeat(self, extend: timedelta | float | None = None) -> bool:
-        """Extend the lease to ``now + extend`` (default: the worker's ``lease``;
-        never shorter than it was), fenced by the current lease: True when it was
-        extended, False once the lease was lost (and ever after), or once the
-        dispatch is over. A store error is raised (the lease is then unchanged).
-        ``SchedulerWorkerConfig(heartbeat=...)`` makes the worker call it on a period."""
+        """Extend the lease to ``now + extend`` (default: the worker's ``lease``; never
+        shorter), fenced by the current lease: True when extended, False once the lease was
+        lost or the dispatch is over. A store error is raised, the lease unchanged.
+        ``SchedulerWorkerConfig(heartbeat=...)`` calls it on a period."""
         how = self._how
         span = how.lease if extend is None else seconds_of(extend, "extend")
         with self._lock:
@@ -166,9 +156,8 @@ class DispatchHandle:
         return ok
 
     def should_abort(self) -> bool:
-        """True once the dispatch should stop: its lease was lost, an abort of it was
-        asked for (``SchedulerControl.abort``), or the worker gave up on it (past
-        ``dispatch_timeout``, or the worker aborting) or ended its handle."""
+        """True once the dispatch should stop: its lease was lost, an abort was asked for, or
+        the worker gave up on it or ended its handle."""
         return self._lost or self._closed or self._abort is not None
 
     @property
@@ -177,23 +166,21 @@ class DispatchHandle:
         return self._abort
 
     def request_abort(self, how: str) -> None:
-        """Mark the dispatch as asked to stop (``how``: ``"abort"`` or ``"cancel"``),
-        and cancel it when it is an async one (:meth:`on_abort`)."""
+        """Mark the dispatch as asked to stop (``"abort"`` or ``"cancel"``), cancelling an
+        async one (:meth:`on_abort`)."""
         self._abort = how
         stop = self._on_abort
         if stop is not None:
             stop()
 
     def on_abort(self, stop: Callable[[], None] | None) -> None:
-        """Call ``stop`` (from any thread) when an abort is asked for (at once when
-        it already was); None: no more."""
+        """Call ``stop`` when an abort is asked for (at once if it was); None: no more."""
         self._on_abort = stop
         if stop is not None and self._abort is not None:
             stop()
 
     def close(self) -> LeasedOccurrence:
-        """End the handle: no more heartbeats (they return False); the occurrence
-        with its last lease, for its settlement."""
+        """End the handle (heartbeats return False); the occurrence with its last lease."""
         with self._lock:
             self._closed = True
             return self._occurrence
@@ -215,12 +202,10 @@ def current_handle() -> DispatchHandle | None:
 
 
 def current_dispatch() -> DispatchHandle:
-    """The :class:`DispatchHandle` of the dispatch in flight in this thread or task.
+    """The :class:`DispatchHandle` of the dispatch in flight in this thread or task;
+    outside one: :class:`RuntimeError`.
 
-    Outside a dispatch: :class:`RuntimeError`.
-
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
     handle = _CURRENT.get()
     if handle is None:
         raise RuntimeError(
@@ -231,8 +216,8 @@ def current_dispatch() -> DispatchHandle:
 
 
 class dispatching:  # a context manager, named as used: with dispatching(handle)
-    """``with dispatching(handle):`` makes ``handle`` the current dispatch of this
-    thread or task for the block (a None handle: nothing)."""
+    """``with dispatching(handle):`` makes ``handle`` (if any) this thread's or task's
+    current dispatch for the block."""
 
     __slots__ = ("_handle", "_token")
 

@@ -18,7 +18,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidArgument, InvalidMessage
 from .names import check_name, name_id
 from .occurrence import OccurrenceId
-from .policy import CatchUp, SchedulePolicy, first_firing
+from .policy import CatchUp, SchedulePolicy, first_firing, policy_of
 from .trigger import CronExpression, Trigger
 
 __all__ = [
@@ -45,11 +45,8 @@ MAX_ROUTING_KEY_LENGTH = 255
 
 
 def new_schedule_id() -> uuid.UUID:
-    """A fresh UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then 74 random bits.
-
-    The milliseconds come from the clock, so ids minted under a frozen clock still sort
-    by their (frozen) creation time and differ by their random bits.
-    """
+    """A fresh UUIDv7 (RFC 9562): 48-bit Unix milliseconds from the clock, then 74 random
+    bits, so ids minted under a frozen clock still differ."""
     now = SYSTEM_CLOCK.now()
     ms = int(now.timestamp() * 1000) & 0xFFFF_FFFF_FFFF
     rand = int.from_bytes(os.urandom(10), "big")
@@ -124,7 +121,7 @@ class Target:
 
 
 def _show(value: object) -> str:
-    """``repr(value)`` cut to 200 characters, for an error message; never raises."""
+    """``repr(value)`` cut to 200 characters; never raises."""
     try:
         return f"{value!r:.200}"
     except RecursionError:
@@ -153,8 +150,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 
 
 def encode_payload(payload: Any) -> str:
-    """The payload as compact JSON text; :class:`InvalidMessage` when it is not JSON
-    (including a value nested deeper than the recursion limit)."""
+    """The payload as compact JSON text; :class:`InvalidMessage` when it is not JSON."""
     try:
         text = _ENCODER.encode(payload)
     except RecursionError:
@@ -164,16 +160,20 @@ def encode_payload(payload: Any) -> str:
             f"payload is not JSON-serialisable: {exc} (payload {_show(payload)})"
         ) from exc
     try:
-        size = len(text.encode("utf-8"))
+        _check_size(text)
     except UnicodeEncodeError as exc:
         raise InvalidMessage(
             f"payload is not valid Unicode text: {exc} (payload {_show(payload)})"
         ) from exc
+    return text
+
+
+def _check_size(text: str) -> None:
+    size = len(text.encode("utf-8"))
     if size > MAX_PAYLOAD_BYTES:
         raise InvalidMessage(
             f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
         )
-    return text
 
 
 def _check_event_type(event_type: object) -> str:
@@ -197,8 +197,8 @@ def _encodable(text: str) -> bool:
 
 
 def check_grace(grace: object) -> timedelta | None:
-    """A misfire grace: None, or a timedelta >= 0 of whole milliseconds (stored in
-    milliseconds); :class:`InvalidMessage` naming the value otherwise."""
+    """A misfire grace: None, or a timedelta >= 0 of whole milliseconds;
+    :class:`InvalidMessage` otherwise."""
     if grace is None:
         return None
     if not isinstance(grace, timedelta):
@@ -215,7 +215,7 @@ def check_grace(grace: object) -> timedelta | None:
 
 def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
     """A message's policy: None, or a :class:`~hexeract_lite.policy.SchedulePolicy` on a
-    recurring trigger; :class:`InvalidMessage` naming the value otherwise."""
+    recurring trigger; :class:`InvalidMessage` otherwise."""
     if policy is None:
         return None
     if not isinstance(policy, SchedulePolicy):
@@ -231,11 +231,10 @@ def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
 def validate_message(message: object) -> ScheduledMessage:
     """Check every field of a message before it is written; return it.
 
-    The id is a UUID, the event type has 1 to 64 printable characters, the payload JSON
-    parses, is within :data:`MAX_PAYLOAD_BYTES` and agrees with ``payload``, the target
-    and trigger are built values, ``scheduled_for`` is aware UTC at millisecond
-    precision; :class:`InvalidMessage` otherwise.
-    """
+    The id is a UUID, the event type 1 to 64 printable characters, the payload JSON within
+    :data:`MAX_PAYLOAD_BYTES` that agrees with ``payload``, the target and trigger built
+    values, ``scheduled_for`` aware UTC at millisecond precision; :class:`InvalidMessage`
+    otherwise."""
     if not isinstance(message, ScheduledMessage):
         raise InvalidMessage(f"expected a ScheduledMessage, got {_show(message)}")
     if message._checked:
@@ -273,13 +272,9 @@ def validate_message(message: object) -> ScheduledMessage:
     if not isinstance(text, str):
         raise InvalidMessage(f"payload_json must be JSON text, got {_show(text)}")
     try:
-        size = len(text.encode("utf-8"))
+        _check_size(text)
     except UnicodeEncodeError as exc:
         raise InvalidMessage(f"payload_json is not JSON: {exc} (text {text!r:.200})") from exc
-    if size > MAX_PAYLOAD_BYTES:
-        raise InvalidMessage(
-            f"payload is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} bytes"
-        )
     try:
         decoded = strict_loads(text)
     except RecursionError:
@@ -298,17 +293,14 @@ def validate_message(message: object) -> ScheduledMessage:
 
 
 def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
-    """``message`` as the store whose clock reads ``now`` keeps it: a cron message built
-    without ``first_occurrence`` gets its rule's first instant after ``now`` (a rule with
-    none raises :class:`InvalidMessage`); any other message is returned as it is."""
+    """``message`` as a store whose clock reads ``now`` keeps it: a cron message built
+    without ``first_occurrence`` gets its rule's first instant after ``now``
+    (:class:`InvalidMessage` when there is none); any other is returned as it is."""
     if not message._first_from_clock:
         return message
     rule = message.trigger.cron_expression
     assert rule is not None
-    now = to_utc_ms(now, "clock.now()", InvalidMessage)
-    when = rule.next_occurrence(now)
-    if when is None:
-        raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
+    when = _first_after(rule, now)
     if when == message.scheduled_for:
         return message
     if message.policy is not None:
@@ -318,9 +310,16 @@ def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
     return placed
 
 
+def _first_after(rule: CronExpression, now: datetime) -> datetime:
+    now = to_utc_ms(now, "clock.now()", InvalidMessage)
+    when = rule.next_occurrence(now)
+    if when is None:
+        raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
+    return when
+
+
 def _check_message_name(name: object, schedule_id: uuid.UUID | None) -> uuid.UUID:
-    """A named message's id is its name's (:func:`~hexeract_lite.names.name_id`);
-    return the id to use (the name's when ``schedule_id`` is None)."""
+    """The id to use: a named message's is its name's, which ``schedule_id`` must match."""
     if name is None:
         return schedule_id if schedule_id is not None else new_schedule_id()
     try:
@@ -337,13 +336,13 @@ def _check_message_name(name: object, schedule_id: uuid.UUID | None) -> uuid.UUI
 
 @attrs.frozen(kw_only=True)
 class ScheduledMessage:
-    """A message to deliver on a trigger. Build it with :meth:`delay` or :meth:`cron`.
+    """A message to deliver on a trigger; build it with :meth:`delay`, :meth:`cron` or
+    :meth:`every`.
 
-    The payload is any JSON value; it is stored as JSON text (``payload_json``) and
-    handed to sinks as the decoded value. Never pickled, never evaluated.
+    The payload is any JSON value, stored as JSON text (``payload_json``) and handed to
+    sinks decoded; never pickled, never evaluated.
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     schedule_id: uuid.UUID
     """The schedule's id, a UUIDv7 minted when the message is built."""
@@ -386,13 +385,12 @@ class ScheduledMessage:
         name: str | None = None,
         misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
-        """A message delivered once, at ``at`` (aware; stored in UTC at millisecond
-        precision, a fraction of a millisecond rounded up so it never fires early).
+        """A message delivered once, at ``at`` (aware; stored in UTC milliseconds, rounded up
+        so it never fires early).
 
         With ``name``, the schedule is named and its id is the name's
-        (:func:`~hexeract_lite.names.name_id`); a different ``schedule_id`` raises
-        :class:`InvalidMessage`. ``misfire_grace``: see :attr:`misfire_grace` (a
-        timedelta >= 0, whole milliseconds; :class:`InvalidMessage` otherwise)."""
+        (:func:`~hexeract_lite.names.name_id`; a different ``schedule_id``:
+        :class:`InvalidMessage`). ``misfire_grace``: see :attr:`misfire_grace`."""
         when = to_utc_ms(at, "at", InvalidMessage, round_up=True)
         trigger = Trigger("delay", at=when)
         return cls._build(
@@ -419,40 +417,23 @@ class ScheduledMessage:
         catch_up: CatchUp | None = None,
         catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
-        """A message delivered at ``first_occurrence``, then on every instant of the
-        cron ``expression`` after the previous delivery.
+        """A message delivered at ``first_occurrence``, then at every instant of the cron
+        ``expression`` after the previous delivery.
 
-        ``first_occurrence`` None (the default) is the rule's first instant after now
-        on the clock of the store it is scheduled on (``clock`` only gives
-        ``scheduled_for`` until then). Given, it is stored like :meth:`delay`'s ``at``
-        and delivered at that instant even when it is not one of the rule's.
-        ``event_type`` is required. ``name``: see :meth:`delay`. A rule with no instant
-        after now raises :class:`InvalidMessage`.
-
-        ``tz``: the IANA zone whose wall clock the rule is read on (default: the
-        expression's ``CRON_TZ=`` prefix, else UTC). Raises :class:`InvalidTrigger` for
-        a bad expression or an unknown zone. ``misfire_grace``: see :attr:`misfire_grace`.
-        ``end_at``, ``max_firings``, ``jitter``, ``catch_up`` and ``catch_up_limit``:
-        the schedule's :class:`~hexeract_lite.policy.SchedulePolicy` (checked by
-        :meth:`SchedulePolicy.of <hexeract_lite.policy.SchedulePolicy.of>`)."""
-        policy = SchedulePolicy.of(
-            end_at=end_at,
-            max_firings=max_firings,
-            jitter=jitter,
-            catch_up=catch_up,
-            catch_up_limit=catch_up_limit,
-        )
+        ``first_occurrence`` None: the rule's first instant after now on the store's clock
+        (``clock`` gives ``scheduled_for`` until then); given, it is stored like
+        :meth:`delay`'s ``at`` and delivered then even when not one of the rule's.
+        ``event_type`` is required. ``tz``: the IANA zone whose wall clock the rule is read on
+        (default: the expression's ``CRON_TZ=`` prefix, else UTC). A bad expression or zone:
+        :class:`InvalidTrigger`; no instant after now: :class:`InvalidMessage`. ``end_at`` ...
+        ``catch_up_limit``: the :class:`~hexeract_lite.policy.SchedulePolicy`."""
+        policy = policy_of(end_at, max_firings, jitter, catch_up, catch_up_limit)
         trigger = Trigger.cron(expression, tz=tz)
         if event_type is None:
             raise InvalidMessage("ScheduledMessage.cron needs an event_type")
         if first_occurrence is None:
-            rule = trigger.cron_expression  # carries the zone
-            assert rule is not None
-            now = to_utc_ms(clock.now(), "clock.now()", InvalidMessage)
-            nxt = rule.next_occurrence(now)
-            if nxt is None:
-                raise InvalidMessage(f"cron {rule} has no instant after {now.isoformat()}")
-            when = nxt
+            assert trigger.cron_expression is not None  # carries the zone
+            when = _first_after(trigger.cron_expression, clock.now())
         else:
             when = to_utc_ms(first_occurrence, "first_occurrence", InvalidMessage, round_up=True)
         message = cls._build(
@@ -480,22 +461,13 @@ class ScheduledMessage:
         catch_up: CatchUp | None = None,
         catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
-        """A message delivered at ``anchor``, then every ``every`` after it, on a fixed
-        grid: a late delivery does not shift the next firings, and missed firings
-        collapse into one catch-up (see :class:`~hexeract_lite.interval.Interval`).
+        """A message delivered at ``anchor``, then every ``every`` on a fixed grid: a late
+        delivery does not shift the next firings; missed ones collapse into one
+        (:class:`~hexeract_lite.interval.Interval`).
 
-        ``every``: a positive timedelta of whole milliseconds, or a duration text such
-        as ``"90m"``; ``anchor``: aware. Raises :class:`InvalidTrigger` naming the value
-        for a zero, negative or sub-millisecond interval or a naive anchor. ``name``:
-        see :meth:`delay`. ``misfire_grace``: see :attr:`misfire_grace`. The policy
-        arguments: see :meth:`cron`."""
-        policy = SchedulePolicy.of(
-            end_at=end_at,
-            max_firings=max_firings,
-            jitter=jitter,
-            catch_up=catch_up,
-            catch_up_limit=catch_up_limit,
-        )
+        ``every``: a positive timedelta of whole milliseconds or a duration text (``"90m"``);
+        ``anchor``: aware; else :class:`InvalidTrigger`. The other arguments: see :meth:`cron`."""
+        policy = policy_of(end_at, max_firings, jitter, catch_up, catch_up_limit)
         trigger = Trigger.every(every, anchor)
         assert trigger.interval is not None
         when = trigger.interval.anchor
@@ -545,8 +517,8 @@ class ScheduledMessage:
         return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
 
     def at(self, scheduled_for: datetime) -> ScheduledMessage:
-        """The same schedule, firing at ``scheduled_for`` (aware; normalised to UTC
-        milliseconds, rounded up like :meth:`delay`'s ``at``)."""
+        """The same schedule, firing at ``scheduled_for`` (aware; normalised like :meth:`delay`'s
+        ``at``)."""
         scheduled_for = to_utc_ms(scheduled_for, "scheduled_for", InvalidMessage, round_up=True)
         trigger = self.trigger
         if trigger.kind == "delay":

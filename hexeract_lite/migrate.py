@@ -65,16 +65,15 @@ def migrate(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Callable[[int], None] | None = None,
 ) -> MigrationReport:
-    """Copy every schedule of ``source`` that ``dest`` does not hold yet, with its
-    whole state; return the counts.
+    """Copy every schedule of ``source`` that ``dest`` does not hold yet, with its whole
+    state; return the counts.
 
-    Memory stays bounded by ``batch_size`` (>= 1, else :class:`InvalidConfiguration`)
-    rows. A failure part-way raises :class:`MigrationError` with the counts so far,
-    chained to the store's error; the pages written before it stay written. The source
-    must implement :meth:`~ScheduleStore.export_records` and the destination
-    :meth:`~ScheduleStore.import_records` (else :class:`InvalidConfiguration`).
-    ``progress`` is told the rows read so far after each page.
-    """
+    Memory stays bounded by ``batch_size`` (>= 1) rows; ``progress`` is told the rows
+    read after each page. A failure part-way: :class:`MigrationError` with the counts so
+    far, the pages written staying written. A source without
+    :meth:`~ScheduleStore.export_records`, a destination without
+    :meth:`~ScheduleStore.import_records`, or a bad ``batch_size``:
+    :class:`InvalidConfiguration`."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")
     # Checked before the first page, so a store that cannot take part copies nothing.

@@ -1,10 +1,6 @@
 """Schedule policies (docs/concepts/schedule-policies.md): when a recurring schedule
-ends, how its firings are spread, what it does with firings it missed. Pure functions:
-the worker and ``upcoming`` apply the same ones.
-
-:func:`after_firing` and :func:`after_miss` choose the next :class:`Firing`;
-:func:`missed_reason` decides whether a firing found now is delivered.
-"""
+ends, how its firings are spread, what it does with missed firings. Pure functions,
+shared by the worker and ``upcoming``."""
 
 from __future__ import annotations
 
@@ -26,13 +22,12 @@ __all__ = [
     "MAX_CATCH_UP_LIMIT",
     "CatchUp",
     "Firing",
+    "Rule",
     "SchedulePolicy",
-    "after_firing",
-    "after_miss",
     "first_firing",
     "jitter_offset",
-    "missed_reason",
     "policy_arguments",
+    "policy_of",
 ]
 
 CatchUp = Literal["latest", "skip", "all"]
@@ -76,11 +71,9 @@ def _check_count(name: str, value: object, top: int) -> int | None:
 @attrs.frozen(kw_only=True)
 class SchedulePolicy:
     """When a recurring schedule ends, how its firings are spread, what it does with
-    firings it missed (see the Schedule policies page). Build it with :meth:`of`,
-    which checks every value.
+    missed firings. Build it with :meth:`of`, which checks every value.
 
-    .. versionadded:: 0.3.0
-    """
+    .. versionadded:: 0.3.0"""
 
     end_at: datetime | None = None
     """No firing is due after this instant (UTC, millisecond precision); the schedule
@@ -110,12 +103,10 @@ class SchedulePolicy:
     ) -> SchedulePolicy | None:
         """The policy of these arguments, checked; None when they are all defaults.
 
-        ``end_at``: an aware datetime (kept to the millisecond, a fraction dropped so
-        no firing is ever after it); ``max_firings``: an integer >= 1; ``jitter``: a
-        timedelta >= 0 of whole milliseconds (zero: none); ``catch_up``: ``"latest"``
-        (None), ``"skip"`` or ``"all"``; ``catch_up_limit``: an integer >= 1, with
-        ``catch_up="all"`` only. Anything else raises :class:`InvalidArgument` naming
-        the value."""
+        ``end_at``: aware (kept to the millisecond, a fraction dropped); ``max_firings``: an
+        integer >= 1; ``jitter``: a timedelta >= 0 of whole milliseconds; ``catch_up``:
+        ``"latest"`` (None), ``"skip"`` or ``"all"``; ``catch_up_limit``: an integer >= 1,
+        with ``catch_up="all"`` only. Else :class:`InvalidArgument` naming the value."""
         if end_at is not None:
             end_at = to_utc_ms(end_at, "end_at", InvalidArgument)
         max_firings = _check_count("max_firings", max_firings, MAX_FIRINGS)
@@ -144,10 +135,17 @@ class SchedulePolicy:
 
 _NONE = SchedulePolicy()
 
+POLICY_FIELDS = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
+"""The policy's fields, in the order :func:`policy_of` takes them."""
+
+
+def policy_of(*values: Any) -> SchedulePolicy | None:
+    """:meth:`SchedulePolicy.of` of the :data:`POLICY_FIELDS` values, in that order."""
+    return SchedulePolicy.of(**dict(zip(POLICY_FIELDS, values, strict=True)))
+
 
 def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
-    """The keyword arguments that build ``policy`` again (``ScheduledMessage.cron``,
-    ``every``, :meth:`SchedulePolicy.of`); none for None."""
+    """The keyword arguments that build ``policy`` again; none for None."""
     if policy is None:
         return {}
     return {
@@ -162,12 +160,10 @@ def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
 def jitter_offset(
     policy: SchedulePolicy | None, trigger: Trigger, schedule_id: uuid.UUID, instant: datetime
 ) -> timedelta:
-    """How much later than the rule's ``instant`` its firing is due: zero without
-    jitter, else ``h mod min(jitter, gap)`` milliseconds, where ``h`` is the first 48
-    bits of the occurrence id ``OccurrenceId.derive(schedule_id, instant)`` and ``gap``
-    the UTC milliseconds from ``instant`` to the rule's next instant (none: the jitter
-    alone). So the offset is in ``[0, jitter)``, never reaches the next firing, and
-    every process computes the same one."""
+    """How much later than the rule's ``instant`` its firing is due: ``h mod min(jitter,
+    gap)`` milliseconds, ``h`` the first 48 bits of the occurrence id and ``gap`` the time
+    to the rule's next instant; so in ``[0, jitter)``, before the next firing, and the
+    same in every process. Zero without jitter."""
     if policy is None or policy.jitter is None:
         return _ZERO
     span = policy.jitter // _MS
@@ -197,9 +193,23 @@ class Firing:
         return self.instant + self.offset
 
 
+def _late(firing: Firing, now: datetime, grace: timedelta | None) -> bool:
+    return grace is not None and now - firing.due > grace
+
+
+def _ended(policy: SchedulePolicy | None, held: Firing) -> str | None:
+    """Why the policy completes the schedule at ``held`` (its end or ``max_firings``)."""
+    if policy is not None:
+        if policy.end_at is not None and held.due > policy.end_at:
+            return f"completed: due {rfc3339(held.due)}, after its end {rfc3339(policy.end_at)}"
+        if policy.max_firings is not None and held.firings >= policy.max_firings:
+            return f"completed: {held.firings} firings of at most {policy.max_firings}"
+    return None
+
+
 @attrs.frozen
-class _Rule:
-    """What the rules read of a schedule."""
+class Rule:
+    """What the policy rules read of a schedule, and the decisions they make."""
 
     schedule_id: uuid.UUID
     trigger: Trigger
@@ -207,8 +217,7 @@ class _Rule:
     grace: timedelta | None
 
     def firing(self, instant: datetime | None, firings: int) -> Firing | None:
-        """The firing at the rule's ``instant``, jittered; None when there is none or it
-        would be due after the end."""
+        """The firing at ``instant``, jittered; None when there is none or it is after the end."""
         if instant is None:
             return None
         offset = jitter_offset(self.policy, self.trigger, self.schedule_id, instant)
@@ -218,9 +227,7 @@ class _Rule:
         return Firing(instant, offset, firings)
 
     def ahead(self, after: datetime, now: datetime, firings: int) -> Firing | None:
-        """The first firing of an instant after ``after`` that is due after ``now``
-        (without jitter: the rule's first instant after both); None when there is none
-        before the end."""
+        """The first firing after ``after`` that is due after ``now``; None before the end."""
         jitter = _ZERO if self.policy is None else self.policy.jitter or _ZERO
         instant = self.trigger.next_after(max(after, now - jitter))
         while instant is not None:
@@ -238,13 +245,101 @@ class _Rule:
             yield Firing(instant, offset)
             instant = self.trigger.next_after(instant)
 
+    def _catch_up_start(self, held: Firing, now: datetime) -> Firing | None:
+        """Under ``catch_up="all"``: the earliest of the latest ``catch_up_limit`` firings
+        from ``held`` due by ``now`` within the grace, else the first due after ``now``."""
+        policy = self.policy
+        assert policy is not None
+        limit = policy.catch_up_limit
+        low = held.instant
+        if self.grace is not None:
+            low = max(low, now - self.grace - (policy.jitter or _ZERO))
+        # Find a window [start, now] holding at least `limit` due firings (or reaching
+        # `low`), doubling it back from now, so a long outage costs about 2 x limit steps.
+        back = timedelta(seconds=1)
+        while True:
+            start = max(low, now - back)
+            window: list[Firing] = []
+            for firing in self.instants(start):
+                if firing.due > now or (policy.end_at is not None and firing.due > policy.end_at):
+                    break
+                if not _late(firing, now, self.grace):
+                    window.append(firing)
+            if len(window) >= limit or start == low:
+                break
+            back *= 2
+        if window:
+            first = window[max(0, len(window) - limit)]
+            return self.firing(first.instant, held.firings)
+        return self.ahead(held.instant - _MS, now, held.firings)
+
+    def missed_reason(self, held: Firing, now: datetime, *, retrying: bool = False) -> str | None:
+        """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
+
+        Past the policy's end or ``max_firings``: it completes. Else a retry is
+        delivered; other firings are not when later than the misfire grace, under
+        ``catch_up="skip"`` when the next instant is due too, and under ``catch_up="all"``
+        when older than the latest ``catch_up_limit`` due (or out of the grace)."""
+        policy, grace = self.policy, self.grace
+        ended = _ended(policy, held)
+        if ended is not None or retrying:
+            return ended
+        if _late(held, now, grace):
+            return (
+                f"missed: due {rfc3339(held.due)}, found {rfc3339(now)}, {now - held.due} late,"
+                f" beyond its misfire grace of {grace}; not delivered"
+            )
+        catch_up = "latest" if policy is None else policy.catch_up
+        if catch_up == "skip":
+            nxt = self.firing(self.trigger.next_after(held.instant), held.firings)
+            if nxt is not None and nxt.due <= now:
+                return (
+                    f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)} after the next"
+                    f" firing {rfc3339(nxt.due)} came due (catch_up='skip'); not delivered"
+                )
+        elif catch_up == "all":
+            start = self._catch_up_start(held, now)
+            if start is None or start.instant > held.instant:
+                return (
+                    f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)}, older than the"
+                    f" {policy.catch_up_limit if policy else 0} latest missed firings it"
+                    " catches up (catch_up='all'); not delivered"
+                )
+        return None
+
+    def after_firing(self, held: Firing, now: datetime) -> Firing | None:
+        """The firing after ``held`` was delivered at ``now``; None: the schedule
+        completes. ``catch_up="all"`` goes on at the rule's next instant (missed ones in
+        order); the others at the first instant after ``held`` due after ``now``."""
+        policy = self.policy
+        if not self.trigger.is_recurring:
+            return None
+        fired = held.firings + 1
+        if policy is not None and policy.max_firings is not None and fired >= policy.max_firings:
+            return None
+        if policy is not None and policy.catch_up == "all":
+            nxt = self.firing(self.trigger.next_after(held.instant), fired)
+            if nxt is None or nxt.due > now:
+                return nxt
+            start = self._catch_up_start(nxt, now)
+            return None if start is None else attrs.evolve(start, firings=fired)
+        return self.ahead(held.instant, now, fired)
+
+    def after_miss(self, held: Firing, now: datetime) -> Firing | None:
+        """The firing after ``held`` was found at ``now`` and not delivered; None: it
+        completes (a one-shot: the caller dead-letters it)."""
+        if not self.trigger.is_recurring or _ended(self.policy, held) is not None:
+            return None
+        if self.policy is not None and self.policy.catch_up == "all":
+            return self._catch_up_start(held, now)
+        return self.ahead(held.instant, now, held.firings)
+
 
 def first_firing(
     schedule_id: uuid.UUID, trigger: Trigger, policy: SchedulePolicy | None, instant: datetime
 ) -> Firing:
-    """The firing a new schedule holds for its first ``instant``: jittered (on its own
-    rule's next instant); :class:`InvalidArgument` when it would be due after the
-    policy's end."""
+    """A new schedule's first firing, jittered; :class:`InvalidArgument` when it would be
+    due after the policy's end."""
     offset = jitter_offset(policy, trigger, schedule_id, instant)
     end = None if policy is None else policy.end_at
     if end is not None and instant + offset > end:
@@ -253,142 +348,3 @@ def first_firing(
             " the schedule would never fire"
         )
     return Firing(instant, offset)
-
-
-def _late(firing: Firing, now: datetime, grace: timedelta | None) -> bool:
-    return grace is not None and now - firing.due > grace
-
-
-def _catch_up_start(rule: _Rule, held: Firing, now: datetime) -> Firing | None:
-    """Under ``catch_up="all"``: the first firing to deliver from ``held`` on, at
-    ``now``: the earliest of the latest ``catch_up_limit`` firings due by ``now``
-    within the grace; when none is, the first one due after ``now``. None: no further
-    firing."""
-    policy = rule.policy
-    assert policy is not None
-    limit = policy.catch_up_limit
-    low = held.instant
-    if rule.grace is not None:
-        low = max(low, now - rule.grace - (policy.jitter or _ZERO))
-    # Find a window [start, now] holding at least `limit` due firings (or reaching
-    # `low`), doubling it back from now, so a long outage costs about 2 x limit steps.
-    back = timedelta(seconds=1)
-    while True:
-        start = max(low, now - back)
-        window: list[Firing] = []
-        for firing in rule.instants(start):
-            if firing.due > now or (policy.end_at is not None and firing.due > policy.end_at):
-                break
-            if not _late(firing, now, rule.grace):
-                window.append(firing)
-        if len(window) >= limit or start == low:
-            break
-        back *= 2
-    if window:
-        first = window[max(0, len(window) - limit)]
-        return rule.firing(first.instant, held.firings)
-    return rule.ahead(held.instant - _MS, now, held.firings)
-
-
-def missed_reason(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-    held: Firing,
-    now: datetime,
-    *,
-    retrying: bool = False,
-) -> str | None:
-    """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
-
-    Past the policy's end or its ``max_firings``: the schedule completes. Otherwise a
-    retry after a failure is always delivered (it waits out its backoff on purpose);
-    else it is not when found later than the misfire grace, under ``catch_up="skip"``
-    when the rule's following instant is due too, and under ``catch_up="all"`` when it
-    is older than the latest ``catch_up_limit`` firings due (or out of the grace)."""
-    if policy is not None:
-        if policy.end_at is not None and held.due > policy.end_at:
-            return f"completed: due {rfc3339(held.due)}, after its end {rfc3339(policy.end_at)}"
-        if policy.max_firings is not None and held.firings >= policy.max_firings:
-            return f"completed: {held.firings} firings of at most {policy.max_firings}"
-    if retrying:
-        return None
-    if _late(held, now, grace):
-        return (
-            f"missed: due {rfc3339(held.due)}, found {rfc3339(now)}, {now - held.due} late,"
-            f" beyond its misfire grace of {grace}; not delivered"
-        )
-    catch_up = "latest" if policy is None else policy.catch_up
-    rule = _Rule(schedule_id, trigger, policy, grace)
-    if catch_up == "skip":
-        nxt = rule.firing(trigger.next_after(held.instant), held.firings)
-        if nxt is not None and nxt.due <= now:
-            return (
-                f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)} after the next"
-                f" firing {rfc3339(nxt.due)} came due (catch_up='skip'); not delivered"
-            )
-    elif catch_up == "all":
-        start = _catch_up_start(rule, held, now)
-        if start is None or start.instant > held.instant:
-            return (
-                f"skipped: due {rfc3339(held.due)}, found {rfc3339(now)}, older than the"
-                f" {policy.catch_up_limit if policy else 0} latest missed firings it catches"
-                " up (catch_up='all'); not delivered"
-            )
-    return None
-
-
-def after_firing(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-    held: Firing,
-    now: datetime,
-) -> Firing | None:
-    """The firing after ``held`` was delivered at ``now``; None: the schedule completes
-    (a one-shot, a rule with no further instant, its ``max_firings`` reached, the next
-    firing due after its end). ``catch_up="all"`` goes on at the rule's next instant
-    (a missed one fires next, in order, as :func:`_catch_up_start` allows); the others
-    at the rule's first instant after ``held`` whose firing is due after ``now`` (without
-    jitter: its first instant after both)."""
-    if not trigger.is_recurring:
-        return None
-    fired = held.firings + 1
-    if policy is not None and policy.max_firings is not None and fired >= policy.max_firings:
-        return None
-    rule = _Rule(schedule_id, trigger, policy, grace)
-    if policy is not None and policy.catch_up == "all":
-        nxt = rule.firing(trigger.next_after(held.instant), fired)
-        if nxt is None or nxt.due > now:
-            return nxt
-        start = _catch_up_start(rule, nxt, now)
-        return None if start is None else attrs.evolve(start, firings=fired)
-    return rule.ahead(held.instant, now, fired)
-
-
-def after_miss(
-    schedule_id: uuid.UUID,
-    trigger: Trigger,
-    policy: SchedulePolicy | None,
-    grace: timedelta | None,
-    held: Firing,
-    now: datetime,
-) -> Firing | None:
-    """The firing after ``held`` was found at ``now`` and not delivered
-    (:func:`missed_reason`); None: the schedule completes (or, a one-shot, is
-    dead-lettered: the caller's rule). ``catch_up="all"``: the first firing it
-    catches up; otherwise the rule's first instant after ``held`` whose firing is due
-    after ``now``."""
-    if not trigger.is_recurring:
-        return None
-    if policy is not None:
-        if policy.end_at is not None and held.due > policy.end_at:
-            return None
-        if policy.max_firings is not None and held.firings >= policy.max_firings:
-            return None
-    rule = _Rule(schedule_id, trigger, policy, grace)
-    if policy is not None and policy.catch_up == "all":
-        return _catch_up_start(rule, held, now)
-    return rule.ahead(held.instant, now, held.firings)

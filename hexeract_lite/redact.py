@@ -39,24 +39,16 @@ def passwords(conn: str) -> list[str]:
 
 
 def redact_conn(conn: str) -> str:
-    """``conn`` with any password replaced by ``***``: the printable form of a
-    connection string (a libpq URL or ``key=value`` string).
-
-    ``postgresql://user:secret@host/db`` becomes ``postgresql://user:***@host/db``;
-    ``password=...`` (a query parameter or a libpq keyword) becomes ``password=***``.
-    """
+    """``conn`` with any password replaced by ``***`` (``postgresql://user:***@host/db``,
+    ``password=***``)."""
     text = _URL_PASSWORD_RE.sub(lambda m: f"{m.group('head')}***@", conn)
     return _KV_PASSWORD_RE.sub(lambda m: f"{m.group('head')}***", text)
 
 
 def scrub(text: str, conn: str | _HasUrl | None) -> str:
-    """``text`` with every password removed: any that ``conn`` (a connection string of
-    any spelling, or a parsed one) carries, raw, percent-encoded and -decoded, and any
-    that a URL or ``password=`` inside ``text`` carries.
-
-    Use it on anything that may quote a connection string: driver error messages,
-    tracebacks, log lines.
-    """
+    """``text`` with every password removed: those ``conn`` carries (raw, percent-encoded
+    and -decoded) and those a URL or ``password=`` inside ``text`` carries. For driver
+    messages, tracebacks and log lines."""
     text = redact_conn(text)
     raw = conn if conn is None or isinstance(conn, str) else conn.url
     secrets: set[str] = set()

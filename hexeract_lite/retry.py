@@ -28,15 +28,11 @@ class RandomSource(Protocol):
 
 @attrs.frozen(kw_only=True)
 class RetryPolicy:
-    """Exponential backoff, capped, with optional full jitter.
+    """Exponential backoff, capped, with optional full jitter; ``base_delay`` > 0,
+    ``max_delay`` >= it, ``jitter`` a bool, else :class:`InvalidConfiguration`.
+    :meth:`from_config` builds a worker config's policy.
 
-    ``base_delay`` (> 0) and ``max_delay`` (>= ``base_delay``) are timedeltas,
-    ``jitter`` a bool; anything else raises :class:`InvalidConfiguration` naming the
-    field and the value. :meth:`from_config` builds the policy of a worker's
-    :class:`~hexeract_lite.SchedulerWorkerConfig`.
-
-    .. versionadded:: 0.2.0
-    """
+    .. versionadded:: 0.2.0"""
 
     base_delay: timedelta = timedelta(seconds=1)
     max_delay: timedelta = timedelta(seconds=300)
@@ -63,14 +59,10 @@ class RetryPolicy:
         )
 
     def next_delay(self, attempts: int, rng: RandomSource | None = None) -> timedelta:
-        """The wait after a failure with ``attempts`` attempts consumed (the failed one
-        included).
-
-        ``capped = min(base_delay * 2**attempts, max_delay)``; with ``jitter``, a uniform
-        draw from ``[0, capped]`` taken from ``rng`` (default: the :mod:`random`
-        module), else ``capped``. Negative ``attempts`` count as 0; no value overflows;
-        an ``attempts`` that is not an int raises :class:`InvalidArgument` naming it.
-        """
+        """The wait after a failure with ``attempts`` consumed: ``min(base_delay *
+        2**attempts, max_delay)``, with ``jitter`` a uniform draw from ``[0, that]`` from
+        ``rng`` (default: :mod:`random`). Negative ``attempts`` count as 0; not an int:
+        :class:`InvalidArgument`."""
         if isinstance(attempts, bool) or not isinstance(attempts, int):
             raise InvalidArgument(f"attempts must be an integer, got attempts={attempts!r:.100}")
         base_us = self.base_delay // _US

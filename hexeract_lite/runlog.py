@@ -1,11 +1,6 @@
 """The run log: one record per dispatch attempt and per firing settled without one,
-written by the store in the transaction that settles it.
-
-A worker attaches a :class:`RunDraft` or :class:`RunEntry` to each settlement
-(``Settlement.run``); a store with a run log (``store.keeps_runs``) records it
-(``lease_lost`` when fenced out) and adds ``swept`` records for its sweep. A store
-without one answers ``runs()`` with an empty list.
-"""
+written by the store in the transaction that settles it (``Settlement.run``). A store
+without one (``keeps_runs`` False) answers ``runs()`` with an empty list."""
 
 from __future__ import annotations
 
@@ -33,14 +28,11 @@ __all__ = [
 
 
 class RunOutcome(enum.StrEnum):
-    """What became of one run: ``delivered`` (the sink succeeded), ``failed`` (it
-    failed; the occurrence waits out its retry delay), ``timed_out`` (the same, for a
-    call past ``dispatch_timeout``), ``dead_lettered`` (the last attempt failed),
-    ``snoozed``, ``aborted`` (stopped by ``SchedulerControl.abort``), ``released`` (not
-    dispatched: the worker was stopping), ``skipped`` (not dispatched: later than its
-    misfire grace, or missed under its policy), ``lease_lost`` (the settlement was
-    fenced out: another worker owns the occurrence) and ``swept`` (dead-lettered by a
-    sweep). An occurrence whose lease ran out before its turn leaves no record."""
+    """What became of one run: ``delivered``, ``failed`` (retried after its delay),
+    ``timed_out`` (the same, past ``dispatch_timeout``), ``dead_lettered``, ``snoozed``,
+    ``aborted``, ``released`` (the worker was stopping), ``skipped`` (misfire grace or
+    policy), ``lease_lost`` (fenced out) and ``swept`` (dead-lettered by a sweep). An
+    occurrence whose lease ran out before its turn leaves no record."""
 
     DELIVERED = "delivered"
     FAILED = "failed"
@@ -55,8 +47,8 @@ class RunOutcome(enum.StrEnum):
 
 
 class RunEntry(NamedTuple):
-    """A run as a worker hands it to a store with a settlement; the fields are
-    :class:`RunRecord`'s (instants and ``lag`` may be finer than the millisecond)."""
+    """A run as a worker hands it to a store: :class:`RunRecord`'s fields, at full
+    precision."""
 
     schedule_id: uuid.UUID
     scheduled_for: datetime
@@ -71,7 +63,7 @@ class RunEntry(NamedTuple):
     error: str | None
 
     def entry(self) -> RunEntry:
-        """This run (a :class:`RunDraft` makes its entry here)."""
+        """This run."""
         return self
 
 
@@ -79,18 +71,12 @@ class RunEntry(NamedTuple):
 class RunRecord:
     """One run of a schedule: a dispatch attempt, or a firing settled without one.
 
-    - ``schedule_id``, ``scheduled_for`` and ``attempt``: the occurrence and which of
-      its attempts this was (:attr:`occurrence_id` is derived from the first two);
-    - ``started``: when the sink was called (None: not dispatched); ``finished``: when
-      the call returned, or when the firing was settled without one;
-    - ``lag``: ``started`` (else ``finished``) minus ``scheduled_for``; ``duration``:
-      how long the sink took (None: not dispatched);
-    - ``host`` and ``pid``: the worker's;
-    - ``error``: the first line of the failure (the full text stays in the schedule's
-      ``last_error``), None for a delivery.
+    ``started``: when the sink was called (None: not dispatched); ``finished``: when it
+    returned, or when the firing was settled; ``lag``: ``started`` (else ``finished``)
+    minus ``scheduled_for``; ``duration``: the sink's time; ``host``/``pid``: the
+    worker's; ``error``: the failure's first line (the full text is in ``last_error``).
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     schedule_id: uuid.UUID
     scheduled_for: datetime
@@ -106,22 +92,10 @@ class RunRecord:
 
     @classmethod
     def of(cls, entry: RunEntry) -> RunRecord:
-        """The record of ``entry``, its instants and lag cut to the millisecond as the
-        stores keep them."""
-        started = entry.started
-        return cls(
-            schedule_id=entry.schedule_id,
-            scheduled_for=entry.scheduled_for,
-            attempt=entry.attempt,
-            started=None if started is None else _ms(started),
-            finished=_ms(entry.finished),
-            outcome=entry.outcome,
-            lag=entry.lag // _MS * _MS,
-            duration=entry.duration,
-            host=entry.host,
-            pid=entry.pid,
-            error=entry.error,
-        )
+        """The record of ``entry``, cut to the millisecond as the stores keep it."""
+        started = None if entry.started is None else _ms(entry.started)
+        cut = {"started": started, "finished": _ms(entry.finished), "lag": entry.lag // _MS * _MS}
+        return cls(**(entry._asdict() | cut))
 
     @property
     def occurrence_id(self) -> OccurrenceId:
@@ -151,22 +125,19 @@ _MS = timedelta(milliseconds=1)
 
 
 def this_worker() -> tuple[str, int]:
-    """(host name, process id) of the calling process (the pid read at each call, so a
-    forked child names itself)."""
+    """(host name, process id), the pid read at each call (a forked child names itself)."""
     return _HOST, os.getpid()
 
 
 def _ms(instant: datetime) -> datetime:
-    """``instant`` cut to the millisecond, as the stores keep instants."""
     return instant.replace(microsecond=instant.microsecond // 1000 * 1000)
 
 
 def delivered_run(
     schedule_id: uuid.UUID, scheduled_for: datetime, attempt: int, began: float, now: datetime
 ) -> RunEntry:
-    """The ``delivered`` run of a dispatch that began at ``began`` (monotonic) and
-    ended now (``now`` on the wall clock): a transactional handler's, recorded in its
-    own transaction."""
+    """The ``delivered`` run of a dispatch that began at ``began`` (monotonic) and ended
+    now: a transactional handler's."""
     import time
 
     stamp = RunStamp(now, time.monotonic())
@@ -177,10 +148,8 @@ def delivered_run(
 
 
 class RunStamp:
-    """One batch's reading of the clocks and the worker's identity, from which each of
-    its runs is made: ``now`` (the wall clock) and ``mono`` (``time.monotonic()``)
-    read together once the batch's turns are over; ``now_us``: ``now`` in microseconds
-    since the epoch, for a store that encodes a :class:`RunDraft` without datetimes."""
+    """One batch's clocks (``now``, ``mono`` read together; ``now_us``: ``now`` in epoch
+    microseconds) and worker identity, from which its runs are made."""
 
     __slots__ = ("host", "mono", "now", "now_us", "pid")
 
@@ -200,17 +169,16 @@ class RunStamp:
         duration: float | None,
         error: str | None,
     ) -> RunDraft:
-        """The run of one occurrence: dispatched at ``began`` (monotonic) for
-        ``duration`` seconds, or (``began`` None) settled without a dispatch now."""
+        """The run of one occurrence dispatched at ``began`` for ``duration`` seconds, or
+        (``began`` None) settled undispatched now."""
         return _new(
             RunDraft, (self, schedule_id, scheduled_for, attempt, outcome, began, duration, error)
         )
 
 
 class RunDraft(NamedTuple):
-    """A run as the worker attaches it to a settlement: the batch's :class:`RunStamp`
-    and the occurrence's figures, from which :meth:`entry` computes the
-    :class:`RunEntry`; a store may encode it from the figures directly."""
+    """A run as the worker attaches it to a settlement: its stamp and figures;
+    :meth:`entry` makes the :class:`RunEntry`."""
 
     stamp: RunStamp
     schedule_id: uuid.UUID
@@ -224,10 +192,9 @@ class RunDraft(NamedTuple):
     error: str | None
 
     def entry(self) -> RunEntry:
-        """The :class:`RunEntry` of this run: ``started`` is ``began`` on the wall
-        clock (the stamp's ``now`` less the monotonic time since, and not before the
-        due instant when that is past), ``finished`` ``started`` plus ``duration``; the
-        stamp's ``now`` when not dispatched."""
+        """The :class:`RunEntry`: ``started`` is ``began`` on the wall clock (not before the
+        due instant), ``finished`` ``started`` plus ``duration``; undispatched: the stamp's
+        ``now``."""
         stamp, schedule_id, scheduled_for, attempt, outcome, began, duration, error = self
         now = stamp.now
         if began is None or duration is None:

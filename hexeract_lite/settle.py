@@ -11,7 +11,7 @@ dispatched, cron or interval    ``reschedule`` to ``next_due(now, scheduled_for)
                                 first instant of the rule after both (missed ticks
                                 collapse into one catch-up); ``delivered`` when the
                                 rule has no further instant; with a policy, its next
-                                firing (:func:`~hexeract_lite.policy.after_firing`:
+                                firing (:meth:`~hexeract_lite.policy.Rule.after_firing`:
                                 jittered, caught up, ``delivered`` past its end or
                                 count); the firing is counted
 failed, budget left             ``failed`` with :meth:`RetryPolicy.next_delay`
@@ -25,7 +25,7 @@ for while it ran)               dead-lettered when exhausted), run-log outcome
                                 ``aborted``; with ``cancel=True``: ``cancelled``
 missed (found later than its    one-shot: ``dead_lettered`` with the reason (replayable);
 misfire grace, or missed under  recurring: ``reschedule`` to its next firing
-its policy, not a retry after   (:func:`~hexeract_lite.policy.after_miss`) without
+its policy, not a retry after   (:meth:`~hexeract_lite.policy.Rule.after_miss`) without
 a failure)                      dispatch (``delivered`` when there is none)
 not dispatched (stopping)       ``released``: the claim's attempt given back, the lease
                                 cleared, claimable again at once
@@ -50,7 +50,7 @@ from .backfill import window_next
 from .config import DEFAULT_MAX_SNOOZES
 from .errors import DispatchError
 from .longrun import DispatchAborted, Snooze
-from .policy import Firing, after_firing, after_miss, missed_reason
+from .policy import Firing, Rule
 from .runlog import RunDraft, RunOutcome, RunStamp
 from .settlement import Settlement, SettlementKind
 from .snapshot import LeasedOccurrence
@@ -103,8 +103,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _frames(error: BaseException) -> list[str]:
-    """The traceback of ``error`` (its own frames, outermost first), one text per frame:
-    file, line, function and source line; never local variables, so never a payload."""
+    """The traceback of ``error``, outermost first, one text per frame; never locals."""
     if error.__traceback__ is None:
         return []
     try:
@@ -118,16 +117,11 @@ def _frames(error: BaseException) -> list[str]:
 
 
 def error_text(error: BaseException | str) -> str:
-    """The ``last_error`` text of a failure (a text: as it is, cut to
-    :data:`MAX_ERROR_CHARS`).
+    """The ``last_error`` text of a failure, at most :data:`MAX_ERROR_CHARS`.
 
-    An exception: ``"<ExceptionType>: <message>"`` (the message's first line, then
-    ``…``, when it has several; cut to :data:`MAX_HEAD_CHARS` when a traceback follows),
-    then :data:`TRACEBACK_HEADER` and the innermost frames of its traceback (file, line,
-    function, source line; never local variables; not the worker's own outer frames)
-    that fit within :data:`MAX_ERROR_CHARS`, a line telling how many outer ones were
-    left out; with no such frame, the exception line alone.
-    """
+    An exception: ``"<Type>: <message's first line>"`` (cut to :data:`MAX_HEAD_CHARS`
+    when a traceback follows), then :data:`TRACEBACK_HEADER` and the innermost frames
+    that fit (never locals, not the worker's own), saying how many were left out."""
     if not isinstance(error, BaseException):
         return _cut(str(error), MAX_ERROR_CHARS)
     frames = _frames(error)
@@ -177,8 +171,8 @@ class ResultKind(enum.Enum):
 
 @attrs.frozen
 class DispatchResult:
-    """The result of one occurrence's turn: its :class:`ResultKind`, for a failure the
-    error (an exception or a text), how long a dispatch took and when it began."""
+    """One occurrence's turn: its :class:`ResultKind`, a failure's error, how long a
+    dispatch took and when it began."""
 
     kind: ResultKind
     error: BaseException | str | None = None
@@ -192,8 +186,7 @@ class DispatchResult:
 
     @classmethod
     def failed(cls, error: BaseException | str) -> DispatchResult:
-        """A failed dispatch with ``error`` (a :class:`~hexeract_lite.Snooze`: a
-        snoozed one)."""
+        """A failed dispatch (a :class:`~hexeract_lite.Snooze`: snoozed; an abort: aborted)."""
         if isinstance(error, Snooze):
             return cls(ResultKind.SNOOZED, error)
         if isinstance(error, DispatchAborted):
@@ -211,8 +204,7 @@ class DispatchResult:
         return error if isinstance(error, BaseException) else DispatchError(str(error or ""))
 
     def took(self, duration: float, began: float | None = None) -> DispatchResult:
-        """This result with ``duration`` seconds from ``began`` (``time.monotonic()``),
-        when it was dispatched."""
+        """This result with its ``duration`` and ``began``, when it was dispatched."""
         if self.kind in _DISPATCHED:
             if type(self) is DispatchResult:  # the common case, without evolve's cost
                 return DispatchResult(self.kind, self.error, duration, began, self.timed_out)
@@ -221,18 +213,12 @@ class DispatchResult:
 
 
 def missed_result(occurrence: LeasedOccurrence, now: datetime) -> DispatchResult | None:
-    """A ``MISSED`` result, with the reason, when the occurrence is not to be delivered
-    (:func:`~hexeract_lite.policy.missed_reason`); None to deliver it. A firing of a
-    backfill's window, a retry or a snooze is never late, but still ends at the
-    policy's end and ``max_firings``."""
+    """A ``MISSED`` result when the occurrence is not to be delivered; None: deliver it.
+    A backfill's, a retry's or a snooze's firing is never late."""
     msg = occurrence.message
     if msg.misfire_grace is None and msg.policy is None:
         return None  # the common case
-    reason = missed_reason(
-        msg.schedule_id,
-        msg.trigger,
-        msg.policy,
-        msg.misfire_grace,
+    reason = _rule(occurrence).missed_reason(
         occurrence.firing(),
         now,
         retrying=occurrence.retrying or occurrence.snoozes > 0 or occurrence.in_backfill,
@@ -257,12 +243,8 @@ def settlement_for(
     stamp: RunStamp | None = None,
     max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> Settlement | None:
-    """The settlement of ``occurrence`` after ``result`` (see the module docstring).
-
-    ``now`` is the instant a cron schedule's next one is counted from; ``policy`` and
-    ``rng`` draw a retry delay. None for :data:`LEASE_EXPIRED`: there is nothing to
-    record. With ``stamp``, the settlement carries its run for the store's run log.
-    """
+    """The settlement of ``occurrence`` after ``result`` (see the module docstring); None
+    for :data:`LEASE_EXPIRED`. With ``stamp``, it carries its run for the run log."""
     msg = occurrence.message
     kind = result.kind
     sid, lease = msg.schedule_id, occurrence.leased_until
@@ -277,9 +259,7 @@ def settlement_for(
             if nxt is None:
                 return Settlement.delivered(sid, lease, run=run, counted=recurring)
             return Settlement.reschedule(sid, nxt, lease, run=run, counted=True)
-        firing = after_firing(
-            sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
-        )
+        firing = _rule(occurrence).after_firing(occurrence.firing(), now)
         return _next_settlement(sid, lease, firing, run, counted=recurring)
     if kind is ResultKind.SNOOZED:
         assert isinstance(result.error, Snooze)
@@ -313,9 +293,7 @@ def settlement_for(
         text = error_text(result.error if result.error is not None else "missed")
         run = _run(stamp, occurrence, result, RunOutcome.SKIPPED, text)
         if msg.trigger.is_recurring:  # skip the stale firing, go on at the next one
-            firing = after_miss(
-                sid, msg.trigger, msg.policy, msg.misfire_grace, occurrence.firing(), now
-            )
+            firing = _rule(occurrence).after_miss(occurrence.firing(), now)
             return _next_settlement(sid, lease, firing, run, counted=False)
         return Settlement.dead_lettered(sid, text, lease, run=run)
     if kind is ResultKind.NOT_DISPATCHED:
@@ -324,9 +302,13 @@ def settlement_for(
     return None
 
 
+def _rule(occurrence: LeasedOccurrence) -> Rule:
+    msg = occurrence.message
+    return Rule(msg.schedule_id, msg.trigger, msg.policy, msg.misfire_grace)
+
+
 def _last_firing(occurrence: LeasedOccurrence, nxt: datetime) -> bool:
-    """True when the policy ends the schedule at this delivery, before ``nxt``: its
-    ``max_firings`` reached, or ``nxt`` after its ``end_at``."""
+    """The policy ends the schedule at this delivery, before ``nxt``."""
     policy = occurrence.message.policy
     if policy is None:
         return False
@@ -338,8 +320,7 @@ def _last_firing(occurrence: LeasedOccurrence, nxt: datetime) -> bool:
 def _next_settlement(
     sid: uuid.UUID, lease: datetime, firing: Firing | None, run: RunDraft | None, *, counted: bool
 ) -> Settlement:
-    """``reschedule`` to ``firing`` (due at its rule's instant plus its jitter), or
-    ``delivered`` when there is none: the schedule completes."""
+    """``reschedule`` to ``firing``, or ``delivered`` when there is none."""
     if firing is None:
         return Settlement.delivered(sid, lease, run=run, counted=counted)
     return Settlement.reschedule(
@@ -409,9 +390,8 @@ _OUTCOMES = {
 def outcome_of(
     settlement: Settlement | None, applied: bool = True, result: DispatchResult | None = None
 ) -> DispatchOutcome:
-    """What a settlement of ``result`` counts as once the store answered ``applied``:
-    ``LEASE_LOST`` when it was fenced out, ``SKIPPED`` for None (nothing to record),
-    ``MISSED`` for a recurring schedule's firing that was not dispatched."""
+    """What a settlement counts as once the store answered ``applied``: ``LEASE_LOST``
+    when fenced out, ``SKIPPED`` for None, ``MISSED`` for a firing not dispatched."""
     if settlement is None:
         return DispatchOutcome.SKIPPED
     if not applied:
@@ -427,8 +407,8 @@ _ONWARD = frozenset({DispatchOutcome.DELIVERED, DispatchOutcome.RESCHEDULED})
 
 @attrs.frozen(kw_only=True)
 class Acknowledged(DispatchResult):
-    """A dispatch whose acknowledgement was already recorded in the handler's
-    transaction (``applied``), or fenced out (not applied: the lease was lost)."""
+    """A dispatch whose acknowledgement the handler's transaction recorded (``applied``),
+    or that was fenced out."""
 
     kind: ResultKind = ResultKind.SUCCEEDED
     settlement: Settlement

@@ -40,23 +40,13 @@ class SettlementKind(enum.StrEnum):
 class Settlement:
     """One fenced acknowledgement, as a value, for ``store.settle``.
 
-    Build it with the constructor of its kind, whose arguments are those of the
-    single-acknowledgement method of the same name, in the same order:
+    Its constructors take the arguments of the single-acknowledgement method of the same
+    name (``delivered``: ``mark_delivered``, ``reschedule``, ``failed``: ``mark_failed``,
+    ``dead_lettered``: ``mark_dead_lettered``), or have none (``released``, ``snoozed``,
+    ``cancelled``). ``lease`` is the claim's ``leased_until`` (the fencing token).
+    ``store.settle`` checks every item, with the single methods' rules, before it writes.
 
-    - ``Settlement.delivered(schedule_id, lease)``: ``mark_delivered``;
-    - ``Settlement.reschedule(schedule_id, next, lease)``: ``reschedule``;
-    - ``Settlement.failed(schedule_id, retry_in, error, lease)``: ``mark_failed``;
-    - ``Settlement.dead_lettered(schedule_id, error, lease)``: ``mark_dead_lettered``;
-    - ``Settlement.released(schedule_id, lease)``, ``Settlement.snoozed(schedule_id,
-      delay, lease)`` and ``Settlement.cancelled(schedule_id, lease)``, which have no
-      single method.
-
-    ``lease`` is the ``leased_until`` the claim returned (the fencing token).
-    ``store.settle`` checks every item, with the single methods' rules, before it
-    writes anything.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     kind: SettlementKind
     schedule_id: uuid.UUID
@@ -145,12 +135,8 @@ class Settlement:
     def released(
         cls, schedule_id: uuid.UUID, lease: datetime, *, run: RunEntry | RunDraft | None = None
     ) -> Settlement:
-        """The worker is stopping and never dispatched the occurrence: give it back.
-
-        ``attempts`` goes back by the one the claim spent (never below 0) and the lease
-        is cleared, so the occurrence is claimable again at once under the same id;
-        ``scheduled_for`` and ``last_error`` are kept.
-        """
+        """The worker is stopping and never dispatched the occurrence: give back the claim's
+        attempt and clear the lease, so it is claimable again at once under the same id."""
         return cls(SettlementKind.RELEASED, schedule_id, lease, run=run)
 
     @classmethod
@@ -163,10 +149,9 @@ class Settlement:
         run: RunEntry | RunDraft | None = None,
     ) -> Settlement:
         """The handler snoozed: give the attempt back, count the snooze, and hold the
-        occurrence (same id, same ``scheduled_for``) until ``now + delay``.
+        occurrence (same id and ``scheduled_for``) until ``now + delay``.
 
-        .. versionadded:: 0.3.0
-        """
+        .. versionadded:: 0.3.0"""
         return cls(SettlementKind.SNOOZED, schedule_id, lease, retry_in=delay, run=run)
 
     @classmethod

@@ -1,12 +1,9 @@
 """Sinks: where a due message goes when the worker dispatches it.
 
-A sink is anything with ``dispatch(message)`` (:class:`ScheduleSink`), which returns
-``None`` (or an awaitable resolving to ``None``) or raises. Anything else it returns (a
-``True``, an HTTP response) is a failed dispatch whose ``last_error`` says what came
-back, so that a mistake is loud instead of silently "delivered". Delivery is at least
-once: consumers deduplicate on the occurrence id, which :class:`BusSink` stamps as the
-bus message id.
-"""
+A sink has ``dispatch(message)`` (:class:`ScheduleSink`), which returns ``None`` (or
+an awaitable resolving to ``None``) or raises; anything else it returns is a failed
+dispatch, so a mistake is loud. Delivery is at least once: consumers deduplicate on
+the occurrence id, which :class:`BusSink` stamps as the bus message id."""
 
 from __future__ import annotations
 
@@ -44,15 +41,12 @@ _log = package_logger("hexeract_lite.sinks")
 
 @runtime_checkable
 class ScheduleSink(Protocol):
-    """Delivers a due message: ``dispatch(message)``, sync or async.
+    """Delivers a due message: ``dispatch(message)``, sync or async; return ``None`` on
+    success, raise on failure. A sync one runs on a watched thread, given up after
+    ``dispatch_timeout``; an async one is awaited. Deduplicate on
+    ``message.occurrence_id()``.
 
-    Return ``None`` (or be an ``async def`` that returns ``None``) on success; raise on
-    failure. A synchronous ``dispatch`` runs on a watched thread, given up after
-    ``dispatch_timeout``; an asynchronous one is awaited. Expect the same occurrence
-    more than once and deduplicate on ``message.occurrence_id()``.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
         """Deliver ``message``; raise to make the worker retry it."""
@@ -60,12 +54,9 @@ class ScheduleSink(Protocol):
 
 
 class OccurrenceSink:
-    """A sink the worker hands the whole leased occurrence to, which settles it itself.
-
-    The worker calls :meth:`dispatch_occurrence` instead of ``dispatch`` (always from a
-    thread) and records the result; :meth:`close` when the worker releases its
-    resources. A bound :class:`~hexeract_lite.transactional.TransactionalSink` is one.
-    """
+    """A sink handed the whole leased occurrence (:meth:`dispatch_occurrence`, always from
+    a thread), which settles it itself; a bound
+    :class:`~hexeract_lite.transactional.TransactionalSink` is one."""
 
     is_async = False
 
@@ -82,11 +73,8 @@ class OccurrenceSink:
 
 
 def is_async_sink(sink: object) -> bool:
-    """True when ``sink.dispatch`` must be awaited on the event loop (not run in a thread).
-
-    A sink may say so itself with a boolean ``is_async`` attribute (the sinks here
-    do); otherwise a coroutine-function ``dispatch`` is async.
-    """
+    """True when ``sink.dispatch`` is awaited on the event loop: its boolean ``is_async``
+    attribute, else whether ``dispatch`` is a coroutine function."""
     flag = getattr(sink, "is_async", None)
     if isinstance(flag, bool):
         return flag
@@ -104,13 +92,10 @@ def is_coroutine_callable(fn: object) -> bool:
 
 
 class CallableSink:
-    """A sink that calls ``fn(message)``: a function, or a coroutine function.
+    """A sink that calls ``fn(message)`` (a function or coroutine function); what ``fn``
+    returns is the dispatch's.
 
-    ``fn``'s return value is the dispatch's: ``None`` on success, anything else a failed
-    dispatch.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def __init__(self, fn: Callable[[ScheduledMessage], Awaitable[None] | None]) -> None:
         if not callable(fn):
@@ -139,22 +124,13 @@ class BusTransport(Protocol):
 
 
 class BusSink:
-    """Publishes bus-target messages through ``transport.publish_raw``.
+    """Publishes bus-target messages: ``transport.publish_raw(routing_key, message_id,
+    message_type, payload)``, with the target's routing key, the occurrence id (stable
+    across redeliveries: what a consumer deduplicates on), the ``event_type`` and the
+    decoded payload. Another target: :class:`DispatchError`. What ``publish_raw`` returns
+    is returned, so an async transport is awaited.
 
-    The call is ``publish_raw(routing_key, message_id, message_type, payload)`` with
-
-    - ``routing_key``: the target's routing key;
-    - ``message_id``: the occurrence id, as a :class:`uuid.UUID`: stable across
-      redeliveries of the same firing, so it is what a consumer deduplicates on;
-    - ``message_type``: the message's ``event_type``;
-    - ``payload``: the decoded JSON payload.
-
-    A message whose target is not ``bus`` raises :class:`DispatchError` (a failed
-    dispatch). What ``publish_raw`` returns is returned, so an async transport is
-    awaited.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def __init__(self, transport: BusTransport) -> None:
         publish = getattr(transport, "publish_raw", None)
@@ -190,13 +166,11 @@ class BusSink:
 
 @attrs.frozen(kw_only=True)
 class BusMessage:
-    """What an :class:`InProcessBus` handler receives.
+    """What an :class:`InProcessBus` handler receives; ``message_id`` is the publisher's
+    (through :class:`BusSink`, the occurrence id); each handler gets its own deep copy
+    of ``payload``.
 
-    ``message_id`` is the publisher's id (through :class:`BusSink`, the occurrence id).
-    Each handler receives its own deep copy of ``payload``.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     message_id: uuid.UUID
     message_type: str
@@ -222,13 +196,9 @@ def _pattern_words(pattern: str) -> tuple[str, ...]:
 
 
 def topic_matches(pattern: str, routing_key: str) -> bool:
-    """True when ``routing_key`` matches the topic ``pattern``.
-
-    Both are dot-separated words. In the pattern ``*`` stands for exactly one word and
-    ``#`` for zero or more words; any other word must be equal. ``orders.*`` matches
-    ``orders.created`` but neither ``orders`` nor ``orders.eu.created``;
-    ``orders.#`` matches all three; ``#`` matches everything.
-    """
+    """True when ``routing_key`` matches the topic ``pattern``: dot-separated words, ``*``
+    one word, ``#`` zero or more (``orders.*`` matches ``orders.created``, not
+    ``orders`` or ``orders.eu.created``; ``orders.#`` all three)."""
     return _match(_pattern_words(pattern), tuple(routing_key.split(".")))
 
 
@@ -248,52 +218,32 @@ def _match(pattern: Sequence[str], key: Sequence[str]) -> bool:
     return reachable[len(key)]
 
 
-@attrs.frozen
-class _Subscription:
-    pattern: str
-    words: tuple[str, ...]
-    handler: BusHandler
-
-    def matches(self, key_words: tuple[str, ...]) -> bool:
-        return _match(self.words, key_words)
-
-
 class InProcessBus:
     """A message bus inside one process: topic subscriptions, synchronous delivery.
 
-    ``publish_raw`` calls every handler whose pattern (:func:`topic_matches`) matches
-    the routing key, in subscription order, before it returns:
+    ``publish_raw`` calls every handler whose pattern (:func:`topic_matches`) matches, in
+    subscription order. A handler that raises makes it raise once the others ran (several
+    as one :class:`DispatchError`): the dispatch is retried and every handler sees the
+    message again. Coroutine handlers are awaited (``publish_raw`` then returns an
+    awaitable). A routing key no handler matches raises :class:`DispatchError`, unless
+    ``drop_unrouted=True``: then it is counted in :attr:`dropped`. Thread-safe.
 
-    - a handler that raises makes ``publish_raw`` raise once the others ran (one
-      failure as it is, several as one :class:`DispatchError`): the dispatch is
-      retried and every handler sees the message again (deduplicate on
-      ``BusMessage.message_id``);
-    - a coroutine-function handler is awaited: ``publish_raw`` then returns an
-      awaitable running those handlers;
-    - a routing key no handler matches raises :class:`DispatchError`, unless
-      ``drop_unrouted=True``: then it is dropped and counted in :attr:`dropped`.
-
-    Thread-safe.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def __init__(self, *, drop_unrouted: bool = False) -> None:
         self.drop_unrouted = bool(drop_unrouted)
         self.dropped = 0
         """How many messages were published with no matching subscriber and dropped."""
-        self._subs: tuple[_Subscription, ...] = ()
+        self._subs: tuple[tuple[tuple[str, ...], BusHandler], ...] = ()
         self._lock = threading.Lock()
 
     def subscribe(self, pattern: str, handler: BusHandler) -> Callable[[], None]:
-        """Deliver messages whose routing key matches ``pattern`` to ``handler``.
-
-        Returns a function that removes this subscription (idempotent).
-        """
+        """Deliver messages whose routing key matches ``pattern`` to ``handler``; returns a
+        function that removes the subscription (idempotent)."""
         words = _pattern_words(pattern)
         if not callable(handler):
             raise InvalidArgument(f"a bus handler must be callable, got {handler!r}")
-        sub = _Subscription(pattern, words, handler)
+        sub = (words, handler)
         with self._lock:
             self._subs = (*self._subs, sub)
 
@@ -308,8 +258,8 @@ class InProcessBus:
     ) -> Awaitable[None] | None:
         """Deliver to every matching handler; raise if any raised (see the class doc)."""
         key_words = tuple(routing_key.split("."))
-        subs = [s for s in self._subs if s.matches(key_words)]
-        if not subs:
+        handlers = [h for words, h in self._subs if _match(words, key_words)]
+        if not handlers:
             if self.drop_unrouted:
                 with self._lock:
                     self.dropped += 1
@@ -321,7 +271,7 @@ class InProcessBus:
             )
         errors: list[BaseException] = []
         pending: list[Awaitable[object]] = []
-        for sub in subs:
+        for handler in handlers:
             try:
                 message = BusMessage(
                     message_id=message_id,
@@ -329,7 +279,7 @@ class InProcessBus:
                     routing_key=routing_key,
                     payload=copy.deepcopy(payload),  # a handler's changes stay its own
                 )
-                result = sub.handler(message)
+                result = handler(message)
             except Exception as exc:
                 errors.append(exc)
                 continue
@@ -337,7 +287,7 @@ class InProcessBus:
                 if inspect.isawaitable(result):
                     pending.append(result)
                 else:
-                    errors.append(_bad_return("bus handler", sub.handler, result))
+                    errors.append(_bad_return("bus handler", handler, result))
         if errors:
             for aw in pending:
                 _discard(aw)
@@ -386,7 +336,7 @@ def _bad_return(what: str, fn: object, result: object) -> DispatchError:
 
 
 def _discard(value: object) -> None:
-    """Close a coroutine nobody will await (so it raises no 'never awaited' warning)."""
+    """Close a coroutine nobody will await."""
     if inspect.iscoroutine(value):
         value.close()
 
@@ -405,15 +355,11 @@ def _as_sink(name: str, sink: object) -> ScheduleSink | None:
 
 
 class TargetRouterSink:
-    """Sends each message to the sink for its target kind.
+    """Sends each message to the sink of its target kind (``mediator``, ``outbox``,
+    ``bus``: each a sink or a callable, optional); a kind without one:
+    :class:`DispatchError`. What the sink returns is returned.
 
-    ``TargetRouterSink(mediator=..., outbox=..., bus=...)``: each a sink or a plain
-    callable (wrapped in :class:`CallableSink`), any of them optional. A message whose
-    target kind has no sink raises :class:`DispatchError` (a failed dispatch). What the
-    chosen sink returns is returned, so async sinks are awaited.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     is_async = False
     """Routing is synchronous; an async sink's awaitable is returned and awaited."""

@@ -18,14 +18,11 @@ __all__ = ["LeasedOccurrence", "MalformedSchedule", "ScheduleSnapshot", "Schedul
 
 
 class ScheduleStatus(enum.StrEnum):
-    """A schedule's status, derived from its row.
+    """A schedule's status, derived from its row: ``delivered``, ``cancelled`` or
+    ``dead-lettered`` (terminal) when that timestamp is set, else ``paused`` or
+    ``pending``.
 
-    ``delivered``, ``cancelled`` or ``dead-lettered`` when the matching timestamp is
-    set (these three are terminal), else ``paused`` when the paused flag is set,
-    else ``pending``.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     PENDING = "pending"
     PAUSED = "paused"
@@ -180,10 +177,8 @@ class ScheduleSnapshot:
 
 @attrs.frozen(kw_only=True)
 class MalformedSchedule:
-    """A row a listing found but could not decode, returned in its place (the other
-    rows still show). No worker dispatches such a row: a claim dead-letters it with the
-    same reason.
-    """
+    """A row a listing could not decode, in its place (the other rows still show); a
+    claim dead-letters it with the same reason."""
 
     schedule_id: uuid.UUID | None
     """The id, when the id column itself could be decoded."""
@@ -206,14 +201,11 @@ class MalformedSchedule:
 
 @attrs.frozen(kw_only=True)
 class LeasedOccurrence:
-    """An occurrence handed to a worker by ``claim_due``.
+    """An occurrence handed to a worker by ``claim_due``: ``attempts`` consumed so far (the
+    current one included); ``leased_until``, the end of this claim and the fencing token
+    of every acknowledgement.
 
-    ``attempts`` counts the attempts consumed so far, the current one included;
-    ``leased_until`` is the instant until which this claim holds the occurrence, and
-    the fencing token every acknowledgement must present.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     message: ScheduledMessage
     attempts: int
@@ -229,8 +221,8 @@ class LeasedOccurrence:
 
     @property
     def in_backfill(self) -> bool:
-        """True when this occurrence is one of a backfill's window
-        (``scheduled_for <= backfill_until``): it fires however late it is."""
+        """One of a backfill's window (``scheduled_for <= backfill_until``): it fires however
+        late it is."""
         until = self.backfill_until
         return until is not None and self.message.scheduled_for <= until
 

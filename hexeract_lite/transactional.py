@@ -50,18 +50,14 @@ class TransactionalSink:
     ``sqlite3.Connection`` with ``driver="sqlite3"``, a ``psycopg.Connection`` or a
     ``pymysql.Connection``).
 
-    The handler returns None: its writes and the acknowledgement commit together, so an
-    effect it writes to the same database happens exactly once. It raises, returns
-    something else or runs past ``dispatch_timeout``: both are rolled back and the
-    failure is retried as for any sink. A lost lease: the handler is not called. The
-    write lock is held while the handler runs, so it must be short and local; it must
-    not commit, roll back or keep the connection.
+    Returning None commits its writes with the acknowledgement, so an effect in the same
+    database happens exactly once; raising, returning something else or running past
+    ``dispatch_timeout`` rolls both back and retries. A lost lease: the handler is not
+    called. The write lock is held meanwhile: keep it short and local; never commit, roll
+    back or keep the connection. A handler that is not a plain callable (a coroutine
+    function among them): :class:`InvalidConfiguration`.
 
-    Raises :class:`InvalidConfiguration` for a handler that is not a plain callable
-    (a coroutine function among them).
-
-    .. versionadded:: 0.2.0
-    """
+    .. versionadded:: 0.2.0"""
 
     is_async = False
 
@@ -98,9 +94,9 @@ class TransactionalSink:
         *,
         run_log: bool = True,
     ) -> BoundTransactionalSink:
-        """The sink as a worker on ``store`` runs it (``run_log``: each delivery's run
-        recorded in the handler's transaction). Raises :class:`InvalidConfiguration`
-        for a store that has no shared transactions."""
+        """The sink as a worker on ``store`` runs it (``run_log``: each delivery's run in the
+        handler's transaction); a store without shared transactions:
+        :class:`InvalidConfiguration`."""
         runner = store.transaction_runner(self.handler, clock, policy, timeout, run_log=run_log)
         return BoundTransactionalSink(self, runner)
 

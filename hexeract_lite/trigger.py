@@ -55,14 +55,11 @@ class CronExpression:
 
     @classmethod
     def parse(cls, expression: str, tz: str | None = None) -> CronExpression:
-        """Validate ``expression``; raise :class:`InvalidTrigger` quoting it and the reason.
+        """Validate ``expression``; :class:`InvalidTrigger` quoting it and the reason.
 
-        ``tz`` (an IANA name such as ``"Europe/Paris"``) or a ``CRON_TZ=<zone>`` prefix
-        gives the zone; UTC when neither does. Rejected: an empty text, a number of
-        fields other than 5 or 6, a field out of range (``61 * * * *``), a zero step
-        (``*/0``), an unknown macro (``@every 5m``), an expression that can never fire
-        (``0 0 31 2 *``), an unknown zone, and a prefix and ``tz`` naming different zones.
-        """
+        The zone is ``tz`` or a ``CRON_TZ=`` prefix, else UTC. Rejected: an empty text, not
+        5 or 6 fields, a field out of range, a zero step, an unknown macro, an expression
+        that can never fire, an unknown zone, a prefix and ``tz`` naming different zones."""
         if not isinstance(expression, str):
             raise InvalidTrigger(f"cron expression must be a string, got {expression!r}")
         if tz is not None and not isinstance(tz, str):
@@ -71,24 +68,14 @@ class CronExpression:
 
     @property
     def every_real_hour(self) -> bool:
-        """True when the hour field is ``*`` or has a step: on a zone's clock, every real
-        occurrence of a matching time fires (a repeated hour twice, a skipped one never)."""
+        """The hour field is ``*`` or has a step: on a zone's clock every real occurrence of a
+        matching time fires (a repeated hour twice, a skipped one never)."""
         return every_real_hour(self._rule)
 
     def next_occurrence(self, after: datetime) -> datetime | None:
-        """The first firing strictly after ``after`` (aware, any zone), in UTC.
-
-        None when there is none within cronsim's 50-year horizon (or before year 9999).
-        """
-        from cronsim import CronSim  # imported on first use, not by every command
-
-        start = to_utc_ms(after, "after", InvalidTrigger)
-        if self._tzinfo is UTC:
-            try:
-                return next(CronSim(self._rule, start))
-            except (StopIteration, OverflowError, ValueError):
-                return None
-        return next_in_zone(self._rule, self._tzinfo, start)
+        """The first firing strictly after ``after`` (aware), in UTC; None within cronsim's
+        50-year horizon (or before year 9999)."""
+        return next_in_zone(self._rule, self._tzinfo, to_utc_ms(after, "after", InvalidTrigger))
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
         """``next_occurrence(max(now, previous_due))``: missed ticks collapse into one."""
@@ -154,7 +141,6 @@ def _parse_cached(expression: str) -> CronExpression:
 
 
 def _reason(rule: str, exc: Exception) -> str:
-    """Say which field is wrong, or that the day/month combination never occurs."""
     from cronsim import CronSim, CronSimError
 
     reason = str(exc).lower() or type(exc).__name__
@@ -189,15 +175,13 @@ class Trigger:
 
     @classmethod
     def delay(cls, at: datetime) -> Trigger:
-        """Fire once at ``at`` (an aware datetime; normalised to UTC milliseconds, a
-        fraction of a millisecond rounded up so it never fires early)."""
+        """Fire once at ``at`` (aware; UTC milliseconds, rounded up)."""
         return cls("delay", at=to_utc_ms(at, "at", InvalidTrigger, round_up=True))
 
     @classmethod
     def cron(cls, expression: str | CronExpression, *, tz: str | None = None) -> Trigger:
-        """Fire on every instant of a cron expression (see :class:`CronExpression`), on
-        the wall clock of ``tz`` (an IANA name; default: the expression's ``CRON_TZ=``
-        prefix, else UTC)."""
+        """Fire on every instant of a cron expression, on the wall clock of ``tz`` (default:
+        the expression's ``CRON_TZ=`` prefix, else UTC)."""
         if isinstance(expression, CronExpression):
             if tz is not None and tz != expression.tz:
                 expression = CronExpression.parse(str(expression), tz=tz)
@@ -217,9 +201,8 @@ class Trigger:
 
     @property
     def expression(self) -> str | None:
-        """The stored rule text (the ``cron_expr`` column): the cron expression with its
-        ``CRON_TZ=`` prefix when zoned, ``@every <duration> from <anchor>`` for an
-        interval; None for a delay trigger."""
+        """The stored rule text (``cron_expr``): the cron text with its ``CRON_TZ=`` prefix,
+        ``@every <duration> from <anchor>``, or None for a delay."""
         if self.cron_expression is not None:
             return str(self.cron_expression)
         if self.interval is not None:
@@ -227,9 +210,8 @@ class Trigger:
         return None
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
-        """The next firing of a recurring trigger after a firing due at ``previous_due``
-        ran at ``now`` (missed firings collapse into one); None for a delay trigger or a
-        rule with no further instant."""
+        """The next firing after one due at ``previous_due`` ran at ``now`` (missed firings
+        collapse into one); None for a delay or a rule with no further instant."""
         if self.cron_expression is not None:
             return self.cron_expression.next_due(now, previous_due)
         if self.interval is not None:
@@ -237,8 +219,7 @@ class Trigger:
         return None
 
     def next_after(self, instant: datetime) -> datetime | None:
-        """The first firing of a recurring trigger strictly after ``instant``; None for a
-        delay trigger or a rule with no further instant."""
+        """The first firing strictly after ``instant``; None for a delay or an ended rule."""
         if self.cron_expression is not None:
             return self.cron_expression.next_occurrence(instant)
         if self.interval is not None:
@@ -246,7 +227,6 @@ class Trigger:
         return None
 
     def label(self) -> str:
-        """``delay``, ``cron:<stored text>`` or ``interval:<stored text>``, as listings
-        show it (a zoned rule shows its ``CRON_TZ=`` prefix)."""
+        """``delay``, ``cron:<stored text>`` or ``interval:<stored text>``."""
         text = self.expression
         return "delay" if text is None else f"{self.kind}:{text}"

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from ._time import to_utc_ms
 from .errors import InvalidArgument
-from .policy import Firing, after_firing, after_miss, missed_reason
+from .policy import Firing, Rule
 from .snapshot import ScheduleSnapshot, ScheduleStatus
 
 __all__ = ["MAX_UPCOMING", "check_upcoming", "upcoming_firings"]
@@ -18,9 +18,8 @@ MAX_UPCOMING = 10_000
 
 
 def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, datetime | None]:
-    """Validate ``count`` (1 to :data:`MAX_UPCOMING`) and ``until`` (an aware datetime,
-    a timedelta from ``now`` that is more than zero, or None); return ``until`` as an
-    instant. Raises :class:`InvalidArgument` naming the bad value."""
+    """``count`` (1 to :data:`MAX_UPCOMING`) and ``until`` as an instant (given aware, or
+    as a timedelta > 0 from ``now``, or None); else :class:`InvalidArgument`."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_UPCOMING:
         raise InvalidArgument(f"count must be an integer from 1 to {MAX_UPCOMING}, got {count!r}")
     if until is None:
@@ -38,37 +37,29 @@ def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, da
 def upcoming_firings(
     snapshot: ScheduleSnapshot, now: datetime, count: int, until: datetime | None = None
 ) -> list[datetime]:
-    """The instants (UTC) at which the worker will deliver the next ``count``
-    occurrences, in order, none after ``until``, assuming each delivery succeeds as
-    soon as it is due: each occurrence's ``scheduled_for`` (the rule's instant plus its
-    jitter), but a retry in backoff at the end of its backoff.
-
-    The first is the occurrence held now (overdue when before ``now``), left out when
-    the worker would not deliver it (misfire grace, ``catch_up``, the policy's end or
-    ``max_firings``; a retry after a failure is always delivered); a retry in backoff
-    is listed at the end of its backoff (overdue once that has passed). Then the
-    policy's next firings, a backfill's remaining window first; a change made while the
-    held firing was leased (``next_after_lease``) applies once that firing is settled.
-    """
+    """The instants (UTC) of the next ``count`` deliveries, none after ``until``, if each
+    succeeds when due: the held firing (left out when the worker would not deliver it; a
+    retry in backoff at its end), then the policy's next firings, a backfill's window
+    first; a change made while leased (``next_after_lease``) applies after the held one."""
     s = snapshot
     if s.status is not ScheduleStatus.PENDING or s.attempts >= s.max_attempts:
         return []
     held: Firing | None = s.firing()
     retrying = s.last_error is not None
-    args = (s.schedule_id, s.trigger, s.policy, s.misfire_grace)
+    rule = Rule(s.schedule_id, s.trigger, s.policy, s.misfire_grace)
     found: list[datetime] = []
     first = True
     window = s.backfill_until
     while held is not None and window is not None and held.instant <= window:
         if len(found) >= count or (until is not None and held.due > until):
             return found
-        if missed_reason(*args, held, max(now, held.due), retrying=True) is not None:
+        if rule.missed_reason(held, max(now, held.due), retrying=True) is not None:
             return found  # the policy's end or max_firings: the schedule completes
         found.append(held.due)  # a backfill's window: each instant, however late
         first = False
         nxt = s.trigger.next_after(held.instant)
         if nxt is None or nxt > window:
-            held = after_firing(*args, held, max(now, held.due))
+            held = rule.after_firing(held, max(now, held.due))
             break
         held = Firing(nxt, timedelta(0), held.firings + 1)
     for _ in range(2 * count + 2):  # each round fires one or skips to one that fires
@@ -82,13 +73,13 @@ def upcoming_firings(
             listed = held.due
         if until is not None and listed > until:
             break
-        if missed_reason(*args, held, fired_at, retrying=first and retrying) is None:
+        if rule.missed_reason(held, fired_at, retrying=first and retrying) is None:
             found.append(listed)
             fired = held.firings + 1
-            held = after_firing(*args, held, fired_at)
+            held = rule.after_firing(held, fired_at)
         else:
             fired = held.firings
-            held = after_miss(*args, held, fired_at)
+            held = rule.after_miss(held, fired_at)
         if first and s.next_after_lease is not None:  # a change waiting for this one
             held = Firing(s.next_after_lease, timedelta(0), fired)
         first = False

@@ -44,10 +44,9 @@ def replay_all(
     progress: Report | None = None,
     on_malformed: Callable[[MalformedSchedule], None] | None = None,
 ) -> int:
-    """Replay every dead-lettered schedule (whose event type matches the glob
-    ``event_type``, when given), ``batch_size`` per transaction; return how many were
-    replayed. A row replayed or changed meanwhile by someone else is skipped. A
-    malformed dead letter is left alone and told to ``on_malformed``, when given."""
+    """Replay every dead-lettered schedule (of event types matching the glob
+    ``event_type``), ``batch_size`` per transaction; return how many. Rows changed
+    meanwhile are skipped; malformed ones told to ``on_malformed``."""
     glob = check_glob(event_type)
     size = check_batch_size(batch_size)
     total = 0
@@ -76,11 +75,8 @@ def replay_all(
 
 
 class Progress:
-    """Counts and rate of a long command on a terminal's stderr, one line rewritten in
-    place (at most every 0.2 s); nothing at all when ``stream`` is not a terminal.
-
-    :meth:`done` (or leaving the ``with`` block, an error included) shows the final
-    count and ends the line, so what is printed next starts on a fresh line."""
+    """Counts and rate of a long command on a terminal's stderr, one line rewritten at most
+    every 0.2 s (nothing off a terminal); :meth:`done` or leaving the block ends the line."""
 
     def __init__(self, what: str, stream: TextIO | None = None) -> None:
         self._what = what
@@ -139,10 +135,9 @@ def checkpoint_after_burst(store: ScheduleStore) -> None:
 
 
 class Retention:
-    """A worker's ``retention=``: delivered and cancelled rows that ended more than
-    ``keep`` ago, and run records that finished more than ``keep`` ago, are pruned at
-    the worker's first cycle and then every
-    :data:`RETENTION_EVERY`; an error is logged and tried again next time."""
+    """A worker's ``retention=``: delivered and cancelled rows, and run records, that ended
+    more than ``keep`` ago are pruned at the first cycle and then every
+    :data:`RETENTION_EVERY`; an error is logged and tried next time."""
 
     def __init__(self, keep: object) -> None:
         if not isinstance(keep, timedelta) or keep <= timedelta(0):

@@ -1,9 +1,5 @@
-"""SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them.
-
-The poll cycle is described in docs/concepts/worker.md. Delivery is at least once: a
-crash before a batch's settlement is written delivers it again (same occurrence ids)
-once its leases run out. Logs to the ``hexeract_lite.worker`` logger.
-"""
+"""SchedulerWorker: claims due occurrences, dispatches them to a sink, settles them
+(docs/concepts/worker.md). Delivery is at least once. Logs to ``hexeract_lite.worker``."""
 
 from __future__ import annotations
 
@@ -73,14 +69,12 @@ log = package_logger("hexeract_lite.worker")
 class CycleReport:
     """The counts of one poll cycle.
 
-    ``claimed`` = ``delivered + rescheduled + retried + dead_lettered + lease_lost +
-    skipped + released + snoozed + cancelled + missed``; ``swept`` counts rows the
-    opening sweep dead-lettered. ``cancelled``: aborted with ``cancel=True``;
-    ``missed``: recurring firings not dispatched (misfire grace, ``catch_up``, the
-    policy's end or ``max_firings``), each counted once, not as delivered.
+    ``claimed`` is the sum of the outcome counts (``delivered`` ... ``missed``);
+    ``swept``: rows the opening sweep dead-lettered; ``cancelled``: aborted with
+    ``cancel=True``; ``missed``: recurring firings not dispatched (misfire grace,
+    ``catch_up``, the policy's end or ``max_firings``).
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     swept: int = 0
     claimed: int = 0
@@ -112,33 +106,26 @@ def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
 class SchedulerWorker:
     """Runs the poll cycle against a store, dispatching to a sink.
 
-    - ``store``: any :class:`~hexeract_lite.store.ScheduleStore`.
-    - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a plain function /
-      coroutine function taking the message (wrapped in :class:`CallableSink`).
-    - ``clock``: where "now" comes from; by default the store's own ``clock``.
-    - ``rng``: the random source of the retry jitter, anything with
-      ``uniform(a, b)`` (default: a fresh :class:`random.Random`).
-    - ``hooks``: callables each called with every :mod:`~hexeract_lite.hooks` event; a
-      hook that raises is logged and never changes what is delivered or settled.
-    - ``propagate_errors`` (the test mode): a cycle in which a dispatch failed settles
-      its batch as usual, then re-raises the first failure's exception (a timeout as
-      :class:`TimeoutError`, an abandoned or bad return as
-      :class:`~hexeract_lite.errors.DispatchError`).
-    - ``retention``: None (off) by default; a timedelta prunes, at the first cycle and
-      then hourly, delivered and cancelled rows that ended longer ago than that, and
-      run log records as old (:class:`~hexeract_lite.upkeep.Retention`; dead letters
-      are kept).
-    - ``run_log``: True (the default) records every dispatch attempt, and every firing
-      settled without one, in the store's run log, in the transaction that settles
-      it; False records none.
+    - ``sink``: a :class:`~hexeract_lite.sinks.ScheduleSink`, or a function / coroutine
+      function taking the message (wrapped in :class:`CallableSink`).
+    - ``clock``: where "now" comes from (default: the store's ``clock``); ``rng``: the
+      retry jitter's source, anything with ``uniform(a, b)``.
+    - ``hooks``: callables called with every :mod:`~hexeract_lite.hooks` event; a hook
+      that raises is logged and changes nothing.
+    - ``propagate_errors`` (the test mode): a cycle in which a dispatch failed settles its
+      batch, then re-raises the first failure (a timeout as :class:`TimeoutError`, an
+      abandoned or bad return as :class:`~hexeract_lite.errors.DispatchError`).
+    - ``retention``: a timedelta prunes, at the first cycle and then hourly, delivered and
+      cancelled rows and run log records older than that
+      (:class:`~hexeract_lite.upkeep.Retention`; dead letters are kept). None: off.
+    - ``run_log``: record every dispatch attempt, and every firing settled without one,
+      in the store's run log, in the transaction that settles it.
 
-    Raises :class:`InvalidConfiguration` for a bad config, store, sink or rng.
+    Raises :class:`InvalidConfiguration` for a bad config, store, sink or rng. Drive it
+    with :meth:`run_once`, :meth:`run`, :meth:`start` or :meth:`run_async`, one loop at
+    a time. Several workers may share a store: claims never overlap.
 
-    Drive it with :meth:`run_once`, :meth:`run`, :meth:`start` or :meth:`run_async`;
-    it runs one loop at a time. Several workers may share a store: claims never overlap.
-
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def __init__(
         self,
@@ -169,12 +156,9 @@ class SchedulerWorker:
             raise InvalidConfiguration(f"clock must have a now() method, got clock={clock!r:.100}")
         if rng is not None and not callable(getattr(rng, "uniform", None)):
             raise InvalidConfiguration(f"rng must have a uniform(a, b) method, got rng={rng!r}")
-        if not isinstance(propagate_errors, bool):
-            raise InvalidConfiguration(
-                f"propagate_errors must be True or False, got propagate_errors={propagate_errors!r}"
-            )
-        if not isinstance(run_log, bool):
-            raise InvalidConfiguration(f"run_log must be True or False, got run_log={run_log!r}")
+        for flag, value in (("propagate_errors", propagate_errors), ("run_log", run_log)):
+            if not isinstance(value, bool):
+                raise InvalidConfiguration(f"{flag} must be True or False, got {flag}={value!r}")
         self.hooks: tuple[Hook, ...] = check_hooks(hooks)
         self._retention = None if retention is None else Retention(retention)
         self.propagate_errors = propagate_errors
@@ -220,18 +204,15 @@ class SchedulerWorker:
         return self._retry
 
     def retry_delay(self, attempts: int) -> timedelta:
-        """The wait before retrying an occurrence that failed with ``attempts`` consumed:
-        :meth:`RetryPolicy.next_delay` drawn from this worker's ``rng``."""
+        """The wait before retrying after ``attempts``: :meth:`RetryPolicy.next_delay` drawn
+        from this worker's ``rng``."""
         return self._retry.next_delay(attempts, self._rng)
 
     def failure_settlement(
         self, occurrence: LeasedOccurrence, error: BaseException | str
     ) -> Settlement:
-        """What a failed dispatch of ``occurrence`` records (:meth:`on_failure`'s rule).
-
-        Exhausted (``attempts >= max_attempts``): ``dead_lettered`` with the error
-        text; otherwise ``failed`` with a fresh :meth:`retry_delay`.
-        """
+        """What a failed dispatch of ``occurrence`` records: ``dead_lettered`` with the error
+        text when exhausted, else ``failed`` with a fresh :meth:`retry_delay`."""
         result = DispatchResult.failed(error)
         now = self.clock.now()
         stamp = self._ledger.stamp(now)  # its run: not dispatched here, settled now
@@ -242,9 +223,8 @@ class SchedulerWorker:
     def on_failure(
         self, occurrence: LeasedOccurrence, error: BaseException | str
     ) -> DispatchOutcome:
-        """Settle a failed dispatch of ``occurrence`` on its own, with
-        :meth:`failure_settlement`, and return the outcome (``LEASE_LOST`` when the
-        store fenced the acknowledgement out)."""
+        """Settle a failed dispatch of ``occurrence`` with :meth:`failure_settlement`; return
+        the outcome (``LEASE_LOST`` when the store fenced it out)."""
         settlement = self.failure_settlement(occurrence, error)
         [ok] = self.store.settle([settlement])
         counts = Counts()
@@ -257,19 +237,16 @@ class SchedulerWorker:
     # -- one cycle -----------------------------------------------------------------------
 
     def run_once(self) -> CycleReport:
-        """Run exactly one poll cycle (sweep, claim, dispatch, settle); report its counts.
+        """Run one poll cycle (sweep, claim, dispatch, settle); report its counts.
 
-        Store errors propagate (:meth:`run` is the loop that backs off). With
-        ``propagate_errors``, a failed dispatch's exception is raised once the batch is
-        settled.
-        """
+        Store errors propagate. With ``propagate_errors``, a failed dispatch's exception is
+        raised once the batch is settled."""
         try:
             return self._run_cycle(self._aborting.is_set)
         finally:
             self._aborting.clear()
 
     def _run_cycle(self, stopping: Callable[[], bool]) -> CycleReport:
-        """One unpaced cycle on this thread; ``stopping`` is read at each turn."""
         stop = threading.Event()  # a cycle neither waits nor pauses
         steps = self._cycle(stopping, None, looping=False)
         handed_off = self._runner.run_batch
@@ -278,10 +255,8 @@ class SchedulerWorker:
     def _cycle(
         self, stopping: Callable[[], bool], carry: Held | None, *, looping: bool
     ) -> Steps[tuple[CycleReport, Held | None]]:
-        """One cycle as engine requests: its report, and the settlement held for the
-        next claim. ``carry`` (the previous one's) is written with this claim.
-        ``looping``: the sweep only when due, and a batch :meth:`_may_carry` lets wait
-        is returned unwritten."""
+        """One cycle: its report, and (``looping``) a full batch's settlement held for the
+        next claim; ``carry`` is written with this claim."""
         counts = Counts()
         batch = yield Call(self._claim, counts, carry, looping)
         if not batch:
@@ -304,8 +279,8 @@ class SchedulerWorker:
         return _report(counts), None
 
     def _loop(self, stopping: Callable[[], bool], look_every: float) -> Steps[None]:
-        """The loop of :meth:`run` and :meth:`run_async`; idle, it reads ``stopping``
-        at least every ``look_every`` seconds."""
+        """The loop of :meth:`run` and :meth:`run_async`; idle, it reads ``stopping`` at least
+        every ``look_every`` seconds."""
         pacer, changes = self._pacer, self._changes
         carry: Held | None = None  # a full batch's settlement, written with the next claim
         while True:
@@ -344,9 +319,8 @@ class SchedulerWorker:
         counts: Counts,
         stopping: Callable[[], bool],
     ) -> bool:
-        """A full batch, dispatched without interruption, failure to propagate or stop:
-        its settlement may wait for the next claim. Not with hooks (a slow hook would
-        then run while the next batch's leases run)."""
+        """A full batch, not interrupted, without hooks, a failure to propagate or a stop: its
+        settlement may wait for the next claim."""
         return (
             bool(planned)
             and not self.hooks
@@ -357,8 +331,7 @@ class SchedulerWorker:
         )
 
     def _claim(self, counts: Counts, carry: Held | None, paced: bool) -> list[LeasedOccurrence]:
-        """The sweep, then the claim (with ``carry`` written in the same
-        ``store.settle_and_claim``); ``paced``: the sweep only when due."""
+        """The sweep, then the claim, ``carry`` written in the same ``settle_and_claim``."""
         try:
             if self._retention is not None and self._retention.is_due():
                 if carry is not None:  # settled first: a long prune must not outlast its leases
@@ -404,8 +377,7 @@ class SchedulerWorker:
         return batch
 
     def _backed_off(self, exc: Exception) -> float:
-        """A store error in the loop: re-raise the test mode's failure, else the
-        back-off in seconds (told to the hooks)."""
+        """A store error in the loop: its back-off in seconds."""
         if exc is self._propagating:
             self._propagating = None
             raise exc
@@ -414,7 +386,6 @@ class SchedulerWorker:
         return delay
 
     def _data_version(self) -> int | None:
-        """The store's ``data_version()``; None when it cannot tell or fails."""
         try:
             version = self.store.data_version()
         except Exception:
@@ -424,14 +395,13 @@ class SchedulerWorker:
     # -- stopping ------------------------------------------------------------------------
 
     def abort(self) -> None:
-        """Make the running loop stop at once, without waiting for the dispatch in flight.
+        """Make the running loop stop now, without waiting for the dispatch in flight.
 
-        Safe from any thread and from a signal handler. The dispatch in flight is
-        abandoned and recorded as failed (``DispatchError``; its attempt counts; a sync
-        sink keeps running on its thread, an async one is cancelled); the rest of the
-        batch is released, what finished is settled, and the loop returns. Called
-        while no loop runs, it makes the next loop return at once.
-        """
+        Safe from any thread and from a signal handler. The dispatch in flight is abandoned
+        and recorded as failed (``DispatchError``; its attempt counts; a sync sink keeps
+        running on its thread, an async one is cancelled); the rest of the batch is released,
+        what finished is settled, and the loop returns. With no loop running, the next loop
+        returns at once."""
         self._aborting.set()
         with self._stop_lock:
             stopper = self._stopper
@@ -463,13 +433,12 @@ class SchedulerWorker:
 
     def close(self) -> None:
         """Release the dispatch thread and a
-        :class:`~hexeract_lite.transactional.TransactionalSink`'s own connection (the
-        loops do it as they return; after :meth:`run_once`, call it or use the worker as
-        a context manager). The store is not closed; the worker stays usable.
-        Idempotent; while a loop runs: :class:`RuntimeError`.
+        :class:`~hexeract_lite.transactional.TransactionalSink`'s connection (the loops do
+        it as they return; after :meth:`run_once`, call it or use the worker as a context
+        manager). The store stays open, the worker usable. Idempotent; while a loop runs:
+        :class:`RuntimeError`.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         if not self._running.acquire(blocking=False):
             raise RuntimeError(f"{self!r} is running; stop its loop before closing it")
         try:
@@ -491,24 +460,19 @@ class SchedulerWorker:
     # -- the loops -----------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> None:
-        """Poll until ``stop`` is set (forever without one); returns when the loop ends.
+        """Poll until ``stop`` is set (forever without one).
 
-        The sink and hooks are called on a loop thread (the calling thread's name plus
-        ``-loop``) that the calling thread watches: a call past ``dispatch_timeout`` is
-        given up and a new loop thread goes on; what ended the loop is raised here.
+        The sink and hooks run on a loop thread (the caller's name plus ``-loop``) that this
+        thread watches: a call past ``dispatch_timeout`` is given up and a new loop thread
+        goes on; what ended the loop is raised here. After a full batch it goes again at once
+        (or after ``min_cycle_delay``); else it sleeps until the store's next due instant, at
+        most ``poll_interval``, waking on the store's change signal. A store error is logged
+        and backed off (``poll_interval`` doubling, at most :data:`STORE_ERROR_BACKOFF_MAX`).
 
-        After a full batch it goes again at once (or after ``min_cycle_delay``); else it
-        sleeps until the store's next due instant, at most ``poll_interval``, waking
-        when the store signals a change. A store error is logged and backed off
-        (``poll_interval`` doubling per consecutive error, at most
-        :data:`STORE_ERROR_BACKOFF_MAX`), and the loop goes on.
-
-        ``stop`` is checked at each occurrence's turn: the occurrence in hand is
-        finished and settled (a hung sync sink holds the stop for up to
-        ``dispatch_timeout``), the rest of the batch released (its attempt given back).
-        A :class:`KeyboardInterrupt` abandons the dispatch in flight like
-        :meth:`abort`, settles the batch, then propagates.
-        """
+        ``stop`` is checked at each occurrence's turn: the one in hand is finished and
+        settled (a hung sync sink holds the stop for up to ``dispatch_timeout``), the rest of
+        the batch released. A :class:`KeyboardInterrupt` abandons the dispatch in flight like
+        :meth:`abort`, settles the batch, then propagates."""
         stop = stop if stop is not None else threading.Event()
         self._enter(stop.set)
         try:
@@ -521,14 +485,11 @@ class SchedulerWorker:
         self._loop_thread.on = True
 
     def _in_loop_thread(self) -> bool:
-        """True on a thread of this worker's loop (where waiting for it would hang)."""
         return getattr(self._loop_thread, "on", False) is True
 
     def start(self, *, name: str = "hexeract-worker") -> WorkerHandle:
-        """Run :meth:`run` on a new daemon thread; the handle stops it.
-
-        ``with worker.start(): ...`` stops it (and waits for it) on leaving the block.
-        """
+        """Run :meth:`run` on a new daemon thread; ``with worker.start(): ...`` stops it (and
+        waits for it) on leaving the block."""
         if self._running.locked():
             raise RuntimeError(f"{self!r} is already running; start another worker instead")
         stop = threading.Event()
@@ -538,18 +499,15 @@ class SchedulerWorker:
         return handle
 
     async def run_async(self, stop: asyncio.Event | None = None) -> None:
-        """The :meth:`run` loop as a coroutine, for asyncio applications.
+        """The :meth:`run` loop as a coroutine.
 
-        Store calls and hooks run off the event loop (``asyncio.to_thread``). An async
-        sink is awaited on the loop under ``dispatch_timeout`` (cancelled when it runs
-        out); a synchronous sink runs on the worker's dispatch thread.
-
-        Set ``stop`` or cancel the task: the occurrence in hand is finished and settled,
-        the rest of the batch released, then it returns (a cancellation is re-raised).
-        A sink raising :class:`KeyboardInterrupt` or :class:`SystemExit` fails its
-        dispatch, the batch is settled, and the exception propagates. ``stop`` must be
-        an :class:`asyncio.Event`: :class:`InvalidArgument` otherwise.
-        """
+        Store calls and hooks run off the event loop (``asyncio.to_thread``). An async sink
+        is awaited on the loop under ``dispatch_timeout`` (cancelled when it runs out); a sync
+        sink runs on the dispatch thread. Set ``stop`` (an :class:`asyncio.Event`, else
+        :class:`InvalidArgument`) or cancel the task: the occurrence in hand is settled, the
+        rest released, then it returns (a cancellation re-raised). A sink raising
+        :class:`KeyboardInterrupt` or :class:`SystemExit` fails its dispatch; the batch is
+        settled and the exception propagates."""
         if stop is not None and not isinstance(stop, asyncio.Event):
             raise InvalidArgument(
                 f"run_async's stop must be an asyncio.Event, got {stop!r:.100}"
@@ -566,11 +524,10 @@ class SchedulerWorker:
 
 
 class WorkerHandle:
-    """A worker running on a daemon thread (from :meth:`SchedulerWorker.start`); as a
-    context manager it stops the worker on exit.
+    """A worker running on a daemon thread (:meth:`SchedulerWorker.start`); as a context
+    manager it stops the worker on exit.
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     def __init__(
         self, worker: SchedulerWorker, thread: threading.Thread, stop_event: threading.Event
@@ -580,12 +537,11 @@ class WorkerHandle:
         self._stop = stop_event
 
     def stop(self, timeout: float | timedelta | None = None) -> bool:
-        """Ask the worker to stop and wait up to ``timeout`` (None: until it has).
+        """Ask the worker to stop and wait up to ``timeout`` (None: until it has); True when
+        the thread has ended.
 
-        The occurrence in hand is finished and settled first, the rest of its batch
-        released. True when the thread has ended. Called from the worker's own sink or
-        hook, it only asks, and returns False.
-        """
+        The occurrence in hand is settled first, the rest of its batch released. From the
+        worker's own sink or hook it only asks, and returns False."""
         if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta | None):
             raise InvalidArgument(
                 f"stop's timeout must be seconds or a timedelta (or None), got {timeout!r:.100}"

@@ -62,13 +62,8 @@ def _available_zones() -> frozenset[str]:
 
 
 def load_zone(name: str) -> tzinfo:
-    """The time zone named ``name``, an IANA name such as ``Europe/Paris``.
-
-    ``UTC`` is :data:`datetime.UTC` and needs no time zone database. Any other name must
-    be one the installed database lists (:func:`zoneinfo.available_timezones`; on
-    Windows the ``tzdata`` package provides it). Raises :class:`InvalidTrigger` naming
-    the zone otherwise.
-    """
+    """The IANA time zone ``name`` (``UTC`` needs no database; others must be listed by
+    :func:`zoneinfo.available_timezones`); else :class:`InvalidTrigger`."""
     if not isinstance(name, str):
         raise InvalidTrigger(f"a time zone must be a name such as 'Europe/Paris', got {name!r}")
     return _load_zone(name)
@@ -92,13 +87,9 @@ def _load_zone(name: str) -> tzinfo:
 
 
 def parse_zoned(text: str) -> tuple[str, str]:
-    """Split a stored rule into ``(zone name, expression)``.
-
-    ``"CRON_TZ=Europe/Paris 0 9 * * 1"`` gives ``("Europe/Paris", "0 9 * * 1")``; a text
-    without the prefix gives ``("UTC", text)``. The zone is checked (:func:`load_zone`),
-    the expression is not. Raises :class:`InvalidTrigger` for an unknown zone or a
-    prefix with no expression after it.
-    """
+    """``(zone, expression)`` of a stored rule: ``"CRON_TZ=Europe/Paris 0 9 * * 1"`` gives
+    ``("Europe/Paris", "0 9 * * 1")``, no prefix ``("UTC", text)``. The zone is checked;
+    an unknown one, or a prefix without an expression: :class:`InvalidTrigger`."""
     if not isinstance(text, str):
         raise InvalidTrigger(f"cron expression must be a string, got {text!r}")
     stripped = text.strip()
@@ -115,28 +106,20 @@ def parse_zoned(text: str) -> tuple[str, str]:
 
 
 def render_zoned(zone: str, expression: str) -> str:
-    """The stored text of ``expression`` on ``zone``: ``CRON_TZ=<zone> <expression>``,
-    or ``expression`` unchanged for UTC. Raises :class:`InvalidTrigger` for an unknown
-    zone."""
+    """The stored text of ``expression`` on ``zone`` (no prefix for UTC)."""
     load_zone(zone)
     return expression if zone == DEFAULT_ZONE else f"{CRON_TZ_PREFIX}{zone} {expression}"
 
 
 def every_real_hour(rule: str) -> bool:
-    """True when the hour field of a five- or six-field ``rule`` (macros expanded) is
-    ``*`` or has a step: the rule then fires at every real occurrence of its times."""
+    """The hour field of ``rule`` is ``*`` or has a step (rule 4)."""
     hour = rule.split()[-4]
     return any(item.startswith("*") or "/" in item for item in hour.split(","))
 
 
 def next_in_zone(rule: str, tz: tzinfo, after: datetime) -> datetime | None:
-    """The first firing of ``rule`` on ``tz``'s wall clock strictly after ``after``.
-
-    ``rule``: a valid five- or six-field cron rule (macros expanded), as
-    :class:`CronExpression` validates it; ``after``: an aware datetime. The result is
-    UTC, whole seconds; None when there is none before cronsim's 50-year horizon or the
-    year 9999. On UTC this is cronsim's own answer.
-    """
+    """The first firing of ``rule`` (valid, macros expanded) on ``tz``'s wall clock strictly
+    after ``after``: UTC, whole seconds; None before cronsim's horizon or year 9999."""
     from cronsim import CronSim  # loaded for the first cron rule, not on import
 
     start = after.astimezone(UTC)
@@ -165,9 +148,8 @@ def _offset(tz: tzinfo, instant: int) -> int:
 
 
 def _next_change(tz: tzinfo, after: int, until: int, offset: int) -> int | None:
-    """The first instant in ``(after, until]`` whose offset is not ``offset`` (the offset
-    at ``after``), or None. Looks a day at a time, then bisects to the second (the time
-    zone database changes offsets on whole seconds)."""
+    """The first instant in ``(after, until]`` whose offset is not ``offset``: a day at a
+    time, then bisecting to the second."""
     low = after
     while low < until:
         high = min(low + _PROBE, until)
@@ -196,9 +178,8 @@ def _first_match(rule: str, wall: int) -> int | None:
 
 
 def _high_water(tz: tzinfo, instant: int, offset: int) -> int:
-    """The first wall time the clock has not shown by ``instant``: one second after the
-    wall time at ``instant``, or, while the clock replays times after going back, the
-    wall time it showed just before going back."""
+    """The first wall time the clock has not shown by ``instant`` (while it replays times
+    after going back: the one it showed before)."""
     wall = instant + offset + 1
     local = (_EPOCH + timedelta(seconds=instant)).astimezone(tz)
     if local.fold:
@@ -211,13 +192,9 @@ def _high_water(tz: tzinfo, instant: int, offset: int) -> int:
 
 
 def _next_firing(rule: str, tz: tzinfo, every_real_hour: bool, after: int) -> int | None:
-    """The first firing strictly after ``after`` (rules in the module text).
-
-    Walks the zone's offset changes from ``after``. ``due`` is the first wall time that
-    may still fire: for wall-clock rules it never goes back (the clock's high-water
-    mark), so a repeated time does not fire again and a skipped one fires at the jump;
-    for every-real-hour rules it restarts at each change from the wall time shown there.
-    """
+    """The first firing strictly after ``after``, walking the zone's offset changes. ``due``
+    is the first wall time that may still fire: for wall-clock rules it never goes back;
+    for every-real-hour rules it restarts at each change."""
     offset = _offset(tz, after)
     due = after + offset + 1 if every_real_hour else _high_water(tz, after, offset)
     now = after  # the instant reached; after a change, firing at it is allowed
