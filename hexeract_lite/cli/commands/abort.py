@@ -6,7 +6,7 @@ import argparse
 
 from ..args import parse_name, parse_schedule_id
 from ..context import EXIT_OK, Context, print_change
-from ..options import CommandTree
+from ..options import CommandTree, arg, switch
 
 
 def _id_or_name(text: str) -> tuple[str, object]:
@@ -32,17 +32,8 @@ def add_parser(tree: CommandTree) -> None:
         [conn, fmt],
         run,
     )
-    sub.add_argument(
-        "target",
-        type=_id_or_name,
-        metavar="ID|NAME",
-        help="the schedule's UUID or its name",
-    )
-    sub.add_argument(
-        "--cancel",
-        action="store_true",
-        help="cancel the schedule once its dispatch has stopped",
-    )
+    arg(sub, "target", (_id_or_name, "ID|NAME"), "the schedule's UUID or its name")
+    switch(sub, "--cancel", "cancel the schedule once its dispatch has stopped")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

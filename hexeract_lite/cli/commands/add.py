@@ -16,7 +16,7 @@ from ...message import ScheduledMessage
 from ...trigger import CronExpression
 from ..args import Duration, parse_name, parse_schedule_id
 from ..context import EXIT_OK, Context
-from ..options import CommandTree, message_arguments, policy_options
+from ..options import CommandTree, arg, message_arguments, policy_options
 from ..output import dump_json, snapshot_json
 
 if TYPE_CHECKING:
@@ -46,17 +46,13 @@ def add_parser(tree: CommandTree) -> None:
         " json). Creates the database and its table when they do not exist.",
     )
     message_arguments(sub, once_in=True)
-    sub.add_argument(
-        "--schedule-id",
-        type=parse_schedule_id,
-        metavar="UUID",
-        help="use this id instead of a fresh UUIDv7 (an existing id is an error)",
-    )
-    sub.add_argument(
+    help_text = "use this id instead of a fresh UUIDv7 (an existing id is an error)"
+    arg(sub, "--schedule-id", (parse_schedule_id, "UUID"), help_text)
+    arg(
+        sub,
         "--name",
-        type=parse_name,
-        metavar="NAME",
-        help="name the schedule (its id is then derived from the name; an existing name is"
+        (parse_name, "NAME"),
+        "name the schedule (its id is then derived from the name; an existing name is"
         " an error: use ensure to declare it idempotently)",
     )
 

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 from ..._time import rfc3339
 from ...backfill import DEFAULT_BACKFILL_LIMIT
 from ...control import SchedulerControl
-from ..args import parse_instant, parse_positive_int
 from ..context import EXIT_OK, Context, print_change
-from ..options import CommandTree
+from ..options import INSTANT, CommandTree, N, arg
 
 if TYPE_CHECKING:
     from ...snapshot import ScheduleSnapshot
@@ -32,27 +31,11 @@ def add_parser(tree: CommandTree) -> None:
         run,
     )
     sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
-    sub.add_argument(
-        "--start",
-        required=True,
-        type=parse_instant,
-        metavar="INSTANT",
-        help="the window's start (kept), e.g. 2026-03-01T00:00:00Z",
-    )
-    sub.add_argument(
-        "--end",
-        required=True,
-        type=parse_instant,
-        metavar="INSTANT",
-        help="the window's end (kept)",
-    )
-    sub.add_argument(
-        "--limit",
-        type=parse_positive_int,
-        default=DEFAULT_BACKFILL_LIMIT,
-        metavar="N",
-        help=f"refuse a window of more than N instants (default: {DEFAULT_BACKFILL_LIMIT})",
-    )
+    help_text = "the window's start (kept), e.g. 2026-03-01T00:00:00Z"
+    arg(sub, "--start", INSTANT, help_text, required=True)
+    arg(sub, "--end", INSTANT, "the window's end (kept)", required=True)
+    help_text = f"refuse a window of more than N instants (default: {DEFAULT_BACKFILL_LIMIT})"
+    arg(sub, "--limit", N, help_text, default=DEFAULT_BACKFILL_LIMIT)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

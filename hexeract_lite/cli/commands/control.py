@@ -11,7 +11,7 @@ from ...names import check_group
 from ...snapshot import ScheduleStatus
 from ..args import parse_name
 from ..context import EXIT_OK, Context, schedule_id, target_ids
-from ..options import CommandTree, id_argument
+from ..options import CommandTree, arg, id_argument
 from ..output import ts
 
 if TYPE_CHECKING:
@@ -43,15 +43,10 @@ def add_parser(tree: CommandTree) -> None:
         sub.set_defaults(action=name)
         id_argument(sub)
         if name != "cancel":
-            sub.add_argument(
-                "--group",
-                dest="name_group",
-                type=parse_name,
-                metavar="GROUP",
-                help=f"{verb} every schedule named GROUP.<...> instead, in one transaction",
-            )
+            help_text = f"{verb} every schedule named GROUP.<...> instead, in one transaction"
+            arg(sub, "--group", (parse_name, "GROUP"), help_text, dest="name_group")
         if name == "pause":
-            sub.add_argument("--note", metavar="TEXT", help="why: shown by inspect until resumed")
+            arg(sub, "--note", None, "why: shown by inspect until resumed", metavar="TEXT")
 
 
 class _Malformed(Exception):

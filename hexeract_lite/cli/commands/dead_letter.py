@@ -11,9 +11,17 @@ from ...control import SchedulerControl
 from ...errors import InvalidArgument
 from ...store.listing import check_glob
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
-from ..args import parse_positive_int
 from ..context import EXIT_OK, Context, schedule_id, target_ids
-from ..options import CommandTree, HelpFormatter, example, filter_arguments, id_argument
+from ..options import (
+    CommandTree,
+    HelpFormatter,
+    N,
+    arg,
+    example,
+    filter_arguments,
+    id_argument,
+    switch,
+)
 from ..output import dump_json, format_dead_letter, snapshot_json
 
 if TYPE_CHECKING:
@@ -65,20 +73,15 @@ def add_parser(tree: CommandTree) -> None:
         " deduplicated the failed firing still receives the replay.",
     )
     id_argument(sub)
-    sub.add_argument(
+    switch(
+        sub,
         "--all",
-        action="store_true",
-        help="replay every dead letter (matching --event-type), in batches of --batch-size"
+        "replay every dead letter (matching --event-type), in batches of --batch-size"
         " per transaction; prints how many were replayed",
     )
     filter_arguments(sub, statuses=False)
-    sub.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        default=DEFAULT_UPKEEP_BATCH,
-        metavar="N",
-        help=f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})",
-    )
+    help_text = f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})"
+    arg(sub, "--batch-size", N, help_text, default=DEFAULT_UPKEEP_BATCH)
 
 
 def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:

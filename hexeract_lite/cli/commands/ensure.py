@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...control import SchedulerControl
 from ..args import parse_name
 from ..context import EXIT_OK, Context, print_change
-from ..options import CommandTree, message_arguments
+from ..options import CommandTree, arg, message_arguments
 from ..output import ts
 from .add import message_from_args
 
@@ -35,9 +35,7 @@ def add_parser(tree: CommandTree) -> None:
         " values) or unchanged. Safe to run at every start. Creates the database and its"
         " table when they do not exist.",
     )
-    sub.add_argument(
-        "--name", required=True, type=parse_name, metavar="NAME", help="the schedule's name"
-    )
+    arg(sub, "--name", (parse_name, "NAME"), "the schedule's name", required=True)
     message_arguments(sub, once_in=False)
 
 

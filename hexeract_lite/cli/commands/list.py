@@ -10,7 +10,7 @@ from ...store.listing import check_glob
 from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
-from ..options import CommandTree, filter_arguments
+from ..options import CommandTree, arg, filter_arguments
 from ..output import dump_json, format_pending, pending_cells, pending_table, snapshot_json
 
 
@@ -33,12 +33,8 @@ def add_parser(tree: CommandTree) -> None:
         " printed. JSON output includes each payload.",
     )
     filter_arguments(sub, statuses=True)
-    sub.add_argument(
-        "--after",
-        type=parse_schedule_id,
-        metavar="SCHEDULE_ID",
-        help="list only schedules whose id sorts after this one (keyset pagination)",
-    )
+    help_text = "list only schedules whose id sorts after this one (keyset pagination)"
+    arg(sub, "--after", (parse_schedule_id, "SCHEDULE_ID"), help_text)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

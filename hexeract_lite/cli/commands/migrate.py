@@ -11,9 +11,9 @@ from ...errors import UsageError
 from ...migrate import DEFAULT_BATCH_SIZE, migrate
 from ...store.schema import DEFAULT_TABLE
 from ...upkeep import Progress
-from ..args import TABLE_ENV, parse_conn_arg, parse_positive_int, parse_table
+from ..args import TABLE_ENV, parse_conn_arg
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import TABLE, CommandTree, N, arg
 from ..output import dump_json, format_migration
 
 
@@ -40,43 +40,21 @@ def add_parser(tree: CommandTree) -> None:
         " the destination's table when needed. Stop the workers on the source first: a"
         " change made there after a row was copied is not carried over.",
     )
-    sub.add_argument(
-        "--from",
-        dest="from_conn",
-        required=True,
-        type=parse_conn_arg,
-        metavar="URL",
-        help="the database to copy from, spelled as --conn (sqlite:///path.db, a file path,"
-        " postgresql://..., mysql://...); it must exist",
+    url = (parse_conn_arg, "URL")
+    help_text = (
+        "the database to copy from, spelled as --conn (sqlite:///path.db, a file path,"
+        " postgresql://..., mysql://...); it must exist"
     )
-    sub.add_argument(
-        "--to",
-        dest="to_conn",
-        required=True,
-        type=parse_conn_arg,
-        metavar="URL",
-        help="the database to copy to, spelled as --conn; a password is never printed"
-        " (PGPASSWORD or ~/.pgpass keep it off the command line)",
+    arg(sub, "--from", url, help_text, dest="from_conn", required=True)
+    help_text = (
+        "the database to copy to, spelled as --conn; a password is never printed"
+        " (PGPASSWORD or ~/.pgpass keep it off the command line)"
     )
-    sub.add_argument(
-        "--table",
-        type=parse_table,
-        metavar="NAME",
-        help=f"the source table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
-    )
-    sub.add_argument(
-        "--to-table",
-        type=parse_table,
-        metavar="NAME",
-        help="the destination table (default: the source table's name)",
-    )
-    sub.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        metavar="N",
-        help=f"rows per read and per write transaction (default: {DEFAULT_BATCH_SIZE})",
-    )
+    arg(sub, "--to", url, help_text, dest="to_conn", required=True)
+    arg(sub, "--table", TABLE, f"the source table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
+    arg(sub, "--to-table", TABLE, "the destination table (default: the source table's name)")
+    help_text = f"rows per read and per write transaction (default: {DEFAULT_BATCH_SIZE})"
+    arg(sub, "--batch-size", N, help_text, default=DEFAULT_BATCH_SIZE)
 
 
 def _same_database(a: ConnTarget, b: ConnTarget) -> bool:

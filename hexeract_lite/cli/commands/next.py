@@ -7,9 +7,8 @@ import argparse
 from ...control import SchedulerControl
 from ...errors import InvalidTrigger, UsageError
 from ...zoned import load_zone
-from ..args import parse_positive_duration, parse_positive_int
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import POSITIVE_DURATION, CommandTree, N, arg
 from ..output import dump_json, format_upcoming, ts, zone_of
 
 
@@ -33,19 +32,8 @@ def add_parser(tree: CommandTree) -> None:
         " Each is shown in UTC and in the schedule's zone (or --tz).",
     )
     sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
-    sub.add_argument(
-        "--count",
-        type=parse_positive_int,
-        default=10,
-        metavar="N",
-        help="how many firings at most (default: 10)",
-    )
-    sub.add_argument(
-        "--until",
-        type=parse_positive_duration,
-        metavar="DURATION",
-        help="only those within this long from now (e.g. 7d)",
-    )
+    arg(sub, "--count", N, "how many firings at most (default: 10)", default=10)
+    arg(sub, "--until", POSITIVE_DURATION, "only those within this long from now (e.g. 7d)")
     sub.add_argument("--tz", metavar="ZONE", help="show local times on this IANA time zone")
 
 

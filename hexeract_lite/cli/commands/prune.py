@@ -7,9 +7,8 @@ import argparse
 
 from ...store.listing import check_prune
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress
-from ..args import parse_positive_duration, parse_positive_int
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import POSITIVE_DURATION, CommandTree, N, arg, switch
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -33,30 +32,14 @@ def add_parser(tree: CommandTree) -> None:
         " log's records that finished more than --runs-older-than ago (default: the same"
         " age as --older-than). Prints how many were deleted; --dry-run only counts them.",
     )
-    sub.add_argument(
-        "--older-than",
-        required=True,
-        type=parse_positive_duration,
-        metavar="DURATION",
-        help="how long ago a schedule must have ended (e.g. 30d, 12h)",
-    )
-    sub.add_argument(
-        "--runs-older-than",
-        type=parse_positive_duration,
-        metavar="DURATION",
-        help="how long ago a run must have finished (default: --older-than)",
-    )
-    sub.add_argument(
-        "--include-dead-letters", action="store_true", help="also delete old dead letters"
-    )
-    sub.add_argument("--dry-run", action="store_true", help="count, delete nothing")
-    sub.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        default=DEFAULT_UPKEEP_BATCH,
-        metavar="N",
-        help=f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})",
-    )
+    help_text = "how long ago a schedule must have ended (e.g. 30d, 12h)"
+    arg(sub, "--older-than", POSITIVE_DURATION, help_text, required=True)
+    help_text = "how long ago a run must have finished (default: --older-than)"
+    arg(sub, "--runs-older-than", POSITIVE_DURATION, help_text)
+    switch(sub, "--include-dead-letters", "also delete old dead letters")
+    switch(sub, "--dry-run", "count, delete nothing")
+    help_text = f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})"
+    arg(sub, "--batch-size", N, help_text, default=DEFAULT_UPKEEP_BATCH)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 from ..._time import rfc3339
 from ...clock import SYSTEM_CLOCK
 from ...errors import UsageError
-from ..args import parse_duration, parse_instant
 from ..context import EXIT_OK, Context, print_change
-from ..options import CommandTree, id_argument
+from ..options import DURATION, INSTANT, CommandTree, arg, id_argument
 
 if TYPE_CHECKING:
     import uuid
@@ -31,10 +30,8 @@ def add_parser(tree: CommandTree) -> None:
     )
     id_argument(sub)
     when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
-    when.add_argument("--at", type=parse_instant, metavar="INSTANT", help="the next firing")
-    when.add_argument(
-        "--in", dest="in_", type=parse_duration, metavar="DURATION", help="from now: 5m, 2h"
-    )
+    arg(when, "--at", INSTANT, "the next firing")
+    arg(when, "--in", DURATION, "from now: 5m, 2h", dest="in_")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

@@ -6,9 +6,8 @@ import argparse
 
 from ...control import SchedulerControl
 from ...runlog import RunOutcome, RunRecord
-from ..args import parse_positive_int
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import CommandTree, N, arg
 from ..output import dump_json, format_table, one_line, ts
 
 
@@ -34,19 +33,10 @@ def add_parser(tree: CommandTree) -> None:
     sub.add_argument(
         "schedule", metavar="ID|NAME", nargs="?", help="only this schedule's runs (UUID or name)"
     )
-    sub.add_argument(
-        "--limit",
-        type=parse_positive_int,
-        default=50,
-        metavar="N",
-        help="how many runs at most (default: 50)",
-    )
-    sub.add_argument(
-        "--outcome",
-        choices=[o.value for o in RunOutcome],
-        metavar="OUTCOME",
-        help="only runs with this outcome: " + ", ".join(o.value for o in RunOutcome),
-    )
+    arg(sub, "--limit", N, "how many runs at most (default: 50)", default=50)
+    outcomes = [o.value for o in RunOutcome]
+    help_text = "only runs with this outcome: " + ", ".join(outcomes)
+    arg(sub, "--outcome", None, help_text, choices=outcomes, metavar="OUTCOME")
 
 
 def _seconds(value: object) -> str:

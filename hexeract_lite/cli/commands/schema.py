@@ -6,9 +6,9 @@ import argparse
 
 from ...errors import StoreError
 from ...store.schema import DEFAULT_TABLE
-from ..args import TABLE_ENV, parse_table
+from ..args import TABLE_ENV
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import TABLE, CommandTree, arg
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -23,18 +23,16 @@ def add_parser(tree: CommandTree) -> None:
         [],
         run,
     )
-    schema.add_argument(
+    help_text = "sqlite (the default), postgres or mysql"
+    arg(
+        schema,
         "--dialect",
+        None,
+        help_text,
         choices=("sqlite", "postgres", "mysql"),
         default="sqlite",
-        help="sqlite (the default), postgres or mysql",
     )
-    schema.add_argument(
-        "--table",
-        type=parse_table,
-        metavar="NAME",
-        help=f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
-    )
+    arg(schema, "--table", TABLE, f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

@@ -6,9 +6,18 @@ import argparse
 from typing import Any
 
 from ...errors import UsageError
-from ..args import parse_payload, parse_positive_int, parse_stored_duration, parse_target
+from ..args import parse_payload, parse_stored_duration, parse_target
 from ..context import EXIT_OK, Context, print_change
-from ..options import CLEAR, CommandTree, clearable, id_argument, policy_arguments, policy_options
+from ..options import (
+    CLEAR,
+    CommandTree,
+    N,
+    arg,
+    clearable,
+    id_argument,
+    policy_arguments,
+    policy_options,
+)
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -22,26 +31,22 @@ def add_parser(tree: CommandTree) -> None:
         run,
     )
     id_argument(sub)
-    sub.add_argument("--cron", metavar="EXPR", help="the new rule (a cron schedule only)")
-    sub.add_argument(
+    arg(sub, "--cron", None, "the new rule (a cron schedule only)", metavar="EXPR")
+    arg(
+        sub,
         "--tz",
-        metavar="ZONE",
-        help="with --cron: read the new rule on this IANA time zone's wall clock"
+        None,
+        "with --cron: read the new rule on this IANA time zone's wall clock"
         " (default: the schedule's own zone; --tz UTC for UTC)",
+        metavar="ZONE",
     )
-    sub.add_argument(
-        "--misfire-grace",
-        type=clearable(parse_stored_duration),
-        metavar="DURATION",
-        help="the new misfire grace (e.g. 10m; none: no grace, every late firing delivered)",
-    )
+    help_text = "the new misfire grace (e.g. 10m; none: no grace, every late firing delivered)"
+    arg(sub, "--misfire-grace", (clearable(parse_stored_duration), "DURATION"), help_text)
     policy_arguments(sub, clear=True)
-    sub.add_argument("--event-type", metavar="TYPE", help="the new event type")
-    sub.add_argument("--payload", type=parse_payload, metavar="JSON", help="the new payload")
-    sub.add_argument("--target", type=parse_target, metavar="TARGET", help="the new target")
-    sub.add_argument(
-        "--max-attempts", type=parse_positive_int, metavar="N", help="the new attempt budget"
-    )
+    arg(sub, "--event-type", None, "the new event type", metavar="TYPE")
+    arg(sub, "--payload", (parse_payload, "JSON"), "the new payload")
+    arg(sub, "--target", (parse_target, "TARGET"), "the new target")
+    arg(sub, "--max-attempts", N, "the new attempt budget")
 
 
 def _clears(args: argparse.Namespace) -> bool:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 from ..._log import package_logger
 from ...connect import ConnTarget, parse_conn, scrub
 from ...errors import InvalidConfiguration, SchedulerError, UsageError
-from ..args import parse_duration, parse_positive_int, parse_sink_spec
+from ..args import parse_sink_spec
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import DURATION, CommandTree, N, arg
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -53,20 +53,13 @@ def add_parser(tree: CommandTree) -> None:
         " it exits 128+signal (143 for SIGTERM) within a few seconds. Creates the database"
         " when it does not exist.",
     )
-    sub.add_argument(
-        "--sink",
-        required=True,
-        type=parse_sink_spec,
-        metavar="MODULE:ATTR",
-        help="the sink the application exposes: a ScheduleSink, or a callable taking the"
-        " ScheduledMessage",
+    help_text = (
+        "the sink the application exposes: a ScheduleSink, or a callable taking the"
+        " ScheduledMessage"
     )
-    sub.add_argument(
-        "--app-dir",
-        default=".",
-        metavar="DIR",
-        help="put DIR first on the import path to find the sink module (default: .)",
-    )
+    arg(sub, "--sink", (parse_sink_spec, "MODULE:ATTR"), help_text, required=True)
+    help_text = "put DIR first on the import path to find the sink module (default: .)"
+    arg(sub, "--app-dir", None, help_text, default=".", metavar="DIR")
     settings = sub.add_argument_group("worker settings (durations: 100ms, 5s, 2m, 1h)")
     for flag, help_text in (
         ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
@@ -77,19 +70,10 @@ def add_parser(tree: CommandTree) -> None:
         ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
         ("--heartbeat", "extend the leases of the batch in flight on this period (default: off)"),
     ):
-        settings.add_argument(flag, type=parse_duration, metavar="DURATION", help=help_text)
-    settings.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        metavar="N",
-        help="occurrences claimed per poll (default: 10)",
-    )
-    settings.add_argument(
-        "--max-snoozes",
-        type=int,
-        metavar="N",
-        help="snoozes of one occurrence before its schedule is dead-lettered (default: 100)",
-    )
+        arg(settings, flag, DURATION, help_text)
+    arg(settings, "--batch-size", N, "occurrences claimed per poll (default: 10)")
+    help_text = "snoozes of one occurrence before its schedule is dead-lettered (default: 100)"
+    arg(settings, "--max-snoozes", (int, "N"), help_text)
     settings.add_argument(
         "--no-jitter",
         dest="jitter",
