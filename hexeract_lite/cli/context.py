@@ -63,6 +63,10 @@ class Context:
         """Write ``text`` and a newline to the output."""
         print(text, file=self.out)
 
+    def show(self, data: Callable[[], object], text: Callable[[], str]) -> None:
+        """Print ``data()`` as JSON with ``--format json``, else ``text()``."""
+        self.print(dump_json(data()) if self.args.format == "json" else text())
+
     @contextlib.contextmanager
     def store(self, *, create: bool, readonly: bool = False) -> Iterator[ScheduleStore]:
         """The store, closed on exit; ``readonly`` for the commands that only read."""
@@ -178,7 +182,6 @@ def print_change(
     ctx: Context, args: argparse.Namespace, snapshot: ScheduleSnapshot, result: str, text: str
 ) -> None:
     """Print a change: ``text``, or with ``--format json`` the result and the schedule."""
-    if args.format == "json":
-        ctx.print(dump_json({"result": result, "schedule": snapshot_json(snapshot, detail=True)}))
-    else:
-        ctx.print(text)
+    ctx.show(
+        lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
+    )

@@ -17,7 +17,7 @@ from ...trigger import CronExpression
 from ..args import Duration, parse_name, parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, arg, message_arguments, policy_options
-from ..output import dump_json, snapshot_json
+from ..output import snapshot_json
 
 if TYPE_CHECKING:
     from ...snapshot import ScheduleSnapshot
@@ -152,8 +152,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return control.inspect(message.schedule_id)
 
     snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
-    if args.format == "json":
-        ctx.print(dump_json(snapshot_json(snapshot, detail=True)))
-    else:
-        ctx.print(str(message.schedule_id))
+    ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: str(message.schedule_id))
     return EXIT_OK

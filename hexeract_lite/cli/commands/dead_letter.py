@@ -22,7 +22,7 @@ from ..options import (
     id_argument,
     switch,
 )
-from ..output import dump_json, format_dead_letter, snapshot_json
+from ..output import format_dead_letter, snapshot_json
 
 if TYPE_CHECKING:
     import uuid
@@ -88,10 +88,7 @@ def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:
     """Print the dead-lettered schedules, most recently dead-lettered first."""
     with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_dead_letter(args.limit)
-    if args.format == "json":
-        ctx.print(dump_json([snapshot_json(s) for s in rows]))
-    else:
-        ctx.print(format_dead_letter(rows))
+    ctx.show(lambda: [snapshot_json(s) for s in rows], lambda: format_dead_letter(rows))
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ import argparse
 from ...control import SchedulerControl
 from ..context import EXIT_OK, Context, schedule_id
 from ..options import CommandTree, id_argument
-from ..output import dump_json, format_inspect, snapshot_json
+from ..output import format_inspect, snapshot_json
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -32,8 +32,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     """Print every field of the schedule."""
     with ctx.store(create=False, readonly=True) as store:
         snapshot = SchedulerControl(store).inspect(schedule_id(args, store))
-    if args.format == "json":
-        ctx.print(dump_json(snapshot_json(snapshot, detail=True)))
-    else:
-        ctx.print(format_inspect(snapshot))
+    ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: format_inspect(snapshot))
     return EXIT_OK

@@ -11,7 +11,7 @@ from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, arg, filter_arguments
-from ..output import dump_json, format_pending, pending_cells, pending_table, snapshot_json
+from ..output import format_pending, pending_cells, pending_table, snapshot_json
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -62,12 +62,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             )
         else:
             rows = store.list_pending(args.limit)  # what SchedulerControl.list_pending runs
-    if args.format == "json":
-        ctx.print(dump_json([snapshot_json(s, payload=True) for s in rows]))
-    elif filtered and not rows:
-        ctx.print("no matching schedules")
-    else:
-        ctx.print(format_pending(rows))
+    ctx.show(
+        lambda: [snapshot_json(s, payload=True) for s in rows],
+        lambda: "no matching schedules" if filtered and not rows else format_pending(rows),
+    )
     return EXIT_OK
 
 

@@ -8,7 +8,7 @@ from ...control import SchedulerControl
 from ...runlog import RunOutcome, RunRecord
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, N, arg
-from ..output import dump_json, format_table, one_line, ts
+from ..output import format_table, one_line, ts
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -66,10 +66,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     """Print the run log."""
     with ctx.store(create=False, readonly=True) as store:
         runs = SchedulerControl(store).runs(args.schedule, limit=args.limit, outcome=args.outcome)
-    if args.format == "json":
-        ctx.print(dump_json([r.as_json() for r in runs]))
-    elif runs:
-        ctx.print(format_runs(runs))
-    else:
-        ctx.print("No runs recorded.")
+    ctx.show(
+        lambda: [r.as_json() for r in runs],
+        lambda: format_runs(runs) if runs else "No runs recorded.",
+    )
     return EXIT_OK

@@ -7,7 +7,7 @@ import argparse
 
 from ..context import EXIT_OK, Context
 from ..options import CommandTree
-from ..output import dump_json, format_stats
+from ..output import format_stats
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -30,8 +30,5 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     """Print the store's figures."""
     with ctx.store(create=False, readonly=True) as store:
         stats = store.stats()
-    if args.format == "json":
-        ctx.print(dump_json(stats.as_json()))
-    else:
-        ctx.print(format_stats(stats))
+    ctx.show(stats.as_json, lambda: format_stats(stats))
     return EXIT_OK
