@@ -47,8 +47,7 @@ _LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS N
 
 
 def check_status(status: object) -> ScheduleStatus | None:
-    """``status`` (a :class:`ScheduleStatus`, one of :data:`LIST_STATUSES`, or None)
-    as a status, None for all; anything else raises :class:`InvalidArgument`."""
+    """``status`` as a :class:`ScheduleStatus`, None for all; else :class:`InvalidArgument`."""
     if status is None or status == "all":
         return None
     from ..snapshot import ScheduleStatus
@@ -82,9 +81,9 @@ def check_after(after: object) -> uuid.UUID | None:
 def check_listing(
     status: object, event_type: object, name: object, after: object, limit: object
 ) -> tuple[ScheduleStatus | None, str | None, str | None, uuid.UUID | None, int]:
-    """``list_schedules``' arguments, checked in this order, as ``(status, event_type
-    glob, name glob, after, limit)``; the first bad one raises :class:`InvalidArgument`
-    (:class:`InvalidConfiguration` for the limit) naming it. Every store calls this."""
+    """``list_schedules``' arguments, checked in this order: ``(status, event_type glob,
+    name glob, after, limit)``.
+    """
     from .checks import check_limit
 
     return (
@@ -97,8 +96,7 @@ def check_listing(
 
 
 def glob_regex(pattern: str) -> str:
-    """The glob as a regular expression anchored at both ends, in the syntax shared by
-    Python's :mod:`re` and PostgreSQL's ``~``."""
+    """The glob as an anchored regular expression (Python's :mod:`re` and PostgreSQL's ``~``)."""
     parts = []
     for ch in pattern:
         if ch == "*":
@@ -118,8 +116,7 @@ def matches(pattern: str | None, event_type: str) -> bool:
 
 
 def sqlite_glob(pattern: str) -> str:
-    """The glob for SQLite's ``GLOB``: ``[`` made literal (``[[]``); ``*`` and ``?``
-    keep their meaning, ``]`` outside a class is literal already."""
+    """The glob for SQLite's ``GLOB``: ``[`` made literal."""
     return pattern.replace("[", "[[]")
 
 
@@ -150,14 +147,12 @@ def postgres_status_where(status: ScheduleStatus | None) -> str:
 
 
 def _prunable() -> tuple[ScheduleStatus, ...]:
-    """The statuses ``prune`` may delete: ended rows only."""
     from ..snapshot import ScheduleStatus
 
     return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
 
 
 def _prune_column() -> dict[ScheduleStatus, str]:
-    """:data:`PRUNE_COLUMN`: the column holding when a row of each prunable status ended."""
     from ..snapshot import ScheduleStatus
 
     return {
@@ -176,9 +171,7 @@ __getattr__, __dir__, _ = lazy_exports(
 
 
 def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[ScheduleStatus]]:
-    """``older_than`` must be a timedelta > 0, ``statuses`` an iterable of ended
-    statuses (``delivered``, ``cancelled``, ``dead-lettered``); anything else raises
-    :class:`InvalidArgument` naming the value."""
+    """``prune``'s ``older_than`` (> 0) and ended ``statuses``, checked."""
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
         raise InvalidArgument(
             f"older_than must be a positive datetime.timedelta, got older_than={older_than!r}"
@@ -199,9 +192,7 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
 
 
 def prune_cut(now: datetime, older_than: timedelta) -> datetime:
-    """The instant ``older_than`` before ``now``: rows that ended before it are pruned.
-    An ``older_than`` reaching before the year 1 raises :class:`InvalidArgument`
-    naming the value."""
+    """``now - older_than``; before the year 1: :class:`InvalidArgument`."""
     try:
         return now - older_than
     except OverflowError:
@@ -211,8 +202,7 @@ def prune_cut(now: datetime, older_than: timedelta) -> datetime:
 
 
 def check_batch_size(batch_size: object) -> int:
-    """Rows per transaction of an upkeep command: an int >= 1 (else
-    :class:`InvalidConfiguration` naming it)."""
+    """Rows per transaction of an upkeep command: an int >= 1."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(
             f"batch_size must be an integer >= 1, got batch_size={batch_size!r}"
