@@ -6,6 +6,7 @@ Adding a column is one entry in :data:`COLUMNS` plus an upgrade step in each dia
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 __all__ = [
     "COLUMNS",
@@ -37,37 +38,17 @@ class ColumnKind(enum.Enum):
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
 
-class Column:
-    """One column: its name, what it holds, whether it is required, its declarations."""
+class Column(NamedTuple):
+    """One column: its name, what it holds, whether it is required, its SQLite and
+    PostgreSQL declarations after the name, and whether the reference's table has it
+    (False: hexeract_lite's own, added by an upgrade)."""
 
-    __slots__ = ("kind", "name", "postgres", "reference", "required", "sqlite")
-
-    def __init__(
-        self,
-        name: str,
-        kind: ColumnKind,
-        required: bool,
-        sqlite: str,
-        postgres: str,
-        reference: bool = True,
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self.required = required
-        self.sqlite = sqlite
-        """The SQLite declaration after the name (type and constraints)."""
-        self.postgres = postgres
-        """The PostgreSQL declaration after the name (type and constraints)."""
-        self.reference = reference
-        """A column of the reference's table (False: hexeract_lite's own, added by an
-        upgrade)."""
-
-    def __repr__(self) -> str:
-        return (
-            f"Column(name={self.name!r}, kind={self.kind!r}, required={self.required!r},"
-            f" sqlite={self.sqlite!r}, postgres={self.postgres!r},"
-            f" reference={self.reference!r})"
-        )
+    name: str
+    kind: ColumnKind
+    required: bool
+    sqlite: str
+    postgres: str
+    reference: bool = True
 
     @property
     def sqlite_type(self) -> str:

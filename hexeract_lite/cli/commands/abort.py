@@ -30,14 +30,13 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler abort 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b --cancel",
         ],
         [conn, fmt],
-        run,
+        _run,
     )
     arg(sub, "target", (_id_or_name, "ID|NAME"), "the schedule's UUID or its name")
     switch(sub, "--cancel", "cancel the schedule once its dispatch has stopped")
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Store the abort request; say whether a dispatch was in flight."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     kind, value = args.target
     args.schedule_id = value if kind == "id" else None
     args.schedule_name = value if kind == "name" else None

@@ -41,7 +41,7 @@ def add_parser(tree: CommandTree) -> None:
             " --payload @invoice.json",
         ],
         [conn, fmt],
-        run,
+        _run,
         description="Create a schedule and print its id (the whole schedule with --format"
         " json). Creates the database and its table when they do not exist.",
     )
@@ -140,8 +140,7 @@ def message_from_args(
     )
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Create the schedule; print its id, or with ``--format json`` the schedule."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.name is not None and args.schedule_id is not None:
         raise UsageError("--schedule-id and --name do not go together (a name gives the id)")
     message = message_from_args(args, args.name)

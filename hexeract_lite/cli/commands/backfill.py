@@ -28,7 +28,7 @@ def add_parser(tree: CommandTree) -> None:
             " --start 2026-03-01T00:00:00Z --end 2026-03-01T23:59:59Z"
         ],
         [conn, fmt],
-        run,
+        _run,
     )
     sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
     help_text = "the window's start (kept), e.g. 2026-03-01T00:00:00Z"
@@ -38,8 +38,7 @@ def add_parser(tree: CommandTree) -> None:
     arg(sub, "--limit", N, help_text, default=DEFAULT_BACKFILL_LIMIT)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Start the backfill; say how many instants it fires and from when."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     sid = SchedulerControl.id_of(args.schedule)
 
     def act(store: ScheduleStore) -> tuple[int, ScheduleSnapshot]:

@@ -38,7 +38,7 @@ def add_parser(tree: CommandTree) -> None:
             f"{verb} a schedule ({what})",
             [f"hexeract scheduler {name} 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
             [conn],
-            run,
+            _run,
         )
         sub.set_defaults(action=name)
         id_argument(sub)
@@ -57,8 +57,7 @@ class _Malformed(Exception):
         self.sid, self.changed, self.reason = sid, changed, reason
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Pause, resume or cancel (``args.action``) the schedule; say what changed."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     if getattr(args, "name_group", None) is not None:
         return _run_group(args, ctx)
     note = getattr(args, "note", None)

@@ -53,7 +53,7 @@ def add_parser(tree: CommandTree) -> None:
         "list dead-lettered schedules, most recently dead-lettered first",
         ["hexeract scheduler dead-letter list --limit 10 --format json"],
         [conn, fmt, limit],
-        list_dead_letters,
+        _list,
         into=dead_cmds,
     )
     sub = tree.command(
@@ -65,7 +65,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
         ],
         [conn],
-        replay,
+        _replay,
         into=dead_cmds,
         description="Replay a dead-lettered schedule, or all of them: attempts reset, last"
         " error cleared, due now. A replayed one-shot fires as a new occurrence (its"
@@ -84,17 +84,14 @@ def add_parser(tree: CommandTree) -> None:
     arg(sub, "--batch-size", N, help_text, default=DEFAULT_UPKEEP_BATCH)
 
 
-def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the dead-lettered schedules, most recently dead-lettered first."""
+def _list(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_dead_letter(args.limit)
     ctx.show(lambda: [snapshot_json(s) for s in rows], lambda: format_dead_letter(rows))
     return EXIT_OK
 
 
-def replay(args: argparse.Namespace, ctx: Context) -> int:
-    """Replay the dead-lettered schedule, or with ``--all`` every one (matching
-    ``--event-type``): attempts reset, last error cleared, due now."""
+def _replay(args: argparse.Namespace, ctx: Context) -> int:
     one = args.schedule_id is not None or args.schedule_name is not None
     if args.all == one:
         raise InvalidArgument(

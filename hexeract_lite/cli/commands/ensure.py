@@ -29,7 +29,7 @@ def add_parser(tree: CommandTree) -> None:
             " --event-type backup.run",
         ],
         [conn, fmt],
-        run,
+        _run,
         description="Make the named schedule exist as given, and print what that took:"
         " created, updated (changed in place; a firing in flight completes under the old"
         " values) or unchanged. Safe to run at every start. Creates the database and its"
@@ -39,8 +39,7 @@ def add_parser(tree: CommandTree) -> None:
     message_arguments(sub, once_in=False)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Declare the named schedule; print created, updated or unchanged."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     message = message_from_args(args, args.name, declared=True)
 
     def act(store: ScheduleStore) -> tuple[EnsureResult, ScheduleSnapshot]:

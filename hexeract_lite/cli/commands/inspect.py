@@ -18,7 +18,7 @@ def add_parser(tree: CommandTree) -> None:
         "show one schedule, every field",
         ["hexeract scheduler inspect 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b --format json"],
         [conn, fmt],
-        run,
+        _run,
         description="Show one schedule, every field. 'occurrence id' is the id of its current"
         " firing (derived from the schedule id and 'scheduled for'), the one a consumer"
         " deduplicates on. A delivered schedule whose earlier attempt failed shows that"
@@ -28,8 +28,7 @@ def add_parser(tree: CommandTree) -> None:
     id_argument(sub)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print every field of the schedule."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         snapshot = SchedulerControl(store).inspect(schedule_id(args, store))
     ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: format_inspect(snapshot))

@@ -26,7 +26,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler list --status delivered --event-type 'invoice.*' --limit 500",
         ],
         [conn, fmt, limit],
-        run,
+        _run,
         description="List schedules. Without --status, --event-type or --after: pending and"
         " paused ones, soonest first. With any of them: every schedule that matches, in"
         " schedule id order; page through a large table with --after set to the last id"
@@ -37,9 +37,7 @@ def add_parser(tree: CommandTree) -> None:
     arg(sub, "--after", (parse_schedule_id, "SCHEDULE_ID"), help_text)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the pending and paused schedules, soonest first, or those the filters
-    match, in schedule id order."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     filters = (args.status, args.event_type, args.after, args.name_glob)
     filtered = any(value is not None for value in filters)
     check_glob(args.event_type)  # before the store opens: bad input touches nothing

@@ -30,7 +30,7 @@ def add_parser(tree: CommandTree) -> None:
             " --to sqlite:///backup.db --format json",
         ],
         [fmt],
-        run,
+        _run,
         description="Copy every schedule from one database to another with its whole state"
         " (attempts, lease, paused flag, last error, timestamps), whatever its status:"
         " SQLite to PostgreSQL, back, or between two tables. Idempotent: a schedule the"
@@ -64,8 +64,7 @@ def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
     return a.kind == b.kind and a.url == b.url
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Copy the source table into the destination; print the counts."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     source, dest = parse_conn(args.from_conn), parse_conn(args.to_conn)
     source_table = ctx.table
     dest_table = args.to_table or source_table

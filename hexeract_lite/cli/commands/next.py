@@ -23,7 +23,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler next myapp.backup.daily --until 7d --tz Asia/Tokyo",
         ],
         [conn, fmt],
-        run,
+        _run,
         description="Show the instants a schedule will fire at, as a running worker makes"
         " them: none while it is paused or once it ended; an overdue firing first (a worker"
         " fires it on its next cycle) unless it is later than its misfire grace; a retry in"
@@ -37,8 +37,7 @@ def add_parser(tree: CommandTree) -> None:
     sub.add_argument("--tz", metavar="ZONE", help="show local times on this IANA time zone")
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the schedule's next firings."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     zone: str | None = args.tz
     if zone is not None:
         try:

@@ -22,7 +22,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler prune --older-than 7d --include-dead-letters",
         ],
         [conn],
-        run,
+        _run,
         description="Delete delivered and cancelled schedules (and, with"
         " --include-dead-letters, dead-lettered ones) that ended more than --older-than"
         " ago, in batches of --batch-size rows per transaction so workers are never held"
@@ -42,8 +42,7 @@ def add_parser(tree: CommandTree) -> None:
     arg(sub, "--batch-size", N, help_text, default=DEFAULT_UPKEEP_BATCH)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Delete (with ``--dry-run`` count) the old ended schedules; print how many."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     statuses = ["delivered", "cancelled"]
     if args.include_dead_letters:
         statuses.append("dead-lettered")

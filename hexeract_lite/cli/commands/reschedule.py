@@ -26,7 +26,7 @@ def add_parser(tree: CommandTree) -> None:
         "move a schedule's next firing",
         ["hexeract scheduler reschedule --name myapp.backup.daily --at 2026-03-01T04:00:00Z"],
         [conn, fmt],
-        run,
+        _run,
     )
     id_argument(sub)
     when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
@@ -34,8 +34,7 @@ def add_parser(tree: CommandTree) -> None:
     arg(when, "--in", DURATION, "from now: 5m, 2h", dest="in_")
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Move the schedule's next firing; print the new one."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     def act(control: SchedulerControl, sid: uuid.UUID) -> tuple[datetime, bool]:
         try:

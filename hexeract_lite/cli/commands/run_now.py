@@ -16,13 +16,12 @@ def add_parser(tree: CommandTree) -> None:
         "fire a schedule once as soon as a worker can (a cron one then goes on on its rule)",
         ["hexeract scheduler run-now --name myapp.backup.daily"],
         [conn, fmt],
-        run,
+        _run,
     )
     id_argument(sub)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Make the schedule due now; say so."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     sid, changed, snapshot = ctx.change(args, lambda control, sid: control.run_now(sid))
     if changed:
         result, text = "due", f"Schedule {sid} is due now; a worker fires it next."

@@ -22,7 +22,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler runs myapp.reminders.morning --outcome failed",
         ],
         [conn, fmt],
-        run,
+        _run,
         description="Show the run log, newest first: one record per dispatch attempt"
         " (delivered, failed, timed_out, dead_lettered, snoozed, aborted; and per firing"
         " settled without one: skipped by its misfire grace, released by a stopping worker,"
@@ -62,8 +62,7 @@ def format_runs(runs: list[RunRecord]) -> str:
     return format_table(headers, rows)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the run log."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         runs = SchedulerControl(store).runs(args.schedule, limit=args.limit, outcome=args.outcome)
     ctx.show(

@@ -21,7 +21,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler schema --dialect postgres --table app_schedules",
         ],
         [],
-        run,
+        _run,
     )
     help_text = "sqlite (the default), postgres or mysql"
     arg(
@@ -35,8 +35,7 @@ def add_parser(tree: CommandTree) -> None:
     arg(schema, "--table", TABLE, f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the DDL of the table for ``--dialect``."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.dialect == "sqlite":
         from ...store.schema import sqlite_ddl
 

@@ -18,7 +18,7 @@ def add_parser(tree: CommandTree) -> None:
         "count schedules by status, due, in flight, in backoff; the oldest lag",
         ["hexeract scheduler stats", "hexeract scheduler stats --format json"],
         [conn, fmt],
-        run,
+        _run,
         description="Count schedules by status, those due now and not claimed, in flight"
         " and in retry backoff; show how late the oldest due one is, the next wake-up,"
         " and for SQLite the size of the file and its WAL. Reads only; counts on indexes,"
@@ -26,8 +26,7 @@ def add_parser(tree: CommandTree) -> None:
     )
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the store's figures."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         stats = store.stats()
     ctx.show(stats.as_json, lambda: format_stats(stats))

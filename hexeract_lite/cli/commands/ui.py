@@ -28,7 +28,7 @@ def add_parser(tree: CommandTree) -> None:
             "HEXERACT_UI_TOKEN=s3cret hexeract scheduler ui --host 0.0.0.0 --allow-actions",
         ],
         [tree.conn],
-        run,
+        _run,
         description="Serve the web console over HTTP: counts and the last 24 hours, the"
         " schedules with their next firings, each schedule's trigger, payload and last"
         " error, the dead letters and a timeline of what fires next; pages refresh"
@@ -60,8 +60,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Serve the console until interrupted."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     token = os.environ.get(TOKEN_ENV) or None
     loopback = is_loopback(args.host)
     if not loopback and token is None:

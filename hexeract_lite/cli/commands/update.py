@@ -28,7 +28,7 @@ def add_parser(tree: CommandTree) -> None:
         "change a schedule in place: payload, cron rule, target, event type, attempt budget",
         ["hexeract scheduler update --name myapp.backup.daily --cron '0 4 * * *'"],
         [conn, fmt],
-        run,
+        _run,
     )
     id_argument(sub)
     arg(sub, "--cron", None, "the new rule (a cron schedule only)", metavar="EXPR")
@@ -55,8 +55,7 @@ def _clears(args: argparse.Namespace) -> bool:
     return any(getattr(args, name) == CLEAR for name in names)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Change the given fields of the schedule in place; say whether anything changed."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
     fields: dict[str, Any] = {

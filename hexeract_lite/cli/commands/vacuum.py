@@ -18,7 +18,7 @@ def add_parser(tree: CommandTree) -> None:
         "rebuild a SQLite file so that it shrinks and prune gives space back",
         ["hexeract scheduler vacuum --conn /var/lib/myapp/scheduler.db"],
         [conn],
-        run,
+        _run,
         description="Rebuild a SQLite file with incremental auto-vacuum (files created"
         " before this version lack it) and return its free pages to the file system. Holds"
         " the write lock while it copies the file: run it when the workers are quiet."
@@ -26,8 +26,7 @@ def add_parser(tree: CommandTree) -> None:
     )
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Vacuum the SQLite file; print its size before and after."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False) as store:
         before = store.stats().file_bytes
         store.vacuum()

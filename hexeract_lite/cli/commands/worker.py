@@ -43,7 +43,7 @@ def add_parser(tree: CommandTree) -> None:
             " --conn sqlite:////var/lib/myapp/scheduler.db",
         ],
         [conn],
-        run,
+        _run,
         description="Run a worker in the foreground: claim due occurrences and hand each to"
         " the sink, at least once, retrying with backoff and dead-lettering what keeps"
         " failing. Logs go to stderr. SIGINT or SIGTERM stops it cleanly: the occurrences in"
@@ -240,8 +240,7 @@ def _stop_on_signals(
             signal.signal(sig, old)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Run the worker until a stop signal; ``128 + signal`` after a second one."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ...worker import SchedulerWorker, SchedulerWorkerConfig  # asyncio: only workers need it
 
     given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
