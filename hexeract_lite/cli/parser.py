@@ -11,30 +11,13 @@ from typing import Any
 
 from .options import CommandTree, HelpFormatter, example
 
-COMMAND_MODULES = {
-    "list": "list",
-    "stats": "stats",
-    "prune": "prune",
-    "vacuum": "vacuum",
-    "inspect": "inspect",
-    "next": "next",
-    "runs": "runs",
-    "pause": "control",
-    "resume": "control",
-    "cancel": "control",
-    "add": "add",
-    "ensure": "ensure",
-    "reschedule": "reschedule",
-    "update": "update",
-    "run-now": "run_now",
-    "backfill": "backfill",
-    "abort": "abort",
-    "schema": "schema",
-    "migrate": "migrate",
-    "dead-letter": "dead_letter",
-    "worker": "worker",
-    "ui": "ui",
-}
+_MODULE_OF = {"pause": "control", "resume": "control", "cancel": "control"}
+
+_NAMES = (
+    "list stats prune vacuum inspect next runs pause resume cancel add ensure reschedule"
+    " update run-now backfill abort schema migrate dead-letter worker ui"
+)
+COMMAND_MODULES = {name: _MODULE_OF.get(name, name.replace("-", "_")) for name in _NAMES.split()}
 """Each ``hexeract scheduler`` command name, in the order ``hexeract scheduler --help``
 lists them, and the module of :mod:`hexeract_lite.cli.commands` that adds it."""
 

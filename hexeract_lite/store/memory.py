@@ -64,13 +64,12 @@ from .stats import StoreStats, stats_of_records
 _T = TypeVar("_T")
 
 _HELD_KINDS = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
-"""The kinds that hold the occurrence until ``now + retry_in``."""
 
 __all__ = ["InMemoryScheduleStore"]
 
 
 RUN_LOG_SIZE = 200
-"""How many run records an in-memory store keeps by default: the newest."""
+"""How many run records an in-memory store keeps by default."""
 
 
 _MS = timedelta(milliseconds=1)
@@ -81,7 +80,6 @@ def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
 
 
 def _replayed(row: ScheduleRecord, now: datetime) -> None:
-    """A dead-lettered row's fresh start at ``now``."""
     row.scheduled_for = now
     row.jitter_offset_ms = None
     row.attempts = 0
@@ -92,12 +90,9 @@ def _replayed(row: ScheduleRecord, now: datetime) -> None:
 
 
 class InMemoryScheduleStore(SettlingStore):
-    """Schedules in a dict, guarded by one lock. Nothing survives the process.
-
-    The executable specification of :class:`ScheduleStore`, for tests and schedules
-    that need not outlive the process. A child made by ``fork()`` gets a copy of the
-    schedules as they were at the fork. Its run log keeps the newest ``run_log_size``
-    records (an integer >= 1, else :class:`InvalidConfiguration`).
+    """Schedules in a dict, guarded by one lock: the executable specification of
+    :class:`ScheduleStore`, for tests and schedules that need not outlive the process.
+    Its run log keeps the newest ``run_log_size`` (>= 1) records.
 
     .. versionadded:: 0.1.0
     """
@@ -139,7 +134,6 @@ class InMemoryScheduleStore(SettlingStore):
     def insert_many(
         self, messages: Sequence[ScheduledMessage], max_attempts: int, *, connection: object = None
     ) -> None:
-        """``connection``: anything but None is :class:`InvalidArgument` (no transactions)."""
         if connection is not None:
             raise no_transactions(self, connection)
         check_max_attempts(max_attempts)
@@ -531,7 +525,6 @@ class InMemoryScheduleStore(SettlingStore):
             return [row.snapshot() for row in self._named(prefix)]
 
     def _named(self, prefix: str) -> list[ScheduleRecord]:
-        """The live rows whose name starts with ``prefix``, by name."""
         rows = [
             r
             for r in self._rows.values()
@@ -544,7 +537,6 @@ class InMemoryScheduleStore(SettlingStore):
 
     @property
     def writers_take_turns(self) -> bool:
-        """True: every write holds the store's one lock."""
         return True
 
     @property

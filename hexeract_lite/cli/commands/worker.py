@@ -32,6 +32,17 @@ if TYPE_CHECKING:
 log = package_logger("hexeract_lite.cli")
 
 
+_DURATIONS = (
+    ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
+    ("--lease", "how long a claim holds an occurrence (default: 300s)"),
+    ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
+    ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
+    ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
+    ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
+    ("--heartbeat", "extend the leases of the batch in flight on this period (default: off)"),
+)
+
+
 def add_parser(tree: CommandTree) -> None:
     """Add ``worker``."""
     conn = tree.conn
@@ -61,15 +72,7 @@ def add_parser(tree: CommandTree) -> None:
     help_text = "put DIR first on the import path to find the sink module (default: .)"
     arg(sub, "--app-dir", None, help_text, default=".", metavar="DIR")
     settings = sub.add_argument_group("worker settings (durations: 100ms, 5s, 2m, 1h)")
-    for flag, help_text in (
-        ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
-        ("--lease", "how long a claim holds an occurrence (default: 300s)"),
-        ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
-        ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
-        ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
-        ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
-        ("--heartbeat", "extend the leases of the batch in flight on this period (default: off)"),
-    ):
+    for flag, help_text in _DURATIONS:
         arg(settings, flag, DURATION, help_text)
     arg(settings, "--batch-size", N, "occurrences claimed per poll (default: 10)")
     help_text = "snoozes of one occurrence before its schedule is dead-lettered (default: 100)"
@@ -133,17 +136,12 @@ def load_sink(spec: str, app_dir: str) -> ScheduleSink:
 
 
 _SETTINGS = (
-    "poll_interval",
+    *(flag[2:].replace("-", "_") for flag, _ in _DURATIONS),
     "batch_size",
-    "lease",
-    "retry_base_delay",
-    "retry_max_delay",
     "jitter",
-    "min_cycle_delay",
-    "dispatch_timeout",
-    "heartbeat",
     "max_snoozes",
 )
+"""The worker settings' names: the destinations of the settings' flags."""
 
 _SETTING_NAME = re.compile(r"\b(" + "|".join(_SETTINGS) + r")\b")
 
