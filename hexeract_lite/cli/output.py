@@ -29,8 +29,8 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 def one_line(text: str | None, width: int | None = None) -> str:
-    """``text`` on one line (control characters and runs of whitespace become one
-    space), cut to ``width`` characters with ``...`` when longer; ``-`` for None."""
+    """``text`` on one line (control characters and whitespace runs as one space), cut
+    to ``width`` with ``...``; ``-`` for None."""
     if text is None:
         return "-"
     flat = " ".join(_CONTROL_CHARS.sub(" ", text).split())
@@ -40,10 +40,8 @@ def one_line(text: str | None, width: int | None = None) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns separated by two spaces, under a header; no trailing spaces.
-
-    A row with fewer cells than the header is aligned on its cells but the last, which
-    runs on to the end of the line (a malformed row's reason)."""
+    """Aligned columns separated by two spaces, under a header; a short row's last cell
+    (a malformed row's reason) runs on to the end of the line."""
     widths = [len(h) for h in headers]
     for row in rows:
         aligned = row if len(row) == len(headers) else row[:-1]
@@ -65,13 +63,7 @@ MALFORMED_REASON_WIDTH = 200
 
 
 def _malformed_row(item: MalformedSchedule) -> tuple[str, str, str]:
-    """A listing's row for a row the store could not decode: its id as stored, the
-    status ``malformed`` and the reason (naming the column), to the end of the line."""
-    return (
-        one_line(item.raw_id),
-        MALFORMED,
-        one_line(item.reason, MALFORMED_REASON_WIDTH),
-    )
+    return (one_line(item.raw_id), MALFORMED, one_line(item.reason, MALFORMED_REASON_WIDTH))
 
 
 def ts(value: datetime | None) -> str:
@@ -86,8 +78,7 @@ def zone_of(snapshot: ScheduleSnapshot) -> str:
 
 
 def local_ts(value: datetime, zone: str) -> str:
-    """An instant on ``zone``'s wall clock: ``2026-12-02 08:30:00 CET`` (milliseconds
-    shown when there are any)."""
+    """An instant on ``zone``'s wall clock: ``2026-12-02 08:30:00 CET``."""
     from ..zoned import load_zone
 
     local = value.astimezone(load_zone(zone))
@@ -130,8 +121,7 @@ def pending_cells(
     event_type: str,
     name: str | None,
 ) -> tuple[str, ...]:
-    """One schedule's row of the ``scheduler list`` text, from its values (the id and
-    status as text, the trigger as its label)."""
+    """One schedule's row of the ``scheduler list`` text."""
     return (
         schedule_id,
         status,
@@ -144,16 +134,14 @@ def pending_cells(
 
 
 def pending_table(rows: Sequence[Sequence[str]]) -> str:
-    """The text of ``scheduler list`` from its rows (:func:`pending_cells`, or a
-    malformed row's cells)."""
+    """The text of ``scheduler list`` from its rows."""
     if not rows:
         return "no pending schedules"
     return format_table(PENDING_HEADERS, rows)
 
 
 def format_pending(snapshots: Sequence[Listed]) -> str:
-    """The text of ``scheduler list``; a malformed row shows its id, ``malformed`` and
-    the reason."""
+    """The text of ``scheduler list``."""
     if not snapshots:
         return pending_table(())
     from ..snapshot import MalformedSchedule
@@ -178,8 +166,7 @@ def format_pending(snapshots: Sequence[Listed]) -> str:
 
 
 def format_dead_letter(snapshots: Sequence[Listed]) -> str:
-    """The text of ``scheduler dead-letter list``; a malformed row shows its id,
-    ``malformed`` and the reason."""
+    """The text of ``scheduler dead-letter list``."""
     if not snapshots:
         return "no dead-lettered schedules"
     from ..settle import error_summary  # the retry policy and config: not for other listings
@@ -218,9 +205,7 @@ def snapshot_json(
     snapshot: Listed, *, detail: bool = False, payload: bool = False
 ) -> dict[str, object]:
     """A listing's JSON object; with ``payload`` also the payload, with ``detail``
-    (``inspect``) the payload and the occurrence id of the next firing. A malformed
-    row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
-    "malformed": <reason>}``."""
+    (``inspect``) the payload and the occurrence id too."""
     from ..snapshot import MalformedSchedule
 
     if isinstance(snapshot, MalformedSchedule):
@@ -242,9 +227,7 @@ def snapshot_json(
 
 
 def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
-    """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
-    grace, the end of a backfill in progress, a pause note and a change waiting for the
-    firing held to settle, when set."""
+    """The optional fields a schedule has set, by their JSON names."""
     from ..interval import format_duration
 
     trigger = snapshot.trigger
@@ -282,9 +265,7 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 
 def policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
-    """``inspect``'s lines for a policy (the console's schedule page shows them too):
-    end, firings (and how many are left), jitter (and the firing held's offset),
-    catch-up; none without a policy."""
+    """``inspect``'s (and the console's) lines for a policy; none without one."""
     from ..interval import format_duration
 
     policy = snapshot.policy
@@ -314,9 +295,7 @@ def policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
-    """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
-    error`` its exception line), then the traceback kept with the error, if any; a
-    delivered schedule's error is shown as ``error before delivery``."""
+    """The text of ``scheduler inspect``: ``field  value`` lines, then any traceback."""
     from ..settle import error_summary
 
     s = snapshot
@@ -350,8 +329,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("dead-lettered at", ts(s.dead_lettered_at)),
         ("payload", s.payload_json),
     ]
-    width = max(len(name) for name, _ in fields)
-    text = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    text = _field_lines(fields)
     story = (s.last_error or "").split("\n")[1:]
     if story:  # the traceback kept with the error, each line cleaned of control characters
         text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
@@ -402,5 +380,9 @@ def format_stats(stats: StoreStats) -> str:
         ("file size", format_size(stats.file_bytes)),
         ("WAL size", format_size(stats.wal_bytes)),
     ]
+    return _field_lines(fields)
+
+
+def _field_lines(fields: Sequence[tuple[str, str]]) -> str:
     width = max(len(name) for name, _ in fields)
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
