@@ -11,13 +11,19 @@ from typing import Any
 
 from .options import CommandTree, HelpFormatter, example
 
-_MODULE_OF = {"pause": "control", "resume": "control", "cancel": "control"}
-
-_NAMES = (
-    "list stats prune vacuum inspect next runs pause resume cancel add ensure reschedule"
-    " update run-now backfill abort schema migrate dead-letter worker ui"
-)
-COMMAND_MODULES = {name: _MODULE_OF.get(name, name.replace("-", "_")) for name in _NAMES.split()}
+_MODULES = {
+    "list": "list",
+    "upkeep": "stats prune vacuum",
+    "show": "inspect next runs",
+    "control": "pause resume cancel",
+    "add": "add ensure",
+    "change": "reschedule update run-now backfill abort",
+    "migrate": "schema migrate",
+    "dead_letter": "dead-letter",
+    "worker": "worker",
+    "ui": "ui",
+}
+COMMAND_MODULES = {name: module for module, names in _MODULES.items() for name in names.split()}
 """Each ``hexeract scheduler`` command name, in the order ``hexeract scheduler --help``
 lists them, and the module of :mod:`hexeract_lite.cli.commands` that adds it."""
 

@@ -1,5 +1,5 @@
-"""``hexeract scheduler add``: create a schedule (once, on a cron rule, every period);
-also the message an ``add`` or ``ensure`` command line describes."""
+"""``hexeract scheduler add`` and ``ensure``: create a schedule, or declare a named one
+idempotently, from the message the command line describes."""
 
 from __future__ import annotations
 
@@ -15,18 +15,18 @@ from ...errors import InvalidArgument, UsageError
 from ...message import ScheduledMessage
 from ...trigger import CronExpression
 from ..args import Duration, parse_name, parse_schedule_id
-from ..context import EXIT_OK, Context
+from ..context import EXIT_OK, Context, print_change
 from ..options import CommandTree, arg, message_arguments, policy_options
-from ..output import snapshot_json
+from ..output import snapshot_json, ts
 
 if TYPE_CHECKING:
     from ...snapshot import ScheduleSnapshot
     from ...store.base import ScheduleStore
+    from ...store.changes import EnsureResult
 
 
 def add_parser(tree: CommandTree) -> None:
-    """Add ``add``."""
-    conn, fmt = tree.conn, tree.fmt
+    """Add ``add``, ``ensure``."""
     sub = tree.command(
         "add",
         "create a schedule: once (--at, --in), on a cron rule (--cron) or every period (--every)",
@@ -40,8 +40,8 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler add --at 2026-03-01T12:00:00Z --event-type invoice.send"
             " --payload @invoice.json",
         ],
-        [conn, fmt],
-        _run,
+        [tree.conn, tree.fmt],
+        _add,
         description="Create a schedule and print its id (the whole schedule with --format"
         " json). Creates the database and its table when they do not exist.",
     )
@@ -55,6 +55,22 @@ def add_parser(tree: CommandTree) -> None:
         "name the schedule (its id is then derived from the name; an existing name is"
         " an error: use ensure to declare it idempotently)",
     )
+    sub = tree.command(
+        "ensure",
+        "declare a named schedule idempotently: create it, leave it, or update it in place",
+        [
+            "hexeract scheduler ensure --name myapp.backup.daily --cron '0 3 * * *'"
+            " --event-type backup.run",
+        ],
+        [tree.conn, tree.fmt],
+        _ensure,
+        description="Make the named schedule exist as given, and print what that took:"
+        " created, updated (changed in place; a firing in flight completes under the old"
+        " values) or unchanged. Safe to run at every start. Creates the database and its"
+        " table when they do not exist.",
+    )
+    arg(sub, "--name", (parse_name, "NAME"), "the schedule's name", required=True)
+    message_arguments(sub, once_in=False)
 
 
 def message_from_args(
@@ -140,7 +156,7 @@ def message_from_args(
     )
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
+def _add(args: argparse.Namespace, ctx: Context) -> int:
     if args.name is not None and args.schedule_id is not None:
         raise UsageError("--schedule-id and --name do not go together (a name gives the id)")
     message = message_from_args(args, args.name)
@@ -152,4 +168,17 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
     ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: str(message.schedule_id))
+    return EXIT_OK
+
+
+def _ensure(args: argparse.Namespace, ctx: Context) -> int:
+    message = message_from_args(args, args.name, declared=True)
+
+    def act(store: ScheduleStore) -> tuple[EnsureResult, ScheduleSnapshot]:
+        result = store.ensure(message, args.max_attempts)
+        return result, SchedulerControl(store).inspect(message.schedule_id)
+
+    result, snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
+    text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
+    print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
     return EXIT_OK

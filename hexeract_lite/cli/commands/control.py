@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 def add_parser(tree: CommandTree) -> None:
     """Add ``pause``, ``resume`` and ``cancel``."""
-    conn = tree.conn
     for name, verb, what in (
         ("pause", "pause", "a paused schedule is never claimed until resumed"),
         (
@@ -37,7 +36,7 @@ def add_parser(tree: CommandTree) -> None:
             name,
             f"{verb} a schedule ({what})",
             [f"hexeract scheduler {name} 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
-            [conn],
+            [tree.conn],
             _run,
         )
         sub.set_defaults(action=name)

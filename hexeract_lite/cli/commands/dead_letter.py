@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 def add_parser(tree: CommandTree) -> None:
     """Add ``dead-letter`` and its ``list`` and ``replay``."""
-    conn, fmt, limit = tree.conn, tree.fmt, tree.limit
     dead = tree.cmds.add_parser(
         "dead-letter",
         help="list and replay dead-lettered schedules",
@@ -52,7 +51,7 @@ def add_parser(tree: CommandTree) -> None:
         "list",
         "list dead-lettered schedules, most recently dead-lettered first",
         ["hexeract scheduler dead-letter list --limit 10 --format json"],
-        [conn, fmt, limit],
+        [tree.conn, tree.fmt, tree.limit],
         _list,
         into=dead_cmds,
     )
@@ -64,7 +63,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
             "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
         ],
-        [conn],
+        [tree.conn],
         _replay,
         into=dead_cmds,
         description="Replay a dead-lettered schedule, or all of them: attempts reset, last"

@@ -16,7 +16,6 @@ from ..output import format_pending, pending_cells, pending_table, snapshot_json
 
 def add_parser(tree: CommandTree) -> None:
     """Add ``list``."""
-    conn, fmt, limit = tree.conn, tree.fmt, tree.limit
     sub = tree.command(
         "list",
         "list pending and paused schedules, soonest first; or filter by status",
@@ -25,7 +24,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler list --format json | jq .",
             "hexeract scheduler list --status delivered --event-type 'invoice.*' --limit 500",
         ],
-        [conn, fmt, limit],
+        [tree.conn, tree.fmt, tree.limit],
         _run,
         description="List schedules. Without --status, --event-type or --after: pending and"
         " paused ones, soonest first. With any of them: every schedule that matches, in"

@@ -1,5 +1,5 @@
-"""``hexeract scheduler migrate``: copy every schedule, with its state, to another
-database."""
+"""``hexeract scheduler schema`` and ``migrate``: print the table's DDL (offline); copy
+every schedule, with its state, to another database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import contextlib
 
 from ...connect import ConnTarget, open_store, parse_conn
-from ...errors import UsageError
+from ...errors import StoreError, UsageError
 from ...migrate import DEFAULT_BATCH_SIZE, migrate
 from ...store.schema import DEFAULT_TABLE
 from ...upkeep import Progress
@@ -18,8 +18,27 @@ from ..output import dump_json, format_migration
 
 
 def add_parser(tree: CommandTree) -> None:
-    """Add ``migrate``."""
-    fmt = tree.fmt
+    """Add ``schema``, ``migrate``."""
+    schema = tree.command(
+        "schema",
+        "print the DDL of the table the stores create (offline, no database needed)",
+        [
+            "hexeract scheduler schema > schema.sql",
+            "hexeract scheduler schema --dialect postgres --table app_schedules",
+        ],
+        [],
+        _schema,
+    )
+    help_text = "sqlite (the default), postgres or mysql"
+    arg(
+        schema,
+        "--dialect",
+        None,
+        help_text,
+        choices=("sqlite", "postgres", "mysql"),
+        default="sqlite",
+    )
+    arg(schema, "--table", TABLE, f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
     sub = tree.command(
         "migrate",
         "copy every schedule, with its state, to another database (e.g. SQLite to PostgreSQL)",
@@ -29,8 +48,8 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler migrate --from postgresql://app@db.internal/app"
             " --to sqlite:///backup.db --format json",
         ],
-        [fmt],
-        _run,
+        [tree.fmt],
+        _migrate,
         description="Copy every schedule from one database to another with its whole state"
         " (attempts, lease, paused flag, last error, timestamps), whatever its status:"
         " SQLite to PostgreSQL, back, or between two tables. Idempotent: a schedule the"
@@ -57,6 +76,27 @@ def add_parser(tree: CommandTree) -> None:
     arg(sub, "--batch-size", N, help_text, default=DEFAULT_BATCH_SIZE)
 
 
+def _schema(args: argparse.Namespace, ctx: Context) -> int:
+    if args.dialect == "sqlite":
+        from ...store.schema import sqlite_ddl
+
+        ddl = sqlite_ddl(ctx.table)
+    elif args.dialect == "mysql":
+        from ...store.mysql.schema import mysql_ddl
+
+        ddl = mysql_ddl(ctx.table)
+    else:
+        try:
+            from ...store.postgres.schema import postgres_ddl
+        except ImportError as exc:
+            raise StoreError(
+                f"this build of hexeract_lite has no PostgreSQL schema ({exc})"
+            ) from None
+        ddl = postgres_ddl(ctx.table)
+    ctx.print(ddl.rstrip("\n"))
+    return EXIT_OK
+
+
 def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
     if a.kind == "sqlite" and b.kind == "sqlite":
         assert a.path is not None and b.path is not None
@@ -64,7 +104,7 @@ def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
     return a.kind == b.kind and a.url == b.url
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
+def _migrate(args: argparse.Namespace, ctx: Context) -> int:
     source, dest = parse_conn(args.from_conn), parse_conn(args.to_conn)
     source_table = ctx.table
     dest_table = args.to_table or source_table

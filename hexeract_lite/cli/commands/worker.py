@@ -45,7 +45,6 @@ _DURATIONS = (
 
 def add_parser(tree: CommandTree) -> None:
     """Add ``worker``."""
-    conn = tree.conn
     sub = tree.command(
         "worker",
         "run a worker in the foreground, delivering due messages to a sink",
@@ -53,7 +52,7 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler worker --sink myapp.scheduling:sink"
             " --conn sqlite:////var/lib/myapp/scheduler.db",
         ],
-        [conn],
+        [tree.conn],
         _run,
         description="Run a worker in the foreground: claim due occurrences and hand each to"
         " the sink, at least once, retrying with backoff and dead-lettering what keeps"

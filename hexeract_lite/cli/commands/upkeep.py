@@ -1,5 +1,4 @@
-"""``hexeract scheduler prune``: delete delivered and cancelled (optionally
-dead-lettered) schedules that ended long ago, in batches."""
+"""``hexeract scheduler stats``, ``prune`` and ``vacuum``: a store's figures and its upkeep."""
 
 from __future__ import annotations
 
@@ -9,11 +8,22 @@ from ...store.listing import check_prune
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress
 from ..context import EXIT_OK, Context
 from ..options import POSITIVE_DURATION, CommandTree, N, arg, switch
+from ..output import format_size, format_stats
 
 
 def add_parser(tree: CommandTree) -> None:
-    """Add ``prune``."""
-    conn = tree.conn
+    """Add ``stats``, ``prune``, ``vacuum``."""
+    tree.command(
+        "stats",
+        "count schedules by status, due, in flight, in backoff; the oldest lag",
+        ["hexeract scheduler stats", "hexeract scheduler stats --format json"],
+        [tree.conn, tree.fmt],
+        _stats,
+        description="Count schedules by status, those due now and not claimed, in flight"
+        " and in retry backoff; show how late the oldest due one is, the next wake-up,"
+        " and for SQLite the size of the file and its WAL. Reads only; counts on indexes,"
+        " so it answers fast at any table size.",
+    )
     sub = tree.command(
         "prune",
         "delete delivered and cancelled schedules that ended long ago",
@@ -21,8 +31,8 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler prune --older-than 30d --dry-run",
             "hexeract scheduler prune --older-than 7d --include-dead-letters",
         ],
-        [conn],
-        _run,
+        [tree.conn],
+        _prune,
         description="Delete delivered and cancelled schedules (and, with"
         " --include-dead-letters, dead-lettered ones) that ended more than --older-than"
         " ago, in batches of --batch-size rows per transaction so workers are never held"
@@ -40,9 +50,27 @@ def add_parser(tree: CommandTree) -> None:
     switch(sub, "--dry-run", "count, delete nothing")
     help_text = f"rows per transaction (default: {DEFAULT_UPKEEP_BATCH})"
     arg(sub, "--batch-size", N, help_text, default=DEFAULT_UPKEEP_BATCH)
+    tree.command(
+        "vacuum",
+        "rebuild a SQLite file so that it shrinks and prune gives space back",
+        ["hexeract scheduler vacuum --conn /var/lib/myapp/scheduler.db"],
+        [tree.conn],
+        _vacuum,
+        description="Rebuild a SQLite file with incremental auto-vacuum (files created"
+        " before this version lack it) and return its free pages to the file system. Holds"
+        " the write lock while it copies the file: run it when the workers are quiet."
+        " SQLite only (PostgreSQL and MySQL servers reclaim space themselves).",
+    )
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
+def _stats(args: argparse.Namespace, ctx: Context) -> int:
+    with ctx.store(create=False, readonly=True) as store:
+        stats = store.stats()
+    ctx.show(stats.as_json, lambda: format_stats(stats))
+    return EXIT_OK
+
+
+def _prune(args: argparse.Namespace, ctx: Context) -> int:
     statuses = ["delivered", "cancelled"]
     if args.include_dead_letters:
         statuses.append("dead-lettered")
@@ -61,4 +89,13 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     ctx.print(f"{verb} {count} {noun}.")
     if runs:  # a store without a run log, or with nothing old in it: one line, as before
         ctx.print(f"{verb} {runs} run record{'' if runs == 1 else 's'}.")
+    return EXIT_OK
+
+
+def _vacuum(args: argparse.Namespace, ctx: Context) -> int:
+    with ctx.store(create=False) as store:
+        before = store.stats().file_bytes
+        store.vacuum()
+        after = store.stats().file_bytes
+    ctx.print(f"Vacuumed: {format_size(before)} -> {format_size(after)}.")
     return EXIT_OK
