@@ -84,12 +84,9 @@ class Context:
         named: str | None = None,
         create: bool = False,
     ) -> _T:
-        """Run ``act`` on the store and return its answer, so that a refused change
-        leaves a SQLite file as it was: on an existing SQLite file ``act`` first runs
-        on an in-memory copy of the rows ``ids`` (and those whose name starts with
-        ``named``), and a refusal there (``_REFUSALS``) is
-        raised before the file is opened for writing. Anything else the copy raises is
-        left to the store."""
+        """Run ``act`` on the store and return its answer; on an existing SQLite file it
+        first rehearses on an in-memory copy of the rows ``ids`` (and those named
+        ``named...``), so that a refusal (``_REFUSALS``) leaves the file untouched."""
         rehearsal = self._copy_of(ids, named)
         if rehearsal is not None:
             try:

@@ -217,6 +217,7 @@ class InMemoryScheduleStore(SettlingStore):
                     results.append(False)
                     continue
                 kind = item.kind
+                row.leased_until = deadline  # a held kind's retry deadline; else cleared
                 if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
                     # a change made during the lease set the next firing: it wins
                     nxt = row.next_after_lease or item.next
@@ -227,7 +228,6 @@ class InMemoryScheduleStore(SettlingStore):
                         row.firings = (row.firings or 0) + 1
                     if nxt is None:
                         row.delivered_at = now
-                        row.leased_until = None
                     else:
                         row.jitter_offset_ms = (
                             None
@@ -236,27 +236,20 @@ class InMemoryScheduleStore(SettlingStore):
                         )
                         row.scheduled_for = nxt
                         row.attempts = 0
-                        row.leased_until = None
                         row.last_error = None
                         row.next_after_lease = None
                         row.snoozes = None
                 elif kind is SettlementKind.FAILED:
-                    row.leased_until = deadline
                     row.last_error = item.error
-                elif kind is SettlementKind.RELEASED:
+                elif kind is SettlementKind.RELEASED or kind is SettlementKind.SNOOZED:
                     row.attempts = max(row.attempts - 1, 0)
-                    row.leased_until = None
-                elif kind is SettlementKind.SNOOZED:
-                    row.attempts = max(row.attempts - 1, 0)
-                    row.snoozes = (row.snoozes or 0) + 1
-                    row.leased_until = deadline
+                    if kind is SettlementKind.SNOOZED:
+                        row.snoozes = (row.snoozes or 0) + 1
                 elif kind is SettlementKind.CANCELLED:
                     row.cancelled_at = now
-                    row.leased_until = None
                 else:
                     row.dead_lettered_at = now
                     row.last_error = item.error
-                    row.leased_until = None
                 woke = woke or item.wakes
                 results.append(True)
             self._runs.extend(run.entry() for run in recorded_runs(checked, results))

@@ -10,7 +10,7 @@ import json
 import re
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._json import strict_loads
 from ..cli.output import local_ts, policy_lines, ts, zone_of
@@ -158,14 +158,7 @@ def overview_page(store: ScheduleStore) -> dict[str, Any]:
     stats = store.stats()
     return {
         "stats": stats,
-        "counts": [
-            ("pending", stats.pending),
-            ("paused", stats.paused),
-            ("delivered", stats.delivered),
-            ("cancelled", stats.cancelled),
-            ("dead-lettered", stats.dead_lettered),
-            ("total", stats.total),
-        ],
+        "counts": list(cast("dict[str, int]", stats.as_json()["counts"]).items()),
         "lag": _lag(stats.oldest_due_lag),
         "next_wakeup": ts(stats.next_wakeup),
         "chart": _chart(store, stats.at),

@@ -199,13 +199,9 @@ class _StopSignals:
 def _stop_on_signals(
     stop: threading.Event, wake: Callable[[], None], abort: Callable[[], None]
 ) -> Iterator[_StopSignals]:
-    """SIGINT and SIGTERM, for the worker command (in the main thread only).
-
-    The first sets ``stop`` and wakes the worker: it finishes the occurrences in hand.
-    The second calls ``abort``: the dispatch in flight is abandoned (recorded as
-    failed), what was not dispatched is released and the rest settled, and the
-    command exits ``128 + signal`` within :data:`_ABORT_GRACE_S`. A third exits at once.
-    """
+    """SIGINT and SIGTERM (main thread only): the first sets ``stop`` and wakes the
+    worker, the second calls ``abort`` (exit ``128 + signal`` within
+    :data:`_ABORT_GRACE_S`), a third exits at once."""
     signals = _StopSignals()
     if threading.current_thread() is not threading.main_thread():
         yield signals
