@@ -140,6 +140,19 @@ def pending_table(rows: Sequence[Sequence[str]]) -> str:
     return format_table(PENDING_HEADERS, rows)
 
 
+def _cells(s: ScheduleSnapshot) -> tuple[str, ...]:
+    return pending_cells(
+        str(s.schedule_id),
+        s.status.value,
+        s.scheduled_for,
+        s.attempts,
+        s.max_attempts,
+        s.trigger.label(),
+        s.event_type,
+        s.name,
+    )
+
+
 def format_pending(snapshots: Sequence[Listed]) -> str:
     """The text of ``scheduler list``."""
     if not snapshots:
@@ -147,52 +160,25 @@ def format_pending(snapshots: Sequence[Listed]) -> str:
     from ..snapshot import MalformedSchedule
 
     return pending_table(
-        [
-            _malformed_row(s)
-            if isinstance(s, MalformedSchedule)
-            else pending_cells(
-                str(s.schedule_id),
-                s.status.value,
-                s.scheduled_for,
-                s.attempts,
-                s.max_attempts,
-                s.trigger.label(),
-                s.event_type,
-                s.name,
-            )
-            for s in snapshots
-        ]
+        [_malformed_row(s) if isinstance(s, MalformedSchedule) else _cells(s) for s in snapshots]
     )
 
 
 def format_dead_letter(snapshots: Sequence[Listed]) -> str:
-    """The text of ``scheduler dead-letter list``."""
+    """The text of ``scheduler dead-letter list``: ``list``'s columns but the name, then
+    when and why it was dead-lettered."""
     if not snapshots:
         return "no dead-lettered schedules"
     from ..settle import error_summary  # the retry policy and config: not for other listings
     from ..snapshot import MalformedSchedule
 
     return format_table(
-        (
-            "SCHEDULE ID",
-            "STATUS",
-            "SCHEDULED FOR",
-            "ATTEMPTS",
-            "TRIGGER",
-            "EVENT TYPE",
-            "DEAD-LETTERED AT",
-            "LAST ERROR",
-        ),
+        (*PENDING_HEADERS[:-1], "DEAD-LETTERED AT", "LAST ERROR"),
         [
             _malformed_row(s)
             if isinstance(s, MalformedSchedule)
             else (
-                str(s.schedule_id),
-                s.status.value,
-                ts(s.scheduled_for),
-                f"{s.attempts}/{s.max_attempts}",
-                one_line(s.trigger.label()),
-                one_line(s.event_type),
+                *_cells(s)[:-1],
                 ts(s.dead_lettered_at),
                 one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
