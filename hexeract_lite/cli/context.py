@@ -177,8 +177,10 @@ def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
 
 def print_change(
     ctx: Context, args: argparse.Namespace, snapshot: ScheduleSnapshot, result: str, text: str
-) -> None:
-    """Print a change: ``text``, or with ``--format json`` the result and the schedule."""
+) -> int:
+    """Print a change: ``text``, or with ``--format json`` the result and the schedule;
+    return the exit code, 0."""
     ctx.show(
         lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
     )
+    return EXIT_OK

@@ -297,7 +297,11 @@ def message_from_args(
     if policy and args.cron is None and args.every is None:
         flags = ", ".join("--" + name.replace("_", "-") for name in policy)
         raise UsageError(f"{flags} go(es) with --cron or --every only")
-    schedule_id = getattr(args, "schedule_id", None)
+    given: dict[str, Any] = {
+        "schedule_id": getattr(args, "schedule_id", None),
+        "name": name,
+        "misfire_grace": args.misfire_grace,
+    }
     if args.first is not None and args.cron is None and args.every is None:
         raise UsageError("--first goes with --cron or --every only")
     if args.tz is not None and args.cron is None:
@@ -321,9 +325,7 @@ def message_from_args(
             anchor,
             args.event_type,
             payload,
-            schedule_id=schedule_id,
-            name=name,
-            misfire_grace=args.misfire_grace,
+            **given,
             **policy,
         )
     if args.cron is not None:
@@ -345,9 +347,7 @@ def message_from_args(
             first,
             args.event_type,
             payload,
-            schedule_id=schedule_id,
-            name=name,
-            misfire_grace=args.misfire_grace,
+            **given,
             **policy,
         )
     in_: Duration | None = getattr(args, "in_", None)
@@ -361,9 +361,7 @@ def message_from_args(
         at,
         args.event_type,
         payload,
-        schedule_id=schedule_id,
-        name=name,
-        misfire_grace=args.misfire_grace,
+        **given,
     )
 
 
@@ -391,12 +389,10 @@ def _ensure(args: argparse.Namespace, ctx: Context) -> int:
 
     result, snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
     text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
-    print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
-    return EXIT_OK
+    return print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
 
 
 def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
-
     def act(control: SchedulerControl, sid: uuid.UUID) -> tuple[datetime, bool]:
         try:
             at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
@@ -409,8 +405,7 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
     text = f"Schedule {sid}: next firing {rfc3339(at)}"
     if snapshot.leased_until is not None and snapshot.scheduled_for != at:
         text += " (after the firing in flight)"
-    print_change(ctx, args, snapshot, result, text + ".")
-    return EXIT_OK
+    return print_change(ctx, args, snapshot, result, text + ".")
 
 
 def _clears(args: argparse.Namespace) -> bool:
@@ -441,14 +436,11 @@ def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None:
         fields["tz"] = args.tz
     if args.cron is not None:  # a bad rule is refused before the store opens
-        from ...trigger import CronExpression
-
         CronExpression.parse(args.cron, tz=args.tz)
     sid, changed, snapshot = ctx.change(args, lambda control, sid: control.update(sid, **fields))
     result = "updated" if changed else "unchanged"
     text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
-    print_change(ctx, args, snapshot, result, text)
-    return EXIT_OK
+    return print_change(ctx, args, snapshot, result, text)
 
 
 def _run_now(args: argparse.Namespace, ctx: Context) -> int:
@@ -457,8 +449,7 @@ def _run_now(args: argparse.Namespace, ctx: Context) -> int:
         result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
     else:
         result, text = "in-flight", f"Schedule {sid} is being delivered now; nothing to do."
-    print_change(ctx, args, snapshot, result, text)
-    return EXIT_OK
+    return print_change(ctx, args, snapshot, result, text)
 
 
 def _backfill(args: argparse.Namespace, ctx: Context) -> int:
@@ -476,8 +467,7 @@ def _backfill(args: argparse.Namespace, ctx: Context) -> int:
     )
     if snapshot.leased_until is not None and not args.start <= snapshot.scheduled_for <= args.end:
         text = text[:-1] + " (after the firing in flight)."
-    print_change(ctx, args, snapshot, "backfilling", text)
-    return EXIT_OK
+    return print_change(ctx, args, snapshot, "backfilling", text)
 
 
 def _id_or_name(text: str) -> tuple[str, object]:
@@ -500,5 +490,4 @@ def _abort(args: argparse.Namespace, ctx: Context) -> int:
         result, text = "requested", f"Asked the dispatch in flight of schedule {sid} to {how}."
     else:
         result, text = "idle", f"Schedule {sid} has no dispatch in flight; nothing to abort."
-    print_change(ctx, args, snapshot, result, text)
-    return EXIT_OK
+    return print_change(ctx, args, snapshot, result, text)
