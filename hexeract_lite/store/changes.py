@@ -87,15 +87,7 @@ class Change:
     @property
     def empty(self) -> bool:
         """True when it changes nothing."""
-        values = (
-            self.event_type,
-            self.payload_json,
-            self.target,
-            self.cron,
-            self.max_attempts,
-            self.misfire_grace,
-        )
-        return not self.set_misfire_grace and not self.policy and all(v is None for v in values)
+        return self == Change(keep_zone=self.keep_zone)
 
     def policy_of(self, current: SchedulePolicy | None) -> SchedulePolicy | None:
         """``current`` with this change's policy values; a ``catch_up`` other than

@@ -14,7 +14,7 @@ from ...upkeep import Progress
 from ..args import TABLE_ENV, parse_conn_arg
 from ..context import EXIT_OK, Context
 from ..options import TABLE, CommandTree, N, arg
-from ..output import dump_json, format_migration
+from ..output import format_migration
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -120,19 +120,17 @@ def _migrate(args: argparse.Namespace, ctx: Context) -> int:
         Progress("read") as progress,  # ends its line before any error is printed
     ):
         report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
-    if args.format == "json":
-        data: dict[str, object] = {
+    ctx.show(
+        lambda: {
             "source": source.display(),
             "source_table": source_table,
             "destination": dest.display(),
             "destination_table": dest_table,
             **report.to_json_dict(),
-        }
-        ctx.print(dump_json(data))
-    else:
-        ctx.print(
-            f"Migrated table {source_table} of {source.display()}"
-            f" to table {dest_table} of {dest.display()}:"
-        )
-        ctx.print(format_migration(report))
+        },
+        lambda: (
+            f"Migrated table {source_table} of {source.display()} to table {dest_table}"
+            f" of {dest.display()}:\n{format_migration(report)}"
+        ),
+    )
     return EXIT_OK

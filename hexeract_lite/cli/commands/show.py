@@ -12,7 +12,6 @@ from ...zoned import load_zone
 from ..context import EXIT_OK, Context, schedule_id
 from ..options import POSITIVE_DURATION, CommandTree, N, arg, id_argument
 from ..output import (
-    dump_json,
     format_inspect,
     format_table,
     format_upcoming,
@@ -102,28 +101,26 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
         instants = control.upcoming(args.schedule, count=args.count, until=args.until)
         snapshot = control.inspect(control.id_of(args.schedule))
     shown = zone or zone_of(snapshot)
-    if args.format == "json":
-        zone_info = load_zone(shown)
-        firings = [
-            {"at": ts(at), "local": at.astimezone(zone_info).isoformat(timespec="milliseconds")}
-            for at in instants
-        ]
-        ctx.print(
-            dump_json(
+    status = snapshot.status.value
+    ctx.show(
+        lambda: {
+            "schedule_id": str(snapshot.schedule_id),
+            "status": status,
+            "zone": shown,
+            "firings": [
                 {
-                    "schedule_id": str(snapshot.schedule_id),
-                    "status": snapshot.status.value,
-                    "zone": shown,
-                    "firings": firings,
+                    "at": ts(at),
+                    "local": at.astimezone(load_zone(shown)).isoformat(timespec="milliseconds"),
                 }
-            )
-        )
-    elif instants:
-        ctx.print(format_upcoming(instants, shown))
-    else:
-        ctx.print(
-            f"Schedule {snapshot.schedule_id} has no upcoming firing ({snapshot.status.value})."
-        )
+                for at in instants
+            ],
+        },
+        lambda: (
+            format_upcoming(instants, shown)
+            if instants
+            else f"Schedule {snapshot.schedule_id} has no upcoming firing ({status})."
+        ),
+    )
     return EXIT_OK
 
 
