@@ -96,56 +96,33 @@ def switch(sub: Any, flag: str, help: str, **kwargs: Any) -> None:  # noqa: A002
     sub.add_argument(flag, action="store_true", help=help, **kwargs)
 
 
-def _parent() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
-
-
-def conn_parent() -> argparse.ArgumentParser:
-    """``--conn`` and ``--table``: the commands that open a database."""
-    parent = _parent()
-    group = parent.add_argument_group("database")
-    arg(
-        group,
-        "--conn",
-        (parse_conn_arg, "URL"),  # an empty one (an unset variable) is refused, not the default
-        "the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
-        " path, postgresql://user:password@host/db, mysql://user:password@host/db or a"
-        " libpq 'host=... dbname=...'"
-        " string (default: $DATABASE_URL, else the default database in the user data"
-        " directory)",
-    )
-    arg(
-        group,
-        "--table",
-        TABLE,
-        f"the schedules table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
-    )
-    return parent
-
-
-def format_parent() -> argparse.ArgumentParser:
-    """``--format text|json``."""
-    parent = _parent()
-    help_text = "text (aligned columns, the default) or json"
-    arg(parent, "--format", None, help_text, choices=("text", "json"), default="text")
-    return parent
-
-
-def limit_parent() -> argparse.ArgumentParser:
-    """``--limit N`` for the listings."""
-    parent = _parent()
-    help_text = f"show at most N schedules (default: {DEFAULT_LIMIT})"
-    arg(parent, "--limit", N, help_text, default=DEFAULT_LIMIT)
-    return parent
-
-
 class CommandTree:
     """The ``scheduler`` command group being built: each command module's
     ``add_parser`` adds its command here, with the parents its commands share."""
 
     def __init__(self, cmds: Any) -> None:
         self.cmds = cmds
-        self.conn, self.fmt, self.limit = conn_parent(), format_parent(), limit_parent()
+        self.conn, self.fmt, self.limit = (
+            argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter) for _ in range(3)
+        )
+        # --conn and --table: the commands that open a database
+        database = self.conn.add_argument_group("database")
+        arg(
+            database,
+            "--conn",
+            (parse_conn_arg, "URL"),  # an empty one (an unset variable) is refused
+            "the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
+            " path, postgresql://user:password@host/db, mysql://user:password@host/db or a"
+            " libpq 'host=... dbname=...'"
+            " string (default: $DATABASE_URL, else the default database in the user data"
+            " directory)",
+        )
+        help_text = f"the schedules table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})"
+        arg(database, "--table", TABLE, help_text)
+        help_text = "text (aligned columns, the default) or json"
+        arg(self.fmt, "--format", None, help_text, choices=("text", "json"), default="text")
+        help_text = f"show at most N schedules (default: {DEFAULT_LIMIT})"
+        arg(self.limit, "--limit", N, help_text, default=DEFAULT_LIMIT)
 
     def command(
         self,

@@ -25,15 +25,7 @@ __all__ = [
 ]
 
 HOUR = timedelta(hours=1)
-FAILURES = frozenset(
-    {
-        RunOutcome.FAILED,
-        RunOutcome.TIMED_OUT,
-        RunOutcome.DEAD_LETTERED,
-        RunOutcome.SWEPT,
-        RunOutcome.ABORTED,
-    }
-)
+FAILURES = frozenset(map(RunOutcome, ("failed", "timed_out", "dead_lettered", "swept", "aborted")))
 """The outcomes the chart counts as failures."""
 
 DEAD_LETTER_CAP = 1000
