@@ -1,6 +1,5 @@
-"""The column registry: every column of the scheduler table, said once.
-
-Adding a column is one entry in :data:`COLUMNS` plus an upgrade step in each dialect.
+"""The column registry: every column of the scheduler table, said once (a new column:
+one entry in :data:`COLUMNS`, one upgrade step per dialect).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Listing filters every store shares: a status, an event-type glob, keyset pages by id.
-
-A glob matches the whole event type: ``*`` any run of characters, ``?`` one
-character, every other character itself (case-sensitive; no ``[...]`` classes, so
-the stores agree on every pattern).
+"""Listing filters every store shares: a status, globs (``*``, ``?``, every other
+character itself, matched on the whole text), keyset pages by id.
 """
 
 from __future__ import annotations

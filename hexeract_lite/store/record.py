@@ -1,7 +1,4 @@
-"""ScheduleRecord: one schedule's row, as every store keeps it, in Python types.
-
-Every store builds its public values (status, snapshots, messages) from a record.
-"""
+"""ScheduleRecord: one schedule's row, as every store keeps it, in Python types."""
 
 from __future__ import annotations
 

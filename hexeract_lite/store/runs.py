@@ -1,8 +1,5 @@
-"""The run log's part of the store contract, with the defaults of a store without one.
-
-A store that keeps a run log records each settlement's run in the transaction that
-applies it (``lease_lost`` when fenced out), and a ``swept`` run per row its sweep
-dead-letters.
+"""The run log's part of the store contract, with the defaults of a store without one
+(which records nothing).
 """
 
 from __future__ import annotations

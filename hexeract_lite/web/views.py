@@ -1,7 +1,5 @@
-"""What each console page shows, read from a store: plain dicts and lists the templates
-draw, with the SVG chart's and the timeline's geometry. Every read is bounded (one
-page of a listing; at most :data:`TIMELINE_SCHEDULES` schedules of
-:data:`TIMELINE_PER_SCHEDULE` firings each).
+"""What each console page shows, read from a store (every read bounded): plain dicts
+and lists the templates draw, with the chart's and the timeline's geometry.
 """
 
 from __future__ import annotations
