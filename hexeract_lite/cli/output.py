@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from .._lazy import lazy_exports
 from .._time import rfc3339
@@ -351,13 +351,9 @@ def format_size(value: int | None) -> str:
 def format_stats(stats: StoreStats) -> str:
     """The text of ``scheduler stats``: one ``field  value`` line per figure."""
     lag = stats.oldest_due_lag
+    counts = cast("dict[str, int]", stats.as_json()["counts"])  # by status, and the total
     fields = [
-        ("pending", str(stats.pending)),
-        ("paused", str(stats.paused)),
-        ("delivered", str(stats.delivered)),
-        ("cancelled", str(stats.cancelled)),
-        ("dead-lettered", str(stats.dead_lettered)),
-        ("total", str(stats.total)),
+        *((name, str(n)) for name, n in counts.items()),
         ("due, not claimed", str(stats.due)),
         ("in flight", str(stats.in_flight)),
         ("in retry backoff", str(stats.in_backoff)),

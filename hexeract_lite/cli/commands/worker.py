@@ -103,13 +103,10 @@ def load_sink(spec: str, app_dir: str) -> ScheduleSink:
         sys.path.insert(0, path)
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (
-            module_name == exc.name or module_name.startswith(exc.name + ".")
-        ):
-            raise UsageError(f"cannot import sink module {module_name!r}: {exc}") from None
-        raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
     except Exception as exc:
+        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and (module_name + ".").startswith(missing + "."):
+            raise UsageError(f"cannot import sink module {module_name!r}: {exc}") from None
         raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
     obj: object = module
     for part in attr_path.split("."):
