@@ -130,10 +130,10 @@ def retry_deadline(now: datetime, retry_in: timedelta) -> datetime:
         ) from None
 
 
-def check_limit(limit: object) -> int:
-    """A listing limit must be an int >= 1."""
+def check_limit(limit: object, name: str = "limit") -> int:
+    """A listing limit (or another count, ``name``) must be an int >= 1."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidConfiguration(f"limit must be an integer >= 1, got {limit!r}")
+        raise InvalidConfiguration(f"{name} must be an integer >= 1, got {limit!r}")
     return limit
 
 

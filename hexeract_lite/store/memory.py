@@ -14,7 +14,6 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
-    InvalidConfiguration,
     NotReplayable,
     ScheduleNotFound,
 )
@@ -99,10 +98,7 @@ class InMemoryScheduleStore(SettlingStore):
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK, run_log_size: int = RUN_LOG_SIZE) -> None:
         super().__init__()
-        if isinstance(run_log_size, bool) or not isinstance(run_log_size, int) or run_log_size < 1:
-            raise InvalidConfiguration(
-                f"run_log_size must be an integer >= 1, got {run_log_size!r}"
-            )
+        check_limit(run_log_size, "run_log_size")
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
         self._runs: deque[RunEntry] = deque(maxlen=run_log_size)

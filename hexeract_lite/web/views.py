@@ -167,9 +167,13 @@ def overview_page(store: ScheduleStore) -> dict[str, Any]:
 # -- schedules ------------------------------------------------------------------------
 
 
+def _malformed(item: MalformedSchedule) -> dict[str, Any]:
+    return {"malformed": True, "id": item.raw_id, "reason": item.reason}
+
+
 def _row(item: ScheduleSnapshot | MalformedSchedule, now: datetime) -> dict[str, Any]:
     if isinstance(item, MalformedSchedule):
-        return {"malformed": True, "id": item.raw_id, "reason": item.reason}
+        return _malformed(item)
     zone = zone_of(item)
     nxt = upcoming_firings(item, now, 1)
     return {
@@ -269,11 +273,10 @@ def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
     (``more``: there may be older ones; the overview counts them all)."""
     rows = []
     for item in store.list_dead_letter(PAGE_SIZE):
-        if isinstance(item, MalformedSchedule):
-            rows.append({"malformed": True, "id": item.raw_id, "reason": item.reason})
-            continue
         rows.append(
-            {
+            _malformed(item)
+            if isinstance(item, MalformedSchedule)
+            else {
                 "malformed": False,
                 "id": str(item.schedule_id),
                 "name": item.name,
