@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ..errors import InvalidArgument, InvalidConfiguration
+from .schema import LIVE
 
 if TYPE_CHECKING:
     import uuid
@@ -39,8 +40,6 @@ __all__ = [
 
 LIST_STATUSES = ("pending", "paused", "delivered", "cancelled", "dead-lettered", "all")
 """The statuses a listing takes; ``all`` (or None) lists every row."""
-
-_LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"
 
 
 def check_status(status: object) -> ScheduleStatus | None:
@@ -123,9 +122,9 @@ def _where(status: ScheduleStatus | None, paused: str, not_paused: str) -> str:
     from ..snapshot import ScheduleStatus
 
     if status is ScheduleStatus.PENDING:
-        return f"{_LIVE} AND {not_paused}"
+        return f"{LIVE} AND {not_paused}"
     if status is ScheduleStatus.PAUSED:
-        return f"{_LIVE} AND {paused}"
+        return f"{LIVE} AND {paused}"
     if status is ScheduleStatus.DELIVERED:
         return "delivered_at IS NOT NULL"
     if status is ScheduleStatus.CANCELLED:
@@ -141,12 +140,6 @@ def sqlite_status_where(status: ScheduleStatus | None) -> str:
 def postgres_status_where(status: ScheduleStatus | None) -> str:
     """The PostgreSQL condition of a status (constant text)."""
     return _where(status, "paused = TRUE", "paused = FALSE")
-
-
-def _prunable() -> tuple[ScheduleStatus, ...]:
-    from ..snapshot import ScheduleStatus
-
-    return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
 
 
 def _prune_column() -> dict[ScheduleStatus, str]:
@@ -178,7 +171,7 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
     wanted: list[ScheduleStatus] = []
     for item in statuses:
         status = check_status(item)
-        if status not in _prunable():
+        if status not in _prune_column():  # ended rows only
             raise InvalidArgument(
                 f"prune deletes ended rows only (delivered, cancelled, dead-lettered),"
                 f" got status {item!r}"
