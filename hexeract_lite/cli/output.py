@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeAlias, cast
 
 from .._lazy import lazy_exports
@@ -64,6 +64,11 @@ MALFORMED_REASON_WIDTH = 200
 
 def _malformed_row(item: MalformedSchedule) -> tuple[str, str, str]:
     return (one_line(item.raw_id), MALFORMED, one_line(item.reason, MALFORMED_REASON_WIDTH))
+
+
+def seconds(delta: timedelta | None) -> str:
+    """A duration in seconds, to the millisecond (``1.500s``); ``-`` for None."""
+    return "-" if delta is None else f"{delta.total_seconds():.3f}s"
 
 
 def ts(value: datetime | None) -> str:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from .._json import strict_loads
-from ..cli.output import local_ts, policy_lines, ts, zone_of
+from ..cli.output import local_ts, policy_lines, seconds, ts, zone_of
 from ..control import SchedulerControl
 from ..runlog import RunRecord
 from ..settle import error_summary
@@ -65,10 +65,6 @@ def _when(at: datetime | None, zone: str) -> dict[str, str]:
     return {"utc": ts(at), "local": local_ts(at, zone), "iso": ts(at)}
 
 
-def _seconds(delta: timedelta | None) -> str:
-    return "-" if delta is None else f"{delta.total_seconds():.3f}s"
-
-
 def _run_row(run: RunRecord) -> dict[str, object]:
     """A run as the schedule page's runs table shows it."""
     return {
@@ -77,8 +73,8 @@ def _run_row(run: RunRecord) -> dict[str, object]:
         "attempt": run.attempt,
         "outcome": run.outcome.value,
         "started": ts(run.started) if run.started is not None else "-",
-        "lag": _seconds(run.lag),
-        "duration": _seconds(run.duration),
+        "lag": seconds(run.lag),
+        "duration": seconds(run.duration),
         "worker": f"{run.host}:{run.pid}",
         "error": run.error,
     }
@@ -87,10 +83,10 @@ def _run_row(run: RunRecord) -> dict[str, object]:
 def _lag(delta: timedelta | None) -> str:
     if delta is None:
         return "-"
-    seconds = int(delta.total_seconds())
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, s = divmod(seconds, 60)
+    whole = int(delta.total_seconds())
+    if whole < 60:
+        return f"{whole}s"
+    minutes, s = divmod(whole, 60)
     if minutes < 60:
         return f"{minutes}m {s}s"
     hours, m = divmod(minutes, 60)

@@ -16,6 +16,7 @@ from ..output import (
     format_table,
     format_upcoming,
     one_line,
+    seconds,
     snapshot_json,
     ts,
     zone_of,
@@ -124,10 +125,6 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _seconds(value: object) -> str:
-    return "-" if value is None else f"{value:.3f}s"
-
-
 def format_runs(runs: list[RunRecord]) -> str:
     """The runs as a table."""
     rows = [
@@ -136,8 +133,8 @@ def format_runs(runs: list[RunRecord]) -> str:
             str(run.schedule_id),
             str(run.attempt),
             run.outcome.value,
-            _seconds(run.lag.total_seconds()),
-            _seconds(None if run.duration is None else run.duration.total_seconds()),
+            seconds(run.lag),
+            seconds(run.duration),
             f"{run.host}:{run.pid}",
             one_line(run.error, 60),
         )
