@@ -160,17 +160,11 @@ Handler = Callable[[argparse.Namespace, Context], int]
 
 def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
     """The id the command names: SCHEDULE_ID, or --name's (which must exist)."""
-    sid: uuid.UUID | None = args.schedule_id
     name: str | None = getattr(args, "schedule_name", None)
-    if (sid is None) == (name is None):
+    if (args.schedule_id is None) == (name is None):
         raise UsageError("give exactly one of SCHEDULE_ID or --name")
-    if name is None:
-        assert sid is not None
-        return sid
-    from ..names import name_id
-
-    sid = name_id(name)
-    if store.inspect(sid) is None:
+    (sid,) = target_ids(args)
+    if name is not None and store.inspect(sid) is None:
         raise ScheduleNotFound(sid, name)
     return sid
 
