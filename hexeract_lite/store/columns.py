@@ -111,23 +111,13 @@ COLUMNS: tuple[Column, ...] = (
 )
 """The reference's columns, in its order, then hexeract_lite's own (``reference`` False)."""
 
-POLICY_COLUMNS: tuple[str, ...] = (
-    "end_at",
-    "max_firings",
-    "firings",
-    "jitter_ms",
-    "jitter_offset_ms",
-    "catch_up",
-    "catch_up_limit",
-    "backfill_until",
-    "pause_note",
-    "snoozes",
-    "abort_requested",
-)
-"""The nullable columns of schedule policies and long handlers, which one upgrade step
-adds in each dialect."""
-
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
+
+POLICY_COLUMNS = COLUMN_NAMES[
+    COLUMN_NAMES.index("end_at") : COLUMN_NAMES.index("abort_requested") + 1
+]
+"""The nullable columns of schedule policies and long handlers (``end_at`` through
+``abort_requested``), which one upgrade step adds in each dialect."""
 """Every column name, in order: the select list of every row read."""
 
 SELECT_LIST = ", ".join(COLUMN_NAMES)
