@@ -78,6 +78,11 @@ def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
 
+def _idle(row: ScheduleRecord, now: datetime) -> bool:
+    """Live, not paused and not leased: a row a claim or the sweep may take."""
+    return not row.is_terminal and not row.paused and row.live_lease(now) is None
+
+
 def _replayed(row: ScheduleRecord, now: datetime) -> None:
     row.scheduled_for = now
     row.jitter_offset_ms = None
@@ -157,11 +162,7 @@ class InMemoryScheduleStore(SettlingStore):
             (
                 row
                 for row in self._rows.values()
-                if row.scheduled_for <= now
-                and not row.is_terminal
-                and not row.paused
-                and row.attempts < row.max_attempts
-                and row.live_lease(now) is None
+                if row.scheduled_for <= now and row.attempts < row.max_attempts and _idle(row, now)
             ),
             key=_sort_key,
         )[:batch_size]
@@ -281,12 +282,7 @@ class InMemoryScheduleStore(SettlingStore):
             now = self._now()
             count = 0
             for row in self._rows.values():
-                if (
-                    not row.is_terminal
-                    and not row.paused
-                    and row.attempts >= row.max_attempts
-                    and row.live_lease(now) is None
-                ):
+                if row.attempts >= row.max_attempts and _idle(row, now):
                     row.dead_lettered_at = now
                     last = row.last_error
                     row.last_error = SWEEP_ERROR if last is None else SWEEP_KEPT + last
