@@ -230,10 +230,10 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
             changed = bool(getattr(control, args.action)(sid))
         return sid, before, changed, control.inspect(sid)
 
+    done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
     try:
         sid, before, changed, after = ctx.write(act, ids=target_ids(args))
     except _Malformed as odd:
-        done = {"pause": "Paused", "cancel": "Cancelled"}[args.action]
         if odd.changed:
             ctx.print(f"{done} schedule {odd.sid} (its row is malformed: {odd.reason}).")
         else:
@@ -242,27 +242,20 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
                 f" {args.action} (its row is malformed: {odd.reason})."
             )
         return EXIT_OK
-    if args.action == "pause":
-        if changed:
-            ctx.print(f"Paused schedule {sid}.")
-        elif before.status is ScheduleStatus.PAUSED:
-            ctx.print(f"Schedule {sid} is already paused.")
-        else:
-            ctx.print(f"Schedule {sid} is {before.status}; nothing to pause.")
-    elif args.action == "resume":
-        if changed:
-            ctx.print(f"Resumed schedule {sid}; next firing {ts(after.scheduled_for)}.")
-        elif after.status is ScheduleStatus.PAUSED:
-            # A paused cron schedule whose rule has no instant after now stays paused.
-            raise SchedulerError(
-                f"schedule {sid} stays paused: its cron expression has no instant after now"
-            )
-        else:
-            ctx.print(f"Schedule {sid} is {before.status}, not paused; nothing to resume.")
-    elif changed:
-        ctx.print(f"Cancelled schedule {sid}.")
+    resume = args.action == "resume"
+    if changed:
+        then = f"; next firing {ts(after.scheduled_for)}" if resume else ""
+        ctx.print(f"{done} schedule {sid}{then}.")
+    elif resume and after.status is ScheduleStatus.PAUSED:
+        # A paused cron schedule whose rule has no instant after now stays paused.
+        raise SchedulerError(
+            f"schedule {sid} stays paused: its cron expression has no instant after now"
+        )
+    elif args.action == "pause" and before.status is ScheduleStatus.PAUSED:
+        ctx.print(f"Schedule {sid} is already paused.")
     else:
-        ctx.print(f"Schedule {sid} is {before.status}; nothing to cancel.")
+        not_paused = ", not paused" if resume else ""
+        ctx.print(f"Schedule {sid} is {before.status}{not_paused}; nothing to {args.action}.")
     return EXIT_OK
 
 
