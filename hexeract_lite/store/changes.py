@@ -344,9 +344,7 @@ def update_plan(change: Change) -> Plan[bool]:
         if cron is not None and str(cron) != row.rule_text:
             new.set_rule_text(str(cron))
             _place(new, _next_of(Trigger.cron(cron), now), now, jittered=True)
-        if new == row:
-            return False, None
-        return True, new
+        return (False, None) if new == row else (True, new)
 
     return plan
 
@@ -358,9 +356,7 @@ def move_plan(at: datetime) -> Plan[bool]:
         _refuse_terminal(row, "reschedule")
         new = row.copy()
         _place(new, at, now)
-        if new == row:
-            return False, None
-        return True, new
+        return (False, None) if new == row else (True, new)
 
     return plan
 
