@@ -13,8 +13,7 @@ from .options import CommandTree, HelpFormatter, example
 
 _MODULES = {
     "list": "list",
-    "upkeep": "stats prune vacuum",
-    "show": "inspect next runs",
+    "show": "stats prune vacuum inspect next runs",
     "change": "pause resume cancel add ensure reschedule update run-now backfill abort",
     "migrate": "schema migrate",
     "dead_letter": "dead-letter",
