@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -85,13 +86,10 @@ def stats_of_records(
             due += 1
             if oldest is None or row.scheduled_for < oldest:
                 oldest = row.scheduled_for
+    counts: dict[str, Any] = {status.name.lower(): n for status, n in by_status.items()}
     return StoreStats(
         at=now,
-        pending=by_status[ScheduleStatus.PENDING],
-        paused=by_status[ScheduleStatus.PAUSED],
-        delivered=by_status[ScheduleStatus.DELIVERED],
-        cancelled=by_status[ScheduleStatus.CANCELLED],
-        dead_lettered=by_status[ScheduleStatus.DEAD_LETTERED],
+        **counts,
         due=due,
         in_flight=in_flight,
         in_backoff=in_backoff,
