@@ -105,7 +105,7 @@ NOT_FOR_A_LISTING = (
     "hexeract_lite.config",
     "hexeract_lite.worker",
     "hexeract_lite.sinks",
-    "hexeract_lite.cli.commands.add",
+    "hexeract_lite.cli.commands.change",
     "hexeract_lite.cli.commands.worker",
     "hexeract_lite.cli.commands.migrate",
 )

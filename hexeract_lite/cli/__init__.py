@@ -1,8 +1,5 @@
-"""The ``hexeract`` command (``hexeract scheduler <command>``; docs/reference/cli.md).
-
-Exit codes: 0 success; 1 runtime error; 2 usage error, argparse-style on stderr.
-:func:`main` (:mod:`.app`) runs a command of the tree :mod:`.parser` builds, to which
-each module of :mod:`.commands` adds its own.
+"""The ``hexeract`` command (docs/reference/cli.md): :func:`main` runs a command of the
+tree :mod:`.parser` builds; exit codes 0 success, 1 runtime error, 2 usage error.
 """
 
 from __future__ import annotations

@@ -252,12 +252,8 @@ def parse_payload(text: str) -> Payload:
 def parse_sink_spec(text: str) -> str:
     """``MODULE:ATTR`` (``ATTR`` may be dotted)."""
     module, sep, attr = text.partition(":")
-    ident = r"[A-Za-z_][A-Za-z0-9_]*"
-    if (
-        not sep
-        or not re.fullmatch(rf"{ident}(\.{ident})*", module)
-        or not (re.fullmatch(rf"{ident}(\.{ident})*", attr))
-    ):
+    dotted = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+    if not sep or not re.fullmatch(dotted, module) or not re.fullmatch(dotted, attr):
         raise argparse.ArgumentTypeError(
             f"invalid sink {text!r}: expected MODULE:ATTR, e.g. myapp.scheduling:sink"
         )

@@ -63,6 +63,10 @@ class Context:
         """Write ``text`` and a newline to the output."""
         print(text, file=self.out)
 
+    def show(self, data: Callable[[], object], text: Callable[[], str]) -> None:
+        """Print ``data()`` as JSON with ``--format json``, else ``text()``."""
+        self.print(dump_json(data()) if self.args.format == "json" else text())
+
     @contextlib.contextmanager
     def store(self, *, create: bool, readonly: bool = False) -> Iterator[ScheduleStore]:
         """The store, closed on exit; ``readonly`` for the commands that only read."""
@@ -80,12 +84,9 @@ class Context:
         named: str | None = None,
         create: bool = False,
     ) -> _T:
-        """Run ``act`` on the store and return its answer, so that a refused change
-        leaves a SQLite file as it was: on an existing SQLite file ``act`` first runs
-        on an in-memory copy of the rows ``ids`` (and those whose name starts with
-        ``named``), and a refusal there (``_REFUSALS``) is
-        raised before the file is opened for writing. Anything else the copy raises is
-        left to the store."""
+        """Run ``act`` on the store and return its answer; on an existing SQLite file it
+        first rehearses on an in-memory copy of the rows ``ids`` (and those named
+        ``named...``), so that a refusal (``_REFUSALS``) leaves the file untouched."""
         rehearsal = self._copy_of(ids, named)
         if rehearsal is not None:
             try:
@@ -159,26 +160,21 @@ Handler = Callable[[argparse.Namespace, Context], int]
 
 def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
     """The id the command names: SCHEDULE_ID, or --name's (which must exist)."""
-    sid: uuid.UUID | None = args.schedule_id
     name: str | None = getattr(args, "schedule_name", None)
-    if (sid is None) == (name is None):
+    if (args.schedule_id is None) == (name is None):
         raise UsageError("give exactly one of SCHEDULE_ID or --name")
-    if name is None:
-        assert sid is not None
-        return sid
-    from ..names import name_id
-
-    sid = name_id(name)
-    if store.inspect(sid) is None:
+    (sid,) = target_ids(args)
+    if name is not None and store.inspect(sid) is None:
         raise ScheduleNotFound(sid, name)
     return sid
 
 
 def print_change(
     ctx: Context, args: argparse.Namespace, snapshot: ScheduleSnapshot, result: str, text: str
-) -> None:
-    """Print a change: ``text``, or with ``--format json`` the result and the schedule."""
-    if args.format == "json":
-        ctx.print(dump_json({"result": result, "schedule": snapshot_json(snapshot, detail=True)}))
-    else:
-        ctx.print(text)
+) -> int:
+    """Print a change: ``text``, or with ``--format json`` the result and the schedule;
+    return the exit code, 0."""
+    ctx.show(
+        lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
+    )
+    return EXIT_OK

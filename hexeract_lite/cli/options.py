@@ -22,6 +22,7 @@ from .args import (
     parse_interval,
     parse_name,
     parse_payload,
+    parse_positive_duration,
     parse_positive_int,
     parse_schedule_id,
     parse_stored_duration,
@@ -72,52 +73,27 @@ def example(*lines: str) -> str:
     return EXAMPLE_HEADER + "\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def conn_parent() -> argparse.ArgumentParser:
-    """``--conn`` and ``--table``: the commands that open a database."""
-    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
-    group = parent.add_argument_group("database")
-    group.add_argument(
-        "--conn",
-        type=parse_conn_arg,  # an empty one (an unset variable) is refused, not the default
-        metavar="URL",
-        help="the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
-        " path, postgresql://user:password@host/db, mysql://user:password@host/db or a"
-        " libpq 'host=... dbname=...'"
-        " string (default: $DATABASE_URL, else the default database in the user data"
-        " directory)",
-    )
-    group.add_argument(
-        "--table",
-        type=parse_table,
-        metavar="NAME",
-        help=f"the schedules table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
-    )
-    return parent
+Kind = tuple[Any, str]
+"""An option's type and metavar."""
+
+N: Kind = (parse_positive_int, "N")
+INSTANT: Kind = (parse_instant, "INSTANT")
+DURATION: Kind = (parse_duration, "DURATION")
+POSITIVE_DURATION: Kind = (parse_positive_duration, "DURATION")
+STORED_DURATION: Kind = (parse_stored_duration, "DURATION")
+TABLE: Kind = (parse_table, "NAME")
 
 
-def format_parent() -> argparse.ArgumentParser:
-    """``--format text|json``."""
-    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
-    parent.add_argument(
-        "--format",
-        choices=("text", "json"),
-        default="text",
-        help="text (aligned columns, the default) or json",
-    )
-    return parent
+def arg(sub: Any, flag: str, kind: Kind | None, help: str, **kwargs: Any) -> None:  # noqa: A002
+    """Add ``flag`` to the parser or group ``sub``, of ``kind`` (None: plain text)."""
+    if kind is not None:
+        kwargs["type"], kwargs["metavar"] = kind
+    sub.add_argument(flag, help=help, **kwargs)
 
 
-def limit_parent() -> argparse.ArgumentParser:
-    """``--limit N`` for the listings."""
-    parent = argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter)
-    parent.add_argument(
-        "--limit",
-        type=parse_positive_int,
-        default=DEFAULT_LIMIT,
-        metavar="N",
-        help=f"show at most N schedules (default: {DEFAULT_LIMIT})",
-    )
-    return parent
+def switch(sub: Any, flag: str, help: str, **kwargs: Any) -> None:  # noqa: A002
+    """Add the on/off option ``flag`` to ``sub``."""
+    sub.add_argument(flag, action="store_true", help=help, **kwargs)
 
 
 class CommandTree:
@@ -126,7 +102,27 @@ class CommandTree:
 
     def __init__(self, cmds: Any) -> None:
         self.cmds = cmds
-        self.conn, self.fmt, self.limit = conn_parent(), format_parent(), limit_parent()
+        self.conn, self.fmt, self.limit = (
+            argparse.ArgumentParser(add_help=False, formatter_class=HelpFormatter) for _ in range(3)
+        )
+        # --conn and --table: the commands that open a database
+        database = self.conn.add_argument_group("database")
+        arg(
+            database,
+            "--conn",
+            (parse_conn_arg, "URL"),  # an empty one (an unset variable) is refused
+            "the database: sqlite:///absolute/path.db, sqlite://relative/path.db, a file"
+            " path, postgresql://user:password@host/db, mysql://user:password@host/db or a"
+            " libpq 'host=... dbname=...'"
+            " string (default: $DATABASE_URL, else the default database in the user data"
+            " directory)",
+        )
+        help_text = f"the schedules table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})"
+        arg(database, "--table", TABLE, help_text)
+        help_text = "text (aligned columns, the default) or json"
+        arg(self.fmt, "--format", None, help_text, choices=("text", "json"), default="text")
+        help_text = f"show at most N schedules (default: {DEFAULT_LIMIT})"
+        arg(self.limit, "--limit", N, help_text, default=DEFAULT_LIMIT)
 
     def command(
         self,
@@ -176,38 +172,38 @@ def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> No
     ``--catch-up``, ``--catch-up-limit`` (``add``, ``ensure``, ``update``); with
     ``clear`` (``update``) the first three and the limit also take ``none``."""
     group = sub.add_argument_group("policy (--cron or --every)")
-    wrap = clearable if clear else (lambda parse: parse)
     back = " (none: back to the default)" if clear else ""
-    group.add_argument(
+
+    def kind(kind: Kind) -> Kind:
+        return (clearable(kind[0]), kind[1]) if clear else kind
+
+    arg(
+        group,
         "--end-at",
-        type=wrap(parse_instant),
-        metavar="INSTANT",
-        help=f"no firing after this instant; the schedule then completes (delivered){back}",
+        kind(INSTANT),
+        f"no firing after this instant; the schedule then completes (delivered){back}",
     )
-    group.add_argument(
-        "--max-firings",
-        type=wrap(parse_positive_int),
-        metavar="N",
-        help=f"complete the schedule after N deliveries{back}",
-    )
-    group.add_argument(
+    arg(group, "--max-firings", kind(N), f"complete the schedule after N deliveries{back}")
+    arg(
+        group,
         "--jitter",
-        type=wrap(parse_stored_duration),
-        metavar="DURATION",
-        help="delay each firing by up to DURATION (e.g. 5m), the same amount in every process"
+        kind(STORED_DURATION),
+        "delay each firing by up to DURATION (e.g. 5m), the same amount in every process"
         f" (derived from the occurrence id), never up to the next firing{back}",
     )
-    group.add_argument(
+    arg(
+        group,
         "--catch-up",
-        choices=("latest", "skip", "all"),
-        help="missed firings: latest (collapse into one, the default), skip (fire none of"
+        None,
+        "missed firings: latest (collapse into one, the default), skip (fire none of"
         " them), all (fire each, in order, up to --catch-up-limit)",
+        choices=("latest", "skip", "all"),
     )
-    group.add_argument(
+    arg(
+        group,
         "--catch-up-limit",
-        type=wrap(parse_positive_int),
-        metavar="N",
-        help=f"with --catch-up all: fire at most the latest N missed firings (default 100){back}",
+        kind(N),
+        f"with --catch-up all: fire at most the latest N missed firings (default 100){back}",
     )
 
 
@@ -226,118 +222,82 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     from ..message import Target  # the value classes: only the commands that write need them
 
     when = sub.add_argument_group("when (exactly one)").add_mutually_exclusive_group(required=True)
-    when.add_argument(
+    arg(
+        when,
         "--at",
-        type=parse_instant,
-        metavar="INSTANT",
-        help="fire once at an ISO 8601 instant with a timezone, e.g. 2026-03-01T12:00:00Z",
+        INSTANT,
+        "fire once at an ISO 8601 instant with a timezone, e.g. 2026-03-01T12:00:00Z",
     )
     if once_in:
-        when.add_argument(
-            "--in",
-            dest="in_",
-            type=parse_duration,
-            metavar="DURATION",
-            help="fire once after a delay from now: 90s, 5m, 2h, 1d, 1h30m",
-        )
-    when.add_argument(
+        help_text = "fire once after a delay from now: 90s, 5m, 2h, 1d, 1h30m"
+        arg(when, "--in", DURATION, help_text, dest="in_")
+    arg(
+        when,
         "--cron",
+        None,
+        "fire on a cron rule, in UTC unless --tz: 5 fields, 6 with leading seconds, or @daily etc.",
         metavar="EXPR",
-        help="fire on a cron rule, in UTC unless --tz: 5 fields, 6 with leading seconds,"
-        " or @daily etc.",
     )
-    when.add_argument(
+    arg(
+        when,
         "--every",
-        type=parse_interval,
-        metavar="DURATION",
-        help="fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
+        (parse_interval, "DURATION"),
+        "fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
         " first one period from now (or at --first)",
     )
-    sub.add_argument(
+    arg(
+        sub,
         "--misfire-grace",
-        type=parse_stored_duration,
-        metavar="DURATION",
-        help="how late a firing may be found and still be delivered (e.g. 10m); later, a"
+        STORED_DURATION,
+        "how late a firing may be found and still be delivered (e.g. 10m); later, a"
         " one-shot is dead-lettered with the reason and a recurring schedule skips to its"
         " next firing (default: no limit, deliver late)",
     )
-    sub.add_argument(
+    arg(
+        sub,
         "--tz",
-        metavar="ZONE",
-        help="with --cron: read the rule on this IANA time zone's wall clock"
+        None,
+        "with --cron: read the rule on this IANA time zone's wall clock"
         " (e.g. Europe/Paris; default UTC); see the README on daylight saving time",
+        metavar="ZONE",
     )
     policy_arguments(sub)
-    sub.add_argument(
+    arg(
+        sub,
         "--first",
-        type=parse_instant,
-        metavar="INSTANT",
-        help="with --cron: the first firing (default: the rule's next instant after now);"
+        INSTANT,
+        "with --cron: the first firing (default: the rule's next instant after now);"
         " with --every: the grid's anchor (default: one period from now)",
     )
-    sub.add_argument(
-        "--event-type",
-        required=True,
-        metavar="TYPE",
-        help="what the message is, 1 to 64 characters (e.g. reminder.due)",
-    )
-    sub.add_argument(
+    help_text = "what the message is, 1 to 64 characters (e.g. reminder.due)"
+    arg(sub, "--event-type", None, help_text, required=True, metavar="TYPE")
+    arg(
+        sub,
         "--payload",
-        type=parse_payload,
-        metavar="JSON",
-        help="the payload: JSON text, @FILE to read a file, or - to read stdin (default: {})",
+        (parse_payload, "JSON"),
+        "the payload: JSON text, @FILE to read a file, or - to read stdin (default: {})",
     )
-    sub.add_argument(
-        "--target",
-        type=parse_target,
-        default=Target.mediator(),
-        metavar="TARGET",
-        help="mediator, outbox or bus:ROUTING_KEY (default: mediator)",
-    )
-    sub.add_argument(
-        "--max-attempts",
-        type=parse_positive_int,
-        default=5,
-        metavar="N",
-        help="attempts per occurrence before it is dead-lettered (default: 5)",
-    )
+    help_text = "mediator, outbox or bus:ROUTING_KEY (default: mediator)"
+    arg(sub, "--target", (parse_target, "TARGET"), help_text, default=Target.mediator())
+    help_text = "attempts per occurrence before it is dead-lettered (default: 5)"
+    arg(sub, "--max-attempts", N, help_text, default=5)
 
 
 def filter_arguments(sub: argparse.ArgumentParser, *, statuses: bool) -> None:
     """``--event-type GLOB``; with ``statuses`` also ``--status`` and ``--name GLOB``."""
     if statuses:
-        sub.add_argument(
-            "--status",
-            choices=LIST_STATUSES,
-            help="list only schedules with this status (all: every status)",
-        )
-    sub.add_argument(
-        "--event-type",
-        metavar="GLOB",
-        help="only schedules whose event type matches this glob (* any run, ? one character)",
-    )
+        help_text = "list only schedules with this status (all: every status)"
+        arg(sub, "--status", None, help_text, choices=LIST_STATUSES)
+    help_text = "only schedules whose event type matches this glob (* any run, ? one character)"
+    arg(sub, "--event-type", None, help_text, metavar="GLOB")
     if statuses:
-        sub.add_argument(
-            "--name",
-            dest="name_glob",
-            metavar="GLOB",
-            help="only named schedules matching this glob",
-        )
+        help_text = "only named schedules matching this glob"
+        arg(sub, "--name", None, help_text, dest="name_glob", metavar="GLOB")
 
 
 def id_argument(sub: argparse.ArgumentParser) -> None:
     """``SCHEDULE_ID`` or ``--name``: the schedule a command acts on."""
-    sub.add_argument(
-        "schedule_id",
-        nargs="?",
-        type=parse_schedule_id,
-        metavar="SCHEDULE_ID",
-        help="the schedule's UUID (or give --name)",
-    )
-    sub.add_argument(
-        "--name",
-        dest="schedule_name",
-        type=parse_name,
-        metavar="NAME",
-        help="the schedule's name instead of its id (e.g. myapp.backup.daily)",
-    )
+    kind = (parse_schedule_id, "SCHEDULE_ID")
+    arg(sub, "schedule_id", kind, "the schedule's UUID (or give --name)", nargs="?")
+    help_text = "the schedule's name instead of its id (e.g. myapp.backup.daily)"
+    arg(sub, "--name", (parse_name, "NAME"), help_text, dest="schedule_name")

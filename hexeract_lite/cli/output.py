@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, TypeAlias
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from .._lazy import lazy_exports
 from .._time import rfc3339
@@ -29,8 +29,8 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 def one_line(text: str | None, width: int | None = None) -> str:
-    """``text`` on one line (control characters and runs of whitespace become one
-    space), cut to ``width`` characters with ``...`` when longer; ``-`` for None."""
+    """``text`` on one line (control characters and whitespace runs as one space), cut
+    to ``width`` with ``...``; ``-`` for None."""
     if text is None:
         return "-"
     flat = " ".join(_CONTROL_CHARS.sub(" ", text).split())
@@ -40,10 +40,8 @@ def one_line(text: str | None, width: int | None = None) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns separated by two spaces, under a header; no trailing spaces.
-
-    A row with fewer cells than the header is aligned on its cells but the last, which
-    runs on to the end of the line (a malformed row's reason)."""
+    """Aligned columns separated by two spaces, under a header; a short row's last cell
+    (a malformed row's reason) runs on to the end of the line."""
     widths = [len(h) for h in headers]
     for row in rows:
         aligned = row if len(row) == len(headers) else row[:-1]
@@ -65,13 +63,12 @@ MALFORMED_REASON_WIDTH = 200
 
 
 def _malformed_row(item: MalformedSchedule) -> tuple[str, str, str]:
-    """A listing's row for a row the store could not decode: its id as stored, the
-    status ``malformed`` and the reason (naming the column), to the end of the line."""
-    return (
-        one_line(item.raw_id),
-        MALFORMED,
-        one_line(item.reason, MALFORMED_REASON_WIDTH),
-    )
+    return (one_line(item.raw_id), MALFORMED, one_line(item.reason, MALFORMED_REASON_WIDTH))
+
+
+def seconds(delta: timedelta | None) -> str:
+    """A duration in seconds, to the millisecond (``1.500s``); ``-`` for None."""
+    return "-" if delta is None else f"{delta.total_seconds():.3f}s"
 
 
 def ts(value: datetime | None) -> str:
@@ -86,8 +83,7 @@ def zone_of(snapshot: ScheduleSnapshot) -> str:
 
 
 def local_ts(value: datetime, zone: str) -> str:
-    """An instant on ``zone``'s wall clock: ``2026-12-02 08:30:00 CET`` (milliseconds
-    shown when there are any)."""
+    """An instant on ``zone``'s wall clock: ``2026-12-02 08:30:00 CET``."""
     from ..zoned import load_zone
 
     local = value.astimezone(load_zone(zone))
@@ -130,8 +126,7 @@ def pending_cells(
     event_type: str,
     name: str | None,
 ) -> tuple[str, ...]:
-    """One schedule's row of the ``scheduler list`` text, from its values (the id and
-    status as text, the trigger as its label)."""
+    """One schedule's row of the ``scheduler list`` text."""
     return (
         schedule_id,
         status,
@@ -144,68 +139,51 @@ def pending_cells(
 
 
 def pending_table(rows: Sequence[Sequence[str]]) -> str:
-    """The text of ``scheduler list`` from its rows (:func:`pending_cells`, or a
-    malformed row's cells)."""
+    """The text of ``scheduler list`` from its rows."""
     if not rows:
         return "no pending schedules"
     return format_table(PENDING_HEADERS, rows)
 
 
+def _cells(s: ScheduleSnapshot) -> tuple[str, ...]:
+    return pending_cells(
+        str(s.schedule_id),
+        s.status.value,
+        s.scheduled_for,
+        s.attempts,
+        s.max_attempts,
+        s.trigger.label(),
+        s.event_type,
+        s.name,
+    )
+
+
 def format_pending(snapshots: Sequence[Listed]) -> str:
-    """The text of ``scheduler list``; a malformed row shows its id, ``malformed`` and
-    the reason."""
+    """The text of ``scheduler list``."""
     if not snapshots:
         return pending_table(())
     from ..snapshot import MalformedSchedule
 
     return pending_table(
-        [
-            _malformed_row(s)
-            if isinstance(s, MalformedSchedule)
-            else pending_cells(
-                str(s.schedule_id),
-                s.status.value,
-                s.scheduled_for,
-                s.attempts,
-                s.max_attempts,
-                s.trigger.label(),
-                s.event_type,
-                s.name,
-            )
-            for s in snapshots
-        ]
+        [_malformed_row(s) if isinstance(s, MalformedSchedule) else _cells(s) for s in snapshots]
     )
 
 
 def format_dead_letter(snapshots: Sequence[Listed]) -> str:
-    """The text of ``scheduler dead-letter list``; a malformed row shows its id,
-    ``malformed`` and the reason."""
+    """The text of ``scheduler dead-letter list``: ``list``'s columns but the name, then
+    when and why it was dead-lettered."""
     if not snapshots:
         return "no dead-lettered schedules"
     from ..settle import error_summary  # the retry policy and config: not for other listings
     from ..snapshot import MalformedSchedule
 
     return format_table(
-        (
-            "SCHEDULE ID",
-            "STATUS",
-            "SCHEDULED FOR",
-            "ATTEMPTS",
-            "TRIGGER",
-            "EVENT TYPE",
-            "DEAD-LETTERED AT",
-            "LAST ERROR",
-        ),
+        (*PENDING_HEADERS[:-1], "DEAD-LETTERED AT", "LAST ERROR"),
         [
             _malformed_row(s)
             if isinstance(s, MalformedSchedule)
             else (
-                str(s.schedule_id),
-                s.status.value,
-                ts(s.scheduled_for),
-                f"{s.attempts}/{s.max_attempts}",
-                one_line(s.trigger.label()),
-                one_line(s.event_type),
+                *_cells(s)[:-1],
                 ts(s.dead_lettered_at),
                 one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
@@ -218,9 +196,7 @@ def snapshot_json(
     snapshot: Listed, *, detail: bool = False, payload: bool = False
 ) -> dict[str, object]:
     """A listing's JSON object; with ``payload`` also the payload, with ``detail``
-    (``inspect``) the payload and the occurrence id of the next firing. A malformed
-    row is ``{"schedule_id": <as stored>, "status": "malformed", "row_status": ...,
-    "malformed": <reason>}``."""
+    (``inspect``) the payload and the occurrence id too."""
     from ..snapshot import MalformedSchedule
 
     if isinstance(snapshot, MalformedSchedule):
@@ -242,9 +218,7 @@ def snapshot_json(
 
 
 def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
-    """The zone of a zoned cron rule, the period and anchor of an interval, the misfire
-    grace, the end of a backfill in progress, a pause note and a change waiting for the
-    firing held to settle, when set."""
+    """The optional fields a schedule has set, by their JSON names."""
     from ..interval import format_duration
 
     trigger = snapshot.trigger
@@ -282,9 +256,7 @@ def _occurrence_id(snapshot: ScheduleSnapshot) -> object:
 
 
 def policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
-    """``inspect``'s lines for a policy (the console's schedule page shows them too):
-    end, firings (and how many are left), jitter (and the firing held's offset),
-    catch-up; none without a policy."""
+    """``inspect``'s (and the console's) lines for a policy; none without one."""
     from ..interval import format_duration
 
     policy = snapshot.policy
@@ -314,9 +286,7 @@ def policy_lines(snapshot: ScheduleSnapshot) -> list[tuple[str, str]]:
 
 
 def format_inspect(snapshot: ScheduleSnapshot) -> str:
-    """The text of ``scheduler inspect``: one ``field  value`` line per field (``last
-    error`` its exception line), then the traceback kept with the error, if any; a
-    delivered schedule's error is shown as ``error before delivery``."""
+    """The text of ``scheduler inspect``: ``field  value`` lines, then any traceback."""
     from ..settle import error_summary
 
     s = snapshot
@@ -350,8 +320,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         ("dead-lettered at", ts(s.dead_lettered_at)),
         ("payload", s.payload_json),
     ]
-    width = max(len(name) for name, _ in fields)
-    text = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    text = _field_lines(fields)
     story = (s.last_error or "").split("\n")[1:]
     if story:  # the traceback kept with the error, each line cleaned of control characters
         text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
@@ -387,13 +356,9 @@ def format_size(value: int | None) -> str:
 def format_stats(stats: StoreStats) -> str:
     """The text of ``scheduler stats``: one ``field  value`` line per figure."""
     lag = stats.oldest_due_lag
+    counts = cast("dict[str, int]", stats.as_json()["counts"])  # by status, and the total
     fields = [
-        ("pending", str(stats.pending)),
-        ("paused", str(stats.paused)),
-        ("delivered", str(stats.delivered)),
-        ("cancelled", str(stats.cancelled)),
-        ("dead-lettered", str(stats.dead_lettered)),
-        ("total", str(stats.total)),
+        *((name, str(n)) for name, n in counts.items()),
         ("due, not claimed", str(stats.due)),
         ("in flight", str(stats.in_flight)),
         ("in retry backoff", str(stats.in_backoff)),
@@ -402,5 +367,9 @@ def format_stats(stats: StoreStats) -> str:
         ("file size", format_size(stats.file_bytes)),
         ("WAL size", format_size(stats.wal_bytes)),
     ]
+    return _field_lines(fields)
+
+
+def _field_lines(fields: Sequence[tuple[str, str]]) -> str:
     width = max(len(name) for name, _ in fields)
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)

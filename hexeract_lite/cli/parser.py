@@ -11,30 +11,16 @@ from typing import Any
 
 from .options import CommandTree, HelpFormatter, example
 
-COMMAND_MODULES = {
+_MODULES = {
     "list": "list",
-    "stats": "stats",
-    "prune": "prune",
-    "vacuum": "vacuum",
-    "inspect": "inspect",
-    "next": "next",
-    "runs": "runs",
-    "pause": "control",
-    "resume": "control",
-    "cancel": "control",
-    "add": "add",
-    "ensure": "ensure",
-    "reschedule": "reschedule",
-    "update": "update",
-    "run-now": "run_now",
-    "backfill": "backfill",
-    "abort": "abort",
-    "schema": "schema",
-    "migrate": "migrate",
-    "dead-letter": "dead_letter",
+    "show": "stats prune vacuum inspect next runs",
+    "change": "pause resume cancel add ensure reschedule update run-now backfill abort",
+    "migrate": "schema migrate",
+    "dead_letter": "dead-letter",
     "worker": "worker",
     "ui": "ui",
 }
+COMMAND_MODULES = {name: module for module, names in _MODULES.items() for name in names.split()}
 """Each ``hexeract scheduler`` command name, in the order ``hexeract scheduler --help``
 lists them, and the module of :mod:`hexeract_lite.cli.commands` that adds it."""
 

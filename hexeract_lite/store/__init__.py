@@ -1,15 +1,11 @@
-"""Schedule stores: the contract and its implementations.
-
-Every name is imported on first use (PEP 562): the SQLite store needs apsw, the
-PostgreSQL one the optional psycopg, and the contract its value classes, which a
-read-only listing by the CLI does without.
+"""Schedule stores: the contract and its implementations, each imported on first use
+(PEP 562: apsw, psycopg and the value classes load only when needed).
 """
 
 from .._lazy import lazy_exports
 
-# Every public name, once, and the module that defines it (it makes __all__ and the
-# type checkers' __init__.pyi). The PostgreSQL and MySQL stores are left out of __all__:
-# `from hexeract_lite.store import *` must work without psycopg or PyMySQL.
+# Every public name and its module (__all__ and __init__.pyi come from it); the optional
+# PostgreSQL and MySQL stores stay out of __all__, so that `import *` works without them.
 _EXPORTS = {
     ".base": ("SWEEP_ERROR", "ScheduleStore"),
     "..settlement": ("Settlement", "SettlementKind"),

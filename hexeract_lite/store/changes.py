@@ -1,18 +1,13 @@
 """Changes to a stored schedule in place: ensure, update, move (reschedule), run now.
 
-Each is a *plan*: a pure function of the row (read inside the store's transaction or
-under its lock) and the store's now, returning the answer and the row to write back
-(None: nothing). Every store runs them through
+Each is a *plan*: a pure function of the row and the store's now, returning the
+answer and the row to write back (None: nothing), run through
 :meth:`~hexeract_lite.store.base.ScheduleStore.modify_record`.
 
-The lease rule: a row whose ``leased_until`` is after now has a firing in flight (or
-a retry in backoff). A change never touches that lease, so the firing's fenced
-acknowledgement still applies and nothing is lost or doubled; the payload, target,
-event type and budget change at once (a retry after the change sends the new ones),
-and a new next firing goes to ``next_after_lease``, which the acknowledgement of a
-recurring schedule's firing (``reschedule`` or ``delivered``) takes instead of its own
-next instant. A one-shot schedule in flight cannot be moved (its firing is the one
-in flight): :class:`NotChangeable`.
+The lease rule: a change never touches a live lease, so the firing in flight still
+acknowledges; its values change at once, and a new next firing waits in
+``next_after_lease`` for that acknowledgement. A one-shot schedule in flight cannot
+be moved (:class:`NotChangeable`).
 """
 
 from __future__ import annotations
@@ -85,29 +80,19 @@ class Change:
     set_misfire_grace: bool = False
     """True: ``misfire_grace`` is the new grace (None: no grace); False: leave it."""
     keep_zone: bool = False
-    """True: ``cron`` was given without a zone (no ``tz=``, no ``CRON_TZ=`` prefix); it is
-    read on the zone of the stored rule, which stays as it is."""
+    """True: ``cron`` was given without a zone; it is read on the stored rule's zone."""
     policy: tuple[tuple[str, object], ...] = ()
-    """The policy values to change (``(name, value)``, the argument names of
-    :meth:`SchedulePolicy.of <hexeract_lite.policy.SchedulePolicy.of>`; None: back to the
-    default); the others are kept."""
+    """The policy values to change, ``(name, value)`` (None: back to the default)."""
 
     @property
     def empty(self) -> bool:
         """True when it changes nothing."""
-        values = (
-            self.event_type,
-            self.payload_json,
-            self.target,
-            self.cron,
-            self.max_attempts,
-            self.misfire_grace,
-        )
-        return not self.set_misfire_grace and not self.policy and all(v is None for v in values)
+        return self == Change(keep_zone=self.keep_zone)
 
     def policy_of(self, current: SchedulePolicy | None) -> SchedulePolicy | None:
-        """``current`` with this change's policy values; :class:`InvalidArgument` for a
-        bad one. A ``catch_up`` other than ``"all"`` drops the stored limit."""
+        """``current`` with this change's policy values; a ``catch_up`` other than
+        ``"all"`` drops the stored limit.
+        """
         values = policy_arguments(current) or dict.fromkeys(_POLICY_NAMES)
         values.update(self.policy)
         given = dict(self.policy)
@@ -120,9 +105,7 @@ _POLICY_NAMES = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit"
 
 
 def _canonical(payload_json: str) -> str:
-    """The payload's JSON value as comparable text: keys sorted, and a negative zero
-    read as zero (PostgreSQL's ``numeric`` has no negative zero: ``-0.0`` comes back
-    ``0.0``, which must not read as a change at every ``ensure``)."""
+    """The payload as comparable JSON: keys sorted, ``-0.0`` as ``0.0`` (as PostgreSQL reads it)."""
     value = json.loads(payload_json, parse_float=_unsigned_zero)
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
@@ -144,9 +127,9 @@ def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
 
 
 def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool = False) -> None:
-    """Make ``at`` the row's next firing, under the lease rule (see the module); with
-    ``jittered``, ``at`` is a rule's instant and the firing is due at ``at`` plus the
-    row's jitter (a firing placed during a lease is due at ``at``)."""
+    """Make ``at`` the row's next firing under the lease rule; ``jittered``: ``at`` is a
+    rule's instant, due plus the row's jitter.
+    """
     if row.live_lease(now) is not None:
         if row.trigger_kind == "delay":
             raise NotChangeable(
@@ -173,11 +156,9 @@ def _next_of(trigger: Trigger, now: datetime) -> datetime:
 
 
 def _same_rule(kind: str, stored: str | None, declared: str | None) -> bool:
-    """True when the stored rule text and the declared one fire at the same instants:
-    the same text, or for a cron rule the same meaning on the same zone
-    (:func:`_cron_meaning`: ``@daily`` is ``0 0 * * *``), or for an interval the same
-    period on the same grid (an anchor a whole number of periods away, as a default
-    anchor taken from now is)."""
+    """True when the stored and declared rule texts fire at the same instants (same
+    cron meaning and zone; same interval period and grid).
+    """
     if stored == declared:
         return True
     if stored is None or declared is None:
@@ -198,11 +179,9 @@ _SIM_START = datetime(2000, 1, 1)
 
 
 def _cron_meaning(text: str) -> tuple[object, ...] | None:
-    """What a stored cron rule text means: its zone, whether it fires at every real
-    hour (the daylight saving rule, from the hour field's text), and the sets of
-    seconds, minutes, hours, days, months and weekdays (Sunday as 0, never 7) that
-    cronsim reads, with its day-of-month/day-of-week rule. Two texts with the same
-    meaning fire at the same instants. None when the text cannot be read."""
+    """A cron text's zone, daylight saving rule and the field sets cronsim reads (Sunday
+    as 0): equal for texts that fire at the same instants. None when unreadable.
+    """
     try:
         cron = CronExpression.parse(text)
     except InvalidTrigger:
@@ -233,11 +212,10 @@ def ensure_rounds(
     insert: Callable[[], None],
     modify: Callable[[], EnsureResult],
 ) -> EnsureResult:
-    """``ensure``'s steps: ``insert`` the row (CREATED), or, when one exists
-    (:class:`DuplicateSchedule`), ``modify`` it by :func:`ensure_plan`. The row the
-    insert met may be deleted (pruned) before ``modify`` reads it back: then the insert
-    is tried again. Each round needs someone else to insert and delete the row in
-    between, so rounds are few; after :data:`ENSURE_ROUNDS`, :class:`StoreError`."""
+    """``ensure``'s steps: ``insert`` (CREATED), or on :class:`DuplicateSchedule`
+    ``modify``; a row deleted in between is inserted again, at most
+    :data:`ENSURE_ROUNDS` times (then :class:`StoreError`).
+    """
     for _ in range(ENSURE_ROUNDS):
         try:
             insert()
@@ -256,8 +234,7 @@ def ensure_rounds(
 
 
 def check_same_kind(schedule_id: UUID, stored: str, message: ScheduledMessage) -> None:
-    """:class:`NotChangeable` when a live row of kind ``stored`` is declared as
-    ``message`` of another trigger kind."""
+    """:class:`NotChangeable` when ``message`` has another trigger kind than ``stored``."""
     if stored != message.trigger.kind:
         raise NotChangeable(
             schedule_id,
@@ -267,18 +244,13 @@ def check_same_kind(schedule_id: UUID, stored: str, message: ScheduledMessage) -
 
 
 def ensure_plan(message: ScheduledMessage, max_attempts: int) -> Plan[EnsureResult]:
-    """The plan of ``ensure`` for a row that exists (the caller inserted otherwise).
+    """The plan of ``ensure`` for an existing row.
 
-    - cancelled: stored again as declared, fresh (CREATED);
-    - another trigger kind: :class:`NotChangeable` naming both;
-    - same event type, payload (as JSON values), target, rule (cron: the same meaning
-      on the same zone, ``@daily`` being ``0 0 * * *``; interval: period and grid) or
-      instant (one shot; a delivered or dead-lettered one's instant is its history,
-      not compared nor changed), budget, misfire grace and name: UNCHANGED; a cron
-      rule's first firing is not compared (it placed the first firing of the row);
-    - else the values change in place (UPDATED); a new rule's next firing is its first
-      instant after now (under the lease rule); a delivered or dead-lettered row keeps
-      its status (a replay uses the new values).
+    Cancelled: stored again, fresh (CREATED). Another trigger kind:
+    :class:`NotChangeable`. The same values (payload as JSON, rule by meaning, a
+    one-shot's instant unless ended; a cron rule's first firing not compared):
+    UNCHANGED. Else changed in place (UPDATED), a new rule's next firing its first
+    instant after now; an ended row keeps its status.
     """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[EnsureResult, ScheduleRecord | None]:
@@ -332,11 +304,10 @@ def _in_stored_zone(cron: CronExpression, row: ScheduleRecord) -> CronExpression
 
 
 def update_plan(change: Change) -> Plan[bool]:
-    """The plan of ``update``: change the given fields of a non-terminal row in place;
-    True when something differed. ``cron`` (zoned or not) on a schedule that is not a
-    cron schedule: :class:`NotChangeable`; a ``cron`` given without a zone
-    (``keep_zone``) keeps the stored rule's zone. A new rule's next firing is its first
-    instant after now."""
+    """The plan of ``update``: change the given fields of a live row; True when something
+    differed. ``cron`` on a non-cron row: :class:`NotChangeable`; ``keep_zone`` keeps
+    the stored zone.
+    """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         _refuse_terminal(row, "update")
@@ -373,9 +344,7 @@ def update_plan(change: Change) -> Plan[bool]:
         if cron is not None and str(cron) != row.rule_text:
             new.set_rule_text(str(cron))
             _place(new, _next_of(Trigger.cron(cron), now), now, jittered=True)
-        if new == row:
-            return False, None
-        return True, new
+        return (False, None) if new == row else (True, new)
 
     return plan
 
@@ -387,17 +356,15 @@ def move_plan(at: datetime) -> Plan[bool]:
         _refuse_terminal(row, "reschedule")
         new = row.copy()
         _place(new, at, now)
-        if new == row:
-            return False, None
-        return True, new
+        return (False, None) if new == row else (True, new)
 
     return plan
 
 
 def run_now_plan() -> Plan[bool]:
-    """The plan of ``run_now``: the next firing is now (lease rule: a recurring
-    schedule in flight fires again right after; a one-shot one in flight: False, its
-    firing is under way). Paused: :class:`NotChangeable` (resume it first)."""
+    """The plan of ``run_now``: the next firing is now; a one-shot in flight: False.
+    Paused: :class:`NotChangeable`.
+    """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         _refuse_terminal(row, "run now")

@@ -52,8 +52,7 @@ def bad_connection(what: str, problem: str) -> InvalidArgument:
 def first_duplicate(
     messages: Sequence[ScheduledMessage], stored: Callable[[uuid.UUID], object]
 ) -> uuid.UUID | None:
-    """The id of the first message, in order, that repeats an earlier one's or that
-    ``stored`` says is stored (asked only of ids not seen before); None: no such id."""
+    """The first id repeated in ``messages`` or already ``stored``; None: none."""
     seen: set[uuid.UUID] = set()
     for message in messages:
         sid = message.schedule_id
@@ -64,8 +63,7 @@ def first_duplicate(
 
 
 def check_flag(name: str, value: object) -> bool:
-    """A yes/no option must be ``True`` or ``False``: a string such as ``"no"`` read
-    from a setting is truthy, and would silently mean yes."""
+    """``value`` if it is True or False (a truthy string is refused)."""
     if value is not True and value is not False:
         raise InvalidConfiguration(f"{name} must be True or False, got {value!r}")
     return value
@@ -81,8 +79,7 @@ def check_max_attempts(max_attempts: object) -> int:
 
 
 def check_int32_counts(record: ScheduleRecord, engine: str) -> None:
-    """Refuse a record whose ``attempts`` or ``max_attempts`` is above 2**31 - 1, which
-    ``engine``'s integer columns cannot hold (:class:`InvalidConfiguration`)."""
+    """Refuse ``attempts`` or ``max_attempts`` above 2**31 - 1 (``engine`` cannot hold it)."""
     for name in ("attempts", "max_attempts"):
         if getattr(record, name) > MAX_INT32:
             raise InvalidConfiguration(
@@ -115,8 +112,7 @@ from any now."""
 
 
 def check_retry_in(retry_in: object) -> timedelta:
-    """``retry_in`` must be a timedelta >= 0 and no longer than the span of the
-    instants a store holds (:func:`retry_deadline` checks it against ``now``)."""
+    """``retry_in``: a timedelta >= 0 within the span of storable instants."""
     if not isinstance(retry_in, timedelta) or retry_in < timedelta(0):
         raise InvalidConfiguration(f"retry_in must be a timedelta >= 0, got {retry_in!r}")
     if retry_in > _LONGEST:
@@ -125,9 +121,7 @@ def check_retry_in(retry_in: object) -> timedelta:
 
 
 def retry_deadline(now: datetime, retry_in: timedelta) -> datetime:
-    """``now + retry_in`` at millisecond precision: the instant a failed occurrence is
-    claimable again. Past the year 9999: :class:`InvalidConfiguration` naming
-    ``retry_in`` (a store computes every deadline of a batch before it writes)."""
+    """``now + retry_in`` in ms; past the year 9999: :class:`InvalidConfiguration`."""
     try:
         return to_utc_ms(now + retry_in, "retry deadline")
     except OverflowError:
@@ -136,19 +130,15 @@ def retry_deadline(now: datetime, retry_in: timedelta) -> datetime:
         ) from None
 
 
-def check_limit(limit: object) -> int:
-    """A listing limit must be an int >= 1."""
+def check_limit(limit: object, name: str = "limit") -> int:
+    """A listing limit (or another count, ``name``) must be an int >= 1."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidConfiguration(f"limit must be an integer >= 1, got {limit!r}")
+        raise InvalidConfiguration(f"{name} must be an integer >= 1, got {limit!r}")
     return limit
 
 
 def check_messages(messages: Iterable[ScheduledMessage], now: datetime) -> list[ScheduledMessage]:
-    """Every item must be a valid ScheduledMessage (:func:`validate_message`).
-
-    Returns the messages as a list, so a generator is read once and inserted whole,
-    each placed on the store's clock reading ``now`` (:func:`place_first`).
-    """
+    """The messages as a list, each validated and placed on ``now``."""
     if isinstance(messages, (str, bytes, ScheduledMessage)):
         raise InvalidMessage(f"expected a sequence of ScheduledMessage, got {messages!r:.200}")
     return [place_first(validate_message(message), now) for message in messages]
@@ -182,11 +172,9 @@ def _record_instant(value: object, sid: uuid.UUID, name: str) -> datetime:
 
 
 def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
-    """Validate ``import_records``' argument: ScheduleRecords whose fields have their
-    column's type, ``attempts`` and ``max_attempts`` >= 0. Returns them with every
-    instant normalised to UTC milliseconds (a record that needed it is a copy; a naive
-    instant is refused, as everywhere). Raises :class:`InvalidConfiguration` naming the
-    schedule id and the field."""
+    """``import_records``' records, each field of its column's type, instants
+    normalised to UTC ms (a copy when needed); else :class:`InvalidConfiguration`.
+    """
     checked: list[ScheduleRecord] = []
     for record in records:
         if not isinstance(record, ScheduleRecord) or not isinstance(record.schedule_id, uuid.UUID):
@@ -228,8 +216,7 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
 
 
 def check_change(change: object) -> Change:
-    """Validate an ``update``'s :class:`Change` field by field; return it with the
-    payload as compact JSON text."""
+    """An ``update``'s :class:`Change`, checked, its payload as compact JSON."""
     if not isinstance(change, Change):
         raise InvalidArgument(f"expected a Change, got {change!r:.200}")
     if change.event_type is not None:
@@ -266,10 +253,9 @@ def _settlement_next(value: object) -> datetime:
 
 
 def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
-    """Validate ``settle``'s argument with the single methods' rules; return the items
-    ready to apply: ``kind`` a :class:`SettlementKind`, ``next`` in UTC milliseconds,
-    ``error`` a str (an item that needed it is a copy). Raises before anything is
-    written (see :meth:`ScheduleStore.settle`)."""
+    """``settle``'s items, checked with the single methods' rules and normalised
+    (``kind``, ``next`` in UTC ms, ``error`` a str).
+    """
     if isinstance(outcomes, Settlement) or not isinstance(outcomes, Sequence):
         raise InvalidArgument(f"settle takes a sequence of Settlement, got {outcomes!r:.200}")
     checked: list[Settlement] = []
@@ -307,8 +293,7 @@ _NEEDS_ERROR = frozenset({SettlementKind.FAILED, SettlementKind.DEAD_LETTERED})
 
 
 def check_extension(lease: object, until: object) -> datetime:
-    """``extend_lease``'s ``until`` in UTC milliseconds: an aware datetime later than
-    ``lease``; :class:`InvalidArgument` naming it otherwise."""
+    """``extend_lease``'s ``until`` in UTC ms: aware and later than ``lease``."""
     if not isinstance(until, datetime) or until.utcoffset() is None:
         raise InvalidArgument(f"until must be an aware datetime, got until={until!r:.100}")
     extended = to_utc_ms(until, "until")

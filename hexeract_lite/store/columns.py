@@ -1,11 +1,11 @@
-"""The column registry: every column of the scheduler table, said once.
-
-Adding a column is one entry in :data:`COLUMNS` plus an upgrade step in each dialect.
+"""The column registry: every column of the scheduler table, said once (a new column:
+one entry in :data:`COLUMNS`, one upgrade step per dialect).
 """
 
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 __all__ = [
     "COLUMNS",
@@ -37,37 +37,17 @@ class ColumnKind(enum.Enum):
     """A flag: ``INTEGER`` 0/1 in SQLite, ``BOOLEAN`` in PostgreSQL."""
 
 
-class Column:
-    """One column: its name, what it holds, whether it is required, its declarations."""
+class Column(NamedTuple):
+    """One column: its name, what it holds, whether it is required, its SQLite and
+    PostgreSQL declarations after the name, and whether the reference's table has it
+    (False: hexeract_lite's own, added by an upgrade)."""
 
-    __slots__ = ("kind", "name", "postgres", "reference", "required", "sqlite")
-
-    def __init__(
-        self,
-        name: str,
-        kind: ColumnKind,
-        required: bool,
-        sqlite: str,
-        postgres: str,
-        reference: bool = True,
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self.required = required
-        self.sqlite = sqlite
-        """The SQLite declaration after the name (type and constraints)."""
-        self.postgres = postgres
-        """The PostgreSQL declaration after the name (type and constraints)."""
-        self.reference = reference
-        """A column of the reference's table (False: hexeract_lite's own, added by an
-        upgrade)."""
-
-    def __repr__(self) -> str:
-        return (
-            f"Column(name={self.name!r}, kind={self.kind!r}, required={self.required!r},"
-            f" sqlite={self.sqlite!r}, postgres={self.postgres!r},"
-            f" reference={self.reference!r})"
-        )
+    name: str
+    kind: ColumnKind
+    required: bool
+    sqlite: str
+    postgres: str
+    reference: bool = True
 
     @property
     def sqlite_type(self) -> str:
@@ -131,23 +111,13 @@ COLUMNS: tuple[Column, ...] = (
 )
 """The reference's columns, in its order, then hexeract_lite's own (``reference`` False)."""
 
-POLICY_COLUMNS: tuple[str, ...] = (
-    "end_at",
-    "max_firings",
-    "firings",
-    "jitter_ms",
-    "jitter_offset_ms",
-    "catch_up",
-    "catch_up_limit",
-    "backfill_until",
-    "pause_note",
-    "snoozes",
-    "abort_requested",
-)
-"""The nullable columns of schedule policies and long handlers, which one upgrade step
-adds in each dialect."""
-
 COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
+
+POLICY_COLUMNS = COLUMN_NAMES[
+    COLUMN_NAMES.index("end_at") : COLUMN_NAMES.index("abort_requested") + 1
+]
+"""The nullable columns of schedule policies and long handlers (``end_at`` through
+``abort_requested``), which one upgrade step adds in each dialect."""
 """Every column name, in order: the select list of every row read."""
 
 SELECT_LIST = ", ".join(COLUMN_NAMES)

@@ -17,10 +17,8 @@ log = package_logger(__name__)
 class Watchdog:
     """Calls an action once a dispatch's deadline passes, unless disarmed first.
 
-    :meth:`arm` starts watching (the thread starts on first use and ends after a
-    minute without work); :meth:`disarm` stops and says whether the action ran. The
-    action runs on the watchdog's thread under its lock, so :meth:`disarm` returns only
-    once a running action has finished.
+    The action runs on the watchdog's thread under its lock, so :meth:`disarm` returns
+    only once a running action has finished.
     """
 
     def __init__(self, name: str = "hexeract-tx-watchdog") -> None:

@@ -1,8 +1,5 @@
-"""Stores across ``fork()``: no call in flight at the fork, a fresh start in the child.
-
-For every registered object the forking thread first takes its lock
-(:meth:`ForkAware._before_fork`, bounded), the parent releases it after the fork, and
-the child starts the object afresh (:meth:`ForkAware._after_fork_in_child`).
+"""Stores across ``fork()``: the forking thread holds each registered object's lock
+(bounded), the parent releases it after, the child starts the object afresh.
 """
 
 from __future__ import annotations
@@ -42,21 +39,19 @@ _HELD: list[ForkAware] = []
 
 
 def start_afresh_after_fork(obj: ForkAware) -> None:
-    """Register ``obj`` for every fork of this process, for as long as it lives (a weak
-    reference: registering keeps nothing alive)."""
+    """Register ``obj`` (weakly) for every fork of this process."""
     _REGISTERED.add(obj)
 
 
 def hold(lock: threading.Lock, seconds: float) -> bool:
-    """Acquire ``lock`` for a fork, waiting at most ``seconds`` (a thread stuck inside a
-    call must not stop the process from forking for ever); True if acquired."""
+    """Acquire ``lock`` for a fork, waiting at most ``seconds``; True if acquired."""
     return lock.acquire(timeout=seconds)
 
 
 class PidCheckingLock:
-    """The store's lock where ``os.register_at_fork`` is missing: every acquisition
-    compares the process id with the one that made it, and in another process starts
-    from a fresh lock and has the store forget its inherited connection first."""
+    """The store's lock where ``os.register_at_fork`` is missing: in another process it
+    starts from a fresh lock and calls ``on_fork`` first.
+    """
 
     def __init__(self, on_fork: Callable[[], None]) -> None:
         self._pid = os.getpid()

@@ -1,8 +1,5 @@
-"""Listing filters every store shares: a status, an event-type glob, keyset pages by id.
-
-A glob matches the whole event type: ``*`` any run of characters, ``?`` one
-character, every other character itself (case-sensitive; no ``[...]`` classes, so
-the stores agree on every pattern).
+"""Listing filters every store shares: a status, globs (``*``, ``?``, every other
+character itself, matched on the whole text), keyset pages by id.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 from ..errors import InvalidArgument, InvalidConfiguration
+from .schema import LIVE
 
 if TYPE_CHECKING:
     import uuid
@@ -43,12 +41,9 @@ __all__ = [
 LIST_STATUSES = ("pending", "paused", "delivered", "cancelled", "dead-lettered", "all")
 """The statuses a listing takes; ``all`` (or None) lists every row."""
 
-_LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"
-
 
 def check_status(status: object) -> ScheduleStatus | None:
-    """``status`` (a :class:`ScheduleStatus`, one of :data:`LIST_STATUSES`, or None)
-    as a status, None for all; anything else raises :class:`InvalidArgument`."""
+    """``status`` as a :class:`ScheduleStatus`, None for all; else :class:`InvalidArgument`."""
     if status is None or status == "all":
         return None
     from ..snapshot import ScheduleStatus
@@ -82,9 +77,9 @@ def check_after(after: object) -> uuid.UUID | None:
 def check_listing(
     status: object, event_type: object, name: object, after: object, limit: object
 ) -> tuple[ScheduleStatus | None, str | None, str | None, uuid.UUID | None, int]:
-    """``list_schedules``' arguments, checked in this order, as ``(status, event_type
-    glob, name glob, after, limit)``; the first bad one raises :class:`InvalidArgument`
-    (:class:`InvalidConfiguration` for the limit) naming it. Every store calls this."""
+    """``list_schedules``' arguments, checked in this order: ``(status, event_type glob,
+    name glob, after, limit)``.
+    """
     from .checks import check_limit
 
     return (
@@ -97,8 +92,7 @@ def check_listing(
 
 
 def glob_regex(pattern: str) -> str:
-    """The glob as a regular expression anchored at both ends, in the syntax shared by
-    Python's :mod:`re` and PostgreSQL's ``~``."""
+    """The glob as an anchored regular expression (Python's :mod:`re` and PostgreSQL's ``~``)."""
     parts = []
     for ch in pattern:
         if ch == "*":
@@ -118,8 +112,7 @@ def matches(pattern: str | None, event_type: str) -> bool:
 
 
 def sqlite_glob(pattern: str) -> str:
-    """The glob for SQLite's ``GLOB``: ``[`` made literal (``[[]``); ``*`` and ``?``
-    keep their meaning, ``]`` outside a class is literal already."""
+    """The glob for SQLite's ``GLOB``: ``[`` made literal."""
     return pattern.replace("[", "[[]")
 
 
@@ -129,9 +122,9 @@ def _where(status: ScheduleStatus | None, paused: str, not_paused: str) -> str:
     from ..snapshot import ScheduleStatus
 
     if status is ScheduleStatus.PENDING:
-        return f"{_LIVE} AND {not_paused}"
+        return f"{LIVE} AND {not_paused}"
     if status is ScheduleStatus.PAUSED:
-        return f"{_LIVE} AND {paused}"
+        return f"{LIVE} AND {paused}"
     if status is ScheduleStatus.DELIVERED:
         return "delivered_at IS NOT NULL"
     if status is ScheduleStatus.CANCELLED:
@@ -149,15 +142,7 @@ def postgres_status_where(status: ScheduleStatus | None) -> str:
     return _where(status, "paused = TRUE", "paused = FALSE")
 
 
-def _prunable() -> tuple[ScheduleStatus, ...]:
-    """The statuses ``prune`` may delete: ended rows only."""
-    from ..snapshot import ScheduleStatus
-
-    return (ScheduleStatus.DELIVERED, ScheduleStatus.CANCELLED, ScheduleStatus.DEAD_LETTERED)
-
-
 def _prune_column() -> dict[ScheduleStatus, str]:
-    """:data:`PRUNE_COLUMN`: the column holding when a row of each prunable status ended."""
     from ..snapshot import ScheduleStatus
 
     return {
@@ -176,9 +161,7 @@ __getattr__, __dir__, _ = lazy_exports(
 
 
 def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[ScheduleStatus]]:
-    """``older_than`` must be a timedelta > 0, ``statuses`` an iterable of ended
-    statuses (``delivered``, ``cancelled``, ``dead-lettered``); anything else raises
-    :class:`InvalidArgument` naming the value."""
+    """``prune``'s ``older_than`` (> 0) and ended ``statuses``, checked."""
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
         raise InvalidArgument(
             f"older_than must be a positive datetime.timedelta, got older_than={older_than!r}"
@@ -188,7 +171,7 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
     wanted: list[ScheduleStatus] = []
     for item in statuses:
         status = check_status(item)
-        if status not in _prunable():
+        if status not in _prune_column():  # ended rows only
             raise InvalidArgument(
                 f"prune deletes ended rows only (delivered, cancelled, dead-lettered),"
                 f" got status {item!r}"
@@ -199,9 +182,7 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
 
 
 def prune_cut(now: datetime, older_than: timedelta) -> datetime:
-    """The instant ``older_than`` before ``now``: rows that ended before it are pruned.
-    An ``older_than`` reaching before the year 1 raises :class:`InvalidArgument`
-    naming the value."""
+    """``now - older_than``; before the year 1: :class:`InvalidArgument`."""
     try:
         return now - older_than
     except OverflowError:
@@ -211,8 +192,7 @@ def prune_cut(now: datetime, older_than: timedelta) -> datetime:
 
 
 def check_batch_size(batch_size: object) -> int:
-    """Rows per transaction of an upkeep command: an int >= 1 (else
-    :class:`InvalidConfiguration` naming it)."""
+    """Rows per transaction of an upkeep command: an int >= 1."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidConfiguration(
             f"batch_size must be an integer >= 1, got batch_size={batch_size!r}"

@@ -14,7 +14,6 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
     DuplicateSchedule,
     InvalidArgument,
-    InvalidConfiguration,
     NotReplayable,
     ScheduleNotFound,
 )
@@ -64,13 +63,12 @@ from .stats import StoreStats, stats_of_records
 _T = TypeVar("_T")
 
 _HELD_KINDS = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
-"""The kinds that hold the occurrence until ``now + retry_in``."""
 
 __all__ = ["InMemoryScheduleStore"]
 
 
 RUN_LOG_SIZE = 200
-"""How many run records an in-memory store keeps by default: the newest."""
+"""How many run records an in-memory store keeps by default."""
 
 
 _MS = timedelta(milliseconds=1)
@@ -80,8 +78,12 @@ def _sort_key(record: ScheduleRecord) -> tuple[datetime, bytes]:
     return (record.scheduled_for, record.schedule_id.bytes)
 
 
+def _idle(row: ScheduleRecord, now: datetime) -> bool:
+    """Live, not paused and not leased: a row a claim or the sweep may take."""
+    return not row.is_terminal and not row.paused and row.live_lease(now) is None
+
+
 def _replayed(row: ScheduleRecord, now: datetime) -> None:
-    """A dead-lettered row's fresh start at ``now``."""
     row.scheduled_for = now
     row.jitter_offset_ms = None
     row.attempts = 0
@@ -92,22 +94,16 @@ def _replayed(row: ScheduleRecord, now: datetime) -> None:
 
 
 class InMemoryScheduleStore(SettlingStore):
-    """Schedules in a dict, guarded by one lock. Nothing survives the process.
-
-    The executable specification of :class:`ScheduleStore`, for tests and schedules
-    that need not outlive the process. A child made by ``fork()`` gets a copy of the
-    schedules as they were at the fork. Its run log keeps the newest ``run_log_size``
-    records (an integer >= 1, else :class:`InvalidConfiguration`).
+    """Schedules in a dict, guarded by one lock: the executable specification of
+    :class:`ScheduleStore`, for tests and schedules that need not outlive the process.
+    Its run log keeps the newest ``run_log_size`` (>= 1) records.
 
     .. versionadded:: 0.1.0
     """
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK, run_log_size: int = RUN_LOG_SIZE) -> None:
         super().__init__()
-        if isinstance(run_log_size, bool) or not isinstance(run_log_size, int) or run_log_size < 1:
-            raise InvalidConfiguration(
-                f"run_log_size must be an integer >= 1, got {run_log_size!r}"
-            )
+        check_limit(run_log_size, "run_log_size")
         self._clock = clock
         self._rows: dict[uuid.UUID, ScheduleRecord] = {}
         self._runs: deque[RunEntry] = deque(maxlen=run_log_size)
@@ -139,7 +135,6 @@ class InMemoryScheduleStore(SettlingStore):
     def insert_many(
         self, messages: Sequence[ScheduledMessage], max_attempts: int, *, connection: object = None
     ) -> None:
-        """``connection``: anything but None is :class:`InvalidArgument` (no transactions)."""
         if connection is not None:
             raise no_transactions(self, connection)
         check_max_attempts(max_attempts)
@@ -167,11 +162,7 @@ class InMemoryScheduleStore(SettlingStore):
             (
                 row
                 for row in self._rows.values()
-                if row.scheduled_for <= now
-                and not row.is_terminal
-                and not row.paused
-                and row.attempts < row.max_attempts
-                and row.live_lease(now) is None
+                if row.scheduled_for <= now and row.attempts < row.max_attempts and _idle(row, now)
             ),
             key=_sort_key,
         )[:batch_size]
@@ -223,6 +214,7 @@ class InMemoryScheduleStore(SettlingStore):
                     results.append(False)
                     continue
                 kind = item.kind
+                row.leased_until = deadline  # a held kind's retry deadline; else cleared
                 if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
                     # a change made during the lease set the next firing: it wins
                     nxt = row.next_after_lease or item.next
@@ -233,7 +225,6 @@ class InMemoryScheduleStore(SettlingStore):
                         row.firings = (row.firings or 0) + 1
                     if nxt is None:
                         row.delivered_at = now
-                        row.leased_until = None
                     else:
                         row.jitter_offset_ms = (
                             None
@@ -242,27 +233,20 @@ class InMemoryScheduleStore(SettlingStore):
                         )
                         row.scheduled_for = nxt
                         row.attempts = 0
-                        row.leased_until = None
                         row.last_error = None
                         row.next_after_lease = None
                         row.snoozes = None
                 elif kind is SettlementKind.FAILED:
-                    row.leased_until = deadline
                     row.last_error = item.error
-                elif kind is SettlementKind.RELEASED:
+                elif kind is SettlementKind.RELEASED or kind is SettlementKind.SNOOZED:
                     row.attempts = max(row.attempts - 1, 0)
-                    row.leased_until = None
-                elif kind is SettlementKind.SNOOZED:
-                    row.attempts = max(row.attempts - 1, 0)
-                    row.snoozes = (row.snoozes or 0) + 1
-                    row.leased_until = deadline
+                    if kind is SettlementKind.SNOOZED:
+                        row.snoozes = (row.snoozes or 0) + 1
                 elif kind is SettlementKind.CANCELLED:
                     row.cancelled_at = now
-                    row.leased_until = None
                 else:
                     row.dead_lettered_at = now
                     row.last_error = item.error
-                    row.leased_until = None
                 woke = woke or item.wakes
                 results.append(True)
             self._runs.extend(run.entry() for run in recorded_runs(checked, results))
@@ -298,12 +282,7 @@ class InMemoryScheduleStore(SettlingStore):
             now = self._now()
             count = 0
             for row in self._rows.values():
-                if (
-                    not row.is_terminal
-                    and not row.paused
-                    and row.attempts >= row.max_attempts
-                    and row.live_lease(now) is None
-                ):
+                if row.attempts >= row.max_attempts and _idle(row, now):
                     row.dead_lettered_at = now
                     last = row.last_error
                     row.last_error = SWEEP_ERROR if last is None else SWEEP_KEPT + last
@@ -531,7 +510,6 @@ class InMemoryScheduleStore(SettlingStore):
             return [row.snapshot() for row in self._named(prefix)]
 
     def _named(self, prefix: str) -> list[ScheduleRecord]:
-        """The live rows whose name starts with ``prefix``, by name."""
         rows = [
             r
             for r in self._rows.values()
@@ -544,7 +522,6 @@ class InMemoryScheduleStore(SettlingStore):
 
     @property
     def writers_take_turns(self) -> bool:
-        """True: every write holds the store's one lock."""
         return True
 
     @property

@@ -1,7 +1,5 @@
-"""Notices a store gives the worker that is calling it: malformed rows it dead-lettered.
-
-A worker wraps its claim in :func:`collecting_malformed` (a context variable: each
-thread or task hears only of its own claims).
+"""Notices a store gives the worker calling it: the malformed rows it dead-lettered
+(per thread or task, through a context variable).
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ _COLLECTOR: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.C
 
 
 def malformed_dead_lettered(schedule: str, reason: str) -> None:
-    """Called by a store once it has dead-lettered the malformed row ``schedule`` (its
-    id as stored) for ``reason``; a no-op outside :func:`collecting_malformed`."""
+    """Report a dead-lettered malformed row; a no-op outside :func:`collecting_malformed`."""
     collector = _COLLECTOR.get()
     if collector is not None:
         collector.append((schedule, reason))
@@ -27,8 +24,7 @@ def malformed_dead_lettered(schedule: str, reason: str) -> None:
 
 @contextlib.contextmanager
 def collecting_malformed() -> Iterator[list[tuple[str, str]]]:
-    """Collect, into the list it yields, the ``(schedule, reason)`` of every malformed
-    row the stores dead-letter in this context until the block ends."""
+    """Collect the ``(schedule, reason)`` of each malformed row dead-lettered in the block."""
     collected: list[tuple[str, str]] = []
     token = _COLLECTOR.set(collected)
     try:

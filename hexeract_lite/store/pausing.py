@@ -1,8 +1,4 @@
-"""Pausing with a note, and resuming, as plans every store runs on a row or a group.
-
-The note is kept in ``pause_note`` while the schedule is paused and cleared by its
-resume. A schedule already paused keeps its own pause and note.
-"""
+"""Pausing with a note, and resuming, as plans every store runs on a row or a group."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ MAX_NOTE_LENGTH = 500
 
 
 def check_note(note: object) -> str | None:
-    """``note`` when it is None or a pause note (1 to :data:`MAX_NOTE_LENGTH` printable
-    characters), else raise :class:`InvalidArgument` naming it."""
+    """``note`` if None or 1 to :data:`MAX_NOTE_LENGTH` printable characters."""
     if note is None:
         return None
     if not isinstance(note, str):
@@ -38,8 +33,7 @@ def check_note(note: object) -> str | None:
 
 
 def pause_plan(note: str | None) -> Plan[bool]:
-    """Pause a live row that is not paused, with ``note`` (checked); True when it did.
-    A terminal or already paused row is left as it is (False)."""
+    """Pause a live unpaused row with ``note``; True when it did."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         if row.is_terminal or row.paused:
@@ -53,11 +47,9 @@ def pause_plan(note: str | None) -> Plan[bool]:
 
 
 def resume_change(next: datetime | None = None) -> Plan[bool]:
-    """The contract's ``resume`` of a row (:meth:`ScheduleRecord.resume_plan`): True
-    when it is no longer paused; the note cleared. A realigned row keeps a live lease
-    (the dispatch in flight may still acknowledge) and goes to a change made during that
-    lease (``next_after_lease``) when its instant is still ahead, else to the rule's
-    instant; either way the change is settled, so no acknowledgement later takes it."""
+    """The ``resume`` plan (:meth:`ScheduleRecord.resume_plan`), the note cleared; a
+    realigned row keeps a live lease and takes a change made during it if still ahead.
+    """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
         resumes, realign, offset = row.resume_plan(next, now)

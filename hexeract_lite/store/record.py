@@ -1,7 +1,4 @@
-"""ScheduleRecord: one schedule's row, as every store keeps it, in Python types.
-
-Every store builds its public values (status, snapshots, messages) from a record.
-"""
+"""ScheduleRecord: one schedule's row, as every store keeps it, in Python types."""
 
 from __future__ import annotations
 
@@ -26,9 +23,7 @@ _SCAN_JSON: Callable[[str, int], tuple[object, int]] = STRICT_DECODER.scan_once 
 
 
 def load_payload(text: str) -> object:
-    """:func:`~hexeract_lite._json.strict_loads` for a stored payload, its errors
-    included; a payload that is one JSON value and nothing around it is scanned
-    directly."""
+    """strict_loads for a stored payload; a lone JSON value is scanned directly."""
     try:
         value, end = _SCAN_JSON(text, 0)
     except (StopIteration, TypeError, ValueError, RecursionError):
@@ -55,10 +50,8 @@ def cached_interval_trigger(text: str) -> Trigger:
 
 
 POLICY_MARK = "POLICY "
-"""The prefix of the stored rule text (``cron_expr``) of a schedule with a policy
-(:mod:`hexeract_lite.policy`): ``POLICY 0 9 * * *``. No cron parser reads it, so a
-reader that knows no policies (the Rust reference, an older hexeract_lite) refuses the
-row loudly instead of firing it past its end, beyond its count, or off its jitter."""
+"""Prefixes the stored ``cron_expr`` of a schedule with a policy, so that a reader
+that knows no policies refuses the row instead of firing it wrongly."""
 
 
 def rule_text_of(cron_expr: str | None) -> str | None:
@@ -98,9 +91,9 @@ def policy_of(
     catch_up: str | None,
     catch_up_limit: int | None,
 ) -> SchedulePolicy | None:
-    """The policy stored columns describe (None when they are all NULL). A
-    ``catch_up`` other than NULL, ``skip`` or ``all`` raises ValueError: the row is
-    malformed (a claim dead-letters it naming the column), never read as ``latest``."""
+    """The policy stored columns describe (None: all NULL); an unknown ``catch_up``
+    raises ValueError (the row is malformed).
+    """
     if (end_at, max_firings, jitter_ms or None, catch_up, catch_up_limit) == (None,) * 5:
         return None
     if catch_up not in (None, "skip", "all"):
@@ -115,11 +108,9 @@ def policy_of(
 
 
 def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
-    """What an insert of ``message`` stores beyond its plain fields, in this order: the
-    instant its first firing is due (``scheduled_for``: the rule's instant plus its
-    jitter), the stored rule text (``cron_expr``, marked under a policy), ``end_at``,
-    ``max_firings``, ``jitter_ms``, ``jitter_offset_ms``, ``catch_up``,
-    ``catch_up_limit``. Every store's insert binds these."""
+    """What an insert stores beyond the message's plain fields: ``scheduled_for`` (jitter
+    included), ``cron_expr`` (marked), then the policy and jitter offset columns.
+    """
     policy = message.policy
     text = message.trigger.expression
     if policy is None:
@@ -162,9 +153,7 @@ TRIGGER_KINDS = ("delay", "cron", "interval")
 
 
 def rule_problem(trigger_kind: object, cron_expr: object) -> str:
-    """Why a row's trigger columns do not decode ('' when they do): an unknown kind, or
-    a cron or interval text that does not parse (a ``CRON_TZ=`` prefix naming a zone
-    this machine does not know included)."""
+    """Why a row's trigger columns do not decode ('' when they do)."""
     if trigger_kind not in TRIGGER_KINDS:
         return f"trigger_kind must be 'delay', 'cron' or 'interval', got {trigger_kind!r:.60}"
     if cron_expr is not None and not isinstance(cron_expr, str):
@@ -295,8 +284,9 @@ class ScheduleRecord:
         self.cron_expr = stored_rule_text(text, self.policy())
 
     def set_policy(self, policy: SchedulePolicy | None, now: datetime) -> None:
-        """Store ``policy`` (the firings counted so far are kept) and mark the rule
-        text; the firing held, unless it is in flight, gets the new jitter."""
+        """Store ``policy`` (firings kept), re-marking the rule text; a firing not in
+        flight gets the new jitter.
+        """
         text = self.rule_text
         (self.end_at, self.max_firings, self.jitter_ms, self.catch_up, self.catch_up_limit) = (
             policy_columns(policy)
@@ -306,8 +296,7 @@ class ScheduleRecord:
             self.place_firing(self.firing().instant, jittered=True)
 
     def place_firing(self, instant: datetime, *, jittered: bool) -> None:
-        """Hold the firing at ``instant``: due then, or with ``jittered`` (``instant`` a
-        rule's instant) at ``instant`` plus its jitter."""
+        """Hold the firing at ``instant`` (a rule instant: plus its jitter when ``jittered``)."""
         offset = timedelta(0)
         if jittered and self.jitter_ms:
             offset = jitter_offset(self.policy(), self.trigger(), self.schedule_id, instant)
@@ -317,14 +306,9 @@ class ScheduleRecord:
     def resume_plan(
         self, next: datetime | None, now: datetime
     ) -> tuple[bool, datetime | None, int | None]:
-        """The contract's ``resume`` rule for this row: ``(resumes, realign_to,
-        jitter_offset_ms)``.
-
-        A terminal or unpaused row does not resume. With no ``next``, a recurring row
-        whose ``scheduled_for`` is past realigns to its first instant after ``now`` (plus
-        its jitter), or stays paused when it has none, unless it is inside a backfill's
-        window (``scheduled_for <= backfill_until``). ``realign_to`` None: only clear
-        the flag.
+        """The ``resume`` rule for this row: ``(resumes, realign_to, jitter_offset_ms)``;
+        ``realign_to`` None only clears the flag. A past recurring firing outside a
+        backfill's window realigns to the rule's first instant after ``now``.
         """
         if self.is_terminal or not self.paused:
             return False, None, None

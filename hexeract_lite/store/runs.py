@@ -1,12 +1,5 @@
-"""The run log's part of the store contract, with the defaults of a store without one.
-
-:class:`~hexeract_lite.store.base.ScheduleStore` inherits :class:`RunLogContract`. A
-store that keeps a run log (:attr:`~RunLogContract.keeps_runs`) records the
-:class:`~hexeract_lite.runlog.RunEntry` a settlement carries (``Settlement.run``) in
-the transaction that applies the settlement, as ``lease_lost`` when the settlement is
-fenced out, and a ``swept`` record for each row its sweep dead-letters. One that does
-not records nothing, answers :meth:`~RunLogContract.runs` and
-:meth:`~RunLogContract.run_counts` with nothing, and prunes nothing.
+"""The run log's part of the store contract, with the defaults of a store without one
+(which records nothing).
 """
 
 from __future__ import annotations
@@ -28,9 +21,7 @@ SWEEP_KEPT = (
     "attempts exhausted with none in flight (the last one's worker crashed, or max_attempts"
     " was lowered to the attempts made); dead-lettered by the sweeper; the last error:\n"
 )
-"""What the sweep puts before the ``last_error`` a row it dead-letters had already (a
-schedule in retry backoff whose ``max_attempts`` was lowered, or one whose worker
-crashed after an earlier failure): the handler's own error and traceback are kept."""
+"""What the sweep puts before the ``last_error`` a row it dead-letters had already."""
 
 __all__ = [
     "RunCount",
@@ -53,8 +44,7 @@ def check_runs_query(
     outcome: RunOutcome | str | None,
     since: datetime | None,
 ) -> tuple[uuid.UUID | None, int, RunOutcome | None, datetime | None]:
-    """The arguments of :meth:`RunLogContract.runs`, checked: a bad one raises
-    :class:`InvalidArgument` naming it and the value."""
+    """The arguments of :meth:`RunLogContract.runs`, checked (:class:`InvalidArgument`)."""
     sid = None if schedule_id is None else check_schedule_id(schedule_id)
     check_limit(limit)
     wanted: RunOutcome | None = None
@@ -82,8 +72,7 @@ def check_run_counts(since: datetime, until: datetime) -> tuple[datetime, dateti
 def recorded_runs(
     checked: Sequence[Settlement], results: Iterable[bool]
 ) -> list[RunEntry | RunDraft]:
-    """The runs a settled batch records: each item's run, as ``lease_lost`` when the
-    item was fenced out (``results`` False)."""
+    """The runs a settled batch records; a fenced-out item's as ``lease_lost``."""
     runs: list[RunEntry | RunDraft] = []
     for item, ok in zip(checked, results, strict=True):
         run = item.run
@@ -138,24 +127,23 @@ class RunLogContract:
         outcome: RunOutcome | str | None = None,
         since: datetime | None = None,
     ) -> list[RunRecord]:
-        """The run log's records, newest first (by ``finished``, then by when they were
-        recorded): at most ``limit``, of ``schedule_id`` only when given, of
-        ``outcome`` only when given, finished at or after ``since`` only when given.
-        Reads only. A bad argument raises :class:`InvalidArgument` naming it."""
+        """The run records, newest first, at most ``limit``, filtered by schedule, outcome
+        and ``since`` when given.
+        """
         check_runs_query(schedule_id, limit, outcome, since)
         return []
 
     def run_counts(self, since: datetime, until: datetime) -> list[RunCount]:
-        """How many runs of each outcome finished in each hour from the hour of
-        ``since`` to ``until`` (exclusive), ordered by hour then outcome; hours and
-        outcomes without runs are left out. Reads only."""
+        """Runs per (hour, outcome) from the hour of ``since`` to ``until`` (exclusive),
+        empty ones left out.
+        """
         check_run_counts(since, until)
         return []
 
     def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
-        """Delete the run log's records that finished more than ``older_than`` before
-        the store's now; how many (with ``dry_run``, how many would be). A bad
-        ``older_than`` (not a positive timedelta) raises :class:`InvalidArgument`."""
+        """Delete (``dry_run``: count) the run records that finished more than
+        ``older_than`` ago; return how many.
+        """
         check_run_age(older_than)
         return 0
 

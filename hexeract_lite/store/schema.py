@@ -34,9 +34,8 @@ MAX_TABLE_NAME_BYTES = 63
 
 
 def validate_table_name(name: object) -> str:
-    """Return ``name`` if it matches ``^[a-zA-Z_][a-zA-Z0-9_]*$``, has at most 63 bytes
-    and does not begin with ``sqlite_`` (in any case); else :class:`InvalidConfiguration`
-    quoting the name. Checked before a table name is ever put into SQL.
+    """``name`` if it is a plain identifier of at most 63 bytes not starting with
+    ``sqlite_``; else :class:`InvalidConfiguration`.
     """
     if not isinstance(name, str) or not TABLE_NAME_RE.fullmatch(name):
         raise InvalidConfiguration(
@@ -55,9 +54,9 @@ def validate_table_name(name: object) -> str:
 
 
 def validate_sqlite_table_name(name: object) -> str:
-    """:func:`validate_table_name`, and not a word SQLite reads as a keyword (``order``,
-    ``group``, ``select``, ...): the SQLite statements name the table unquoted, as the
-    reference's do; PostgreSQL's quote it, so they take such a name."""
+    """:func:`validate_table_name`, and not a word SQLite reads as a keyword (its
+    statements name the table unquoted).
+    """
     name = validate_table_name(name)
     if not _sqlite_takes(name):
         raise InvalidConfiguration(
@@ -69,9 +68,7 @@ def validate_sqlite_table_name(name: object) -> str:
 
 @functools.cache
 def _sqlite_takes(name: str) -> bool:
-    """True when SQLite parses ``name`` (already a plain identifier) as a table name,
-    unquoted, in the kinds of statement the stores run; a reserved word such as
-    ``order`` or ``group`` it does not (``key`` or ``others`` it does)."""
+    """True when SQLite parses ``name`` unquoted as a table name in the stores' statements."""
     import apsw  # not on import: the CLI loads the driver only when it needs it
 
     conn = apsw.Connection(":memory:")
@@ -98,14 +95,11 @@ REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
 """The reference's SQLite columns, in order: (name, declared type, NOT NULL)."""
 
 LIVE = "delivered_at IS NULL AND dead_lettered_at IS NULL AND cancelled_at IS NULL"
-"""The SQL condition of a non-terminal row (shared by the indexes and the store's queries,
-which must repeat an index's WHERE terms word for word for SQLite to use it)."""
+"""A non-terminal row, word for word as the indexes' WHERE (SQLite needs it so)."""
 
 
 def counted(flag: str) -> str:
-    """The assignment that counts a delivered firing when the bound ``flag`` (a
-    parameter: ``:counted``, ``%(counted)s``) is true: ``firings`` (NULL: 0) plus one.
-    Every dialect's ``mark_delivered`` and ``reschedule`` use it."""
+    """The assignment that adds one to ``firings`` when the bound ``flag`` is true."""
     return f"firings = CASE WHEN {flag} THEN coalesce(firings, 0) + 1 ELSE firings END"
 
 
@@ -119,16 +113,14 @@ _DATE_GLOB = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
 
 
 def sqlite_epoch_ms(column: str) -> str:
-    """SQL of a stored text instant (any layout SQLite reads) as integer milliseconds
-    since the Unix epoch, the run log's unit; NULL where it reads none."""
+    """SQL of a stored text instant as integer milliseconds since the epoch."""
     return f"CAST(round((julianday({column}) - 2440587.5) * 86400000.0) AS INTEGER)"
 
 
 def sqlite_noncanonical(column: str) -> str:
-    """SQL true when ``column`` holds an instant in another layout than
-    ``YYYY-MM-DDTHH:MM:SS.mmmZ`` that SQLite can rewrite as one (``YYYY-MM-DD
-    HH:MM:SS``, ISO 8601 with an offset, other precisions). Text that is no instant at
-    all is left alone (a claim dead-letters it)."""
+    """SQL true when ``column`` holds an instant SQLite can rewrite in the canonical
+    layout but is not in it.
+    """
     return (
         f"({column} GLOB {_DATE_GLOB}"
         f" AND (length({column}) <> 24 OR substr({column}, 11, 1) <> 'T'"
@@ -140,25 +132,20 @@ def sqlite_noncanonical(column: str) -> str:
 NONCANONICAL = (
     f"{LIVE} AND ({sqlite_noncanonical('scheduled_for')} OR {sqlite_noncanonical('leased_until')})"
 )
-"""A live row whose ``scheduled_for`` or ``leased_until`` is in another layout. Text
-order is time order only in the canonical layout, so the store rewrites such rows (the
-same instant) before it compares."""
+"""A live row with an instant in another layout, which the store rewrites before it
+compares (text order is time order only in the canonical layout)."""
 
 _LAYOUT_GLOB = "'????-??-??T??:??:??.???Z'"
 
 OFF_LAYOUT = (
     f"{LIVE} AND (scheduled_for NOT GLOB {_LAYOUT_GLOB} OR leased_until NOT GLOB {_LAYOUT_GLOB})"
 )
-"""The WHERE of ``idx_<table>_noncanonical``: a live row with an instant not shaped
-``????-??-??T??:??:??.???Z`` (a superset of :data:`NONCANONICAL`; queries on the index
-repeat it, then apply :data:`NONCANONICAL`)."""
+"""The WHERE of ``idx_<table>_noncanonical``, a superset of :data:`NONCANONICAL`."""
 
 
 def sqlite_table_ddl(table: str) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` for the reference's layout, column for column.
-
-    ``created_at`` keeps the reference's default (SQLite's clock) so the DDL stays the
-    reference's; hexeract_lite itself always binds ``created_at`` from its clock.
+    """``CREATE TABLE IF NOT EXISTS`` for the reference's layout (its ``created_at``
+    default kept; hexeract_lite binds its own).
     """
     t = validate_sqlite_table_name(table)
     body = ",\n".join(f"    {column.name} {column.sqlite}" for column in COLUMNS)
@@ -177,15 +164,8 @@ def sqlite_reference_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_extra_index_ddl(table: str) -> list[str]:
-    """hexeract_lite's own partial indexes, which keep every worker query O(log n).
-
-    - ``idx_<table>_due``: unleased claimable rows in claim order;
-    - ``idx_<table>_leased``: leased rows by ``(leased_until, scheduled_for)``, for
-      expired leases and the wake-up hint;
-    - ``idx_<table>_exhausted``: rows out of attempts, for the sweep;
-    - ``idx_<table>_paused``: paused rows, for ``list_pending``;
-    - ``idx_<table>_noncanonical``: live rows with an instant in another layout
-      (:data:`OFF_LAYOUT`); normally empty.
+    """hexeract_lite's own partial indexes, which keep every worker query O(log n): due,
+    leased, exhausted, paused and noncanonical rows.
     """
     t = validate_sqlite_table_name(table)
     return [
@@ -203,9 +183,7 @@ def sqlite_extra_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_retention_index_ddl(table: str) -> list[str]:
-    """Ended rows by when they ended (schema version 5): ``stats`` counts delivered and
-    cancelled rows on these indexes and ``prune`` finds those older than its cut-off
-    without reading any other row (dead letters have the reference's index)."""
+    """Ended rows by when they ended, for ``stats`` and ``prune``."""
     t = validate_sqlite_table_name(table)
     return [
         f"CREATE INDEX IF NOT EXISTS idx_{t}_delivered ON {t} (delivered_at)\n"
@@ -216,8 +194,7 @@ def sqlite_retention_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_unique_index_ddl(table: str) -> list[str]:
-    """hexeract_lite's unique index (schema version 3): a schedule name is unique among
-    the rows that have one."""
+    """A schedule name is unique among the rows that have one."""
     t = validate_sqlite_table_name(table)
     return [
         f"CREATE UNIQUE INDEX IF NOT EXISTS idx_{t}_name ON {t} (name)\n"
@@ -226,8 +203,7 @@ def sqlite_unique_index_ddl(table: str) -> list[str]:
 
 
 def sqlite_runs_ddl(table: str) -> list[str]:
-    """The run log beside ``table``: ``<table>_runs``, its instants in integer
-    milliseconds since the Unix epoch, indexed by ``finished`` and by schedule."""
+    """The run log ``<table>_runs``, instants in epoch milliseconds."""
     t = validate_sqlite_table_name(table)
     return [
         f"CREATE TABLE IF NOT EXISTS {t}_runs (\n"
@@ -250,9 +226,7 @@ def sqlite_runs_ddl(table: str) -> list[str]:
 
 
 def sqlite_ddl(table: str = DEFAULT_TABLE) -> str:
-    """The whole SQLite schema of ``table``: the reference's table and two indexes, then
-    hexeract_lite's extra indexes and its run log. Idempotent (``IF NOT EXISTS``); the
-    CLI's ``schema`` command prints it."""
+    """The whole SQLite schema of ``table``, idempotent; what ``schema`` prints."""
     statements = [
         sqlite_table_ddl(table),
         *sqlite_reference_index_ddl(table),

@@ -13,11 +13,8 @@ __all__ = ["ChangeSignal"]
 class ChangeSignal:
     """Wakes a sleeping worker when this process changes something it may claim.
 
-    Stores call :meth:`notify` after an insert, replay, resume, reschedule or failure
-    commits. A worker remembers :meth:`version` before it looks for work and then
-    :meth:`wait` s on it, so a change in between is never missed. (Changes made by
-    *other processes* are the store's to notice, e.g. by polling
-    ``PRAGMA data_version``.)
+    A worker reads :meth:`version` before it looks for work, then :meth:`wait` s on it,
+    so a change in between is never missed.
     """
 
     def __init__(self) -> None:
@@ -55,11 +52,8 @@ class ChangeSignal:
                 self._cond.notify_all()
 
     def wait(self, since: int, timeout: float) -> bool:
-        """Block until the version differs from ``since`` or ``timeout`` seconds pass.
-
-        Returns True when a change happened. (``timeout`` is measured with the
-        monotonic clock: it is a sleep, not a decision about what is due.) After
-        :meth:`mark_stale`, it first looks for another process's commit (:attr:`look`).
+        """Block until the version differs from ``since`` or ``timeout`` (monotonic)
+        seconds pass; True on a change. After :meth:`mark_stale`, :attr:`look` first.
         """
         look = self.look
         with self._cond:
@@ -79,6 +73,5 @@ class ChangeSignal:
         return self._waiting > 0
 
     def mark_stale(self) -> None:
-        """Another process may have committed and nobody looked (nobody was waiting):
-        the next :meth:`wait` looks first."""
+        """Another process may have committed unseen: the next :meth:`wait` looks first."""
         self._stale = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -16,18 +17,10 @@ __all__ = ["StoreStats", "stats_of_records"]
 
 @attrs.frozen(kw_only=True)
 class StoreStats:
-    """A store's counts at one instant (``at``, the store's clock).
-
-    - ``pending``, ``paused``, ``delivered``, ``cancelled``, ``dead_lettered``: rows by
-      status (``pending`` counts the rows due, in flight and in backoff too);
-    - ``due``: pending rows due at ``at`` and not held by a claim (waiting for a
-      worker); ``oldest_due_lag``: ``at`` minus the oldest of their ``scheduled_for``
-      (None when nothing is due);
-    - ``in_flight``: rows a live claim holds that have not failed yet;
-      ``in_backoff``: rows holding a lease that failed before (waiting out a retry
-      delay, or in flight on a retry: the row does not tell them apart);
-    - ``next_wakeup``: the store's :meth:`~ScheduleStore.next_wakeup`;
-    - ``file_bytes``, ``wal_bytes``: the SQLite file and its WAL (None elsewhere).
+    """A store's counts at ``at`` (the store's clock): rows by status (``pending``
+    including those due, in flight and in backoff); ``due``, pending, unclaimed and due,
+    with ``oldest_due_lag``; ``in_flight`` and ``in_backoff`` (leased rows without and
+    with a past failure); ``next_wakeup``; the SQLite ``file_bytes`` and ``wal_bytes``.
     """
 
     at: datetime
@@ -75,8 +68,7 @@ class StoreStats:
 def stats_of_records(
     records: Iterable[ScheduleRecord], now: datetime, next_wakeup: datetime | None
 ) -> StoreStats:
-    """The stats of ``records`` at ``now``, row by row (the in-memory store's, and the
-    definition the SQL stores' index counts follow)."""
+    """The stats of ``records`` at ``now``, row by row (the definition SQL stores follow)."""
     by_status = dict.fromkeys(ScheduleStatus, 0)
     due = in_flight = in_backoff = 0
     oldest: datetime | None = None
@@ -94,13 +86,10 @@ def stats_of_records(
             due += 1
             if oldest is None or row.scheduled_for < oldest:
                 oldest = row.scheduled_for
+    counts: dict[str, Any] = {status.name.lower(): n for status, n in by_status.items()}
     return StoreStats(
         at=now,
-        pending=by_status[ScheduleStatus.PENDING],
-        paused=by_status[ScheduleStatus.PAUSED],
-        delivered=by_status[ScheduleStatus.DELIVERED],
-        cancelled=by_status[ScheduleStatus.CANCELLED],
-        dead_lettered=by_status[ScheduleStatus.DEAD_LETTERED],
+        **counts,
         due=due,
         in_flight=in_flight,
         in_backoff=in_backoff,

@@ -1,10 +1,6 @@
-"""The console's ASGI application: :func:`create_app`.
-
-Its pages, actions and HTTP rules are listed in docs/howto/console.md. Every value
-that came from a user is escaped by the templates (Jinja2 autoescape) after
-:func:`~.views.shown` made its invisible characters visible; error messages are
-scrubbed of passwords; no connection string is ever shown.
-"""
+"""The console's ASGI application: :func:`create_app` (pages, actions and HTTP rules:
+docs/howto/console.md). User values are escaped by Jinja2 after :func:`~.views.shown`;
+errors are scrubbed of passwords."""
 
 from __future__ import annotations
 
@@ -77,14 +73,10 @@ def _environment() -> jinja2.Environment:
 def create_app(
     store: ScheduleStore, *, allow_actions: bool = False, token: str | None = None
 ) -> Starlette:
-    """The console over ``store``, as an ASGI application a Starlette or FastAPI
-    application can mount (``app.mount("/scheduler", create_app(store))``); links
-    follow the mount's path.
-
-    ``allow_actions``: serve the actions (POST, with a CSRF token); without it the
-    console only reads, and a read-only store is enough. With it, a read-only store
-    raises :class:`InvalidConfiguration`. ``token``: a non-empty text every request
-    must carry. The app never closes the store.
+    """The console over ``store`` as an ASGI application (mountable; links follow the
+    mount's path). ``allow_actions`` serves the actions (POST, CSRF-checked; needs a
+    writable store); ``token``, if given, must come with every request. The store is
+    never closed.
 
     .. versionadded:: 0.3.0
     """

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..runlog import RunOutcome
+from ..store.runs import hour_of
 
 if TYPE_CHECKING:
     from ..store.base import ScheduleStore
@@ -24,15 +25,7 @@ __all__ = [
 ]
 
 HOUR = timedelta(hours=1)
-FAILURES = frozenset(
-    {
-        RunOutcome.FAILED,
-        RunOutcome.TIMED_OUT,
-        RunOutcome.DEAD_LETTERED,
-        RunOutcome.SWEPT,
-        RunOutcome.ABORTED,
-    }
-)
+FAILURES = frozenset(map(RunOutcome, ("failed", "timed_out", "dead_lettered", "swept", "aborted")))
 """The outcomes the chart counts as failures."""
 
 DEAD_LETTER_CAP = 1000
@@ -62,27 +55,17 @@ class HourlyCounts:
     """One sentence on what the counts are, for the chart's caption."""
 
 
-def _hour_of(instant: datetime) -> datetime:
-    return instant.replace(minute=0, second=0, microsecond=0)
-
-
 def hourly_counts(store: ScheduleStore, since: datetime, now: datetime) -> HourlyCounts:
     """Deliveries and failures (:data:`FAILURES`) per hour, from the hour of ``since``
-    to the hour of ``now`` (aware UTC instants), oldest first, by the hour each
-    dispatch attempt finished in: every firing and every failed attempt counts. A store
-    without a run log cannot tell deliveries (``delivered`` is None); its failures are
-    its newest :data:`DEAD_LETTER_CAP` dead letters."""
-    start = _hour_of(since)
-    hours = []
-    at = start
-    while at <= now:
-        hours.append(at)
-        at += HOUR
+    to that of ``now``, by when each attempt finished; without a run log, only the
+    newest :data:`DEAD_LETTER_CAP` dead letters (``delivered`` None)."""
+    start = hour_of(since)
+    hours = [start + i * HOUR for i in range((hour_of(now) - start) // HOUR + 1)]
     index = {h: i for i, h in enumerate(hours)}
     delivered = [0] * len(hours)
     failed = [0] * len(hours)
     if store.keeps_runs:
-        for hour, outcome, n in store.run_counts(start, _hour_of(now) + HOUR):
+        for hour, outcome, n in store.run_counts(start, hour_of(now) + HOUR):
             slot = index.get(hour)
             if slot is None:
                 continue
@@ -105,7 +88,7 @@ def hourly_counts(store: ScheduleStore, since: datetime, now: datetime) -> Hourl
             continue
         if ended < start:
             break
-        slot = index.get(_hour_of(ended))
+        slot = index.get(hour_of(ended))
         if slot is not None:
             failed[slot] += 1
     else:

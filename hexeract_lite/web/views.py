@@ -1,7 +1,5 @@
-"""What each console page shows, read from a store: plain dicts and lists the templates
-draw, with the SVG chart's and the timeline's geometry. Every read is bounded (one
-page of a listing; at most :data:`TIMELINE_SCHEDULES` schedules of
-:data:`TIMELINE_PER_SCHEDULE` firings each).
+"""What each console page shows, read from a store (every read bounded): plain dicts
+and lists the templates draw, with the chart's and the timeline's geometry.
 """
 
 from __future__ import annotations
@@ -10,10 +8,10 @@ import json
 import re
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._json import strict_loads
-from ..cli.output import local_ts, policy_lines, ts, zone_of
+from ..cli.output import local_ts, policy_lines, seconds, ts, zone_of
 from ..control import SchedulerControl
 from ..runlog import RunRecord
 from ..settle import error_summary
@@ -67,10 +65,6 @@ def _when(at: datetime | None, zone: str) -> dict[str, str]:
     return {"utc": ts(at), "local": local_ts(at, zone), "iso": ts(at)}
 
 
-def _seconds(delta: timedelta | None) -> str:
-    return "-" if delta is None else f"{delta.total_seconds():.3f}s"
-
-
 def _run_row(run: RunRecord) -> dict[str, object]:
     """A run as the schedule page's runs table shows it."""
     return {
@@ -79,8 +73,8 @@ def _run_row(run: RunRecord) -> dict[str, object]:
         "attempt": run.attempt,
         "outcome": run.outcome.value,
         "started": ts(run.started) if run.started is not None else "-",
-        "lag": _seconds(run.lag),
-        "duration": _seconds(run.duration),
+        "lag": seconds(run.lag),
+        "duration": seconds(run.duration),
         "worker": f"{run.host}:{run.pid}",
         "error": run.error,
     }
@@ -89,10 +83,10 @@ def _run_row(run: RunRecord) -> dict[str, object]:
 def _lag(delta: timedelta | None) -> str:
     if delta is None:
         return "-"
-    seconds = int(delta.total_seconds())
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, s = divmod(seconds, 60)
+    whole = int(delta.total_seconds())
+    if whole < 60:
+        return f"{whole}s"
+    minutes, s = divmod(whole, 60)
     if minutes < 60:
         return f"{minutes}m {s}s"
     hours, m = divmod(minutes, 60)
@@ -158,14 +152,7 @@ def overview_page(store: ScheduleStore) -> dict[str, Any]:
     stats = store.stats()
     return {
         "stats": stats,
-        "counts": [
-            ("pending", stats.pending),
-            ("paused", stats.paused),
-            ("delivered", stats.delivered),
-            ("cancelled", stats.cancelled),
-            ("dead-lettered", stats.dead_lettered),
-            ("total", stats.total),
-        ],
+        "counts": list(cast("dict[str, int]", stats.as_json()["counts"]).items()),
         "lag": _lag(stats.oldest_due_lag),
         "next_wakeup": ts(stats.next_wakeup),
         "chart": _chart(store, stats.at),
@@ -176,9 +163,13 @@ def overview_page(store: ScheduleStore) -> dict[str, Any]:
 # -- schedules ------------------------------------------------------------------------
 
 
+def _malformed(item: MalformedSchedule) -> dict[str, Any]:
+    return {"malformed": True, "id": item.raw_id, "reason": item.reason}
+
+
 def _row(item: ScheduleSnapshot | MalformedSchedule, now: datetime) -> dict[str, Any]:
     if isinstance(item, MalformedSchedule):
-        return {"malformed": True, "id": item.raw_id, "reason": item.reason}
+        return _malformed(item)
     zone = zone_of(item)
     nxt = upcoming_firings(item, now, 1)
     return {
@@ -278,11 +269,10 @@ def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
     (``more``: there may be older ones; the overview counts them all)."""
     rows = []
     for item in store.list_dead_letter(PAGE_SIZE):
-        if isinstance(item, MalformedSchedule):
-            rows.append({"malformed": True, "id": item.raw_id, "reason": item.reason})
-            continue
         rows.append(
-            {
+            _malformed(item)
+            if isinstance(item, MalformedSchedule)
+            else {
                 "malformed": False,
                 "id": str(item.schedule_id),
                 "name": item.name,

@@ -1,7 +1,5 @@
-"""A schedule's trigger in words, for the console: ``every day at 08:30 (Europe/Paris)``.
-
-Common cron shapes are put in words; any other rule is shown as itself (``on the cron
-rule 0 0 1,15 * *``).
+"""A schedule's trigger in words, for the console: ``every day at 08:30 (Europe/Paris)``;
+an uncommon cron shape as itself (``on the cron rule 0 0 1,15 * *``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,18 @@ from ...control import SchedulerControl
 from ...errors import InvalidArgument
 from ...store.listing import check_glob
 from ...upkeep import DEFAULT_UPKEEP_BATCH, Progress, replay_all
-from ..args import parse_positive_int
 from ..context import EXIT_OK, Context, schedule_id, target_ids
-from ..options import CommandTree, HelpFormatter, example, filter_arguments, id_argument
-from ..output import dump_json, format_dead_letter, snapshot_json
+from ..options import (
+    CommandTree,
+    HelpFormatter,
+    N,
+    arg,
+    example,
+    filter_arguments,
+    id_argument,
+    switch,
+)
+from ..output import format_dead_letter, snapshot_json
 
 if TYPE_CHECKING:
     import uuid
@@ -25,7 +33,6 @@ if TYPE_CHECKING:
 
 def add_parser(tree: CommandTree) -> None:
     """Add ``dead-letter`` and its ``list`` and ``replay``."""
-    conn, fmt, limit = tree.conn, tree.fmt, tree.limit
     dead = tree.cmds.add_parser(
         "dead-letter",
         help="list and replay dead-lettered schedules",
@@ -44,8 +51,8 @@ def add_parser(tree: CommandTree) -> None:
         "list",
         "list dead-lettered schedules, most recently dead-lettered first",
         ["hexeract scheduler dead-letter list --limit 10 --format json"],
-        [conn, fmt, limit],
-        list_dead_letters,
+        [tree.conn, tree.fmt, tree.limit],
+        _list,
         into=dead_cmds,
     )
     sub = tree.command(
@@ -56,8 +63,8 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler dead-letter replay 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b",
             "hexeract scheduler dead-letter replay --all --event-type 'invoice.*'",
         ],
-        [conn],
-        replay,
+        [tree.conn],
+        _replay,
         into=dead_cmds,
         description="Replay a dead-lettered schedule, or all of them: attempts reset, last"
         " error cleared, due now. A replayed one-shot fires as a new occurrence (its"
@@ -65,36 +72,25 @@ def add_parser(tree: CommandTree) -> None:
         " deduplicated the failed firing still receives the replay.",
     )
     id_argument(sub)
-    sub.add_argument(
+    switch(
+        sub,
         "--all",
-        action="store_true",
-        help="replay every dead letter (matching --event-type), in batches of --batch-size"
+        "replay every dead letter (matching --event-type), in batches of --batch-size"
         " per transaction; prints how many were replayed",
     )
     filter_arguments(sub, statuses=False)
-    sub.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        default=DEFAULT_UPKEEP_BATCH,
-        metavar="N",
-        help=f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})",
-    )
+    help_text = f"rows per transaction with --all (default: {DEFAULT_UPKEEP_BATCH})"
+    arg(sub, "--batch-size", N, help_text, default=DEFAULT_UPKEEP_BATCH)
 
 
-def list_dead_letters(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the dead-lettered schedules, most recently dead-lettered first."""
+def _list(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_dead_letter(args.limit)
-    if args.format == "json":
-        ctx.print(dump_json([snapshot_json(s) for s in rows]))
-    else:
-        ctx.print(format_dead_letter(rows))
+    ctx.show(lambda: [snapshot_json(s) for s in rows], lambda: format_dead_letter(rows))
     return EXIT_OK
 
 
-def replay(args: argparse.Namespace, ctx: Context) -> int:
-    """Replay the dead-lettered schedule, or with ``--all`` every one (matching
-    ``--event-type``): attempts reset, last error cleared, due now."""
+def _replay(args: argparse.Namespace, ctx: Context) -> int:
     one = args.schedule_id is not None or args.schedule_name is not None
     if args.all == one:
         raise InvalidArgument(

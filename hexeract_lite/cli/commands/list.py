@@ -10,13 +10,12 @@ from ...store.listing import check_glob
 from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
-from ..options import CommandTree, filter_arguments
-from ..output import dump_json, format_pending, pending_cells, pending_table, snapshot_json
+from ..options import CommandTree, arg, filter_arguments
+from ..output import format_pending, pending_cells, pending_table, snapshot_json
 
 
 def add_parser(tree: CommandTree) -> None:
     """Add ``list``."""
-    conn, fmt, limit = tree.conn, tree.fmt, tree.limit
     sub = tree.command(
         "list",
         "list pending and paused schedules, soonest first; or filter by status",
@@ -25,25 +24,19 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler list --format json | jq .",
             "hexeract scheduler list --status delivered --event-type 'invoice.*' --limit 500",
         ],
-        [conn, fmt, limit],
-        run,
+        [tree.conn, tree.fmt, tree.limit],
+        _run,
         description="List schedules. Without --status, --event-type or --after: pending and"
         " paused ones, soonest first. With any of them: every schedule that matches, in"
         " schedule id order; page through a large table with --after set to the last id"
         " printed. JSON output includes each payload.",
     )
     filter_arguments(sub, statuses=True)
-    sub.add_argument(
-        "--after",
-        type=parse_schedule_id,
-        metavar="SCHEDULE_ID",
-        help="list only schedules whose id sorts after this one (keyset pagination)",
-    )
+    help_text = "list only schedules whose id sorts after this one (keyset pagination)"
+    arg(sub, "--after", (parse_schedule_id, "SCHEDULE_ID"), help_text)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Print the pending and paused schedules, soonest first, or those the filters
-    match, in schedule id order."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     filters = (args.status, args.event_type, args.after, args.name_glob)
     filtered = any(value is not None for value in filters)
     check_glob(args.event_type)  # before the store opens: bad input touches nothing
@@ -66,12 +59,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             )
         else:
             rows = store.list_pending(args.limit)  # what SchedulerControl.list_pending runs
-    if args.format == "json":
-        ctx.print(dump_json([snapshot_json(s, payload=True) for s in rows]))
-    elif filtered and not rows:
-        ctx.print("no matching schedules")
-    else:
-        ctx.print(format_pending(rows))
+    ctx.show(
+        lambda: [snapshot_json(s, payload=True) for s in rows],
+        lambda: "no matching schedules" if filtered and not rows else format_pending(rows),
+    )
     return EXIT_OK
 
 

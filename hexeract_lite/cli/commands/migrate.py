@@ -1,5 +1,5 @@
-"""``hexeract scheduler migrate``: copy every schedule, with its state, to another
-database."""
+"""``hexeract scheduler schema`` and ``migrate``: print the table's DDL (offline); copy
+every schedule, with its state, to another database."""
 
 from __future__ import annotations
 
@@ -7,19 +7,38 @@ import argparse
 import contextlib
 
 from ...connect import ConnTarget, open_store, parse_conn
-from ...errors import UsageError
+from ...errors import StoreError, UsageError
 from ...migrate import DEFAULT_BATCH_SIZE, migrate
 from ...store.schema import DEFAULT_TABLE
 from ...upkeep import Progress
-from ..args import TABLE_ENV, parse_conn_arg, parse_positive_int, parse_table
+from ..args import TABLE_ENV, parse_conn_arg
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
-from ..output import dump_json, format_migration
+from ..options import TABLE, CommandTree, N, arg
+from ..output import format_migration
 
 
 def add_parser(tree: CommandTree) -> None:
-    """Add ``migrate``."""
-    fmt = tree.fmt
+    """Add ``schema``, ``migrate``."""
+    schema = tree.command(
+        "schema",
+        "print the DDL of the table the stores create (offline, no database needed)",
+        [
+            "hexeract scheduler schema > schema.sql",
+            "hexeract scheduler schema --dialect postgres --table app_schedules",
+        ],
+        [],
+        _schema,
+    )
+    help_text = "sqlite (the default), postgres or mysql"
+    arg(
+        schema,
+        "--dialect",
+        None,
+        help_text,
+        choices=("sqlite", "postgres", "mysql"),
+        default="sqlite",
+    )
+    arg(schema, "--table", TABLE, f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
     sub = tree.command(
         "migrate",
         "copy every schedule, with its state, to another database (e.g. SQLite to PostgreSQL)",
@@ -29,8 +48,8 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler migrate --from postgresql://app@db.internal/app"
             " --to sqlite:///backup.db --format json",
         ],
-        [fmt],
-        run,
+        [tree.fmt],
+        _migrate,
         description="Copy every schedule from one database to another with its whole state"
         " (attempts, lease, paused flag, last error, timestamps), whatever its status:"
         " SQLite to PostgreSQL, back, or between two tables. Idempotent: a schedule the"
@@ -40,43 +59,42 @@ def add_parser(tree: CommandTree) -> None:
         " the destination's table when needed. Stop the workers on the source first: a"
         " change made there after a row was copied is not carried over.",
     )
-    sub.add_argument(
-        "--from",
-        dest="from_conn",
-        required=True,
-        type=parse_conn_arg,
-        metavar="URL",
-        help="the database to copy from, spelled as --conn (sqlite:///path.db, a file path,"
-        " postgresql://..., mysql://...); it must exist",
+    url = (parse_conn_arg, "URL")
+    help_text = (
+        "the database to copy from, spelled as --conn (sqlite:///path.db, a file path,"
+        " postgresql://..., mysql://...); it must exist"
     )
-    sub.add_argument(
-        "--to",
-        dest="to_conn",
-        required=True,
-        type=parse_conn_arg,
-        metavar="URL",
-        help="the database to copy to, spelled as --conn; a password is never printed"
-        " (PGPASSWORD or ~/.pgpass keep it off the command line)",
+    arg(sub, "--from", url, help_text, dest="from_conn", required=True)
+    help_text = (
+        "the database to copy to, spelled as --conn; a password is never printed"
+        " (PGPASSWORD or ~/.pgpass keep it off the command line)"
     )
-    sub.add_argument(
-        "--table",
-        type=parse_table,
-        metavar="NAME",
-        help=f"the source table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})",
-    )
-    sub.add_argument(
-        "--to-table",
-        type=parse_table,
-        metavar="NAME",
-        help="the destination table (default: the source table's name)",
-    )
-    sub.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        metavar="N",
-        help=f"rows per read and per write transaction (default: {DEFAULT_BATCH_SIZE})",
-    )
+    arg(sub, "--to", url, help_text, dest="to_conn", required=True)
+    arg(sub, "--table", TABLE, f"the source table (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
+    arg(sub, "--to-table", TABLE, "the destination table (default: the source table's name)")
+    help_text = f"rows per read and per write transaction (default: {DEFAULT_BATCH_SIZE})"
+    arg(sub, "--batch-size", N, help_text, default=DEFAULT_BATCH_SIZE)
+
+
+def _schema(args: argparse.Namespace, ctx: Context) -> int:
+    if args.dialect == "sqlite":
+        from ...store.schema import sqlite_ddl
+
+        ddl = sqlite_ddl(ctx.table)
+    elif args.dialect == "mysql":
+        from ...store.mysql.schema import mysql_ddl
+
+        ddl = mysql_ddl(ctx.table)
+    else:
+        try:
+            from ...store.postgres.schema import postgres_ddl
+        except ImportError as exc:
+            raise StoreError(
+                f"this build of hexeract_lite has no PostgreSQL schema ({exc})"
+            ) from None
+        ddl = postgres_ddl(ctx.table)
+    ctx.print(ddl.rstrip("\n"))
+    return EXIT_OK
 
 
 def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
@@ -86,8 +104,7 @@ def _same_database(a: ConnTarget, b: ConnTarget) -> bool:
     return a.kind == b.kind and a.url == b.url
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Copy the source table into the destination; print the counts."""
+def _migrate(args: argparse.Namespace, ctx: Context) -> int:
     source, dest = parse_conn(args.from_conn), parse_conn(args.to_conn)
     source_table = ctx.table
     dest_table = args.to_table or source_table
@@ -103,19 +120,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         Progress("read") as progress,  # ends its line before any error is printed
     ):
         report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
-    if args.format == "json":
-        data: dict[str, object] = {
+    ctx.show(
+        lambda: {
             "source": source.display(),
             "source_table": source_table,
             "destination": dest.display(),
             "destination_table": dest_table,
             **report.to_json_dict(),
-        }
-        ctx.print(dump_json(data))
-    else:
-        ctx.print(
-            f"Migrated table {source_table} of {source.display()}"
-            f" to table {dest_table} of {dest.display()}:"
-        )
-        ctx.print(format_migration(report))
+        },
+        lambda: (
+            f"Migrated table {source_table} of {source.display()} to table {dest_table}"
+            f" of {dest.display()}:\n{format_migration(report)}"
+        ),
+    )
     return EXIT_OK

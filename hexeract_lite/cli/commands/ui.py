@@ -8,9 +8,8 @@ import os
 import signal
 
 from ...errors import StoreError, UsageError
-from ..args import parse_positive_int
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import CommandTree, N, arg, switch
 
 TOKEN_ENV = "HEXERACT_UI_TOKEN"
 """The environment variable holding the console's access token."""
@@ -29,7 +28,7 @@ def add_parser(tree: CommandTree) -> None:
             "HEXERACT_UI_TOKEN=s3cret hexeract scheduler ui --host 0.0.0.0 --allow-actions",
         ],
         [tree.conn],
-        run,
+        _run,
         description="Serve the web console over HTTP: counts and the last 24 hours, the"
         " schedules with their next firings, each schedule's trigger, payload and last"
         " error, the dead letters and a timeline of what fires next; pages refresh"
@@ -39,28 +38,16 @@ def add_parser(tree: CommandTree) -> None:
         " console once with ?token=<token>, which sets a cookie, or send Authorization:"
         " Bearer <token>). Needs the web extra: pip install 'hexeract_lite[web]'.",
     )
-    sub.add_argument(
-        "--host",
-        default="127.0.0.1",
-        metavar="ADDRESS",
-        help=f"the address to listen on (default: 127.0.0.1; another needs ${TOKEN_ENV})",
-    )
-    sub.add_argument(
-        "--port",
-        type=parse_positive_int,
-        default=8765,
-        metavar="N",
-        help="the port to listen on (default: 8765)",
-    )
-    sub.add_argument(
+    help_text = f"the address to listen on (default: 127.0.0.1; another needs ${TOKEN_ENV})"
+    arg(sub, "--host", None, help_text, default="127.0.0.1", metavar="ADDRESS")
+    arg(sub, "--port", N, "the port to listen on (default: 8765)", default=8765)
+    switch(
+        sub,
         "--allow-actions",
-        action="store_true",
-        help="serve the actions too (pause, resume, cancel, run now, reschedule, replay),"
+        "serve the actions too (pause, resume, cancel, run now, reschedule, replay),"
         " as POST forms with a CSRF token; opens the store for writing",
     )
-    sub.add_argument(
-        "--open", action="store_true", help="open the console in the default web browser"
-    )
+    switch(sub, "--open", "open the console in the default web browser")
 
 
 def is_loopback(host: str) -> bool:
@@ -73,8 +60,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Serve the console until interrupted."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     token = os.environ.get(TOKEN_ENV) or None
     loopback = is_loopback(args.host)
     if not loopback and token is None:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 from ..._log import package_logger
 from ...connect import ConnTarget, parse_conn, scrub
 from ...errors import InvalidConfiguration, SchedulerError, UsageError
-from ..args import parse_duration, parse_positive_int, parse_sink_spec
+from ..args import parse_sink_spec
 from ..context import EXIT_OK, Context
-from ..options import CommandTree
+from ..options import DURATION, CommandTree, N, arg
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -32,9 +32,19 @@ if TYPE_CHECKING:
 log = package_logger("hexeract_lite.cli")
 
 
+_DURATIONS = (
+    ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
+    ("--lease", "how long a claim holds an occurrence (default: 300s)"),
+    ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
+    ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
+    ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
+    ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
+    ("--heartbeat", "extend the leases of the batch in flight on this period (default: off)"),
+)
+
+
 def add_parser(tree: CommandTree) -> None:
     """Add ``worker``."""
-    conn = tree.conn
     sub = tree.command(
         "worker",
         "run a worker in the foreground, delivering due messages to a sink",
@@ -42,8 +52,8 @@ def add_parser(tree: CommandTree) -> None:
             "hexeract scheduler worker --sink myapp.scheduling:sink"
             " --conn sqlite:////var/lib/myapp/scheduler.db",
         ],
-        [conn],
-        run,
+        [tree.conn],
+        _run,
         description="Run a worker in the foreground: claim due occurrences and hand each to"
         " the sink, at least once, retrying with backoff and dead-lettering what keeps"
         " failing. Logs go to stderr. SIGINT or SIGTERM stops it cleanly: the occurrences in"
@@ -53,43 +63,19 @@ def add_parser(tree: CommandTree) -> None:
         " it exits 128+signal (143 for SIGTERM) within a few seconds. Creates the database"
         " when it does not exist.",
     )
-    sub.add_argument(
-        "--sink",
-        required=True,
-        type=parse_sink_spec,
-        metavar="MODULE:ATTR",
-        help="the sink the application exposes: a ScheduleSink, or a callable taking the"
-        " ScheduledMessage",
+    help_text = (
+        "the sink the application exposes: a ScheduleSink, or a callable taking the"
+        " ScheduledMessage"
     )
-    sub.add_argument(
-        "--app-dir",
-        default=".",
-        metavar="DIR",
-        help="put DIR first on the import path to find the sink module (default: .)",
-    )
+    arg(sub, "--sink", (parse_sink_spec, "MODULE:ATTR"), help_text, required=True)
+    help_text = "put DIR first on the import path to find the sink module (default: .)"
+    arg(sub, "--app-dir", None, help_text, default=".", metavar="DIR")
     settings = sub.add_argument_group("worker settings (durations: 100ms, 5s, 2m, 1h)")
-    for flag, help_text in (
-        ("--poll-interval", "the longest sleep between polls (default: 100ms)"),
-        ("--lease", "how long a claim holds an occurrence (default: 300s)"),
-        ("--dispatch-timeout", "the longest one dispatch may take (default: 30s)"),
-        ("--retry-base-delay", "base of the exponential retry backoff (default: 1s)"),
-        ("--retry-max-delay", "cap of the retry backoff (default: 300s)"),
-        ("--min-cycle-delay", "the pause after a cycle that claimed a full batch (default: 2ms)"),
-        ("--heartbeat", "extend the leases of the batch in flight on this period (default: off)"),
-    ):
-        settings.add_argument(flag, type=parse_duration, metavar="DURATION", help=help_text)
-    settings.add_argument(
-        "--batch-size",
-        type=parse_positive_int,
-        metavar="N",
-        help="occurrences claimed per poll (default: 10)",
-    )
-    settings.add_argument(
-        "--max-snoozes",
-        type=int,
-        metavar="N",
-        help="snoozes of one occurrence before its schedule is dead-lettered (default: 100)",
-    )
+    for flag, help_text in _DURATIONS:
+        arg(settings, flag, DURATION, help_text)
+    arg(settings, "--batch-size", N, "occurrences claimed per poll (default: 10)")
+    help_text = "snoozes of one occurrence before its schedule is dead-lettered (default: 100)"
+    arg(settings, "--max-snoozes", (int, "N"), help_text)
     settings.add_argument(
         "--no-jitter",
         dest="jitter",
@@ -117,13 +103,10 @@ def load_sink(spec: str, app_dir: str) -> ScheduleSink:
         sys.path.insert(0, path)
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (
-            module_name == exc.name or module_name.startswith(exc.name + ".")
-        ):
-            raise UsageError(f"cannot import sink module {module_name!r}: {exc}") from None
-        raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
     except Exception as exc:
+        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and (module_name + ".").startswith(missing + "."):
+            raise UsageError(f"cannot import sink module {module_name!r}: {exc}") from None
         raise SchedulerError(f"importing sink module {module_name!r} failed: {exc!r}") from exc
     obj: object = module
     for part in attr_path.split("."):
@@ -149,17 +132,12 @@ def load_sink(spec: str, app_dir: str) -> ScheduleSink:
 
 
 _SETTINGS = (
-    "poll_interval",
+    *(flag[2:].replace("-", "_") for flag, _ in _DURATIONS),
     "batch_size",
-    "lease",
-    "retry_base_delay",
-    "retry_max_delay",
     "jitter",
-    "min_cycle_delay",
-    "dispatch_timeout",
-    "heartbeat",
     "max_snoozes",
 )
+"""The worker settings' names: the destinations of the settings' flags."""
 
 _SETTING_NAME = re.compile(r"\b(" + "|".join(_SETTINGS) + r")\b")
 
@@ -218,13 +196,9 @@ class _StopSignals:
 def _stop_on_signals(
     stop: threading.Event, wake: Callable[[], None], abort: Callable[[], None]
 ) -> Iterator[_StopSignals]:
-    """SIGINT and SIGTERM, for the worker command (in the main thread only).
-
-    The first sets ``stop`` and wakes the worker: it finishes the occurrences in hand.
-    The second calls ``abort``: the dispatch in flight is abandoned (recorded as
-    failed), what was not dispatched is released and the rest settled, and the
-    command exits ``128 + signal`` within :data:`_ABORT_GRACE_S`. A third exits at once.
-    """
+    """SIGINT and SIGTERM (main thread only): the first sets ``stop`` and wakes the
+    worker, the second calls ``abort`` (exit ``128 + signal`` within
+    :data:`_ABORT_GRACE_S`), a third exits at once."""
     signals = _StopSignals()
     if threading.current_thread() is not threading.main_thread():
         yield signals
@@ -256,8 +230,7 @@ def _stop_on_signals(
             signal.signal(sig, old)
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
-    """Run the worker until a stop signal; ``128 + signal`` after a second one."""
+def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ...worker import SchedulerWorker, SchedulerWorkerConfig  # asyncio: only workers need it
 
     given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
