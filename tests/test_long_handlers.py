@@ -475,11 +475,11 @@ def _lines(log: Path) -> list[dict[str, Any]]:
 def test_three_workers_killed_at_random_never_run_one_occurrence_twice_at_once(
     tmp_path: Path,
 ) -> None:
-    """3 worker processes, handlers running 10x the lease kept by heartbeats, a worker
-    SIGKILLed (and replaced) every ~1.2 s: no occurrence is in two live workers'
+    """3 worker processes, handlers running 5x the lease kept by heartbeats, a worker
+    SIGKILLed (and replaced) every ~0.6 s: no occurrence is in two live workers'
     handlers at once while their heartbeats succeed, and every one is delivered."""
     db, log = tmp_path / "shared.db", tmp_path / "dispatches.log"
-    lease_ms, handler_s = 200, 2.0  # 10x the lease
+    lease_ms, handler_s = 200, 1.0  # 5x the lease: 20 heartbeats per handler
     with SqliteScheduleStore.open(db) as store:
         msgs = [
             ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "job", {"i": i})
@@ -490,10 +490,10 @@ def test_three_workers_killed_at_random_never_run_one_occurrence_twice_at_once(
     procs = [_start(db, log, *args) for _ in range(3)]
     killed: dict[int, float] = {}  # pid -> when it was dead for sure
     rng = random.Random(28)
-    deadline = time.monotonic() + 5  # at least 4 kills, at most 1.6 s apart
+    deadline = time.monotonic() + 2.5  # at least 4 kills, at most 0.8 s apart
     try:
         while time.monotonic() < deadline:
-            time.sleep(rng.uniform(0.8, 1.6))
+            time.sleep(rng.uniform(0.4, 0.8))
             victim = procs.pop(rng.randrange(len(procs)))
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
