@@ -1082,6 +1082,33 @@ def test_replay_resets_a_dead_lettered_schedule(store: ScheduleStore, frozen: Fr
     assert status(store, msg.schedule_id) is ScheduleStatus.DELIVERED
 
 
+def test_both_replays_forget_a_change_made_during_the_dead_lettered_lease(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A reschedule made while the last attempt was leased waits for that lease's end;
+    the attempt dead-letters instead. Replaying one and replaying all make the same
+    fresh firing: its acknowledgement goes where the worker says, not to the old change."""
+    one, many = every_minute(T0), every_minute(T0)
+    stale = T0 + timedelta(hours=5)
+    for msg in (one, many):
+        store.insert(msg, 1)
+    for occ in store.claim_due(frozen.now(), 10, LEASE):
+        sid = occ.message.schedule_id
+        assert SchedulerControl(store).reschedule(sid, stale)
+        assert store.mark_dead_lettered(sid, "boom", occ.leased_until)
+        assert store.inspect(sid).next_after_lease == stale  # type: ignore[union-attr]
+    frozen.shift(timedelta(minutes=5))
+    store.replay(one.schedule_id)
+    assert store.replay_dead_letters([many.schedule_id]) == 1
+    rule = frozen.now() + timedelta(minutes=1)
+    for occ in store.claim_due(frozen.now(), 10, LEASE):
+        assert store.reschedule(occ.message.schedule_id, rule, occ.leased_until)
+    for msg in (one, many):
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.next_after_lease is None
+        assert (snap.status, snap.scheduled_for) == (ScheduleStatus.PENDING, rule)
+
+
 def test_replay_clears_the_paused_flag(store: ScheduleStore, frozen: FrozenTime) -> None:
     msg = one_shot()
     _dead_letter(store, frozen, msg)

@@ -91,6 +91,7 @@ def _replayed(row: ScheduleRecord, now: datetime) -> None:
     row.last_error = None
     row.paused = False
     row.dead_lettered_at = None
+    row.next_after_lease = None
 
 
 class InMemoryScheduleStore(SettlingStore):
@@ -481,7 +482,6 @@ class InMemoryScheduleStore(SettlingStore):
             if status is not ScheduleStatus.DEAD_LETTERED:
                 raise NotReplayable(schedule_id, status)
             _replayed(row, self._now())
-            row.next_after_lease = None
         self.changes.notify()
 
     def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:

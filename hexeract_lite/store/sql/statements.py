@@ -51,7 +51,8 @@ _FENCE: LiteralString = (
 _COUNTED: LiteralString = counted("%(counted)s")
 _JSONB = {"payload": "{jsonb}"}
 _UNDONE: LiteralString = (
-    "attempts = 0, leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL"
+    "attempts = 0, leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
+    " next_after_lease = NULL"
 )
 
 
@@ -113,8 +114,8 @@ class SharedStatements:
             " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
         )
         self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(at)s, " + REPLAYED + ", " + _UNDONE + ","
-            " next_after_lease = NULL WHERE schedule_id = %(id)s"
+            "UPDATE {t} SET scheduled_for = %(at)s, " + REPLAYED + ", " + _UNDONE
+            + " WHERE schedule_id = %(id)s"
         )
         self.replay_many = q(
             "UPDATE {t} SET scheduled_for = %(now)s, "

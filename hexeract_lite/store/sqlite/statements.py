@@ -332,7 +332,7 @@ def replay_sql(table: str) -> str:
     t = validate_sqlite_table_name(table)
     return (
         f"UPDATE {t} SET scheduled_for = :now, {REPLAYED}, attempts = 0, leased_until = NULL,"
-        " last_error = NULL, paused = 0, dead_lettered_at = NULL"
+        " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
         " WHERE schedule_id = :id AND dead_lettered_at IS NOT NULL"
     )
 
