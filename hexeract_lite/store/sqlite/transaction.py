@@ -34,7 +34,6 @@ from ..sql.runner import TransactionRunner, savepoint
 from .codec import (
     diagnose,
     record_from_row,
-    row_from_record,
     row_label,
 )
 from .connections import is_duplicate, sink_transaction
@@ -254,8 +253,7 @@ def modify_within(
             ) from exc
         answer, new = plan(record.copy(), now)
         if new is not None:
-            values = row_from_record(new)
-            caller.execute(statements.write_row, (*values[1:], values[0]))
+            caller.execute(statements.write_row, store._row_params(new))
     return answer
 
 
