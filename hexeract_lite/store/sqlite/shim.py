@@ -3,7 +3,6 @@ uses, loaded only by a store opened with ``driver="sqlite3"``."""
 
 from __future__ import annotations
 
-import functools
 import os
 import pathlib
 import sqlite3
@@ -56,23 +55,6 @@ def _as_apsw() -> Iterator[None]:
         _raise(exc)
 
 
-@functools.lru_cache(maxsize=256)
-def _statements(sql: str) -> tuple[tuple[str, int], ...]:
-    """``sql`` split into its statements (sqlite3 runs one per call), each with its
-    number of ``?`` (the store's statements have none inside a literal)."""
-    parts: list[tuple[str, int]] = []
-    buf = ""
-    for piece in sql.split(";"):
-        buf += piece + ";"
-        if sqlite3.complete_statement(buf):
-            if buf.strip(" ;\n\t"):
-                parts.append((buf, buf.count("?")))
-            buf = ""
-    if buf.strip(" ;\n\t"):
-        parts.append((buf, buf.count("?")))
-    return tuple(parts) or ((sql, 0),)
-
-
 _INCREMENTAL_VACUUM = "PRAGMA INCREMENTAL_VACUUM"
 
 
@@ -96,23 +78,13 @@ class Sqlite3Cursor:
         self._rows: list[Any] = []
 
     def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
-        """Run ``sql`` (one statement or several) with ``params``; return self."""
+        """Run the statement ``sql`` with ``params``; return self."""
         raw = self.connection.raw
         with _as_apsw():
-            parts = _statements(sql)
             if sql.lstrip().upper().startswith(_INCREMENTAL_VACUUM):
                 self._rows = _incremental_vacuum(raw, sql)
-                return self
-            if len(parts) == 1:
+            else:
                 self._rows = raw.execute(sql, params).fetchall()
-                return self
-            at = 0
-            for text, count in parts:
-                if isinstance(params, dict):
-                    bound: Any = params
-                else:
-                    bound, at = tuple(params[at : at + count]), at + count
-                self._rows = raw.execute(text, bound).fetchall()
         return self
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> Sqlite3Cursor:

@@ -80,7 +80,6 @@ class SqliteStatements(SharedStatements):
             " max_firings, jitter_ms, jitter_offset_ms, catch_up, catch_up_limit)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
-        self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
         # The claim, in one write transaction (claim_rows): a probe for an expired lease,
         # the rowids to lease (from the due index, and with an expired lease from both
         # indexes, merged), then one UPDATE of exactly those rowids.

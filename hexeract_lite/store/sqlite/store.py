@@ -299,13 +299,10 @@ class SqliteScheduleStore(SqlScheduleStore):
             insert_within(self, connection, [message], [row], "insert")
             return
         self._db.outside_sink("insert")
-        # autocommit: the INSERT is its own write transaction; with one left open,
-        # BEGIN IMMEDIATE fails and the rollback below ends it
-        with self._lock:
+        with self._lock:  # autocommit: the INSERT is its own write transaction
             cur = self._db.live_cursor()
-            sql = self._sql.insert if cur.connection.get_autocommit() else self._sql.insert_one
             try:
-                cur.execute(sql, row)
+                cur.execute(self._sql.insert, row)
             except BaseException as exc:
                 self._db.rollback()
                 if is_duplicate(exc):
