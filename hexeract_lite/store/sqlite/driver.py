@@ -8,7 +8,6 @@ import os
 import pathlib
 import threading
 from datetime import timedelta
-from typing import Any
 
 import apsw
 
@@ -21,7 +20,6 @@ __all__ = [
     "check_driver",
     "check_open",
     "check_sqlite3_version",
-    "handler_connection",
     "hold_file",
     "open_connection",
     "shares_sqlite_with_apsw",
@@ -179,13 +177,3 @@ def open_connection(
     from .shim import open_sqlite3
 
     return open_sqlite3(path, readonly=readonly, immutable=immutable)
-
-
-def handler_connection(conn: object) -> Any:
-    """What a transactional handler receives: the ``sqlite3.Connection`` or ``apsw.Connection``."""
-    import sys
-
-    shim = sys.modules.get(f"{__package__}.shim")  # loaded by any sqlite3 store
-    if shim is not None and isinstance(conn, shim.Sqlite3Connection):
-        return conn.raw
-    return conn

@@ -40,19 +40,15 @@ def _apsw_error(exc: BaseException) -> BaseException:
     return apsw.SQLError(f"{type(exc).__name__}: {exc}")
 
 
-def _raise(exc: BaseException) -> Any:
-    error = _apsw_error(exc)
-    if error is exc:
-        raise exc
-    raise error from exc
-
-
 @contextmanager
 def _as_apsw() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        _raise(exc)
+        error = _apsw_error(exc)
+        if error is exc:
+            raise
+        raise error from exc
 
 
 _INCREMENTAL_VACUUM = "PRAGMA INCREMENTAL_VACUUM"

@@ -39,7 +39,6 @@ from .codec import (
 from .connections import is_duplicate, sink_transaction
 from .driver import (
     FileHold,
-    handler_connection,
     hold_file,
     shares_sqlite_with_apsw,
     two_copies,
@@ -422,7 +421,7 @@ class SqliteTransactionRunner(TransactionRunner):
                 began = time.monotonic()
                 try:
                     with sink_transaction(self._store.path):
-                        returned = self._handler(occ.message, handler_connection(conn))
+                        returned = self._handler(occ.message, getattr(conn, "raw", conn))
                 finally:
                     guard.active = False
                     _plain_rows(conn)
