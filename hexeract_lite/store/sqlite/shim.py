@@ -233,19 +233,15 @@ def _close_cursors(raw: sqlite3.Connection) -> None:
         cur.close()
 
 
-def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
+def open_sqlite3(uri: str, path: pathlib.Path, *, readonly: bool) -> apsw.Connection:
     """:func:`~.driver.open_connection` for ``driver="sqlite3"``."""
-    mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
-    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.open_connection
-        mode = "ro&readonly_shm=1"
     with _as_apsw():
         raw = sqlite3.connect(
-            f"{path.as_uri()}?mode={mode}",
+            uri,
             uri=True,
             isolation_level=None,  # the store runs BEGIN IMMEDIATE and COMMIT itself
             check_same_thread=False,  # the store serialises its use under its lock
             timeout=0,  # set_busy_timeout follows
             factory=_Tracked,
         )
-    shim = Sqlite3Connection(raw, str(path), readonly=readonly or immutable)
-    return cast(apsw.Connection, shim)
+    return cast(apsw.Connection, Sqlite3Connection(raw, str(path), readonly=readonly))
