@@ -82,10 +82,7 @@ class _Caller:
             cursor.close()
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
-        if self.kind == "apsw":
-            self.conn.cursor().executemany(sql, rows)
-        else:
-            self.conn.executemany(sql, rows)
+        self.conn.cursor().executemany(sql, rows)
 
 
 def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
