@@ -12,7 +12,7 @@ from ..._time import format_ts, parse_ts
 from ...errors import InvalidConfiguration
 from ...message import ScheduledMessage
 from ...policy import SchedulePolicy
-from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleStatus
+from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ...trigger import Trigger
 from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
 from ..record import (
@@ -25,6 +25,7 @@ from ..record import (
     policy_of,
     rule_trigger,
 )
+from ..sql.codec import RowCodec
 from .salvage import SalvagedRow, undecodable
 
 __all__ = [
@@ -116,25 +117,18 @@ def _json_text(value: Any) -> Any:
     return value
 
 
-# per kind: (decode required, decode optional, encode required, encode optional)
-_CODERS: dict[ColumnKind, tuple[Callable[[Any], Any], ...]] = {
-    ColumnKind.ID: (decode_id, decode_id, encode_id, _optional(encode_id)),
-    ColumnKind.INSTANT: (decode_instant, _optional_instant, format_ts, _optional(format_ts)),
-    ColumnKind.BOOL: (bool, bool, _flag, _flag),
-    ColumnKind.JSON: (_json_text, _json_text, _as_is, _as_is),
+_ENCODE: dict[ColumnKind, Callable[[Any], Any]] = {
+    ColumnKind.ID: encode_id,
+    ColumnKind.INSTANT: format_ts,
+    ColumnKind.BOOL: _flag,
 }
-_AS_IS = (_as_is,) * 4  # TEXT, INT: stored as they are
-_DECODERS = tuple(_CODERS.get(c.kind, _AS_IS)[0 if c.required else 1] for c in COLUMNS)
-_ENCODERS = tuple((c.name, _CODERS.get(c.kind, _AS_IS)[2 if c.required else 3]) for c in COLUMNS)
+_ENCODERS = tuple(
+    (c.name, _ENCODE[c.kind] if c.required else _optional(_ENCODE[c.kind]))
+    if c.kind in _ENCODE
+    else (c.name, _as_is)
+    for c in COLUMNS
+)
 _INTS = tuple(c.name for c in COLUMNS if c.kind is ColumnKind.INT and c.required)
-
-
-def record_from_row(row: Sequence[Any]) -> ScheduleRecord:
-    """A row of ``SELECT`` :data:`SELECT_LIST` as a record (ValueError, TypeError when
-    a value does not decode)."""
-    if type(row) is SalvagedRow:
-        raise ValueError(undecodable(row))
-    return ScheduleRecord(*[decode(value) for decode, value in zip(_DECODERS, row, strict=True)])
 
 
 def row_from_record(record: ScheduleRecord) -> tuple[Any, ...]:
@@ -297,43 +291,36 @@ def diagnose(row: Sequence[Any]) -> str:
     return message_problem(row)
 
 
-def why(row: Sequence[Any], exc: BaseException) -> str:
-    """Why a row did not decode: the column :func:`diagnose` names, else the exception."""
-    return diagnose(row) or f"{type(exc).__name__}: {exc}"
+class _Codec(RowCodec):
+    def decode(self, row: Sequence[Any]) -> ScheduleRecord:
+        if type(row) is SalvagedRow:
+            raise ValueError(undecodable(row))
+        return super().decode(row)
+
+    def _status(self, row: Sequence[Any]) -> ScheduleStatus | None:
+        paused = row[_I["paused"]]  # the ends as stored: a malformed one still ends the row
+        if not isinstance(paused, int):
+            return None
+        return ScheduleStatus.derive(
+            delivered_at=row[_I["delivered_at"]],
+            cancelled_at=row[_I["cancelled_at"]],
+            dead_lettered_at=row[_I["dead_lettered_at"]],
+            paused=bool(paused),
+        )
 
 
-decode = record_from_row
-
-
-def row_label(row: Sequence[Any]) -> str:
-    """The row's schedule id for a message: its UUID text, or a repr of what is there."""
-    try:
-        return str(decode_id(row[0]))
-    except ValueError:
-        return repr(row[0])[:60]
-
-
-def _raw_status(row: Sequence[Any]) -> ScheduleStatus | None:
-    paused = row[_I["paused"]]
-    if not isinstance(paused, int):
-        return None
-    return ScheduleStatus.derive(
-        delivered_at=row[_I["delivered_at"]],
-        cancelled_at=row[_I["cancelled_at"]],
-        dead_lettered_at=row[_I["dead_lettered_at"]],
-        paused=bool(paused),
-    )
-
-
-def malformed(row: Sequence[Any], exc: BaseException) -> MalformedSchedule:
-    """What a listing returns in place of a row that does not decode."""
-    try:
-        schedule_id: uuid.UUID | None = decode_id(row[0])
-    except ValueError:
-        schedule_id = None
-    return MalformedSchedule(
-        schedule_id=schedule_id,
-        raw_id=row_label(row),
-        reason=why(row, exc),
-        status=_raw_status(row),
-    )
+_CODEC = _Codec(
+    {
+        ColumnKind.ID: decode_id,
+        ColumnKind.TEXT: _as_is,
+        ColumnKind.JSON: _json_text,
+        ColumnKind.INSTANT: decode_instant,
+        ColumnKind.INT: _as_is,
+        ColumnKind.BIGINT: _as_is,
+        ColumnKind.BOOL: bool,
+    },
+    diagnose,
+)
+record_from_row = decode = _CODEC.decode
+"""A row of ``SELECT`` :data:`SELECT_LIST` as a record; raises on a value that does not decode."""
+row_label, why, malformed = _CODEC.row_label, _CODEC.why, _CODEC.malformed

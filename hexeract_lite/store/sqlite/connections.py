@@ -25,8 +25,6 @@ from .session import SqliteSession, set_busy_wait
 __all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
 
 BEGIN = "BEGIN IMMEDIATE"
-_BEGIN_UNSYNCED = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
-_RESYNC = "PRAGMA synchronous=FULL"
 _log = package_logger(__name__)
 
 # a forked child's inherited connections: never used nor closed (nor garbage collected)
@@ -83,8 +81,6 @@ class Connections:
         self.driver = driver
         self._hold = hold  # this process's claim on the file for the driver
         self.lock: threading.Lock | PidCheckingLock = threading.Lock()
-        # "relaxed": the worker's transactions begin with synchronous=NORMAL
-        self._begin_worker = _BEGIN_UNSYNCED if durability == "relaxed" else BEGIN
         self._reopen = False
 
     def live_cursor(self) -> apsw.Cursor:
@@ -128,13 +124,15 @@ class Connections:
         raised as :class:`DuplicateKey`); ``worker``: unsynced under "relaxed"."""
         self.writable(what)
         self.outside_sink(what)
+        unsynced = worker and self.durability == "relaxed"
         with self.lock:
             cur = self.live_cursor()
-            begin = self._begin_worker if worker else BEGIN
             tx = SqliteSession(cur)
             try:
                 try:
-                    cur.execute(begin)
+                    if unsynced:
+                        cur.execute("PRAGMA synchronous=NORMAL")
+                    cur.execute(BEGIN)
                 except apsw.Error as exc:
                     raise self.error(what, exc) from exc
                 try:
@@ -148,7 +146,7 @@ class Connections:
                         raise self.error(what, exc) from exc
                     raise
             finally:
-                resynced = begin is not _BEGIN_UNSYNCED or self._resync()
+                resynced = not unsynced or self._resync()
         if not resynced:  # pragma: no cover - a broken connection fails its next call
             _log.warning("could not restore synchronous=FULL on %s", self.path)
 
@@ -156,7 +154,7 @@ class Connections:
         conn = self.conn
         if conn is not None:
             try:
-                conn.execute(_RESYNC)
+                conn.execute("PRAGMA synchronous=FULL")
             except apsw.Error:  # pragma: no cover
                 return False
         return True

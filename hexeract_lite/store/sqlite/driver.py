@@ -8,7 +8,6 @@ import os
 import pathlib
 import threading
 from datetime import timedelta
-from typing import Any
 
 import apsw
 
@@ -21,7 +20,6 @@ __all__ = [
     "check_driver",
     "check_open",
     "check_sqlite3_version",
-    "handler_connection",
     "hold_file",
     "open_connection",
     "shares_sqlite_with_apsw",
@@ -166,26 +164,16 @@ def open_connection(
     """A connection on the existing file ``path``: read-write (never created),
     ``readonly`` or ``immutable`` (read without locks); apsw's errors either way. A
     read-only one reads an existing ``-shm`` without writing it (``readonly_shm``)."""
+    if immutable:
+        mode = "ro&immutable=1"
+    elif readonly:
+        mode = "ro&readonly_shm=1" if os.path.exists(f"{path}-shm") else "ro"
+    else:
+        mode = "rw"
+    uri = f"{path.as_uri()}?mode={mode}"
     if driver == "apsw":
-        if immutable or (readonly and os.path.exists(f"{path}-shm")):
-            option = "immutable=1" if immutable else "readonly_shm=1"
-            return apsw.Connection(
-                f"{path.as_uri()}?mode=ro&{option}",
-                flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
-                vfs=vfs,
-            )
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-        return apsw.Connection(str(path), flags=flags, vfs=vfs)
+        flags = apsw.SQLITE_OPEN_READONLY if mode != "rw" else apsw.SQLITE_OPEN_READWRITE
+        return apsw.Connection(uri, flags=flags | apsw.SQLITE_OPEN_URI, vfs=vfs)
     from .shim import open_sqlite3
 
-    return open_sqlite3(path, readonly=readonly, immutable=immutable)
-
-
-def handler_connection(conn: object) -> Any:
-    """What a transactional handler receives: the ``sqlite3.Connection`` or ``apsw.Connection``."""
-    import sys
-
-    shim = sys.modules.get(f"{__package__}.shim")  # loaded by any sqlite3 store
-    if shim is not None and isinstance(conn, shim.Sqlite3Connection):
-        return conn.raw
-    return conn
+    return open_sqlite3(uri, path, readonly=mode != "rw")

@@ -11,11 +11,20 @@ from typing import Any
 import apsw
 
 from ..._time import parse_ts
-from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
+from ..schema import CANONICAL_TS, LIVE, NONCANONICAL, OFF_LAYOUT, validate_sqlite_table_name
 from .schema import SCHEMA_VERSION, open_database
-from .statements import PortableReads, SqliteStatements, present_columns
 
-__all__ = ["plain_pending", "read_pending", "readonly_pending", "uuid_text"]
+__all__ = [
+    "PortableReads",
+    "any_noncanonical",
+    "indexed_pending",
+    "plain_pending",
+    "present_columns",
+    "read_pending",
+    "readonly_pending",
+    "uuid_text",
+]
 
 _I = {name: index for index, name in enumerate(COLUMN_NAMES)}
 _INSTANTS = tuple((_I[c.name], c.required) for c in COLUMNS if c.kind is ColumnKind.INSTANT)
@@ -26,17 +35,69 @@ _BUSY_TIMEOUT = timedelta(seconds=5)  # SqliteScheduleStore.open's default
 PlainPending = tuple[str, str, datetime, Any, Any, str, str, "str | None"]
 
 
-def readonly_pending(
-    sql: SqliteStatements,
-    portable: PortableReads,
-    current: bool,
-    read: Callable[[str], list[Any]],
-) -> str:
+def indexed_pending(t: str, cols: str) -> str:
+    """The pending listing (``:limit``) on the pending and paused indexes, merged."""
+    return (
+        f"SELECT {cols} FROM ("
+        " SELECT * FROM ("
+        f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_pending"
+        f"  WHERE {LIVE} AND paused = 0"
+        "  ORDER BY scheduled_for, schedule_id LIMIT :limit)"
+        " UNION ALL"
+        " SELECT * FROM ("
+        f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_paused"
+        f"  WHERE {LIVE} AND paused <> 0"
+        "  ORDER BY scheduled_for, schedule_id LIMIT :limit))"
+        " ORDER BY scheduled_for, schedule_id LIMIT :limit"
+    )
+
+
+def any_noncanonical(t: str) -> str:
+    """Is a live row's instant in another layout? One probe of a normally empty index
+    (:data:`OFF_LAYOUT` repeated, so SQLite uses it)."""
+    return (
+        f"SELECT 1 FROM {t} INDEXED BY idx_{t}_noncanonical"
+        f" WHERE {OFF_LAYOUT} AND {NONCANONICAL} LIMIT 1"
+    )
+
+
+class PortableReads:
+    """The read-only store's listings and hint on a table that may lack our indexes or
+    hold instants in another layout: no ``INDEXED BY``, instants read by ``strftime``."""
+
+    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
+        t = validate_sqlite_table_name(table)
+        cols = select_list
+        self.indexed_pending = indexed_pending(t, cols)
+        self.any_noncanonical = any_noncanonical(t)
+        canonical = f"coalesce(strftime({CANONICAL_TS}, scheduled_for), scheduled_for)"
+        self.list_pending = (
+            f"SELECT {cols} FROM {t} WHERE {LIVE} ORDER BY {canonical}, schedule_id LIMIT :limit"
+        )
+        self.list_dead_letter = (
+            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
+            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
+        )
+        self.next_wakeup = (
+            "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
+            f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
+            f" strftime({CANONICAL_TS}, leased_until) AS l"
+            f" FROM {t} WHERE {LIVE} AND paused = 0)"
+        )
+
+
+def present_columns(connection: apsw.Connection, table: str) -> str:
+    """:data:`SELECT_LIST`, ``NULL AS <column>`` for each column an older table lacks."""
+    present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+    return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
+
+
+def readonly_pending(portable: PortableReads, current: bool, read: Callable[[str], Any]) -> str:
     """The pending listing's statement for a reader that may not rewrite the table: the
     portable one on an older table or one with instants in another layout."""
-    if not current or read(sql.any_noncanonical):
+    if not current or read(portable.any_noncanonical):
         return portable.list_pending
-    return sql.list_pending
+    return portable.indexed_pending
 
 
 def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
@@ -52,12 +113,9 @@ def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
         readonly=True,
     )
     try:
-        columns = present_columns(conn, table)
-        sql = SqliteStatements(table, columns)
-        portable = PortableReads(table, columns)
-        statement = readonly_pending(
-            sql, portable, version == SCHEMA_VERSION, lambda q: conn.execute(q).fetchall()
-        )
+        portable = PortableReads(table, present_columns(conn, table))
+        current = version == SCHEMA_VERSION
+        statement = readonly_pending(portable, current, lambda q: conn.execute(q).fetchall())
         rows = conn.execute(statement, {"limit": limit}).fetchall()
         conn.close()
     except (apsw.Error, UnicodeDecodeError):  # the store reads a non-UTF-8 row salvaged

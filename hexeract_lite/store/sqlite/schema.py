@@ -276,13 +276,13 @@ def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedel
         raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
 
 
-def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
-    """(does the table exist, its recorded version or None)."""
+def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None, bool]:
+    """(does the table exist, its recorded version or None, does its run log exist)."""
     names = {
         row[0]
         for row in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN (?, ?)",
-            (table, META_TABLE),
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN (?, ?, ?)",
+            (table, META_TABLE, f"{table}_runs"),
         )
     }
     version: int | None = None
@@ -292,14 +292,14 @@ def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None]:
         ).fetchall()
         if rows:
             version = int(str(rows[0][0]))
-    return table in names, version
+    return table in names, version, f"{table}_runs" in names
 
 
 def _refusal(
     conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
-) -> tuple[bool, int | None]:
-    """Every check that can refuse the table, all reads: (exists, version) when none does."""
-    exists, version = schema_state(conn, table)
+) -> tuple[bool, int | None, bool]:
+    """Every check that can refuse the table, all reads: :func:`schema_state` when none does."""
+    exists, version, runs = schema_state(conn, table)
     if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
             f"the table {table} in {db} has schema version {version}, newer than this"
@@ -309,7 +309,7 @@ def _refusal(
         raise StoreError(f"no database at {db}: the file has no table {table}")
     if exists and version is None:
         check_reference_layout(conn, table, db)
-    return exists, version
+    return exists, version, runs
 
 
 def ensure_schema(
@@ -324,7 +324,7 @@ def ensure_schema(
     """Check ``table`` and, unless ``readonly``, create, adopt or upgrade it to
     :data:`SCHEMA_VERSION` in one transaction; the version it has now."""
     try:
-        exists, version = _refusal(conn, table, db, may_create=create and not readonly)
+        exists, version, runs = _refusal(conn, table, db, may_create=create and not readonly)
         if readonly:
             return version or 0
         # only now, with nothing to refuse, may the file change
@@ -332,18 +332,18 @@ def ensure_schema(
             # a new file: chosen before its first table
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         switch_to_wal(conn, db, busy_timeout)
-        if exists and version == SCHEMA_VERSION and _has_runs(conn, table):
+        if exists and version == SCHEMA_VERSION and runs:
             return SCHEMA_VERSION
         conn.execute("BEGIN IMMEDIATE")
         try:
             # again, under the write lock
-            exists, version = _refusal(conn, table, db, may_create=create)
+            exists, version, runs = _refusal(conn, table, db, may_create=create)
             if not exists:
                 conn.execute(sqlite_table_ddl(table))
                 for ddl in sqlite_reference_index_ddl(table):
                     conn.execute(ddl)
             start = version or 0
-            if start == SCHEMA_VERSION and not _has_runs(conn, table):
+            if start == SCHEMA_VERSION and not runs:
                 start = 6  # its run log dropped by another tool: made again
             for step in UPGRADES[start:]:
                 step(conn, table)
@@ -365,13 +365,6 @@ def ensure_schema(
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc
     return SCHEMA_VERSION
-
-
-def _has_runs(conn: apsw.Connection, table: str) -> bool:
-    rows = conn.execute(
-        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (f"{table}_runs",)
-    ).fetchall()
-    return bool(rows)
 
 
 def check_reference_layout(conn: apsw.Connection, table: str, db: pathlib.Path) -> None:

@@ -3,7 +3,6 @@ uses, loaded only by a store opened with ``driver="sqlite3"``."""
 
 from __future__ import annotations
 
-import functools
 import os
 import pathlib
 import sqlite3
@@ -41,36 +40,15 @@ def _apsw_error(exc: BaseException) -> BaseException:
     return apsw.SQLError(f"{type(exc).__name__}: {exc}")
 
 
-def _raise(exc: BaseException) -> Any:
-    error = _apsw_error(exc)
-    if error is exc:
-        raise exc
-    raise error from exc
-
-
 @contextmanager
 def _as_apsw() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        _raise(exc)
-
-
-@functools.lru_cache(maxsize=256)
-def _statements(sql: str) -> tuple[tuple[str, int], ...]:
-    """``sql`` split into its statements (sqlite3 runs one per call), each with its
-    number of ``?`` (the store's statements have none inside a literal)."""
-    parts: list[tuple[str, int]] = []
-    buf = ""
-    for piece in sql.split(";"):
-        buf += piece + ";"
-        if sqlite3.complete_statement(buf):
-            if buf.strip(" ;\n\t"):
-                parts.append((buf, buf.count("?")))
-            buf = ""
-    if buf.strip(" ;\n\t"):
-        parts.append((buf, buf.count("?")))
-    return tuple(parts) or ((sql, 0),)
+        error = _apsw_error(exc)
+        if error is exc:
+            raise
+        raise error from exc
 
 
 _INCREMENTAL_VACUUM = "PRAGMA INCREMENTAL_VACUUM"
@@ -96,23 +74,13 @@ class Sqlite3Cursor:
         self._rows: list[Any] = []
 
     def execute(self, sql: str, params: Any = ()) -> Sqlite3Cursor:
-        """Run ``sql`` (one statement or several) with ``params``; return self."""
+        """Run the statement ``sql`` with ``params``; return self."""
         raw = self.connection.raw
         with _as_apsw():
-            parts = _statements(sql)
             if sql.lstrip().upper().startswith(_INCREMENTAL_VACUUM):
                 self._rows = _incremental_vacuum(raw, sql)
-                return self
-            if len(parts) == 1:
+            else:
                 self._rows = raw.execute(sql, params).fetchall()
-                return self
-            at = 0
-            for text, count in parts:
-                if isinstance(params, dict):
-                    bound: Any = params
-                else:
-                    bound, at = tuple(params[at : at + count]), at + count
-                self._rows = raw.execute(text, bound).fetchall()
         return self
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> Sqlite3Cursor:
@@ -265,19 +233,15 @@ def _close_cursors(raw: sqlite3.Connection) -> None:
         cur.close()
 
 
-def open_sqlite3(path: pathlib.Path, *, readonly: bool, immutable: bool) -> apsw.Connection:
+def open_sqlite3(uri: str, path: pathlib.Path, *, readonly: bool) -> apsw.Connection:
     """:func:`~.driver.open_connection` for ``driver="sqlite3"``."""
-    mode = "ro&immutable=1" if immutable else "ro" if readonly else "rw"
-    if mode == "ro" and os.path.exists(f"{path}-shm"):  # as driver.open_connection
-        mode = "ro&readonly_shm=1"
     with _as_apsw():
         raw = sqlite3.connect(
-            f"{path.as_uri()}?mode={mode}",
+            uri,
             uri=True,
             isolation_level=None,  # the store runs BEGIN IMMEDIATE and COMMIT itself
             check_same_thread=False,  # the store serialises its use under its lock
             timeout=0,  # set_busy_timeout follows
             factory=_Tracked,
         )
-    shim = Sqlite3Connection(raw, str(path), readonly=readonly or immutable)
-    return cast(apsw.Connection, shim)
+    return cast(apsw.Connection, Sqlite3Connection(raw, str(path), readonly=readonly))

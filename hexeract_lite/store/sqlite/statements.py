@@ -1,10 +1,12 @@
-"""The SQL of the SQLite store, built once per store from a validated table name. The
-hot statements name their index (``INDEXED BY``), whatever SQLite's statistics say;
-instants are compared as text (:data:`~hexeract_lite.store.schema.NONCANONICAL`)."""
+"""The SQL of the SQLite store, built once per store from a validated table name: the
+SQL base's statements in SQLite's words, and SQLite's own. The hot statements name
+their index (``INDEXED BY``), whatever SQLite's statistics say; instants are compared
+as text (:data:`~hexeract_lite.store.schema.NONCANONICAL`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, LiteralString
 
 from ..columns import COLUMN_NAMES, SELECT_LIST
 from ..listing import sqlite_glob, sqlite_status_where
@@ -13,15 +15,12 @@ from ..schema import (
     LIVE,
     NONCANONICAL,
     OFF_LAYOUT,
-    REPLAYED,
-    counted,
     sqlite_noncanonical,
     validate_sqlite_table_name,
 )
-from ..sql.backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
+from ..sql.statements import SharedStatements
+from .plain import any_noncanonical, indexed_pending
 from .salvage import fetch_rows
-
-_COUNTED = counted(":counted")
 
 if TYPE_CHECKING:
     import pathlib
@@ -33,29 +32,45 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEASE_CHUNK",
-    "PortableReads",
     "SqliteStatements",
     "claim_rows",
     "file_sizes",
     "list_query",
-    "present_columns",
-    "prune_sql",
-    "replay_sql",
     "stats_sql",
 ]
 
 LEASE_CHUNK = 500
 """The most rowids one leasing UPDATE names (within SQLite's bound-parameter limit)."""
 
+_PARAM = re.compile(r"%\((\w+)\)s")
 
-class SqliteStatements:
+
+class SqliteStatements(SharedStatements):
     """Every statement of one store, built once, for one validated table name."""
+
+    _prune_delete = "DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {w} LIMIT %(n)s)"
 
     def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
         t = validate_sqlite_table_name(table)
         self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
         self.select_list = cols
+
+        def q(text: LiteralString) -> str:
+            sql = text.format(
+                t=t,
+                cols=cols,
+                now="%(now)s",
+                deadline="%(until)s",
+                not_terminal=LIVE,
+                regexp="REGEXP",
+                in_ids="= %(id)s",  # replay_many: one id per statement
+                int8="",
+                jsonb="",
+            )
+            return _PARAM.sub(r":\1", sql).replace("GREATEST(", "max(")
+
+        super().__init__(q)
         due = f"{t} INDEXED BY idx_{t}_due"
         leased = f"{t} INDEXED BY idx_{t}_leased"
         self.insert = (
@@ -65,9 +80,6 @@ class SqliteStatements:
             " max_firings, jitter_ms, jitter_offset_ms, catch_up, catch_up_limit)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
-        self.insert_one = f"BEGIN IMMEDIATE; {self.insert}; COMMIT"
-        self.exists = f"SELECT 1 FROM {t} WHERE schedule_id = :id"
-        self.select_one = f"SELECT {cols} FROM {t} WHERE schedule_id = :id"
         # The claim, in one write transaction (claim_rows): a probe for an expired lease,
         # the rowids to lease (from the due index, and with an expired lease from both
         # indexes, merged), then one UPDATE of exactly those rowids.
@@ -105,7 +117,7 @@ class SqliteStatements:
         # one probe of a normally empty index (OFF_LAYOUT repeated, so SQLite uses it).
         odd = f"{t} INDEXED BY idx_{t}_noncanonical"
         noncanonical = f"{OFF_LAYOUT} AND {NONCANONICAL}"
-        self.any_noncanonical = f"SELECT 1 FROM {odd} WHERE {noncanonical} LIMIT 1"
+        self.any_noncanonical = any_noncanonical(t)
         self.normalise = (
             f"UPDATE {odd} SET"
             f" scheduled_for = CASE WHEN {sqlite_noncanonical('scheduled_for')}"
@@ -114,49 +126,9 @@ class SqliteStatements:
             f"  THEN strftime({CANONICAL_TS}, leased_until) ELSE leased_until END"
             f" WHERE {noncanonical}"
         )
-        fence = f"schedule_id = :id AND leased_until = :lease AND {LIVE}"
-        # a change made during the lease (next_after_lease) sets the next firing: the
-        # acknowledgement of the firing in flight moves the schedule there instead
-        self.mark_delivered = (
-            f"UPDATE {t} SET {DELIVERED_KEEPS_WINDOW},"
-            " delivered_at = CASE WHEN next_after_lease IS NULL THEN :now END,"
-            " scheduled_for = coalesce(next_after_lease, scheduled_for),"
-            " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
-            " last_error = CASE WHEN next_after_lease IS NULL THEN last_error END,"
-            " snoozes = CASE WHEN next_after_lease IS NULL THEN snoozes END,"
-            f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL"
-            f" THEN jitter_offset_ms END, next_after_lease = NULL, leased_until = NULL"
-            f" WHERE {fence}"
-        )
-        self.reschedule = (
-            f"UPDATE {t} SET {rescheduled_keeps_window(':next')},"
-            " scheduled_for = coalesce(next_after_lease, :next), attempts = 0,"
-            f" {_COUNTED}, jitter_offset_ms = CASE WHEN next_after_lease IS NULL THEN :offset END,"
-            " leased_until = NULL, last_error = NULL, next_after_lease = NULL, snoozes = NULL"
-            f" WHERE {fence}"
-        )
-        self.mark_failed = (
-            f"UPDATE {t} SET leased_until = :until, last_error = :error WHERE {fence}"
-        )
-        self.mark_dead_lettered = (
-            f"UPDATE {t} SET dead_lettered_at = :now, last_error = :error,"
-            f" leased_until = NULL WHERE {fence}"
-        )
-        self.release = (
-            f"UPDATE {t} SET attempts = max(attempts - 1, 0), leased_until = NULL WHERE {fence}"
-        )
-        self.extend_lease = f"UPDATE {t} SET leased_until = :until WHERE {fence}"
-        self.snooze = (
-            f"UPDATE {t} SET attempts = max(attempts - 1, 0), snoozes = coalesce(snoozes, 0) + 1,"
-            f" leased_until = :until WHERE {fence}"
-        )
-        self.request_abort = (
-            f"UPDATE {t} SET abort_requested = :how"
-            f" WHERE schedule_id = :id AND {LIVE} AND leased_until IS NOT NULL"
-        )
-        self.abort_request = f"SELECT abort_requested FROM {t} WHERE schedule_id = :id"
-        self.cancel_leased = (
-            f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL WHERE {fence}"
+        self.set_paused = (  # a reference row may hold any non-zero flag
+            f"UPDATE {t} SET paused = :paused, pause_note = NULL"
+            f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
         )
         sweepable = (
             f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
@@ -191,25 +163,6 @@ class SqliteStatements:
             f"  FROM (SELECT leased_until AS l, scheduled_for AS s FROM {leased}"
             f"   WHERE {leased_rows} ORDER BY leased_until, scheduled_for LIMIT 1) AS f)"
         )
-        self.cancel = (
-            f"UPDATE {t} SET cancelled_at = :now, leased_until = NULL"
-            f" WHERE schedule_id = :id AND {LIVE}"
-        )
-        self.set_paused = (
-            f"UPDATE {t} SET paused = :paused, pause_note = NULL"
-            f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
-        )
-        self.replay = (
-            f"UPDATE {t} SET scheduled_for = :at, {REPLAYED}, attempts = 0, leased_until = NULL,"
-            " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
-            " WHERE schedule_id = :id"
-        )
-        # a change in place: every column but the id, as the plan computed it
-        self.write_row = (
-            f"UPDATE {t} SET "
-            + ", ".join(f"{name} = ?" for name in COLUMN_NAMES[1:])
-            + " WHERE schedule_id = ?"
-        )
         # names of a group: the prefix compared byte for byte (substr(), not LIKE,
         # whose wildcards a name may hold and which ignores ASCII case)
         self.list_named = (
@@ -217,28 +170,11 @@ class SqliteStatements:
             " AND substr(name, 1, :length) = :prefix ORDER BY name"
         )
         self.lock_named = self.list_named  # the write transaction holds the file's lock
-        self.list_pending = (
-            f"SELECT {cols} FROM ("
-            " SELECT * FROM ("
-            f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_pending"
-            f"  WHERE {LIVE} AND paused = 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :limit)"
-            " UNION ALL"
-            " SELECT * FROM ("
-            f"  SELECT {cols} FROM {t} INDEXED BY idx_{t}_paused"
-            f"  WHERE {LIVE} AND paused <> 0"
-            "  ORDER BY scheduled_for, schedule_id LIMIT :limit))"
-            " ORDER BY scheduled_for, schedule_id LIMIT :limit"
-        )
+        self.list_pending = indexed_pending(t, cols)
         self.list_dead_letter = (
             f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
             " WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
-        )
-        # copying rows (migrate): pages in primary-key order, O(limit) each
-        self.export_first = f"SELECT {cols} FROM {t} ORDER BY schedule_id LIMIT :limit"
-        self.export_after = (
-            f"SELECT {cols} FROM {t} WHERE schedule_id > :after ORDER BY schedule_id LIMIT :limit"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
@@ -273,33 +209,6 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
     return rows
 
 
-class PortableReads:
-    """The read-only store's listings and hint on a table that may lack our indexes or
-    hold instants in another layout: no ``INDEXED BY``, instants read by ``strftime``."""
-
-    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
-        t = validate_sqlite_table_name(table)
-        cols = select_list
-
-        def canonical(column: str) -> str:
-            return f"coalesce(strftime({CANONICAL_TS}, {column}), {column})"
-
-        self.list_pending = (
-            f"SELECT {cols} FROM {t} WHERE {LIVE}"
-            f" ORDER BY {canonical('scheduled_for')}, schedule_id LIMIT :limit"
-        )
-        self.list_dead_letter = (
-            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
-        )
-        self.next_wakeup = (
-            "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
-            f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
-            f" strftime({CANONICAL_TS}, leased_until) AS l"
-            f" FROM {t} WHERE {LIVE} AND paused = 0)"
-        )
-
-
 FEW_ROWS = 10_000
 """A status with fewer rows than this is listed from its index (read and sorted)."""
 
@@ -324,16 +233,6 @@ def status_count_sql(table: str, status: ScheduleStatus) -> str:
     return (
         f"SELECT count(*) FROM (SELECT 1 FROM {t} INDEXED BY {status_index(table, status)}"
         f" WHERE {sqlite_status_where(status)} LIMIT {FEW_ROWS})"
-    )
-
-
-def replay_sql(table: str) -> str:
-    """Replay one row if it is still dead-lettered (``:id``, ``:now``)."""
-    t = validate_sqlite_table_name(table)
-    return (
-        f"UPDATE {t} SET scheduled_for = :now, {REPLAYED}, attempts = 0, leased_until = NULL,"
-        " last_error = NULL, paused = 0, dead_lettered_at = NULL, next_after_lease = NULL"
-        " WHERE schedule_id = :id AND dead_lettered_at IS NOT NULL"
     )
 
 
@@ -377,25 +276,6 @@ def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
         except OSError:
             sizes.append(None)
     return sizes[0], sizes[1]
-
-
-def prune_sql(table: str, column: str) -> tuple[str, str]:
-    """(count, delete ``:n``) of the rows whose end instant ``column`` is before ``:cut``."""
-    t = validate_sqlite_table_name(table)
-    where = f"{column} IS NOT NULL AND {column} < :cut"
-    return (
-        f"SELECT count(*) FROM {t} WHERE {where}",
-        f"DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {where} LIMIT :n)",
-    )
-
-
-def present_columns(connection: apsw.Connection, table: str) -> str:
-    """:data:`SELECT_LIST`, ``NULL AS <column>`` for each column an older table lacks."""
-    try:
-        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-    except Exception:  # pragma: no cover - the table was just checked
-        return SELECT_LIST
-    return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
 
 
 def list_query(

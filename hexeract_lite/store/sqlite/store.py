@@ -30,6 +30,7 @@ from ..checks import (
     check_records,
     check_schedule_id,
 )
+from ..columns import COLUMN_NAMES
 from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE, validate_sqlite_table_name
@@ -45,20 +46,16 @@ from .codec import (
 from .connections import Connections, DuplicateKey, is_duplicate
 from .driver import check_open
 from .notify import CommitWatch
-from .plain import readonly_pending
+from .plain import PortableReads, present_columns, readonly_pending
 from .runs import RUNS_VERSION, encode_ms, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, default_database_path, open_database
 from .session import SqliteSession
 from .statements import (
     FEW_ROWS,
-    PortableReads,
     SqliteStatements,
     claim_rows,
     file_sizes,
     list_query,
-    present_columns,
-    prune_sql,
-    replay_sql,
     stats_sql,
     status_count_sql,
 )
@@ -277,9 +274,8 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _read(self, what: str, sql: str, params: Any) -> list[Any]:
         return self._db.read(what, sql, params)
 
-    def _row_params(self, record: ScheduleRecord) -> tuple[Any, ...]:
-        values = row_from_record(record)
-        return (*values[1:], values[0])
+    def _row_params(self, record: ScheduleRecord) -> dict[str, Any]:
+        return dict(zip(COLUMN_NAMES, row_from_record(record), strict=True))
 
     def _export_error(self, row: Sequence[Any], exc: BaseException) -> StoreError:
         return StoreError(
@@ -303,13 +299,10 @@ class SqliteScheduleStore(SqlScheduleStore):
             insert_within(self, connection, [message], [row], "insert")
             return
         self._db.outside_sink("insert")
-        # autocommit: the INSERT is its own write transaction; with one left open,
-        # BEGIN IMMEDIATE fails and the rollback below ends it
-        with self._lock:
+        with self._lock:  # autocommit: the INSERT is its own write transaction
             cur = self._db.live_cursor()
-            sql = self._sql.insert if cur.connection.get_autocommit() else self._sql.insert_one
             try:
-                cur.execute(sql, row)
+                cur.execute(self._sql.insert, row)
             except BaseException as exc:
                 self._db.rollback()
                 if is_duplicate(exc):
@@ -401,14 +394,14 @@ class SqliteScheduleStore(SqlScheduleStore):
             tx.execute(self._sql.normalise)
         return False
 
-    def _list_pending_statement(self) -> str:
+    def _list_pending_statement(self) -> Any:
         if self._portable is not None:  # read-only: what the plain listing reads
             probe = lambda sql: self._read("normalise", sql, ())  # noqa: E731
-            return readonly_pending(self._sql, self._portable, self._current, probe)
+            return readonly_pending(self._portable, self._current, probe)
         self._normalise_if_needed()
         return self._sql.list_pending
 
-    def _list_dead_letter_statement(self) -> str:
+    def _list_dead_letter_statement(self) -> Any:
         if self._portable is not None and not self._current:
             return self._portable.list_dead_letter
         return self._sql.list_dead_letter
@@ -428,8 +421,8 @@ class SqliteScheduleStore(SqlScheduleStore):
             few = count < FEW_ROWS
         return list_query(self._table, self._sql.select_list, status, glob, name, after, limit, few)
 
-    def _prune_statements(self, column: str) -> tuple[str, str]:
-        return prune_sql(self._table, column)
+    def _prune_statements(self, column: str) -> tuple[Any, Any]:
+        return self._sql.prune(column)
 
     def _after_prune(self) -> None:
         self._db.run("prune", "PRAGMA incremental_vacuum", "PRAGMA wal_checkpoint(TRUNCATE)")
@@ -437,7 +430,7 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _replay_statements(
         self, ids: list[uuid.UUID], now: datetime
     ) -> list[tuple[str, dict[str, Any]]]:
-        sql, at = replay_sql(self._table), format_ts(now)
+        sql, at = self._sql.replay_many, format_ts(now)
         return [(sql, {"id": sid.bytes, "now": at}) for sid in ids]
 
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:

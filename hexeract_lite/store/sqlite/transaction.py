@@ -34,13 +34,11 @@ from ..sql.runner import TransactionRunner, savepoint
 from .codec import (
     diagnose,
     record_from_row,
-    row_from_record,
     row_label,
 )
 from .connections import is_duplicate, sink_transaction
 from .driver import (
     FileHold,
-    handler_connection,
     hold_file,
     shares_sqlite_with_apsw,
     two_copies,
@@ -84,10 +82,7 @@ class _Caller:
             cursor.close()
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
-        if self.kind == "apsw":
-            self.conn.cursor().executemany(sql, rows)
-        else:
-            self.conn.executemany(sql, rows)
+        self.conn.cursor().executemany(sql, rows)
 
 
 def _check_sqlite3(conn: sqlite3.Connection, what: str) -> _Caller:
@@ -254,8 +249,7 @@ def modify_within(
             ) from exc
         answer, new = plan(record.copy(), now)
         if new is not None:
-            values = row_from_record(new)
-            caller.execute(statements.write_row, (*values[1:], values[0]))
+            caller.execute(statements.write_row, store._row_params(new))
     return answer
 
 
@@ -424,7 +418,7 @@ class SqliteTransactionRunner(TransactionRunner):
                 began = time.monotonic()
                 try:
                     with sink_transaction(self._store.path):
-                        returned = self._handler(occ.message, handler_connection(conn))
+                        returned = self._handler(occ.message, getattr(conn, "raw", conn))
                 finally:
                     guard.active = False
                     _plain_rows(conn)
