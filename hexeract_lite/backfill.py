@@ -13,15 +13,6 @@ from .store.changes import Plan, _place
 from .store.record import ScheduleRecord, rule_trigger
 from .trigger import Trigger
 
-__all__ = [
-    "DEFAULT_BACKFILL_LIMIT",
-    "MAX_BACKFILL_LIMIT",
-    "backfill_plan",
-    "check_window",
-    "window_instants",
-    "window_next",
-]
-
 DEFAULT_BACKFILL_LIMIT = 1000
 """How many instants one backfill may fire unless told otherwise."""
 

@@ -8,8 +8,6 @@ from typing import Protocol, runtime_checkable
 
 from .errors import InvalidArgument
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
-
 
 @runtime_checkable
 class Clock(Protocol):

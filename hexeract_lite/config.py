@@ -9,14 +9,6 @@ import attrs
 from ._time import MIN_LEASE, lease_too_short
 from .errors import InvalidConfiguration
 
-__all__ = [
-    "DEFAULT_MAX_SNOOZES",
-    "LONGEST_SETTING",
-    "SchedulerWorkerConfig",
-    "check_duration",
-    "format_duration",
-]
-
 _ZERO = timedelta(0)
 
 DEFAULT_MAX_SNOOZES = 100

@@ -21,22 +21,15 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._conn import LIBPQ_KV_RE, POSTGRES_SCHEMES, SCHEME_RE, sqlite_url_path
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidConfiguration, SchedulerError, StoreError, UnsupportedConnection
-from .redact import passwords, redact_conn, scrub
+from .errors import InvalidConfiguration, SchedulerError, StoreError
+from .errors import UnsupportedConnection as UnsupportedConnection
+from .redact import passwords
+from .redact import redact_conn as redact_conn
+from .redact import scrub as scrub
 from .store.schema import DEFAULT_TABLE, validate_table_name
 
 if TYPE_CHECKING:
     from .store.base import ScheduleStore
-
-__all__ = [
-    "DATABASE_URL_ENV",
-    "ConnTarget",
-    "UnsupportedConnection",
-    "open_store",
-    "parse_conn",
-    "redact_conn",
-    "scrub",
-]
 
 DATABASE_URL_ENV = "DATABASE_URL"
 """The environment variable read when no connection string is given."""

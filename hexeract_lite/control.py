@@ -27,8 +27,6 @@ from .trigger import CronExpression
 from .upcoming import check_upcoming, upcoming_firings
 from .zoned import CRON_TZ_PREFIX
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "EnsureResult", "ReconcileReport", "SchedulerControl"]
-
 DEFAULT_MAX_ATTEMPTS = 5
 """The attempt budget :meth:`SchedulerControl.schedule` gives each occurrence by default."""
 

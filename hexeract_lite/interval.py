@@ -11,8 +11,6 @@ import attrs
 from ._time import format_ts, parse_ts, to_utc_ms
 from .errors import InvalidTrigger
 
-__all__ = ["Interval", "format_duration", "parse_duration"]
-
 _MS = timedelta(milliseconds=1)
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")

@@ -21,15 +21,6 @@ from .occurrence import OccurrenceId
 from .policy import CatchUp, SchedulePolicy, first_firing, policy_of
 from .trigger import CronExpression, Trigger
 
-__all__ = [
-    "MAX_EVENT_TYPE_LENGTH",
-    "MAX_PAYLOAD_BYTES",
-    "ScheduledMessage",
-    "Target",
-    "TargetKind",
-    "new_schedule_id",
-]
-
 TargetKind = Literal["mediator", "outbox", "bus"]
 MAX_EVENT_TYPE_LENGTH = 64
 """``event_type`` has 1 to 64 characters (the reference's ``VARCHAR(64)``)."""

@@ -10,10 +10,9 @@ from collections.abc import Callable
 
 import attrs
 
-from .errors import InvalidConfiguration, MigrationError
+from .errors import InvalidConfiguration
+from .errors import MigrationError as MigrationError
 from .store.base import ScheduleStore
-
-__all__ = ["DEFAULT_BATCH_SIZE", "MigrationError", "MigrationReport", "migrate"]
 
 DEFAULT_BATCH_SIZE = 500
 """Rows per page read from the source and per transaction written to the destination."""

@@ -8,8 +8,6 @@ import uuid
 
 from .errors import InvalidArgument
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_NAMESPACE", "check_group", "check_name", "group_of", "name_id"]
-
 NAME_NAMESPACE = uuid.UUID("5d0c6f3e-8a3b-4f1e-9c7a-6b2e1d4f8a90")
 """The namespace under which a schedule id is derived from its name.
 

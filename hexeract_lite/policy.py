@@ -15,20 +15,6 @@ from .errors import InvalidArgument
 from .occurrence import OccurrenceId
 from .trigger import Trigger
 
-__all__ = [
-    "CATCH_UP_POLICIES",
-    "DEFAULT_CATCH_UP_LIMIT",
-    "MAX_CATCH_UP_LIMIT",
-    "CatchUp",
-    "Firing",
-    "Rule",
-    "SchedulePolicy",
-    "first_firing",
-    "jitter_offset",
-    "policy_arguments",
-    "policy_of",
-]
-
 CatchUp = Literal["latest", "skip", "all"]
 CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "skip", "all")
 DEFAULT_CATCH_UP_LIMIT = 100

@@ -7,8 +7,6 @@ import re
 import urllib.parse
 from typing import Protocol
 
-__all__ = ["passwords", "redact_conn", "scrub"]
-
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 # scheme://user:password@ -- the password is everything between the first ':' of the
 # userinfo and the last '@' before the host.

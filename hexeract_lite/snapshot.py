@@ -14,8 +14,6 @@ from .occurrence import OccurrenceId
 from .policy import Firing, SchedulePolicy
 from .trigger import Trigger
 
-__all__ = ["LeasedOccurrence", "MalformedSchedule", "ScheduleSnapshot", "ScheduleStatus"]
-
 
 class ScheduleStatus(enum.StrEnum):
     """A schedule's status: ``pending``, ``paused`` or one of the terminal ``delivered``,

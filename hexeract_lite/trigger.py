@@ -14,8 +14,6 @@ from .errors import InvalidTrigger
 from .interval import Interval
 from .zoned import DEFAULT_ZONE, every_real_hour, load_zone, next_in_zone, parse_zoned, render_zoned
 
-__all__ = ["CronExpression", "Trigger", "TriggerKind"]
-
 TriggerKind = Literal["delay", "cron", "interval"]
 
 MACROS: dict[str, str] = {

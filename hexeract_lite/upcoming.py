@@ -9,8 +9,6 @@ from .errors import InvalidArgument
 from .policy import Firing, Rule
 from .snapshot import ScheduleSnapshot, ScheduleStatus
 
-__all__ = ["MAX_UPCOMING", "check_upcoming", "upcoming_firings"]
-
 MAX_UPCOMING = 10_000
 """The most firings one call lists."""
 

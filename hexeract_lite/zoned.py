@@ -14,16 +14,6 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from .errors import InvalidTrigger
 
-__all__ = [
-    "CRON_TZ_PREFIX",
-    "DEFAULT_ZONE",
-    "every_real_hour",
-    "load_zone",
-    "next_in_zone",
-    "parse_zoned",
-    "render_zoned",
-]
-
 CRON_TZ_PREFIX = "CRON_TZ="
 """The prefix that names a zoned rule's zone in its stored text."""
 

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
     from ..store.base import ScheduleStore
 
-__all__ = ["REFRESH_SECONDS", "TOKEN_COOKIE", "create_app"]
-
 REFRESH_SECONDS = 5
 """How often a page refreshes its live part."""
 TOKEN_COOKIE = "hexeract_ui_token"
