@@ -230,12 +230,7 @@ class _Console:
             return True
         if action == "reschedule":
             return c.reschedule(sid, _instant(form.get("at", "")))
-        do: dict[str, Callable[[uuid.UUID], bool]] = {
-            "pause": c.pause,
-            "resume": c.resume,
-            "cancel": c.cancel,
-            "run-now": c.run_now,
-        }
+        do = {"pause": c.pause, "resume": c.resume, "cancel": c.cancel, "run-now": c.run_now}
         return do[action](sid)
 
     async def replay_all(self, request: Request) -> Response:
