@@ -54,8 +54,7 @@ def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
         not isinstance(value, str)
         or not value
         or len(value) > MAX_ROUTING_KEY_LENGTH
-        or not value.isprintable()
-        or not _encodable(value)
+        or not value.isprintable()  # a lone surrogate (not UTF-8) is not printable
     ):
         raise InvalidMessage(
             f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
@@ -169,17 +168,9 @@ def _check_event_type(event_type: object) -> str:
             f" got {event_type!r:.100}"
             + (f" ({len(event_type)} characters)" if isinstance(event_type, str) else "")
         )
-    if not event_type.isprintable() or not _encodable(event_type):
+    if not event_type.isprintable():
         raise InvalidMessage(f"event_type must be printable Unicode text, got {event_type!r:.100}")
     return event_type
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def check_grace(grace: object) -> timedelta | None:
