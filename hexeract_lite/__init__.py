@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from ._lazy import lazy_exports
 
-# Every public name and the submodule that defines it, imported on first use (see
-# ._lazy): `import hexeract_lite` pays only for what it touches.
+# Every public name and the submodule that defines it, imported on first use.
 _EXPORTS = {
     ".clock": (
         "SYSTEM_CLOCK",
@@ -104,8 +103,7 @@ def _version() -> str:
         return "0+unknown"
 
 
-_COMPUTED_TYPES = {"__version__": "str"}
-"""The type of each computed name, for the stub."""
+_COMPUTED_TYPES = {"__version__": "str"}  # for the stub
 
 __getattr__, __dir__, _MODULE_OF = lazy_exports(
     __name__, globals(), _EXPORTS, {"__version__": _version}

@@ -7,11 +7,9 @@ import re
 from pathlib import Path
 
 from .errors import UnsupportedConnection
+from .redact import SCHEME_RE as SCHEME_RE
 from .redact import redact_conn
 
-__all__ = ["LIBPQ_KV_RE", "POSTGRES_SCHEMES", "SCHEME_RE", "sqlite_url_path"]
-
-SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 POSTGRES_SCHEMES = ("postgres", "postgresql")
 # libpq's keyword/value form, ``host=db.internal dbname=app ...``: its first keyword
 LIBPQ_KV_RE = re.compile(

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import math
 
-__all__ = ["STRICT_DECODER", "strict_loads"]
-
 
 def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")

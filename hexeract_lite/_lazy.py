@@ -1,10 +1,6 @@
-"""Lazy package exports (PEP 562), from one table per package.
-
-A package lists each public name once, in ``_EXPORTS``, with its module;
-:func:`lazy_exports` imports that module when the name is first read. Type checkers
-read the package's ``__init__.pyi``, which :func:`render_stub` writes from the same
-table (``tests/test_layout.py`` checks the stubs are current).
-"""
+"""Lazy package exports (PEP 562): a package lists each public name once, in
+``_EXPORTS``, with its module; :func:`render_stub` writes the ``__init__.pyi`` type
+checkers read from the same table."""
 
 from __future__ import annotations
 
@@ -20,7 +16,6 @@ PACKAGES = (
     "hexeract_lite.store.postgres",
     "hexeract_lite.store.mysql",
 )
-"""The packages whose names load on first use."""
 
 
 def lazy_exports(
@@ -31,12 +26,10 @@ def lazy_exports(
     *,
     optional: Iterable[str] = (),
 ) -> tuple[Callable[[str], object], Callable[[], list[str]], dict[str, str]]:
-    """``(__getattr__, __dir__, name -> module)`` for ``package`` (its ``__name__``)
-    whose globals are ``namespace``: ``modules`` maps a module path relative to the
-    package (``".errors"``, ``"..errors"``) to the names it defines; ``computed`` maps a
-    name to a function giving its value (``__version__``). A package's ``__all__`` is
-    every name but the ``optional`` ones (those of an optional extra, which a star
-    import must not need), unless the module defines its own."""
+    """``(__getattr__, __dir__, name -> module)`` for ``package`` whose globals are
+    ``namespace``: ``modules`` maps a relative module path to the names it defines,
+    ``computed`` a name to a function giving its value. A package's ``__all__`` is every
+    name but the ``optional`` ones (an optional extra's)."""
     where = {name: module for module, names in modules.items() for name in names}
     made = dict(computed or {})
     left_out = set(optional)
@@ -77,13 +70,11 @@ def render_stub(package: str) -> str:
 
 
 def stub_path(package: str) -> str:
-    """Where ``package``'s stub lives, beside its ``__init__.py``."""
     file = import_module(package).__file__ or ""
     return file[: -len(".py")] + ".pyi"
 
 
 def write_stubs() -> None:
-    """Write every lazily exporting package's stub from its table."""
     for name in PACKAGES:
         with open(stub_path(name), "w", encoding="utf-8") as out:
             out.write(render_stub(name))

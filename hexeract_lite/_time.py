@@ -11,9 +11,7 @@ _ONE_MS = timedelta(milliseconds=1)
 _ZERO = timedelta(0)
 
 MIN_LEASE = timedelta(milliseconds=1)
-"""The shortest lease: ``leased_until`` is stored at millisecond precision, so a shorter
-lease would run out at the very instant of its claim and the same occurrence could be
-claimed again."""
+"""The shortest lease: ``leased_until`` is stored at millisecond precision."""
 
 
 def lease_too_short(shown: str) -> InvalidConfiguration:
@@ -30,9 +28,8 @@ def to_utc_ms(
     *,
     round_up: bool = False,
 ) -> datetime:
-    """An aware datetime in UTC at whole milliseconds: truncated (a "now" never moves
-    later), or with ``round_up`` rounded up (a firing is never stored early). Naive, not a
-    datetime, or outside years 1 to 9999: ``error`` naming ``name``."""
+    """An aware datetime in UTC at whole milliseconds, truncated or with ``round_up``
+    rounded up (a firing is never stored early); else ``error`` naming ``name``."""
     if value.__class__ is datetime and value.tzinfo is UTC:  # the common case, cheaply
         micro = value.microsecond % 1000
         if not micro:
@@ -80,8 +77,7 @@ def format_ts(value: datetime) -> str:
     millisecond is dropped); any other datetime raises ValueError."""
     if value.tzinfo is not UTC and value.utcoffset() != _ZERO:
         raise ValueError(f"format_ts needs a UTC datetime, got {value!r}")
-    # on every insert, claim and acknowledgement: the day's prefix from a small cache,
-    # the rest from tables of digits
+    # on every insert, claim and acknowledgement: cached day prefixes, tables of digits
     day = value.date()
     prefix = _DAY_PREFIXES.get(day)
     if prefix is None:
@@ -114,24 +110,11 @@ def parse_ts(text: str) -> datetime:
         and text[13] == text[16] == ":"
         and text[19] == "."
     ):
-        # The canonical layout, read on every claim, goes to C's ISO parser (Python
-        # 3.11 reads the Z as UTC); anything it refuses gets the slicing below.
-        try:
+        try:  # the canonical layout, read on every claim: already UTC milliseconds
             return datetime.fromisoformat(text)
         except ValueError:
             pass
     try:
-        if len(text) == 24 and text[10] == "T" and text[23] == "Z":
-            return datetime(
-                int(text[0:4]),
-                int(text[5:7]),
-                int(text[8:10]),
-                int(text[11:13]),
-                int(text[14:16]),
-                int(text[17:19]),
-                int(text[20:23]) * 1000,
-                tzinfo=UTC,
-            )
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise ValueError(f"not a timestamp: {text!r}") from exc

@@ -13,15 +13,6 @@ from .store.changes import Plan, _place
 from .store.record import ScheduleRecord, rule_trigger
 from .trigger import Trigger
 
-__all__ = [
-    "DEFAULT_BACKFILL_LIMIT",
-    "MAX_BACKFILL_LIMIT",
-    "backfill_plan",
-    "check_window",
-    "window_instants",
-    "window_next",
-]
-
 DEFAULT_BACKFILL_LIMIT = 1000
 """How many instants one backfill may fire unless told otherwise."""
 
@@ -32,8 +23,7 @@ _MS = timedelta(milliseconds=1)
 
 
 def check_window(start: object, end: object, limit: object) -> tuple[datetime, datetime, int]:
-    """``start`` (rounded up) and ``end`` as UTC milliseconds, and ``limit``; a naive bound,
-    ``end`` before ``start`` or a bad ``limit``: :class:`InvalidArgument`."""
+    """``start`` (rounded up) and ``end`` as UTC milliseconds, and ``limit``, checked."""
     if (
         isinstance(limit, bool)
         or not isinstance(limit, int)
@@ -61,8 +51,7 @@ def window_instants(trigger: Trigger, start: datetime, end: datetime, limit: int
 
 
 def _count(trigger: Trigger, start: datetime, end: datetime) -> str:
-    """How many instants the rule has in ``[start, end]``, as text: exact for an
-    interval, counted up to :data:`MAX_BACKFILL_LIMIT` for a cron rule."""
+    """How many instants the rule has in ``[start, end]``, as text."""
     interval = trigger.interval
     if interval is not None:
         first = interval.next_after(start - _MS)
@@ -84,9 +73,7 @@ def _label(row: ScheduleRecord) -> str:
 
 def backfill_plan(start: datetime, end: datetime, limit: int) -> Plan[int]:
     """The plan of ``backfill``: the next firing is the rule's first instant in ``[start,
-    end]``, ``backfill_until`` is ``end``; the answer is the window's instant count. A
-    terminal, paused or one-shot schedule: :class:`NotChangeable`; no instant, or more
-    than ``limit``: :class:`InvalidArgument`. In flight: once that firing is settled."""
+    end]``, ``backfill_until`` is ``end``; the answer is the window's instant count."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[int, ScheduleRecord | None]:
         status = row.status().value

@@ -1,9 +1,4 @@
-"""The clock: the only code in hexeract_lite that reads the wall clock.
-
-Stores and the worker take ``clock=``; the default :data:`SYSTEM_CLOCK` calls
-``datetime.now(timezone.utc)`` at every call, so ``time-machine`` can freeze and
-move it in tests.
-"""
+"""The clock: the only code in hexeract_lite that reads the wall clock (``clock=``)."""
 
 from __future__ import annotations
 
@@ -12,8 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from .errors import InvalidArgument
-
-__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
 
 
 @runtime_checkable
@@ -81,8 +74,7 @@ class ManualClock:
 
 
 def _aware_utc(value: object, who: str) -> datetime:
-    """``value`` in UTC; :class:`InvalidArgument` (a ValueError) naming it when it is not
-    an aware datetime or has no UTC equivalent (years 1 to 9999)."""
+    """``value`` in UTC, when an aware datetime within years 1 to 9999."""
     if not isinstance(value, datetime):
         raise InvalidArgument(f"{who} needs an aware datetime, got {value!r}")
     if value.tzinfo is None or value.utcoffset() is None:

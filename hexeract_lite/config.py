@@ -9,14 +9,6 @@ import attrs
 from ._time import MIN_LEASE, lease_too_short
 from .errors import InvalidConfiguration
 
-__all__ = [
-    "DEFAULT_MAX_SNOOZES",
-    "LONGEST_SETTING",
-    "SchedulerWorkerConfig",
-    "check_duration",
-    "format_duration",
-]
-
 _ZERO = timedelta(0)
 
 DEFAULT_MAX_SNOOZES = 100
@@ -59,36 +51,10 @@ def _days(value: timedelta) -> str:
 
 @attrs.frozen(kw_only=True)
 class SchedulerWorkerConfig:
-    """How a :class:`~hexeract_lite.SchedulerWorker` polls, claims, times out and retries.
-
-    Every duration is a :class:`datetime.timedelta`. Checked at construction; a bad
-    value raises :class:`InvalidConfiguration` naming the field and the value:
-
-    ==================  =========  ====================================================
-    field               default    rule
-    ==================  =========  ====================================================
-    poll_interval       100 ms     > 0; the longest an idle worker sleeps between looks
-    batch_size          10         int >= 1; occurrences claimed per cycle
-    lease               300 s      > 0 and >= batch_size * dispatch_timeout (without
-                                   a heartbeat)
-    retry_base_delay    1 s        > 0
-    retry_max_delay     300 s      >= retry_base_delay
-    jitter              True       bool; full jitter on retry delays
-    min_cycle_delay     2 ms       >= 0; the pause after a full batch while others write
-    dispatch_timeout    30 s       > 0; how long one dispatch may take
-    heartbeat           None       None, or > 0 and < lease: extend the leases of the
-                                   batch in flight on this period
-    max_snoozes         100        int >= 0; snoozes of one occurrence before its
-                                   schedule is dead-lettered
-    ==================  =========  ====================================================
-
-    No duration may exceed :data:`LONGEST_SETTING` (36500 days). With a ``heartbeat``
-    the worker extends each lease of its batch to ``now + lease`` every period, so a
-    dispatch may outlast the lease, up to ``dispatch_timeout``. ``min_cycle_delay``
-    applies after a full batch when another connection wrote to the store within the
-    last second (or always, on a store whose ``data_version()`` cannot tell), and only
-    on a store whose writers take turns for one lock (SQLite, memory); 0 never pauses.
-    The retry fields make the worker's :class:`~hexeract_lite.retry.RetryPolicy`.
+    """How a :class:`~hexeract_lite.SchedulerWorker` polls, claims, times out and retries:
+    each field, its default and its rule are in the configuration reference
+    (docs/reference/configuration.md). Checked at construction (:class:`InvalidConfiguration`
+    naming the field and the value); no duration may exceed :data:`LONGEST_SETTING`.
 
     .. versionadded:: 0.1.0
     """
@@ -102,8 +68,7 @@ class SchedulerWorkerConfig:
     min_cycle_delay: timedelta = timedelta(milliseconds=2)
     dispatch_timeout: timedelta = timedelta(seconds=30)
     heartbeat: timedelta | None = None
-    """The period on which the worker extends the leases of its batch in flight (None:
-    never by itself; a handler may still call ``current_dispatch().heartbeat()``)."""
+    """The period on which the worker extends the leases of its batch in flight, or None."""
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     """How often one occurrence may snooze; the next snooze dead-letters its schedule."""
 

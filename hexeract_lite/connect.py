@@ -9,9 +9,8 @@ Accepted spellings:
   (``host=db.internal dbname=app``): the PostgreSQL store (the ``postgres`` extra);
 - ``mysql://...``, ``mariadb://...``: the MySQL store (the ``mysql`` extra).
 
-``None`` means ``DATABASE_URL``, then (unset or empty) the default database. Any
-other ``scheme://``: :class:`UnsupportedConnection` naming the scheme. A connection
-string is only shown through :func:`redact_conn`; driver text through :func:`scrub`.
+``None`` means ``DATABASE_URL``, then (unset or empty) the default database. A
+connection string is only shown through :func:`redact_conn`; driver text through :func:`scrub`.
 """
 
 from __future__ import annotations
@@ -22,30 +21,18 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._conn import LIBPQ_KV_RE, POSTGRES_SCHEMES, SCHEME_RE, sqlite_url_path
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidConfiguration, SchedulerError, StoreError, UnsupportedConnection
-from .redact import passwords, redact_conn, scrub
+from .errors import InvalidConfiguration, SchedulerError, StoreError
+from .errors import UnsupportedConnection as UnsupportedConnection
+from .redact import passwords
+from .redact import redact_conn as redact_conn
+from .redact import scrub as scrub
 from .store.schema import DEFAULT_TABLE, validate_table_name
 
 if TYPE_CHECKING:
     from .store.base import ScheduleStore
 
-__all__ = [
-    "DATABASE_URL_ENV",
-    "ConnTarget",
-    "UnsupportedConnection",
-    "open_store",
-    "parse_conn",
-    "redact_conn",
-    "scrub",
-]
-
 DATABASE_URL_ENV = "DATABASE_URL"
 """The environment variable read when no connection string is given."""
-
-POSTGRES_EXTRA_HINT = (
-    "PostgreSQL support needs the 'postgres' extra: pip install 'hexeract_lite[postgres]'"
-)
-MYSQL_EXTRA_HINT = "MySQL support needs the 'mysql' extra: pip install 'hexeract_lite[mysql]'"
 
 _MYSQL_SCHEMES = ("mysql", "mariadb")
 
@@ -81,10 +68,8 @@ def _default_path() -> Path:
 
 
 def parse_conn(conn: str | None) -> ConnTarget:
-    """Read a connection string (the spellings: see the module docstring); ``None`` or
-    empty: ``$DATABASE_URL``, then the default database path. Raises
-    :class:`UnsupportedConnection`, without the password, for another scheme or a
-    ``sqlite://`` URL naming no file."""
+    """Read a connection string (the spellings: see the module docstring); another scheme
+    or a ``sqlite://`` URL naming no file: :class:`UnsupportedConnection`."""
     source = "argument"
     if not conn:
         conn = os.environ.get(DATABASE_URL_ENV) or None
@@ -120,21 +105,15 @@ def open_store(
     readonly: bool = False,
     **options: Any,
 ) -> ScheduleStore:
-    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does (any spelling
-    :func:`parse_conn` reads; None: ``DATABASE_URL``, then the default database).
-    ``table`` defaults to ``scheduled_messages``; it is validated before anything is
-    opened.
+    """Open the store ``url`` names, as ``hexeract scheduler --conn`` does (None:
+    ``DATABASE_URL``, then the default database); ``table`` defaults to
+    ``scheduled_messages``.
 
-    ``create`` (default: not ``readonly``) creates the SQLite file (for the default
-    database, its folders too) and the table when missing; ``create=False`` raises
-    :class:`StoreError` ``no database at <path>`` instead and creates nothing.
-    ``readonly=True`` (with ``create=False``, else :class:`InvalidConfiguration`) opens
-    a SQLite file read-only: it is never written. ``options`` go to the store's own
-    ``open`` (:meth:`SqliteScheduleStore.open <hexeract_lite.SqliteScheduleStore.open>`,
-    ``PostgresScheduleStore.open``, ...).
-
-    A server store without its extra: :class:`StoreError` naming it. Errors never
-    carry the password.
+    ``create`` (default: not ``readonly``) creates the SQLite file and the table when
+    missing; ``create=False`` raises :class:`StoreError` instead. ``readonly=True`` (with
+    ``create=False``) never writes a SQLite file. ``options`` go to the store's own
+    ``open``. A server store without its extra: :class:`StoreError` naming it. Errors
+    never carry the password.
 
     .. versionadded:: 0.2.0
     """
@@ -158,17 +137,14 @@ def open_store(
     return _open_server(target, target.kind, table=table, clock=clock, create=create, **options)
 
 
-_SERVER_STORES = {
+_SERVER_STORES = {  # module, class, the drivers its extra brings, the engine's name
     "postgres": (".store.postgres.store", "PostgresScheduleStore", ("psycopg",), "PostgreSQL"),
     "mysql": (".store.mysql.store", "MysqlScheduleStore", ("pymysql",), "MySQL"),
 }
-"""Each server store: its module, its class, the driver packages the extra brings and
-the engine's name."""
 
 
 def _open_server(target: ConnTarget, kind: str, **options: Any) -> ScheduleStore:
-    """The PostgreSQL or MySQL store of ``target``; without the driver, a
-    :class:`StoreError` naming the extra; errors scrubbed of the password, unchained."""
+    """The server store of ``target``; its errors scrubbed of the password, unchained."""
     assert target.url is not None
     import importlib
 
@@ -177,13 +153,12 @@ def _open_server(target: ConnTarget, kind: str, **options: Any) -> ScheduleStore
         store_type = getattr(importlib.import_module(module, __package__), name)
     except ImportError as exc:
         if (exc.name or "").startswith(drivers):
-            hint = POSTGRES_EXTRA_HINT if kind == "postgres" else MYSQL_EXTRA_HINT
-            raise StoreError(hint) from None
+            raise StoreError(
+                f"{engine} support needs the {kind!r} extra: pip install 'hexeract_lite[{kind}]'"
+            ) from None
         raise StoreError(
             f"this build of hexeract_lite cannot open {engine} databases ({exc})"
         ) from None
-    # The driver's errors may quote the URL: re-raise them scrubbed, unchained, so no
-    # traceback or message can show the password.
     try:
         store: ScheduleStore = store_type.open(target.url, **options)
     except StoreError as exc:

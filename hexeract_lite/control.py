@@ -27,8 +27,6 @@ from .trigger import CronExpression
 from .upcoming import check_upcoming, upcoming_firings
 from .zoned import CRON_TZ_PREFIX
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "EnsureResult", "ReconcileReport", "SchedulerControl"]
-
 DEFAULT_MAX_ATTEMPTS = 5
 """The attempt budget :meth:`SchedulerControl.schedule` gives each occurrence by default."""
 
@@ -82,10 +80,8 @@ class ReconcileReport:
 class SchedulerControl:
     """Schedule, inspect, pause, resume, cancel and replay, over any store.
 
-    A schedule id is a :class:`uuid.UUID` or its text (malformed:
-    :class:`InvalidArgument`; unknown: :class:`ScheduleNotFound`). State changes return
-    True when they changed something, False when there was nothing to do, so they are
-    safe to repeat.
+    A schedule id is a :class:`uuid.UUID` or its text (malformed: :class:`InvalidArgument`;
+    unknown: :class:`ScheduleNotFound`). State changes return whether they changed something.
 
     .. versionadded:: 0.1.0"""
 
@@ -139,8 +135,7 @@ class SchedulerControl:
         """Stop claiming the schedule until :meth:`resume`; True if it was not paused.
 
         An occurrence already held may still be delivered; a terminal schedule is left alone.
-        ``note`` (up to 500 printable characters) says why, shown by ``inspect`` until
-        resumed; a schedule already paused keeps its note.
+        ``note`` (up to 500 printable characters): why, shown until resumed.
 
         .. versionchanged:: 0.4.0
            ``note=``; a schedule's name in place of its id."""
@@ -181,15 +176,12 @@ class SchedulerControl:
         *,
         limit: int = DEFAULT_BACKFILL_LIMIT,
     ) -> int:
-        """Fire the rule's instants in ``[start, end]`` (aware), in order, each with the
-        occurrence id its rule gives it, then go on on the rule; return how many there are.
+        """Fire the rule's instants in ``[start, end]`` (aware), in order, with their own
+        occurrence ids, then go on on the rule; return how many.
 
-        The window's firings replace the pending one, start once a firing in flight is
-        acknowledged, and are never skipped by the misfire grace. More than ``limit``
-        (1 to 100000), none, ``end`` before ``start`` or a naive bound:
-        :class:`InvalidArgument`; a one-shot, paused or terminal schedule:
-        :class:`NotChangeable`. A later backfill replaces one in progress; ``reschedule``,
-        ``run_now`` or a new rule ends it.
+        Starts once a firing in flight is acknowledged; never skipped by the misfire grace.
+        More than ``limit`` (1 to 100000), none, or a bad window: :class:`InvalidArgument`;
+        a one-shot, paused or terminal schedule: :class:`NotChangeable`.
 
         .. versionadded:: 0.4.0"""
         first, last, limit = check_window(start, end, limit)
@@ -200,9 +192,8 @@ class SchedulerControl:
     def resume(self, schedule_id: ScheduleIdLike) -> bool:
         """Resume a paused schedule and clear its note; True when it is no longer paused.
 
-        A cron schedule whose due instant passed while paused realigns to its first instant
-        after now (attempts and last error reset; no catch-up); with none it stays paused
-        (False). A schedule inside a backfill's window goes on where it stopped.
+        A cron schedule whose instant passed while paused moves to its first instant after
+        now (attempts reset; no catch-up); with none it stays paused (False).
 
         .. versionchanged:: 0.4.0
            A schedule's name in place of its id."""
@@ -243,25 +234,20 @@ class SchedulerControl:
     ) -> EnsureResult:
         """Make the schedule called ``name`` exist as declared; say what that took.
 
-        Exactly one of ``cron`` (first firing ``first``, default the rule's first instant
-        after now; on the wall clock of ``tz``, default the rule's ``CRON_TZ=`` prefix, else
-        UTC), ``every`` (a grid anchored at ``first``, default at 1970-01-01T00:00Z) or ``at``
-        (once). Missing or cancelled: created. As stored (rules compared by meaning;
-        ``first`` only places a new schedule): unchanged. Else updated in place: a firing in
-        flight completes under the old values. Another trigger kind: :class:`NotChangeable`.
-        The id is :func:`~hexeract_lite.names.name_id` of ``name``, so racing processes end
-        with one row. ``target`` defaults to the mediator; ``end_at`` ... ``catch_up_limit``:
-        the :class:`~hexeract_lite.policy.SchedulePolicy`. ``connection``: your connection
-        with a transaction open on the store's database: the change commits with it.
+        Exactly one of ``cron`` (from ``first``, default its next instant; on ``tz``'s wall
+        clock), ``every`` (a grid anchored at ``first``, default the epoch) or ``at``.
+        Missing or cancelled: created; as stored: unchanged; else updated in place. Another
+        trigger kind: :class:`NotChangeable`. The id is
+        :func:`~hexeract_lite.names.name_id` of ``name``. ``end_at`` ... ``catch_up_limit``:
+        the :class:`~hexeract_lite.policy.SchedulePolicy`. ``connection``: an open
+        transaction on the store's database that the change commits with.
 
         .. versionadded:: 0.2.0"""
         policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
         message = self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
         )
-        if connection is not None:
-            return self.store.ensure(message, max_attempts, connection=connection)
-        return self.store.ensure(message, max_attempts)
+        return self.store.ensure(message, max_attempts, connection=connection)
 
     def _declared(
         self,
@@ -327,10 +313,8 @@ class SchedulerControl:
     ) -> ReconcileReport:
         """Ensure every declared schedule and cancel the group's others.
 
-        ``declared``: named messages of ``group``, or ``(message, max_attempts)`` pairs (a
-        bare message gets :data:`DEFAULT_MAX_ATTEMPTS`), all checked before anything is
-        written (:class:`InvalidArgument`; another trigger kind stored:
-        :class:`NotChangeable`). Schedules outside the group are never touched.
+        ``declared``: named messages of ``group``, or ``(message, max_attempts)`` pairs, all
+        checked before anything is written. Schedules outside the group are never touched.
 
         .. versionadded:: 0.2.0"""
         check_group(group)
@@ -393,8 +377,7 @@ class SchedulerControl:
     ) -> ScheduledMessage:
         """The message :meth:`ensure` would store, for :meth:`reconcile`'s list.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
         return self._declared(
             name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
@@ -404,8 +387,7 @@ class SchedulerControl:
     def id_of(id_or_name: uuid.UUID | str) -> uuid.UUID:
         """The schedule id of an id (or its text) or a name; no store is read.
 
-        .. versionadded:: 0.2.0
-        """
+        .. versionadded:: 0.2.0"""
         return _id_or_name(id_or_name)[0]
 
     def _existing(self, id_or_name: object) -> uuid.UUID:
@@ -417,11 +399,9 @@ class SchedulerControl:
     def abort(self, id_or_name: uuid.UUID | str, *, cancel: bool = False) -> bool:
         """Ask the schedule's dispatch in flight to stop; True when the request was stored.
 
-        The worker running it sees the request within ``poll_interval``: an async handler is
-        cancelled, a sync one sees ``current_dispatch().should_abort()`` turn True. It is
-        recorded as ``aborted``: a failed attempt, or with ``cancel=True`` the schedule
-        cancelled. Nothing in flight: False (a retry waiting out its backoff holds a lease:
-        the request is stored and cleared by its next claim).
+        Within ``poll_interval`` an async handler is cancelled, a sync one sees
+        ``current_dispatch().should_abort()``; recorded as ``aborted`` (a failed attempt, or
+        with ``cancel=True`` the schedule cancelled). Nothing in flight: False.
 
         .. versionadded:: 0.3.0"""
         if not isinstance(cancel, bool):
@@ -457,11 +437,8 @@ class SchedulerControl:
         """Change a schedule in place (an argument left out stays); True when a value differed.
 
         Terminal, or ``cron`` for a schedule that is not a cron one: :class:`NotChangeable`.
-        ``cron`` may be zoned (a ``CRON_TZ=`` prefix, a :class:`CronExpression`, or ``tz``,
-        with ``cron`` only); a text without a zone keeps the schedule's zone. A new rule's
-        next firing is its first instant after now (after a firing in flight).
-        ``misfire_grace``: None for none. ``end_at`` ... ``catch_up_limit`` (recurring only):
-        None for the default; a new ``max_firings`` counts the firings so far.
+        A ``cron`` text without a zone (``CRON_TZ=`` or ``tz``) keeps the schedule's zone.
+        ``misfire_grace`` ... ``catch_up_limit``: None for the default.
 
         .. versionadded:: 0.2.0"""
         if tz is not None and cron is None:
@@ -504,8 +481,7 @@ class SchedulerControl:
         until: datetime | timedelta | None = None,
     ) -> list[datetime]:
         """The UTC instants of the next ``count`` firings, none after ``until`` (aware, or a
-        duration from now), as the worker will make them; none for a paused or ended
-        schedule. A bad ``count`` or ``until``: :class:`InvalidArgument`.
+        duration from now); none for a paused or ended schedule.
 
         .. versionadded:: 0.2.0"""
         now = self.store.clock.now()

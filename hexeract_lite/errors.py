@@ -1,10 +1,5 @@
-"""The errors hexeract_lite raises.
-
-Every error derives from :class:`SchedulerError`, and each subclass also inherits
-the builtin exception it resembles, so ``except ValueError`` or ``except
-LookupError`` in an application keeps working. Driver errors (``apsw.*``,
-``psycopg.*``) never leak as the public type: they are chained with ``raise ...
-from`` behind a :class:`StoreError`.
+"""The errors hexeract_lite raises: each derives from :class:`SchedulerError` and the
+builtin exception it resembles; driver errors are chained behind a :class:`StoreError`.
 """
 
 from __future__ import annotations
@@ -68,17 +63,14 @@ class InvalidConfiguration(InvalidArgument):
 
 
 class UnsupportedConnection(InvalidConfiguration):
-    """A connection string this build cannot serve (unknown scheme, a URL naming no file);
-    the message quotes it without its password.
+    """A connection string this build cannot serve; quoted without its password.
 
     .. versionadded:: 0.1.0
     """
 
 
 class UsageError(InvalidArgument):
-    """A command-line argument the parser accepted but the command cannot use (e.g.
-    ``--first`` without ``--cron``); the ``hexeract`` command reports it like argparse
-    does, exit 2."""
+    """A command-line argument the command cannot use; reported like argparse's, exit 2."""
 
 
 class ScheduleNotFound(SchedulerError, LookupError):
@@ -121,10 +113,8 @@ class NotReplayable(SchedulerError, RuntimeError):
 
 
 class NotChangeable(SchedulerError, RuntimeError):
-    """A schedule cannot be changed that way now: it is terminal (delivered, cancelled,
-    dead-lettered), paused for ``run_now``, being delivered (a one-shot schedule's
-    firing in flight), or it has a different trigger kind than declared. Nothing was
-    written.
+    """A schedule cannot be changed that way now (terminal, paused, in flight, or another
+    trigger kind); nothing was written.
 
     .. versionadded:: 0.2.0
     """
@@ -143,9 +133,8 @@ class DispatchError(SchedulerError, RuntimeError):
 
 
 class StoreError(SchedulerError, OSError):
-    """The store could not do its work (I/O error, disk full, lock timeout, bad file).
-
-    The operation that raised it applied nothing: a transaction is all or nothing.
+    """The store could not do its work (I/O error, disk full, lock timeout, bad file); the
+    operation applied nothing.
 
     .. versionadded:: 0.1.0
     """
@@ -171,11 +160,8 @@ class MigrationCounts(Protocol):
 
 
 class MigrationError(SchedulerError, RuntimeError):
-    """:func:`hexeract_lite.migrate.migrate` stopped part-way.
-
-    :attr:`report` counts what was done before; the cause is chained. Pages already
-    written stay written: running the migration again resumes (what was copied is
-    skipped).
+    """:func:`hexeract_lite.migrate.migrate` stopped part-way; :attr:`report` counts what
+    was copied (it stays copied: running it again resumes).
 
     .. versionadded:: 0.1.0
     """

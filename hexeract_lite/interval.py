@@ -1,10 +1,5 @@
-"""Interval rules: fire every fixed duration on a grid that starts at an anchor.
-
-An :class:`Interval` fires at ``anchor``, ``anchor + every``, ``anchor + 2 * every``, ...
-(UTC, millisecond precision). Lateness never moves the grid: missed firings collapse
-into one catch-up, as for cron rules. Stored text (the ``cron_expr`` column):
-``@every 1h30m from 2026-03-01T12:00:00.000Z``.
-"""
+"""Interval rules: fire every fixed duration on a grid that starts at an anchor, stored
+as ``@every 1h30m from 2026-03-01T12:00:00.000Z``."""
 
 from __future__ import annotations
 
@@ -15,8 +10,6 @@ import attrs
 
 from ._time import format_ts, parse_ts, to_utc_ms
 from .errors import InvalidTrigger
-
-__all__ = ["Interval", "format_duration", "parse_duration"]
 
 _MS = timedelta(milliseconds=1)
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
@@ -45,8 +38,7 @@ def parse_duration(text: str) -> timedelta:
 
 
 def format_duration(every: timedelta) -> str:
-    """The canonical text of a positive whole-millisecond duration: ``1h30m``, ``250ms``
-    (``parse_duration(format_duration(d)) == d``)."""
+    """The canonical text of a whole-millisecond duration: ``1h30m``, ``250ms``."""
     left = every // _MS
     parts = []
     for unit, size in _UNITS:
@@ -92,9 +84,8 @@ class Interval:
 
     @classmethod
     def of(cls, every: timedelta | str, anchor: datetime) -> Interval:
-        """Every ``every`` (a timedelta or a duration text) from ``anchor`` (aware; UTC
-        milliseconds, rounded up). A non-positive, sub-millisecond or fractional-millisecond
-        interval, a bad text or a naive anchor: :class:`InvalidTrigger`."""
+        """Every ``every`` (a timedelta or a duration text) from ``anchor`` (aware; rounded
+        up to the millisecond); else :class:`InvalidTrigger`."""
         anchor = to_utc_ms(anchor, "anchor", InvalidTrigger, round_up=True)
         return cls(_check_every(every), anchor)
 
@@ -127,8 +118,7 @@ class Interval:
             return None
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
-        """``next_after(max(now, previous_due))``: missed firings collapse into one, and
-        the next firing is back on the grid."""
+        """``next_after(max(now, previous_due))``: missed firings collapse into one."""
         now = to_utc_ms(now, "now", InvalidTrigger)
         previous_due = to_utc_ms(previous_due, "previous_due", InvalidTrigger)
         return self.next_after(max(now, previous_due))

@@ -21,23 +21,11 @@ from .occurrence import OccurrenceId
 from .policy import CatchUp, SchedulePolicy, first_firing, policy_of
 from .trigger import CronExpression, Trigger
 
-__all__ = [
-    "MAX_EVENT_TYPE_LENGTH",
-    "MAX_PAYLOAD_BYTES",
-    "ScheduledMessage",
-    "Target",
-    "TargetKind",
-    "new_schedule_id",
-]
-
 TargetKind = Literal["mediator", "outbox", "bus"]
 MAX_EVENT_TYPE_LENGTH = 64
 """``event_type`` has 1 to 64 characters (the reference's ``VARCHAR(64)``)."""
 MAX_PAYLOAD_BYTES = 1024 * 1024
 """The largest payload accepted: 1 MiB of UTF-8 JSON text.
-
-A scheduler row is read on every claim; large blobs belong in the application's own
-storage, referenced from the payload.
 
 .. versionadded:: 0.1.0
 """
@@ -45,8 +33,7 @@ MAX_ROUTING_KEY_LENGTH = 255
 
 
 def new_schedule_id() -> uuid.UUID:
-    """A fresh UUIDv7 (RFC 9562): 48-bit Unix milliseconds from the clock, then 74 random
-    bits, so ids minted under a frozen clock still differ."""
+    """A fresh UUIDv7 (RFC 9562): Unix milliseconds, then 74 random bits."""
     now = SYSTEM_CLOCK.now()
     ms = int(now.timestamp() * 1000) & 0xFFFF_FFFF_FFFF
     rand = int.from_bytes(os.urandom(10), "big")
@@ -67,8 +54,7 @@ def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
         not isinstance(value, str)
         or not value
         or len(value) > MAX_ROUTING_KEY_LENGTH
-        or not value.isprintable()
-        or not _encodable(value)
+        or not value.isprintable()  # a lone surrogate (not UTF-8) is not printable
     ):
         raise InvalidMessage(
             f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
@@ -146,7 +132,6 @@ def _too_deep(what: str) -> InvalidMessage:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-"""Built once: ``json.dumps`` with these arguments would build one at every call."""
 
 
 def encode_payload(payload: Any) -> str:
@@ -183,17 +168,9 @@ def _check_event_type(event_type: object) -> str:
             f" got {event_type!r:.100}"
             + (f" ({len(event_type)} characters)" if isinstance(event_type, str) else "")
         )
-    if not event_type.isprintable() or not _encodable(event_type):
+    if not event_type.isprintable():
         raise InvalidMessage(f"event_type must be printable Unicode text, got {event_type!r:.100}")
     return event_type
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def check_grace(grace: object) -> timedelta | None:
@@ -229,12 +206,7 @@ def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
 
 
 def validate_message(message: object) -> ScheduledMessage:
-    """Check every field of a message before it is written; return it.
-
-    The id is a UUID, the event type 1 to 64 printable characters, the payload JSON within
-    :data:`MAX_PAYLOAD_BYTES` that agrees with ``payload``, the target and trigger built
-    values, ``scheduled_for`` aware UTC at millisecond precision; :class:`InvalidMessage`
-    otherwise."""
+    """``message``, each field checked before it is written; else :class:`InvalidMessage`."""
     if not isinstance(message, ScheduledMessage):
         raise InvalidMessage(f"expected a ScheduledMessage, got {_show(message)}")
     if message._checked:
@@ -294,8 +266,7 @@ def validate_message(message: object) -> ScheduledMessage:
 
 def place_first(message: ScheduledMessage, now: datetime) -> ScheduledMessage:
     """``message`` as a store whose clock reads ``now`` keeps it: a cron message built
-    without ``first_occurrence`` gets its rule's first instant after ``now``
-    (:class:`InvalidMessage` when there is none); any other is returned as it is."""
+    without ``first_occurrence`` gets its rule's first instant after ``now``."""
     if not message._first_from_clock:
         return message
     rule = message.trigger.cron_expression
@@ -337,10 +308,7 @@ def _check_message_name(name: object, schedule_id: uuid.UUID | None) -> uuid.UUI
 @attrs.frozen(kw_only=True)
 class ScheduledMessage:
     """A message to deliver on a trigger; build it with :meth:`delay`, :meth:`cron` or
-    :meth:`every`.
-
-    The payload is any JSON value, stored as JSON text (``payload_json``) and handed to
-    sinks decoded; never pickled, never evaluated.
+    :meth:`every`. The payload is any JSON value, stored as JSON text.
 
     .. versionadded:: 0.1.0"""
 
@@ -360,14 +328,10 @@ class ScheduledMessage:
     """The schedule's name (see :mod:`hexeract_lite.names`), or None; a named schedule's
     id is ``name_id(name)``."""
     misfire_grace: timedelta | None = None
-    """How late a worker may find a firing and still deliver it; None (the default): no
-    limit, a late firing is delivered late, once. A one-shot found later is
-    dead-lettered with the reason (replayable); a recurring schedule skips the stale
-    firing and goes on at its next instant."""
+    """How late a worker may find a firing and still deliver it (None: no limit). Later, a
+    one-shot is dead-lettered and a recurring schedule skips to its next instant."""
     policy: SchedulePolicy | None = None
-    """When a recurring schedule ends, how its firings are spread and what it does with
-    missed firings (see :mod:`hexeract_lite.policy`); None: no end, on its instants,
-    missed firings collapsed into one."""
+    """A recurring schedule's end, jitter and catch-up (:mod:`hexeract_lite.policy`)."""
     _checked: bool = attrs.field(default=False, init=False, eq=False, repr=False)
     # built by delay(), cron() or every(), every field checked: validate_message passes it
     _first_from_clock: bool = attrs.field(default=False, init=False, eq=False, repr=False)
@@ -385,12 +349,9 @@ class ScheduledMessage:
         name: str | None = None,
         misfire_grace: timedelta | None = None,
     ) -> ScheduledMessage:
-        """A message delivered once, at ``at`` (aware; stored in UTC milliseconds, rounded up
-        so it never fires early).
+        """A message delivered once, at ``at`` (aware; rounded up to the millisecond).
 
-        With ``name``, the schedule is named and its id is the name's
-        (:func:`~hexeract_lite.names.name_id`; a different ``schedule_id``:
-        :class:`InvalidMessage`). ``misfire_grace``: see :attr:`misfire_grace`."""
+        With ``name``, its id is :func:`~hexeract_lite.names.name_id` of it."""
         when = to_utc_ms(at, "at", InvalidMessage, round_up=True)
         trigger = Trigger("delay", at=when)
         return cls._build(
@@ -417,16 +378,12 @@ class ScheduledMessage:
         catch_up: CatchUp | None = None,
         catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
-        """A message delivered at ``first_occurrence``, then at every instant of the cron
-        ``expression`` after the previous delivery.
+        """A message delivered at ``first_occurrence`` (default: the rule's first instant
+        after now on the store's clock), then at every instant of the cron ``expression``.
 
-        ``first_occurrence`` None: the rule's first instant after now on the store's clock
-        (``clock`` gives ``scheduled_for`` until then); given, it is stored like
-        :meth:`delay`'s ``at`` and delivered then even when not one of the rule's.
-        ``event_type`` is required. ``tz``: the IANA zone whose wall clock the rule is read on
-        (default: the expression's ``CRON_TZ=`` prefix, else UTC). A bad expression or zone:
-        :class:`InvalidTrigger`; no instant after now: :class:`InvalidMessage`. ``end_at`` ...
-        ``catch_up_limit``: the :class:`~hexeract_lite.policy.SchedulePolicy`."""
+        ``event_type`` is required. ``tz``: the IANA zone the rule is read on (default: its
+        ``CRON_TZ=`` prefix, else UTC). ``end_at`` ... ``catch_up_limit``: the
+        :class:`~hexeract_lite.policy.SchedulePolicy`."""
         policy = policy_of(end_at, max_firings, jitter, catch_up, catch_up_limit)
         trigger = Trigger.cron(expression, tz=tz)
         if event_type is None:
@@ -461,12 +418,8 @@ class ScheduledMessage:
         catch_up: CatchUp | None = None,
         catch_up_limit: int | None = None,
     ) -> ScheduledMessage:
-        """A message delivered at ``anchor``, then every ``every`` on a fixed grid: a late
-        delivery does not shift the next firings; missed ones collapse into one
-        (:class:`~hexeract_lite.interval.Interval`).
-
-        ``every``: a positive timedelta of whole milliseconds or a duration text (``"90m"``);
-        ``anchor``: aware; else :class:`InvalidTrigger`. The other arguments: see :meth:`cron`."""
+        """A message delivered at ``anchor`` (aware), then every ``every`` (a timedelta of
+        whole milliseconds or ``"90m"``) on a fixed grid. The other arguments: see :meth:`cron`."""
         policy = policy_of(end_at, max_firings, jitter, catch_up, catch_up_limit)
         trigger = Trigger.every(every, anchor)
         assert trigger.interval is not None
@@ -517,8 +470,7 @@ class ScheduledMessage:
         return OccurrenceId.derive(self.schedule_id, self.scheduled_for)
 
     def at(self, scheduled_for: datetime) -> ScheduledMessage:
-        """The same schedule, firing at ``scheduled_for`` (aware; normalised like :meth:`delay`'s
-        ``at``)."""
+        """The same schedule, firing at ``scheduled_for`` (aware)."""
         scheduled_for = to_utc_ms(scheduled_for, "scheduled_for", InvalidMessage, round_up=True)
         trigger = self.trigger
         if trigger.kind == "delay":

@@ -1,13 +1,5 @@
-"""Schedule names: the id a name stands for, what a name may be, and its group.
-
-A named schedule's id is ``uuid.uuid5(NAME_NAMESPACE, name)`` (RFC 9562 section 5.5):
-the same in every process and language, so ``ensure`` racing in many processes inserts
-one row.
-
-A name is 1 to :data:`MAX_NAME_LENGTH` characters, each printable (no control,
-format or separator characters other than the ASCII space), with no space at either
-end. Its *group* is the part before the first dot (``"myapp"`` for
-``"myapp.backup.daily"``); a name without a dot belongs to no group.
+"""Schedule names: 1 to :data:`MAX_NAME_LENGTH` printable characters, no space at either
+end; the id is ``uuid5(NAME_NAMESPACE, name)``, the group the part before the first dot.
 """
 
 from __future__ import annotations
@@ -16,10 +8,8 @@ import uuid
 
 from .errors import InvalidArgument
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_NAMESPACE", "check_group", "check_name", "group_of", "name_id"]
-
 NAME_NAMESPACE = uuid.UUID("5d0c6f3e-8a3b-4f1e-9c7a-6b2e1d4f8a90")
-"""The fixed namespace under which a schedule id is derived from its name (never changes).
+"""The namespace under which a schedule id is derived from its name.
 
 .. versionadded:: 0.2.0
 """
@@ -29,8 +19,7 @@ MAX_NAME_LENGTH = 200
 
 
 def check_name(name: object) -> str:
-    """Return ``name`` when it is a valid schedule name, else raise :class:`InvalidArgument`
-    naming it."""
+    """``name`` when it is a valid schedule name, else :class:`InvalidArgument`."""
     if not isinstance(name, str):
         raise InvalidArgument(f"a schedule name must be a str, got {name!r:.100}")
     if not name:
@@ -40,20 +29,15 @@ def check_name(name: object) -> str:
             f"schedule name {name[:40]!r}... is {len(name)} characters; at most"
             f" {MAX_NAME_LENGTH} are allowed"
         )
-    if not name.isprintable() or name != name.strip():
+    if not name.isprintable() or name != name.strip():  # a lone surrogate is not printable
         raise InvalidArgument(
             f"schedule name {name!r:.100} must be printable characters with no space at either end"
         )
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"schedule name {name!r:.100} is not valid Unicode") from None
     return name
 
 
 def name_id(name: str) -> uuid.UUID:
-    """The schedule id of ``name``: ``uuid5(NAME_NAMESPACE, name)``; an invalid name
-    raises :class:`InvalidArgument`.
+    """The schedule id of ``name``: ``uuid5(NAME_NAMESPACE, name)``.
 
     .. versionadded:: 0.2.0
     """

@@ -9,8 +9,6 @@ from functools import total_ordering
 from ._time import EPOCH
 from .errors import InvalidArgument
 
-__all__ = ["OCCURRENCE_NAMESPACE", "OccurrenceId"]
-
 OCCURRENCE_NAMESPACE = uuid.UUID("6b9d1c2e-7a44-4f8e-9c10-2d3b4c5d6e7f")
 """The UUIDv5 namespace of occurrence ids, shared with hexeract (Rust)."""
 

@@ -1,6 +1,5 @@
-"""Schedule policies (docs/concepts/schedule-policies.md): when a recurring schedule
-ends, how its firings are spread, what it does with missed firings. Pure functions,
-shared by the worker and ``upcoming``."""
+"""Schedule policies (docs/concepts/schedule-policies.md): a recurring schedule's end,
+jitter and catch-up, as pure functions."""
 
 from __future__ import annotations
 
@@ -15,20 +14,6 @@ from ._time import rfc3339, to_utc_ms
 from .errors import InvalidArgument
 from .occurrence import OccurrenceId
 from .trigger import Trigger
-
-__all__ = [
-    "CATCH_UP_POLICIES",
-    "DEFAULT_CATCH_UP_LIMIT",
-    "MAX_CATCH_UP_LIMIT",
-    "CatchUp",
-    "Firing",
-    "Rule",
-    "SchedulePolicy",
-    "first_firing",
-    "jitter_offset",
-    "policy_arguments",
-    "policy_of",
-]
 
 CatchUp = Literal["latest", "skip", "all"]
 CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "skip", "all")
@@ -70,24 +55,19 @@ def _check_count(name: str, value: object, top: int) -> int | None:
 
 @attrs.frozen(kw_only=True)
 class SchedulePolicy:
-    """When a recurring schedule ends, how its firings are spread, what it does with
-    missed firings. Build it with :meth:`of`, which checks every value.
+    """A recurring schedule's end, jitter and catch-up; build it with :meth:`of`.
 
     .. versionadded:: 0.3.0"""
 
     end_at: datetime | None = None
-    """No firing is due after this instant (UTC, millisecond precision); the schedule
-    then completes (``delivered``). None: no end."""
+    """No firing is due after this instant; the schedule then completes. None: no end."""
     max_firings: int | None = None
     """The schedule completes after this many deliveries; None: no limit."""
     jitter: timedelta | None = None
-    """Each firing is due later than its rule's instant by an offset in ``[0, jitter)``
-    (:func:`jitter_offset`); None: on the instant."""
+    """Each firing is due later than its rule's instant by an offset in ``[0, jitter)``."""
     catch_up: CatchUp = "latest"
-    """What a worker does with firings it missed: ``"latest"`` delivers one, then the
-    rule's first instant after now; ``"skip"`` delivers none once the rule's following
-    instant came due; ``"all"`` delivers each, in order, with its own occurrence id
-    (at most ``catch_up_limit``, only those within the misfire grace)."""
+    """Missed firings: ``"latest"`` delivers one, ``"skip"`` none, ``"all"`` each in order
+    (at most ``catch_up_limit``, within the misfire grace)."""
     catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT
     """Under ``catch_up="all"``: how many missed instants are delivered at most."""
 
@@ -101,12 +81,8 @@ class SchedulePolicy:
         catch_up: str | None = None,
         catch_up_limit: int | None = None,
     ) -> SchedulePolicy | None:
-        """The policy of these arguments, checked; None when they are all defaults.
-
-        ``end_at``: aware (kept to the millisecond, a fraction dropped); ``max_firings``: an
-        integer >= 1; ``jitter``: a timedelta >= 0 of whole milliseconds; ``catch_up``:
-        ``"latest"`` (None), ``"skip"`` or ``"all"``; ``catch_up_limit``: an integer >= 1,
-        with ``catch_up="all"`` only. Else :class:`InvalidArgument` naming the value."""
+        """The policy of these arguments, checked (:class:`InvalidArgument`); None when
+        they are all defaults. ``catch_up_limit`` goes with ``catch_up="all"`` only."""
         if end_at is not None:
             end_at = to_utc_ms(end_at, "end_at", InvalidArgument)
         max_firings = _check_count("max_firings", max_firings, MAX_FIRINGS)
@@ -160,10 +136,8 @@ def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
 def jitter_offset(
     policy: SchedulePolicy | None, trigger: Trigger, schedule_id: uuid.UUID, instant: datetime
 ) -> timedelta:
-    """How much later than the rule's ``instant`` its firing is due: ``h mod min(jitter,
-    gap)`` milliseconds, ``h`` the first 48 bits of the occurrence id and ``gap`` the time
-    to the rule's next instant; so in ``[0, jitter)``, before the next firing, and the
-    same in every process. Zero without jitter."""
+    """How much later than the rule's ``instant`` its firing is due: the occurrence id's
+    first 48 bits modulo ``min(jitter, gap to the next instant)`` milliseconds."""
     if policy is None or policy.jitter is None:
         return _ZERO
     span = policy.jitter // _MS
@@ -274,12 +248,7 @@ class Rule:
         return self.ahead(held.instant - _MS, now, held.firings)
 
     def missed_reason(self, held: Firing, now: datetime, *, retrying: bool = False) -> str | None:
-        """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it.
-
-        Past the policy's end or ``max_firings``: it completes. Else a retry is
-        delivered; other firings are not when later than the misfire grace, under
-        ``catch_up="skip"`` when the next instant is due too, and under ``catch_up="all"``
-        when older than the latest ``catch_up_limit`` due (or out of the grace)."""
+        """Why the firing ``held``, found at ``now``, is not delivered; None: deliver it."""
         policy, grace = self.policy, self.grace
         ended = _ended(policy, held)
         if ended is not None or retrying:
@@ -308,9 +277,7 @@ class Rule:
         return None
 
     def after_firing(self, held: Firing, now: datetime) -> Firing | None:
-        """The firing after ``held`` was delivered at ``now``; None: the schedule
-        completes. ``catch_up="all"`` goes on at the rule's next instant (missed ones in
-        order); the others at the first instant after ``held`` due after ``now``."""
+        """The firing after ``held`` was delivered at ``now``; None: the schedule completes."""
         policy = self.policy
         if not self.trigger.is_recurring:
             return None
@@ -326,8 +293,7 @@ class Rule:
         return self.ahead(held.instant, now, fired)
 
     def after_miss(self, held: Firing, now: datetime) -> Firing | None:
-        """The firing after ``held`` was found at ``now`` and not delivered; None: it
-        completes (a one-shot: the caller dead-letters it)."""
+        """The firing after ``held`` was found at ``now`` and not delivered; None: none."""
         if not self.trigger.is_recurring or _ended(self.policy, held) is not None:
             return None
         if self.policy is not None and self.policy.catch_up == "all":

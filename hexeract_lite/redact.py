@@ -7,9 +7,7 @@ import re
 import urllib.parse
 from typing import Protocol
 
-__all__ = ["passwords", "redact_conn", "scrub"]
-
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 # scheme://user:password@ -- the password is everything between the first ':' of the
 # userinfo and the last '@' before the host.
 _URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<pw>[^\s]*)@")
@@ -26,7 +24,7 @@ def passwords(conn: str) -> list[str]:
     """Every password spelled in a connection string: a URL's ``user:password@``, and
     ``password=...`` (a query parameter or a libpq keyword)."""
     found: list[str] = []
-    if _SCHEME_RE.match(conn):
+    if SCHEME_RE.match(conn):
         try:
             password = urllib.parse.urlsplit(conn).password
         except ValueError:

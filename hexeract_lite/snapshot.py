@@ -14,13 +14,10 @@ from .occurrence import OccurrenceId
 from .policy import Firing, SchedulePolicy
 from .trigger import Trigger
 
-__all__ = ["LeasedOccurrence", "MalformedSchedule", "ScheduleSnapshot", "ScheduleStatus"]
-
 
 class ScheduleStatus(enum.StrEnum):
-    """A schedule's status, derived from its row: ``delivered``, ``cancelled`` or
-    ``dead-lettered`` (terminal) when that timestamp is set, else ``paused`` or
-    ``pending``.
+    """A schedule's status: ``pending``, ``paused`` or one of the terminal ``delivered``,
+    ``cancelled`` and ``dead-lettered``.
 
     .. versionadded:: 0.1.0"""
 
@@ -67,8 +64,7 @@ class ScheduleStatus(enum.StrEnum):
 class ScheduleSnapshot:
     """A read-only view of one schedule's row, as ``inspect`` and the listings return it.
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     schedule_id: uuid.UUID
     status: ScheduleStatus
@@ -90,31 +86,26 @@ class ScheduleSnapshot:
     misfire_grace: timedelta | None = None
     """How late a firing may be found and still be delivered; None: no limit."""
     backfill_until: datetime | None = None
-    """The end of the backfill window the schedule is in, None when it is in none
-    (see :meth:`SchedulerControl.backfill <hexeract_lite.control.SchedulerControl.backfill>`)."""
+    """The end of the backfill window the schedule is in, or None."""
     pause_note: str | None = None
-    """The note given when the schedule was paused; None when not paused or none given."""
+    """The note given when the schedule was paused, or None."""
     next_after_lease: datetime | None = None
-    """A change made while the firing held was leased (in flight, or waiting out a
-    retry): the firing the schedule moves to once that one is settled; None: none."""
+    """Where a change made while the firing held was leased moves it once settled."""
     policy: SchedulePolicy | None = None
     """The schedule's end, firing limit, jitter and catch-up (None: none)."""
     firings: int = 0
     """Deliveries of this recurring schedule so far."""
     jitter_offset: timedelta = timedelta(0)
-    """How much later than its rule's instant the firing held is due (its jitter):
-    ``scheduled_for`` is that rule's instant plus this offset."""
+    """The jitter: ``scheduled_for`` less the rule's instant."""
 
     @property
     def occurrence_at(self) -> datetime:
-        """The rule's instant of the firing held: what its occurrence id derives from,
-        and the ``scheduled_for`` a sink will see (``scheduled_for`` less the jitter)."""
+        """The rule's instant of the firing held, which its occurrence id derives from."""
         return self.scheduled_for - self.jitter_offset
 
     @property
     def firings_left(self) -> int | None:
-        """How many deliveries the policy's ``max_firings`` still allows (None: no
-        limit)."""
+        """How many deliveries ``max_firings`` still allows (None: no limit)."""
         if self.policy is None or self.policy.max_firings is None:
             return None
         return max(self.policy.max_firings - self.firings, 0)
@@ -129,15 +120,13 @@ class ScheduleSnapshot:
     .. versionadded:: 0.3.0
     """
     abort_requested: str | None = None
-    """``"abort"`` or ``"cancel"`` while an abort of the dispatch in flight is pending
-    (``SchedulerControl.abort``); None otherwise.
+    """``"abort"`` or ``"cancel"`` while ``SchedulerControl.abort`` is pending, else None.
 
     .. versionadded:: 0.3.0
     """
 
     def to_json_dict(self) -> dict[str, object]:
-        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label
-        (``delay``, ``cron:<expr>``, ``interval:<rule>``)."""
+        """A JSON-ready dict: ISO 8601 UTC instants, the trigger as its label."""
         return {
             "schedule_id": str(self.schedule_id),
             "status": self.status.value,
@@ -177,15 +166,14 @@ class ScheduleSnapshot:
 
 @attrs.frozen(kw_only=True)
 class MalformedSchedule:
-    """A row a listing could not decode, in its place (the other rows still show); a
-    claim dead-letters it with the same reason."""
+    """A row a listing could not decode, in its place; a claim dead-letters it."""
 
     schedule_id: uuid.UUID | None
     """The id, when the id column itself could be decoded."""
     raw_id: str
-    """The id as stored, for display (the UUID text, or a repr of what is there)."""
+    """The id as stored, for display."""
     reason: str
-    """What is wrong, naming the column (``"scheduled_for is not a timestamp: ..."``)."""
+    """What is wrong, naming the column."""
     status: ScheduleStatus | None = None
     """The status, when the columns it derives from could be decoded."""
 
@@ -201,9 +189,8 @@ class MalformedSchedule:
 
 @attrs.frozen(kw_only=True)
 class LeasedOccurrence:
-    """An occurrence handed to a worker by ``claim_due``: ``attempts`` consumed so far (the
-    current one included); ``leased_until``, the end of this claim and the fencing token
-    of every acknowledgement.
+    """An occurrence a worker claimed: ``attempts`` so far (this one included);
+    ``leased_until``, the end of the claim and the fencing token of its acknowledgement.
 
     .. versionadded:: 0.1.0"""
 
@@ -212,25 +199,20 @@ class LeasedOccurrence:
     max_attempts: int
     leased_until: datetime
     retrying: bool = False
-    """True when an earlier attempt of this occurrence failed (the row's ``last_error``
-    is set): the claim is a retry, late on purpose after its backoff. False for a first
-    attempt and for a claim after a crashed attempt (no error recorded)."""
+    """True when an earlier attempt failed: a retry, late on purpose after its backoff."""
     backfill_until: datetime | None = None
-    """The end of the backfill window the schedule is in (the row's ``backfill_until``),
-    or None (see :mod:`hexeract_lite.backfill`)."""
+    """The end of the backfill window the schedule is in, or None."""
 
     @property
     def in_backfill(self) -> bool:
-        """One of a backfill's window (``scheduled_for <= backfill_until``): it fires however
-        late it is."""
+        """Inside a backfill's window: it fires however late it is."""
         until = self.backfill_until
         return until is not None and self.message.scheduled_for <= until
 
     firings: int = 0
     """Deliveries of the schedule before this one (a recurring schedule's)."""
     jitter_offset: timedelta = timedelta(0)
-    """How much later than ``message.scheduled_for`` (the rule's instant) this firing
-    was due (its jitter)."""
+    """The jitter: how much later than ``message.scheduled_for`` this firing was due."""
 
     @property
     def due(self) -> datetime:
@@ -242,8 +224,7 @@ class LeasedOccurrence:
         return Firing(self.message.scheduled_for, self.jitter_offset, self.firings)
 
     snoozes: int = 0
-    """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`); a
-    snoozed occurrence is, like a retry, late on purpose.
+    """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`).
 
     .. versionadded:: 0.3.0
     """

@@ -14,8 +14,6 @@ from .errors import InvalidTrigger
 from .interval import Interval
 from .zoned import DEFAULT_ZONE, every_real_hour, load_zone, next_in_zone, parse_zoned, render_zoned
 
-__all__ = ["CronExpression", "Trigger", "TriggerKind"]
-
 TriggerKind = Literal["delay", "cron", "interval"]
 
 MACROS: dict[str, str] = {
@@ -34,14 +32,9 @@ _PROBE_START = datetime(2000, 1, 1, tzinfo=UTC)
 
 @attrs.frozen
 class CronExpression:
-    """A validated cron expression (cronsim, Debian cron rules), read on the wall clock
-    of a time zone (UTC unless given; see the Time zones page).
-
-    Accepted: five fields ``min hour dom month dow``; six fields with a *leading*
-    seconds field ``sec min hour dom month dow`` (``*/2 * * * * *`` fires every two
-    seconds); and the macros in :data:`MACROS`; each optionally after a
-    ``CRON_TZ=<IANA zone>`` prefix. Build it with :meth:`parse`. ``str()`` gives the
-    stored text: the expression, with the ``CRON_TZ=`` prefix unless the zone is UTC.
+    """A validated cron expression (Debian cron rules) on a time zone's wall clock: five
+    fields, six with a leading seconds field, or a macro of :data:`MACROS`, each maybe after
+    a ``CRON_TZ=<IANA zone>`` prefix. Build it with :meth:`parse`; ``str()`` is the stored text.
 
     .. versionadded:: 0.1.0
     """
@@ -55,11 +48,8 @@ class CronExpression:
 
     @classmethod
     def parse(cls, expression: str, tz: str | None = None) -> CronExpression:
-        """Validate ``expression``; :class:`InvalidTrigger` quoting it and the reason.
-
-        The zone is ``tz`` or a ``CRON_TZ=`` prefix, else UTC. Rejected: an empty text, not
-        5 or 6 fields, a field out of range, a zero step, an unknown macro, an expression
-        that can never fire, an unknown zone, a prefix and ``tz`` naming different zones."""
+        """Validate ``expression`` (zone: ``tz`` or a ``CRON_TZ=`` prefix, else UTC);
+        :class:`InvalidTrigger` quoting it and the reason."""
         if not isinstance(expression, str):
             raise InvalidTrigger(f"cron expression must be a string, got {expression!r}")
         if tz is not None and not isinstance(tz, str):
@@ -68,8 +58,7 @@ class CronExpression:
 
     @property
     def every_real_hour(self) -> bool:
-        """The hour field is ``*`` or has a step: on a zone's clock every real occurrence of a
-        matching time fires (a repeated hour twice, a skipped one never)."""
+        """The hour field is ``*`` or has a step: every real occurrence of a time fires."""
         return every_real_hour(self._rule)
 
     def next_occurrence(self, after: datetime) -> datetime | None:
@@ -157,15 +146,13 @@ def _reason(rule: str, exc: Exception) -> str:
 
 @attrs.frozen
 class Trigger:
-    """When a schedule fires: once at an instant (``delay``), on a cron rule (``cron``),
-    or every fixed duration from an anchor (``interval``).
+    """When a schedule fires: once (``delay``), on a cron rule (``cron``), or every fixed
+    duration from an anchor (``interval``).
 
-    .. versionadded:: 0.1.0
-    """
+    .. versionadded:: 0.1.0"""
 
     kind: TriggerKind
-    """``"delay"``, ``"cron"`` or ``"interval"``: the ``trigger_kind`` tag (the reference
-    knows the first two)."""
+    """``"delay"``, ``"cron"`` or ``"interval"``: the stored ``trigger_kind``."""
     at: datetime | None = None
     """For ``delay``: the instant (UTC, millisecond precision)."""
     cron_expression: CronExpression | None = None
@@ -201,8 +188,7 @@ class Trigger:
 
     @property
     def expression(self) -> str | None:
-        """The stored rule text (``cron_expr``): the cron text with its ``CRON_TZ=`` prefix,
-        ``@every <duration> from <anchor>``, or None for a delay."""
+        """The stored rule text (``cron_expr``), or None for a delay."""
         if self.cron_expression is not None:
             return str(self.cron_expression)
         if self.interval is not None:
@@ -211,7 +197,7 @@ class Trigger:
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
         """The next firing after one due at ``previous_due`` ran at ``now`` (missed firings
-        collapse into one); None for a delay or a rule with no further instant."""
+        collapse into one); None when there is none."""
         if self.cron_expression is not None:
             return self.cron_expression.next_due(now, previous_due)
         if self.interval is not None:

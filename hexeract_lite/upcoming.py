@@ -1,6 +1,4 @@
-"""The firings a schedule has ahead of it, as the worker will make them (no I/O):
-:func:`upcoming_firings` applies the worker's rules to a snapshot.
-"""
+"""The firings a schedule has ahead of it, as the worker will make them (no I/O)."""
 
 from __future__ import annotations
 
@@ -11,15 +9,13 @@ from .errors import InvalidArgument
 from .policy import Firing, Rule
 from .snapshot import ScheduleSnapshot, ScheduleStatus
 
-__all__ = ["MAX_UPCOMING", "check_upcoming", "upcoming_firings"]
-
 MAX_UPCOMING = 10_000
 """The most firings one call lists."""
 
 
 def check_upcoming(count: object, until: object, now: datetime) -> tuple[int, datetime | None]:
-    """``count`` (1 to :data:`MAX_UPCOMING`) and ``until`` as an instant (given aware, or
-    as a timedelta > 0 from ``now``, or None); else :class:`InvalidArgument`."""
+    """``count`` (1 to :data:`MAX_UPCOMING`) and ``until`` as an instant (aware, a
+    timedelta > 0 from ``now``, or None), checked."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_UPCOMING:
         raise InvalidArgument(f"count must be an integer from 1 to {MAX_UPCOMING}, got {count!r}")
     if until is None:

@@ -1,23 +1,9 @@
 """Cron rules on an IANA time zone's wall clock (``CRON_TZ=Zone`` prefix).
 
-Which UTC instants fire (docs/concepts/time-zones.md):
-
-1. A wall time that occurs once fires at that instant.
-2. A wall time that does not exist (the clocks jump over it: spring forward, or a zone
-   moving its standard offset forward) fires once, at the first instant after the jump
-   (the transition instant). Several rule times inside one jump fire once, together.
-3. A wall time that occurs twice (the clocks go back) fires once, at its first
-   occurrence.
-4. Except: a rule whose *hour field* is ``*`` or has a step (``*/2``, ``1-23/3``, any
-   comma item that starts with ``*`` or holds a ``/``; macros by what they stand for, so
-   ``@hourly`` but not ``@daily``) fires on every real occurrence of a matching wall time.
-   The repeated hour fires twice and a skipped hour does not fire. A range or list of
-   hours (``0-23``, ``1,2,3``) names wall-clock hours and follows rules 1 to 3.
-5. Every firing is strictly later, in UTC, than the one before it.
-
-Rules 1 to 3 are one rule: a wall time fires at the first instant the zone's wall clock
-shows that time *or a later one*. The evaluation assumes a zone never changes its UTC
-offset twice within one day and back (the tests check the installed database).
+A wall time fires at the first instant the zone's clock shows that time or a later one
+(a skipped time once after the jump, a repeated one at its first occurrence), except
+that a rule whose hour field is ``*`` or has a step fires on every real occurrence
+(docs/concepts/time-zones.md). Assumes a zone never changes its offset twice in a day.
 """
 
 from __future__ import annotations
@@ -28,16 +14,6 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from .errors import InvalidTrigger
 
-__all__ = [
-    "CRON_TZ_PREFIX",
-    "DEFAULT_ZONE",
-    "every_real_hour",
-    "load_zone",
-    "next_in_zone",
-    "parse_zoned",
-    "render_zoned",
-]
-
 CRON_TZ_PREFIX = "CRON_TZ="
 """The prefix that names a zoned rule's zone in its stored text."""
 
@@ -47,11 +23,9 @@ DEFAULT_ZONE = "UTC"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_WALL = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
-_PROBE = 86_400
-"""Seconds between two offset look-ups when searching for the zone's next change."""
+_PROBE = 86_400  # seconds between two offset look-ups when searching for a change
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
-_NOT_ZONES = frozenset({"localtime", "posixrules"})
-"""Names zoneinfo may list that stand for a machine's setting, not a zone."""
+_NOT_ZONES = frozenset({"localtime", "posixrules"})  # a machine's setting, not a zone
 
 
 @functools.cache
@@ -62,8 +36,7 @@ def _available_zones() -> frozenset[str]:
 
 
 def load_zone(name: str) -> tzinfo:
-    """The IANA time zone ``name`` (``UTC`` needs no database; others must be listed by
-    :func:`zoneinfo.available_timezones`); else :class:`InvalidTrigger`."""
+    """The IANA time zone ``name``; else :class:`InvalidTrigger`."""
     if not isinstance(name, str):
         raise InvalidTrigger(f"a time zone must be a name such as 'Europe/Paris', got {name!r}")
     return _load_zone(name)
@@ -87,9 +60,8 @@ def _load_zone(name: str) -> tzinfo:
 
 
 def parse_zoned(text: str) -> tuple[str, str]:
-    """``(zone, expression)`` of a stored rule: ``"CRON_TZ=Europe/Paris 0 9 * * 1"`` gives
-    ``("Europe/Paris", "0 9 * * 1")``, no prefix ``("UTC", text)``. The zone is checked;
-    an unknown one, or a prefix without an expression: :class:`InvalidTrigger`."""
+    """``(zone, expression)`` of a stored rule (``"CRON_TZ=Europe/Paris 0 9 * * 1"``), the
+    zone checked; no prefix: ``("UTC", text)``."""
     if not isinstance(text, str):
         raise InvalidTrigger(f"cron expression must be a string, got {text!r}")
     stripped = text.strip()
@@ -112,7 +84,7 @@ def render_zoned(zone: str, expression: str) -> str:
 
 
 def every_real_hour(rule: str) -> bool:
-    """The hour field of ``rule`` is ``*`` or has a step (rule 4)."""
+    """The hour field of ``rule`` is ``*`` or has a step."""
     hour = rule.split()[-4]
     return any(item.startswith("*") or "/" in item for item in hour.split(","))
 

@@ -70,7 +70,6 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
         parser.error(message)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    return EXIT_USAGE  # pragma: no cover - parser.error always exits
 
 
 def _runtime_error(prog: str, message: str) -> int:

@@ -346,11 +346,11 @@ def format_size(value: int | None) -> str:
     """A size in bytes as B, KiB, MiB or GiB; ``-`` for None."""
     if value is None:
         return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
             return f"{value} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024  # type: ignore[assignment]
-    return "-"  # pragma: no cover
+    return f"{value:.1f} GiB"
 
 
 def format_stats(stats: StoreStats) -> str:

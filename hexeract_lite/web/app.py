@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
     from ..store.base import ScheduleStore
 
-__all__ = ["REFRESH_SECONDS", "TOKEN_COOKIE", "create_app"]
-
 REFRESH_SECONDS = 5
 """How often a page refreshes its live part."""
 TOKEN_COOKIE = "hexeract_ui_token"
@@ -232,12 +230,7 @@ class _Console:
             return True
         if action == "reschedule":
             return c.reschedule(sid, _instant(form.get("at", "")))
-        do: dict[str, Callable[[uuid.UUID], bool]] = {
-            "pause": c.pause,
-            "resume": c.resume,
-            "cancel": c.cancel,
-            "run-now": c.run_now,
-        }
+        do = {"pause": c.pause, "resume": c.resume, "cancel": c.cancel, "run-now": c.run_now}
         return do[action](sid)
 
     async def replay_all(self, request: Request) -> Response:

@@ -15,15 +15,6 @@ from ..store.runs import hour_of
 if TYPE_CHECKING:
     from ..store.base import ScheduleStore
 
-__all__ = [
-    "DEAD_LETTER_CAP",
-    "FAILURES",
-    "NO_RUNS_YET",
-    "RUNS_UNAVAILABLE",
-    "HourlyCounts",
-    "hourly_counts",
-]
-
 HOUR = timedelta(hours=1)
 FAILURES = frozenset(map(RunOutcome, ("failed", "timed_out", "dead_lettered", "swept", "aborted")))
 """The outcomes the chart counts as failures."""

@@ -23,19 +23,6 @@ from .words import trigger_words
 if TYPE_CHECKING:
     from ..store.base import ScheduleStore
 
-__all__ = [
-    "PAGE_SIZE",
-    "TIMELINE_PER_SCHEDULE",
-    "TIMELINE_SCHEDULES",
-    "WINDOWS",
-    "dead_letters_page",
-    "overview_page",
-    "schedule_page",
-    "schedules_page",
-    "shown",
-    "timeline_page",
-]
-
 PAGE_SIZE = 50
 """Rows per page of the schedules and dead-letter listings."""
 TIMELINE_SCHEDULES = 40

@@ -8,8 +8,6 @@ from .._time import rfc3339
 from ..interval import format_duration
 from ..trigger import MACROS, Trigger
 
-__all__ = ["trigger_words"]
-
 _DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 
 
