@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 
-from ..errors import InvalidConfiguration
+from ..errors import InvalidConfiguration, StoreError
 from .columns import COLUMNS
 
 __all__ = [
     "CANONICAL_TS",
     "DEFAULT_TABLE",
+    "META_TABLE",
     "REFERENCE_COLUMNS",
     "NONCANONICAL",
     "OFF_LAYOUT",
     "TABLE_NAME_RE",
+    "not_ours",
+    "short_name",
     "sqlite_ddl",
     "sqlite_epoch_ms",
     "sqlite_extra_index_ddl",
@@ -24,6 +28,8 @@ __all__ = [
     "sqlite_noncanonical",
     "sqlite_table_ddl",
     "sqlite_unique_index_ddl",
+    "too_new",
+    "too_old",
     "validate_sqlite_table_name",
     "validate_table_name",
 ]
@@ -31,6 +37,46 @@ __all__ = [
 DEFAULT_TABLE = "scheduled_messages"
 TABLE_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 MAX_TABLE_NAME_BYTES = 63
+META_TABLE = "hexeract_lite_schema"
+"""Where a server store records each table's schema version: ``(table_name, version)``."""
+
+
+def short_name(prefix: str, table: str, suffix: str, limit: int = MAX_TABLE_NAME_BYTES) -> str:
+    """``<prefix><table>_<suffix>``, at most ``limit`` characters (names are ASCII): when
+    too long, the table part is cut and an 8-hex-digit hash of the table keeps it unique."""
+    name = f"{prefix}{table}_{suffix}"
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    room = limit - len(f"{prefix}_{digest}_{suffix}")
+    return f"{prefix}{table[:room]}_{digest}_{suffix}"
+
+
+def too_new(table: str, where: str, version: int, understood: int) -> StoreError:
+    """A server table's version is newer than this code's ``understood``."""
+    return StoreError(
+        f"table {table!r} at {where} has schema version {version}, newer than this"
+        f" hexeract_lite understands ({understood}); upgrade hexeract_lite"
+    )
+
+
+def not_ours(table: str, where: str, missing: list[str]) -> StoreError:
+    """A server table lacks ``missing`` columns of the reference's layout."""
+    return StoreError(
+        f"table {table!r} at {where} is not a hexeract scheduler table:"
+        f" it lacks the column(s) {', '.join(missing)}"
+    )
+
+
+def too_old(
+    table: str, where: str, version: int | None, understood: int, lacking: list[str]
+) -> StoreError:
+    """A server table opened with ``create=False`` lacks ``lacking`` columns of ours."""
+    return StoreError(
+        f"table {table!r} at {where} has schema version {version or 0}, older than"
+        f" this hexeract_lite's {understood}: it lacks the column(s)"
+        f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
+    )
 
 
 def validate_table_name(name: object) -> str:

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
 from ..columns import COLUMNS
-from ..schema import DEFAULT_TABLE, validate_table_name
+from ..schema import (
+    DEFAULT_TABLE,
+    META_TABLE,
+    not_ours,
+    short_name,
+    too_new,
+    too_old,
+    validate_table_name,
+)
 from .runs import runs_ddl, runs_table_name
 
 if TYPE_CHECKING:
@@ -33,9 +41,6 @@ __all__ = [
 
 SCHEMA_VERSION = 3
 """The schema version this code writes and understands."""
-
-META_TABLE = "hexeract_lite_schema"
-"""Where each table's schema version is recorded: ``(table_name, version)``."""
 
 MYSQL_TYPES: dict[str, str] = {
     "schedule_id": "BINARY(16) NOT NULL PRIMARY KEY",
@@ -114,12 +119,7 @@ def _q(name: str) -> str:
 def index_name(table: str, suffix: str) -> str:
     """``idx_<table>_<suffix>``, within MySQL's 64-character limit (a long table name
     is cut and an 8-hex-digit hash of it keeps the name unique)."""
-    name = f"idx_{table}_{suffix}"
-    if len(name) <= 64:
-        return name
-    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    room = 64 - len(f"idx__{digest}_{suffix}")
-    return f"idx_{table[:room]}_{digest}_{suffix}"
+    return short_name("idx_", table, suffix, 64)
 
 
 def reference_ddl(table: str = DEFAULT_TABLE) -> str:
@@ -261,24 +261,14 @@ def ensure_schema(
 
 def _check(table: str, where: str, columns: set[str], version: int | None, create: bool) -> None:
     if version is not None and version > SCHEMA_VERSION:
-        raise StoreError(
-            f"table {table!r} at {where} has schema version {version}, newer than this"
-            f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
-        )
+        raise too_new(table, where, version, SCHEMA_VERSION)
     if not columns:
         if not create:
             raise StoreError(f"no table {table!r} at {where}: open with create=True to create it")
         return
     missing = [c.name for c in COLUMNS if c.reference and c.name not in columns]
     if missing:
-        raise StoreError(
-            f"table {table!r} at {where} is not a hexeract scheduler table:"
-            f" it lacks the column(s) {', '.join(missing)}"
-        )
+        raise not_ours(table, where, missing)
     lacking = [n for n in _NEEDED if n not in columns]
     if lacking and not create:
-        raise StoreError(
-            f"table {table!r} at {where} has schema version {version or 0}, older than"
-            f" this hexeract_lite's {SCHEMA_VERSION}: it lacks the column(s)"
-            f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
-        )
+        raise too_old(table, where, version, SCHEMA_VERSION, lacking)

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
 from ..columns import COLUMNS, POLICY_COLUMNS
-from ..schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
+from ..schema import (
+    DEFAULT_TABLE,
+    META_TABLE,
+    not_ours,
+    short_name,
+    too_new,
+    too_old,
+    validate_table_name,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -37,9 +45,6 @@ __all__ = [
 
 SCHEMA_VERSION = 7
 """The schema version this code writes and understands."""
-
-META_TABLE = "hexeract_lite_schema"
-"""Where each table's schema version is recorded: ``(table_name, version)``."""
 
 POSTGRES_COLUMNS: tuple[tuple[str, str], ...] = tuple((c.name, c.postgres) for c in COLUMNS)
 """Every column of the table, in order, with its PostgreSQL type and constraints."""
@@ -98,21 +103,10 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _within_limit(prefix: str, table: str, suffix: str) -> str:
-    """``<prefix><table>_<suffix>`` within PostgreSQL's 63-byte identifier limit: when
-    too long, the table part is cut and an 8-hex-digit hash of the table keeps it unique."""
-    name = f"{prefix}{table}_{suffix}"
-    if len(name.encode()) <= MAX_TABLE_NAME_BYTES:
-        return name
-    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    room = MAX_TABLE_NAME_BYTES - len(f"{prefix}_{digest}_{suffix}".encode())
-    return f"{prefix}{table[:room]}_{digest}_{suffix}"
-
-
 def postgres_index_name(table: str, suffix: str) -> str:
     """``idx_<table>_<suffix>``, kept within the identifier limit
     (``idx_<table prefix>_<hash>_<suffix>``)."""
-    return _within_limit("idx_", table, suffix)
+    return short_name("idx_", table, suffix)
 
 
 def _table_ddl(table: str, declared: tuple[tuple[str, str], ...] = POSTGRES_COLUMNS) -> str:
@@ -137,7 +131,7 @@ def _index_ddl(
 
 def runs_table_name(table: str) -> str:
     """``<table>_runs``, kept within the identifier limit (as :func:`postgres_index_name`)."""
-    return _within_limit("", table, "runs")
+    return short_name("", table, "runs")
 
 
 def postgres_runs_ddl(table: str) -> str:
@@ -276,18 +270,8 @@ def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> lis
     names = {row[0] for row in found}
     missing = [c.name for c in COLUMNS if c.name not in names and c.name not in LATER_COLUMNS]
     if missing:
-        raise StoreError(
-            f"table {table!r} at {where} is not a hexeract scheduler table:"
-            f" it lacks the column(s) {', '.join(missing)}"
-        )
+        raise not_ours(table, where, missing)
     return [name for name in LATER_COLUMNS if name not in names]
-
-
-def _too_new(table: str, where: str, version: int) -> StoreError:
-    return StoreError(
-        f"table {table!r} at {where} has schema version {version}, newer than this"
-        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
-    )
 
 
 def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
@@ -313,7 +297,7 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     """
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:
-        raise _too_new(table, where, version)
+        raise too_new(table, where, version, SCHEMA_VERSION)
     if not exists and not create:
         raise StoreError(
             f"no table {table!r} at {where}: create it with"
@@ -322,11 +306,7 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     if exists:
         lacking = _check_columns(conn, table, where)
         if not create and lacking:
-            raise StoreError(
-                f"table {table!r} at {where} has schema version {version or 0}, older"
-                f" than this hexeract_lite's {SCHEMA_VERSION}: it lacks the column(s)"
-                f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
-            )
+            raise too_old(table, where, version, SCHEMA_VERSION, lacking)
         if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
             return version or 0
     with conn.transaction():
@@ -336,7 +316,7 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
         conn.execute("SET LOCAL statement_timeout = 0")
         exists, version = _state(conn, table)  # again, under the locks
         if exists and version is not None and version > SCHEMA_VERSION:
-            raise _too_new(table, where, version)
+            raise too_new(table, where, version, SCHEMA_VERSION)
         if not exists:
             conn.execute(postgres_ddl(table).encode())
         else:

@@ -114,7 +114,10 @@ class SharedStatements:
             " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
         )
         self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(at)s, " + REPLAYED + ", " + _UNDONE
+            "UPDATE {t} SET scheduled_for = %(at)s, "
+            + REPLAYED
+            + ", "
+            + _UNDONE
             + " WHERE schedule_id = %(id)s"
         )
         self.replay_many = q(

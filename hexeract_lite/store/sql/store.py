@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._log import package_logger
-from ..._time import to_utc_ms
 from ...clock import Clock
 from ...errors import (
     DuplicateSchedule,
@@ -47,7 +46,6 @@ from ..listing import (
 )
 from ..longrun import check_abort_kind
 from ..notices import malformed_dead_lettered
-from ..pausing import resume_change
 from ..record import ScheduleRecord
 from ..runs import (
     RunCount,
@@ -429,12 +427,6 @@ class SqlScheduleStore(SettlingStore):
         sid = check_schedule_id(schedule_id)
         params = {"paused": bool(paused)}
         return self._change("set_paused", sid, self._sql.set_paused, params, wake=not paused)
-
-    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        sid = check_schedule_id(schedule_id)
-        if next is not None:
-            next = to_utc_ms(next, "next", InvalidArgument)
-        return self.modify_record(sid, resume_change(next))
 
     def replay(self, schedule_id: uuid.UUID) -> None:
         sid = check_schedule_id(schedule_id)
