@@ -107,12 +107,7 @@ def modify_within(
     :class:`~hexeract_lite.errors.ScheduleNotFound`."""
     conn = _check(store, connection, "modify")
     with _savepoint(store, conn, "modify"):
-        tx = MysqlSession(conn)
-        record, now = store._locked_row(tx, schedule_id)
-        answer, new = plan(record.copy(), now)
-        if new is not None:
-            tx.execute(store._sql.write_row, store._row_params(new))
-    return answer
+        return store._modified(MysqlSession(conn), schedule_id, plan)
 
 
 _MARK = "hexeract_sink_transaction"

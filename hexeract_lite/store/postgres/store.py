@@ -347,8 +347,8 @@ class PostgresScheduleStore(ServerStore):
         if self._run_sql is not None:
             statement = self._sweep_runs
             params["host"], params["pid"] = this_worker()
-        with self._db.connection("dead_letter_exhausted") as conn:
-            return conn.execute(statement, params).rowcount
+        with self._write("dead_letter_exhausted", worker=True, atomic=False) as tx:
+            return tx.execute(statement, params)
 
     def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
         assert self._run_sql is not None

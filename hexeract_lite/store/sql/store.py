@@ -454,11 +454,15 @@ class SqlScheduleStore(SettlingStore):
     def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         sid = check_schedule_id(schedule_id)
         with self._write("modify") as tx:
-            record, now = self._locked_row(tx, sid)
-            answer, new = plan(record.copy(), now)
-            if new is not None:
-                tx.execute(self._sql.write_row, self._row_params(new))
-                tx.wake()
+            return self._modified(tx, sid, plan)
+
+    def _modified(self, tx: Session, sid: uuid.UUID, plan: Plan[_T]) -> _T:
+        """``plan`` run on the row of ``sid`` locked in ``tx``; the record it returns written."""
+        record, now = self._locked_row(tx, sid)
+        answer, new = plan(record.copy(), now)
+        if new is not None:
+            tx.execute(self._sql.write_row, self._row_params(new))
+            tx.wake()
         return answer
 
     def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
