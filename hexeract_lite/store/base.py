@@ -515,6 +515,11 @@ class SettlingStore(ScheduleStore):
     @abc.abstractmethod
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]: ...
 
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        self.insert_many([message], max_attempts, connection=connection)  # type: ignore[call-arg]
+
     def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
         sid = check_schedule_id(schedule_id)
         if next is not None:

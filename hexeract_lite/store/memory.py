@@ -126,11 +126,6 @@ class InMemoryScheduleStore(SettlingStore):
 
     # -- writing ---------------------------------------------------------------
 
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        self.insert_many([message], max_attempts, connection=connection)
-
     def insert_many(
         self, messages: Sequence[ScheduledMessage], max_attempts: int, *, connection: object = None
     ) -> None:

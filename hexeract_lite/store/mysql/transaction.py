@@ -4,7 +4,6 @@ poll), and the transactional sink's runner."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -123,8 +122,6 @@ class MysqlTransactionRunner(ServerRunner):
     _conn: pymysql.Connection[Any] | None
 
     def _connection(self) -> pymysql.Connection[Any]:
-        if self._pid != os.getpid():
-            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         if self._conn is None or not self._conn.open:
             self._conn = conn = self._store._db.new()
             # Not autocommit: should the handler end the transaction, its later writes

@@ -200,8 +200,6 @@ class PostgresTransactionRunner(ServerRunner):
     _conn: psycopg.Connection[Any] | None
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._pid != os.getpid():
-            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         if self._conn is None or self._conn.closed or self._conn.broken:
             db = self._store._db
             self._conn = conn = connect(db._conninfo, db.timeouts)

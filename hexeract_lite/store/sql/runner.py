@@ -173,6 +173,8 @@ class ServerRunner(TransactionRunner):
             return planned
         settlement, statement, params = planned
         deadline = time.monotonic() + self._timeout
+        if self._pid != os.getpid():
+            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         try:
             conn = self._connection()
         except self._errors as exc:

@@ -44,13 +44,8 @@ class ServerSession:
         self.woken = False
         self.others = False
 
-    def execute(self, statement: Any, params: Any = ()) -> int:  # pragma: no cover
-        """Run a statement; the rows it changed."""
-        raise NotImplementedError
-
-    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:  # pragma: no cover
-        """Run a statement; its rows."""
-        raise NotImplementedError
+    execute: Callable[..., int]
+    fetch: Callable[..., list[Any]]
 
     def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
         """Run each statement in turn; the rows each changed."""
@@ -150,13 +145,6 @@ class ServerStore(SqlScheduleStore):
             catch_up,
             limit,
         )
-
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        """``connection``: a ``psycopg`` (PostgreSQL) or ``pymysql`` (MySQL) connection on
-        this database, a transaction open: the row is written inside it."""
-        self.insert_many([message], max_attempts, connection=connection)  # type: ignore[call-arg]
 
     def _runner_type(self) -> Callable[..., Any]:
         return self._shared().Runner  # type: ignore[no-any-return]
