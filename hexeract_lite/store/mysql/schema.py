@@ -1,11 +1,6 @@
-"""The MySQL/MariaDB table: its DDL text, its schema version and the upgrade.
-
-Pure Python at import time (the DDL prints without the ``mysql`` extra). The
-reference's layout (:data:`MYSQL_TYPES`), ``utf8mb4_bin`` (names compare byte for
-byte), plus our nullable columns and indexed ``VIRTUAL`` generated columns standing in
-for PostgreSQL's partial indexes. The version is recorded in :data:`META_TABLE` (none:
-the reference's, 0); ``create=True`` adds what is missing, under a named lock.
-"""
+"""The MySQL/MariaDB table (no driver imported): the reference's layout in
+``utf8mb4_bin``, our nullable columns, and indexed ``VIRTUAL`` generated columns in
+place of partial indexes; ``create=True`` adds what is missing, under a named lock."""
 
 from __future__ import annotations
 
@@ -117,8 +112,7 @@ def _q(name: str) -> str:
 
 
 def index_name(table: str, suffix: str) -> str:
-    """``idx_<table>_<suffix>``, within MySQL's 64-character limit (a long table name
-    is cut and an 8-hex-digit hash of it keeps the name unique)."""
+    """``idx_<table>_<suffix>`` within MySQL's 64 characters (see :func:`short_name`)."""
     return short_name("idx_", table, suffix, 64)
 
 
@@ -152,10 +146,8 @@ def _additions(table: str, columns: set[str], indexes: set[str]) -> list[str]:
 
 
 def mysql_ddl(table: str = DEFAULT_TABLE) -> str:
-    """The statements that create the table at :data:`SCHEMA_VERSION`: the reference's
-    ``CREATE TABLE`` then one ``ALTER TABLE`` adding hexeract_lite's columns and indexes
-    (run on a table that has them, the ALTER fails: the store itself adds only what is
-    missing)."""
+    """The reference's ``CREATE TABLE``, then one ``ALTER TABLE`` adding ours (which
+    fails on a table that has them: the store adds only what is missing)."""
     validate_table_name(table)
     alter = ",\n    ".join(_additions(table, set(), set()))
     return reference_ddl(table) + f"ALTER TABLE {_q(table)}\n    {alter};\n" + runs_ddl(table)
@@ -212,14 +204,9 @@ def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str
 def ensure_schema(
     conn: pymysql.Connection[Any], table: str, *, create: bool, where: str, lock_wait: int
 ) -> int:
-    """Check ``table`` on an autocommit connection; create or upgrade it when allowed.
-
-    Returns the version after the call. A version newer than :data:`SCHEMA_VERSION`, a
-    missing table with ``create=False`` or a table lacking a column of the reference's
-    layout raise :class:`StoreError`; with ``create=False`` nothing is written and a
-    table lacking a column of ours raises naming them. ``lock_wait``: seconds to wait
-    for another process creating or upgrading the same table.
-    """
+    """Check ``table`` on an autocommit connection, create or upgrade it when allowed
+    (``create=False`` writes nothing); its version after the call. ``lock_wait``:
+    seconds to wait for another process creating or upgrading it."""
     columns, indexes, version = _state(conn, table)
     _check(table, where, columns, version, create)
     if not create or (

@@ -1,10 +1,5 @@
-"""MysqlScheduleStore: the store contract on a MySQL 8 or MariaDB 10.6+ table.
-
-The table is the reference's MySQL layout plus this project's extensions
-(:mod:`.schema`). A claim locks the due rows ``FOR UPDATE SKIP LOCKED``, leases them and
-reselects them in one transaction. MySQL has no ``LISTEN``: other processes' changes
-are seen by polling, this process's own wake its workers at once.
-"""
+"""MysqlScheduleStore: the store contract on a MySQL 8 or MariaDB 10.6+ table. With no
+``LISTEN``, other processes' changes are seen by polling."""
 
 from __future__ import annotations
 

@@ -100,10 +100,8 @@ def insert_within(
 def modify_within(
     store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
-    """Lock the row of ``schedule_id`` through the caller's connection, run ``plan``
-    and write back the record it returns, inside the caller's transaction; return the
-    plan's answer. Checks and errors as :func:`insert_within`; an unknown id:
-    :class:`~hexeract_lite.errors.ScheduleNotFound`."""
+    """``modify_record`` through the caller's connection inside its transaction; checks
+    and errors as :func:`insert_within`'s."""
     conn = _check(store, connection, "modify")
     with _savepoint(store, conn, "modify"):
         return store._modified(MysqlSession(conn), schedule_id, plan)

@@ -88,8 +88,7 @@ def fetch_rows(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
 
 
 def _load_leniently(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]] | None:
-    """The result loaded value by value, :class:`Unreadable` for one that fails; None
-    when there is no result."""
+    """The result loaded value by value (None: no result)."""
     result = cur.pgresult
     if result is None:
         return None
@@ -124,13 +123,9 @@ _STRING_OR_BIG = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?[eE]\+?\d+
 
 
 def jsonb_text(payload_json: str) -> str:
-    """The payload text to bind for the ``JSONB`` column: the same JSON value, with
-    every float written so that it comes back a float.
-
-    ``JSONB`` stores a number with a non-negative exponent (``1e20``) as a ``numeric``
-    without a fraction, which reads back as an int. Such a number, outside strings, is
-    sent as its exact integer value with ``.0``, so it decodes to the same float; one
-    too big for a float, and any other text, is sent as it is."""
+    """The payload to bind for ``JSONB``: a number with a non-negative exponent (``1e20``,
+    which ``JSONB`` would read back as an int) sent as its integer value with ``.0``,
+    so that it comes back the same float; everything else as it is."""
     if not _EXPONENT_FORM.search(payload_json):
         return payload_json
     return _STRING_OR_BIG.sub(_float_kept, payload_json)

@@ -1,11 +1,5 @@
-"""The PostgreSQL table: its DDL text, its schema version and the upgrade ladder.
-
-Imports no psycopg at run time, so ``hexeract scheduler schema --dialect postgres``
-works without the ``postgres`` extra. A table's version is recorded in
-:data:`META_TABLE`; a table without a row there is version 0 (the reference's). Every
-change to :func:`postgres_ddl` bumps :data:`SCHEMA_VERSION` and adds a step to the
-ladder.
-"""
+"""The PostgreSQL table (no psycopg imported): its DDL, its schema version (none
+recorded: 0, the reference's) and the upgrade ladder, one step per version."""
 
 from __future__ import annotations
 
@@ -287,14 +281,9 @@ def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
 
 
 def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, where: str) -> int:
-    """Check ``table`` on an autocommit connection, create or upgrade it when allowed;
-    its schema version after the call.
-
-    :class:`StoreError` for a version newer than :data:`SCHEMA_VERSION`, a missing
-    table with ``create=False`` or a table lacking a column. ``create=True``: a missing
-    table is created and an older one taken through the ladder, in one transaction
-    under advisory locks. ``create=False`` writes nothing.
-    """
+    """Check ``table`` on an autocommit connection, create or upgrade it (one
+    transaction, advisory locks) when allowed (``create=False`` writes nothing); its
+    schema version after the call."""
     exists, version = _state(conn, table)
     if exists and version is not None and version > SCHEMA_VERSION:
         raise too_new(table, where, version, SCHEMA_VERSION)

@@ -1,10 +1,6 @@
-"""Every SQL statement of the PostgreSQL store (its run log's too), composed once per
-table and clock mode.
-
-Instants are bound parameters from the store's clock (``now``, ``until``,
-``deadline``), or, with ``use_database_clock``, the server's
-``statement_timestamp()`` truncated to milliseconds; SQL reads no other clock.
-"""
+"""Every SQL statement of the PostgreSQL store, composed once per table and clock mode:
+instants bound from the store's clock, or (``use_database_clock``) the server's
+``statement_timestamp()`` in milliseconds."""
 
 from __future__ import annotations
 

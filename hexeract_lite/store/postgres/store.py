@@ -1,8 +1,5 @@
-"""PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract.
-
-Claims lock their rows ``FOR UPDATE SKIP LOCKED``; every wait is bounded; commits that
-may make work claimable send a ``NOTIFY`` on the table's channel (:mod:`.notify`).
-"""
+"""PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract;
+commits that may make work claimable send a ``NOTIFY`` (:mod:`.notify`)."""
 
 from __future__ import annotations
 
