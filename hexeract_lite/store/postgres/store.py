@@ -255,9 +255,6 @@ class PostgresScheduleStore(ServerStore):
         [row] = self._read("stats", self._sql.stats, self._with_now({}))
         return to_utc_ms(row[0], "now"), row[1:]
 
-    def _payload(self, text: str) -> str:
-        return jsonb_text(text)
-
     # -- writing ---------------------------------------------------------------------
 
     def insert_many(
@@ -274,7 +271,7 @@ class PostgresScheduleStore(ServerStore):
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
         rows = [self._insert_row(m) for m in messages]
-        params = {n: [row[i] for row in rows] for i, n in enumerate(INSERT_COLUMNS)}
+        params = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
         params = self._with_now({**params, "max_attempts": max_attempts})
         if connection is not None:
             self._shared().insert_within(self, connection, messages, params)
