@@ -16,7 +16,6 @@ from ..sql.codec import RowCodec
 
 __all__ = [
     "decode",
-    "diagnose",
     "encode_id",
     "encode_instant",
     "encode_lease",
@@ -91,8 +90,7 @@ _CODEC = RowCodec(
         _K.BOOL: _flag,
     }
 )
-decode, row_label, diagnose = _CODEC.decode, _CODEC.row_label, _CODEC.diagnose
-why, malformed = _CODEC.why, _CODEC.malformed
+decode, row_label, why, malformed = _CODEC.decode, _CODEC.row_label, _CODEC.why, _CODEC.malformed
 _ENCODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.ID: encode_id,
     _K.INSTANT: _optional_instant,

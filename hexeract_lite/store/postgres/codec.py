@@ -32,7 +32,6 @@ __all__ = [
     "fetch_rows",
     "jsonb_text",
     "malformed",
-    "record",
     "row_label",
     "same",
     "select_list",
@@ -205,6 +204,6 @@ _CODEC = RowCodec(
     },
     diagnose,
 )
-record = decode = _CODEC.decode
+decode = _CODEC.decode
 """A row of :func:`select_list` as a record; raises on an undecodable value."""
 row_label, why, malformed = _CODEC.row_label, _CODEC.why, _CODEC.malformed
