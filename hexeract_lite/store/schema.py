@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Iterable
 
 from ..errors import InvalidConfiguration, StoreError
 from .columns import COLUMNS
@@ -17,7 +18,7 @@ __all__ = [
     "NONCANONICAL",
     "OFF_LAYOUT",
     "TABLE_NAME_RE",
-    "not_ours",
+    "check_table",
     "short_name",
     "sqlite_ddl",
     "sqlite_epoch_ms",
@@ -28,8 +29,6 @@ __all__ = [
     "sqlite_noncanonical",
     "sqlite_table_ddl",
     "sqlite_unique_index_ddl",
-    "too_new",
-    "too_old",
     "validate_sqlite_table_name",
     "validate_table_name",
 ]
@@ -52,31 +51,42 @@ def short_name(prefix: str, table: str, suffix: str, limit: int = MAX_TABLE_NAME
     return f"{prefix}{table[:room]}_{digest}_{suffix}"
 
 
-def too_new(table: str, where: str, version: int, understood: int) -> StoreError:
-    """A server table's version is newer than this code's ``understood``."""
-    return StoreError(
-        f"table {table!r} at {where} has schema version {version}, newer than this"
-        f" hexeract_lite understands ({understood}); upgrade hexeract_lite"
-    )
-
-
-def not_ours(table: str, where: str, missing: list[str]) -> StoreError:
-    """A server table lacks ``missing`` columns of the reference's layout."""
-    return StoreError(
-        f"table {table!r} at {where} is not a hexeract scheduler table:"
-        f" it lacks the column(s) {', '.join(missing)}"
-    )
-
-
-def too_old(
-    table: str, where: str, version: int | None, understood: int, lacking: list[str]
-) -> StoreError:
-    """A server table opened with ``create=False`` lacks ``lacking`` columns of ours."""
-    return StoreError(
-        f"table {table!r} at {where} has schema version {version or 0}, older than"
-        f" this hexeract_lite's {understood}: it lacks the column(s)"
-        f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
-    )
+def check_table(
+    table: str,
+    where: str,
+    columns: set[str] | None,
+    version: int | None,
+    *,
+    create: bool,
+    understood: int,
+    ours: Iterable[str],
+    no_table: str,
+) -> None:
+    """Refuse a server table (``columns`` None: there is none) with a version newer than
+    ``understood``, missing with ``create=False`` (saying ``no_table``), lacking a
+    column of the reference's, or lacking one of ``ours`` with ``create=False``."""
+    if version is not None and version > understood:
+        raise StoreError(
+            f"table {table!r} at {where} has schema version {version}, newer than this"
+            f" hexeract_lite understands ({understood}); upgrade hexeract_lite"
+        )
+    if columns is None:
+        if not create:
+            raise StoreError(f"no table {table!r} at {where}: {no_table}")
+        return
+    missing = [c.name for c in COLUMNS if c.reference and c.name not in columns]
+    if missing:
+        raise StoreError(
+            f"table {table!r} at {where} is not a hexeract scheduler table:"
+            f" it lacks the column(s) {', '.join(missing)}"
+        )
+    lacking = [name for name in ours if name not in columns]
+    if lacking and not create:
+        raise StoreError(
+            f"table {table!r} at {where} has schema version {version or 0}, older than"
+            f" this hexeract_lite's {understood}: it lacks the column(s)"
+            f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
+        )
 
 
 def validate_table_name(name: object) -> str:

@@ -4,20 +4,13 @@ place of partial indexes; ``create=True`` adds what is missing, under a named lo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
 from ..columns import COLUMNS
-from ..schema import (
-    DEFAULT_TABLE,
-    META_TABLE,
-    not_ours,
-    short_name,
-    too_new,
-    too_old,
-    validate_table_name,
-)
+from ..schema import DEFAULT_TABLE, META_TABLE, check_table, short_name, validate_table_name
 from .runs import runs_ddl, runs_table_name
 
 if TYPE_CHECKING:
@@ -201,6 +194,14 @@ def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str
     return columns, indexes, version
 
 
+_check = functools.partial(
+    check_table,
+    understood=SCHEMA_VERSION,
+    ours=_NEEDED,
+    no_table="open with create=True to create it",
+)
+
+
 def ensure_schema(
     conn: pymysql.Connection[Any], table: str, *, create: bool, where: str, lock_wait: int
 ) -> int:
@@ -208,7 +209,7 @@ def ensure_schema(
     (``create=False`` writes nothing); its version after the call. ``lock_wait``:
     seconds to wait for another process creating or upgrading it."""
     columns, indexes, version = _state(conn, table)
-    _check(table, where, columns, version, create)
+    _check(table, where, columns or None, version, create=create)
     if not create or (
         columns
         and version == SCHEMA_VERSION
@@ -224,7 +225,7 @@ def ensure_schema(
         )
     try:
         columns, indexes, version = _state(conn, table)  # again, under the lock
-        _check(table, where, columns, version, create)
+        _check(table, where, columns or None, version, create=create)
         with conn.cursor() as cur:
             if not columns:
                 cur.execute(reference_ddl(table))
@@ -244,18 +245,3 @@ def ensure_schema(
     finally:
         _one(conn, "SELECT RELEASE_LOCK(%s)", [_lock_name(table)])
     return SCHEMA_VERSION
-
-
-def _check(table: str, where: str, columns: set[str], version: int | None, create: bool) -> None:
-    if version is not None and version > SCHEMA_VERSION:
-        raise too_new(table, where, version, SCHEMA_VERSION)
-    if not columns:
-        if not create:
-            raise StoreError(f"no table {table!r} at {where}: open with create=True to create it")
-        return
-    missing = [c.name for c in COLUMNS if c.reference and c.name not in columns]
-    if missing:
-        raise not_ours(table, where, missing)
-    lacking = [n for n in _NEEDED if n not in columns]
-    if lacking and not create:
-        raise too_old(table, where, version, SCHEMA_VERSION, lacking)

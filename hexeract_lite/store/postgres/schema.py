@@ -3,20 +3,12 @@ recorded: 0, the reference's) and the upgrade ladder, one step per version."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from ...errors import StoreError
 from ..columns import COLUMNS, POLICY_COLUMNS
-from ..schema import (
-    DEFAULT_TABLE,
-    META_TABLE,
-    not_ours,
-    short_name,
-    too_new,
-    too_old,
-    validate_table_name,
-)
+from ..schema import DEFAULT_TABLE, META_TABLE, check_table, short_name, validate_table_name
 
 if TYPE_CHECKING:
     import psycopg
@@ -237,35 +229,37 @@ def lock_key(table: str) -> int:
 _META_LOCK_KEY = lock_key(META_TABLE)
 
 
-def _state(conn: psycopg.Connection[Any], table: str) -> tuple[bool, int | None]:
-    """(does ``table`` exist, its recorded version or None)."""
+def _state(conn: psycopg.Connection[Any], table: str) -> tuple[set[str] | None, int | None]:
+    """(the columns of ``table``, None when there is none; its recorded version or None)."""
     row = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
         [quote_ident(table), quote_ident(META_TABLE)],
     ).fetchone()
     assert row is not None
     exists, has_meta = bool(row[0]), bool(row[1])
-    if not (exists and has_meta):
-        return exists, None
-    found = conn.execute(
-        f"SELECT version FROM {quote_ident(META_TABLE)} WHERE table_name = %s".encode(), [table]
-    ).fetchone()
-    return True, None if found is None else int(found[0])
-
-
-def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> list[str]:
-    """Refuse a table lacking a column of the reference's layout; return the columns of
-    ours (:data:`LATER_COLUMNS`) it lacks, which an upgrade adds."""
+    if not exists:
+        return None, None
     found = conn.execute(
         "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attnum > 0 AND NOT attisdropped",
         [quote_ident(table)],
     ).fetchall()
-    names = {row[0] for row in found}
-    missing = [c.name for c in COLUMNS if c.name not in names and c.name not in LATER_COLUMNS]
-    if missing:
-        raise not_ours(table, where, missing)
-    return [name for name in LATER_COLUMNS if name not in names]
+    columns = {row[0] for row in found}
+    if not has_meta:
+        return columns, None
+    version = conn.execute(
+        f"SELECT version FROM {quote_ident(META_TABLE)} WHERE table_name = %s".encode(), [table]
+    ).fetchone()
+    return columns, None if version is None else int(version[0])
+
+
+_check = functools.partial(
+    check_table,
+    understood=SCHEMA_VERSION,
+    ours=LATER_COLUMNS,
+    no_table="create it with `hexeract scheduler schema --dialect postgres`"
+    " or open with create=True",
+)
 
 
 def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
@@ -284,32 +278,22 @@ def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, wh
     """Check ``table`` on an autocommit connection, create or upgrade it (one
     transaction, advisory locks) when allowed (``create=False`` writes nothing); its
     schema version after the call."""
-    exists, version = _state(conn, table)
-    if exists and version is not None and version > SCHEMA_VERSION:
-        raise too_new(table, where, version, SCHEMA_VERSION)
-    if not exists and not create:
-        raise StoreError(
-            f"no table {table!r} at {where}: create it with"
-            " `hexeract scheduler schema --dialect postgres` or open with create=True"
-        )
-    if exists:
-        lacking = _check_columns(conn, table, where)
-        if not create and lacking:
-            raise too_old(table, where, version, SCHEMA_VERSION, lacking)
-        if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
-            return version or 0
+    columns, version = _state(conn, table)
+    _check(table, where, columns, version, create=create)
+    if columns is not None and (
+        not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table))
+    ):
+        return version or 0
     with conn.transaction():
         # workers starting together must not race on CREATE ... IF NOT EXISTS
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(table)])
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [_META_LOCK_KEY])
         conn.execute("SET LOCAL statement_timeout = 0")
-        exists, version = _state(conn, table)  # again, under the locks
-        if exists and version is not None and version > SCHEMA_VERSION:
-            raise too_new(table, where, version, SCHEMA_VERSION)
-        if not exists:
+        columns, version = _state(conn, table)  # again, under the locks
+        _check(table, where, columns, version, create=True)
+        if columns is None:
             conn.execute(postgres_ddl(table).encode())
         else:
-            _check_columns(conn, table, where)
             start = 0 if version is None or _missing_indexes(conn, table) else version
             for step in _steps(table)[start:]:
                 conn.execute(step.encode())
