@@ -25,6 +25,7 @@ __all__ = [
     "TEXT_COLUMNS",
     "Unreadable",
     "decode",
+    "decode_instant",
     "diagnose",
     "encode_id",
     "encode_instant",
@@ -145,7 +146,8 @@ def _canonical_json(text: str) -> str:
     return json.dumps(strict_loads(text), ensure_ascii=False, separators=(",", ":"))
 
 
-def _instant(value: datetime) -> datetime:
+def decode_instant(value: datetime) -> datetime:
+    """A loaded ``TIMESTAMPTZ`` at milliseconds."""
     return to_utc_ms(value, "timestamp")
 
 
@@ -197,7 +199,7 @@ _CODEC = RowCodec(
         _K.ID: same,
         _K.TEXT: same,
         _K.JSON: _canonical_json,
-        _K.INSTANT: _instant,
+        _K.INSTANT: decode_instant,
         _K.INT: same,
         _K.BIGINT: same,
         _K.BOOL: bool,
