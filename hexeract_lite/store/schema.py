@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Iterable
 
@@ -46,6 +45,8 @@ def short_name(prefix: str, table: str, suffix: str, limit: int = MAX_TABLE_NAME
     name = f"{prefix}{table}_{suffix}"
     if len(name) <= limit:
         return name
+    import hashlib  # not on import: a listing does without
+
     digest = hashlib.sha256(table.encode()).hexdigest()[:8]
     room = limit - len(f"{prefix}_{digest}_{suffix}")
     return f"{prefix}{table[:room]}_{digest}_{suffix}"
