@@ -63,6 +63,7 @@ from .checks import (
     no_transactions,
 )
 from .longrun import LongRunContract
+from .pausing import resume_change
 from .record import ScheduleRecord
 from .runs import SWEEP_ERROR, SWEEP_KEPT, RunLogContract
 from .signal import ChangeSignal
@@ -513,6 +514,17 @@ class SettlingStore(ScheduleStore):
 
     @abc.abstractmethod
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]: ...
+
+    def insert(
+        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
+    ) -> None:
+        self.insert_many([message], max_attempts, connection=connection)  # type: ignore[call-arg]
+
+    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
+        sid = check_schedule_id(schedule_id)
+        if next is not None:
+            next = to_utc_ms(next, "next", InvalidArgument)
+        return self.modify_record(sid, resume_change(next))
 
     def mark_delivered(self, schedule_id: uuid.UUID, lease: datetime) -> bool:
         return self.settle([Settlement.delivered(schedule_id, lease)])[0]

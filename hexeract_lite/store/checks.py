@@ -4,6 +4,7 @@ argument and the value, before anything is written."""
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -152,12 +153,23 @@ def check_export(after: object, limit: object) -> uuid.UUID | None:
     return after
 
 
-_RECORD_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=True)
-_RECORD_OPTIONAL_TEXT = columns_of_kind(ColumnKind.TEXT, ColumnKind.JSON, required=False)
-_RECORD_INTS = columns_of_kind(ColumnKind.INT, required=True)
-_RECORD_OPTIONAL_INTS = columns_of_kind(ColumnKind.INT, required=False)
-_RECORD_OPTIONAL_BIGINTS = columns_of_kind(ColumnKind.BIGINT, required=False)
-_RECORD_FLAGS = columns_of_kind(ColumnKind.BOOL)
+def _int_below(bound: float, optional: bool = True) -> Callable[[object], bool]:
+    return lambda v: (
+        (optional and v is None)
+        or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < bound)
+    )
+
+
+_TEXTS = (ColumnKind.TEXT, ColumnKind.JSON)
+_RECORD_FIELDS: tuple[tuple[tuple[str, ...], Callable[[object], bool]], ...] = (
+    (columns_of_kind(*_TEXTS, required=True), lambda v: isinstance(v, str)),
+    (columns_of_kind(*_TEXTS, required=False), lambda v: v is None or isinstance(v, str)),
+    (columns_of_kind(ColumnKind.INT, required=True), _int_below(math.inf, optional=False)),
+    (columns_of_kind(ColumnKind.INT, required=False), _int_below(2**31)),
+    (columns_of_kind(ColumnKind.BIGINT, required=False), _int_below(2**63)),
+    (columns_of_kind(ColumnKind.BOOL), lambda v: isinstance(v, bool)),
+)
+"""Each column's check of an imported value, in the order they are checked."""
 _RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
 _RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
 
@@ -180,29 +192,11 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
         if not isinstance(record, ScheduleRecord) or not isinstance(record.schedule_id, uuid.UUID):
             raise InvalidConfiguration(f"expected ScheduleRecord, got {record!r:.200}")
         sid = record.schedule_id
-        for name in _RECORD_TEXT:
-            value = getattr(record, name)
-            if not isinstance(value, str):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_OPTIONAL_TEXT:
-            value = getattr(record, name)
-            if value is not None and not isinstance(value, str):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_INTS:
-            value = getattr(record, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in (*_RECORD_OPTIONAL_INTS, *_RECORD_OPTIONAL_BIGINTS):
-            value = getattr(record, name)
-            bound = 2**31 if name in _RECORD_OPTIONAL_INTS else 2**63
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound
-            ):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
-        for name in _RECORD_FLAGS:
-            value = getattr(record, name)
-            if not isinstance(value, bool):
-                raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
+        for names, valid in _RECORD_FIELDS:
+            for name in names:
+                value = getattr(record, name)
+                if not valid(value):
+                    raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}")
         changes: dict[str, Any] = {}
         for name in (*_RECORD_INSTANTS, *_RECORD_OPTIONAL_INSTANTS):
             value = getattr(record, name)

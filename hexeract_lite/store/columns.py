@@ -118,7 +118,6 @@ POLICY_COLUMNS = COLUMN_NAMES[
 ]
 """The nullable columns of schedule policies and long handlers (``end_at`` through
 ``abort_requested``), which one upgrade step adds in each dialect."""
-"""Every column name, in order: the select list of every row read."""
 
 SELECT_LIST = ", ".join(COLUMN_NAMES)
 """Every column, in registry order, as the SQL stores' ``SELECT`` lists them."""

@@ -13,7 +13,6 @@ from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
     DuplicateSchedule,
-    InvalidArgument,
     NotReplayable,
     ScheduleNotFound,
 )
@@ -47,7 +46,6 @@ from .listing import (
     prune_cut,
 )
 from .longrun import check_abort_kind
-from .pausing import resume_change
 from .record import ScheduleRecord
 from .runs import (
     RunCount,
@@ -127,11 +125,6 @@ class InMemoryScheduleStore(SettlingStore):
         return row
 
     # -- writing ---------------------------------------------------------------
-
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        self.insert_many([message], max_attempts, connection=connection)
 
     def insert_many(
         self, messages: Sequence[ScheduledMessage], max_attempts: int, *, connection: object = None
@@ -363,11 +356,6 @@ class InMemoryScheduleStore(SettlingStore):
             row.pause_note = None
         self.changes.notify()
         return True
-
-    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        if next is not None:
-            next = to_utc_ms(next, "next", InvalidArgument)
-        return self.modify_record(schedule_id, resume_change(next))
 
     def next_wakeup(self) -> datetime | None:
         with self._lock:

@@ -37,15 +37,11 @@ def cached_target(kind: str, routing_key: str | None) -> Target:
     return Target(kind, routing_key)  # type: ignore[arg-type]
 
 
-@functools.lru_cache(maxsize=1024)
-def cached_cron_trigger(expression: str) -> Trigger:
-    """The cron trigger of ``expression`` (a ``CRON_TZ=`` prefix included), parsed once."""
-    return Trigger("cron", cron_expression=CronExpression.parse(expression))
-
-
-@functools.lru_cache(maxsize=1024)
-def cached_interval_trigger(text: str) -> Trigger:
-    """The interval trigger of a stored ``@every <duration> from <anchor>``, parsed once."""
+@functools.lru_cache(maxsize=2048)
+def _cached_rule(kind: str, text: str) -> Trigger:
+    """The cron or interval trigger of a stored rule text, parsed once."""
+    if kind == "cron":
+        return Trigger("cron", cron_expression=CronExpression.parse(text))
     return Trigger("interval", interval=Interval.parse(text))
 
 
@@ -128,11 +124,8 @@ def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
 def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
     """The recurring trigger a row's ``trigger_kind`` and ``cron_expr`` describe; None
     for any other kind. Raises :class:`InvalidTrigger` for a malformed rule text."""
-    cron_expr = rule_text_of(cron_expr)
-    if trigger_kind == "cron":
-        return cached_cron_trigger(cron_expr or "")
-    if trigger_kind == "interval":
-        return cached_interval_trigger(cron_expr or "")
+    if trigger_kind in ("cron", "interval"):
+        return _cached_rule(trigger_kind, rule_text_of(cron_expr) or "")
     return None
 
 

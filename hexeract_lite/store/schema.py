@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
-from ..errors import InvalidConfiguration
+from ..errors import InvalidConfiguration, StoreError
 from .columns import COLUMNS
 
 __all__ = [
     "CANONICAL_TS",
     "DEFAULT_TABLE",
+    "META_TABLE",
     "REFERENCE_COLUMNS",
     "NONCANONICAL",
     "OFF_LAYOUT",
     "TABLE_NAME_RE",
+    "check_table",
+    "short_name",
     "sqlite_ddl",
     "sqlite_epoch_ms",
     "sqlite_extra_index_ddl",
@@ -31,6 +35,59 @@ __all__ = [
 DEFAULT_TABLE = "scheduled_messages"
 TABLE_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 MAX_TABLE_NAME_BYTES = 63
+META_TABLE = "hexeract_lite_schema"
+"""Where a server store records each table's schema version: ``(table_name, version)``."""
+
+
+def short_name(prefix: str, table: str, suffix: str, limit: int = MAX_TABLE_NAME_BYTES) -> str:
+    """``<prefix><table>_<suffix>``, at most ``limit`` characters (names are ASCII): when
+    too long, the table part is cut and an 8-hex-digit hash of the table keeps it unique."""
+    name = f"{prefix}{table}_{suffix}"
+    if len(name) <= limit:
+        return name
+    import hashlib  # not on import: a listing does without
+
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    room = limit - len(f"{prefix}_{digest}_{suffix}")
+    return f"{prefix}{table[:room]}_{digest}_{suffix}"
+
+
+def check_table(
+    table: str,
+    where: str,
+    columns: set[str] | None,
+    version: int | None,
+    *,
+    create: bool,
+    understood: int,
+    ours: Iterable[str],
+    no_table: str,
+) -> None:
+    """Refuse a server table (``columns`` None: there is none) with a version newer than
+    ``understood``, missing with ``create=False`` (saying ``no_table``), lacking a
+    column of the reference's, or lacking one of ``ours`` with ``create=False``."""
+    if version is not None and version > understood:
+        raise StoreError(
+            f"table {table!r} at {where} has schema version {version}, newer than this"
+            f" hexeract_lite understands ({understood}); upgrade hexeract_lite"
+        )
+    if columns is None:
+        if not create:
+            raise StoreError(f"no table {table!r} at {where}: {no_table}")
+        return
+    missing = [c.name for c in COLUMNS if c.reference and c.name not in columns]
+    if missing:
+        raise StoreError(
+            f"table {table!r} at {where} is not a hexeract scheduler table:"
+            f" it lacks the column(s) {', '.join(missing)}"
+        )
+    lacking = [name for name in ours if name not in columns]
+    if lacking and not create:
+        raise StoreError(
+            f"table {table!r} at {where} has schema version {version or 0}, older than"
+            f" this hexeract_lite's {understood}: it lacks the column(s)"
+            f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
+        )
 
 
 def validate_table_name(name: object) -> str:

@@ -34,15 +34,10 @@ def settle_plan(
     encode_instant: Callable[[datetime], Any],
     encode_retry_in: Callable[[timedelta], Any] | None = None,
 ) -> list[PlannedSettlement]:
-    """The statements a batch of checked settlements needs, in batch order: for each
-    item that can apply, its parameters (``id``, ``lease``, then what its kind writes:
-    ``now``, ``counted``, ``next``, ``offset``, ``error``, ``until``, ``retry_in``).
-
-    ``now`` is the store's one clock reading for the batch (None: the SQL uses the
-    database's clock). An item whose lease ``encode_lease`` maps to None is fenced out
-    and left out. Every retry deadline is computed first, so one past the year 9999
-    raises :class:`~hexeract_lite.errors.InvalidConfiguration` before anything is written.
-    """
+    """Each item's parameters in batch order (``id``, ``lease``, then what its kind
+    writes), leaving out an item whose lease ``encode_lease`` maps to None. ``now``: the
+    batch's clock reading (None: the database's). Every retry deadline is computed
+    first, so one past the year 9999 raises before anything is written."""
     deadlines: dict[int, datetime] = {}
     if now is not None:
         for index, item in enumerate(checked):

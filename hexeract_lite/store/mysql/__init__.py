@@ -1,8 +1,5 @@
-"""The MySQL/MariaDB store: :class:`MysqlScheduleStore` (needs the ``mysql`` extra).
-
-The name loads on first use, so that the schema module (the DDL) imports without
-PyMySQL.
-"""
+"""The MySQL/MariaDB store: :class:`MysqlScheduleStore` (needs the ``mysql`` extra),
+loaded on first use so that the schema module imports without PyMySQL."""
 
 from ..._lazy import lazy_exports
 

@@ -1,11 +1,5 @@
-"""Rows of the MySQL table as Python values, and rows that cannot be.
-
-Ids are the 16 raw bytes of the UUID, instants naive ``DATETIME(6)`` values in UTC
-(bound naive, read back as aware UTC at milliseconds), the payload JSON text, the
-paused flag ``0``/``1``. A row another tool wrote in a shape no schedule has (an id
-that is not 16 bytes, a zero date, a payload that is not JSON, an unknown trigger) is
-named by :func:`diagnose`, column first.
-"""
+"""Rows of the MySQL table as Python values: ids as 16 bytes, instants as naive UTC
+``DATETIME(6)``, the paused flag 0/1; a row that does not decode named column first."""
 
 from __future__ import annotations
 
@@ -22,7 +16,6 @@ from ..sql.codec import RowCodec
 
 __all__ = [
     "decode",
-    "diagnose",
     "encode_id",
     "encode_instant",
     "encode_lease",
@@ -50,8 +43,7 @@ def _optional_instant(instant: datetime | None) -> datetime | None:
 
 
 def encode_lease(lease: object) -> datetime | None:
-    """The lease as bound, or None (fenced out without SQL) when it is no aware
-    datetime, which no lease this store hands out can equal."""
+    """The lease as bound; None (fenced out without SQL) when it is no aware datetime."""
     if isinstance(lease, datetime) and lease.utcoffset() is not None:
         return encode_instant(lease)
     return None
@@ -98,8 +90,7 @@ _CODEC = RowCodec(
         _K.BOOL: _flag,
     }
 )
-decode, row_label, diagnose = _CODEC.decode, _CODEC.row_label, _CODEC.diagnose
-why, malformed = _CODEC.why, _CODEC.malformed
+decode, row_label, why, malformed = _CODEC.decode, _CODEC.row_label, _CODEC.why, _CODEC.malformed
 _ENCODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.ID: encode_id,
     _K.INSTANT: _optional_instant,

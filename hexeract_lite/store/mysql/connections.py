@@ -1,13 +1,6 @@
-"""The MySQL store's connections: its URL, its pool, and forks.
-
-A URL is ``mysql://user:password@host:3306/database`` (``mariadb://`` alike;
-``?unix_socket=/path``; ``?ssl-mode=`` as the MySQL client's ``--ssl-mode``:
-``disabled``, ``preferred`` (the default), ``required``, ``verify-ca`` or
-``verify-identity``, the last two with ``ssl-ca=/path``). Every connection is
-``utf8mb4``, autocommit, counts *found* rows (a fenced UPDATE that changes nothing
-still matched) and has the session bounds set. A connection that failed is closed, and
-every idle one with it; a forked child forgets the parent's without using them.
-"""
+"""The MySQL store's URL (``docs/howto/mysql.md``), its pool and forks. Connections are
+``utf8mb4``, autocommit, count *found* rows and have the session bounds set; a failed
+one is closed with every idle one; a forked child forgets the parent's unused."""
 
 from __future__ import annotations
 
@@ -75,8 +68,7 @@ _SSL_MODES = ("disabled", "preferred", "required", "verify-ca", "verify-identity
 
 
 def _tls_params(mode: str | None, ca: str | None, shown: str) -> dict[str, Any]:
-    """PyMySQL's TLS arguments for the URL's ``ssl-mode`` and ``ssl-ca`` (see the
-    module); a bad combination raises :class:`InvalidConfiguration`."""
+    """PyMySQL's TLS arguments for ``ssl-mode`` and ``ssl-ca``, a bad pair refused."""
     name = "preferred" if mode is None else mode.strip().lower()
     if name not in _SSL_MODES:
         raise InvalidConfiguration(

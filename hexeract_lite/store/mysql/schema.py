@@ -1,20 +1,16 @@
-"""The MySQL/MariaDB table: its DDL text, its schema version and the upgrade.
-
-Pure Python at import time (the DDL prints without the ``mysql`` extra). The
-reference's layout (:data:`MYSQL_TYPES`), ``utf8mb4_bin`` (names compare byte for
-byte), plus our nullable columns and indexed ``VIRTUAL`` generated columns standing in
-for PostgreSQL's partial indexes. The version is recorded in :data:`META_TABLE` (none:
-the reference's, 0); ``create=True`` adds what is missing, under a named lock.
-"""
+"""The MySQL/MariaDB table (no driver imported): the reference's layout in
+``utf8mb4_bin``, our nullable columns, and indexed ``VIRTUAL`` generated columns in
+place of partial indexes; ``create=True`` adds what is missing, under a named lock."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
 from ..columns import COLUMNS
-from ..schema import DEFAULT_TABLE, validate_table_name
+from ..schema import DEFAULT_TABLE, META_TABLE, check_table, short_name, validate_table_name
 from .runs import runs_ddl, runs_table_name
 
 if TYPE_CHECKING:
@@ -33,9 +29,6 @@ __all__ = [
 
 SCHEMA_VERSION = 3
 """The schema version this code writes and understands."""
-
-META_TABLE = "hexeract_lite_schema"
-"""Where each table's schema version is recorded: ``(table_name, version)``."""
 
 MYSQL_TYPES: dict[str, str] = {
     "schedule_id": "BINARY(16) NOT NULL PRIMARY KEY",
@@ -112,14 +105,8 @@ def _q(name: str) -> str:
 
 
 def index_name(table: str, suffix: str) -> str:
-    """``idx_<table>_<suffix>``, within MySQL's 64-character limit (a long table name
-    is cut and an 8-hex-digit hash of it keeps the name unique)."""
-    name = f"idx_{table}_{suffix}"
-    if len(name) <= 64:
-        return name
-    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    room = 64 - len(f"idx__{digest}_{suffix}")
-    return f"idx_{table[:room]}_{digest}_{suffix}"
+    """``idx_<table>_<suffix>`` within MySQL's 64 characters (see :func:`short_name`)."""
+    return short_name("idx_", table, suffix, 64)
 
 
 def reference_ddl(table: str = DEFAULT_TABLE) -> str:
@@ -152,10 +139,8 @@ def _additions(table: str, columns: set[str], indexes: set[str]) -> list[str]:
 
 
 def mysql_ddl(table: str = DEFAULT_TABLE) -> str:
-    """The statements that create the table at :data:`SCHEMA_VERSION`: the reference's
-    ``CREATE TABLE`` then one ``ALTER TABLE`` adding hexeract_lite's columns and indexes
-    (run on a table that has them, the ALTER fails: the store itself adds only what is
-    missing)."""
+    """The reference's ``CREATE TABLE``, then one ``ALTER TABLE`` adding ours (which
+    fails on a table that has them: the store adds only what is missing)."""
     validate_table_name(table)
     alter = ",\n    ".join(_additions(table, set(), set()))
     return reference_ddl(table) + f"ALTER TABLE {_q(table)}\n    {alter};\n" + runs_ddl(table)
@@ -209,19 +194,22 @@ def _state(conn: pymysql.Connection[Any], table: str) -> tuple[set[str], set[str
     return columns, indexes, version
 
 
+_check = functools.partial(
+    check_table,
+    understood=SCHEMA_VERSION,
+    ours=_NEEDED,
+    no_table="open with create=True to create it",
+)
+
+
 def ensure_schema(
     conn: pymysql.Connection[Any], table: str, *, create: bool, where: str, lock_wait: int
 ) -> int:
-    """Check ``table`` on an autocommit connection; create or upgrade it when allowed.
-
-    Returns the version after the call. A version newer than :data:`SCHEMA_VERSION`, a
-    missing table with ``create=False`` or a table lacking a column of the reference's
-    layout raise :class:`StoreError`; with ``create=False`` nothing is written and a
-    table lacking a column of ours raises naming them. ``lock_wait``: seconds to wait
-    for another process creating or upgrading the same table.
-    """
+    """Check ``table`` on an autocommit connection, create or upgrade it when allowed
+    (``create=False`` writes nothing); its version after the call. ``lock_wait``:
+    seconds to wait for another process creating or upgrading it."""
     columns, indexes, version = _state(conn, table)
-    _check(table, where, columns, version, create)
+    _check(table, where, columns or None, version, create=create)
     if not create or (
         columns
         and version == SCHEMA_VERSION
@@ -237,7 +225,7 @@ def ensure_schema(
         )
     try:
         columns, indexes, version = _state(conn, table)  # again, under the lock
-        _check(table, where, columns, version, create)
+        _check(table, where, columns or None, version, create=create)
         with conn.cursor() as cur:
             if not columns:
                 cur.execute(reference_ddl(table))
@@ -257,28 +245,3 @@ def ensure_schema(
     finally:
         _one(conn, "SELECT RELEASE_LOCK(%s)", [_lock_name(table)])
     return SCHEMA_VERSION
-
-
-def _check(table: str, where: str, columns: set[str], version: int | None, create: bool) -> None:
-    if version is not None and version > SCHEMA_VERSION:
-        raise StoreError(
-            f"table {table!r} at {where} has schema version {version}, newer than this"
-            f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
-        )
-    if not columns:
-        if not create:
-            raise StoreError(f"no table {table!r} at {where}: open with create=True to create it")
-        return
-    missing = [c.name for c in COLUMNS if c.reference and c.name not in columns]
-    if missing:
-        raise StoreError(
-            f"table {table!r} at {where} is not a hexeract scheduler table:"
-            f" it lacks the column(s) {', '.join(missing)}"
-        )
-    lacking = [n for n in _NEEDED if n not in columns]
-    if lacking and not create:
-        raise StoreError(
-            f"table {table!r} at {where} has schema version {version or 0}, older than"
-            f" this hexeract_lite's {SCHEMA_VERSION}: it lacks the column(s)"
-            f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
-        )

@@ -1,11 +1,6 @@
-"""Every SQL statement of the MySQL store, built once per table.
-
-Parameters are PyMySQL's ``%(name)s``; instants are bound from the store's clock
-(SQL reads no clock). The claim is three statements in one transaction (MySQL has no
-``UPDATE ... RETURNING``): ``claim_fresh`` and ``claim_expired`` select and lock
-(``FOR UPDATE SKIP LOCKED``) due rows on the generated columns' indexes, ``lease``
-leases the first ``batch_size`` and consumes an attempt, ``leased`` reselects them.
-"""
+"""Every SQL statement of the MySQL store, built once per table. With no ``UPDATE ...
+RETURNING``, a claim locks the due rows (``claim_fresh``, ``claim_expired``), leases
+the first ``batch_size`` (``lease``) and reselects them (``leased``)."""
 
 from __future__ import annotations
 

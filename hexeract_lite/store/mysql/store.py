@@ -1,10 +1,5 @@
-"""MysqlScheduleStore: the store contract on a MySQL 8 or MariaDB 10.6+ table.
-
-The table is the reference's MySQL layout plus this project's extensions
-(:mod:`.schema`). A claim locks the due rows ``FOR UPDATE SKIP LOCKED``, leases them and
-reselects them in one transaction. MySQL has no ``LISTEN``: other processes' changes
-are seen by polling, this process's own wake its workers at once.
-"""
+"""MysqlScheduleStore: the store contract on a MySQL 8 or MariaDB 10.6+ table. With no
+``LISTEN``, other processes' changes are seen by polling."""
 
 from __future__ import annotations
 
@@ -28,7 +23,6 @@ from ..checks import check_int32_counts, check_max_attempts, check_messages, che
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
 from ..sql.server import ServerStore, check_open
-from ..sql.statements import INSERT_COLUMNS
 from . import codec
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
@@ -217,10 +211,7 @@ class MysqlScheduleStore(ServerStore):
             return
         now = encode_instant(taken)
         more = {"max_attempts": max_attempts, "now": now}
-        rows = [
-            {**dict(zip(INSERT_COLUMNS, self._insert_row(m), strict=True)), **more}
-            for m in messages
-        ]
+        rows = [{**self._insert_row(m), **more} for m in messages]
         if connection is not None:
             self._shared().insert_within(self, connection, messages, rows)
             return

@@ -4,7 +4,6 @@ poll), and the transactional sink's runner."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -101,18 +100,11 @@ def insert_within(
 def modify_within(
     store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
 ) -> _T:
-    """Lock the row of ``schedule_id`` through the caller's connection, run ``plan``
-    and write back the record it returns, inside the caller's transaction; return the
-    plan's answer. Checks and errors as :func:`insert_within`; an unknown id:
-    :class:`~hexeract_lite.errors.ScheduleNotFound`."""
+    """``modify_record`` through the caller's connection inside its transaction; checks
+    and errors as :func:`insert_within`'s."""
     conn = _check(store, connection, "modify")
     with _savepoint(store, conn, "modify"):
-        tx = MysqlSession(conn)
-        record, now = store._locked_row(tx, schedule_id)
-        answer, new = plan(record.copy(), now)
-        if new is not None:
-            tx.execute(store._sql.write_row, store._row_params(new))
-    return answer
+        return store._modified(MysqlSession(conn), schedule_id, plan)
 
 
 _MARK = "hexeract_sink_transaction"
@@ -128,8 +120,6 @@ class MysqlTransactionRunner(ServerRunner):
     _conn: pymysql.Connection[Any] | None
 
     def _connection(self) -> pymysql.Connection[Any]:
-        if self._pid != os.getpid():
-            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         if self._conn is None or not self._conn.open:
             self._conn = conn = self._store._db.new()
             # Not autocommit: should the handler end the transaction, its later writes

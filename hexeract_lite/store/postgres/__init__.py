@@ -1,8 +1,5 @@
-"""The PostgreSQL store: :class:`PostgresScheduleStore` (needs the ``postgres`` extra).
-
-The name loads on first use, so that the schema module (the DDL the CLI prints)
-imports without psycopg.
-"""
+"""The PostgreSQL store: :class:`PostgresScheduleStore` (needs the ``postgres`` extra),
+loaded on first use so that the schema module imports without psycopg."""
 
 from ..._lazy import lazy_exports
 

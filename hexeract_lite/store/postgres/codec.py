@@ -25,6 +25,7 @@ __all__ = [
     "TEXT_COLUMNS",
     "Unreadable",
     "decode",
+    "decode_instant",
     "diagnose",
     "encode_id",
     "encode_instant",
@@ -32,7 +33,6 @@ __all__ = [
     "fetch_rows",
     "jsonb_text",
     "malformed",
-    "record",
     "row_label",
     "same",
     "select_list",
@@ -88,8 +88,7 @@ def fetch_rows(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
 
 
 def _load_leniently(cur: psycopg.Cursor[Any]) -> list[tuple[Any, ...]] | None:
-    """The result loaded value by value, :class:`Unreadable` for one that fails; None
-    when there is no result."""
+    """The result loaded value by value (None: no result)."""
     result = cur.pgresult
     if result is None:
         return None
@@ -124,13 +123,9 @@ _STRING_OR_BIG = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?[eE]\+?\d+
 
 
 def jsonb_text(payload_json: str) -> str:
-    """The payload text to bind for the ``JSONB`` column: the same JSON value, with
-    every float written so that it comes back a float.
-
-    ``JSONB`` stores a number with a non-negative exponent (``1e20``) as a ``numeric``
-    without a fraction, which reads back as an int. Such a number, outside strings, is
-    sent as its exact integer value with ``.0``, so it decodes to the same float; one
-    too big for a float, and any other text, is sent as it is."""
+    """The payload to bind for ``JSONB``: a number with a non-negative exponent (``1e20``,
+    which ``JSONB`` would read back as an int) sent as its integer value with ``.0``,
+    so that it comes back the same float; everything else as it is."""
     if not _EXPONENT_FORM.search(payload_json):
         return payload_json
     return _STRING_OR_BIG.sub(_float_kept, payload_json)
@@ -151,7 +146,8 @@ def _canonical_json(text: str) -> str:
     return json.dumps(strict_loads(text), ensure_ascii=False, separators=(",", ":"))
 
 
-def _instant(value: datetime) -> datetime:
+def decode_instant(value: datetime) -> datetime:
+    """A loaded ``TIMESTAMPTZ`` at milliseconds."""
     return to_utc_ms(value, "timestamp")
 
 
@@ -203,13 +199,13 @@ _CODEC = RowCodec(
         _K.ID: same,
         _K.TEXT: same,
         _K.JSON: _canonical_json,
-        _K.INSTANT: _instant,
+        _K.INSTANT: decode_instant,
         _K.INT: same,
         _K.BIGINT: same,
         _K.BOOL: bool,
     },
     diagnose,
 )
-record = decode = _CODEC.decode
+decode = _CODEC.decode
 """A row of :func:`select_list` as a record; raises on an undecodable value."""
 row_label, why, malformed = _CODEC.row_label, _CODEC.why, _CODEC.malformed

@@ -1,8 +1,5 @@
-"""The PostgreSQL store's connections: the pool, the change listener, and forks.
-
-A child made by ``os.fork()`` abandons the parent's pool and listener without touching
-them and connects afresh on first use.
-"""
+"""The PostgreSQL store's pool and change listener; a forked child abandons the
+parent's untouched and connects afresh on first use."""
 
 from __future__ import annotations
 

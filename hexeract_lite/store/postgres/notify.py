@@ -1,8 +1,5 @@
-"""Cross-process wake-ups for the PostgreSQL store: ``LISTEN``/``NOTIFY``.
-
-Notifications are a hint: a lost one costs at most a poll interval, and the listener
-signals after it reconnects.
-"""
+"""Cross-process wake-ups by ``LISTEN``/``NOTIFY``: a hint (a lost one costs a poll
+interval; the listener signals after it reconnects)."""
 
 from __future__ import annotations
 
@@ -35,13 +32,8 @@ def channel_name(table: str) -> str:
 
 
 class ChangeListener:
-    """A thread that calls ``signal()`` whenever another store notifies ``channel``.
-
-    ``connect()`` opens a configured autocommit connection; ``own_token`` is the
-    payload this process's store sends, whose echoes are ignored. :meth:`start`
-    connects and ``LISTEN`` s before it returns (so a change committed after it is
-    never missed); the thread then reconnects by itself when its connection breaks.
-    """
+    """A thread calling ``signal()`` whenever another store notifies ``channel``
+    (``own_token``'s echoes ignored); it reconnects by itself."""
 
     def __init__(
         self,
@@ -61,8 +53,7 @@ class ChangeListener:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Connect, ``LISTEN``, and start the thread. Raises the driver's error when
-        the first connection fails (the caller decides what that means)."""
+        """Connect and ``LISTEN`` (a driver error raises), then start the thread."""
         try:
             conn = self._listen()
         except BaseException:

@@ -1,20 +1,14 @@
-"""The PostgreSQL table: its DDL text, its schema version and the upgrade ladder.
-
-Imports no psycopg at run time, so ``hexeract scheduler schema --dialect postgres``
-works without the ``postgres`` extra. A table's version is recorded in
-:data:`META_TABLE`; a table without a row there is version 0 (the reference's). Every
-change to :func:`postgres_ddl` bumps :data:`SCHEMA_VERSION` and adds a step to the
-ladder.
-"""
+"""The PostgreSQL table (no psycopg imported): its DDL, its schema version (none
+recorded: 0, the reference's) and the upgrade ladder, one step per version."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from ...errors import StoreError
 from ..columns import COLUMNS, POLICY_COLUMNS
-from ..schema import DEFAULT_TABLE, MAX_TABLE_NAME_BYTES, validate_table_name
+from ..schema import DEFAULT_TABLE, META_TABLE, check_table, short_name, validate_table_name
 
 if TYPE_CHECKING:
     import psycopg
@@ -37,9 +31,6 @@ __all__ = [
 
 SCHEMA_VERSION = 7
 """The schema version this code writes and understands."""
-
-META_TABLE = "hexeract_lite_schema"
-"""Where each table's schema version is recorded: ``(table_name, version)``."""
 
 POSTGRES_COLUMNS: tuple[tuple[str, str], ...] = tuple((c.name, c.postgres) for c in COLUMNS)
 """Every column of the table, in order, with its PostgreSQL type and constraints."""
@@ -98,21 +89,10 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _within_limit(prefix: str, table: str, suffix: str) -> str:
-    """``<prefix><table>_<suffix>`` within PostgreSQL's 63-byte identifier limit: when
-    too long, the table part is cut and an 8-hex-digit hash of the table keeps it unique."""
-    name = f"{prefix}{table}_{suffix}"
-    if len(name.encode()) <= MAX_TABLE_NAME_BYTES:
-        return name
-    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    room = MAX_TABLE_NAME_BYTES - len(f"{prefix}_{digest}_{suffix}".encode())
-    return f"{prefix}{table[:room]}_{digest}_{suffix}"
-
-
 def postgres_index_name(table: str, suffix: str) -> str:
     """``idx_<table>_<suffix>``, kept within the identifier limit
     (``idx_<table prefix>_<hash>_<suffix>``)."""
-    return _within_limit("idx_", table, suffix)
+    return short_name("idx_", table, suffix)
 
 
 def _table_ddl(table: str, declared: tuple[tuple[str, str], ...] = POSTGRES_COLUMNS) -> str:
@@ -137,7 +117,7 @@ def _index_ddl(
 
 def runs_table_name(table: str) -> str:
     """``<table>_runs``, kept within the identifier limit (as :func:`postgres_index_name`)."""
-    return _within_limit("", table, "runs")
+    return short_name("", table, "runs")
 
 
 def postgres_runs_ddl(table: str) -> str:
@@ -249,45 +229,37 @@ def lock_key(table: str) -> int:
 _META_LOCK_KEY = lock_key(META_TABLE)
 
 
-def _state(conn: psycopg.Connection[Any], table: str) -> tuple[bool, int | None]:
-    """(does ``table`` exist, its recorded version or None)."""
+def _state(conn: psycopg.Connection[Any], table: str) -> tuple[set[str] | None, int | None]:
+    """(the columns of ``table``, None when there is none; its recorded version or None)."""
     row = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
         [quote_ident(table), quote_ident(META_TABLE)],
     ).fetchone()
     assert row is not None
     exists, has_meta = bool(row[0]), bool(row[1])
-    if not (exists and has_meta):
-        return exists, None
-    found = conn.execute(
-        f"SELECT version FROM {quote_ident(META_TABLE)} WHERE table_name = %s".encode(), [table]
-    ).fetchone()
-    return True, None if found is None else int(found[0])
-
-
-def _check_columns(conn: psycopg.Connection[Any], table: str, where: str) -> list[str]:
-    """Refuse a table lacking a column of the reference's layout; return the columns of
-    ours (:data:`LATER_COLUMNS`) it lacks, which an upgrade adds."""
+    if not exists:
+        return None, None
     found = conn.execute(
         "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attnum > 0 AND NOT attisdropped",
         [quote_ident(table)],
     ).fetchall()
-    names = {row[0] for row in found}
-    missing = [c.name for c in COLUMNS if c.name not in names and c.name not in LATER_COLUMNS]
-    if missing:
-        raise StoreError(
-            f"table {table!r} at {where} is not a hexeract scheduler table:"
-            f" it lacks the column(s) {', '.join(missing)}"
-        )
-    return [name for name in LATER_COLUMNS if name not in names]
+    columns = {row[0] for row in found}
+    if not has_meta:
+        return columns, None
+    version = conn.execute(
+        f"SELECT version FROM {quote_ident(META_TABLE)} WHERE table_name = %s".encode(), [table]
+    ).fetchone()
+    return columns, None if version is None else int(version[0])
 
 
-def _too_new(table: str, where: str, version: int) -> StoreError:
-    return StoreError(
-        f"table {table!r} at {where} has schema version {version}, newer than this"
-        f" hexeract_lite understands ({SCHEMA_VERSION}); upgrade hexeract_lite"
-    )
+_check = functools.partial(
+    check_table,
+    understood=SCHEMA_VERSION,
+    ours=LATER_COLUMNS,
+    no_table="create it with `hexeract scheduler schema --dialect postgres`"
+    " or open with create=True",
+)
 
 
 def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
@@ -303,44 +275,25 @@ def _missing_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
 
 
 def ensure_schema(conn: psycopg.Connection[Any], table: str, *, create: bool, where: str) -> int:
-    """Check ``table`` on an autocommit connection, create or upgrade it when allowed;
-    its schema version after the call.
-
-    :class:`StoreError` for a version newer than :data:`SCHEMA_VERSION`, a missing
-    table with ``create=False`` or a table lacking a column. ``create=True``: a missing
-    table is created and an older one taken through the ladder, in one transaction
-    under advisory locks. ``create=False`` writes nothing.
-    """
-    exists, version = _state(conn, table)
-    if exists and version is not None and version > SCHEMA_VERSION:
-        raise _too_new(table, where, version)
-    if not exists and not create:
-        raise StoreError(
-            f"no table {table!r} at {where}: create it with"
-            " `hexeract scheduler schema --dialect postgres` or open with create=True"
-        )
-    if exists:
-        lacking = _check_columns(conn, table, where)
-        if not create and lacking:
-            raise StoreError(
-                f"table {table!r} at {where} has schema version {version or 0}, older"
-                f" than this hexeract_lite's {SCHEMA_VERSION}: it lacks the column(s)"
-                f" {', '.join(lacking)}; open it with create=True once to upgrade it in place"
-            )
-        if not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table)):
-            return version or 0
+    """Check ``table`` on an autocommit connection, create or upgrade it (one
+    transaction, advisory locks) when allowed (``create=False`` writes nothing); its
+    schema version after the call."""
+    columns, version = _state(conn, table)
+    _check(table, where, columns, version, create=create)
+    if columns is not None and (
+        not create or (version == SCHEMA_VERSION and not _missing_indexes(conn, table))
+    ):
+        return version or 0
     with conn.transaction():
         # workers starting together must not race on CREATE ... IF NOT EXISTS
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(table)])
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [_META_LOCK_KEY])
         conn.execute("SET LOCAL statement_timeout = 0")
-        exists, version = _state(conn, table)  # again, under the locks
-        if exists and version is not None and version > SCHEMA_VERSION:
-            raise _too_new(table, where, version)
-        if not exists:
+        columns, version = _state(conn, table)  # again, under the locks
+        _check(table, where, columns, version, create=True)
+        if columns is None:
             conn.execute(postgres_ddl(table).encode())
         else:
-            _check_columns(conn, table, where)
             start = 0 if version is None or _missing_indexes(conn, table) else version
             for step in _steps(table)[start:]:
                 conn.execute(step.encode())

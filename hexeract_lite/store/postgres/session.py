@@ -1,8 +1,4 @@
-"""How long the PostgreSQL store waits, and what it says when it gave up.
-
-:func:`store_error` turns the driver's error into a
-:class:`~hexeract_lite.errors.StoreError` that says which bound ran out.
-"""
+"""How long the PostgreSQL store waits, and :func:`store_error`: which bound ran out."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Every SQL statement of the PostgreSQL store (its run log's too), composed once per
-table and clock mode.
-
-Instants are bound parameters from the store's clock (``now``, ``until``,
-``deadline``), or, with ``use_database_clock``, the server's
-``statement_timestamp()`` truncated to milliseconds; SQL reads no other clock.
-"""
+"""Every SQL statement of the PostgreSQL store, composed once per table and clock mode:
+instants bound from the store's clock, or (``use_database_clock``) the server's
+``statement_timestamp()`` in milliseconds."""
 
 from __future__ import annotations
 
@@ -14,11 +10,10 @@ from typing import Any, LiteralString
 
 from psycopg import sql
 
-from ..._time import to_utc_ms
 from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
 from ..sql.runs import RUN_COLUMNS, RunStatements
 from ..sql.statements import INSERT_COLUMNS, NOT_TERMINAL, SharedStatements
-from .codec import ARRAY_TYPES, same, select_list
+from .codec import ARRAY_TYPES, decode_instant, same, select_list
 from .schema import (
     LEASED_PREDICATE,
     PENDING_PREDICATE,
@@ -189,10 +184,6 @@ def _decode_id(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
-def _decode_instant(value: Any) -> Any:
-    return to_utc_ms(value, "timestamp")
-
-
 def run_statements(table: str) -> RunStatements:
     """The run-log statements of ``table`` (already validated)."""
     return RunStatements(
@@ -201,7 +192,7 @@ def run_statements(table: str) -> RunStatements:
         encode_id=same,
         encode_instant=same,
         decode_id=_decode_id,
-        decode_instant=_decode_instant,
+        decode_instant=decode_instant,
     )
 
 

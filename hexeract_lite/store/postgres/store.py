@@ -1,8 +1,5 @@
-"""PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract.
-
-Claims lock their rows ``FOR UPDATE SKIP LOCKED``; every wait is bounded; commits that
-may make work claimable send a ``NOTIFY`` on the table's channel (:mod:`.notify`).
-"""
+"""PostgresScheduleStore: the store contract on a PostgreSQL table, shared with hexeract;
+commits that may make work claimable send a ``NOTIFY`` (:mod:`.notify`)."""
 
 from __future__ import annotations
 
@@ -258,9 +255,6 @@ class PostgresScheduleStore(ServerStore):
         [row] = self._read("stats", self._sql.stats, self._with_now({}))
         return to_utc_ms(row[0], "now"), row[1:]
 
-    def _payload(self, text: str) -> str:
-        return jsonb_text(text)
-
     # -- writing ---------------------------------------------------------------------
 
     def insert_many(
@@ -277,7 +271,7 @@ class PostgresScheduleStore(ServerStore):
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
         rows = [self._insert_row(m) for m in messages]
-        params = {n: [row[i] for row in rows] for i, n in enumerate(INSERT_COLUMNS)}
+        params = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
         params = self._with_now({**params, "max_attempts": max_attempts})
         if connection is not None:
             self._shared().insert_within(self, connection, messages, params)
@@ -347,8 +341,8 @@ class PostgresScheduleStore(ServerStore):
         if self._run_sql is not None:
             statement = self._sweep_runs
             params["host"], params["pid"] = this_worker()
-        with self._db.connection("dead_letter_exhausted") as conn:
-            return conn.execute(statement, params).rowcount
+        with self._write("dead_letter_exhausted", worker=True, atomic=False) as tx:
+            return tx.execute(statement, params)
 
     def _insert_runs(self, tx: Any, rows: list[tuple[Any, ...]]) -> None:
         assert self._run_sql is not None

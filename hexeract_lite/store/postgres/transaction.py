@@ -166,10 +166,9 @@ def modify_within(
     locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
     id: :class:`ScheduleNotFound`."""
     with _within(store, connection, "modify") as conn:
-        row, now = store._locked_row(PostgresSession(conn), schedule_id)
-        answer, new = plan(row.copy(), now)
-        if new is not None:
-            conn.execute(store._sql.write_row, store._row_params(new))
+        tx = PostgresSession(conn)
+        answer = store._modified(tx, schedule_id, plan)
+        if tx.woken:
             _notify(conn, store)
     return answer
 
@@ -201,8 +200,6 @@ class PostgresTransactionRunner(ServerRunner):
     _conn: psycopg.Connection[Any] | None
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._pid != os.getpid():
-            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         if self._conn is None or self._conn.closed or self._conn.broken:
             db = self._store._db
             self._conn = conn = connect(db._conninfo, db.timeouts)

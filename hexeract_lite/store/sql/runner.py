@@ -72,17 +72,11 @@ class Fenced(Exception):
 
 
 class TransactionRunner:
-    """Runs a transactional handler for one occurrence at a time, on a connection of its own.
-
-    ``run(occurrence)``: in one transaction, the occurrence's success acknowledgement
-    (``delivered``, or ``reschedule`` for a recurring schedule) fenced on its lease;
-    when the fence holds, ``handler(message, connection)``; the commit. The result is an
-    :class:`~hexeract_lite.transactional.Acknowledged` (committed, or fenced out: the
-    handler did not run), or a failed :class:`DispatchResult` (the handler raised,
-    returned something other than None, or ran past ``timeout``; or the database
-    failed), after which nothing of the transaction remains. At ``timeout`` a watchdog
-    ends the connection, even while the handler sleeps in Python.
-    """
+    """Runs a transactional handler, one occurrence at a time, on a connection of its own:
+    the fenced success acknowledgement, then (when it held) ``handler(message, conn)``,
+    in one transaction. The result: :class:`Acknowledged` (committed, or fenced out
+    without the handler), or a failed :class:`DispatchResult` with nothing kept. At
+    ``timeout`` a watchdog ends the connection."""
 
     def __init__(
         self,
@@ -173,6 +167,8 @@ class ServerRunner(TransactionRunner):
             return planned
         settlement, statement, params = planned
         deadline = time.monotonic() + self._timeout
+        if self._pid != os.getpid():
+            self._conn, self._pid = None, os.getpid()  # the parent's: never used here
         try:
             conn = self._connection()
         except self._errors as exc:

@@ -37,17 +37,11 @@ _COLUMNS = ", ".join(RUN_COLUMNS)
 
 
 class RunStatements:
-    """One store's run-log statements and row encoding.
-
-    ``runs``: the runs table as the dialect's SQL names it; ``ph``: its positional
-    placeholder (``?``, ``%s``); ``param``: its named placeholder of a name;
-    ``hour``: the SQL of the hour ``finished`` falls in (an instant the codec
-    decodes); the encoders and decoders of ids and instants; ``encode_us``, when
-    given: the encoder of an instant given as microseconds since the epoch, with which
-    :meth:`row` encodes a :class:`~hexeract_lite.runlog.RunDraft` from its figures
-    (without it, from its entry); ``decode_row_instant``, when the schedules table keeps
-    instants otherwise than the runs table: its decoder, for :meth:`malformed`.
-    """
+    """One store's run-log statements and row encoding: ``runs`` the table as SQL names
+    it, ``ph`` and ``param`` the positional and named placeholders, ``hour`` the SQL of
+    the hour ``finished`` falls in; ``encode_us``: an instant's encoder from epoch
+    microseconds (a draft then encodes from its figures); ``decode_row_instant``: the
+    schedules table's instant decoder, when not the runs table's."""
 
     __slots__ = (
         "_decode_id",

@@ -16,8 +16,9 @@ from ...message import ScheduledMessage
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
 from ..checks import check_flag, check_schedule_id
-from ..record import grace_ms, insert_columns
+from ..record import ScheduleRecord
 from ..schema import validate_table_name
+from .statements import INSERT_COLUMNS
 from .store import SqlScheduleStore
 
 __all__ = ["ServerSession", "ServerStore", "check_open"]
@@ -44,13 +45,8 @@ class ServerSession:
         self.woken = False
         self.others = False
 
-    def execute(self, statement: Any, params: Any = ()) -> int:  # pragma: no cover
-        """Run a statement; the rows it changed."""
-        raise NotImplementedError
-
-    def fetch(self, statement: Any, params: Any = ()) -> list[Any]:  # pragma: no cover
-        """Run a statement; its rows."""
-        raise NotImplementedError
+    execute: Callable[..., int]
+    fetch: Callable[..., list[Any]]
 
     def execute_each(self, statements: list[tuple[Any, Any]]) -> list[int]:
         """Run each statement in turn; the rows each changed."""
@@ -124,39 +120,10 @@ class ServerStore(SqlScheduleStore):
         params = {"ids": [codec.encode_id(sid) for sid in ids], "now": codec.encode_instant(now)}
         return [(self._sql.replay_many, params)]
 
-    def _payload(self, text: str) -> str:
-        """The payload as bound."""
-        return text
-
-    def _insert_row(self, m: ScheduledMessage) -> tuple[Any, ...]:
-        """``m``'s values of :data:`~.statements.INSERT_COLUMNS`, as bound."""
-        due, text, end_at, firings, jitter, offset, catch_up, limit = insert_columns(m)
-        encode = self._codec.encode_instant
-        return (
-            self._codec.encode_id(m.schedule_id),
-            m.event_type,
-            self._payload(m.payload_json),
-            m.trigger.kind,
-            text,
-            encode(due),
-            m.target.kind,
-            m.target.routing_key,
-            m.name,
-            grace_ms(m.misfire_grace),
-            None if end_at is None else encode(end_at),
-            firings,
-            jitter,
-            offset,
-            catch_up,
-            limit,
-        )
-
-    def insert(
-        self, message: ScheduledMessage, max_attempts: int, *, connection: object = None
-    ) -> None:
-        """``connection``: a ``psycopg`` (PostgreSQL) or ``pymysql`` (MySQL) connection on
-        this database, a transaction open: the row is written inside it."""
-        self.insert_many([message], max_attempts, connection=connection)  # type: ignore[call-arg]
+    def _insert_row(self, m: ScheduledMessage) -> dict[str, Any]:
+        """``m``'s values of :data:`~.statements.INSERT_COLUMNS`, as bound, by name."""
+        params = self._row_params(ScheduleRecord.new(m, 1, m.scheduled_for))
+        return {name: params[name] for name in INSERT_COLUMNS}
 
     def _runner_type(self) -> Callable[..., Any]:
         return self._shared().Runner  # type: ignore[no-any-return]

@@ -50,9 +50,9 @@ _FENCE: LiteralString = (
 )
 _COUNTED: LiteralString = counted("%(counted)s")
 _JSONB = {"payload": "{jsonb}"}
-_UNDONE: LiteralString = (
-    "attempts = 0, leased_until = NULL, last_error = NULL, paused = FALSE, dead_lettered_at = NULL,"
-    " next_after_lease = NULL"
+_REPLAYED: LiteralString = (
+    "UPDATE {t} SET " + REPLAYED + ", attempts = 0, leased_until = NULL, last_error = NULL,"
+    " paused = FALSE, dead_lettered_at = NULL, next_after_lease = NULL, scheduled_for = "
 )
 
 
@@ -113,19 +113,9 @@ class SharedStatements:
             "UPDATE {t} SET paused = %(paused)s, pause_note = NULL"
             " WHERE schedule_id = %(id)s AND {not_terminal} AND paused <> %(paused)s"
         )
-        self.replay = q(
-            "UPDATE {t} SET scheduled_for = %(at)s, "
-            + REPLAYED
-            + ", "
-            + _UNDONE
-            + " WHERE schedule_id = %(id)s"
-        )
+        self.replay = q(_REPLAYED + "%(at)s WHERE schedule_id = %(id)s")
         self.replay_many = q(
-            "UPDATE {t} SET scheduled_for = %(now)s, "
-            + REPLAYED
-            + ", "
-            + _UNDONE
-            + " WHERE schedule_id {in_ids} AND dead_lettered_at IS NOT NULL"
+            _REPLAYED + "%(now)s WHERE schedule_id {in_ids} AND dead_lettered_at IS NOT NULL"
         )
         # a change in place (ensure, update, reschedule, run now): every column but the
         # id, as the plan computed it, on the row locked in the same transaction

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._log import package_logger
-from ..._time import to_utc_ms
 from ...clock import Clock
 from ...errors import (
     DuplicateSchedule,
@@ -47,7 +46,6 @@ from ..listing import (
 )
 from ..longrun import check_abort_kind
 from ..notices import malformed_dead_lettered
-from ..pausing import resume_change
 from ..record import ScheduleRecord
 from ..runs import (
     RunCount,
@@ -430,12 +428,6 @@ class SqlScheduleStore(SettlingStore):
         params = {"paused": bool(paused)}
         return self._change("set_paused", sid, self._sql.set_paused, params, wake=not paused)
 
-    def resume(self, schedule_id: uuid.UUID, next: datetime | None = None) -> bool:
-        sid = check_schedule_id(schedule_id)
-        if next is not None:
-            next = to_utc_ms(next, "next", InvalidArgument)
-        return self.modify_record(sid, resume_change(next))
-
     def replay(self, schedule_id: uuid.UUID) -> None:
         sid = check_schedule_id(schedule_id)
         with self._write("replay") as tx:
@@ -462,11 +454,15 @@ class SqlScheduleStore(SettlingStore):
     def modify_record(self, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         sid = check_schedule_id(schedule_id)
         with self._write("modify") as tx:
-            record, now = self._locked_row(tx, sid)
-            answer, new = plan(record.copy(), now)
-            if new is not None:
-                tx.execute(self._sql.write_row, self._row_params(new))
-                tx.wake()
+            return self._modified(tx, sid, plan)
+
+    def _modified(self, tx: Session, sid: uuid.UUID, plan: Plan[_T]) -> _T:
+        """``plan`` run on the row of ``sid`` locked in ``tx``; the record it returns written."""
+        record, now = self._locked_row(tx, sid)
+        answer, new = plan(record.copy(), now)
+        if new is not None:
+            tx.execute(self._sql.write_row, self._row_params(new))
+            tx.wake()
         return answer
 
     def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
