@@ -1,11 +1,7 @@
 """Dispatch: handing claimed occurrences to a sink, one at a time, each under
-``dispatch_timeout`` counted from the hand-over to the sink.
-
-A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another; a
-call past its deadline, or interrupted, is abandoned (its thread records nothing) and
-the rest goes on on a new thread. An async sink is awaited, cancelled at its deadline.
-Every occurrence gets one :class:`~.settle.DispatchResult`; a ``KeyboardInterrupt`` or
-``SystemExit`` outside the sink is handed back, to raise once the batch is settled."""
+``dispatch_timeout`` counted from the hand-over. A sync call past it, or interrupted, is
+abandoned on its thread; an async one is cancelled. Every occurrence gets one
+:class:`~.settle.DispatchResult`."""
 
 from __future__ import annotations
 
@@ -21,10 +17,10 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
-from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
+from .hooks import LoopAbandoned
 from .ledger import log_occurrence
 from .longrun import DispatchAborted, DispatchHandle, Snooze, current_handle, dispatching
 from .message import ScheduledMessage
@@ -41,7 +37,6 @@ from .snapshot import LeasedOccurrence
 
 __all__ = [
     "BatchRun",
-    "LoopAbandoned",
     "SinkRunner",
     "Turn",
     "Wake",
@@ -93,10 +88,6 @@ def abandoned_error() -> DispatchError:
 
 
 # -- calling the sink --------------------------------------------------------------------
-
-
-def _no_handle(occ: LeasedOccurrence) -> DispatchHandle | None:
-    return None
 
 
 async def _completed(value: Awaitable[object]) -> object:
@@ -151,23 +142,6 @@ class BatchRun:
     """Sink calls for ``items``, made in order on one thread (:meth:`run`), watched from
     another (:meth:`give_up`). Once given up on, the dispatching thread hands nothing more
     to the sink and records nothing. It holds no reference to the worker."""
-
-    __slots__ = (
-        "_acks",
-        "_handle_of",
-        "_interrupted",
-        "_items",
-        "_lock",
-        "_sink",
-        "_turn",
-        "_wake_at_end",
-        "call_started",
-        "context",
-        "given_up",
-        "in_flight",
-        "results",
-        "wake",
-    )
 
     def __init__(
         self,
@@ -308,7 +282,13 @@ class SinkRunner:
     """Dispatches batches to ``sink``, each call under ``timeout`` seconds; nothing is
     handed to the sink while ``aborting`` is set. Owns at most one dispatch thread."""
 
-    def __init__(self, sink: ScheduleSink, timeout: float, aborting: threading.Event) -> None:
+    def __init__(
+        self,
+        sink: ScheduleSink,
+        timeout: float,
+        aborting: threading.Event,
+        handle_of: Callable[[LeasedOccurrence], DispatchHandle | None],
+    ) -> None:
         self.sink = sink
         self.acks = sink if isinstance(sink, OccurrenceSink) else None
         self.is_async = is_async_sink(sink)
@@ -321,7 +301,7 @@ class SinkRunner:
         """The synchronous run in flight, if any (what :meth:`interrupt` gives up on)."""
         self._budget: asyncio.Timeout | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.handle_of: Callable[[LeasedOccurrence], DispatchHandle | None] = _no_handle
+        self.handle_of = handle_of
         """The handle of an occurrence's dispatch (the worker's in-flight registry)."""
 
     # -- the dispatch thread

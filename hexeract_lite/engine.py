@@ -13,8 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from .dispatch import Interruption, LoopAbandoned, SinkRunner, Turn, Wake
-from .hooks import abandon_hooks, hooks_running_since
+from .dispatch import Interruption, SinkRunner, Turn, Wake
+from .hooks import LoopAbandoned, abandon_hooks, hooks_running_since
 from .idle import STOP_CHECK_S
 from .settle import DispatchResult
 from .snapshot import LeasedOccurrence

@@ -186,8 +186,9 @@ class SchedulerWorker:
             self.sink = self.sink.bind(store, self.clock, self._retry, timeout, run_log=run_log)
             # the sink stops its own handler at the timeout; this is the backstop
             timeout += TRANSACTIONAL_GRACE_S
-        self._runner = SinkRunner(self.sink, timeout, self._aborting)
-        self._inflight = InFlight.of(self._runner, store, self.clock, config, self.hooks)
+        beats = not isinstance(self.sink, OccurrenceSink)  # an occurrence sink: no heartbeat
+        self._inflight = InFlight(store, self.clock, config, self.hooks, beats=beats)
+        self._runner = SinkRunner(self.sink, timeout, self._aborting, self._inflight.handle)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
         self._loop_thread = threading.local()  # .on: True on the loop's threads
