@@ -155,7 +155,7 @@ class BatchRun:
     ) -> None:
         self._sink, self._acks = runner.sink, runner.acks
         self._handle_of = runner.handle_of
-        self._items = items
+        self.items = items
         self._turn = turn
         self.wake = wake
         self._wake_at_end = wake_at_end
@@ -176,7 +176,7 @@ class BatchRun:
             self._lock,
             self.results,
         )
-        for occ in self._items:
+        for occ in self.items:
             try:
                 result = turn(occ)
             except BaseException as exc:  # e.g. a clock that fails: this item fails
@@ -209,12 +209,12 @@ class BatchRun:
     @property
     def finished(self) -> bool:
         """Every item has its result."""
-        return len(self.results) == len(self._items)
+        return len(self.results) == len(self.items)
 
     @property
     def left(self) -> int:
         """How many items have no result yet."""
-        return len(self._items) - len(self.results)
+        return len(self.items) - len(self.results)
 
     def interrupt(self) -> None:
         """From any thread or a signal handler (so without the lock): make the watcher give up
@@ -371,14 +371,10 @@ class SinkRunner:
             results += run.results
             if run.given_up is None:
                 break
-            if run.in_flight or run.given_up is GivenUp.TIMED_OUT:  # its handler: stop
-                handle = self.handle_of(batch[len(results)])
-                if handle is not None:
-                    handle.close()
-            why = self.thread_lost(run)
+            tail, why = self.given_up(run, interruption)
             if why is not None:
                 self.close(why)
-            results += self.given_up_results(run, interruption)
+            results += tail
         return results, interruption
 
     def run_here(
@@ -398,29 +394,32 @@ class SinkRunner:
             raise LoopAbandoned
         return run.results + [NOT_DISPATCHED] * run.left
 
-    def thread_lost(self, run: BatchRun) -> str | None:
-        """Why the thread of ``run``, given up on, is left behind; None when it is free."""
-        if run.given_up is GivenUp.INTERRUPTED and not run.in_flight:
-            return None
-        if run.given_up is GivenUp.INTERRUPTED and self._aborting.is_set():
-            return "a dispatch was abandoned: the worker is aborting"
-        return f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
-
     def log_abandoned(self, why: str, thread: str) -> None:
         """Log that ``thread`` is left to a call given up on."""
         log.warning(_ABANDONED_LOG, why, thread)
 
-    def given_up_results(self, run: BatchRun, interruption: Interruption) -> list[DispatchResult]:
-        """The results after ``run.results`` once given up on: after a timeout, the late call
-        failed; after an interruption, the call in flight failed and the rest released."""
+    def given_up(
+        self, run: BatchRun, interruption: Interruption
+    ) -> tuple[list[DispatchResult], str | None]:
+        """Once ``run`` was given up on: the handle of its call in flight ended (the handler
+        sees ``should_abort()``); the results after ``run.results`` (after a timeout the late
+        call failed; after an interruption the call in flight failed, the rest released);
+        and why its thread is left behind (None: it is free)."""
+        if not run.in_flight:  # interrupted between two calls
+            return [NOT_DISPATCHED] * run.left, None
+        handle = self.handle_of(run.items[len(run.results)])
+        if handle is not None:
+            handle.close()
+        why = f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
         if run.given_up is GivenUp.TIMED_OUT:
             late = self._timed_out(_ABANDONED_THREAD)
-            return [DispatchResult(ResultKind.FAILED, late, self.timeout, run.call_started, True)]
-        tail: list[DispatchResult] = []
-        if run.in_flight:
-            error = interruption if interruption is not None else abandoned_error()
-            tail.append(DispatchResult.failed(error))
-        return tail + [NOT_DISPATCHED] * (run.left - len(tail))
+            return [
+                DispatchResult(ResultKind.FAILED, late, self.timeout, run.call_started, True)
+            ], why
+        if self._aborting.is_set():
+            why = "a dispatch was abandoned: the worker is aborting"
+        error = interruption if interruption is not None else abandoned_error()
+        return [DispatchResult.failed(error)] + [NOT_DISPATCHED] * (run.left - 1), why
 
     # -- the asyncio way
 
