@@ -242,12 +242,6 @@ class BatchRun:
             self.given_up = GivenUp.TIMED_OUT
             return None
 
-    def abandon(self) -> None:
-        """The watcher was interrupted: give up unless finished."""
-        with self._lock:
-            if self.given_up is None and not self.finished:
-                self.given_up = GivenUp.INTERRUPTED
-
 
 def _helper_main(jobs: queue.SimpleQueue[BatchRun | None]) -> None:
     while True:
@@ -364,7 +358,8 @@ class SinkRunner:
                 while not run.finished and (left := run.give_up(self.timeout)) is not None:
                     run.wake.wait(left)
             except BaseException as exc:  # e.g. KeyboardInterrupt in this thread
-                run.abandon()
+                run.interrupt()
+                run.give_up(self.timeout)  # unless finished
                 interruption = exc
             finally:
                 self.current = None
