@@ -300,9 +300,9 @@ class SchedulerWorker:
                     if pause > 0:
                         yield Pause(pause)
                     continue
-                plan = pacer.idle_plan((yield Call(self.store.next_wakeup)), report.claimed)
+                pacer.go_idle((yield Call(self.store.next_wakeup)), report.claimed)
                 while not stopping():
-                    timeout = plan.next_timeout(look_every)
+                    timeout = pacer.next_timeout(look_every)
                     if timeout is None or (yield Wait(version, timeout)):
                         break
                     if pacer.committed_since((yield Call(self._data_version))):
