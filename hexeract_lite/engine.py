@@ -113,22 +113,31 @@ Resume = tuple[Dispatch, list[DispatchResult]]
 
 
 class Handover:
-    """The rest of the loop (``resume``, None: from its start) for the next loop thread
-    (``owner`` once it runs); ``source``: the run given up on it came from."""
+    """The rest of the loop (``resume``, None: from its start) for the next loop thread,
+    taken by exactly one (``owner``); ``source``: the run given up on it came from."""
 
-    __slots__ = ("launched", "owner", "resume", "source")
+    __slots__ = ("_lock", "launched", "owner", "resume", "source")
 
     def __init__(self, resume: Resume | None = None, source: object = None) -> None:
+        self._lock = threading.Lock()
         self.resume = resume
         self.source = source
         self.launched = False
         self.owner: LoopThread | None = None
 
+    def take(self, loop: LoopThread) -> bool:
+        """Make ``loop`` the owner unless another took it first."""
+        with self._lock:
+            if self.owner is not None:
+                return False
+            self.owner = loop
+            return True
+
 
 class LoopThread:
-    """A daemon thread running ``target(handover.resume)`` in a copy of ``context``; sets
-    ``wake`` when it starts and when it ends (``error``: what ended it). Given up on
-    (:class:`~.hooks.LoopAbandoned`), it ends without a wake."""
+    """A daemon thread running ``target(resume)`` once it has taken ``handover``, in a copy
+    of ``context``; sets ``wake`` when it has taken it and when it ends (``error``: what
+    ended it). Given up on (:class:`~.dispatch.LoopAbandoned`), it ends without a wake."""
 
     __slots__ = ("context", "ended", "error", "handover", "thread", "wake")
 
@@ -148,7 +157,8 @@ class LoopThread:
         self.thread = threading.Thread(target=self._main, args=(target,), name=name, daemon=True)
 
     def _main(self, target: Callable[[Resume | None], None]) -> None:
-        self.handover.owner = self
+        if not self.handover.take(self):
+            return
         self.wake.set()
         try:
             self.context.run(target, self.handover.resume)
