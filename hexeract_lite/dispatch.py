@@ -29,7 +29,6 @@ from .settle import (
     NOT_DISPATCHED,
     SUCCEEDED,
     DispatchResult,
-    ResultKind,
     missed_result,
 )
 from .sinks import OccurrenceSink, ScheduleSink, _bad_return, _discard, is_async_sink
@@ -408,9 +407,7 @@ class SinkRunner:
         why = f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
         if run.given_up is GivenUp.TIMED_OUT:
             late = self._timed_out(_ABANDONED_THREAD)
-            return [
-                DispatchResult(ResultKind.FAILED, late, self.timeout, run.call_started, True)
-            ], why
+            return [DispatchResult.timeout(late).took(self.timeout, run.call_started)], why
         if self._aborting.is_set():
             why = "a dispatch was abandoned: the worker is aborting"
         error = interruption if interruption is not None else abandoned_error()
