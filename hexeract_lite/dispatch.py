@@ -1,11 +1,7 @@
 """Dispatch: handing claimed occurrences to a sink, one at a time, each under
-``dispatch_timeout`` counted from the hand-over to the sink.
-
-A synchronous batch (:class:`BatchRun`) runs on one thread, watched from another; a
-call past its deadline, or interrupted, is abandoned (its thread records nothing) and
-the rest goes on on a new thread. An async sink is awaited, cancelled at its deadline.
-Every occurrence gets one :class:`~.settle.DispatchResult`; a ``KeyboardInterrupt`` or
-``SystemExit`` outside the sink is handed back, to raise once the batch is settled."""
+``dispatch_timeout`` counted from the hand-over. A sync call past it, or interrupted, is
+abandoned on its thread; an async one is cancelled. Every occurrence gets one
+:class:`~.settle.DispatchResult`."""
 
 from __future__ import annotations
 
@@ -21,10 +17,10 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
-from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .clock import Clock
 from .errors import DispatchError
+from .hooks import LoopAbandoned
 from .ledger import log_occurrence
 from .longrun import DispatchAborted, DispatchHandle, Snooze, current_handle, dispatching
 from .message import ScheduledMessage
@@ -33,7 +29,6 @@ from .settle import (
     NOT_DISPATCHED,
     SUCCEEDED,
     DispatchResult,
-    ResultKind,
     missed_result,
 )
 from .sinks import OccurrenceSink, ScheduleSink, _bad_return, _discard, is_async_sink
@@ -41,7 +36,6 @@ from .snapshot import LeasedOccurrence
 
 __all__ = [
     "BatchRun",
-    "LoopAbandoned",
     "SinkRunner",
     "Turn",
     "Wake",
@@ -93,10 +87,6 @@ def abandoned_error() -> DispatchError:
 
 
 # -- calling the sink --------------------------------------------------------------------
-
-
-def _no_handle(occ: LeasedOccurrence) -> DispatchHandle | None:
-    return None
 
 
 async def _completed(value: Awaitable[object]) -> object:
@@ -152,23 +142,6 @@ class BatchRun:
     another (:meth:`give_up`). Once given up on, the dispatching thread hands nothing more
     to the sink and records nothing. It holds no reference to the worker."""
 
-    __slots__ = (
-        "_acks",
-        "_handle_of",
-        "_interrupted",
-        "_items",
-        "_lock",
-        "_sink",
-        "_turn",
-        "_wake_at_end",
-        "call_started",
-        "context",
-        "given_up",
-        "in_flight",
-        "results",
-        "wake",
-    )
-
     def __init__(
         self,
         runner: SinkRunner,
@@ -181,7 +154,7 @@ class BatchRun:
     ) -> None:
         self._sink, self._acks = runner.sink, runner.acks
         self._handle_of = runner.handle_of
-        self._items = items
+        self.items = items
         self._turn = turn
         self.wake = wake
         self._wake_at_end = wake_at_end
@@ -202,7 +175,7 @@ class BatchRun:
             self._lock,
             self.results,
         )
-        for occ in self._items:
+        for occ in self.items:
             try:
                 result = turn(occ)
             except BaseException as exc:  # e.g. a clock that fails: this item fails
@@ -235,12 +208,12 @@ class BatchRun:
     @property
     def finished(self) -> bool:
         """Every item has its result."""
-        return len(self.results) == len(self._items)
+        return len(self.results) == len(self.items)
 
     @property
     def left(self) -> int:
         """How many items have no result yet."""
-        return len(self._items) - len(self.results)
+        return len(self.items) - len(self.results)
 
     def interrupt(self) -> None:
         """From any thread or a signal handler (so without the lock): make the watcher give up
@@ -267,12 +240,6 @@ class BatchRun:
                 return left
             self.given_up = GivenUp.TIMED_OUT
             return None
-
-    def abandon(self) -> None:
-        """The watcher was interrupted: give up unless finished."""
-        with self._lock:
-            if self.given_up is None and not self.finished:
-                self.given_up = GivenUp.INTERRUPTED
 
 
 def _helper_main(jobs: queue.SimpleQueue[BatchRun | None]) -> None:
@@ -308,7 +275,13 @@ class SinkRunner:
     """Dispatches batches to ``sink``, each call under ``timeout`` seconds; nothing is
     handed to the sink while ``aborting`` is set. Owns at most one dispatch thread."""
 
-    def __init__(self, sink: ScheduleSink, timeout: float, aborting: threading.Event) -> None:
+    def __init__(
+        self,
+        sink: ScheduleSink,
+        timeout: float,
+        aborting: threading.Event,
+        handle_of: Callable[[LeasedOccurrence], DispatchHandle | None],
+    ) -> None:
         self.sink = sink
         self.acks = sink if isinstance(sink, OccurrenceSink) else None
         self.is_async = is_async_sink(sink)
@@ -321,7 +294,7 @@ class SinkRunner:
         """The synchronous run in flight, if any (what :meth:`interrupt` gives up on)."""
         self._budget: asyncio.Timeout | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.handle_of: Callable[[LeasedOccurrence], DispatchHandle | None] = _no_handle
+        self.handle_of = handle_of
         """The handle of an occurrence's dispatch (the worker's in-flight registry)."""
 
     # -- the dispatch thread
@@ -384,21 +357,18 @@ class SinkRunner:
                 while not run.finished and (left := run.give_up(self.timeout)) is not None:
                     run.wake.wait(left)
             except BaseException as exc:  # e.g. KeyboardInterrupt in this thread
-                run.abandon()
+                run.interrupt()
+                run.give_up(self.timeout)  # unless finished
                 interruption = exc
             finally:
                 self.current = None
             results += run.results
             if run.given_up is None:
                 break
-            if run.in_flight or run.given_up is GivenUp.TIMED_OUT:  # its handler: stop
-                handle = self.handle_of(batch[len(results)])
-                if handle is not None:
-                    handle.close()
-            why = self.thread_lost(run)
+            tail, why = self.given_up(run, interruption)
             if why is not None:
                 self.close(why)
-            results += self.given_up_results(run, interruption)
+            results += tail
         return results, interruption
 
     def run_here(
@@ -418,29 +388,30 @@ class SinkRunner:
             raise LoopAbandoned
         return run.results + [NOT_DISPATCHED] * run.left
 
-    def thread_lost(self, run: BatchRun) -> str | None:
-        """Why the thread of ``run``, given up on, is left behind; None when it is free."""
-        if run.given_up is GivenUp.INTERRUPTED and not run.in_flight:
-            return None
-        if run.given_up is GivenUp.INTERRUPTED and self._aborting.is_set():
-            return "a dispatch was abandoned: the worker is aborting"
-        return f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
-
     def log_abandoned(self, why: str, thread: str) -> None:
         """Log that ``thread`` is left to a call given up on."""
         log.warning(_ABANDONED_LOG, why, thread)
 
-    def given_up_results(self, run: BatchRun, interruption: Interruption) -> list[DispatchResult]:
-        """The results after ``run.results`` once given up on: after a timeout, the late call
-        failed; after an interruption, the call in flight failed and the rest released."""
+    def given_up(
+        self, run: BatchRun, interruption: Interruption
+    ) -> tuple[list[DispatchResult], str | None]:
+        """Once ``run`` was given up on: the handle of its call in flight ended (the handler
+        sees ``should_abort()``); the results after ``run.results`` (after a timeout the late
+        call failed; after an interruption the call in flight failed, the rest released);
+        and why its thread is left behind (None: it is free)."""
+        if not run.in_flight:  # interrupted between two calls
+            return [NOT_DISPATCHED] * run.left, None
+        handle = self.handle_of(run.items[len(run.results)])
+        if handle is not None:
+            handle.close()
+        why = f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
         if run.given_up is GivenUp.TIMED_OUT:
             late = self._timed_out(_ABANDONED_THREAD)
-            return [DispatchResult(ResultKind.FAILED, late, self.timeout, run.call_started, True)]
-        tail: list[DispatchResult] = []
-        if run.in_flight:
-            error = interruption if interruption is not None else abandoned_error()
-            tail.append(DispatchResult.failed(error))
-        return tail + [NOT_DISPATCHED] * (run.left - len(tail))
+            return [DispatchResult.timeout(late).took(self.timeout, run.call_started)], why
+        if self._aborting.is_set():
+            why = "a dispatch was abandoned: the worker is aborting"
+        error = interruption if interruption is not None else abandoned_error()
+        return [DispatchResult.failed(error)] + [NOT_DISPATCHED] * (run.left - 1), why
 
     # -- the asyncio way
 

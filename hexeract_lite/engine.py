@@ -13,8 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from .dispatch import Interruption, LoopAbandoned, SinkRunner, Turn, Wake
-from .hooks import abandon_hooks, hooks_running_since
+from .dispatch import Interruption, SinkRunner, Turn, Wake
+from .hooks import LoopAbandoned, abandon_hooks, hooks_running_since
 from .idle import STOP_CHECK_S
 from .settle import DispatchResult
 from .snapshot import LeasedOccurrence
@@ -204,9 +204,8 @@ def run_watched(
             if run is not None and run.given_up is not None and handover.source is not run:
                 resume: Resume = run.context  # type: ignore[assignment]  # as run_here had it
                 request, done = resume  # given up on: the rest to a new thread
-                results = done + run.results + runner.given_up_results(run, interruption)
-                handover, gone = Handover((request, results), run), handover.owner
-                why = runner.thread_lost(run)
+                tail, why = runner.given_up(run, interruption)
+                handover, gone = Handover((request, done + run.results + tail), run), handover.owner
                 if why is not None:
                     runner.log_abandoned(why, name if gone is None else gone.thread.name)
                 continue

@@ -9,12 +9,10 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 
 from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import SinkRunner
 from .hooks import HeartbeatLost, Hook, LeaseExtended, call_hooks
 from .longrun import DispatchAborted, DispatchHandle, _Lease
 from .settle import DispatchResult, ResultKind, error_summary, error_text
@@ -37,17 +35,18 @@ class InFlight:
         self,
         store: ScheduleStore,
         clock: Clock,
-        lease: timedelta,
-        heartbeat: timedelta | None,
-        poll_interval: timedelta,
+        config: SchedulerWorkerConfig,
         hooks: tuple[Hook, ...],
+        *,
+        beats: bool,
     ) -> None:
         self._store = store
-        self._how = _Lease(store, clock, lease, self._told if hooks else None)
+        self._how = _Lease(store, clock, config.lease, self._told if hooks else None)
         self._hooks = hooks
+        heartbeat = config.heartbeat if beats else None
         self.period = None if heartbeat is None else heartbeat.total_seconds()
         """Seconds between two heartbeats of the batch in flight (None: none)."""
-        poll = poll_interval.total_seconds() / 2
+        poll = config.poll_interval.total_seconds() / 2
         self.poll = poll if self.period is None else min(poll, self.period)
         """Seconds between two looks for abort requests: half ``poll_interval``, or the
         heartbeat period when shorter."""
@@ -56,22 +55,6 @@ class InFlight:
         self.wake = threading.Event()
         self.closed = threading.Event()
         self._thread: threading.Thread | None = None
-
-    @classmethod
-    def of(
-        cls,
-        runner: SinkRunner,
-        store: ScheduleStore,
-        clock: Clock,
-        config: SchedulerWorkerConfig,
-        hooks: tuple[Hook, ...],
-    ) -> InFlight:
-        """The registry of a worker, set as ``runner``'s handle source; no heartbeat for an
-        occurrence sink."""
-        beat = None if runner.acks is not None else config.heartbeat
-        flight = cls(store, clock, config.lease, beat, config.poll_interval, hooks)
-        runner.handle_of = flight.handle
-        return flight
 
     def track(self, batch: Sequence[LeasedOccurrence]) -> Sequence[LeasedOccurrence]:
         """Give each occurrence of ``batch`` a handle, watched from now on; ``batch``."""

@@ -41,7 +41,6 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from ._abandon import LoopAbandoned
 from ._log import package_logger
 from .errors import InvalidConfiguration
 from .message import ScheduledMessage
@@ -250,6 +249,11 @@ def check_hooks(hooks: Iterable[Hook] | None) -> tuple[Hook, ...]:
     return checked
 
 
+class LoopAbandoned(BaseException):
+    """Ends a thread whose sink call or hooks its watcher gave up on, recording nothing (a
+    BaseException, so that no ``except Exception`` on the way stops it)."""
+
+
 _RUNNING: dict[int, float] = {}
 """Thread ident -> when (monotonic) the hooks that thread is calling started."""
 
@@ -268,7 +272,7 @@ _LOCK = threading.Lock()
 
 def abandon_hooks(thread: threading.Thread) -> bool:
     """Give up on ``thread``'s hook calls if it still makes them (True): after the hook in
-    hand, it calls no other and raises :class:`~hexeract_lite._abandon.LoopAbandoned`."""
+    hand, it calls no other and raises :class:`LoopAbandoned`."""
     with _LOCK:
         if thread.ident is None or thread.ident not in _RUNNING:
             return False

@@ -20,7 +20,6 @@ __all__ = [
     "SHARED_FOR_S",
     "STOP_CHECK_S",
     "STORE_ERROR_BACKOFF_MAX",
-    "IdlePlan",
     "Pacer",
 ]
 
@@ -46,39 +45,6 @@ FULL_CYCLE_EVERY_S = 5.0
 """On a tracked store, an idle worker still runs a full cycle this often."""
 
 
-class IdlePlan:
-    """When an idle worker looks again: it sleeps until ``hint`` (the store's next due
-    instant), at most ``poll`` seconds at a time; on a tracked store it wakes
-    :data:`COMMIT_CHECKS_PER_POLL` times per ``poll`` to compare the version and runs a
-    full cycle only on a change, at the hint, or every :data:`FULL_CYCLE_EVERY_S`."""
-
-    __slots__ = ("_clock", "_hint", "_poll", "_started", "_tracks_commits")
-
-    def __init__(
-        self, clock: Clock, hint: datetime | None, poll: float, tracks_commits: bool
-    ) -> None:
-        self._clock = clock
-        self._hint = hint
-        self._poll = poll
-        self._tracks_commits = tracks_commits
-        self._started = time.monotonic()
-
-    def next_timeout(self, cap: float) -> float | None:
-        """Seconds to wait (at most ``cap``) before the next look; None: run a cycle now."""
-        step = self._poll / COMMIT_CHECKS_PER_POLL if self._tracks_commits else self._poll
-        timeout = min(step, cap)
-        if self._hint is not None:
-            until_hint = (self._hint - self._clock.now()).total_seconds()
-            if until_hint <= 0:
-                return None
-            timeout = min(timeout, until_hint)
-        elapsed = time.monotonic() - self._started
-        budget = FULL_CYCLE_EVERY_S if self._tracks_commits else self._poll
-        if elapsed >= budget:
-            return None
-        return max(min(timeout, budget - elapsed), 0.0)
-
-
 class Pacer:
     """The decisions of one worker between its cycles."""
 
@@ -87,6 +53,8 @@ class Pacer:
         "_clock",
         "_config",
         "_failures",
+        "_hint",
+        "_idle_since",
         "_moved",
         "_next_sweep",
         "_overdue",
@@ -108,6 +76,8 @@ class Pacer:
         self._busy = False
         self._seen: int | None = None
         self._moved = False
+        self._hint: datetime | None = None
+        self._idle_since = 0.0
 
     @property
     def tracks_commits(self) -> bool:
@@ -142,16 +112,35 @@ class Pacer:
             self._shared_until = now + SHARED_FOR_S
         return pause if now < self._shared_until else 0.0
 
-    def idle_plan(self, hint: datetime | None, claimed: int) -> IdlePlan:
-        """The sleep after a cycle that claimed less than a batch; a hint still past after two
-        empty cycles in a row is ignored (the store says work is due but hands none out)."""
+    def go_idle(self, hint: datetime | None, claimed: int) -> None:
+        """After a cycle that claimed less than a batch: sleep until ``hint`` (the store's
+        next due instant), a hint still past after two empty cycles in a row ignored (the
+        store says work is due but hands none out)."""
         if hint is None or hint > self._clock.now() or claimed:
             self._overdue = 0
         else:
             self._overdue += 1
             if self._overdue >= 2:
                 hint = None
-        return IdlePlan(self._clock, hint, self._poll, self._seen is not None)
+        self._hint, self._idle_since = hint, time.monotonic()
+
+    def next_timeout(self, cap: float) -> float | None:
+        """Seconds an idle loop waits (at most ``cap``) before the next look; None: run a
+        cycle now. At most ``poll_interval`` at a time; on a tracked store it looks
+        :data:`COMMIT_CHECKS_PER_POLL` times per ``poll_interval`` (:meth:`committed_since`)
+        and runs a cycle only on a change, at the hint, or every :data:`FULL_CYCLE_EVERY_S`."""
+        tracked = self._seen is not None
+        timeout = min(self._poll / COMMIT_CHECKS_PER_POLL if tracked else self._poll, cap)
+        if self._hint is not None:
+            until_hint = (self._hint - self._clock.now()).total_seconds()
+            if until_hint <= 0:
+                return None
+            timeout = min(timeout, until_hint)
+        elapsed = time.monotonic() - self._idle_since
+        budget = FULL_CYCLE_EVERY_S if tracked else self._poll
+        if elapsed >= budget:
+            return None
+        return max(min(timeout, budget - elapsed), 0.0)
 
     def sweep_due(self) -> bool:
         """True at most once per ``poll_interval``."""

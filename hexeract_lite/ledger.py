@@ -73,8 +73,8 @@ def log_occurrence(
     )
 
 
-_RELEASED = (logging.INFO, "released undispatched: the worker is stopping")
 _LOGGED = {
+    DispatchOutcome.RELEASED: (logging.INFO, "released undispatched: the worker is stopping"),
     DispatchOutcome.RETRIED: (
         logging.WARNING,
         "dispatch failed (attempt %(attempt)d/%(max_attempts)d), retrying in"
@@ -90,8 +90,10 @@ _LOGGED = {
         "aborted by request; the schedule is cancelled",
     ),
 }
-"""The log line of each recorded outcome but a delivery and a lost lease."""
+"""The log line of each recorded outcome but a delivery, a miss and a lost lease."""
 _FAILURES = (DispatchOutcome.RETRIED, DispatchOutcome.DEAD_LETTERED)
+_QUIET = (DispatchOutcome.DELIVERED, DispatchOutcome.RESCHEDULED, DispatchOutcome.MISSED)
+"""Logged at DEBUG only (a miss was logged with its reason at its turn)."""
 
 
 class Counts:
@@ -236,12 +238,12 @@ class Ledger:
                 occ,
                 wanted=outcome_of(settlement).value,
             )
-        elif outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
+        elif outcome in _QUIET:
             if log.isEnabledFor(logging.DEBUG):
                 note = "" if settlement.next is None else f", next at {settlement.next.isoformat()}"
                 log_occurrence(self._clock, logging.DEBUG, f"{outcome.value}{note}", occ)
         else:
-            level, template = _LOGGED.get(outcome, _RELEASED)
+            level, template = _LOGGED[outcome]
             retry_in = settlement.retry_in
             log_occurrence(
                 self._clock,

@@ -186,8 +186,9 @@ class SchedulerWorker:
             self.sink = self.sink.bind(store, self.clock, self._retry, timeout, run_log=run_log)
             # the sink stops its own handler at the timeout; this is the backstop
             timeout += TRANSACTIONAL_GRACE_S
-        self._runner = SinkRunner(self.sink, timeout, self._aborting)
-        self._inflight = InFlight.of(self._runner, store, self.clock, config, self.hooks)
+        beats = not isinstance(self.sink, OccurrenceSink)  # an occurrence sink: no heartbeat
+        self._inflight = InFlight(store, self.clock, config, self.hooks, beats=beats)
+        self._runner = SinkRunner(self.sink, timeout, self._aborting, self._inflight.handle)
         self._running = threading.Lock()
         self._stop_lock = threading.Lock()
         self._loop_thread = threading.local()  # .on: True on the loop's threads
@@ -299,9 +300,9 @@ class SchedulerWorker:
                     if pause > 0:
                         yield Pause(pause)
                     continue
-                plan = pacer.idle_plan((yield Call(self.store.next_wakeup)), report.claimed)
+                pacer.go_idle((yield Call(self.store.next_wakeup)), report.claimed)
                 while not stopping():
-                    timeout = plan.next_timeout(look_every)
+                    timeout = pacer.next_timeout(look_every)
                     if timeout is None or (yield Wait(version, timeout)):
                         break
                     if pacer.committed_since((yield Call(self._data_version))):

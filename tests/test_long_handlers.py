@@ -164,6 +164,32 @@ def test_dispatch_timeout_still_bounds_a_heartbeating_dispatch() -> None:
     assert run.outcome is RunOutcome.TIMED_OUT
 
 
+def test_under_run_a_timed_out_dispatch_is_told_to_stop_before_the_rest_of_its_batch() -> None:
+    """As under ``run_once()``: the handle of a call given up on is ended at once, not when
+    the rest of its batch is done."""
+    store = InMemoryScheduleStore()
+    first = due_now(store)
+    later = first.scheduled_for + timedelta(milliseconds=1)  # dispatched second
+    store.insert(ScheduledMessage.delay(Target.outbox(), later, "job", {"n": 2}), 3)
+    config = attrs.evolve(BEAT, batch_size=2, dispatch_timeout=timedelta(milliseconds=300))
+    told, seen = threading.Event(), threading.Event()
+
+    def handler(message: ScheduledMessage) -> None:
+        handle = current_dispatch()
+        if message.schedule_id == first.schedule_id:
+            give_up = time.monotonic() + 10
+            while not handle.should_abort() and time.monotonic() < give_up:
+                time.sleep(0.01)
+            told.set()
+        elif told.wait(0.25):  # the next in the batch, while the first is abandoned
+            seen.set()
+
+    worker = SchedulerWorker(store, handler, config)
+    with worker.start():
+        assert told.wait(5)
+    assert seen.is_set(), "the abandoned handler was told only once the batch was over"
+
+
 def test_a_worker_abort_tells_the_handler_in_flight_to_stop() -> None:
     store = InMemoryScheduleStore()
     due_now(store)

@@ -7,6 +7,7 @@ and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 from pathlib import Path
 
@@ -132,6 +133,21 @@ def test_a_recurring_schedule_skips_the_stale_firing(
     frozen.move_to(first + timedelta(hours=1, minutes=2))  # 2 minutes late: in time
     assert worker.run_once().rescheduled == 1
     assert [m.scheduled_for for m in sink.got] == [first + timedelta(hours=1)]
+
+
+def test_a_skipped_firing_is_logged_as_missed_not_as_released(
+    store: ScheduleStore, frozen: FrozenTime, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = T0 + timedelta(hours=1)
+    msg = ScheduledMessage.cron(Target.outbox(), "0 * * * *", first, "e", {}, misfire_grace=GRACE)
+    store.insert(msg, 3)
+    frozen.move_to(first + timedelta(minutes=30))
+    with caplog.at_level(logging.DEBUG, logger="hexeract_lite.worker"):
+        assert SchedulerWorker(store, Recorder()).run_once().missed == 1
+    texts = [r.getMessage() for r in caplog.records]
+    assert not [t for t in texts if "released" in t or "stopping" in t]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "beyond its misfire grace of 0:05:00" in warning
 
 
 def test_a_retry_is_not_a_misfire(store: ScheduleStore, frozen: FrozenTime) -> None:
