@@ -19,7 +19,7 @@ from ..schema import (
     validate_sqlite_table_name,
 )
 from ..sql.statements import SharedStatements
-from .plain import any_noncanonical, indexed_pending
+from .plain import any_noncanonical, indexed_pending, portable_pending
 from .salvage import fetch_rows
 
 if TYPE_CHECKING:
@@ -50,7 +50,10 @@ class SqliteStatements(SharedStatements):
 
     _prune_delete = "DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {w} LIMIT %(n)s)"
 
-    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
+    def __init__(self, table: str, select_list: str = SELECT_LIST, indexed: bool = True) -> None:
+        """``indexed=False``: a read-only store's table at an older version, which may
+        lack our indexes (and, like a table with instants in another layout, gets the
+        ``portable_`` statements)."""
         t = validate_sqlite_table_name(table)
         self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
@@ -171,10 +174,17 @@ class SqliteStatements(SharedStatements):
         )
         self.lock_named = self.list_named  # the write transaction holds the file's lock
         self.list_pending = indexed_pending(t, cols)
+        self.portable_pending = portable_pending(t, cols)
+        dead = f"{t} INDEXED BY idx_{t}_dead_letter" if indexed else t
         self.list_dead_letter = (
-            f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
-            " WHERE dead_lettered_at IS NOT NULL"
+            f"SELECT {cols} FROM {dead} WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
+        )
+        self.portable_next_wakeup = (
+            "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
+            f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
+            f" strftime({CANONICAL_TS}, leased_until) AS l"
+            f" FROM {t} WHERE {LIVE} AND paused = 0)"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
