@@ -222,19 +222,12 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
 FEW_ROWS = 10_000
 """A status with fewer rows than this is listed from its index (read and sorted)."""
 
-_STATUS_INDEX = {
-    "pending": "pending",
-    "paused": "paused",
-    "delivered": "delivered",
-    "cancelled": "cancelled",
-    "dead-lettered": "dead_letter",
-}
-
 
 def status_index(table: str, status: ScheduleStatus | None) -> str:
     """The partial index that holds exactly the rows of ``status``."""
     assert status is not None
-    return f"idx_{validate_sqlite_table_name(table)}_{_STATUS_INDEX[status.value]}"
+    suffix = "dead_letter" if status.value == "dead-lettered" else status.value
+    return f"idx_{validate_sqlite_table_name(table)}_{suffix}"
 
 
 def status_count_sql(table: str, status: ScheduleStatus) -> str:

@@ -423,12 +423,8 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
         now = self._now()
         params = {"now": format_ts(now)}
-        try:
-            [row] = self._read("stats", stats_sql(self._table), params)
-        except StoreError as exc:
-            if "no such index" not in str(exc):
-                raise
-            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
+        # an older table (read-only: not upgraded) may lack the indexes the counts name
+        [row] = self._read("stats", stats_sql(self._table, indexed=self._current), params)
         row = list(row)
         for index in (7, 9):  # the oldest due instants
             row[index] = None if row[index] is None else parse_ts(row[index])
