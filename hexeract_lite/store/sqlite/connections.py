@@ -20,7 +20,7 @@ from ..fork import PidCheckingLock
 from .driver import FileHold
 from .salvage import fetch_rows
 from .schema import connect, memory_sorts
-from .session import SqliteSession, set_busy_wait
+from .session import SqliteSession, not_waiting, roll_back
 
 __all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
 
@@ -161,14 +161,8 @@ class Connections:
 
     def rollback(self) -> None:
         """Roll back the transaction in progress, if any."""
-        conn = self.conn
-        if conn is None:
-            return
-        try:
-            if not conn.get_autocommit():
-                conn.execute("ROLLBACK")
-        except apsw.Error:
-            pass  # SQLite already rolled back (or the connection is broken); nothing applied
+        if self.conn is not None:  # a failure: SQLite rolled back already, or it is broken
+            roll_back(self.conn)
 
     @contextmanager
     def _cursor(self, what: str) -> Iterator[apsw.Cursor]:
@@ -193,15 +187,11 @@ class Connections:
 
     def checkpoint(self) -> bool:
         """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting (False: another was busy)."""
-        with self._cursor("checkpoint") as cur:
-            conn = cur.connection
-            conn.set_busy_timeout(0)
+        with self._cursor("checkpoint") as cur, not_waiting(cur.connection, self.busy_timeout):
             try:
                 [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except apsw.BusyError:
                 return False
-            finally:
-                set_busy_wait(conn, int(self.busy_timeout.total_seconds() * 1000))
             return not busy
 
     def close(self) -> None:

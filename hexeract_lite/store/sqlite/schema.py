@@ -22,7 +22,7 @@ from ..schema import (
 )
 from .driver import FileHold, hold_file, open_connection
 from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
-from .session import set_busy_wait
+from .session import not_waiting, roll_back, set_busy_wait
 from .upgrades import UPGRADES
 
 __all__ = [
@@ -248,14 +248,9 @@ def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> 
 
 def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
     """``PRAGMA optimize``, bounded, skipped when another connection holds the lock."""
-    try:
+    with suppress(apsw.Error), not_waiting(conn, busy_timeout):
         conn.pragma("analysis_limit", 1000)
-        conn.set_busy_timeout(0)
         conn.pragma("optimize", 0x10002)
-    except apsw.Error:
-        pass
-    finally:
-        set_busy_wait(conn, int(busy_timeout.total_seconds() * 1000))
 
 
 def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
@@ -358,9 +353,7 @@ def ensure_schema(
             )
             conn.execute("COMMIT")
         except BaseException:
-            if not conn.get_autocommit():
-                with suppress(apsw.Error):
-                    conn.execute("ROLLBACK")
+            roll_back(conn)
             raise
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc

@@ -44,6 +44,7 @@ from .driver import (
     two_copies,
 )
 from .schema import connect
+from .session import roll_back
 from .statements import SqliteStatements
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
@@ -456,10 +457,7 @@ class SqliteTransactionRunner(TransactionRunner):
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
 
     def _rollback(self, conn: apsw.Connection) -> None:
-        try:
-            if not conn.get_autocommit():
-                conn.execute(_ROLLBACK)
-        except apsw.Error:
+        if not roll_back(conn, _ROLLBACK):
             self._drop()
 
     def _error(self, exc: BaseException) -> BaseException:
