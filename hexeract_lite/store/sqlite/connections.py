@@ -69,7 +69,7 @@ class Connections:
         vfs: str | None,
         readonly: bool,
         driver: str,
-        hold: FileHold | None,
+        hold: FileHold,
     ) -> None:
         self.conn: apsw.Connection | None = connection
         self.cursor: apsw.Cursor | None = connection.cursor()
@@ -199,15 +199,13 @@ class Connections:
         with self.lock:
             conn, self.conn, self.cursor = self.conn, None, None
             self._reopen = False
-            hold, self._hold = self._hold, None
             try:
                 if conn is not None:
                     conn.close()
             except apsw.Error as exc:
                 raise self.error("close", exc) from exc
             finally:
-                if hold is not None:  # after the close: no lock of ours is left
-                    hold.release()
+                self._hold.release()  # after the close: no lock of ours is left
 
     def forget(self) -> None:
         """In a forked child: drop the inherited connection; the next call opens another."""

@@ -98,8 +98,7 @@ def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
         return None
     finally:
         conn.close()  # idempotent
-        if hold is not None:  # after the close: no lock of ours is left
-            hold.release()
+        hold.release()  # after the close: no lock of ours is left
     return rows
 
 

@@ -63,17 +63,15 @@ def open_database(
     vfs: str | None,
     readonly: bool,
     driver: str = "apsw",
-) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
+) -> tuple[pathlib.Path, apsw.Connection, int, FileHold]:
     """Open ``path`` for the store: the path, the connection, the table's version and
     this process's claim on the file for ``driver``."""
     db = check_path(path, create)
+    if not db.exists():
+        create_database(db, table, busy_timeout, vfs, driver=driver)
     hold = hold_file(db, driver)
     connection: apsw.Connection | None = None
     try:
-        if not db.exists():
-            create_database(db, table, busy_timeout, vfs, driver=driver)
-        if hold is None:
-            hold = hold_file(db, driver)
         connection = connect(db, durability, busy_timeout, vfs, readonly=readonly, driver=driver)
         version = ensure_schema(
             connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
@@ -85,8 +83,7 @@ def open_database(
     except BaseException:
         if connection is not None:
             connection.close()
-        if hold is not None:
-            hold.release()
+        hold.release()
         raise
 
 

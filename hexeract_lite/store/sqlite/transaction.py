@@ -354,8 +354,7 @@ class SqliteTransactionRunner(TransactionRunner):
                 conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
                 conn.set_authorizer(self._guard)
             except BaseException:
-                if hold is not None:
-                    hold.release()
+                hold.release()
                 raise
             self._conn, self._hold = conn, hold
         return self._conn
