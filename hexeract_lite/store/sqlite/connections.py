@@ -22,9 +22,8 @@ from .salvage import fetch_rows
 from .schema import connect, memory_sorts
 from .session import SqliteSession, not_waiting, roll_back
 
-__all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
+__all__ = ["Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
 
-BEGIN = "BEGIN IMMEDIATE"
 _log = package_logger(__name__)
 
 # a forked child's inherited connections: never used nor closed (nor garbage collected)
@@ -132,7 +131,7 @@ class Connections:
                 try:
                     if unsynced:
                         cur.execute("PRAGMA synchronous=NORMAL")
-                    cur.execute(BEGIN)
+                    cur.execute("BEGIN IMMEDIATE")
                 except apsw.Error as exc:
                     raise self.error(what, exc) from exc
                 try:

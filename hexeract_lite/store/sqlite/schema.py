@@ -316,7 +316,7 @@ def ensure_schema(
     """Check ``table`` and, unless ``readonly``, create, adopt or upgrade it to
     :data:`SCHEMA_VERSION` in one transaction; the version it has now."""
     try:
-        exists, version, runs = _refusal(conn, table, db, may_create=create and not readonly)
+        exists, version, runs = _refusal(conn, table, db, may_create=create)
         if readonly:
             return version or 0
         # only now, with nothing to refuse, may the file change
