@@ -341,11 +341,14 @@ class SqliteTransactionRunner(TransactionRunner):
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
 
-    def _connection(self) -> apsw.Connection:
-        if self._pid != os.getpid():  # a forked child: never touch the parent's connection
+    def _forget_if_forked(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the parent's, neither used nor closed
             if self._conn is not None:
                 self._inherited.append(self._conn)  # its hold stays: open in the child too
             self._conn, self._hold, self._pid = None, None, os.getpid()
+
+    def _connection(self) -> apsw.Connection:
+        self._forget_if_forked()
         if self._conn is None:
             s = self._store
             # the claim on the file for its library lasts while this connection is open
@@ -367,12 +370,9 @@ class SqliteTransactionRunner(TransactionRunner):
 
     def close(self) -> None:
         """Close the runner's own connection."""
+        self._forget_if_forked()
         conn = self._conn
         if conn is None:
-            return
-        if self._pid != os.getpid():  # a forked child: the parent's, neither used nor closed
-            self._inherited.append(conn)
-            self._conn, self._hold = None, None
             return
         try:
             conn.close()
