@@ -401,9 +401,10 @@ class SqliteScheduleStore(SqlScheduleStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[str, dict[str, Any]]:
-        # a status few rows have is read from its partial index
+        # a status few rows have is read from its partial index (which an older table,
+        # read-only, may lack)
         few = False
-        if status is not None and name is None:
+        if status is not None and name is None and self._current:
             [(count,)] = self._read("list_schedules", status_count_sql(self._table, status), {})
             few = count < FEW_ROWS
         return list_query(self._table, self._sql.select_list, status, glob, name, after, limit, few)
