@@ -51,9 +51,7 @@ class SqliteStatements(SharedStatements):
     _prune_delete = "DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {w} LIMIT %(n)s)"
 
     def __init__(self, table: str, select_list: str = SELECT_LIST, indexed: bool = True) -> None:
-        """``indexed=False``: a read-only store's table at an older version, which may
-        lack our indexes (and, like a table with instants in another layout, gets the
-        ``portable_`` statements)."""
+        """``indexed=False``: an older table, read-only, which may lack our indexes."""
         t = validate_sqlite_table_name(table)
         self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
