@@ -478,9 +478,17 @@ def test_list_schedules_reads_a_reference_file_read_only(
         assert [s.schedule_id for s in rows] == [DUE, DEAD]
         assert all(isinstance(s, ScheduleSnapshot) and s.name is None for s in rows)
         assert store.list_schedules(status="dead-lettered", event_type="rem*") == [rows[1]]
+        # statuses whose partial index only an upgrade adds
+        assert store.list_schedules(status="delivered") == []
+        assert store.list_schedules(status="pending") == [rows[0]]
         assert store.list_schedules(name="*") == []
         assert store.list_schedules(after=DUE) == [rows[1]]
-    for argv in (["--status", "all"], ["--event-type", "rem*"], ["--name", "x*"]):
+    for argv in (
+        ["--status", "all"],
+        ["--status", "paused"],
+        ["--event-type", "rem*"],
+        ["--name", "x*"],
+    ):
         code = main(["scheduler", "list", *argv, "--conn", str(db)])
         assert code == 0, (argv, capsys.readouterr().err)
     assert db.read_bytes() == before

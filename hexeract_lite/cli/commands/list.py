@@ -68,24 +68,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
 def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:
     """The text of ``scheduler list --limit <limit>`` for the SQLite file ``target``
-    names (:mod:`hexeract_lite.store.sqlite.plain`), or None when a row needs the
-    store's decoding. Raises what opening it read-only with
-    :func:`~hexeract_lite.connect.open_store` raises."""
+    names, read without the store (:mod:`hexeract_lite.store.sqlite.plain`); None when
+    a row needs the store's decoding. Raises what the read-only store's open raises."""
     from ...store.schema import validate_sqlite_table_name
-    from ...store.sqlite.driver import check_driver
     from ...store.sqlite.plain import plain_pending, read_pending
 
     table = validate_sqlite_table_name(table)
-    check_driver("apsw", None)
-    # the default database's folders are the store's to find (it never creates them
-    # when reading): None, as open_store passes it
+    # None, as open_store passes it: the default database's folders are the store's to find
     rows = read_pending(None if target.source == "default" else target.path, table, limit)
-    if rows is None:
+    values = None if rows is None else [plain_pending(row) for row in rows]
+    if values is None or None in values:
         return None
-    cells = []
-    for row in rows:
-        values = plain_pending(row)
-        if values is None:
-            return None
-        cells.append(pending_cells(*values))
-    return pending_table(cells)
+    return pending_table([pending_cells(*v) for v in values if v is not None])

@@ -20,11 +20,10 @@ from ..fork import PidCheckingLock
 from .driver import FileHold
 from .salvage import fetch_rows
 from .schema import connect, memory_sorts
-from .session import SqliteSession, set_busy_wait
+from .session import SqliteSession, not_waiting, roll_back
 
-__all__ = ["BEGIN", "Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
+__all__ = ["Connections", "DuplicateKey", "is_duplicate", "sink_transaction"]
 
-BEGIN = "BEGIN IMMEDIATE"
 _log = package_logger(__name__)
 
 # a forked child's inherited connections: never used nor closed (nor garbage collected)
@@ -69,7 +68,7 @@ class Connections:
         vfs: str | None,
         readonly: bool,
         driver: str,
-        hold: FileHold | None,
+        hold: FileHold,
     ) -> None:
         self.conn: apsw.Connection | None = connection
         self.cursor: apsw.Cursor | None = connection.cursor()
@@ -132,7 +131,7 @@ class Connections:
                 try:
                     if unsynced:
                         cur.execute("PRAGMA synchronous=NORMAL")
-                    cur.execute(BEGIN)
+                    cur.execute("BEGIN IMMEDIATE")
                 except apsw.Error as exc:
                     raise self.error(what, exc) from exc
                 try:
@@ -161,14 +160,8 @@ class Connections:
 
     def rollback(self) -> None:
         """Roll back the transaction in progress, if any."""
-        conn = self.conn
-        if conn is None:
-            return
-        try:
-            if not conn.get_autocommit():
-                conn.execute("ROLLBACK")
-        except apsw.Error:
-            pass  # SQLite already rolled back (or the connection is broken); nothing applied
+        if self.conn is not None:  # a failure: SQLite rolled back already, or it is broken
+            roll_back(self.conn)
 
     @contextmanager
     def _cursor(self, what: str) -> Iterator[apsw.Cursor]:
@@ -193,15 +186,11 @@ class Connections:
 
     def checkpoint(self) -> bool:
         """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting (False: another was busy)."""
-        with self._cursor("checkpoint") as cur:
-            conn = cur.connection
-            conn.set_busy_timeout(0)
+        with self._cursor("checkpoint") as cur, not_waiting(cur.connection, self.busy_timeout):
             try:
                 [(busy, _, _)] = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except apsw.BusyError:
                 return False
-            finally:
-                set_busy_wait(conn, int(self.busy_timeout.total_seconds() * 1000))
             return not busy
 
     def close(self) -> None:
@@ -209,15 +198,13 @@ class Connections:
         with self.lock:
             conn, self.conn, self.cursor = self.conn, None, None
             self._reopen = False
-            hold, self._hold = self._hold, None
             try:
                 if conn is not None:
                     conn.close()
             except apsw.Error as exc:
                 raise self.error("close", exc) from exc
             finally:
-                if hold is not None:  # after the close: no lock of ours is left
-                    hold.release()
+                self._hold.release()  # after the close: no lock of ours is left
 
     def forget(self) -> None:
         """In a forked child: drop the inherited connection; the next call opens another."""

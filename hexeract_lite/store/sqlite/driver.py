@@ -116,7 +116,7 @@ _HELD_LOCK = threading.Lock()
 class FileHold:
     """One store's claim on its file for its library (see :func:`hold_file`)."""
 
-    def __init__(self, key: tuple[int, int], driver: str) -> None:
+    def __init__(self, key: tuple[int, int] | None, driver: str) -> None:
         self._key: tuple[int, int] | None = key
         self.driver = driver
 
@@ -133,13 +133,13 @@ class FileHold:
                 _HELD[key] = (driver, count - 1)
 
 
-def hold_file(db: pathlib.Path, driver: str) -> FileHold | None:
-    """Record that this process opens ``db`` with ``driver`` (None: no such file yet);
-    :class:`InvalidConfiguration` when it has the file open with the other library."""
+def hold_file(db: pathlib.Path, driver: str) -> FileHold:
+    """Record that this process opens ``db`` with ``driver`` (no such file: nothing to
+    hold); :class:`InvalidConfiguration` when it has the file open with the other library."""
     try:
         st = os.stat(db)
     except OSError:
-        return None
+        return FileHold(None, driver)
     key = (st.st_dev, st.st_ino)
     with _HELD_LOCK:
         held, count = _HELD.get(key, (driver, 0))

@@ -59,7 +59,8 @@ def check_path(path: str | os.PathLike[str] | None, create: bool) -> pathlib.Pat
     if mode is not None:
         if not stat.S_ISREG(mode):
             raise StoreError(
-                f"cannot open the database {db}: it is {_file_kind(mode)}, not a regular file"
+                f"cannot open the database {db}: it is"
+                f" {_KINDS.get(stat.S_IFMT(mode), 'not a file')}, not a regular file"
             )
         return db
     if not create:
@@ -90,10 +91,6 @@ _KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
 }
-
-
-def _file_kind(mode: int) -> str:
-    return _KINDS.get(stat.S_IFMT(mode), "not a file")
 
 
 def _make_private_folders(folder: pathlib.Path) -> None:

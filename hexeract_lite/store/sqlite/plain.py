@@ -4,25 +4,24 @@ cannot read exactly as the store would, and the caller lists through the store."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import apsw
 
 from ..._time import parse_ts
-from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
-from ..schema import CANONICAL_TS, LIVE, NONCANONICAL, OFF_LAYOUT, validate_sqlite_table_name
+from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind
+from ..schema import CANONICAL_TS, LIVE, NONCANONICAL, OFF_LAYOUT
 from .schema import SCHEMA_VERSION, open_database
 
 __all__ = [
-    "PortableReads",
     "any_noncanonical",
     "indexed_pending",
     "plain_pending",
+    "portable_pending",
     "present_columns",
     "read_pending",
-    "readonly_pending",
     "uuid_text",
 ]
 
@@ -61,43 +60,17 @@ def any_noncanonical(t: str) -> str:
     )
 
 
-class PortableReads:
-    """The read-only store's listings and hint on a table that may lack our indexes or
-    hold instants in another layout: no ``INDEXED BY``, instants read by ``strftime``."""
-
-    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
-        t = validate_sqlite_table_name(table)
-        cols = select_list
-        self.indexed_pending = indexed_pending(t, cols)
-        self.any_noncanonical = any_noncanonical(t)
-        canonical = f"coalesce(strftime({CANONICAL_TS}, scheduled_for), scheduled_for)"
-        self.list_pending = (
-            f"SELECT {cols} FROM {t} WHERE {LIVE} ORDER BY {canonical}, schedule_id LIMIT :limit"
-        )
-        self.list_dead_letter = (
-            f"SELECT {cols} FROM {t} WHERE dead_lettered_at IS NOT NULL"
-            " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
-        )
-        self.next_wakeup = (
-            "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
-            f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
-            f" strftime({CANONICAL_TS}, leased_until) AS l"
-            f" FROM {t} WHERE {LIVE} AND paused = 0)"
-        )
+def portable_pending(t: str, cols: str) -> str:
+    """The pending listing on a table that may lack our indexes or hold instants in
+    another layout: no ``INDEXED BY``, instants read by ``strftime``."""
+    canonical = f"coalesce(strftime({CANONICAL_TS}, scheduled_for), scheduled_for)"
+    return f"SELECT {cols} FROM {t} WHERE {LIVE} ORDER BY {canonical}, schedule_id LIMIT :limit"
 
 
 def present_columns(connection: apsw.Connection, table: str) -> str:
     """:data:`SELECT_LIST`, ``NULL AS <column>`` for each column an older table lacks."""
     present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
     return ", ".join(name if name in present else f"NULL AS {name}" for name in COLUMN_NAMES)
-
-
-def readonly_pending(portable: PortableReads, current: bool, read: Callable[[str], Any]) -> str:
-    """The pending listing's statement for a reader that may not rewrite the table: the
-    portable one on an older table or one with instants in another layout."""
-    if not current or read(portable.any_noncanonical):
-        return portable.list_pending
-    return portable.indexed_pending
 
 
 def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
@@ -113,17 +86,19 @@ def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
         readonly=True,
     )
     try:
-        portable = PortableReads(table, present_columns(conn, table))
-        current = version == SCHEMA_VERSION
-        statement = readonly_pending(portable, current, lambda q: conn.execute(q).fetchall())
+        cols = present_columns(conn, table)
+        # as the read-only store's list_pending chooses (its _normalise_if_needed)
+        if version != SCHEMA_VERSION or conn.execute(any_noncanonical(table)).fetchall():
+            statement = portable_pending(table, cols)
+        else:
+            statement = indexed_pending(table, cols)
         rows = conn.execute(statement, {"limit": limit}).fetchall()
         conn.close()
     except (apsw.Error, UnicodeDecodeError):  # the store reads a non-UTF-8 row salvaged
         return None
     finally:
         conn.close()  # idempotent
-        if hold is not None:  # after the close: no lock of ours is left
-            hold.release()
+        hold.release()  # after the close: no lock of ours is left
     return rows
 
 

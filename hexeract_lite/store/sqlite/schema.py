@@ -22,7 +22,7 @@ from ..schema import (
 )
 from .driver import FileHold, hold_file, open_connection
 from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
-from .session import set_busy_wait
+from .session import not_waiting, roll_back, set_busy_wait
 from .upgrades import UPGRADES
 
 __all__ = [
@@ -63,17 +63,15 @@ def open_database(
     vfs: str | None,
     readonly: bool,
     driver: str = "apsw",
-) -> tuple[pathlib.Path, apsw.Connection, int, FileHold | None]:
+) -> tuple[pathlib.Path, apsw.Connection, int, FileHold]:
     """Open ``path`` for the store: the path, the connection, the table's version and
     this process's claim on the file for ``driver``."""
     db = check_path(path, create)
+    if not db.exists():
+        create_database(db, table, busy_timeout, vfs, driver=driver)
     hold = hold_file(db, driver)
     connection: apsw.Connection | None = None
     try:
-        if not db.exists():
-            create_database(db, table, busy_timeout, vfs, driver=driver)
-        if hold is None:
-            hold = hold_file(db, driver)
         connection = connect(db, durability, busy_timeout, vfs, readonly=readonly, driver=driver)
         version = ensure_schema(
             connection, table, db, create=create, busy_timeout=busy_timeout, readonly=readonly
@@ -85,8 +83,7 @@ def open_database(
     except BaseException:
         if connection is not None:
             connection.close()
-        if hold is not None:
-            hold.release()
+        hold.release()
         raise
 
 
@@ -248,14 +245,9 @@ def open_error(db: pathlib.Path, exc: apsw.Error, *, readonly: bool = False) -> 
 
 def optimize(conn: apsw.Connection, busy_timeout: timedelta) -> None:
     """``PRAGMA optimize``, bounded, skipped when another connection holds the lock."""
-    try:
+    with suppress(apsw.Error), not_waiting(conn, busy_timeout):
         conn.pragma("analysis_limit", 1000)
-        conn.set_busy_timeout(0)
         conn.pragma("optimize", 0x10002)
-    except apsw.Error:
-        pass
-    finally:
-        set_busy_wait(conn, int(busy_timeout.total_seconds() * 1000))
 
 
 def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedelta) -> None:
@@ -324,7 +316,7 @@ def ensure_schema(
     """Check ``table`` and, unless ``readonly``, create, adopt or upgrade it to
     :data:`SCHEMA_VERSION` in one transaction; the version it has now."""
     try:
-        exists, version, runs = _refusal(conn, table, db, may_create=create and not readonly)
+        exists, version, runs = _refusal(conn, table, db, may_create=create)
         if readonly:
             return version or 0
         # only now, with nothing to refuse, may the file change
@@ -358,9 +350,7 @@ def ensure_schema(
             )
             conn.execute("COMMIT")
         except BaseException:
-            if not conn.get_autocommit():
-                with suppress(apsw.Error):
-                    conn.execute("ROLLBACK")
+            roll_back(conn)
             raise
     except apsw.Error as exc:
         raise open_error(db, exc, readonly=readonly) from exc

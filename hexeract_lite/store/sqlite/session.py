@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import apsw
 
 from .salvage import fetch_rows
 
-__all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "SqliteSession", "set_busy_wait"]
+__all__ = [
+    "RETRY_MAX_S",
+    "RETRY_MIN_S",
+    "SqliteSession",
+    "not_waiting",
+    "roll_back",
+    "set_busy_wait",
+]
 
 RETRY_MIN_S = 0.0002
 """The shortest pause between two tries to get a lock."""
@@ -48,6 +58,26 @@ def set_busy_wait(conn: apsw.Connection, busy_ms: int) -> None:
         conn.set_busy_timeout(busy_ms)
     else:
         conn.set_busy_handler(_BusyWait(busy_ms / 1000))
+
+
+@contextmanager
+def not_waiting(conn: apsw.Connection, busy_timeout: timedelta) -> Iterator[None]:
+    """Inside: ``conn`` fails at once on another connection's lock; then waits again."""
+    conn.set_busy_timeout(0)
+    try:
+        yield
+    finally:
+        set_busy_wait(conn, int(busy_timeout.total_seconds() * 1000))
+
+
+def roll_back(conn: apsw.Connection, sql: str = "ROLLBACK") -> bool:
+    """Roll back the open transaction, if any; False when the connection could not."""
+    try:
+        if not conn.get_autocommit():
+            conn.execute(sql)
+    except apsw.Error:
+        return False
+    return True
 
 
 class SqliteSession:

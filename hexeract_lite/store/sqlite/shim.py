@@ -116,13 +116,10 @@ class Sqlite3Connection:
         """Run ``sql`` on a new cursor and return it."""
         return Sqlite3Cursor(self).execute(sql, params)
 
-    def _value(self, sql: str) -> Any:
-        [(value,)] = self.execute(sql).fetchall()
-        return value
-
     def changes(self) -> int:
         """Rows changed by the last INSERT, UPDATE or DELETE."""
-        return int(self._value("SELECT changes()"))
+        [(count,)] = self.execute("SELECT changes()").fetchall()
+        return int(count)
 
     def total_changes(self) -> int:
         """Rows changed since the connection opened."""

@@ -19,7 +19,7 @@ from ..schema import (
     validate_sqlite_table_name,
 )
 from ..sql.statements import SharedStatements
-from .plain import any_noncanonical, indexed_pending
+from .plain import any_noncanonical, indexed_pending, portable_pending
 from .salvage import fetch_rows
 
 if TYPE_CHECKING:
@@ -50,7 +50,8 @@ class SqliteStatements(SharedStatements):
 
     _prune_delete = "DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {w} LIMIT %(n)s)"
 
-    def __init__(self, table: str, select_list: str = SELECT_LIST) -> None:
+    def __init__(self, table: str, select_list: str = SELECT_LIST, indexed: bool = True) -> None:
+        """``indexed=False``: an older table, read-only, which may lack our indexes."""
         t = validate_sqlite_table_name(table)
         self.table = t
         cols = select_list  # SELECT_LIST, or NULL for the columns an older table lacks
@@ -171,10 +172,17 @@ class SqliteStatements(SharedStatements):
         )
         self.lock_named = self.list_named  # the write transaction holds the file's lock
         self.list_pending = indexed_pending(t, cols)
+        self.portable_pending = portable_pending(t, cols)
+        dead = f"{t} INDEXED BY idx_{t}_dead_letter" if indexed else t
         self.list_dead_letter = (
-            f"SELECT {cols} FROM {t} INDEXED BY idx_{t}_dead_letter"
-            " WHERE dead_lettered_at IS NOT NULL"
+            f"SELECT {cols} FROM {dead} WHERE dead_lettered_at IS NOT NULL"
             " ORDER BY dead_lettered_at DESC, schedule_id LIMIT :limit"
+        )
+        self.portable_next_wakeup = (
+            "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
+            f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
+            f" strftime({CANONICAL_TS}, leased_until) AS l"
+            f" FROM {t} WHERE {LIVE} AND paused = 0)"
         )
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
@@ -212,19 +220,12 @@ def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) 
 FEW_ROWS = 10_000
 """A status with fewer rows than this is listed from its index (read and sorted)."""
 
-_STATUS_INDEX = {
-    "pending": "pending",
-    "paused": "paused",
-    "delivered": "delivered",
-    "cancelled": "cancelled",
-    "dead-lettered": "dead_letter",
-}
-
 
 def status_index(table: str, status: ScheduleStatus | None) -> str:
     """The partial index that holds exactly the rows of ``status``."""
     assert status is not None
-    return f"idx_{validate_sqlite_table_name(table)}_{_STATUS_INDEX[status.value]}"
+    suffix = "dead_letter" if status.value == "dead-lettered" else status.value
+    return f"idx_{validate_sqlite_table_name(table)}_{suffix}"
 
 
 def status_count_sql(table: str, status: ScheduleStatus) -> str:

@@ -46,7 +46,7 @@ from .codec import (
 from .connections import Connections, DuplicateKey, is_duplicate
 from .driver import check_open
 from .notify import CommitWatch
-from .plain import PortableReads, present_columns, readonly_pending
+from .plain import present_columns
 from .runs import RUNS_VERSION, encode_ms, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, default_database_path, open_database
 from .session import SqliteSession
@@ -108,12 +108,8 @@ class SqliteScheduleStore(SqlScheduleStore):
         assert connection is not None
         # read-only on an older table: NULL for the columns it lacks
         select_list = present_columns(connection, table) if readonly else SELECT_LIST
-        self._sql = SqliteStatements(table, select_list)
-        # read-only: listings that need neither our indexes nor canonical instants
-        self._portable: PortableReads | None = (
-            PortableReads(table, select_list) if readonly else None
-        )
-        self._current = version == SCHEMA_VERSION
+        self._current = current = version == SCHEMA_VERSION  # always, once writable
+        self._sql = SqliteStatements(table, select_list, indexed=current)
         if version >= RUNS_VERSION:
             self._run_sql = run_statements(table, version)
             self._sweep_runs = sweep_runs(table, self._sql.sweepable)
@@ -395,16 +391,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         return False
 
     def _list_pending_statement(self) -> Any:
-        if self._portable is not None:  # read-only: what the plain listing reads
-            probe = lambda sql: self._read("normalise", sql, ())  # noqa: E731
-            return readonly_pending(self._portable, self._current, probe)
-        self._normalise_if_needed()
-        return self._sql.list_pending
-
-    def _list_dead_letter_statement(self) -> Any:
-        if self._portable is not None and not self._current:
-            return self._portable.list_dead_letter
-        return self._sql.list_dead_letter
+        return self._sql.portable_pending if self._normalise_if_needed() else self._sql.list_pending
 
     def _list_query(
         self,
@@ -414,9 +401,10 @@ class SqliteScheduleStore(SqlScheduleStore):
         after: uuid.UUID | None,
         limit: int,
     ) -> tuple[str, dict[str, Any]]:
-        # a status few rows have is read from its partial index
+        # a status few rows have is read from its partial index (which an older table,
+        # read-only, may lack)
         few = False
-        if status is not None and name is None:
+        if status is not None and name is None and self._current:
             [(count,)] = self._read("list_schedules", status_count_sql(self._table, status), {})
             few = count < FEW_ROWS
         return list_query(self._table, self._sql.select_list, status, glob, name, after, limit, few)
@@ -436,12 +424,8 @@ class SqliteScheduleStore(SqlScheduleStore):
     def _stats_row(self) -> tuple[datetime, Sequence[Any]]:
         now = self._now()
         params = {"now": format_ts(now)}
-        try:
-            [row] = self._read("stats", stats_sql(self._table), params)
-        except StoreError as exc:
-            if "no such index" not in str(exc):
-                raise
-            [row] = self._read("stats", stats_sql(self._table, indexed=False), params)
+        # an older table (read-only: not upgraded) may lack the indexes the counts name
+        [row] = self._read("stats", stats_sql(self._table, indexed=self._current), params)
         row = list(row)
         for index in (7, 9):  # the oldest due instants
             row[index] = None if row[index] is None else parse_ts(row[index])
@@ -457,10 +441,8 @@ class SqliteScheduleStore(SqlScheduleStore):
         return SqliteTransactionRunner
 
     def next_wakeup(self) -> datetime | None:
-        sql = self._sql.next_wakeup
-        if self._normalise_if_needed():
-            assert self._portable is not None
-            sql = self._portable.next_wakeup
+        portable = self._normalise_if_needed()
+        sql = self._sql.portable_next_wakeup if portable else self._sql.next_wakeup
         [(fresh, leased)] = self._read("next_wakeup", sql, ())
         return min(filter(None, map(_instant_or_none, (fresh, leased))), default=None)
 

@@ -44,6 +44,7 @@ from .driver import (
     two_copies,
 )
 from .schema import connect
+from .session import roll_back
 from .statements import SqliteStatements
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
@@ -340,11 +341,14 @@ class SqliteTransactionRunner(TransactionRunner):
         self._inherited: list[apsw.Connection] = []
         self._guard = _TransactionGuard()
 
-    def _connection(self) -> apsw.Connection:
-        if self._pid != os.getpid():  # a forked child: never touch the parent's connection
+    def _forget_if_forked(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the parent's, neither used nor closed
             if self._conn is not None:
                 self._inherited.append(self._conn)  # its hold stays: open in the child too
             self._conn, self._hold, self._pid = None, None, os.getpid()
+
+    def _connection(self) -> apsw.Connection:
+        self._forget_if_forked()
         if self._conn is None:
             s = self._store
             # the claim on the file for its library lasts while this connection is open
@@ -353,8 +357,7 @@ class SqliteTransactionRunner(TransactionRunner):
                 conn = connect(s.path, s.durability, s.busy_timeout, s.vfs, driver=s.driver)
                 conn.set_authorizer(self._guard)
             except BaseException:
-                if hold is not None:
-                    hold.release()
+                hold.release()
                 raise
             self._conn, self._hold = conn, hold
         return self._conn
@@ -367,12 +370,9 @@ class SqliteTransactionRunner(TransactionRunner):
 
     def close(self) -> None:
         """Close the runner's own connection."""
+        self._forget_if_forked()
         conn = self._conn
         if conn is None:
-            return
-        if self._pid != os.getpid():  # a forked child: the parent's, neither used nor closed
-            self._inherited.append(conn)
-            self._conn, self._hold = None, None
             return
         try:
             conn.close()
@@ -456,10 +456,7 @@ class SqliteTransactionRunner(TransactionRunner):
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
 
     def _rollback(self, conn: apsw.Connection) -> None:
-        try:
-            if not conn.get_autocommit():
-                conn.execute(_ROLLBACK)
-        except apsw.Error:
+        if not roll_back(conn, _ROLLBACK):
             self._drop()
 
     def _error(self, exc: BaseException) -> BaseException:
