@@ -47,21 +47,6 @@ def new_schedule_id() -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
-def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
-    if value is None:
-        return
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > MAX_ROUTING_KEY_LENGTH
-        or not value.isprintable()  # a lone surrogate (not UTF-8) is not printable
-    ):
-        raise InvalidMessage(
-            f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
-            f" got {value!r}"
-        )
-
-
 @attrs.frozen
 class Target:
     """Where a message goes: the in-process ``mediator``, the ``outbox``, or the ``bus``
@@ -71,7 +56,7 @@ class Target:
     """
 
     kind: TargetKind
-    routing_key: str | None = attrs.field(default=None, validator=_check_routing_key)
+    routing_key: str | None = None
 
     @classmethod
     def mediator(cls) -> Target:
@@ -91,6 +76,17 @@ class Target:
         return cls("bus", routing_key)
 
     def __attrs_post_init__(self) -> None:
+        key = self.routing_key
+        if key is not None and (
+            not isinstance(key, str)
+            or not key
+            or len(key) > MAX_ROUTING_KEY_LENGTH
+            or not key.isprintable()  # a lone surrogate (not UTF-8) is not printable
+        ):
+            raise InvalidMessage(
+                f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
+                f" got {key!r}"
+            )
         if self.kind not in ("mediator", "outbox", "bus"):
             raise InvalidMessage(
                 f"target kind must be 'mediator', 'outbox' or 'bus', got {self.kind!r}"
@@ -190,21 +186,6 @@ def check_grace(grace: object) -> timedelta | None:
     return grace
 
 
-def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
-    """A message's policy: None, or a :class:`~hexeract_lite.policy.SchedulePolicy` on a
-    recurring trigger; :class:`InvalidMessage` otherwise."""
-    if policy is None:
-        return None
-    if not isinstance(policy, SchedulePolicy):
-        raise InvalidMessage(f"policy must be a SchedulePolicy or None, got {_show(policy)}")
-    if not trigger.is_recurring:
-        raise InvalidMessage(
-            f"end_at, max_firings, jitter and catch_up go with a recurring schedule (cron or"
-            f" every), not with a one-shot {trigger.label()} ({policy!r:.200})"
-        )
-    return policy
-
-
 def validate_message(message: object) -> ScheduledMessage:
     """``message``, each field checked before it is written; else :class:`InvalidMessage`."""
     if not isinstance(message, ScheduledMessage):
@@ -229,7 +210,14 @@ def validate_message(message: object) -> ScheduledMessage:
             f" got {trigger!r}"
         )
     check_grace(message.misfire_grace)
-    check_policy(message.policy, trigger)
+    policy = message.policy
+    if policy is not None and not isinstance(policy, SchedulePolicy):
+        raise InvalidMessage(f"policy must be a SchedulePolicy or None, got {_show(policy)}")
+    if policy is not None and not trigger.is_recurring:
+        raise InvalidMessage(
+            f"end_at, max_firings, jitter and catch_up go with a recurring schedule (cron or"
+            f" every), not with a one-shot {trigger.label()} ({policy!r:.200})"
+        )
     when = message.scheduled_for
     if (
         not isinstance(when, datetime)
