@@ -13,7 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ._json import strict_loads
-from ._time import to_utc_ms
+from ._time import check_whole_ms, to_utc_ms
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidArgument, InvalidMessage
 from .names import check_name, name_id
@@ -172,18 +172,7 @@ def _check_event_type(event_type: object) -> str:
 def check_grace(grace: object) -> timedelta | None:
     """A misfire grace: None, or a timedelta >= 0 of whole milliseconds;
     :class:`InvalidMessage` otherwise."""
-    if grace is None:
-        return None
-    if not isinstance(grace, timedelta):
-        raise InvalidMessage(f"misfire_grace must be a timedelta or None, got {grace!r:.100}")
-    if grace < timedelta(0):
-        raise InvalidMessage(f"misfire_grace must not be negative, got {grace!r}")
-    if grace % timedelta(milliseconds=1):
-        raise InvalidMessage(
-            "misfire_grace must be a whole number of milliseconds (stored instants have"
-            f" millisecond precision), got {grace!r}"
-        )
-    return grace
+    return check_whole_ms("misfire_grace", grace, InvalidMessage)
 
 
 def validate_message(message: object) -> ScheduledMessage:

@@ -62,8 +62,6 @@ def _load_zone(name: str) -> tzinfo:
 def parse_zoned(text: str) -> tuple[str, str]:
     """``(zone, expression)`` of a stored rule (``"CRON_TZ=Europe/Paris 0 9 * * 1"``), the
     zone checked; no prefix: ``("UTC", text)``."""
-    if not isinstance(text, str):
-        raise InvalidTrigger(f"cron expression must be a string, got {text!r}")
     stripped = text.strip()
     if not stripped.startswith(CRON_TZ_PREFIX):
         return DEFAULT_ZONE, text
