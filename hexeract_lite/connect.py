@@ -23,7 +23,6 @@ from ._conn import LIBPQ_KV_RE, POSTGRES_SCHEMES, SCHEME_RE, sqlite_url_path
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidConfiguration, SchedulerError, StoreError
 from .errors import UnsupportedConnection as UnsupportedConnection
-from .redact import passwords
 from .redact import redact_conn as redact_conn
 from .redact import scrub as scrub
 from .store.schema import DEFAULT_TABLE, validate_table_name
@@ -52,13 +51,6 @@ class ConnTarget(NamedTuple):
         if self.kind == "sqlite":
             return str(self.path)
         return redact_conn(self.url or "")
-
-    def password(self) -> str | None:
-        """The password embedded in a server's URL, if any (for :func:`scrub`)."""
-        if self.kind == "sqlite" or not self.url:
-            return None
-        found = passwords(self.url)
-        return found[0] if found else None
 
 
 def _default_path() -> Path:

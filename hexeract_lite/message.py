@@ -103,20 +103,14 @@ class Target:
 
 
 def _show(value: object) -> str:
-    """``repr(value)`` cut to 200 characters; never raises."""
-    try:
-        return f"{value!r:.200}"
-    except RecursionError:
-        pass
-    except Exception:
-        return _unshown(value)
-    try:
-        return f"{reprlib.repr(value):.200}"
-    except Exception:
-        return _unshown(value)
-
-
-def _unshown(value: object) -> str:
+    """``repr(value)`` cut to 200 characters (``reprlib``'s when too deep); never raises."""
+    for show in (repr, reprlib.repr):
+        try:
+            return f"{show(value):.200}"
+        except RecursionError:
+            continue
+        except Exception:
+            break
     return f"<{type(value).__name__} that repr() cannot show>"
 
 
