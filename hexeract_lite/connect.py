@@ -53,12 +53,6 @@ class ConnTarget(NamedTuple):
         return redact_conn(self.url or "")
 
 
-def _default_path() -> Path:
-    from .store.sqlite.store import default_database_path
-
-    return Path(default_database_path())
-
-
 def parse_conn(conn: str | None) -> ConnTarget:
     """Read a connection string (the spellings: see the module docstring); another scheme
     or a ``sqlite://`` URL naming no file: :class:`UnsupportedConnection`."""
@@ -67,7 +61,9 @@ def parse_conn(conn: str | None) -> ConnTarget:
         conn = os.environ.get(DATABASE_URL_ENV) or None
         source = DATABASE_URL_ENV
     if conn is None:
-        return ConnTarget(kind="sqlite", path=_default_path(), source="default")
+        from .store.sqlite.store import default_database_path
+
+        return ConnTarget(kind="sqlite", path=Path(default_database_path()), source="default")
     match = SCHEME_RE.match(conn)
     if match is None:
         if LIBPQ_KV_RE.match(conn):

@@ -116,13 +116,10 @@ def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
     """The keyword arguments that build ``policy`` again; none for None."""
     if policy is None:
         return {}
-    return {
-        "end_at": policy.end_at,
-        "max_firings": policy.max_firings,
-        "jitter": policy.jitter,
-        "catch_up": policy.catch_up,
-        "catch_up_limit": policy.catch_up_limit if policy.catch_up == "all" else None,
-    }
+    values = {name: getattr(policy, name) for name in POLICY_FIELDS}
+    if policy.catch_up != "all":
+        values["catch_up_limit"] = None
+    return values
 
 
 def jitter_offset(
