@@ -110,8 +110,6 @@ def format_ts(value: datetime) -> str:
 
 def format_now(value: object, name: str = "clock.now()") -> str:
     """The stored text of an instant read as "now" (:func:`to_utc_ms`'s rules and errors)."""
-    if value.__class__ is datetime and value.tzinfo is UTC:
-        return format_ts(value)
     return format_ts(to_utc_ms(value, name))
 
 
