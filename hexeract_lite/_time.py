@@ -21,6 +21,22 @@ def lease_too_short(shown: str) -> InvalidConfiguration:
     )
 
 
+def check_whole_ms(name: str, value: object, error: type[Exception]) -> timedelta | None:
+    """``value`` when None or a timedelta >= 0 of whole milliseconds; else ``error``."""
+    if value is None:
+        return None
+    if not isinstance(value, timedelta):
+        raise error(f"{name} must be a timedelta or None, got {value!r:.100}")
+    if value < _ZERO:
+        raise error(f"{name} must not be negative, got {value!r}")
+    if value % _ONE_MS:
+        raise error(
+            f"{name} must be a whole number of milliseconds (stored instants have"
+            f" millisecond precision), got {value!r}"
+        )
+    return value
+
+
 def to_utc_ms(
     value: object,
     name: str,
@@ -94,8 +110,6 @@ def format_ts(value: datetime) -> str:
 
 def format_now(value: object, name: str = "clock.now()") -> str:
     """The stored text of an instant read as "now" (:func:`to_utc_ms`'s rules and errors)."""
-    if value.__class__ is datetime and value.tzinfo is UTC:
-        return format_ts(value)
     return format_ts(to_utc_ms(value, name))
 
 

@@ -23,7 +23,6 @@ from ._conn import LIBPQ_KV_RE, POSTGRES_SCHEMES, SCHEME_RE, sqlite_url_path
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidConfiguration, SchedulerError, StoreError
 from .errors import UnsupportedConnection as UnsupportedConnection
-from .redact import passwords
 from .redact import redact_conn as redact_conn
 from .redact import scrub as scrub
 from .store.schema import DEFAULT_TABLE, validate_table_name
@@ -53,19 +52,6 @@ class ConnTarget(NamedTuple):
             return str(self.path)
         return redact_conn(self.url or "")
 
-    def password(self) -> str | None:
-        """The password embedded in a server's URL, if any (for :func:`scrub`)."""
-        if self.kind == "sqlite" or not self.url:
-            return None
-        found = passwords(self.url)
-        return found[0] if found else None
-
-
-def _default_path() -> Path:
-    from .store.sqlite.store import default_database_path
-
-    return Path(default_database_path())
-
 
 def parse_conn(conn: str | None) -> ConnTarget:
     """Read a connection string (the spellings: see the module docstring); another scheme
@@ -75,7 +61,9 @@ def parse_conn(conn: str | None) -> ConnTarget:
         conn = os.environ.get(DATABASE_URL_ENV) or None
         source = DATABASE_URL_ENV
     if conn is None:
-        return ConnTarget(kind="sqlite", path=_default_path(), source="default")
+        from .store.sqlite.store import default_database_path
+
+        return ConnTarget(kind="sqlite", path=Path(default_database_path()), source="default")
     match = SCHEME_RE.match(conn)
     if match is None:
         if LIBPQ_KV_RE.match(conn):

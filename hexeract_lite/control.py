@@ -270,32 +270,16 @@ class SchedulerControl:
             raise InvalidArgument(f"schedule {name!r}: give exactly one of cron=, every= or at=")
         if tz is not None and cron is None:
             raise InvalidArgument(f"schedule {name!r}: tz= goes with cron= only")
+        kw: dict[str, Any] = {"name": name, "misfire_grace": misfire_grace}
+        kw.update(policy_arguments(policy))
         clock = self.store.clock
         if cron is not None:
             return ScheduledMessage.cron(
-                target,
-                cron,
-                first,
-                event_type,
-                payload,
-                name=name,
-                clock=clock,
-                tz=tz,
-                misfire_grace=misfire_grace,
-                **policy_arguments(policy),
+                target, cron, first, event_type, payload, clock=clock, tz=tz, **kw
             )
         if every is not None:
             anchor = first if first is not None else default_grid_anchor(every, clock.now())
-            return ScheduledMessage.every(
-                target,
-                every,
-                anchor,
-                event_type,
-                payload,
-                name=name,
-                misfire_grace=misfire_grace,
-                **policy_arguments(policy),
-            )
+            return ScheduledMessage.every(target, every, anchor, event_type, payload, **kw)
         if first is not None:
             raise InvalidArgument(f"schedule {name!r}: first= goes with cron= or every=, not at=")
         if policy is not None:
@@ -304,9 +288,7 @@ class SchedulerControl:
                 " cron= or every=, not at="
             )
         assert at is not None
-        return ScheduledMessage.delay(
-            target, at, event_type, payload, name=name, misfire_grace=misfire_grace
-        )
+        return ScheduledMessage.delay(target, at, event_type, payload, **kw)
 
     def reconcile(
         self, group: str, declared: Iterable[ScheduledMessage | tuple[ScheduledMessage, int]]

@@ -141,22 +141,15 @@ class StoreError(SchedulerError, OSError):
 
 
 class MigrationCounts(Protocol):
-    """What a :class:`~hexeract_lite.migrate.MigrationReport` counts."""
+    """What a :class:`~hexeract_lite.migrate.MigrationReport` counts: rows ``read`` from the
+    source, ``copied`` to the destination, ``skipped`` (their id was already there)."""
 
     @property
-    def read(self) -> int:
-        """Rows read from the source."""
-        ...
-
+    def read(self) -> int: ...
     @property
-    def copied(self) -> int:
-        """Rows written to the destination."""
-        ...
-
+    def copied(self) -> int: ...
     @property
-    def skipped(self) -> int:
-        """Rows read but not copied: their id was already in the destination."""
-        ...
+    def skipped(self) -> int: ...
 
 
 class MigrationError(SchedulerError, RuntimeError):

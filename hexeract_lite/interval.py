@@ -22,8 +22,6 @@ PREFIX = "@every "
 def parse_duration(text: str) -> timedelta:
     """Whole numbers of days (``d``), hours (``h``), minutes (``m``), seconds (``s``) and
     milliseconds (``ms``), largest first (``"1h30m"``); else :class:`InvalidTrigger`."""
-    if not isinstance(text, str):
-        raise InvalidTrigger(f"a duration must be text such as '90m', got {text!r}")
     match = _DURATION.fullmatch(text.strip())
     if not text.strip() or match is None:
         raise InvalidTrigger(

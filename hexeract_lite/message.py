@@ -13,7 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ._json import strict_loads
-from ._time import to_utc_ms
+from ._time import check_whole_ms, to_utc_ms
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidArgument, InvalidMessage
 from .names import check_name, name_id
@@ -47,21 +47,6 @@ def new_schedule_id() -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
-def _check_routing_key(_inst: object, _attr: object, value: str | None) -> None:
-    if value is None:
-        return
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > MAX_ROUTING_KEY_LENGTH
-        or not value.isprintable()  # a lone surrogate (not UTF-8) is not printable
-    ):
-        raise InvalidMessage(
-            f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
-            f" got {value!r}"
-        )
-
-
 @attrs.frozen
 class Target:
     """Where a message goes: the in-process ``mediator``, the ``outbox``, or the ``bus``
@@ -71,7 +56,7 @@ class Target:
     """
 
     kind: TargetKind
-    routing_key: str | None = attrs.field(default=None, validator=_check_routing_key)
+    routing_key: str | None = None
 
     @classmethod
     def mediator(cls) -> Target:
@@ -91,6 +76,17 @@ class Target:
         return cls("bus", routing_key)
 
     def __attrs_post_init__(self) -> None:
+        key = self.routing_key
+        if key is not None and (
+            not isinstance(key, str)
+            or not key
+            or len(key) > MAX_ROUTING_KEY_LENGTH
+            or not key.isprintable()  # a lone surrogate (not UTF-8) is not printable
+        ):
+            raise InvalidMessage(
+                f"routing_key must be a string of 1 to {MAX_ROUTING_KEY_LENGTH} characters,"
+                f" got {key!r}"
+            )
         if self.kind not in ("mediator", "outbox", "bus"):
             raise InvalidMessage(
                 f"target kind must be 'mediator', 'outbox' or 'bus', got {self.kind!r}"
@@ -107,20 +103,14 @@ class Target:
 
 
 def _show(value: object) -> str:
-    """``repr(value)`` cut to 200 characters; never raises."""
-    try:
-        return f"{value!r:.200}"
-    except RecursionError:
-        pass
-    except Exception:
-        return _unshown(value)
-    try:
-        return f"{reprlib.repr(value):.200}"
-    except Exception:
-        return _unshown(value)
-
-
-def _unshown(value: object) -> str:
+    """``repr(value)`` cut to 200 characters (``reprlib``'s when too deep); never raises."""
+    for show in (repr, reprlib.repr):
+        try:
+            return f"{show(value):.200}"
+        except RecursionError:
+            continue
+        except Exception:
+            break
     return f"<{type(value).__name__} that repr() cannot show>"
 
 
@@ -176,33 +166,7 @@ def _check_event_type(event_type: object) -> str:
 def check_grace(grace: object) -> timedelta | None:
     """A misfire grace: None, or a timedelta >= 0 of whole milliseconds;
     :class:`InvalidMessage` otherwise."""
-    if grace is None:
-        return None
-    if not isinstance(grace, timedelta):
-        raise InvalidMessage(f"misfire_grace must be a timedelta or None, got {grace!r:.100}")
-    if grace < timedelta(0):
-        raise InvalidMessage(f"misfire_grace must not be negative, got {grace!r}")
-    if grace % timedelta(milliseconds=1):
-        raise InvalidMessage(
-            "misfire_grace must be a whole number of milliseconds (stored instants have"
-            f" millisecond precision), got {grace!r}"
-        )
-    return grace
-
-
-def check_policy(policy: object, trigger: Trigger) -> SchedulePolicy | None:
-    """A message's policy: None, or a :class:`~hexeract_lite.policy.SchedulePolicy` on a
-    recurring trigger; :class:`InvalidMessage` otherwise."""
-    if policy is None:
-        return None
-    if not isinstance(policy, SchedulePolicy):
-        raise InvalidMessage(f"policy must be a SchedulePolicy or None, got {_show(policy)}")
-    if not trigger.is_recurring:
-        raise InvalidMessage(
-            f"end_at, max_firings, jitter and catch_up go with a recurring schedule (cron or"
-            f" every), not with a one-shot {trigger.label()} ({policy!r:.200})"
-        )
-    return policy
+    return check_whole_ms("misfire_grace", grace, InvalidMessage)
 
 
 def validate_message(message: object) -> ScheduledMessage:
@@ -229,7 +193,14 @@ def validate_message(message: object) -> ScheduledMessage:
             f" got {trigger!r}"
         )
     check_grace(message.misfire_grace)
-    check_policy(message.policy, trigger)
+    policy = message.policy
+    if policy is not None and not isinstance(policy, SchedulePolicy):
+        raise InvalidMessage(f"policy must be a SchedulePolicy or None, got {_show(policy)}")
+    if policy is not None and not trigger.is_recurring:
+        raise InvalidMessage(
+            f"end_at, max_firings, jitter and catch_up go with a recurring schedule (cron or"
+            f" every), not with a one-shot {trigger.label()} ({policy!r:.200})"
+        )
     when = message.scheduled_for
     if (
         not isinstance(when, datetime)

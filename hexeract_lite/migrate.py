@@ -13,6 +13,7 @@ import attrs
 from .errors import InvalidConfiguration
 from .errors import MigrationError as MigrationError
 from .store.base import ScheduleStore
+from .store.checks import check_limit
 
 DEFAULT_BATCH_SIZE = 500
 """Rows per page read from the source and per transaction written to the destination."""
@@ -46,8 +47,7 @@ def migrate(
     """Copy every schedule of ``source`` that ``dest`` does not hold yet, with its whole
     state, in pages of ``batch_size`` rows; ``progress`` is told the rows read after each.
     A failure part-way: :class:`MigrationError` with the counts so far."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidConfiguration(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    check_limit(batch_size, "batch_size")
     if not source.copies_records:
         raise InvalidConfiguration(f"cannot migrate from {source!r}: it has no export_records")
     if not dest.copies_records:

@@ -15,11 +15,6 @@ OCCURRENCE_NAMESPACE = uuid.UUID("6b9d1c2e-7a44-4f8e-9c10-2d3b4c5d6e7f")
 _NAMESPACE_BYTES = OCCURRENCE_NAMESPACE.bytes
 
 
-def _epoch_offset_ns(instant: datetime) -> int:
-    delta = instant - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
-
-
 @total_ordering
 class OccurrenceId:
     """The id of one firing: UUIDv5 of (schedule id, scheduled_for).
@@ -51,7 +46,8 @@ class OccurrenceId:
             raise InvalidArgument(
                 f"scheduled_for must be a timezone-aware datetime, got naive {scheduled_for!r}"
             )
-        offset = _epoch_offset_ns(scheduled_for)
+        delta = scheduled_for - EPOCH
+        offset = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
         sign = b"\x01" if offset >= 0 else b"\x00"
         name = schedule_id.bytes + sign + abs(offset).to_bytes(16, "big")
         from hashlib import sha1  # OpenSSL loads on first use, not on import

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ._time import rfc3339, to_utc_ms
+from ._time import check_whole_ms, rfc3339, to_utc_ms
 from .errors import InvalidArgument
 from .occurrence import OccurrenceId
 from .trigger import Trigger
@@ -29,20 +29,12 @@ _ZERO = timedelta(0)
 
 
 def _check_jitter(jitter: object) -> timedelta | None:
+    jitter = check_whole_ms("jitter", jitter, InvalidArgument)
     if jitter is None:
         return None
-    if not isinstance(jitter, timedelta):
-        raise InvalidArgument(f"jitter must be a timedelta or None, got {jitter!r:.100}")
-    if jitter < _ZERO:
-        raise InvalidArgument(f"jitter must not be negative, got {jitter!r}")
-    if jitter % _MS:
-        raise InvalidArgument(
-            f"jitter must be a whole number of milliseconds (stored instants have"
-            f" millisecond precision), got {jitter!r}"
-        )
     if jitter > timedelta(days=366 * 100):
         raise InvalidArgument(f"jitter must be at most 100 years, got {jitter!r}")
-    return timedelta(milliseconds=jitter // _MS) or None
+    return jitter or None
 
 
 def _check_count(name: str, value: object, top: int) -> int | None:
@@ -124,13 +116,10 @@ def policy_arguments(policy: SchedulePolicy | None) -> dict[str, Any]:
     """The keyword arguments that build ``policy`` again; none for None."""
     if policy is None:
         return {}
-    return {
-        "end_at": policy.end_at,
-        "max_firings": policy.max_firings,
-        "jitter": policy.jitter,
-        "catch_up": policy.catch_up,
-        "catch_up_limit": policy.catch_up_limit if policy.catch_up == "all" else None,
-    }
+    values = {name: getattr(policy, name) for name in POLICY_FIELDS}
+    if policy.catch_up != "all":
+        values["catch_up_limit"] = None
+    return values
 
 
 def jitter_offset(

@@ -30,14 +30,7 @@ class ScheduleStatus(enum.StrEnum):
     @property
     def is_terminal(self) -> bool:
         """True for delivered, cancelled and dead-lettered."""
-        return self in (
-            ScheduleStatus.DELIVERED,
-            ScheduleStatus.CANCELLED,
-            ScheduleStatus.DEAD_LETTERED,
-        )
-
-    def __str__(self) -> str:
-        return self.value
+        return self not in (ScheduleStatus.PENDING, ScheduleStatus.PAUSED)
 
     @classmethod
     def derive(
