@@ -401,27 +401,17 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
     return print_change(ctx, args, snapshot, result, text + ".")
 
 
-def _clears(args: argparse.Namespace) -> bool:
-    """True when an option was given as ``none`` (a value set back to its default)."""
-    names = ("misfire_grace", "end_at", "max_firings", "jitter", "catch_up_limit")
-    return any(getattr(args, name) == CLEAR for name in names)
-
-
 def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
-    fields: dict[str, Any] = {
-        "cron": args.cron,
-        "event_type": args.event_type,
-        "target": args.target,
-        "max_attempts": args.max_attempts,
-    }
-    if args.payload is not None:
+    names = ("cron", "event_type", "target", "max_attempts")
+    fields = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.payload is not None:  # a JSON null is a payload too
         fields["payload"] = args.payload.value
     if args.misfire_grace is not None:
         fields["misfire_grace"] = None if args.misfire_grace == CLEAR else args.misfire_grace
     fields.update(policy_options(args))
-    if all(v is None for v in fields.values()) and not _clears(args):
+    if not fields:
         raise UsageError(
             "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
             " --misfire-grace, --end-at, --max-firings, --jitter, --catch-up, --catch-up-limit"
