@@ -45,6 +45,7 @@ from ..output import snapshot_json, ts
 
 if TYPE_CHECKING:
     import uuid
+    from collections.abc import Callable
     from datetime import datetime
 
     from ...snapshot import ScheduleSnapshot
@@ -302,6 +303,7 @@ def message_from_args(
             f"--tz {args.tz!r} goes with --cron only (a one-shot's --at names its own offset;"
             " an interval is a fixed period)"
         )
+    when: tuple[Any, ...]  # the factory's arguments between the target and the event type
     if args.every is not None:
         try:
             if args.first is not None:
@@ -312,16 +314,8 @@ def message_from_args(
                 anchor = now + args.every
         except OverflowError:
             raise UsageError(f"--every {args.every.text!r} reaches past the year 9999") from None
-        return ScheduledMessage.every(
-            args.target,
-            args.every,
-            anchor,
-            args.event_type,
-            payload,
-            **given,
-            **policy,
-        )
-    if args.cron is not None:
+        kind, when = "every", (args.every, anchor)
+    elif args.cron is not None:
         expression = CronExpression.parse(args.cron, tz=args.tz)
         first = args.first
         if first is None:
@@ -334,28 +328,17 @@ def message_from_args(
                 " the schedule fires then, then on the rule",
                 file=sys.stderr,
             )
-        return ScheduledMessage.cron(
-            args.target,
-            expression,
-            first,
-            args.event_type,
-            payload,
-            **given,
-            **policy,
-        )
-    in_: Duration | None = getattr(args, "in_", None)
-    try:
-        at = args.at if args.at is not None or in_ is None else now + in_
-    except OverflowError:
-        assert in_ is not None  # only a delay from now can overflow
-        raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
-    return ScheduledMessage.delay(
-        args.target,
-        at,
-        args.event_type,
-        payload,
-        **given,
-    )
+        kind, when = "cron", (expression, first)
+    else:
+        in_: Duration | None = getattr(args, "in_", None)
+        try:
+            at = args.at if args.at is not None or in_ is None else now + in_
+        except OverflowError:
+            assert in_ is not None  # only a delay from now can overflow
+            raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
+        kind, when = "delay", (at,)  # and no policy: refused above
+    make: Callable[..., ScheduledMessage] = getattr(ScheduledMessage, kind)
+    return make(args.target, *when, args.event_type, payload, **given, **policy)
 
 
 def _add(args: argparse.Namespace, ctx: Context) -> int:
