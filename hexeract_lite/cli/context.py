@@ -22,7 +22,7 @@ from ..errors import (
 )
 from ..store.schema import DEFAULT_TABLE, validate_table_name
 from .args import TABLE_ENV
-from .output import dump_json, snapshot_json
+from .output import dump_json
 
 if TYPE_CHECKING:
     import uuid
@@ -167,14 +167,3 @@ def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
     if name is not None and store.inspect(sid) is None:
         raise ScheduleNotFound(sid, name)
     return sid
-
-
-def print_change(
-    ctx: Context, args: argparse.Namespace, snapshot: ScheduleSnapshot, result: str, text: str
-) -> int:
-    """Print a change: ``text``, or with ``--format json`` the result and the schedule;
-    return the exit code, 0."""
-    ctx.show(
-        lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
-    )
-    return EXIT_OK

@@ -254,21 +254,20 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
 def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
     """The newest :data:`PAGE_SIZE` dead letters, most recently dead-lettered first
     (``more``: there may be older ones; the overview counts them all)."""
-    rows = []
-    for item in store.list_dead_letter(PAGE_SIZE):
-        rows.append(
-            _malformed(item)
-            if isinstance(item, MalformedSchedule)
-            else {
-                "malformed": False,
-                "id": str(item.schedule_id),
-                "name": item.name,
-                "event_type": item.event_type,
-                "attempts": f"{item.attempts}/{item.max_attempts}",
-                "dead_lettered_at": ts(item.dead_lettered_at),
-                "error": error_summary(item.last_error),
-            }
-        )
+    rows = [
+        _malformed(item)
+        if isinstance(item, MalformedSchedule)
+        else {
+            "malformed": False,
+            "id": str(item.schedule_id),
+            "name": item.name,
+            "event_type": item.event_type,
+            "attempts": f"{item.attempts}/{item.max_attempts}",
+            "dead_lettered_at": ts(item.dead_lettered_at),
+            "error": error_summary(item.last_error),
+        }
+        for item in store.list_dead_letter(PAGE_SIZE)
+    ]
     return {"rows": rows, "more": len(rows) == PAGE_SIZE}
 
 

@@ -26,7 +26,7 @@ from ..args import (
     parse_stored_duration,
     parse_target,
 )
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import (
     CLEAR,
     DURATION,
@@ -198,6 +198,14 @@ def add_parser(tree: CommandTree) -> None:
     switch(sub, "--cancel", "cancel the schedule once its dispatch has stopped")
 
 
+def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: str) -> int:
+    """Print ``text``, or with ``--format json`` the result and the schedule; exit 0."""
+    ctx.show(
+        lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
+    )
+    return EXIT_OK
+
+
 class _Malformed(Exception):
     """The schedule's row does not decode: whether the action applied, and why."""
 
@@ -365,7 +373,7 @@ def _ensure(args: argparse.Namespace, ctx: Context) -> int:
 
     result, snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
     text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
-    return print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
+    return _print_change(ctx, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
 
 
 def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
@@ -381,7 +389,7 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
     text = f"Schedule {sid}: next firing {rfc3339(at)}"
     if snapshot.leased_until is not None and snapshot.scheduled_for != at:
         text += " (after the firing in flight)"
-    return print_change(ctx, args, snapshot, result, text + ".")
+    return _print_change(ctx, snapshot, result, text + ".")
 
 
 def _update(args: argparse.Namespace, ctx: Context) -> int:
@@ -406,7 +414,7 @@ def _update(args: argparse.Namespace, ctx: Context) -> int:
     sid, changed, snapshot = ctx.change(args, lambda control, sid: control.update(sid, **fields))
     result = "updated" if changed else "unchanged"
     text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
-    return print_change(ctx, args, snapshot, result, text)
+    return _print_change(ctx, snapshot, result, text)
 
 
 def _run_now(args: argparse.Namespace, ctx: Context) -> int:
@@ -415,7 +423,7 @@ def _run_now(args: argparse.Namespace, ctx: Context) -> int:
         result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
     else:
         result, text = "in-flight", f"Schedule {sid} is being delivered now; nothing to do."
-    return print_change(ctx, args, snapshot, result, text)
+    return _print_change(ctx, snapshot, result, text)
 
 
 def _backfill(args: argparse.Namespace, ctx: Context) -> int:
@@ -433,7 +441,7 @@ def _backfill(args: argparse.Namespace, ctx: Context) -> int:
     )
     if snapshot.leased_until is not None and not args.start <= snapshot.scheduled_for <= args.end:
         text = text[:-1] + " (after the firing in flight)."
-    return print_change(ctx, args, snapshot, "backfilling", text)
+    return _print_change(ctx, snapshot, "backfilling", text)
 
 
 def _id_or_name(text: str) -> tuple[str, object]:
@@ -456,4 +464,4 @@ def _abort(args: argparse.Namespace, ctx: Context) -> int:
         result, text = "requested", f"Asked the dispatch in flight of schedule {sid} to {how}."
     else:
         result, text = "idle", f"Schedule {sid} has no dispatch in flight; nothing to abort."
-    return print_change(ctx, args, snapshot, result, text)
+    return _print_change(ctx, snapshot, result, text)
