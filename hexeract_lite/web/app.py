@@ -233,8 +233,7 @@ class _Console:
         return RedirectResponse(f"{_base(request)}/dead-letters?replayed={count}", 303)
 
 
-def _base(request: Request) -> str:
-    """The mount's path, which every link starts with."""
+def _base(request: Request) -> str:  # the mount's path, which every link starts with
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 

@@ -325,14 +325,12 @@ def timeline_page(store: ScheduleStore, window: str) -> dict[str, Any]:
                 "band": band,
             }
         )
-    step = timedelta(hours=3) if span <= timedelta(hours=24) else timedelta(days=1)
-    tick = now.replace(minute=0, second=0, microsecond=0)
-    if step == timedelta(days=1):
-        tick = tick.replace(hour=0)
+    daily = span > timedelta(hours=24)
+    step, fmt = (timedelta(days=1), "%a %d %b") if daily else (timedelta(hours=3), "%H:%M")
+    tick = now.replace(hour=0 if daily else now.hour, minute=0, second=0, microsecond=0)
     ticks = []
     while tick <= end:
         if tick >= now:
-            fmt = "%H:%M" if step < timedelta(days=1) else "%a %d %b"
             ticks.append(
                 {"x": round(_LABEL_W + plot_w * (tick - now) / span, 1), "label": f"{tick:{fmt}}"}
             )
