@@ -179,9 +179,11 @@ class _Console:
 
     # -- actions --------------------------------------------------------------------
 
-    async def _form(self, request: Request) -> dict[str, str] | Response:
-        """The POST's form, or the response refusing it (actions off, another
-        origin, a wrong CSRF token)."""
+    async def _post(
+        self, request: Request, work: Callable[[dict[str, str]], str | Response]
+    ) -> Response:
+        """A POST: refused (actions off, another origin, a wrong CSRF token), or
+        ``work(form)`` in a worker thread, then a redirect to the page it names."""
         if not self.allow_actions:
             return PlainTextResponse("actions are off (start with --allow-actions)", 403)
         origin = request.headers.get("origin")
@@ -191,25 +193,27 @@ class _Console:
         form = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
         if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
             return PlainTextResponse("refused: missing or wrong CSRF token", 403)
-        return form
+        try:
+            where = await run_in_threadpool(work, form)
+        except (SchedulerError, ValueError) as exc:
+            return self._problem(request, 404 if isinstance(exc, LookupError) else 409, exc)
+        if isinstance(where, Response):
+            return where
+        return RedirectResponse(_base(request) + where, 303)
 
     async def act(self, request: Request) -> Response:
         """``POST /schedules/{id}/{action}``: the action through SchedulerControl,
         then back to the schedule's page with a notice."""
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
         action = request.path_params["action"]
-        if action not in _ACTIONS:
-            return PlainTextResponse(f"unknown action {action!r}", 404)
-        try:
+
+        def work(form: dict[str, str]) -> str | Response:
+            if action not in _ACTIONS:
+                return PlainTextResponse(f"unknown action {action!r}", 404)
             sid = _uuid(request.path_params["sid"])
-            changed = await run_in_threadpool(self._do, action, sid, form)
-        except (SchedulerError, ValueError) as exc:
-            status = 404 if isinstance(exc, LookupError) else 409
-            return self._problem(request, status, exc)
-        done = action if changed else "unchanged"
-        return RedirectResponse(f"{_base(request)}/schedules/{sid}?done={done}", 303)
+            changed = self._do(action, sid, form)
+            return f"/schedules/{sid}?done={action if changed else 'unchanged'}"
+
+        return await self._post(request, work)
 
     def _do(self, action: str, sid: uuid.UUID, form: dict[str, str]) -> bool:
         c = self.control
@@ -223,14 +227,9 @@ class _Console:
 
     async def replay_all(self, request: Request) -> Response:
         """``POST /dead-letters/replay-all``: every dead letter replayed, in batches."""
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        try:
-            count = await run_in_threadpool(replay_all, self.store)
-        except SchedulerError as exc:
-            return self._problem(request, 409, exc)
-        return RedirectResponse(f"{_base(request)}/dead-letters?replayed={count}", 303)
+        return await self._post(
+            request, lambda _: f"/dead-letters?replayed={replay_all(self.store)}"
+        )
 
 
 def _base(request: Request) -> str:  # the mount's path, which every link starts with

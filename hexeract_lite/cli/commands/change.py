@@ -224,19 +224,16 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
 
         sid = schedule_id(args, store)
         control = SchedulerControl(store)
+        apply = getattr(control, args.action)
         try:
             before = control.inspect(sid)
         except MalformedRowError as exc:
-            if args.action == "resume":
-                raise  # resuming computes the next firing from the row: it must decode
-            if note is not None:
-                raise  # a note is written with the whole row: it must decode
-            changed = bool(getattr(control, args.action)(sid))  # plain SQL: it applies
-            raise _Malformed(sid, changed, exc.reason) from None
-        if note is not None:
-            changed = control.pause(sid, note=note)
-        else:
-            changed = bool(getattr(control, args.action)(sid))
+            # resuming computes the next firing from the row, and a note is written with
+            # the whole row: both need it to decode; the rest is plain SQL, which applies
+            if args.action == "resume" or note is not None:
+                raise
+            raise _Malformed(sid, bool(apply(sid)), exc.reason) from None
+        changed = bool(apply(sid) if note is None else apply(sid, note=note))
         return sid, before, changed, control.inspect(sid)
 
     done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
