@@ -235,3 +235,17 @@ def test_pause_and_resume_a_group_with_a_note(cli: Cli, db: Path) -> None:
     assert unknown.code == 2 and "no live schedule is named in group 'nosuch'" in unknown.err
     both = cli("scheduler", "pause", "--conn", str(db), "--group", "myapp", "--name", "myapp.a")
     assert both.code == 2 and "not both" in both.err
+
+
+def test_update_payload_null_is_a_change_applied(cli: Cli, db: Path) -> None:
+    # null is a valid JSON payload (SchedulerControl.update stores it as "null"): the
+    # CLI applies it instead of taking it for "no change given".
+    assert ensure(cli, db, "--cron", "0 3 * * *", "--payload", '{"a": 1}')[0] == 0
+    updated = cli("scheduler", "update", "--conn", str(db), "--name", NAME, "--payload", "null")
+    assert updated.code == 0, updated.err
+    assert updated.out.startswith("Updated schedule")
+    with SqliteScheduleStore.open(db) as store:
+        snap = store.inspect(name_id(NAME))
+        assert snap is not None and snap.payload_json == "null"
+    same = cli("scheduler", "update", "--conn", str(db), "--name", NAME, "--payload", "null")
+    assert same.code == 0 and "already has these values" in same.out

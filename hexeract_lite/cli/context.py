@@ -5,9 +5,8 @@ table, output), the exit codes, and the helpers that resolve ``SCHEDULE_ID`` or
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from ..connect import open_store, parse_conn
@@ -22,7 +21,7 @@ from ..errors import (
 )
 from ..store.schema import DEFAULT_TABLE, validate_table_name
 from .args import TABLE_ENV
-from .output import dump_json, snapshot_json
+from .output import dump_json
 
 if TYPE_CHECKING:
     import uuid
@@ -67,14 +66,10 @@ class Context:
         """Print ``data()`` as JSON with ``--format json``, else ``text()``."""
         self.print(dump_json(data()) if self.args.format == "json" else text())
 
-    @contextlib.contextmanager
-    def store(self, *, create: bool, readonly: bool = False) -> Iterator[ScheduleStore]:
-        """The store, closed on exit; ``readonly`` for the commands that only read."""
-        store = open_store(self.conn, table=self.table, create=create, readonly=readonly)
-        try:
-            yield store
-        finally:
-            store.close()
+    def store(self, *, create: bool, readonly: bool = False) -> ScheduleStore:
+        """The store (a context manager closing it); ``readonly`` for the commands that
+        only read."""
+        return open_store(self.conn, table=self.table, create=create, readonly=readonly)
 
     def write(
         self,
@@ -129,17 +124,16 @@ class Context:
         from ..store.memory import InMemoryScheduleStore
 
         copy = InMemoryScheduleStore()
-        try:
-            if named is not None:
-                ids = [*ids, *(s.schedule_id for s in source.list_named(named))]
-            for sid in ids:
-                after = uuid.UUID(int=sid.int - 1) if sid.int else None
-                rows = source.export_records(after, 1)
-                copy.import_records([r for r in rows if r.schedule_id == sid])
-        except Exception:  # a row another tool wrote, that only the store reads: no copy
-            return None
-        finally:
-            source.close()
+        with source:
+            try:
+                if named is not None:
+                    ids = [*ids, *(s.schedule_id for s in source.list_named(named))]
+                for sid in ids:
+                    after = uuid.UUID(int=sid.int - 1) if sid.int else None
+                    rows = source.export_records(after, 1)
+                    copy.import_records([r for r in rows if r.schedule_id == sid])
+            except Exception:  # a row another tool wrote, that only the store reads: no copy
+                return None
         return copy
 
 
@@ -167,14 +161,3 @@ def schedule_id(args: argparse.Namespace, store: ScheduleStore) -> uuid.UUID:
     if name is not None and store.inspect(sid) is None:
         raise ScheduleNotFound(sid, name)
     return sid
-
-
-def print_change(
-    ctx: Context, args: argparse.Namespace, snapshot: ScheduleSnapshot, result: str, text: str
-) -> int:
-    """Print a change: ``text``, or with ``--format json`` the result and the schedule;
-    return the exit code, 0."""
-    ctx.show(
-        lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
-    )
-    return EXIT_OK

@@ -56,18 +56,6 @@ _DONE = {
 """The notices an action's redirect may name (``?done=``): fixed texts, never a value."""
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_HERE / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["shown"] = views.shown
-    return env
-
-
 def create_app(
     store: ScheduleStore, *, allow_actions: bool = False, token: str | None = None
 ) -> Starlette:
@@ -84,11 +72,11 @@ def create_app(
         raise InvalidConfiguration("token must be a non-empty text (or None)")
     console = _Console(store, allow_actions)
     routes = [
-        Route("/", console.page(console.overview)),
-        Route("/schedules", console.page(console.schedules)),
-        Route("/schedules/{sid}", console.page(console.schedule)),
-        Route("/dead-letters", console.page(console.dead_letters)),
-        Route("/timeline", console.page(console.timeline)),
+        Route("/", console.page("overview.html", lambda _: views.overview_page(store))),
+        Route("/schedules", console.page("schedules.html", console.schedules)),
+        Route("/schedules/{sid}", console.page("schedule.html", console.schedule)),
+        Route("/dead-letters", console.page("dead_letters.html", console.dead_letters)),
+        Route("/timeline", console.page("timeline.html", console.timeline)),
         Route("/schedules/{sid}/{action}", console.act, methods=["POST"]),
         Route("/dead-letters/replay-all", console.replay_all, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=_HERE / "static"), name="static"),
@@ -100,7 +88,7 @@ def create_app(
     return app
 
 
-_Page = Callable[[Request], tuple[str, dict[str, Any]]]
+_Page = Callable[[Request], dict[str, Any]]
 
 
 class _Console:
@@ -111,17 +99,24 @@ class _Console:
         self.control = SchedulerControl(store)
         self.allow_actions = allow_actions
         self.csrf = secrets.token_urlsafe(32)
-        self.env = _environment()
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters["shown"] = views.shown
 
     # -- pages ----------------------------------------------------------------------
 
-    def page(self, view: _Page) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint rendering ``view``'s template (only its live part for a
-        fragment request), the store read in a worker thread."""
+    def page(self, name: str, view: _Page) -> Callable[[Request], Awaitable[Response]]:
+        """An endpoint rendering template ``name`` over ``view``'s context (only its live
+        part for a fragment request), the store read in a worker thread."""
 
         async def endpoint(request: Request) -> Response:
             try:
-                name, context = await run_in_threadpool(view, request)
+                context = await run_in_threadpool(view, request)
             except (InvalidArgument, ScheduleNotFound, ValueError) as exc:
                 return self._problem(request, 404 if isinstance(exc, LookupError) else 400, exc)
             except SchedulerError as exc:
@@ -137,7 +132,7 @@ class _Console:
         template = self.env.get_template(name)
         done = request.query_params.get("done", "")
         full = {
-            "base": request.scope.get("root_path", "").rstrip("/"),
+            "base": _base(request),
             "csrf": self.csrf,
             "actions": self.allow_actions,
             "refresh": REFRESH_SECONDS,
@@ -154,10 +149,7 @@ class _Console:
         body = self._render(request, "problem.html", {"status": status, "message": message})
         return HTMLResponse(body, status_code=status)
 
-    def overview(self, request: Request) -> tuple[str, dict[str, Any]]:
-        return "overview.html", views.overview_page(self.store)
-
-    def schedules(self, request: Request) -> tuple[str, dict[str, Any]]:
+    def schedules(self, request: Request) -> dict[str, Any]:
         q = request.query_params
         after = q.get("after") or None
         filters = {k: q.get(k, "").strip() for k in ("status", "group", "name")}
@@ -169,30 +161,29 @@ class _Console:
             after=None if after is None else _uuid(after),
         )
         query = urllib.parse.urlencode({k: v for k, v in filters.items() if v})
-        return "schedules.html", {**context, "filters": filters, "query": query}
+        return {**context, "filters": filters, "query": query}
 
-    def schedule(self, request: Request) -> tuple[str, dict[str, Any]]:
-        return "schedule.html", views.schedule_page(self.store, _uuid(request.path_params["sid"]))
+    def schedule(self, request: Request) -> dict[str, Any]:
+        return views.schedule_page(self.store, _uuid(request.path_params["sid"]))
 
-    def dead_letters(self, request: Request) -> tuple[str, dict[str, Any]]:
+    def dead_letters(self, request: Request) -> dict[str, Any]:
         replayed = request.query_params.get("replayed", "")
         context = views.dead_letters_page(self.store)
-        return "dead_letters.html", {
-            **context,
-            "replayed": int(replayed) if replayed.isdigit() else None,
-        }
+        return {**context, "replayed": int(replayed) if replayed.isdigit() else None}
 
-    def timeline(self, request: Request) -> tuple[str, dict[str, Any]]:
+    def timeline(self, request: Request) -> dict[str, Any]:
         window = request.query_params.get("window", "24h")
         if window not in views.WINDOWS:
             raise InvalidArgument(f"window must be one of {', '.join(views.WINDOWS)}")
-        return "timeline.html", views.timeline_page(self.store, window)
+        return views.timeline_page(self.store, window)
 
     # -- actions --------------------------------------------------------------------
 
-    async def _form(self, request: Request) -> dict[str, str] | Response:
-        """The POST's form, or the response refusing it (actions off, another
-        origin, a wrong CSRF token)."""
+    async def _post(
+        self, request: Request, work: Callable[[dict[str, str]], str | Response]
+    ) -> Response:
+        """A POST: refused (actions off, another origin, a wrong CSRF token), or
+        ``work(form)`` in a worker thread, then a redirect to the page it names."""
         if not self.allow_actions:
             return PlainTextResponse("actions are off (start with --allow-actions)", 403)
         origin = request.headers.get("origin")
@@ -202,26 +193,27 @@ class _Console:
         form = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
         if not hmac.compare_digest(form.get("csrf", ""), self.csrf):
             return PlainTextResponse("refused: missing or wrong CSRF token", 403)
-        return form
+        try:
+            where = await run_in_threadpool(work, form)
+        except (SchedulerError, ValueError) as exc:
+            return self._problem(request, 404 if isinstance(exc, LookupError) else 409, exc)
+        if isinstance(where, Response):
+            return where
+        return RedirectResponse(_base(request) + where, 303)
 
     async def act(self, request: Request) -> Response:
         """``POST /schedules/{id}/{action}``: the action through SchedulerControl,
         then back to the schedule's page with a notice."""
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
         action = request.path_params["action"]
-        if action not in _ACTIONS:
-            return PlainTextResponse(f"unknown action {action!r}", 404)
-        try:
+
+        def work(form: dict[str, str]) -> str | Response:
+            if action not in _ACTIONS:
+                return PlainTextResponse(f"unknown action {action!r}", 404)
             sid = _uuid(request.path_params["sid"])
-            changed = await run_in_threadpool(self._do, action, sid, form)
-        except (SchedulerError, ValueError) as exc:
-            status = 404 if isinstance(exc, LookupError) else 409
-            return self._problem(request, status, exc)
-        base = request.scope.get("root_path", "").rstrip("/")
-        done = action if changed else "unchanged"
-        return RedirectResponse(f"{base}/schedules/{sid}?done={done}", status_code=303)
+            changed = self._do(action, sid, form)
+            return f"/schedules/{sid}?done={action if changed else 'unchanged'}"
+
+        return await self._post(request, work)
 
     def _do(self, action: str, sid: uuid.UUID, form: dict[str, str]) -> bool:
         c = self.control
@@ -235,15 +227,13 @@ class _Console:
 
     async def replay_all(self, request: Request) -> Response:
         """``POST /dead-letters/replay-all``: every dead letter replayed, in batches."""
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        try:
-            count = await run_in_threadpool(replay_all, self.store)
-        except SchedulerError as exc:
-            return self._problem(request, 409, exc)
-        base = request.scope.get("root_path", "").rstrip("/")
-        return RedirectResponse(f"{base}/dead-letters?replayed={count}", status_code=303)
+        return await self._post(
+            request, lambda _: f"/dead-letters?replayed={replay_all(self.store)}"
+        )
+
+
+def _base(request: Request) -> str:  # the mount's path, which every link starts with
+    return str(request.scope.get("root_path", "")).rstrip("/")
 
 
 def _uuid(text: str) -> uuid.UUID:

@@ -254,21 +254,20 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
 def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
     """The newest :data:`PAGE_SIZE` dead letters, most recently dead-lettered first
     (``more``: there may be older ones; the overview counts them all)."""
-    rows = []
-    for item in store.list_dead_letter(PAGE_SIZE):
-        rows.append(
-            _malformed(item)
-            if isinstance(item, MalformedSchedule)
-            else {
-                "malformed": False,
-                "id": str(item.schedule_id),
-                "name": item.name,
-                "event_type": item.event_type,
-                "attempts": f"{item.attempts}/{item.max_attempts}",
-                "dead_lettered_at": ts(item.dead_lettered_at),
-                "error": error_summary(item.last_error),
-            }
-        )
+    rows = [
+        _malformed(item)
+        if isinstance(item, MalformedSchedule)
+        else {
+            "malformed": False,
+            "id": str(item.schedule_id),
+            "name": item.name,
+            "event_type": item.event_type,
+            "attempts": f"{item.attempts}/{item.max_attempts}",
+            "dead_lettered_at": ts(item.dead_lettered_at),
+            "error": error_summary(item.last_error),
+        }
+        for item in store.list_dead_letter(PAGE_SIZE)
+    ]
     return {"rows": rows, "more": len(rows) == PAGE_SIZE}
 
 
@@ -326,14 +325,12 @@ def timeline_page(store: ScheduleStore, window: str) -> dict[str, Any]:
                 "band": band,
             }
         )
-    step = timedelta(hours=3) if span <= timedelta(hours=24) else timedelta(days=1)
-    tick = now.replace(minute=0, second=0, microsecond=0)
-    if step == timedelta(days=1):
-        tick = tick.replace(hour=0)
+    daily = span > timedelta(hours=24)
+    step, fmt = (timedelta(days=1), "%a %d %b") if daily else (timedelta(hours=3), "%H:%M")
+    tick = now.replace(hour=0 if daily else now.hour, minute=0, second=0, microsecond=0)
     ticks = []
     while tick <= end:
         if tick >= now:
-            fmt = "%H:%M" if step < timedelta(days=1) else "%a %d %b"
             ticks.append(
                 {"x": round(_LABEL_W + plot_w * (tick - now) / span, 1), "label": f"{tick:{fmt}}"}
             )

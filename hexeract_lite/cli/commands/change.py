@@ -26,7 +26,7 @@ from ..args import (
     parse_stored_duration,
     parse_target,
 )
-from ..context import EXIT_OK, Context, print_change, schedule_id, target_ids
+from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import (
     CLEAR,
     DURATION,
@@ -45,6 +45,7 @@ from ..output import snapshot_json, ts
 
 if TYPE_CHECKING:
     import uuid
+    from collections.abc import Callable
     from datetime import datetime
 
     from ...snapshot import ScheduleSnapshot
@@ -197,6 +198,14 @@ def add_parser(tree: CommandTree) -> None:
     switch(sub, "--cancel", "cancel the schedule once its dispatch has stopped")
 
 
+def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: str) -> int:
+    """Print ``text``, or with ``--format json`` the result and the schedule; exit 0."""
+    ctx.show(
+        lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
+    )
+    return EXIT_OK
+
+
 class _Malformed(Exception):
     """The schedule's row does not decode: whether the action applied, and why."""
 
@@ -215,19 +224,16 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
 
         sid = schedule_id(args, store)
         control = SchedulerControl(store)
+        apply = getattr(control, args.action)
         try:
             before = control.inspect(sid)
         except MalformedRowError as exc:
-            if args.action == "resume":
-                raise  # resuming computes the next firing from the row: it must decode
-            if note is not None:
-                raise  # a note is written with the whole row: it must decode
-            changed = bool(getattr(control, args.action)(sid))  # plain SQL: it applies
-            raise _Malformed(sid, changed, exc.reason) from None
-        if note is not None:
-            changed = control.pause(sid, note=note)
-        else:
-            changed = bool(getattr(control, args.action)(sid))
+            # resuming computes the next firing from the row, and a note is written with
+            # the whole row: both need it to decode; the rest is plain SQL, which applies
+            if args.action == "resume" or note is not None:
+                raise
+            raise _Malformed(sid, bool(apply(sid)), exc.reason) from None
+        changed = bool(apply(sid) if note is None else apply(sid, note=note))
         return sid, before, changed, control.inspect(sid)
 
     done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
@@ -302,6 +308,7 @@ def message_from_args(
             f"--tz {args.tz!r} goes with --cron only (a one-shot's --at names its own offset;"
             " an interval is a fixed period)"
         )
+    when: tuple[Any, ...]  # the factory's arguments between the target and the event type
     if args.every is not None:
         try:
             if args.first is not None:
@@ -312,16 +319,8 @@ def message_from_args(
                 anchor = now + args.every
         except OverflowError:
             raise UsageError(f"--every {args.every.text!r} reaches past the year 9999") from None
-        return ScheduledMessage.every(
-            args.target,
-            args.every,
-            anchor,
-            args.event_type,
-            payload,
-            **given,
-            **policy,
-        )
-    if args.cron is not None:
+        kind, when = "every", (args.every, anchor)
+    elif args.cron is not None:
         expression = CronExpression.parse(args.cron, tz=args.tz)
         first = args.first
         if first is None:
@@ -334,28 +333,17 @@ def message_from_args(
                 " the schedule fires then, then on the rule",
                 file=sys.stderr,
             )
-        return ScheduledMessage.cron(
-            args.target,
-            expression,
-            first,
-            args.event_type,
-            payload,
-            **given,
-            **policy,
-        )
-    in_: Duration | None = getattr(args, "in_", None)
-    try:
-        at = args.at if args.at is not None or in_ is None else now + in_
-    except OverflowError:
-        assert in_ is not None  # only a delay from now can overflow
-        raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
-    return ScheduledMessage.delay(
-        args.target,
-        at,
-        args.event_type,
-        payload,
-        **given,
-    )
+        kind, when = "cron", (expression, first)
+    else:
+        in_: Duration | None = getattr(args, "in_", None)
+        try:
+            at = args.at if args.at is not None or in_ is None else now + in_
+        except OverflowError:
+            assert in_ is not None  # only a delay from now can overflow
+            raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
+        kind, when = "delay", (at,)  # and no policy: refused above
+    make: Callable[..., ScheduledMessage] = getattr(ScheduledMessage, kind)
+    return make(args.target, *when, args.event_type, payload, **given, **policy)
 
 
 def _add(args: argparse.Namespace, ctx: Context) -> int:
@@ -382,7 +370,7 @@ def _ensure(args: argparse.Namespace, ctx: Context) -> int:
 
     result, snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
     text = f"{result.value}: {args.name} ({message.schedule_id}); next firing"
-    return print_change(ctx, args, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
+    return _print_change(ctx, snapshot, result.value, f"{text} {ts(snapshot.scheduled_for)}")
 
 
 def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
@@ -398,30 +386,20 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
     text = f"Schedule {sid}: next firing {rfc3339(at)}"
     if snapshot.leased_until is not None and snapshot.scheduled_for != at:
         text += " (after the firing in flight)"
-    return print_change(ctx, args, snapshot, result, text + ".")
-
-
-def _clears(args: argparse.Namespace) -> bool:
-    """True when an option was given as ``none`` (a value set back to its default)."""
-    names = ("misfire_grace", "end_at", "max_firings", "jitter", "catch_up_limit")
-    return any(getattr(args, name) == CLEAR for name in names)
+    return _print_change(ctx, snapshot, result, text + ".")
 
 
 def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
-    fields: dict[str, Any] = {
-        "cron": args.cron,
-        "event_type": args.event_type,
-        "target": args.target,
-        "max_attempts": args.max_attempts,
-    }
-    if args.payload is not None:
+    names = ("cron", "event_type", "target", "max_attempts")
+    fields = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.payload is not None:  # a JSON null is a payload too
         fields["payload"] = args.payload.value
     if args.misfire_grace is not None:
         fields["misfire_grace"] = None if args.misfire_grace == CLEAR else args.misfire_grace
     fields.update(policy_options(args))
-    if all(v is None for v in fields.values()) and not _clears(args):
+    if not fields:
         raise UsageError(
             "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
             " --misfire-grace, --end-at, --max-firings, --jitter, --catch-up, --catch-up-limit"
@@ -433,7 +411,7 @@ def _update(args: argparse.Namespace, ctx: Context) -> int:
     sid, changed, snapshot = ctx.change(args, lambda control, sid: control.update(sid, **fields))
     result = "updated" if changed else "unchanged"
     text = f"Updated schedule {sid}." if changed else f"Schedule {sid} already has these values."
-    return print_change(ctx, args, snapshot, result, text)
+    return _print_change(ctx, snapshot, result, text)
 
 
 def _run_now(args: argparse.Namespace, ctx: Context) -> int:
@@ -442,7 +420,7 @@ def _run_now(args: argparse.Namespace, ctx: Context) -> int:
         result, text = "due", f"Schedule {sid} is due now; a worker fires it next."
     else:
         result, text = "in-flight", f"Schedule {sid} is being delivered now; nothing to do."
-    return print_change(ctx, args, snapshot, result, text)
+    return _print_change(ctx, snapshot, result, text)
 
 
 def _backfill(args: argparse.Namespace, ctx: Context) -> int:
@@ -460,7 +438,7 @@ def _backfill(args: argparse.Namespace, ctx: Context) -> int:
     )
     if snapshot.leased_until is not None and not args.start <= snapshot.scheduled_for <= args.end:
         text = text[:-1] + " (after the firing in flight)."
-    return print_change(ctx, args, snapshot, "backfilling", text)
+    return _print_change(ctx, snapshot, "backfilling", text)
 
 
 def _id_or_name(text: str) -> tuple[str, object]:
@@ -483,4 +461,4 @@ def _abort(args: argparse.Namespace, ctx: Context) -> int:
         result, text = "requested", f"Asked the dispatch in flight of schedule {sid} to {how}."
     else:
         result, text = "idle", f"Schedule {sid} has no dispatch in flight; nothing to abort."
-    return print_change(ctx, args, snapshot, result, text)
+    return _print_change(ctx, snapshot, result, text)

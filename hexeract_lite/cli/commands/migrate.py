@@ -4,7 +4,6 @@ every schedule, with its state, to another database."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 
 from ...connect import ConnTarget, open_store, parse_conn
 from ...errors import StoreError, UsageError
@@ -115,8 +114,8 @@ def _migrate(args: argparse.Namespace, ctx: Context) -> int:
         )
     # The source first: when it is missing, nothing (not even the destination) is created.
     with (
-        contextlib.closing(open_store(source, table=source_table, create=False)) as src,
-        contextlib.closing(open_store(dest, table=dest_table, create=True)) as dst,
+        open_store(source, table=source_table, create=False) as src,
+        open_store(dest, table=dest_table, create=True) as dst,
         Progress("read") as progress,  # ends its line before any error is printed
     ):
         report = migrate(src, dst, batch_size=args.batch_size, progress=progress)

@@ -142,10 +142,6 @@ _SETTINGS = (
 _SETTING_NAME = re.compile(r"\b(" + "|".join(_SETTINGS) + r")\b")
 
 
-def _flag(match: re.Match[str]) -> str:
-    return "--" + match.group(1).replace("_", "-")
-
-
 class _ScrubbingFormatter(logging.Formatter):
     """Formats a record, then removes any password the connection string carries."""
 
@@ -237,7 +233,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         config = SchedulerWorkerConfig(**given)
     except InvalidConfiguration as exc:  # name the flags, not the fields
-        raise UsageError(_SETTING_NAME.sub(_flag, str(exc))) from None
+        flags = _SETTING_NAME.sub(lambda m: "--" + m.group(1).replace("_", "-"), str(exc))
+        raise UsageError(flags) from None
     sink = load_sink(args.sink, args.app_dir)
     target = parse_conn(ctx.conn)
     with _logging_to_stderr(args.log_level, target), ctx.store(create=True) as store:
