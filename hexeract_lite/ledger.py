@@ -43,9 +43,11 @@ def log_occurrence(
     occ: LeasedOccurrence,
     *,
     exc_info: BaseException | None = None,
+    dispatched: bool = True,
     **fields: object,
 ) -> None:
-    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``."""
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``
+    (not ``dispatched``: no attempt in the text)."""
     if not log.isEnabledFor(level):
         return
     msg = occ.message
@@ -60,17 +62,14 @@ def log_occurrence(
         **fields,
     }
     text = template % data if "%(" in template else template
-    log.log(
-        level,
-        "schedule %s occurrence %s attempt %d lag %.3fs: %s",
-        data["schedule_id"],
-        data["occurrence_id"],
-        occ.attempts,
-        lag,
-        text,
-        extra={k: data[k] for k in _EXTRA},
-        exc_info=exc_info,
-    )
+    ids = (data["schedule_id"], data["occurrence_id"])
+    extra = {k: data[k] for k in _EXTRA}
+    if dispatched:
+        line = "schedule %s occurrence %s attempt %d lag %.3fs: %s"
+        log.log(level, line, *ids, occ.attempts, lag, text, extra=extra, exc_info=exc_info)
+    else:
+        line = "schedule %s occurrence %s lag %.3fs: %s"
+        log.log(level, line, *ids, lag, text, extra=extra, exc_info=exc_info)
 
 
 _LOGGED = {
@@ -244,6 +243,9 @@ class Ledger:
                 log_occurrence(self._clock, logging.DEBUG, f"{outcome.value}{note}", occ)
         else:
             level, template = _LOGGED[outcome]
+            missed = result.kind is ResultKind.MISSED  # a one-shot past its misfire grace
+            if missed:
+                template = "dead-lettered, never dispatched: %(error)s"
             retry_in = settlement.retry_in
             log_occurrence(
                 self._clock,
@@ -251,6 +253,7 @@ class Ledger:
                 template,
                 occ,
                 exc_info=raised if outcome in _FAILURES else None,
+                dispatched=not missed,
                 error=error_summary(settlement.error),
                 retry_in=None if retry_in is None else retry_in.total_seconds(),
             )
