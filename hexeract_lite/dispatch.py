@@ -51,7 +51,6 @@ Interruption = BaseException | None
 """What stopped a batch part-way and must be raised once it is settled (or None)."""
 
 _ABANDONED_THREAD = "; its thread was abandoned and keeps running until the sink returns"
-_ABANDONED_LOG = "%s; its thread %r is abandoned and keeps running until the sink returns"
 
 
 def take_turn(
@@ -80,6 +79,12 @@ def take_turn(
         leased_until=occ.leased_until.isoformat(),
     )
     return LEASE_EXPIRED
+
+
+def log_abandoned(why: str, thread: str) -> None:
+    log.warning(
+        "%s; its thread %r is abandoned and keeps running until the sink returns", why, thread
+    )
 
 
 def abandoned_error() -> DispatchError:
@@ -313,7 +318,7 @@ class SinkRunner:
         if dispatcher is not None:
             dispatcher.close()
             if why is not None:
-                self.log_abandoned(why, dispatcher.thread.name)
+                log_abandoned(why, dispatcher.thread.name)
 
     def _timed_out(self, how: str = "") -> TimeoutError:
         return TimeoutError(
@@ -387,10 +392,6 @@ class SinkRunner:
         if run.given_up is not None:
             raise LoopAbandoned
         return run.results + [NOT_DISPATCHED] * run.left
-
-    def log_abandoned(self, why: str, thread: str) -> None:
-        """Log that ``thread`` is left to a call given up on."""
-        log.warning(_ABANDONED_LOG, why, thread)
 
     def given_up(
         self, run: BatchRun, interruption: Interruption
