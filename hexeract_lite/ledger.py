@@ -108,10 +108,6 @@ class Counts:
         self.events: list[WorkerEvent] = []
         self.failure: BaseException | None = None
 
-    def add(self, outcome: DispatchOutcome) -> None:
-        """Count one ``outcome``."""
-        self.outcomes[outcome] += 1
-
 
 Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
 """One occurrence's settlement to write, with the dispatch result it came from."""
@@ -131,9 +127,8 @@ class Held(NamedTuple):
 
 
 def warn_left_to_expiry(left: int) -> None:
-    """A settlement failed: the batch waits out its lease."""
-    if left:
-        log.warning("%d claimed occurrence(s) left to lease expiry", left)
+    """A settlement of ``left`` occurrences failed: they wait out their leases."""
+    log.warning("%d claimed occurrence(s) left to lease expiry", left)
 
 
 class Ledger:
@@ -169,13 +164,13 @@ class Ledger:
             if result.kind is ResultKind.FAILED and counts.failure is None:
                 counts.failure = result.exception()
             if isinstance(result, Acknowledged):  # recorded with the handler's writes
-                counts.add(self.record(occ, result.settlement, result.applied, result, counts))
+                self.record(occ, result.settlement, result.applied, result, counts)
                 continue
             settlement = settlement_for(
                 occ, result, now, self._retry, self._rng, stamp, self._max_snoozes
             )
             if settlement is None:
-                counts.add(DispatchOutcome.SKIPPED)
+                counts.outcomes[DispatchOutcome.SKIPPED] += 1
             else:
                 planned.append((occ, settlement, result))
         return planned
@@ -209,7 +204,7 @@ class Ledger:
     def written(self, planned: list[Planned], oks: list[bool], counts: Counts) -> None:
         """A recorded settlement: each item logged and counted, then the hooks told."""
         for (occ, settlement, result), ok in zip(planned, oks, strict=True):
-            counts.add(self.record(occ, settlement, ok, result, counts))
+            self.record(occ, settlement, ok, result, counts)
         call_hooks(self._hooks, counts.events)
 
     def record(
@@ -220,8 +215,9 @@ class Ledger:
         result: DispatchResult,
         counts: Counts,
     ) -> DispatchOutcome:
-        """Log one recorded settlement, note its hook event and return its outcome."""
+        """Log one recorded settlement, count it, note its hook event; its outcome."""
         outcome = outcome_of(settlement, ok, result)
+        counts.outcomes[outcome] += 1
         if self._hooks:
             counts.events.append(
                 settlement_event(occ, settlement, outcome, result, self._clock.now())
