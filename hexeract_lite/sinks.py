@@ -59,8 +59,6 @@ class OccurrenceSink:
     a thread), which settles it itself; a bound
     :class:`~hexeract_lite.transactional.TransactionalSink` is one."""
 
-    is_async = False
-
     def dispatch(self, message: ScheduledMessage) -> None:
         """Not used by the worker (:meth:`dispatch_occurrence` is)."""
         raise DispatchError(f"{self!r} dispatches leased occurrences, not bare messages")
