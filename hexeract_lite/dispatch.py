@@ -81,6 +81,12 @@ def take_turn(
     return LEASE_EXPIRED
 
 
+def call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., object], *args: object) -> None:
+    """``loop.call_soon_threadsafe(fn, *args)``; nothing once the loop is closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
 def log_abandoned(why: str, thread: str) -> None:
     log.warning(
         "%s; its thread %r is abandoned and keeps running until the sink returns", why, thread
@@ -331,11 +337,7 @@ class SinkRunner:
         if run is not None:
             run.interrupt()
         if budget is not None and loop is not None:
-            self._expire_soon(budget, loop)
-
-    def _expire_soon(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
-            loop.call_soon_threadsafe(self._expire, budget, loop)
+            call_soon(loop, self._expire, budget, loop)
 
     def _expire(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
         if budget is self._budget and not budget.expired():
@@ -451,9 +453,9 @@ class SinkRunner:
         handle = current_handle()
         try:
             async with budget:
-                self._budget, self._loop = budget, asyncio.get_running_loop()
+                self._budget, self._loop = budget, (loop := asyncio.get_running_loop())
                 if handle is not None:  # an abort asked for cancels it, as a timeout does
-                    handle.on_abort(functools.partial(self._expire_soon, budget, self._loop))
+                    handle.on_abort(functools.partial(call_soon, loop, self._expire, budget, loop))
                 if self._aborting.is_set():
                     return NOT_DISPATCHED, None
                 result = self.sink.dispatch(message)

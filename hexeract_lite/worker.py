@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import math
 import random
@@ -19,7 +18,7 @@ import attrs
 from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import SinkRunner, take_turn
+from .dispatch import SinkRunner, call_soon, take_turn
 from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive, run_watched
 from .errors import InvalidArgument, InvalidConfiguration
 from .heartbeat import InFlight
@@ -96,11 +95,6 @@ def _report(counts: Counts) -> CycleReport:
 
 
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
-
-
-def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
-        loop.call_soon_threadsafe(event.set)
 
 
 class SchedulerWorker:
@@ -499,7 +493,7 @@ class SchedulerWorker:
                 " (a threading.Event goes with run())"
             )
         stop = stop if stop is not None else asyncio.Event()
-        self._enter(functools.partial(_set_soon, asyncio.get_running_loop(), stop))
+        self._enter(functools.partial(call_soon, asyncio.get_running_loop(), stop.set))
         try:
             driver = AsyncDriver(self._runner, stop, self._changes)
             aborting = self._aborting.is_set
