@@ -303,7 +303,8 @@ class AsyncDriver:
                     )
                 else:
                     assert type(request) is Pause
-                    await _wait_event(self._stop, request.seconds)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), request.seconds)
             except asyncio.CancelledError as exc:  # in a wait: stop
                 self._cancelled, self.halted, value = exc, True, False
             except BaseException as exc:  # thrown into the steps, as if raised there
@@ -320,11 +321,6 @@ class AsyncDriver:
                 if task.done() and task.cancelled():
                     raise
                 self._cancelled, self.halted = exc, True
-
-
-async def _wait_event(event: asyncio.Event, timeout: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)
 
 
 async def _wait_change_or_stop(
