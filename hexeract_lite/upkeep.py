@@ -149,19 +149,23 @@ class Retention:
         self._next = 0.0
 
     def is_due(self) -> bool:
-        """True when it is time to :meth:`run`."""
+        """True when :meth:`run_if_due` would prune now."""
         return time.monotonic() >= self._next
 
-    def run(self, store: ScheduleStore) -> None:
-        """Prune now; the next run is due :data:`RETENTION_EVERY` from now."""
-        self._next = time.monotonic() + RETENTION_EVERY.total_seconds()
+    def run_if_due(self, store: ScheduleStore) -> int | None:
+        """Prune if it is time: how many rows went, or None (not time, or it failed)."""
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + RETENTION_EVERY.total_seconds()
         try:
             count = store.prune(self.keep)
             runs = store.prune_runs(self.keep)
         except Exception:
             log.warning("retention: pruning rows older than %s failed", self.keep, exc_info=True)
-            return
+            return None
         if count:
             log.info("retention: pruned %d row(s) that ended more than %s ago", count, self.keep)
         if runs:
             log.info("retention: pruned %d run record(s) older than %s", runs, self.keep)
+        return count

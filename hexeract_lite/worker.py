@@ -321,7 +321,7 @@ class SchedulerWorker:
                 if carry is not None:  # settled first: a long prune must not outlast its leases
                     held, carry = carry, None
                     self._ledger.write(held.planned, held.counts)
-                self._retention.run(self.store)
+                self._retention.run_if_due(self.store)
             if not paced or self._pacer.sweep_due():
                 counts.swept = self.store.dead_letter_exhausted()
         except BaseException:
