@@ -51,7 +51,6 @@ Interruption = BaseException | None
 """What stopped a batch part-way and must be raised once it is settled (or None)."""
 
 _ABANDONED_THREAD = "; its thread was abandoned and keeps running until the sink returns"
-_ABANDONED_LOG = "%s; its thread %r is abandoned and keeps running until the sink returns"
 
 
 def take_turn(
@@ -80,6 +79,18 @@ def take_turn(
         leased_until=occ.leased_until.isoformat(),
     )
     return LEASE_EXPIRED
+
+
+def call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., object], *args: object) -> None:
+    """``loop.call_soon_threadsafe(fn, *args)``; nothing once the loop is closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def log_abandoned(why: str, thread: str) -> None:
+    log.warning(
+        "%s; its thread %r is abandoned and keeps running until the sink returns", why, thread
+    )
 
 
 def abandoned_error() -> DispatchError:
@@ -313,7 +324,7 @@ class SinkRunner:
         if dispatcher is not None:
             dispatcher.close()
             if why is not None:
-                self.log_abandoned(why, dispatcher.thread.name)
+                log_abandoned(why, dispatcher.thread.name)
 
     def _timed_out(self, how: str = "") -> TimeoutError:
         return TimeoutError(
@@ -326,11 +337,7 @@ class SinkRunner:
         if run is not None:
             run.interrupt()
         if budget is not None and loop is not None:
-            self._expire_soon(budget, loop)
-
-    def _expire_soon(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing in flight
-            loop.call_soon_threadsafe(self._expire, budget, loop)
+            call_soon(loop, self._expire, budget, loop)
 
     def _expire(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
         if budget is self._budget and not budget.expired():
@@ -387,10 +394,6 @@ class SinkRunner:
         if run.given_up is not None:
             raise LoopAbandoned
         return run.results + [NOT_DISPATCHED] * run.left
-
-    def log_abandoned(self, why: str, thread: str) -> None:
-        """Log that ``thread`` is left to a call given up on."""
-        log.warning(_ABANDONED_LOG, why, thread)
 
     def given_up(
         self, run: BatchRun, interruption: Interruption
@@ -450,9 +453,9 @@ class SinkRunner:
         handle = current_handle()
         try:
             async with budget:
-                self._budget, self._loop = budget, asyncio.get_running_loop()
+                self._budget, self._loop = budget, (loop := asyncio.get_running_loop())
                 if handle is not None:  # an abort asked for cancels it, as a timeout does
-                    handle.on_abort(functools.partial(self._expire_soon, budget, self._loop))
+                    handle.on_abort(functools.partial(call_soon, loop, self._expire, budget, loop))
                 if self._aborting.is_set():
                     return NOT_DISPATCHED, None
                 result = self.sink.dispatch(message)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from .dispatch import Interruption, SinkRunner, Turn, Wake
+from .dispatch import Interruption, SinkRunner, Turn, Wake, log_abandoned
 from .hooks import LoopAbandoned, abandon_hooks, hooks_running_since
 from .idle import STOP_CHECK_S
 from .settle import DispatchResult
@@ -207,7 +207,7 @@ def run_watched(
                 tail, why = runner.given_up(run, interruption)
                 handover, gone = Handover((request, done + run.results + tail), run), handover.owner
                 if why is not None:
-                    runner.log_abandoned(why, name if gone is None else gone.thread.name)
+                    log_abandoned(why, name if gone is None else gone.thread.name)
                 continue
             loop = handover.owner
             if loop is None:  # not started, or not yet running
@@ -228,7 +228,7 @@ def run_watched(
                 stopped = time.monotonic() if stopped is None else stopped
                 hook_left = _hooks_left(loop, stopped, runner.timeout)
                 if hook_left is None:
-                    runner.log_abandoned(
+                    log_abandoned(
                         f"a hook did not return within dispatch_timeout ({runner.timeout:g} s)"
                         " of the stop",
                         loop.thread.name,
@@ -303,7 +303,8 @@ class AsyncDriver:
                     )
                 else:
                     assert type(request) is Pause
-                    await _wait_event(self._stop, request.seconds)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), request.seconds)
             except asyncio.CancelledError as exc:  # in a wait: stop
                 self._cancelled, self.halted, value = exc, True, False
             except BaseException as exc:  # thrown into the steps, as if raised there
@@ -320,11 +321,6 @@ class AsyncDriver:
                 if task.done() and task.cancelled():
                     raise
                 self._cancelled, self.halted = exc, True
-
-
-async def _wait_event(event: asyncio.Event, timeout: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)
 
 
 async def _wait_change_or_stop(

@@ -78,17 +78,12 @@ class InFlight:
         """The handle of ``occ`` while its batch is in flight."""
         return self._handles.get(occ.message.schedule_id)
 
-    def current(self, occ: LeasedOccurrence) -> LeasedOccurrence:
-        """``occ`` with its current lease."""
-        handle = self._handles.get(occ.message.schedule_id)
-        return occ if handle is None else handle.occurrence
-
     def turn(
         self, inner: Callable[[LeasedOccurrence], DispatchResult | None]
     ) -> Callable[[LeasedOccurrence], DispatchResult | None]:
         """``inner`` judging each occurrence on its current lease."""
-        current = self.current
-        return lambda occ: inner(current(occ))
+        handle = self.handle
+        return lambda occ: inner(occ if (h := handle(occ)) is None else h.occurrence)
 
     def finish(
         self, batch: Sequence[LeasedOccurrence]

@@ -280,17 +280,6 @@ def abandon_hooks(thread: threading.Thread) -> bool:
         return True
 
 
-def _abandoned(ident: int, leaving: bool) -> None:
-    with _LOCK:
-        if leaving:
-            _RUNNING.pop(ident, None)
-        if ident not in _ABANDONED:
-            return
-        _ABANDONED.discard(ident)
-        _RUNNING.pop(ident, None)
-    raise LoopAbandoned()
-
-
 def call_hooks(hooks: Sequence[Hook], events: Iterable[WorkerEvent]) -> None:
     """Call every hook with every event, in order; a hook's exception is logged and goes
     no further."""
@@ -300,7 +289,7 @@ def call_hooks(hooks: Sequence[Hook], events: Iterable[WorkerEvent]) -> None:
     outer = ident not in _RUNNING
     if outer:
         _RUNNING[ident] = time.monotonic()
-    done = False
+    abandoned = False
     try:
         for event in events:
             for hook in hooks:
@@ -309,13 +298,15 @@ def call_hooks(hooks: Sequence[Hook], events: Iterable[WorkerEvent]) -> None:
                 except Exception:
                     log.exception("hook %r raised on %s; ignored", hook, type(event).__name__)
                 if ident in _ABANDONED:
-                    _abandoned(ident, False)
-        done = True
+                    raise LoopAbandoned
     finally:
-        if outer and done:
-            _abandoned(ident, True)
-        elif outer:
-            _RUNNING.pop(ident, None)
+        if outer:  # given up on after its last look, it must not go on either
+            with _LOCK:
+                _RUNNING.pop(ident, None)
+                abandoned = ident in _ABANDONED
+                _ABANDONED.discard(ident)
+    if abandoned:
+        raise LoopAbandoned
 
 
 def settlement_event(

@@ -43,9 +43,11 @@ def log_occurrence(
     occ: LeasedOccurrence,
     *,
     exc_info: BaseException | None = None,
+    dispatched: bool = True,
     **fields: object,
 ) -> None:
-    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``."""
+    """Log about one occurrence: ids, attempt and lag in the text and as ``extra``
+    (not ``dispatched``: no attempt in the text)."""
     if not log.isEnabledFor(level):
         return
     msg = occ.message
@@ -60,17 +62,14 @@ def log_occurrence(
         **fields,
     }
     text = template % data if "%(" in template else template
-    log.log(
-        level,
-        "schedule %s occurrence %s attempt %d lag %.3fs: %s",
-        data["schedule_id"],
-        data["occurrence_id"],
-        occ.attempts,
-        lag,
-        text,
-        extra={k: data[k] for k in _EXTRA},
-        exc_info=exc_info,
-    )
+    ids = (data["schedule_id"], data["occurrence_id"])
+    extra = {k: data[k] for k in _EXTRA}
+    if dispatched:
+        line = "schedule %s occurrence %s attempt %d lag %.3fs: %s"
+        log.log(level, line, *ids, occ.attempts, lag, text, extra=extra, exc_info=exc_info)
+    else:
+        line = "schedule %s occurrence %s lag %.3fs: %s"
+        log.log(level, line, *ids, lag, text, extra=extra, exc_info=exc_info)
 
 
 _LOGGED = {
@@ -109,10 +108,6 @@ class Counts:
         self.events: list[WorkerEvent] = []
         self.failure: BaseException | None = None
 
-    def add(self, outcome: DispatchOutcome) -> None:
-        """Count one ``outcome``."""
-        self.outcomes[outcome] += 1
-
 
 Planned = tuple[LeasedOccurrence, Settlement, DispatchResult]
 """One occurrence's settlement to write, with the dispatch result it came from."""
@@ -132,9 +127,8 @@ class Held(NamedTuple):
 
 
 def warn_left_to_expiry(left: int) -> None:
-    """A settlement failed: the batch waits out its lease."""
-    if left:
-        log.warning("%d claimed occurrence(s) left to lease expiry", left)
+    """A settlement of ``left`` occurrences failed: they wait out their leases."""
+    log.warning("%d claimed occurrence(s) left to lease expiry", left)
 
 
 class Ledger:
@@ -170,13 +164,13 @@ class Ledger:
             if result.kind is ResultKind.FAILED and counts.failure is None:
                 counts.failure = result.exception()
             if isinstance(result, Acknowledged):  # recorded with the handler's writes
-                counts.add(self.record(occ, result.settlement, result.applied, result, counts))
+                self.record(occ, result.settlement, result.applied, result, counts)
                 continue
             settlement = settlement_for(
                 occ, result, now, self._retry, self._rng, stamp, self._max_snoozes
             )
             if settlement is None:
-                counts.add(DispatchOutcome.SKIPPED)
+                counts.outcomes[DispatchOutcome.SKIPPED] += 1
             else:
                 planned.append((occ, settlement, result))
         return planned
@@ -210,7 +204,7 @@ class Ledger:
     def written(self, planned: list[Planned], oks: list[bool], counts: Counts) -> None:
         """A recorded settlement: each item logged and counted, then the hooks told."""
         for (occ, settlement, result), ok in zip(planned, oks, strict=True):
-            counts.add(self.record(occ, settlement, ok, result, counts))
+            self.record(occ, settlement, ok, result, counts)
         call_hooks(self._hooks, counts.events)
 
     def record(
@@ -221,8 +215,9 @@ class Ledger:
         result: DispatchResult,
         counts: Counts,
     ) -> DispatchOutcome:
-        """Log one recorded settlement, note its hook event and return its outcome."""
+        """Log one recorded settlement, count it, note its hook event; its outcome."""
         outcome = outcome_of(settlement, ok, result)
+        counts.outcomes[outcome] += 1
         if self._hooks:
             counts.events.append(
                 settlement_event(occ, settlement, outcome, result, self._clock.now())
@@ -244,6 +239,9 @@ class Ledger:
                 log_occurrence(self._clock, logging.DEBUG, f"{outcome.value}{note}", occ)
         else:
             level, template = _LOGGED[outcome]
+            missed = result.kind is ResultKind.MISSED  # a one-shot past its misfire grace
+            if missed:
+                template = "dead-lettered, never dispatched: %(error)s"
             retry_in = settlement.retry_in
             log_occurrence(
                 self._clock,
@@ -251,6 +249,7 @@ class Ledger:
                 template,
                 occ,
                 exc_info=raised if outcome in _FAILURES else None,
+                dispatched=not missed,
                 error=error_summary(settlement.error),
                 retry_in=None if retry_in is None else retry_in.total_seconds(),
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import os
 import socket
+import time
 import uuid
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -138,8 +139,6 @@ def delivered_run(
 ) -> RunEntry:
     """The ``delivered`` run of a dispatch that began at ``began`` (monotonic) and ended
     now: a transactional handler's."""
-    import time
-
     stamp = RunStamp(now, time.monotonic())
     duration = stamp.mono - began
     return stamp.record(

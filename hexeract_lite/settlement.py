@@ -17,23 +17,16 @@ __all__ = ["Settlement", "SettlementKind"]
 
 
 class SettlementKind(enum.StrEnum):
-    """Which acknowledgement a :class:`Settlement` stands for."""
+    """Which acknowledgement a :class:`Settlement` stands for (its constructor of the same
+    name says what it records)."""
 
     DELIVERED = "delivered"
-    """``mark_delivered``."""
     RESCHEDULE = "reschedule"
-    """``reschedule(next)``."""
     FAILED = "failed"
-    """``mark_failed(retry_in, error)``."""
     DEAD_LETTERED = "dead_lettered"
-    """``mark_dead_lettered(error)``."""
     RELEASED = "released"
-    """Given back undispatched: the claim's attempt is returned, the lease cleared."""
     SNOOZED = "snoozed"
-    """The handler snoozed: the attempt is returned, ``snoozes`` counts one more, and
-    the occurrence is claimable again after ``retry_in``."""
     CANCELLED = "cancelled"
-    """An abort with ``cancel=True``: the schedule is cancelled."""
 
 
 @attrs.frozen

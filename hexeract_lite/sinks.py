@@ -33,6 +33,7 @@ __all__ = [
     "OccurrenceSink",
     "ScheduleSink",
     "TargetRouterSink",
+    "as_sink",
     "is_async_sink",
 ]
 
@@ -57,8 +58,6 @@ class OccurrenceSink:
     """A sink handed the whole leased occurrence (:meth:`dispatch_occurrence`, always from
     a thread), which settles it itself; a bound
     :class:`~hexeract_lite.transactional.TransactionalSink` is one."""
-
-    is_async = False
 
     def dispatch(self, message: ScheduledMessage) -> None:
         """Not used by the worker (:meth:`dispatch_occurrence` is)."""
@@ -344,14 +343,20 @@ def _discard(value: object) -> None:
 # -- routing by target -----------------------------------------------------------------
 
 
-def _as_sink(name: str, sink: object) -> ScheduleSink | None:
-    if sink is None:
-        return None
+def as_sink(sink: object) -> ScheduleSink | None:
+    """``sink`` when it has ``dispatch()``, a callable as a :class:`CallableSink`; else None."""
     if callable(getattr(sink, "dispatch", None)):
         return sink  # type: ignore[return-value]
-    if callable(sink):
-        return CallableSink(sink)
-    raise InvalidArgument(f"{name} must be a sink (with dispatch()) or a callable, got {sink!r}")
+    return CallableSink(sink) if callable(sink) else None
+
+
+def _routed(name: str, sink: object) -> ScheduleSink | None:
+    found = None if sink is None else as_sink(sink)
+    if found is None and sink is not None:
+        raise InvalidArgument(
+            f"{name} must be a sink (with dispatch()) or a callable, got {sink!r}"
+        )
+    return found
 
 
 class TargetRouterSink:
@@ -371,11 +376,8 @@ class TargetRouterSink:
         outbox: ScheduleSink | Callable[[ScheduledMessage], Any] | None = None,
         bus: ScheduleSink | Callable[[ScheduledMessage], Any] | None = None,
     ) -> None:
-        self.sinks: dict[str, ScheduleSink | None] = {
-            "mediator": _as_sink("mediator", mediator),
-            "outbox": _as_sink("outbox", outbox),
-            "bus": _as_sink("bus", bus),
-        }
+        kinds = {"mediator": mediator, "outbox": outbox, "bus": bus}
+        self.sinks = {kind: _routed(kind, sink) for kind, sink in kinds.items()}
 
     def dispatch(self, message: ScheduledMessage) -> Awaitable[None] | None:
         """Hand ``message`` to the sink of ``message.target.kind``."""

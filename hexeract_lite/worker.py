@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import math
 import random
@@ -19,7 +18,7 @@ import attrs
 from ._log import package_logger
 from .clock import Clock
 from .config import SchedulerWorkerConfig
-from .dispatch import SinkRunner, take_turn
+from .dispatch import SinkRunner, call_soon, take_turn
 from .engine import AsyncDriver, Call, Dispatch, Pause, Steps, Wait, drive, run_watched
 from .errors import InvalidArgument, InvalidConfiguration
 from .heartbeat import InFlight
@@ -33,7 +32,7 @@ from .hooks import (
     check_hooks,
 )
 from .idle import STOP_CHECK_S, STORE_ERROR_BACKOFF_MAX, Pacer
-from .ledger import Counts, Held, Ledger, Planned, warn_left_to_expiry
+from .ledger import Counts, Held, Ledger, warn_left_to_expiry
 from .message import ScheduledMessage
 from .retry import RandomSource, RetryPolicy
 from .settle import (
@@ -44,7 +43,7 @@ from .settle import (
     settlement_for,
 )
 from .settlement import Settlement
-from .sinks import CallableSink, OccurrenceSink, ScheduleSink
+from .sinks import OccurrenceSink, ScheduleSink, as_sink
 from .snapshot import LeasedOccurrence
 from .store.base import ChangeSignal, ScheduleStore
 from .store.notices import collecting_malformed
@@ -98,11 +97,6 @@ def _report(counts: Counts) -> CycleReport:
 _DEFAULT_CONFIG = SchedulerWorkerConfig()
 
 
-def _set_soon(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the loop ended anyway
-        loop.call_soon_threadsafe(event.set)
-
-
 class SchedulerWorker:
     """Runs the poll cycle against a store, dispatching to a sink.
 
@@ -146,12 +140,11 @@ class SchedulerWorker:
             )
         if not isinstance(store, ScheduleStore):
             raise InvalidConfiguration(f"store must be a ScheduleStore, got store={store!r}")
-        if not callable(getattr(sink, "dispatch", None)):
-            if not callable(sink):
-                raise InvalidConfiguration(
-                    f"sink must have a dispatch(message) method or be callable, got {sink!r}"
-                )
-            sink = CallableSink(sink)
+        checked = as_sink(sink)
+        if checked is None:
+            raise InvalidConfiguration(
+                f"sink must have a dispatch(message) method or be callable, got {sink!r}"
+            )
         if clock is not None and not isinstance(clock, Clock):
             raise InvalidConfiguration(f"clock must have a now() method, got clock={clock!r:.100}")
         if rng is not None and not callable(getattr(rng, "uniform", None)):
@@ -164,7 +157,7 @@ class SchedulerWorker:
         self.propagate_errors = propagate_errors
         self._propagating: BaseException | None = None
         self.store = store
-        self.sink: ScheduleSink = sink  # type: ignore[assignment]
+        self.sink: ScheduleSink = checked
         self.config = config
         self.clock: Clock = clock if clock is not None else store.clock
         self._rng: RandomSource = rng if rng is not None else random.Random()
@@ -269,14 +262,23 @@ class SchedulerWorker:
             batch, judge = inflight.finish(batch)
         results = judge(results)  # an abort asked for overrules what the sink returned
         planned = self._ledger.plan(batch, results, counts)
-        if looping and self._may_carry(batch, planned, interruption, counts, stopping):
+        failure = counts.failure if self.propagate_errors else None
+        if (  # a full batch, uninterrupted, without hooks: settled with the next claim
+            looping
+            and planned
+            and not self.hooks
+            and interruption is None
+            and len(batch) >= self.config.batch_size
+            and failure is None
+            and not stopping()
+        ):
             return _report(counts), Held(planned, counts)
         yield Call(self._ledger.write, planned, counts)
         if interruption is not None:
             raise interruption
-        if self.propagate_errors and counts.failure is not None:
-            self._propagating = counts.failure
-            raise counts.failure
+        if failure is not None:
+            self._propagating = failure
+            raise failure
         return _report(counts), None
 
     def _loop(self, stopping: Callable[[], bool], look_every: float) -> Steps[None]:
@@ -311,25 +313,6 @@ class SchedulerWorker:
                 yield Pause((yield Call(self._backed_off, exc)))
         if carry is not None:  # no cycle follows: write it on its own
             yield Call(self._ledger.write_held, carry)
-
-    def _may_carry(
-        self,
-        batch: list[LeasedOccurrence],
-        planned: list[Planned],
-        interruption: BaseException | None,
-        counts: Counts,
-        stopping: Callable[[], bool],
-    ) -> bool:
-        """A full batch, not interrupted, without hooks, a failure to propagate or a stop: its
-        settlement may wait for the next claim."""
-        return (
-            bool(planned)
-            and not self.hooks
-            and interruption is None
-            and len(batch) >= self.config.batch_size
-            and not (self.propagate_errors and counts.failure is not None)
-            and not stopping()
-        )
 
     def _claim(self, counts: Counts, carry: Held | None, paced: bool) -> list[LeasedOccurrence]:
         """The sweep, then the claim, ``carry`` written in the same ``settle_and_claim``."""
@@ -478,15 +461,10 @@ class SchedulerWorker:
         self._enter(stop.set)
         try:
             steps = self._loop(stop.is_set, STOP_CHECK_S)
-            run_watched(steps, self._runner, stop, self._changes, self.abort, self._mark_loop)
+            on_loop = functools.partial(setattr, self._loop_thread, "on", True)
+            run_watched(steps, self._runner, stop, self._changes, self.abort, on_loop)
         finally:
             self._leave()
-
-    def _mark_loop(self) -> None:
-        self._loop_thread.on = True
-
-    def _in_loop_thread(self) -> bool:
-        return getattr(self._loop_thread, "on", False) is True
 
     def start(self, *, name: str = "hexeract-worker") -> WorkerHandle:
         """Run :meth:`run` on a new daemon thread; ``with worker.start(): ...`` stops it (and
@@ -515,7 +493,7 @@ class SchedulerWorker:
                 " (a threading.Event goes with run())"
             )
         stop = stop if stop is not None else asyncio.Event()
-        self._enter(functools.partial(_set_soon, asyncio.get_running_loop(), stop))
+        self._enter(functools.partial(call_soon, asyncio.get_running_loop(), stop.set))
         try:
             driver = AsyncDriver(self._runner, stop, self._changes)
             aborting = self._aborting.is_set
@@ -551,7 +529,9 @@ class WorkerHandle:
         self.worker.store.changes.notify()  # wake it now if it sleeps; a spurious wake is harmless
         if isinstance(timeout, timedelta):
             timeout = timeout.total_seconds()
-        if self.thread.ident != threading.get_ident() and not self.worker._in_loop_thread():
+        if self.thread.ident != threading.get_ident() and not getattr(
+            self.worker._loop_thread, "on", False
+        ):
             self.thread.join(timeout)
         return not self.thread.is_alive()
 

@@ -150,6 +150,22 @@ def test_a_skipped_firing_is_logged_as_missed_not_as_released(
     assert "beyond its misfire grace of 0:05:00" in warning
 
 
+def test_a_missed_one_shot_is_logged_as_never_dispatched(
+    store: ScheduleStore, frozen: FrozenTime, caplog: pytest.LogCaptureFixture
+) -> None:
+    msg = ScheduledMessage.delay(Target.outbox(), T0, "e", {}, misfire_grace=GRACE)
+    store.insert(msg, 3)
+    frozen.move_to(T0 + timedelta(minutes=30))
+    with caplog.at_level(logging.DEBUG, logger="hexeract_lite.worker"):
+        assert SchedulerWorker(store, Recorder()).run_once().dead_lettered == 1
+    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    text = error.getMessage()
+    assert f"schedule {msg.schedule_id} occurrence {msg.occurrence_id()}" in text
+    assert "missed" in text and "never dispatched" in text
+    assert "beyond its misfire grace of 0:05:00" in text
+    assert "attempt" not in text and "1/3" not in text
+
+
 def test_a_retry_is_not_a_misfire(store: ScheduleStore, frozen: FrozenTime) -> None:
     """The grace judges how late a firing is first found; a retry waits on purpose."""
     msg = ScheduledMessage.delay(Target.outbox(), T0, "e", {}, misfire_grace=timedelta(seconds=1))
