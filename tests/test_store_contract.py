@@ -650,6 +650,31 @@ def test_the_default_settle_calls_the_single_methods_in_order(frozen: FrozenTime
     assert status(store, msgs[0].schedule_id) is ScheduleStatus.DELIVERED
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda sid, lease: Settlement.released(sid, lease),
+        lambda sid, lease: Settlement.snoozed(sid, S, lease),
+        lambda sid, lease: Settlement.cancelled(sid, lease),
+    ],
+    ids=["released", "snoozed", "cancelled"],
+)
+def test_the_default_settle_refuses_a_kind_without_a_single_method(
+    frozen: FrozenTime, make: Callable[[uuid.UUID, datetime], Settlement]
+) -> None:
+    """Never dead-lettered by mistake: the whole batch is refused, naming the kind."""
+    store = _SinglesOnly()  # type: ignore[abstract]
+    msgs = [one_shot(T0 - S), one_shot()]
+    store.insert_many(msgs, 3)
+    first, second = store.claim_due(frozen.now(), 10, LEASE)
+    item = make(msgs[1].schedule_id, second.leased_until)
+    batch = [Settlement.delivered(msgs[0].schedule_id, first.leased_until), item]
+    with pytest.raises(NotImplementedError, match=f"a {item.kind.value} settlement"):
+        store.settle(batch)
+    assert store.calls == [], "refused before anything is written"
+    assert status(store, msgs[1].schedule_id) is ScheduleStatus.PENDING
+
+
 # -- settle_and_claim ------------------------------------------------------------
 
 
