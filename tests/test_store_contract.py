@@ -82,6 +82,20 @@ def test_insert_then_inspect_round_trips_every_field(
     assert snap.payload_json == msg.payload_json
 
 
+def test_a_store_opened_for_writing_says_it_is_not_readonly(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    assert store.readonly is False
+
+
+def test_a_store_opened_readonly_says_so(tmp_path: Path, frozen: FrozenTime) -> None:
+    from hexeract_lite import open_store
+
+    open_store(str(tmp_path / "ro.db")).close()
+    with open_store(str(tmp_path / "ro.db"), readonly=True) as store:
+        assert store.readonly is True
+
+
 def test_inspect_unknown_is_none(store: ScheduleStore, frozen: FrozenTime) -> None:
     assert store.inspect(uuid.uuid4()) is None
 

@@ -429,6 +429,14 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         return False
 
     @property
+    def readonly(self) -> bool:
+        """True when the store was opened read-only: it never writes.
+
+        .. versionadded:: 0.3.0
+        """
+        return False
+
+    @property
     def writers_take_turns(self) -> bool:
         """True when all writers wait for one lock (a draining worker then pauses)."""
         return False
