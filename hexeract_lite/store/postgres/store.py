@@ -265,14 +265,17 @@ class PostgresScheduleStore(ServerStore):
         connection: object = None,
     ) -> None:
         check_max_attempts(max_attempts)
-        messages = check_messages(messages, self._clock.now())
+        taken = self._now()  # one reading: the placement's and created_at's
+        messages = check_messages(messages, taken)
         if not messages and connection is None:
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
         rows = [self._insert_row(m) for m in messages]
-        params = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
-        params = self._with_now({**params, "max_attempts": max_attempts})
+        params: dict[str, Any] = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
+        params["max_attempts"] = max_attempts
+        if not self._use_database_clock:
+            params["now"] = taken
         if connection is not None:
             self._shared().insert_within(self, connection, messages, params)
             return
