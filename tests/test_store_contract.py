@@ -21,6 +21,7 @@ from hexeract_lite import (
     InvalidArgument,
     InvalidConfiguration,
     LeasedOccurrence,
+    ManualClock,
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
@@ -33,6 +34,7 @@ from hexeract_lite import (
 from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
 from hexeract_lite.store.base import SWEEP_KEPT
+from hexeract_lite.store.sqlite import SqliteScheduleStore
 from tests.conftest import STORE_FACTORIES
 
 from .conftest import T0, FrozenTime
@@ -94,6 +96,31 @@ def test_a_store_opened_readonly_says_so(tmp_path: Path, frozen: FrozenTime) -> 
     open_store(str(tmp_path / "ro.db")).close()
     with open_store(str(tmp_path / "ro.db"), readonly=True) as store:
         assert store.readonly is True
+
+
+class _CountingClock(ManualClock):
+    reads = 0
+
+    def now(self) -> datetime:
+        self.reads += 1
+        return super().now()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_insert_reads_the_clock_once(tmp_path: Path, kind: str) -> None:
+    """Placement and ``created_at`` come from one reading (the server stores: their files)."""
+    clock = _CountingClock(T0)
+    if kind == "memory":
+        store: ScheduleStore = InMemoryScheduleStore(clock=clock)
+    else:
+        store = SqliteScheduleStore.open(tmp_path / "clock.db", clock=clock)
+    with store:
+        clock.reads = 0
+        store.insert(every_minute(), 3)
+        assert clock.reads == 1
+        clock.reads = 0
+        store.insert_many([one_shot(), one_shot()], 3)
+        assert clock.reads == 1
 
 
 def test_inspect_unknown_is_none(store: ScheduleStore, frozen: FrozenTime) -> None:
