@@ -36,6 +36,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.store.postgres.schema import (
     INDEXES,
     POSTGRES_COLUMNS,
@@ -699,3 +700,26 @@ def test_an_insert_reads_the_clock_once(pg_url: str, table: str) -> None:
             [ScheduledMessage.delay(Target.outbox(), T0, "ev", n) for n in range(3)], 3
         )
         assert clock.reads == 1
+
+
+@pytest.mark.parametrize("kind", ["failed", "snoozed"])
+def test_a_hold_past_the_year_9999_is_refused_on_the_database_clock(
+    pg_url: str, table: str, kind: str
+) -> None:
+    """The server computes the deadline, but one past 9999 is refused before any write
+    (a snooze once wrote a year-11020 lease, leaving the row undecodable)."""
+    with PostgresScheduleStore.open(pg_url, table=table, use_database_clock=True) as store:
+        now = datetime.now(UTC)
+        msg = ScheduledMessage.delay(Target.outbox(), now - timedelta(seconds=1), "ev", 1)
+        store.insert(msg, 3)
+        [occ] = store.claim_due(now, 1, timedelta(seconds=30))
+        far = timedelta(days=365 * 9000)
+        item = (
+            Settlement.failed(msg.schedule_id, far, "x", occ.leased_until)
+            if kind == "failed"
+            else Settlement.snoozed(msg.schedule_id, far, occ.leased_until)
+        )
+        with pytest.raises(InvalidConfiguration, match="past the year 9999"):
+            store.settle([item])
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.leased_until == occ.leased_until

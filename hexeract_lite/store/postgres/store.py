@@ -62,6 +62,8 @@ from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
 
 __all__ = ["PostgresScheduleStore"]
 
+_HELD = (SettlementKind.FAILED, SettlementKind.SNOOZED)
+
 
 def _is_json(text: str) -> bool:
     """Whether ``text`` parses as strict JSON (no NaN or Infinity, which JSONB refuses)."""
@@ -319,9 +321,9 @@ class PostgresScheduleStore(ServerStore):
         """With ``use_database_clock`` the server sets the deadlines, but a ``retry_in``
         past the year 9999 is still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
+        start = self._now() if now is None else now
         for item in checked if now is None else ():
-            if item.kind is SettlementKind.FAILED and item.retry_in is not None:
-                start = self._now()
+            if item.kind in _HELD and item.retry_in is not None:
                 try:
                     to_utc_ms(start + item.retry_in, "retry deadline")
                 except OverflowError:
