@@ -36,6 +36,7 @@ from hexeract_lite import (
     StoreError,
     Target,
 )
+from hexeract_lite.settlement import Settlement
 from hexeract_lite.store.postgres.schema import (
     INDEXES,
     POSTGRES_COLUMNS,
@@ -677,3 +678,48 @@ def test_postgres_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
             assert conn.execute("SELECT to_regclass(%s)", [table]).fetchone() == (None,)
     finally:
         pg.drop_table(url, table)
+
+
+class _CountingClock(ManualClock):
+    reads = 0
+
+    def now(self) -> datetime:
+        self.reads += 1
+        return super().now()
+
+
+def test_an_insert_reads_the_clock_once(pg_url: str, table: str) -> None:
+    """Placement and ``created_at`` come from one reading, for one message or a batch."""
+    clock = _CountingClock(T0)
+    with PostgresScheduleStore.open(pg_url, table=table, clock=clock) as store:
+        clock.reads = 0
+        store.insert(ScheduledMessage.cron(Target.outbox(), "* * * * *", T0, "tick", 1), 3)
+        assert clock.reads == 1
+        clock.reads = 0
+        store.insert_many(
+            [ScheduledMessage.delay(Target.outbox(), T0, "ev", n) for n in range(3)], 3
+        )
+        assert clock.reads == 1
+
+
+@pytest.mark.parametrize("kind", ["failed", "snoozed"])
+def test_a_hold_past_the_year_9999_is_refused_on_the_database_clock(
+    pg_url: str, table: str, kind: str
+) -> None:
+    """The server computes the deadline, but one past 9999 is refused before any write
+    (a snooze once wrote a year-11020 lease, leaving the row undecodable)."""
+    with PostgresScheduleStore.open(pg_url, table=table, use_database_clock=True) as store:
+        now = datetime.now(UTC)
+        msg = ScheduledMessage.delay(Target.outbox(), now - timedelta(seconds=1), "ev", 1)
+        store.insert(msg, 3)
+        [occ] = store.claim_due(now, 1, timedelta(seconds=30))
+        far = timedelta(days=365 * 9000)
+        item = (
+            Settlement.failed(msg.schedule_id, far, "x", occ.leased_until)
+            if kind == "failed"
+            else Settlement.snoozed(msg.schedule_id, far, occ.leased_until)
+        )
+        with pytest.raises(InvalidConfiguration, match="past the year 9999"):
+            store.settle([item])
+        snap = store.inspect(msg.schedule_id)
+        assert snap is not None and snap.leased_until == occ.leased_until

@@ -21,6 +21,7 @@ from hexeract_lite import (
     InvalidArgument,
     InvalidConfiguration,
     LeasedOccurrence,
+    ManualClock,
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
@@ -33,6 +34,7 @@ from hexeract_lite import (
 from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
 from hexeract_lite.store.base import SWEEP_KEPT
+from hexeract_lite.store.sqlite import SqliteScheduleStore
 from tests.conftest import STORE_FACTORIES
 
 from .conftest import T0, FrozenTime
@@ -80,6 +82,45 @@ def test_insert_then_inspect_round_trips_every_field(
     assert snap.created_at == T0
     assert snap.delivered_at is None and snap.cancelled_at is None and snap.dead_lettered_at is None
     assert snap.payload_json == msg.payload_json
+
+
+def test_a_store_opened_for_writing_says_it_is_not_readonly(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    assert store.readonly is False
+
+
+def test_a_store_opened_readonly_says_so(tmp_path: Path, frozen: FrozenTime) -> None:
+    from hexeract_lite import open_store
+
+    open_store(str(tmp_path / "ro.db")).close()
+    with open_store(str(tmp_path / "ro.db"), readonly=True) as store:
+        assert store.readonly is True
+
+
+class _CountingClock(ManualClock):
+    reads = 0
+
+    def now(self) -> datetime:
+        self.reads += 1
+        return super().now()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_insert_reads_the_clock_once(tmp_path: Path, kind: str) -> None:
+    """Placement and ``created_at`` come from one reading (the server stores: their files)."""
+    clock = _CountingClock(T0)
+    if kind == "memory":
+        store: ScheduleStore = InMemoryScheduleStore(clock=clock)
+    else:
+        store = SqliteScheduleStore.open(tmp_path / "clock.db", clock=clock)
+    with store:
+        clock.reads = 0
+        store.insert(every_minute(), 3)
+        assert clock.reads == 1
+        clock.reads = 0
+        store.insert_many([one_shot(), one_shot()], 3)
+        assert clock.reads == 1
 
 
 def test_inspect_unknown_is_none(store: ScheduleStore, frozen: FrozenTime) -> None:
@@ -648,6 +689,31 @@ def test_the_default_settle_calls_the_single_methods_in_order(frozen: FrozenTime
     assert results == [True, False, True]
     assert store.calls == ["mark_failed", "mark_delivered", "mark_delivered"]
     assert status(store, msgs[0].schedule_id) is ScheduleStatus.DELIVERED
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda sid, lease: Settlement.released(sid, lease),
+        lambda sid, lease: Settlement.snoozed(sid, S, lease),
+        lambda sid, lease: Settlement.cancelled(sid, lease),
+    ],
+    ids=["released", "snoozed", "cancelled"],
+)
+def test_the_default_settle_refuses_a_kind_without_a_single_method(
+    frozen: FrozenTime, make: Callable[[uuid.UUID, datetime], Settlement]
+) -> None:
+    """Never dead-lettered by mistake: the whole batch is refused, naming the kind."""
+    store = _SinglesOnly()  # type: ignore[abstract]
+    msgs = [one_shot(T0 - S), one_shot()]
+    store.insert_many(msgs, 3)
+    first, second = store.claim_due(frozen.now(), 10, LEASE)
+    item = make(msgs[1].schedule_id, second.leased_until)
+    batch = [Settlement.delivered(msgs[0].schedule_id, first.leased_until), item]
+    with pytest.raises(NotImplementedError, match=f"a {item.kind.value} settlement"):
+        store.settle(batch)
+    assert store.calls == [], "refused before anything is written"
+    assert status(store, msgs[1].schedule_id) is ScheduleStatus.PENDING
 
 
 # -- settle_and_claim ------------------------------------------------------------

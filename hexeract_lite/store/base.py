@@ -154,27 +154,13 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         :attr:`changes` once after it; the default calls the single methods in order.
         """
         checked = check_settlements(outcomes)
-        if any(item.kind is SettlementKind.RELEASED for item in checked):
-            raise NotImplementedError(
-                f"{type(self).__name__} has no single method for a released settlement;"
-                " a store supports it by overriding settle()"
-            )
-        results: list[bool] = []
         for item in checked:
-            kind = item.kind
-            if kind is SettlementKind.DELIVERED:
-                ok = self.mark_delivered(item.schedule_id, item.lease)
-            elif kind is SettlementKind.RESCHEDULE:
-                assert item.next is not None
-                ok = self.reschedule(item.schedule_id, item.next, item.lease)
-            elif kind is SettlementKind.FAILED:
-                assert item.retry_in is not None and item.error is not None
-                ok = self.mark_failed(item.schedule_id, item.retry_in, item.error, item.lease)
-            else:
-                assert item.error is not None
-                ok = self.mark_dead_lettered(item.schedule_id, item.error, item.lease)
-            results.append(ok)
-        return results
+            if item.kind not in _SINGLE:
+                raise NotImplementedError(
+                    f"{type(self).__name__} has no single method for a {item.kind.value}"
+                    " settlement; a store supports it by overriding settle()"
+                )
+        return [_settle_one(self, item) for item in checked]
 
     def settle_and_claim(
         self, outcomes: Sequence[Settlement], now: datetime, batch_size: int, lease: timedelta
@@ -443,6 +429,14 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         return False
 
     @property
+    def readonly(self) -> bool:
+        """True when the store was opened read-only: it never writes.
+
+        .. versionadded:: 0.3.0
+        """
+        return False
+
+    @property
     def writers_take_turns(self) -> bool:
         """True when all writers wait for one lock (a draining worker then pauses)."""
         return False
@@ -498,6 +492,31 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_SINGLE = frozenset(
+    {
+        SettlementKind.DELIVERED,
+        SettlementKind.RESCHEDULE,
+        SettlementKind.FAILED,
+        SettlementKind.DEAD_LETTERED,
+    }
+)
+"""The kinds the default :meth:`ScheduleStore.settle` maps to a single method."""
+
+
+def _settle_one(store: ScheduleStore, item: Settlement) -> bool:
+    sid, lease = item.schedule_id, item.lease
+    if item.kind is SettlementKind.DELIVERED:
+        return store.mark_delivered(sid, lease)
+    if item.kind is SettlementKind.RESCHEDULE:
+        assert item.next is not None
+        return store.reschedule(sid, item.next, lease)
+    assert item.error is not None
+    if item.kind is SettlementKind.FAILED:
+        assert item.retry_in is not None
+        return store.mark_failed(sid, item.retry_in, item.error, lease)
+    return store.mark_dead_lettered(sid, item.error, lease)
 
 
 class SettlingStore(ScheduleStore):

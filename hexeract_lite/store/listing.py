@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
 from ..errors import InvalidArgument, InvalidConfiguration
 from .schema import LIVE
 
@@ -18,10 +17,9 @@ if TYPE_CHECKING:
 
     from ..snapshot import ScheduleStatus
 
-    PRUNE_COLUMN: dict[ScheduleStatus, str]
-
 # The status enum lives with the value classes (attrs): this module imports it only when
 # a status is asked for, so that the CLI's arguments and its plain listing do without.
+# A status is a StrEnum: the tables below are keyed by its text.
 
 __all__ = [
     "LIST_STATUSES",
@@ -116,20 +114,20 @@ def sqlite_glob(pattern: str) -> str:
     return pattern.replace("[", "[[]")
 
 
+PRUNE_COLUMN: dict[str, str] = {
+    "delivered": "delivered_at",
+    "cancelled": "cancelled_at",
+    "dead-lettered": "dead_lettered_at",
+}
+"""Each ended status's end instant column."""
+
+
 def _where(status: ScheduleStatus | None, paused: str, not_paused: str) -> str:
     if status is None:
         return "1 = 1"
-    from ..snapshot import ScheduleStatus
-
-    if status is ScheduleStatus.PENDING:
-        return f"{LIVE} AND {not_paused}"
-    if status is ScheduleStatus.PAUSED:
-        return f"{LIVE} AND {paused}"
-    if status is ScheduleStatus.DELIVERED:
-        return "delivered_at IS NOT NULL"
-    if status is ScheduleStatus.CANCELLED:
-        return "cancelled_at IS NOT NULL"
-    return "dead_lettered_at IS NOT NULL"
+    if status in PRUNE_COLUMN:
+        return f"{PRUNE_COLUMN[status]} IS NOT NULL"
+    return f"{LIVE} AND {paused if status == 'paused' else not_paused}"
 
 
 def sqlite_status_where(status: ScheduleStatus | None) -> str:
@@ -140,24 +138,6 @@ def sqlite_status_where(status: ScheduleStatus | None) -> str:
 def postgres_status_where(status: ScheduleStatus | None) -> str:
     """The PostgreSQL condition of a status (constant text)."""
     return _where(status, "paused = TRUE", "paused = FALSE")
-
-
-def _prune_column() -> dict[ScheduleStatus, str]:
-    from ..snapshot import ScheduleStatus
-
-    return {
-        ScheduleStatus.DELIVERED: "delivered_at",
-        ScheduleStatus.CANCELLED: "cancelled_at",
-        ScheduleStatus.DEAD_LETTERED: "dead_lettered_at",
-    }
-
-
-__getattr__, __dir__, _ = lazy_exports(
-    __name__,
-    globals(),
-    {},
-    {"PRUNE_COLUMN": _prune_column},
-)
 
 
 def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[ScheduleStatus]]:
@@ -171,7 +151,7 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
     wanted: list[ScheduleStatus] = []
     for item in statuses:
         status = check_status(item)
-        if status not in _prune_column():  # ended rows only
+        if status not in PRUNE_COLUMN:  # ended rows only
             raise InvalidArgument(
                 f"prune deletes ended rows only (delivered, cancelled, dead-lettered),"
                 f" got status {item!r}"

@@ -132,9 +132,9 @@ class InMemoryScheduleStore(SettlingStore):
         if connection is not None:
             raise no_transactions(self, connection)
         check_max_attempts(max_attempts)
-        messages = check_messages(messages, self._now())
+        now = self._now()
+        messages = check_messages(messages, now)
         with self._lock:
-            now = self._now()
             duplicate = first_duplicate(messages, self._rows.__contains__)
             if duplicate is not None:
                 raise DuplicateSchedule(duplicate)

@@ -62,6 +62,8 @@ from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
 
 __all__ = ["PostgresScheduleStore"]
 
+_HELD = (SettlementKind.FAILED, SettlementKind.SNOOZED)
+
 
 def _is_json(text: str) -> bool:
     """Whether ``text`` parses as strict JSON (no NaN or Infinity, which JSONB refuses)."""
@@ -265,14 +267,17 @@ class PostgresScheduleStore(ServerStore):
         connection: object = None,
     ) -> None:
         check_max_attempts(max_attempts)
-        messages = check_messages(messages, self._clock.now())
+        taken = self._now()  # one reading: the placement's and created_at's
+        messages = check_messages(messages, taken)
         if not messages and connection is None:
             return
         if connection is None and len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
         rows = [self._insert_row(m) for m in messages]
-        params = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
-        params = self._with_now({**params, "max_attempts": max_attempts})
+        params: dict[str, Any] = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
+        params["max_attempts"] = max_attempts
+        if not self._use_database_clock:
+            params["now"] = taken
         if connection is not None:
             self._shared().insert_within(self, connection, messages, params)
             return
@@ -316,9 +321,9 @@ class PostgresScheduleStore(ServerStore):
         """With ``use_database_clock`` the server sets the deadlines, but a ``retry_in``
         past the year 9999 is still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
+        start = self._now() if now is None else now
         for item in checked if now is None else ():
-            if item.kind is SettlementKind.FAILED and item.retry_in is not None:
-                start = self._now()
+            if item.kind in _HELD and item.retry_in is not None:
                 try:
                     to_utc_ms(start + item.retry_in, "retry deadline")
                 except OverflowError:

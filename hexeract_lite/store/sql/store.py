@@ -97,7 +97,6 @@ class SqlScheduleStore(SettlingStore):
     """Where the table is, for messages (``the table t of /path``)."""
 
     _table: str
-    _settle_sql: dict[SettlementKind, Any] | None = None
     _run_sql: RunStatements | None = None
     """The dialect's run-log statements (:mod:`.runs`); None: the store keeps no run log."""
 
@@ -319,11 +318,7 @@ class SqlScheduleStore(SettlingStore):
             tx.execute(self._run_sql.insert, row)
 
     def _settle_statement(self, kind: SettlementKind) -> Any:
-        statements = self._settle_sql
-        if statements is None:
-            statements = {k: getattr(self._sql, name) for k, name in _STATEMENT_OF.items()}
-            self._settle_sql = statements
-        return statements[kind]
+        return getattr(self._sql, _STATEMENT_OF[kind])
 
     def _claimed(self, rows: list[Row], claim: Any) -> list[LeasedOccurrence]:
         """Claimed rows decoded; one that does not decode is dead-lettered instead."""
