@@ -66,7 +66,7 @@ def create_app(
 
     .. versionadded:: 0.3.0
     """
-    if allow_actions and getattr(store, "readonly", False):
+    if allow_actions and store.readonly:
         raise InvalidConfiguration("allow_actions=True needs a store opened for writing")
     if token is not None and (not isinstance(token, str) or not token):
         raise InvalidConfiguration("token must be a non-empty text (or None)")
