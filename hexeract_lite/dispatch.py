@@ -65,7 +65,9 @@ def take_turn(
     if occ.leased_until > now:
         missed = missed_result(occ, now)
         if missed is not None:
-            log_occurrence(clock, logging.WARNING, "%(reason)s", occ, reason=missed.error)
+            log_occurrence(
+                clock, logging.WARNING, "%(reason)s", occ, reason=missed.error, dispatched=False
+            )
             return missed
         log_occurrence(
             clock, logging.DEBUG, "dispatching attempt %(attempt)d/%(max_attempts)d", occ

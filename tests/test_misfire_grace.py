@@ -164,6 +164,8 @@ def test_a_missed_one_shot_is_logged_as_never_dispatched(
     assert "missed" in text and "never dispatched" in text
     assert "beyond its misfire grace of 0:05:00" in text
     assert "attempt" not in text and "1/3" not in text
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "missed" in warning and "attempt" not in warning
 
 
 def test_a_retry_is_not_a_misfire(store: ScheduleStore, frozen: FrozenTime) -> None:
