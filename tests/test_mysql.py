@@ -554,25 +554,3 @@ def test_vacuum_is_refused_naming_sqlite_and_what_the_server_does(
     with pytest.raises(InvalidArgument, match=r"for SQLite files \(MysqlScheduleStore") as info:
         store.vacuum()
     assert "InnoDB's purge" in str(info.value)
-
-
-class _CountingClock(ManualClock):
-    reads = 0
-
-    def now(self) -> datetime:
-        self.reads += 1
-        return super().now()
-
-
-def test_an_insert_reads_the_clock_once(url: str, table: str) -> None:
-    """Placement and ``created_at`` come from one reading, for one message or a batch."""
-    clock = _CountingClock(T0)
-    with MysqlScheduleStore.open(url, table=table, clock=clock) as store:
-        clock.reads = 0
-        store.insert(ScheduledMessage.cron(Target.outbox(), "* * * * *", T0, "tick", 1), 3)
-        assert clock.reads == 1
-        clock.reads = 0
-        store.insert_many(
-            [ScheduledMessage.delay(Target.outbox(), T0, "ev", n) for n in range(3)], 3
-        )
-        assert clock.reads == 1

@@ -680,28 +680,6 @@ def test_postgres_open_refuses_a_flag_that_is_not_a_bool_and_creates_nothing(
         pg.drop_table(url, table)
 
 
-class _CountingClock(ManualClock):
-    reads = 0
-
-    def now(self) -> datetime:
-        self.reads += 1
-        return super().now()
-
-
-def test_an_insert_reads_the_clock_once(pg_url: str, table: str) -> None:
-    """Placement and ``created_at`` come from one reading, for one message or a batch."""
-    clock = _CountingClock(T0)
-    with PostgresScheduleStore.open(pg_url, table=table, clock=clock) as store:
-        clock.reads = 0
-        store.insert(ScheduledMessage.cron(Target.outbox(), "* * * * *", T0, "tick", 1), 3)
-        assert clock.reads == 1
-        clock.reads = 0
-        store.insert_many(
-            [ScheduledMessage.delay(Target.outbox(), T0, "ev", n) for n in range(3)], 3
-        )
-        assert clock.reads == 1
-
-
 @pytest.mark.parametrize("kind", ["failed", "snoozed"])
 def test_a_hold_past_the_year_9999_is_refused_on_the_database_clock(
     pg_url: str, table: str, kind: str

@@ -21,7 +21,6 @@ from hexeract_lite import (
     InvalidArgument,
     InvalidConfiguration,
     LeasedOccurrence,
-    ManualClock,
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
@@ -34,7 +33,6 @@ from hexeract_lite import (
 from hexeract_lite.settlement import Settlement, SettlementKind
 from hexeract_lite.store import SWEEP_ERROR
 from hexeract_lite.store.base import SWEEP_KEPT
-from hexeract_lite.store.sqlite import SqliteScheduleStore
 from tests.conftest import STORE_FACTORIES
 
 from .conftest import T0, FrozenTime
@@ -98,29 +96,25 @@ def test_a_store_opened_readonly_says_so(tmp_path: Path, frozen: FrozenTime) -> 
         assert store.readonly is True
 
 
-class _CountingClock(ManualClock):
-    reads = 0
+def test_an_insert_reads_the_clock_once(
+    store: ScheduleStore, frozen: FrozenTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Placement and ``created_at`` come from one reading, for one message or a batch."""
+    cron, batch = every_minute(), [one_shot(), one_shot()]
+    reads: list[datetime] = []
+    clock_type = type(store.clock)
+    read = clock_type.now
 
-    def now(self) -> datetime:
-        self.reads += 1
-        return super().now()
+    def counted(self: object) -> datetime:
+        reads.append(read(self))  # type: ignore[arg-type]
+        return reads[-1]
 
-
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_an_insert_reads_the_clock_once(tmp_path: Path, kind: str) -> None:
-    """Placement and ``created_at`` come from one reading (the server stores: their files)."""
-    clock = _CountingClock(T0)
-    if kind == "memory":
-        store: ScheduleStore = InMemoryScheduleStore(clock=clock)
-    else:
-        store = SqliteScheduleStore.open(tmp_path / "clock.db", clock=clock)
-    with store:
-        clock.reads = 0
-        store.insert(every_minute(), 3)
-        assert clock.reads == 1
-        clock.reads = 0
-        store.insert_many([one_shot(), one_shot()], 3)
-        assert clock.reads == 1
+    monkeypatch.setattr(clock_type, "now", counted)
+    store.insert(cron, 3)
+    assert len(reads) == 1
+    reads.clear()
+    store.insert_many(batch, 3)
+    assert len(reads) == 1
 
 
 def test_inspect_unknown_is_none(store: ScheduleStore, frozen: FrozenTime) -> None:
