@@ -59,6 +59,9 @@ class OccurrenceSink:
     a thread), which settles it itself; a bound
     :class:`~hexeract_lite.transactional.TransactionalSink` is one."""
 
+    is_async = False
+    """Never awaited, whatever its :meth:`dispatch` is."""
+
     def dispatch(self, message: ScheduledMessage) -> None:
         """Not used by the worker (:meth:`dispatch_occurrence` is)."""
         raise DispatchError(f"{self!r} dispatches leased occurrences, not bare messages")

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from hexeract_lite import (
     DispatchError,
+    InMemoryScheduleStore,
     InvalidArgument,
+    LeasedOccurrence,
     ScheduledMessage,
     ScheduleStatus,
     ScheduleStore,
     Target,
 )
+from hexeract_lite.settle import DispatchResult
 from hexeract_lite.sinks import (
     BusMessage,
     BusSink,
     CallableSink,
     InProcessBus,
+    OccurrenceSink,
     ScheduleSink,
     TargetRouterSink,
     is_async_sink,
@@ -74,6 +78,38 @@ def test_a_class_with_async_dispatch_is_an_async_sink() -> None:
             pass
 
     assert is_async_sink(Mine()) and not is_async_sink(Plain())
+
+
+def test_an_occurrence_sink_is_handed_occurrences_even_with_an_async_dispatch() -> None:
+    """Under ``run_async()`` too: its ``dispatch`` is never awaited in place of
+    ``dispatch_occurrence``, which settles the occurrence itself."""
+    calls: list[str] = []
+
+    class Mine(OccurrenceSink):
+        async def dispatch(self, message: ScheduledMessage) -> None:  # type: ignore[override]
+            calls.append("dispatch")
+
+        def dispatch_occurrence(self, occurrence: LeasedOccurrence) -> DispatchResult:
+            calls.append("dispatch_occurrence")
+            return DispatchResult.failed(RuntimeError("settled by the sink"))
+
+    assert not is_async_sink(Mine())
+    store = InMemoryScheduleStore()
+    store.insert(ScheduledMessage.delay(Target.outbox(), datetime.now(UTC), "e", {}), 1)
+    worker = SchedulerWorker(store, Mine())
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run_async(stop))
+        for _ in range(500):
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+    asyncio.run(main())
+    assert calls == ["dispatch_occurrence"]
 
 
 # -- BusSink -----------------------------------------------------------------------------
