@@ -9,6 +9,7 @@ that a rule whose hour field is ``*`` or has a step fires on every real occurren
 from __future__ import annotations
 
 import functools
+import re
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from .errors import InvalidTrigger
@@ -23,6 +24,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_WALL = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
 _PROBE = 86_400  # seconds between two offset look-ups when searching for a change
+_ZONE_NAME = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")  # IANA-shaped, portable
 _NOT_ZONES = frozenset({"localtime", "posixrules"})  # a machine's setting, not a zone
 
 
@@ -44,7 +46,7 @@ def load_zone(name: str) -> tzinfo:
 def _load_zone(name: str) -> tzinfo:
     if name == DEFAULT_ZONE:
         return UTC
-    if name not in _available_zones():
+    if not _ZONE_NAME.fullmatch(name) or name not in _available_zones():
         raise InvalidTrigger(
             f"unknown time zone {name!r}: expected an IANA name such as 'Europe/Paris'"
             " or 'UTC' (zoneinfo.available_timezones() lists them)"

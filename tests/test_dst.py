@@ -23,11 +23,13 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import shutil
 import time
 import zoneinfo
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from cronsim import CronSim, CronSimError
@@ -663,6 +665,25 @@ def test_load_zone() -> None:
         load_zone("Nowhere")
     with pytest.raises(InvalidTrigger, match=r"\['Europe/Paris'\]"):
         load_zone(["Europe/Paris"])  # type: ignore[arg-type]
+
+
+def test_a_local_zone_file_with_a_non_iana_name_is_refused(tmp_path: Path) -> None:
+    """A rule naming it would not load on another machine."""
+    from hexeract_lite import zoned
+
+    utc = next(Path(d, "UTC") for d in zoneinfo.TZPATH if Path(d, "UTC").is_file())
+    shutil.copy(utc, tmp_path / "My.Zone")
+    zoneinfo.reset_tzpath([str(tmp_path), *zoneinfo.TZPATH])
+    zoned._available_zones.cache_clear()
+    zoned._load_zone.cache_clear()
+    try:
+        assert "My.Zone" in zoneinfo.available_timezones()
+        with pytest.raises(InvalidTrigger, match=r"unknown time zone 'My\.Zone'"):
+            load_zone("My.Zone")
+    finally:
+        zoneinfo.reset_tzpath()
+        zoned._available_zones.cache_clear()
+        zoned._load_zone.cache_clear()
 
 
 def test_utc_is_what_cron_expression_does() -> None:
