@@ -321,16 +321,17 @@ class PostgresScheduleStore(ServerStore):
         """With ``use_database_clock`` the server sets the deadlines, but a ``retry_in``
         past the year 9999 is still refused before anything is written."""
         now = None if self._use_database_clock else self._now()
-        start = self._now() if now is None else now
-        for item in checked if now is None else ():
-            if item.kind in _HELD and item.retry_in is not None:
-                try:
-                    to_utc_ms(start + item.retry_in, "retry deadline")
-                except OverflowError:
-                    raise InvalidConfiguration(
-                        f"retry_in {item.retry_in!r} puts the retry deadline past the year"
-                        f" 9999 (now={start.isoformat()})"
-                    ) from None
+        if now is None:
+            start = self._now()
+            for item in checked:
+                if item.kind in _HELD and item.retry_in is not None:
+                    try:
+                        to_utc_ms(start + item.retry_in, "retry deadline")
+                    except OverflowError:
+                        raise InvalidConfiguration(
+                            f"retry_in {item.retry_in!r} puts the retry deadline past the"
+                            f" year 9999 (now={start.isoformat()})"
+                        ) from None
         return settle_plan(
             checked,
             now,
