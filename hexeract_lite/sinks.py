@@ -354,8 +354,10 @@ def as_sink(sink: object) -> ScheduleSink | None:
 
 
 def _routed(name: str, sink: object) -> ScheduleSink | None:
-    found = None if sink is None else as_sink(sink)
-    if found is None and sink is not None:
+    if sink is None:
+        return None
+    found = as_sink(sink)
+    if found is None:
         raise InvalidArgument(
             f"{name} must be a sink (with dispatch()) or a callable, got {sink!r}"
         )
