@@ -76,7 +76,12 @@ def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:
     table = validate_sqlite_table_name(table)
     # None, as open_store passes it: the default database's folders are the store's to find
     rows = read_pending(None if target.source == "default" else target.path, table, limit)
-    values = None if rows is None else [plain_pending(row) for row in rows]
-    if values is None or None in values:
+    if rows is None:
         return None
-    return pending_table([pending_cells(*v) for v in values if v is not None])
+    cells = []
+    for row in rows:
+        values = plain_pending(row)
+        if values is None:
+            return None
+        cells.append(pending_cells(*values))
+    return pending_table(cells)
