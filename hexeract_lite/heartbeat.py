@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Sequence
 
@@ -51,7 +50,7 @@ class InFlight:
         """Seconds between two looks for abort requests: half ``poll_interval``, or the
         heartbeat period when shorter."""
         self._lock = threading.Lock()
-        self._handles: dict[uuid.UUID, DispatchHandle] = {}
+        self._handles: dict[int, DispatchHandle] = {}  # by schedule_id.int
         self.wake = threading.Event()
         self.closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,7 +60,7 @@ class InFlight:
         how = self._how
         with self._lock:
             for occ in batch:
-                self._handles[occ.message.schedule_id] = DispatchHandle(occ, how)
+                self._handles[occ.message.schedule_id.int] = DispatchHandle(occ, how)
             if self._thread is None:
                 self.closed = threading.Event()  # the thread's own: an old one may linger
                 self._thread = threading.Thread(
@@ -76,14 +75,16 @@ class InFlight:
 
     def handle(self, occ: LeasedOccurrence) -> DispatchHandle | None:
         """The handle of ``occ`` while its batch is in flight."""
-        return self._handles.get(occ.message.schedule_id)
+        return self._handles.get(occ.message.schedule_id.int)
 
     def turn(
         self, inner: Callable[[LeasedOccurrence], DispatchResult | None]
     ) -> Callable[[LeasedOccurrence], DispatchResult | None]:
         """``inner`` judging each occurrence on its current lease."""
-        handle = self.handle
-        return lambda occ: inner(occ if (h := handle(occ)) is None else h.occurrence)
+        get = self._handles.get
+        return lambda occ: inner(
+            occ if (h := get(occ.message.schedule_id.int)) is None else h.occurrence
+        )
 
     def finish(
         self, batch: Sequence[LeasedOccurrence]
@@ -91,7 +92,7 @@ class InFlight:
         """End the handles of ``batch``: each occurrence with its last lease, and the judge
         of the results (a dispatch an abort was asked for is recorded as aborted)."""
         with self._lock:
-            handles = [self._handles.pop(occ.message.schedule_id, None) for occ in batch]
+            handles = [self._handles.pop(occ.message.schedule_id.int, None) for occ in batch]
         last = [occ if h is None else h.close() for occ, h in zip(batch, handles, strict=True)]
 
         def judge(results: list[DispatchResult]) -> list[DispatchResult]:

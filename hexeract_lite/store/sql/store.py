@@ -331,7 +331,7 @@ class SqlScheduleStore(SettlingStore):
                 bad.append((row, exc))
         if bad:
             self._dead_letter_malformed(bad)
-        claimed.sort(key=lambda o: (o.message.scheduled_for, o.message.schedule_id.bytes))
+        claimed.sort(key=lambda o: (o.message.scheduled_for, o.message.schedule_id.int))
         return claimed
 
     def _dead_letter_malformed(self, bad: list[tuple[Row, Exception]]) -> None:

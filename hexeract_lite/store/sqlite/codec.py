@@ -11,14 +11,12 @@ from typing import Any
 from ..._time import format_ts, parse_ts
 from ...errors import InvalidConfiguration
 from ...message import ScheduledMessage
-from ...policy import SchedulePolicy
 from ...snapshot import LeasedOccurrence, ScheduleStatus
 from ...trigger import Trigger
 from ..columns import COLUMN_NAMES, COLUMNS, SELECT_LIST, ColumnKind
 from ..record import (
     ScheduleRecord,
     cached_target,
-    grace_of,
     insert_columns,
     load_payload,
     message_problem,
@@ -53,7 +51,7 @@ MAX_INT64 = 2**63 - 1
 
 def encode_id(schedule_id: uuid.UUID) -> bytes:
     """A schedule id as stored: its 16 raw bytes."""
-    return schedule_id.bytes
+    return schedule_id.int.to_bytes(16, "big")
 
 
 def decode_id(value: object) -> uuid.UUID:
@@ -181,30 +179,16 @@ def message_rows(
 
 _MS = timedelta(milliseconds=1)
 
-# positions the claim decodes by hand
-_ID = COLUMN_INDEX["schedule_id"]
-_EVENT_TYPE = COLUMN_INDEX["event_type"]
-_PAYLOAD = COLUMN_INDEX["payload"]
-_TRIGGER_KIND = COLUMN_INDEX["trigger_kind"]
-_CRON_EXPR = COLUMN_INDEX["cron_expr"]
-_SCHEDULED_FOR = COLUMN_INDEX["scheduled_for"]
-_TARGET_KIND = COLUMN_INDEX["target_kind"]
-_ROUTING_KEY = COLUMN_INDEX["target_routing_key"]
-_ATTEMPTS = COLUMN_INDEX["attempts"]
-_NAME = COLUMN_INDEX["name"]
-_SNOOZES = COLUMN_INDEX["snoozes"]
-_MAX_ATTEMPTS = COLUMN_INDEX["max_attempts"]
-_LEASED_UNTIL = COLUMN_INDEX["leased_until"]
-_CREATED_AT = COLUMN_INDEX["created_at"]
-_GRACE = COLUMN_INDEX["misfire_grace_ms"]
-_LAST_ERROR = COLUMN_INDEX["last_error"]
-_BACKFILL_UNTIL = COLUMN_INDEX["backfill_until"]
-_FIRINGS = COLUMN_INDEX["firings"]
-_OFFSET = COLUMN_INDEX["jitter_offset_ms"]
-_POLICY = [
-    COLUMN_INDEX[name] for name in ("max_firings", "jitter_ms", "catch_up", "catch_up_limit")
-]
-_END_AT = COLUMN_INDEX["end_at"]
+_ZERO = timedelta(0)
+_CLAIM_ORDER = (
+    "schedule_id event_type payload trigger_kind cron_expr scheduled_for target_kind"
+    " target_routing_key attempts max_attempts leased_until paused last_error created_at"
+    " delivered_at cancelled_at dead_lettered_at name next_after_lease misfire_grace_ms end_at"
+    " max_firings firings jitter_ms jitter_offset_ms catch_up catch_up_limit backfill_until"
+    " pause_note snoozes abort_requested"
+)  # the order leased_from_row unpacks
+if tuple(_CLAIM_ORDER.split()) != COLUMN_NAMES:  # pragma: no cover - a new column: unpack it there
+    raise ImportError("leased_from_row unpacks the columns in an older order")
 
 
 def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> LeasedOccurrence:
@@ -212,47 +196,47 @@ def leased_from_row(row: Sequence[Any], until_text: str, until: datetime) -> Lea
     in between (``until_text``: the claim's lease as stored)."""
     if type(row) is SalvagedRow:
         raise ValueError(undecodable(row))
-    scheduled_for = parse_ts(row[_SCHEDULED_FOR])
-    offset = row[_OFFSET]
+    (
+        sid, event_type, payload, trigger_kind, cron_expr, due, target_kind, routing_key,
+        attempts, max_attempts, lease_text, _, last_error, created_at, _, _, _, name, _,
+        grace, end_at, max_firings, firings, jitter_ms, offset, catch_up, limit,
+        backfill_until, _, snoozes, _,
+    ) = row  # fmt: skip
+    scheduled_for = parse_ts(due)
+    jitter = _ZERO
     if offset:
-        scheduled_for -= timedelta(milliseconds=offset)  # the rule's instant
-    parse_ts(row[_CREATED_AT])  # a row that cannot be read whole is malformed
-    lease_text = row[_LEASED_UNTIL]
-    leased_until = until if lease_text == until_text else parse_ts(lease_text)
-    trigger = rule_trigger(row[_TRIGGER_KIND], row[_CRON_EXPR])
+        jitter = timedelta(milliseconds=offset)
+        scheduled_for -= jitter  # the rule's instant
+    parse_ts(created_at)  # a row that cannot be read whole is malformed
+    trigger = rule_trigger(trigger_kind, cron_expr)
     if trigger is None:
         trigger = Trigger("delay", at=scheduled_for)
-    payload = row[_PAYLOAD]
+    policy = None
+    if end_at is not None or max_firings is not None or jitter_ms or catch_up is not None:
+        policy = policy_of(_optional_instant(end_at), max_firings, jitter_ms, catch_up, limit)
     message = ScheduledMessage(
-        schedule_id=decode_id(row[_ID]),
-        event_type=row[_EVENT_TYPE],
+        schedule_id=decode_id(sid),
+        event_type=event_type,
         payload=load_payload(payload),
         payload_json=payload,
-        target=cached_target(row[_TARGET_KIND], row[_ROUTING_KEY]),
+        target=cached_target(target_kind, routing_key),
         trigger=trigger,
         scheduled_for=scheduled_for,
-        name=row[_NAME],
-        misfire_grace=grace_of(row[_GRACE]),
-        policy=_policy(row),
+        name=name,
+        misfire_grace=None if grace is None else timedelta(milliseconds=grace),
+        policy=policy,
     )
     return LeasedOccurrence(
         message=message,
-        attempts=row[_ATTEMPTS],
-        max_attempts=row[_MAX_ATTEMPTS],
-        leased_until=leased_until,
-        retrying=row[_LAST_ERROR] is not None,
-        backfill_until=None if row[_BACKFILL_UNTIL] is None else parse_ts(row[_BACKFILL_UNTIL]),
-        firings=row[_FIRINGS] or 0,
-        jitter_offset=timedelta(milliseconds=offset or 0),
-        snoozes=row[_SNOOZES] or 0,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        leased_until=until if lease_text == until_text else parse_ts(lease_text),
+        retrying=last_error is not None,
+        backfill_until=None if backfill_until is None else parse_ts(backfill_until),
+        firings=firings or 0,
+        jitter_offset=jitter,
+        snoozes=snoozes or 0,
     )
-
-
-def _policy(row: Sequence[Any]) -> SchedulePolicy | None:
-    end_at, (max_firings, jitter_ms, catch_up, limit) = row[_END_AT], [row[i] for i in _POLICY]
-    if end_at is None and max_firings is None and not jitter_ms and catch_up is None:
-        return None
-    return policy_of(_optional_instant(end_at), max_firings, jitter_ms, catch_up, limit)
 
 
 _I = COLUMN_INDEX
