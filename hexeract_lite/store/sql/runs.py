@@ -39,9 +39,10 @@ _COLUMNS = ", ".join(RUN_COLUMNS)
 class RunStatements:
     """One store's run-log statements and row encoding: ``runs`` the table as SQL names
     it, ``ph`` and ``param`` the positional and named placeholders, ``hour`` the SQL of
-    the hour ``finished`` falls in; ``encode_us``: an instant's encoder from epoch
-    microseconds (a draft then encodes from its figures); ``decode_row_instant``: the
-    schedules table's instant decoder, when not the runs table's."""
+    the hour ``finished`` falls in; ``ms_instants``: the table's instants are integer
+    epoch milliseconds (a draft's row is then computed from its figures);
+    ``decode_row_instant``: the schedules table's instant decoder, when not the runs
+    table's."""
 
     __slots__ = (
         "_decode_id",
@@ -49,7 +50,7 @@ class RunStatements:
         "_decode_row_instant",
         "_encode_id",
         "_encode_instant",
-        "_encode_us",
+        "_ms_instants",
         "_param",
         "_runs",
         "counts",
@@ -69,11 +70,11 @@ class RunStatements:
         decode_instant: Callable[[Any], datetime],
         ph: str = "%s",
         param: Callable[[str], str] = "%({})s".format,
-        encode_us: Callable[[int], Any] | None = None,
+        ms_instants: bool = False,
         decode_row_instant: Callable[[Any], datetime] | None = None,
     ) -> None:
         self._runs, self._param = runs, param
-        self._encode_us = encode_us
+        self._ms_instants = ms_instants
         self._encode_id, self._encode_instant = encode_id, encode_instant
         self._decode_id, self._decode_instant = decode_id, decode_instant
         self._decode_row_instant = decode_row_instant or decode_instant
@@ -119,7 +120,7 @@ class RunStatements:
 
     def row(self, run: RunEntry | RunDraft) -> tuple[Any, ...]:
         """The values :attr:`insert` binds for ``run``."""
-        if type(run) is RunDraft and self._encode_us is not None:
+        if type(run) is RunDraft and self._ms_instants:
             return self._draft_row(run)
         sid, scheduled, attempt, started, finished, outcome, lag, took, host, pid, error = (
             run.entry()
@@ -143,20 +144,18 @@ class RunStatements:
         """:meth:`row` of a draft, from its figures in whole microseconds (the values
         of ``row(run.entry())``, without making the entry's datetimes)."""
         stamp, sid, scheduled, attempt, outcome, began, duration, error = run
-        instant = self._encode_us
-        assert instant is not None
         due = (scheduled - EPOCH) // _US
         now = stamp.now_us
         if began is None or duration is None:
             return (
-                self._encode_id(sid), instant(due), attempt, None, instant(now), outcome.value,
+                self._encode_id(sid), due // 1000, attempt, None, now // 1000, outcome._value_,
                 (now - due) // 1000, None, stamp.host, stamp.pid, error,
             )  # fmt: skip
         started = max(now - round((stamp.mono - began) * 1e6), min(due, now))
         took = round(duration * 1e6)
         return (
-            self._encode_id(sid), instant(due), attempt, instant(started), instant(started + took),
-            outcome.value, (started - due) // 1000, took / 1000, stamp.host, stamp.pid, error,
+            self._encode_id(sid), due // 1000, attempt, started // 1000, (started + took) // 1000,
+            outcome._value_, (started - due) // 1000, took / 1000, stamp.host, stamp.pid, error,
         )  # fmt: skip
 
     def malformed(

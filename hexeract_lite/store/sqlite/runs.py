@@ -32,10 +32,6 @@ def _decode_ms(value: object) -> datetime:
     return EPOCH + value * _MS
 
 
-def _us_to_ms(us: int) -> int:
-    return us // 1000
-
-
 def run_statements(table: str, version: int) -> RunStatements:
     """The run-log statements of ``table`` at schema ``version`` (text instants before
     :data:`INTEGER_RUNS_VERSION`, only ever read)."""
@@ -49,7 +45,7 @@ def run_statements(table: str, version: int) -> RunStatements:
         encode_instant=codec.encode_instant if text else encode_ms,
         decode_id=codec.decode_id,
         decode_instant=codec.decode_instant if text else _decode_ms,
-        encode_us=None if text else _us_to_ms,  # a text run log is only ever read
+        ms_instants=not text,  # a text run log is only ever read
         decode_row_instant=codec.decode_instant,
     )
 
