@@ -405,6 +405,7 @@ class SchedulerControl:
         .. versionadded:: 0.2.0"""
         if tz is not None and cron is None:
             raise InvalidArgument("update: tz= goes with cron= only")
+        policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
         change = Change(
             event_type=event_type,
             payload_json=None if payload is ... else encode_payload(payload),
@@ -417,13 +418,7 @@ class SchedulerControl:
             misfire_grace=None if isinstance(misfire_grace, EllipsisType) else misfire_grace,
             set_misfire_grace=not isinstance(misfire_grace, EllipsisType),
             policy=tuple(
-                (key, value)
-                for key, value in zip(
-                    POLICY_FIELDS,
-                    (end_at, max_firings, jitter, catch_up, catch_up_limit),
-                    strict=True,
-                )
-                if not isinstance(value, EllipsisType)
+                (k, v) for k, v in zip(POLICY_FIELDS, policy, strict=True) if v is not ...
             ),
         )
         return self.store.update_schedule(self._existing(id_or_name), change)
