@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from ._time import rfc3339, to_utc_ms
 from .errors import InvalidArgument, NotChangeable
 from .snapshot import LeasedOccurrence
-from .store.changes import Plan, _place
+from .store.changes import Plan, _named, _place
 from .store.record import ScheduleRecord, rule_trigger
 from .trigger import Trigger
 
@@ -61,10 +61,6 @@ def _count(trigger: Trigger, start: datetime, end: datetime) -> str:
     found = window_instants(trigger, start, end, MAX_BACKFILL_LIMIT)
     more = len(found) > MAX_BACKFILL_LIMIT
     return f"more than {MAX_BACKFILL_LIMIT}" if more else str(len(found))
-
-
-def _named(row: ScheduleRecord) -> str:
-    return "" if row.name is None else f" (name {row.name!r})"
 
 
 def _label(row: ScheduleRecord) -> str:

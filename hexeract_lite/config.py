@@ -49,6 +49,12 @@ def _days(value: timedelta) -> str:
     return str(value) if value % timedelta(days=1) else f"{value.days} days"
 
 
+def _check_count(name: str, value: object, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidConfiguration(f"{name} must be an integer >= {low}, got {name}={value!r}")
+    return value
+
+
 @attrs.frozen(kw_only=True)
 class SchedulerWorkerConfig:
     """How a :class:`~hexeract_lite.SchedulerWorker` polls, claims, times out and retries:
@@ -74,11 +80,7 @@ class SchedulerWorkerConfig:
 
     def __attrs_post_init__(self) -> None:
         check_duration("poll_interval", self.poll_interval)
-        batch = self.batch_size
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise InvalidConfiguration(
-                f"batch_size must be an integer >= 1, got batch_size={batch!r}"
-            )
+        batch = _check_count("batch_size", self.batch_size, 1)
         check_duration("lease", self.lease)
         if self.lease < MIN_LEASE:  # what claim_due refuses
             raise lease_too_short(f"lease={format_duration(self.lease)}")
@@ -95,11 +97,7 @@ class SchedulerWorkerConfig:
                 f" ({format_duration(self.retry_base_delay)}),"
                 f" got retry_max_delay={format_duration(self.retry_max_delay)}"
             )
-        snoozes = self.max_snoozes
-        if isinstance(snoozes, bool) or not isinstance(snoozes, int) or snoozes < 0:
-            raise InvalidConfiguration(
-                f"max_snoozes must be an integer >= 0, got max_snoozes={snoozes!r}"
-            )
+        _check_count("max_snoozes", self.max_snoozes, 0)
         if self.heartbeat is not None:
             check_duration("heartbeat", self.heartbeat, longest=None)
             if self.heartbeat >= self.lease:

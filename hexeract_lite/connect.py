@@ -1,16 +1,10 @@
 """Connection strings: :func:`parse_conn` reads one, :func:`open_store` opens its store.
 
-Accepted spellings:
-
-- ``sqlite:///absolute/path.db`` (also ``sqlite:////absolute/path.db``);
-- ``sqlite://relative/path.db`` (no ``?query``, no ``:memory:``: both are refused);
-- a plain path (``~`` expanded);
-- ``postgres://...``, ``postgresql://...``, or a libpq keyword/value string
-  (``host=db.internal dbname=app``): the PostgreSQL store (the ``postgres`` extra);
-- ``mysql://...``, ``mariadb://...``: the MySQL store (the ``mysql`` extra).
-
-``None`` means ``DATABASE_URL``, then (unset or empty) the default database. A
-connection string is only shown through :func:`redact_conn`; driver text through :func:`scrub`.
+The spellings (``sqlite:///abs.db``, ``sqlite://rel.db``, a plain path, ``postgresql://``,
+a libpq ``host=... dbname=...`` string, ``mysql://``, ``mariadb://``): docs/reference/cli.md,
+"Which database". ``None`` means ``DATABASE_URL``, then (unset or empty) the default
+database. A connection string is only shown through :func:`redact_conn`; driver text
+through :func:`scrub`.
 """
 
 from __future__ import annotations

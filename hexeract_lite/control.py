@@ -30,6 +30,8 @@ from .zoned import CRON_TZ_PREFIX
 DEFAULT_MAX_ATTEMPTS = 5
 """The attempt budget :meth:`SchedulerControl.schedule` gives each occurrence by default."""
 
+_NOT_DECLARED = ("self", "max_attempts", "connection")  # what ensure takes and declare not
+
 ScheduleIdLike = uuid.UUID | str
 """A schedule id, as a :class:`uuid.UUID` or its text form."""
 
@@ -243,52 +245,8 @@ class SchedulerControl:
         transaction on the store's database that the change commits with.
 
         .. versionadded:: 0.2.0"""
-        policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
-        message = self._declared(
-            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
-        )
-        return self.store.ensure(message, max_attempts, connection=connection)
-
-    def _declared(
-        self,
-        name: str,
-        event_type: str,
-        payload: Any,
-        cron: str | CronExpression | None,
-        at: datetime | None,
-        every: timedelta | str | None,
-        first: datetime | None,
-        target: Target | None,
-        tz: str | None,
-        misfire_grace: timedelta | None,
-        policy_values: tuple[Any, ...],
-    ) -> ScheduledMessage:
-        policy = policy_of(*policy_values)  # checked before the trigger arguments
-        check_name(name)
-        target = Target.mediator() if target is None else target
-        if sum(x is not None for x in (cron, at, every)) != 1:
-            raise InvalidArgument(f"schedule {name!r}: give exactly one of cron=, every= or at=")
-        if tz is not None and cron is None:
-            raise InvalidArgument(f"schedule {name!r}: tz= goes with cron= only")
-        kw: dict[str, Any] = {"name": name, "misfire_grace": misfire_grace}
-        kw.update(policy_arguments(policy))
-        clock = self.store.clock
-        if cron is not None:
-            return ScheduledMessage.cron(
-                target, cron, first, event_type, payload, clock=clock, tz=tz, **kw
-            )
-        if every is not None:
-            anchor = first if first is not None else default_grid_anchor(every, clock.now())
-            return ScheduledMessage.every(target, every, anchor, event_type, payload, **kw)
-        if first is not None:
-            raise InvalidArgument(f"schedule {name!r}: first= goes with cron= or every=, not at=")
-        if policy is not None:
-            raise InvalidArgument(
-                f"schedule {name!r}: end_at=, max_firings=, jitter= and catch_up= go with"
-                " cron= or every=, not at="
-            )
-        assert at is not None
-        return ScheduledMessage.delay(target, at, event_type, payload, **kw)
+        declared = {k: v for k, v in locals().items() if k not in _NOT_DECLARED}  # no local before
+        return self.store.ensure(self.declare(**declared), max_attempts, connection=connection)
 
     def reconcile(
         self, group: str, declared: Iterable[ScheduledMessage | tuple[ScheduledMessage, int]]
@@ -360,10 +318,32 @@ class SchedulerControl:
         """The message :meth:`ensure` would store, for :meth:`reconcile`'s list.
 
         .. versionadded:: 0.2.0"""
-        policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
-        return self._declared(
-            name, event_type, payload, cron, at, every, first, target, tz, misfire_grace, policy
-        )
+        policy = policy_of(end_at, max_firings, jitter, catch_up, catch_up_limit)  # checked first
+        check_name(name)
+        target = Target.mediator() if target is None else target
+        if sum(x is not None for x in (cron, at, every)) != 1:
+            raise InvalidArgument(f"schedule {name!r}: give exactly one of cron=, every= or at=")
+        if tz is not None and cron is None:
+            raise InvalidArgument(f"schedule {name!r}: tz= goes with cron= only")
+        kw: dict[str, Any] = {"name": name, "misfire_grace": misfire_grace}
+        kw.update(policy_arguments(policy))
+        clock = self.store.clock
+        if cron is not None:
+            return ScheduledMessage.cron(
+                target, cron, first, event_type, payload, clock=clock, tz=tz, **kw
+            )
+        if every is not None:
+            anchor = first if first is not None else default_grid_anchor(every, clock.now())
+            return ScheduledMessage.every(target, every, anchor, event_type, payload, **kw)
+        if first is not None:
+            raise InvalidArgument(f"schedule {name!r}: first= goes with cron= or every=, not at=")
+        if policy is not None:
+            raise InvalidArgument(
+                f"schedule {name!r}: end_at=, max_firings=, jitter= and catch_up= go with"
+                " cron= or every=, not at="
+            )
+        assert at is not None
+        return ScheduledMessage.delay(target, at, event_type, payload, **kw)
 
     @staticmethod
     def id_of(id_or_name: uuid.UUID | str) -> uuid.UUID:
@@ -425,6 +405,7 @@ class SchedulerControl:
         .. versionadded:: 0.2.0"""
         if tz is not None and cron is None:
             raise InvalidArgument("update: tz= goes with cron= only")
+        policy = (end_at, max_firings, jitter, catch_up, catch_up_limit)
         change = Change(
             event_type=event_type,
             payload_json=None if payload is ... else encode_payload(payload),
@@ -437,13 +418,7 @@ class SchedulerControl:
             misfire_grace=None if isinstance(misfire_grace, EllipsisType) else misfire_grace,
             set_misfire_grace=not isinstance(misfire_grace, EllipsisType),
             policy=tuple(
-                (key, value)
-                for key, value in zip(
-                    POLICY_FIELDS,
-                    (end_at, max_firings, jitter, catch_up, catch_up_limit),
-                    strict=True,
-                )
-                if not isinstance(value, EllipsisType)
+                (k, v) for k, v in zip(POLICY_FIELDS, policy, strict=True) if v is not ...
             ),
         )
         return self.store.update_schedule(self._existing(id_or_name), change)

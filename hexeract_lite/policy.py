@@ -201,12 +201,11 @@ class Rule:
         return None
 
     def instants(self, start: datetime) -> Iterator[Firing]:
-        """Every firing from the rule's first instant at or after ``start``, in order."""
+        """Every firing from the rule's first instant at or after ``start`` to the end."""
         instant = self.trigger.next_after(start - _MS)
-        while instant is not None:
-            offset = jitter_offset(self.policy, self.trigger, self.schedule_id, instant)
-            yield Firing(instant, offset)
-            instant = self.trigger.next_after(instant)
+        while (firing := self.firing(instant, 0)) is not None:
+            yield firing
+            instant = self.trigger.next_after(firing.instant)
 
     def _catch_up_start(self, held: Firing, now: datetime) -> Firing | None:
         """Under ``catch_up="all"``: the earliest of the latest ``catch_up_limit`` firings
@@ -224,7 +223,7 @@ class Rule:
             start = max(low, now - back)
             window: list[Firing] = []
             for firing in self.instants(start):
-                if firing.due > now or (policy.end_at is not None and firing.due > policy.end_at):
+                if firing.due > now:
                     break
                 if not _late(firing, now, self.grace):
                     window.append(firing)

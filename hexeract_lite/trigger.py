@@ -189,20 +189,14 @@ class Trigger:
     @property
     def expression(self) -> str | None:
         """The stored rule text (``cron_expr``), or None for a delay."""
-        if self.cron_expression is not None:
-            return str(self.cron_expression)
-        if self.interval is not None:
-            return str(self.interval)
-        return None
+        rule = self.cron_expression or self.interval
+        return None if rule is None else str(rule)
 
     def next_due(self, now: datetime, previous_due: datetime) -> datetime | None:
         """The next firing after one due at ``previous_due`` ran at ``now`` (missed firings
         collapse into one); None when there is none."""
-        if self.cron_expression is not None:
-            return self.cron_expression.next_due(now, previous_due)
-        if self.interval is not None:
-            return self.interval.next_due(now, previous_due)
-        return None
+        rule = self.cron_expression or self.interval
+        return None if rule is None else rule.next_due(now, previous_due)
 
     def next_after(self, instant: datetime) -> datetime | None:
         """The first firing strictly after ``instant``; None for a delay or an ended rule."""

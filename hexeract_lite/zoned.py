@@ -12,6 +12,7 @@ import functools
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
 
+from ._time import EPOCH
 from .errors import InvalidTrigger
 
 CRON_TZ_PREFIX = "CRON_TZ="
@@ -20,7 +21,6 @@ CRON_TZ_PREFIX = "CRON_TZ="
 DEFAULT_ZONE = "UTC"
 """The zone of a rule given none; its stored text has no prefix."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_WALL = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
 _PROBE = 86_400  # seconds between two offset look-ups when searching for a change
@@ -96,9 +96,9 @@ def next_in_zone(rule: str, tz: tzinfo, after: datetime) -> datetime | None:
     try:
         if tz is UTC:
             return next(CronSim(rule, start))
-        first = (start - _EPOCH) // _SECOND  # a firing is a whole second: > after iff > first
+        first = (start - EPOCH) // _SECOND  # a firing is a whole second: > after iff > first
         found = _next_firing(rule, tz, every_real_hour(rule), first)
-        return None if found is None else _EPOCH + timedelta(seconds=found)
+        return None if found is None else EPOCH + timedelta(seconds=found)
     except (StopIteration, OverflowError, ValueError):  # none, or past year 9999
         return None
 
@@ -111,7 +111,7 @@ def _offset(tz: tzinfo, instant: int) -> int:
     try:
         local = datetime.fromtimestamp(instant, tz)
     except (OSError, OverflowError, ValueError):  # Windows before 1970; far years
-        local = (_EPOCH + timedelta(seconds=instant)).astimezone(tz)
+        local = (EPOCH + timedelta(seconds=instant)).astimezone(tz)
     offset = local.utcoffset()
     assert offset is not None
     return offset // _SECOND
@@ -151,9 +151,9 @@ def _high_water(tz: tzinfo, instant: int, offset: int) -> int:
     """The first wall time the clock has not shown by ``instant`` (while it replays times
     after going back: the one it showed before)."""
     wall = instant + offset + 1
-    local = (_EPOCH + timedelta(seconds=instant)).astimezone(tz)
+    local = (EPOCH + timedelta(seconds=instant)).astimezone(tz)
     if local.fold:
-        first = (local.replace(fold=0) - _EPOCH) // _SECOND  # same wall time, earlier
+        first = (local.replace(fold=0) - EPOCH) // _SECOND  # same wall time, earlier
         before = _offset(tz, first)
         change = _next_change(tz, first, instant, before)
         if change is not None:
