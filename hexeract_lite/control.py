@@ -459,7 +459,7 @@ class SchedulerControl:
         .. versionadded:: 0.2.0"""
         sid = None if id_or_name is None else self._existing(id_or_name)
         if isinstance(since, timedelta):
-            since = self.store.clock.now() - since
+            since = _back_from(self.store.clock.now(), since)
         return self.store.runs(sid, limit=limit, outcome=outcome, since=since)
 
     def list_pending(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
@@ -474,6 +474,16 @@ class SchedulerControl:
 
     def __repr__(self) -> str:
         return f"SchedulerControl({self.store!r})"
+
+
+def _back_from(now: datetime, age: timedelta) -> datetime:
+    """``now - age`` for a ``since`` duration, which must be >= 0 and reach an instant."""
+    if age < timedelta(0):
+        raise InvalidArgument(f"since must be a duration back from now (>= 0), got {age!r}")
+    try:
+        return now - age
+    except OverflowError:
+        raise InvalidArgument(f"since {age!r} back from now is before the year 1") from None
 
 
 def default_grid_anchor(every: timedelta | str, now: datetime) -> datetime:

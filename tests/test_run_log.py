@@ -17,6 +17,7 @@ from hexeract_lite import (
     InvalidArgument,
     InvalidConfiguration,
     ScheduledMessage,
+    SchedulerControl,
     SchedulerWorker,
     SchedulerWorkerConfig,
     Target,
@@ -208,6 +209,14 @@ def test_bad_queries_are_refused_naming_the_value(
 ) -> None:
     with pytest.raises(InvalidArgument, match=named):
         store.runs(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("since", [timedelta(days=10**6), timedelta(seconds=-1)])
+def test_a_duration_back_that_no_instant_has_is_refused_naming_since(
+    store: ScheduleStore, since: timedelta
+) -> None:
+    with pytest.raises(InvalidArgument, match="since"):
+        SchedulerControl(store).runs(since=since)
 
 
 def test_run_log_false_records_nothing(store: ScheduleStore, frozen: FrozenTime) -> None:
