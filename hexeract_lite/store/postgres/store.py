@@ -29,8 +29,6 @@ from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import (
     check_flag,
     check_int32_counts,
-    check_max_attempts,
-    check_messages,
     check_records,
 )
 from ..columns import COLUMN_NAMES
@@ -259,28 +257,16 @@ class PostgresScheduleStore(ServerStore):
 
     # -- writing ---------------------------------------------------------------------
 
-    def insert_many(
-        self,
-        messages: Sequence[ScheduledMessage],
-        max_attempts: int,
-        *,
-        connection: object = None,
-    ) -> None:
-        check_max_attempts(max_attempts)
-        taken = self._now()  # one reading: the placement's and created_at's
-        messages = check_messages(messages, taken)
-        if not messages and connection is None:
-            return
-        if connection is None and len({m.schedule_id for m in messages}) != len(messages):
-            raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
-        rows = [self._insert_row(m) for m in messages]
+    def _insert_params(
+        self, rows: list[dict[str, Any]], max_attempts: int, now: datetime
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
         params["max_attempts"] = max_attempts
         if not self._use_database_clock:
-            params["now"] = taken
-        if connection is not None:
-            self._shared().insert_within(self, connection, messages, params)
-            return
+            params["now"] = now
+        return params
+
+    def _insert(self, messages: Sequence[ScheduledMessage], params: dict[str, Any]) -> None:
         try:
             with self._db.connection("insert") as conn:
                 if len(messages) == 1:  # one statement: nothing to undo on a duplicate
@@ -302,7 +288,6 @@ class PostgresScheduleStore(ServerStore):
                     f" a NUL character (\\u0000) or another character it rejects ({cause})"
                 ) from cause
             raise
-        self.changes.notify()
 
     # -- worker ------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from ...errors import InvalidConfiguration
 from ...message import ScheduledMessage
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
-from ..checks import check_flag, check_schedule_id
+from ..checks import check_flag, check_max_attempts, check_messages, check_schedule_id
 from ..record import ScheduleRecord
 from ..schema import validate_table_name
 from .statements import INSERT_COLUMNS
@@ -120,10 +120,46 @@ class ServerStore(SqlScheduleStore):
         params = {"ids": [codec.encode_id(sid) for sid in ids], "now": codec.encode_instant(now)}
         return [(self._sql.replay_many, params)]
 
-    def _insert_row(self, m: ScheduledMessage) -> dict[str, Any]:
-        """``m``'s values of :data:`~.statements.INSERT_COLUMNS`, as bound, by name."""
-        params = self._row_params(ScheduleRecord.new(m, 1, m.scheduled_for))
-        return {name: params[name] for name in INSERT_COLUMNS}
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        """See :meth:`ScheduleStore.insert_many`; ``connection``: inside the caller's
+        transaction (:meth:`ScheduleStore.insert`)."""
+        check_max_attempts(max_attempts)
+        taken = self._now()  # one reading: the placement's and created_at's
+        messages = check_messages(messages, taken)
+        self._check_payloads(messages)
+        if not messages and connection is None:
+            return
+        rows = []
+        for m in messages:
+            params = self._row_params(ScheduleRecord.new(m, 1, m.scheduled_for))
+            rows.append({name: params[name] for name in INSERT_COLUMNS})
+        bound = self._insert_params(rows, max_attempts, taken)
+        if connection is not None:
+            self._shared().insert_within(self, connection, messages, bound)
+            return
+        if len({m.schedule_id for m in messages}) != len(messages):
+            raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
+        self._insert(messages, bound)
+        self.changes.notify()
+
+    def _check_payloads(self, messages: Sequence[ScheduledMessage]) -> None:
+        """Refuse a payload the engine cannot store (:class:`InvalidMessage`)."""
+
+    @abc.abstractmethod
+    def _insert_params(self, rows: list[dict[str, Any]], max_attempts: int, now: datetime) -> Any:
+        """The insert's parameters: ``rows`` (the bound :data:`~.statements.INSERT_COLUMNS`
+        of each message), ``max_attempts`` and ``now``."""
+
+    @abc.abstractmethod
+    def _insert(self, messages: Sequence[ScheduledMessage], params: Any) -> None:
+        """Insert ``messages`` (bound as ``params``) in one transaction, told other
+        processes; an id stored already: :class:`DuplicateSchedule`."""
 
     def _runner_type(self) -> Callable[..., Any]:
         return self._shared().Runner  # type: ignore[no-any-return]
