@@ -31,8 +31,6 @@ from .schema import SCHEMA_VERSION, ensure_schema
 from .session import MysqlSession, Timeouts, store_error
 from .statements import Statements
 
-__all__ = ["MysqlScheduleStore"]
-
 _DUPLICATE_KEY = 1062
 _NAME_HELD = "a unique name is held by another schedule"
 

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from ...message import ScheduledMessage
     from ..sql.server import ServerStore
 
-__all__ = ["MysqlTransactionRunner", "Runner", "insert_within", "modify_within"]
-
 _T = TypeVar("_T")
 _log = package_logger(__name__)
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"

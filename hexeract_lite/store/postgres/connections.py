@@ -23,8 +23,6 @@ from ...redact import redact_conn
 from .notify import ChangeListener, channel_name
 from .session import DEFAULT_CONNECT_TIMEOUT, Timeouts, store_error
 
-__all__ = ["Connections", "check_pool_sizes", "conninfo_params", "connect"]
-
 _log = package_logger(__name__)
 
 Conn = psycopg.Connection[TupleRow]

@@ -8,26 +8,11 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from ..columns import COLUMNS, POLICY_COLUMNS
-from ..schema import DEFAULT_TABLE, META_TABLE, check_table, short_name, validate_table_name
+from ..schema import DEFAULT_TABLE, check_table, short_name, validate_table_name
+from ..schema import META_TABLE as META_TABLE
 
 if TYPE_CHECKING:
     import psycopg
-
-__all__ = [
-    "EXTRA_INDEXES",
-    "INDEXES",
-    "META_TABLE",
-    "POSTGRES_COLUMNS",
-    "REFERENCE_INDEXES",
-    "SCHEMA_VERSION",
-    "ensure_schema",
-    "postgres_ddl",
-    "postgres_index_name",
-    "postgres_runs_ddl",
-    "quote_ident",
-    "reference_ddl",
-    "runs_table_name",
-]
 
 SCHEMA_VERSION = 7
 """The schema version this code writes and understands."""

@@ -58,8 +58,6 @@ from .session import (
 )
 from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
 
-__all__ = ["PostgresScheduleStore"]
-
 _HELD = (SettlementKind.FAILED, SettlementKind.SNOOZED)
 
 

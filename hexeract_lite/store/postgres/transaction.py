@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
     from ..sql.server import ServerStore
 
-__all__ = ["PostgresTransactionRunner", "Runner", "insert_within", "modify_within"]
-
 _T = TypeVar("_T")
 log = package_logger(__name__)
 

@@ -21,8 +21,6 @@ from ..schema import validate_table_name
 from .statements import INSERT_COLUMNS
 from .store import SqlScheduleStore
 
-__all__ = ["ServerSession", "ServerStore", "check_open"]
-
 _T = TypeVar("_T")
 
 
