@@ -59,7 +59,8 @@ class ServerSession:
 class ServerStore(SqlScheduleStore):
     """The SQL base over a connection pool: ``_db`` has ``connection(what)``, ``where``,
     ``close()`` and ``closed``; the dialect's ``transaction`` module (:meth:`_shared`)
-    has ``Runner``, ``insert_within`` and ``modify_within``."""
+    has ``Runner``, ``insert_within``, ``within`` (the caller's connection checked, in a
+    savepoint) and ``notify`` (other processes, inside the caller's transaction)."""
 
     _db: Any
     _session: Callable[[Any], ServerSession]
@@ -165,7 +166,13 @@ class ServerStore(SqlScheduleStore):
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: the row locked ``FOR UPDATE``."""
         sid = check_schedule_id(schedule_id)
-        return self._shared().modify_within(self, connection, sid, plan)  # type: ignore[no-any-return]
+        shared = self._shared()
+        with shared.within(self, connection, "modify") as conn:
+            tx = self._session(conn)
+            answer: _T = self._modified(tx, sid, plan)
+            if tx.woken:
+                shared.notify(conn, self)
+        return answer
 
     def close(self) -> None:
         """Close the pooled connections; later calls raise :class:`StoreError`. Idempotent."""
