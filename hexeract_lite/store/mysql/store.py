@@ -14,7 +14,7 @@ import pymysql
 
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import InvalidConfiguration, InvalidMessage, StoreError
+from ...errors import InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
@@ -22,7 +22,7 @@ from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import check_int32_counts, check_records
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
-from ..sql.server import ServerStore, check_open
+from ..sql.server import ServerStore, check_count, check_open
 from . import codec
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
@@ -129,14 +129,7 @@ class MysqlScheduleStore(ServerStore):
         (:class:`InvalidConfiguration` naming it and the value).
         """
         check_open(table, clock, create)
-        if (
-            isinstance(pool_max_size, bool)
-            or not isinstance(pool_max_size, int)
-            or pool_max_size < 1
-        ):
-            raise InvalidConfiguration(
-                f"pool_max_size must be an integer >= 1, got {pool_max_size!r}"
-            )
+        check_count("pool_max_size", pool_max_size, 1)
         timeouts = Timeouts.checked(
             connect=connect_timeout,
             read=read_timeout,

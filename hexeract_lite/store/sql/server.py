@@ -32,6 +32,13 @@ def check_open(table: str, clock: object, create: object) -> None:
     check_flag("create", create)
 
 
+def check_count(name: str, value: object, least: int) -> int:
+    """``value``, an integer >= ``least`` (else :class:`InvalidConfiguration`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidConfiguration(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
 class ServerSession:
     """A pooled connection inside one transaction (or one statement)
     (:class:`~.dialect.Session`); ``others``: notify other processes after the commit."""
