@@ -267,16 +267,12 @@ class PostgresScheduleStore(ServerStore):
     def _insert(self, messages: Sequence[ScheduledMessage], params: dict[str, Any]) -> None:
         try:
             with self._db.connection("insert") as conn:
-                if len(messages) == 1:  # one statement: nothing to undo on a duplicate
-                    if conn.execute(self._sql.insert, params).fetchone() is None:
-                        raise DuplicateSchedule(messages[0].schedule_id)
-                else:
-                    with conn.transaction():
-                        inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
-                        if len(inserted) != len(messages):
-                            for message in messages:
-                                if message.schedule_id not in inserted:
-                                    raise DuplicateSchedule(message.schedule_id)
+                # one message, one statement: nothing to undo on a duplicate
+                with conn.transaction() if len(messages) > 1 else nullcontext():
+                    inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
+                    for message in messages:
+                        if message.schedule_id not in inserted:
+                            raise DuplicateSchedule(message.schedule_id)
                 self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
