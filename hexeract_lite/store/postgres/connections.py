@@ -202,13 +202,11 @@ class Connections:
 
     # -- changes between processes -----------------------------------------------------
 
-    @property
-    def wants_listener(self) -> bool:
-        """True while listening is asked for and no listener runs."""
-        return self._listen and self._listener is None
-
     def start_listening(self) -> None:
-        """Start the listener; on failure, log it, go on without, and try again later."""
+        """Start the listener when listening is asked for and none runs; on failure, log
+        it, go on without, and try again later."""
+        if not self._listen or self._listener is not None:
+            return
         with self._lock:
             if self._listener is not None or self._closed:
                 return

@@ -287,8 +287,7 @@ class PostgresScheduleStore(ServerStore):
 
     def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
         """The claim's parameters; listening starts first, so no later change goes unheard."""
-        if self._db.wants_listener:
-            self._db.start_listening()
+        self._db.start_listening()
         return {
             "now": now,
             "until": to_utc_ms(now + lease, "now + lease"),
