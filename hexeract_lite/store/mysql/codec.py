@@ -14,17 +14,6 @@ from ..columns import COLUMNS, ColumnKind
 from ..record import ScheduleRecord
 from ..sql.codec import RowCodec
 
-__all__ = [
-    "decode",
-    "encode_id",
-    "encode_instant",
-    "encode_lease",
-    "malformed",
-    "record_params",
-    "row_label",
-    "why",
-]
-
 _K = ColumnKind
 
 

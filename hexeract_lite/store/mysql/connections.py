@@ -19,8 +19,6 @@ from ...errors import InvalidConfiguration, StoreError
 from ...redact import redact_conn
 from .session import ISOLATION, PoolTimeout, Timeouts, store_error
 
-__all__ = ["Connections", "connect", "url_params"]
-
 Conn = pymysql.Connection
 
 _SCHEMES = ("mysql", "mariadb")

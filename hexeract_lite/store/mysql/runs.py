@@ -10,8 +10,6 @@ from typing import Any
 from ..sql.runs import RUN_COLUMNS, RunStatements
 from . import codec
 
-__all__ = ["RUNS_VERSION", "run_statements", "runs_ddl", "runs_table_name", "sweep_runs"]
-
 RUNS_VERSION = 2
 """The first schema version with the runs table."""
 

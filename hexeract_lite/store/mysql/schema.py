@@ -16,17 +16,6 @@ from .runs import runs_ddl, runs_table_name
 if TYPE_CHECKING:
     import pymysql
 
-__all__ = [
-    "META_TABLE",
-    "MYSQL_TYPES",
-    "PENDING",
-    "SCHEMA_VERSION",
-    "ensure_schema",
-    "index_name",
-    "mysql_ddl",
-    "reference_ddl",
-]
-
 SCHEMA_VERSION = 3
 """The schema version this code writes and understands."""
 

@@ -14,8 +14,6 @@ from ...redact import scrub
 from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
 from ..sql.server import ServerSession
 
-__all__ = ["MysqlSession", "PoolTimeout", "Timeouts", "store_error"]
-
 _LOCK_WAIT = 1205
 _STATEMENT_TIME = (1969, 3024)  # MariaDB's max_statement_time, MySQL's max_execution_time
 _DEADLOCK = 1213

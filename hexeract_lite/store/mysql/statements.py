@@ -7,8 +7,6 @@ from __future__ import annotations
 from ..columns import COLUMN_NAMES, SELECT_LIST
 from ..sql.statements import INSERT_COLUMNS, NOT_TERMINAL, SharedStatements
 
-__all__ = ["Statements"]
-
 
 class Statements(SharedStatements):
     """Every statement of one store (the SQL base's names, and the claim's)."""

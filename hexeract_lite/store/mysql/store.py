@@ -14,15 +14,15 @@ import pymysql
 
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import InvalidConfiguration, InvalidMessage, StoreError
+from ...errors import InvalidMessage, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
 from ..base import SWEEP_ERROR, SWEEP_KEPT
-from ..checks import check_int32_counts, check_max_attempts, check_messages, check_records
+from ..checks import check_int32_counts, check_records
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
-from ..sql.server import ServerStore, check_open
+from ..sql.server import ServerStore, check_count, check_open
 from . import codec
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
@@ -30,8 +30,6 @@ from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
 from .session import MysqlSession, Timeouts, store_error
 from .statements import Statements
-
-__all__ = ["MysqlScheduleStore"]
 
 _DUPLICATE_KEY = 1062
 _NAME_HELD = "a unique name is held by another schedule"
@@ -131,14 +129,7 @@ class MysqlScheduleStore(ServerStore):
         (:class:`InvalidConfiguration` naming it and the value).
         """
         check_open(table, clock, create)
-        if (
-            isinstance(pool_max_size, bool)
-            or not isinstance(pool_max_size, int)
-            or pool_max_size < 1
-        ):
-            raise InvalidConfiguration(
-                f"pool_max_size must be an integer >= 1, got {pool_max_size!r}"
-            )
+        check_count("pool_max_size", pool_max_size, 1)
         timeouts = Timeouts.checked(
             connect=connect_timeout,
             read=read_timeout,
@@ -196,27 +187,16 @@ class MysqlScheduleStore(ServerStore):
 
     # -- writing -------------------------------------------------------------------
 
-    def insert_many(
-        self,
-        messages: Sequence[ScheduledMessage],
-        max_attempts: int,
-        *,
-        connection: object = None,
-    ) -> None:
-        check_max_attempts(max_attempts)
-        taken = self._now()
-        messages = check_messages(messages, taken)
+    def _check_payloads(self, messages: Sequence[ScheduledMessage]) -> None:
         _check_depth(messages)
-        if not messages and connection is None:
-            return
-        now = encode_instant(taken)
-        more = {"max_attempts": max_attempts, "now": now}
-        rows = [{**self._insert_row(m), **more} for m in messages]
-        if connection is not None:
-            self._shared().insert_within(self, connection, messages, rows)
-            return
-        if len({m.schedule_id for m in messages}) != len(messages):
-            raise self._first_duplicate(messages, "insert", _NAME_HELD)
+
+    def _insert_params(
+        self, rows: list[dict[str, Any]], max_attempts: int, now: datetime
+    ) -> list[dict[str, Any]]:
+        more = {"max_attempts": max_attempts, "now": encode_instant(now)}
+        return [{**row, **more} for row in rows]
+
+    def _insert(self, messages: Sequence[ScheduledMessage], rows: list[dict[str, Any]]) -> None:
         try:
             with self._write("insert") as tx, tx.conn.cursor() as cur:
                 cur.executemany(self._sql.insert, rows)
@@ -224,7 +204,6 @@ class MysqlScheduleStore(ServerStore):
             if not _duplicate(exc):
                 raise
             raise self._first_duplicate(messages, "insert", _NAME_HELD) from exc
-        self.changes.notify()
 
     # -- worker ----------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ poll), and the transactional sink's runner."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -14,7 +13,6 @@ from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
-from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
 from ..sql.runner import ServerRunner, savepoint
@@ -23,8 +21,6 @@ from .session import MysqlSession
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
     from ..sql.server import ServerStore
-
-__all__ = ["MysqlTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
 _log = package_logger(__name__)
@@ -97,14 +93,16 @@ def insert_within(
         raise
 
 
-def modify_within(
-    store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
-) -> _T:
-    """``modify_record`` through the caller's connection inside its transaction; checks
-    and errors as :func:`insert_within`'s."""
-    conn = _check(store, connection, "modify")
-    with _savepoint(store, conn, "modify"):
-        return store._modified(MysqlSession(conn), schedule_id, plan)
+@contextmanager
+def within(store: ServerStore, connection: object, what: str) -> Iterator[pymysql.Connection[Any]]:
+    """The caller's connection, checked, in a savepoint."""
+    conn = _check(store, connection, what)
+    with _savepoint(store, conn, what):
+        yield conn
+
+
+def notify(conn: pymysql.Connection[Any], store: ServerStore) -> None:
+    """Nothing to send: other processes' workers see the commit at their next poll."""
 
 
 _MARK = "hexeract_sink_transaction"

@@ -20,26 +20,6 @@ from ..columns import COLUMN_NAMES, COLUMNS, ColumnKind, columns_of_kind
 from ..record import ScheduleRecord, message_problem
 from ..sql.codec import RowCodec
 
-__all__ = [
-    "ARRAY_TYPES",
-    "TEXT_COLUMNS",
-    "Unreadable",
-    "decode",
-    "decode_instant",
-    "diagnose",
-    "encode_id",
-    "encode_instant",
-    "encode_lease",
-    "fetch_rows",
-    "jsonb_text",
-    "malformed",
-    "row_label",
-    "same",
-    "select_list",
-    "whole_ms",
-    "why",
-]
-
 _K = ColumnKind
 
 ARRAY_TYPES: dict[ColumnKind, LiteralString] = {

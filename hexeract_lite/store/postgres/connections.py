@@ -20,10 +20,9 @@ from psycopg_pool import ConnectionPool
 from ..._log import package_logger
 from ...errors import InvalidConfiguration, StoreError
 from ...redact import redact_conn
+from ..sql.server import check_count
 from .notify import ChangeListener, channel_name
 from .session import DEFAULT_CONNECT_TIMEOUT, Timeouts, store_error
-
-__all__ = ["Connections", "check_pool_sizes", "conninfo_params", "connect"]
 
 _log = package_logger(__name__)
 
@@ -50,11 +49,8 @@ if hasattr(os, "register_at_fork"):
 
 def check_pool_sizes(pool_min_size: object, pool_max_size: object) -> None:
     """``0 <= pool_min_size <= pool_max_size``, ``pool_max_size >= 1``, integers."""
-    for name, value in (("pool_min_size", pool_min_size), ("pool_max_size", pool_max_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidConfiguration(f"{name} must be an integer >= 0, got {value!r}")
-    assert isinstance(pool_min_size, int) and isinstance(pool_max_size, int)
-    if pool_max_size < max(pool_min_size, 1):
+    least = check_count("pool_min_size", pool_min_size, 0)
+    if check_count("pool_max_size", pool_max_size, 0) < max(least, 1):
         raise InvalidConfiguration(
             f"pool_max_size must be >= max(pool_min_size, 1), got {pool_max_size!r}"
             f" with pool_min_size={pool_min_size!r}"
@@ -206,13 +202,11 @@ class Connections:
 
     # -- changes between processes -----------------------------------------------------
 
-    @property
-    def wants_listener(self) -> bool:
-        """True while listening is asked for and no listener runs."""
-        return self._listen and self._listener is None
-
     def start_listening(self) -> None:
-        """Start the listener; on failure, log it, go on without, and try again later."""
+        """Start the listener when listening is asked for and none runs; on failure, log
+        it, go on without, and try again later."""
+        if not self._listen or self._listener is not None:
+            return
         with self._lock:
             if self._listener is not None or self._closed:
                 return

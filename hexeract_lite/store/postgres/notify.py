@@ -15,8 +15,6 @@ import psycopg
 
 from ..._log import package_logger
 
-__all__ = ["ChangeListener", "channel_name"]
-
 _log = package_logger(__name__)
 
 _IDLE_LOOK_S = 60.0

@@ -8,26 +8,11 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from ..columns import COLUMNS, POLICY_COLUMNS
-from ..schema import DEFAULT_TABLE, META_TABLE, check_table, short_name, validate_table_name
+from ..schema import DEFAULT_TABLE, check_table, short_name, validate_table_name
+from ..schema import META_TABLE as META_TABLE
 
 if TYPE_CHECKING:
     import psycopg
-
-__all__ = [
-    "EXTRA_INDEXES",
-    "INDEXES",
-    "META_TABLE",
-    "POSTGRES_COLUMNS",
-    "REFERENCE_INDEXES",
-    "SCHEMA_VERSION",
-    "ensure_schema",
-    "postgres_ddl",
-    "postgres_index_name",
-    "postgres_runs_ddl",
-    "quote_ident",
-    "reference_ddl",
-    "runs_table_name",
-]
 
 SCHEMA_VERSION = 7
 """The schema version this code writes and understands."""
@@ -61,9 +46,14 @@ RETENTION_INDEXES: tuple[tuple[str, str, str], ...] = (
 )
 """Ended rows by when they ended, for ``stats`` and ``prune``."""
 
-EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
+CLAIM_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("due", "scheduled_for, schedule_id", UNLEASED_PREDICATE),
     ("reclaim", f"({RECLAIM_KEY})", LEASED_PREDICATE),
+)
+"""What a claim reads: unleased rows by due instant, leased ones by when they come back."""
+
+EXTRA_INDEXES: tuple[tuple[str, str, str], ...] = (
+    *CLAIM_INDEXES,
     ("exhausted", "leased_until", f"attempts >= max_attempts AND {PENDING_PREDICATE}"),
     *RETENTION_INDEXES,
 )
@@ -170,9 +160,9 @@ def reference_ddl(table: str = DEFAULT_TABLE) -> str:
 
 
 def _steps(table: str) -> tuple[str, ...]:
-    """``_steps(table)[v]`` moves a table from version v to v + 1, idempotently (each
-    step with its own definitions): the ladder run again from 0 on a table further
-    along repairs it and changes nothing else."""
+    """``_steps(table)[v]`` moves a table from version v to v + 1, idempotently (an index
+    still in use by its current definition, a dropped one by its own): the ladder run
+    again from 0 on a table further along repairs it and changes nothing else."""
     add = f"ALTER TABLE {quote_ident(table)} ADD COLUMN IF NOT EXISTS"
     pending = PENDING_PREDICATE
     declared = dict(POSTGRES_COLUMNS)
@@ -186,31 +176,15 @@ def _steps(table: str) -> tuple[str, ...]:
                 ("exhausted", "leased_until", f"attempts >= max_attempts AND {pending}"),
             ),
         ),
-        _index_ddl(
-            table,
-            (
-                ("due", "scheduled_for, schedule_id", f"leased_until IS NULL AND {pending}"),
-                (
-                    "reclaim",
-                    "(GREATEST(scheduled_for, leased_until))",
-                    f"leased_until IS NOT NULL AND {pending}",
-                ),
-            ),
-        )
+        _index_ddl(table, CLAIM_INDEXES)
         + "".join(
             f"DROP INDEX IF EXISTS {quote_ident(postgres_index_name(table, suffix))};\n"
             for suffix in ("claim", "leased")
         ),
         f"{add} name TEXT;\n{add} next_after_lease TIMESTAMPTZ;\n"
-        + _index_ddl(table, (("name", "name", "name IS NOT NULL"),), unique=True),
+        + _index_ddl(table, UNIQUE_INDEXES, unique=True),
         f"{add} misfire_grace_ms BIGINT",
-        _index_ddl(
-            table,
-            (
-                ("delivered", "delivered_at", "delivered_at IS NOT NULL"),
-                ("cancelled", "cancelled_at", "cancelled_at IS NOT NULL"),
-            ),
-        ),
+        _index_ddl(table, RETENTION_INDEXES),
         postgres_runs_ddl(table),
         f"ALTER TABLE {quote_ident(table)} "
         + ", ".join(f"ADD COLUMN IF NOT EXISTS {n} {declared[n]}" for n in POLICY_COLUMNS),

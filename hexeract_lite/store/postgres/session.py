@@ -15,8 +15,6 @@ from ..sql.dialect import lock_timed_out, seconds_text, statement_timed_out
 from ..sql.server import ServerSession
 from .codec import fetch_rows
 
-__all__ = ["PostgresSession", "Timeouts", "store_error"]
-
 _MAX_MS = 2**31 - 1
 """The server's largest timeout setting, in milliseconds (about 24.8 days)."""
 

@@ -23,8 +23,6 @@ from .schema import (
     runs_table_name,
 )
 
-__all__ = ["RUNS_VERSION", "Statements", "run_statements", "sweep_runs"]
-
 _KIND = {c.name: c.kind for c in COLUMNS}
 
 

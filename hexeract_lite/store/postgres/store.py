@@ -29,8 +29,6 @@ from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import (
     check_flag,
     check_int32_counts,
-    check_max_attempts,
-    check_messages,
     check_records,
 )
 from ..columns import COLUMN_NAMES
@@ -59,8 +57,6 @@ from .session import (
     store_error,
 )
 from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
-
-__all__ = ["PostgresScheduleStore"]
 
 _HELD = (SettlementKind.FAILED, SettlementKind.SNOOZED)
 
@@ -259,40 +255,24 @@ class PostgresScheduleStore(ServerStore):
 
     # -- writing ---------------------------------------------------------------------
 
-    def insert_many(
-        self,
-        messages: Sequence[ScheduledMessage],
-        max_attempts: int,
-        *,
-        connection: object = None,
-    ) -> None:
-        check_max_attempts(max_attempts)
-        taken = self._now()  # one reading: the placement's and created_at's
-        messages = check_messages(messages, taken)
-        if not messages and connection is None:
-            return
-        if connection is None and len({m.schedule_id for m in messages}) != len(messages):
-            raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
-        rows = [self._insert_row(m) for m in messages]
+    def _insert_params(
+        self, rows: list[dict[str, Any]], max_attempts: int, now: datetime
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {n: [row[n] for row in rows] for n in INSERT_COLUMNS}
         params["max_attempts"] = max_attempts
         if not self._use_database_clock:
-            params["now"] = taken
-        if connection is not None:
-            self._shared().insert_within(self, connection, messages, params)
-            return
+            params["now"] = now
+        return params
+
+    def _insert(self, messages: Sequence[ScheduledMessage], params: dict[str, Any]) -> None:
         try:
             with self._db.connection("insert") as conn:
-                if len(messages) == 1:  # one statement: nothing to undo on a duplicate
-                    if conn.execute(self._sql.insert, params).fetchone() is None:
-                        raise DuplicateSchedule(messages[0].schedule_id)
-                else:
-                    with conn.transaction():
-                        inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
-                        if len(inserted) != len(messages):
-                            for message in messages:
-                                if message.schedule_id not in inserted:
-                                    raise DuplicateSchedule(message.schedule_id)
+                # one message, one statement: nothing to undo on a duplicate
+                with conn.transaction() if len(messages) > 1 else nullcontext():
+                    inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
+                    for message in messages:
+                        if message.schedule_id not in inserted:
+                            raise DuplicateSchedule(message.schedule_id)
                 self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
@@ -302,14 +282,12 @@ class PostgresScheduleStore(ServerStore):
                     f" a NUL character (\\u0000) or another character it rejects ({cause})"
                 ) from cause
             raise
-        self.changes.notify()
 
     # -- worker ------------------------------------------------------------------------
 
     def _claim_params(self, now: datetime, batch_size: int, lease: timedelta) -> dict[str, Any]:
         """The claim's parameters; listening starts first, so no later change goes unheard."""
-        if self._db.wants_listener:
-            self._db.start_listening()
+        self._db.start_listening()
         return {
             "now": now,
             "until": to_utc_ms(now + lease, "now + lease"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,20 +18,16 @@ from psycopg.rows import tuple_row
 from ..._log import package_logger
 from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
 from ...message import ScheduledMessage
-from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
 from ..sql.runner import ServerRunner, savepoint
 from .connections import connect
 from .notify import channel_name
-from .session import PostgresSession
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from ..sql.server import ServerStore
-
-__all__ = ["PostgresTransactionRunner", "Runner", "insert_within", "modify_within"]
 
 _T = TypeVar("_T")
 log = package_logger(__name__)
@@ -65,7 +60,8 @@ def _store_identity(store: ServerStore, fresh: bool = False) -> tuple[Any, ...]:
     return found
 
 
-def _notify(conn: psycopg.Connection[Any], store: ServerStore) -> None:
+def notify(conn: psycopg.Connection[Any], store: ServerStore) -> None:
+    """Tell other processes' workers, at the commit of ``conn``'s transaction."""
     conn.execute("SELECT pg_notify(%s, %s)", [channel_name(store.table), f"tx:{os.getpid()}"])
 
 
@@ -103,7 +99,7 @@ def _check(store: ServerStore, conn: psycopg.Connection[Any], what: str) -> None
 
 
 @contextlib.contextmanager
-def _within(
+def within(
     store: ServerStore, connection: object, what: str, write: bool = True
 ) -> Iterator[psycopg.Connection[Any]]:
     """The caller's connection, checked, reading tuples while the store uses it; with
@@ -146,7 +142,7 @@ def insert_within(
     transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
     (the batch undone, the caller's transaction usable); :class:`StoreError` for a
     driver error."""
-    with _within(store, connection, "insert", write=bool(messages)) as conn:
+    with within(store, connection, "insert", write=bool(messages)) as conn:
         if not messages:
             return
         repeated = first_duplicate(messages, lambda _: False)
@@ -156,21 +152,7 @@ def insert_within(
         for m in messages:
             if m.schedule_id not in inserted:
                 raise DuplicateSchedule(m.schedule_id)
-        _notify(conn, store)
-
-
-def modify_within(
-    store: ServerStore, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]
-) -> _T:
-    """``modify_record`` through the caller's connection inside its transaction, the row
-    locked ``FOR UPDATE``. Checks and errors as :func:`insert_within`'s; an unknown
-    id: :class:`ScheduleNotFound`."""
-    with _within(store, connection, "modify") as conn:
-        tx = PostgresSession(conn)
-        answer = store._modified(tx, schedule_id, plan)
-        if tx.woken:
-            _notify(conn, store)
-    return answer
+        notify(conn, store)
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
@@ -245,7 +227,7 @@ class PostgresTransactionRunner(ServerRunner):
             )
 
     def _notify(self, conn: psycopg.Connection[Any]) -> None:
-        _notify(conn, self._store)
+        notify(conn, self._store)
 
     def _settled(self, conn: psycopg.Connection[Any], fired: bool, failed: bool) -> None:
         if fired or conn.broken or conn.closed:

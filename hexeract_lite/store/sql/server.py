@@ -15,13 +15,11 @@ from ...errors import InvalidConfiguration
 from ...message import ScheduledMessage
 from ...snapshot import LeasedOccurrence
 from ..changes import Plan
-from ..checks import check_flag, check_schedule_id
+from ..checks import check_flag, check_max_attempts, check_messages, check_schedule_id
 from ..record import ScheduleRecord
 from ..schema import validate_table_name
 from .statements import INSERT_COLUMNS
 from .store import SqlScheduleStore
-
-__all__ = ["ServerSession", "ServerStore", "check_open"]
 
 _T = TypeVar("_T")
 
@@ -32,6 +30,13 @@ def check_open(table: str, clock: object, create: object) -> None:
     if not isinstance(clock, Clock):
         raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
     check_flag("create", create)
+
+
+def check_count(name: str, value: object, least: int) -> int:
+    """``value``, an integer >= ``least`` (else :class:`InvalidConfiguration`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidConfiguration(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
 
 
 class ServerSession:
@@ -61,7 +66,8 @@ class ServerSession:
 class ServerStore(SqlScheduleStore):
     """The SQL base over a connection pool: ``_db`` has ``connection(what)``, ``where``,
     ``close()`` and ``closed``; the dialect's ``transaction`` module (:meth:`_shared`)
-    has ``Runner``, ``insert_within`` and ``modify_within``."""
+    has ``Runner``, ``insert_within``, ``within`` (the caller's connection checked, in a
+    savepoint) and ``notify`` (other processes, inside the caller's transaction)."""
 
     _db: Any
     _session: Callable[[Any], ServerSession]
@@ -120,10 +126,46 @@ class ServerStore(SqlScheduleStore):
         params = {"ids": [codec.encode_id(sid) for sid in ids], "now": codec.encode_instant(now)}
         return [(self._sql.replay_many, params)]
 
-    def _insert_row(self, m: ScheduledMessage) -> dict[str, Any]:
-        """``m``'s values of :data:`~.statements.INSERT_COLUMNS`, as bound, by name."""
-        params = self._row_params(ScheduleRecord.new(m, 1, m.scheduled_for))
-        return {name: params[name] for name in INSERT_COLUMNS}
+    def insert_many(
+        self,
+        messages: Sequence[ScheduledMessage],
+        max_attempts: int,
+        *,
+        connection: object = None,
+    ) -> None:
+        """See :meth:`ScheduleStore.insert_many`; ``connection``: inside the caller's
+        transaction (:meth:`ScheduleStore.insert`)."""
+        check_max_attempts(max_attempts)
+        taken = self._now()  # one reading: the placement's and created_at's
+        messages = check_messages(messages, taken)
+        self._check_payloads(messages)
+        if not messages and connection is None:
+            return
+        rows = []
+        for m in messages:
+            params = self._row_params(ScheduleRecord.new(m, 1, m.scheduled_for))
+            rows.append({name: params[name] for name in INSERT_COLUMNS})
+        bound = self._insert_params(rows, max_attempts, taken)
+        if connection is not None:
+            self._shared().insert_within(self, connection, messages, bound)
+            return
+        if len({m.schedule_id for m in messages}) != len(messages):
+            raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
+        self._insert(messages, bound)
+        self.changes.notify()
+
+    def _check_payloads(self, messages: Sequence[ScheduledMessage]) -> None:
+        """Refuse a payload the engine cannot store (:class:`InvalidMessage`)."""
+
+    @abc.abstractmethod
+    def _insert_params(self, rows: list[dict[str, Any]], max_attempts: int, now: datetime) -> Any:
+        """The insert's parameters: ``rows`` (the bound :data:`~.statements.INSERT_COLUMNS`
+        of each message), ``max_attempts`` and ``now``."""
+
+    @abc.abstractmethod
+    def _insert(self, messages: Sequence[ScheduledMessage], params: Any) -> None:
+        """Insert ``messages`` (bound as ``params``) in one transaction, told other
+        processes; an id stored already: :class:`DuplicateSchedule`."""
 
     def _runner_type(self) -> Callable[..., Any]:
         return self._shared().Runner  # type: ignore[no-any-return]
@@ -131,7 +173,13 @@ class ServerStore(SqlScheduleStore):
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: the row locked ``FOR UPDATE``."""
         sid = check_schedule_id(schedule_id)
-        return self._shared().modify_within(self, connection, sid, plan)  # type: ignore[no-any-return]
+        shared = self._shared()
+        with shared.within(self, connection, "modify") as conn:
+            tx = self._session(conn)
+            answer: _T = self._modified(tx, sid, plan)
+            if tx.woken:
+                shared.notify(conn, self)
+        return answer
 
     def close(self) -> None:
         """Close the pooled connections; later calls raise :class:`StoreError`. Idempotent."""
