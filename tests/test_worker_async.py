@@ -138,8 +138,10 @@ def test_an_async_sink_past_the_timeout_is_cancelled_and_fails() -> None:
             cancelled.append(True)
             raise
 
-    cfg = SchedulerWorkerConfig(
-        poll_interval=timedelta(milliseconds=20), dispatch_timeout=timedelta(milliseconds=100)
+    cfg = SchedulerWorkerConfig(  # its retry comes after the stop
+        poll_interval=timedelta(milliseconds=20),
+        dispatch_timeout=timedelta(milliseconds=100),
+        retry_base_delay=timedelta(minutes=1),
     )
 
     async def main() -> None:
