@@ -206,20 +206,14 @@ def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: s
     return EXIT_OK
 
 
-class _Malformed(Exception):
-    """The schedule's row does not decode: whether the action applied, and why."""
-
-    def __init__(self, sid: uuid.UUID, changed: bool, reason: str) -> None:
-        super().__init__(reason)
-        self.sid, self.changed, self.reason = sid, changed, reason
-
-
 def _control(args: argparse.Namespace, ctx: Context) -> int:
     if getattr(args, "name_group", None) is not None:
         return _run_group(args, ctx)
     note = getattr(args, "note", None)
 
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, ScheduleSnapshot, bool, ScheduleSnapshot]:
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, str | list[ScheduleSnapshot]]:
+        """The id, whether it changed, the schedule before and after (or why its row does
+        not decode)."""
         from ...store.sql.dialect import MalformedRowError
 
         sid = schedule_id(args, store)
@@ -232,22 +226,22 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
             # the whole row: both need it to decode; the rest is plain SQL, which applies
             if args.action == "resume" or note is not None:
                 raise
-            raise _Malformed(sid, bool(apply(sid)), exc.reason) from None
+            return sid, bool(apply(sid)), exc.reason
         changed = bool(apply(sid) if note is None else apply(sid, note=note))
-        return sid, before, changed, control.inspect(sid)
+        return sid, changed, [before, control.inspect(sid)]
 
     done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
-    try:
-        sid, before, changed, after = ctx.write(act, ids=target_ids(args))
-    except _Malformed as odd:
-        if odd.changed:
-            ctx.print(f"{done} schedule {odd.sid} (its row is malformed: {odd.reason}).")
+    sid, changed, state = ctx.write(act, ids=target_ids(args))
+    if isinstance(state, str):
+        if changed:
+            ctx.print(f"{done} schedule {sid} (its row is malformed: {state}).")
         else:
             ctx.print(
-                f"Schedule {odd.sid} is not live or already {done.lower()}; nothing to"
-                f" {args.action} (its row is malformed: {odd.reason})."
+                f"Schedule {sid} is not live or already {done.lower()}; nothing to"
+                f" {args.action} (its row is malformed: {state})."
             )
         return EXIT_OK
+    before, after = state
     resume = args.action == "resume"
     if changed:
         then = f"; next firing {ts(after.scheduled_for)}" if resume else ""
