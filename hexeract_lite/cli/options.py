@@ -8,7 +8,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..store.listing import LIST_STATUSES
@@ -152,16 +152,17 @@ class CommandTree:
         return sub
 
 
-CLEAR = "none"
-"""What ``update`` takes for a policy value or the misfire grace to set it back to its
-default (no end, no limit, no jitter, no grace)."""
+CLEAR = object()
+"""What a :func:`clearable` value is for the text ``none``, which ``update`` takes for a
+policy value or the misfire grace to set it back to its default (no end, no limit, no
+jitter, no grace)."""
 
 
 def clearable(parse: Any) -> Any:
     """``parse``, or :data:`CLEAR` for the text ``none``."""
 
     def parse_or_clear(text: str) -> Any:
-        return CLEAR if text.strip().lower() == CLEAR else parse(text)
+        return CLEAR if text.strip().lower() == "none" else parse(text)
 
     parse_or_clear.__name__ = getattr(parse, "__name__", "value")
     return parse_or_clear
@@ -207,12 +208,15 @@ def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> No
     )
 
 
-def policy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy arguments given on the command line, by their API names (``none``
-    as None: back to the default)."""
-    names = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    return {name: None if value == CLEAR else value for name, value in given.items()}
+POLICY = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
+"""The destinations of the policy arguments: their API names."""
+
+
+def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The arguments ``names`` given on the command line, by name; :data:`CLEAR` as None
+    (back to the default)."""
+    values = {name: getattr(args, name) for name in names}
+    return {name: None if v is CLEAR else v for name, v in values.items() if v is not None}
 
 
 def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:

@@ -28,17 +28,17 @@ from ..args import (
 )
 from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import (
-    CLEAR,
     DURATION,
     INSTANT,
+    POLICY,
     CommandTree,
     N,
     arg,
     clearable,
+    given,
     id_argument,
     message_arguments,
     policy_arguments,
-    policy_options,
     switch,
 )
 from ..output import snapshot_json, ts
@@ -286,11 +286,11 @@ def message_from_args(
     for ``ensure`` on the epoch's grid."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
-    policy = policy_options(args)
+    policy = given(args, POLICY)
     if policy and args.cron is None and args.every is None:
         flags = ", ".join("--" + name.replace("_", "-") for name in policy)
         raise UsageError(f"{flags} go(es) with --cron or --every only")
-    given: dict[str, Any] = {
+    keywords: dict[str, Any] = {
         "schedule_id": getattr(args, "schedule_id", None),
         "name": name,
         "misfire_grace": args.misfire_grace,
@@ -337,7 +337,7 @@ def message_from_args(
             raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
         kind, when = "delay", (at,)  # and no policy: refused above
     make: Callable[..., ScheduledMessage] = getattr(ScheduledMessage, kind)
-    return make(args.target, *when, args.event_type, payload, **given, **policy)
+    return make(args.target, *when, args.event_type, payload, **keywords, **policy)
 
 
 def _add(args: argparse.Namespace, ctx: Context) -> int:
@@ -386,13 +386,9 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
 def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
-    names = ("cron", "event_type", "target", "max_attempts")
-    fields = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    fields = given(args, ("cron", "event_type", "target", "max_attempts", "misfire_grace", *POLICY))
     if args.payload is not None:  # a JSON null is a payload too
         fields["payload"] = args.payload.value
-    if args.misfire_grace is not None:
-        fields["misfire_grace"] = None if args.misfire_grace == CLEAR else args.misfire_grace
-    fields.update(policy_options(args))
     if not fields:
         raise UsageError(
             "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"
