@@ -82,9 +82,9 @@ def create_app(
         Mount("/static", app=StaticFiles(directory=_HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(_Headers)
+    app.add_middleware(_headers)
     if token is not None:
-        app.add_middleware(_TokenGate, token=token)
+        app.add_middleware(_token_gate, token=token)
     return app
 
 
@@ -254,16 +254,13 @@ def _instant(text: str) -> datetime:
     return at
 
 
-class _Headers:
-    """Adds the Content Security Policy, ``nosniff``, ``same-origin`` referrers and the
-    ``Server-Timing`` of the request to every response."""
+def _headers(app: ASGIApp) -> ASGIApp:
+    """``app`` adding the Content Security Policy, ``nosniff``, ``same-origin`` referrers
+    and the ``Server-Timing`` of the request to every response."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def with_headers(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
         started = time.perf_counter()
 
@@ -280,41 +277,41 @@ class _Headers:
                 ]
             await send(message)
 
-        await self.app(scope, receive, sending)
+        await app(scope, receive, sending)
+
+    return with_headers
 
 
-class _TokenGate:
-    """Lets through only requests carrying the token (``Authorization: Bearer`` or the
-    :data:`TOKEN_COOKIE`, which a ``?token=`` visit sets); anything else gets 401."""
+def _token_gate(app: ASGIApp, token: str) -> ASGIApp:
+    """``app`` behind ``token``: only requests carrying it (``Authorization: Bearer`` or
+    the :data:`TOKEN_COOKIE`, which a ``?token=`` visit sets) get through; others get 401."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def gated(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
         request = Request(scope)
         given = request.query_params.get("token")
-        if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
             rest = urllib.parse.urlencode(
                 [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             )
             path = "/" + request.url.path.lstrip("/")  # never //host: no redirect off-site
             target = path + ("?" + rest if rest else "")
             response: Response = RedirectResponse(target, 303)
-            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
             await response(scope, receive, send)
             return
         bearer = request.headers.get("authorization", "")
         carried = bearer[7:] if bearer.lower().startswith("bearer ") else ""
         carried = carried or request.cookies.get(TOKEN_COOKIE, "")
-        if carried and hmac.compare_digest(carried.encode(), self.token.encode()):
-            await self.app(scope, receive, send)
+        if carried and hmac.compare_digest(carried.encode(), token.encode()):
+            await app(scope, receive, send)
             return
         await PlainTextResponse(
             "this console needs its access token: open it once with ?token=<token>,"
             " or send Authorization: Bearer <token>",
             401,
         )(scope, receive, send)
+
+    return gated
