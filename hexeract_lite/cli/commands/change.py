@@ -200,10 +200,9 @@ def add_parser(tree: CommandTree) -> None:
 
 def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: str) -> int:
     """Print ``text``, or with ``--format json`` the result and the schedule; exit 0."""
-    ctx.show(
+    return ctx.show(
         lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
     )
-    return EXIT_OK
 
 
 def _control(args: argparse.Namespace, ctx: Context) -> int:
@@ -351,8 +350,7 @@ def _add(args: argparse.Namespace, ctx: Context) -> int:
         return control.inspect(message.schedule_id)
 
     snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
-    ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: str(message.schedule_id))
-    return EXIT_OK
+    return ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: str(message.schedule_id))
 
 
 def _ensure(args: argparse.Namespace, ctx: Context) -> int:

@@ -59,11 +59,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             )
         else:
             rows = store.list_pending(args.limit)  # what SchedulerControl.list_pending runs
-    ctx.show(
+    return ctx.show(
         lambda: [snapshot_json(s, payload=True) for s in rows],
         lambda: "no matching schedules" if filtered and not rows else format_pending(rows),
     )
-    return EXIT_OK
 
 
 def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:

@@ -109,7 +109,7 @@ def _migrate(args: argparse.Namespace, ctx: Context) -> int:
         Progress("read") as progress,  # ends its line before any error is printed
     ):
         report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
-    ctx.show(
+    return ctx.show(
         lambda: {
             "source": source.display(),
             "source_table": source_table,
@@ -122,4 +122,3 @@ def _migrate(args: argparse.Namespace, ctx: Context) -> int:
             f" of {dest.display()}:\n{format_migration(report)}"
         ),
     )
-    return EXIT_OK
