@@ -76,15 +76,9 @@ def _duration(text: str) -> timedelta:
     try:
         if re.fullmatch(r"\d+(?:\.\d+)?", value):
             return timedelta(seconds=float(value))
-        pos = 0
-        total = timedelta(0)
-        for match in _DURATION_PART.finditer(value):
-            if match.start() != pos:
-                break
-            total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-            pos = match.end()
-        if value and pos == len(value):
-            return total
+        if re.fullmatch(f"(?:{_DURATION_PART.pattern})+", value):
+            parts = _DURATION_PART.findall(value)
+            return sum((float(n) * _DURATION_UNITS[unit] for n, unit in parts), timedelta(0))
     except OverflowError:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: too long") from None
     raise argparse.ArgumentTypeError(
