@@ -7,7 +7,6 @@ import argparse
 
 from ...connect import ConnTarget, parse_conn
 from ...store.listing import check_glob
-from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, arg, filter_arguments
@@ -42,7 +41,6 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     check_glob(args.event_type)  # before the store opens: bad input touches nothing
     check_glob(args.name_glob, "name")
     if not filtered and args.format == "text":  # a SQLite file, read without the store
-        validate_table_name(ctx.table)  # as open_store checks, in its order
         target = parse_conn(ctx.conn)
         text = pending_text(target, ctx.table, args.limit) if target.kind == "sqlite" else None
         if text is not None:
