@@ -59,7 +59,7 @@ def _run_row(run: RunRecord) -> dict[str, object]:
         "scheduled_for": ts(run.scheduled_for),
         "attempt": run.attempt,
         "outcome": run.outcome.value,
-        "started": ts(run.started) if run.started is not None else "-",
+        "started": ts(run.started),
         "lag": seconds(run.lag),
         "duration": seconds(run.duration),
         "worker": f"{run.host}:{run.pid}",
