@@ -87,7 +87,12 @@ def _duration(text: str) -> timedelta:
     )
 
 
-def _checked_duration(text: str, *, positive: bool, whole_ms: bool) -> Duration:
+def parse_checked_duration(
+    text: str, *, positive: bool = False, whole_ms: bool = False
+) -> Duration:
+    """:func:`parse_duration`; with ``positive`` more than zero (``0s`` refused), with
+    ``whole_ms`` in whole milliseconds, the precision a schedule stores (``1.5ms``
+    refused)."""
     value = parse_duration(text)
     if positive and value <= timedelta(0):
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be more than 0")
@@ -96,22 +101,6 @@ def _checked_duration(text: str, *, positive: bool, whole_ms: bool) -> Duration:
             f"invalid duration {text!r}: a schedule stores whole milliseconds"
         )
     return value
-
-
-def parse_positive_duration(text: str) -> Duration:
-    """:func:`parse_duration`, more than zero: ``0s`` is refused naming the text."""
-    return _checked_duration(text, positive=True, whole_ms=False)
-
-
-def parse_stored_duration(text: str) -> Duration:
-    """:func:`parse_duration` in whole milliseconds, the precision a schedule stores
-    (a misfire grace): ``1.5ms`` is refused naming the text."""
-    return _checked_duration(text, positive=False, whole_ms=True)
-
-
-def parse_interval(text: str) -> Duration:
-    """An interval's period: whole milliseconds, more than zero."""
-    return _checked_duration(text, positive=True, whole_ms=True)
 
 
 def _parses(text: str) -> bool:

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..store.listing import LIST_STATUSES
@@ -16,16 +17,14 @@ from ..store.schema import DEFAULT_TABLE
 from .args import (
     DEFAULT_LIMIT,
     TABLE_ENV,
+    parse_checked_duration,
     parse_conn_arg,
     parse_duration,
     parse_instant,
-    parse_interval,
     parse_name,
     parse_payload,
-    parse_positive_duration,
     parse_positive_int,
     parse_schedule_id,
-    parse_stored_duration,
     parse_table,
     parse_target,
 )
@@ -79,8 +78,9 @@ Kind = tuple[Any, str]
 N: Kind = (parse_positive_int, "N")
 INSTANT: Kind = (parse_instant, "INSTANT")
 DURATION: Kind = (parse_duration, "DURATION")
-POSITIVE_DURATION: Kind = (parse_positive_duration, "DURATION")
-STORED_DURATION: Kind = (parse_stored_duration, "DURATION")
+POSITIVE_DURATION: Kind = (partial(parse_checked_duration, positive=True), "DURATION")
+STORED_DURATION: Kind = (partial(parse_checked_duration, whole_ms=True), "DURATION")
+INTERVAL: Kind = (partial(parse_checked_duration, positive=True, whole_ms=True), "DURATION")
 TABLE: Kind = (parse_table, "NAME")
 
 
@@ -158,14 +158,15 @@ policy value or the misfire grace to set it back to its default (no end, no limi
 jitter, no grace)."""
 
 
-def clearable(parse: Any) -> Any:
-    """``parse``, or :data:`CLEAR` for the text ``none``."""
+def clearable(kind: Kind) -> Kind:
+    """``kind``, taking the text ``none`` too, as :data:`CLEAR`."""
+    parse = kind[0]
 
     def parse_or_clear(text: str) -> Any:
         return CLEAR if text.strip().lower() == "none" else parse(text)
 
     parse_or_clear.__name__ = getattr(parse, "__name__", "value")
-    return parse_or_clear
+    return parse_or_clear, kind[1]
 
 
 def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> None:
@@ -176,7 +177,7 @@ def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> No
     back = " (none: back to the default)" if clear else ""
 
     def kind(kind: Kind) -> Kind:
-        return (clearable(kind[0]), kind[1]) if clear else kind
+        return clearable(kind) if clear else kind
 
     arg(
         group,
@@ -245,7 +246,7 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     arg(
         when,
         "--every",
-        (parse_interval, "DURATION"),
+        INTERVAL,
         "fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
         " first one period from now (or at --first)",
     )

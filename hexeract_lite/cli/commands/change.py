@@ -23,7 +23,6 @@ from ..args import (
     parse_name,
     parse_payload,
     parse_schedule_id,
-    parse_stored_duration,
     parse_target,
 )
 from ..context import EXIT_OK, Context, schedule_id, target_ids
@@ -31,6 +30,7 @@ from ..options import (
     DURATION,
     INSTANT,
     POLICY,
+    STORED_DURATION,
     CommandTree,
     N,
     arg,
@@ -151,7 +151,7 @@ def add_parser(tree: CommandTree) -> None:
         metavar="ZONE",
     )
     help_text = "the new misfire grace (e.g. 10m; none: no grace, every late firing delivered)"
-    arg(sub, "--misfire-grace", (clearable(parse_stored_duration), "DURATION"), help_text)
+    arg(sub, "--misfire-grace", clearable(STORED_DURATION), help_text)
     policy_arguments(sub, clear=True)
     arg(sub, "--event-type", None, "the new event type", metavar="TYPE")
     arg(sub, "--payload", (parse_payload, "JSON"), "the new payload")
