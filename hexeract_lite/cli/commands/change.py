@@ -55,18 +55,14 @@ if TYPE_CHECKING:
 
 def add_parser(tree: CommandTree) -> None:
     """Add the commands of the module."""
-    for name, verb, what in (
-        ("pause", "pause", "a paused schedule is never claimed until resumed"),
-        (
-            "resume",
-            "resume",
-            "a cron schedule whose instant passed while paused moves to its next instant",
-        ),
-        ("cancel", "cancel", "a cancelled schedule never fires again"),
+    for name, what in (
+        ("pause", "a paused schedule is never claimed until resumed"),
+        ("resume", "a cron schedule whose instant passed while paused moves to its next instant"),
+        ("cancel", "a cancelled schedule never fires again"),
     ):
         sub = tree.command(
             name,
-            f"{verb} a schedule ({what})",
+            f"{name} a schedule ({what})",
             [f"hexeract scheduler {name} 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
             [tree.conn],
             _control,
@@ -74,7 +70,7 @@ def add_parser(tree: CommandTree) -> None:
         sub.set_defaults(action=name)
         id_argument(sub)
         if name != "cancel":
-            help_text = f"{verb} every schedule named GROUP.<...> instead, in one transaction"
+            help_text = f"{name} every schedule named GROUP.<...> instead, in one transaction"
             arg(sub, "--group", (parse_name, "GROUP"), help_text, dest="name_group")
         if name == "pause":
             arg(sub, "--note", None, "why: shown by inspect until resumed", metavar="TEXT")
