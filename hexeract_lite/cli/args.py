@@ -76,15 +76,9 @@ def _duration(text: str) -> timedelta:
     try:
         if re.fullmatch(r"\d+(?:\.\d+)?", value):
             return timedelta(seconds=float(value))
-        pos = 0
-        total = timedelta(0)
-        for match in _DURATION_PART.finditer(value):
-            if match.start() != pos:
-                break
-            total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-            pos = match.end()
-        if value and pos == len(value):
-            return total
+        if re.fullmatch(f"(?:{_DURATION_PART.pattern})+", value):
+            parts = _DURATION_PART.findall(value)
+            return sum((float(n) * _DURATION_UNITS[unit] for n, unit in parts), timedelta(0))
     except OverflowError:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: too long") from None
     raise argparse.ArgumentTypeError(
@@ -93,7 +87,12 @@ def _duration(text: str) -> timedelta:
     )
 
 
-def _checked_duration(text: str, *, positive: bool, whole_ms: bool) -> Duration:
+def parse_checked_duration(
+    text: str, *, positive: bool = False, whole_ms: bool = False
+) -> Duration:
+    """:func:`parse_duration`; with ``positive`` more than zero (``0s`` refused), with
+    ``whole_ms`` in whole milliseconds, the precision a schedule stores (``1.5ms``
+    refused)."""
     value = parse_duration(text)
     if positive and value <= timedelta(0):
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be more than 0")
@@ -102,22 +101,6 @@ def _checked_duration(text: str, *, positive: bool, whole_ms: bool) -> Duration:
             f"invalid duration {text!r}: a schedule stores whole milliseconds"
         )
     return value
-
-
-def parse_positive_duration(text: str) -> Duration:
-    """:func:`parse_duration`, more than zero: ``0s`` is refused naming the text."""
-    return _checked_duration(text, positive=True, whole_ms=False)
-
-
-def parse_stored_duration(text: str) -> Duration:
-    """:func:`parse_duration` in whole milliseconds, the precision a schedule stores
-    (a misfire grace): ``1.5ms`` is refused naming the text."""
-    return _checked_duration(text, positive=False, whole_ms=True)
-
-
-def parse_interval(text: str) -> Duration:
-    """An interval's period: whole milliseconds, more than zero."""
-    return _checked_duration(text, positive=True, whole_ms=True)
 
 
 def _parses(text: str) -> bool:

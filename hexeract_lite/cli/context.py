@@ -62,9 +62,11 @@ class Context:
         """Write ``text`` and a newline to the output."""
         print(text, file=self.out)
 
-    def show(self, data: Callable[[], object], text: Callable[[], str]) -> None:
-        """Print ``data()`` as JSON with ``--format json``, else ``text()``."""
+    def show(self, data: Callable[[], object], text: Callable[[], str]) -> int:
+        """Print ``data()`` as JSON with ``--format json``, else ``text()``; return
+        :data:`EXIT_OK`, for the command that ends with it."""
         self.print(dump_json(data()) if self.args.format == "json" else text())
+        return EXIT_OK
 
     def store(self, *, create: bool, readonly: bool = False) -> ScheduleStore:
         """The store (a context manager closing it); ``readonly`` for the commands that

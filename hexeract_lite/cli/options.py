@@ -8,7 +8,8 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..store.listing import LIST_STATUSES
@@ -16,16 +17,14 @@ from ..store.schema import DEFAULT_TABLE
 from .args import (
     DEFAULT_LIMIT,
     TABLE_ENV,
+    parse_checked_duration,
     parse_conn_arg,
     parse_duration,
     parse_instant,
-    parse_interval,
     parse_name,
     parse_payload,
-    parse_positive_duration,
     parse_positive_int,
     parse_schedule_id,
-    parse_stored_duration,
     parse_table,
     parse_target,
 )
@@ -79,8 +78,9 @@ Kind = tuple[Any, str]
 N: Kind = (parse_positive_int, "N")
 INSTANT: Kind = (parse_instant, "INSTANT")
 DURATION: Kind = (parse_duration, "DURATION")
-POSITIVE_DURATION: Kind = (parse_positive_duration, "DURATION")
-STORED_DURATION: Kind = (parse_stored_duration, "DURATION")
+POSITIVE_DURATION: Kind = (partial(parse_checked_duration, positive=True), "DURATION")
+STORED_DURATION: Kind = (partial(parse_checked_duration, whole_ms=True), "DURATION")
+INTERVAL: Kind = (partial(parse_checked_duration, positive=True, whole_ms=True), "DURATION")
 TABLE: Kind = (parse_table, "NAME")
 
 
@@ -152,19 +152,21 @@ class CommandTree:
         return sub
 
 
-CLEAR = "none"
-"""What ``update`` takes for a policy value or the misfire grace to set it back to its
-default (no end, no limit, no jitter, no grace)."""
+CLEAR = object()
+"""What a :func:`clearable` value is for the text ``none``, which ``update`` takes for a
+policy value or the misfire grace to set it back to its default (no end, no limit, no
+jitter, no grace)."""
 
 
-def clearable(parse: Any) -> Any:
-    """``parse``, or :data:`CLEAR` for the text ``none``."""
+def clearable(kind: Kind) -> Kind:
+    """``kind``, taking the text ``none`` too, as :data:`CLEAR`."""
+    parse = kind[0]
 
     def parse_or_clear(text: str) -> Any:
-        return CLEAR if text.strip().lower() == CLEAR else parse(text)
+        return CLEAR if text.strip().lower() == "none" else parse(text)
 
     parse_or_clear.__name__ = getattr(parse, "__name__", "value")
-    return parse_or_clear
+    return parse_or_clear, kind[1]
 
 
 def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> None:
@@ -175,7 +177,7 @@ def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> No
     back = " (none: back to the default)" if clear else ""
 
     def kind(kind: Kind) -> Kind:
-        return (clearable(kind[0]), kind[1]) if clear else kind
+        return clearable(kind) if clear else kind
 
     arg(
         group,
@@ -207,12 +209,15 @@ def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> No
     )
 
 
-def policy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy arguments given on the command line, by their API names (``none``
-    as None: back to the default)."""
-    names = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    return {name: None if value == CLEAR else value for name, value in given.items()}
+POLICY = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
+"""The destinations of the policy arguments: their API names."""
+
+
+def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The arguments ``names`` given on the command line, by name; :data:`CLEAR` as None
+    (back to the default)."""
+    values = {name: getattr(args, name) for name in names}
+    return {name: None if v is CLEAR else v for name, v in values.items() if v is not None}
 
 
 def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
@@ -241,7 +246,7 @@ def message_arguments(sub: argparse.ArgumentParser, *, once_in: bool) -> None:
     arg(
         when,
         "--every",
-        (parse_interval, "DURATION"),
+        INTERVAL,
         "fire every period on a fixed grid (90s, 5m, 1h30m; whole milliseconds),"
         " first one period from now (or at --first)",
     )

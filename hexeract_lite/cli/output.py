@@ -160,8 +160,6 @@ def _cells(s: ScheduleSnapshot) -> tuple[str, ...]:
 
 def format_pending(snapshots: Sequence[Listed]) -> str:
     """The text of ``scheduler list``."""
-    if not snapshots:
-        return pending_table(())
     from ..snapshot import MalformedSchedule
 
     return pending_table(

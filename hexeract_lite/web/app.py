@@ -72,23 +72,20 @@ def create_app(
         raise InvalidConfiguration("token must be a non-empty text (or None)")
     console = _Console(store, allow_actions)
     routes = [
-        Route("/", console.page("overview.html", lambda _: views.overview_page(store))),
-        Route("/schedules", console.page("schedules.html", console.schedules)),
-        Route("/schedules/{sid}", console.page("schedule.html", console.schedule)),
-        Route("/dead-letters", console.page("dead_letters.html", console.dead_letters)),
-        Route("/timeline", console.page("timeline.html", console.timeline)),
+        Route("/", console.page("overview.html", views.overview_page)),
+        Route("/schedules", console.page("schedules.html", views.schedules_page)),
+        Route("/schedules/{sid}", console.page("schedule.html", views.schedule_page)),
+        Route("/dead-letters", console.page("dead_letters.html", views.dead_letters_page)),
+        Route("/timeline", console.page("timeline.html", views.timeline_page)),
         Route("/schedules/{sid}/{action}", console.act, methods=["POST"]),
         Route("/dead-letters/replay-all", console.replay_all, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=_HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(_Headers)
+    app.add_middleware(_headers)
     if token is not None:
-        app.add_middleware(_TokenGate, token=token)
+        app.add_middleware(_token_gate, token=token)
     return app
-
-
-_Page = Callable[[Request], dict[str, Any]]
 
 
 class _Console:
@@ -110,13 +107,15 @@ class _Console:
 
     # -- pages ----------------------------------------------------------------------
 
-    def page(self, name: str, view: _Page) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint rendering template ``name`` over ``view``'s context (only its live
-        part for a fragment request), the store read in a worker thread."""
+    def page(self, name: str, view: views.View) -> Callable[[Request], Awaitable[Response]]:
+        """An endpoint rendering template ``name`` over ``view``'s context from the store
+        and the request's parameters (only its live part for a fragment request), the
+        store read in a worker thread."""
 
         async def endpoint(request: Request) -> Response:
+            params = {**request.query_params, **request.path_params}
             try:
-                context = await run_in_threadpool(view, request)
+                context = await run_in_threadpool(view, self.store, params)
             except (InvalidArgument, ScheduleNotFound, ValueError) as exc:
                 return self._problem(request, 404 if isinstance(exc, LookupError) else 400, exc)
             except SchedulerError as exc:
@@ -148,34 +147,6 @@ class _Console:
         message = scrub(str(exc), None)
         body = self._render(request, "problem.html", {"status": status, "message": message})
         return HTMLResponse(body, status_code=status)
-
-    def schedules(self, request: Request) -> dict[str, Any]:
-        q = request.query_params
-        after = q.get("after") or None
-        filters = {k: q.get(k, "").strip() for k in ("status", "group", "name")}
-        context = views.schedules_page(
-            self.store,
-            status=filters["status"] or None,
-            group=filters["group"] or None,
-            name=filters["name"] or None,
-            after=None if after is None else _uuid(after),
-        )
-        query = urllib.parse.urlencode({k: v for k, v in filters.items() if v})
-        return {**context, "filters": filters, "query": query}
-
-    def schedule(self, request: Request) -> dict[str, Any]:
-        return views.schedule_page(self.store, _uuid(request.path_params["sid"]))
-
-    def dead_letters(self, request: Request) -> dict[str, Any]:
-        replayed = request.query_params.get("replayed", "")
-        context = views.dead_letters_page(self.store)
-        return {**context, "replayed": int(replayed) if replayed.isdigit() else None}
-
-    def timeline(self, request: Request) -> dict[str, Any]:
-        window = request.query_params.get("window", "24h")
-        if window not in views.WINDOWS:
-            raise InvalidArgument(f"window must be one of {', '.join(views.WINDOWS)}")
-        return views.timeline_page(self.store, window)
 
     # -- actions --------------------------------------------------------------------
 
@@ -209,7 +180,7 @@ class _Console:
         def work(form: dict[str, str]) -> str | Response:
             if action not in _ACTIONS:
                 return PlainTextResponse(f"unknown action {action!r}", 404)
-            sid = _uuid(request.path_params["sid"])
+            sid = views.schedule_uuid(request.path_params["sid"])
             changed = self._do(action, sid, form)
             return f"/schedules/{sid}?done={action if changed else 'unchanged'}"
 
@@ -236,13 +207,6 @@ def _base(request: Request) -> str:  # the mount's path, which every link starts
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
-def _uuid(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise InvalidArgument(f"not a schedule id: {text!r:.80}") from None
-
-
 def _instant(text: str) -> datetime:
     """An ISO 8601 instant with its offset (``Z`` or ``+01:00``)."""
     try:
@@ -254,16 +218,13 @@ def _instant(text: str) -> datetime:
     return at
 
 
-class _Headers:
-    """Adds the Content Security Policy, ``nosniff``, ``same-origin`` referrers and the
-    ``Server-Timing`` of the request to every response."""
+def _headers(app: ASGIApp) -> ASGIApp:
+    """``app`` adding the Content Security Policy, ``nosniff``, ``same-origin`` referrers
+    and the ``Server-Timing`` of the request to every response."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def with_headers(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
         started = time.perf_counter()
 
@@ -280,41 +241,41 @@ class _Headers:
                 ]
             await send(message)
 
-        await self.app(scope, receive, sending)
+        await app(scope, receive, sending)
+
+    return with_headers
 
 
-class _TokenGate:
-    """Lets through only requests carrying the token (``Authorization: Bearer`` or the
-    :data:`TOKEN_COOKIE`, which a ``?token=`` visit sets); anything else gets 401."""
+def _token_gate(app: ASGIApp, token: str) -> ASGIApp:
+    """``app`` behind ``token``: only requests carrying it (``Authorization: Bearer`` or
+    the :data:`TOKEN_COOKIE`, which a ``?token=`` visit sets) get through; others get 401."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def gated(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
         request = Request(scope)
         given = request.query_params.get("token")
-        if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
             rest = urllib.parse.urlencode(
                 [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             )
             path = "/" + request.url.path.lstrip("/")  # never //host: no redirect off-site
             target = path + ("?" + rest if rest else "")
             response: Response = RedirectResponse(target, 303)
-            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
             await response(scope, receive, send)
             return
         bearer = request.headers.get("authorization", "")
         carried = bearer[7:] if bearer.lower().startswith("bearer ") else ""
         carried = carried or request.cookies.get(TOKEN_COOKIE, "")
-        if carried and hmac.compare_digest(carried.encode(), self.token.encode()):
-            await self.app(scope, receive, send)
+        if carried and hmac.compare_digest(carried.encode(), token.encode()):
+            await app(scope, receive, send)
             return
         await PlainTextResponse(
             "this console needs its access token: open it once with ?token=<token>,"
             " or send Authorization: Bearer <token>",
             401,
         )(scope, receive, send)
+
+    return gated

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 import uuid
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from .._json import strict_loads
 from ..cli.output import local_ts, policy_lines, seconds, ts, zone_of
 from ..control import SchedulerControl
+from ..errors import InvalidArgument
 from ..runlog import RunRecord
 from ..settle import error_summary
 from ..snapshot import MalformedSchedule, ScheduleSnapshot, ScheduleStatus
@@ -37,6 +40,20 @@ _INVISIBLE = re.compile(
 )
 
 
+Params = Mapping[str, str]
+"""A request's query and path parameters, by name."""
+View = Callable[["ScheduleStore", Params], dict[str, Any]]
+"""A page: its template's context from the store and the request's parameters."""
+
+
+def schedule_uuid(text: str) -> uuid.UUID:
+    """A schedule id from a URL; else :class:`InvalidArgument`."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise InvalidArgument(f"not a schedule id: {text!r:.80}") from None
+
+
 def shown(text: object) -> str:
     """``text`` as the console prints it: control, zero-width and bidirectional
     formatting characters as a visible ``⟨U+202E⟩``; None as ``-`` (not HTML-escaped)."""
@@ -59,7 +76,7 @@ def _run_row(run: RunRecord) -> dict[str, object]:
         "scheduled_for": ts(run.scheduled_for),
         "attempt": run.attempt,
         "outcome": run.outcome.value,
-        "started": ts(run.started) if run.started is not None else "-",
+        "started": ts(run.started),
         "lag": seconds(run.lag),
         "duration": seconds(run.duration),
         "worker": f"{run.host}:{run.pid}",
@@ -134,7 +151,7 @@ def _chart(store: ScheduleStore, now: datetime) -> dict[str, Any]:
     }
 
 
-def overview_page(store: ScheduleStore) -> dict[str, Any]:
+def overview_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
     """Counts by status, due now, in flight, in backoff, the oldest lag, the chart."""
     stats = store.stats()
     return {
@@ -172,27 +189,28 @@ def _row(item: ScheduleSnapshot | MalformedSchedule, now: datetime) -> dict[str,
     }
 
 
-def schedules_page(
-    store: ScheduleStore,
-    *,
-    status: str | None,
-    group: str | None,
-    name: str | None,
-    after: uuid.UUID | None,
-) -> dict[str, Any]:
-    """One page of ``list_schedules`` (schedule id order) under the filters: ``group``
-    is a name's part before its first dot (``name`` wins when both are given)."""
-    glob = name or (f"{group}.*" if group else None)
+def schedules_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
+    """One page of ``list_schedules`` (schedule id order) under the filters ``status``,
+    ``group`` (a name's part before its first dot) and ``name`` (which wins over
+    ``group``), after the id ``after``."""
+    filters = {k: params.get(k, "").strip() for k in ("status", "group", "name")}
+    after = params.get("after") or None
+    group = filters["group"]
     items = store.list_schedules(
-        status=status or None,
-        name=glob,
-        after=after,
+        status=filters["status"] or None,
+        name=filters["name"] or (f"{group}.*" if group else None),
+        after=None if after is None else schedule_uuid(after),
         limit=PAGE_SIZE,
     )
     now = store.clock.now()
-    rows = [_row(item, now) for item in items]
     last = items[-1].schedule_id if len(items) == PAGE_SIZE else None
-    return {"rows": rows, "next_after": None if last is None else str(last), "now": ts(now)}
+    return {
+        "rows": [_row(item, now) for item in items],
+        "next_after": None if last is None else str(last),
+        "now": ts(now),
+        "filters": filters,
+        "query": urllib.parse.urlencode({k: v for k, v in filters.items() if v}),
+    }
 
 
 # -- one schedule ---------------------------------------------------------------------
@@ -205,9 +223,10 @@ def _pretty(payload_json: str) -> str:
         return payload_json
 
 
-def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any]:
-    """A schedule: its fields, its trigger in words, its next 10 firings, its last
-    error, its payload and its last 50 runs."""
+def schedule_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
+    """The schedule ``sid``: its fields, its trigger in words, its next 10 firings, its
+    last error, its payload and its last 50 runs."""
+    schedule_id = schedule_uuid(params["sid"])
     control = SchedulerControl(store)
     snap = control.inspect(schedule_id)
     zone = zone_of(snap)
@@ -251,9 +270,11 @@ def schedule_page(store: ScheduleStore, schedule_id: uuid.UUID) -> dict[str, Any
 # -- dead letters ---------------------------------------------------------------------
 
 
-def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
+def dead_letters_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
     """The newest :data:`PAGE_SIZE` dead letters, most recently dead-lettered first
-    (``more``: there may be older ones; the overview counts them all)."""
+    (``more``: there may be older ones; the overview counts them all), and the count a
+    replay-all redirected with (``replayed``)."""
+    replayed = params.get("replayed", "")
     rows = [
         _malformed(item)
         if isinstance(item, MalformedSchedule)
@@ -268,7 +289,11 @@ def dead_letters_page(store: ScheduleStore) -> dict[str, Any]:
         }
         for item in store.list_dead_letter(PAGE_SIZE)
     ]
-    return {"rows": rows, "more": len(rows) == PAGE_SIZE}
+    return {
+        "rows": rows,
+        "more": len(rows) == PAGE_SIZE,
+        "replayed": int(replayed) if replayed.isdigit() else None,
+    }
 
 
 # -- timeline -------------------------------------------------------------------------
@@ -279,10 +304,13 @@ _LANE_H = 20
 _TOP = 26
 
 
-def timeline_page(store: ScheduleStore, window: str) -> dict[str, Any]:
+def timeline_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
     """The next firings of the soonest pending schedules over ``window`` (a key of
-    :data:`WINDOWS`) as SVG lanes: one per schedule, a mark per firing; past
+    :data:`WINDOWS`, default 24h) as SVG lanes: one per schedule, a mark per firing; past
     :data:`TIMELINE_PER_SCHEDULE` of them, a band from the last mark to the end."""
+    window = params.get("window", "24h")
+    if window not in WINDOWS:
+        raise InvalidArgument(f"window must be one of {', '.join(WINDOWS)}")
     span = WINDOWS[window]
     now = store.clock.now()
     end = now + span

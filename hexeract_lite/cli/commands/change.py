@@ -23,22 +23,22 @@ from ..args import (
     parse_name,
     parse_payload,
     parse_schedule_id,
-    parse_stored_duration,
     parse_target,
 )
 from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import (
-    CLEAR,
     DURATION,
     INSTANT,
+    POLICY,
+    STORED_DURATION,
     CommandTree,
     N,
     arg,
     clearable,
+    given,
     id_argument,
     message_arguments,
     policy_arguments,
-    policy_options,
     switch,
 )
 from ..output import snapshot_json, ts
@@ -55,18 +55,14 @@ if TYPE_CHECKING:
 
 def add_parser(tree: CommandTree) -> None:
     """Add the commands of the module."""
-    for name, verb, what in (
-        ("pause", "pause", "a paused schedule is never claimed until resumed"),
-        (
-            "resume",
-            "resume",
-            "a cron schedule whose instant passed while paused moves to its next instant",
-        ),
-        ("cancel", "cancel", "a cancelled schedule never fires again"),
+    for name, what in (
+        ("pause", "a paused schedule is never claimed until resumed"),
+        ("resume", "a cron schedule whose instant passed while paused moves to its next instant"),
+        ("cancel", "a cancelled schedule never fires again"),
     ):
         sub = tree.command(
             name,
-            f"{verb} a schedule ({what})",
+            f"{name} a schedule ({what})",
             [f"hexeract scheduler {name} 0195f3c2-7b1a-7c3e-9a2b-4c5d6e7f8a9b"],
             [tree.conn],
             _control,
@@ -74,7 +70,7 @@ def add_parser(tree: CommandTree) -> None:
         sub.set_defaults(action=name)
         id_argument(sub)
         if name != "cancel":
-            help_text = f"{verb} every schedule named GROUP.<...> instead, in one transaction"
+            help_text = f"{name} every schedule named GROUP.<...> instead, in one transaction"
             arg(sub, "--group", (parse_name, "GROUP"), help_text, dest="name_group")
         if name == "pause":
             arg(sub, "--note", None, "why: shown by inspect until resumed", metavar="TEXT")
@@ -151,7 +147,7 @@ def add_parser(tree: CommandTree) -> None:
         metavar="ZONE",
     )
     help_text = "the new misfire grace (e.g. 10m; none: no grace, every late firing delivered)"
-    arg(sub, "--misfire-grace", (clearable(parse_stored_duration), "DURATION"), help_text)
+    arg(sub, "--misfire-grace", clearable(STORED_DURATION), help_text)
     policy_arguments(sub, clear=True)
     arg(sub, "--event-type", None, "the new event type", metavar="TYPE")
     arg(sub, "--payload", (parse_payload, "JSON"), "the new payload")
@@ -200,18 +196,9 @@ def add_parser(tree: CommandTree) -> None:
 
 def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: str) -> int:
     """Print ``text``, or with ``--format json`` the result and the schedule; exit 0."""
-    ctx.show(
+    return ctx.show(
         lambda: {"result": result, "schedule": snapshot_json(snapshot, detail=True)}, lambda: text
     )
-    return EXIT_OK
-
-
-class _Malformed(Exception):
-    """The schedule's row does not decode: whether the action applied, and why."""
-
-    def __init__(self, sid: uuid.UUID, changed: bool, reason: str) -> None:
-        super().__init__(reason)
-        self.sid, self.changed, self.reason = sid, changed, reason
 
 
 def _control(args: argparse.Namespace, ctx: Context) -> int:
@@ -219,7 +206,9 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
         return _run_group(args, ctx)
     note = getattr(args, "note", None)
 
-    def act(store: ScheduleStore) -> tuple[uuid.UUID, ScheduleSnapshot, bool, ScheduleSnapshot]:
+    def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, str | list[ScheduleSnapshot]]:
+        """The id, whether it changed, the schedule before and after (or why its row does
+        not decode)."""
         from ...store.sql.dialect import MalformedRowError
 
         sid = schedule_id(args, store)
@@ -232,22 +221,22 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
             # the whole row: both need it to decode; the rest is plain SQL, which applies
             if args.action == "resume" or note is not None:
                 raise
-            raise _Malformed(sid, bool(apply(sid)), exc.reason) from None
+            return sid, bool(apply(sid)), exc.reason
         changed = bool(apply(sid) if note is None else apply(sid, note=note))
-        return sid, before, changed, control.inspect(sid)
+        return sid, changed, [before, control.inspect(sid)]
 
     done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
-    try:
-        sid, before, changed, after = ctx.write(act, ids=target_ids(args))
-    except _Malformed as odd:
-        if odd.changed:
-            ctx.print(f"{done} schedule {odd.sid} (its row is malformed: {odd.reason}).")
+    sid, changed, state = ctx.write(act, ids=target_ids(args))
+    if isinstance(state, str):
+        if changed:
+            ctx.print(f"{done} schedule {sid} (its row is malformed: {state}).")
         else:
             ctx.print(
-                f"Schedule {odd.sid} is not live or already {done.lower()}; nothing to"
-                f" {args.action} (its row is malformed: {odd.reason})."
+                f"Schedule {sid} is not live or already {done.lower()}; nothing to"
+                f" {args.action} (its row is malformed: {state})."
             )
         return EXIT_OK
+    before, after = state
     resume = args.action == "resume"
     if changed:
         then = f"; next firing {ts(after.scheduled_for)}" if resume else ""
@@ -292,11 +281,11 @@ def message_from_args(
     for ``ensure`` on the epoch's grid."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
-    policy = policy_options(args)
+    policy = given(args, POLICY)
     if policy and args.cron is None and args.every is None:
         flags = ", ".join("--" + name.replace("_", "-") for name in policy)
         raise UsageError(f"{flags} go(es) with --cron or --every only")
-    given: dict[str, Any] = {
+    keywords: dict[str, Any] = {
         "schedule_id": getattr(args, "schedule_id", None),
         "name": name,
         "misfire_grace": args.misfire_grace,
@@ -343,7 +332,7 @@ def message_from_args(
             raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
         kind, when = "delay", (at,)  # and no policy: refused above
     make: Callable[..., ScheduledMessage] = getattr(ScheduledMessage, kind)
-    return make(args.target, *when, args.event_type, payload, **given, **policy)
+    return make(args.target, *when, args.event_type, payload, **keywords, **policy)
 
 
 def _add(args: argparse.Namespace, ctx: Context) -> int:
@@ -357,8 +346,7 @@ def _add(args: argparse.Namespace, ctx: Context) -> int:
         return control.inspect(message.schedule_id)
 
     snapshot = ctx.write(act, ids=[message.schedule_id], create=True)
-    ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: str(message.schedule_id))
-    return EXIT_OK
+    return ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: str(message.schedule_id))
 
 
 def _ensure(args: argparse.Namespace, ctx: Context) -> int:
@@ -392,13 +380,9 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
 def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
-    names = ("cron", "event_type", "target", "max_attempts")
-    fields = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    fields = given(args, ("cron", "event_type", "target", "max_attempts", "misfire_grace", *POLICY))
     if args.payload is not None:  # a JSON null is a payload too
         fields["payload"] = args.payload.value
-    if args.misfire_grace is not None:
-        fields["misfire_grace"] = None if args.misfire_grace == CLEAR else args.misfire_grace
-    fields.update(policy_options(args))
     if not fields:
         raise UsageError(
             "give at least one of --payload, --cron, --target, --event-type, --max-attempts,"

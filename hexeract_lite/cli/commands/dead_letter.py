@@ -86,8 +86,7 @@ def add_parser(tree: CommandTree) -> None:
 def _list(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         rows = SchedulerControl(store).list_dead_letter(args.limit)
-    ctx.show(lambda: [snapshot_json(s) for s in rows], lambda: format_dead_letter(rows))
-    return EXIT_OK
+    return ctx.show(lambda: [snapshot_json(s) for s in rows], lambda: format_dead_letter(rows))
 
 
 def _replay(args: argparse.Namespace, ctx: Context) -> int:

@@ -7,7 +7,6 @@ import argparse
 
 from ...connect import ConnTarget, parse_conn
 from ...store.listing import check_glob
-from ...store.schema import validate_table_name
 from ..args import parse_schedule_id
 from ..context import EXIT_OK, Context
 from ..options import CommandTree, arg, filter_arguments
@@ -42,7 +41,6 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     check_glob(args.event_type)  # before the store opens: bad input touches nothing
     check_glob(args.name_glob, "name")
     if not filtered and args.format == "text":  # a SQLite file, read without the store
-        validate_table_name(ctx.table)  # as open_store checks, in its order
         target = parse_conn(ctx.conn)
         text = pending_text(target, ctx.table, args.limit) if target.kind == "sqlite" else None
         if text is not None:
@@ -59,11 +57,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             )
         else:
             rows = store.list_pending(args.limit)  # what SchedulerControl.list_pending runs
-    ctx.show(
+    return ctx.show(
         lambda: [snapshot_json(s, payload=True) for s in rows],
         lambda: "no matching schedules" if filtered and not rows else format_pending(rows),
     )
-    return EXIT_OK
 
 
 def pending_text(target: ConnTarget, table: str, limit: int) -> str | None:

@@ -4,6 +4,7 @@ every schedule, with its state, to another database."""
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from ...connect import ConnTarget, open_store, parse_conn
 from ...errors import StoreError, UsageError
@@ -14,6 +15,13 @@ from ..args import TABLE_ENV, parse_conn_arg
 from ..context import EXIT_OK, Context
 from ..options import TABLE, CommandTree, N, arg
 from ..output import format_migration
+
+_DDL = {
+    "sqlite": ("...store.schema", "sqlite_ddl", "SQLite"),
+    "postgres": ("...store.postgres.schema", "postgres_ddl", "PostgreSQL"),
+    "mysql": ("...store.mysql.schema", "mysql_ddl", "MySQL"),
+}
+"""Each ``--dialect``: the module and function that write its DDL, and its name."""
 
 
 def add_parser(tree: CommandTree) -> None:
@@ -29,14 +37,7 @@ def add_parser(tree: CommandTree) -> None:
         _schema,
     )
     help_text = "sqlite (the default), postgres or mysql"
-    arg(
-        schema,
-        "--dialect",
-        None,
-        help_text,
-        choices=("sqlite", "postgres", "mysql"),
-        default="sqlite",
-    )
+    arg(schema, "--dialect", None, help_text, choices=tuple(_DDL), default="sqlite")
     arg(schema, "--table", TABLE, f"the table name (default: ${TABLE_ENV}, else {DEFAULT_TABLE})")
     sub = tree.command(
         "migrate",
@@ -76,23 +77,12 @@ def add_parser(tree: CommandTree) -> None:
 
 
 def _schema(args: argparse.Namespace, ctx: Context) -> int:
-    if args.dialect == "sqlite":
-        from ...store.schema import sqlite_ddl
-
-        ddl = sqlite_ddl(ctx.table)
-    elif args.dialect == "mysql":
-        from ...store.mysql.schema import mysql_ddl
-
-        ddl = mysql_ddl(ctx.table)
-    else:
-        try:
-            from ...store.postgres.schema import postgres_ddl
-        except ImportError as exc:
-            raise StoreError(
-                f"this build of hexeract_lite has no PostgreSQL schema ({exc})"
-            ) from None
-        ddl = postgres_ddl(ctx.table)
-    ctx.print(ddl.rstrip("\n"))
+    module, function, name = _DDL[args.dialect]
+    try:
+        ddl = getattr(importlib.import_module(module, __package__), function)
+    except ImportError as exc:
+        raise StoreError(f"this build of hexeract_lite has no {name} schema ({exc})") from None
+    ctx.print(ddl(ctx.table).rstrip("\n"))
     return EXIT_OK
 
 
@@ -119,7 +109,7 @@ def _migrate(args: argparse.Namespace, ctx: Context) -> int:
         Progress("read") as progress,  # ends its line before any error is printed
     ):
         report = migrate(src, dst, batch_size=args.batch_size, progress=progress)
-    ctx.show(
+    return ctx.show(
         lambda: {
             "source": source.display(),
             "source_table": source_table,
@@ -132,4 +122,3 @@ def _migrate(args: argparse.Namespace, ctx: Context) -> int:
             f" of {dest.display()}:\n{format_migration(report)}"
         ),
     )
-    return EXIT_OK

@@ -139,8 +139,7 @@ def add_parser(tree: CommandTree) -> None:
 def _stats(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         stats = store.stats()
-    ctx.show(stats.as_json, lambda: format_stats(stats))
-    return EXIT_OK
+    return ctx.show(stats.as_json, lambda: format_stats(stats))
 
 
 def _prune(args: argparse.Namespace, ctx: Context) -> int:
@@ -177,8 +176,7 @@ def _vacuum(args: argparse.Namespace, ctx: Context) -> int:
 def _inspect(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         snapshot = SchedulerControl(store).inspect(schedule_id(args, store))
-    ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: format_inspect(snapshot))
-    return EXIT_OK
+    return ctx.show(lambda: snapshot_json(snapshot, detail=True), lambda: format_inspect(snapshot))
 
 
 def _next(args: argparse.Namespace, ctx: Context) -> int:
@@ -194,7 +192,7 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
         snapshot = control.inspect(control.id_of(args.schedule))
     shown = zone or zone_of(snapshot)
     status = snapshot.status.value
-    ctx.show(
+    return ctx.show(
         lambda: {
             "schedule_id": str(snapshot.schedule_id),
             "status": status,
@@ -213,7 +211,6 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
             else f"Schedule {snapshot.schedule_id} has no upcoming firing ({status})."
         ),
     )
-    return EXIT_OK
 
 
 def format_runs(runs: list[RunRecord]) -> str:
@@ -238,8 +235,7 @@ def format_runs(runs: list[RunRecord]) -> str:
 def _runs(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.store(create=False, readonly=True) as store:
         runs = SchedulerControl(store).runs(args.schedule, limit=args.limit, outcome=args.outcome)
-    ctx.show(
+    return ctx.show(
         lambda: [r.as_json() for r in runs],
         lambda: format_runs(runs) if runs else "No runs recorded.",
     )
-    return EXIT_OK

@@ -23,7 +23,7 @@ from ...connect import ConnTarget, parse_conn, scrub
 from ...errors import InvalidConfiguration, SchedulerError, UsageError
 from ..args import parse_sink_spec
 from ..context import EXIT_OK, Context
-from ..options import DURATION, CommandTree, N, arg
+from ..options import DURATION, CommandTree, N, arg, given
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
@@ -229,9 +229,8 @@ def _stop_on_signals(
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     from ...worker import SchedulerWorker, SchedulerWorkerConfig  # asyncio: only workers need it
 
-    given = {name: getattr(args, name) for name in _SETTINGS if getattr(args, name) is not None}
     try:
-        config = SchedulerWorkerConfig(**given)
+        config = SchedulerWorkerConfig(**given(args, _SETTINGS))
     except InvalidConfiguration as exc:  # name the flags, not the fields
         flags = _SETTING_NAME.sub(lambda m: "--" + m.group(1).replace("_", "-"), str(exc))
         raise UsageError(flags) from None
