@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..interval import Interval
 from ..message import ScheduledMessage, Target
-from ..policy import SchedulePolicy, policy_arguments
+from ..policy import POLICY_FIELDS, SchedulePolicy, policy_arguments
 from ..snapshot import ScheduleStatus
 from ..trigger import MACROS, CronExpression, Trigger
 from ..zoned import parse_zoned
@@ -93,15 +93,12 @@ class Change:
         """``current`` with this change's policy values; a ``catch_up`` other than
         ``"all"`` drops the stored limit.
         """
-        values = policy_arguments(current) or dict.fromkeys(_POLICY_NAMES)
+        values = policy_arguments(current) or dict.fromkeys(POLICY_FIELDS)
         values.update(self.policy)
         given = dict(self.policy)
         if "catch_up" in given and "catch_up_limit" not in given and given["catch_up"] != "all":
             values["catch_up_limit"] = None
         return SchedulePolicy.of(**values)
-
-
-_POLICY_NAMES = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
 
 
 def _canonical(payload_json: str) -> str:
