@@ -280,9 +280,10 @@ def test_the_claim_reads_fresh_rows_and_expired_leases_from_their_indexes(
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(f'ANALYZE "{table}"'.encode())
             conn.execute("SET enable_seqscan = off")  # a small table: ask which index
-            claim = store._sql.claim.as_string(conn)
+            claim = store._sql.claim
+            assert isinstance(claim, bytes)  # rendered once when the store opened
             params = {"now": now, "until": now + LEASE, "lease_ms": 30_000, "batch_size": 10}
-            plan = conn.execute(b"EXPLAIN " + claim.encode(), params).fetchall()
+            plan = conn.execute(b"EXPLAIN " + claim, params).fetchall()
         text = "\n".join(row[0] for row in plan)
         assert f"Index Scan using idx_{table}_due" in text, text
         assert f"Index Scan using idx_{table}_reclaim" in text, text

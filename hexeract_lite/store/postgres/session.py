@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -113,9 +114,20 @@ class PostgresSession(ServerSession):
         """Run the statements in one pipeline (one round trip); the rows each changed."""
         if not statements:
             return []
+        groups = [  # a run of the same statement is one executemany
+            (statement, [params for _, params in run])
+            for statement, run in itertools.groupby(statements, key=lambda item: item[0])
+        ]
         with self.conn.pipeline():
-            cursors = [self.conn.execute(statement, params) for statement, params in statements]
-        return [cur.rowcount for cur in cursors]
+            cursors = [self.conn.cursor() for _ in groups]
+            for cur, (statement, params) in zip(cursors, groups, strict=True):
+                cur.executemany(statement, params, returning=True)
+        counts: list[int] = []
+        for cur in cursors:
+            counts.append(cur.rowcount)
+            while cur.nextset():
+                counts.append(cur.rowcount)
+        return counts
 
     def fetch(self, statement: Any, params: Any = ()) -> list[Any]:
         """Run a statement; its rows (a value the driver cannot load as its text)."""

@@ -170,6 +170,10 @@ class Statements(SharedStatements):
             " (SELECT count(*) FROM {t} WHERE {leased} AND leased_until > {now}"
             " AND last_error IS NULL)"
         )
+        self.sweep_with_runs = sweep_runs(table, self.sweep)  # with version >= RUNS_VERSION
+        for name, statement in vars(self).items():  # rendered once, not at each execute
+            if isinstance(statement, sql.Composable):
+                setattr(self, name, statement.as_bytes(None))
 
 
 # -- the run log: <table>_runs (schema version 6)

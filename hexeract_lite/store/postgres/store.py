@@ -56,7 +56,7 @@ from .session import (
     Timeouts,
     store_error,
 )
-from .statements import RUNS_VERSION, Statements, run_statements, sweep_runs
+from .statements import RUNS_VERSION, Statements, run_statements
 
 _HELD = (SettlementKind.FAILED, SettlementKind.SNOOZED)
 
@@ -117,7 +117,7 @@ class PostgresScheduleStore(ServerStore):
         self._sql = Statements(table, use_database_clock)
         if version >= RUNS_VERSION:
             self._run_sql = run_statements(table)
-            self._sweep_runs = sweep_runs(table, self._sql.sweep)
+            self._sweep_runs = self._sql.sweep_with_runs
         self._db = Connections(
             conninfo,
             table=table,
