@@ -77,7 +77,7 @@ def zone(name: str) -> zoneinfo.ZoneInfo:
 
 def offset(name: str, u: int) -> int:
     """The zone's UTC offset at ``u`` (seconds), computed with zoneinfo."""
-    off = (EPOCH + timedelta(seconds=u)).astimezone(zone(name)).utcoffset()
+    off = datetime.fromtimestamp(u, zone(name)).utcoffset()  # zone.fromutc, as astimezone
     assert off is not None
     return off // SECOND
 

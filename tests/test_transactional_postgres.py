@@ -92,8 +92,21 @@ def listener(url: str, table: str) -> Any:
     return conn
 
 
-def heard(conn: Any) -> list[str]:
-    return [n.payload for n in conn.notifies(timeout=0.5, stop_after=1)]
+SENTINEL = "test:sentinel"
+
+
+def heard(conn: Any, table: str) -> list[str]:
+    """Every notification committed so far on the table's channel. PostgreSQL delivers
+    notifications in commit order, so a sentinel the listener sends itself now comes
+    after all of them: what came before it is everything, without waiting out a window
+    for what does not come."""
+    conn.execute("SELECT pg_notify(%s, %s)", [channel_name(table), SENTINEL])
+    payloads: list[str] = []
+    for n in conn.notifies(timeout=10):
+        if n.payload == SENTINEL:
+            return payloads
+        payloads.append(n.payload)
+    raise AssertionError(f"the sentinel did not come back within 10 s; heard {payloads}")
 
 
 @pytest.mark.parametrize("style", ["transaction block", "implicit", "Transaction object"])
@@ -112,8 +125,8 @@ def test_commit_delivers_once_and_wakes(
         with conn.transaction() as tx:
             store.insert(message, 3, connection=tx if style == "Transaction object" else conn)
             assert store.inspect(message.schedule_id) is None
-            assert heard(ears) == []  # nothing before the commit
-    assert [n for n in heard(ears) if n.startswith("tx:")]
+            assert heard(ears, table) == []  # nothing before the commit
+    assert [n for n in heard(ears, table) if n.startswith("tx:")]
     assert [m.schedule_id for m in deliveries(store)] == [message.schedule_id]
     assert deliveries(store) == []
     conn.close()
@@ -128,7 +141,7 @@ def test_rollback_leaves_nothing_and_no_wake_up(
     with pytest.raises(RuntimeError), conn.transaction():
         store.insert_many([due(1), due(2)], 3, connection=conn)
         raise RuntimeError("the order failed")
-    assert heard(ears) == []
+    assert heard(ears, table) == []
     assert count(pg_url, f"SELECT count(*) FROM {table}") == 0
     assert deliveries(store) == []
     conn.close()
