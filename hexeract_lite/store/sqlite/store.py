@@ -15,10 +15,7 @@ import apsw
 
 from ..._time import format_now, format_ts, parse_ts, to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import (
-    DuplicateSchedule,
-    StoreError,
-)
+from ...errors import DuplicateSchedule, StoreError
 from ...message import ScheduledMessage, place_first, validate_message
 from ...runlog import this_worker
 from ...snapshot import LeasedOccurrence, ScheduleStatus

@@ -31,18 +31,9 @@ from ..changes import Plan
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
 from ..sql.runner import TransactionRunner, savepoint
-from .codec import (
-    diagnose,
-    record_from_row,
-    row_label,
-)
+from .codec import diagnose, record_from_row, row_label
 from .connections import is_duplicate, sink_transaction
-from .driver import (
-    FileHold,
-    hold_file,
-    shares_sqlite_with_apsw,
-    two_copies,
-)
+from .driver import FileHold, hold_file, shares_sqlite_with_apsw, two_copies
 from .schema import connect
 from .session import roll_back
 from .statements import SqliteStatements
@@ -50,12 +41,6 @@ from .statements import SqliteStatements
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
 _T = TypeVar("_T")
-
-
-def _same_file(main: str, path: os.PathLike[str] | str) -> bool:
-    if not main:
-        return False  # an in-memory or temporary database
-    return os.path.realpath(main) == os.path.realpath(path)
 
 
 def _plain_row(cursor: object, row: Any) -> Any:
@@ -146,7 +131,7 @@ def _check(connection: object, store: Any, what: str) -> _Caller:
     except (apsw.Error, sqlite3.Error) as exc:
         raise _bad(what, f"cannot be used: {type(exc).__name__}: {exc}") from exc
     main = next((str(row[2] or "") for row in rows if row[1] == "main"), "")
-    if not _same_file(main, path):
+    if not main or os.path.realpath(main) != os.path.realpath(path):  # '': in memory, temporary
         raise _bad(what, f"is on another database ({main or 'in memory'!r}), not on {path}")
     if query_only:
         raise _bad(what, "is read-only (PRAGMA query_only is on)")
@@ -261,15 +246,6 @@ def _first_duplicate(
     if sid is not None:
         return DuplicateSchedule(sid)
     return StoreError("insert: a duplicate id or name vanished")
-
-
-def _end_at_deadline(conn: apsw.Connection, guard: _TransactionGuard) -> Callable[[], None]:
-
-    def end() -> None:
-        guard.active = False
-        _close_from_outside(conn)
-
-    return end
 
 
 def _close_from_outside(conn: apsw.Connection) -> None:
@@ -402,11 +378,16 @@ class SqliteTransactionRunner(TransactionRunner):
         except (apsw.Error, StoreError, InvalidConfiguration) as exc:
             self._drop()
             return DispatchResult.failed(self._error(exc))
-        self._watchdog.arm(self._timeout, _end_at_deadline(conn, self._guard))
+        guard = self._guard
+
+        def end_at_deadline() -> None:
+            guard.active = False
+            _close_from_outside(conn)
+
+        self._watchdog.arm(self._timeout, end_at_deadline)
         committed = False
         error: BaseException | None = None
         applied = True
-        guard = self._guard
         try:
             conn.execute(statement, params)
             if conn.changes() == 0:
