@@ -52,9 +52,9 @@ from .runs import (
     check_run_age,
     check_run_counts,
     check_runs_query,
+    ended_run,
     hour_of,
     recorded_runs,
-    swept_run,
 )
 from .stats import StoreStats, stats_of_records
 
@@ -283,7 +283,14 @@ class InMemoryScheduleStore(SettlingStore):
                     row.leased_until = None
                     count += 1
                     self._runs.append(
-                        swept_run(row.schedule_id, row.scheduled_for, row.attempts, now)
+                        ended_run(
+                            row.schedule_id,
+                            row.scheduled_for,
+                            row.attempts,
+                            now,
+                            RunOutcome.SWEPT,
+                            SWEEP_ERROR,
+                        )
                     )
             return count
 
