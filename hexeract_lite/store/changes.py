@@ -127,6 +127,7 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool =
     """Make ``at`` the row's next firing under the lease rule; ``jittered``: ``at`` is a
     rule's instant, due plus the row's jitter.
     """
+    row.backfill_until = None
     if row.live_lease(now) is not None:
         if row.trigger_kind == "delay":
             raise NotChangeable(
@@ -135,9 +136,7 @@ def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool =
                 f" waiting out a retry's backoff, and cannot be moved before then{_named(row)}",
             )
         row.next_after_lease = at
-        row.backfill_until = None
         return
-    row.backfill_until = None
     row.place_firing(at, jittered=jittered)
     row.attempts = 0
     row.last_error = None

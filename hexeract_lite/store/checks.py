@@ -177,10 +177,7 @@ _RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
 def _record_instant(value: object, sid: uuid.UUID, name: str) -> datetime:
     if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
         return value  # already what a store holds (the common case, from another store)
-    try:
-        return to_utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
-    except OverflowError:
-        raise InvalidConfiguration(f"record {sid}: invalid {name} {value!r:.200}") from None
+    return to_utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
 
 
 def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:

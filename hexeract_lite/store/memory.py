@@ -52,9 +52,9 @@ from .runs import (
     check_run_age,
     check_run_counts,
     check_runs_query,
+    ended_run,
     hour_of,
     recorded_runs,
-    swept_run,
 )
 from .stats import StoreStats, stats_of_records
 
@@ -181,8 +181,6 @@ class InMemoryScheduleStore(SettlingStore):
 
     def settle(self, outcomes: Sequence[Settlement]) -> list[bool]:
         checked = check_settlements(outcomes)
-        if not checked:
-            return []
         with self._lock:
             results, woke = self._settle(checked)
         if woke:
@@ -191,59 +189,58 @@ class InMemoryScheduleStore(SettlingStore):
 
     def _settle(self, checked: list[Settlement]) -> tuple[list[bool], bool]:
         """Under the lock: the answers, and whether one that applied wakes workers."""
+        if not checked:
+            return [], False
         results: list[bool] = []
         woke = False
-        if checked:
-            now = self._now()
-            # every retry deadline first: one out of range fails the batch, unwritten
-            deadlines = [
-                retry_deadline(now, item.retry_in)
-                if item.retry_in is not None and item.kind in _HELD_KINDS
-                else None
-                for item in checked
-            ]
-            for item, deadline in zip(checked, deadlines, strict=True):
-                row = self._rows.get(item.schedule_id)
-                if row is None or row.is_terminal or row.leased_until != item.lease:
-                    results.append(False)
-                    continue
-                kind = item.kind
-                row.leased_until = deadline  # a held kind's retry deadline; else cleared
-                if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
-                    # a change made during the lease set the next firing: it wins
-                    nxt = row.next_after_lease or item.next
-                    until = row.backfill_until  # a backfill ends past its window
-                    if until is not None and (nxt is None or nxt > until):
-                        row.backfill_until = None
-                    if item.counted:
-                        row.firings = (row.firings or 0) + 1
-                    if nxt is None:
-                        row.delivered_at = now
-                    else:
-                        row.jitter_offset_ms = (
-                            None
-                            if row.next_after_lease or item.offset is None
-                            else item.offset // _MS
-                        )
-                        row.scheduled_for = nxt
-                        row.attempts = 0
-                        row.last_error = None
-                        row.next_after_lease = None
-                        row.snoozes = None
-                elif kind is SettlementKind.FAILED:
-                    row.last_error = item.error
-                elif kind is SettlementKind.RELEASED or kind is SettlementKind.SNOOZED:
-                    row.attempts = max(row.attempts - 1, 0)
-                    if kind is SettlementKind.SNOOZED:
-                        row.snoozes = (row.snoozes or 0) + 1
-                elif kind is SettlementKind.CANCELLED:
-                    row.cancelled_at = now
+        now = self._now()
+        # every retry deadline first: one out of range fails the batch, unwritten
+        deadlines = [
+            retry_deadline(now, item.retry_in)
+            if item.retry_in is not None and item.kind in _HELD_KINDS
+            else None
+            for item in checked
+        ]
+        for item, deadline in zip(checked, deadlines, strict=True):
+            row = self._rows.get(item.schedule_id)
+            if row is None or row.is_terminal or row.leased_until != item.lease:
+                results.append(False)
+                continue
+            kind = item.kind
+            row.leased_until = deadline  # a held kind's retry deadline; else cleared
+            if kind is SettlementKind.DELIVERED or kind is SettlementKind.RESCHEDULE:
+                # a change made during the lease set the next firing: it wins
+                nxt = row.next_after_lease or item.next
+                until = row.backfill_until  # a backfill ends past its window
+                if until is not None and (nxt is None or nxt > until):
+                    row.backfill_until = None
+                if item.counted:
+                    row.firings = (row.firings or 0) + 1
+                if nxt is None:
+                    row.delivered_at = now
                 else:
-                    row.dead_lettered_at = now
-                    row.last_error = item.error
-                woke = woke or item.wakes
-                results.append(True)
-            self._runs.extend(run.entry() for run in recorded_runs(checked, results))
+                    row.jitter_offset_ms = (
+                        None if row.next_after_lease or item.offset is None else item.offset // _MS
+                    )
+                    row.scheduled_for = nxt
+                    row.attempts = 0
+                    row.last_error = None
+                    row.next_after_lease = None
+                    row.snoozes = None
+            elif kind is SettlementKind.FAILED:
+                row.last_error = item.error
+            elif kind is SettlementKind.RELEASED or kind is SettlementKind.SNOOZED:
+                row.attempts = max(row.attempts - 1, 0)
+                if kind is SettlementKind.SNOOZED:
+                    row.snoozes = (row.snoozes or 0) + 1
+            elif kind is SettlementKind.CANCELLED:
+                row.cancelled_at = now
+            else:
+                row.dead_lettered_at = now
+                row.last_error = item.error
+            woke = woke or item.wakes
+            results.append(True)
+        self._runs.extend(run.entry() for run in recorded_runs(checked, results))
         return results, woke
 
     def extend_lease(self, schedule_id: uuid.UUID, lease: datetime, until: datetime) -> bool:
@@ -283,7 +280,14 @@ class InMemoryScheduleStore(SettlingStore):
                     row.leased_until = None
                     count += 1
                     self._runs.append(
-                        swept_run(row.schedule_id, row.scheduled_for, row.attempts, now)
+                        ended_run(
+                            row.schedule_id,
+                            row.scheduled_for,
+                            row.attempts,
+                            now,
+                            RunOutcome.SWEPT,
+                            SWEEP_ERROR,
+                        )
                     )
             return count
 

@@ -112,13 +112,10 @@ def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
     if policy is None:
         return (message.scheduled_for, text, None, None, None, None, None, None)
     first = first_firing(message.schedule_id, message.trigger, policy, message.scheduled_for)
-    return (
-        first.due,
-        stored_rule_text(text, policy),
-        *policy_columns(policy)[:3],
-        first.offset // _MS or None,
-        *policy_columns(policy)[3:],
-    )
+    end_at, max_firings, jitter_ms, catch_up, catch_up_limit = policy_columns(policy)
+    text = stored_rule_text(text, policy)
+    offset_ms = first.offset // _MS or None
+    return (first.due, text, end_at, max_firings, jitter_ms, offset_ms, catch_up, catch_up_limit)
 
 
 def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:

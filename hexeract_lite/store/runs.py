@@ -28,9 +28,9 @@ __all__ = [
     "RunLogContract",
     "check_run_counts",
     "check_runs_query",
+    "ended_run",
     "hour_of",
     "recorded_runs",
-    "swept_run",
 ]
 
 RunCount = tuple[datetime, RunOutcome, int]
@@ -84,24 +84,21 @@ def recorded_runs(
     return runs
 
 
-def swept_run(
-    schedule_id: uuid.UUID, scheduled_for: datetime, attempt: int, now: datetime
+def ended_run(
+    schedule_id: uuid.UUID,
+    scheduled_for: datetime,
+    attempt: int,
+    now: datetime,
+    outcome: RunOutcome,
+    error: str,
 ) -> RunEntry:
-    """The run of a row the sweep dead-lettered at ``now`` (by this process)."""
+    """The run of a row this process ended at ``now`` without dispatching it (the
+    sweep's, a malformed row's)."""
     host, pid = this_worker()
     return RunEntry(
-        schedule_id,
-        scheduled_for,
-        attempt,
-        None,
-        now,
-        RunOutcome.SWEPT,
-        now - scheduled_for,
-        None,
-        host,
-        pid,
-        SWEEP_ERROR,
-    )
+        schedule_id, scheduled_for, attempt, None, now, outcome, now - scheduled_for, None,
+        host, pid, error,
+    )  # fmt: skip
 
 
 def hour_of(instant: datetime) -> datetime:

@@ -77,7 +77,7 @@ def stats_of_records(
         by_status[status] += 1
         if status is not ScheduleStatus.PENDING:
             continue
-        if row.leased_until is not None and row.leased_until > now:
+        if row.live_lease(now) is not None:
             if row.last_error is None:
                 in_flight += 1
             else:

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..._time import EPOCH
-from ...runlog import RunDraft, RunEntry, RunOutcome, RunRecord, this_worker
+from ...runlog import RunDraft, RunEntry, RunOutcome, RunRecord
+from ..runs import ended_run
 
 __all__ = ["RUN_COLUMNS", "RunStatements"]
 
@@ -170,12 +171,14 @@ class RunStatements:
             attempt = int(attempts)
         except Exception:
             return None
-        host, pid = this_worker()
-        lag = now - scheduled_for
-        return RunEntry(
-            schedule_id, scheduled_for, attempt, None, now, RunOutcome.DEAD_LETTERED, lag,
-            None, host, pid, error.split("\n", 1)[0],
-        )  # fmt: skip
+        return ended_run(
+            schedule_id,
+            scheduled_for,
+            attempt,
+            now,
+            RunOutcome.DEAD_LETTERED,
+            error.split("\n", 1)[0],
+        )
 
     def decode(self, row: Any) -> RunRecord:
         """A row of :meth:`select` as a record."""

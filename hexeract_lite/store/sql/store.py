@@ -201,9 +201,6 @@ class SqlScheduleStore(SettlingStore):
     def _list_pending_statement(self) -> Any:
         return self._sql.list_pending
 
-    def _list_dead_letter_statement(self) -> Any:
-        return self._sql.list_dead_letter
-
     def _malformed(self, row: Row, exc: BaseException) -> StoreError:
         """The error for a row that must decode (inspect, a change, a named listing)."""
         why = self._codec.why(row, exc)
@@ -485,7 +482,7 @@ class SqlScheduleStore(SettlingStore):
         return self._page("list_pending", self._list_pending_statement(), limit)
 
     def list_dead_letter(self, limit: int = 50) -> list[ScheduleSnapshot | MalformedSchedule]:
-        return self._page("list_dead_letter", self._list_dead_letter_statement(), limit)
+        return self._page("list_dead_letter", self._sql.list_dead_letter, limit)
 
     def _page(
         self, what: str, statement: Any, limit: int
