@@ -319,8 +319,6 @@ def settlement_event(
     """The hook event of one recorded settlement (``outcome``), at ``now``."""
     msg = occ.message
     took = None if result.duration is None else timedelta(seconds=result.duration)
-    error = result.error if result.error is not None else (settlement.error or "")
-    text = settlement.error or ""
     if outcome is DispatchOutcome.DELIVERED or outcome is DispatchOutcome.RESCHEDULED:
         return Delivered(
             message=msg,
@@ -342,6 +340,8 @@ def settlement_event(
         cancelled = outcome is DispatchOutcome.CANCELLED
         retry_in = settlement.retry_in if outcome is DispatchOutcome.RETRIED else None
         return Aborted(message=msg, attempt=occ.attempts, cancelled=cancelled, retry_in=retry_in)
+    text = settlement.error or ""
+    error = result.error if result.error is not None else text
     if outcome is DispatchOutcome.RETRIED:
         assert settlement.retry_in is not None
         return Failed(

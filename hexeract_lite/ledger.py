@@ -222,9 +222,6 @@ class Ledger:
             counts.events.append(
                 settlement_event(occ, settlement, outcome, result, self._clock.now())
             )
-        raised = result.error if isinstance(result.error, BaseException) else None
-        if raised is not None and raised.__traceback__ is None:
-            raised = None  # made by the worker (a timeout, say): no traceback to show
         if outcome is DispatchOutcome.LEASE_LOST:
             log_occurrence(
                 self._clock,
@@ -242,13 +239,16 @@ class Ledger:
             missed = result.kind is ResultKind.MISSED  # a one-shot past its misfire grace
             if missed:
                 template = "dead-lettered, never dispatched: %(error)s"
+            raised = result.error if outcome in _FAILURES else None
+            if not isinstance(raised, BaseException) or raised.__traceback__ is None:
+                raised = None  # a text, or made by the worker (a timeout, say): no traceback
             retry_in = settlement.retry_in
             log_occurrence(
                 self._clock,
                 level,
                 template,
                 occ,
-                exc_info=raised if outcome in _FAILURES else None,
+                exc_info=raised,
                 dispatched=not missed,
                 error=error_summary(settlement.error),
                 retry_in=None if retry_in is None else retry_in.total_seconds(),

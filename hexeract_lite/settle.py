@@ -135,13 +135,12 @@ def error_text(error: BaseException | str) -> str:
             break
         kept.append(frame)
         budget -= len(frame)
-    kept.reverse()
     omitted = len(frames) - len(kept)
     lines = [head, TRACEBACK_HEADER]
     if omitted:
         lines.append(f"  ... {omitted} outer frame(s) left out")
-    text = "\n".join(lines) + "\n" + "".join(kept).rstrip("\n")
-    return text.rstrip("\n")
+    lines.append("".join(reversed(kept)))
+    return "\n".join(lines).rstrip("\n")
 
 
 def error_summary(text: str | None) -> str | None:

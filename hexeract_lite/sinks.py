@@ -85,12 +85,10 @@ def is_async_sink(sink: object) -> bool:
 
 def is_coroutine_callable(fn: object) -> bool:
     """True for a coroutine function, or an object whose ``__call__`` is one."""
-    if fn is None:
-        return False
     if inspect.iscoroutinefunction(fn):
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
+    return inspect.iscoroutinefunction(call)
 
 
 class CallableSink:
