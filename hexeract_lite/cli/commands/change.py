@@ -16,6 +16,7 @@ from ...control import SchedulerControl, default_grid_anchor
 from ...errors import InvalidArgument, SchedulerError, UsageError
 from ...message import ScheduledMessage
 from ...names import check_group
+from ...policy import POLICY_FIELDS
 from ...snapshot import ScheduleStatus
 from ...trigger import CronExpression
 from ..args import (
@@ -29,7 +30,6 @@ from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import (
     DURATION,
     INSTANT,
-    POLICY,
     STORED_DURATION,
     CommandTree,
     N,
@@ -281,7 +281,7 @@ def message_from_args(
     for ``ensure`` on the epoch's grid."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
-    policy = given(args, POLICY)
+    policy = given(args, POLICY_FIELDS)
     if policy and args.cron is None and args.every is None:
         flags = ", ".join("--" + name.replace("_", "-") for name in policy)
         raise UsageError(f"{flags} go(es) with --cron or --every only")
@@ -380,7 +380,9 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
 def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
-    fields = given(args, ("cron", "event_type", "target", "max_attempts", "misfire_grace", *POLICY))
+    fields = given(
+        args, ("cron", "event_type", "target", "max_attempts", "misfire_grace", *POLICY_FIELDS)
+    )
     if args.payload is not None:  # a JSON null is a payload too
         fields["payload"] = args.payload.value
     if not fields:
