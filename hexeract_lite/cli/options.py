@@ -209,10 +209,6 @@ def policy_arguments(sub: argparse.ArgumentParser, *, clear: bool = False) -> No
     )
 
 
-POLICY = ("end_at", "max_firings", "jitter", "catch_up", "catch_up_limit")
-"""The destinations of the policy arguments: their API names."""
-
-
 def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
     """The arguments ``names`` given on the command line, by name; :data:`CLEAR` as None
     (back to the default)."""

@@ -16,6 +16,7 @@ from ...control import SchedulerControl, default_grid_anchor
 from ...errors import InvalidArgument, SchedulerError, UsageError
 from ...message import ScheduledMessage
 from ...names import check_group
+from ...policy import POLICY_FIELDS
 from ...snapshot import ScheduleStatus
 from ...trigger import CronExpression
 from ..args import (
@@ -29,7 +30,6 @@ from ..context import EXIT_OK, Context, schedule_id, target_ids
 from ..options import (
     DURATION,
     INSTANT,
-    POLICY,
     STORED_DURATION,
     CommandTree,
     N,
@@ -272,25 +272,19 @@ def _run_group(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def message_from_args(
-    args: argparse.Namespace, name: str | None, *, declared: bool = False
-) -> ScheduledMessage:
+def message_from_args(args: argparse.Namespace, *, declared: bool = False) -> ScheduledMessage:
     """The message ``add`` or ``ensure`` (``declared``) describes; a ``--first`` that
     is not an instant of the rule is kept (it fires then, then on the rule), with a
     note on stderr. ``--every`` without ``--first``: anchored one period from now, or
     for ``ensure`` on the epoch's grid."""
     payload = args.payload.value if args.payload is not None else {}
     now = SYSTEM_CLOCK.now()
-    policy = given(args, POLICY)
-    if policy and args.cron is None and args.every is None:
+    policy = given(args, POLICY_FIELDS)
+    recurring = args.cron is not None or args.every is not None
+    if policy and not recurring:
         flags = ", ".join("--" + name.replace("_", "-") for name in policy)
         raise UsageError(f"{flags} go(es) with --cron or --every only")
-    keywords: dict[str, Any] = {
-        "schedule_id": getattr(args, "schedule_id", None),
-        "name": name,
-        "misfire_grace": args.misfire_grace,
-    }
-    if args.first is not None and args.cron is None and args.every is None:
+    if args.first is not None and not recurring:
         raise UsageError("--first goes with --cron or --every only")
     if args.tz is not None and args.cron is None:
         raise UsageError(
@@ -299,15 +293,12 @@ def message_from_args(
         )
     when: tuple[Any, ...]  # the factory's arguments between the target and the event type
     if args.every is not None:
-        try:
-            if args.first is not None:
-                anchor = args.first
-            elif declared:
-                anchor = default_grid_anchor(args.every, now)
-            else:
-                anchor = now + args.every
-        except OverflowError:
-            raise UsageError(f"--every {args.every.text!r} reaches past the year 9999") from None
+        if args.first is not None:
+            anchor = args.first
+        elif declared:
+            anchor = default_grid_anchor(args.every, now)
+        else:
+            anchor = _later(now, args.every, "--every")
         kind, when = "every", (args.every, anchor)
     elif args.cron is not None:
         expression = CronExpression.parse(args.cron, tz=args.tz)
@@ -325,20 +316,29 @@ def message_from_args(
         kind, when = "cron", (expression, first)
     else:
         in_: Duration | None = getattr(args, "in_", None)
-        try:
-            at = args.at if args.at is not None or in_ is None else now + in_
-        except OverflowError:
-            assert in_ is not None  # only a delay from now can overflow
-            raise UsageError(f"--in {in_.text!r} reaches past the year 9999") from None
+        at = args.at if args.at is not None or in_ is None else _later(now, in_, "--in")
         kind, when = "delay", (at,)  # and no policy: refused above
+    keywords: dict[str, Any] = {
+        "schedule_id": getattr(args, "schedule_id", None),  # add's --schedule-id
+        "name": args.name,
+        "misfire_grace": args.misfire_grace,
+    }
     make: Callable[..., ScheduledMessage] = getattr(ScheduledMessage, kind)
     return make(args.target, *when, args.event_type, payload, **keywords, **policy)
+
+
+def _later(now: datetime, duration: Duration, flag: str) -> datetime:
+    """``now + duration``, the instant ``flag`` names; past the year 9999: a usage error."""
+    try:
+        return now + duration
+    except OverflowError:
+        raise UsageError(f"{flag} {duration.text!r} reaches past the year 9999") from None
 
 
 def _add(args: argparse.Namespace, ctx: Context) -> int:
     if args.name is not None and args.schedule_id is not None:
         raise UsageError("--schedule-id and --name do not go together (a name gives the id)")
-    message = message_from_args(args, args.name)
+    message = message_from_args(args)
 
     def act(store: ScheduleStore) -> ScheduleSnapshot:
         control = SchedulerControl(store)
@@ -350,7 +350,7 @@ def _add(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _ensure(args: argparse.Namespace, ctx: Context) -> int:
-    message = message_from_args(args, args.name, declared=True)
+    message = message_from_args(args, declared=True)
 
     def act(store: ScheduleStore) -> tuple[EnsureResult, ScheduleSnapshot]:
         result = store.ensure(message, args.max_attempts)
@@ -363,10 +363,7 @@ def _ensure(args: argparse.Namespace, ctx: Context) -> int:
 
 def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
     def act(control: SchedulerControl, sid: uuid.UUID) -> tuple[datetime, bool]:
-        try:
-            at = args.at if args.at is not None else SYSTEM_CLOCK.now() + args.in_
-        except OverflowError:
-            raise UsageError(f"--in {args.in_.text!r} reaches past the year 9999") from None
+        at = args.at if args.at is not None else _later(SYSTEM_CLOCK.now(), args.in_, "--in")
         return at, control.reschedule(sid, at)
 
     sid, (at, changed), snapshot = ctx.change(args, act)
@@ -380,7 +377,9 @@ def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
 def _update(args: argparse.Namespace, ctx: Context) -> int:
     if args.tz is not None and args.cron is None:
         raise UsageError(f"--tz {args.tz!r} goes with --cron only")
-    fields = given(args, ("cron", "event_type", "target", "max_attempts", "misfire_grace", *POLICY))
+    fields = given(
+        args, ("cron", "event_type", "target", "max_attempts", "misfire_grace", *POLICY_FIELDS)
+    )
     if args.payload is not None:  # a JSON null is a payload too
         fields["payload"] = args.payload.value
     if not fields:
