@@ -270,7 +270,7 @@ class InProcessBus:
                 " lost (InProcessBus(drop_unrouted=True) drops such messages instead)"
             )
         errors: list[BaseException] = []
-        pending: list[Awaitable[object]] = []
+        pending: list[tuple[object, Awaitable[object]]] = []
         for handler in handlers:
             try:
                 message = BusMessage(
@@ -285,11 +285,11 @@ class InProcessBus:
                 continue
             if result is not None:
                 if inspect.isawaitable(result):
-                    pending.append(result)
+                    pending.append((handler, result))
                 else:
                     errors.append(_bad_return("bus handler", handler, result))
         if errors:
-            for aw in pending:
+            for _, aw in pending:
                 _discard(aw)
             raise _combine(errors)
         if pending:
@@ -300,20 +300,20 @@ class InProcessBus:
         return f"InProcessBus({len(self._subs)} subscriptions, drop_unrouted={self.drop_unrouted})"
 
 
-async def _await_all(pending: list[Awaitable[object]]) -> None:
+async def _await_all(pending: list[tuple[object, Awaitable[object]]]) -> None:
     errors: list[BaseException] = []
-    for i, aw in enumerate(pending):
+    for i, (handler, aw) in enumerate(pending):
         try:
             result = await aw
         except Exception as exc:
             errors.append(exc)
             continue
         except BaseException:
-            for rest in pending[i + 1 :]:
+            for _, rest in pending[i + 1 :]:
                 _discard(rest)
             raise
         if result is not None:
-            errors.append(_bad_return("bus handler", aw, result))
+            errors.append(_bad_return("bus handler", handler, result))
     if errors:
         raise _combine(errors)
 

@@ -269,6 +269,20 @@ def test_a_handler_returning_a_value_is_a_failure() -> None:
         bus.publish_raw("k", uuid.uuid4(), "t", None)
 
 
+def test_an_async_handler_resolving_to_a_value_is_a_failure_naming_the_handler() -> None:
+    bus = InProcessBus()
+
+    async def counts_instead(m: BusMessage) -> int:
+        return 3
+
+    bus.subscribe("k", counts_instead)  # type: ignore[arg-type]
+    pending = bus.publish_raw("k", uuid.uuid4(), "t", None)
+    assert pending is not None
+    with pytest.raises(DispatchError, match="bus handler <function test_an_async_") as info:
+        asyncio.run(pending)  # type: ignore[arg-type]
+    assert "returned 3" in str(info.value) and "coroutine" not in str(info.value)
+
+
 def test_async_handlers_are_awaited_through_the_returned_awaitable() -> None:
     bus = InProcessBus()
     seen: list[str] = []
