@@ -160,7 +160,7 @@ class Settlement:
     @property
     def wakes(self) -> bool:
         """True for the kinds that can make work claimable (``reschedule``, ``failed``,
-        ``released``): a store notifies ``store.changes`` once one applied."""
+        ``released``, ``snoozed``): a store notifies ``store.changes`` once one applied."""
         return self.kind in _WAKING
 
 
