@@ -1,17 +1,20 @@
 """The MySQL store under faults, on a real server: worker processes killed at random
 (nothing lost, no live lease handed out twice) and the server restarted while a
-worker drains (the worker rides it out and finishes)."""
+worker drains (the worker rides it out and finishes). The restart is done to a private
+server of its own, so that no other test (in this process or another) loses its
+server meanwhile."""
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -36,8 +39,7 @@ from hexeract_lite.store.mysql import MysqlScheduleStore
 pytestmark = [pytest.mark.mysql, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-_RESTARTED: list[subprocess.Popen[bytes]] = []
-"""The servers the restart test started again (kept: the suite goes on using them)."""
+SERVER_SCRIPT = ROOT / "scripts" / "mysql-test-server"
 
 
 @pytest.fixture
@@ -102,20 +104,47 @@ def test_three_workers_killed_at_random_lose_nothing(url: str, table: str, tmp_p
     assert kills >= 1
 
 
-def _server_command(url: str) -> tuple[list[str], Path]:
-    """The running test server's command line and pid file (scripts/mysql-test-server's)."""
-    port = urllib.parse.urlsplit(url).port
-    base = Path(os.environ.get("HEXERACT_MYSQL_DIR", f"/tmp/hexeract-mysql-{port}"))
-    pidfile = base / "mysqld.pid"
-    if not pidfile.exists():
-        pytest.skip(f"not a scripts/mysql-test-server server (no {pidfile}): cannot restart it")
+@pytest.fixture
+def private_server() -> Iterator[tuple[str, Path, list[subprocess.Popen[bytes]]]]:
+    """A MariaDB server of this test's own (scripts/mysql-test-server on a free port):
+    its URL, its pid file, and a list for the processes the test starts it again with;
+    stopped and deleted afterwards."""
+    if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
+        if mysql.in_ci():
+            pytest.fail("CI=true but MariaDB is not installed: cannot restart a server")
+        pytest.skip("MariaDB is not installed: no private server to restart")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "HEXERACT_MYSQL_DIR"}
+    env["HEXERACT_MYSQL_PORT"] = str(port)  # in /tmp/hexeract-mysql-<port>, which mysqld can reach
+    started = subprocess.run(
+        ["bash", str(SERVER_SCRIPT), "start"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip().partition("=")[2]
+    again: list[subprocess.Popen[bytes]] = []
+    try:
+        yield url, Path(f"/tmp/hexeract-mysql-{port}/mysqld.pid"), again
+    finally:
+        subprocess.run(
+            ["bash", str(SERVER_SCRIPT), "stop"], env=env, capture_output=True, timeout=60
+        )
+        for process in again:
+            process.wait(60)
+
+
+def test_a_server_restart_mid_drain_is_ridden_out(
+    private_server: tuple[str, Path, list[subprocess.Popen[bytes]]],
+) -> None:
+    url, pidfile, again = private_server
+    table = mysql.unique_table("rel")
     pid = int(pidfile.read_text())
-    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return [part.decode() for part in command if part], pidfile
-
-
-def test_a_server_restart_mid_drain_is_ridden_out(url: str, table: str) -> None:
-    command, pidfile = _server_command(url)
+    command = [p.decode() for p in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if p]
     now = datetime.now(UTC)
     msgs = [
         ScheduledMessage.delay(Target.outbox(), now - timedelta(seconds=1), "ev", {"i": i})
@@ -148,7 +177,7 @@ def test_a_server_restart_mid_drain_is_ridden_out(url: str, table: str) -> None:
             os.kill(pid, signal.SIGTERM)  # a clean shutdown, then the same server again
             while Path(f"/proc/{pid}").exists():
                 time.sleep(0.05)
-            _RESTARTED.append(  # outlives the test: the rest of the suite uses it
+            again.append(  # the same server again, stopped by the fixture
                 subprocess.Popen(
                     command,
                     stdout=subprocess.DEVNULL,
