@@ -153,8 +153,10 @@ def store(
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the selected tests' background runs (:mod:`tests.background`)."""
-    if session.config.option.collectonly:
+    """Start the selected tests' background runs (:mod:`tests.background`), except in
+    a pytest-xdist worker: it collects every test but runs only those it is sent, and
+    the other worker already overlaps their waiting."""
+    if session.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     from tests import background
 
