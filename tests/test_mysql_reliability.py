@@ -31,6 +31,7 @@ from hexeract_lite import (
 )
 
 from . import mysql
+from .pg import in_ci
 
 pytest.importorskip("pymysql", reason="the mysql extra is not installed")
 
@@ -110,7 +111,7 @@ def private_server() -> Iterator[tuple[str, Path, list[subprocess.Popen[bytes]]]
     its URL, its pid file, and a list for the processes the test starts it again with;
     stopped and deleted afterwards."""
     if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
-        if mysql.in_ci():
+        if in_ci():
             pytest.fail("CI=true but MariaDB is not installed: cannot restart a server")
         pytest.skip("MariaDB is not installed: no private server to restart")
     with socket.socket() as probe:
