@@ -128,19 +128,20 @@ def _varied(db: Path) -> None:
     conn.close()
 
 
-# Written by this project's code before the plain listing existed (main at 210cdd1):
-# the command's output must not change.
+# Written by this project's code before the plain listing existed (main at 210cdd1), with
+# the local-time column added since (a zoned schedule's wall-clock time): the plain
+# listing's output must stay the store's.
 GOLDEN = """\
-SCHEDULE ID                           STATUS   SCHEDULED FOR             ATTEMPTS  TRIGGER                                            EVENT TYPE  NAME
-0190a5f0-0000-7000-8000-000000000001  pending  2030-03-01T12:00:00.000Z  0/5       delay                                              a.b         -
-0190a5f0-0000-7000-8000-000000000002  pending  2030-03-01T12:00:00.000Z  0/3       delay                                              c d e       -
-0190a5f0-0000-7000-8000-000000000004  pending  2030-03-01T12:00:00.000Z  0/5       cron:*/5 * * * *                                   cron.utc    -
-98cf6174-3a49-556a-9ebe-499b4312aeaa  pending  2030-03-01T12:00:00.000Z  0/5       delay                                              e           x.y z
-0190a5f0-0000-7000-8000-000000000003  pending  2030-03-01T12:01:00.000Z  0/5       delay                                              grace       -
-0190a5f0-0000-7000-8000-000000000006  pending  2030-03-01T14:00:00.000Z  0/5       interval:@every 15m from 2030-03-01T14:00:00.000Z  every       -
-0190a5f0-0000-7000-8000-000000000007  paused   2030-03-01T19:00:00.000Z  0/5       delay                                              e7          -
-0190a5f0-0000-7000-8000-000000000009  pending  2030-03-01T21:00:00.000Z  2/5       delay                                              e9          -
-0190a5f0-0000-7000-8000-000000000005  pending  2030-03-02T12:00:00.000Z  0/5       cron:CRON_TZ=Europe/Paris 0 9 * * *                cron.zoned  -
+SCHEDULE ID                           STATUS   SCHEDULED FOR             ATTEMPTS  TRIGGER                                            EVENT TYPE  NAME   LOCAL TIME
+0190a5f0-0000-7000-8000-000000000001  pending  2030-03-01T12:00:00.000Z  0/5       delay                                              a.b         -      -
+0190a5f0-0000-7000-8000-000000000002  pending  2030-03-01T12:00:00.000Z  0/3       delay                                              c d e       -      -
+0190a5f0-0000-7000-8000-000000000004  pending  2030-03-01T12:00:00.000Z  0/5       cron:*/5 * * * *                                   cron.utc    -      -
+98cf6174-3a49-556a-9ebe-499b4312aeaa  pending  2030-03-01T12:00:00.000Z  0/5       delay                                              e           x.y z  -
+0190a5f0-0000-7000-8000-000000000003  pending  2030-03-01T12:01:00.000Z  0/5       delay                                              grace       -      -
+0190a5f0-0000-7000-8000-000000000006  pending  2030-03-01T14:00:00.000Z  0/5       interval:@every 15m from 2030-03-01T14:00:00.000Z  every       -      -
+0190a5f0-0000-7000-8000-000000000007  paused   2030-03-01T19:00:00.000Z  0/5       delay                                              e7          -      -
+0190a5f0-0000-7000-8000-000000000009  pending  2030-03-01T21:00:00.000Z  2/5       delay                                              e9          -      -
+0190a5f0-0000-7000-8000-000000000005  pending  2030-03-02T12:00:00.000Z  0/5       cron:CRON_TZ=Europe/Paris 0 9 * * *                cron.zoned  -      2030-03-02 13:00:00 CET
 """
 
 

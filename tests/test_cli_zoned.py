@@ -57,10 +57,28 @@ def test_add_a_zoned_cron_rule(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         line.split(None, 2)[2] for line in out.splitlines() if line.startswith("time zone")
     ] == ["Europe/Paris"]
     code, out, _ = run(capsys, "scheduler", "list", "--conn", str(db))
-    assert "cron:CRON_TZ=Europe/Paris 0 9 * * *" in out
+    header, row = out.splitlines()
+    assert "cron:CRON_TZ=Europe/Paris 0 9 * * *" in row
+    assert header.endswith("NAME  LOCAL TIME")  # the next firing on its own wall clock too
+    assert row.split("  ")[2:3] == ["2030-03-31T07:00:00.000Z"]
+    assert row.endswith("  2030-03-31 09:00:00 CEST")
     code, out, _ = run(capsys, "scheduler", "list", "--conn", str(db), "--format", "json")
     [item] = json.loads(out)
     assert item["tz"] == "Europe/Paris" and item["trigger"] == "cron:CRON_TZ=Europe/Paris 0 9 * * *"
+    assert item["scheduled_for_local"] == "2030-03-31T09:00:00.000+02:00"
+
+
+def test_a_listing_of_utc_schedules_has_no_local_time_column(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "s.db"
+    assert add(capsys, db, "--cron", "0 9 * * *", "--first", "2030-03-31T09:00Z")[0] == 0
+    assert add(capsys, db, "--in", "1h")[0] == 0
+    code, out, _ = run(capsys, "scheduler", "list", "--conn", str(db))
+    assert code == 0 and out.splitlines()[0].endswith("EVENT TYPE  NAME")
+    assert "LOCAL" not in out
+    code, out, _ = run(capsys, "scheduler", "list", "--conn", str(db), "--format", "json")
+    assert all("scheduled_for_local" not in item for item in json.loads(out))
 
 
 def test_add_a_zoned_rule_without_first_starts_at_its_next_wall_time(

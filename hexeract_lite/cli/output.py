@@ -91,6 +91,14 @@ def local_ts(value: datetime, zone: str) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S}{ms} {local.tzname()}"
 
 
+def local_iso(value: datetime, zone: str) -> str:
+    """An instant on ``zone``'s wall clock as RFC 3339 with its offset, to the
+    millisecond: ``2026-12-02T08:30:00.000+01:00``."""
+    from ..zoned import load_zone
+
+    return value.astimezone(load_zone(zone)).isoformat(timespec="milliseconds")
+
+
 def format_upcoming(instants: Sequence[datetime], zone: str) -> str:
     """The text of ``scheduler next``: each firing in UTC and on ``zone``'s wall clock."""
     return "\n".join(f"{ts(at)}  {local_ts(at, zone)}" for at in instants)
@@ -113,7 +121,9 @@ PENDING_HEADERS = (
     "EVENT TYPE",
     "NAME",
 )
-"""The columns of the ``scheduler list`` text."""
+"""The columns of the ``scheduler list`` text; :data:`LOCAL_HEADER` follows when a
+listed schedule reads its rule on a zone other than UTC."""
+LOCAL_HEADER = "LOCAL TIME"
 
 
 def pending_cells(
@@ -125,8 +135,10 @@ def pending_cells(
     trigger: str,
     event_type: str,
     name: str | None,
+    zone: str,
 ) -> tuple[str, ...]:
-    """One schedule's row of the ``scheduler list`` text."""
+    """One schedule's row of the ``scheduler list`` text, its last cell the scheduled
+    instant on ``zone``'s wall clock (``-`` on UTC)."""
     return (
         schedule_id,
         status,
@@ -135,14 +147,19 @@ def pending_cells(
         one_line(trigger),
         one_line(event_type),
         one_line(name),
+        "-" if zone == "UTC" else local_ts(scheduled_for, zone),
     )
 
 
 def pending_table(rows: Sequence[Sequence[str]]) -> str:
-    """The text of ``scheduler list`` from its rows."""
+    """The text of ``scheduler list`` from its rows (the local-time column only when a
+    row has one)."""
     if not rows:
         return "no pending schedules"
-    return format_table(PENDING_HEADERS, rows)
+    full = len(PENDING_HEADERS) + 1  # a malformed row is shorter
+    if any(len(row) == full and row[-1] != "-" for row in rows):
+        return format_table((*PENDING_HEADERS, LOCAL_HEADER), rows)
+    return format_table(PENDING_HEADERS, [row[:-1] if len(row) == full else row for row in rows])
 
 
 def _cells(s: ScheduleSnapshot) -> tuple[str, ...]:
@@ -155,6 +172,7 @@ def _cells(s: ScheduleSnapshot) -> tuple[str, ...]:
         s.trigger.label(),
         s.event_type,
         s.name,
+        zone_of(s),
     )
 
 
@@ -181,7 +199,7 @@ def format_dead_letter(snapshots: Sequence[Listed]) -> str:
             _malformed_row(s)
             if isinstance(s, MalformedSchedule)
             else (
-                *_cells(s)[:-1],
+                *_cells(s)[:-2],
                 ts(s.dead_lettered_at),
                 one_line(error_summary(s.last_error), LAST_ERROR_WIDTH),
             )
@@ -224,6 +242,7 @@ def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
     fields: dict[str, str] = {}
     if expr is not None and expr.tz != "UTC":
         fields["tz"] = expr.tz
+        fields["scheduled_for_local"] = local_iso(snapshot.scheduled_for, expr.tz)
     if interval is not None:
         fields["every"] = format_duration(interval.every)
         fields["anchor"] = ts(interval.anchor)

@@ -20,6 +20,7 @@ from ..output import (
     format_stats,
     format_table,
     format_upcoming,
+    local_iso,
     one_line,
     seconds,
     snapshot_json,
@@ -197,13 +198,7 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
             "schedule_id": str(snapshot.schedule_id),
             "status": status,
             "zone": shown,
-            "firings": [
-                {
-                    "at": ts(at),
-                    "local": at.astimezone(load_zone(shown)).isoformat(timespec="milliseconds"),
-                }
-                for at in instants
-            ],
+            "firings": [{"at": ts(at), "local": local_iso(at, shown)} for at in instants],
         },
         lambda: (
             format_upcoming(instants, shown)

@@ -30,8 +30,9 @@ _INSTANTS = tuple((_I[c.name], c.required) for c in COLUMNS if c.kind is ColumnK
 _ENDED = (_I["delivered_at"], _I["cancelled_at"], _I["dead_lettered_at"])
 _BUSY_TIMEOUT = timedelta(seconds=5)  # SqliteScheduleStore.open's default
 
-# id, status, scheduled instant, attempts, budget, trigger label, event type, name
-PlainPending = tuple[str, str, datetime, Any, Any, str, str, "str | None"]
+# id, status, scheduled instant, attempts, budget, trigger label, event type, name, the
+# rule's zone
+PlainPending = tuple[str, str, datetime, Any, Any, str, str, "str | None", str]
 
 
 def indexed_pending(t: str, cols: str) -> str:
@@ -133,9 +134,10 @@ def plain_pending(row: Sequence[Any]) -> PlainPending | None:
             return None
     if not _json_ok(row[_I["payload"]]):
         return None  # the store lists it as malformed
-    trigger = _trigger_label(row[_I["trigger_kind"]], row[_I["cron_expr"]])
-    if trigger is None or not _target_ok(row[_I["target_kind"]], row[_I["target_routing_key"]]):
+    rule = _trigger(row[_I["trigger_kind"]], row[_I["cron_expr"]])
+    if rule is None or not _target_ok(row[_I["target_kind"]], row[_I["target_routing_key"]]):
         return None
+    trigger, zone = rule
     return (
         uuid_text(sid),
         "paused" if row[_I["paused"]] else "pending",
@@ -145,6 +147,7 @@ def plain_pending(row: Sequence[Any]) -> PlainPending | None:
         trigger,
         event_type,
         name,
+        zone,
     )
 
 
@@ -160,17 +163,21 @@ def _json_ok(payload: object) -> bool:
     return True
 
 
-def _trigger_label(kind: object, expression: object) -> str | None:
-    """The record's trigger label (None: the rule does not decode)."""
+def _trigger(kind: object, expression: object) -> tuple[str, str] | None:
+    """The record's trigger label and the zone its rule reads (None: the rule does not
+    decode)."""
     if kind not in ("cron", "interval"):
-        return "delay"
+        return "delay", "UTC"
     from ..record import rule_trigger
 
     try:
         rule = rule_trigger(kind, expression)  # type: ignore[arg-type]
     except Exception:
         return None
-    return None if rule is None else rule.label()
+    if rule is None:
+        return None
+    cron = rule.cron_expression
+    return rule.label(), "UTC" if cron is None else cron.tz
 
 
 def _target_ok(kind: object, routing_key: object) -> bool:
