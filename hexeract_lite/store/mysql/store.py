@@ -22,7 +22,7 @@ from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import check_int32_counts, check_records
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
-from ..sql.server import ServerStore, check_count, check_open
+from ..sql.server import NAME_HELD, ServerStore, check_count, check_open
 from . import codec
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
@@ -32,7 +32,6 @@ from .session import MysqlSession, Timeouts, store_error
 from .statements import Statements
 
 _DUPLICATE_KEY = 1062
-_NAME_HELD = "a unique name is held by another schedule"
 
 
 MAX_JSON_DEPTH = 32
@@ -203,7 +202,7 @@ class MysqlScheduleStore(ServerStore):
         except StoreError as exc:
             if not _duplicate(exc):
                 raise
-            raise self._first_duplicate(messages, "insert", _NAME_HELD) from exc
+            raise self._first_duplicate(messages, "insert", NAME_HELD) from exc
 
     # -- worker ----------------------------------------------------------------------
 

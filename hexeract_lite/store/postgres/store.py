@@ -35,7 +35,7 @@ from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
 from ..settle_plan import PlannedSettlement, settle_plan
-from ..sql.server import ServerStore, check_open
+from ..sql.server import NAME_HELD, ServerStore, check_open
 from ..sql.statements import INSERT_COLUMNS
 from . import codec
 from .codec import TEXT_COLUMNS, jsonb_text, same, whole_ms
@@ -276,6 +276,10 @@ class PostgresScheduleStore(ServerStore):
                 self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__
+            if isinstance(cause, psycopg.errors.UniqueViolation):
+                # ON CONFLICT stands down only on the id: a racing insert of the same
+                # named message can meet the name index first, then its id is stored
+                raise self._first_duplicate(messages, "insert", NAME_HELD) from exc
             if isinstance(cause, psycopg.errors.UntranslatableCharacter):
                 raise InvalidMessage(
                     "payload cannot be stored in PostgreSQL's JSONB: it holds a string with"

@@ -23,6 +23,10 @@ from .store import SqlScheduleStore
 
 _T = TypeVar("_T")
 
+NAME_HELD = "a unique name is held by another schedule"
+"""What an insert that broke a unique index says when no id of it is stored: the name
+index's (a row another tool wrote holds the name under another id)."""
+
 
 def check_open(table: str, clock: object, create: object) -> None:
     """The arguments every server store's ``open`` checks first."""
