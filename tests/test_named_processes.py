@@ -84,6 +84,15 @@ def _finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return report
 
 
+def _finish_all(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    """Each process's report; every one is waited for (its pipes closed) before a failed
+    one is reported."""
+    done = [proc.communicate(timeout=TIMEOUT) for proc in procs]
+    for proc, (_, err) in zip(procs, done, strict=True):
+        assert proc.returncode == 0, err
+    return [json.loads(out) for out, _ in done]
+
+
 def _snapshots(listed: Sequence[ScheduleSnapshot | MalformedSchedule]) -> list[ScheduleSnapshot]:
     assert all(isinstance(s, ScheduleSnapshot) for s in listed), listed
     return [s for s in listed if isinstance(s, ScheduleSnapshot)]
@@ -109,8 +118,7 @@ def test_ten_starts_three_rows_then_version_two_reconciles(where: tuple[str, str
         starts = 9
     else:
         starts = 10
-    crowd = [_start(conn, table, "1") for _ in range(6)]
-    reports = [_finish(p) for p in crowd]
+    reports = _finish_all([_start(conn, table, "1") for _ in range(6)])
     reports += [_finish(_start(conn, table, "1")) for _ in range(starts - 6)]
     assert all(r["cancelled"] == [] for r in reports)
     with open_store(conn, table=table, create=False) as store:
@@ -121,8 +129,7 @@ def test_ten_starts_three_rows_then_version_two_reconciles(where: tuple[str, str
     shell_unnamed = _cli(conn, table, "add", "--in", "1h", "--event-type", "shell.job").strip()
     _cli(conn, table, "add", "--name", "ops.report", "--cron", "0 8 * * *", "--event-type", "r")
 
-    v2 = [_start(conn, table, "2") for _ in range(3)]
-    reports = [_finish(p) for p in v2]
+    reports = _finish_all([_start(conn, table, "2") for _ in range(3)])
     assert sum(r["cancelled"] == ["app.digest"] for r in reports) == 1, reports
     ensured = [r["ensured"] for r in reports]
     assert all(e.keys() == {"app.backup", "app.sync", "app.cleanup"} for e in ensured)
