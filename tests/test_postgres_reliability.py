@@ -671,3 +671,20 @@ def test_ensures_racing_on_one_name_all_succeed_and_store_one_row(pg_url: str, t
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_name_held_under_another_id_is_a_store_error_saying_so(
+    store: PostgresScheduleStore, pg_url: str, table: str
+) -> None:
+    """A row another tool wrote holds the name under another id: ensure of that name is
+    refused naming the cause, and nothing is written."""
+    at = datetime.now(UTC) + timedelta(days=1)
+    other = ScheduledMessage.delay(Target.outbox(), at, "ev", {})
+    store.insert(other, 5)
+    _sql(
+        pg_url, "UPDATE {t} SET name = 'app.held' WHERE schedule_id = %s", table, other.schedule_id
+    )
+    named = ScheduledMessage.delay(Target.outbox(), at, "ev", {}, name="app.held")
+    with pytest.raises(StoreError, match="a unique name is held by another schedule"):
+        store.ensure(named, 5)
+    assert [s.schedule_id for s in store.list_named("app.")] == [other.schedule_id]
