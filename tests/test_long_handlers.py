@@ -516,9 +516,8 @@ def test_three_workers_killed_at_random_never_run_one_occurrence_twice_at_once(
     procs = [_start(db, log, *args) for _ in range(3)]
     killed: dict[int, float] = {}  # pid -> when it was dead for sure
     rng = random.Random(28)
-    deadline = time.monotonic() + 2.5  # at least 4 kills, at most 0.8 s apart
     try:
-        while time.monotonic() < deadline:
+        for _ in range(4):  # 4 kills, 0.4 to 0.8 s apart, however slow a start is
             time.sleep(rng.uniform(0.4, 0.8))
             victim = procs.pop(rng.randrange(len(procs)))
             os.kill(victim.pid, signal.SIGKILL)
@@ -557,7 +556,6 @@ def test_three_workers_killed_at_random_never_run_one_occurrence_twice_at_once(
     assert {sid for sid, runs in spans.items() if any(r[3] == "end" for r in runs)} == {
         str(m.schedule_id) for m in msgs
     }
-    assert len(killed) >= 3
 
 
 @pytest.mark.slow
