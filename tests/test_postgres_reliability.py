@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import socket
 import threading
@@ -635,19 +636,26 @@ def test_ensure_racing_a_pruning_worker_never_fails(pg_url: str, table: str) -> 
         assert _race_ensure_against_prune(declare, pruner, 1.5) > 50
 
 
-def _ensure_at_once(stores: list[PostgresScheduleStore], message: ScheduledMessage) -> list[str]:
-    """Every store's ``ensure(message)``, started together; what each said (or raised)."""
+def _ensure_at_once(
+    stores: list[PostgresScheduleStore], message: ScheduledMessage, conns: list[Any] | None
+) -> list[str]:
+    """Every store's ``ensure(message)``, started together (with ``conns``: each inside a
+    transaction of its own connection); what each said (or raised)."""
     barrier = threading.Barrier(len(stores), timeout=30)
     said: list[str] = []
 
-    def ensure(store: PostgresScheduleStore) -> None:
+    def ensure(i: int) -> None:
         barrier.wait()
         try:
-            said.append(str(store.ensure(message, 5)))
+            if conns is None:
+                said.append(str(stores[i].ensure(message, 5)))
+            else:
+                with conns[i].transaction():
+                    said.append(str(stores[i].ensure(message, 5, connection=conns[i])))
         except Exception as exc:  # the assertion shows it
             said.append(repr(exc))
 
-    threads = [threading.Thread(target=ensure, args=(s,)) for s in stores]
+    threads = [threading.Thread(target=ensure, args=(i,)) for i in range(len(stores))]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -656,28 +664,37 @@ def _ensure_at_once(stores: list[PostgresScheduleStore], message: ScheduledMessa
 
 
 @pytest.mark.slow
-def test_ensures_racing_on_one_name_all_succeed_and_store_one_row(pg_url: str, table: str) -> None:
-    """Six connections ensure the same new name at once, 600 times: each round stores
-    one row, one ensure says created and the others unchanged. An insert can meet the
-    name index before the id's ON CONFLICT; it is then the duplicate it is, not an error
-    (without that, about one round in sixty failed here)."""
+@pytest.mark.parametrize("own_transaction", [False, True], ids=["store", "connection"])
+def test_ensures_racing_on_one_name_all_succeed_and_store_one_row(
+    pg_url: str, table: str, own_transaction: bool
+) -> None:
+    """Six connections ensure the same new name at once, 400 times (each in its own
+    transaction: ``connection=``): each round stores one row, one ensure says created and
+    the others unchanged. An insert can meet the name index before the id's ON CONFLICT;
+    it is then the duplicate it is, not an error (without that, about one round in sixty
+    failed here)."""
     at = datetime.now(UTC) + timedelta(days=1)
-    stores = [PostgresScheduleStore.open(pg_url, table=table) for _ in range(6)]
-    try:
-        for n in range(600):
+    with contextlib.ExitStack() as stack:
+        stores = [
+            stack.enter_context(PostgresScheduleStore.open(pg_url, table=table)) for _ in range(6)
+        ]
+        conns = None
+        if own_transaction:
+            conns = [stack.enter_context(psycopg.connect(pg_url)) for _ in stores]
+        for n in range(400):
             message = ScheduledMessage.delay(Target.outbox(), at, "ev", {}, name=f"app.n{n}")
-            assert _ensure_at_once(stores, message) == ["created"] + ["unchanged"] * 5, n
-        assert len(stores[0].list_named("app.")) == 600
-    finally:
-        for store in stores:
-            store.close()
+            said = _ensure_at_once(stores, message, conns)
+            assert said == ["created"] + ["unchanged"] * 5, n
+        assert len(stores[0].list_named("app.")) == 400
 
 
+@pytest.mark.parametrize("own_transaction", [False, True], ids=["store", "connection"])
 def test_a_name_held_under_another_id_is_a_store_error_saying_so(
-    store: PostgresScheduleStore, pg_url: str, table: str
+    store: PostgresScheduleStore, pg_url: str, table: str, own_transaction: bool
 ) -> None:
     """A row another tool wrote holds the name under another id: ensure of that name is
-    refused naming the cause, and nothing is written."""
+    refused naming the cause, and nothing is written (inside the application's
+    transaction, that transaction stays usable)."""
     at = datetime.now(UTC) + timedelta(days=1)
     other = ScheduledMessage.delay(Target.outbox(), at, "ev", {})
     store.insert(other, 5)
@@ -685,6 +702,13 @@ def test_a_name_held_under_another_id_is_a_store_error_saying_so(
         pg_url, "UPDATE {t} SET name = 'app.held' WHERE schedule_id = %s", table, other.schedule_id
     )
     named = ScheduledMessage.delay(Target.outbox(), at, "ev", {}, name="app.held")
-    with pytest.raises(StoreError, match="a unique name is held by another schedule"):
-        store.ensure(named, 5)
+    held = "a unique name is held by another schedule"
+    if own_transaction:
+        with psycopg.connect(pg_url) as conn, conn.transaction():
+            with pytest.raises(StoreError, match=held):
+                store.ensure(named, 5, connection=conn)
+            assert conn.execute("SELECT 1").fetchall() == [(1,)]
+    else:
+        with pytest.raises(StoreError, match=held):
+            store.ensure(named, 5)
     assert [s.schedule_id for s in store.list_named("app.")] == [other.schedule_id]

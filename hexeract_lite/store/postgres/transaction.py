@@ -21,6 +21,7 @@ from ...message import ScheduledMessage
 from ..checks import bad_connection as _bad
 from ..checks import first_duplicate
 from ..sql.runner import ServerRunner, savepoint
+from ..sql.server import NAME_HELD
 from .connections import connect
 from .notify import channel_name
 
@@ -142,17 +143,22 @@ def insert_within(
     transaction; :class:`DuplicateSchedule` for an id stored or repeated in the batch
     (the batch undone, the caller's transaction usable); :class:`StoreError` for a
     driver error."""
-    with within(store, connection, "insert", write=bool(messages)) as conn:
-        if not messages:
-            return
-        repeated = first_duplicate(messages, lambda _: False)
-        if repeated is not None:
-            raise DuplicateSchedule(repeated)
-        inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
-        for m in messages:
-            if m.schedule_id not in inserted:
-                raise DuplicateSchedule(m.schedule_id)
-        notify(conn, store)
+    try:
+        with within(store, connection, "insert", write=bool(messages)) as conn:
+            if not messages:
+                return
+            repeated = first_duplicate(messages, lambda _: False)
+            if repeated is not None:
+                raise DuplicateSchedule(repeated)
+            inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
+            for m in messages:
+                if m.schedule_id not in inserted:
+                    raise DuplicateSchedule(m.schedule_id)
+            notify(conn, store)
+    except StoreError as exc:  # as the store's own insert: a racing insert's name index
+        if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+            raise
+        raise store._first_duplicate(messages, "insert", NAME_HELD) from exc
 
 
 def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
