@@ -187,6 +187,11 @@ class Trigger:
         return self.kind != "delay"
 
     @property
+    def zone(self) -> str:
+        """The zone the rule reads its wall clock on: a cron rule's, else UTC."""
+        return DEFAULT_ZONE if self.cron_expression is None else self.cron_expression.tz
+
+    @property
     def expression(self) -> str | None:
         """The stored rule text (``cron_expr``), or None for a delay."""
         rule = self.cron_expression or self.interval

@@ -78,8 +78,7 @@ def ts(value: datetime | None) -> str:
 
 def zone_of(snapshot: ScheduleSnapshot) -> str:
     """The zone a schedule's rule reads its wall clock on (``UTC`` unless a zoned cron)."""
-    cron = snapshot.trigger.cron_expression
-    return "UTC" if cron is None else cron.tz
+    return snapshot.trigger.zone
 
 
 def local_ts(value: datetime, zone: str) -> str:

@@ -174,10 +174,7 @@ def _trigger(kind: object, expression: object) -> tuple[str, str] | None:
         rule = rule_trigger(kind, expression)  # type: ignore[arg-type]
     except Exception:
         return None
-    if rule is None:
-        return None
-    cron = rule.cron_expression
-    return rule.label(), "UTC" if cron is None else cron.tz
+    return None if rule is None else (rule.label(), rule.zone)
 
 
 def _target_ok(kind: object, routing_key: object) -> bool:
