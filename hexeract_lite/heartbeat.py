@@ -51,6 +51,8 @@ class InFlight:
         heartbeat period when shorter."""
         self._lock = threading.Lock()
         self._handles: dict[int, DispatchHandle] = {}  # by schedule_id.int
+        self.tracked = 0
+        """How many batches were tracked so far."""
         self.wake = threading.Event()
         self.closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,6 +63,7 @@ class InFlight:
         with self._lock:
             for occ in batch:
                 self._handles[occ.message.schedule_id.int] = DispatchHandle(occ, how)
+            self.tracked += 1
             if self._thread is None:
                 self.closed = threading.Event()  # the thread's own: an old one may linger
                 self._thread = threading.Thread(
@@ -162,18 +165,26 @@ def _watch_main(
     owner: weakref.ref[InFlight], wake: threading.Event, closed: threading.Event
 ) -> None:
     """The watching thread: heartbeats every ``period``, looks for aborts every ``poll``;
-    ends once closed or once its worker is gone (holding no reference while it sleeps)."""
+    ends once closed or once its worker is gone (holding no reference while it sleeps).
+
+    Once a batch begins it keeps those deadlines, whichever batch is then in flight, and
+    waits to be woken again only after a deadline with no batch begun since the one
+    before: the first look at a batch comes at most ``poll`` after it began, its first
+    heartbeat at most ``period``, and batches shorter than that never wake the thread.
+    """
     beat_at = look_at = None
+    seen = 0  # flight.tracked at the last look
     while not closed.is_set():
         flight = owner()
         if flight is None:
             return
-        if not flight._handles:
+        if flight.tracked == seen and not flight._handles:
             del flight
             beat_at = look_at = None
             wake.wait(_IDLE_WAIT_S)
             wake.clear()
             continue
+        seen = flight.tracked
         now = time.monotonic()
         if look_at is None:  # a batch began: first looks one period from now
             look_at = now + flight.poll

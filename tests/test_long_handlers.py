@@ -100,6 +100,39 @@ def test_the_worker_heartbeat_keeps_a_handler_running_past_its_lease() -> None:
     assert snap(store, msg).status is ScheduleStatus.DELIVERED
 
 
+def test_a_long_handler_after_a_stream_of_short_ones_is_heartbeaten() -> None:
+    """The heartbeat thread keeps its deadlines while short batches come and go; a long
+    handler that then begins is still extended within one period and delivered once."""
+    store = InMemoryScheduleStore()
+    base = datetime.now(UTC) - timedelta(minutes=1)
+    for i in range(40):
+        at = base + timedelta(seconds=i)
+        store.insert(ScheduledMessage.delay(Target.outbox(), at, "short", {"i": i}), 3)
+    long = ScheduledMessage.delay(Target.outbox(), base + timedelta(seconds=50), "long", {})
+    store.insert(long, 3)
+    events: list[WorkerEvent] = []
+    done = threading.Event()
+
+    def handler(message: ScheduledMessage) -> None:
+        if message.event_type == "long":
+            time.sleep(4 * LEASE.total_seconds())
+            assert not current_dispatch().should_abort()
+            done.set()
+
+    stop = threading.Event()
+    with SchedulerWorker(store, handler, BEAT, hooks=[events.append]) as worker:
+        thread = threading.Thread(target=worker.run, args=(stop,))
+        thread.start()
+        assert done.wait(10)
+        stop.set()
+        thread.join(10)
+    extended = [e for e in events if isinstance(e, LeaseExtended)]
+    assert sum(e.message.event_type == "long" for e in extended) >= 4
+    assert not any(isinstance(e, HeartbeatLost) for e in events)
+    assert snap(store, long).status is ScheduleStatus.DELIVERED
+    assert snap(store, long).attempts == 1
+
+
 def test_a_manual_heartbeat_extends_the_lease_and_is_fenced() -> None:
     """``heartbeat(extend)`` moves the lease to now + extend; once another claim took
     the occurrence it returns False (and ever after), ``should_abort()`` turns True,
