@@ -84,11 +84,12 @@ def _sql(url: str, statement: str, table: str, *params: object) -> list[Any]:
         return cur.fetchall() if cur.description else []
 
 
-def _break_cron(url: str, table: str, sid: uuid.UUID) -> None:
+def _break_cron(url: str, table: str, sid: uuid.UUID, kind: str = "cron") -> None:
     _sql(
         url,
-        "UPDATE {t} SET trigger_kind = 'cron', cron_expr = 'not a cron' WHERE schedule_id = %s",
+        "UPDATE {t} SET trigger_kind = %s, cron_expr = 'not a cron' WHERE schedule_id = %s",
         table,
+        kind,
         sid,
     )
 
@@ -96,13 +97,16 @@ def _break_cron(url: str, table: str, sid: uuid.UUID) -> None:
 # -- 12.1: one malformed row among healthy ones ---------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("kind", "why"), [("cron", "cron_expr: "), ("weekly", "trigger_kind must be 'delay'")]
+)
 def test_a_malformed_row_is_dead_lettered_and_its_batch_mates_are_returned(
-    store: PostgresScheduleStore, pg_url: str, table: str
+    store: PostgresScheduleStore, pg_url: str, table: str, kind: str, why: str
 ) -> None:
     messages = [one_shot(T0 - timedelta(seconds=10 - i), i) for i in range(10)]
     store.insert_many(messages, 3)
     bad = messages[4].schedule_id
-    _break_cron(pg_url, table, bad)
+    _break_cron(pg_url, table, bad, kind)
 
     claimed = store.claim_due(T0, 10, LEASE)
 
@@ -116,8 +120,8 @@ def test_a_malformed_row_is_dead_lettered_and_its_batch_mates_are_returned(
         bad,
     )
     assert dead_at is not None and leased is None
-    assert error.startswith("malformed row, dead-lettered without dispatch: cron_expr: ")
-    assert "not a cron" in error
+    assert error.startswith(f"malformed row, dead-lettered without dispatch: {why}")
+    assert ("not a cron" if kind == "cron" else "'weekly'") in error
     for occurrence in claimed:  # the healthy ones are acknowledged as usual
         assert store.mark_delivered(occurrence.message.schedule_id, occurrence.leased_until)
 

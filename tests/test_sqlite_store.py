@@ -714,6 +714,7 @@ MALFORMED = {
     "payload": "{not json",
     "cron_expr": "61 * * * *",
     "target_kind": "email",
+    "trigger_kind": "weekly",  # none of delay, cron or interval
     "scheduled_for": "2026-02-30 25:61",  # sorts as due, but is no instant
 }
 

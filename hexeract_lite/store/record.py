@@ -120,10 +120,17 @@ def insert_columns(message: ScheduledMessage) -> tuple[Any, ...]:
 
 def rule_trigger(trigger_kind: str, cron_expr: str | None) -> Trigger | None:
     """The recurring trigger a row's ``trigger_kind`` and ``cron_expr`` describe; None
-    for any other kind. Raises :class:`InvalidTrigger` for a malformed rule text."""
+    for a delay. Raises :class:`InvalidTrigger` for a malformed rule text and ValueError
+    for a kind that is none of :data:`TRIGGER_KINDS`."""
     if trigger_kind in ("cron", "interval"):
         return _cached_rule(trigger_kind, rule_text_of(cron_expr) or "")
+    if trigger_kind != "delay":
+        raise ValueError(_kind_problem(trigger_kind))
     return None
+
+
+def _kind_problem(trigger_kind: object) -> str:
+    return f"trigger_kind must be 'delay', 'cron' or 'interval', got {trigger_kind!r:.60}"
 
 
 def grace_ms(grace: timedelta | None) -> int | None:
@@ -145,7 +152,7 @@ TRIGGER_KINDS = ("delay", "cron", "interval")
 def rule_problem(trigger_kind: object, cron_expr: object) -> str:
     """Why a row's trigger columns do not decode ('' when they do)."""
     if trigger_kind not in TRIGGER_KINDS:
-        return f"trigger_kind must be 'delay', 'cron' or 'interval', got {trigger_kind!r:.60}"
+        return _kind_problem(trigger_kind)
     if cron_expr is not None and not isinstance(cron_expr, str):
         return f"cron_expr is not text: {cron_expr!r:.60}"
     try:

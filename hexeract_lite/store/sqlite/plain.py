@@ -166,7 +166,7 @@ def _json_ok(payload: object) -> bool:
 def _trigger(kind: object, expression: object) -> tuple[str, str] | None:
     """The record's trigger label and the zone its rule reads (None: the rule does not
     decode)."""
-    if kind not in ("cron", "interval"):
+    if kind == "delay":
         return "delay", "UTC"
     from ..record import rule_trigger
 
