@@ -339,6 +339,17 @@ def test_list_named_lists_a_groups_live_schedules_by_name(
     assert [s.name for s in store.list_named("app_.")] == ["app_.y"]
 
 
+@pytest.mark.parametrize("prefix", [123, None, b"app."])
+def test_a_group_prefix_that_is_not_text_is_refused_naming_it(
+    store: ScheduleStore, frozen: FrozenTime, prefix: object
+) -> None:
+    store.ensure(daily(name="app.a"), 3)
+    with pytest.raises(InvalidArgument, match=f"prefix must be a str, got {prefix!r}"):
+        store.list_named(prefix)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=f"prefix must be a str, got {prefix!r}"):
+        store.modify_named(prefix, lambda row, now: (None, None))  # type: ignore[arg-type]
+
+
 def _snap(store: ScheduleStore, sid: uuid.UUID) -> ScheduleSnapshot:
     snap = store.inspect(sid)
     assert isinstance(snap, ScheduleSnapshot)

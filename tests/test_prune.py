@@ -155,6 +155,28 @@ def test_bad_prune_arguments_name_the_value_and_delete_nothing(
     assert store.stats().delivered == 3
 
 
+@pytest.mark.parametrize("method", ["prune", "prune_runs"])
+def test_a_dry_run_flag_that_is_not_a_bool_is_refused(
+    store: ScheduleStore, frozen: FrozenTime, method: str
+) -> None:
+    deliver_many(store, 3)
+    frozen.shift(2 * DAY)
+    with pytest.raises(InvalidArgument, match="dry_run must be True or False, got 'false'"):
+        getattr(store, method)(DAY, dry_run="false")
+    assert store.stats().delivered == 3
+
+
+def test_the_prune_cut_is_the_same_on_every_store_at_sub_millisecond_ages(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """An age finer than the millisecond rows end at: a row that ended 1 ms ago past a day
+    is older than a day and 0.5 ms, and not older than a day and 1.5 ms, on every store."""
+    deliver_many(store, 1)  # ended at T0
+    frozen.shift(DAY + timedelta(milliseconds=1))
+    assert store.prune(DAY + timedelta(microseconds=1500), dry_run=True) == 0
+    assert store.prune(DAY + timedelta(microseconds=500), dry_run=True) == 1
+
+
 def test_new_sqlite_files_use_incremental_auto_vacuum(tmp_path: Path) -> None:
     db = tmp_path / "n.db"
     SqliteScheduleStore.open(db).close()

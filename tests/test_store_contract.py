@@ -196,6 +196,26 @@ def test_claim_ties_break_by_schedule_id(store: ScheduleStore, frozen: FrozenTim
     assert [c.message.schedule_id for c in claimed] == sorted(m.schedule_id for m in msgs)
 
 
+def test_claim_orders_a_jittered_row_by_when_it_is_due(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    """A jittered firing is due at its rule's instant plus its offset, and a claim orders
+    it by that: after a plain row of the same rule instant, though its id is smaller."""
+    first = T0 - timedelta(minutes=2)
+    small, large = uuid.UUID(int=1), uuid.UUID(int=2**128 - 1)
+    rule = "* * * * *"
+    jittered = ScheduledMessage.cron(
+        Target.outbox(), rule, first, "jittered", 1, schedule_id=small, jitter=timedelta(seconds=30)
+    )
+    plain = ScheduledMessage.cron(Target.outbox(), rule, first, "plain", 1, schedule_id=large)
+    store.insert_many([jittered, plain], 3)
+    snaps = [store.inspect(small), store.inspect(large)]
+    assert snaps[0] is not None and snaps[1] is not None
+    assert snaps[0].scheduled_for > snaps[1].scheduled_for == first, "a positive offset"
+    claimed = store.claim_due(frozen.now(), 10, LEASE)
+    assert [c.message.event_type for c in claimed] == ["plain", "jittered"]
+
+
 def test_claim_respects_batch_size(store: ScheduleStore, frozen: FrozenTime) -> None:
     store.insert_many([one_shot(T0 - i * S) for i in range(5)], 3)
     assert len(store.claim_due(frozen.now(), 2, LEASE)) == 2
@@ -1004,6 +1024,24 @@ def test_set_paused_false_only_clears_the_flag(store: ScheduleStore, frozen: Fro
     assert store.set_paused(msg.schedule_id, False) is True
     snap = store.inspect(msg.schedule_id)
     assert snap is not None and snap.scheduled_for == T0 and snap.status is ScheduleStatus.PENDING
+
+
+@pytest.mark.parametrize("flag", ["false", 0, 1, None])
+def test_set_paused_refuses_a_flag_that_is_not_a_bool(
+    store: ScheduleStore, frozen: FrozenTime, flag: object
+) -> None:
+    msg = every_minute(T0)
+    store.insert(msg, 3)
+    with pytest.raises(InvalidArgument, match=f"paused must be True or False, got {flag!r}"):
+        store.set_paused(msg.schedule_id, flag)  # type: ignore[arg-type]
+    assert status(store, msg.schedule_id) is ScheduleStatus.PENDING
+
+
+def test_abort_requests_refuse_an_id_that_is_not_a_uuid(
+    store: ScheduleStore, frozen: FrozenTime
+) -> None:
+    with pytest.raises(InvalidArgument, match="'not-a-uuid'"):
+        store.abort_requests([uuid.uuid4(), "not-a-uuid"])  # type: ignore[list-item]
 
 
 RESUMES: dict[str, tuple[Callable[[], ScheduledMessage], datetime | None]] = {

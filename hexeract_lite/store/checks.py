@@ -230,6 +230,13 @@ def check_change(change: object) -> Change:
     return change
 
 
+def check_prefix(prefix: object) -> str:
+    """A name prefix (of a group) must be a str."""
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
+    return prefix
+
+
 def check_schedule_id(schedule_id: object) -> uuid.UUID:
     """A schedule id argument must be a :class:`uuid.UUID`."""
     if not isinstance(schedule_id, uuid.UUID):

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from .._time import to_utc_ms
 from ..errors import InvalidArgument, InvalidConfiguration
 from .schema import LIVE
 
@@ -162,9 +163,11 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
 
 
 def prune_cut(now: datetime, older_than: timedelta) -> datetime:
-    """``now - older_than``; before the year 1: :class:`InvalidArgument`."""
+    """``now - older_than`` rounded up to the millisecond (an instant stored at millisecond
+    precision is before it exactly when it is before ``now - older_than``); before the
+    year 1: :class:`InvalidArgument`."""
     try:
-        return now - older_than
+        return to_utc_ms(now - older_than, "the prune cut", InvalidArgument, round_up=True)
     except OverflowError:
         raise InvalidArgument(
             f"older_than={older_than!r} reaches before the year 1; give a shorter duration"

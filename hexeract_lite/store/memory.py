@@ -26,9 +26,11 @@ from .checks import (
     check_claim,
     check_export,
     check_extension,
+    check_flag,
     check_limit,
     check_max_attempts,
     check_messages,
+    check_prefix,
     check_records,
     check_schedule_id,
     check_settlements,
@@ -265,7 +267,7 @@ class InMemoryScheduleStore(SettlingStore):
 
     def abort_requests(self, schedule_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
         with self._lock:
-            rows = [self._rows.get(sid) for sid in schedule_ids]
+            rows = [self._rows.get(check_schedule_id(sid)) for sid in schedule_ids]
             return {r.schedule_id: r.abort_requested for r in rows if r and r.abort_requested}
 
     def dead_letter_exhausted(self) -> int:
@@ -332,6 +334,7 @@ class InMemoryScheduleStore(SettlingStore):
 
     def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
         check_run_age(older_than)
+        check_flag("dry_run", dry_run)
         with self._lock:
             cut = prune_cut(self._now(), older_than)
             kept = [run for run in self._runs if RunRecord.of(run).finished >= cut]
@@ -352,11 +355,12 @@ class InMemoryScheduleStore(SettlingStore):
             return True
 
     def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
+        check_flag("paused", paused)
         with self._lock:
             row = self._get(schedule_id)
-            if row.is_terminal or row.paused == bool(paused):
+            if row.is_terminal or row.paused == paused:
                 return False
-            row.paused = bool(paused)
+            row.paused = paused
             row.pause_note = None
         self.changes.notify()
         return True
@@ -445,6 +449,7 @@ class InMemoryScheduleStore(SettlingStore):
     ) -> int:
         older_than, wanted = check_prune(older_than, statuses)
         check_batch_size(batch_size)
+        check_flag("dry_run", dry_run)
         with self._lock:
             cut = prune_cut(self._now(), older_than)
             doomed = [
@@ -502,6 +507,7 @@ class InMemoryScheduleStore(SettlingStore):
             return [row.snapshot() for row in self._named(prefix)]
 
     def _named(self, prefix: str) -> list[ScheduleRecord]:
+        check_prefix(prefix)
         rows = [
             r
             for r in self._rows.values()

@@ -18,7 +18,6 @@ from ..._log import package_logger
 from ...clock import Clock
 from ...errors import (
     DuplicateSchedule,
-    InvalidArgument,
     NotReplayable,
     ScheduleNotFound,
     StoreError,
@@ -31,7 +30,9 @@ from ..checks import (
     check_claim,
     check_export,
     check_extension,
+    check_flag,
     check_limit,
+    check_prefix,
     check_schedule_id,
     check_settlements,
     first_duplicate,
@@ -328,7 +329,7 @@ class SqlScheduleStore(SettlingStore):
                 bad.append((row, exc))
         if bad:
             self._dead_letter_malformed(bad)
-        claimed.sort(key=lambda o: (o.message.scheduled_for, o.message.schedule_id.int))
+        claimed.sort(key=_due_order)
         return claimed
 
     def _dead_letter_malformed(self, bad: list[tuple[Row, Exception]]) -> None:
@@ -388,8 +389,8 @@ class SqlScheduleStore(SettlingStore):
         """See :meth:`~hexeract_lite.store.longrun.LongRunContract.abort_requests`: one
         read of the row per id (a worker's batch in flight is small)."""
         found: dict[uuid.UUID, str] = {}
-        for sid in schedule_ids:
-            params = {"id": self._codec.encode_id(check_schedule_id(sid))}
+        for sid in [check_schedule_id(sid) for sid in schedule_ids]:
+            params = {"id": self._codec.encode_id(sid)}
             rows = self._read("abort_requests", self._sql.abort_request, params)
             if rows and rows[0][0] is not None:
                 found[sid] = str(rows[0][0])
@@ -417,7 +418,7 @@ class SqlScheduleStore(SettlingStore):
 
     def set_paused(self, schedule_id: uuid.UUID, paused: bool) -> bool:
         sid = check_schedule_id(schedule_id)
-        params = {"paused": bool(paused)}
+        params = {"paused": check_flag("paused", paused)}
         return self._change("set_paused", sid, self._sql.set_paused, params, wake=not paused)
 
     def replay(self, schedule_id: uuid.UUID) -> None:
@@ -459,7 +460,7 @@ class SqlScheduleStore(SettlingStore):
 
     def modify_named(self, prefix: str, plan: Plan[_T]) -> list[_T]:
         """A row that does not decode raises :class:`StoreError`; nothing is written."""
-        params = {"prefix": prefix, "length": len(prefix)}
+        params = {"prefix": check_prefix(prefix), "length": len(prefix)}
         with self._write("modify_named") as tx:
             rows = tx.fetch(self._sql.lock_named, params)  # locked where rows lock
             now = self._now()
@@ -492,9 +493,7 @@ class SqlScheduleStore(SettlingStore):
 
     def list_named(self, prefix: str) -> list[ScheduleSnapshot]:
         """A row that does not decode raises :class:`StoreError` naming it."""
-        if not isinstance(prefix, str):
-            raise InvalidArgument(f"prefix must be a str, got {prefix!r:.100}")
-        params = {"prefix": prefix, "length": len(prefix)}
+        params = {"prefix": check_prefix(prefix), "length": len(prefix)}
         rows = self._read("list_named", self._sql.list_named, params)
         return [self._snapshot(row) for row in rows]
 
@@ -542,7 +541,7 @@ class SqlScheduleStore(SettlingStore):
     ) -> int:
         older_than, wanted = check_prune(older_than, statuses)
         size = check_batch_size(batch_size)
-        if not dry_run:
+        if not check_flag("dry_run", dry_run):
             self._writable("prune")
         cut = self._codec.encode_instant(prune_cut(self._now(), older_than))
         total = 0
@@ -589,6 +588,7 @@ class SqlScheduleStore(SettlingStore):
 
     def prune_runs(self, older_than: timedelta, *, dry_run: bool = False) -> int:
         check_run_age(older_than)
+        check_flag("dry_run", dry_run)
         runs = self._run_sql
         if runs is None:
             return 0
@@ -661,3 +661,8 @@ class SqlScheduleStore(SettlingStore):
             except Exception as exc:
                 raise self._export_error(row, exc) from exc
         return records
+
+
+def _due_order(occ: LeasedOccurrence) -> tuple[datetime, int]:
+    """A claim's order: oldest due first (its rule's instant plus any jitter), then id."""
+    return occ.message.scheduled_for + occ.jitter_offset, occ.message.schedule_id.int
