@@ -222,6 +222,7 @@ def test_next_shows_each_firing_in_utc_and_on_the_zone_s_wall_clock(
     ]
     code, out, _ = _cli(capsys, "inspect", "--conn", db, "--name", "app.wake")
     assert "scheduled for (local)  2026-03-28 08:30:00 CET" in out
+    assert "scheduled_for_local" not in out  # a JSON field; the text has its own line
     assert _cli(capsys, "pause", "--conn", db, "--name", "app.wake")[0] == 0
     before = Path(db).read_bytes()
     code, out, _ = _cli(capsys, "next", "--conn", db, "app.wake")

@@ -218,6 +218,8 @@ def snapshot_json(
         return snapshot.to_json_dict()
     data = snapshot.to_json_dict()
     data.update(_rule_fields(snapshot))
+    if "tz" in data:  # the text has its own line for it: ``scheduled for (local)``
+        data["scheduled_for_local"] = local_iso(snapshot.scheduled_for, str(data["tz"]))
     if detail:
         data["occurrence_id"] = str(_occurrence_id(snapshot))
         data["snoozes"] = snapshot.snoozes
@@ -241,7 +243,6 @@ def _rule_fields(snapshot: ScheduleSnapshot) -> dict[str, str]:
     fields: dict[str, str] = {}
     if expr is not None and expr.tz != "UTC":
         fields["tz"] = expr.tz
-        fields["scheduled_for_local"] = local_iso(snapshot.scheduled_for, expr.tz)
     if interval is not None:
         fields["every"] = format_duration(interval.every)
         fields["anchor"] = ts(interval.anchor)
