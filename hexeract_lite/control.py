@@ -33,18 +33,7 @@ DEFAULT_MAX_ATTEMPTS = 5
 _NOT_DECLARED = ("self", "max_attempts", "connection")  # what ensure takes and declare not
 
 ScheduleIdLike = uuid.UUID | str
-"""A schedule id, as a :class:`uuid.UUID` or its text form."""
-
-
-def _schedule_id(value: object) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            pass
-    raise InvalidArgument(f"schedule_id must be a UUID (or its text), got {value!r}")
+"""A schedule id, as a :class:`uuid.UUID` or its text form, or a schedule's name."""
 
 
 def _id_or_name(value: object) -> tuple[uuid.UUID, str | None]:
@@ -126,11 +115,14 @@ class SchedulerControl:
         return await asyncio.to_thread(self.schedule_many, messages, max_attempts=max_attempts)
 
     def inspect(self, schedule_id: ScheduleIdLike) -> ScheduleSnapshot:
-        """The schedule's current snapshot; unknown id: :class:`ScheduleNotFound`."""
-        sid = _schedule_id(schedule_id)
+        """The schedule's current snapshot; unknown id or name: :class:`ScheduleNotFound`.
+
+        .. versionchanged:: 0.4.0
+           A schedule's name in place of its id."""
+        sid, name = _id_or_name(schedule_id)
         snap = self.store.inspect(sid)
         if snap is None:
-            raise ScheduleNotFound(sid)
+            raise ScheduleNotFound(sid, name)
         return snap
 
     def pause(self, schedule_id: ScheduleIdLike, *, note: str | None = None) -> bool:
@@ -203,13 +195,19 @@ class SchedulerControl:
 
     def cancel(self, schedule_id: ScheduleIdLike) -> bool:
         """Cancel the schedule for good; True if it did (a terminal one: False). An occurrence
-        already claimed may still be dispatched; nothing fires after it."""
-        return self.store.cancel(_schedule_id(schedule_id))
+        already claimed may still be dispatched; nothing fires after it.
+
+        .. versionchanged:: 0.4.0
+           A schedule's name in place of its id."""
+        return self.store.cancel(self._existing(schedule_id))
 
     def replay(self, schedule_id: ScheduleIdLike) -> None:
         """Give a dead-lettered schedule a fresh start, due now, with a full budget; any other
-        status: :class:`NotReplayable`."""
-        self.store.replay(_schedule_id(schedule_id))
+        status: :class:`NotReplayable`.
+
+        .. versionchanged:: 0.4.0
+           A schedule's name in place of its id."""
+        self.store.replay(self._existing(schedule_id))
 
     # -- named schedules and changes in place -------------------------------------
 

@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 
 from hexeract_lite import (
-    InvalidArgument,
     NotReplayable,
     ScheduledMessage,
     ScheduleNotFound,
@@ -54,8 +53,8 @@ def test_inspect_accepts_text_ids_and_raises_for_unknown_ones(
     with pytest.raises(ScheduleNotFound) as info:
         control.inspect(unknown)
     assert info.value.schedule_id == unknown
-    with pytest.raises(InvalidArgument, match="not-a-uuid"):
-        control.inspect("not-a-uuid")
+    with pytest.raises(ScheduleNotFound, match="no schedule named 'not-a-uuid'"):
+        control.inspect("not-a-uuid")  # text that is no UUID is a name
 
 
 @pytest.mark.parametrize("action", ["pause", "resume", "cancel", "replay"])

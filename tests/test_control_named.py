@@ -109,3 +109,21 @@ def test_changes_by_name_or_id(control: SchedulerControl) -> None:
         control.update("app.job", max_attempts=2)
     with pytest.raises(InvalidArgument, match="exactly one of cron=, every= or at="):
         control.ensure("app.x", event_type="x")
+
+
+def test_inspect_cancel_and_replay_take_a_name_as_the_other_calls_do(
+    control: SchedulerControl,
+) -> None:
+    control.ensure("app.job", at=NOON - timedelta(minutes=1), event_type="j")
+    assert control.inspect("app.job").name == "app.job"
+    for call in (control.inspect, control.cancel, control.replay):
+        with pytest.raises(ScheduleNotFound, match=r"no schedule named 'app\.nope'"):
+            call("app.nope")
+    [occ] = control.store.claim_due(NOON, 1, timedelta(seconds=30))
+    assert control.store.mark_dead_lettered(occ.message.schedule_id, "boom", occ.leased_until)
+    control.replay("app.job")
+    assert control.inspect("app.job").status is ScheduleStatus.PENDING
+    assert control.cancel("app.job") is True
+    assert control.inspect("app.job").status is ScheduleStatus.CANCELLED
+    with pytest.raises(InvalidArgument, match="expected a schedule id or name, got 7"):
+        control.inspect(7)  # type: ignore[arg-type]
