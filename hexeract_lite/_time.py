@@ -21,6 +21,13 @@ def lease_too_short(shown: str) -> InvalidConfiguration:
     )
 
 
+def seconds_text(value: object) -> str:
+    """A duration as error messages show it (``"-1.5 s"``); any other value's repr."""
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds():g} s"
+    return repr(value)
+
+
 def check_whole_ms(name: str, value: object, error: type[Exception]) -> timedelta | None:
     """``value`` when None or a timedelta >= 0 of whole milliseconds; else ``error``."""
     if value is None:
@@ -28,7 +35,7 @@ def check_whole_ms(name: str, value: object, error: type[Exception]) -> timedelt
     if not isinstance(value, timedelta):
         raise error(f"{name} must be a timedelta or None, got {value!r:.100}")
     if value < _ZERO:
-        raise error(f"{name} must not be negative, got {value!r}")
+        raise error(f"{name} must not be negative, got {seconds_text(value)}")
     if value % _ONE_MS:
         raise error(
             f"{name} must be a whole number of milliseconds (stored instants have"

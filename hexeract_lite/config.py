@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import attrs
 
-from ._time import MIN_LEASE, lease_too_short
+from ._time import MIN_LEASE, lease_too_short, seconds_text
 from .errors import InvalidConfiguration
 
 _ZERO = timedelta(0)
@@ -16,11 +16,6 @@ DEFAULT_MAX_SNOOZES = 100
 
 LONGEST_SETTING = timedelta(days=36500)
 """The longest duration a worker setting takes (about 100 years)."""
-
-
-def format_duration(value: timedelta) -> str:
-    """A duration as error messages show it: ``"1.5 s"``."""
-    return f"{value.total_seconds():g} s"
 
 
 def check_duration(
@@ -36,7 +31,7 @@ def check_duration(
         raise InvalidConfiguration(f"{name} must be a datetime.timedelta, got {name}={value!r}")
     if value < _ZERO or (value == _ZERO and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidConfiguration(f"{name} must be {bound}, got {name}={format_duration(value)}")
+        raise InvalidConfiguration(f"{name} must be {bound}, got {name}={seconds_text(value)}")
     if longest is not None and value > longest:
         raise InvalidConfiguration(
             f"{name} must be at most {longest.days} days (about 100 years),"
@@ -83,7 +78,7 @@ class SchedulerWorkerConfig:
         batch = _check_count("batch_size", self.batch_size, 1)
         check_duration("lease", self.lease)
         if self.lease < MIN_LEASE:  # what claim_due refuses
-            raise lease_too_short(f"lease={format_duration(self.lease)}")
+            raise lease_too_short(f"lease={seconds_text(self.lease)}")
         check_duration("retry_base_delay", self.retry_base_delay)
         check_duration("retry_max_delay", self.retry_max_delay)
         if not isinstance(self.jitter, bool):
@@ -94,16 +89,16 @@ class SchedulerWorkerConfig:
         if self.retry_max_delay < self.retry_base_delay:
             raise InvalidConfiguration(
                 "retry_max_delay must be >= retry_base_delay"
-                f" ({format_duration(self.retry_base_delay)}),"
-                f" got retry_max_delay={format_duration(self.retry_max_delay)}"
+                f" ({seconds_text(self.retry_base_delay)}),"
+                f" got retry_max_delay={seconds_text(self.retry_max_delay)}"
             )
         _check_count("max_snoozes", self.max_snoozes, 0)
         if self.heartbeat is not None:
             check_duration("heartbeat", self.heartbeat, longest=None)
             if self.heartbeat >= self.lease:
                 raise InvalidConfiguration(
-                    f"heartbeat must be shorter than the lease ({format_duration(self.lease)})"
-                    f" it renews, got heartbeat={format_duration(self.heartbeat)}"
+                    f"heartbeat must be shorter than the lease ({seconds_text(self.lease)})"
+                    f" it renews, got heartbeat={seconds_text(self.heartbeat)}"
                 )
             check_duration("dispatch_timeout", self.dispatch_timeout)
             return  # the heartbeat keeps the batch's leases alive
@@ -112,10 +107,10 @@ class SchedulerWorkerConfig:
         except OverflowError:  # past timedelta.max: no lease can cover it
             needed = None
         if needed is None or self.lease < needed:
-            product = "more than timedelta.max" if needed is None else format_duration(needed)
+            product = "more than timedelta.max" if needed is None else seconds_text(needed)
             raise InvalidConfiguration(
                 f"lease must be >= batch_size * dispatch_timeout ({batch} *"
-                f" {format_duration(self.dispatch_timeout)} = {product}), so"
+                f" {seconds_text(self.dispatch_timeout)} = {product}), so"
                 " that a whole batch can be dispatched within one lease;"
-                f" got lease={format_duration(self.lease)}"
+                f" got lease={seconds_text(self.lease)}"
             )

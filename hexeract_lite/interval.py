@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from ._time import format_ts, parse_ts, to_utc_ms
+from ._time import format_ts, parse_ts, seconds_text, to_utc_ms
 from .errors import InvalidTrigger
 
 _MS = timedelta(milliseconds=1)
@@ -52,7 +52,7 @@ def _check_every(every: object) -> timedelta:
     if not isinstance(every, timedelta):
         raise InvalidTrigger(f"every must be a timedelta (or text such as '90m'), got {every!r}")
     if every <= timedelta(0):
-        raise InvalidTrigger(f"an interval must be positive, got every={every!r}")
+        raise InvalidTrigger(f"an interval must be positive, got every={seconds_text(every)}")
     if every < _MS:
         raise InvalidTrigger(
             f"an interval must be at least 1 ms (stored instants have millisecond"

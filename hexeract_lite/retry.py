@@ -8,7 +8,8 @@ from typing import Protocol
 
 import attrs
 
-from .config import SchedulerWorkerConfig, check_duration, format_duration
+from ._time import seconds_text
+from .config import SchedulerWorkerConfig, check_duration
 from .errors import InvalidArgument, InvalidConfiguration
 
 __all__ = ["RandomSource", "RetryPolicy"]
@@ -45,8 +46,8 @@ class RetryPolicy:
             raise InvalidConfiguration(f"jitter must be True or False, got jitter={self.jitter!r}")
         if self.max_delay < self.base_delay:
             raise InvalidConfiguration(
-                f"max_delay must be >= base_delay ({format_duration(self.base_delay)}),"
-                f" got max_delay={format_duration(self.max_delay)}"
+                f"max_delay must be >= base_delay ({seconds_text(self.base_delay)}),"
+                f" got max_delay={seconds_text(self.max_delay)}"
             )
 
     @classmethod

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TextIO
 
 from ._log import package_logger
+from ._time import seconds_text
 from .config import check_duration
 from .errors import InvalidConfiguration
 from .snapshot import MalformedSchedule, ScheduleStatus
@@ -142,7 +143,8 @@ class Retention:
     def __init__(self, keep: object) -> None:
         if not isinstance(keep, timedelta) or keep <= timedelta(0):
             raise InvalidConfiguration(
-                f"retention must be a positive datetime.timedelta or None, got retention={keep!r}"
+                "retention must be a positive datetime.timedelta or None,"
+                f" got retention={seconds_text(keep)}"
             )
         check_duration("retention", keep)  # no longer than LONGEST_SETTING
         self.keep = keep

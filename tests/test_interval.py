@@ -81,8 +81,8 @@ def test_late_deliveries_never_shift_the_grid(lateness: list[int]) -> None:
 @pytest.mark.parametrize(
     ("every", "needle"),
     [
-        (timedelta(0), "must be positive, got every=datetime.timedelta(0)"),
-        (timedelta(minutes=-5), "must be positive, got every=datetime.timedelta(days=-1"),
+        (timedelta(0), "must be positive, got every=0 s"),
+        (timedelta(minutes=-5), "must be positive, got every=-300 s"),
         (timedelta(microseconds=500), "at least 1 ms"),
         (timedelta(seconds=1, microseconds=500), "whole number of milliseconds"),
         ("0ms", "must be positive"),

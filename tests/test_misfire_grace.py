@@ -213,7 +213,7 @@ def test_a_crashed_first_attempt_does_not_lift_the_grace(
     [
         (
             timedelta(seconds=-1),
-            "misfire_grace must not be negative, got datetime.timedelta(days=-1",
+            "misfire_grace must not be negative, got -1 s",
         ),
         (
             timedelta(microseconds=1500),

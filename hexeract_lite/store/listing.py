@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .._time import to_utc_ms
+from .._time import seconds_text, to_utc_ms
 from ..errors import InvalidArgument, InvalidConfiguration
 from .schema import LIVE
 
@@ -145,7 +145,8 @@ def check_prune(older_than: object, statuses: object) -> tuple[timedelta, list[S
     """``prune``'s ``older_than`` (> 0) and ended ``statuses``, checked."""
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
         raise InvalidArgument(
-            f"older_than must be a positive datetime.timedelta, got older_than={older_than!r}"
+            "older_than must be a positive datetime.timedelta,"
+            f" got older_than={seconds_text(older_than)}"
         )
     if isinstance(statuses, str) or not isinstance(statuses, Iterable):
         raise InvalidArgument(f"statuses must be a list of statuses, got statuses={statuses!r}")
