@@ -18,20 +18,21 @@ MAX_NAME_LENGTH = 200
 """The longest name, in characters."""
 
 
-def check_name(name: object) -> str:
-    """``name`` when it is a valid schedule name, else :class:`InvalidArgument`."""
+def check_name(name: object, what: str = "schedule name") -> str:
+    """``name`` when it is a valid schedule name, else :class:`InvalidArgument` (calling
+    it ``what``)."""
     if not isinstance(name, str):
-        raise InvalidArgument(f"a schedule name must be a str, got {name!r:.100}")
+        raise InvalidArgument(f"a {what} must be a str, got {name!r:.100}")
     if not name:
-        raise InvalidArgument("a schedule name must not be empty")
+        raise InvalidArgument(f"a {what} must not be empty")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidArgument(
-            f"schedule name {name[:40]!r}... is {len(name)} characters; at most"
+            f"{what} {name[:40]!r}... is {len(name)} characters; at most"
             f" {MAX_NAME_LENGTH} are allowed"
         )
     if not name.isprintable() or name != name.strip():  # a lone surrogate is not printable
         raise InvalidArgument(
-            f"schedule name {name!r:.100} must be printable characters with no space at either end"
+            f"{what} {name!r:.100} must be printable characters with no space at either end"
         )
     return name
 
@@ -52,7 +53,7 @@ def group_of(name: str) -> str | None:
 
 def check_group(group: object) -> str:
     """A group is a non-empty name without a dot; raise :class:`InvalidArgument` else."""
-    text = check_name(group)
+    text = check_name(group, "group")
     if "." in text:
         raise InvalidArgument(f"a group is the part of a name before its first dot, got {text!r}")
     return text

@@ -77,7 +77,7 @@ def test_reconcile_takes_message_and_budget_pairs(control: SchedulerControl) -> 
         ("app", ["other.x"], "not in group 'app'"),
         ("app", ["app.x", "app.x"], "declares a name twice"),
         ("a.b", ["a.b.c"], "before its first dot"),
-        ("", [], "must not be empty"),
+        ("", [], "a group must not be empty"),
     ],
 )
 def test_reconcile_refuses_bad_input_before_writing(

@@ -121,8 +121,8 @@ def test_terminal_schedules_are_not_part_of_a_group(
     [
         ("nosuch", "no live schedule is named in group 'nosuch'"),
         ("app.a", "a group is the part of a name before its first dot, got 'app.a'"),
-        ("", "must not be empty"),
-        (7, "must be a str, got 7"),
+        ("", "a group must not be empty"),
+        (7, "a group must be a str, got 7"),
     ],
 )
 def test_an_unknown_or_bad_group_is_refused_naming_it(
