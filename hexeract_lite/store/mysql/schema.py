@@ -187,7 +187,8 @@ _check = functools.partial(
     check_table,
     understood=SCHEMA_VERSION,
     ours=_NEEDED,
-    no_table="open with create=True to create it",
+    no_table="create it with `hexeract scheduler schema --dialect mysql`"
+    " or open with create=True",
 )
 
 
