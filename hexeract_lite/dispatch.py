@@ -102,16 +102,40 @@ def abandoned_error() -> DispatchError:
 # -- calling the sink --------------------------------------------------------------------
 
 
-async def _completed(value: Awaitable[object]) -> object:
-    return await value
+def _expire(budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
+    """On ``loop``: make ``budget`` run out now (a cancellation of what it bounds)."""
+    if not budget.expired():
+        with contextlib.suppress(RuntimeError):  # already left
+            budget.reschedule(loop.time())
 
 
-def _call_blocking(sink: ScheduleSink, message: ScheduledMessage) -> None:
-    """Dispatch on this thread, running an awaitable it returns to completion."""
+async def _cancellable(value: Awaitable[object], run: BatchRun, handle: object) -> object:
+    """Await ``value`` until it completes, or until ``run`` is given up on or an abort is
+    asked for through ``handle``: then it is cancelled."""
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(None) as budget:
+        stop = functools.partial(call_soon, loop, _expire, budget, loop)
+        run.cancel = stop
+        if isinstance(handle, DispatchHandle):
+            handle.on_abort(stop)
+        try:
+            if run.given_up is not None:
+                stop()
+            return await value
+        finally:
+            run.cancel = None
+            if isinstance(handle, DispatchHandle):
+                handle.on_abort(None)
+
+
+def _call_blocking(
+    sink: ScheduleSink, message: ScheduledMessage, run: BatchRun, handle: object
+) -> None:
+    """Dispatch on this thread; an awaitable it returns runs here on a private loop,
+    cancelled if ``run`` is given up on or an abort is asked for."""
     result: object = sink.dispatch(message)
     if result is not None and inspect.isawaitable(result):
-        # A coroutine from a sync run: run it to completion here, on a private loop.
-        result = asyncio.run(_completed(result))
+        result = asyncio.run(_cancellable(result, run, handle))
     if isinstance(result, Snooze):
         raise result
     if result is not None:
@@ -164,6 +188,7 @@ class BatchRun:
         *,
         wake_at_end: bool,
         context: object = None,
+        raise_exits: bool = False,
     ) -> None:
         self._sink, self._acks = runner.sink, runner.acks
         self._handle_of = runner.handle_of
@@ -178,6 +203,11 @@ class BatchRun:
         self.in_flight = False
         self.given_up: GivenUp | None = None
         self.results: list[DispatchResult] = []
+        self.cancel: Callable[[], None] | None = None
+        """Cancels the awaitable of the call in flight (None: no awaitable runs)."""
+        self._raise_exits = raise_exits
+        self.raised: KeyboardInterrupt | SystemExit | None = None
+        """With ``raise_exits``: what a sink raised that ended the run, to propagate."""
 
     def run(self) -> None:
         """On the dispatching thread: every item, until done or given up."""
@@ -188,6 +218,7 @@ class BatchRun:
             self._lock,
             self.results,
         )
+        exit_exc: KeyboardInterrupt | SystemExit | None = None
         for occ in self.items:
             try:
                 result = turn(occ)
@@ -200,28 +231,34 @@ class BatchRun:
                         return  # given up before this item was handed to the sink
                     self.in_flight = True
                     self.call_started = began
+                handle = self._handle_of(occ)
                 try:
-                    with dispatching(self._handle_of(occ)):
+                    with dispatching(handle):
                         if acks is not None:
                             result = acks.dispatch_occurrence(occ)
                         else:
-                            _call_blocking(sink, occ.message)
+                            _call_blocking(sink, occ.message, self, handle)
                             result = SUCCEEDED
                 except BaseException as exc:  # a sink's SystemExit is a failed dispatch too
                     result = DispatchResult.failed(exc)
+                    if self._raise_exits and isinstance(exc, KeyboardInterrupt | SystemExit):
+                        exit_exc = exc
                 result = result.took(time.monotonic() - began, began)
             with lock:
                 if self.given_up is not None:
                     return  # the watcher gave up on this call and took the rest elsewhere
                 results.append(result)
                 self.in_flight = False
+                self.raised = exit_exc
+            if exit_exc is not None:
+                break  # the rest is released; the exception propagates once settled
         if self._wake_at_end:
             self.wake.set()
 
     @property
     def finished(self) -> bool:
-        """Every item has its result."""
-        return len(self.results) == len(self.items)
+        """Every item has its result, or a sink's exit ended the run (:attr:`raised`)."""
+        return len(self.results) == len(self.items) or self.raised is not None
 
     @property
     def left(self) -> int:
@@ -342,21 +379,28 @@ class SinkRunner:
             call_soon(loop, self._expire, budget, loop)
 
     def _expire(self, budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
-        if budget is self._budget and not budget.expired():
-            with contextlib.suppress(RuntimeError):  # already left
-                budget.reschedule(loop.time())
+        if budget is self._budget:
+            _expire(budget, loop)
 
     # -- the synchronous way
 
     def run_batch(
-        self, batch: Sequence[LeasedOccurrence], turn: Turn
+        self, batch: Sequence[LeasedOccurrence], turn: Turn, raise_exits: bool = False
     ) -> tuple[list[DispatchResult], Interruption]:
         """Dispatch ``batch`` on the dispatch thread, watched from this one: the results, and
-        what interrupted this thread, to raise once the batch is settled."""
+        what interrupted this thread, to raise once the batch is settled (``raise_exits``:
+        or a ``KeyboardInterrupt``/``SystemExit`` the sink raised, the rest released)."""
         results: list[DispatchResult] = []
         interruption: Interruption = None
         while len(results) < len(batch):
-            run = BatchRun(self, batch[len(results) :], turn, Wake(), wake_at_end=True)
+            run = BatchRun(
+                self,
+                batch[len(results) :],
+                turn,
+                Wake(),
+                wake_at_end=True,
+                raise_exits=raise_exits,
+            )
             try:
                 self.current = run
                 if self._aborting.is_set():
@@ -372,6 +416,9 @@ class SinkRunner:
             finally:
                 self.current = None
             results += run.results
+            if run.raised is not None:
+                results += [NOT_DISPATCHED] * run.left
+                interruption = interruption or run.raised
             if run.given_up is None:
                 break
             tail, why = self.given_up(run, interruption)
@@ -409,9 +456,12 @@ class SinkRunner:
         handle = self.handle_of(run.items[len(run.results)])
         if handle is not None:
             handle.close()
+        cancel = run.cancel
+        if cancel is not None:  # an async sink's awaitable, on the dispatching thread's loop
+            cancel()
         why = f"a sink did not return within dispatch_timeout ({self.timeout:g} s)"
         if run.given_up is GivenUp.TIMED_OUT:
-            late = self._timed_out(_ABANDONED_THREAD)
+            late = self._timed_out(_ABANDONED_THREAD if cancel is None else "; it was cancelled")
             return [DispatchResult.timeout(late).took(self.timeout, run.call_started)], why
         if self._aborting.is_set():
             why = "a dispatch was abandoned: the worker is aborting"
@@ -427,7 +477,7 @@ class SinkRunner:
         batch is settled (``KeyboardInterrupt``/``SystemExit`` from the sink, or this task's
         cancellation). A sync sink's batch goes to :meth:`run_batch` in a thread."""
         if not self.is_async:
-            return await asyncio.to_thread(self.run_batch, batch, turn)
+            return await asyncio.to_thread(self.run_batch, batch, turn, True)
         results: list[DispatchResult] = []
         interruption: Interruption = None
         for occ in batch:

@@ -410,18 +410,28 @@ def test_an_async_sink_raising_cancelled_error_is_a_failed_dispatch() -> None:
     assert error_summary(snap.last_error) == "CancelledError: the sink's own"
 
 
+@pytest.mark.parametrize("kind", ["async", "sync"])
 @pytest.mark.parametrize(
     ("error", "text"),
     [(KeyboardInterrupt(), "KeyboardInterrupt"), (SystemExit(3), "SystemExit: 3")],
 )
-def test_keyboard_interrupt_or_system_exit_from_an_async_sink_settles_then_propagates(
-    error: BaseException, text: str
+def test_keyboard_interrupt_or_system_exit_from_a_sink_settles_then_propagates(
+    error: BaseException, text: str, kind: str
 ) -> None:
+    """Under run_async, from an async sink or a sync one (on the dispatch thread) alike:
+    the call fails, the rest of the batch is released, then the exception propagates."""
     store = InMemoryScheduleStore()
     msgs = batch_of(store, 3)
+    calls: list[ScheduledMessage] = []
 
-    async def sink(_: ScheduledMessage) -> None:
+    def sync_sink(message: ScheduledMessage) -> None:
+        calls.append(message)
         raise error
+
+    async def async_sink(message: ScheduledMessage) -> None:
+        sync_sink(message)
+
+    sink = async_sink if kind == "async" else sync_sink
 
     async def main() -> None:
         await SchedulerWorker(store, CallableSink(sink), FAST).run_async()
@@ -434,6 +444,7 @@ def test_keyboard_interrupt_or_system_exit_from_an_async_sink_settles_then_propa
     for msg in msgs[1:]:
         snap = snapshot(store, msg)
         assert (snap.status, snap.attempts, snap.leased_until) == (ScheduleStatus.PENDING, 0, None)
+    assert len(calls) == 1
 
 
 def test_an_async_sink_blocking_the_loop_past_the_timeout_is_not_counted_as_delivered() -> None:

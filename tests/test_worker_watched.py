@@ -137,6 +137,60 @@ def test_a_hung_call_times_out_and_its_batch_and_the_loop_go_on(quiet_threads: N
     assert not handle.is_alive
 
 
+@pytest.mark.parametrize("how", ["timeout", "abort", "abort request", "run_once timeout"])
+def test_an_async_sink_under_the_thread_loop_is_cancelled_when_given_up_on(
+    quiet_threads: None, how: str
+) -> None:
+    """An async sink run by run()/start() or run_once() (on a private event loop) is
+    cancelled on dispatch_timeout, on abort() and on an abort request, as under run_async:
+    its coroutine sees CancelledError and never finishes its work."""
+    import asyncio
+
+    from hexeract_lite import current_dispatch
+
+    store = InMemoryScheduleStore()
+    msg = due(1)
+    store.insert(msg, 3)
+    started, seen = threading.Event(), {"cancelled": False, "finished": False}
+
+    async def sink(message: ScheduledMessage) -> None:
+        started.set()
+        if how == "abort request":
+            current_dispatch().request_abort("abort")
+        try:
+            await asyncio.sleep(2)
+            seen["finished"] = True
+        except asyncio.CancelledError:
+            seen["cancelled"] = True
+            raise
+
+    slow = SchedulerWorkerConfig(
+        dispatch_timeout=timedelta(milliseconds=200 if "timeout" in how else 10_000),
+        poll_interval=timedelta(milliseconds=20),
+        jitter=False,
+    )
+    worker = SchedulerWorker(store, sink, slow)
+    if how == "run_once timeout":
+        with worker:
+            assert worker.run_once().retried == 1
+    else:
+        with worker.start():
+            assert started.wait(5)
+            if how == "abort":
+                worker.abort()
+            wait_for(lambda: getattr(store.inspect(msg.schedule_id), "last_error", None))
+    wait_for(lambda: seen["cancelled"])
+    time.sleep(0.1)
+    assert not seen["finished"]
+    snap = store.inspect(msg.schedule_id)
+    assert snap is not None and snap.attempts == 1 and snap.status is ScheduleStatus.PENDING
+    if "timeout" in how:
+        assert error_summary(snap.last_error) == (
+            "TimeoutError: the sink did not return within dispatch_timeout (0.2 s); it was"
+            " cancelled"
+        )
+
+
 def test_a_stop_during_a_hung_call_waits_for_its_timeout_then_releases_the_rest(
     quiet_threads: None,
 ) -> None:
