@@ -1308,6 +1308,36 @@ def test_a_row_whose_text_is_not_utf8_is_operable_from_the_cli(cli: Cli, db: Pat
     assert str(sid) not in listed.out and str(other) in listed.out
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "reason"),
+    [
+        ("cron_expr", "bogus cron", "cron_expr: invalid cron expression 'bogus cron'"),
+        ("target_kind", "weird", "target_kind must be 'mediator', 'outbox' or 'bus', got 'weird'"),
+    ],
+)
+def test_a_row_with_a_bad_rule_or_target_is_the_stores_to_judge_not_the_users(
+    cli: Cli, db: Path, column: str, value: str, reason: str
+) -> None:
+    """The in-memory rehearsal cannot decode such a row: its refusal is no usage error.
+    ``update`` and ``reschedule`` exit 1 saying the stored row is malformed, and write
+    nothing (``run-now`` too); ``pause`` and ``cancel`` apply, saying it is malformed."""
+    sid = add(cli, db, "--cron", "0 9 * * *")
+    conn = apsw.Connection(str(db))
+    conn.execute(f"UPDATE scheduled_messages SET {column} = ?", (value,))
+    before = conn.execute("SELECT * FROM scheduled_messages").fetchall()
+    for argv in (["update", "--payload", "{}"], ["reschedule", "--in", "5m"], ["run-now"]):
+        refused = cli("scheduler", *argv, str(sid), "--conn", str(db))
+        assert refused.code == 1, refused.err
+        assert f"{sid} in the table scheduled_messages" in refused.err, refused.err
+        assert f"is malformed: {reason}" in refused.err and "usage:" not in refused.err
+    assert conn.execute("SELECT * FROM scheduled_messages").fetchall() == before
+    conn.close()
+    for command, done in (("pause", "Paused"), ("cancel", "Cancelled")):
+        applied = cli("scheduler", command, str(sid), "--conn", str(db))
+        assert applied.code == 0, applied.err
+        assert applied.out.startswith(f"{done} schedule {sid} (its row is malformed: {reason}")
+
+
 def test_replaying_a_dead_letter_whose_text_is_not_utf8_names_the_column(
     cli: Cli, db: Path
 ) -> None:

@@ -99,12 +99,14 @@ class Context:
         self, args: argparse.Namespace, act: Callable[[SchedulerControl, uuid.UUID], _T]
     ) -> tuple[uuid.UUID, _T, ScheduleSnapshot]:
         """Run ``act(control, sid)`` on the schedule SCHEDULE_ID or ``--name`` names,
-        through :meth:`write`; return its id, the answer and the schedule after it."""
+        through :meth:`write`; return its id, the answer and the schedule after it (a
+        row that does not decode: the store's refusal, naming the column; nothing written)."""
         from ..control import SchedulerControl
 
         def run(store: ScheduleStore) -> tuple[uuid.UUID, _T, ScheduleSnapshot]:
             sid = schedule_id(args, store)
             control = SchedulerControl(store)
+            control.inspect(sid)  # a row that does not decode is refused before any write
             answer = act(control, sid)
             return sid, answer, control.inspect(sid)
 
@@ -134,6 +136,7 @@ class Context:
                     after = uuid.UUID(int=sid.int - 1) if sid.int else None
                     rows = source.export_records(after, 1)
                     copy.import_records([r for r in rows if r.schedule_id == sid])
+                    copy.inspect(sid)  # decodes the copied row whole: its rule, its target
             except Exception:  # a row another tool wrote, that only the store reads: no copy
                 return None
         return copy
