@@ -200,7 +200,15 @@ def test_version(cli: Cli) -> None:
         ),
         (
             ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "{nope"],
-            "invalid JSON payload",
+            "argument --payload: invalid JSON payload '{nope': Expecting property name",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "hello"],
+            "invalid JSON payload 'hello': Expecting value",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "x" * 500],
+            f"invalid JSON payload '{'x' * 59}: Expecting value",
         ),
         (
             ["scheduler", "add", "--in", "5m", "--event-type", "x", "--target", "queue"],

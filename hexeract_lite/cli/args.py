@@ -219,16 +219,16 @@ def parse_payload(text: str) -> Payload:
             ) from None
     else:
         origin, raw = "argument", text
-    where = "" if origin == "argument" else f" in {origin}"
+    bad = f"invalid JSON payload {raw!r:.60}" + ("" if origin == "argument" else f" in {origin}")
     try:
         value = json.loads(raw)
     except RecursionError:
         raise argparse.ArgumentTypeError(
-            f"invalid JSON payload{where}: nested too deeply (more levels than Python's"
-            f" recursion limit, {sys.getrecursionlimit()}) in {raw!r:.60}"
+            f"{bad}: nested too deeply (more levels than Python's recursion limit,"
+            f" {sys.getrecursionlimit()})"
         ) from None
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"invalid JSON payload{where}: {exc}") from None
+        raise argparse.ArgumentTypeError(f"{bad}: {exc}") from None
     return Payload(value, origin)
 
 
