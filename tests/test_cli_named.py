@@ -232,7 +232,12 @@ def test_pause_and_resume_a_group_with_a_note(cli: Cli, db: Path) -> None:
         in cli("scheduler", "inspect", "--conn", str(db), "--name", "other.c").out
     )
     unknown = cli("scheduler", "pause", "--conn", str(db), "--group", "nosuch")
-    assert unknown.code == 2 and "no live schedule is named in group 'nosuch'" in unknown.err
+    assert unknown.code == 1 and "no live schedule is named in group 'nosuch'" in unknown.err
+    assert "usage:" not in unknown.err, "exit 1, as an unknown name: no usage error"
+    unknown = cli("scheduler", "resume", "--conn", str(db), "--group", "nosuch")
+    assert unknown.code == 1 and "no live schedule is named in group 'nosuch'" in unknown.err
+    blank = cli("scheduler", "pause", "--conn", str(db), "--group", "nosuch", "--note", " ")
+    assert blank.code == 2 and "a pause note must not be blank" in blank.err
     both = cli("scheduler", "pause", "--conn", str(db), "--group", "myapp", "--name", "myapp.a")
     assert both.code == 2 and "not both" in both.err
 

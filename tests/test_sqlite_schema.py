@@ -922,16 +922,10 @@ REFUSED = [
     (["resume", UNKNOWN], 1),
     (["cancel", UNKNOWN], 1),
     (["pause", "--name", "nope.x"], 1),
-    (["pause", "--group", "nope"], 2),  # no live schedule in the group
-    (
-        [
-            "resume",
-            "--group",
-            "nope",
-        ],
-        2,
-    ),
-    (["pause", "--group", "nope", "--note", "x"], 2),
+    (["pause", "--group", "nope"], 1),  # no live schedule in the group
+    (["resume", "--group", "nope"], 1),
+    (["pause", "--group", "nope", "--note", "x"], 1),
+    (["pause", "--group", "nope", "--note", " "], 2),  # a blank note
     (["reschedule", UNKNOWN, "--in", "5m"], 1),
     (["update", UNKNOWN, "--payload", "{}"], 1),
     (["update", PENDING, "--cron", "@daily"], 1),  # a delay schedule has no rule

@@ -35,7 +35,19 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-_REFUSALS = (InvalidArgument, ScheduleNotFound, NotChangeable, NotReplayable, DuplicateSchedule)
+class NoneToChange(SchedulerError, LookupError):
+    """No schedule the command names (a group) is there to change: exit 1, as an unknown
+    name; nothing written."""
+
+
+_REFUSALS = (
+    InvalidArgument,
+    ScheduleNotFound,
+    NotChangeable,
+    NotReplayable,
+    DuplicateSchedule,
+    NoneToChange,
+)
 """What a command that changes a schedule refuses with, in any store."""
 
 _T = TypeVar("_T")

@@ -18,6 +18,7 @@ from ...message import ScheduledMessage
 from ...names import check_group
 from ...policy import POLICY_FIELDS
 from ...snapshot import ScheduleStatus
+from ...store.pausing import check_note
 from ...trigger import CronExpression
 from ..args import (
     Duration,
@@ -26,7 +27,7 @@ from ..args import (
     parse_schedule_id,
     parse_target,
 )
-from ..context import EXIT_OK, Context, schedule_id, target_ids
+from ..context import EXIT_OK, Context, NoneToChange, schedule_id, target_ids
 from ..options import (
     DURATION,
     INSTANT,
@@ -258,13 +259,16 @@ def _run_group(args: argparse.Namespace, ctx: Context) -> int:
     """``pause --group`` / ``resume --group``: the whole group in one transaction."""
     if args.schedule_id is not None or args.schedule_name is not None:
         raise UsageError("give either SCHEDULE_ID, --name or --group, not both")
-    group = check_group(args.name_group)
+    group, note = check_group(args.name_group), check_note(getattr(args, "note", None))
 
     def act(store: ScheduleStore) -> int:
         control = SchedulerControl(store)
-        if args.action == "pause":
-            return control.pause_group(group, note=args.note)
-        return control.resume_group(group)
+        try:
+            if args.action == "pause":
+                return control.pause_group(group, note=note)
+            return control.resume_group(group)
+        except InvalidArgument as exc:  # none live: the group and the note are checked above
+            raise NoneToChange(str(exc)) from None
 
     count = ctx.write(act, ids=(), named=group + ".")
     verb = "Paused" if args.action == "pause" else "Resumed"
