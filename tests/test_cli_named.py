@@ -71,7 +71,8 @@ def test_add_with_a_name_then_every_command_by_name(cli: Cli, db: Path) -> None:
         "scheduler", "add", "--conn", str(db), "--name", "ops.job", "--in", "1h",
         "--event-type", "job",
     )  # fmt: skip
-    assert again.code == 1 and "already exists" in again.err
+    assert again.code == 1, again.err
+    assert f"a schedule named 'ops.job' already exists (id {name_id('ops.job')})" in again.err
 
     at = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
     moved = cli(
