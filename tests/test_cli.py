@@ -280,6 +280,14 @@ def test_domain_rejections_are_usage_errors(cli: Cli, db: Path) -> None:
     )
     assert first_alone.code == 2
     assert "--first goes with --cron or --every only" in first_alone.err
+    for policy, says in (
+        (["--jitter", "5s"], "--jitter goes"),
+        (["--jitter", "5s", "--max-firings", "3"], "--max-firings and --jitter go"),
+        (["--catch-up", "all", "--jitter", "5s", "--max-firings", "3"], "--max-firings, --jitter"),
+    ):
+        once = cli("scheduler", "add", "--conn", str(db), "--in", "1m", "--event-type=e", *policy)
+        assert once.code == 2 and f"error: {says}" in once.err, once.err
+        assert "(es)" not in once.err and "with --cron or --every only" in once.err
     assert not db.exists()
 
 

@@ -286,8 +286,9 @@ def message_from_args(args: argparse.Namespace, *, declared: bool = False) -> Sc
     policy = given(args, POLICY_FIELDS)
     recurring = args.cron is not None or args.every is not None
     if policy and not recurring:
-        flags = ", ".join("--" + name.replace("_", "-") for name in policy)
-        raise UsageError(f"{flags} go(es) with --cron or --every only")
+        *others, last = ("--" + name.replace("_", "-") for name in policy)
+        flags = f"{', '.join(others)} and {last} go" if others else f"{last} goes"
+        raise UsageError(f"{flags} with --cron or --every only")
     if args.first is not None and not recurring:
         raise UsageError("--first goes with --cron or --every only")
     if args.tz is not None and args.cron is None:
