@@ -1335,13 +1335,19 @@ def test_a_row_with_a_bad_rule_or_target_is_the_stores_to_judge_not_the_users(
     cli: Cli, db: Path, column: str, value: str, reason: str
 ) -> None:
     """The in-memory rehearsal cannot decode such a row: its refusal is no usage error.
-    ``update`` and ``reschedule`` exit 1 saying the stored row is malformed, and write
-    nothing (``run-now`` too); ``pause`` and ``cancel`` apply, saying it is malformed."""
+    ``update``, ``reschedule``, ``run-now`` and ``backfill`` exit 1 saying the stored row is
+    malformed, and write nothing; ``pause`` and ``cancel`` apply, saying it is malformed."""
     sid = add(cli, db, "--cron", "0 9 * * *")
     conn = apsw.Connection(str(db))
     conn.execute(f"UPDATE scheduled_messages SET {column} = ?", (value,))
     before = conn.execute("SELECT * FROM scheduled_messages").fetchall()
-    for argv in (["update", "--payload", "{}"], ["reschedule", "--in", "5m"], ["run-now"]):
+    window = ["--start", "2026-01-01T00:00:00Z", "--end", "2026-01-02T00:00:00Z"]
+    for argv in (
+        ["update", "--payload", "{}"],
+        ["reschedule", "--in", "5m"],
+        ["run-now"],
+        ["backfill", *window],
+    ):
         refused = cli("scheduler", *argv, str(sid), "--conn", str(db))
         assert refused.code == 1, refused.err
         assert f"{sid} in the table scheduled_messages" in refused.err, refused.err

@@ -173,7 +173,7 @@ def add_parser(tree: CommandTree) -> None:
         [tree.conn, tree.fmt],
         _backfill,
     )
-    sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
+    arg(sub, "target", (_id_or_name, "ID|NAME"), "the schedule's UUID or name")
     help_text = "the window's start (kept), e.g. 2026-03-01T00:00:00Z"
     arg(sub, "--start", INSTANT, help_text, required=True)
     arg(sub, "--end", INSTANT, "the window's end (kept)", required=True)
@@ -412,14 +412,10 @@ def _run_now(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _backfill(args: argparse.Namespace, ctx: Context) -> int:
-    sid = SchedulerControl.id_of(args.schedule)
-
-    def act(store: ScheduleStore) -> tuple[int, ScheduleSnapshot]:
-        control = SchedulerControl(store)
-        count = control.backfill(args.schedule, args.start, args.end, limit=args.limit)
-        return count, control.inspect(sid)
-
-    count, snapshot = ctx.write(act, ids=[sid])
+    sid, count, snapshot = ctx.change(
+        _by_id_or_name(args),
+        lambda control, sid: control.backfill(sid, args.start, args.end, limit=args.limit),
+    )
     text = (
         f"Schedule {sid}: backfilling {count} instant{'s' if count != 1 else ''} from"
         f" {rfc3339(args.start)} to {rfc3339(args.end)}; then on its rule."
@@ -437,12 +433,18 @@ def _id_or_name(text: str) -> tuple[str, object]:
         return "name", parse_name(text)
 
 
-def _abort(args: argparse.Namespace, ctx: Context) -> int:
+def _by_id_or_name(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the ``ID|NAME`` argument as SCHEDULE_ID or ``--name``, for
+    :meth:`Context.change`."""
     kind, value = args.target
     args.schedule_id = value if kind == "id" else None
     args.schedule_name = value if kind == "name" else None
+    return args
+
+
+def _abort(args: argparse.Namespace, ctx: Context) -> int:
     sid, asked, snapshot = ctx.change(
-        args, lambda control, sid: control.abort(sid, cancel=args.cancel)
+        _by_id_or_name(args), lambda control, sid: control.abort(sid, cancel=args.cancel)
     )
     if asked:
         how = "abort and cancel" if args.cancel else "abort"
