@@ -92,11 +92,13 @@ class Context:
         ids: Iterable[uuid.UUID],
         named: str | None = None,
         create: bool = False,
+        whole: bool = False,
     ) -> _T:
         """Run ``act`` on the store and return its answer; on an existing SQLite file it
         first rehearses on an in-memory copy of the rows ``ids`` (and those named
-        ``named...``), so that a refusal (``_REFUSALS``) leaves the file untouched."""
-        rehearsal = self._copy_of(ids, named)
+        ``named...``), so that a refusal (``_REFUSALS``; with ``whole``, a row ``ids``
+        names that does not decode) leaves the file untouched."""
+        rehearsal = self._copy_of(ids, named, whole)
         if rehearsal is not None:
             try:
                 act(rehearsal)
@@ -122,12 +124,15 @@ class Context:
             answer = act(control, sid)
             return sid, answer, control.inspect(sid)
 
-        return self.write(run, ids=target_ids(args))
+        return self.write(run, ids=target_ids(args), whole=True)
 
-    def _copy_of(self, ids: Iterable[uuid.UUID], named: str | None) -> ScheduleStore | None:
+    def _copy_of(
+        self, ids: Iterable[uuid.UUID], named: str | None, whole: bool
+    ) -> ScheduleStore | None:
         """An in-memory store holding the rows ``ids`` (and those named ``named...``) of
         an existing SQLite table (read read-only), or None: another database, no such
-        file or table, or a row that cannot be read."""
+        file or table, or a row that cannot be read (with ``whole``, a row ``ids`` names
+        that does not decode: the store's refusal, raised)."""
         target = parse_conn(self.conn)
         if target.kind != "sqlite":
             return None
@@ -140,7 +145,10 @@ class Context:
         from ..store.memory import InMemoryScheduleStore
 
         copy = InMemoryScheduleStore()
+        ids = list(ids)
         with source:
+            for sid in ids if whole else ():
+                source.inspect(sid)  # a row that does not decode: refused, naming the column
             try:
                 if named is not None:
                     ids = [*ids, *(s.schedule_id for s in source.list_named(named))]
