@@ -89,14 +89,18 @@ class ScheduleNotFound(SchedulerError, LookupError):
 
 
 class DuplicateSchedule(SchedulerError, ValueError):
-    """A schedule with this id already exists; the insert wrote nothing.
+    """A schedule with this id (or this name) already exists; the insert wrote nothing.
 
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, schedule_id: uuid.UUID) -> None:
-        super().__init__(f"schedule {schedule_id} already exists")
+    def __init__(self, schedule_id: uuid.UUID, name: str | None = None) -> None:
+        if name is None:
+            super().__init__(f"schedule {schedule_id} already exists")
+        else:
+            super().__init__(f"a schedule named {name!r} already exists (id {schedule_id})")
         self.schedule_id = schedule_id
+        self.name = name
 
 
 class NotReplayable(SchedulerError, RuntimeError):

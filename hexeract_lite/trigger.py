@@ -99,6 +99,11 @@ def _parse_cached(expression: str) -> CronExpression:
     text = expression.strip()
     if not text:
         raise InvalidTrigger(f"invalid cron expression {expression!r}: it is empty")
+    if text.startswith("TZ="):  # the shell's variable, not cron's
+        raise InvalidTrigger(
+            f"invalid cron expression {expression!r}: the zone prefix is CRON_TZ=;"
+            f" write {'CRON_' + text!r}, or give the zone apart (tz=, or --tz)"
+        )
     if text.startswith("@"):
         rule = MACROS.get(text.lower())
         if rule is None:

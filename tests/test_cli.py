@@ -200,7 +200,15 @@ def test_version(cli: Cli) -> None:
         ),
         (
             ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "{nope"],
-            "invalid JSON payload",
+            "argument --payload: invalid JSON payload '{nope': Expecting property name",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "hello"],
+            "invalid JSON payload 'hello': Expecting value",
+        ),
+        (
+            ["scheduler", "add", "--in", "5m", "--event-type", "x", "--payload", "x" * 500],
+            f"invalid JSON payload '{'x' * 59}: Expecting value",
         ),
         (
             ["scheduler", "add", "--in", "5m", "--event-type", "x", "--target", "queue"],
@@ -272,6 +280,14 @@ def test_domain_rejections_are_usage_errors(cli: Cli, db: Path) -> None:
     )
     assert first_alone.code == 2
     assert "--first goes with --cron or --every only" in first_alone.err
+    for policy, says in (
+        (["--jitter", "5s"], "--jitter goes"),
+        (["--jitter", "5s", "--max-firings", "3"], "--max-firings and --jitter go"),
+        (["--catch-up", "all", "--jitter", "5s", "--max-firings", "3"], "--max-firings, --jitter"),
+    ):
+        once = cli("scheduler", "add", "--conn", str(db), "--in", "1m", "--event-type=e", *policy)
+        assert once.code == 2 and f"error: {says}" in once.err, once.err
+        assert "(es)" not in once.err and "with --cron or --every only" in once.err
     assert not db.exists()
 
 
@@ -1306,6 +1322,42 @@ def test_a_row_whose_text_is_not_utf8_is_operable_from_the_cli(cli: Cli, db: Pat
     assert again.code == 0 and "nothing to cancel" in again.out
     listed = cli("scheduler", "list", "--conn", str(db))
     assert str(sid) not in listed.out and str(other) in listed.out
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "reason"),
+    [
+        ("cron_expr", "bogus cron", "cron_expr: invalid cron expression 'bogus cron'"),
+        ("target_kind", "weird", "target_kind must be 'mediator', 'outbox' or 'bus', got 'weird'"),
+    ],
+)
+def test_a_row_with_a_bad_rule_or_target_is_the_stores_to_judge_not_the_users(
+    cli: Cli, db: Path, column: str, value: str, reason: str
+) -> None:
+    """The in-memory rehearsal cannot decode such a row: its refusal is no usage error.
+    ``update``, ``reschedule``, ``run-now`` and ``backfill`` exit 1 saying the stored row is
+    malformed, and write nothing; ``pause`` and ``cancel`` apply, saying it is malformed."""
+    sid = add(cli, db, "--cron", "0 9 * * *")
+    conn = apsw.Connection(str(db))
+    conn.execute(f"UPDATE scheduled_messages SET {column} = ?", (value,))
+    before = conn.execute("SELECT * FROM scheduled_messages").fetchall()
+    window = ["--start", "2026-01-01T00:00:00Z", "--end", "2026-01-02T00:00:00Z"]
+    for argv in (
+        ["update", "--payload", "{}"],
+        ["reschedule", "--in", "5m"],
+        ["run-now"],
+        ["backfill", *window],
+    ):
+        refused = cli("scheduler", *argv, str(sid), "--conn", str(db))
+        assert refused.code == 1, refused.err
+        assert f"{sid} in the table scheduled_messages" in refused.err, refused.err
+        assert f"is malformed: {reason}" in refused.err and "usage:" not in refused.err
+    assert conn.execute("SELECT * FROM scheduled_messages").fetchall() == before
+    conn.close()
+    for command, done in (("pause", "Paused"), ("cancel", "Cancelled")):
+        applied = cli("scheduler", command, str(sid), "--conn", str(db))
+        assert applied.code == 0, applied.err
+        assert applied.out.startswith(f"{done} schedule {sid} (its row is malformed: {reason}")
 
 
 def test_replaying_a_dead_letter_whose_text_is_not_utf8_names_the_column(

@@ -71,7 +71,8 @@ def test_add_with_a_name_then_every_command_by_name(cli: Cli, db: Path) -> None:
         "scheduler", "add", "--conn", str(db), "--name", "ops.job", "--in", "1h",
         "--event-type", "job",
     )  # fmt: skip
-    assert again.code == 1 and "already exists" in again.err
+    assert again.code == 1, again.err
+    assert f"a schedule named 'ops.job' already exists (id {name_id('ops.job')})" in again.err
 
     at = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
     moved = cli(
@@ -232,7 +233,12 @@ def test_pause_and_resume_a_group_with_a_note(cli: Cli, db: Path) -> None:
         in cli("scheduler", "inspect", "--conn", str(db), "--name", "other.c").out
     )
     unknown = cli("scheduler", "pause", "--conn", str(db), "--group", "nosuch")
-    assert unknown.code == 2 and "no live schedule is named in group 'nosuch'" in unknown.err
+    assert unknown.code == 1 and "no live schedule is named in group 'nosuch'" in unknown.err
+    assert "usage:" not in unknown.err, "exit 1, as an unknown name: no usage error"
+    unknown = cli("scheduler", "resume", "--conn", str(db), "--group", "nosuch")
+    assert unknown.code == 1 and "no live schedule is named in group 'nosuch'" in unknown.err
+    blank = cli("scheduler", "pause", "--conn", str(db), "--group", "nosuch", "--note", " ")
+    assert blank.code == 2 and "a pause note must not be blank" in blank.err
     both = cli("scheduler", "pause", "--conn", str(db), "--group", "myapp", "--name", "myapp.a")
     assert both.code == 2 and "not both" in both.err
 

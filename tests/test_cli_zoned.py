@@ -121,6 +121,10 @@ def test_add_every(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         (("--cron", "0 9 * * *", "--tz", "Europe/Pariss"), "'Europe/Pariss'"),
         (("--cron", "CRON_TZ=Mars/Base 0 9 * * *"), "'Mars/Base'"),
         (("--cron", "CRON_TZ=Asia/Tokyo 0 9 * * *", "--tz", "Europe/Paris"), "once"),
+        (
+            ("--cron", "TZ=Europe/Paris 0 9 * * *"),
+            "the zone prefix is CRON_TZ=; write 'CRON_TZ=Europe/Paris 0 9 * * *', or give",
+        ),
         (("--in", "1h", "--tz", "Europe/Paris"), "--tz 'Europe/Paris'"),
         (("--at", "2030-01-01T00:00Z", "--tz", "UTC"), "--tz 'UTC'"),
         (("--every", "90m", "--tz", "Europe/Paris"), "goes with --cron only"),

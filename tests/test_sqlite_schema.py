@@ -922,16 +922,10 @@ REFUSED = [
     (["resume", UNKNOWN], 1),
     (["cancel", UNKNOWN], 1),
     (["pause", "--name", "nope.x"], 1),
-    (["pause", "--group", "nope"], 2),  # no live schedule in the group
-    (
-        [
-            "resume",
-            "--group",
-            "nope",
-        ],
-        2,
-    ),
-    (["pause", "--group", "nope", "--note", "x"], 2),
+    (["pause", "--group", "nope"], 1),  # no live schedule in the group
+    (["resume", "--group", "nope"], 1),
+    (["pause", "--group", "nope", "--note", "x"], 1),
+    (["pause", "--group", "nope", "--note", " "], 2),  # a blank note
     (["reschedule", UNKNOWN, "--in", "5m"], 1),
     (["update", UNKNOWN, "--payload", "{}"], 1),
     (["update", PENDING, "--cron", "@daily"], 1),  # a delay schedule has no rule
@@ -976,4 +970,40 @@ def test_a_refused_command_leaves_an_older_file_byte_identical(
         conn.close()
     before = {p.name: _sha(p) for p in tmp_path.iterdir()}
     assert main(["scheduler", *argv, "--conn", str(db)]) == code, capsys.readouterr().err
+    assert {p.name: _sha(p) for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("version", ["1", "3", "5"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["update", "--payload", "{}"],
+        ["reschedule", "--in", "5m"],
+        ["backfill", "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-02T00:00:00Z"],
+    ],
+)
+def test_a_change_refused_for_a_malformed_row_leaves_an_older_file_byte_identical(
+    tmp_path: Path, version: str, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The in-memory rehearsal cannot copy a row whose rule does not decode: the command
+    refuses it from the file read read-only, before the table would be upgraded."""
+    from tests.test_reference_compat import _insert
+
+    db = tmp_path / "old.db"
+    _older_file(db, version)
+    conn = apsw.Connection(str(db))
+    sid = uuid.UUID(int=77)
+    _insert(
+        conn,
+        sid,
+        created_at="2026-03-01T10:00:00.000Z",
+        cron_expr="bogus cron",
+        trigger_kind="cron",
+    )
+    conn.close()
+    before = {p.name: _sha(p) for p in tmp_path.iterdir()}
+    assert main(["scheduler", *argv, str(sid), "--conn", str(db)]) == 1
+    assert (
+        "is malformed: cron_expr: invalid cron expression 'bogus cron'" in capsys.readouterr().err
+    )
     assert {p.name: _sha(p) for p in tmp_path.iterdir()} == before

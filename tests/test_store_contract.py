@@ -130,8 +130,18 @@ def test_insert_existing_id_is_an_error_and_changes_nothing(
     with pytest.raises(DuplicateSchedule) as info:
         store.insert(twin, 5)
     assert info.value.schedule_id == msg.schedule_id
+    assert str(info.value) == f"schedule {msg.schedule_id} already exists"
     snap = store.inspect(msg.schedule_id)
     assert snap is not None and snap.max_attempts == 3 and snap.event_type == "reminder"
+    named = ScheduledMessage.delay(Target.outbox(), T0 + S, "e", {}, name="app.daily")
+    store.insert(named, 1)
+    for insert in (store.insert, lambda m, n: store.insert_many([one_shot(), m], n)):
+        with pytest.raises(DuplicateSchedule) as info:
+            insert(named, 1)
+        assert info.value.name == "app.daily", "named: a name is what the user gave"
+        assert str(info.value) == (
+            f"a schedule named 'app.daily' already exists (id {named.schedule_id})"
+        )
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "3"])

@@ -220,6 +220,12 @@ def test_next_shows_each_firing_in_utc_and_on_the_zone_s_wall_clock(
         {"at": "2026-03-28T07:30:00.000Z", "local": "2026-03-28T16:30:00.000+09:00"},
         {"at": "2026-03-29T06:30:00.000Z", "local": "2026-03-29T15:30:00.000+09:00"},
     ]
+    code, out, _ = _cli(capsys, "next", "--conn", db, "app.wake", "--until", "1s")
+    assert (code, out.strip()) == (
+        0,
+        f"Schedule {shown['schedule_id']} has no firing within --until 1s;"
+        " the next is at 2026-03-28T07:30:00.000Z.",
+    )
     code, out, _ = _cli(capsys, "inspect", "--conn", db, "--name", "app.wake")
     assert "scheduled for (local)  2026-03-28 08:30:00 CET" in out
     assert "scheduled_for_local" not in out  # a JSON field; the text has its own line

@@ -365,6 +365,34 @@ def test_ui_on_a_missing_file_creates_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_ui_refuses_a_port_past_65535_as_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hexeract_lite.cli import main
+
+    SqliteScheduleStore.open(tmp_path / "x.db").close()
+    assert main(["scheduler", "ui", "--conn", str(tmp_path / "x.db"), "--port", "99999"]) == 2
+    out, err = capsys.readouterr()
+    assert "argument --port: invalid value '99999': expected an integer >= 1 and <= 65535" in err
+    assert "Serving" not in out
+
+
+def test_ui_on_a_port_in_use_says_so_naming_it_before_announcing_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from hexeract_lite.cli import main
+
+    SqliteScheduleStore.open(tmp_path / "x.db").close()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        assert main(["scheduler", "ui", "--conn", str(tmp_path / "x.db"), "--port", port]) == 1
+    out, err = capsys.readouterr()
+    assert f"error: cannot listen on http://127.0.0.1:{port}/: Address already in use" in err
+    assert out == "" and "Traceback" not in err
+
+
 def test_importing_the_package_does_not_import_the_console() -> None:
     code = (
         "import sys, hexeract_lite, hexeract_lite.cli.parser as p; p.build_parser();"

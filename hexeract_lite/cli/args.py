@@ -141,16 +141,16 @@ def parse_schedule_id(text: str) -> uuid.UUID:
 MAX_INT_ARG = 2**31 - 1
 
 
-def parse_positive_int(text: str) -> int:
-    """An integer from 1 to 2**31 - 1."""
+def parse_positive_int(text: str, most: int = MAX_INT_ARG) -> int:
+    """An integer from 1 to ``most`` (default 2**31 - 1)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if not 1 <= value <= MAX_INT_ARG:
+    if not 1 <= value <= most:
         raise argparse.ArgumentTypeError(
             f"invalid value {text!r}: expected an integer >= 1"
-            + (f" and <= {MAX_INT_ARG}" if value > MAX_INT_ARG else "")
+            + (f" and <= {most}" if value > most else "")
         )
     return value
 
@@ -219,16 +219,16 @@ def parse_payload(text: str) -> Payload:
             ) from None
     else:
         origin, raw = "argument", text
-    where = "" if origin == "argument" else f" in {origin}"
+    bad = f"invalid JSON payload {raw!r:.60}" + ("" if origin == "argument" else f" in {origin}")
     try:
         value = json.loads(raw)
     except RecursionError:
         raise argparse.ArgumentTypeError(
-            f"invalid JSON payload{where}: nested too deeply (more levels than Python's"
-            f" recursion limit, {sys.getrecursionlimit()}) in {raw!r:.60}"
+            f"{bad}: nested too deeply (more levels than Python's recursion limit,"
+            f" {sys.getrecursionlimit()})"
         ) from None
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"invalid JSON payload{where}: {exc}") from None
+        raise argparse.ArgumentTypeError(f"{bad}: {exc}") from None
     return Payload(value, origin)
 
 

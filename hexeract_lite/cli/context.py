@@ -35,7 +35,19 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-_REFUSALS = (InvalidArgument, ScheduleNotFound, NotChangeable, NotReplayable, DuplicateSchedule)
+class NoneToChange(SchedulerError, LookupError):
+    """No schedule the command names (a group) is there to change: exit 1, as an unknown
+    name; nothing written."""
+
+
+_REFUSALS = (
+    InvalidArgument,
+    ScheduleNotFound,
+    NotChangeable,
+    NotReplayable,
+    DuplicateSchedule,
+    NoneToChange,
+)
 """What a command that changes a schedule refuses with, in any store."""
 
 _T = TypeVar("_T")
@@ -80,11 +92,13 @@ class Context:
         ids: Iterable[uuid.UUID],
         named: str | None = None,
         create: bool = False,
+        whole: bool = False,
     ) -> _T:
         """Run ``act`` on the store and return its answer; on an existing SQLite file it
         first rehearses on an in-memory copy of the rows ``ids`` (and those named
-        ``named...``), so that a refusal (``_REFUSALS``) leaves the file untouched."""
-        rehearsal = self._copy_of(ids, named)
+        ``named...``), so that a refusal (``_REFUSALS``; with ``whole``, a row ``ids``
+        names that does not decode) leaves the file untouched."""
+        rehearsal = self._copy_of(ids, named, whole)
         if rehearsal is not None:
             try:
                 act(rehearsal)
@@ -99,21 +113,26 @@ class Context:
         self, args: argparse.Namespace, act: Callable[[SchedulerControl, uuid.UUID], _T]
     ) -> tuple[uuid.UUID, _T, ScheduleSnapshot]:
         """Run ``act(control, sid)`` on the schedule SCHEDULE_ID or ``--name`` names,
-        through :meth:`write`; return its id, the answer and the schedule after it."""
+        through :meth:`write`; return its id, the answer and the schedule after it (a
+        row that does not decode: the store's refusal, naming the column; nothing written)."""
         from ..control import SchedulerControl
 
         def run(store: ScheduleStore) -> tuple[uuid.UUID, _T, ScheduleSnapshot]:
             sid = schedule_id(args, store)
             control = SchedulerControl(store)
+            control.inspect(sid)  # a row that does not decode is refused before any write
             answer = act(control, sid)
             return sid, answer, control.inspect(sid)
 
-        return self.write(run, ids=target_ids(args))
+        return self.write(run, ids=target_ids(args), whole=True)
 
-    def _copy_of(self, ids: Iterable[uuid.UUID], named: str | None) -> ScheduleStore | None:
+    def _copy_of(
+        self, ids: Iterable[uuid.UUID], named: str | None, whole: bool
+    ) -> ScheduleStore | None:
         """An in-memory store holding the rows ``ids`` (and those named ``named...``) of
         an existing SQLite table (read read-only), or None: another database, no such
-        file or table, or a row that cannot be read."""
+        file or table, or a row that cannot be read (with ``whole``, a row ``ids`` names
+        that does not decode: the store's refusal, raised)."""
         target = parse_conn(self.conn)
         if target.kind != "sqlite":
             return None
@@ -126,7 +145,10 @@ class Context:
         from ..store.memory import InMemoryScheduleStore
 
         copy = InMemoryScheduleStore()
+        ids = list(ids)
         with source:
+            for sid in ids if whole else ():
+                source.inspect(sid)  # a row that does not decode: refused, naming the column
             try:
                 if named is not None:
                     ids = [*ids, *(s.schedule_id for s in source.list_named(named))]
@@ -134,6 +156,7 @@ class Context:
                     after = uuid.UUID(int=sid.int - 1) if sid.int else None
                     rows = source.export_records(after, 1)
                     copy.import_records([r for r in rows if r.schedule_id == sid])
+                    copy.inspect(sid)  # decodes the copied row whole: its rule, its target
             except Exception:  # a row another tool wrote, that only the store reads: no copy
                 return None
         return copy

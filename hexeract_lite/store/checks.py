@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from .._time import MIN_LEASE, lease_too_short, to_utc_ms
-from ..errors import InvalidArgument, InvalidConfiguration, InvalidMessage
+from ..errors import DuplicateSchedule, InvalidArgument, InvalidConfiguration, InvalidMessage
 from ..message import (
     ScheduledMessage,
     Target,
@@ -50,15 +50,21 @@ def bad_connection(what: str, problem: str) -> InvalidArgument:
     return InvalidArgument(f"{what}: the connection {problem}; nothing was written")
 
 
+def duplicate(message: ScheduledMessage) -> DuplicateSchedule:
+    """The refusal of ``message``, whose id is stored already: naming its name, if any."""
+    return DuplicateSchedule(message.schedule_id, message.name)
+
+
 def first_duplicate(
     messages: Sequence[ScheduledMessage], stored: Callable[[uuid.UUID], object]
-) -> uuid.UUID | None:
-    """The first id repeated in ``messages`` or already ``stored``; None: none."""
+) -> DuplicateSchedule | None:
+    """The refusal of the first message whose id is repeated in ``messages`` or already
+    ``stored``; None: none."""
     seen: set[uuid.UUID] = set()
     for message in messages:
         sid = message.schedule_id
         if sid in seen or stored(sid):
-            return sid
+            return duplicate(message)
         seen.add(sid)
     return None
 

@@ -12,7 +12,6 @@ from typing import TypeVar
 from .._time import to_utc_ms
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import (
-    DuplicateSchedule,
     NotReplayable,
     ScheduleNotFound,
 )
@@ -139,7 +138,7 @@ class InMemoryScheduleStore(SettlingStore):
         with self._lock:
             duplicate = first_duplicate(messages, self._rows.__contains__)
             if duplicate is not None:
-                raise DuplicateSchedule(duplicate)
+                raise duplicate
             for message in messages:
                 self._rows[message.schedule_id] = ScheduleRecord.new(message, max_attempts, now)
         if messages:

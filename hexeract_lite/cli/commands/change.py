@@ -18,6 +18,7 @@ from ...message import ScheduledMessage
 from ...names import check_group
 from ...policy import POLICY_FIELDS
 from ...snapshot import ScheduleStatus
+from ...store.pausing import check_note
 from ...trigger import CronExpression
 from ..args import (
     Duration,
@@ -26,7 +27,7 @@ from ..args import (
     parse_schedule_id,
     parse_target,
 )
-from ..context import EXIT_OK, Context, schedule_id, target_ids
+from ..context import EXIT_OK, Context, NoneToChange, schedule_id, target_ids
 from ..options import (
     DURATION,
     INSTANT,
@@ -172,7 +173,7 @@ def add_parser(tree: CommandTree) -> None:
         [tree.conn, tree.fmt],
         _backfill,
     )
-    sub.add_argument("schedule", metavar="ID|NAME", help="the schedule's UUID or name")
+    arg(sub, "target", (_id_or_name, "ID|NAME"), "the schedule's UUID or name")
     help_text = "the window's start (kept), e.g. 2026-03-01T00:00:00Z"
     arg(sub, "--start", INSTANT, help_text, required=True)
     arg(sub, "--end", INSTANT, "the window's end (kept)", required=True)
@@ -258,13 +259,16 @@ def _run_group(args: argparse.Namespace, ctx: Context) -> int:
     """``pause --group`` / ``resume --group``: the whole group in one transaction."""
     if args.schedule_id is not None or args.schedule_name is not None:
         raise UsageError("give either SCHEDULE_ID, --name or --group, not both")
-    group = check_group(args.name_group)
+    group, note = check_group(args.name_group), check_note(getattr(args, "note", None))
 
     def act(store: ScheduleStore) -> int:
         control = SchedulerControl(store)
-        if args.action == "pause":
-            return control.pause_group(group, note=args.note)
-        return control.resume_group(group)
+        try:
+            if args.action == "pause":
+                return control.pause_group(group, note=note)
+            return control.resume_group(group)
+        except InvalidArgument as exc:  # none live: the group and the note are checked above
+            raise NoneToChange(str(exc)) from None
 
     count = ctx.write(act, ids=(), named=group + ".")
     verb = "Paused" if args.action == "pause" else "Resumed"
@@ -282,8 +286,9 @@ def message_from_args(args: argparse.Namespace, *, declared: bool = False) -> Sc
     policy = given(args, POLICY_FIELDS)
     recurring = args.cron is not None or args.every is not None
     if policy and not recurring:
-        flags = ", ".join("--" + name.replace("_", "-") for name in policy)
-        raise UsageError(f"{flags} go(es) with --cron or --every only")
+        *others, last = ("--" + name.replace("_", "-") for name in policy)
+        flags = f"{', '.join(others)} and {last} go" if others else f"{last} goes"
+        raise UsageError(f"{flags} with --cron or --every only")
     if args.first is not None and not recurring:
         raise UsageError("--first goes with --cron or --every only")
     if args.tz is not None and args.cron is None:
@@ -407,14 +412,10 @@ def _run_now(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _backfill(args: argparse.Namespace, ctx: Context) -> int:
-    sid = SchedulerControl.id_of(args.schedule)
-
-    def act(store: ScheduleStore) -> tuple[int, ScheduleSnapshot]:
-        control = SchedulerControl(store)
-        count = control.backfill(args.schedule, args.start, args.end, limit=args.limit)
-        return count, control.inspect(sid)
-
-    count, snapshot = ctx.write(act, ids=[sid])
+    sid, count, snapshot = ctx.change(
+        _by_id_or_name(args),
+        lambda control, sid: control.backfill(sid, args.start, args.end, limit=args.limit),
+    )
     text = (
         f"Schedule {sid}: backfilling {count} instant{'s' if count != 1 else ''} from"
         f" {rfc3339(args.start)} to {rfc3339(args.end)}; then on its rule."
@@ -432,12 +433,18 @@ def _id_or_name(text: str) -> tuple[str, object]:
         return "name", parse_name(text)
 
 
-def _abort(args: argparse.Namespace, ctx: Context) -> int:
+def _by_id_or_name(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the ``ID|NAME`` argument as SCHEDULE_ID or ``--name``, for
+    :meth:`Context.change`."""
     kind, value = args.target
     args.schedule_id = value if kind == "id" else None
     args.schedule_name = value if kind == "name" else None
+    return args
+
+
+def _abort(args: argparse.Namespace, ctx: Context) -> int:
     sid, asked, snapshot = ctx.change(
-        args, lambda control, sid: control.abort(sid, cancel=args.cancel)
+        _by_id_or_name(args), lambda control, sid: control.abort(sid, cancel=args.cancel)
     )
     if asked:
         how = "abort and cancel" if args.cancel else "abort"

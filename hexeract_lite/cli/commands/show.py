@@ -191,8 +191,15 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
         control = SchedulerControl(store)
         instants = control.upcoming(args.schedule, count=args.count, until=args.until)
         snapshot = control.inspect(control.id_of(args.schedule))
+        later = [] if instants or args.until is None else control.upcoming(args.schedule, count=1)
     shown = zone or zone_of(snapshot)
     status = snapshot.status.value
+    none = f"Schedule {snapshot.schedule_id} has no upcoming firing ({status})."
+    if later:
+        none = (
+            f"Schedule {snapshot.schedule_id} has no firing within --until {args.until.text};"
+            f" the next is at {ts(later[0])}."
+        )
     return ctx.show(
         lambda: {
             "schedule_id": str(snapshot.schedule_id),
@@ -200,11 +207,7 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
             "zone": shown,
             "firings": [{"at": ts(at), "local": local_iso(at, shown)} for at in instants],
         },
-        lambda: (
-            format_upcoming(instants, shown)
-            if instants
-            else f"Schedule {snapshot.schedule_id} has no upcoming firing ({status})."
-        ),
+        lambda: format_upcoming(instants, shown) if instants else none,
     )
 
 

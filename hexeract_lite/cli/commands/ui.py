@@ -6,10 +6,13 @@ import argparse
 import ipaddress
 import os
 import signal
+import socket
+from functools import partial
 
-from ...errors import StoreError, UsageError
+from ...errors import SchedulerError, StoreError, UsageError
+from ..args import parse_positive_int
 from ..context import EXIT_OK, Context
-from ..options import CommandTree, N, arg, switch
+from ..options import CommandTree, arg, switch
 
 TOKEN_ENV = "HEXERACT_UI_TOKEN"
 """The environment variable holding the console's access token."""
@@ -40,7 +43,8 @@ def add_parser(tree: CommandTree) -> None:
     )
     help_text = f"the address to listen on (default: 127.0.0.1; another needs ${TOKEN_ENV})"
     arg(sub, "--host", None, help_text, default="127.0.0.1", metavar="ADDRESS")
-    arg(sub, "--port", N, "the port to listen on (default: 8765)", default=8765)
+    port = (partial(parse_positive_int, most=65535), "N")
+    arg(sub, "--port", port, "the port to listen on (default: 8765)", default=8765)
     switch(
         sub,
         "--allow-actions",
@@ -85,6 +89,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES))
         shown_host = f"[{args.host}]" if ":" in args.host else args.host
         url = f"http://{shown_host}:{args.port}/"
+        listening = _listen(args.host, args.port, url)
         mode = "actions allowed" if args.allow_actions else "read-only"
         ctx.print(f"Serving the console on {url} ({mode}); Ctrl-C stops it.")
         ctx.out.flush()
@@ -100,12 +105,32 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         # then ends the process here, as SIGINT does, through the store's close
         previous = signal.signal(signal.SIGTERM, _terminated)
         try:
-            uvicorn.Server(config).run()
+            uvicorn.Server(config).run(sockets=[listening])
         except KeyboardInterrupt:
             pass
         finally:
             signal.signal(signal.SIGTERM, previous)
     return EXIT_OK
+
+
+def _listen(host: str, port: int, url: str) -> socket.socket:
+    """A socket listening on ``host``:``port``, so that the console is announced only once
+    it listens; an unknown host, an address in use or not this host's: the error, naming
+    ``url``."""
+    sock = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own bind
+        sock.bind(address)
+        sock.listen()
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        raise SchedulerError(f"cannot listen on {url}: {exc.strerror or exc}") from None
+    return sock
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -12,9 +12,9 @@ import pymysql
 from pymysql.constants import SERVER_STATUS
 
 from ..._log import package_logger
-from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
+from ...errors import DispatchError, InvalidArgument, StoreError
 from ..checks import bad_connection as _bad
-from ..checks import first_duplicate
+from ..checks import duplicate, first_duplicate
 from ..sql.runner import ServerRunner, savepoint
 from .session import MysqlSession
 
@@ -80,7 +80,7 @@ def insert_within(
         return
     repeated = first_duplicate(messages, lambda _: False)
     if repeated is not None:
-        raise DuplicateSchedule(repeated)
+        raise repeated
     try:
         with _savepoint(store, conn, "insert"), conn.cursor() as cur:
             cur.executemany(store._sql.insert, rows)
@@ -89,7 +89,7 @@ def insert_within(
             raise
         for m in messages:
             if MysqlSession(conn).fetch(store._sql.exists, {"id": m.schedule_id.bytes}):
-                raise DuplicateSchedule(m.schedule_id) from exc
+                raise duplicate(m) from exc
         raise
 
 

@@ -15,7 +15,6 @@ import psycopg
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import (
-    DuplicateSchedule,
     InvalidConfiguration,
     InvalidMessage,
     ScheduleNotFound,
@@ -30,6 +29,7 @@ from ..checks import (
     check_flag,
     check_int32_counts,
     check_records,
+    duplicate,
 )
 from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord
@@ -272,7 +272,7 @@ class PostgresScheduleStore(ServerStore):
                     inserted = {row[0] for row in conn.execute(self._sql.insert, params)}
                     for message in messages:
                         if message.schedule_id not in inserted:
-                            raise DuplicateSchedule(message.schedule_id)
+                            raise duplicate(message)
                 self._db.announce(conn)
         except StoreError as exc:
             cause = exc.__cause__

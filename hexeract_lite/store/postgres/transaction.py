@@ -16,10 +16,10 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from ..._log import package_logger
-from ...errors import DispatchError, DuplicateSchedule, InvalidArgument, StoreError
+from ...errors import DispatchError, InvalidArgument, StoreError
 from ...message import ScheduledMessage
 from ..checks import bad_connection as _bad
-from ..checks import first_duplicate
+from ..checks import duplicate, first_duplicate
 from ..sql.runner import ServerRunner, savepoint
 from ..sql.server import NAME_HELD
 from .connections import connect
@@ -149,11 +149,11 @@ def insert_within(
                 return
             repeated = first_duplicate(messages, lambda _: False)
             if repeated is not None:
-                raise DuplicateSchedule(repeated)
+                raise repeated
             inserted = {row[0] for row in conn.execute(store._sql.insert, params).fetchall()}
             for m in messages:
                 if m.schedule_id not in inserted:
-                    raise DuplicateSchedule(m.schedule_id)
+                    raise duplicate(m)
             notify(conn, store)
     except StoreError as exc:  # as the store's own insert: a racing insert's name index
         if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):

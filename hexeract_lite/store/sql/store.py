@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..._log import package_logger
 from ...clock import Clock
 from ...errors import (
-    DuplicateSchedule,
     NotReplayable,
     ScheduleNotFound,
     StoreError,
@@ -228,11 +227,11 @@ class SqlScheduleStore(SettlingStore):
     ) -> Exception:
         """After a rolled-back batch: :class:`DuplicateSchedule` for the first repeated
         or stored id, else :class:`StoreError` saying ``otherwise``."""
-        sid = first_duplicate(
+        duplicate = first_duplicate(
             messages, lambda s: self._read(what, self._sql.exists, {"id": self._codec.encode_id(s)})
         )
-        if sid is not None:
-            return DuplicateSchedule(sid)
+        if duplicate is not None:
+            return duplicate
         return StoreError(f"{what} on {where or self._place}: {otherwise}")
 
     # -- decoding ----------------------------------------------------------------

@@ -15,7 +15,7 @@ import apsw
 
 from ..._time import format_now, format_ts, parse_ts, to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import DuplicateSchedule, StoreError
+from ...errors import StoreError
 from ...message import ScheduledMessage, place_first, validate_message
 from ...runlog import this_worker
 from ...snapshot import LeasedOccurrence, ScheduleStatus
@@ -26,6 +26,7 @@ from ..checks import (
     check_messages,
     check_records,
     check_schedule_id,
+    duplicate,
 )
 from ..columns import COLUMN_NAMES
 from ..fork import AT_FORK_HOOKS, PidCheckingLock, hold, start_afresh_after_fork
@@ -299,7 +300,7 @@ class SqliteScheduleStore(SqlScheduleStore):
             except BaseException as exc:
                 self._db.rollback()
                 if is_duplicate(exc):
-                    raise DuplicateSchedule(message.schedule_id) from exc
+                    raise duplicate(message) from exc
                 if isinstance(exc, apsw.Error):
                     raise self._db.error("insert", exc) from exc
                 raise

@@ -18,7 +18,6 @@ import apsw
 
 from ...errors import (
     DispatchError,
-    DuplicateSchedule,
     InvalidArgument,
     InvalidConfiguration,
     ScheduleNotFound,
@@ -242,9 +241,11 @@ def modify_within(
 def _first_duplicate(
     caller: _Caller, statements: SqliteStatements, messages: Sequence[ScheduledMessage]
 ) -> Exception:
-    sid = first_duplicate(messages, lambda s: caller.execute(statements.exists, {"id": s.bytes}))
-    if sid is not None:
-        return DuplicateSchedule(sid)
+    duplicate = first_duplicate(
+        messages, lambda s: caller.execute(statements.exists, {"id": s.bytes})
+    )
+    if duplicate is not None:
+        return duplicate
     return StoreError("insert: a duplicate id or name vanished")
 
 
