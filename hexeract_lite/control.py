@@ -23,6 +23,7 @@ from .store.base import ScheduleStore
 from .store.changes import Change, EnsureResult, Plan, check_same_kind
 from .store.checks import check_max_attempts
 from .store.pausing import check_note, pause_plan, resume_change
+from .store.sql.dialect import MalformedRowError
 from .trigger import CronExpression
 from .upcoming import check_upcoming, upcoming_firings
 from .zoned import CRON_TZ_PREFIX
@@ -352,8 +353,13 @@ class SchedulerControl:
 
     def _existing(self, id_or_name: object) -> uuid.UUID:
         sid, name = _id_or_name(id_or_name)
-        if name is not None and self.store.inspect(sid) is None:
-            raise ScheduleNotFound(sid, name)
+        if name is not None:
+            try:
+                found = self.store.inspect(sid) is not None
+            except MalformedRowError:  # it exists: what is done to it decides
+                found = True
+            if not found:
+                raise ScheduleNotFound(sid, name)
         return sid
 
     def abort(self, id_or_name: uuid.UUID | str, *, cancel: bool = False) -> bool:

@@ -233,6 +233,27 @@ def test_listings_show_a_malformed_row_in_its_place(
     assert isinstance(dead, MalformedSchedule) and dead.status is ScheduleStatus.DEAD_LETTERED
 
 
+def test_a_change_needing_the_whole_row_refuses_a_malformed_one_and_cancel_applies(
+    store: PostgresScheduleStore, pg_url: str, table: str
+) -> None:
+    from hexeract_lite import SchedulerControl, StoreError
+
+    control = SchedulerControl(store)
+    control.ensure("app.job", cron="0 9 * * *", event_type="e")
+    sid = control.id_of("app.job")
+    _break_cron(pg_url, table, sid)
+    before = _sql(pg_url, "SELECT * FROM {t}", table)
+    for change in (
+        lambda: control.update("app.job", payload={"n": 2}),
+        lambda: control.reschedule("app.job", T0 + timedelta(hours=1)),
+        lambda: control.run_now("app.job"),
+    ):
+        with pytest.raises(StoreError, match="is malformed: cron_expr"):
+            change()
+    assert _sql(pg_url, "SELECT * FROM {t}", table) == before, "nothing written"
+    assert control.cancel("app.job") is True
+
+
 def test_the_cli_lists_a_malformed_row_and_inspect_names_it(
     store: PostgresScheduleStore, pg_url: str, table: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -770,6 +770,35 @@ def test_a_malformed_row_is_dead_lettered_and_spares_its_batch(
         assert store.list_pending() == []
 
 
+@pytest.mark.parametrize("column", sorted(MALFORMED))
+def test_changes_that_need_the_whole_row_refuse_a_malformed_one_and_pause_and_cancel_apply(
+    db: Path, clock: ManualClock, column: str
+) -> None:
+    """update, reschedule and run_now (by name) raise the store's malformed-row error naming
+    the column and write nothing; a pause and a cancel still apply."""
+    from hexeract_lite import SchedulerControl
+
+    with SqliteScheduleStore.open(db, clock=clock) as store:
+        control = SchedulerControl(store)
+        control.ensure("app.job", cron="* * * * *", event_type="e", payload={"n": 1})
+        conn = raw(db)
+        conn.execute(f"UPDATE scheduled_messages SET {column} = ?", (MALFORMED[column],))
+        before = db.read_bytes()
+        for change in (
+            lambda: control.update("app.job", payload={"n": 2}),
+            lambda: control.reschedule("app.job", T0 + timedelta(hours=1)),
+            lambda: control.run_now("app.job"),
+        ):
+            with pytest.raises(StoreError, match=f"is malformed: {column}"):
+                change()
+        assert db.read_bytes() == before
+        assert control.pause("app.job") is True
+        assert control.cancel("app.job") is True
+        [(cancelled,)] = conn.execute("SELECT cancelled_at FROM scheduled_messages")
+        assert cancelled is not None
+        conn.close()
+
+
 NOT_UTF8 = ("event_type", "payload", "last_error", "name", "cron_expr")
 """TEXT columns a claimable row may hold bytes in that are not UTF-8."""
 

@@ -117,10 +117,12 @@ def _named(row: ScheduleRecord) -> str:
 
 
 def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
+    """Refuse a terminal row, and one whose message does not decode whole (its error)."""
     if row.is_terminal:
         raise NotChangeable(
             row.schedule_id, f"is {row.status().value}: {what} refused{_named(row)}"
         )
+    row.message()  # a rule, target or payload another tool broke raises here
 
 
 def _place(row: ScheduleRecord, at: datetime, now: datetime, *, jittered: bool = False) -> None:

@@ -80,6 +80,7 @@ _CODEC = RowCodec(
     }
 )
 decode, row_label, why, malformed = _CODEC.decode, _CODEC.row_label, _CODEC.why, _CODEC.malformed
+diagnose = _CODEC.diagnose
 _ENCODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.ID: encode_id,
     _K.INSTANT: _optional_instant,

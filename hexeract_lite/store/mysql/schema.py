@@ -187,8 +187,7 @@ _check = functools.partial(
     check_table,
     understood=SCHEMA_VERSION,
     ours=_NEEDED,
-    no_table="create it with `hexeract scheduler schema --dialect mysql`"
-    " or open with create=True",
+    no_table="create it with `hexeract scheduler schema --dialect mysql` or open with create=True",
 )
 
 

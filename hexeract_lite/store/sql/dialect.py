@@ -81,6 +81,9 @@ class Codec(Protocol):
     def why(self, row: Row, exc: BaseException, /) -> str:
         """Why ``row`` did not decode: the column, else the exception."""
 
+    def diagnose(self, row: Row, /) -> str:
+        """Which column keeps ``row`` from decoding whole ('' when none does)."""
+
     def row_label(self, row: Row, /) -> str:
         """The row's schedule id as text, for a message."""
 

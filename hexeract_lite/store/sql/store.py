@@ -187,10 +187,13 @@ class SqlScheduleStore(SettlingStore):
     def _locked_row(self, tx: Session, sid: uuid.UUID) -> tuple[ScheduleRecord, datetime]:
         """Inside ``tx``: the row's record (locked for the transaction where the engine
         locks rows) and the now to decide by. Unknown id: :class:`ScheduleNotFound`."""
-        rows = tx.fetch(self._lock_statement(), {"id": self._codec.encode_id(sid)})
+        return self._record(self._locked(tx, sid)), self._now()
+
+    def _locked(self, tx: Session, sid: uuid.UUID) -> Row:
+        rows: list[Row] = tx.fetch(self._lock_statement(), {"id": self._codec.encode_id(sid)})
         if not rows:
             raise ScheduleNotFound(sid)
-        return self._record(rows[0]), self._now()
+        return rows[0]
 
     def _lock_statement(self) -> Any:
         return self._sql.select_one
@@ -451,7 +454,13 @@ class SqlScheduleStore(SettlingStore):
     def _modified(self, tx: Session, sid: uuid.UUID, plan: Plan[_T]) -> _T:
         """``plan`` run on the row of ``sid`` locked in ``tx``; the record it returns written."""
         record, now = self._locked_row(tx, sid)
-        answer, new = plan(record.copy(), now)
+        try:
+            answer, new = plan(record.copy(), now)
+        except Exception as exc:
+            row = self._locked(tx, sid)
+            if self._codec.diagnose(row):  # the row, not the change, is at fault
+                raise self._malformed(row, exc) from exc
+            raise
         if new is not None:
             tx.execute(self._sql.write_row, self._row_params(new))
             tx.wake()
