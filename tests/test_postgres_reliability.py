@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -243,11 +243,12 @@ def test_a_change_needing_the_whole_row_refuses_a_malformed_one_and_cancel_appli
     sid = control.id_of("app.job")
     _break_cron(pg_url, table, sid)
     before = _sql(pg_url, "SELECT * FROM {t}", table)
-    for change in (
+    changes: list[Callable[[], object]] = [
         lambda: control.update("app.job", payload={"n": 2}),
         lambda: control.reschedule("app.job", T0 + timedelta(hours=1)),
         lambda: control.run_now("app.job"),
-    ):
+    ]
+    for change in changes:
         with pytest.raises(StoreError, match="is malformed: cron_expr"):
             change()
     assert _sql(pg_url, "SELECT * FROM {t}", table) == before, "nothing written"

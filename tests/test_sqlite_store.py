@@ -784,11 +784,12 @@ def test_changes_that_need_the_whole_row_refuse_a_malformed_one_and_pause_and_ca
         conn = raw(db)
         conn.execute(f"UPDATE scheduled_messages SET {column} = ?", (MALFORMED[column],))
         before = db.read_bytes()
-        for change in (
+        changes: list[Callable[[], object]] = [
             lambda: control.update("app.job", payload={"n": 2}),
             lambda: control.reschedule("app.job", T0 + timedelta(hours=1)),
             lambda: control.run_now("app.job"),
-        ):
+        ]
+        for change in changes:
             with pytest.raises(StoreError, match=f"is malformed: {column}"):
                 change()
         assert db.read_bytes() == before
