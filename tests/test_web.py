@@ -119,6 +119,26 @@ def test_the_pages_show_what_the_store_holds(
     assert call(app, "GET", "/timeline?window=1y").status == 400
 
 
+def test_the_timeline_reads_past_paused_schedules_that_sort_first(tmp_path: Path) -> None:
+    """100 paused one-shots due in a minute sort before a pending hourly rule: its lane is
+    still drawn (the page reads on past them)."""
+    from datetime import UTC, datetime, timedelta
+
+    from hexeract_lite import ScheduledMessage, SchedulerControl, Target
+
+    with SqliteScheduleStore.open(tmp_path / "t.db") as store:
+        control = SchedulerControl(store)
+        soon = datetime.now(UTC) + timedelta(minutes=1)
+        for i in range(100):
+            msg = ScheduledMessage.delay(Target.outbox(), soon, "paused.one", {"i": i})
+            store.insert(msg, 3)
+            store.set_paused(msg.schedule_id, True)
+        control.ensure("app.later", cron="0 * * * *", event_type="tick")
+        page = call(create_app(store), "GET", "/timeline").text
+    assert "nothing fires in this window" not in page
+    assert "app.later" in page and "paused.one" not in page
+
+
 def test_the_schedule_page_shows_a_pause_note_and_a_backfill(tmp_path: Path) -> None:
     from datetime import UTC, datetime, timedelta
 
@@ -247,10 +267,11 @@ def test_actions_go_through_the_control_with_a_csrf_token(
         assert moved.status == 303
         assert store.inspect(sid).scheduled_for.year == 2031  # type: ignore[union-attr]
         bad = call(app, "POST", f"/schedules/{sid}/reschedule", form={"csrf": csrf, "at": "soon"})
-        assert bad.status == 409
+        assert bad.status == 400  # a bad value, not a refused action
         naive = {"csrf": csrf, "at": "2032-01-02T03:04:05"}
         bad = call(app, "POST", f"/schedules/{sid}/reschedule", form=naive)
-        assert bad.status == 409 and "has no offset" in bad.text
+        assert bad.status == 400 and "has no offset" in bad.text
+        assert call(app, "POST", "/schedules/nope/pause", form={"csrf": csrf}).status == 400
         assert store.inspect(sid).scheduled_for.year == 2031  # type: ignore[union-attr]
         assert call(app, "POST", f"/schedules/{sid}/cancel", form={"csrf": csrf}).status == 303
         assert store.inspect(sid).status.value == "cancelled"  # type: ignore[union-attr]

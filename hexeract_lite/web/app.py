@@ -166,8 +166,8 @@ class _Console:
             return PlainTextResponse("refused: missing or wrong CSRF token", 403)
         try:
             where = await run_in_threadpool(work, form)
-        except (SchedulerError, ValueError) as exc:
-            return self._problem(request, 404 if isinstance(exc, LookupError) else 409, exc)
+        except (SchedulerError, ValueError) as exc:  # 409: refused (not changeable, ...)
+            return self._problem(request, _status_of(exc), exc)
         if isinstance(where, Response):
             return where
         return RedirectResponse(_base(request) + where, 303)
@@ -279,3 +279,12 @@ def _token_gate(app: ASGIApp, token: str) -> ASGIApp:
         )(scope, receive, send)
 
     return gated
+
+
+def _status_of(exc: Exception) -> int:
+    """An action's error status: 404 no such schedule, 400 a bad value (an id, an
+    instant), else 409 refused."""
+    if isinstance(exc, LookupError):
+        return 404
+    bad_value = isinstance(exc, InvalidArgument) or not isinstance(exc, SchedulerError)
+    return 400 if bad_value else 409

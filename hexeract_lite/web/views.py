@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 PAGE_SIZE = 50
 """Rows per page of the schedules and dead-letter listings."""
+TIMELINE_SCAN = 10_000
+"""The most pending and paused rows the timeline reads, looking for pending ones."""
 TIMELINE_SCHEDULES = 40
 """How many of the soonest pending schedules the timeline draws (one lane each)."""
 TIMELINE_PER_SCHEDULE = 200
@@ -304,6 +306,28 @@ _LANE_H = 20
 _TOP = 26
 
 
+def _soonest_pending(store: ScheduleStore, end: datetime) -> list[ScheduleSnapshot]:
+    """The soonest pending schedules due by ``end``, twice as many as the timeline draws if
+    there are: reading on past paused ones that sort first, up to :data:`TIMELINE_SCAN` rows."""
+    limit = TIMELINE_SCHEDULES * 2
+    while True:
+        items = store.list_pending(limit)
+        found = [
+            item
+            for item in items
+            if isinstance(item, ScheduleSnapshot)
+            and item.status is ScheduleStatus.PENDING
+            and item.scheduled_for <= end
+        ]
+        last = items[-1] if items else None
+        past_end = isinstance(last, ScheduleSnapshot) and last.scheduled_for > end
+        if len(found) >= 2 * TIMELINE_SCHEDULES or len(items) < limit or past_end:
+            return found
+        if limit >= TIMELINE_SCAN:
+            return found
+        limit = min(limit * 4, TIMELINE_SCAN)
+
+
 def timeline_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
     """The next firings of the soonest pending schedules over ``window`` (a key of
     :data:`WINDOWS`, default 24h) as SVG lanes: one per schedule, a mark per firing; past
@@ -317,13 +341,9 @@ def timeline_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
     plot_w = TIMELINE_WIDTH - _LABEL_W - 12
     lanes: list[dict[str, Any]] = []
     total = 0
-    for item in store.list_pending(TIMELINE_SCHEDULES * 2):
+    for item in _soonest_pending(store, end):
         if len(lanes) == TIMELINE_SCHEDULES:
             break
-        if not isinstance(item, ScheduleSnapshot) or item.status is not ScheduleStatus.PENDING:
-            continue
-        if item.scheduled_for > end:
-            break  # soonest first: no later one fires in the window either
         firings = upcoming_firings(item, now, TIMELINE_PER_SCHEDULE + 1, end)
         if not firings:
             continue
