@@ -109,6 +109,12 @@ def test_prune_prunes_the_run_log_too(
     assert capsys.readouterr().out == "Pruned 0 schedules.\n", "the runs are younger than 4d"
     assert main([*base, "--older-than", "2d", "--dry-run"]) == 0
     assert capsys.readouterr().out == "Would prune 0 schedules.\nWould prune 2 run records.\n"
+    assert main([*base, "--runs-older-than", "2d", "--dry-run"]) == 0  # the run log alone
+    assert capsys.readouterr().out == "Would prune 2 run records.\n"
+    assert main([*base, "--runs-older-than", "4d"]) == 0
+    assert capsys.readouterr().out == "Pruned 0 run records.\n"
+    assert main(base) == 2
+    assert "give --older-than, --runs-older-than or both" in capsys.readouterr().err
     assert main([*base, "--older-than", "2d"]) == 0
     assert capsys.readouterr().out == "Pruned 0 schedules.\nPruned 2 run records.\n"
     with SqliteScheduleStore.open(db) as store:

@@ -58,10 +58,11 @@ def add_parser(tree: CommandTree) -> None:
         " included). On SQLite the space goes back to the file system (files created by"
         " older versions need `hexeract scheduler vacuum` once). Also deletes the run"
         " log's records that finished more than --runs-older-than ago (default: the same"
-        " age as --older-than). Prints how many were deleted; --dry-run only counts them.",
+        " age as --older-than; given alone, only the run log is pruned). Prints how many"
+        " were deleted; --dry-run only counts them.",
     )
     help_text = "how long ago a schedule must have ended (e.g. 30d, 12h)"
-    arg(sub, "--older-than", POSITIVE_DURATION, help_text, required=True)
+    arg(sub, "--older-than", POSITIVE_DURATION, help_text)
     help_text = "how long ago a run must have finished (default: --older-than)"
     arg(sub, "--runs-older-than", POSITIVE_DURATION, help_text)
     switch(sub, "--include-dead-letters", "also delete old dead letters")
@@ -147,20 +148,26 @@ def _prune(args: argparse.Namespace, ctx: Context) -> int:
     statuses = ["delivered", "cancelled"]
     if args.include_dead_letters:
         statuses.append("dead-lettered")
-    older_than, _ = check_prune(args.older_than, statuses)  # before the store opens
+    older_than = args.older_than
+    if older_than is None and args.runs_older_than is None:
+        raise UsageError("give --older-than, --runs-older-than or both")
+    if older_than is not None:
+        older_than, _ = check_prune(older_than, statuses)  # before the store opens
+    count = None
     with Progress("pruned") as progress, ctx.store(create=False, readonly=args.dry_run) as store:
-        count = store.prune(
-            older_than,
-            statuses=statuses,
-            batch_size=args.batch_size,
-            dry_run=args.dry_run,
-            progress=progress,
-        )
+        if older_than is not None:
+            count = store.prune(
+                older_than,
+                statuses=statuses,
+                batch_size=args.batch_size,
+                dry_run=args.dry_run,
+                progress=progress,
+            )
         runs = store.prune_runs(args.runs_older_than or older_than, dry_run=args.dry_run)
-    noun = "schedule" if count == 1 else "schedules"
     verb = "Would prune" if args.dry_run else "Pruned"
-    ctx.print(f"{verb} {count} {noun}.")
-    if runs:  # a store without a run log, or with nothing old in it: one line, as before
+    if count is not None:
+        ctx.print(f"{verb} {count} {'schedule' if count == 1 else 'schedules'}.")
+    if runs or count is None:  # with schedules too and no old run: one line, as before
         ctx.print(f"{verb} {runs} run record{'' if runs == 1 else 's'}.")
     return EXIT_OK
 
