@@ -290,10 +290,11 @@ def settlement_for(
         return Settlement.failed(sid, delay, text, lease, run=run)
     if kind is ResultKind.MISSED:
         text = error_text(result.error if result.error is not None else "missed")
-        run = _run(stamp, occurrence, result, RunOutcome.SKIPPED, text)
         if msg.trigger.is_recurring:  # skip the stale firing, go on at the next one
+            run = _run(stamp, occurrence, result, RunOutcome.SKIPPED, text)
             firing = _rule(occurrence).after_miss(occurrence.firing(), now)
             return _next_settlement(sid, lease, firing, run, counted=False)
+        run = _run(stamp, occurrence, result, RunOutcome.DEAD_LETTERED, text)
         return Settlement.dead_lettered(sid, text, lease, run=run)
     if kind is ResultKind.NOT_DISPATCHED:
         run = _run(stamp, occurrence, result, RunOutcome.RELEASED, None)

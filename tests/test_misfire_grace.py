@@ -68,6 +68,9 @@ def test_a_one_shot_found_past_its_grace_is_dead_lettered_and_replayable(
     assert s.last_error.startswith("missed: due 2026-03-01T12:00:00.000Z, found 2026-03-01T12:05")
     assert "beyond its misfire grace of 0:05:00; not delivered" in s.last_error
     assert [d.schedule_id for d in store.list_dead_letter()] == [msg.schedule_id]
+    if store.keeps_runs:  # its run says what became of it: a dead letter, as charted
+        [run] = store.runs(msg.schedule_id)
+        assert run.outcome.value == "dead_lettered" and run.error == s.last_error
     store.replay(msg.schedule_id)  # the operator's answer: deliver it now
     assert worker.run_once().delivered == 1
     assert [m.schedule_id for m in sink.got] == [msg.schedule_id]
@@ -130,6 +133,8 @@ def test_a_recurring_schedule_skips_the_stale_firing(
     assert "beyond its misfire grace of 0:05:00" in missed.reason
     s = snap(store, msg)
     assert s.status is ScheduleStatus.PENDING and s.scheduled_for == first + timedelta(hours=1)
+    if store.keeps_runs:  # the stale firing was passed over, not dead-lettered
+        assert [r.outcome.value for r in store.runs(msg.schedule_id)] == ["skipped"]
     frozen.move_to(first + timedelta(hours=1, minutes=2))  # 2 minutes late: in time
     assert worker.run_once().rescheduled == 1
     assert [m.scheduled_for for m in sink.got] == [first + timedelta(hours=1)]
