@@ -94,7 +94,9 @@ def fresh_table(prefix: str) -> Iterator[tuple[str, str]]:
         yield server, table
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {_q(table)}".encode())
+            for name in (table, f"{table}_runs"):  # the run log's table too
+                conn.execute(f"DROP TABLE IF EXISTS {_q(name)}".encode())
+            conn.execute(b"DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
 
 
 def fill(server: str, table: str, fresh: int, held: int = 0) -> datetime:

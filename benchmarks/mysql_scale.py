@@ -43,7 +43,7 @@ LEASE = timedelta(minutes=5)
 def _drop(url: str, table: str) -> None:
     conn = pymysql.connect(**url_params(url), autocommit=True)
     with conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+        cur.execute(f"DROP TABLE IF EXISTS `{table}`, `{table}_runs`")
         cur.execute("DELETE FROM hexeract_lite_schema WHERE table_name = %s", [table])
     conn.close()
 
