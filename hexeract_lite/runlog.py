@@ -32,8 +32,9 @@ class RunOutcome(enum.StrEnum):
     """What became of one run: ``delivered``, ``failed`` (retried after its delay),
     ``timed_out`` (the same, past ``dispatch_timeout``), ``dead_lettered``, ``snoozed``,
     ``aborted``, ``released`` (the worker was stopping), ``skipped`` (a recurring firing
-    passed over by its misfire grace or policy; a one-shot missed is ``dead_lettered``), ``lease_lost`` (fenced out) and ``swept`` (dead-lettered by a sweep). An
-    occurrence whose lease ran out before its turn leaves no record."""
+    passed over by its misfire grace or policy; a one-shot missed is ``dead_lettered``),
+    ``lease_lost`` (fenced out) and ``swept`` (dead-lettered by a sweep). An occurrence
+    whose lease ran out before its turn leaves no record."""
 
     DELIVERED = "delivered"
     FAILED = "failed"
