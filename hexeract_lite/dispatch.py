@@ -466,7 +466,9 @@ class SinkRunner:
         if self._aborting.is_set():
             why = "a dispatch was abandoned: the worker is aborting"
         error = interruption if interruption is not None else abandoned_error()
-        return [DispatchResult.failed(error)] + [NOT_DISPATCHED] * (run.left - 1), why
+        began = run.call_started  # the sink was called: the attempt has its start and length
+        failed = DispatchResult.failed(error).took(time.monotonic() - began, began)
+        return [failed] + [NOT_DISPATCHED] * (run.left - 1), why
 
     # -- the asyncio way
 

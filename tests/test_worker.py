@@ -999,6 +999,9 @@ def test_abort_abandons_the_dispatch_in_flight_and_releases_the_rest(quiet_threa
     for m in msgs[1:]:
         s = snap(store, m)
         assert (s.status, s.attempts, s.leased_until) == (ScheduleStatus.PENDING, 0, None)
+    [run] = store.runs(msgs[0].schedule_id)  # the sink was called: its start and length
+    assert run.outcome.value == "failed" and run.started is not None
+    assert run.duration is not None and run.duration > timedelta(0)
     time.sleep(0.05)  # the abandoned call returns: nothing more is recorded or dispatched
     assert sink.count == 1 and snap(store, msgs[0]).attempts == 1
     # the stop event was set, the abort flag cleared: the worker starts again normally
