@@ -204,7 +204,7 @@ def test_under_run_a_timed_out_dispatch_is_told_to_stop_before_the_rest_of_its_b
     first = due_now(store)
     later = first.scheduled_for + timedelta(milliseconds=1)  # dispatched second
     store.insert(ScheduledMessage.delay(Target.outbox(), later, "job", {"n": 2}), 3)
-    config = attrs.evolve(BEAT, batch_size=2, dispatch_timeout=timedelta(milliseconds=300))
+    config = attrs.evolve(BEAT, batch_size=2, dispatch_timeout=timedelta(seconds=1))
     told, seen = threading.Event(), threading.Event()
 
     def handler(message: ScheduledMessage) -> None:
@@ -214,7 +214,7 @@ def test_under_run_a_timed_out_dispatch_is_told_to_stop_before_the_rest_of_its_b
             while not handle.should_abort() and time.monotonic() < give_up:
                 time.sleep(0.01)
             told.set()
-        elif told.wait(0.25):  # the next in the batch, while the first is abandoned
+        elif told.wait(0.9):  # the next, within its own timeout, while the first is abandoned
             seen.set()
 
     worker = SchedulerWorker(store, handler, config)
