@@ -205,7 +205,7 @@ def test_under_run_a_timed_out_dispatch_is_told_to_stop_before_the_rest_of_its_b
     later = first.scheduled_for + timedelta(milliseconds=1)  # dispatched second
     store.insert(ScheduledMessage.delay(Target.outbox(), later, "job", {"n": 2}), 3)
     config = attrs.evolve(BEAT, batch_size=2, dispatch_timeout=timedelta(seconds=1))
-    told, seen = threading.Event(), threading.Event()
+    told, seen, second = threading.Event(), threading.Event(), threading.Event()
 
     def handler(message: ScheduledMessage) -> None:
         handle = current_dispatch()
@@ -214,12 +214,15 @@ def test_under_run_a_timed_out_dispatch_is_told_to_stop_before_the_rest_of_its_b
             while not handle.should_abort() and time.monotonic() < give_up:
                 time.sleep(0.01)
             told.set()
-        elif told.wait(0.9):  # the next, within its own timeout, while the first is abandoned
+            return
+        if told.wait(0.9):  # the next, within its own timeout, while the first is abandoned
             seen.set()
+        second.set()
 
     worker = SchedulerWorker(store, handler, config)
     with worker.start():
         assert told.wait(5)
+        assert second.wait(5), "the rest of the batch was dispatched"  # before the stop
     assert seen.is_set(), "the abandoned handler was told only once the batch was over"
 
 

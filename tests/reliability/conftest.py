@@ -79,15 +79,22 @@ def integrity_check(path: Path) -> list[str]:
         conn.close()
 
 
-def read_log(path: Path) -> list[tuple[str, int]]:
-    """(occurrence id, pid) per delivery of a ``crash_worker.py`` log, in log order."""
+def log_entries(path: Path) -> list[tuple[str, str, int]]:
+    """(occurrence id, schedule id, pid) per delivery of a ``crash_worker.py`` log, in log
+    order; a line still being written (no newline yet) is left for the next read."""
     if not path.exists():
         return []
+    *lines, _ = path.read_text().split("\n")
     out = []
-    for line in path.read_text().splitlines():
-        occurrence, _schedule, pid = line.split()
-        out.append((occurrence, int(pid)))
+    for line in lines:
+        occurrence, schedule, pid = line.split()
+        out.append((occurrence, schedule, int(pid)))
     return out
+
+
+def read_log(path: Path) -> list[tuple[str, int]]:
+    """(occurrence id, pid) per delivery of a ``crash_worker.py`` log, in log order."""
+    return [(occurrence, pid) for occurrence, _, pid in log_entries(path)]
 
 
 def repeats_not_in_flight(

@@ -28,20 +28,10 @@ from hexeract_lite import ScheduledMessage, StoreError, Target
 from hexeract_lite._time import parse_ts
 from hexeract_lite.store.sqlite import SqliteScheduleStore
 
-from .conftest import TABLE, Processes, integrity_check
+from .conftest import TABLE, Processes, integrity_check, log_entries
 
 INSERT_SECONDS = 5.0
 DRAIN_DEADLINE_S = 8.0
-
-
-def _log(path: Path) -> list[tuple[str, str, int]]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        occurrence, schedule, pid = line.split()
-        rows.append((occurrence, schedule, int(pid)))
-    return rows
 
 
 @pytest.mark.slow
@@ -75,14 +65,16 @@ def test_four_workers_and_two_inserters_lose_nothing_and_repeat_nothing(
     inserted = [line for f in ids_files for line in f.read_text().splitlines()]
     wanted = set(inserted)
     deadline = time.monotonic() + DRAIN_DEADLINE_S
-    while {schedule for _, schedule, _ in _log(log)} < wanted and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if {schedule for _, schedule, _ in log_entries(log)} >= wanted:
+            break
         time.sleep(0.05)
     elapsed = time.monotonic() - started
     for proc in workers:
         procs.wait_ready(proc)
     procs.stop(workers)
 
-    deliveries = _log(log)
+    deliveries = log_entries(log)
     by_occurrence = Counter(occurrence for occurrence, _, _ in deliveries)
     delivered = {schedule for _, schedule, _ in deliveries}
     lost = wanted - delivered
