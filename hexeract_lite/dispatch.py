@@ -109,14 +109,16 @@ def _expire(budget: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
             budget.reschedule(loop.time())
 
 
-async def _cancellable(value: Awaitable[object], run: BatchRun, handle: object) -> object:
+async def _cancellable(
+    value: Awaitable[object], run: BatchRun, handle: DispatchHandle | None
+) -> object:
     """Await ``value`` until it completes, or until ``run`` is given up on or an abort is
     asked for through ``handle``: then it is cancelled."""
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(None) as budget:
         stop = functools.partial(call_soon, loop, _expire, budget, loop)
         run.cancel = stop
-        if isinstance(handle, DispatchHandle):
+        if handle is not None:
             handle.on_abort(stop)
         try:
             if run.given_up is not None:
@@ -124,12 +126,12 @@ async def _cancellable(value: Awaitable[object], run: BatchRun, handle: object) 
             return await value
         finally:
             run.cancel = None
-            if isinstance(handle, DispatchHandle):
+            if handle is not None:
                 handle.on_abort(None)
 
 
 def _call_blocking(
-    sink: ScheduleSink, message: ScheduledMessage, run: BatchRun, handle: object
+    sink: ScheduleSink, message: ScheduledMessage, run: BatchRun, handle: DispatchHandle | None
 ) -> None:
     """Dispatch on this thread; an awaitable it returns runs here on a private loop,
     cancelled if ``run`` is given up on or an abort is asked for."""

@@ -116,7 +116,7 @@ def _named(row: ScheduleRecord) -> str:
     return "" if row.name is None else f" (name {row.name!r})"
 
 
-def _refuse_terminal(row: ScheduleRecord, what: str) -> None:
+def _refuse_unchangeable(row: ScheduleRecord, what: str) -> None:
     """Refuse a terminal row, and one whose message does not decode whole (its error)."""
     if row.is_terminal:
         raise NotChangeable(
@@ -308,7 +308,7 @@ def update_plan(change: Change) -> Plan[bool]:
     """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
-        _refuse_terminal(row, "update")
+        _refuse_unchangeable(row, "update")
         if change.cron is not None and row.trigger_kind != "cron":
             raise NotChangeable(
                 row.schedule_id,
@@ -351,7 +351,7 @@ def move_plan(at: datetime) -> Plan[bool]:
     """The plan of ``reschedule(id, at)``: the next firing is ``at`` (lease rule)."""
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
-        _refuse_terminal(row, "reschedule")
+        _refuse_unchangeable(row, "reschedule")
         new = row.copy()
         _place(new, at, now)
         return (False, None) if new == row else (True, new)
@@ -365,7 +365,7 @@ def run_now_plan() -> Plan[bool]:
     """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
-        _refuse_terminal(row, "run now")
+        _refuse_unchangeable(row, "run now")
         if row.status() is ScheduleStatus.PAUSED:
             raise NotChangeable(row.schedule_id, f"is paused: resume it to run it now{_named(row)}")
         if row.live_lease(now) is not None and row.trigger_kind == "delay":

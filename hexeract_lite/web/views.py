@@ -321,9 +321,8 @@ def _soonest_pending(store: ScheduleStore, end: datetime) -> list[ScheduleSnapsh
         ]
         last = items[-1] if items else None
         past_end = isinstance(last, ScheduleSnapshot) and last.scheduled_for > end
-        if len(found) >= 2 * TIMELINE_SCHEDULES or len(items) < limit or past_end:
-            return found
-        if limit >= TIMELINE_SCAN:
+        enough = len(found) >= TIMELINE_SCHEDULES * 2 or past_end
+        if enough or len(items) < limit or limit >= TIMELINE_SCAN:
             return found
         limit = min(limit * 4, TIMELINE_SCAN)
 

@@ -391,7 +391,8 @@ class SqlScheduleStore(SettlingStore):
         """See :meth:`~hexeract_lite.store.longrun.LongRunContract.abort_requests`: one
         read of the row per id (a worker's batch in flight is small)."""
         found: dict[uuid.UUID, str] = {}
-        for sid in [check_schedule_id(sid) for sid in schedule_ids]:
+        sids = [check_schedule_id(sid) for sid in schedule_ids]  # all, before any read
+        for sid in sids:
             params = {"id": self._codec.encode_id(sid)}
             rows = self._read("abort_requests", self._sql.abort_request, params)
             if rows and rows[0][0] is not None:
