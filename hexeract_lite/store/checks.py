@@ -180,10 +180,11 @@ _RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
 _RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
 
 
-def _record_instant(value: object, sid: uuid.UUID, name: str) -> datetime:
+def _utc_ms(value: object, name: str, error: type[Exception]) -> datetime:
+    """``value`` itself when already an instant in UTC ms (the common case), else normalised."""
     if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
-        return value  # already what a store holds (the common case, from another store)
-    return to_utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
+        return value
+    return to_utc_ms(value, name, error)
 
 
 def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
@@ -205,7 +206,7 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
             value = getattr(record, name)
             if value is None and name in _RECORD_OPTIONAL_INSTANTS:
                 continue
-            instant = _record_instant(value, sid, name)
+            instant = _utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
             if instant is not value:
                 changes[name] = instant
         checked.append(attrs.evolve(record, **changes) if changes else record)
@@ -250,12 +251,6 @@ def check_schedule_id(schedule_id: object) -> uuid.UUID:
     return schedule_id
 
 
-def _settlement_next(value: object) -> datetime:
-    if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
-        return value  # already UTC milliseconds (what a worker computes)
-    return to_utc_ms(value, "next", InvalidArgument)
-
-
 def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
     """``settle``'s items, checked with the single methods' rules and normalised
     (``kind``, ``next`` in UTC ms, ``error`` a str).
@@ -275,7 +270,7 @@ def check_settlements(outcomes: Sequence[Settlement]) -> list[Settlement]:
                 raise InvalidArgument(f"unknown settlement kind {kind!r:.100}") from None
         changes: dict[str, Any] = {}
         if kind is SettlementKind.RESCHEDULE:
-            nxt = _settlement_next(item.next)
+            nxt = _utc_ms(item.next, "next", InvalidArgument)
             if nxt is not item.next:
                 changes["next"] = nxt
         else:

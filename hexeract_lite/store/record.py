@@ -149,19 +149,6 @@ TRIGGER_KINDS = ("delay", "cron", "interval")
 """The ``trigger_kind`` values a row may hold."""
 
 
-def rule_problem(trigger_kind: object, cron_expr: object) -> str:
-    """Why a row's trigger columns do not decode ('' when they do)."""
-    if trigger_kind not in TRIGGER_KINDS:
-        return _kind_problem(trigger_kind)
-    if cron_expr is not None and not isinstance(cron_expr, str):
-        return f"cron_expr is not text: {cron_expr!r:.60}"
-    try:
-        rule_trigger(str(trigger_kind), cron_expr)
-    except InvalidTrigger as exc:
-        return f"cron_expr: {exc}"
-    return ""
-
-
 _MESSAGE_COLUMNS = tuple(
     COLUMN_NAMES.index(name)
     for name in ("trigger_kind", "cron_expr", "target_kind", "target_routing_key")
@@ -171,9 +158,14 @@ _MESSAGE_COLUMNS = tuple(
 def message_problem(row: Sequence[Any]) -> str:
     """Why a row's (registry order) trigger or target columns do not decode ('' if they do)."""
     trigger_kind, cron_expr, target_kind, routing_key = (row[i] for i in _MESSAGE_COLUMNS)
-    problem = rule_problem(trigger_kind, cron_expr)
-    if problem:
-        return problem
+    if trigger_kind not in TRIGGER_KINDS:
+        return _kind_problem(trigger_kind)
+    if cron_expr is not None and not isinstance(cron_expr, str):
+        return f"cron_expr is not text: {cron_expr!r:.60}"
+    try:
+        rule_trigger(str(trigger_kind), cron_expr)
+    except InvalidTrigger as exc:
+        return f"cron_expr: {exc}"
     if target_kind not in ("mediator", "outbox", "bus"):
         return f"target_kind must be 'mediator', 'outbox' or 'bus', got {target_kind!r:.60}"
     try:
