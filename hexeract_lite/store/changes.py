@@ -103,13 +103,8 @@ class Change:
 
 def _canonical(payload_json: str) -> str:
     """The payload as comparable JSON: keys sorted, ``-0.0`` as ``0.0`` (as PostgreSQL reads it)."""
-    value = json.loads(payload_json, parse_float=_unsigned_zero)
+    value = json.loads(payload_json, parse_float=lambda text: float(text) or 0.0)
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _unsigned_zero(text: str) -> float:
-    value = float(text)
-    return value if value else 0.0
 
 
 def _named(row: ScheduleRecord) -> str:
@@ -173,9 +168,6 @@ def _same_rule(kind: str, stored: str | None, declared: str | None) -> bool:
     return old.every == new.every and (old.anchor - new.anchor) % old.every == timedelta(0)
 
 
-_SIM_START = datetime(2000, 1, 1)
-
-
 def _cron_meaning(text: str) -> tuple[object, ...] | None:
     """A cron text's zone, daylight saving rule and the field sets cronsim reads (Sunday
     as 0): equal for texts that fire at the same instants. None when unreadable.
@@ -189,7 +181,7 @@ def _cron_meaning(text: str) -> tuple[object, ...] | None:
     expression = cron.expression.strip()
     rule = MACROS.get(expression.lower(), " ".join(expression.split()))
     try:
-        sim = CronSim(rule, _SIM_START)
+        sim = CronSim(rule, datetime(2000, 1, 1))
         fields = (sim.seconds, sim.minutes, sim.hours, sim.days, sim.months)
         weekdays = frozenset(
             (day[0] % 7, day[1]) if isinstance(day, tuple) else day % 7 for day in sim.weekdays

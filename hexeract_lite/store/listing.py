@@ -26,7 +26,6 @@ __all__ = [
     "LIST_STATUSES",
     "PRUNE_COLUMN",
     "check_prune",
-    "check_after",
     "check_batch_size",
     "check_glob",
     "check_listing",
@@ -64,30 +63,20 @@ def check_glob(pattern: object, what: str = "event_type") -> str | None:
     return pattern
 
 
-def check_after(after: object) -> uuid.UUID | None:
-    """A keyset cursor: a schedule id (a :class:`uuid.UUID`) or None."""
-    import uuid
-
-    if after is None or isinstance(after, uuid.UUID):
-        return after
-    raise InvalidArgument(f"after must be a schedule id (a UUID), got after={after!r}")
-
-
 def check_listing(
     status: object, event_type: object, name: object, after: object, limit: object
 ) -> tuple[ScheduleStatus | None, str | None, str | None, uuid.UUID | None, int]:
     """``list_schedules``' arguments, checked in this order: ``(status, event_type glob,
-    name glob, after, limit)``.
+    name glob, after, limit)``; ``after`` is a keyset cursor, a schedule id or None.
     """
+    import uuid
+
     from .checks import check_limit
 
-    return (
-        check_status(status),
-        check_glob(event_type),
-        check_glob(name, "name"),
-        check_after(after),
-        check_limit(limit),
-    )
+    checked = check_status(status), check_glob(event_type), check_glob(name, "name")
+    if after is not None and not isinstance(after, uuid.UUID):
+        raise InvalidArgument(f"after must be a schedule id (a UUID), got after={after!r}")
+    return (*checked, after, check_limit(limit))
 
 
 def glob_regex(pattern: str) -> str:

@@ -66,10 +66,6 @@ _HELD_KINDS = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
 __all__ = ["InMemoryScheduleStore"]
 
 
-RUN_LOG_SIZE = 200
-"""How many run records an in-memory store keeps by default."""
-
-
 _MS = timedelta(milliseconds=1)
 
 
@@ -101,7 +97,7 @@ class InMemoryScheduleStore(SettlingStore):
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, *, clock: Clock = SYSTEM_CLOCK, run_log_size: int = RUN_LOG_SIZE) -> None:
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK, run_log_size: int = 200) -> None:
         super().__init__()
         check_limit(run_log_size, "run_log_size")
         self._clock = clock
