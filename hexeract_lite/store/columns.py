@@ -49,11 +49,6 @@ class Column(NamedTuple):
     postgres: str
     reference: bool = True
 
-    @property
-    def sqlite_type(self) -> str:
-        """The declared SQLite type alone (what ``PRAGMA table_info`` reports)."""
-        return self.sqlite.split()[0]
-
 
 _K = ColumnKind
 

@@ -57,11 +57,10 @@ from .runs import (
     hour_of,
     recorded_runs,
 )
+from .settle_plan import HELD_KINDS
 from .stats import StoreStats, stats_of_records
 
 _T = TypeVar("_T")
-
-_HELD_KINDS = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
 
 __all__ = ["InMemoryScheduleStore"]
 
@@ -194,7 +193,7 @@ class InMemoryScheduleStore(SettlingStore):
         # every retry deadline first: one out of range fails the batch, unwritten
         deadlines = [
             retry_deadline(now, item.retry_in)
-            if item.retry_in is not None and item.kind in _HELD_KINDS
+            if item.retry_in is not None and item.kind in HELD_KINDS
             else None
             for item in checked
         ]

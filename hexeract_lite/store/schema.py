@@ -147,7 +147,9 @@ def _sqlite_takes(name: str) -> bool:
 # -- SQLite ---------------------------------------------------------------------
 
 REFERENCE_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
-    (column.name, column.sqlite_type, column.required) for column in COLUMNS if column.reference
+    (column.name, column.sqlite.split()[0], column.required)
+    for column in COLUMNS
+    if column.reference
 )
 """The reference's SQLite columns, in order: (name, declared type, NOT NULL)."""
 

@@ -12,11 +12,11 @@ from typing import Any
 from ..settlement import Settlement, SettlementKind
 from .checks import retry_deadline
 
-__all__ = ["PlannedSettlement", "settle_plan"]
+__all__ = ["HELD_KINDS", "PlannedSettlement", "settle_plan"]
 
 _MS = timedelta(milliseconds=1)
 
-_HELD = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
+HELD_KINDS = frozenset({SettlementKind.FAILED, SettlementKind.SNOOZED})
 _AT_NOW = frozenset(
     {SettlementKind.DELIVERED, SettlementKind.DEAD_LETTERED, SettlementKind.CANCELLED}
 )
@@ -41,7 +41,7 @@ def settle_plan(
     deadlines: dict[int, datetime] = {}
     if now is not None:
         for index, item in enumerate(checked):
-            if item.kind in _HELD:
+            if item.kind in HELD_KINDS:
                 assert item.retry_in is not None
                 deadlines[index] = retry_deadline(now, item.retry_in)
     now_value = None if now is None else encode_instant(now)
@@ -66,7 +66,7 @@ def settle_plan(
             params["offset"] = None if item.offset is None else item.offset // _MS
         if kind is SettlementKind.FAILED or kind is SettlementKind.DEAD_LETTERED:
             params["error"] = item.error
-        if kind in _HELD:
+        if kind in HELD_KINDS:
             assert item.retry_in is not None
             if now is not None:
                 params["until"] = encode_instant(deadlines[index])
