@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..errors import InvalidArgument
+from ..policy import jitter_offset
 from .changes import Plan
-from .record import ScheduleRecord
+from .record import ScheduleRecord, rule_trigger
 
 __all__ = ["MAX_NOTE_LENGTH", "check_note", "pause_plan", "resume_change"]
 
@@ -47,14 +48,25 @@ def pause_plan(note: str | None) -> Plan[bool]:
 
 
 def resume_change(next: datetime | None = None) -> Plan[bool]:
-    """The ``resume`` plan (:meth:`ScheduleRecord.resume_plan`), the note cleared; a
-    realigned row keeps a live lease and takes a change made during it if still ahead.
+    """The ``resume`` plan, the note cleared: realign to ``next`` when given; else a past
+    recurring firing outside a backfill's window realigns to the rule's first instant
+    after now (none: it stays paused, False). A realigned row keeps a live lease and
+    takes a change made during it if still ahead.
     """
 
     def plan(row: ScheduleRecord, now: datetime) -> tuple[bool, ScheduleRecord | None]:
-        resumes, realign, offset = row.resume_plan(next, now)
-        if not resumes:
+        if row.is_terminal or not row.paused:
             return False, None
+        realign, offset = next, None
+        rule = rule_trigger(row.trigger_kind, row.cron_expr)
+        until = row.backfill_until
+        in_window = until is not None and row.scheduled_for <= until
+        if next is None and rule is not None and row.scheduled_for < now and not in_window:
+            first = rule.next_after(now)
+            if first is None:
+                return False, None
+            jitter = jitter_offset(row.policy(), rule, row.schedule_id, first)
+            realign, offset = first + jitter, jitter // timedelta(milliseconds=1) or None
         new = row.copy()
         if realign is not None:
             waiting = row.next_after_lease

@@ -292,26 +292,6 @@ class ScheduleRecord:
         self.scheduled_for = instant + offset
         self.jitter_offset_ms = offset // _MS or None
 
-    def resume_plan(
-        self, next: datetime | None, now: datetime
-    ) -> tuple[bool, datetime | None, int | None]:
-        """The ``resume`` rule for this row: ``(resumes, realign_to, jitter_offset_ms)``;
-        ``realign_to`` None only clears the flag. A past recurring firing outside a
-        backfill's window realigns to the rule's first instant after ``now``.
-        """
-        if self.is_terminal or not self.paused:
-            return False, None, None
-        rule = rule_trigger(self.trigger_kind, self.cron_expr)
-        until = self.backfill_until
-        in_window = until is not None and self.scheduled_for <= until
-        if next is None and rule is not None and self.scheduled_for < now and not in_window:
-            next = rule.next_after(now)
-            if next is None:
-                return False, None, None
-            offset = jitter_offset(self.policy(), rule, self.schedule_id, next)
-            return True, next + offset, offset // _MS or None
-        return True, next, None
-
     def live_lease(self, now: datetime) -> datetime | None:
         """``leased_until`` while it is live (``> now``), else None."""
         leased_until = self.leased_until
