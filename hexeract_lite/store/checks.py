@@ -33,8 +33,13 @@ MAX_INT32 = 2**31 - 1
 """The largest attempt budget and batch size: the reference's INTEGER columns hold int32."""
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INT32
+def _check_count(name: str, value: object) -> int:
+    """``value`` if it is an int from 1 to :data:`MAX_INT32`; else :class:`InvalidConfiguration`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT32:
+        raise InvalidConfiguration(
+            f"{name} must be an integer from 1 to {MAX_INT32}, got {value!r}"
+        )
+    return value
 
 
 def no_transactions(store: object, connection: object) -> InvalidArgument:
@@ -78,11 +83,7 @@ def check_flag(name: str, value: object) -> bool:
 
 def check_max_attempts(max_attempts: object) -> int:
     """``max_attempts`` must be an int from 1 to 2**31 - 1."""
-    if not _is_count(max_attempts):
-        raise InvalidConfiguration(
-            f"max_attempts must be an integer from 1 to {MAX_INT32}, got {max_attempts!r}"
-        )
-    return max_attempts  # type: ignore[return-value]
+    return _check_count("max_attempts", max_attempts)
 
 
 def check_int32_counts(record: ScheduleRecord, engine: str) -> None:
@@ -97,10 +98,7 @@ def check_int32_counts(record: ScheduleRecord, engine: str) -> None:
 
 def check_claim(now: datetime, batch_size: object, lease: object) -> datetime:
     """Validate ``claim_due``'s arguments; return ``now`` normalised."""
-    if not _is_count(batch_size):
-        raise InvalidConfiguration(
-            f"batch_size must be an integer from 1 to {MAX_INT32}, got {batch_size!r}"
-        )
+    _check_count("batch_size", batch_size)
     if not isinstance(lease, timedelta) or lease < MIN_LEASE:
         raise lease_too_short(repr(lease))
     now = to_utc_ms(now, "now", InvalidConfiguration)
