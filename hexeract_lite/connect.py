@@ -116,7 +116,7 @@ def open_store(
         return SqliteScheduleStore.open(
             path, table=table, clock=clock, create=create, readonly=readonly, **options
         )
-    return _open_server(target, target.kind, table=table, clock=clock, create=create, **options)
+    return _open_server(target, table=table, clock=clock, create=create, **options)
 
 
 _SERVER_STORES = {  # module, class, the drivers its extra brings, the engine's name
@@ -125,11 +125,12 @@ _SERVER_STORES = {  # module, class, the drivers its extra brings, the engine's 
 }
 
 
-def _open_server(target: ConnTarget, kind: str, **options: Any) -> ScheduleStore:
+def _open_server(target: ConnTarget, **options: Any) -> ScheduleStore:
     """The server store of ``target``; its errors scrubbed of the password, unchained."""
     assert target.url is not None
     import importlib
 
+    kind = target.kind
     module, name, drivers, engine = _SERVER_STORES[kind]
     try:
         store_type = getattr(importlib.import_module(module, __package__), name)

@@ -447,7 +447,7 @@ class SchedulerControl:
         .. versionadded:: 0.2.0"""
         now = self.store.clock.now()
         count, end = check_upcoming(count, until, now)
-        return upcoming_firings(self.inspect(self._existing(id_or_name)), now, count, end)
+        return upcoming_firings(self.inspect(id_or_name), now, count, end)
 
     def runs(
         self,

@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 from ._log import package_logger
 from .clock import Clock
-from .config import DEFAULT_MAX_SNOOZES
 from .hooks import Hook, WorkerEvent, call_hooks, settlement_event
 from .retry import RandomSource, RetryPolicy
 from .runlog import RunStamp
@@ -144,8 +143,8 @@ class Ledger:
         rng: RandomSource,
         hooks: tuple[Hook, ...],
         *,
-        run_log: bool = True,
-        max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        run_log: bool,
+        max_snoozes: int,
     ) -> None:
         self._store, self._clock, self._retry, self._rng = store, clock, retry, rng
         self._max_snoozes = max_snoozes
