@@ -81,8 +81,8 @@ class TransactionalSink:
     def dispatch(self, message: ScheduledMessage) -> None:
         """Not used: a worker runs the handler inside its transaction (:meth:`bind`)."""
         raise DispatchError(
-            "a TransactionalSink runs only under a SchedulerWorker on a SQLite or"
-            " PostgreSQL store (it needs the occurrence's lease)"
+            "a TransactionalSink runs only under a SchedulerWorker on a SQLite,"
+            " PostgreSQL or MySQL store (it needs the occurrence's lease)"
         )
 
     def bind(

@@ -1583,8 +1583,11 @@ def test_the_memory_store_refuses_a_connection_on_insert_as_on_ensure(method: st
     store = InMemoryScheduleStore()
     message = _message()
     arg: object = message if method == "insert" else [message]
-    with pytest.raises(InvalidArgument, match="cannot write inside an application's transaction"):
+    with pytest.raises(
+        InvalidArgument, match="cannot write inside an application's transaction"
+    ) as err:
         getattr(store, method)(arg, 3, connection=object())
+    assert "the SQLite, PostgreSQL and MySQL stores" in str(err.value)  # every one that can
     assert store.inspect(message.schedule_id) is None
     getattr(store, method)(arg, 3, connection=None)  # None: the usual insert
     assert store.inspect(message.schedule_id) is not None

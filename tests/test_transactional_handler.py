@@ -328,3 +328,14 @@ def test_a_transactional_handler_that_cannot_take_message_and_connection_is_refu
             TransactionalSink(bad)  # type: ignore[arg-type]
     for good in (lambda m, c: None, lambda m, c, extra=1: None, lambda *args: None, print):
         TransactionalSink(good)
+
+
+def test_a_transactional_sink_dispatched_outside_a_worker_names_the_stores_it_runs_on() -> None:
+    """Called as a plain sink (no worker, so no lease to write under), it refuses with
+    a DispatchError naming every store it does run on, MySQL's included."""
+    from hexeract_lite import DispatchError
+
+    sink = TransactionalSink(lambda message, connection: None)
+    message = ScheduledMessage.delay(Target.outbox(), T0, "a.b", {"n": 1})
+    with pytest.raises(DispatchError, match="SQLite, PostgreSQL or MySQL store"):
+        sink.dispatch(message)

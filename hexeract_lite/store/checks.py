@@ -46,7 +46,7 @@ def no_transactions(store: object, connection: object) -> InvalidArgument:
     """The refusal of a store that cannot write inside an application's transaction."""
     return InvalidArgument(
         f"{type(store).__name__} cannot write inside an application's transaction"
-        f" (connection= is for the SQLite and PostgreSQL stores), got {connection!r:.100}"
+        f" (connection= is for the SQLite, PostgreSQL and MySQL stores), got {connection!r:.100}"
     )
 
 
