@@ -336,13 +336,6 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
     return text
 
 
-def dump_json(value: object) -> str:
-    """``value`` as indented JSON text."""
-    import json  # the JSON output only
-
-    return json.dumps(value, indent=2, allow_nan=False)
-
-
 def format_migration(report: MigrationReport) -> str:
     """The counts line of ``scheduler migrate``."""
     return (
