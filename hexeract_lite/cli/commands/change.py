@@ -202,12 +202,10 @@ def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: s
     )
 
 
-_DONE = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}
-
-
 def _control(args: argparse.Namespace, ctx: Context) -> int:
+    done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
     if getattr(args, "name_group", None) is not None:
-        return _run_group(args, ctx)
+        return _run_group(args, ctx, done)
     note = getattr(args, "note", None)
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, str | list[ScheduleSnapshot]]:
@@ -229,7 +227,6 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
         changed = bool(apply(sid) if note is None else apply(sid, note=note))
         return sid, changed, [before, control.inspect(sid)]
 
-    done = _DONE[args.action]
     sid, changed, state = ctx.write(act, ids=target_ids(args))
     if isinstance(state, str):
         if changed:
@@ -258,8 +255,9 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _run_group(args: argparse.Namespace, ctx: Context) -> int:
-    """``pause --group`` / ``resume --group``: the whole group in one transaction."""
+def _run_group(args: argparse.Namespace, ctx: Context, done: str) -> int:
+    """``pause --group`` / ``resume --group``: the whole group in one transaction;
+    ``done`` the verb that reports it."""
     if args.schedule_id is not None or args.schedule_name is not None:
         raise UsageError("give either SCHEDULE_ID, --name or --group, not both")
     group, note = check_group(args.name_group), check_note(getattr(args, "note", None))
@@ -274,8 +272,7 @@ def _run_group(args: argparse.Namespace, ctx: Context) -> int:
             raise NoneToChange(str(exc)) from None
 
     count = ctx.write(act, ids=(), named=group + ".")
-    schedules = "schedule" if count == 1 else "schedules"
-    ctx.print(f"{_DONE[args.action]} {count} {schedules} of group {group!r}.")
+    ctx.print(f"{done} {count} schedule{'' if count == 1 else 's'} of group {group!r}.")
     return EXIT_OK
 
 
