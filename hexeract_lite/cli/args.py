@@ -17,6 +17,7 @@ from ..store.schema import validate_table_name
 
 if TYPE_CHECKING:
     import uuid
+    from collections.abc import Callable
 
     from ..message import Target
 
@@ -160,19 +161,12 @@ def parse_conn_arg(text: str) -> str:
     not empty, and of a scheme :func:`~hexeract_lite.connect.parse_conn` accepts."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty connection string")
-    try:
-        parse_conn(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return _checked(parse_conn, text)
 
 
 def parse_table(text: str) -> str:
     """A table name, checked by :func:`validate_table_name`."""
-    try:
-        return validate_table_name(text)
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _checked(validate_table_name, text)
 
 
 def parse_target(text: str) -> Target:
@@ -247,7 +241,14 @@ def parse_name(text: str) -> str:
     """A schedule name (see :mod:`hexeract_lite.names`)."""
     from ..names import check_name
 
+    return _checked(check_name, text)
+
+
+def _checked(check: Callable[[str], object], text: str) -> str:
+    """``text`` once ``check`` accepts it; its :class:`InvalidArgument` raised as
+    :class:`argparse.ArgumentTypeError`."""
     try:
-        return check_name(text)
+        check(text)
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

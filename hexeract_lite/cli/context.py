@@ -21,7 +21,6 @@ from ..errors import (
 )
 from ..store.schema import DEFAULT_TABLE, validate_table_name
 from .args import TABLE_ENV
-from .output import dump_json
 
 if TYPE_CHECKING:
     import uuid
@@ -77,7 +76,12 @@ class Context:
     def show(self, data: Callable[[], object], text: Callable[[], str]) -> int:
         """Print ``data()`` as JSON with ``--format json``, else ``text()``; return
         :data:`EXIT_OK`, for the command that ends with it."""
-        self.print(dump_json(data()) if self.args.format == "json" else text())
+        if self.args.format == "json":
+            import json  # the JSON output only
+
+            self.print(json.dumps(data(), indent=2, allow_nan=False))
+        else:
+            self.print(text())
         return EXIT_OK
 
     def store(self, *, create: bool, readonly: bool = False) -> ScheduleStore:

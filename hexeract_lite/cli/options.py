@@ -91,9 +91,9 @@ def arg(sub: Any, flag: str, kind: Kind | None, help: str, **kwargs: Any) -> Non
     sub.add_argument(flag, help=help, **kwargs)
 
 
-def switch(sub: Any, flag: str, help: str, **kwargs: Any) -> None:  # noqa: A002
+def switch(sub: Any, flag: str, help: str) -> None:  # noqa: A002
     """Add the on/off option ``flag`` to ``sub``."""
-    sub.add_argument(flag, action="store_true", help=help, **kwargs)
+    sub.add_argument(flag, action="store_true", help=help)
 
 
 class CommandTree:

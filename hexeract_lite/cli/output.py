@@ -76,11 +76,6 @@ def ts(value: datetime | None) -> str:
     return rfc3339(value) or "-"
 
 
-def zone_of(snapshot: ScheduleSnapshot) -> str:
-    """The zone a schedule's rule reads its wall clock on (``UTC`` unless a zoned cron)."""
-    return snapshot.trigger.zone
-
-
 def local_ts(value: datetime, zone: str) -> str:
     """An instant on ``zone``'s wall clock: ``2026-12-02 08:30:00 CET``."""
     from ..zoned import load_zone
@@ -171,7 +166,7 @@ def _cells(s: ScheduleSnapshot) -> tuple[str, ...]:
         s.trigger.label(),
         s.event_type,
         s.name,
-        zone_of(s),
+        s.trigger.zone,
     )
 
 
@@ -307,6 +302,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
     from ..settle import error_summary
 
     s = snapshot
+    zone = s.trigger.zone
     fields = [
         ("schedule id", str(s.schedule_id)),
         ("name", one_line(s.name)),
@@ -317,11 +313,7 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
         *((_FIELD_NAMES.get(name, name), value) for name, value in _rule_fields(s).items()),
         *policy_lines(s),
         ("scheduled for", ts(s.scheduled_for)),
-        *(
-            [("scheduled for (local)", local_ts(s.scheduled_for, zone_of(s)))]
-            if zone_of(s) != "UTC"
-            else []
-        ),
+        *([("scheduled for (local)", local_ts(s.scheduled_for, zone))] if zone != "UTC" else []),
         ("occurrence id", str(_occurrence_id(s))),
         ("attempts", f"{s.attempts}/{s.max_attempts}"),
         *([("snoozes", str(s.snoozes))] if s.snoozes else []),
@@ -342,13 +334,6 @@ def format_inspect(snapshot: ScheduleSnapshot) -> str:
     if story:  # the traceback kept with the error, each line cleaned of control characters
         text += "\ntraceback\n" + "\n".join("  " + _CONTROL_CHARS.sub(" ", line) for line in story)
     return text
-
-
-def dump_json(value: object) -> str:
-    """``value`` as indented JSON text."""
-    import json  # the JSON output only
-
-    return json.dumps(value, indent=2, allow_nan=False)
 
 
 def format_migration(report: MigrationReport) -> str:

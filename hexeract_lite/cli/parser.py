@@ -24,7 +24,7 @@ COMMAND_MODULES = {name: module for module, names in _MODULES.items() for name i
 """Each ``hexeract scheduler`` command name, in the order ``hexeract scheduler --help``
 lists them, and the module of :mod:`hexeract_lite.cli.commands` that adds it."""
 
-COMMANDS = tuple(dict.fromkeys(COMMAND_MODULES.values()))
+COMMANDS = tuple(_MODULES)
 """The command modules, in that order."""
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from .._json import strict_loads
-from ..cli.output import local_ts, policy_lines, seconds, ts, zone_of
+from ..cli.output import local_ts, policy_lines, seconds, ts
 from ..control import SchedulerControl
 from ..errors import InvalidArgument
 from ..runlog import RunRecord
@@ -176,7 +176,7 @@ def _malformed(item: MalformedSchedule) -> dict[str, Any]:
 def _row(item: ScheduleSnapshot | MalformedSchedule, now: datetime) -> dict[str, Any]:
     if isinstance(item, MalformedSchedule):
         return _malformed(item)
-    zone = zone_of(item)
+    zone = item.trigger.zone
     nxt = upcoming_firings(item, now, 1)
     return {
         "malformed": False,
@@ -231,7 +231,7 @@ def schedule_page(store: ScheduleStore, params: Params) -> dict[str, Any]:
     schedule_id = schedule_uuid(params["sid"])
     control = SchedulerControl(store)
     snap = control.inspect(schedule_id)
-    zone = zone_of(snap)
+    zone = snap.trigger.zone
     firings = control.upcoming(schedule_id, count=10)
     runs = [_run_row(run) for run in store.runs(schedule_id, limit=50)]
     status = snap.status

@@ -16,19 +16,17 @@ def _number(field: str, top: int) -> int | None:
 
 
 def _weekdays(field: str) -> str | None:
-    """``1-5`` → ``Monday to Friday``; ``1,3`` → ``Monday and Wednesday``."""
-    if field == "*":
-        return None
+    """``1-5`` → ``Monday to Friday``; ``1,3`` → ``Monday and Wednesday``; else None."""
     if "-" in field and "," not in field:
         lo, _, hi = field.partition("-")
         a, b = _number(lo, 7), _number(hi, 7)
         if a is not None and b is not None:
             return f"{_DAYS[a % 7]} to {_DAYS[b % 7]}"
     days = [_number(part, 7) for part in field.split(",")]
-    if days and all(d is not None for d in days):
+    if all(d is not None for d in days):
         names = [_DAYS[d % 7] for d in days if d is not None]
         return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return ""
+    return None
 
 
 def _cron_words(expression: str) -> str | None:
@@ -60,7 +58,7 @@ def _cron_words(expression: str) -> str | None:
         return f"every day {at}"
     if dom == "*":
         days = _weekdays(dow)
-        return None if not days else f"every {days} {at}"
+        return None if days is None else f"every {days} {at}"
     d = _number(dom, 31)
     if d is not None and dow == "*":
         return f"on day {d} of every month {at}"

@@ -203,8 +203,9 @@ def _print_change(ctx: Context, snapshot: ScheduleSnapshot, result: str, text: s
 
 
 def _control(args: argparse.Namespace, ctx: Context) -> int:
+    done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
     if getattr(args, "name_group", None) is not None:
-        return _run_group(args, ctx)
+        return _run_group(args, ctx, done)
     note = getattr(args, "note", None)
 
     def act(store: ScheduleStore) -> tuple[uuid.UUID, bool, str | list[ScheduleSnapshot]]:
@@ -226,7 +227,6 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
         changed = bool(apply(sid) if note is None else apply(sid, note=note))
         return sid, changed, [before, control.inspect(sid)]
 
-    done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[args.action]
     sid, changed, state = ctx.write(act, ids=target_ids(args))
     if isinstance(state, str):
         if changed:
@@ -255,8 +255,9 @@ def _control(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _run_group(args: argparse.Namespace, ctx: Context) -> int:
-    """``pause --group`` / ``resume --group``: the whole group in one transaction."""
+def _run_group(args: argparse.Namespace, ctx: Context, done: str) -> int:
+    """``pause --group`` / ``resume --group``: the whole group in one transaction;
+    ``done`` the verb that reports it."""
     if args.schedule_id is not None or args.schedule_name is not None:
         raise UsageError("give either SCHEDULE_ID, --name or --group, not both")
     group, note = check_group(args.name_group), check_note(getattr(args, "note", None))
@@ -271,8 +272,7 @@ def _run_group(args: argparse.Namespace, ctx: Context) -> int:
             raise NoneToChange(str(exc)) from None
 
     count = ctx.write(act, ids=(), named=group + ".")
-    verb = "Paused" if args.action == "pause" else "Resumed"
-    ctx.print(f"{verb} {count} schedule{'' if count == 1 else 's'} of group {group!r}.")
+    ctx.print(f"{done} {count} schedule{'' if count == 1 else 's'} of group {group!r}.")
     return EXIT_OK
 
 
@@ -425,20 +425,19 @@ def _backfill(args: argparse.Namespace, ctx: Context) -> int:
     return _print_change(ctx, snapshot, "backfilling", text)
 
 
-def _id_or_name(text: str) -> tuple[str, object]:
+def _id_or_name(text: str) -> uuid.UUID | str:
     """A schedule id (a UUID) or else a schedule name."""
     try:
-        return "id", parse_schedule_id(text)
+        return parse_schedule_id(text)
     except argparse.ArgumentTypeError:
-        return "name", parse_name(text)
+        return parse_name(text)
 
 
 def _by_id_or_name(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with the ``ID|NAME`` argument as SCHEDULE_ID or ``--name``, for
     :meth:`Context.change`."""
-    kind, value = args.target
-    args.schedule_id = value if kind == "id" else None
-    args.schedule_name = value if kind == "name" else None
+    named = isinstance(args.target, str)
+    args.schedule_id, args.schedule_name = (None, args.target) if named else (args.target, None)
     return args
 
 

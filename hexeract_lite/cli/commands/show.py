@@ -25,7 +25,6 @@ from ..output import (
     seconds,
     snapshot_json,
     ts,
-    zone_of,
 )
 
 
@@ -199,7 +198,7 @@ def _next(args: argparse.Namespace, ctx: Context) -> int:
         instants = control.upcoming(args.schedule, count=args.count, until=args.until)
         snapshot = control.inspect(control.id_of(args.schedule))
         later = [] if instants or args.until is None else control.upcoming(args.schedule, count=1)
-    shown = zone or zone_of(snapshot)
+    shown = zone or snapshot.trigger.zone
     status = snapshot.status.value
     none = f"Schedule {snapshot.schedule_id} has no upcoming firing ({status})."
     if later:
