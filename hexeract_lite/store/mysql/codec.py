@@ -58,10 +58,6 @@ def _json(value: Any) -> str:
     return json.dumps(json.loads(value), ensure_ascii=False, separators=(",", ":"))
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 def _flag(value: Any) -> bool:
     if value not in (0, 1):
         raise ValueError(f"paused is not 0 or 1: {value!r:.60}")
@@ -71,11 +67,8 @@ def _flag(value: Any) -> bool:
 _CODEC = RowCodec(
     {
         _K.ID: _id,
-        _K.TEXT: _same,
         _K.JSON: _json,
         _K.INSTANT: _instant,
-        _K.INT: _same,
-        _K.BIGINT: _same,
         _K.BOOL: _flag,
     }
 )
