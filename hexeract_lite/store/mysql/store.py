@@ -23,7 +23,7 @@ from ..checks import check_int32_counts, check_records
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
 from ..sql.server import NAME_HELD, ServerStore, check_count, check_open
-from . import codec
+from . import codec, transaction
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
@@ -53,6 +53,7 @@ class MysqlScheduleStore(ServerStore):
     _name = "MysqlScheduleStore"
     _codec = codec
     _session = MysqlSession
+    _shared = transaction
     _db: Connections
     _sql: Statements
     _regex_flags = "(?s)"
@@ -133,12 +134,6 @@ class MysqlScheduleStore(ServerStore):
         return cls(
             url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size, version=version
         )
-
-    @staticmethod
-    def _shared() -> Any:
-        from . import transaction
-
-        return transaction
 
     @contextmanager
     def _transaction(self, conn: Conn[Any], atomic: bool, worker: bool) -> Iterator[None]:

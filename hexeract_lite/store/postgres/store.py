@@ -37,7 +37,7 @@ from ..schema import DEFAULT_TABLE
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.server import NAME_HELD, ServerStore, check_open
 from ..sql.statements import INSERT_COLUMNS
-from . import codec
+from . import codec, transaction
 from .codec import TEXT_COLUMNS, jsonb_text, same, whole_ms
 from .connections import (
     Conn,
@@ -93,6 +93,7 @@ class PostgresScheduleStore(ServerStore):
     _name = "PostgresScheduleStore"
     _codec = codec
     _session = PostgresSession
+    _shared = transaction
     _db: Connections
     _sql: Statements
 
@@ -208,12 +209,6 @@ class PostgresScheduleStore(ServerStore):
             listen=listen,
             version=version,
         )
-
-    @staticmethod
-    def _shared() -> Any:
-        from . import transaction
-
-        return transaction
 
     @property
     def uses_database_clock(self) -> bool:
