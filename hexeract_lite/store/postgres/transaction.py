@@ -224,9 +224,6 @@ class PostgresTransactionRunner(ServerRunner):
                 " back (name TEMP tables otherwise)"
             )
 
-    def _notify(self, conn: psycopg.Connection[Any]) -> None:
-        notify(conn, self._store)
-
     def _settled(self, conn: psycopg.Connection[Any], fired: bool, failed: bool) -> None:
         if fired or conn.broken or conn.closed:
             self.close()

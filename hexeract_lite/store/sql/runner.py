@@ -133,8 +133,9 @@ class ServerRunner(TransactionRunner):
     at the deadline the watchdog calls ``_ender(conn)`` (ending the session); a handler
     returning late is rolled back. The dialect's hooks: ``_connection()``, the runner's
     own; ``_opened(conn)``, first in the transaction, given to ``_check_after`` (did the
-    handler end it?); ``_notify(conn)``, other processes; ``_settled(conn, fired,
-    failed)`` after it; ``_timed_out(exc, deadline)``, the database's own timeout."""
+    handler end it?); ``_settled(conn, fired, failed)`` after it; ``_timed_out(exc,
+    deadline)``, the database's own timeout. A wake-up tells other processes through
+    the dialect's ``notify``."""
 
     _errors: tuple[type[Exception], ...]
     _connection: Callable[[], Any]
@@ -145,9 +146,6 @@ class ServerRunner(TransactionRunner):
         return None
 
     def _check_after(self, conn: Any, opened: Any) -> None:
-        pass
-
-    def _notify(self, conn: Any) -> None:
         pass
 
     def _timed_out(self, exc: BaseException, deadline: float) -> bool:
@@ -185,7 +183,7 @@ class ServerRunner(TransactionRunner):
                 if self._runs is not None:
                     session.execute(self._runs.insert, self._run_row(occ, began))
                 if settlement.wakes:
-                    self._notify(conn)
+                    self._store._shared.notify(conn, self._store)
         except BaseException as exc:
             fired = self._watchdog.disarm()
             self._settled(conn, fired, True)
