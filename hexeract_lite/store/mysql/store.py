@@ -121,7 +121,7 @@ class MysqlScheduleStore(ServerStore):
         params = url_params(url)
         where = redact_conn(url)
         try:
-            conn, _ = connect(params, timeouts)
+            conn = connect(params, timeouts)
             try:
                 wait = max(1, round(timeouts.lock.total_seconds()))
                 version = ensure_schema(conn, table, create=create, where=where, lock_wait=wait)
