@@ -14,23 +14,13 @@ import psycopg
 
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import (
-    InvalidConfiguration,
-    InvalidMessage,
-    ScheduleNotFound,
-    StoreError,
-)
+from ...errors import InvalidConfiguration, InvalidMessage, ScheduleNotFound, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
 from ...settlement import Settlement, SettlementKind
 from ..base import SWEEP_ERROR, SWEEP_KEPT
-from ..checks import (
-    check_flag,
-    check_int32_counts,
-    check_records,
-    duplicate,
-)
+from ..checks import check_flag, check_int32_counts, check_records, duplicate
 from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
