@@ -27,10 +27,6 @@ def encode_instant(instant: datetime) -> datetime:
     return instant.astimezone(UTC).replace(tzinfo=None)
 
 
-def _optional_instant(instant: datetime | None) -> datetime | None:
-    return None if instant is None else encode_instant(instant)
-
-
 def encode_lease(lease: object) -> datetime | None:
     """The lease as bound; None (fenced out without SQL) when it is no aware datetime."""
     if isinstance(lease, datetime) and lease.utcoffset() is not None:
@@ -76,7 +72,7 @@ decode, row_label, why, malformed = _CODEC.decode, _CODEC.row_label, _CODEC.why,
 diagnose = _CODEC.diagnose
 _ENCODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.ID: encode_id,
-    _K.INSTANT: _optional_instant,
+    _K.INSTANT: encode_instant,
     _K.BOOL: int,
 }
 
