@@ -27,10 +27,6 @@ def encode_instant(instant: datetime) -> datetime:
     return instant.astimezone(UTC).replace(tzinfo=None)
 
 
-def _optional_instant(instant: datetime | None) -> datetime | None:
-    return None if instant is None else encode_instant(instant)
-
-
 def encode_lease(lease: object) -> datetime | None:
     """The lease as bound; None (fenced out without SQL) when it is no aware datetime."""
     if isinstance(lease, datetime) and lease.utcoffset() is not None:
@@ -58,10 +54,6 @@ def _json(value: Any) -> str:
     return json.dumps(json.loads(value), ensure_ascii=False, separators=(",", ":"))
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 def _flag(value: Any) -> bool:
     if value not in (0, 1):
         raise ValueError(f"paused is not 0 or 1: {value!r:.60}")
@@ -71,11 +63,8 @@ def _flag(value: Any) -> bool:
 _CODEC = RowCodec(
     {
         _K.ID: _id,
-        _K.TEXT: _same,
         _K.JSON: _json,
         _K.INSTANT: _instant,
-        _K.INT: _same,
-        _K.BIGINT: _same,
         _K.BOOL: _flag,
     }
 )
@@ -83,7 +72,7 @@ decode, row_label, why, malformed = _CODEC.decode, _CODEC.row_label, _CODEC.why,
 diagnose = _CODEC.diagnose
 _ENCODERS: dict[ColumnKind, Callable[[Any], Any]] = {
     _K.ID: encode_id,
-    _K.INSTANT: _optional_instant,
+    _K.INSTANT: encode_instant,
     _K.BOOL: int,
 }
 

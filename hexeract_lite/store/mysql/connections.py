@@ -99,9 +99,8 @@ def _tls_params(mode: str | None, ca: str | None, shown: str) -> dict[str, Any]:
     return {"ssl_ca": ca, "ssl_verify_cert": True, "ssl_verify_identity": True}
 
 
-def connect(params: dict[str, Any], timeouts: Timeouts) -> tuple[Conn[Any], bool]:
-    """One autocommit connection with the store's bounds set, and whether the server is
-    MariaDB (driver errors raise)."""
+def connect(params: dict[str, Any], timeouts: Timeouts) -> Conn[Any]:
+    """One autocommit connection with the store's bounds set (driver errors raise)."""
     conn = pymysql.connect(
         **params,
         charset="utf8mb4",
@@ -122,7 +121,7 @@ def connect(params: dict[str, Any], timeouts: Timeouts) -> tuple[Conn[Any], bool
     except BaseException:
         conn.close()
         raise
-    return conn, mariadb
+    return conn
 
 
 class Connections:
@@ -144,7 +143,7 @@ class Connections:
 
     def new(self) -> Conn[Any]:
         """A connection of its own (not pooled)."""
-        return connect(self.params, self.timeouts)[0]
+        return connect(self.params, self.timeouts)
 
     def _forked(self) -> None:
         if self._pid != os.getpid():  # the parent's sockets: never used here

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -45,10 +44,6 @@ def runs_ddl(table: str) -> str:
     )
 
 
-def _decode_id(value: Any) -> uuid.UUID:
-    return uuid.UUID(bytes=bytes(value))
-
-
 def _decode_instant(value: Any) -> datetime:
     decoded = codec._instant(value)
     assert decoded is not None
@@ -65,7 +60,7 @@ def run_statements(table: str) -> RunStatements:
         " TIMESTAMP('1970-01-01')) AS DATETIME(6))",
         encode_id=codec.encode_id,
         encode_instant=codec.encode_instant,
-        decode_id=_decode_id,
+        decode_id=codec._id,
         decode_instant=_decode_instant,
     )
     statements.prune_delete = (

@@ -23,7 +23,7 @@ from ..checks import check_int32_counts, check_records
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
 from ..sql.server import NAME_HELD, ServerStore, check_count, check_open
-from . import codec
+from . import codec, transaction
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
@@ -40,25 +40,6 @@ stop at 32 levels of arrays and objects (MySQL 8 at 100)."""
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-def _check_depth(messages: Sequence[ScheduledMessage]) -> None:
-    for message in messages:
-        text = message.payload_json
-        if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # at most this deep
-            continue
-        marks = (1 if c in "[{" else -1 for c in _STRINGS.sub("", text) if c in "[]{}")
-        depth = max(itertools.accumulate(marks), default=0)
-        if depth > MAX_JSON_DEPTH:
-            raise InvalidMessage(
-                f"the payload of schedule {message.schedule_id} nests {depth} levels deep;"
-                f" MySQL/MariaDB JSON takes at most {MAX_JSON_DEPTH}"
-            )
-
-
-def _duplicate(exc: StoreError) -> bool:
-    cause = exc.__cause__
-    return isinstance(cause, pymysql.IntegrityError) and cause.args[0] == _DUPLICATE_KEY
-
-
 class MysqlScheduleStore(ServerStore):
     """Schedules in a MySQL or MariaDB table, shared by every worker that can reach it.
 
@@ -72,6 +53,7 @@ class MysqlScheduleStore(ServerStore):
     _name = "MysqlScheduleStore"
     _codec = codec
     _session = MysqlSession
+    _shared = transaction
     _db: Connections
     _sql: Statements
     _regex_flags = "(?s)"
@@ -139,7 +121,7 @@ class MysqlScheduleStore(ServerStore):
         params = url_params(url)
         where = redact_conn(url)
         try:
-            conn, _ = connect(params, timeouts)
+            conn = connect(params, timeouts)
             try:
                 wait = max(1, round(timeouts.lock.total_seconds()))
                 version = ensure_schema(conn, table, create=create, where=where, lock_wait=wait)
@@ -152,12 +134,6 @@ class MysqlScheduleStore(ServerStore):
         return cls(
             url, table=table, clock=clock, timeouts=timeouts, pool=pool_max_size, version=version
         )
-
-    @staticmethod
-    def _shared() -> Any:
-        from . import transaction
-
-        return transaction
 
     @contextmanager
     def _transaction(self, conn: Conn[Any], atomic: bool, worker: bool) -> Iterator[None]:
@@ -187,7 +163,18 @@ class MysqlScheduleStore(ServerStore):
     # -- writing -------------------------------------------------------------------
 
     def _check_payloads(self, messages: Sequence[ScheduledMessage]) -> None:
-        _check_depth(messages)
+        """A payload nested deeper than :data:`MAX_JSON_DEPTH`: :class:`InvalidMessage`."""
+        for message in messages:
+            text = message.payload_json
+            if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # at most this deep
+                continue
+            marks = (1 if c in "[{" else -1 for c in _STRINGS.sub("", text) if c in "[]{}")
+            depth = max(itertools.accumulate(marks), default=0)
+            if depth > MAX_JSON_DEPTH:
+                raise InvalidMessage(
+                    f"the payload of schedule {message.schedule_id} nests {depth} levels deep;"
+                    f" MySQL/MariaDB JSON takes at most {MAX_JSON_DEPTH}"
+                )
 
     def _insert_params(
         self, rows: list[dict[str, Any]], max_attempts: int, now: datetime
@@ -200,7 +187,8 @@ class MysqlScheduleStore(ServerStore):
             with self._write("insert") as tx, tx.conn.cursor() as cur:
                 cur.executemany(self._sql.insert, rows)
         except StoreError as exc:
-            if not _duplicate(exc):
+            cause = exc.__cause__
+            if not isinstance(cause, pymysql.IntegrityError) or cause.args[0] != _DUPLICATE_KEY:
                 raise
             raise self._first_duplicate(messages, "insert", NAME_HELD) from exc
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 from pymysql.constants import SERVER_STATUS
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from ...message import ScheduledMessage
     from ..sql.server import ServerStore
 
-_T = TypeVar("_T")
 _log = package_logger(__name__)
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"
 
@@ -136,12 +135,6 @@ class MysqlTransactionRunner(ServerRunner):
                 _log.warning("could not end the transactional dispatch's session: %s", exc)
 
         return end
-
-    @contextmanager
-    def _transaction(self, conn: pymysql.Connection[Any]) -> Iterator[None]:
-        conn.begin()
-        yield
-        conn.commit()
 
     def _opened(self, conn: pymysql.Connection[Any]) -> None:
         conn.query(f"SAVEPOINT {_MARK}")

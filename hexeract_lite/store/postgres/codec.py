@@ -177,11 +177,8 @@ def diagnose(row: Sequence[Any]) -> str:
 _CODEC = RowCodec(
     {
         _K.ID: same,
-        _K.TEXT: same,
         _K.JSON: _canonical_json,
         _K.INSTANT: decode_instant,
-        _K.INT: same,
-        _K.BIGINT: same,
         _K.BOOL: bool,
     },
     diagnose,

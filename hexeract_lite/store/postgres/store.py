@@ -14,30 +14,20 @@ import psycopg
 
 from ..._time import to_utc_ms
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import (
-    InvalidConfiguration,
-    InvalidMessage,
-    ScheduleNotFound,
-    StoreError,
-)
+from ...errors import InvalidConfiguration, InvalidMessage, ScheduleNotFound, StoreError
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
 from ...settlement import Settlement, SettlementKind
 from ..base import SWEEP_ERROR, SWEEP_KEPT
-from ..checks import (
-    check_flag,
-    check_int32_counts,
-    check_records,
-    duplicate,
-)
+from ..checks import check_flag, check_int32_counts, check_records, duplicate
 from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.server import NAME_HELD, ServerStore, check_open
 from ..sql.statements import INSERT_COLUMNS
-from . import codec
+from . import codec, transaction
 from .codec import TEXT_COLUMNS, jsonb_text, same, whole_ms
 from .connections import (
     Conn,
@@ -93,6 +83,7 @@ class PostgresScheduleStore(ServerStore):
     _name = "PostgresScheduleStore"
     _codec = codec
     _session = PostgresSession
+    _shared = transaction
     _db: Connections
     _sql: Statements
 
@@ -208,12 +199,6 @@ class PostgresScheduleStore(ServerStore):
             listen=listen,
             version=version,
         )
-
-    @staticmethod
-    def _shared() -> Any:
-        from . import transaction
-
-        return transaction
 
     @property
     def uses_database_clock(self) -> bool:

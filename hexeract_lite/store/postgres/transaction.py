@@ -9,7 +9,7 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -26,11 +26,8 @@ from .connections import connect
 from .notify import channel_name
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from ..sql.server import ServerStore
 
-_T = TypeVar("_T")
 log = package_logger(__name__)
 
 _IDENTITY = (
@@ -167,19 +164,6 @@ def _close_quietly(conn: psycopg.Connection[Any], pid: int) -> None:
             conn.close()
 
 
-def _terminate(store: ServerStore, pid: int) -> Callable[[], None]:
-    """The watchdog's action: terminate the sink's session ``pid`` from a pooled connection."""
-
-    def end() -> None:
-        try:
-            with store._db.connection("ending a transactional dispatch at its deadline") as c:
-                c.execute("SELECT pg_terminate_backend(%s)", [pid])
-        except StoreError as exc:
-            log.warning("could not end the transactional dispatch's session %d: %s", pid, exc)
-
-    return end
-
-
 class PostgresTransactionRunner(ServerRunner):
     """:class:`ServerRunner` on PostgreSQL: ``SET LOCAL`` timeouts; at the deadline the
     watchdog terminates the session."""
@@ -197,10 +181,18 @@ class PostgresTransactionRunner(ServerRunner):
         return self._conn
 
     def _ender(self, conn: psycopg.Connection[Any]) -> Callable[[], None]:
-        return _terminate(self._store, conn.info.backend_pid)
+        """The watchdog's action: terminate the sink's session from a pooled connection."""
+        pid = conn.info.backend_pid
+        store = self._store
 
-    def _transaction(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
-        return conn.transaction()
+        def end() -> None:
+            try:
+                with store._db.connection("ending a transactional dispatch at its deadline") as c:
+                    c.execute("SELECT pg_terminate_backend(%s)", [pid])
+            except StoreError as exc:
+                log.warning("could not end the transactional dispatch's session %d: %s", pid, exc)
+
+        return end
 
     def _opened(self, conn: psycopg.Connection[Any]) -> Any:
         ms = f"{max(1, int(self._timeout * 1000))}ms"
@@ -231,9 +223,6 @@ class PostgresTransactionRunner(ServerRunner):
                 " every later acknowledgement; its writes and the acknowledgement were rolled"
                 " back (name TEMP tables otherwise)"
             )
-
-    def _notify(self, conn: psycopg.Connection[Any]) -> None:
-        notify(conn, self._store)
 
     def _settled(self, conn: psycopg.Connection[Any], fired: bool, failed: bool) -> None:
         if fired or conn.broken or conn.closed:

@@ -18,17 +18,22 @@ _REQUIRED = tuple(index for index, column in enumerate(COLUMNS) if column.requir
 _ENDS = tuple(_INDEX[n] for n in ("delivered_at", "cancelled_at", "dead_lettered_at"))
 
 
+def _as_is(value: Any) -> Any:
+    return value
+
+
 class RowCodec:
     """``decoders``: each column kind's decoder of a non-NULL value (raising on one that
-    does not decode); ``diagnose``: which column makes a row undecodable ('' when none
-    is found; default: the first whose decoder raises)."""
+    does not decode; a kind left out is taken as it is); ``diagnose``: which column
+    makes a row undecodable ('' when none is found; default: the first whose decoder
+    raises)."""
 
     def __init__(
         self,
         decoders: dict[ColumnKind, Callable[[Any], Any]],
         diagnose: Callable[[Sequence[Any]], str] | None = None,
     ) -> None:
-        self._row = tuple(decoders[column.kind] for column in COLUMNS)
+        self._row = tuple(decoders.get(column.kind, _as_is) for column in COLUMNS)
         self._instant = decoders[ColumnKind.INSTANT]
         self._flag = decoders[ColumnKind.BOOL]
         self.diagnose = diagnose or self._diagnose

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreError
@@ -27,21 +27,17 @@ __all__ = ["Fenced", "ServerRunner", "TransactionRunner", "savepoint"]
 _SAVEPOINT = "hexeract_lite_insert"
 
 
-def _no_mapping(exc: BaseException) -> Exception | None:
-    return None
-
-
 @contextmanager
 def savepoint(
     run: Callable[[str], object],
     errors: tuple[type[Exception], ...],
     what: str,
     where: object,
-    mapped: Callable[[BaseException], Exception | None] = _no_mapping,
+    mapped: Callable[[BaseException], Exception | None] | None = None,
 ) -> Iterator[None]:
     """The body in a savepoint of the caller's transaction (``run`` executes a
     statement on it): released when it ends, rolled back to when it raises. The error
-    raised is ``mapped(exc)`` when not None, else a driver error (``errors``) as
+    raised is ``mapped(exc)`` when that is not None, else a driver error (``errors``) as
     :class:`StoreError` naming ``what`` and ``where``, else ``exc``."""
 
     def failed(exc: BaseException) -> StoreError:
@@ -59,7 +55,7 @@ def savepoint(
             # gone with a broken connection, or rolled back by the engine: nothing left
             run(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
             run(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-        error = mapped(exc)
+        error = None if mapped is None else mapped(exc)
         if error is not None:
             raise error from exc
         if isinstance(exc, errors):
@@ -133,26 +129,23 @@ class TransactionRunner:
 
 
 class ServerRunner(TransactionRunner):
-    """:class:`TransactionRunner` on a database server: at the deadline the watchdog
-    calls ``_ender(conn)`` (ending the session); a handler returning late is rolled back.
-    The dialect's hooks: ``_connection()``, the runner's own; ``_transaction(conn)``;
-    ``_opened(conn)``, first in it, given to ``_check_after`` (did the handler end the
-    transaction?); ``_notify(conn)``, other processes; ``_settled(conn, fired, failed)``
-    after it; ``_timed_out(exc, deadline)``, the database's own timeout."""
+    """:class:`TransactionRunner` on a database server, in the store's ``_transaction``:
+    at the deadline the watchdog calls ``_ender(conn)`` (ending the session); a handler
+    returning late is rolled back. The dialect's hooks: ``_connection()``, the runner's
+    own; ``_opened(conn)``, first in the transaction, given to ``_check_after`` (did the
+    handler end it?); ``_settled(conn, fired, failed)`` after it; ``_timed_out(exc,
+    deadline)``, the database's own timeout. A wake-up tells other processes through
+    the dialect's ``notify``."""
 
     _errors: tuple[type[Exception], ...]
     _connection: Callable[[], Any]
     _ender: Callable[[Any], Callable[[], None]]
-    _transaction: Callable[[Any], AbstractContextManager[Any]]
     _settled: Callable[[Any, bool, bool], None]
 
     def _opened(self, conn: Any) -> Any:
         return None
 
     def _check_after(self, conn: Any, opened: Any) -> None:
-        pass
-
-    def _notify(self, conn: Any) -> None:
         pass
 
     def _timed_out(self, exc: BaseException, deadline: float) -> bool:
@@ -176,7 +169,7 @@ class ServerRunner(TransactionRunner):
         self._watchdog.arm(self._timeout, self._ender(conn))
         session = self._store._session(conn)
         try:
-            with self._transaction(conn):
+            with self._store._transaction(conn, True, False):
                 opened = self._opened(conn)
                 if session.execute(statement, params) != 1:
                     raise Fenced()
@@ -190,7 +183,7 @@ class ServerRunner(TransactionRunner):
                 if self._runs is not None:
                     session.execute(self._runs.insert, self._run_row(occ, began))
                 if settlement.wakes:
-                    self._notify(conn)
+                    self._store._shared.notify(conn, self._store)
         except BaseException as exc:
             fired = self._watchdog.disarm()
             self._settled(conn, fired, True)

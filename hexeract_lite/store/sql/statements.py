@@ -17,7 +17,6 @@ from ...snapshot import ScheduleStatus
 from ..columns import COLUMN_NAMES
 from ..listing import postgres_status_where
 from ..schema import REPLAYED, counted
-from .backfill import DELIVERED_KEEPS_WINDOW, rescheduled_keeps_window
 
 __all__ = ["INSERT_COLUMNS", "NOT_TERMINAL", "SharedStatements"]
 
@@ -78,9 +77,12 @@ class SharedStatements:
         )
         self.cancel_leased = q("UPDATE {t} SET cancelled_at = {now}, leased_until = NULL" + _FENCE)
         # a change made during the lease (next_after_lease) sets the next firing: the
-        # acknowledgement of the firing in flight moves the schedule there instead
+        # acknowledgement of the firing in flight moves the schedule there instead;
+        # backfill_until is kept while the next firing is inside the window (assigned
+        # first: MySQL reads the values already assigned)
         self.mark_delivered = q(
-            "UPDATE {t} SET " + DELIVERED_KEEPS_WINDOW + ","
+            "UPDATE {t} SET backfill_until = CASE WHEN next_after_lease <= backfill_until"
+            " THEN backfill_until END,"
             " delivered_at = CASE WHEN next_after_lease IS NULL THEN {now} END,"
             " scheduled_for = COALESCE(next_after_lease, scheduled_for),"
             " attempts = CASE WHEN next_after_lease IS NULL THEN attempts ELSE 0 END,"
@@ -90,7 +92,8 @@ class SharedStatements:
             " THEN jitter_offset_ms END, leased_until = NULL, next_after_lease = NULL" + _FENCE
         )
         self.reschedule = q(
-            "UPDATE {t} SET " + rescheduled_keeps_window("%(next)s") + ","
+            "UPDATE {t} SET backfill_until = CASE WHEN COALESCE(next_after_lease, %(next)s)"
+            " <= backfill_until THEN backfill_until END,"
             " scheduled_for = COALESCE(next_after_lease, %(next)s),"
             " attempts = 0, " + _COUNTED + ", jitter_offset_ms = CASE WHEN next_after_lease"
             " IS NULL THEN %(offset)s{int8} END, last_error = NULL, leased_until = NULL,"

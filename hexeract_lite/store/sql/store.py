@@ -16,11 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._log import package_logger
 from ...clock import Clock
-from ...errors import (
-    NotReplayable,
-    ScheduleNotFound,
-    StoreError,
-)
+from ...errors import NotReplayable, ScheduleNotFound, StoreError
 from ...runlog import RunOutcome, RunRecord
 from ...settlement import Settlement, SettlementKind
 from ...snapshot import LeasedOccurrence, MalformedSchedule, ScheduleSnapshot, ScheduleStatus
