@@ -375,6 +375,37 @@ def test_insert_within_the_callers_transaction_commits_or_rolls_back_with_it(
     conn.close()
 
 
+@pytest.mark.parametrize("own_transaction", [False, True], ids=["store", "connection"])
+def test_a_name_held_under_another_id_is_a_store_error_saying_so(
+    store: MysqlScheduleStore, url: str, table: str, own_transaction: bool
+) -> None:
+    """A row another tool wrote holds the name under another id: an insert of that name
+    is refused naming the cause, as on PostgreSQL, and nothing is written (inside the
+    application's transaction, that transaction stays usable)."""
+    other = due(1)
+    store.insert(other, 5)
+    sql(url, f"UPDATE {table} SET name = 'app.held' WHERE schedule_id = %s",
+        [other.schedule_id.bytes])  # fmt: skip
+    named = ScheduledMessage.delay(Target.mediator(), T0, "remind", {}, name="app.held")
+    held = "a unique name is held by another schedule"
+    if own_transaction:
+        conn = mysql.raw_connect(url, autocommit=False)
+        try:
+            with pytest.raises(StoreError, match=held):
+                store.insert(named, 5, connection=conn)
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1")
+                assert cur.fetchall() == ((1,),)
+            conn.commit()
+        finally:
+            conn.close()
+    else:
+        with pytest.raises(StoreError, match=held):
+            store.insert(named, 5)
+    assert store.inspect(named.schedule_id) is None
+    assert [s.schedule_id for s in store.list_named("app.")] == [other.schedule_id]
+
+
 def test_bad_connections_are_refused(store: MysqlScheduleStore, url: str) -> None:
     auto = mysql.raw_connect(url)
     with pytest.raises(InvalidArgument, match="autocommit"):

@@ -17,6 +17,8 @@ from ..sql.server import ServerSession
 _LOCK_WAIT = 1205
 _STATEMENT_TIME = (1969, 3024)  # MariaDB's max_statement_time, MySQL's max_execution_time
 _DEADLOCK = 1213
+DUPLICATE_KEY = 1062
+"""The server's error for a row a unique index holds already."""
 
 
 ISOLATION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"

@@ -28,11 +28,8 @@ from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
 from .schema import SCHEMA_VERSION, ensure_schema
-from .session import MysqlSession, Timeouts, store_error
+from .session import DUPLICATE_KEY, MysqlSession, Timeouts, store_error
 from .statements import Statements
-
-_DUPLICATE_KEY = 1062
-
 
 MAX_JSON_DEPTH = 32
 """The deepest payload the store takes: MariaDB's JSON functions (the column's check)
@@ -188,7 +185,7 @@ class MysqlScheduleStore(ServerStore):
                 cur.executemany(self._sql.insert, rows)
         except StoreError as exc:
             cause = exc.__cause__
-            if not isinstance(cause, pymysql.IntegrityError) or cause.args[0] != _DUPLICATE_KEY:
+            if not isinstance(cause, pymysql.IntegrityError) or cause.args[0] != DUPLICATE_KEY:
                 raise
             raise self._first_duplicate(messages, "insert", NAME_HELD) from exc
 

@@ -16,11 +16,11 @@ from ...errors import DispatchError, InvalidArgument, StoreError
 from ..checks import bad_connection as _bad
 from ..checks import duplicate, first_duplicate
 from ..sql.runner import ServerRunner, savepoint
-from .session import MysqlSession
+from ..sql.server import NAME_HELD, ServerStore
+from .session import DUPLICATE_KEY, MysqlSession
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
-    from ..sql.server import ServerStore
 
 _log = package_logger(__name__)
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"
@@ -73,7 +73,8 @@ def insert_within(
     its transaction. Raises :class:`InvalidArgument` for a connection that is closed,
     on another database, or in autocommit mode with no transaction;
     :class:`DuplicateSchedule` for an id stored already or repeated in the batch (the
-    batch undone, the caller's transaction still usable)."""
+    batch undone, the caller's transaction still usable); :class:`StoreError` saying so
+    when a unique name is held by another schedule."""
     conn = _check(store, connection, "insert")
     if not messages:
         return
@@ -84,12 +85,15 @@ def insert_within(
         with _savepoint(store, conn, "insert"), conn.cursor() as cur:
             cur.executemany(store._sql.insert, rows)
     except StoreError as exc:
-        if not isinstance(exc.__cause__, pymysql.IntegrityError):
+        cause = exc.__cause__
+        if not isinstance(cause, pymysql.IntegrityError):
             raise
         for m in messages:
             if MysqlSession(conn).fetch(store._sql.exists, {"id": m.schedule_id.bytes}):
                 raise duplicate(m) from exc
-        raise
+        if cause.args[0] != DUPLICATE_KEY:
+            raise
+        raise StoreError(f"insert on {store._place}: {NAME_HELD}") from exc
 
 
 @contextmanager
