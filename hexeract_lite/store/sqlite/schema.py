@@ -268,8 +268,11 @@ def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedel
         raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
 
 
-def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None, bool]:
-    """(does the table exist, its recorded version or None, does its run log exist)."""
+def _refusal(
+    conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
+) -> tuple[bool, int | None, bool]:
+    """Every check that can refuse the table, all reads; when none does, (does the table
+    exist, its recorded version or None, does its run log exist)."""
     names = {
         row[0]
         for row in conn.execute(
@@ -284,14 +287,7 @@ def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None, b
         ).fetchall()
         if rows:
             version = int(str(rows[0][0]))
-    return table in names, version, f"{table}_runs" in names
-
-
-def _refusal(
-    conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
-) -> tuple[bool, int | None, bool]:
-    """Every check that can refuse the table, all reads: :func:`schema_state` when none does."""
-    exists, version, runs = schema_state(conn, table)
+    exists = table in names
     if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
             f"the table {table} in {db} has schema version {version}, newer than this"
@@ -301,7 +297,7 @@ def _refusal(
         raise StoreError(f"no database at {db}: the file has no table {table}")
     if exists and version is None:
         check_reference_layout(conn, table, db)
-    return exists, version, runs
+    return exists, version, f"{table}_runs" in names
 
 
 def ensure_schema(
