@@ -381,12 +381,9 @@ class SqliteTransactionRunner(TransactionRunner):
         self._watchdog.arm(self._timeout, end_at_deadline)
         committed = False
         error: BaseException | None = None
-        applied = True
         try:
             conn.execute(statement, params)
-            if conn.changes() == 0:
-                applied = False
-            else:
+            if conn.changes():  # else fenced out: the handler is not called
                 guard.refused.clear()
                 guard.temp_changed = False
                 guard.active = True
@@ -421,13 +418,10 @@ class SqliteTransactionRunner(TransactionRunner):
             self._closed()  # the watchdog closed it (rolling back what was not committed)
         elif not committed and not roll_back(conn, _ROLLBACK):
             self._drop()
-        if committed:
-            return Acknowledged(settlement=settlement, applied=True)
-        if not applied and error is None:
-            return Acknowledged(settlement=settlement, applied=False)
+        if error is None:  # committed, or fenced out before the handler
+            return Acknowledged(settlement=settlement, applied=committed)
         if fired:
             return DispatchResult.failed(timed_out(self._timeout, error))
-        assert error is not None
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
 
     def _error(self, exc: BaseException) -> BaseException:
