@@ -15,11 +15,7 @@ from datetime import timedelta
 import apsw
 
 from ...errors import StoreError
-from ..schema import (
-    REFERENCE_COLUMNS,
-    sqlite_reference_index_ddl,
-    sqlite_table_ddl,
-)
+from ..schema import REFERENCE_COLUMNS, sqlite_table_ddl
 from .driver import FileHold, hold_file, open_connection
 from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
 from .session import not_waiting, roll_back, set_busy_wait
@@ -327,9 +323,7 @@ def ensure_schema(
             # again, under the write lock
             exists, version, runs = _refusal(conn, table, db, may_create=create)
             if not exists:
-                conn.execute(sqlite_table_ddl(table))
-                for ddl in sqlite_reference_index_ddl(table):
-                    conn.execute(ddl)
+                conn.execute(sqlite_table_ddl(table))  # its indexes: the first upgrade's
             start = version or 0
             if start == SCHEMA_VERSION and not runs:
                 start = 6  # its run log dropped by another tool: made again
