@@ -96,8 +96,7 @@ class Sqlite3Cursor:
         return rows
 
     def __iter__(self) -> Iterator[Any]:
-        rows, self._rows = self._rows, []
-        return iter(rows)
+        return iter(self.fetchall())
 
 
 class Sqlite3Connection:
