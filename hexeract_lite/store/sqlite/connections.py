@@ -145,18 +145,11 @@ class Connections:
                         raise self.error(what, exc) from exc
                     raise
             finally:
-                resynced = not unsynced or self._resync()
-        if not resynced:  # pragma: no cover - a broken connection fails its next call
-            _log.warning("could not restore synchronous=FULL on %s", self.path)
-
-    def _resync(self) -> bool:
-        conn = self.conn
-        if conn is not None:
-            try:
-                conn.execute("PRAGMA synchronous=FULL")
-            except apsw.Error:  # pragma: no cover
-                return False
-        return True
+                if unsynced and self.conn is not None:
+                    try:
+                        self.conn.execute("PRAGMA synchronous=FULL")
+                    except apsw.Error:  # pragma: no cover - a broken connection fails next
+                        _log.warning("could not restore synchronous=FULL on %s", self.path)
 
     def rollback(self) -> None:
         """Roll back the transaction in progress, if any."""

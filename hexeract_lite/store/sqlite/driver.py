@@ -17,7 +17,6 @@ __all__ = [
     "DRIVERS",
     "MIN_SQLITE3",
     "FileHold",
-    "check_driver",
     "check_open",
     "check_sqlite3_version",
     "hold_file",
@@ -82,18 +81,6 @@ def check_open(
         raise InvalidConfiguration(f"busy_timeout must be a timedelta >= 0, got {busy_timeout!r}")
     if not isinstance(clock, Clock):
         raise InvalidConfiguration(f"clock must have a now() method, got {clock!r}")
-    checked = check_driver(driver, vfs)
-    if vfs is not None and vfs not in apsw.vfs_names():
-        raise InvalidConfiguration(
-            f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
-        )
-    check_flag("create", create)
-    check_flag("readonly", readonly)
-    return checked
-
-
-def check_driver(driver: object, vfs: str | None) -> str:
-    """``driver`` checked (:class:`InvalidConfiguration` otherwise)."""
     if driver not in DRIVERS:
         raise InvalidConfiguration(f"driver must be 'apsw' or 'sqlite3', got {driver!r}")
     if driver == "sqlite3":
@@ -106,6 +93,12 @@ def check_driver(driver: object, vfs: str | None) -> str:
                 " through apsw (apsw.VFS), in apsw's SQLite, which the standard library's"
                 " sqlite3 does not see; use driver='apsw' to open the file with a VFS"
             )
+    if vfs is not None and vfs not in apsw.vfs_names():
+        raise InvalidConfiguration(
+            f"vfs must name a registered SQLite VFS {apsw.vfs_names()}, got {vfs!r}"
+        )
+    check_flag("create", create)
+    check_flag("readonly", readonly)
     return str(driver)
 
 

@@ -89,10 +89,8 @@ def read_pending(path: Any, table: str, limit: int) -> list[Any] | None:
     try:
         cols = present_columns(conn, table)
         # as the read-only store's list_pending chooses (its _normalise_if_needed)
-        if version != SCHEMA_VERSION or conn.execute(any_noncanonical(table)).fetchall():
-            statement = portable_pending(table, cols)
-        else:
-            statement = indexed_pending(table, cols)
+        portable = version != SCHEMA_VERSION or conn.execute(any_noncanonical(table)).fetchall()
+        statement = (portable_pending if portable else indexed_pending)(table, cols)
         rows = conn.execute(statement, {"limit": limit}).fetchall()
         conn.close()
     except (apsw.Error, UnicodeDecodeError):  # the store reads a non-UTF-8 row salvaged

@@ -15,11 +15,7 @@ from datetime import timedelta
 import apsw
 
 from ...errors import StoreError
-from ..schema import (
-    REFERENCE_COLUMNS,
-    sqlite_reference_index_ddl,
-    sqlite_table_ddl,
-)
+from ..schema import REFERENCE_COLUMNS, sqlite_table_ddl
 from .driver import FileHold, hold_file, open_connection
 from .paths import APP_NAME, DATABASE_FILE_NAME, check_path, default_database_path
 from .session import not_waiting, roll_back, set_busy_wait
@@ -268,8 +264,11 @@ def switch_to_wal(conn: apsw.Connection, db: pathlib.Path, busy_timeout: timedel
         raise StoreError(f"cannot switch the database {db} to WAL (journal_mode is {mode!r})")
 
 
-def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None, bool]:
-    """(does the table exist, its recorded version or None, does its run log exist)."""
+def _refusal(
+    conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
+) -> tuple[bool, int | None, bool]:
+    """Every check that can refuse the table, all reads; when none does, (does the table
+    exist, its recorded version or None, does its run log exist)."""
     names = {
         row[0]
         for row in conn.execute(
@@ -284,14 +283,7 @@ def schema_state(conn: apsw.Connection, table: str) -> tuple[bool, int | None, b
         ).fetchall()
         if rows:
             version = int(str(rows[0][0]))
-    return table in names, version, f"{table}_runs" in names
-
-
-def _refusal(
-    conn: apsw.Connection, table: str, db: pathlib.Path, *, may_create: bool
-) -> tuple[bool, int | None, bool]:
-    """Every check that can refuse the table, all reads: :func:`schema_state` when none does."""
-    exists, version, runs = schema_state(conn, table)
+    exists = table in names
     if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
             f"the table {table} in {db} has schema version {version}, newer than this"
@@ -301,7 +293,7 @@ def _refusal(
         raise StoreError(f"no database at {db}: the file has no table {table}")
     if exists and version is None:
         check_reference_layout(conn, table, db)
-    return exists, version, runs
+    return exists, version, f"{table}_runs" in names
 
 
 def ensure_schema(
@@ -331,9 +323,7 @@ def ensure_schema(
             # again, under the write lock
             exists, version, runs = _refusal(conn, table, db, may_create=create)
             if not exists:
-                conn.execute(sqlite_table_ddl(table))
-                for ddl in sqlite_reference_index_ddl(table):
-                    conn.execute(ddl)
+                conn.execute(sqlite_table_ddl(table))  # its indexes: the first upgrade's
             start = version or 0
             if start == SCHEMA_VERSION and not runs:
                 start = 6  # its run log dropped by another tool: made again

@@ -96,14 +96,13 @@ class Sqlite3Cursor:
         return rows
 
     def __iter__(self) -> Iterator[Any]:
-        rows, self._rows = self._rows, []
-        return iter(rows)
+        return iter(self.fetchall())
 
 
 class Sqlite3Connection:
     """apsw's ``Connection`` subset on a ``sqlite3.Connection`` (:attr:`raw`)."""
 
-    def __init__(self, raw: sqlite3.Connection, path: str, *, readonly: bool) -> None:
+    def __init__(self, raw: _Tracked, path: str, *, readonly: bool) -> None:
         self.raw = raw
         self._path = path
         self._readonly = readonly
@@ -181,7 +180,7 @@ class Sqlite3Connection:
             for _ in range(400):
                 try:
                     self.raw.interrupt()
-                    _close_cursors(self.raw)
+                    self.raw.close_cursors()
                     if self.raw.in_transaction:
                         self.raw.execute("ROLLBACK")
                     self.raw.execute("PRAGMA query_only = 1")
@@ -217,17 +216,14 @@ class _Tracked(sqlite3.Connection):
         """``cursor().executemany(...)``."""
         return self.cursor().executemany(*args, **kwargs)
 
-
-def _close_cursors(raw: sqlite3.Connection) -> None:
-    tracked = getattr(raw, "open_cursors", None)
-    if tracked is None:
-        return
-    try:
-        cursors = list(tracked)
-    except RuntimeError:  # the set changed while it was copied: try again
-        raise sqlite3.OperationalError("cursors changing") from None
-    for cur in cursors:
-        cur.close()
+    def close_cursors(self) -> None:
+        """Close the cursors (``OperationalError`` when the set changed meanwhile)."""
+        try:
+            cursors = list(self.open_cursors)
+        except RuntimeError:  # the set changed while it was copied: try again
+            raise sqlite3.OperationalError("cursors changing") from None
+        for cur in cursors:
+            cur.close()
 
 
 def open_sqlite3(uri: str, path: pathlib.Path, *, readonly: bool) -> apsw.Connection:

@@ -35,7 +35,6 @@ __all__ = [
     "SqliteStatements",
     "claim_rows",
     "file_sizes",
-    "list_query",
     "stats_sql",
 ]
 
@@ -43,6 +42,9 @@ LEASE_CHUNK = 500
 """The most rowids one leasing UPDATE names (within SQLite's bound-parameter limit)."""
 
 _PARAM = re.compile(r"%\((\w+)\)s")
+_ACTIVE = f"{LIVE} AND paused = 0"
+_FRESH = f"{_ACTIVE} AND leased_until IS NULL"  # on the due index
+_LEASED = f"{_ACTIVE} AND leased_until IS NOT NULL"  # on the leased index
 
 
 class SqliteStatements(SharedStatements):
@@ -85,15 +87,11 @@ class SqliteStatements(SharedStatements):
         # the rowids to lease (from the due index, and with an expired lease from both
         # indexes, merged), then one UPDATE of exactly those rowids.
         expired = (
-            f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
-            " AND leased_until <= :now AND scheduled_for <= :now"
+            f"{_LEASED} AND leased_until <= :now AND scheduled_for <= :now"
             " AND attempts < max_attempts"
         )
         self.claim_probe = f"SELECT 1 FROM {leased} WHERE {expired} LIMIT 1"
-        fresh = (
-            f"{LIVE} AND paused = 0 AND leased_until IS NULL"
-            " AND scheduled_for <= :now AND attempts < max_attempts"
-        )
+        fresh = f"{_FRESH} AND scheduled_for <= :now AND attempts < max_attempts"
         self.claim_fresh = (
             f"SELECT rowid FROM {due} WHERE {fresh} ORDER BY scheduled_for, schedule_id LIMIT :n"
         )
@@ -132,7 +130,7 @@ class SqliteStatements(SharedStatements):
             f" WHERE schedule_id = :id AND {LIVE} AND (paused <> 0) <> :paused"
         )
         sweepable = (
-            f"{LIVE} AND paused = 0 AND attempts >= max_attempts"
+            f"{_ACTIVE} AND attempts >= max_attempts"
             " AND (leased_until IS NULL OR leased_until <= :now)"
         )
         self.sweepable = sweepable
@@ -151,18 +149,17 @@ class SqliteStatements(SharedStatements):
         # max(scheduled_for, leased_until). The first leased row (l, s) in index order
         # gives it when s <= l (every other lease is at least l); otherwise only rows
         # whose lease ends in (l, s] can beat s, and that range is read.
-        leased_rows = f"{LIVE} AND paused = 0 AND leased_until IS NOT NULL"
         self.next_wakeup = (
             "SELECT"
             f" (SELECT scheduled_for FROM {due}"
-            f"   WHERE {LIVE} AND paused = 0 AND leased_until IS NULL"
+            f"   WHERE {_FRESH}"
             "   ORDER BY scheduled_for, schedule_id LIMIT 1),"
             " (SELECT CASE WHEN f.s <= f.l THEN f.l ELSE min(f.s, coalesce("
             f"   (SELECT min(max(scheduled_for, leased_until)) FROM {leased}"
-            f"    WHERE {leased_rows} AND leased_until > f.l AND leased_until <= f.s),"
+            f"    WHERE {_LEASED} AND leased_until > f.l AND leased_until <= f.s),"
             "   f.s)) END"
             f"  FROM (SELECT leased_until AS l, scheduled_for AS s FROM {leased}"
-            f"   WHERE {leased_rows} ORDER BY leased_until, scheduled_for LIMIT 1) AS f)"
+            f"   WHERE {_LEASED} ORDER BY leased_until, scheduled_for LIMIT 1) AS f)"
         )
         # names of a group: the prefix compared byte for byte (substr(), not LIKE,
         # whose wildcards a name may hold and which ignores ASCII case)
@@ -182,8 +179,9 @@ class SqliteStatements(SharedStatements):
             "SELECT min(CASE WHEN l IS NULL THEN s ELSE max(s, l) END), NULL FROM ("
             f" SELECT strftime({CANONICAL_TS}, scheduled_for) AS s,"
             f" strftime({CANONICAL_TS}, leased_until) AS l"
-            f" FROM {t} WHERE {LIVE} AND paused = 0)"
+            f" FROM {t} WHERE {_ACTIVE})"
         )
+        self.stats = stats_sql(t, indexed=indexed)
         marks = ", ".join("?" for _ in COLUMN_NAMES)
         self.import_row = (
             f"INSERT INTO {t} ({SELECT_LIST}) VALUES ({marks}) ON CONFLICT (schedule_id) DO NOTHING"
@@ -197,6 +195,48 @@ class SqliteStatements(SharedStatements):
             marks = ", ".join("?" * count)
             sql = self._lease_sql[count] = f"{self._lease_head}{marks}{self._lease_tail}"
         return sql
+
+    def _by_status(self, status: ScheduleStatus | None) -> str:
+        """The table read on the partial index holding exactly the rows of ``status``."""
+        assert status is not None
+        suffix = "dead_letter" if status.value == "dead-lettered" else status.value
+        return f"{self.table} INDEXED BY idx_{self.table}_{suffix}"
+
+    def status_count(self, status: ScheduleStatus) -> str:
+        """How many rows ``status`` has, counted on its index up to :data:`FEW_ROWS`."""
+        return (
+            f"SELECT count(*) FROM (SELECT 1 FROM {self._by_status(status)}"
+            f" WHERE {sqlite_status_where(status)} LIMIT {FEW_ROWS})"
+        )
+
+    def list_query(
+        self,
+        status: ScheduleStatus | None,
+        glob: str | None,
+        name: str | None,
+        after: uuid.UUID | None,
+        limit: int,
+        indexed: bool,
+    ) -> tuple[str, dict[str, Any]]:
+        """A page of ``list_schedules`` in id order and its parameters; ``indexed``: the
+        rows of ``status`` read on its index and sorted (for a status few rows have)."""
+        source = self._by_status(status) if indexed else self.table
+        where = [sqlite_status_where(status)]
+        params: dict[str, Any] = {"limit": limit}
+        if glob is not None:
+            where.append("event_type GLOB :glob")
+            params["glob"] = sqlite_glob(glob)
+        if name is not None:
+            where.append("name GLOB :name")
+            params["name"] = sqlite_glob(name)
+        if after is not None:
+            where.append("schedule_id > :after")
+            params["after"] = after.bytes
+        sql = (
+            f"SELECT {self.select_list} FROM {source} WHERE {' AND '.join(where)}"
+            " ORDER BY schedule_id LIMIT :limit"
+        )
+        return sql, params
 
 
 def claim_rows(cur: apsw.Cursor, sql: SqliteStatements, params: dict[str, Any]) -> list[Any]:
@@ -221,28 +261,10 @@ FEW_ROWS = 10_000
 """A status with fewer rows than this is listed from its index (read and sorted)."""
 
 
-def status_index(table: str, status: ScheduleStatus | None) -> str:
-    """The partial index that holds exactly the rows of ``status``."""
-    assert status is not None
-    suffix = "dead_letter" if status.value == "dead-lettered" else status.value
-    return f"idx_{validate_sqlite_table_name(table)}_{suffix}"
-
-
-def status_count_sql(table: str, status: ScheduleStatus) -> str:
-    """How many rows ``status`` has, counted on its index up to :data:`FEW_ROWS`."""
-    t = validate_sqlite_table_name(table)
-    return (
-        f"SELECT count(*) FROM (SELECT 1 FROM {t} INDEXED BY {status_index(table, status)}"
-        f" WHERE {sqlite_status_where(status)} LIMIT {FEW_ROWS})"
-    )
-
-
 def stats_sql(table: str, *, indexed: bool = True) -> str:
     """One row of the counts and oldest instants :class:`StoreStats` reports (``:now`` bound)."""
     t = validate_sqlite_table_name(table)
-    pending = f"{LIVE} AND paused = 0"
-    fresh = f"{pending} AND leased_until IS NULL"
-    leased = f"{pending} AND leased_until IS NOT NULL"
+    fresh, leased = _FRESH, _LEASED
     # The planner would count fresh rows on the reference's pending index, reading each
     # row for its lease; the due index holds exactly them (a count reads it alone).
     due = f"{t} INDEXED BY idx_{t}_due" if indexed else t
@@ -277,35 +299,3 @@ def file_sizes(path: pathlib.Path) -> tuple[int | None, int | None]:
         except OSError:
             sizes.append(None)
     return sizes[0], sizes[1]
-
-
-def list_query(
-    table: str,
-    select_list: str,
-    status: ScheduleStatus | None,
-    glob: str | None,
-    name: str | None,
-    after: uuid.UUID | None,
-    limit: int,
-    indexed: bool = False,
-) -> tuple[str, dict[str, Any]]:
-    """A page of ``list_schedules`` in id order and its parameters; ``indexed``: the
-    rows of ``status`` read on its index and sorted (for a status few rows have)."""
-    t = validate_sqlite_table_name(table)
-    source = f"{t} INDEXED BY {status_index(table, status)}" if indexed else t
-    where = [sqlite_status_where(status)]
-    params: dict[str, Any] = {"limit": limit}
-    if glob is not None:
-        where.append("event_type GLOB :glob")
-        params["glob"] = sqlite_glob(glob)
-    if name is not None:
-        where.append("name GLOB :name")
-        params["name"] = sqlite_glob(name)
-    if after is not None:
-        where.append("schedule_id > :after")
-        params["after"] = after.bytes
-    sql = (
-        f"SELECT {select_list} FROM {source} WHERE {' AND '.join(where)}"
-        " ORDER BY schedule_id LIMIT :limit"
-    )
-    return sql, params

@@ -53,9 +53,6 @@ from .statements import (
     SqliteStatements,
     claim_rows,
     file_sizes,
-    list_query,
-    stats_sql,
-    status_count_sql,
 )
 
 __all__ = ["SqliteScheduleStore", "default_database_path"]
@@ -403,9 +400,9 @@ class SqliteScheduleStore(SqlScheduleStore):
         # read-only, may lack)
         few = False
         if status is not None and name is None and self._current:
-            [(count,)] = self._read("list_schedules", status_count_sql(self._table, status), {})
+            [(count,)] = self._read("list_schedules", self._sql.status_count(status), {})
             few = count < FEW_ROWS
-        return list_query(self._table, self._sql.select_list, status, glob, name, after, limit, few)
+        return self._sql.list_query(status, glob, name, after, limit, few)
 
     def _prune_statements(self, column: str) -> tuple[Any, Any]:
         return self._sql.prune(column)
@@ -423,7 +420,7 @@ class SqliteScheduleStore(SqlScheduleStore):
         now = self._now()
         params = {"now": format_ts(now)}
         # an older table (read-only: not upgraded) may lack the indexes the counts name
-        [row] = self._read("stats", stats_sql(self._table, indexed=self._current), params)
+        [row] = self._read("stats", self._sql.stats, params)
         row = list(row)
         for index in (7, 9):  # the oldest due instants
             row[index] = None if row[index] is None else parse_ts(row[index])

@@ -35,7 +35,6 @@ from .connections import is_duplicate, sink_transaction
 from .driver import FileHold, hold_file, shares_sqlite_with_apsw, two_copies
 from .schema import connect
 from .session import roll_back
-from .statements import SqliteStatements
 
 __all__ = ["SqliteTransactionRunner", "insert_within", "modify_within", "shares_sqlite_with_apsw"]
 
@@ -186,7 +185,12 @@ def insert_within(
         return
 
     def duplicate(exc: BaseException) -> Exception | None:
-        return _first_duplicate(caller, statements, messages) if _is_duplicate(exc) else None
+        if not _is_duplicate(exc):
+            return None
+        found = first_duplicate(
+            messages, lambda s: caller.execute(statements.exists, {"id": s.bytes})
+        )
+        return StoreError("insert: a duplicate id or name vanished") if found is None else found
 
     with _savepoint(caller, path, what, duplicate):
         caller.executemany(statements.insert, rows)
@@ -236,17 +240,6 @@ def modify_within(
         if new is not None:
             caller.execute(statements.write_row, store._row_params(new))
     return answer
-
-
-def _first_duplicate(
-    caller: _Caller, statements: SqliteStatements, messages: Sequence[ScheduledMessage]
-) -> Exception:
-    duplicate = first_duplicate(
-        messages, lambda s: caller.execute(statements.exists, {"id": s.bytes})
-    )
-    if duplicate is not None:
-        return duplicate
-    return StoreError("insert: a duplicate id or name vanished")
 
 
 def _close_from_outside(conn: apsw.Connection) -> None:
@@ -388,12 +381,9 @@ class SqliteTransactionRunner(TransactionRunner):
         self._watchdog.arm(self._timeout, end_at_deadline)
         committed = False
         error: BaseException | None = None
-        applied = True
         try:
             conn.execute(statement, params)
-            if conn.changes() == 0:
-                applied = False
-            else:
+            if conn.changes():  # else fenced out: the handler is not called
                 guard.refused.clear()
                 guard.temp_changed = False
                 guard.active = True
@@ -426,20 +416,13 @@ class SqliteTransactionRunner(TransactionRunner):
         fired = self._watchdog.disarm()
         if fired:
             self._closed()  # the watchdog closed it (rolling back what was not committed)
-        elif not committed:
-            self._rollback(conn)
-        if committed:
-            return Acknowledged(settlement=settlement, applied=True)
-        if not applied and error is None:
-            return Acknowledged(settlement=settlement, applied=False)
+        elif not committed and not roll_back(conn, _ROLLBACK):
+            self._drop()
+        if error is None:  # committed, or fenced out before the handler
+            return Acknowledged(settlement=settlement, applied=committed)
         if fired:
             return DispatchResult.failed(timed_out(self._timeout, error))
-        assert error is not None
         return DispatchResult.failed(error)  # the handler's SQL and ours share the errors
-
-    def _rollback(self, conn: apsw.Connection) -> None:
-        if not roll_back(conn, _ROLLBACK):
-            self._drop()
 
     def _error(self, exc: BaseException) -> BaseException:
         if isinstance(exc, StoreError):
