@@ -172,3 +172,30 @@ def test_scheduler_list_imports_only_what_a_listing_needs(tmp_path: Path) -> Non
     assert code == "0", proc.stdout
     assert "hexeract_lite.store.sqlite.store" in loaded
     assert sorted(set(NOT_FOR_A_LISTING) & set(loaded)) == []
+
+
+@pytest.mark.parametrize("store", ["postgres", "mysql"])
+def test_a_server_stores_module_loads_nothing_a_listing_never_needs(store: str) -> None:
+    """A ``list`` over ``postgresql://`` or ``mysql://`` opens the store: its module
+    leaves the worker's side (the transactional-sink runner, the settle path, the
+    worker config) to the first call that needs it."""
+    pytest.importorskip({"postgres": "psycopg", "mysql": "pymysql"}[store])
+    root = str(Path(hexeract_lite.__file__).resolve().parent.parent)
+    child = (
+        "import sys\nbefore = set(sys.modules)\n"
+        f"import hexeract_lite.store.{store}.store\n"
+        "print(*sorted(set(sys.modules) - before))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=60,
+        check=True,
+    )
+    loaded = set(proc.stdout.split())
+    assert f"hexeract_lite.store.{store}.store" in loaded  # the child did import it
+    ours = [name for name in NOT_FOR_A_LISTING if name.startswith("hexeract_lite.")]
+    assert sorted(set(ours) & loaded) == []
+    assert f"hexeract_lite.store.{store}.transaction" not in loaded

@@ -23,7 +23,7 @@ from ..checks import check_int32_counts, check_records
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
 from ..sql.server import NAME_HELD, ServerStore, check_count, check_open
-from . import codec, transaction
+from . import codec
 from .codec import encode_instant, record_params
 from .connections import Conn, Connections, connect, url_params
 from .runs import RUNS_VERSION, run_statements, sweep_runs
@@ -50,7 +50,7 @@ class MysqlScheduleStore(ServerStore):
     _name = "MysqlScheduleStore"
     _codec = codec
     _session = MysqlSession
-    _shared = transaction
+    _transaction_module = f"{__package__}.transaction"
     _db: Connections
     _sql: Statements
     _regex_flags = "(?s)"

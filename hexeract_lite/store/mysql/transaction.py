@@ -16,11 +16,12 @@ from ...errors import DispatchError, InvalidArgument, StoreError
 from ..checks import bad_connection as _bad
 from ..checks import duplicate, first_duplicate
 from ..sql.runner import ServerRunner, savepoint
-from ..sql.server import NAME_HELD, ServerStore
+from ..sql.server import NAME_HELD
 from .session import DUPLICATE_KEY, MysqlSession
 
 if TYPE_CHECKING:
     from ...message import ScheduledMessage
+    from ..sql.server import ServerStore
 
 _log = package_logger(__name__)
 _IDENTITY = "SELECT DATABASE(), @@hostname, @@port, @@server_id"

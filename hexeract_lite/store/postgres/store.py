@@ -27,7 +27,7 @@ from ..schema import DEFAULT_TABLE
 from ..settle_plan import PlannedSettlement, settle_plan
 from ..sql.server import NAME_HELD, ServerStore, check_open
 from ..sql.statements import INSERT_COLUMNS
-from . import codec, transaction
+from . import codec
 from .codec import TEXT_COLUMNS, jsonb_text, same, whole_ms
 from .connections import (
     Conn,
@@ -83,7 +83,7 @@ class PostgresScheduleStore(ServerStore):
     _name = "PostgresScheduleStore"
     _codec = codec
     _session = PostgresSession
-    _shared = transaction
+    _transaction_module = f"{__package__}.transaction"
     _db: Connections
     _sql: Statements
 

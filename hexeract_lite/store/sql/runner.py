@@ -183,7 +183,7 @@ class ServerRunner(TransactionRunner):
                 if self._runs is not None:
                     session.execute(self._runs.insert, self._run_row(occ, began))
                 if settlement.wakes:
-                    self._store._shared.notify(conn, self._store)
+                    self._store._shared().notify(conn, self._store)
         except BaseException as exc:
             fired = self._watchdog.disarm()
             self._settled(conn, fired, True)

@@ -4,6 +4,7 @@ a pool of connections (``_db``), its sessions, and the store's lifetime."""
 from __future__ import annotations
 
 import abc
+import importlib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -70,13 +71,15 @@ class ServerSession:
 
 class ServerStore(SqlScheduleStore):
     """The SQL base over a connection pool: ``_db`` has ``connection(what)``, ``where``,
-    ``close()`` and ``closed``; the dialect's ``transaction`` module (``_shared``)
+    ``close()`` and ``closed``; the dialect's ``transaction`` module (:meth:`_shared`)
     has ``Runner``, ``insert_within``, ``within`` (the caller's connection checked, in a
     savepoint) and ``notify`` (other processes, inside the caller's transaction)."""
 
     _db: Any
     _session: Callable[[Any], ServerSession]
-    _shared: ModuleType
+    _transaction_module: str
+    """The dialect's ``transaction`` module's name (imported when first needed: a
+    listing never needs it)."""
 
     @property
     def _where(self) -> str:
@@ -91,6 +94,10 @@ class ServerStore(SqlScheduleStore):
 
     def __repr__(self) -> str:
         return f"{self._name}({self._where!r}, table={self._table!r})"
+
+    def _shared(self) -> ModuleType:
+        """The dialect's ``transaction`` module."""
+        return importlib.import_module(self._transaction_module)
 
     @abc.abstractmethod
     def _transaction(self, conn: Any, atomic: bool, worker: bool) -> AbstractContextManager[Any]:
@@ -148,7 +155,7 @@ class ServerStore(SqlScheduleStore):
             rows.append({name: params[name] for name in INSERT_COLUMNS})
         bound = self._insert_params(rows, max_attempts, taken)
         if connection is not None:
-            self._shared.insert_within(self, connection, messages, bound)
+            self._shared().insert_within(self, connection, messages, bound)
             return
         if len({m.schedule_id for m in messages}) != len(messages):
             raise self._first_duplicate(messages, "insert", "a duplicate id vanished")
@@ -169,12 +176,12 @@ class ServerStore(SqlScheduleStore):
         processes; an id stored already: :class:`DuplicateSchedule`."""
 
     def _runner_type(self) -> Callable[..., Any]:
-        return self._shared.Runner  # type: ignore[no-any-return]
+        return self._shared().Runner  # type: ignore[no-any-return]
 
     def modify_within(self, connection: object, schedule_id: uuid.UUID, plan: Plan[_T]) -> _T:
         """See :meth:`ScheduleStore.modify_within`: the row locked ``FOR UPDATE``."""
         sid = check_schedule_id(schedule_id)
-        shared = self._shared
+        shared = self._shared()
         with shared.within(self, connection, "modify") as conn:
             tx = self._session(conn)
             answer: _T = self._modified(tx, sid, plan)
