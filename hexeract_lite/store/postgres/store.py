@@ -18,13 +18,13 @@ from ...errors import InvalidConfiguration, InvalidMessage, ScheduleNotFound, St
 from ...message import ScheduledMessage
 from ...redact import redact_conn
 from ...runlog import this_worker
-from ...settlement import Settlement, SettlementKind
+from ...settlement import Settlement
 from ..base import SWEEP_ERROR, SWEEP_KEPT
 from ..checks import check_flag, check_int32_counts, check_records, duplicate
 from ..columns import COLUMN_NAMES
 from ..record import ScheduleRecord
 from ..schema import DEFAULT_TABLE
-from ..settle_plan import PlannedSettlement, settle_plan
+from ..settle_plan import HELD_KINDS, PlannedSettlement, settle_plan
 from ..sql.server import NAME_HELD, ServerStore, check_open
 from ..sql.statements import INSERT_COLUMNS
 from . import codec
@@ -47,8 +47,6 @@ from .session import (
     store_error,
 )
 from .statements import RUNS_VERSION, Statements, run_statements
-
-_HELD = (SettlementKind.FAILED, SettlementKind.SNOOZED)
 
 
 def _is_json(text: str) -> bool:
@@ -291,7 +289,7 @@ class PostgresScheduleStore(ServerStore):
         if now is None:
             start = self._now()
             for item in checked:
-                if item.kind in _HELD and item.retry_in is not None:
+                if item.kind in HELD_KINDS and item.retry_in is not None:
                     try:
                         to_utc_ms(start + item.retry_in, "retry deadline")
                     except OverflowError:
