@@ -9,6 +9,23 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import uuid
 
+__all__ = [
+    "DispatchError",
+    "DuplicateSchedule",
+    "InvalidArgument",
+    "InvalidConfiguration",
+    "InvalidMessage",
+    "InvalidTrigger",
+    "MigrationError",
+    "NotChangeable",
+    "NotReplayable",
+    "ScheduleNotFound",
+    "SchedulerError",
+    "StoreError",
+    "UnsupportedConnection",
+    "UsageError",
+]
+
 
 class SchedulerError(Exception):
     """The root of every error hexeract_lite raises on purpose.
@@ -149,10 +166,3 @@ class MigrationError(SchedulerError, RuntimeError):
     def __init__(self, message: str, report: MigrationCounts) -> None:
         super().__init__(message)
         self.report = report
-
-
-__all__ = sorted(  # every error class above, named once: where it is defined
-    name
-    for name, value in globals().items()
-    if isinstance(value, type) and issubclass(value, SchedulerError)
-)

@@ -59,6 +59,17 @@ def test_each_error_is_a_scheduler_error_and_its_builtin(
     assert error.__name__ in errors.__all__
 
 
+def test_errors_all_is_written_out_and_names_every_error_class() -> None:
+    """``__all__`` names exactly the module's error classes, none forgotten (it is
+    written out, not computed, so that a type checker sees ``from errors import *``)."""
+    classes = sorted(
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.SchedulerError)
+    )
+    assert errors.__all__ == classes
+
+
 def test_unsupported_connection_names_the_scheme() -> None:
     with pytest.raises(errors.UnsupportedConnection, match="'oracle'") as info:
         connect.parse_conn("oracle://user:secret@host/db")
