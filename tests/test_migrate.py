@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -287,8 +288,13 @@ def test_import_counts_a_repeated_id_once_and_refuses_bad_input_whole(
     other = ScheduleRecord.new(ScheduledMessage.delay(Target.outbox(), T0, "ev", {}), 3, T0)
     dest = open_store(kind, clock)
     naive = attrs.evolve(other, scheduled_for=datetime(2026, 3, 1, 12))
-    for bad in ([record, object()], [record, naive], [record, attrs.evolve(other, attempts=-1)]):
-        with pytest.raises(InvalidConfiguration):
+    bad_rows = {
+        "object": [record, object()],
+        f"record {other.schedule_id}: scheduled_for": [record, naive],
+        "attempts": [record, attrs.evolve(other, attempts=-1)],
+    }
+    for named, bad in bad_rows.items():
+        with pytest.raises(InvalidConfiguration, match=re.escape(named)):
             _import(dest, bad)  # type: ignore[arg-type]
         assert dest.inspect(record.schedule_id) is None, "nothing written"
     twin = attrs.evolve(record, event_type="twin")

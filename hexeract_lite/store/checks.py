@@ -178,11 +178,14 @@ _RECORD_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=True)
 _RECORD_OPTIONAL_INSTANTS = columns_of_kind(ColumnKind.INSTANT, required=False)
 
 
-def _utc_ms(value: object, name: str, error: type[Exception]) -> datetime:
-    """``value`` itself when already an instant in UTC ms (the common case), else normalised."""
+def _utc_ms(
+    value: object, name: str, error: type[Exception], record: uuid.UUID | None = None
+) -> datetime:
+    """``value`` itself when already an instant in UTC ms (the common case), else
+    normalised; an error names ``name`` (of ``record``, when given)."""
     if isinstance(value, datetime) and value.tzinfo is UTC and not value.microsecond % 1000:
         return value
-    return to_utc_ms(value, name, error)
+    return to_utc_ms(value, name if record is None else f"record {record}: {name}", error)
 
 
 def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
@@ -204,7 +207,7 @@ def check_records(records: Sequence[ScheduleRecord]) -> list[ScheduleRecord]:
             value = getattr(record, name)
             if value is None and name in _RECORD_OPTIONAL_INSTANTS:
                 continue
-            instant = _utc_ms(value, f"record {sid}: {name}", InvalidConfiguration)
+            instant = _utc_ms(value, name, InvalidConfiguration, sid)
             if instant is not value:
                 changes[name] = instant
         checked.append(attrs.evolve(record, **changes) if changes else record)
