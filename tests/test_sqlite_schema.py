@@ -330,6 +330,21 @@ def test_a_version_6_file_is_upgraded_to_the_run_log(tmp_path: Path) -> None:
     assert _names(db, "table") == _names(fresh, "table")
 
 
+def test_a_table_another_tool_dropped_is_made_again_with_every_index(tmp_path: Path) -> None:
+    db = tmp_path / "dropped.db"
+    SqliteScheduleStore.open(db).close()
+    conn = apsw.Connection(str(db))
+    conn.execute(f"DROP TABLE {TABLE}")  # its indexes go with it; its meta row stays
+    conn.close()
+    assert _version(db) == SCHEMA_VERSION
+    with SqliteScheduleStore.open(db) as store:
+        store.insert(ScheduledMessage.delay(Target.outbox(), T0, "ev", {}), max_attempts=3)
+        assert len(store.list_pending()) == 1
+    fresh = tmp_path / "fresh.db"
+    SqliteScheduleStore.open(fresh).close()
+    assert _names(db) == _names(fresh), "every index as a new file has it"
+
+
 def _v7_file(path: Path) -> list[uuid.UUID]:
     """A file as version 7 left it (none of the policy columns), with two due rows."""
     SqliteScheduleStore.open(path).close()

@@ -322,8 +322,9 @@ def ensure_schema(
         try:
             # again, under the write lock
             exists, version, runs = _refusal(conn, table, db, may_create=create)
-            if not exists:
-                conn.execute(sqlite_table_ddl(table))  # its indexes: the first upgrade's
+            if not exists:  # new, or dropped by another tool with its indexes
+                conn.execute(sqlite_table_ddl(table))
+                version = None  # every step (each idempotent) makes its indexes
             start = version or 0
             if start == SCHEMA_VERSION and not runs:
                 start = 6  # its run log dropped by another tool: made again
