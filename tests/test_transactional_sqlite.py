@@ -389,8 +389,10 @@ def test_sink_reschedules_a_cron_schedule_in_the_transaction(
         Target.mediator(), "0 * * * *", T0 - timedelta(hours=1), "tick", {"n": 7}
     )
     store.insert(cron, 3)
+    version = store.changes.version()
     report = SchedulerWorker(store, TransactionalSink(effect), CONFIG).run_once()
     assert report.rescheduled == 1
+    assert store.changes.version() != version, "a waiting worker is told of the new firing"
     snap = store.inspect(cron.schedule_id)
     assert snap is not None and snap.scheduled_for > T0
     assert rows(db, "SELECT count(*) FROM effects") == 1
