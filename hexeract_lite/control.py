@@ -100,7 +100,7 @@ class SchedulerControl:
     ) -> uuid.UUID:
         """:meth:`schedule` on a worker thread (``asyncio.to_thread``).
 
-        .. versionadded:: 0.3.0"""
+        .. versionadded:: 0.2.0"""
         import asyncio  # loaded by asyncio code only: `import hexeract_lite` stays light
 
         return await asyncio.to_thread(self.schedule, message, max_attempts=max_attempts)
@@ -110,7 +110,7 @@ class SchedulerControl:
     ) -> list[uuid.UUID]:
         """:meth:`schedule_many` on a worker thread.
 
-        .. versionadded:: 0.3.0"""
+        .. versionadded:: 0.2.0"""
         import asyncio
 
         return await asyncio.to_thread(self.schedule_many, messages, max_attempts=max_attempts)
@@ -118,7 +118,7 @@ class SchedulerControl:
     def inspect(self, schedule_id: ScheduleIdLike) -> ScheduleSnapshot:
         """The schedule's current snapshot; unknown id or name: :class:`ScheduleNotFound`.
 
-        .. versionchanged:: 0.4.0
+        .. versionchanged:: 0.2.0
            A schedule's name in place of its id."""
         sid, name = _id_or_name(schedule_id)
         snap = self.store.inspect(sid)
@@ -132,7 +132,7 @@ class SchedulerControl:
         An occurrence already held may still be delivered; a terminal schedule is left alone.
         ``note`` (up to 500 printable characters): why, shown until resumed.
 
-        .. versionchanged:: 0.4.0
+        .. versionchanged:: 0.2.0
            ``note=``; a schedule's name in place of its id."""
         sid = self._existing(schedule_id)
         if note is None:
@@ -144,14 +144,14 @@ class SchedulerControl:
         in one transaction, with ``note``; return how many were paused. None live:
         :class:`InvalidArgument`.
 
-        .. versionadded:: 0.4.0"""
+        .. versionadded:: 0.2.0"""
         return self._group(group, pause_plan(check_note(note)))
 
     def resume_group(self, group: str) -> int:
         """Resume every paused schedule named in ``group`` in one transaction, as
         :meth:`resume` does; return how many. None live: :class:`InvalidArgument`.
 
-        .. versionadded:: 0.4.0"""
+        .. versionadded:: 0.2.0"""
         return self._group(group, resume_change())
 
     def _group(self, group: str, plan: Plan[bool]) -> int:
@@ -178,7 +178,7 @@ class SchedulerControl:
         More than ``limit`` (1 to 100000), none, or a bad window: :class:`InvalidArgument`;
         a one-shot, paused or terminal schedule: :class:`NotChangeable`.
 
-        .. versionadded:: 0.4.0"""
+        .. versionadded:: 0.2.0"""
         first, last, limit = check_window(start, end, limit)
         return self.store.modify_record(
             self._existing(id_or_name), backfill_plan(first, last, limit)
@@ -190,7 +190,7 @@ class SchedulerControl:
         A cron schedule whose instant passed while paused moves to its first instant after
         now (attempts reset; no catch-up); with none it stays paused (False).
 
-        .. versionchanged:: 0.4.0
+        .. versionchanged:: 0.2.0
            A schedule's name in place of its id."""
         return self.store.resume(self._existing(schedule_id))
 
@@ -198,7 +198,7 @@ class SchedulerControl:
         """Cancel the schedule for good; True if it did (a terminal one: False). An occurrence
         already claimed may still be dispatched; nothing fires after it.
 
-        .. versionchanged:: 0.4.0
+        .. versionchanged:: 0.2.0
            A schedule's name in place of its id."""
         return self.store.cancel(self._existing(schedule_id))
 
@@ -206,7 +206,7 @@ class SchedulerControl:
         """Give a dead-lettered schedule a fresh start, due now, with a full budget; any other
         status: :class:`NotReplayable`.
 
-        .. versionchanged:: 0.4.0
+        .. versionchanged:: 0.2.0
            A schedule's name in place of its id."""
         self.store.replay(self._existing(schedule_id))
 
@@ -369,7 +369,7 @@ class SchedulerControl:
         ``current_dispatch().should_abort()``; recorded as ``aborted`` (a failed attempt, or
         with ``cancel=True`` the schedule cancelled). Nothing in flight: False.
 
-        .. versionadded:: 0.3.0"""
+        .. versionadded:: 0.2.0"""
         if not isinstance(cancel, bool):
             raise InvalidArgument(f"cancel must be True or False, got cancel={cancel!r:.100}")
         sid = self._existing(id_or_name)

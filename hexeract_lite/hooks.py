@@ -93,7 +93,7 @@ class Missed:
     end or ``max_firings``); ``next``: the firing it moved to (None: it completed). A
     one-shot's missed firing is :class:`DeadLettered` instead.
 
-    .. versionadded:: 0.4.0"""
+    .. versionadded:: 0.2.0"""
 
     message: ScheduledMessage
     reason: str
@@ -144,7 +144,7 @@ class Snoozed:
     """The handler snoozed: claimable again after ``delay``, its attempt given back;
     ``snoozes``: this occurrence's snoozes so far.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     message: ScheduledMessage
     attempt: int
@@ -157,7 +157,7 @@ class Aborted:
     """An abort stopped the dispatch: a failed attempt (retried after ``retry_in``, or
     dead-lettered when None), or the schedule ``cancelled``.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     message: ScheduledMessage
     attempt: int
@@ -169,7 +169,7 @@ class Aborted:
 class LeaseExtended:
     """A heartbeat extended the lease of a dispatch in flight to ``leased_until``.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     message: ScheduledMessage
@@ -181,7 +181,7 @@ class HeartbeatLost:
     """A heartbeat found the lease of a dispatch in flight lost; the handle's
     ``should_abort()`` is True from now on.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     message: ScheduledMessage
 

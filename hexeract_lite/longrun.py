@@ -58,7 +58,7 @@ class Snooze(Exception):
     timedelta or seconds, > 0), its attempt given back, same id and ``scheduled_for``.
     Past the worker's ``max_snoozes`` the schedule is dead-lettered.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     def __init__(self, delay: timedelta | float) -> None:
         self.delay = seconds_of(delay, "delay")
@@ -69,7 +69,7 @@ class DispatchAborted(DispatchError):
     """The failure recorded for a dispatch stopped by ``SchedulerControl.abort``;
     ``cancel``: the schedule is cancelled with it.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     def __init__(self, cancel: bool = False) -> None:
         self.cancel = cancel
@@ -89,7 +89,7 @@ class DispatchHandle:
     """The dispatch in flight of one occurrence (:func:`current_dispatch`);
     ``occurrence`` has its current ``leased_until``.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     __slots__ = (
         "_abort",
@@ -205,7 +205,7 @@ def current_dispatch() -> DispatchHandle:
     """The :class:`DispatchHandle` of the dispatch in flight in this thread or task;
     outside one: :class:`RuntimeError`.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
     handle = _CURRENT.get()
     if handle is None:
         raise RuntimeError(

@@ -49,7 +49,7 @@ def _check_count(name: str, value: object, top: int) -> int | None:
 class SchedulePolicy:
     """A recurring schedule's end, jitter and catch-up; build it with :meth:`of`.
 
-    .. versionadded:: 0.3.0"""
+    .. versionadded:: 0.2.0"""
 
     end_at: datetime | None = None
     """No firing is due after this instant; the schedule then completes. None: no end."""

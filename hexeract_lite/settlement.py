@@ -144,7 +144,7 @@ class Settlement:
         """The handler snoozed: give the attempt back, count the snooze, and hold the
         occurrence (same id and ``scheduled_for``) until ``now + delay``.
 
-        .. versionadded:: 0.3.0"""
+        .. versionadded:: 0.2.0"""
         return cls(SettlementKind.SNOOZED, schedule_id, lease, retry_in=delay, run=run)
 
     @classmethod
@@ -153,7 +153,7 @@ class Settlement:
     ) -> Settlement:
         """The dispatch was aborted with ``cancel=True``: cancel the schedule.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         return cls(SettlementKind.CANCELLED, schedule_id, lease, run=run)
 

@@ -110,12 +110,12 @@ class ScheduleSnapshot:
     snoozes: int = 0
     """How often the current occurrence snoozed (:class:`~hexeract_lite.Snooze`).
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     abort_requested: str | None = None
     """``"abort"`` or ``"cancel"`` while ``SchedulerControl.abort`` is pending, else None.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     def to_json_dict(self) -> dict[str, object]:
@@ -219,7 +219,7 @@ class LeasedOccurrence:
     snoozes: int = 0
     """How often this occurrence snoozed so far (:class:`~hexeract_lite.Snooze`).
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     def occurrence_id(self) -> OccurrenceId:

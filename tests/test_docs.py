@@ -620,6 +620,23 @@ def _build_hook(name: str) -> Any:
     return module
 
 
+def test_every_version_a_docstring_names_was_released_or_is_the_next() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    released = re.findall(r"^## \[(\d+)\.(\d+)\.(\d+)\]", changelog, re.MULTILINE)
+    major, minor, _ = max(tuple(map(int, v)) for v in released)
+    known = {".".join(v) for v in released} | {f"{major}.{minor + 1}.0"}
+    named = {
+        (path.relative_to(ROOT).as_posix(), version)
+        for path in (ROOT / "hexeract_lite").rglob("*.py")
+        for version in re.findall(
+            r"\.\. (?:versionadded|versionchanged|deprecated):: (\d+(?:\.\d+)*)",
+            path.read_text(encoding="utf-8"),
+        )
+    }
+    assert named, "the docstrings name the versions of what they describe"
+    assert {(p, v) for p, v in named if v not in known} == set(), f"known: {sorted(known)}"
+
+
 def test_the_docstrings_render_as_markdown() -> None:
     import inspect
 

@@ -432,7 +432,7 @@ class ScheduleStore(abc.ABC, RunLogContract, LongRunContract):
     def readonly(self) -> bool:
         """True when the store was opened read-only: it never writes.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         return False
 

@@ -33,7 +33,7 @@ class LongRunContract:
         """Fenced: while the live row carries ``lease``, set ``leased_until = until`` (an
         aware datetime later than ``lease``, else :class:`InvalidArgument`); False if fenced out.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         raise NotImplementedError(f"{type(self).__name__} cannot extend leases")
 
@@ -41,13 +41,13 @@ class LongRunContract:
         """Store ``how`` (``"abort"`` or ``"cancel"``) as the abort request of a live,
         leased schedule; False when nothing is in flight. Unknown id: :class:`ScheduleNotFound`.
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         raise NotImplementedError(f"{type(self).__name__} cannot store abort requests")
 
     def abort_requests(self, schedule_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
         """The abort requests stored on ``schedule_ids`` (those with one).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         return {}

@@ -64,7 +64,7 @@ def create_app(
     writable store); ``token``, if given, must come with every request. The store is
     never closed.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     if allow_actions and store.readonly:
         raise InvalidConfiguration("allow_actions=True needs a store opened for writing")
