@@ -7,6 +7,7 @@ dead-lettering what keeps failing. Consumers deduplicate on :class:`OccurrenceId
 
 from __future__ import annotations
 
+from . import errors as _errors
 from ._lazy import lazy_exports
 
 # Every public name and the submodule that defines it, imported on first use.
@@ -22,21 +23,7 @@ _EXPORTS = {
         "ReconcileReport",
         "SchedulerControl",
     ),
-    ".errors": (
-        "DispatchError",
-        "DuplicateSchedule",
-        "InvalidArgument",
-        "InvalidConfiguration",
-        "InvalidMessage",
-        "InvalidTrigger",
-        "MigrationError",
-        "NotChangeable",
-        "NotReplayable",
-        "ScheduleNotFound",
-        "SchedulerError",
-        "StoreError",
-        "UnsupportedConnection",
-    ),
+    ".errors": tuple(name for name in _errors.__all__ if name != "UsageError"),
     ".handlers": ("EventRouterSink",),
     ".interval": ("Interval",),
     ".longrun": (
