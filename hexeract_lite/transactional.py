@@ -15,6 +15,7 @@ from .settle import Acknowledged, DispatchResult
 from .sinks import OccurrenceSink
 from .snapshot import LeasedOccurrence
 from .store.base import ScheduleStore
+from .store.signal import ChangeSignal
 
 __all__ = ["Acknowledged", "BoundTransactionalSink", "TransactionalSink"]
 
@@ -98,7 +99,7 @@ class TransactionalSink:
         handler's transaction); a store without shared transactions:
         :class:`InvalidConfiguration`."""
         runner = store.transaction_runner(self.handler, clock, policy, timeout, run_log=run_log)
-        return BoundTransactionalSink(self, runner)
+        return BoundTransactionalSink(self, runner, store.changes)
 
     def __repr__(self) -> str:
         return f"TransactionalSink({self.handler!r})"
@@ -106,11 +107,14 @@ class TransactionalSink:
 
 class BoundTransactionalSink(OccurrenceSink):
     """A :class:`TransactionalSink` bound to one worker's store: the worker calls
-    :meth:`dispatch_occurrence` for each occurrence, from a thread."""
+    :meth:`dispatch_occurrence` for each occurrence, from a thread; an applied
+    acknowledgement that :attr:`~hexeract_lite.settlement.Settlement.wakes` notifies
+    ``changes``, the store's change signal."""
 
-    def __init__(self, sink: TransactionalSink, runner: Any) -> None:
+    def __init__(self, sink: TransactionalSink, runner: Any, changes: ChangeSignal) -> None:
         self.sink = sink
         self._runner = runner
+        self._changes = changes
 
     def dispatch(self, message: ScheduledMessage) -> None:
         """Not used: raises :class:`DispatchError` (see :meth:`TransactionalSink.dispatch`)."""
@@ -122,6 +126,8 @@ class BoundTransactionalSink(OccurrenceSink):
             result: DispatchResult = self._runner.run(occurrence)
         except BaseException as exc:
             return DispatchResult.failed(exc)
+        if isinstance(result, Acknowledged) and result.applied and result.settlement.wakes:
+            self._changes.notify()
         return result
 
     def close(self) -> None:

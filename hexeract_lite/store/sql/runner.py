@@ -193,6 +193,4 @@ class ServerRunner(TransactionRunner):
                 return DispatchResult.failed(timed_out(self._timeout, exc))
             return DispatchResult.failed(exc)
         self._settled(conn, self._watchdog.disarm(), False)
-        if settlement.wakes:
-            self._store.changes.notify()
         return Acknowledged(settlement=settlement, applied=True)

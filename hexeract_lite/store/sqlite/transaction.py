@@ -419,8 +419,6 @@ class SqliteTransactionRunner(TransactionRunner):
         elif not committed and not roll_back(conn, _ROLLBACK):
             self._drop()
         if error is None:  # committed, or fenced out before the handler
-            if committed and settlement.wakes:
-                self._store.changes.notify()
             return Acknowledged(settlement=settlement, applied=committed)
         if fired:
             return DispatchResult.failed(timed_out(self._timeout, error))
